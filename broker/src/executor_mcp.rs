@@ -1,0 +1,222 @@
+//! The MCP server the runner calls its tools through (`mcp__gw__<Name>`), on the bridge's loopback
+//! port behind the runner token. A call runs only if it names, through Claude Code's
+//! `_meta["claudecode/toolUseId"]`, an action ChatGPT approved, with the same arguments as canonical
+//! JSON; each action runs at most once (a repeated call gets the recorded result), and its outcome is
+//! durable at the gateway before the runner sees it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use common::protocol::BrokerEvent;
+use common::tools::{ActionOutcome, LogicalTool, ToolStatus};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
+    Implementation, JsonObject, ListToolsResult, MetaObject as Meta, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::state::BrokerState;
+
+/// How long an outcome may wait for the gateway's acknowledgement (it may be restarting).
+const ACK_TIMEOUT: Duration = Duration::from_secs(600);
+
+pub fn router(state: Arc<BrokerState>) -> Router {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_allowed_hosts(["127.0.0.1", "localhost"])
+        .with_cancellation_token(state.shutdown.child_token());
+    let handler_state = state.clone();
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(ExecutorMcp {
+                state: handler_state.clone(),
+            })
+        },
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", service)
+        .route_layer(middleware::from_fn_with_state(state, require_runner_token))
+}
+
+async fn require_runner_token(
+    State(state): State<Arc<BrokerState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let ok = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| {
+            common::hash::constant_time_eq(t.as_bytes(), state.spec.runner_token.as_bytes())
+        });
+    if !ok {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    next.run(req).await
+}
+
+#[derive(Clone)]
+struct ExecutorMcp {
+    state: Arc<BrokerState>,
+}
+
+fn object(value: Value) -> Arc<JsonObject> {
+    Arc::new(match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    })
+}
+
+fn refusal(text: String) -> CallToolResponse {
+    CallToolResult::error(vec![Content::text(text)]).into()
+}
+
+fn outcome_response(outcome: &ActionOutcome) -> CallToolResponse {
+    let mut text = outcome.output.clone();
+    if outcome.truncated && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let result = if outcome.status == ToolStatus::Ok {
+        CallToolResult::success(vec![Content::text(text)])
+    } else {
+        let code = outcome.error_code.as_deref().unwrap_or("error");
+        CallToolResult::error(vec![Content::text(format!("[{code}] {text}"))])
+    };
+    result.into()
+}
+
+impl ServerHandler for ExecutorMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
+            Implementation::new("native-gateway-executor", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let spec = &self.state.spec;
+        let tools = LogicalTool::offered(spec.profile, spec.subagent_policy)
+            .into_iter()
+            .map(|tool| {
+                let mut meta = Meta::new();
+                // Results up to 64 KiB must reach the model inline, not spill to a file.
+                meta.0
+                    .insert("anthropic/maxResultSizeChars".into(), json!(200_000));
+                Tool::new(tool.name(), tool.description(), object(tool.input_schema()))
+                    .with_annotations(
+                        ToolAnnotations::new()
+                            .read_only(true)
+                            .destructive(false)
+                            .idempotent(true)
+                            .open_world(false),
+                    )
+                    .with_meta(meta)
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let state = &self.state;
+        let name = request.name.to_string();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let tool_use_id = context
+            .meta
+            .get("claudecode/toolUseId")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let refuse = |reason: String| {
+            state.push_event(BrokerEvent::UnapprovedCall {
+                tool_use_id: tool_use_id.clone(),
+                name: name.clone(),
+                reason: reason.clone(),
+            });
+            Ok(refusal(format!("[unapproved_call] {reason}")))
+        };
+        let Some(action_id) = tool_use_id.strip_prefix("toolu_") else {
+            return refuse("the call carries no tool use id of an approved action".into());
+        };
+        let Some(slot) = state.action(action_id) else {
+            return refuse("no approved action has this tool use id".into());
+        };
+        if slot.call.name != name {
+            return refuse(format!(
+                "the approved action is {}, not {name}",
+                slot.call.name
+            ));
+        }
+        if common::hash::canonical_json(&slot.call.arguments)
+            != common::hash::canonical_json(&arguments)
+        {
+            return refuse("the arguments differ from the approved ones".into());
+        }
+
+        // One execution at a time, so a concurrent duplicate waits and then sees the outcome.
+        let _guard = state.action_lock.lock().await;
+        if let Some(outcome) = state.action(action_id).and_then(|slot| slot.outcome) {
+            return Ok(outcome_response(&outcome));
+        }
+        let outcome = match LogicalTool::from_name(&name).map(|tool| tool.parse_args(&arguments)) {
+            Some(Ok(args)) => {
+                let executor_state = state.clone();
+                let action = action_id.to_string();
+                tokio::task::spawn_blocking(move || executor_state.executor.execute(&action, &args))
+                    .await
+                    .map_err(|e| {
+                        McpError::internal_error(format!("executor task failed: {e}"), None)
+                    })?
+            }
+            other => {
+                let message = match other {
+                    Some(Err(message)) => message,
+                    _ => format!("{name} is not a tool of this session"),
+                };
+                ActionOutcome {
+                    status: ToolStatus::Rejected,
+                    output: message,
+                    truncated: false,
+                    error_code: Some("invalid_argument".into()),
+                    receipt: common::tools::Receipt {
+                        action_id: action_id.to_string(),
+                        ..Default::default()
+                    },
+                }
+            }
+        };
+        state.record_outcome(action_id, outcome.clone());
+        let seq = state.push_event(BrokerEvent::ActionFinished {
+            action_id: action_id.to_string(),
+            outcome: outcome.clone(),
+        });
+        if !state.wait_acked(seq, ACK_TIMEOUT).await {
+            return Err(McpError::internal_error(
+                "the gateway did not record the result in time; it is kept and will be delivered",
+                None,
+            ));
+        }
+        Ok(outcome_response(&outcome))
+    }
+}

@@ -1,0 +1,77 @@
+//! Per-session broker: owns the Claude Code runner's process group, the model-turn bridge
+//! (Anthropic Messages API on loopback), the executor MCP endpoint, and the socket the gateway
+//! connects to. It never writes durable state: every event goes to the gateway, and whatever needs
+//! to be durable before the runner sees it waits for the gateway's acknowledgement.
+//!
+//! Layout:
+//! - `state`: what the broker holds in memory (outbox of events, turns, approved actions).
+//! - `link`: the gateway connection (handshake, events out, releases in).
+//! - `bridge`: `POST /v1/messages` and `count_tokens` for the runner.
+//! - `executor_mcp`: the MCP server the runner calls tools through; runs approved actions only.
+//! - `executor`: the logical tools themselves.
+//! - `runner`: launching, feeding and stopping Claude Code.
+
+mod bridge;
+pub mod executor;
+mod executor_mcp;
+mod link;
+mod runner;
+mod state;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use common::protocol::{BrokerEvent, BrokerSpec};
+
+pub use state::BrokerState;
+
+/// Run a broker from the spec file the gateway wrote; returns when the session is over.
+pub async fn run(spec_path: PathBuf) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&spec_path).context("reading broker spec")?;
+    // The spec holds secrets; nothing needs it after this read.
+    let _ = std::fs::remove_file(&spec_path);
+    let spec: BrokerSpec = serde_json::from_str(&text).context("parsing broker spec")?;
+    let state = Arc::new(BrokerState::new(spec)?);
+
+    // Serve the bridge and the executor first: Claude Code gives its MCP server only a short
+    // connect window, so they must be up before the runner starts.
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .context("binding loopback port")?;
+    let port = listener
+        .local_addr()
+        .context("reading loopback port")?
+        .port();
+    let app = bridge::router(state.clone()).merge(executor_mcp::router(state.clone()));
+    let http_shutdown = state.shutdown.clone();
+    let http = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
+            .await
+    });
+
+    let gateway_link = link::serve(state.clone())
+        .await
+        .context("serving gateway socket")?;
+
+    match runner::launch(&state, port).await {
+        Ok(()) => {}
+        Err(err) => {
+            tracing::error!("runner launch failed: {err:#}");
+            let seq = state.push_event(BrokerEvent::RunnerLaunchFailed {
+                message: format!("{err:#}"),
+            });
+            state
+                .wait_acked(seq, std::time::Duration::from_secs(300))
+                .await;
+            state.finish("runner launch failed").await;
+        }
+    }
+
+    state.shutdown.cancelled().await;
+    gateway_link.abort();
+    let _ = http.await;
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! The Claude Code runner: launched with a cleared environment and the flags that leave it only our
+//! tools, in its own process group, with a private HOME, config and temp dir under the session's
+//! runtime dir. Prompts go in as stream-json lines; its `result` events and exit are reported.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use common::protocol::{BrokerEvent, PromptRelease};
+use common::tools::LogicalTool;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+
+use crate::state::BrokerState;
+
+/// Grace between SIGTERM and SIGKILL when stopping the runner's group.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Longest a tool call may take before Claude Code gives up on it (above any command bound).
+const MCP_TOOL_TIMEOUT_MS: &str = "900000";
+/// How long the runner waits for a model answer; ChatGPT may think for a long time.
+const API_TIMEOUT_MS: &str = "3600000";
+
+/// The live runner.
+pub struct RunnerHandle {
+    stdin: Option<ChildStdin>,
+    pgid: Pid,
+    exited: tokio::sync::watch::Receiver<bool>,
+}
+
+fn private_dir(root: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = root.join(name);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("creating runner {name} dir"))?;
+    Ok(dir)
+}
+
+/// Start Claude Code against the bridge on `port`.
+pub async fn launch(state: &Arc<BrokerState>, port: u16) -> anyhow::Result<()> {
+    let spec = &state.spec;
+    let runtime = PathBuf::from(&spec.runtime_dir);
+    let home = private_dir(&runtime, "home")?;
+    let config = private_dir(&home, ".claude")?;
+    let tmp = private_dir(&runtime, "tmp")?;
+
+    let mcp_config = serde_json::json!({
+        "mcpServers": {"gw": {
+            "type": "http",
+            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "headers": {"Authorization": format!("Bearer {}", spec.runner_token)},
+        }}
+    });
+    let mcp_config_path = runtime.join("mcp.json");
+    write_private(&mcp_config_path, mcp_config.to_string().as_bytes())?;
+
+    let allowed: Vec<String> = LogicalTool::offered(spec.profile, spec.subagent_policy)
+        .into_iter()
+        .map(LogicalTool::runner_name)
+        .collect();
+
+    let mut cmd = Command::new(&spec.claude_bin);
+    cmd.arg("--bare").arg("-p").arg("--verbose").args([
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+    ]);
+    if spec.resume {
+        cmd.args(["--resume", &spec.claude_session_id]);
+    } else {
+        cmd.args(["--session-id", &spec.claude_session_id]);
+    }
+    cmd.args(["--tools", ""])
+        .arg("--strict-mcp-config")
+        .arg("--mcp-config")
+        .arg(&mcp_config_path)
+        .arg("--allowedTools")
+        .arg(allowed.join(","))
+        .args(["--setting-sources", ""])
+        .arg("--disable-slash-commands")
+        .args(["--system-prompt", &spec.system_prompt]);
+    cmd.env_clear()
+        .env("HOME", &home)
+        .env("CLAUDE_CONFIG_DIR", &config)
+        .env("TMPDIR", &tmp)
+        .env("PATH", "/usr/bin:/bin")
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", &spec.runner_token)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        // ChatGPT holds the conversation; the runner must not summarise it on its own.
+        .env("DISABLE_AUTO_COMPACT", "1")
+        .env("MCP_TOOL_TIMEOUT", MCP_TOOL_TIMEOUT_MS)
+        .env("API_TIMEOUT_MS", API_TIMEOUT_MS)
+        .env("CLAUDE_STREAM_IDLE_TIMEOUT_MS", API_TIMEOUT_MS)
+        .current_dir(&spec.working_directory)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(runtime.join("runner.stderr.log"))
+                .context("opening runner log")?,
+        ))
+        .kill_on_drop(false);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| "starting Claude Code (check CLAUDE_BIN)".to_string())?;
+    let pid = child
+        .id()
+        .context("runner exited before it could be tracked")?;
+    let pgid = Pid::from_raw(pid as i32);
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
+
+    *state.runner.lock().await = Some(RunnerHandle {
+        stdin,
+        pgid,
+        exited: exited_rx,
+    });
+    state.push_event(BrokerEvent::RunnerStarted {
+        generation: spec.generation,
+        started_at_ms: common::time::now_unix_ms(),
+    });
+
+    if let Some(stdout) = stdout {
+        let state = state.clone();
+        tokio::spawn(async move { read_stdout(state, stdout).await });
+    }
+    let state = state.clone();
+    tokio::spawn(async move { wait_exit(state, child, exited_tx).await });
+    Ok(())
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    file.write_all(bytes)?;
+    Ok(())
+}
+
+/// Report the runner's `result` events: the end of each of its turns.
+async fn read_stdout(state: Arc<BrokerState>, stdout: tokio::process::ChildStdout) {
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if event.get("type").and_then(|t| t.as_str()) == Some("result") {
+            state.push_event(BrokerEvent::RunnerTurnEnded {
+                subtype: event
+                    .get("subtype")
+                    .and_then(|s| s.as_str())
+                    .unwrap_or("unknown")
+                    .to_string(),
+                is_error: event
+                    .get("is_error")
+                    .and_then(|e| e.as_bool())
+                    .unwrap_or(false),
+            });
+        }
+    }
+}
+
+async fn wait_exit(
+    state: Arc<BrokerState>,
+    mut child: Child,
+    exited: tokio::sync::watch::Sender<bool>,
+) {
+    use std::os::unix::process::ExitStatusExt;
+    let status = child.wait().await;
+    let (exit_code, signal) = match status {
+        Ok(status) => (status.code(), status.signal()),
+        Err(_) => (None, None),
+    };
+    exited.send_replace(true);
+    let seq = state.push_event(BrokerEvent::RunnerExited {
+        exit_code,
+        signal,
+        at_ms: common::time::now_unix_ms(),
+    });
+    // The broker's work ends with its runner; tell the gateway and leave.
+    state.wait_acked(seq, Duration::from_secs(300)).await;
+    state.finish("runner exited").await;
+}
+
+/// Write one user prompt to the runner's input.
+pub async fn send_prompt(state: &Arc<BrokerState>, prompt: PromptRelease) {
+    let line = serde_json::json!({
+        "type": "user",
+        "message": {"role": "user", "content": prompt.text},
+    })
+    .to_string()
+        + "\n";
+    let mut runner = state.runner.lock().await;
+    let written = match runner.as_mut().and_then(|r| r.stdin.as_mut()) {
+        Some(stdin) => {
+            stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
+        }
+        None => false,
+    };
+    drop(runner);
+    if written {
+        state.push_event(BrokerEvent::PromptDelivered {
+            prompt_id: prompt.prompt_id,
+        });
+    } else {
+        tracing::warn!("runner input is closed; prompt not delivered");
+    }
+}
+
+/// SIGTERM the runner's group, wait for the grace period, then SIGKILL it.
+pub async fn stop(state: &Arc<BrokerState>, reason: &str) {
+    tracing::info!("stopping runner: {reason}");
+    let handle = state.runner.lock().await.take();
+    let Some(mut handle) = handle else {
+        state.finish("stopped before the runner started").await;
+        return;
+    };
+    // Closing its input lets an idle runner finish cleanly.
+    handle.stdin.take();
+    let _ = killpg(handle.pgid, Signal::SIGTERM);
+    let exited = tokio::time::timeout(STOP_GRACE, handle.exited.wait_for(|done| *done)).await;
+    if !matches!(exited, Ok(Ok(_))) {
+        let _ = killpg(handle.pgid, Signal::SIGKILL);
+    }
+    // The exit watcher reports `RunnerExited` and finishes the broker. Kill stragglers in the
+    // group that outlived the leader.
+    let _ = killpg(handle.pgid, Signal::SIGKILL);
+}

@@ -1,0 +1,182 @@
+//! The broker's memory: the outbox of numbered events awaiting the gateway's acknowledgement, the
+//! runner's model turns keyed by request fingerprint, and the actions ChatGPT approved.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::protocol::{ApprovedCall, BrokerEvent, BrokerSpec, ReplyRelease};
+use common::tools::ActionOutcome;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::Executor;
+
+/// One model turn the runner asked for, and ChatGPT's reply once released.
+pub struct TurnSlot {
+    pub reply: watch::Sender<Option<ReplyRelease>>,
+}
+
+/// An approved action and, once run, its outcome.
+#[derive(Clone)]
+pub struct ActionSlot {
+    pub call: ApprovedCall,
+    pub outcome: Option<ActionOutcome>,
+}
+
+#[derive(Default)]
+struct Outbox {
+    next_seq: u64,
+    /// Events not yet acknowledged, by sequence number.
+    pending: BTreeMap<u64, BrokerEvent>,
+    /// Highest acknowledged sequence number (events are acknowledged in order).
+    acked_upto: u64,
+}
+
+/// State shared by the broker's tasks.
+pub struct BrokerState {
+    pub spec: BrokerSpec,
+    pub executor: Executor,
+    outbox: Mutex<Outbox>,
+    /// Wakes the link task when an event is queued.
+    pub outbox_changed: Notify,
+    acked: watch::Sender<u64>,
+    turns: Mutex<HashMap<String, std::sync::Arc<TurnSlot>>>,
+    actions: Mutex<HashMap<String, ActionSlot>>,
+    /// Serialises executions so one action cannot run twice concurrently.
+    pub action_lock: tokio::sync::Mutex<()>,
+    pub runner: tokio::sync::Mutex<Option<crate::runner::RunnerHandle>>,
+    /// Cancelled when the broker should exit.
+    pub shutdown: CancellationToken,
+}
+
+impl BrokerState {
+    pub fn new(spec: BrokerSpec) -> anyhow::Result<Self> {
+        let policy = sandbox::path_policy::PathPolicy::new(
+            PathBuf::from(&spec.owner_home),
+            PathBuf::from(&spec.state_dir),
+            spec.extra_protected.iter().map(PathBuf::from).collect(),
+        );
+        let executor = Executor::new(policy, PathBuf::from(&spec.working_directory));
+        Ok(BrokerState {
+            spec,
+            executor,
+            outbox: Mutex::new(Outbox {
+                next_seq: 1,
+                ..Outbox::default()
+            }),
+            outbox_changed: Notify::new(),
+            acked: watch::channel(0).0,
+            turns: Mutex::new(HashMap::new()),
+            actions: Mutex::new(HashMap::new()),
+            action_lock: tokio::sync::Mutex::new(()),
+            runner: tokio::sync::Mutex::new(None),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    /// Queue an event for the gateway; returns its sequence number.
+    pub fn push_event(&self, event: BrokerEvent) -> u64 {
+        let seq = {
+            let mut outbox = lock(&self.outbox);
+            let seq = outbox.next_seq;
+            outbox.next_seq += 1;
+            outbox.pending.insert(seq, event);
+            seq
+        };
+        self.outbox_changed.notify_one();
+        seq
+    }
+
+    /// Events with a sequence number above `after`, in order.
+    pub fn events_after(&self, after: u64) -> Vec<(u64, BrokerEvent)> {
+        let outbox = lock(&self.outbox);
+        outbox
+            .pending
+            .range(after + 1..)
+            .map(|(seq, event)| (*seq, event.clone()))
+            .collect()
+    }
+
+    /// Highest sequence number acknowledged so far.
+    pub fn acked_upto(&self) -> u64 {
+        lock(&self.outbox).acked_upto
+    }
+
+    /// The gateway persisted everything up to `seq`.
+    pub fn ack(&self, seq: u64) {
+        let mut outbox = lock(&self.outbox);
+        let keep = outbox.pending.split_off(&(seq + 1));
+        outbox.pending = keep;
+        outbox.acked_upto = outbox.acked_upto.max(seq);
+        let upto = outbox.acked_upto;
+        drop(outbox);
+        self.acked.send_replace(upto);
+    }
+
+    /// Wait until event `seq` is acknowledged; false on timeout or shutdown.
+    pub async fn wait_acked(&self, seq: u64, timeout: Duration) -> bool {
+        let mut rx = self.acked.subscribe();
+        let wait = rx.wait_for(|upto| *upto >= seq);
+        tokio::select! {
+            res = tokio::time::timeout(timeout, wait) => matches!(res, Ok(Ok(_))),
+            () = self.shutdown.cancelled() => false,
+        }
+    }
+
+    /// The slot for a runner request fingerprint, and whether it is new.
+    pub fn turn_slot(&self, fingerprint: &str) -> (std::sync::Arc<TurnSlot>, bool) {
+        let mut turns = lock(&self.turns);
+        if let Some(slot) = turns.get(fingerprint) {
+            return (slot.clone(), false);
+        }
+        let slot = std::sync::Arc::new(TurnSlot {
+            reply: watch::channel(None).0,
+        });
+        turns.insert(fingerprint.to_string(), slot.clone());
+        (slot, true)
+    }
+
+    /// Record a released reply: its calls become approved actions, and the waiting request (or a
+    /// later retry of it) gets the reply.
+    pub fn release_reply(&self, reply: ReplyRelease) {
+        {
+            let mut actions = lock(&self.actions);
+            for call in &reply.calls {
+                actions
+                    .entry(call.action_id.clone())
+                    .or_insert_with(|| ActionSlot {
+                        call: call.clone(),
+                        outcome: None,
+                    });
+            }
+        }
+        let (slot, _) = self.turn_slot(&reply.fingerprint);
+        slot.reply.send_replace(Some(reply));
+    }
+
+    pub fn action(&self, action_id: &str) -> Option<ActionSlot> {
+        lock(&self.actions).get(action_id).cloned()
+    }
+
+    pub fn record_outcome(&self, action_id: &str, outcome: ActionOutcome) {
+        if let Some(slot) = lock(&self.actions).get_mut(action_id) {
+            slot.outcome = Some(outcome);
+        }
+    }
+
+    /// Stop everything: the runner first, then the broker.
+    pub async fn finish(&self, reason: &str) {
+        tracing::info!("broker finishing: {reason}");
+        let seq = self.push_event(BrokerEvent::BrokerExiting {
+            reason: reason.to_string(),
+        });
+        self.wait_acked(seq, Duration::from_secs(5)).await;
+        self.shutdown.cancel();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,121 @@
+//! SHA-256 digests, canonical JSON, secrets and the HMAC proof used in the broker handshake.
+
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// JSON text with object keys sorted at every level and no insignificant whitespace, so that two
+/// values that are equal as JSON produce identical bytes whatever order their keys arrived in.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String((*key).clone()).to_string());
+                out.push(':');
+                write_canonical(&map[*key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// SHA-256 of the canonical JSON form of `value`.
+pub fn canonical_sha256(value: &Value) -> String {
+    sha256_hex(canonical_json(value).as_bytes())
+}
+
+/// A fresh random secret: 32 bytes from the OS generator, hex encoded, prefixed with `kind` so that
+/// a leaked value says what it is (and leak tests can search for it).
+pub fn new_secret(kind: &str) -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("{kind}_{}", hex::encode(bytes))
+}
+
+/// Constant-time equality of two byte strings.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.ct_eq(b).into()
+}
+
+/// HMAC-SHA256 of `message` under `key`, hex encoded. The broker proves it holds its secret by
+/// answering the gateway's nonce with this value, so the secret itself never crosses the socket.
+pub fn hmac_hex(key: &str, message: &str) -> String {
+    // HMAC accepts keys of any length, so this cannot fail.
+    let mut mac = match Hmac::<Sha256>::new_from_slice(key.as_bytes()) {
+        Ok(mac) => mac,
+        Err(_) => unreachable_hmac(),
+    };
+    mac.update(message.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+#[cold]
+fn unreachable_hmac() -> ! {
+    panic!("HMAC-SHA256 rejected a key, which its definition does not allow")
+}
+
+/// Whether `proof` is the HMAC of `message` under `key`, compared in constant time.
+pub fn verify_hmac_hex(key: &str, message: &str, proof: &str) -> bool {
+    constant_time_eq(hmac_hex(key, message).as_bytes(), proof.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let a = json!({"b": 1, "a": {"y": [1, {"d": 2, "c": 3}], "x": "s"}});
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"x":"s","y":[1,{"c":3,"d":2}]},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn hmac_proof_verifies_only_with_the_right_key() {
+        let proof = hmac_hex("secret", "nonce");
+        assert!(verify_hmac_hex("secret", "nonce", &proof));
+        assert!(!verify_hmac_hex("other", "nonce", &proof));
+        assert!(!verify_hmac_hex("secret", "nonce2", &proof));
+    }
+
+    #[test]
+    fn sha256_matches_known_vector() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

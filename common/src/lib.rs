@@ -1,0 +1,18 @@
+//! Shared vocabulary of Native Gateway: the gateway↔broker wire protocol, its codec, hashing and ids,
+//! the logical tools and capability profiles, and the public result shapes both sides produce.
+//!
+//! Layout:
+//! - `protocol`: one message enum per direction (`GatewayToBroker`, `BrokerToGateway`) and payloads.
+//! - `codec`: the only place that turns wire messages into bytes and back.
+//! - `tools`: logical tool names, capability profiles, argument types and their schemas.
+//! - `hash`: SHA-256, canonical JSON, HMAC proofs and secret generation.
+//! - `time`: RFC 3339 timestamps.
+//!
+//! Architecture invariant: this crate depends on no other workspace crate, starts no runtime and
+//! spawns no process.
+
+pub mod codec;
+pub mod hash;
+pub mod protocol;
+pub mod time;
+pub mod tools;

@@ -1,0 +1,265 @@
+//! The gateway↔broker wire protocol: one message enum per direction, each variant documented with
+//! who sends it and what answer it gets.
+//!
+//! The gateway connects to the broker's Unix socket. The first frame each way is a hello carrying
+//! the protocol version; the broker proves it holds the per-broker secret by answering the
+//! gateway's nonce with an HMAC, so the secret never crosses the socket. After that the broker
+//! reports what happens as numbered events, which the gateway acknowledges once they are durable;
+//! the gateway releases replies, prompts and stop requests. Frames are self-describing JSON
+//! (`type` tag, unknown fields ignored, unknown variants decoded as `Unknown`), so a newer gateway
+//! can talk to an older broker that survived an upgrade.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tools::ActionOutcome;
+
+/// Version this build speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Oldest peer version this build still understands.
+pub const PROTOCOL_VERSION_MIN: u32 = 1;
+
+/// Messages the gateway sends to a broker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum GatewayToBroker {
+    /// First frame. The broker answers with [`BrokerToGateway::Hello`] or closes the socket.
+    Hello(GatewayHello),
+    /// The gateway persisted broker event `seq`; the broker may drop it from its outbox and release
+    /// whatever waited on it. No answer.
+    Ack { seq: u64 },
+    /// ChatGPT's reply to a turn, already persisted with its approved actions. The broker answers
+    /// with a `ReplyDelivered` event once the runner has it.
+    Reply(ReplyRelease),
+    /// A user prompt (start or continue), already persisted. The broker writes it to the runner's
+    /// input and answers with a `PromptDelivered` event.
+    Prompt(PromptRelease),
+    /// Stop the runner (group SIGTERM, grace, SIGKILL) and exit. The broker answers with a
+    /// `RunnerExited` event, then a `BrokerExiting` event.
+    Stop { reason: String },
+    /// A message type this build does not know (sent by a newer gateway). Answered with
+    /// [`BrokerToGateway::Unsupported`].
+    #[serde(other)]
+    Unknown,
+}
+
+/// Messages a broker sends to the gateway.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum BrokerToGateway {
+    /// Answer to [`GatewayToBroker::Hello`].
+    Hello(BrokerHello),
+    /// Something happened; the gateway persists it and answers [`GatewayToBroker::Ack`]. Events
+    /// not yet acknowledged are sent again, in order, after a reconnect.
+    Event { seq: u64, event: BrokerEvent },
+    /// The broker did not understand a message of this type.
+    Unsupported { message_type: String },
+    /// A message type this build does not know (sent by a newer broker).
+    #[serde(other)]
+    Unknown,
+}
+
+/// Handshake from the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayHello {
+    pub protocol_min: u32,
+    pub protocol_max: u32,
+    pub build: String,
+    /// Random challenge; the broker answers with HMAC-SHA256(broker secret, nonce).
+    pub nonce: String,
+}
+
+/// Handshake from the broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerHello {
+    /// The version chosen from the gateway's range.
+    pub protocol_version: u32,
+    pub build: String,
+    pub session_id: String,
+    pub proof: String,
+    /// The broker could not agree on a version; it closes after this frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// A persisted reply released to the runner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplyRelease {
+    pub turn_id: String,
+    /// Fingerprint of the runner request this reply answers.
+    pub fingerprint: String,
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub calls: Vec<ApprovedCall>,
+}
+
+/// One tool call ChatGPT approved; the runner may run it exactly once with exactly these arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovedCall {
+    pub action_id: String,
+    pub call_index: u32,
+    /// Logical tool name (`Read`, ...).
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// A persisted user prompt released to the runner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptRelease {
+    pub prompt_id: String,
+    pub text: String,
+}
+
+/// What a broker reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BrokerEvent {
+    /// The runner process started.
+    RunnerStarted { generation: u32, started_at_ms: i64 },
+    /// The runner could not be started; the broker exits after this is acknowledged.
+    RunnerLaunchFailed { message: String },
+    /// The runner asked for a model turn. A retry of the same request carries the same fingerprint.
+    TurnRequested(TurnRequest),
+    /// The runner received the released reply.
+    ReplyDelivered { turn_id: String },
+    /// The prompt was written to the runner's input.
+    PromptDelivered { prompt_id: String },
+    /// An approved action ran; the broker hands the result to the runner only after the ack.
+    ActionFinished {
+        action_id: String,
+        outcome: ActionOutcome,
+    },
+    /// The runner called a tool without a matching approved action; it was refused.
+    UnapprovedCall {
+        tool_use_id: String,
+        name: String,
+        reason: String,
+    },
+    /// The runner made a side request (title, summary, ...), answered locally by the broker.
+    SideRequest {
+        purpose: String,
+        fingerprint: String,
+    },
+    /// The runner finished its turn (its `result` event).
+    RunnerTurnEnded { subtype: String, is_error: bool },
+    /// The runner process exited.
+    RunnerExited {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        at_ms: i64,
+    },
+    /// The broker is shutting down.
+    BrokerExiting { reason: String },
+    /// An event kind this build does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// A model request of the runner's main loop, reduced to what ChatGPT must answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnRequest {
+    pub fingerprint: String,
+    pub content: TurnContent,
+}
+
+/// The new user content since the last assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TurnContent {
+    /// A user prompt.
+    Prompt { text: String },
+    /// Results of the previous reply's tool calls, by `tool_use` id, with the runner's own text
+    /// for each (the gateway prefers its ledger's record of the action).
+    ToolResults { results: Vec<RunnerToolResult> },
+}
+
+/// One `tool_result` block as the runner sent it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerToolResult {
+    pub tool_use_id: String,
+    pub is_error: bool,
+    pub text: String,
+}
+
+/// Everything a broker needs to run one session, written by the gateway as a 0600 file in the
+/// session's 0700 runtime dir and read once by the broker at start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BrokerSpec {
+    pub session_id: String,
+    pub claude_session_id: String,
+    pub generation: u32,
+    /// Start the runner with `--resume` instead of `--session-id`.
+    pub resume: bool,
+    pub profile: crate::tools::CapabilityProfile,
+    pub subagent_policy: crate::tools::SubagentPolicy,
+    pub working_directory: String,
+    pub runtime_dir: String,
+    pub socket_path: String,
+    pub secret: String,
+    pub runner_token: String,
+    pub claude_bin: String,
+    pub system_prompt: String,
+    /// The owner's home directory, for the protected path set.
+    pub owner_home: String,
+    pub state_dir: String,
+    #[serde(default)]
+    pub extra_protected: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_message_types_decode_as_unknown() {
+        let msg: GatewayToBroker =
+            serde_json::from_str(r#"{"type":"teleport","where":"mars"}"#).unwrap();
+        assert_eq!(msg, GatewayToBroker::Unknown);
+        let msg: BrokerToGateway = serde_json::from_str(
+            r#"{"type":"event","seq":3,"event":{"kind":"future_thing","x":1}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            msg,
+            BrokerToGateway::Event {
+                seq: 3,
+                event: BrokerEvent::Unknown
+            }
+        );
+    }
+
+    #[test]
+    fn frames_are_stable_json() {
+        let frames = vec![
+            serde_json::to_value(GatewayToBroker::Hello(GatewayHello {
+                protocol_min: 1,
+                protocol_max: 1,
+                build: "b".into(),
+                nonce: "n".into(),
+            }))
+            .unwrap(),
+            serde_json::to_value(GatewayToBroker::Reply(ReplyRelease {
+                turn_id: "turn_1".into(),
+                fingerprint: "f".into(),
+                text: "hi".into(),
+                calls: vec![ApprovedCall {
+                    action_id: "act_1".into(),
+                    call_index: 0,
+                    name: "Read".into(),
+                    arguments: serde_json::json!({"file_path": "/x"}),
+                }],
+            }))
+            .unwrap(),
+            serde_json::to_value(BrokerToGateway::Event {
+                seq: 1,
+                event: BrokerEvent::TurnRequested(TurnRequest {
+                    fingerprint: "f".into(),
+                    content: TurnContent::Prompt { text: "p".into() },
+                }),
+            })
+            .unwrap(),
+        ];
+        insta::assert_json_snapshot!(frames);
+    }
+}

@@ -1,0 +1,420 @@
+//! Logical tools (what ChatGPT may call and Claude Code sees as `mcp__gw__<Name>`), capability
+//! profiles, subagent policies, tool argument types and the result shapes of executed actions.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Largest `output` of one tool result, and of each command stream.
+pub const MAX_TOOL_OUTPUT_BYTES: usize = 64 * 1024;
+
+/// What a session may do; fixed at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CapabilityProfile {
+    ReadOnly,
+    DirectWrite,
+    WorktreeWrite,
+}
+
+impl CapabilityProfile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read_only",
+            Self::DirectWrite => "direct_write",
+            Self::WorktreeWrite => "worktree_write",
+        }
+    }
+}
+
+/// Whether the session may delegate to sub-sessions; fixed at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SubagentPolicy {
+    None,
+    DeepseekExplicit,
+}
+
+impl SubagentPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::DeepseekExplicit => "deepseek_explicit",
+        }
+    }
+}
+
+/// A tool ChatGPT may ask the runner to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LogicalTool {
+    Read,
+    FindFiles,
+    SearchText,
+    RunCommand,
+    Edit,
+    Write,
+    NotebookEdit,
+    #[serde(rename = "deepseek_subagent_start")]
+    DeepseekSubagentStart,
+    #[serde(rename = "deepseek_subagent_get")]
+    DeepseekSubagentGet,
+    #[serde(rename = "deepseek_subagent_stop")]
+    DeepseekSubagentStop,
+}
+
+/// Prefix Claude Code puts before our MCP tools (server name `gw`).
+pub const RUNNER_TOOL_PREFIX: &str = "mcp__gw__";
+
+impl LogicalTool {
+    pub const ALL: [LogicalTool; 10] = [
+        Self::Read,
+        Self::FindFiles,
+        Self::SearchText,
+        Self::RunCommand,
+        Self::Edit,
+        Self::Write,
+        Self::NotebookEdit,
+        Self::DeepseekSubagentStart,
+        Self::DeepseekSubagentGet,
+        Self::DeepseekSubagentStop,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Read => "Read",
+            Self::FindFiles => "FindFiles",
+            Self::SearchText => "SearchText",
+            Self::RunCommand => "RunCommand",
+            Self::Edit => "Edit",
+            Self::Write => "Write",
+            Self::NotebookEdit => "NotebookEdit",
+            Self::DeepseekSubagentStart => "deepseek_subagent_start",
+            Self::DeepseekSubagentGet => "deepseek_subagent_get",
+            Self::DeepseekSubagentStop => "deepseek_subagent_stop",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+
+    /// Whether a session with this profile and policy may call the tool at all.
+    pub fn permitted(self, profile: CapabilityProfile, policy: SubagentPolicy) -> bool {
+        match self {
+            Self::Read | Self::FindFiles | Self::SearchText | Self::RunCommand => true,
+            Self::Edit | Self::Write | Self::NotebookEdit => profile != CapabilityProfile::ReadOnly,
+            Self::DeepseekSubagentStart
+            | Self::DeepseekSubagentGet
+            | Self::DeepseekSubagentStop => {
+                profile == CapabilityProfile::WorktreeWrite
+                    && policy == SubagentPolicy::DeepseekExplicit
+            }
+        }
+    }
+
+    /// Tools this build can execute. A permitted tool that is not implemented yet is still refused
+    /// (`not_permitted`, with a message saying so) rather than approved and then failing.
+    pub fn implemented(self) -> bool {
+        matches!(self, Self::Read | Self::FindFiles | Self::SearchText)
+    }
+
+    /// The tools a session offers: permitted and implemented, in a fixed order.
+    pub fn offered(profile: CapabilityProfile, policy: SubagentPolicy) -> Vec<LogicalTool> {
+        Self::ALL
+            .into_iter()
+            .filter(|tool| tool.permitted(profile, policy) && tool.implemented())
+            .collect()
+    }
+
+    pub fn runner_name(self) -> String {
+        format!("{RUNNER_TOOL_PREFIX}{}", self.name())
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Self::Read => {
+                "Read a UTF-8 text file by absolute path. Optional 1-based line offset and line limit. \
+                 Output is at most 64 KiB; the receipt carries the SHA-256 of the bytes read."
+            }
+            Self::FindFiles => {
+                "List files under an absolute directory (default: the working directory), sorted, \
+                 without following symlinks; optional literal name filter, depth and result bounds."
+            }
+            Self::SearchText => {
+                "Search file contents for a literal UTF-8 string (no regex, no glob) under an absolute \
+                 directory; results are `path:line: text`, sorted, bounded to 64 KiB."
+            }
+            Self::RunCommand => "Run an exact argv in a sandbox (not available in this build).",
+            Self::Edit => "Replace an exact string in a file (not available in this build).",
+            Self::Write => "Write a whole file (not available in this build).",
+            Self::NotebookEdit => "Edit a notebook cell (not available in this build).",
+            Self::DeepseekSubagentStart
+            | Self::DeepseekSubagentGet
+            | Self::DeepseekSubagentStop => {
+                "DeepSeek sub-session control (not available in this build)."
+            }
+        }
+    }
+
+    /// JSON Schema of the tool's arguments.
+    pub fn input_schema(self) -> Value {
+        let schema = match self {
+            Self::Read => schemars::schema_for!(ReadArgs),
+            Self::FindFiles => schemars::schema_for!(FindFilesArgs),
+            Self::SearchText => schemars::schema_for!(SearchTextArgs),
+            Self::RunCommand
+            | Self::Edit
+            | Self::Write
+            | Self::NotebookEdit
+            | Self::DeepseekSubagentStart
+            | Self::DeepseekSubagentGet
+            | Self::DeepseekSubagentStop => {
+                return serde_json::json!({"type": "object"});
+            }
+        };
+        let mut value = serde_json::to_value(schema).unwrap_or(Value::Null);
+        if let Some(map) = value.as_object_mut() {
+            map.remove("$schema");
+            map.remove("title");
+        }
+        value
+    }
+
+    /// Parse and validate arguments for this tool; the error says what is wrong.
+    pub fn parse_args(self, arguments: &Value) -> Result<ToolArgs, String> {
+        fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, String> {
+            serde_json::from_value(v.clone()).map_err(|e| e.to_string())
+        }
+        if !arguments.is_object() {
+            return Err("arguments must be a JSON object".into());
+        }
+        let args = match self {
+            Self::Read => ToolArgs::Read(parse(arguments)?),
+            Self::FindFiles => ToolArgs::FindFiles(parse(arguments)?),
+            Self::SearchText => ToolArgs::SearchText(parse(arguments)?),
+            Self::RunCommand
+            | Self::Edit
+            | Self::Write
+            | Self::NotebookEdit
+            | Self::DeepseekSubagentStart
+            | Self::DeepseekSubagentGet
+            | Self::DeepseekSubagentStop => {
+                return Err(format!("{} is not available in this build", self.name()));
+            }
+        };
+        args.validate()?;
+        Ok(args)
+    }
+}
+
+/// Arguments of `Read`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    /// Absolute path of the file.
+    pub file_path: String,
+    /// First line to return, 1-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub offset: Option<u64>,
+    /// Number of lines to return.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub limit: Option<u64>,
+}
+
+/// Arguments of `FindFiles`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FindFilesArgs {
+    /// Absolute directory to list; default the working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Literal substring the file name must contain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_contains: Option<String>,
+    /// Deepest level to descend (1 = the directory's own entries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub max_depth: Option<u32>,
+    /// Most entries to return (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_results: Option<u32>,
+}
+
+/// Arguments of `SearchText`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchTextArgs {
+    /// Literal UTF-8 text to find (no regex, no glob).
+    pub query: String,
+    /// Absolute directory or file to search; default the working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Match case exactly (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case_sensitive: Option<bool>,
+    /// Most matches to return (default 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_results: Option<u32>,
+}
+
+/// Parsed, validated arguments of one logical tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolArgs {
+    Read(ReadArgs),
+    FindFiles(FindFilesArgs),
+    SearchText(SearchTextArgs),
+}
+
+impl ToolArgs {
+    fn validate(&self) -> Result<(), String> {
+        fn absolute(field: &str, path: &str) -> Result<(), String> {
+            if path.starts_with('/') {
+                Ok(())
+            } else {
+                Err(format!("{field} must be an absolute path, got {path:?}"))
+            }
+        }
+        match self {
+            Self::Read(a) => {
+                absolute("file_path", &a.file_path)?;
+                if a.offset == Some(0) || a.limit == Some(0) {
+                    return Err("offset and limit are 1-based and must be at least 1".into());
+                }
+            }
+            Self::FindFiles(a) => {
+                if let Some(p) = &a.path {
+                    absolute("path", p)?;
+                }
+                if matches!(a.max_depth, Some(d) if d == 0 || d > 64) {
+                    return Err("max_depth must be between 1 and 64".into());
+                }
+                if matches!(a.max_results, Some(n) if n == 0 || n > 100_000) {
+                    return Err("max_results must be between 1 and 100000".into());
+                }
+            }
+            Self::SearchText(a) => {
+                if a.query.is_empty() {
+                    return Err("query must not be empty".into());
+                }
+                if let Some(p) = &a.path {
+                    absolute("path", p)?;
+                }
+                if matches!(a.max_results, Some(n) if n == 0 || n > 100_000) {
+                    return Err("max_results must be between 1 and 100000".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Outcome class of one tool call, as ChatGPT sees it in `tool_results`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Ok,
+    Error,
+    Rejected,
+    NotExecuted,
+}
+
+/// Proof of what an action did.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Receipt {
+    pub action_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// SHA-256 of the bytes a Read returned (the whole file it read from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+}
+
+/// What the executor produced for one action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionOutcome {
+    pub status: ToolStatus,
+    /// At most [`MAX_TOOL_OUTPUT_BYTES`].
+    pub output: String,
+    pub truncated: bool,
+    /// Stable machine code when `status` is not `ok` (e.g. `not_permitted`, `not_found`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    pub receipt: Receipt,
+}
+
+/// Cut `text` to at most `max` bytes on a character boundary; returns whether it was cut.
+pub fn clip_utf8(text: &mut String, max: usize) -> bool {
+    if text.len() <= max {
+        return false;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn read_only_offers_only_read_tools() {
+        let offered = LogicalTool::offered(CapabilityProfile::ReadOnly, SubagentPolicy::None);
+        assert_eq!(
+            offered,
+            vec![
+                LogicalTool::Read,
+                LogicalTool::FindFiles,
+                LogicalTool::SearchText
+            ]
+        );
+        assert!(!LogicalTool::Edit.permitted(CapabilityProfile::ReadOnly, SubagentPolicy::None));
+        assert!(LogicalTool::Edit.permitted(CapabilityProfile::DirectWrite, SubagentPolicy::None));
+        assert!(!LogicalTool::DeepseekSubagentStart.permitted(
+            CapabilityProfile::DirectWrite,
+            SubagentPolicy::DeepseekExplicit
+        ));
+    }
+
+    #[test]
+    fn parse_args_refuses_unknown_fields_and_relative_paths() {
+        let err = LogicalTool::Read
+            .parse_args(&json!({"file_path": "/x", "bogus": 1}))
+            .unwrap_err();
+        assert!(err.contains("unknown field"), "{err}");
+        let err = LogicalTool::Read
+            .parse_args(&json!({"file_path": "x"}))
+            .unwrap_err();
+        assert!(err.contains("absolute"), "{err}");
+        let err = LogicalTool::SearchText
+            .parse_args(&json!({"query": ""}))
+            .unwrap_err();
+        assert!(err.contains("empty"), "{err}");
+        assert!(
+            LogicalTool::Read
+                .parse_args(&json!({"file_path": "/etc/hostname", "limit": 3}))
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn clip_utf8_respects_char_boundaries() {
+        let mut s = "aé".repeat(3);
+        assert!(clip_utf8(&mut s, 4));
+        assert_eq!(s, "aéa");
+    }
+}

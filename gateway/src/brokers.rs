@@ -1,0 +1,294 @@
+//! Starting a session's broker and keeping the verified link to it: spawn in its own session
+//! (setsid) so a gateway exit does not signal it, verify it (socket peer uid and pid, recorded start
+//! time, HMAC proof of its secret), then carry its events into the state and releases out to it.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use common::codec::{decode, encode, frame_codec};
+use common::protocol::{
+    BrokerSpec, BrokerToGateway, GatewayHello, GatewayToBroker, PROTOCOL_VERSION,
+    PROTOCOL_VERSION_MIN,
+};
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::UnixStream;
+use tokio_util::codec::Framed;
+
+use crate::config::{private_dir, write_private_file};
+use crate::service::Gateway;
+use crate::state::{BrokerRecord, SessionRecord, StoreError};
+
+/// Unix socket paths must fit `sun_path` (104 bytes on macOS, 108 on Linux).
+const MAX_SOCKET_PATH: usize = 100;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+const SYSTEM_PROMPT: &str = "You are the local agent harness of Native Gateway. The user's messages \
+and your answers come from ChatGPT, which decides every step. Use only the mcp__gw__ tools you are \
+given, exactly as the assistant turn specifies, and do not add commentary of your own.";
+
+/// Start the session's broker and attach to it. On failure, the launch error to show.
+pub async fn launch(gateway: &Arc<Gateway>, session: &mut SessionRecord) -> Result<(), Value> {
+    let launch_error = |code: &str, message: &str| json!({"code": code, "message": message, "at": common::time::now_rfc3339()});
+    let claude_bin = &gateway.config.claude_bin;
+    if !is_executable(claude_bin) {
+        return Err(launch_error(
+            "runner_not_found",
+            "the Claude Code binary was not found or is not executable; set CLAUDE_BIN or run \
+             scripts/install-claude-code, then start a new session",
+        ));
+    }
+    match spawn(gateway, session).await {
+        Ok(record) => {
+            session.broker = Some(record.clone());
+            let saved = gateway.store.write(|tx| {
+                let Some(mut stored) = tx.session(&session.id)? else {
+                    return Ok(());
+                };
+                stored.broker = Some(record.clone());
+                tx.put_session(&stored)?;
+                tx.append_event(Some(&session.id), "broker_spawned", &json!({}))
+            });
+            if let Err(err) = saved {
+                tracing::error!("recording broker: {err}");
+                return Err(launch_error(
+                    "internal",
+                    "the gateway could not record the session's runtime",
+                ));
+            }
+            match attach(gateway.clone(), &session.id, &record).await {
+                Ok(()) => Ok(()),
+                Err(err) => {
+                    tracing::error!(session = %session.id, "attaching broker: {err:#}");
+                    Err(launch_error(
+                        "broker_unreachable",
+                        "the session's runtime did not answer; start a new session",
+                    ))
+                }
+            }
+        }
+        Err(err) => {
+            tracing::error!(session = %session.id, "spawning broker: {err:#}");
+            Err(launch_error(
+                "broker_spawn_failed",
+                "the session's runtime could not be started; see the gateway log",
+            ))
+        }
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+async fn spawn(gateway: &Gateway, session: &SessionRecord) -> anyhow::Result<BrokerRecord> {
+    let config = &gateway.config;
+    // A short directory name keeps the socket path under the platform limit.
+    let short: String = session
+        .id
+        .trim_start_matches("ns_")
+        .chars()
+        .take(12)
+        .collect();
+    let runtime_dir = config.state_dir.join("run").join(&short);
+    private_dir(&runtime_dir)?;
+    let socket_path = runtime_dir.join("b.sock");
+    if socket_path.as_os_str().len() > MAX_SOCKET_PATH {
+        bail!(
+            "socket path would be {} bytes; use a shorter CLAUDE_TOOLS_STATE_DIR",
+            socket_path.as_os_str().len()
+        );
+    }
+    let secret = common::hash::new_secret("brk");
+    let spec = BrokerSpec {
+        session_id: session.id.clone(),
+        claude_session_id: session.claude_session_id.clone(),
+        generation: 1,
+        resume: false,
+        profile: session.profile,
+        subagent_policy: session.subagent_policy,
+        working_directory: session.working_directory.clone(),
+        runtime_dir: runtime_dir.display().to_string(),
+        socket_path: socket_path.display().to_string(),
+        secret: secret.clone(),
+        runner_token: common::hash::new_secret("rnr"),
+        claude_bin: config.claude_bin.display().to_string(),
+        system_prompt: SYSTEM_PROMPT.to_string(),
+        owner_home: config.owner_home.display().to_string(),
+        state_dir: config.state_dir.display().to_string(),
+        extra_protected: config
+            .extra_protected
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+    };
+    let spec_path = runtime_dir.join("broker-spec.json");
+    write_private_file(&spec_path, serde_json::to_string(&spec)?.as_bytes())?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(runtime_dir.join("broker.log"))
+        .context("opening broker log")?;
+
+    let mut cmd = tokio::process::Command::new(&config.broker_exe);
+    cmd.arg("broker")
+        .arg("--spec")
+        .arg(&spec_path)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &config.owner_home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log.try_clone()?))
+        .stderr(Stdio::from(log))
+        .kill_on_drop(false);
+    if let Ok(filter) = std::env::var("RUST_LOG") {
+        cmd.env("RUST_LOG", filter);
+    }
+    // Safety: setsid is async-signal-safe and touches no memory of the parent; it only detaches
+    // the child into its own session so signals to the gateway's group do not reach it.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = cmd.spawn().context("spawning broker")?;
+    let pid = child.id().context("broker exited at once")? as i32;
+    // Reap the broker when it exits, so it never lingers as a zombie of ours.
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
+    Ok(BrokerRecord {
+        pid,
+        start_time: process_start_time(pid).unwrap_or(0),
+        boot_id: boot_id(),
+        socket_path: socket_path.display().to_string(),
+        runtime_dir: runtime_dir.display().to_string(),
+        secret,
+        next_event_seq: 1,
+    })
+}
+
+/// The kernel's start time of `pid` (clock ticks since boot), to tell a reused PID apart.
+pub fn process_start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 22, counted after the parenthesised command name (which may contain spaces).
+    let after = &stat[stat.rfind(')')? + 2..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// This boot's identity.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Connect to a broker, verify it, and run the link until it closes.
+pub async fn attach(
+    gateway: Arc<Gateway>,
+    session_id: &str,
+    record: &BrokerRecord,
+) -> anyhow::Result<()> {
+    let framed = connect_verified(record).await?;
+    let (mut sink, mut stream) = framed.split();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<GatewayToBroker>();
+    let live = gateway.live(session_id);
+    live.set_link(Some(tx.clone()));
+
+    let writer = tokio::spawn(async move {
+        while let Some(message) = rx.recv().await {
+            let Ok(bytes) = encode(&message) else {
+                continue;
+            };
+            if sink.send(bytes).await.is_err() {
+                break;
+            }
+        }
+    });
+    let session_id = session_id.to_string();
+    tokio::spawn(async move {
+        while let Some(Ok(frame)) = stream.next().await {
+            match decode::<BrokerToGateway>(&frame) {
+                Ok(BrokerToGateway::Event { seq, event }) => {
+                    match gateway.on_broker_event(&session_id, seq, event) {
+                        Ok(()) => {
+                            let _ = tx.send(GatewayToBroker::Ack { seq });
+                        }
+                        // Not acknowledged: the broker keeps the event and sends it again.
+                        Err(err) => log_store_error(&err),
+                    }
+                }
+                Ok(other) => tracing::debug!("broker said {other:?}"),
+                Err(err) => tracing::warn!("undecodable broker frame: {err}"),
+            }
+        }
+        writer.abort();
+        gateway.live(&session_id).set_link(None);
+        gateway.on_link_lost(&session_id);
+    });
+    Ok(())
+}
+
+fn log_store_error(err: &StoreError) {
+    tracing::error!("persisting broker event: {err}");
+}
+
+async fn connect_verified(
+    record: &BrokerRecord,
+) -> anyhow::Result<Framed<UnixStream, tokio_util::codec::LengthDelimitedCodec>> {
+    let path = PathBuf::from(&record.socket_path);
+    let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+    let stream = loop {
+        match UnixStream::connect(&path).await {
+            Ok(stream) => break stream,
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(err) => return Err(err).context("connecting to broker socket"),
+        }
+    };
+    let cred = stream
+        .peer_cred()
+        .context("reading socket peer credentials")?;
+    if cred.uid() != nix::unistd::getuid().as_raw() {
+        bail!("broker socket peer runs as another user");
+    }
+    if cred.pid() != Some(record.pid) {
+        bail!("broker socket peer is not the recorded broker process");
+    }
+    if boot_id() != record.boot_id
+        || process_start_time(record.pid).unwrap_or(0) != record.start_time
+    {
+        bail!("broker process identity (boot, start time) does not match the record");
+    }
+    let mut framed = Framed::new(stream, frame_codec());
+    let nonce = common::hash::new_secret("nonce");
+    framed
+        .send(encode(&GatewayToBroker::Hello(GatewayHello {
+            protocol_min: PROTOCOL_VERSION_MIN,
+            protocol_max: PROTOCOL_VERSION,
+            build: env!("CARGO_PKG_VERSION").to_string(),
+            nonce: nonce.clone(),
+        }))?)
+        .await?;
+    let frame = tokio::time::timeout(CONNECT_TIMEOUT, framed.next())
+        .await
+        .context("broker handshake timed out")?
+        .context("broker closed during handshake")??;
+    let BrokerToGateway::Hello(hello) = decode::<BrokerToGateway>(&frame)? else {
+        bail!("broker did not answer with a hello");
+    };
+    if let Some(reason) = hello.refused {
+        bail!("broker refused the handshake: {reason}");
+    }
+    if !common::hash::verify_hmac_hex(&record.secret, &nonce, &hello.proof) {
+        bail!("broker failed the secret proof");
+    }
+    Ok(framed)
+}

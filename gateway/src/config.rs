@@ -1,0 +1,138 @@
+//! Gateway configuration: the state dir and its layout, the access token, and tunables, read from
+//! flags and environment once at start.
+
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+/// Settled configuration of one gateway process.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub state_dir: PathBuf,
+    pub access_token: String,
+    pub lease_ttl: Duration,
+    /// How long `reply_and_wait` waits for the next turn (kept under ChatGPT's ~60 s limit).
+    pub reply_wait: Duration,
+    pub claude_bin: PathBuf,
+    /// The executable started as `<exe> broker --spec <file>`.
+    pub broker_exe: PathBuf,
+    pub owner_home: PathBuf,
+    pub extra_protected: Vec<PathBuf>,
+    /// Host header values accepted besides loopback.
+    pub allowed_hosts: Vec<String>,
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Create `dir` (and parents) with mode 0700, and insist it is 0700 and ours.
+pub fn private_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("restricting {}", dir.display()))?;
+    Ok(())
+}
+
+/// Write a new private file (0600) holding `contents`.
+pub fn write_private_file(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    Ok(())
+}
+
+impl Config {
+    /// Resolve configuration from the environment. `CLAUDE_TOOLS_STATE_DIR` must be absolute.
+    pub fn from_env(allowed_hosts: Vec<String>) -> anyhow::Result<Config> {
+        let state_dir = match env_path("CLAUDE_TOOLS_STATE_DIR") {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => bail!("CLAUDE_TOOLS_STATE_DIR must be an absolute path, got {dir:?}; refusing to start"),
+            None => std::env::current_dir()
+                .context("reading the current directory")?
+                .join("state"),
+        };
+        private_dir(&state_dir)?;
+        for sub in ["auth", "run"] {
+            private_dir(&state_dir.join(sub))?;
+        }
+        let access_token = match std::env::var("CLAUDE_TOOLS_GATEWAY_TOKEN") {
+            Ok(token) if !token.is_empty() => token,
+            _ => load_or_create_token(&state_dir.join("auth").join("access-token"))?,
+        };
+        let lease_ttl_seconds = match std::env::var("CLAUDE_TOOLS_LEASE_TTL_SECONDS") {
+            Ok(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|s| *s > 0)
+                .context("CLAUDE_TOOLS_LEASE_TTL_SECONDS must be a positive integer")?,
+            Err(_) => 1800,
+        };
+        let owner_home = env_path("HOME").unwrap_or_else(|| PathBuf::from("/"));
+        let claude_bin = env_path("CLAUDE_BIN")
+            .unwrap_or_else(|| owner_home.join(".npm-global").join("bin").join("claude"));
+        let extra_protected = std::env::var("CLAUDE_TOOLS_PROTECTED_PATHS")
+            .unwrap_or_default()
+            .split(':')
+            .filter(|p| p.starts_with('/'))
+            .map(PathBuf::from)
+            .collect();
+        Ok(Config {
+            state_dir,
+            access_token,
+            lease_ttl: Duration::from_secs(lease_ttl_seconds),
+            reply_wait: Duration::from_secs(45),
+            claude_bin,
+            broker_exe: std::env::current_exe().context("locating the gateway executable")?,
+            owner_home,
+            extra_protected,
+            allowed_hosts,
+        })
+    }
+
+    /// Where the access token lives when it is not given in the environment.
+    pub fn token_file(&self) -> PathBuf {
+        self.state_dir.join("auth").join("access-token")
+    }
+}
+
+fn load_or_create_token(path: &Path) -> anyhow::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(token) if !token.trim().is_empty() => return Ok(token.trim().to_string()),
+        Ok(_) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
+    }
+    let token = common::hash::new_secret("ngw");
+    write_private_file(path, token.as_bytes())?;
+    Ok(token)
+}
+
+/// A per-state-dir key from which lease ids and recovery tokens are derived, so the database
+/// stores only their hashes yet an idempotent replay can return them again.
+pub fn load_or_create_server_key(state_dir: &Path) -> anyhow::Result<String> {
+    let path = state_dir.join("auth").join("server-key");
+    match std::fs::read_to_string(&path) {
+        Ok(key) if key.trim().len() >= 32 => Ok(key.trim().to_string()),
+        _ => {
+            let key = common::hash::new_secret("key");
+            write_private_file(&path, key.as_bytes())?;
+            Ok(key)
+        }
+    }
+}

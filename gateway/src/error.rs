@@ -1,0 +1,79 @@
+//! Public tool errors: a stable code and a message that tells the caller what to do. Nothing in a
+//! message may name an internal path, a PID, a token or a secret.
+
+use serde::Serialize;
+
+/// Stable error codes of the public contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidArgument,
+    IdempotencyConflict,
+    LeaseInvalid,
+    LeaseExpired,
+    NotFound,
+    TurnMismatch,
+    NotPermitted,
+    ReplyTooLarge,
+    SessionTerminal,
+    RecoveryDenied,
+    Busy,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidArgument => "invalid_argument",
+            Self::IdempotencyConflict => "idempotency_conflict",
+            Self::LeaseInvalid => "lease_invalid",
+            Self::LeaseExpired => "lease_expired",
+            Self::NotFound => "not_found",
+            Self::TurnMismatch => "turn_mismatch",
+            Self::NotPermitted => "not_permitted",
+            Self::ReplyTooLarge => "reply_too_large",
+            Self::SessionTerminal => "session_terminal",
+            Self::RecoveryDenied => "recovery_denied",
+            Self::Busy => "busy",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+/// A refusal returned to ChatGPT as a tool error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", code.as_str())]
+pub struct ToolError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ToolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ToolError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
+    }
+
+    /// The JSON body of the tool error.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"error": {"code": self.code.as_str(), "message": self.message}})
+    }
+}
+
+impl From<crate::state::StoreError> for ToolError {
+    fn from(err: crate::state::StoreError) -> Self {
+        // The detail goes to the log, not to the caller: it may name internal paths.
+        tracing::error!("state store failure: {err}");
+        ToolError::new(
+            ErrorCode::Internal,
+            "the gateway could not read or write its state; nothing was changed. Retry; if it \
+             persists, the owner should check the gateway log",
+        )
+    }
+}

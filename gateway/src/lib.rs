@@ -1,0 +1,64 @@
+//! Native Gateway daemon: the public MCP endpoint for ChatGPT, the durable state (single writer),
+//! leases, idempotency and the ledger, and the supervision of one broker per session.
+//!
+//! Layout:
+//! - `mcp`: the six public tools (the only MCP-aware module).
+//! - `service`: session logic behind the tools, and broker events into state.
+//! - `view`: the SessionView and its schema.
+//! - `brokers`: spawning, verifying and linking brokers.
+//! - `state`: the SQLite store.
+//! - `config`, `error`, `validate`: configuration, public errors, start-input checks.
+
+pub mod brokers;
+pub mod config;
+pub mod error;
+pub mod mcp;
+pub mod service;
+pub mod state;
+pub mod validate;
+pub mod view;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+
+pub use config::Config;
+pub use service::Gateway;
+
+/// Open the state and build the gateway core.
+pub fn open(config: Config) -> anyhow::Result<Arc<Gateway>> {
+    let store = state::Store::open(&config.state_dir).context("opening state database")?;
+    let key = config::load_or_create_server_key(&config.state_dir)?;
+    Ok(Gateway::new(store, config, key))
+}
+
+/// Serve MCP over HTTP on `listen` until `shutdown`; prints the listening line on stdout.
+pub async fn serve_http(
+    gateway: Arc<Gateway>,
+    listen: SocketAddr,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let addr = listener.local_addr()?;
+    let app = mcp::http_app(gateway, shutdown.child_token());
+    println!("listening http://{addr}/mcp");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .context("serving HTTP")
+}
+
+/// Serve MCP over stdio until the peer closes.
+pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
+    let running = mcp::GatewayMcp::new(gateway)
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("starting stdio MCP")?;
+    running.waiting().await.context("serving stdio MCP")?;
+    Ok(())
+}

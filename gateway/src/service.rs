@@ -1,0 +1,1152 @@
+//! The gateway's session logic behind the six public tools: validation, leases, idempotency, the
+//! turn hand-off with each session's broker, and the SessionView. Every state change is one SQLite
+//! transaction that also appends to the ledger, and wakes whoever waits on the session.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::hash::{canonical_json, canonical_sha256, hmac_hex, sha256_hex};
+use common::protocol::{
+    ApprovedCall, BrokerEvent, GatewayToBroker, PromptRelease, ReplyRelease, TurnContent,
+};
+use common::time::{now_unix_ms, rfc3339_ms};
+use common::tools::{CapabilityProfile, LogicalTool, SubagentPolicy, ToolStatus};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use crate::config::Config;
+use crate::error::{ErrorCode, ToolError};
+use crate::state::{
+    ActionRecord, ActionState, CurrentRun, LastResult, ReplyRecord, SessionRecord, SessionStatus,
+    Store, StoreError, TurnBody, TurnRecord, TurnStatus, Tx,
+};
+use crate::view::{
+    CurrentRunView, LastResultView, PendingTurn, REPLY_BUDGET_BYTES, SessionView, ToolResultView,
+    Workspace,
+};
+
+/// Most tool calls in one reply.
+const MAX_CALLS_PER_REPLY: usize = 64;
+/// Longest a start waits for the runner's first turn by default.
+pub const DEFAULT_START_WAIT: u64 = 30;
+/// Longest `stop` waits for the runner to exit.
+const STOP_WAIT: Duration = Duration::from_secs(15);
+
+/// What the gateway keeps in memory per session: a revision signal for waiters, the broker link,
+/// and a lock that serialises public operations on the session.
+pub struct LiveSession {
+    revision: watch::Sender<u64>,
+    link: Mutex<Option<mpsc::UnboundedSender<GatewayToBroker>>>,
+    pub op_lock: tokio::sync::Mutex<()>,
+}
+
+impl LiveSession {
+    fn send(&self, message: GatewayToBroker) -> bool {
+        let link = self.link.lock().unwrap_or_else(|p| p.into_inner());
+        link.as_ref().is_some_and(|tx| tx.send(message).is_ok())
+    }
+
+    fn attached(&self) -> bool {
+        let link = self.link.lock().unwrap_or_else(|p| p.into_inner());
+        link.as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+
+    pub fn set_link(&self, link: Option<mpsc::UnboundedSender<GatewayToBroker>>) {
+        *self.link.lock().unwrap_or_else(|p| p.into_inner()) = link;
+        self.revision.send_modify(|_| {});
+    }
+}
+
+/// The gateway core shared by the MCP layer and the broker links.
+pub struct Gateway {
+    pub store: Store,
+    pub config: Config,
+    server_key: String,
+    live: Mutex<HashMap<String, Arc<LiveSession>>>,
+}
+
+/// Validated input of `native_session_start`.
+pub struct StartRequest {
+    pub prompt: String,
+    pub working_directory: String,
+    pub idempotency_key: String,
+    pub capability_profile: CapabilityProfile,
+    pub subagent_policy: SubagentPolicy,
+    pub session_label: Option<String>,
+    pub skill_contexts: Vec<Value>,
+    pub wait_seconds: u64,
+    /// Canonical hash of the request, without `wait_seconds`.
+    pub request_hash: String,
+}
+
+/// One tool call in a reply, as ChatGPT sent it.
+pub struct ReplyCall {
+    pub name: String,
+    pub arguments: Value,
+}
+
+type ToolResult<T> = Result<T, ToolError>;
+
+fn store_err(err: StoreError) -> ToolError {
+    ToolError::from(err)
+}
+
+impl Gateway {
+    pub fn new(store: Store, config: Config, server_key: String) -> Arc<Gateway> {
+        Arc::new(Gateway {
+            store,
+            config,
+            server_key,
+            live: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn live(&self, session_id: &str) -> Arc<LiveSession> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.entry(session_id.to_string())
+            .or_insert_with(|| {
+                Arc::new(LiveSession {
+                    revision: watch::channel(0).0,
+                    link: Mutex::new(None),
+                    op_lock: tokio::sync::Mutex::new(()),
+                })
+            })
+            .clone()
+    }
+
+    fn lease_id(&self, session_id: &str, generation: u32) -> String {
+        format!(
+            "lease_{}",
+            &hmac_hex(
+                &self.server_key,
+                &format!("lease:{session_id}:{generation}")
+            )[..40]
+        )
+    }
+
+    fn recovery_token(&self, session_id: &str) -> String {
+        format!(
+            "rec_{}",
+            hmac_hex(&self.server_key, &format!("recovery:{session_id}"))
+        )
+    }
+
+    /// Load a session or answer `not_found`.
+    fn session(&self, tx: &Tx<'_>, session_id: &str) -> ToolResult<SessionRecord> {
+        tx.session(session_id)?.ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no session {session_id:?}; check native_session_id or start a new session"
+                ),
+            )
+        })
+    }
+
+    /// Persist a changed session: bump its revision and append the ledger event.
+    fn commit(
+        &self,
+        tx: &Tx<'_>,
+        session: &mut SessionRecord,
+        kind: &str,
+        data: Value,
+    ) -> Result<(), StoreError> {
+        session.revision += 1;
+        tx.put_session(session)?;
+        tx.append_event(Some(&session.id), kind, &data)
+    }
+
+    fn notify(&self, session: &SessionRecord) {
+        self.live(&session.id)
+            .revision
+            .send_replace(session.revision);
+    }
+
+    /// Check the lease, renew it, and return the session.
+    fn authenticate(&self, session_id: &str, lease_id: &str) -> ToolResult<SessionRecord> {
+        let now = now_unix_ms();
+        let ttl = self.config.lease_ttl.as_millis() as i64;
+        self.store.write(|tx| {
+            let mut session = self.session(tx, session_id)?;
+            let hash = sha256_hex(lease_id.as_bytes());
+            let lease = tx.lease(&hash)?;
+            let Some(lease) = lease.filter(|l| l.session_id == session_id && !l.revoked) else {
+                return Err(ToolError::new(
+                    ErrorCode::LeaseInvalid,
+                    "this lease_id is not the session's current lease; use the lease_id from the \
+                     latest answer, or call native_session_recover with the recovery token",
+                ));
+            };
+            if lease.expires_at_ms <= now {
+                return Err(ToolError::new(
+                    ErrorCode::LeaseExpired,
+                    "the lease has expired; call native_session_recover with the recovery token \
+                     to get a new lease",
+                ));
+            }
+            tx.renew_lease(&hash, now + ttl)?;
+            session.lease_expires_at_ms = now + ttl;
+            tx.put_session(&session)?;
+            Ok(session)
+        })
+    }
+
+    /// Answer recorded under (scope, key): a replay of the same request, or a conflict.
+    fn replayed(&self, scope: &str, key: &str, request_hash: &str) -> ToolResult<Option<Value>> {
+        let row = self
+            .store
+            .read(|tx| tx.idempotency(scope, key).map_err(store_err))?;
+        match row {
+            None => Ok(None),
+            Some(row) if row.request_hash == request_hash => {
+                let mut answer = row.answer;
+                answer["replay"] = json!(true);
+                if let (Some(sid), Some(generation)) = (
+                    answer["native_session_id"].as_str().map(str::to_string),
+                    answer["lease_generation"].as_u64(),
+                ) {
+                    answer["lease_id"] = json!(self.lease_id(&sid, generation as u32));
+                    if scope == "start" {
+                        answer["recovery_token"] = json!(self.recovery_token(&sid));
+                    }
+                }
+                if let Some(map) = answer.as_object_mut() {
+                    map.remove("lease_generation");
+                }
+                Ok(Some(answer))
+            }
+            Some(_) => Err(ToolError::new(
+                ErrorCode::IdempotencyConflict,
+                format!(
+                    "{key:?} was already used for a different request; use a new key for a new \
+                     request, or resend the original arguments to get its answer again"
+                ),
+            )),
+        }
+    }
+
+    /// Record `answer` for (scope, key); secrets are stripped and re-derived on replay.
+    fn remember(
+        &self,
+        scope: &str,
+        key: &str,
+        request_hash: &str,
+        view: &SessionView,
+        generation: u32,
+    ) {
+        let mut answer = serde_json::to_value(view).unwrap_or(Value::Null);
+        answer["lease_id"] = Value::Null;
+        if let Some(map) = answer.as_object_mut() {
+            map.remove("recovery_token");
+        }
+        answer["lease_generation"] = json!(generation);
+        let res = self.store.write(|tx| {
+            tx.put_idempotency(
+                scope,
+                key,
+                request_hash,
+                Some(&view.native_session_id),
+                &answer,
+            )
+        });
+        if let Err(err) = res {
+            tracing::error!("recording idempotent answer: {err}");
+        }
+    }
+
+    /// Build the public view of a session.
+    pub fn view(
+        &self,
+        session: &SessionRecord,
+        lease_id: Option<String>,
+    ) -> ToolResult<SessionView> {
+        let pending_turn = match &session.pending_turn_id {
+            Some(turn_id) => self
+                .store
+                .read(|tx| self.pending_turn_view(tx, session, turn_id))?,
+            None => None,
+        };
+        Ok(SessionView {
+            native_session_id: session.id.clone(),
+            session_label: session.label.clone(),
+            status: session.status.as_str().to_string(),
+            revision: session.revision,
+            replay: false,
+            route: "chatgpt-main".into(),
+            fallback: "none".into(),
+            lease_id,
+            lease_expires_at: Some(rfc3339_ms(session.lease_expires_at_ms)),
+            recovery_token: None,
+            capability_profile: session.profile,
+            subagent_policy: session.subagent_policy,
+            source_directory: session.source_directory.clone(),
+            working_directory: session.working_directory.clone(),
+            workspace: serde_json::from_value(session.workspace.clone()).unwrap_or(Workspace {
+                kind: "read_only".into(),
+                root: session.working_directory.clone(),
+                worktree_path: None,
+                branch: None,
+                base_commit: None,
+            }),
+            claude_session_id: session.claude_session_id.clone(),
+            current_run: session.current_run.as_ref().map(|run| CurrentRunView {
+                generation: run.generation,
+                state: run.state.clone(),
+                started_at: run.started_at.clone(),
+                exit_code: run.exit_code,
+            }),
+            runtime_attached: self.live(&session.id).attached(),
+            recovery_required: session.recovery_required,
+            pending_turn,
+            last_result: session.last_result.as_ref().map(|r| LastResultView {
+                turn_id: r.turn_id.clone(),
+                text: r.text.clone(),
+                at: r.at.clone(),
+            }),
+            launch_error: session.launch_error.clone(),
+            stop_request: session.stop_request.clone(),
+            terminal: session.terminal.clone(),
+            network_boundary: session.network_boundary.clone(),
+            skill_snapshot: session.skill_snapshot.clone(),
+            deepseek_route: "disabled".into(),
+            deepseek_subsessions: Vec::new(),
+            active_deepseek_subsession_id: None,
+        })
+    }
+
+    fn pending_turn_view(
+        &self,
+        tx: &Tx<'_>,
+        session: &SessionRecord,
+        turn_id: &str,
+    ) -> ToolResult<Option<PendingTurn>> {
+        let Some(turn) = tx.turn(turn_id)? else {
+            return Ok(None);
+        };
+        let allowed_tools = LogicalTool::offered(session.profile, session.subagent_policy)
+            .into_iter()
+            .map(|t| t.name().to_string())
+            .collect();
+        let (kind, prompt, tool_results) = match &turn.body {
+            TurnBody::Prompt { text } => ("prompt", Some(text.clone()), None),
+            TurnBody::ToolResults {
+                previous_turn_id,
+                runner_results,
+            } => {
+                let results = tx
+                    .actions_for_turn(previous_turn_id)?
+                    .into_iter()
+                    .map(|action| tool_result_view(&action, runner_results))
+                    .collect();
+                ("tool_results", None, Some(results))
+            }
+        };
+        Ok(Some(PendingTurn {
+            turn_id: turn.turn_id,
+            sequence: turn.sequence,
+            kind: kind.into(),
+            prompt,
+            tool_results,
+            allowed_tools,
+            reply_budget_bytes: REPLY_BUDGET_BYTES,
+        }))
+    }
+
+    /// Wait until `done` holds for the session, the timeout passes, or nothing can change any more.
+    async fn wait_until(
+        &self,
+        session_id: &str,
+        timeout: Duration,
+        done: impl Fn(&SessionRecord) -> bool,
+    ) -> ToolResult<SessionRecord> {
+        let mut rx = self.live(session_id).revision.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            rx.borrow_and_update();
+            let session = self.store.read(|tx| self.session(tx, session_id))?;
+            if done(&session) || session.status.is_terminal() {
+                return Ok(session);
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return Ok(session),
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- the six operations
+
+    pub async fn start(self: &Arc<Self>, req: StartRequest) -> ToolResult<SessionView> {
+        if let Some(answer) = self.replayed("start", &req.idempotency_key, &req.request_hash)? {
+            return serde_json::from_value(answer)
+                .map_err(|e| ToolError::new(ErrorCode::Internal, e.to_string()));
+        }
+        crate::validate::start(self, &req)?;
+
+        let session_id = format!("ns_{}", uuid::Uuid::new_v4().simple());
+        let now = now_unix_ms();
+        let lease_expires_at_ms = now + self.config.lease_ttl.as_millis() as i64;
+        let mut session = SessionRecord {
+            id: session_id.clone(),
+            label: req.session_label.clone(),
+            status: SessionStatus::Starting,
+            revision: 0,
+            profile: req.capability_profile,
+            subagent_policy: req.subagent_policy,
+            source_directory: req.working_directory.clone(),
+            working_directory: req.working_directory.clone(),
+            workspace: json!({"kind": "read_only", "root": req.working_directory}),
+            claude_session_id: uuid::Uuid::new_v4().to_string(),
+            created_at_ms: now,
+            lease_generation: 1,
+            lease_expires_at_ms,
+            current_run: None,
+            pending_turn_id: None,
+            last_result: None,
+            launch_error: None,
+            stop_request: None,
+            terminal: None,
+            recovery_required: false,
+            network_boundary: json!({
+                "runner": "unconfined",
+                "commands": "not_available",
+                "enforced_by": "none",
+                "degraded": true,
+                "detail": "OS confinement is not built yet: the runner has only the gateway's \
+                           tools, but the host does not restrict its network or files",
+            }),
+            skill_snapshot: Vec::new(),
+            broker: None,
+            turn_sequence: 0,
+            last_reply_turn_id: None,
+            closing_reply: None,
+        };
+        let lease_id = self.lease_id(&session_id, 1);
+        let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
+        self.store
+            .write(|tx| {
+                tx.put_session(&session)?;
+                tx.insert_lease(
+                    &sha256_hex(lease_id.as_bytes()),
+                    &session_id,
+                    1,
+                    lease_expires_at_ms,
+                )?;
+                self.commit(
+                    tx,
+                    &mut session,
+                    "session_started",
+                    json!({
+                        "profile": req.capability_profile.as_str(),
+                        "working_directory": req.working_directory,
+                        "prompt_id": prompt_id,
+                        "prompt_sha256": sha256_hex(req.prompt.as_bytes()),
+                    }),
+                )
+            })
+            .map_err(store_err)?;
+        let _ = self.store.write(|tx| {
+            let view_stub =
+                json!({"native_session_id": session_id, "lease_generation": 1, "pending": true});
+            tx.put_idempotency(
+                "start",
+                &req.idempotency_key,
+                &req.request_hash,
+                Some(&session_id),
+                &view_stub,
+            )
+        });
+
+        let launched = crate::brokers::launch(self, &mut session).await;
+        if let Err(launch_error) = launched {
+            self.store.write(|tx| {
+                let mut current = self.session(tx, &session_id)?;
+                current.status = SessionStatus::Failed;
+                current.launch_error = Some(launch_error.clone());
+                current.terminal =
+                    Some(json!({"reason": "launch_error", "at": common::time::now_rfc3339()}));
+                self.commit(tx, &mut current, "launch_failed", launch_error.clone())?;
+                session = current;
+                Ok::<_, ToolError>(())
+            })?;
+            self.notify(&session);
+        } else {
+            self.release_prompt(&session_id, prompt_id, req.prompt.clone())?;
+        }
+
+        let session = self
+            .wait_until(&session_id, Duration::from_secs(req.wait_seconds), |s| {
+                s.pending_turn_id.is_some() || s.status == SessionStatus::Idle
+            })
+            .await?;
+        let mut view = self.view(&session, Some(lease_id))?;
+        self.overwrite_start_answer(&req, &view);
+        view.recovery_token = Some(self.recovery_token(&session_id));
+        Ok(view)
+    }
+
+    fn overwrite_start_answer(&self, req: &StartRequest, view: &SessionView) {
+        let mut answer = serde_json::to_value(view).unwrap_or(Value::Null);
+        answer["lease_id"] = Value::Null;
+        answer["lease_generation"] = json!(1);
+        let _ = self
+            .store
+            .write(|tx| tx.replace_idempotency_answer("start", &req.idempotency_key, &answer));
+    }
+
+    /// Persist a prompt and release it to the broker.
+    fn release_prompt(&self, session_id: &str, prompt_id: String, text: String) -> ToolResult<()> {
+        let session = self.store.write(|tx| {
+            let mut session = self.session(tx, session_id)?;
+            session.status = SessionStatus::Running;
+            self.commit(
+                tx,
+                &mut session,
+                "prompt_released",
+                json!({
+                    "prompt_id": prompt_id, "text": text,
+                }),
+            )?;
+            Ok::<_, ToolError>(session)
+        })?;
+        self.notify(&session);
+        if !self
+            .live(session_id)
+            .send(GatewayToBroker::Prompt(PromptRelease { prompt_id, text }))
+        {
+            return Err(ToolError::new(
+                ErrorCode::Busy,
+                "the session's runtime is not attached right now; call native_session_status, \
+                 and native_session_recover if it stays detached",
+            ));
+        }
+        Ok(())
+    }
+
+    pub async fn continue_session(
+        self: &Arc<Self>,
+        session_id: &str,
+        lease_id: &str,
+        prompt: String,
+        idempotency_key: &str,
+        wait_seconds: u64,
+        request_hash: &str,
+    ) -> ToolResult<SessionView> {
+        let scope = format!("continue:{session_id}");
+        let live = self.live(session_id);
+        let _op = live.op_lock.lock().await;
+        let session = self.authenticate(session_id, lease_id)?;
+        if let Some(answer) = self.replayed(&scope, idempotency_key, request_hash)? {
+            return serde_json::from_value(answer)
+                .map_err(|e| ToolError::new(ErrorCode::Internal, e.to_string()));
+        }
+        if prompt.trim().is_empty() {
+            return Err(ToolError::invalid("prompt must not be empty"));
+        }
+        if prompt.len() as u64 > REPLY_BUDGET_BYTES {
+            return Err(ToolError::invalid(
+                "prompt is larger than 768 KiB; shorten it",
+            ));
+        }
+        ensure_not_terminal(&session)?;
+        if session.status != SessionStatus::Idle {
+            return Err(ToolError::new(
+                ErrorCode::Busy,
+                format!(
+                    "the session is {} — continue is possible only when it is idle; answer the \
+                     pending turn with native_session_reply_and_wait or wait with native_session_status",
+                    session.status.as_str()
+                ),
+            ));
+        }
+        let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
+        self.release_prompt(session_id, prompt_id, prompt)?;
+        let session = self
+            .wait_until(session_id, Duration::from_secs(wait_seconds), |s| {
+                s.pending_turn_id.is_some() || s.status == SessionStatus::Idle
+            })
+            .await?;
+        let view = self.view(&session, Some(lease_id.to_string()))?;
+        self.remember(
+            &scope,
+            idempotency_key,
+            request_hash,
+            &view,
+            session.lease_generation,
+        );
+        Ok(view)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn reply(
+        self: &Arc<Self>,
+        session_id: &str,
+        lease_id: &str,
+        turn_id: &str,
+        reply_id: &str,
+        text: String,
+        calls: Vec<ReplyCall>,
+        request_hash: &str,
+    ) -> ToolResult<SessionView> {
+        let scope = format!("reply:{session_id}");
+        let live = self.live(session_id);
+        let _op = live.op_lock.lock().await;
+        let session = self.authenticate(session_id, lease_id)?;
+        if let Some(answer) = self.replayed(&scope, reply_id, request_hash)? {
+            return serde_json::from_value(answer)
+                .map_err(|e| ToolError::new(ErrorCode::Internal, e.to_string()));
+        }
+        ensure_not_terminal(&session)?;
+        let size = text.len()
+            + calls
+                .iter()
+                .map(|c| c.name.len() + canonical_json(&c.arguments).len())
+                .sum::<usize>();
+        if size as u64 > REPLY_BUDGET_BYTES {
+            return Err(ToolError::new(
+                ErrorCode::ReplyTooLarge,
+                format!(
+                    "the reply is {size} bytes; text plus tool calls must stay within {REPLY_BUDGET_BYTES} bytes — split the work over several turns"
+                ),
+            ));
+        }
+        if session.pending_turn_id.as_deref() != Some(turn_id) {
+            let message = match &session.pending_turn_id {
+                Some(pending) => {
+                    format!("turn {turn_id:?} is not the pending turn; answer {pending:?}")
+                }
+                None => format!(
+                    "turn {turn_id:?} is not pending: the session has no turn waiting for a reply (status {})",
+                    session.status.as_str()
+                ),
+            };
+            return Err(ToolError::new(ErrorCode::TurnMismatch, message));
+        }
+        if calls.len() > MAX_CALLS_PER_REPLY {
+            return Err(ToolError::invalid(format!(
+                "at most {MAX_CALLS_PER_REPLY} tool calls per reply"
+            )));
+        }
+        let mut approved = Vec::with_capacity(calls.len());
+        for (index, call) in calls.iter().enumerate() {
+            let offered = LogicalTool::offered(session.profile, session.subagent_policy);
+            let tool = LogicalTool::from_name(&call.name).filter(|t| offered.contains(t));
+            let Some(tool) = tool else {
+                let names: Vec<&str> = offered.iter().map(|t| t.name()).collect();
+                let why = match LogicalTool::from_name(&call.name) {
+                    Some(t) if t.permitted(session.profile, session.subagent_policy) => {
+                        "is not available in this build".to_string()
+                    }
+                    Some(_) => {
+                        format!("is not permitted in a {} session", session.profile.as_str())
+                    }
+                    None => "is not a known tool".to_string(),
+                };
+                return Err(ToolError::new(
+                    ErrorCode::NotPermitted,
+                    format!(
+                        "tool_calls[{index}]: {:?} {why}; this session may call {}. Nothing was approved.",
+                        call.name,
+                        names.join(", ")
+                    ),
+                ));
+            };
+            if let Err(message) = tool.parse_args(&call.arguments) {
+                return Err(ToolError::invalid(format!(
+                    "tool_calls[{index}] ({}): {message}. Nothing was approved.",
+                    call.name
+                )));
+            }
+            approved.push(ApprovedCall {
+                action_id: format!("act_{}", uuid::Uuid::new_v4().simple()),
+                call_index: index as u32,
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+        }
+
+        // Persist the reply and its approved actions before the broker may release them.
+        let (session, release) = self.store.write(|tx| {
+            let mut session = self.session(tx, session_id)?;
+            let mut turn = tx.turn(turn_id)?.ok_or_else(|| ToolError::new(ErrorCode::TurnMismatch, "the turn vanished"))?;
+            turn.status = TurnStatus::Answered;
+            turn.reply_id = Some(reply_id.to_string());
+            tx.put_turn(&turn)?;
+            tx.insert_reply(&ReplyRecord {
+                session_id: session_id.to_string(),
+                reply_id: reply_id.to_string(),
+                turn_id: turn_id.to_string(),
+                request_hash: request_hash.to_string(),
+                text: text.clone(),
+                calls: approved.clone(),
+                created_at_ms: now_unix_ms(),
+            })?;
+            for call in &approved {
+                tx.put_action(&ActionRecord {
+                    action_id: call.action_id.clone(),
+                    session_id: session_id.to_string(),
+                    turn_id: turn_id.to_string(),
+                    call_index: call.call_index,
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    state: ActionState::Approved,
+                    outcome: None,
+                })?;
+            }
+            session.pending_turn_id = None;
+            session.status = SessionStatus::Running;
+            session.closing_reply = approved.is_empty().then(|| LastResult {
+                turn_id: turn_id.to_string(),
+                text: text.clone(),
+                at: common::time::now_rfc3339(),
+            });
+            self.commit(tx, &mut session, "reply_accepted", json!({
+                "turn_id": turn_id, "reply_id": reply_id,
+                "text_sha256": sha256_hex(text.as_bytes()),
+                "actions": approved.iter().map(|c| json!({"action_id": c.action_id, "name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
+            }))?;
+            let release = ReplyRelease {
+                turn_id: turn_id.to_string(),
+                fingerprint: turn.fingerprint.clone(),
+                text: text.clone(),
+                calls: approved.clone(),
+            };
+            Ok::<_, ToolError>((session, release))
+        })?;
+        self.notify(&session);
+        live.send(GatewayToBroker::Reply(release));
+        drop(_op);
+
+        let session = self
+            .wait_until(session_id, self.config.reply_wait, |s| {
+                s.pending_turn_id.is_some() || s.status == SessionStatus::Idle
+            })
+            .await?;
+        let view = self.view(&session, Some(lease_id.to_string()))?;
+        self.remember(
+            &scope,
+            reply_id,
+            request_hash,
+            &view,
+            session.lease_generation,
+        );
+        Ok(view)
+    }
+
+    pub async fn status(
+        self: &Arc<Self>,
+        session_id: &str,
+        lease_id: &str,
+        wait_seconds: u64,
+    ) -> ToolResult<SessionView> {
+        let session = self.authenticate(session_id, lease_id)?;
+        let since = session.revision;
+        let session = if wait_seconds > 0 {
+            self.wait_until(session_id, Duration::from_secs(wait_seconds), |s| {
+                s.revision != since
+            })
+            .await?
+        } else {
+            session
+        };
+        self.view(&session, Some(lease_id.to_string()))
+    }
+
+    pub async fn stop(
+        self: &Arc<Self>,
+        session_id: &str,
+        lease_id: &str,
+        request_id: &str,
+        reason: Option<String>,
+        request_hash: &str,
+    ) -> ToolResult<SessionView> {
+        let scope = format!("stop:{session_id}");
+        let live = self.live(session_id);
+        let _op = live.op_lock.lock().await;
+        let session = self.authenticate(session_id, lease_id)?;
+        if let Some(answer) = self.replayed(&scope, request_id, request_hash)? {
+            return serde_json::from_value(answer)
+                .map_err(|e| ToolError::new(ErrorCode::Internal, e.to_string()));
+        }
+        if !session.status.is_terminal() {
+            let reason = reason.unwrap_or_else(|| "requested by ChatGPT".to_string());
+            let attached = live.attached();
+            let session = self.store.write(|tx| {
+                let mut session = self.session(tx, session_id)?;
+                session.stop_request = Some(json!({"reason": reason, "at": common::time::now_rfc3339()}));
+                session.status = if attached { SessionStatus::Stopping } else { SessionStatus::Stopped };
+                if !attached {
+                    session.terminal = Some(json!({
+                        "reason": "stopped", "detail": "the runtime was not attached; nothing was running to stop",
+                        "exit_code": null, "at": common::time::now_rfc3339(),
+                    }));
+                }
+                session.pending_turn_id = None;
+                self.commit(tx, &mut session, "stop_requested", json!({"reason": reason}))?;
+                Ok::<_, ToolError>(session)
+            })?;
+            self.notify(&session);
+            live.send(GatewayToBroker::Stop { reason });
+            self.wait_until(session_id, STOP_WAIT, |s| s.status.is_terminal())
+                .await?;
+        }
+        let session = self.store.read(|tx| self.session(tx, session_id))?;
+        let view = self.view(&session, Some(lease_id.to_string()))?;
+        self.remember(
+            &scope,
+            request_id,
+            request_hash,
+            &view,
+            session.lease_generation,
+        );
+        Ok(view)
+    }
+
+    pub async fn recover(
+        self: &Arc<Self>,
+        session_id: &str,
+        recovery_token: &str,
+        recovery_id: &str,
+        wait_seconds: u64,
+        request_hash: &str,
+    ) -> ToolResult<SessionView> {
+        let scope = format!("recover:{session_id}");
+        let live = self.live(session_id);
+        let _op = live.op_lock.lock().await;
+        let session = self.store.read(|tx| self.session(tx, session_id))?;
+        let expected = self.recovery_token(session_id);
+        if !common::hash::constant_time_eq(
+            sha256_hex(expected.as_bytes()).as_bytes(),
+            sha256_hex(recovery_token.as_bytes()).as_bytes(),
+        ) {
+            return Err(ToolError::new(
+                ErrorCode::RecoveryDenied,
+                "the recovery token does not match this session; nothing was changed",
+            ));
+        }
+        if let Some(answer) = self.replayed(&scope, recovery_id, request_hash)? {
+            return serde_json::from_value(answer)
+                .map_err(|e| ToolError::new(ErrorCode::Internal, e.to_string()));
+        }
+        let attached = live.attached();
+        let generation = session.lease_generation + 1;
+        let lease_id = self.lease_id(session_id, generation);
+        let expires = now_unix_ms() + self.config.lease_ttl.as_millis() as i64;
+        let session = self.store.write(|tx| {
+            let mut session = self.session(tx, session_id)?;
+            tx.revoke_leases(session_id)?;
+            tx.insert_lease(
+                &sha256_hex(lease_id.as_bytes()),
+                session_id,
+                generation,
+                expires,
+            )?;
+            session.lease_generation = generation;
+            session.lease_expires_at_ms = expires;
+            if !attached && !session.status.is_terminal() {
+                session.recovery_required = true;
+                if let Some(run) = session.current_run.as_mut().filter(|r| r.state == "alive") {
+                    run.state = "lost".into();
+                }
+            }
+            self.commit(
+                tx,
+                &mut session,
+                "lease_rotated",
+                json!({"generation": generation, "runtime_attached": attached}),
+            )?;
+            Ok::<_, ToolError>(session)
+        })?;
+        self.notify(&session);
+        drop(_op);
+        let session = if wait_seconds > 0 {
+            let since = session.revision;
+            self.wait_until(session_id, Duration::from_secs(wait_seconds), |s| {
+                s.revision != since
+            })
+            .await?
+        } else {
+            session
+        };
+        let view = self.view(&session, Some(lease_id))?;
+        self.remember(&scope, recovery_id, request_hash, &view, generation);
+        Ok(view)
+    }
+
+    // ---------------------------------------------------------------- broker events
+
+    /// Persist one broker event; returns whether it was applied (false for a duplicate).
+    pub fn on_broker_event(
+        &self,
+        session_id: &str,
+        seq: u64,
+        event: BrokerEvent,
+    ) -> Result<(), StoreError> {
+        let mut resend: Option<ReplyRelease> = None;
+        let session = self.store.write(|tx| {
+            let Some(mut session) = tx.session(session_id)? else {
+                return Ok(None);
+            };
+            let Some(broker) = session.broker.as_mut() else {
+                return Ok(None);
+            };
+            if seq < broker.next_event_seq {
+                return Ok(None); // Already applied before a reconnect.
+            }
+            broker.next_event_seq = seq + 1;
+            let (kind, data) = self.apply_event(tx, &mut session, event, &mut resend)?;
+            self.commit(tx, &mut session, kind, data)?;
+            Ok::<_, StoreError>(Some(session))
+        })?;
+        if let Some(session) = session {
+            self.notify(&session);
+        }
+        if let Some(reply) = resend {
+            self.live(session_id).send(GatewayToBroker::Reply(reply));
+        }
+        Ok(())
+    }
+
+    fn apply_event(
+        &self,
+        tx: &Tx<'_>,
+        session: &mut SessionRecord,
+        event: BrokerEvent,
+        resend: &mut Option<ReplyRelease>,
+    ) -> Result<(&'static str, Value), StoreError> {
+        Ok(match event {
+            BrokerEvent::RunnerStarted {
+                generation,
+                started_at_ms,
+            } => {
+                session.current_run = Some(CurrentRun {
+                    generation,
+                    state: "alive".into(),
+                    started_at: rfc3339_ms(started_at_ms),
+                    exit_code: None,
+                    signal: None,
+                });
+                ("runner_started", json!({"generation": generation}))
+            }
+            BrokerEvent::RunnerLaunchFailed { message } => {
+                let error = json!({"code": "runner_launch_failed", "message": message, "at": common::time::now_rfc3339()});
+                session.launch_error = Some(error.clone());
+                session.status = SessionStatus::Failed;
+                session.terminal =
+                    Some(json!({"reason": "launch_error", "at": common::time::now_rfc3339()}));
+                ("launch_failed", error)
+            }
+            BrokerEvent::TurnRequested(request) => {
+                if let Some(turn) = tx.turn_by_fingerprint(&session.id, &request.fingerprint)? {
+                    // A retry of a request we already know: re-send the reply if it has one.
+                    if let Some(reply_id) = &turn.reply_id
+                        && let Some(reply) = tx.reply(&session.id, reply_id)?
+                    {
+                        *resend = Some(ReplyRelease {
+                            turn_id: turn.turn_id.clone(),
+                            fingerprint: turn.fingerprint.clone(),
+                            text: reply.text,
+                            calls: reply.calls,
+                        });
+                    }
+                    return Ok(("turn_request_retried", json!({"turn_id": turn.turn_id})));
+                }
+                if session.status.is_terminal() || session.status == SessionStatus::Stopping {
+                    return Ok((
+                        "turn_request_ignored",
+                        json!({"reason": "session is stopping"}),
+                    ));
+                }
+                session.turn_sequence += 1;
+                let body = match request.content {
+                    TurnContent::Prompt { text } => TurnBody::Prompt { text },
+                    TurnContent::ToolResults { results } => TurnBody::ToolResults {
+                        previous_turn_id: session.last_reply_turn_id.clone().unwrap_or_default(),
+                        runner_results: results,
+                    },
+                };
+                let turn = TurnRecord {
+                    turn_id: format!("turn_{}", uuid::Uuid::new_v4().simple()),
+                    session_id: session.id.clone(),
+                    sequence: session.turn_sequence,
+                    fingerprint: request.fingerprint,
+                    status: TurnStatus::Pending,
+                    created_at_ms: now_unix_ms(),
+                    body,
+                    reply_id: None,
+                };
+                tx.put_turn(&turn)?;
+                session.pending_turn_id = Some(turn.turn_id.clone());
+                session.last_reply_turn_id = Some(turn.turn_id.clone());
+                session.status = SessionStatus::WaitingForGpt;
+                (
+                    "turn_pending",
+                    json!({"turn_id": turn.turn_id, "sequence": turn.sequence}),
+                )
+            }
+            BrokerEvent::ReplyDelivered { turn_id } => {
+                ("reply_delivered", json!({"turn_id": turn_id}))
+            }
+            BrokerEvent::PromptDelivered { prompt_id } => {
+                ("prompt_delivered", json!({"prompt_id": prompt_id}))
+            }
+            BrokerEvent::ActionFinished { action_id, outcome } => {
+                if let Some(mut action) = tx.action(&action_id)? {
+                    action.state = ActionState::Committed;
+                    action.outcome = Some(outcome.clone());
+                    tx.put_action(&action)?;
+                }
+                (
+                    "action_committed",
+                    json!({"action_id": action_id, "status": outcome.status, "receipt": outcome.receipt}),
+                )
+            }
+            BrokerEvent::UnapprovedCall {
+                tool_use_id,
+                name,
+                reason,
+            } => (
+                "unapproved_call",
+                json!({"tool_use_id": tool_use_id, "name": name, "reason": reason}),
+            ),
+            BrokerEvent::SideRequest {
+                purpose,
+                fingerprint,
+            } => (
+                "side_request_answered_locally",
+                json!({"purpose": purpose, "fingerprint": fingerprint}),
+            ),
+            BrokerEvent::RunnerTurnEnded { subtype, is_error } => {
+                if session.status == SessionStatus::Running && session.pending_turn_id.is_none() {
+                    session.status = SessionStatus::Idle;
+                    if let Some(closing) = session.closing_reply.take() {
+                        session.last_result = Some(closing);
+                    }
+                }
+                (
+                    "runner_turn_ended",
+                    json!({"subtype": subtype, "is_error": is_error}),
+                )
+            }
+            BrokerEvent::RunnerExited {
+                exit_code,
+                signal,
+                at_ms,
+            } => {
+                if let Some(run) = session.current_run.as_mut() {
+                    run.state = "exited".into();
+                    run.exit_code = exit_code;
+                    run.signal = signal;
+                }
+                if session.stop_request.is_some() {
+                    session.status = SessionStatus::Stopped;
+                    session.terminal = Some(json!({
+                        "reason": "stopped", "exit_code": exit_code, "signal": signal, "at": rfc3339_ms(at_ms),
+                    }));
+                } else if !session.status.is_terminal() {
+                    session.recovery_required = true;
+                }
+                session.pending_turn_id = None;
+                (
+                    "runner_exited",
+                    json!({"exit_code": exit_code, "signal": signal}),
+                )
+            }
+            BrokerEvent::BrokerExiting { reason } => ("broker_exiting", json!({"reason": reason})),
+            BrokerEvent::Unknown => ("unknown_broker_event", json!({})),
+        })
+    }
+}
+
+fn ensure_not_terminal(session: &SessionRecord) -> ToolResult<()> {
+    if session.status.is_terminal() {
+        return Err(ToolError::new(
+            ErrorCode::SessionTerminal,
+            format!(
+                "the session is {}; start a new session to do more work",
+                session.status.as_str()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One entry of `tool_results`: the ledger's record of the action, or `not_executed` with what the
+/// runner said when the action never ran.
+fn tool_result_view(
+    action: &ActionRecord,
+    runner_results: &[common::protocol::RunnerToolResult],
+) -> ToolResultView {
+    match &action.outcome {
+        Some(outcome) => ToolResultView {
+            call_index: action.call_index,
+            name: action.name.clone(),
+            status: outcome.status,
+            output: outcome.output.clone(),
+            truncated: outcome.truncated,
+            receipt: Some(outcome.receipt.clone()),
+        },
+        None => {
+            let tool_use_id = format!("toolu_{}", action.action_id);
+            let said = runner_results
+                .iter()
+                .find(|r| r.tool_use_id == tool_use_id)
+                .map(|r| format!("the runner reported: {}", r.text))
+                .unwrap_or_else(|| "the runner did not call this tool".to_string());
+            let mut output = format!("not executed; {said}");
+            let truncated =
+                common::tools::clip_utf8(&mut output, common::tools::MAX_TOOL_OUTPUT_BYTES);
+            ToolResultView {
+                call_index: action.call_index,
+                name: action.name.clone(),
+                status: ToolStatus::NotExecuted,
+                output,
+                truncated,
+                receipt: None,
+            }
+        }
+    }
+}
+
+/// Canonical hash of a request's arguments without the fields that do not change its meaning.
+pub fn request_hash(arguments: &Value, ignore: &[&str]) -> String {
+    let mut args = arguments.clone();
+    if let Some(map) = args.as_object_mut() {
+        for key in ignore {
+            map.remove(*key);
+        }
+    }
+    canonical_sha256(&args)
+}
+
+impl Gateway {
+    /// The link to a session's broker closed. If the session was still live, that is reported,
+    /// not hidden: the runner is lost to this gateway until recovery.
+    pub fn on_link_lost(&self, session_id: &str) {
+        let res = self.store.write(|tx| {
+            let Some(mut session) = tx.session(session_id)? else { return Ok(None) };
+            if session.status.is_terminal() {
+                return Ok(None);
+            }
+            if session.stop_request.is_some() {
+                session.status = SessionStatus::Stopped;
+                if session.terminal.is_none() {
+                    session.terminal = Some(json!({"reason": "stopped", "exit_code": null, "at": common::time::now_rfc3339()}));
+                }
+            } else {
+                session.recovery_required = true;
+                if let Some(run) = session.current_run.as_mut().filter(|r| r.state == "alive") {
+                    run.state = "lost".into();
+                }
+            }
+            self.commit(tx, &mut session, "runtime_detached", json!({}))?;
+            Ok::<_, StoreError>(Some(session))
+        });
+        match res {
+            Ok(Some(session)) => self.notify(&session),
+            Ok(None) => {}
+            Err(err) => tracing::error!("recording lost runtime: {err}"),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Rows of the state database as Rust values. Each is stored as JSON in a `data` column beside the
+//! few columns queries need, so fields can be added without a migration (`#[serde(default)]`).
+
+use common::protocol::RunnerToolResult;
+use common::tools::{ActionOutcome, CapabilityProfile, SubagentPolicy};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Lifecycle of a session, as shown in the SessionView.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Starting,
+    WaitingForGpt,
+    Running,
+    Idle,
+    Stopping,
+    Stopped,
+    Failed,
+    Expired,
+}
+
+impl SessionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::WaitingForGpt => "waiting_for_gpt",
+            Self::Running => "running",
+            Self::Idle => "idle",
+            Self::Stopping => "stopping",
+            Self::Stopped => "stopped",
+            Self::Failed => "failed",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// No further work can happen in this session.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Stopped | Self::Failed | Self::Expired)
+    }
+}
+
+/// The runner generation currently or last attached to a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CurrentRun {
+    pub generation: u32,
+    /// `alive`, `exited` or `lost`.
+    pub state: String,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
+/// The last completed turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastResult {
+    pub turn_id: String,
+    pub text: String,
+    pub at: String,
+}
+
+/// Private facts about a session's broker. Never public.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRecord {
+    pub pid: i32,
+    /// Process start time as the kernel reports it, to tell a reused PID apart.
+    pub start_time: u64,
+    pub boot_id: String,
+    pub socket_path: String,
+    pub runtime_dir: String,
+    pub secret: String,
+    /// Next broker event sequence number the gateway expects.
+    pub next_event_seq: u64,
+}
+
+/// One session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: String,
+    pub label: Option<String>,
+    pub status: SessionStatus,
+    pub revision: u64,
+    pub profile: CapabilityProfile,
+    pub subagent_policy: SubagentPolicy,
+    pub source_directory: String,
+    pub working_directory: String,
+    pub workspace: Value,
+    pub claude_session_id: String,
+    pub created_at_ms: i64,
+    pub lease_generation: u32,
+    pub lease_expires_at_ms: i64,
+    pub current_run: Option<CurrentRun>,
+    pub pending_turn_id: Option<String>,
+    pub last_result: Option<LastResult>,
+    pub launch_error: Option<Value>,
+    pub stop_request: Option<Value>,
+    pub terminal: Option<Value>,
+    pub recovery_required: bool,
+    pub network_boundary: Value,
+    pub skill_snapshot: Vec<Value>,
+    pub broker: Option<BrokerRecord>,
+    /// Sequence number of the last turn created.
+    pub turn_sequence: u64,
+    /// The most recent turn created; a tool-results turn reports the actions of this one.
+    #[serde(default)]
+    pub last_reply_turn_id: Option<String>,
+    /// A text-only reply released to the runner; it becomes `last_result` when the runner ends its
+    /// turn.
+    #[serde(default)]
+    pub closing_reply: Option<LastResult>,
+}
+
+/// Where a turn stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Pending,
+    Answered,
+}
+
+impl TurnStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Answered => "answered",
+        }
+    }
+}
+
+/// What a turn asks ChatGPT to answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TurnBody {
+    Prompt {
+        text: String,
+    },
+    ToolResults {
+        /// The turn whose reply asked for these calls.
+        previous_turn_id: String,
+        runner_results: Vec<RunnerToolResult>,
+    },
+}
+
+/// One model turn of the runner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    pub turn_id: String,
+    pub session_id: String,
+    pub sequence: u64,
+    pub fingerprint: String,
+    pub status: TurnStatus,
+    pub created_at_ms: i64,
+    pub body: TurnBody,
+    #[serde(default)]
+    pub reply_id: Option<String>,
+}
+
+/// A reply ChatGPT gave to a turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplyRecord {
+    pub session_id: String,
+    pub reply_id: String,
+    pub turn_id: String,
+    pub request_hash: String,
+    pub text: String,
+    pub calls: Vec<common::protocol::ApprovedCall>,
+    pub created_at_ms: i64,
+}
+
+/// Where an action stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionState {
+    /// ChatGPT approved it; the runner may call it once.
+    Approved,
+    /// The executor ran it and the outcome is recorded.
+    Committed,
+}
+
+impl ActionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "approved",
+            Self::Committed => "committed",
+        }
+    }
+}
+
+/// One approved action and, once it ran, its outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionRecord {
+    pub action_id: String,
+    pub session_id: String,
+    pub turn_id: String,
+    pub call_index: u32,
+    pub name: String,
+    pub arguments: Value,
+    pub state: ActionState,
+    pub outcome: Option<ActionOutcome>,
+}

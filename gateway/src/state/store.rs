@@ -1,0 +1,566 @@
+//! The SQLite store: opening it safely (modes, WAL, full sync, migrations) and typed access to its
+//! rows inside transactions. One connection behind a mutex: the gateway is the single writer.
+
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::records::{ActionRecord, ReplyRecord, SessionRecord, TurnRecord};
+use super::schema;
+
+/// Failures of the state store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("state database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("state record is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("state database schema: {0}")]
+    Schema(String),
+    #[error("state file {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// The gateway's durable state.
+pub struct Store {
+    conn: Mutex<Connection>,
+}
+
+/// Name of the database file inside the state dir.
+pub const DATABASE_FILE: &str = "gateway.sqlite3";
+
+impl Store {
+    /// Open (creating if needed) the database in `state_dir`, which must already exist with mode
+    /// 0700. The file and its WAL companions are created 0600.
+    pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        let path = state_dir.join(DATABASE_FILE);
+        // Create the file ourselves so it is 0600 from its first byte; SQLite keeps the mode for
+        // the -wal and -shm files it derives from it.
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o600)))
+            .map_err(|source| StoreError::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+        let mut conn = Connection::open(&path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        schema::migrate(&mut conn).map_err(StoreError::Schema)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// Run `f` in an immediate (write) transaction and commit it if `f` succeeds.
+    pub fn write<T, E>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let mut conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(StoreError::from)?;
+        let out = f(&Tx(&tx))?;
+        tx.commit().map_err(StoreError::from)?;
+        Ok(out)
+    }
+
+    /// Run `f` in a read transaction.
+    pub fn read<T, E>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let mut conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let tx = conn.transaction().map_err(StoreError::from)?;
+        f(&Tx(&tx))
+    }
+}
+
+/// Typed access to the database inside one transaction.
+pub struct Tx<'a>(&'a Transaction<'a>);
+
+fn to_json<T: Serialize>(value: &T) -> Result<String, StoreError> {
+    Ok(serde_json::to_string(value)?)
+}
+
+fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    Ok(serde_json::from_str(text)?)
+}
+
+/// A lease row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    pub session_id: String,
+    pub generation: u32,
+    pub expires_at_ms: i64,
+    pub revoked: bool,
+}
+
+/// A stored idempotent answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdempotencyRow {
+    pub request_hash: String,
+    pub session_id: Option<String>,
+    pub answer: Value,
+}
+
+impl Tx<'_> {
+    // ---- sessions ----
+
+    pub fn put_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        self.0.execute(
+            "INSERT INTO sessions (id, status, revision, created_at_ms, updated_at_ms, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(id) DO UPDATE SET status = ?2, revision = ?3, updated_at_ms = ?5, data = ?6",
+            params![
+                session.id,
+                session.status.as_str(),
+                session.revision as i64,
+                session.created_at_ms,
+                common::time::now_unix_ms(),
+                to_json(session)?
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let data: Option<String> = self
+            .0
+            .query_row("SELECT data FROM sessions WHERE id = ?1", [id], |row| {
+                row.get(0)
+            })
+            .optional()?;
+        data.map(|d| from_json(&d)).transpose()
+    }
+
+    pub fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        let mut stmt = self
+            .0
+            .prepare("SELECT data FROM sessions ORDER BY created_at_ms, id")?;
+        let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(from_json(&row?)?);
+        }
+        Ok(out)
+    }
+
+    // ---- leases ----
+
+    pub fn insert_lease(
+        &self,
+        lease_hash: &str,
+        session_id: &str,
+        generation: u32,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.0.execute(
+            "INSERT INTO leases (lease_hash, session_id, generation, expires_at_ms) VALUES (?1, ?2, ?3, ?4)",
+            params![lease_hash, session_id, generation, expires_at_ms],
+        )?;
+        Ok(())
+    }
+
+    pub fn lease(&self, lease_hash: &str) -> Result<Option<LeaseRow>, StoreError> {
+        Ok(self
+            .0
+            .query_row(
+                "SELECT session_id, generation, expires_at_ms, revoked FROM leases WHERE lease_hash = ?1",
+                [lease_hash],
+                |row| {
+                    Ok(LeaseRow {
+                        session_id: row.get(0)?,
+                        generation: row.get(1)?,
+                        expires_at_ms: row.get(2)?,
+                        revoked: row.get::<_, i64>(3)? != 0,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    pub fn renew_lease(&self, lease_hash: &str, expires_at_ms: i64) -> Result<(), StoreError> {
+        self.0.execute(
+            "UPDATE leases SET expires_at_ms = ?2 WHERE lease_hash = ?1",
+            params![lease_hash, expires_at_ms],
+        )?;
+        Ok(())
+    }
+
+    pub fn revoke_leases(&self, session_id: &str) -> Result<(), StoreError> {
+        self.0.execute(
+            "UPDATE leases SET revoked = 1 WHERE session_id = ?1",
+            [session_id],
+        )?;
+        Ok(())
+    }
+
+    // ---- idempotency ----
+
+    pub fn idempotency(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRow>, StoreError> {
+        let row: Option<(String, Option<String>, String)> = self
+            .0
+            .query_row(
+                "SELECT request_hash, session_id, answer FROM idempotency WHERE scope = ?1 AND key = ?2",
+                [scope, key],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()?;
+        row.map(|(request_hash, session_id, answer)| {
+            Ok(IdempotencyRow {
+                request_hash,
+                session_id,
+                answer: from_json(&answer)?,
+            })
+        })
+        .transpose()
+    }
+
+    pub fn put_idempotency(
+        &self,
+        scope: &str,
+        key: &str,
+        request_hash: &str,
+        session_id: Option<&str>,
+        answer: &Value,
+    ) -> Result<(), StoreError> {
+        self.0.execute(
+            "INSERT INTO idempotency (scope, key, request_hash, session_id, answer, created_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                scope,
+                key,
+                request_hash,
+                session_id,
+                to_json(answer)?,
+                common::time::now_unix_ms()
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn replace_idempotency_answer(
+        &self,
+        scope: &str,
+        key: &str,
+        answer: &Value,
+    ) -> Result<(), StoreError> {
+        self.0.execute(
+            "UPDATE idempotency SET answer = ?3 WHERE scope = ?1 AND key = ?2",
+            params![scope, key, to_json(answer)?],
+        )?;
+        Ok(())
+    }
+
+    // ---- turns ----
+
+    pub fn put_turn(&self, turn: &TurnRecord) -> Result<(), StoreError> {
+        self.0.execute(
+            "INSERT INTO turns (turn_id, session_id, sequence, fingerprint, status, created_at_ms, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT(turn_id) DO UPDATE SET status = ?5, data = ?7",
+            params![
+                turn.turn_id,
+                turn.session_id,
+                turn.sequence as i64,
+                turn.fingerprint,
+                turn.status.as_str(),
+                turn.created_at_ms,
+                to_json(turn)?
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn turn(&self, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+        let data: Option<String> = self
+            .0
+            .query_row(
+                "SELECT data FROM turns WHERE turn_id = ?1",
+                [turn_id],
+                |row| row.get(0),
+            )
+            .optional()?;
+        data.map(|d| from_json(&d)).transpose()
+    }
+
+    pub fn turn_by_fingerprint(
+        &self,
+        session_id: &str,
+        fingerprint: &str,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let data: Option<String> = self
+            .0
+            .query_row(
+                "SELECT data FROM turns WHERE session_id = ?1 AND fingerprint = ?2",
+                [session_id, fingerprint],
+                |row| row.get(0),
+            )
+            .optional()?;
+        data.map(|d| from_json(&d)).transpose()
+    }
+
+    // ---- replies ----
+
+    pub fn insert_reply(&self, reply: &ReplyRecord) -> Result<(), StoreError> {
+        self.0.execute(
+            "INSERT INTO replies (session_id, reply_id, turn_id, request_hash, created_at_ms, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                reply.session_id,
+                reply.reply_id,
+                reply.turn_id,
+                reply.request_hash,
+                reply.created_at_ms,
+                to_json(reply)?
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn reply(
+        &self,
+        session_id: &str,
+        reply_id: &str,
+    ) -> Result<Option<ReplyRecord>, StoreError> {
+        let data: Option<String> = self
+            .0
+            .query_row(
+                "SELECT data FROM replies WHERE session_id = ?1 AND reply_id = ?2",
+                [session_id, reply_id],
+                |row| row.get(0),
+            )
+            .optional()?;
+        data.map(|d| from_json(&d)).transpose()
+    }
+
+    // ---- actions ----
+
+    pub fn put_action(&self, action: &ActionRecord) -> Result<(), StoreError> {
+        let outcome = action.outcome.as_ref().map(to_json).transpose()?;
+        self.0.execute(
+            "INSERT INTO actions (action_id, session_id, turn_id, call_index, name, arguments, state, outcome, updated_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT(action_id) DO UPDATE SET state = ?7, outcome = ?8, updated_at_ms = ?9",
+            params![
+                action.action_id,
+                action.session_id,
+                action.turn_id,
+                action.call_index,
+                action.name,
+                to_json(&action.arguments)?,
+                action.state.as_str(),
+                outcome,
+                common::time::now_unix_ms()
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn action_from_row(
+        row: &rusqlite::Row<'_>,
+    ) -> rusqlite::Result<(ActionRecord, String, Option<String>)> {
+        let state: String = row.get(6)?;
+        Ok((
+            ActionRecord {
+                action_id: row.get(0)?,
+                session_id: row.get(1)?,
+                turn_id: row.get(2)?,
+                call_index: row.get(3)?,
+                name: row.get(4)?,
+                arguments: Value::Null,
+                state: if state == "committed" {
+                    super::records::ActionState::Committed
+                } else {
+                    super::records::ActionState::Approved
+                },
+                outcome: None,
+            },
+            row.get(5)?,
+            row.get(7)?,
+        ))
+    }
+
+    fn finish_action(
+        parts: (ActionRecord, String, Option<String>),
+    ) -> Result<ActionRecord, StoreError> {
+        let (mut action, arguments, outcome) = parts;
+        action.arguments = from_json(&arguments)?;
+        action.outcome = outcome.map(|o| from_json(&o)).transpose()?;
+        Ok(action)
+    }
+
+    const ACTION_COLUMNS: &'static str =
+        "action_id, session_id, turn_id, call_index, name, arguments, state, outcome";
+
+    pub fn action(&self, action_id: &str) -> Result<Option<ActionRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM actions WHERE action_id = ?1",
+            Self::ACTION_COLUMNS
+        );
+        let parts = self
+            .0
+            .query_row(&sql, [action_id], Self::action_from_row)
+            .optional()?;
+        parts.map(Self::finish_action).transpose()
+    }
+
+    pub fn actions_for_turn(&self, turn_id: &str) -> Result<Vec<ActionRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM actions WHERE turn_id = ?1 ORDER BY call_index",
+            Self::ACTION_COLUMNS
+        );
+        let mut stmt = self.0.prepare(&sql)?;
+        let rows = stmt.query_map([turn_id], Self::action_from_row)?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(Self::finish_action(row?)?);
+        }
+        Ok(out)
+    }
+
+    // ---- ledger ----
+
+    /// Append one event to the ledger. `data` must hold nothing secret.
+    pub fn append_event(
+        &self,
+        session_id: Option<&str>,
+        kind: &str,
+        data: &Value,
+    ) -> Result<(), StoreError> {
+        self.0.execute(
+            "INSERT INTO events (session_id, at_ms, kind, data) VALUES (?1, ?2, ?3, ?4)",
+            params![
+                session_id,
+                common::time::now_unix_ms(),
+                kind,
+                to_json(data)?
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Events of one session, oldest first: `(seq, at_ms, kind, data)`.
+    pub fn events(&self, session_id: &str) -> Result<Vec<(i64, i64, String, Value)>, StoreError> {
+        let mut stmt = self.0.prepare(
+            "SELECT seq, at_ms, kind, data FROM events WHERE session_id = ?1 ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([session_id], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get::<_, String>(3)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, at, kind, data) = row?;
+            out.push((seq, at, kind, from_json(&data)?));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn open() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn database_file_is_private_and_schema_current() {
+        let (dir, store) = open();
+        let mode = std::fs::metadata(dir.path().join(DATABASE_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let version: i64 = store
+            .read::<_, StoreError>(|tx| {
+                Ok(tx.0.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+            })
+            .unwrap();
+        assert_eq!(version, schema::SCHEMA_VERSION);
+        drop(store);
+        // Reopening an up-to-date database is a no-op migration.
+        Store::open(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        let (dir, store) = open();
+        store
+            .write::<_, StoreError>(|tx| Ok(tx.0.pragma_update(None, "user_version", 99)?))
+            .unwrap();
+        drop(store);
+        let err = Store::open(dir.path()).err().unwrap().to_string();
+        assert!(err.contains("newer than this build"), "{err}");
+    }
+
+    #[test]
+    fn ledger_is_append_only() {
+        let (_dir, store) = open();
+        store
+            .write::<_, StoreError>(|tx| tx.append_event(None, "test", &json!({"a": 1})))
+            .unwrap();
+        let err = store
+            .write::<_, StoreError>(|tx| Ok(tx.0.execute("DELETE FROM events", [])?))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("append-only"), "{err}");
+        let err = store
+            .write::<_, StoreError>(|tx| Ok(tx.0.execute("UPDATE events SET kind = 'x'", [])?))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("append-only"), "{err}");
+    }
+
+    #[test]
+    fn failed_transaction_leaves_nothing() {
+        let (_dir, store) = open();
+        let res = store.write::<(), StoreError>(|tx| {
+            tx.append_event(None, "half", &json!({}))?;
+            Err(StoreError::Schema("boom".into()))
+        });
+        assert!(res.is_err());
+        let n: i64 = store
+            .read::<_, StoreError>(|tx| {
+                Ok(tx
+                    .0
+                    .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?)
+            })
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+}

@@ -1,0 +1,90 @@
+//! Checks on `native_session_start` input that need the filesystem or configuration.
+
+use std::path::Path;
+
+use common::tools::{CapabilityProfile, SubagentPolicy};
+
+use crate::error::{ErrorCode, ToolError};
+use crate::service::{Gateway, StartRequest};
+
+/// Refuse a start that this gateway cannot honour, before anything is created.
+pub fn start(gateway: &Gateway, req: &StartRequest) -> Result<(), ToolError> {
+    if req.prompt.trim().is_empty() {
+        return Err(ToolError::invalid("prompt must not be empty"));
+    }
+    if req.prompt.len() > 786_432 {
+        return Err(ToolError::invalid(
+            "prompt is larger than 768 KiB; shorten it",
+        ));
+    }
+    if req.idempotency_key.is_empty() || req.idempotency_key.len() > 200 {
+        return Err(ToolError::invalid(
+            "idempotency_key must be 1 to 200 characters",
+        ));
+    }
+    let dir = Path::new(&req.working_directory);
+    if !dir.is_absolute() {
+        return Err(ToolError::invalid(format!(
+            "working_directory must be an absolute path, got {:?}",
+            req.working_directory
+        )));
+    }
+    if dir
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(ToolError::invalid(
+            "working_directory must not contain `..` segments",
+        ));
+    }
+    if dir.starts_with(&gateway.config.state_dir) {
+        return Err(ToolError::new(
+            ErrorCode::NotPermitted,
+            "working_directory is inside the gateway's private state; choose another directory",
+        ));
+    }
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(ToolError::invalid(
+                "working_directory is a symlink; give the real directory path",
+            ));
+        }
+        Ok(_) => return Err(ToolError::invalid("working_directory is not a directory")),
+        Err(_) => {
+            return Err(ToolError::invalid(format!(
+                "working_directory {:?} does not exist or cannot be read",
+                req.working_directory
+            )));
+        }
+    }
+    if req.capability_profile != CapabilityProfile::ReadOnly {
+        return Err(ToolError::new(
+            ErrorCode::NotPermitted,
+            format!(
+                "capability_profile {} is not available in this build yet; use read_only",
+                req.capability_profile.as_str()
+            ),
+        ));
+    }
+    if req.subagent_policy != SubagentPolicy::None {
+        return Err(ToolError::new(
+            ErrorCode::NotPermitted,
+            "subagent_policy deepseek_explicit needs worktree_write, which is not available in \
+             this build yet; use none",
+        ));
+    }
+    if req.skill_contexts.len() > 8 {
+        return Err(ToolError::invalid("skill_contexts holds at most 8 items"));
+    }
+    if !req.skill_contexts.is_empty() {
+        return Err(ToolError::new(
+            ErrorCode::NotPermitted,
+            "skill_contexts are not available in this build yet; start without them",
+        ));
+    }
+    if req.wait_seconds > 50 {
+        return Err(ToolError::invalid("wait_seconds must be between 0 and 50"));
+    }
+    Ok(())
+}

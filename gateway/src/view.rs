@@ -1,0 +1,122 @@
+//! The SessionView: the one answer shape of every successful tool call, with its JSON Schema
+//! (advertised as each tool's `outputSchema`).
+
+use common::tools::{CapabilityProfile, Receipt, SubagentPolicy, ToolStatus};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Largest reply (text plus tool calls) ChatGPT may send for one turn.
+pub const REPLY_BUDGET_BYTES: u64 = 786_432;
+
+/// State of a session as ChatGPT sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionView {
+    pub native_session_id: String,
+    pub session_label: Option<String>,
+    /// `starting`, `waiting_for_gpt`, `running`, `idle`, `stopping`, `stopped`, `failed`, `expired`.
+    pub status: String,
+    /// Increases on every state change of the session.
+    pub revision: u64,
+    /// True when this answer replays an earlier identical request.
+    pub replay: bool,
+    /// Always `chatgpt-main`.
+    pub route: String,
+    /// Always `none`.
+    pub fallback: String,
+    pub lease_id: Option<String>,
+    pub lease_expires_at: Option<String>,
+    /// Only in the answer to `native_session_start` and its replays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_token: Option<String>,
+    pub capability_profile: CapabilityProfile,
+    pub subagent_policy: SubagentPolicy,
+    pub source_directory: String,
+    pub working_directory: String,
+    pub workspace: Workspace,
+    pub claude_session_id: String,
+    pub current_run: Option<CurrentRunView>,
+    pub runtime_attached: bool,
+    pub recovery_required: bool,
+    pub pending_turn: Option<PendingTurn>,
+    pub last_result: Option<LastResultView>,
+    pub launch_error: Option<Value>,
+    pub stop_request: Option<Value>,
+    pub terminal: Option<Value>,
+    pub network_boundary: Value,
+    pub skill_snapshot: Vec<Value>,
+    /// `disabled` unless the session uses `deepseek_explicit`.
+    pub deepseek_route: String,
+    pub deepseek_subsessions: Vec<Value>,
+    pub active_deepseek_subsession_id: Option<String>,
+}
+
+/// Where the session works.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Workspace {
+    /// `read_only`, `direct` or `worktree`.
+    pub kind: String,
+    pub root: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
+}
+
+/// The runner generation attached to the session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CurrentRunView {
+    pub generation: u32,
+    /// `alive`, `exited` or `lost`.
+    pub state: String,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+/// The turn ChatGPT must answer now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PendingTurn {
+    pub turn_id: String,
+    pub sequence: u64,
+    /// `prompt` or `tool_results`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_results: Option<Vec<ToolResultView>>,
+    pub allowed_tools: Vec<String>,
+    pub reply_budget_bytes: u64,
+}
+
+/// The result of one tool call of the previous reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolResultView {
+    pub call_index: u32,
+    pub name: String,
+    pub status: ToolStatus,
+    /// At most 64 KiB.
+    pub output: String,
+    pub truncated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Receipt>,
+}
+
+/// The last completed turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LastResultView {
+    pub turn_id: String,
+    pub text: String,
+    pub at: String,
+}
+
+/// The `outputSchema` advertised for every tool.
+pub fn session_view_schema() -> Value {
+    let mut value = serde_json::to_value(schemars::schema_for!(SessionView)).unwrap_or(Value::Null);
+    if let Some(map) = value.as_object_mut() {
+        map.remove("$schema");
+    }
+    value
+}
