@@ -1,0 +1,220 @@
+//! Executor of the logical read tools (`Read`, `FindFiles`, `SearchText`): runs one approved action
+//! against the file system under the [`PathPolicy`] and produces a bounded [`ActionOutcome`] with a
+//! receipt. Blocking; callers run it on `spawn_blocking`.
+
+mod find_files;
+mod matcher;
+mod read;
+mod search_text;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::tools::{
+    ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, ToolArgs, ToolStatus, clip_utf8,
+};
+use ignore::{DirEntry, WalkBuilder};
+use sandbox::path_policy::{PathPolicy, PathRefusal};
+
+/// Default wall-clock budget of one `FindFiles`/`SearchText` walk.
+pub const DEFAULT_TIME_BUDGET: Duration = Duration::from_secs(10);
+
+/// Bytes kept free at the end of an output for the truncation/footer note.
+const NOTE_RESERVE: usize = 512;
+
+/// Runs read-only actions. Cheap to share behind an `Arc`.
+#[derive(Debug, Clone)]
+pub struct Executor {
+    policy: Arc<PathPolicy>,
+    working_directory: PathBuf,
+    time_budget: Duration,
+}
+
+impl Executor {
+    pub fn new(policy: PathPolicy, working_directory: PathBuf) -> Self {
+        Self {
+            policy: Arc::new(policy),
+            working_directory,
+            time_budget: DEFAULT_TIME_BUDGET,
+        }
+    }
+
+    /// Override the wall-clock budget of `FindFiles`/`SearchText` (default 10 s).
+    pub fn with_time_budget(mut self, budget: Duration) -> Self {
+        self.time_budget = budget;
+        self
+    }
+
+    pub fn policy(&self) -> &PathPolicy {
+        &self.policy
+    }
+
+    pub fn working_directory(&self) -> &Path {
+        &self.working_directory
+    }
+
+    /// Execute one action. Never panics; every failure is an `Error` outcome with a stable code.
+    pub fn execute(&self, action_id: &str, args: &ToolArgs) -> ActionOutcome {
+        let started = Instant::now();
+        let result = match args {
+            ToolArgs::Read(a) => read::run(self, a),
+            ToolArgs::FindFiles(a) => find_files::run(self, a, started),
+            ToolArgs::SearchText(a) => search_text::run(self, a, started),
+        };
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match result {
+            Ok(done) => {
+                let mut output = done.output;
+                let clipped = clip_utf8(&mut output, MAX_TOOL_OUTPUT_BYTES);
+                ActionOutcome {
+                    status: ToolStatus::Ok,
+                    output,
+                    truncated: done.truncated || clipped,
+                    error_code: None,
+                    receipt: Receipt {
+                        action_id: action_id.to_string(),
+                        path: Some(done.path),
+                        sha256: done.sha256,
+                        duration_ms,
+                        ..Receipt::default()
+                    },
+                }
+            }
+            Err(failure) => {
+                let mut output = failure.message;
+                clip_utf8(&mut output, MAX_TOOL_OUTPUT_BYTES);
+                ActionOutcome {
+                    status: ToolStatus::Error,
+                    output,
+                    truncated: false,
+                    error_code: Some(failure.code.to_string()),
+                    receipt: Receipt {
+                        action_id: action_id.to_string(),
+                        path: failure.path,
+                        duration_ms,
+                        ..Receipt::default()
+                    },
+                }
+            }
+        }
+    }
+
+    /// The root of a walk: the given absolute path, else the working directory.
+    fn root(&self, path: Option<&String>) -> PathBuf {
+        path.map(PathBuf::from)
+            .unwrap_or_else(|| self.working_directory.clone())
+    }
+
+    /// A sorted, non-following walker with every ignore-file rule off that never enters `.git`
+    /// or protected directories.
+    fn walker(&self, root: &Path, max_depth: Option<usize>) -> ignore::Walk {
+        let policy = Arc::clone(&self.policy);
+        WalkBuilder::new(root)
+            .follow_links(false)
+            .hidden(false)
+            .parents(false)
+            .ignore(false)
+            .git_ignore(false)
+            .git_global(false)
+            .git_exclude(false)
+            .require_git(false)
+            .max_depth(max_depth)
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .filter_entry(move |entry| admit_entry(&policy, entry))
+            .build()
+    }
+}
+
+/// Whether the walk may yield (and, for directories, enter) `entry`.
+fn admit_entry(policy: &PathPolicy, entry: &DirEntry) -> bool {
+    if entry.depth() == 0 {
+        return true; // the root was checked and opened without following symlinks
+    }
+    if entry
+        .file_name()
+        .as_encoded_bytes()
+        .eq_ignore_ascii_case(b".git")
+    {
+        return false;
+    }
+    if policy.is_protected(entry.path()) {
+        return false;
+    }
+    if entry.file_type().is_some_and(|t| t.is_dir()) {
+        use std::os::unix::fs::MetadataExt;
+        match entry.metadata() {
+            Ok(meta) => !policy.is_protected_identity(meta.dev(), meta.ino()),
+            Err(_) => false,
+        }
+    } else {
+        true
+    }
+}
+
+/// A successful action before it becomes an [`ActionOutcome`].
+struct Done {
+    output: String,
+    truncated: bool,
+    path: String,
+    sha256: Option<String>,
+}
+
+/// A failed action: stable code, message for the model, and the path it concerned.
+#[derive(Debug)]
+struct Failure {
+    code: &'static str,
+    message: String,
+    path: Option<String>,
+}
+
+impl Failure {
+    fn new(code: &'static str, path: &Path, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            path: Some(path.display().to_string()),
+        }
+    }
+
+    fn refusal(path: &Path, refusal: PathRefusal) -> Self {
+        Self::new(refusal.code(), path, refusal.to_string())
+    }
+}
+
+/// Output under construction that never exceeds the 64 KiB limit (less room for a final note).
+struct BoundedOutput {
+    text: String,
+    full: bool,
+}
+
+impl BoundedOutput {
+    fn new() -> Self {
+        Self {
+            text: String::new(),
+            full: false,
+        }
+    }
+
+    /// Append `line` and a newline if it fits; otherwise mark the output full and return false.
+    fn push_line(&mut self, line: &str) -> bool {
+        if self.full || self.text.len() + line.len() + 1 > MAX_TOOL_OUTPUT_BYTES - NOTE_RESERVE {
+            self.full = true;
+            return false;
+        }
+        self.text.push_str(line);
+        self.text.push('\n');
+        true
+    }
+}
+
+/// Shorten `text` to `max` characters, marking the cut with `…`.
+fn clip_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}

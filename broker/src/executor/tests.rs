@@ -1,0 +1,560 @@
+//! Unit tests of the executor: Read, FindFiles and SearchText against real temp dirs (symlinks,
+//! hard links, FIFOs, `.git`, protected dirs, binary files), each asserting the exact error code.
+
+use super::*;
+use common::tools::{FindFilesArgs, ReadArgs, SearchTextArgs};
+use std::time::{Duration, Instant};
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    state: PathBuf,
+    exec: Executor,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let home = root.join("home");
+    let state = root.join("state");
+    let work = root.join("work");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY needle").unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("gateway.db"), "needle").unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let policy = PathPolicy::new(home.clone(), state.clone(), vec![]);
+    Fixture {
+        _tmp: tmp,
+        exec: Executor::new(policy, work),
+        root,
+        home,
+        state,
+    }
+}
+
+fn write(path: &Path, bytes: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn read(exec: &Executor, path: &Path, offset: Option<u64>, limit: Option<u64>) -> ActionOutcome {
+    exec.execute(
+        "a1",
+        &ToolArgs::Read(ReadArgs {
+            file_path: path.display().to_string(),
+            offset,
+            limit,
+        }),
+    )
+}
+
+fn find(exec: &Executor, path: &Path, name_contains: Option<&str>) -> ActionOutcome {
+    exec.execute(
+        "a2",
+        &ToolArgs::FindFiles(FindFilesArgs {
+            path: Some(path.display().to_string()),
+            name_contains: name_contains.map(str::to_string),
+            max_depth: None,
+            max_results: None,
+        }),
+    )
+}
+
+fn search(
+    exec: &Executor,
+    path: &Path,
+    query: &str,
+    case_sensitive: Option<bool>,
+) -> ActionOutcome {
+    exec.execute(
+        "a3",
+        &ToolArgs::SearchText(SearchTextArgs {
+            query: query.to_string(),
+            path: Some(path.display().to_string()),
+            case_sensitive,
+            max_results: None,
+        }),
+    )
+}
+
+fn assert_error(outcome: &ActionOutcome, code: &str) {
+    assert_eq!(outcome.status, ToolStatus::Error, "{outcome:?}");
+    assert_eq!(outcome.error_code.as_deref(), Some(code), "{outcome:?}");
+    assert!(!outcome.output.is_empty());
+}
+
+// ---------- Read ----------
+
+#[test]
+fn read_numbers_lines_and_hashes_whole_file() {
+    let f = fixture();
+    let path = f.root.join("work/a.txt");
+    write(&path, "one\ntwo\nthree\n");
+    let out = read(&f.exec, &path, None, None);
+    assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+    assert_eq!(out.output, "     1\tone\n     2\ttwo\n     3\tthree");
+    assert!(!out.truncated);
+    assert_eq!(out.receipt.action_id, "a1");
+    assert_eq!(out.receipt.path.as_deref(), Some(path.to_str().unwrap()));
+    assert_eq!(
+        out.receipt.sha256.as_deref(),
+        Some(common::hash::sha256_hex(b"one\ntwo\nthree\n").as_str())
+    );
+    assert_eq!(out.error_code, None);
+}
+
+#[test]
+fn read_offset_and_limit() {
+    let f = fixture();
+    let path = f.root.join("work/lines.txt");
+    let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    write(&path, &text);
+    let out = read(&f.exec, &path, Some(3), Some(2));
+    assert_eq!(out.status, ToolStatus::Ok);
+    assert_eq!(
+        out.output,
+        "     3\tline 3\n     4\tline 4\n[truncated: showing lines 3-4 of 10]"
+    );
+    assert!(out.truncated);
+    // Up to the end: not truncated.
+    let out = read(&f.exec, &path, Some(9), None);
+    assert_eq!(out.output, "     9\tline 9\n    10\tline 10");
+    assert!(!out.truncated);
+    // Past the end.
+    let out = read(&f.exec, &path, Some(11), None);
+    assert_eq!(out.status, ToolStatus::Ok);
+    assert!(out.output.contains("past the end"), "{}", out.output);
+    // The hash is of the whole file, whatever slice is shown.
+    assert_eq!(
+        out.receipt.sha256.as_deref(),
+        Some(common::hash::sha256_hex(text.as_bytes()).as_str())
+    );
+    // No trailing newline on the last line; empty file.
+    let (s, t) = read::format_lines_for_test("a\nb", None, None);
+    assert_eq!((s.as_str(), t), ("     1\ta\n     2\tb", false));
+    let (s, t) = read::format_lines_for_test("", None, None);
+    assert_eq!((s.as_str(), t), ("[empty file]", false));
+}
+
+#[test]
+fn read_truncates_at_64_kib() {
+    let f = fixture();
+    let path = f.root.join("work/big.txt");
+    let line = "x".repeat(99);
+    let text: String = (0..2000).map(|_| format!("{line}\n")).collect(); // ~200 KB
+    write(&path, &text);
+    let out = read(&f.exec, &path, None, None);
+    assert_eq!(out.status, ToolStatus::Ok);
+    assert!(out.truncated);
+    assert!(out.output.len() <= MAX_TOOL_OUTPUT_BYTES);
+    let last = out.output.lines().last().unwrap();
+    assert!(last.starts_with("[truncated: showing lines 1-"), "{last}");
+    assert!(last.ends_with(" of 2000]"), "{last}");
+
+    // One line longer than the limit: its beginning is shown.
+    let path = f.root.join("work/long-line.txt");
+    write(&path, "y".repeat(200_000));
+    let out = read(&f.exec, &path, None, None);
+    assert_eq!(out.status, ToolStatus::Ok);
+    assert!(out.truncated);
+    assert!(out.output.len() <= MAX_TOOL_OUTPUT_BYTES);
+    assert!(
+        out.output.contains("longer than the output limit"),
+        "{}",
+        &out.output[out.output.len() - 200..]
+    );
+}
+
+#[test]
+fn read_refuses_invalid_utf8_and_binary() {
+    let f = fixture();
+    let bad = f.root.join("work/latin1.txt");
+    write(&bad, b"caf\xe9\n");
+    let out = read(&f.exec, &bad, None, None);
+    assert_error(&out, "not_utf8");
+    assert!(out.output.contains("not valid UTF-8"), "{}", out.output);
+    let bin = f.root.join("work/bin.dat");
+    write(&bin, b"abc\0def");
+    let out = read(&f.exec, &bin, None, None);
+    assert_error(&out, "not_utf8");
+    assert!(out.output.contains("binary"), "{}", out.output);
+}
+
+#[test]
+fn read_refuses_symlink_in_middle_naming_component() {
+    let f = fixture();
+    let real = f.root.join("work/real");
+    write(&real.join("f.txt"), "x");
+    let link = f.root.join("work/link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out = read(&f.exec, &link.join("f.txt"), None, None);
+    assert_error(&out, "not_permitted");
+    assert!(
+        out.output
+            .contains(&format!("`{}` is a symbolic link", link.display())),
+        "{}",
+        out.output
+    );
+    assert_eq!(out.receipt.action_id, "a1");
+}
+
+#[test]
+fn read_refuses_dotdot_and_relative() {
+    let f = fixture();
+    let path = f.root.join("work/a.txt");
+    write(&path, "x");
+    let out = read(&f.exec, &f.root.join("work/sub/../a.txt"), None, None);
+    assert_error(&out, "invalid_argument");
+    let out = read(&f.exec, Path::new("work/a.txt"), None, None);
+    assert_error(&out, "invalid_argument");
+}
+
+#[test]
+fn read_refuses_git_any_case() {
+    let f = fixture();
+    for name in [".git", ".GIT", ".Git"] {
+        let path = f.root.join("work/repo").join(name).join("config");
+        write(&path, "[core]");
+        let out = read(&f.exec, &path, None, None);
+        assert_error(&out, "not_permitted");
+        assert!(out.output.contains(".git"), "{}", out.output);
+    }
+}
+
+#[test]
+fn read_refuses_protected_home_and_state_dir() {
+    let f = fixture();
+    let out = read(&f.exec, &f.home.join(".ssh/id_ed25519"), None, None);
+    assert_error(&out, "not_permitted");
+    assert!(!out.output.contains("PRIVATE"));
+    let out = read(&f.exec, &f.state.join("gateway.db"), None, None);
+    assert_error(&out, "not_permitted");
+}
+
+#[test]
+fn read_refuses_hard_link() {
+    let f = fixture();
+    let a = f.root.join("work/a.txt");
+    write(&a, "x");
+    std::fs::hard_link(&a, f.root.join("work/b.txt")).unwrap();
+    let out = read(&f.exec, &a, None, None);
+    assert_error(&out, "not_permitted");
+    assert!(out.output.contains("hard link"), "{}", out.output);
+}
+
+#[test]
+fn read_refuses_fifo_quickly() {
+    let f = fixture();
+    let fifo = f.root.join("work/pipe");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let start = Instant::now();
+    let out = read(&f.exec, &fifo, None, None);
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert_error(&out, "not_a_file");
+}
+
+#[test]
+fn read_refuses_directory_and_missing() {
+    let f = fixture();
+    let out = read(&f.exec, &f.root.join("work"), None, None);
+    assert_error(&out, "not_a_file");
+    let out = read(&f.exec, &f.root.join("work/nope.txt"), None, None);
+    assert_error(&out, "not_found");
+}
+
+// ---------- FindFiles ----------
+
+#[test]
+fn find_files_sorted_skips_git_and_lists_symlinks_unfollowed() {
+    let f = fixture();
+    let w = f.root.join("work");
+    write(&w.join("b.txt"), "b");
+    write(&w.join("a/x.rs"), "x");
+    write(&w.join("a.txt"), "a");
+    write(&w.join(".hidden"), "h");
+    write(&w.join(".git/config"), "c");
+    write(&w.join("sub/.GIT/HEAD"), "c");
+    write(&f.root.join("outside/secret.txt"), "s");
+    std::os::unix::fs::symlink(f.root.join("outside"), w.join("zlink")).unwrap();
+    std::fs::hard_link(w.join("b.txt"), f.root.join("outside/b-hard.txt")).unwrap();
+    let out = f.exec.execute(
+        "a2",
+        &ToolArgs::FindFiles(FindFilesArgs {
+            path: None, // the working directory
+            name_contains: None,
+            max_depth: None,
+            max_results: None,
+        }),
+    );
+    assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+    let d = w.display();
+    let expected = [
+        format!("{d}/.hidden"),
+        format!("{d}/a/x.rs"),
+        format!("{d}/a.txt"),
+        format!("{d}/zlink -> (symlink)"),
+        "[skipped files: 1 hard-linked]".to_string(),
+    ];
+    assert_eq!(
+        out.output.lines().collect::<Vec<_>>(),
+        expected,
+        "{}",
+        out.output
+    );
+    assert!(!out.truncated);
+    assert_eq!(out.receipt.path.as_deref(), Some(w.to_str().unwrap()));
+
+    // name_contains is a literal filter on the file name.
+    let out = find(&f.exec, &w, Some(".rs"));
+    assert_eq!(out.output, format!("{d}/a/x.rs"));
+}
+
+#[test]
+fn find_files_skips_protected_and_bounds_results() {
+    let f = fixture();
+    // Listing the temp root must not reveal the protected home/.ssh or state dir contents.
+    let out = find(&f.exec, &f.root, None);
+    assert_eq!(out.status, ToolStatus::Ok);
+    assert!(!out.output.contains("id_ed25519"), "{}", out.output);
+    assert!(!out.output.contains("gateway.db"), "{}", out.output);
+    // Refused roots.
+    assert_error(&find(&f.exec, &f.state, None), "not_permitted");
+    assert_error(&find(&f.exec, &f.root.join("missing"), None), "not_found");
+    let file = f.root.join("work/file.txt");
+    write(&file, "x");
+    assert_error(&find(&f.exec, &file, None), "not_a_directory");
+
+    // max_results.
+    let w = f.root.join("work/many");
+    for i in 0..20 {
+        write(&w.join(format!("f{i:02}")), "x");
+    }
+    let out = f.exec.execute(
+        "a2",
+        &ToolArgs::FindFiles(FindFilesArgs {
+            path: Some(w.display().to_string()),
+            name_contains: None,
+            max_depth: Some(1),
+            max_results: Some(5),
+        }),
+    );
+    assert!(out.truncated);
+    let lines: Vec<&str> = out.output.lines().collect();
+    assert_eq!(lines.len(), 6, "{}", out.output);
+    assert_eq!(lines[0], format!("{}/f00", w.display()));
+    assert_eq!(lines[4], format!("{}/f04", w.display()));
+    assert!(lines[5].starts_with("[truncated:"), "{}", lines[5]);
+}
+
+#[test]
+fn find_files_output_bounded_to_64_kib() {
+    let f = fixture();
+    let w = f.root.join("work/wide");
+    let long = "n".repeat(200);
+    for i in 0..500 {
+        write(&w.join(format!("{long}{i:04}")), "");
+    }
+    let out = find(&f.exec, &w, None);
+    assert_eq!(out.status, ToolStatus::Ok);
+    assert!(out.truncated);
+    assert!(out.output.len() <= MAX_TOOL_OUTPUT_BYTES);
+    assert!(out.output.contains("[truncated: output limit"), "tail");
+}
+
+#[test]
+fn find_files_time_budget() {
+    let f = fixture();
+    write(&f.root.join("work/a"), "");
+    let exec = f.exec.clone().with_time_budget(Duration::ZERO);
+    let out = find(&exec, &f.root.join("work"), None);
+    assert_eq!(out.status, ToolStatus::Ok);
+    assert!(out.truncated);
+    assert!(out.output.contains("time budget reached"), "{}", out.output);
+}
+
+// ---------- SearchText ----------
+
+#[test]
+fn search_text_literal_metacharacters() {
+    let f = fixture();
+    let w = f.root.join("work");
+    write(&w.join("m.txt"), "xa.b(c\naxb(c\na.b(cy\n");
+    let out = search(&f.exec, &w, "a.b(c", None);
+    assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+    let p = w.join("m.txt");
+    let p = p.display();
+    assert_eq!(
+        out.output,
+        format!(
+            "2 matching lines in 1 file for \"a.b(c\" (case-sensitive)\n{p}:1: xa.b(c\n{p}:3: a.b(cy"
+        )
+    );
+    assert!(!out.truncated);
+}
+
+#[test]
+fn search_text_case_insensitive_sorted_skips_binary_git_protected_symlinks() {
+    let f = fixture();
+    let w = f.root.join("work");
+    write(&w.join("z.txt"), "Needle at one\nnothing\n");
+    write(&w.join("a/b.txt"), "no\nno\nNEEDLE here\n");
+    write(&w.join("a.txt"), "needle\n");
+    write(&w.join("bin.dat"), b"needle\0binary");
+    write(&w.join(".git/config"), "needle");
+    write(&w.join("sub/.Git/HEAD"), "needle");
+    write(&w.join("hard.txt"), "needle");
+    std::fs::hard_link(w.join("hard.txt"), f.root.join("hard2.txt")).unwrap();
+    write(&f.root.join("outside/o.txt"), "needle");
+    std::os::unix::fs::symlink(f.root.join("outside"), w.join("link")).unwrap();
+    std::os::unix::fs::symlink(f.root.join("outside/o.txt"), w.join("flink.txt")).unwrap();
+    // The protected home inside the searched tree.
+    std::os::unix::fs::symlink(&f.home, w.join("homelink")).unwrap();
+
+    let out = search(&f.exec, &w, "needle", Some(false));
+    assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+    let d = w.display();
+    let lines: Vec<&str> = out.output.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "3 matching lines in 3 files for \"needle\" (case-insensitive)".to_string(),
+            format!("{d}/a/b.txt:3: NEEDLE here"),
+            format!("{d}/a.txt:1: needle"),
+            format!("{d}/z.txt:1: Needle at one"),
+            "[skipped files: 1 binary, 3 symlinked, 1 hard-linked]".to_string(),
+        ],
+        "{}",
+        out.output
+    );
+
+    // Case-sensitive by default.
+    let out = search(&f.exec, &w, "NEEDLE", None);
+    assert!(
+        out.output.starts_with("1 matching line in 1 file"),
+        "{}",
+        out.output
+    );
+
+    // Searching the temp root never reaches the protected home or state dir.
+    let out = search(&f.exec, &f.root, "needle", None);
+    assert!(!out.output.contains("id_ed25519"), "{}", out.output);
+    assert!(!out.output.contains("gateway.db"), "{}", out.output);
+}
+
+#[test]
+fn search_text_unicode_case_insensitive_and_single_file() {
+    let f = fixture();
+    let path = f.root.join("work/u.txt");
+    write(&path, "ÉCOLE\nécole\nother\n");
+    let out = search(&f.exec, &path, "École", Some(false));
+    assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+    assert!(
+        out.output.starts_with("2 matching lines in 1 file"),
+        "{}",
+        out.output
+    );
+    assert!(out.output.contains(&format!("{}:2: école", path.display())));
+}
+
+#[test]
+fn search_text_bounds_and_errors() {
+    let f = fixture();
+    let w = f.root.join("work");
+    let text: String = (0..50).map(|i| format!("hit {i}\n")).collect();
+    write(&w.join("many.txt"), &text);
+    let out = f.exec.execute(
+        "a3",
+        &ToolArgs::SearchText(SearchTextArgs {
+            query: "hit".into(),
+            path: Some(w.display().to_string()),
+            case_sensitive: None,
+            max_results: Some(10),
+        }),
+    );
+    assert!(out.truncated);
+    let lines: Vec<&str> = out.output.lines().collect();
+    assert_eq!(lines.len(), 12, "{}", out.output);
+    assert!(lines[0].starts_with("10 matching lines"), "{}", lines[0]);
+    assert!(
+        lines[11].contains("max_results 10 reached"),
+        "{}",
+        lines[11]
+    );
+
+    // Long lines are clipped to 300 characters.
+    write(
+        &w.join("long.txt"),
+        format!("{}LONGHIT{}\n", "a".repeat(10), "b".repeat(1000)),
+    );
+    let out = search(&f.exec, &w.join("long.txt"), "LONGHIT", None);
+    let line = out.output.lines().nth(1).unwrap();
+    let text = line.split_once(": ").unwrap().1;
+    assert_eq!(text.chars().count(), 301, "{line}"); // 300 + the ellipsis
+
+    // Output bounded to 64 KiB.
+    let wide: String = (0..2000)
+        .map(|i| format!("wide {i} {}\n", "w".repeat(250)))
+        .collect();
+    write(&w.join("wide/w.txt"), &wide);
+    let out = f.exec.execute(
+        "a3",
+        &ToolArgs::SearchText(SearchTextArgs {
+            query: "wide".into(),
+            path: Some(w.join("wide").display().to_string()),
+            case_sensitive: None,
+            max_results: Some(100_000),
+        }),
+    );
+    assert!(out.truncated);
+    assert!(out.output.len() <= MAX_TOOL_OUTPUT_BYTES);
+    assert!(out.output.contains("[truncated: output limit"));
+
+    // Time budget.
+    let exec = f.exec.clone().with_time_budget(Duration::ZERO);
+    let out = search(&exec, &w, "hit", None);
+    assert_eq!(out.status, ToolStatus::Ok);
+    assert!(out.truncated);
+    assert!(out.output.contains("time budget reached"), "{}", out.output);
+
+    // Errors.
+    assert_error(&search(&f.exec, &f.state, "needle", None), "not_permitted");
+    assert_error(
+        &search(&f.exec, &f.home.join(".ssh/id_ed25519"), "KEY", None),
+        "not_permitted",
+    );
+    assert_error(&search(&f.exec, &w.join("nope"), "x", None), "not_found");
+    assert_error(&search(&f.exec, &w, "a\nb", None), "invalid_argument");
+    assert_error(
+        &search(&f.exec, &f.root.join("work/../work"), "x", None),
+        "invalid_argument",
+    );
+    let bin = w.join("b.bin");
+    write(&bin, b"abc\0");
+    // A binary single file is skipped, not an error.
+    let out = search(&f.exec, &bin, "abc", None);
+    assert_eq!(out.status, ToolStatus::Ok);
+    assert!(out.output.contains("1 binary"), "{}", out.output);
+}
+
+#[test]
+fn literal_matcher_modes() {
+    use grep_matcher::Matcher;
+    let m = matcher::LiteralMatcher::new("a.b", true);
+    assert_eq!(
+        m.find_at(b"xxa.bxx", 0).unwrap().map(|m| m.start()),
+        Some(2)
+    );
+    assert!(m.find_at(b"aXb", 0).unwrap().is_none());
+    let m = matcher::LiteralMatcher::new("AbC", false);
+    assert_eq!(m.find_at(b"zzabc", 0).unwrap().map(|m| m.start()), Some(2));
+    assert_eq!(m.find_at(b"ab", 0).unwrap(), None);
+    assert_eq!(
+        m.find_at(b"xABCabc", 2).unwrap().map(|m| m.start()),
+        Some(4)
+    );
+    let m = matcher::LiteralMatcher::new("Ä", false);
+    let hit = m.find_at("x\nyä\nz".as_bytes(), 0).unwrap().unwrap();
+    assert_eq!((hit.start(), hit.end()), (2, 5));
+}

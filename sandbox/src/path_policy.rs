@@ -1,0 +1,589 @@
+//! Path policy for the logical read tools: the protected set (credential stores, the gateway state
+//! dir, `.git`, owner extras), lexical checks, and opening files/directories component by component
+//! without following symlinks.
+//!
+//! Rules (DESIGN §5, reference §7):
+//! - Paths must be absolute; `.`/`..`/empty components and NUL are refused, never normalised.
+//! - A path is protected when a protected entry is a component-wise prefix of it (exact on Linux,
+//!   case-insensitive on macOS), when any component is `.git` (any case), or when it names a private
+//!   SSH host key in `/etc/ssh`. Protected entries are also compared by `(dev, ino)` while opening,
+//!   so an alias (bind mount, case variant, a symlinked credential dir's target) is refused too.
+//! - Opening walks from `/` with `openat(O_NOFOLLOW)`; a symlink anywhere is refused, naming the
+//!   component. The final open is `O_NONBLOCK` (a FIFO cannot hang it) and the opened fd must be a
+//!   regular file with exactly one link.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, Metadata};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
+
+/// Longest path accepted (Linux `PATH_MAX`).
+const MAX_PATH_BYTES: usize = 4096;
+/// Longest single component accepted (`NAME_MAX`).
+const MAX_NAME_BYTES: usize = 255;
+
+/// Credential stores under the home directory, always protected.
+const HOME_PROTECTED: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    "Library/Keychains",
+    ".config/gh",
+    ".azure",
+    ".password-store",
+    ".local/share/keyrings",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+];
+
+/// System secrets, always protected.
+const SYSTEM_PROTECTED: &[&str] = &[
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+];
+
+/// Directories whose `ssh_host_*` entries not ending in `.pub` are private host keys.
+const SSH_HOST_KEY_DIRS: &[&str] = &["/etc/ssh"];
+
+/// Per-process files under `/proc` that expose another process's secrets (environment, memory).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const PROC_SECRET_NAMES: &[&str] = &["environ", "mem", "auxv", "pagemap", "kcore", "kmsg"];
+
+/// Why a path was refused. `code()` is the stable machine code; `Display` says which component and
+/// why, mentioning only the path the caller gave (or a prefix of it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathRefusal {
+    #[error("{path}: must be an absolute path")]
+    Relative { path: String },
+    #[error(
+        "{path}: `{component}` path components are not allowed (paths are not normalised); give the path without them"
+    )]
+    Traversal { path: String, component: String },
+    #[error("{path}: empty path component (`//`) is not allowed")]
+    EmptyComponent { path: String },
+    #[error("{path}: path contains a NUL byte")]
+    Nul { path: String },
+    #[error("{path}: path or one of its components is too long")]
+    TooLong { path: String },
+    #[error(
+        "{path}: is inside a `.git` directory; the read and search tools do not access Git internals"
+    )]
+    GitDir { path: String },
+    #[error(
+        "{path}: is a protected location (credentials, secrets or gateway state); access is refused"
+    )]
+    Protected { path: String },
+    #[error("{path}: `{component}` is a symbolic link; symlinks are never followed")]
+    Symlink { path: String, component: String },
+    #[error("{path}: the file has {nlink} hard links; hard-linked files are refused")]
+    HardLinked { path: String, nlink: u64 },
+    #[error("{path}: `{component}` does not exist")]
+    NotFound { path: String, component: String },
+    #[error("{path}: not a regular file (it is {kind})")]
+    NotAFile { path: String, kind: &'static str },
+    #[error("{path}: `{component}` is not a directory")]
+    NotADirectory { path: String, component: String },
+    #[error("{path}: permission denied at `{component}`")]
+    PermissionDenied { path: String, component: String },
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+}
+
+impl PathRefusal {
+    /// Stable machine code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::GitDir { .. }
+            | Self::Protected { .. }
+            | Self::Symlink { .. }
+            | Self::HardLinked { .. } => "not_permitted",
+            Self::Relative { .. }
+            | Self::Traversal { .. }
+            | Self::EmptyComponent { .. }
+            | Self::Nul { .. }
+            | Self::TooLong { .. } => "invalid_argument",
+            Self::NotFound { .. } => "not_found",
+            Self::NotAFile { .. } => "not_a_file",
+            Self::NotADirectory { .. } => "not_a_directory",
+            Self::PermissionDenied { .. } => "permission_denied",
+            Self::Io { .. } => "io_error",
+        }
+    }
+}
+
+/// Which rule makes a path protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protection {
+    Git,
+    Protected,
+}
+
+/// The protected set and the no-follow openers. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PathPolicy {
+    home: PathBuf,
+    state_dir: PathBuf,
+    /// Protected entries as folded component lists (every variant: as given and canonical).
+    protected: Vec<Vec<Vec<u8>>>,
+    /// Folded component lists of directories holding private SSH host keys.
+    host_key_dirs: Vec<Vec<Vec<u8>>>,
+    /// `(dev, ino)` of protected entries that existed when the policy was built.
+    identities: Vec<(u64, u64)>,
+}
+
+impl PathPolicy {
+    /// Build the policy. `extra_protected` adds owner-configured entries; the built-ins cannot be
+    /// removed. Entries that exist are also recorded by canonical path and by `(dev, ino)`.
+    pub fn new(home: PathBuf, state_dir: PathBuf, extra_protected: Vec<PathBuf>) -> Self {
+        let mut entries: Vec<PathBuf> = Vec::new();
+        let mut homes = vec![home.clone()];
+        if let Some(canonical) = canonical_variant(&home) {
+            homes.push(canonical);
+        }
+        for h in &homes {
+            for rel in HOME_PROTECTED {
+                entries.push(h.join(rel));
+            }
+        }
+        entries.extend(SYSTEM_PROTECTED.iter().map(PathBuf::from));
+        entries.push(state_dir.clone());
+        entries.extend(extra_protected);
+
+        let mut all = Vec::new();
+        let mut identities = Vec::new();
+        for entry in entries {
+            if !entry.is_absolute() {
+                continue;
+            }
+            if let Ok(meta) = std::fs::metadata(&entry) {
+                use std::os::unix::fs::MetadataExt;
+                identities.push((meta.dev(), meta.ino()));
+            }
+            if let Some(canonical) = canonical_variant(&entry) {
+                all.push(canonical);
+            }
+            all.push(entry);
+        }
+        let mut protected: Vec<Vec<Vec<u8>>> = all.iter().map(|p| folded_components(p)).collect();
+        protected.sort();
+        protected.dedup();
+        identities.sort_unstable();
+        identities.dedup();
+
+        let mut host_key_dirs = Vec::new();
+        for dir in SSH_HOST_KEY_DIRS {
+            let dir = PathBuf::from(dir);
+            if let Some(canonical) = canonical_variant(&dir) {
+                host_key_dirs.push(folded_components(&canonical));
+            }
+            host_key_dirs.push(folded_components(&dir));
+        }
+        host_key_dirs.dedup();
+
+        Self {
+            home,
+            state_dir,
+            protected,
+            host_key_dirs,
+            identities,
+        }
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// Lexical checks only: absolute, no `.`/`..`/empty components, no NUL, not too long, not
+    /// protected. Touches no file system.
+    pub fn check(&self, path: &Path) -> Result<(), PathRefusal> {
+        let shown = show(path);
+        let bytes = path.as_os_str().as_bytes();
+        if bytes.contains(&0) {
+            return Err(PathRefusal::Nul {
+                path: shown.escape_debug().to_string(),
+            });
+        }
+        if bytes.len() > MAX_PATH_BYTES {
+            return Err(PathRefusal::TooLong { path: shown });
+        }
+        let Some(rest) = bytes.strip_prefix(b"/") else {
+            return Err(PathRefusal::Relative { path: shown });
+        };
+        if !rest.is_empty() {
+            let segments: Vec<&[u8]> = rest.split(|b| *b == b'/').collect();
+            let last = segments.len() - 1;
+            for (i, segment) in segments.iter().enumerate() {
+                match *segment {
+                    b"" if i == last => {} // one trailing slash is tolerated
+                    b"" => return Err(PathRefusal::EmptyComponent { path: shown }),
+                    b"." | b".." => {
+                        return Err(PathRefusal::Traversal {
+                            path: shown,
+                            component: String::from_utf8_lossy(segment).into_owned(),
+                        });
+                    }
+                    s if s.len() > MAX_NAME_BYTES => {
+                        return Err(PathRefusal::TooLong { path: shown });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        match self.protection(path) {
+            Some(Protection::Git) => Err(PathRefusal::GitDir { path: shown }),
+            Some(Protection::Protected) => Err(PathRefusal::Protected { path: shown }),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `path` is protected by name. Fails closed: a relative path or one containing `..`
+    /// counts as protected.
+    pub fn is_protected(&self, path: &Path) -> bool {
+        self.protection(path).is_some()
+    }
+
+    /// Whether an opened object with this `(dev, ino)` is one of the protected entries.
+    pub fn is_protected_identity(&self, dev: u64, ino: u64) -> bool {
+        self.identities.binary_search(&(dev, ino)).is_ok()
+    }
+
+    fn protection(&self, path: &Path) -> Option<Protection> {
+        if !path.is_absolute() {
+            return Some(Protection::Protected);
+        }
+        let mut comps: Vec<&OsStr> = Vec::new();
+        for component in path.components() {
+            match component {
+                Component::Normal(name) => comps.push(name),
+                Component::RootDir | Component::CurDir => {}
+                Component::ParentDir | Component::Prefix(_) => return Some(Protection::Protected),
+            }
+        }
+        if comps.iter().any(|c| is_git_name(c)) {
+            return Some(Protection::Git);
+        }
+        let folded: Vec<Vec<u8>> = comps.iter().map(|c| fold(c)).collect();
+        if self.protected.iter().any(|p| folded.starts_with(p)) {
+            return Some(Protection::Protected);
+        }
+        for dir in &self.host_key_dirs {
+            if folded.len() > dir.len() && folded.starts_with(dir) {
+                let name = &folded[dir.len()];
+                if name.starts_with(b"ssh_host_") && !name.ends_with(b".pub") {
+                    return Some(Protection::Protected);
+                }
+            }
+        }
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if folded.first().is_some_and(|c| c.as_slice() == b"proc")
+            && folded[1..].iter().any(|c| {
+                PROC_SECRET_NAMES
+                    .iter()
+                    .any(|s| c.as_slice() == s.as_bytes())
+            })
+        {
+            return Some(Protection::Protected);
+        }
+        None
+    }
+
+    /// Open a regular file for reading without following any symlink. The fd is checked, not the
+    /// path: regular file, exactly one link, not a protected identity.
+    pub fn open_file_no_follow(&self, path: &Path) -> Result<(File, Metadata), PathRefusal> {
+        self.check(path)?;
+        let shown = show(path);
+        let (parent, name) = self.walk_to_parent(path, &shown)?;
+        let Some(name) = name else {
+            return Err(PathRefusal::NotAFile {
+                path: shown,
+                kind: "a directory",
+            });
+        };
+        // Look before opening so that devices and FIFOs are never opened at all.
+        let before = match rustix::fs::statat(&parent, &name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(err) => return Err(classify(&parent, &name, path, &shown, err, false)),
+        };
+        let kind = FileType::from_raw_mode(before.st_mode);
+        if kind == FileType::Symlink {
+            return Err(PathRefusal::Symlink {
+                component: shown.clone(),
+                path: shown,
+            });
+        }
+        if kind != FileType::RegularFile {
+            return Err(PathRefusal::NotAFile {
+                path: shown,
+                kind: kind_name(kind),
+            });
+        }
+        let flags =
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let fd = match rustix::fs::openat(&parent, &name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NXIO) => {
+                return Err(PathRefusal::NotAFile {
+                    path: shown,
+                    kind: "a socket or device",
+                });
+            }
+            Err(err) => return Err(classify(&parent, &name, path, &shown, err, false)),
+        };
+        let after = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&shown, err))?;
+        let kind = FileType::from_raw_mode(after.st_mode);
+        if kind != FileType::RegularFile {
+            return Err(PathRefusal::NotAFile {
+                path: shown,
+                kind: kind_name(kind),
+            });
+        }
+        if ident(&after) != ident(&before) {
+            return Err(PathRefusal::Io {
+                path: shown,
+                message: "the file changed while it was being opened; try again".into(),
+            });
+        }
+        let nlink = nlink(&after);
+        if nlink != 1 {
+            return Err(PathRefusal::HardLinked { path: shown, nlink });
+        }
+        let (dev, ino) = ident(&after);
+        if self.is_protected_identity(dev, ino) {
+            return Err(PathRefusal::Protected { path: shown });
+        }
+        let file = File::from(fd);
+        let meta = file.metadata().map_err(|err| PathRefusal::Io {
+            path: shown,
+            message: err.to_string(),
+        })?;
+        Ok((file, meta))
+    }
+
+    /// Open a directory (read-only) without following any symlink; used for search roots.
+    pub fn open_dir_no_follow(&self, path: &Path) -> Result<(File, Metadata), PathRefusal> {
+        self.check(path)?;
+        let shown = show(path);
+        let (parent, name) = self.walk_to_parent(path, &shown)?;
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = match &name {
+            None => rustix::fs::openat(&parent, ".", flags, Mode::empty())
+                .map_err(|err| io_refusal(&shown, err))?,
+            Some(name) => match rustix::fs::openat(&parent, name, flags, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(err) => return Err(classify(&parent, name, path, &shown, err, true)),
+            },
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&shown, err))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return Err(PathRefusal::NotADirectory {
+                component: shown.clone(),
+                path: shown,
+            });
+        }
+        let (dev, ino) = ident(&st);
+        if self.is_protected_identity(dev, ino) {
+            return Err(PathRefusal::Protected { path: shown });
+        }
+        let file = File::from(fd);
+        let meta = file.metadata().map_err(|err| PathRefusal::Io {
+            path: shown,
+            message: err.to_string(),
+        })?;
+        Ok((file, meta))
+    }
+
+    /// Open every directory from `/` down to the parent of the last component, each with
+    /// `O_DIRECTORY|O_NOFOLLOW`, and return the parent fd and the last name (`None` for `/`).
+    fn walk_to_parent(
+        &self,
+        path: &Path,
+        shown: &str,
+    ) -> Result<(OwnedFd, Option<OsString>), PathRefusal> {
+        let names: Vec<&OsStr> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        let root = rustix::fs::openat(rustix::fs::CWD, "/", dir_walk_flags(), Mode::empty())
+            .map_err(|err| io_refusal(shown, err))?;
+        let Some((last, intermediate)) = names.split_last() else {
+            return Ok((root, None));
+        };
+        let mut current = root;
+        let mut prefix = PathBuf::from("/");
+        for name in intermediate {
+            prefix.push(name);
+            let next = match rustix::fs::openat(&current, *name, dir_walk_flags(), Mode::empty()) {
+                Ok(fd) => fd,
+                Err(err) => return Err(classify(&current, name, &prefix, shown, err, true)),
+            };
+            let st = rustix::fs::fstat(&next).map_err(|err| io_refusal(shown, err))?;
+            if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+                // O_PATH|O_NOFOLLOW can open a symlink itself; never treat it as a directory.
+                return Err(classify(
+                    &current,
+                    name,
+                    &prefix,
+                    shown,
+                    Errno::NOTDIR,
+                    true,
+                ));
+            }
+            let (dev, ino) = ident(&st);
+            if self.is_protected_identity(dev, ino) {
+                return Err(PathRefusal::Protected {
+                    path: shown.to_string(),
+                });
+            }
+            current = next;
+        }
+        Ok((current, Some(last.to_os_string())))
+    }
+}
+
+/// Flags for intermediate directories: `O_PATH` where available (no read permission needed).
+fn dir_walk_flags() -> OFlags {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let base = OFlags::PATH;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let base = OFlags::RDONLY;
+    base | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+/// Turn a failed `openat` of `name` (under `dir`, shown to the caller as `component`) into a refusal
+/// that names the component. The extra `lstat` only chooses the message; the refusal itself came
+/// from the kernel.
+fn classify(
+    dir: &OwnedFd,
+    name: &OsStr,
+    component: &Path,
+    shown: &str,
+    err: Errno,
+    want_dir: bool,
+) -> PathRefusal {
+    let path = shown.to_string();
+    let component = show(component);
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => {
+            let kind = FileType::from_raw_mode(st.st_mode);
+            if kind == FileType::Symlink {
+                return PathRefusal::Symlink { path, component };
+            }
+            if want_dir && kind != FileType::Directory {
+                return PathRefusal::NotADirectory { path, component };
+            }
+        }
+        Err(Errno::NOENT) => return PathRefusal::NotFound { path, component },
+        Err(_) => {}
+    }
+    match err {
+        Errno::LOOP => PathRefusal::Symlink { path, component },
+        Errno::NOENT => PathRefusal::NotFound { path, component },
+        Errno::NOTDIR => PathRefusal::NotADirectory { path, component },
+        Errno::ACCESS | Errno::PERM => PathRefusal::PermissionDenied { path, component },
+        Errno::NAMETOOLONG => PathRefusal::TooLong { path },
+        Errno::NXIO => PathRefusal::NotAFile {
+            path,
+            kind: "a socket or device",
+        },
+        other => io_refusal(&path, other),
+    }
+}
+
+fn io_refusal(shown: &str, err: Errno) -> PathRefusal {
+    PathRefusal::Io {
+        path: shown.to_string(),
+        message: std::io::Error::from(err).to_string(),
+    }
+}
+
+fn kind_name(kind: FileType) -> &'static str {
+    match kind {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        _ => "an unknown kind of file",
+    }
+}
+
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+fn ident(st: &Stat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
+}
+
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+fn nlink(st: &Stat) -> u64 {
+    st.st_nlink as u64
+}
+
+fn show(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn is_git_name(name: &OsStr) -> bool {
+    name.as_bytes().eq_ignore_ascii_case(b".git")
+}
+
+/// Name comparison key: case-insensitive on macOS (APFS default), exact elsewhere.
+fn fold(name: &OsStr) -> Vec<u8> {
+    #[cfg(target_os = "macos")]
+    {
+        String::from_utf8_lossy(name.as_bytes())
+            .to_lowercase()
+            .into_bytes()
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        name.as_bytes().to_vec()
+    }
+}
+
+fn folded_components(path: &Path) -> Vec<Vec<u8>> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(fold(name)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The canonical spelling of `path` when it differs (symlinked home, `/etc` -> `/private/etc`),
+/// also for a missing final component whose parent exists.
+fn canonical_variant(path: &Path) -> Option<PathBuf> {
+    let canonical = match std::fs::canonicalize(path) {
+        Ok(c) => c,
+        Err(_) => {
+            let parent = path.parent()?;
+            let name = path.file_name()?;
+            std::fs::canonicalize(parent).ok()?.join(name)
+        }
+    };
+    (canonical != path).then_some(canonical)
+}
+
+#[cfg(test)]
+#[path = "path_policy_tests.rs"]
+mod tests;
