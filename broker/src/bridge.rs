@@ -194,22 +194,13 @@ fn classify(body: &Value, headers: &HeaderMap) -> RequestKind {
 }
 
 /// Hash of the conversation a request carries: a retry of the same request has the same one.
-/// `cache_control` markers are dropped first: the runner moves them between requests, and they say
+/// `cache_control` markers are left out: the runner moves them between requests, and they say
 /// nothing about the conversation.
 fn fingerprint(body: &Value) -> String {
-    fn strip(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => Value::Object(
-                map.iter()
-                    .filter(|(k, _)| k.as_str() != "cache_control")
-                    .map(|(k, v)| (k.clone(), strip(v)))
-                    .collect(),
-            ),
-            Value::Array(items) => Value::Array(items.iter().map(strip).collect()),
-            other => other.clone(),
-        }
-    }
-    common::hash::canonical_sha256(&strip(body.get("messages").unwrap_or(&Value::Null)))
+    common::hash::canonical_sha256_without(
+        body.get("messages").unwrap_or(&Value::Null),
+        &["cache_control"],
+    )
 }
 
 async fn messages(

@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use common::protocol::{BrokerEvent, BrokerSpec};
 
 pub use state::BrokerState;
@@ -47,27 +48,31 @@ pub async fn run(spec_path: PathBuf) -> anyhow::Result<()> {
     let app = bridge::router(state.clone()).merge(executor_mcp::router(state.clone()));
     let http_shutdown = state.shutdown.clone();
     let http = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
-            .await
+        // Small SSE events must not wait for delayed ACKs (Nagle): set TCP_NODELAY on each connection.
+        axum::serve(
+            listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            }),
+            app,
+        )
+        .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
+        .await
     });
 
+    let launched = runner::launch(&state, port).await;
+    // Only now accept the gateway: a prompt it releases must find the runner's input open.
     let gateway_link = link::serve(state.clone())
         .await
         .context("serving gateway socket")?;
-
-    match runner::launch(&state, port).await {
-        Ok(()) => {}
-        Err(err) => {
-            tracing::error!("runner launch failed: {err:#}");
-            let seq = state.push_event(BrokerEvent::RunnerLaunchFailed {
-                message: format!("{err:#}"),
-            });
-            state
-                .wait_acked(seq, std::time::Duration::from_secs(300))
-                .await;
-            state.finish("runner launch failed").await;
-        }
+    if let Err(err) = launched {
+        tracing::error!("runner launch failed: {err:#}");
+        let seq = state.push_event(BrokerEvent::RunnerLaunchFailed {
+            message: format!("{err:#}"),
+        });
+        state
+            .wait_acked(seq, std::time::Duration::from_secs(300))
+            .await;
+        state.finish("runner launch failed").await;
     }
 
     state.shutdown.cancelled().await;

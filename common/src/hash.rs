@@ -15,43 +15,61 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// values that are equal as JSON produce identical bytes whatever order their keys arrived in.
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
-    write_canonical(value, &mut out);
+    write_canonical_to(value, &[], &mut out);
     out
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String((*key).clone()).to_string());
-                out.push(':');
-                write_canonical(&map[*key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
 }
 
 /// SHA-256 of the canonical JSON form of `value`.
 pub fn canonical_sha256(value: &Value) -> String {
-    sha256_hex(canonical_json(value).as_bytes())
+    canonical_sha256_without(value, &[])
+}
+
+/// SHA-256 of the canonical JSON form of `value` with object members named in `skip_keys`
+/// left out at every level. Streams into the hasher: no copy of the value, no intermediate text.
+pub fn canonical_sha256_without(value: &Value, skip_keys: &[&str]) -> String {
+    struct HashWriter(Sha256);
+    impl std::fmt::Write for HashWriter {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.update(s.as_bytes());
+            Ok(())
+        }
+    }
+    let mut writer = HashWriter(Sha256::new());
+    write_canonical_to(value, skip_keys, &mut writer);
+    hex::encode(writer.0.finalize())
+}
+
+fn write_canonical_to(value: &Value, skip_keys: &[&str], out: &mut impl std::fmt::Write) {
+    // Writing into a hasher or a String cannot fail.
+    let _ = match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map
+                .keys()
+                .filter(|k| !skip_keys.contains(&k.as_str()))
+                .collect();
+            keys.sort();
+            let _ = out.write_char('{');
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    let _ = out.write_char(',');
+                }
+                let _ = write!(out, "{}:", Value::String((*key).clone()));
+                write_canonical_to(&map[*key], skip_keys, out);
+            }
+            out.write_char('}')
+        }
+        Value::Array(items) => {
+            let _ = out.write_char('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    let _ = out.write_char(',');
+                }
+                write_canonical_to(item, skip_keys, out);
+            }
+            out.write_char(']')
+        }
+        other => write!(out, "{other}"),
+    };
 }
 
 /// A fresh random secret: 32 bytes from the OS generator, hex encoded, prefixed with `kind` so that

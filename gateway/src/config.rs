@@ -62,7 +62,9 @@ impl Config {
     pub fn from_env(allowed_hosts: Vec<String>) -> anyhow::Result<Config> {
         let state_dir = match env_path("CLAUDE_TOOLS_STATE_DIR") {
             Some(dir) if dir.is_absolute() => dir,
-            Some(dir) => bail!("CLAUDE_TOOLS_STATE_DIR must be an absolute path, got {dir:?}; refusing to start"),
+            Some(dir) => bail!(
+                "CLAUDE_TOOLS_STATE_DIR must be an absolute path, got {dir:?}; refusing to start"
+            ),
             None => std::env::current_dir()
                 .context("reading the current directory")?
                 .join("state"),

@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
@@ -47,10 +48,16 @@ pub async fn serve_http(
     let addr = listener.local_addr()?;
     let app = mcp::http_app(gateway, shutdown.child_token());
     println!("listening http://{addr}/mcp");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .context("serving HTTP")
+    // Small SSE events must not wait for delayed ACKs (Nagle): set TCP_NODELAY on each connection.
+    axum::serve(
+        listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        }),
+        app,
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await
+    .context("serving HTTP")
 }
 
 /// Serve MCP over stdio until the peer closes.

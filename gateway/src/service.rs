@@ -896,7 +896,13 @@ impl Gateway {
             }
             broker.next_event_seq = seq + 1;
             let (kind, data) = self.apply_event(tx, &mut session, event, &mut resend)?;
-            self.commit(tx, &mut session, kind, data)?;
+            if view_changed(kind) {
+                self.commit(tx, &mut session, kind, data)?;
+            } else {
+                // Recorded in the ledger only: nothing ChatGPT sees has changed.
+                tx.put_session(&session)?;
+                tx.append_event(Some(&session.id), kind, &data)?;
+            }
             Ok::<_, StoreError>(Some(session))
         })?;
         if let Some(session) = session {
@@ -1057,6 +1063,22 @@ impl Gateway {
             BrokerEvent::Unknown => ("unknown_broker_event", json!({})),
         })
     }
+}
+
+/// Whether a broker event of this kind changes the SessionView (and so its revision).
+fn view_changed(kind: &str) -> bool {
+    !matches!(
+        kind,
+        "reply_delivered"
+            | "prompt_delivered"
+            | "action_committed"
+            | "unapproved_call"
+            | "side_request_answered_locally"
+            | "broker_exiting"
+            | "turn_request_retried"
+            | "turn_request_ignored"
+            | "unknown_broker_event"
+    )
 }
 
 fn ensure_not_terminal(session: &SessionRecord) -> ToolResult<()> {

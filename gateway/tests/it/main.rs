@@ -1,1 +1,17 @@
-//! Integration tests.
+//! Integration tests that drive the real `gateway` binary over MCP with a scripted ChatGPT and the
+//! real, pinned Claude Code CLI as the runner.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// Shared setup: a gateway process with the real runner, work dirs, cleanup of session processes.
+mod support;
+
+// A whole read_only session end to end with the real runner.
+mod e2e;
+// Bad input: each refusal with its specific code, state left consistent.
+mod bad_input;
+// Idempotency keys, reply ids, request ids; leases issued, renewed, checked, expired.
+mod idempotency_lease;
+// MCP protocol surface: auth, Host check, unknown methods and tools, handshake revisions.
+mod protocol;
+// No PID, path, token or secret in any public answer of a full session.
+mod leak;

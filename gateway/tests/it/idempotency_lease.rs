@@ -1,0 +1,204 @@
+//! Idempotency (`idempotency_key`, `reply_id`, `request_id`, `recovery_id`) and leases (issued,
+//! renewed, checked, rotated, expired).
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn same_request_replays_and_other_input_conflicts() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+
+    let first = start_session(&chat, dir.path(), "hello", "idem-start").await;
+    assert_eq!(first["replay"], false);
+    let (sid, lease) = (session_id(&first), lease_id(&first));
+
+    // Same key, same input (wait_seconds does not count) → the same answer, marked as a replay.
+    let again = view(
+        &chat
+            .start_with(
+                "hello",
+                dir.path(),
+                "idem-start",
+                json!({"wait_seconds": 0}),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(again["replay"], true);
+    assert_eq!(again["native_session_id"], sid.as_str());
+    assert_eq!(again["lease_id"], lease.as_str());
+    assert_eq!(again["recovery_token"], first["recovery_token"]);
+    assert_eq!(again["pending_turn"], first["pending_turn"]);
+    // Same key, other input → conflict; no second session.
+    let r = chat
+        .start("something else", dir.path(), "idem-start")
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&r), "idempotency_conflict");
+    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
+    let sessions: i64 = db
+        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(sessions, 1);
+
+    // reply_id: same reply replays without a second delivery; other content conflicts.
+    let turn = turn_id(&first);
+    let file = dir.path().join("notes.txt").to_string_lossy().to_string();
+    let calls = json!([{"name": "Read", "arguments": {"file_path": file}}]);
+    let r1 = view(
+        &chat
+            .reply(&sid, &lease, &turn, "rep-1", Some("a"), Some(calls.clone()))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(r1["replay"], false);
+    assert_eq!(r1["pending_turn"]["kind"], "tool_results");
+    let r2 = view(
+        &chat
+            .reply(&sid, &lease, &turn, "rep-1", Some("a"), Some(calls.clone()))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(r2["replay"], true);
+    assert_eq!(r2["pending_turn"], r1["pending_turn"]);
+    let r3 = chat
+        .reply(&sid, &lease, &turn, "rep-1", Some("b"), Some(calls))
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&r3), "idempotency_conflict");
+    let actions: i64 = db
+        .query_row("SELECT COUNT(*) FROM actions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        actions, 1,
+        "a replayed reply must not approve its calls again"
+    );
+
+    // Finish the turn, then continue: idempotency_key replays and conflicts the same way.
+    let idle = view(
+        &chat
+            .reply(&sid, &lease, &turn_id(&r1), "rep-2", Some("done"), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(idle["status"], "idle");
+    let c1 = view(
+        &chat
+            .continue_(&sid, &lease, "next", "cont-1", Some(50))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(c1["pending_turn"]["kind"], "prompt");
+    let c2 = view(
+        &chat
+            .continue_(&sid, &lease, "next", "cont-1", Some(50))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(c2["replay"], true);
+    assert_eq!(c2["pending_turn"], c1["pending_turn"]);
+    let c3 = chat
+        .continue_(&sid, &lease, "other", "cont-1", Some(0))
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&c3), "idempotency_conflict");
+    // A new prompt while a turn is pending is refused, not queued.
+    let c4 = chat
+        .continue_(&sid, &lease, "other", "cont-2", Some(0))
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&c4), "busy");
+
+    // request_id on stop.
+    let s1 = view(
+        &chat
+            .stop(&sid, &lease, "stop-1", Some("bye"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(s1["status"], "stopped");
+    let s2 = view(
+        &chat
+            .stop(&sid, &lease, "stop-1", Some("bye"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(s2["replay"], true);
+    assert_eq!(s2["terminal"], s1["terminal"]);
+    let s3 = chat
+        .stop(&sid, &lease, "stop-1", Some("other reason"))
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&s3), "idempotency_conflict");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn leases_are_checked_renewed_rotated_and_expire() {
+    let gw = gateway_with(&[("CLAUDE_TOOLS_LEASE_TTL_SECONDS", "4")]).await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "hello", "lease-start").await;
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let token = v["recovery_token"].as_str().unwrap().to_string();
+
+    // A wrong lease, and another session's lease shape, are refused.
+    let r = chat.status(&sid, "lease_0000", 0).await.unwrap();
+    assert_eq!(tool_err_code(&r), "lease_invalid");
+
+    // Every authenticated call renews the lease: calls every 2 s keep a 4 s lease alive past 4 s.
+    let first_expiry = v["lease_expires_at"].as_str().unwrap().to_string();
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let s = view(&chat.status(&sid, &lease, 0).await.unwrap());
+        assert!(s["lease_expires_at"].as_str().unwrap() > first_expiry.as_str());
+    }
+
+    // Left alone for longer than the TTL, the lease expires.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let r = chat.status(&sid, &lease, 0).await.unwrap();
+    assert_eq!(tool_err_code(&r), "lease_expired");
+
+    // Recovery with a wrong token is denied and changes nothing.
+    let r = chat.recover(&sid, "rec_wrong", "rec-1", 0).await.unwrap();
+    assert_eq!(tool_err_code(&r), "recovery_denied");
+    // The right token rotates the lease: the old one stops working, the same id replays.
+    let rec = view(&chat.recover(&sid, &token, "rec-1", 0).await.unwrap());
+    let new_lease = lease_id(&rec);
+    assert_ne!(new_lease, lease);
+    assert_eq!(rec["claude_session_id"], v["claude_session_id"]);
+    assert_eq!(rec["runtime_attached"], true);
+    assert_eq!(rec["pending_turn"]["turn_id"], v["pending_turn"]["turn_id"]);
+    let again = view(&chat.recover(&sid, &token, "rec-1", 0).await.unwrap());
+    assert_eq!(again["replay"], true);
+    assert_eq!(lease_id(&again), new_lease);
+    let r = chat.status(&sid, &lease, 0).await.unwrap();
+    assert_eq!(tool_err_code(&r), "lease_invalid");
+    let s = view(&chat.status(&sid, &new_lease, 0).await.unwrap());
+    assert_eq!(s["status"], "waiting_for_gpt");
+    // The lease is stored only as a hash.
+    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
+    let plain: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM leases WHERE lease_hash = ?1",
+            [&new_lease],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(plain, 0);
+    let hashed: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM leases WHERE lease_hash = ?1 AND revoked = 0",
+            [common::hash::sha256_hex(new_lease.as_bytes())],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(hashed, 1);
+    chat.stop(&sid, &new_lease, "stop", None).await.unwrap();
+}

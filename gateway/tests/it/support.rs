@@ -1,0 +1,91 @@
+//! Shared setup of the integration tests.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+pub use tests::{GatewayProcess, ScriptedChatGpt, lease_id, session_id, tool_err_code, tool_ok};
+
+pub const GATEWAY: &str = env!("CARGO_BIN_EXE_gateway");
+
+/// A gateway with the real, pinned Claude Code as its runner.
+pub async fn gateway() -> GatewayProcess {
+    gateway_with(&[]).await
+}
+
+pub async fn gateway_with(env: &[(&str, &str)]) -> GatewayProcess {
+    let mut builder = GatewayProcess::builder(GATEWAY).env("CLAUDE_BIN", tests::claude_bin());
+    for (k, v) in env {
+        builder = builder.env(*k, *v);
+    }
+    builder.spawn().await.expect("gateway starts")
+}
+
+pub async fn chatgpt(gw: &GatewayProcess) -> ScriptedChatGpt {
+    ScriptedChatGpt::connect(&gw.url(), gw.token())
+        .await
+        .expect("MCP connect")
+}
+
+/// A work directory with a few files to read and search.
+pub fn work_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "alpha\nneedle here\ngamma\n").unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/lib.rs"), "fn needle() {}\n").unwrap();
+    dir
+}
+
+/// Kill every broker and runner started under this gateway's state dir. Brokers deliberately
+/// outlive the gateway, so tests must end them.
+pub fn kill_session_processes(state_dir: &Path) {
+    let needle = state_dir.to_string_lossy().to_string();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(&needle) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// Ends session processes when dropped, even if the test panics.
+pub struct Cleanup(pub PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        kill_session_processes(&self.0);
+    }
+}
+
+/// The SessionView of a successful call.
+pub fn view(result: &Value) -> Value {
+    tool_ok(result).clone()
+}
+
+/// Start a session and wait for its first pending turn.
+pub async fn start_session(chat: &ScriptedChatGpt, dir: &Path, prompt: &str, key: &str) -> Value {
+    let result = chat
+        .start_with(prompt, dir, key, serde_json::json!({"wait_seconds": 50}))
+        .await
+        .unwrap();
+    let view = view(&result);
+    assert_eq!(
+        view["status"], "waiting_for_gpt",
+        "first turn not pending: {view}"
+    );
+    view
+}
+
+pub fn turn_id(view: &Value) -> String {
+    view["pending_turn"]["turn_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no pending turn in {view}"))
+        .to_string()
+}
