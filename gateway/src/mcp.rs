@@ -463,3 +463,36 @@ pub fn http_app(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         .route_service("/mcp/{token}", service)
         .route_layer(middleware::from_fn_with_state(token, require_access_token))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tool list is what ChatGPT caches: any change to it must be deliberate.
+    #[test]
+    fn tool_list_snapshot() {
+        let tools = serde_json::to_value(tools()).unwrap();
+        insta::assert_json_snapshot!(tools);
+    }
+
+    #[test]
+    fn every_tool_has_all_four_annotations_and_closed_input() {
+        for tool in tools() {
+            let value = serde_json::to_value(&tool).unwrap();
+            for hint in [
+                "readOnlyHint",
+                "destructiveHint",
+                "idempotentHint",
+                "openWorldHint",
+            ] {
+                assert!(
+                    value["annotations"][hint].is_boolean(),
+                    "{} lacks {hint}",
+                    tool.name
+                );
+            }
+            assert_eq!(value["inputSchema"]["additionalProperties"], false);
+            assert!(value["outputSchema"]["required"].as_array().unwrap().len() > 10);
+        }
+    }
+}

@@ -26,6 +26,20 @@ use crate::view::{
     Workspace,
 };
 
+/// Broker events that are recorded in the ledger but change nothing ChatGPT sees, so they do not
+/// bump the session's revision (and do not wake `status` waiters).
+const LEDGER_ONLY_EVENTS: &[&str] = &[
+    "reply_delivered",
+    "prompt_delivered",
+    "action_committed",
+    "unapproved_call",
+    "side_request_answered_locally",
+    "broker_exiting",
+    "turn_request_retried",
+    "turn_request_ignored",
+    "unknown_broker_event",
+];
+
 /// Most tool calls in one reply.
 const MAX_CALLS_PER_REPLY: usize = 64;
 /// Longest a start waits for the runner's first turn by default.
@@ -192,65 +206,89 @@ impl Gateway {
         })
     }
 
-    /// Answer recorded under (scope, key): a replay of the same request, or a conflict.
-    fn replayed(&self, scope: &str, key: &str, request_hash: &str) -> ToolResult<Option<Value>> {
+    /// The answer recorded under (scope, key): a replay of the same request, or a conflict.
+    /// A request still in progress (claimed, answer not yet recorded) replays the current view.
+    fn replayed(
+        &self,
+        scope: &str,
+        key: &str,
+        request_hash: &str,
+    ) -> ToolResult<Option<SessionView>> {
         let row = self
             .store
             .read(|tx| tx.idempotency(scope, key).map_err(store_err))?;
-        match row {
-            None => Ok(None),
-            Some(row) if row.request_hash == request_hash => {
-                let mut answer = row.answer;
-                answer["replay"] = json!(true);
-                if let (Some(sid), Some(generation)) = (
-                    answer["native_session_id"].as_str().map(str::to_string),
-                    answer["lease_generation"].as_u64(),
-                ) {
-                    answer["lease_id"] = json!(self.lease_id(&sid, generation as u32));
-                    if scope == "start" {
-                        answer["recovery_token"] = json!(self.recovery_token(&sid));
-                    }
-                }
-                if let Some(map) = answer.as_object_mut() {
-                    map.remove("lease_generation");
-                }
-                Ok(Some(answer))
-            }
-            Some(_) => Err(ToolError::new(
+        let Some(row) = row else { return Ok(None) };
+        if row.request_hash != request_hash {
+            return Err(ToolError::new(
                 ErrorCode::IdempotencyConflict,
                 format!(
                     "{key:?} was already used for a different request; use a new key for a new \
                      request, or resend the original arguments to get its answer again"
                 ),
-            )),
+            ));
         }
+        let mut view: SessionView = if row.answer.get("in_progress").is_some() {
+            let sid = row.session_id.unwrap_or_default();
+            let session = self.store.read(|tx| self.session(tx, &sid))?;
+            self.view(&session, None)?
+        } else {
+            serde_json::from_value(row.answer.clone()).map_err(|e| {
+                ToolError::new(
+                    ErrorCode::Internal,
+                    format!("stored answer unreadable: {e}"),
+                )
+            })?
+        };
+        let generation = row.answer["lease_generation"].as_u64().unwrap_or(1) as u32;
+        view.replay = true;
+        view.lease_id = Some(self.lease_id(&view.native_session_id, generation));
+        if scope == "start" {
+            view.recovery_token = Some(self.recovery_token(&view.native_session_id));
+        }
+        Ok(Some(view))
     }
 
-    /// Record `answer` for (scope, key); secrets are stripped and re-derived on replay.
-    fn remember(
+    /// Claim (scope, key) for a request inside the transaction that carries it out, so a
+    /// concurrent duplicate can never run it twice. Err(conflict-or-replay) if already claimed.
+    fn claim(
         &self,
+        tx: &Tx<'_>,
         scope: &str,
         key: &str,
         request_hash: &str,
-        view: &SessionView,
+        session_id: &str,
         generation: u32,
-    ) {
+    ) -> ToolResult<()> {
+        if tx.idempotency(scope, key)?.is_some() {
+            return Err(ToolError::new(
+                ErrorCode::Busy,
+                "an identical request is already being handled; send it again to get its answer",
+            ));
+        }
+        tx.put_idempotency(
+            scope,
+            key,
+            request_hash,
+            Some(session_id),
+            &json!({"in_progress": true, "lease_generation": generation}),
+        )?;
+        Ok(())
+    }
+
+    /// Record the answer of a claimed request. Lease id and recovery token are not stored; they
+    /// are derived again on replay.
+    fn remember(&self, scope: &str, key: &str, view: &SessionView, generation: u32) {
         let mut answer = serde_json::to_value(view).unwrap_or(Value::Null);
         answer["lease_id"] = Value::Null;
+        answer["replay"] = json!(false);
         if let Some(map) = answer.as_object_mut() {
             map.remove("recovery_token");
         }
         answer["lease_generation"] = json!(generation);
-        let res = self.store.write(|tx| {
-            tx.put_idempotency(
-                scope,
-                key,
-                request_hash,
-                Some(&view.native_session_id),
-                &answer,
-            )
-        });
-        if let Err(err) = res {
+        if let Err(err) = self
+            .store
+            .write(|tx| tx.replace_idempotency_answer(scope, key, &answer))
+        {
             tracing::error!("recording idempotent answer: {err}");
         }
     }
@@ -378,9 +416,8 @@ impl Gateway {
     // ---------------------------------------------------------------- the six operations
 
     pub async fn start(self: &Arc<Self>, req: StartRequest) -> ToolResult<SessionView> {
-        if let Some(answer) = self.replayed("start", &req.idempotency_key, &req.request_hash)? {
-            return serde_json::from_value(answer)
-                .map_err(|e| ToolError::new(ErrorCode::Internal, e.to_string()));
+        if let Some(view) = self.replayed("start", &req.idempotency_key, &req.request_hash)? {
+            return Ok(view);
         }
         crate::validate::start(self, &req)?;
 
@@ -424,39 +461,42 @@ impl Gateway {
         };
         let lease_id = self.lease_id(&session_id, 1);
         let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
-        self.store
-            .write(|tx| {
-                tx.put_session(&session)?;
-                tx.insert_lease(
-                    &sha256_hex(lease_id.as_bytes()),
-                    &session_id,
-                    1,
-                    lease_expires_at_ms,
-                )?;
-                self.commit(
-                    tx,
-                    &mut session,
-                    "session_started",
-                    json!({
-                        "profile": req.capability_profile.as_str(),
-                        "working_directory": req.working_directory,
-                        "prompt_id": prompt_id,
-                        "prompt_sha256": sha256_hex(req.prompt.as_bytes()),
-                    }),
-                )
-            })
-            .map_err(store_err)?;
-        let _ = self.store.write(|tx| {
-            let view_stub =
-                json!({"native_session_id": session_id, "lease_generation": 1, "pending": true});
-            tx.put_idempotency(
+        let created = self.store.write(|tx| {
+            self.claim(
+                tx,
                 "start",
                 &req.idempotency_key,
                 &req.request_hash,
-                Some(&session_id),
-                &view_stub,
-            )
+                &session_id,
+                1,
+            )?;
+            tx.put_session(&session)?;
+            tx.insert_lease(
+                &sha256_hex(lease_id.as_bytes()),
+                &session_id,
+                1,
+                lease_expires_at_ms,
+            )?;
+            self.commit(
+                tx,
+                &mut session,
+                "session_started",
+                json!({
+                    "profile": req.capability_profile.as_str(),
+                    "working_directory": req.working_directory,
+                    "prompt_id": prompt_id,
+                    "prompt_sha256": sha256_hex(req.prompt.as_bytes()),
+                }),
+            )?;
+            Ok::<_, ToolError>(())
         });
+        if let Err(err) = created {
+            // A concurrent identical start won the claim: answer as its replay.
+            if let Some(view) = self.replayed("start", &req.idempotency_key, &req.request_hash)? {
+                return Ok(view);
+            }
+            return Err(err);
+        }
 
         let launched = crate::brokers::launch(self, &mut session).await;
         if let Err(launch_error) = launched {
@@ -472,7 +512,7 @@ impl Gateway {
             })?;
             self.notify(&session);
         } else {
-            self.release_prompt(&session_id, prompt_id, req.prompt.clone())?;
+            self.release_prompt(&session_id, prompt_id, req.prompt.clone(), None)?;
         }
 
         let session = self
@@ -481,24 +521,31 @@ impl Gateway {
             })
             .await?;
         let mut view = self.view(&session, Some(lease_id))?;
-        self.overwrite_start_answer(&req, &view);
+        self.remember("start", &req.idempotency_key, &view, 1);
         view.recovery_token = Some(self.recovery_token(&session_id));
         Ok(view)
     }
 
-    fn overwrite_start_answer(&self, req: &StartRequest, view: &SessionView) {
-        let mut answer = serde_json::to_value(view).unwrap_or(Value::Null);
-        answer["lease_id"] = Value::Null;
-        answer["lease_generation"] = json!(1);
-        let _ = self
-            .store
-            .write(|tx| tx.replace_idempotency_answer("start", &req.idempotency_key, &answer));
-    }
-
-    /// Persist a prompt and release it to the broker.
-    fn release_prompt(&self, session_id: &str, prompt_id: String, text: String) -> ToolResult<()> {
+    /// Persist a prompt (claiming its idempotency key, if any) and release it to the broker.
+    fn release_prompt(
+        &self,
+        session_id: &str,
+        prompt_id: String,
+        text: String,
+        claim: Option<(&str, &str, &str)>,
+    ) -> ToolResult<()> {
         let session = self.store.write(|tx| {
             let mut session = self.session(tx, session_id)?;
+            if let Some((scope, key, request_hash)) = claim {
+                self.claim(
+                    tx,
+                    scope,
+                    key,
+                    request_hash,
+                    session_id,
+                    session.lease_generation,
+                )?;
+            }
             session.status = SessionStatus::Running;
             self.commit(
                 tx,
@@ -537,9 +584,8 @@ impl Gateway {
         let live = self.live(session_id);
         let _op = live.op_lock.lock().await;
         let session = self.authenticate(session_id, lease_id)?;
-        if let Some(answer) = self.replayed(&scope, idempotency_key, request_hash)? {
-            return serde_json::from_value(answer)
-                .map_err(|e| ToolError::new(ErrorCode::Internal, e.to_string()));
+        if let Some(view) = self.replayed(&scope, idempotency_key, request_hash)? {
+            return Ok(view);
         }
         if prompt.trim().is_empty() {
             return Err(ToolError::invalid("prompt must not be empty"));
@@ -561,20 +607,20 @@ impl Gateway {
             ));
         }
         let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
-        self.release_prompt(session_id, prompt_id, prompt)?;
+        self.release_prompt(
+            session_id,
+            prompt_id,
+            prompt,
+            Some((&scope, idempotency_key, request_hash)),
+        )?;
+        drop(_op);
         let session = self
             .wait_until(session_id, Duration::from_secs(wait_seconds), |s| {
                 s.pending_turn_id.is_some() || s.status == SessionStatus::Idle
             })
             .await?;
         let view = self.view(&session, Some(lease_id.to_string()))?;
-        self.remember(
-            &scope,
-            idempotency_key,
-            request_hash,
-            &view,
-            session.lease_generation,
-        );
+        self.remember(&scope, idempotency_key, &view, session.lease_generation);
         Ok(view)
     }
 
@@ -593,9 +639,8 @@ impl Gateway {
         let live = self.live(session_id);
         let _op = live.op_lock.lock().await;
         let session = self.authenticate(session_id, lease_id)?;
-        if let Some(answer) = self.replayed(&scope, reply_id, request_hash)? {
-            return serde_json::from_value(answer)
-                .map_err(|e| ToolError::new(ErrorCode::Internal, e.to_string()));
+        if let Some(view) = self.replayed(&scope, reply_id, request_hash)? {
+            return Ok(view);
         }
         ensure_not_terminal(&session)?;
         let size = text.len()
@@ -669,6 +714,7 @@ impl Gateway {
         // Persist the reply and its approved actions before the broker may release them.
         let (session, release) = self.store.write(|tx| {
             let mut session = self.session(tx, session_id)?;
+            self.claim(tx, &scope, reply_id, request_hash, session_id, session.lease_generation)?;
             let mut turn = tx.turn(turn_id)?.ok_or_else(|| ToolError::new(ErrorCode::TurnMismatch, "the turn vanished"))?;
             turn.status = TurnStatus::Answered;
             turn.reply_id = Some(reply_id.to_string());
@@ -724,13 +770,7 @@ impl Gateway {
             })
             .await?;
         let view = self.view(&session, Some(lease_id.to_string()))?;
-        self.remember(
-            &scope,
-            reply_id,
-            request_hash,
-            &view,
-            session.lease_generation,
-        );
+        self.remember(&scope, reply_id, &view, session.lease_generation);
         Ok(view)
     }
 
@@ -765,15 +805,15 @@ impl Gateway {
         let live = self.live(session_id);
         let _op = live.op_lock.lock().await;
         let session = self.authenticate(session_id, lease_id)?;
-        if let Some(answer) = self.replayed(&scope, request_id, request_hash)? {
-            return serde_json::from_value(answer)
-                .map_err(|e| ToolError::new(ErrorCode::Internal, e.to_string()));
+        if let Some(view) = self.replayed(&scope, request_id, request_hash)? {
+            return Ok(view);
         }
         if !session.status.is_terminal() {
             let reason = reason.unwrap_or_else(|| "requested by ChatGPT".to_string());
             let attached = live.attached();
             let session = self.store.write(|tx| {
                 let mut session = self.session(tx, session_id)?;
+                self.claim(tx, &scope, request_id, request_hash, session_id, session.lease_generation)?;
                 session.stop_request = Some(json!({"reason": reason, "at": common::time::now_rfc3339()}));
                 session.status = if attached { SessionStatus::Stopping } else { SessionStatus::Stopped };
                 if !attached {
@@ -790,16 +830,21 @@ impl Gateway {
             live.send(GatewayToBroker::Stop { reason });
             self.wait_until(session_id, STOP_WAIT, |s| s.status.is_terminal())
                 .await?;
+        } else {
+            self.store.write(|tx| {
+                self.claim(
+                    tx,
+                    &scope,
+                    request_id,
+                    request_hash,
+                    session_id,
+                    session.lease_generation,
+                )
+            })?;
         }
         let session = self.store.read(|tx| self.session(tx, session_id))?;
         let view = self.view(&session, Some(lease_id.to_string()))?;
-        self.remember(
-            &scope,
-            request_id,
-            request_hash,
-            &view,
-            session.lease_generation,
-        );
+        self.remember(&scope, request_id, &view, session.lease_generation);
         Ok(view)
     }
 
@@ -825,9 +870,8 @@ impl Gateway {
                 "the recovery token does not match this session; nothing was changed",
             ));
         }
-        if let Some(answer) = self.replayed(&scope, recovery_id, request_hash)? {
-            return serde_json::from_value(answer)
-                .map_err(|e| ToolError::new(ErrorCode::Internal, e.to_string()));
+        if let Some(view) = self.replayed(&scope, recovery_id, request_hash)? {
+            return Ok(view);
         }
         let attached = live.attached();
         let generation = session.lease_generation + 1;
@@ -835,6 +879,14 @@ impl Gateway {
         let expires = now_unix_ms() + self.config.lease_ttl.as_millis() as i64;
         let session = self.store.write(|tx| {
             let mut session = self.session(tx, session_id)?;
+            self.claim(
+                tx,
+                &scope,
+                recovery_id,
+                request_hash,
+                session_id,
+                generation,
+            )?;
             tx.revoke_leases(session_id)?;
             tx.insert_lease(
                 &sha256_hex(lease_id.as_bytes()),
@@ -870,7 +922,7 @@ impl Gateway {
             session
         };
         let view = self.view(&session, Some(lease_id))?;
-        self.remember(&scope, recovery_id, request_hash, &view, generation);
+        self.remember(&scope, recovery_id, &view, generation);
         Ok(view)
     }
 
@@ -896,7 +948,7 @@ impl Gateway {
             }
             broker.next_event_seq = seq + 1;
             let (kind, data) = self.apply_event(tx, &mut session, event, &mut resend)?;
-            if view_changed(kind) {
+            if !LEDGER_ONLY_EVENTS.contains(&kind) {
                 self.commit(tx, &mut session, kind, data)?;
             } else {
                 // Recorded in the ledger only: nothing ChatGPT sees has changed.
@@ -1063,22 +1115,6 @@ impl Gateway {
             BrokerEvent::Unknown => ("unknown_broker_event", json!({})),
         })
     }
-}
-
-/// Whether a broker event of this kind changes the SessionView (and so its revision).
-fn view_changed(kind: &str) -> bool {
-    !matches!(
-        kind,
-        "reply_delivered"
-            | "prompt_delivered"
-            | "action_committed"
-            | "unapproved_call"
-            | "side_request_answered_locally"
-            | "broker_exiting"
-            | "turn_request_retried"
-            | "turn_request_ignored"
-            | "unknown_broker_event"
-    )
 }
 
 fn ensure_not_terminal(session: &SessionRecord) -> ToolResult<()> {

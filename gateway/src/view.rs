@@ -120,3 +120,81 @@ pub fn session_view_schema() -> Value {
     }
     value
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::tools::Receipt;
+
+    /// The SessionView is what ChatGPT reads after every call.
+    #[test]
+    fn session_view_snapshot() {
+        let view = SessionView {
+            native_session_id: "ns_0123".into(),
+            session_label: Some("demo".into()),
+            status: "waiting_for_gpt".into(),
+            revision: 7,
+            replay: false,
+            route: "chatgpt-main".into(),
+            fallback: "none".into(),
+            lease_id: Some("lease_abc".into()),
+            lease_expires_at: Some("2026-11-29T19:00:00Z".into()),
+            recovery_token: None,
+            capability_profile: CapabilityProfile::ReadOnly,
+            subagent_policy: SubagentPolicy::None,
+            source_directory: "/home/me/project".into(),
+            working_directory: "/home/me/project".into(),
+            workspace: Workspace {
+                kind: "read_only".into(),
+                root: "/home/me/project".into(),
+                worktree_path: None,
+                branch: None,
+                base_commit: None,
+            },
+            claude_session_id: "6f1c0c1e-8d7e-4a53-9d44-0f2f4c1b2a10".into(),
+            current_run: Some(CurrentRunView {
+                generation: 1,
+                state: "alive".into(),
+                started_at: "2026-11-29T18:30:00Z".into(),
+                exit_code: None,
+            }),
+            runtime_attached: true,
+            recovery_required: false,
+            pending_turn: Some(PendingTurn {
+                turn_id: "turn_2".into(),
+                sequence: 2,
+                kind: "tool_results".into(),
+                prompt: None,
+                tool_results: Some(vec![ToolResultView {
+                    call_index: 0,
+                    name: "Read".into(),
+                    status: ToolStatus::Ok,
+                    output: "     1\thello".into(),
+                    truncated: false,
+                    receipt: Some(Receipt {
+                        action_id: "act_1".into(),
+                        path: Some("/home/me/project/a.txt".into()),
+                        sha256: Some(
+                            "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+                                .into(),
+                        ),
+                        duration_ms: 1,
+                        ..Receipt::default()
+                    }),
+                }]),
+                allowed_tools: vec!["Read".into(), "FindFiles".into(), "SearchText".into()],
+                reply_budget_bytes: REPLY_BUDGET_BYTES,
+            }),
+            last_result: None,
+            launch_error: None,
+            stop_request: None,
+            terminal: None,
+            network_boundary: serde_json::json!({"runner": "unconfined", "degraded": true}),
+            skill_snapshot: Vec::new(),
+            deepseek_route: "disabled".into(),
+            deepseek_subsessions: Vec::new(),
+            active_deepseek_subsession_id: None,
+        };
+        insta::assert_json_snapshot!(view);
+    }
+}

@@ -202,3 +202,92 @@ async fn leases_are_checked_renewed_rotated_and_expire() {
     assert_eq!(hashed, 1);
     chat.stop(&sid, &new_lease, "stop", None).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_duplicates_create_one_session_and_approve_once() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let dir = work_dir();
+    let mut starts = Vec::new();
+    for _ in 0..3 {
+        let (url, token, path) = (gw.url(), gw.token().to_string(), dir.path().to_path_buf());
+        starts.push(tokio::spawn(async move {
+            let chat = ScriptedChatGpt::connect(&url, &token).await.unwrap();
+            chat.start_with("same", &path, "dup-start", json!({"wait_seconds": 50}))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut ids = Vec::new();
+    for start in starts {
+        ids.push(session_id(&view(&start.await.unwrap())));
+    }
+    assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
+    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
+    let sessions: i64 = db
+        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(sessions, 1);
+
+    // The same reply sent three times at once is approved once.
+    let chat = chatgpt(&gw).await;
+    let v = view(
+        &chat
+            .status(&ids[0], &lease_for(&chat, &dir).await, 0)
+            .await
+            .unwrap(),
+    );
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let v = if v["pending_turn"].is_null() {
+        chat.wait_until(&sid, &lease, Duration::from_secs(50), |v| {
+            !v["pending_turn"].is_null()
+        })
+        .await
+        .unwrap()
+    } else {
+        v
+    };
+    let turn = turn_id(&v);
+    let file = dir.path().join("notes.txt").to_string_lossy().to_string();
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        let (url, token) = (gw.url(), gw.token().to_string());
+        let (sid, lease, turn, file) = (sid.clone(), lease.clone(), turn.clone(), file.clone());
+        replies.push(tokio::spawn(async move {
+            let chat = ScriptedChatGpt::connect(&url, &token).await.unwrap();
+            let calls = json!([{"name": "Read", "arguments": {"file_path": file}}]);
+            chat.reply(&sid, &lease, &turn, "dup-reply", None, Some(calls))
+                .await
+                .unwrap()
+        }));
+    }
+    for reply in replies {
+        let r = reply.await.unwrap();
+        tool_ok(&r);
+    }
+    let actions: i64 = db
+        .query_row("SELECT COUNT(*) FROM actions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(actions, 1);
+    let committed: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM events WHERE kind = 'action_committed'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(committed, 1, "the read ran more than once");
+    chat.stop(&sid, &lease, "stop", None).await.unwrap();
+}
+
+/// The lease of the session started with key `dup-start` (a replay returns it).
+async fn lease_for(chat: &ScriptedChatGpt, dir: &tempfile::TempDir) -> String {
+    let replay = view(
+        &chat
+            .start_with("same", dir.path(), "dup-start", json!({"wait_seconds": 0}))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(replay["replay"], true);
+    lease_id(&replay)
+}
