@@ -132,3 +132,82 @@ fn reply_becomes_text_then_tool_use_blocks() {
     let events = answer.stream_events(&reply);
     assert_eq!(events.len(), 3 * 2 + 2);
 }
+
+#[tokio::test]
+async fn a_retried_request_attaches_to_the_same_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = crate::test_support::state(dir.path());
+    let router = router(state.clone());
+    let (body, _) = fixture("main_first_prompt.json");
+    let mut body = body;
+    body["stream"] = json!(false);
+    let headers = [("x-api-key", crate::test_support::RUNNER_TOKEN)];
+    let first = tokio::spawn(crate::test_support::post(
+        router.clone(),
+        "/v1/messages",
+        &headers,
+        &body,
+    ));
+    let retry = tokio::spawn(crate::test_support::post(
+        router.clone(),
+        "/v1/messages",
+        &headers,
+        &body,
+    ));
+    let fingerprint = loop {
+        let turns: Vec<String> = state
+            .events_after(0)
+            .into_iter()
+            .filter_map(|(_, e)| match e {
+                BrokerEvent::TurnRequested(t) => Some(t.fingerprint),
+                _ => None,
+            })
+            .collect();
+        if !turns.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            assert_eq!(
+                state
+                    .events_after(0)
+                    .iter()
+                    .filter(|(_, e)| matches!(e, BrokerEvent::TurnRequested(_)))
+                    .count(),
+                1
+            );
+            break turns[0].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    state.release_reply(ReplyRelease {
+        turn_id: "turn_1".into(),
+        fingerprint,
+        text: "Hello from ChatGPT".into(),
+        calls: Vec::new(),
+    });
+    for response in [first.await.unwrap(), retry.await.unwrap()] {
+        assert_eq!(response.0, 200);
+        let message: Value = serde_json::from_str(&response.1).unwrap();
+        assert_eq!(message["content"][0]["text"], "Hello from ChatGPT");
+        assert_eq!(message["stop_reason"], "end_turn");
+    }
+    // A third attempt after the answer gets the recorded reply at once.
+    let (status, text) = crate::test_support::post(router, "/v1/messages", &headers, &body).await;
+    assert_eq!(status, 200);
+    assert!(text.contains("Hello from ChatGPT"));
+}
+
+#[tokio::test]
+async fn wrong_api_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = crate::test_support::state(dir.path());
+    let (body, _) = fixture("main_first_prompt.json");
+    let (status, text) = crate::test_support::post(
+        router(state.clone()),
+        "/v1/messages",
+        &[("x-api-key", "sk-ant-real")],
+        &body,
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert!(text.contains("authentication_error"));
+    assert!(state.events_after(0).is_empty());
+}

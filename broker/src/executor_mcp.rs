@@ -220,3 +220,7 @@ impl ServerHandler for ExecutorMcp {
         Ok(outcome_response(&outcome))
     }
 }
+
+#[cfg(test)]
+#[path = "executor_mcp_tests.rs"]
+mod tests;

@@ -17,6 +17,8 @@ mod executor_mcp;
 mod link;
 mod runner;
 mod state;
+#[cfg(test)]
+mod test_support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

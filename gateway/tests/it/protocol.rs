@@ -154,3 +154,55 @@ async fn auth_and_host_checks() {
     .await;
     assert_eq!(status.as_u16(), 403);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdio_serves_the_same_tools() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let state = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(GATEWAY)
+        .args(["serve", "--stdio"])
+        .env("CLAUDE_TOOLS_STATE_DIR", state.path().join("state"))
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "native_session_start", "arguments": {"prompt": "p", "working_directory": "relative", "idempotency_key": "k"}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope", "arguments": {}}}),
+    ];
+    for message in messages {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    stdin.flush().await.unwrap();
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 4 {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("stdio answer in time")
+            .unwrap()
+            .expect("stdout open");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = v["id"].as_i64() {
+            answers.insert(id, v);
+        }
+    }
+    assert_eq!(answers[&1]["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(answers[&2]["result"]["tools"].as_array().unwrap().len(), 6);
+    assert_eq!(answers[&3]["result"]["isError"], true);
+    assert_eq!(
+        answers[&3]["result"]["structuredContent"]["error"]["code"],
+        "invalid_argument"
+    );
+    assert_eq!(answers[&4]["error"]["code"], -32602);
+}

@@ -1,0 +1,197 @@
+//! Invariant 3 at the executor: only approved actions run, with identical arguments, at most once,
+//! and their outcome reaches the runner only after the gateway acknowledged it.
+
+use std::time::Duration;
+
+use common::protocol::{ApprovedCall, BrokerEvent, ReplyRelease};
+use serde_json::{Value, json};
+
+use crate::test_support::{post, state};
+
+fn call(tool_use_id: Option<&str>, name: &str, arguments: Value) -> Value {
+    let mut params = json!({"name": name, "arguments": arguments});
+    if let Some(id) = tool_use_id {
+        params["_meta"] = json!({"claudecode/toolUseId": id});
+    }
+    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+}
+
+const BEARER: &str = "Bearer rnr_test_token";
+
+fn headers(auth: &str) -> Vec<(&str, &str)> {
+    vec![
+        ("host", "127.0.0.1"),
+        ("accept", "application/json, text/event-stream"),
+        ("authorization", auth),
+    ]
+}
+
+fn result_text(body: &str) -> (bool, String) {
+    let v: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {body}"));
+    let result = &v["result"];
+    (
+        result["isError"].as_bool().unwrap_or(false),
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+    )
+}
+
+fn count(state: &crate::state::BrokerState, pred: impl Fn(&BrokerEvent) -> bool) -> usize {
+    state
+        .events_after(0)
+        .iter()
+        .filter(|(_, e)| pred(e))
+        .count()
+}
+
+#[tokio::test]
+async fn only_approved_identical_calls_run_and_only_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.txt");
+    std::fs::write(&file, "hello\n").unwrap();
+    let state = state(dir.path());
+    let router = super::router(state.clone());
+    let args = json!({"file_path": file.display().to_string()});
+
+    // Wrong runner token: 401 before anything else.
+    let (status, _) = post(
+        router.clone(),
+        "/mcp",
+        &headers("Bearer nope"),
+        &call(Some("toolu_act_1"), "Read", args.clone()),
+    )
+    .await;
+    assert_eq!(status, 401);
+
+    // Nothing approved yet.
+    let (_, body) = post(
+        router.clone(),
+        "/mcp",
+        &headers(BEARER),
+        &call(Some("toolu_act_1"), "Read", args.clone()),
+    )
+    .await;
+    let (is_error, text) = result_text(&body);
+    assert!(is_error && text.contains("unapproved_call"), "{body}");
+    // No tool use id at all.
+    let (_, body) = post(
+        router.clone(),
+        "/mcp",
+        &headers(BEARER),
+        &call(None, "Read", args.clone()),
+    )
+    .await;
+    assert!(result_text(&body).1.contains("unapproved_call"), "{body}");
+    assert_eq!(
+        count(&state, |e| matches!(e, BrokerEvent::UnapprovedCall { .. })),
+        2
+    );
+
+    state.release_reply(ReplyRelease {
+        turn_id: "turn_1".into(),
+        fingerprint: "f1".into(),
+        text: String::new(),
+        calls: vec![ApprovedCall {
+            action_id: "act_1".into(),
+            call_index: 0,
+            name: "Read".into(),
+            arguments: args.clone(),
+        }],
+    });
+
+    // Approved id, but other arguments or another tool: refused.
+    let other = json!({"file_path": file.display().to_string(), "limit": 1});
+    let (_, body) = post(
+        router.clone(),
+        "/mcp",
+        &headers(BEARER),
+        &call(Some("toolu_act_1"), "Read", other),
+    )
+    .await;
+    assert!(result_text(&body).1.contains("arguments differ"), "{body}");
+    let (_, body) = post(
+        router.clone(),
+        "/mcp",
+        &headers(BEARER),
+        &call(Some("toolu_act_1"), "SearchText", args.clone()),
+    )
+    .await;
+    assert!(result_text(&body).1.contains("unapproved_call"), "{body}");
+    assert_eq!(
+        count(&state, |e| matches!(e, BrokerEvent::ActionFinished { .. })),
+        0
+    );
+
+    // The approved call runs, but its result waits for the gateway's acknowledgement.
+    let pending = tokio::spawn(post(
+        router.clone(),
+        "/mcp",
+        &headers(BEARER),
+        &call(
+            Some("toolu_act_1"),
+            "Read",
+            json!({"file_path": file.display().to_string()}),
+        ),
+    ));
+    let seq = loop {
+        if let Some((seq, _)) = state
+            .events_after(0)
+            .into_iter()
+            .find(|(_, e)| matches!(e, BrokerEvent::ActionFinished { .. }))
+        {
+            break seq;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !pending.is_finished(),
+        "the runner got a result the gateway had not recorded"
+    );
+    state.ack(seq);
+    let (_, body) = pending.await.unwrap();
+    let (is_error, text) = result_text(&body);
+    assert!(!is_error, "{body}");
+    assert!(text.contains("hello"), "{body}");
+
+    // A repeat gets the recorded outcome; the action does not run again.
+    std::fs::write(&file, "changed\n").unwrap();
+    let (_, body) = post(
+        router.clone(),
+        "/mcp",
+        &headers(BEARER),
+        &call(Some("toolu_act_1"), "Read", args.clone()),
+    )
+    .await;
+    assert!(result_text(&body).1.contains("hello"), "{body}");
+    assert_eq!(
+        count(&state, |e| matches!(e, BrokerEvent::ActionFinished { .. })),
+        0,
+        "acked events left the outbox"
+    );
+    assert!(
+        state
+            .events_after(seq)
+            .iter()
+            .all(|(_, e)| !matches!(e, BrokerEvent::ActionFinished { .. }))
+    );
+}
+
+#[tokio::test]
+async fn tools_list_offers_only_the_profile_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = state(dir.path());
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let (status, body) = post(super::router(state), "/mcp", &headers(BEARER), &request).await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let names: Vec<&str> = v["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Read", "FindFiles", "SearchText"]);
+}

@@ -1,0 +1,59 @@
+//! Test helpers: a broker state with a throwaway spec, and HTTP calls into its routers.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use common::protocol::BrokerSpec;
+use common::tools::{CapabilityProfile, SubagentPolicy};
+use http::Request;
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::state::BrokerState;
+
+pub const RUNNER_TOKEN: &str = "rnr_test_token";
+
+pub fn state(dir: &std::path::Path) -> Arc<BrokerState> {
+    let spec = BrokerSpec {
+        session_id: "ns_test".into(),
+        claude_session_id: "00000000-0000-4000-8000-000000000000".into(),
+        generation: 1,
+        resume: false,
+        profile: CapabilityProfile::ReadOnly,
+        subagent_policy: SubagentPolicy::None,
+        working_directory: dir.display().to_string(),
+        runtime_dir: dir.display().to_string(),
+        socket_path: dir.join("b.sock").display().to_string(),
+        secret: "brk_secret".into(),
+        runner_token: RUNNER_TOKEN.into(),
+        claude_bin: "/nonexistent".into(),
+        system_prompt: String::new(),
+        owner_home: dir.join("home").display().to_string(),
+        state_dir: dir.join("state").display().to_string(),
+        extra_protected: Vec::new(),
+    };
+    Arc::new(BrokerState::new(spec).unwrap())
+}
+
+/// POST `body` to `path` on `router`; returns status and body text. The future owns its inputs,
+/// so it can be spawned.
+pub fn post(
+    router: axum::Router,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> impl std::future::Future<Output = (u16, String)> + Send + 'static {
+    let mut request = Request::post(path).header("content-type", "application/json");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let request = request.body(Body::from(body.to_string())).unwrap();
+    async move {
+        let response = router.oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&bytes).to_string())
+    }
+}
