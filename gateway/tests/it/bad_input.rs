@@ -100,10 +100,7 @@ async fn start_refuses_bad_input_with_specific_codes() {
     );
 
     // None of these created a session.
-    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
-    let sessions: i64 = db
-        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
-        .unwrap();
+    let sessions = count(&gw, "SELECT COUNT(*) FROM sessions");
     assert_eq!(sessions, 0);
 }
 
@@ -175,14 +172,9 @@ async fn replies_are_checked_before_anything_is_approved() {
     assert_eq!(tool_err_code(&r), "invalid_argument");
 
     // Nothing was approved and the turn is still pending.
-    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
-    let actions: i64 = db
-        .query_row("SELECT COUNT(*) FROM actions", [], |r| r.get(0))
-        .unwrap();
+    let actions = count(&gw, "SELECT COUNT(*) FROM actions");
     assert_eq!(actions, 0);
-    let replies: i64 = db
-        .query_row("SELECT COUNT(*) FROM replies", [], |r| r.get(0))
-        .unwrap();
+    let replies = count(&gw, "SELECT COUNT(*) FROM replies");
     assert_eq!(replies, 0);
     let s = view(&chat.status(&sid, &lease, 0).await.unwrap());
     assert_eq!(s["status"], "waiting_for_gpt");

@@ -194,22 +194,16 @@ async fn read_only_session_end_to_end_with_real_runner() {
     assert_eq!(tool_err_code(&r), "session_terminal");
 
     // the ledger recorded every action with its receipt, and the runner made no unapproved call
-    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
-    let committed: i64 = db
-        .query_row(
-            "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'action_committed'",
-            [&sid],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let committed = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'action_committed'",
+        &sid,
+    );
     assert_eq!(committed, 3);
-    let unapproved: i64 = db
-        .query_row(
-            "SELECT COUNT(*) FROM events WHERE kind = 'unapproved_call'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let unapproved = count(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE kind = 'unapproved_call'",
+    );
     assert_eq!(unapproved, 0);
 }
 

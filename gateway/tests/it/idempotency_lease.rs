@@ -41,10 +41,7 @@ async fn same_request_replays_and_other_input_conflicts() {
         .await
         .unwrap();
     assert_eq!(tool_err_code(&r), "idempotency_conflict");
-    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
-    let sessions: i64 = db
-        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
-        .unwrap();
+    let sessions = count(&gw, "SELECT COUNT(*) FROM sessions");
     assert_eq!(sessions, 1);
 
     // reply_id: same reply replays without a second delivery; other content conflicts.
@@ -72,9 +69,7 @@ async fn same_request_replays_and_other_input_conflicts() {
         .await
         .unwrap();
     assert_eq!(tool_err_code(&r3), "idempotency_conflict");
-    let actions: i64 = db
-        .query_row("SELECT COUNT(*) FROM actions", [], |r| r.get(0))
-        .unwrap();
+    let actions = count(&gw, "SELECT COUNT(*) FROM actions");
     assert_eq!(
         actions, 1,
         "a replayed reply must not approve its calls again"
@@ -183,22 +178,17 @@ async fn leases_are_checked_renewed_rotated_and_expire() {
     let s = view(&chat.status(&sid, &new_lease, 0).await.unwrap());
     assert_eq!(s["status"], "waiting_for_gpt");
     // The lease is stored only as a hash.
-    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
-    let plain: i64 = db
-        .query_row(
-            "SELECT COUNT(*) FROM leases WHERE lease_hash = ?1",
-            [&new_lease],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let plain = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM leases WHERE lease_hash = ?1",
+        &new_lease,
+    );
     assert_eq!(plain, 0);
-    let hashed: i64 = db
-        .query_row(
-            "SELECT COUNT(*) FROM leases WHERE lease_hash = ?1 AND revoked = 0",
-            [common::hash::sha256_hex(new_lease.as_bytes())],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let hashed = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM leases WHERE lease_hash = ?1 AND revoked = 0",
+        common::hash::sha256_hex(new_lease.as_bytes()),
+    );
     assert_eq!(hashed, 1);
     chat.stop(&sid, &new_lease, "stop", None).await.unwrap();
 }
@@ -223,10 +213,7 @@ async fn concurrent_duplicates_create_one_session_and_approve_once() {
         ids.push(session_id(&view(&start.await.unwrap())));
     }
     assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
-    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
-    let sessions: i64 = db
-        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
-        .unwrap();
+    let sessions = count(&gw, "SELECT COUNT(*) FROM sessions");
     assert_eq!(sessions, 1);
 
     // The same reply sent three times at once is approved once.
@@ -265,17 +252,12 @@ async fn concurrent_duplicates_create_one_session_and_approve_once() {
         let r = reply.await.unwrap();
         tool_ok(&r);
     }
-    let actions: i64 = db
-        .query_row("SELECT COUNT(*) FROM actions", [], |r| r.get(0))
-        .unwrap();
+    let actions = count(&gw, "SELECT COUNT(*) FROM actions");
     assert_eq!(actions, 1);
-    let committed: i64 = db
-        .query_row(
-            "SELECT COUNT(*) FROM events WHERE kind = 'action_committed'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let committed = count(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE kind = 'action_committed'",
+    );
     assert_eq!(committed, 1, "the read ran more than once");
     chat.stop(&sid, &lease, "stop", None).await.unwrap();
 }

@@ -75,7 +75,7 @@ async fn no_secret_or_internal_detail_in_any_public_answer() {
     answers.push(chat.client.list_tools().await.unwrap().to_string());
 
     // Gather every secret and internal detail the session created.
-    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
+    let db = state_db(&gw);
     let data: String = db
         .query_row("SELECT data FROM sessions WHERE id = ?1", [&sid], |r| {
             r.get(0)

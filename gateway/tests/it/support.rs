@@ -89,3 +89,27 @@ pub fn turn_id(view: &Value) -> String {
         .unwrap_or_else(|| panic!("no pending turn in {view}"))
         .to_string()
 }
+
+/// `SELECT COUNT(*) ...` against the gateway's state database (read-only beside the live gateway).
+pub fn count(gw: &GatewayProcess, sql: &str) -> i64 {
+    count_with(gw, sql, "")
+}
+
+/// `count` with one `?1` parameter (ignored when the query has none).
+pub fn count_with(gw: &GatewayProcess, sql: &str, param: impl rusqlite::ToSql) -> i64 {
+    let db = state_db(gw);
+    if sql.contains("?1") {
+        db.query_row(sql, [param], |r| r.get(0)).unwrap()
+    } else {
+        db.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+}
+
+/// The gateway's state database, opened read-only.
+pub fn state_db(gw: &GatewayProcess) -> rusqlite::Connection {
+    rusqlite::Connection::open_with_flags(
+        gw.state_dir().join("gateway.sqlite3"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap()
+}
