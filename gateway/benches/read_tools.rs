@@ -1,0 +1,2 @@
+//! Read tools benchmark (being written).
+fn main() {}
