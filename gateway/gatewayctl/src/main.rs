@@ -1,0 +1,2 @@
+//! gatewayctl binary.
+fn main() {}
