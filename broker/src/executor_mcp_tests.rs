@@ -193,5 +193,5 @@ async fn tools_list_offers_only_the_profile_tools() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["Read", "FindFiles", "SearchText"]);
+    assert_eq!(names, ["Read", "FindFiles", "SearchText", "RunCommand"]);
 }

@@ -115,7 +115,10 @@ impl LogicalTool {
     /// Tools this build can execute. A permitted tool that is not implemented yet is still refused
     /// (`not_permitted`, with a message saying so) rather than approved and then failing.
     pub fn implemented(self) -> bool {
-        matches!(self, Self::Read | Self::FindFiles | Self::SearchText)
+        matches!(
+            self,
+            Self::Read | Self::FindFiles | Self::SearchText | Self::RunCommand
+        )
     }
 
     /// The tools a session offers: permitted and implemented, in a fixed order.
@@ -144,7 +147,14 @@ impl LogicalTool {
                 "Search file contents for a literal UTF-8 string (no regex, no glob) under an absolute \
                  directory; results are `path:line: text`, sorted, bounded to 64 KiB."
             }
-            Self::RunCommand => "Run an exact argv in a sandbox (not available in this build).",
+            Self::RunCommand => {
+                "Run an exact argv (no shell) in an OS sandbox: the file system is read-only except \
+                 a private scratch dir (HOME/TMPDIR), no network, no signals outside the command. \
+                 The executable is an absolute path, a name on the fixed PATH \
+                 /usr/local/bin:/usr/bin:/bin, or a relative path inside the working directory. \
+                 `cwd` defaults to the working directory; timeout 120 s by default, at most 600 s. \
+                 stdout and stderr are kept up to 64 KiB each; the receipt has the exit code."
+            }
             Self::Edit => "Replace an exact string in a file (not available in this build).",
             Self::Write => "Write a whole file (not available in this build).",
             Self::NotebookEdit => "Edit a notebook cell (not available in this build).",
@@ -162,8 +172,8 @@ impl LogicalTool {
             Self::Read => schemars::schema_for!(ReadArgs),
             Self::FindFiles => schemars::schema_for!(FindFilesArgs),
             Self::SearchText => schemars::schema_for!(SearchTextArgs),
-            Self::RunCommand
-            | Self::Edit
+            Self::RunCommand => schemars::schema_for!(RunCommandArgs),
+            Self::Edit
             | Self::Write
             | Self::NotebookEdit
             | Self::DeepseekSubagentStart
@@ -192,8 +202,8 @@ impl LogicalTool {
             Self::Read => ToolArgs::Read(parse(arguments)?),
             Self::FindFiles => ToolArgs::FindFiles(parse(arguments)?),
             Self::SearchText => ToolArgs::SearchText(parse(arguments)?),
-            Self::RunCommand
-            | Self::Edit
+            Self::RunCommand => ToolArgs::RunCommand(parse(arguments)?),
+            Self::Edit
             | Self::Write
             | Self::NotebookEdit
             | Self::DeepseekSubagentStart
@@ -261,12 +271,51 @@ pub struct SearchTextArgs {
     pub max_results: Option<u32>,
 }
 
+/// Most argv items of one `RunCommand`.
+pub const MAX_ARGV_ITEMS: usize = 4096;
+/// Most bytes of one argv item (Linux `MAX_ARG_STRLEN`).
+pub const MAX_ARG_BYTES: usize = 128 * 1024;
+/// Default wall-clock bound of one `RunCommand`, seconds.
+pub const DEFAULT_COMMAND_TIMEOUT_SECONDS: u32 = 120;
+/// Largest wall-clock bound of one `RunCommand`, seconds.
+pub const MAX_COMMAND_TIMEOUT_SECONDS: u32 = 600;
+
+/// Arguments of `RunCommand`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCommandArgs {
+    /// The exact argv; `argv[0]` is the executable (absolute path, a name on the fixed system
+    /// PATH, or a relative path containing `/` inside the working directory). No shell is involved.
+    #[schemars(length(min = 1, max = 4096))]
+    pub argv: Vec<String>,
+    /// Directory to run in: absolute inside the working directory, or relative to it. Default:
+    /// the working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Wall-clock bound in seconds (default 120, at most 600); the whole process group is killed
+    /// when it expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 600))]
+    pub timeout_seconds: Option<u32>,
+}
+
+impl RunCommandArgs {
+    /// The effective wall-clock bound.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(
+            self.timeout_seconds
+                .unwrap_or(DEFAULT_COMMAND_TIMEOUT_SECONDS),
+        ))
+    }
+}
+
 /// Parsed, validated arguments of one logical tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolArgs {
     Read(ReadArgs),
     FindFiles(FindFilesArgs),
     SearchText(SearchTextArgs),
+    RunCommand(RunCommandArgs),
 }
 
 impl ToolArgs {
@@ -305,6 +354,41 @@ impl ToolArgs {
                 }
                 if matches!(a.max_results, Some(n) if n == 0 || n > 100_000) {
                     return Err("max_results must be between 1 and 100000".into());
+                }
+            }
+            Self::RunCommand(a) => {
+                if a.argv.is_empty() || a.argv.len() > MAX_ARGV_ITEMS {
+                    return Err(format!(
+                        "argv must have between 1 and {MAX_ARGV_ITEMS} items, got {}",
+                        a.argv.len()
+                    ));
+                }
+                if a.argv[0].is_empty() {
+                    return Err("argv[0] (the executable) must not be empty".into());
+                }
+                for (i, arg) in a.argv.iter().enumerate() {
+                    if arg.contains('\0') {
+                        return Err(format!("argv[{i}] contains a NUL byte"));
+                    }
+                    if arg.len() > MAX_ARG_BYTES {
+                        return Err(format!("argv[{i}] is longer than {MAX_ARG_BYTES} bytes"));
+                    }
+                }
+                if let Some(cwd) = &a.cwd {
+                    if cwd.is_empty() {
+                        return Err(
+                            "cwd must not be empty (omit it for the working directory)".into()
+                        );
+                    }
+                    if cwd.contains('\0') {
+                        return Err("cwd contains a NUL byte".into());
+                    }
+                }
+                if matches!(a.timeout_seconds, Some(t) if t == 0 || t > MAX_COMMAND_TIMEOUT_SECONDS)
+                {
+                    return Err(format!(
+                        "timeout_seconds must be between 1 and {MAX_COMMAND_TIMEOUT_SECONDS}"
+                    ));
                 }
             }
         }
@@ -379,7 +463,8 @@ mod tests {
             vec![
                 LogicalTool::Read,
                 LogicalTool::FindFiles,
-                LogicalTool::SearchText
+                LogicalTool::SearchText,
+                LogicalTool::RunCommand
             ]
         );
         assert!(!LogicalTool::Edit.permitted(CapabilityProfile::ReadOnly, SubagentPolicy::None));
@@ -409,6 +494,52 @@ mod tests {
                 .parse_args(&json!({"file_path": "/etc/hostname", "limit": 3}))
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn run_command_args_are_validated() {
+        let ok = LogicalTool::RunCommand
+            .parse_args(&json!({"argv": ["git", "status"], "cwd": "sub", "timeout_seconds": 600}))
+            .unwrap();
+        let ToolArgs::RunCommand(args) = ok else {
+            panic!("wrong variant")
+        };
+        assert_eq!(args.timeout(), std::time::Duration::from_secs(600));
+        let default = LogicalTool::RunCommand
+            .parse_args(&json!({"argv": ["true"]}))
+            .unwrap();
+        let ToolArgs::RunCommand(default) = default else {
+            panic!("wrong variant")
+        };
+        assert_eq!(default.timeout(), std::time::Duration::from_secs(120));
+        for (bad, needle) in [
+            (json!({"argv": []}), "between 1 and 4096"),
+            (json!({"argv": [""]}), "must not be empty"),
+            (json!({"argv": ["a\u{0}b"]}), "NUL"),
+            (
+                json!({"argv": ["true"], "timeout_seconds": 0}),
+                "timeout_seconds",
+            ),
+            (
+                json!({"argv": ["true"], "timeout_seconds": 601}),
+                "timeout_seconds",
+            ),
+            (json!({"argv": ["true"], "cwd": ""}), "cwd"),
+            (json!({"argv": "true"}), "invalid type"),
+            (json!({"argv": ["true"], "shell": true}), "unknown field"),
+        ] {
+            let err = LogicalTool::RunCommand.parse_args(&bad).unwrap_err();
+            assert!(err.contains(needle), "{bad}: {err}");
+        }
+        let too_many: Vec<String> = (0..4097).map(|i| i.to_string()).collect();
+        let err = LogicalTool::RunCommand
+            .parse_args(&json!({ "argv": too_many }))
+            .unwrap_err();
+        assert!(err.contains("4097"), "{err}");
+        let schema = LogicalTool::RunCommand.input_schema();
+        assert_eq!(schema["required"], json!(["argv"]));
+        assert_eq!(schema["properties"]["argv"]["maxItems"], json!(4096));
+        assert_eq!(schema["properties"]["argv"]["minItems"], json!(1));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The `gateway` binary: `serve` (HTTP or stdio) and the hidden `broker` mode it re-executes itself
-//! in for each session.
+//! The `gateway` binary: `serve` (HTTP or stdio), the hidden `broker` mode it re-executes itself
+//! in for each session, and the hidden `sandbox-exec` helper the broker runs each command through.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -50,6 +50,9 @@ enum Command {
         #[arg(long)]
         spec: PathBuf,
     },
+    /// Confine and execute one command (started by the broker; the spec arrives on stdin).
+    #[command(hide = true)]
+    SandboxExec,
 }
 
 fn init_tracing(json: bool) {
@@ -65,8 +68,24 @@ fn init_tracing(json: bool) {
     }
 }
 
+/// The `sandbox-exec` helper; returns only if confinement failed or to pass the command's status on.
+fn sandbox_exec() -> std::process::ExitCode {
+    #[cfg(target_os = "linux")]
+    let code = sandbox::linux::helper_main();
+    #[cfg(not(target_os = "linux"))]
+    let code = {
+        eprintln!("gateway sandbox-exec: only used on Linux");
+        sandbox::spec::EXIT_SANDBOX_FAILED
+    };
+    std::process::ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX))
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Command::SandboxExec = cli.command {
+        // Before any runtime: the helper must be single-threaded to enter namespaces.
+        return sandbox_exec();
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {
@@ -91,10 +110,11 @@ fn main() -> std::process::ExitCode {
                     }
                 };
                 let gateway = gateway::open(config)?;
+                let shutdown = CancellationToken::new();
+                gateway::start_background(gateway.clone(), shutdown.clone()).await;
                 if stdio {
                     gateway::serve_stdio(gateway).await?;
                 } else {
-                    let shutdown = CancellationToken::new();
                     let signal = shutdown.clone();
                     tokio::spawn(async move {
                         let _ = tokio::signal::ctrl_c().await;
@@ -104,6 +124,7 @@ fn main() -> std::process::ExitCode {
                 }
                 Ok(std::process::ExitCode::SUCCESS)
             }
+            Command::SandboxExec => Ok(sandbox_exec()),
             Command::Broker { spec } => {
                 init_tracing(false);
                 broker::run(spec).await.context("broker")?;

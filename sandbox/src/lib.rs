@@ -1,6 +1,91 @@
-//! Policy and OS enforcement shared by the executor and (later) the command sandbox: which paths
-//! are protected, and how to open them without following symlinks.
+//! Policy and OS enforcement shared by the executor and the command sandbox: which paths are
+//! protected and how to open them without following symlinks (`path_policy`); which commands may
+//! start (`command`); the fixed command environment (`env`); the helper's spec and report
+//! (`spec`); Linux confinement (`linux`, applied by the `gateway sandbox-exec` helper) and the
+//! macOS Seatbelt profile (`seatbelt`).
 //!
 //! Architecture invariant: knows nothing of sessions, MCP or sockets; depends on no workspace crate.
 
+pub mod command;
+pub mod env;
+#[cfg(target_os = "linux")]
+pub mod linux;
 pub mod path_policy;
+pub mod seatbelt;
+pub mod spec;
+
+pub use spec::{Enforced, ExecSpec, HostSupport, Limits, Report};
+
+/// Credential stores under the owner's home that commands never see (kept in step with the
+/// executor's protected set in `path_policy`).
+pub const HOME_MASKED: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    "Library/Keychains",
+    ".config/gh",
+    ".azure",
+    ".password-store",
+    ".local/share/keyrings",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+];
+
+/// System secrets commands never see.
+pub const SYSTEM_MASKED: &[&str] = &[
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+];
+
+/// The paths to mask for a command: credential stores under `home`, system secrets, the gateway
+/// state dir and any owner extras.
+pub fn masked_paths(
+    home: &std::path::Path,
+    state_dir: &std::path::Path,
+    extra: &[std::path::PathBuf],
+) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = HOME_MASKED.iter().map(|rel| home.join(rel)).collect();
+    out.extend(SYSTEM_MASKED.iter().map(std::path::PathBuf::from));
+    out.push(state_dir.to_path_buf());
+    out.extend(extra.iter().cloned());
+    out
+}
+
+/// What this host supports for command confinement.
+pub fn host_support() -> HostSupport {
+    #[cfg(target_os = "linux")]
+    {
+        linux::host_support()
+    }
+    #[cfg(target_os = "macos")]
+    {
+        HostSupport {
+            os: "macos".into(),
+            namespaces: false,
+            landlock_abi: None,
+            seccomp: false,
+            seatbelt: std::path::Path::new(seatbelt::SANDBOX_EXEC).exists(),
+            root: false,
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        HostSupport {
+            os: std::env::consts::OS.into(),
+            namespaces: false,
+            landlock_abi: None,
+            seccomp: false,
+            seatbelt: false,
+            root: false,
+        }
+    }
+}

@@ -5,6 +5,7 @@
 mod find_files;
 mod matcher;
 mod read;
+mod run_command;
 mod search_text;
 
 #[cfg(test)]
@@ -20,6 +21,8 @@ use common::tools::{
 use ignore::{DirEntry, WalkBuilder};
 use sandbox::path_policy::{PathPolicy, PathRefusal};
 
+pub use run_command::CommandSandbox;
+
 /// Default wall-clock budget of one `FindFiles`/`SearchText` walk.
 pub const DEFAULT_TIME_BUDGET: Duration = Duration::from_secs(10);
 
@@ -32,11 +35,14 @@ pub struct Executor {
     policy: Arc<PathPolicy>,
     working_directory: PathBuf,
     time_budget: Duration,
+    /// How `RunCommand` is confined.
+    commands: CommandSandbox,
 }
 
 impl Executor {
     pub fn new(policy: PathPolicy, working_directory: PathBuf) -> Self {
         Self {
+            commands: CommandSandbox::from_policy(&policy),
             policy: Arc::new(policy),
             working_directory,
             time_budget: DEFAULT_TIME_BUDGET,
@@ -64,6 +70,7 @@ impl Executor {
             ToolArgs::Read(a) => read::run(self, a),
             ToolArgs::FindFiles(a) => find_files::run(self, a, started),
             ToolArgs::SearchText(a) => search_text::run(self, a, started),
+            ToolArgs::RunCommand(a) => return run_command::run(self, action_id, a, started),
         };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         match result {

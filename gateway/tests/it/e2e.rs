@@ -33,7 +33,7 @@ async fn read_only_session_end_to_end_with_real_runner() {
     assert_eq!(v["pending_turn"]["prompt"], "Look at notes.txt for me");
     assert_eq!(
         v["pending_turn"]["allowed_tools"],
-        json!(["Read", "FindFiles", "SearchText"])
+        json!(["Read", "FindFiles", "SearchText", "RunCommand"])
     );
     assert_eq!(v["pending_turn"]["reply_budget_bytes"], 786432);
 

@@ -1,0 +1,175 @@
+//! The command's Landlock domain: read and execute under the readable roots, everything under the
+//! scratch dir, read/write on a few device files; TCP bind/connect denied (ABI ≥ 4); signals and
+//! abstract UNIX sockets scoped to the domain (ABI ≥ 6). Built with `HardRequirement` for the ABI
+//! the kernel offers and refused unless fully enforced.
+//!
+//! Without a mount namespace, masked paths cannot be hidden by mounts; [`read_roots_excluding`]
+//! then lists the readable set as every sibling along the way to each masked path (Landlock rules
+//! are allow-only).
+
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+
+/// Device files a command may read and write.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// Highest ABI whose rights we request (V7 adds only audit controls).
+const MAX_ABI: i32 = 6;
+
+/// Restrict the calling thread. Returns the ABI enforced.
+pub fn restrict(read_roots: &[PathBuf], scratch: &Path, kernel_abi: i32) -> Result<i32, String> {
+    let level = kernel_abi.min(MAX_ABI);
+    let abi = ABI::from(level);
+    let err = |what: &str, e: &dyn std::fmt::Display| format!("landlock {what}: {e}");
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(|e| err("fs", &e))?;
+    if level >= 4 {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(|e| err("net", &e))?;
+    }
+    if level >= 6 {
+        ruleset = ruleset
+            .scope(Scope::from_all(abi))
+            .map_err(|e| err("scope", &e))?;
+    }
+    let mut created = ruleset.create().map_err(|e| err("create", &e))?;
+    let read = AccessFs::from_read(abi);
+    let file_rights = AccessFs::from_file(abi);
+    for root in read_roots {
+        let fd = PathFd::new(root).map_err(|e| err(&root.display().to_string(), &e))?;
+        let access = if root.is_dir() {
+            read
+        } else {
+            read & file_rights
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| err("rule", &e))?;
+    }
+    let scratch_fd = PathFd::new(scratch).map_err(|e| err("scratch", &e))?;
+    created = created
+        .add_rule(PathBeneath::new(scratch_fd, AccessFs::from_all(abi)))
+        .map_err(|e| err("scratch rule", &e))?;
+    let device_rights: BitFlags<AccessFs> = file_rights
+        & (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev);
+    for device in DEVICES {
+        let path = Path::new(device);
+        if !path.exists() {
+            continue;
+        }
+        let fd = PathFd::new(path).map_err(|e| err(device, &e))?;
+        created = created
+            .add_rule(PathBeneath::new(fd, device_rights))
+            .map_err(|e| err("device rule", &e))?;
+    }
+    let status = created
+        .restrict_self()
+        .map_err(|e| err("restrict_self", &e))?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(format!(
+            "landlock ruleset not fully enforced ({:?})",
+            status.ruleset
+        ));
+    }
+    if !status.no_new_privs {
+        return Err("landlock: no_new_privs not set".into());
+    }
+    Ok(level)
+}
+
+/// The readable roots covering all of `/` except the `masked` paths (which may not exist).
+/// Symlinks are never made roots (a rule on a symlink would cover its target).
+pub fn read_roots_excluding(masked: &[PathBuf]) -> Vec<PathBuf> {
+    let mut targets: Vec<PathBuf> = Vec::new();
+    for m in masked {
+        if m.symlink_metadata().is_err() {
+            continue;
+        }
+        targets.push(m.clone());
+        if let Ok(canonical) = std::fs::canonicalize(m) {
+            targets.push(canonical);
+        }
+    }
+    targets.sort();
+    targets.dedup();
+    let mut out = Vec::new();
+    expand(Path::new("/"), &targets, &mut out, 0);
+    out
+}
+
+fn expand(dir: &Path, masked: &[PathBuf], out: &mut Vec<PathBuf>, depth: usize) {
+    if masked.iter().any(|m| m == dir) {
+        return;
+    }
+    let contains_masked = masked.iter().any(|m| m.starts_with(dir) && m != dir);
+    if !contains_masked || depth > 64 {
+        out.push(dir.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    children.sort();
+    for child in children {
+        match child.symlink_metadata() {
+            Ok(meta) if meta.file_type().is_symlink() => continue,
+            Ok(_) => expand(&child, masked, out, depth + 1),
+            Err(_) => continue,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_roots_leave_out_masked_paths_and_symlinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::create_dir_all(home.join("project/src")).unwrap();
+        std::fs::create_dir_all(home.join(".config/gcloud")).unwrap();
+        std::fs::create_dir_all(home.join(".config/git")).unwrap();
+        std::fs::write(home.join(".netrc"), "x").unwrap();
+        std::fs::write(home.join("notes.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(home.join(".ssh"), home.join("keys")).unwrap();
+        let masked = vec![
+            home.join(".ssh"),
+            home.join(".config/gcloud"),
+            home.join(".netrc"),
+            home.join(".aws"),
+        ];
+        let roots = read_roots_excluding(&masked);
+        for hidden in &masked {
+            assert!(
+                !roots
+                    .iter()
+                    .any(|r| hidden.starts_with(r) || r.starts_with(hidden)),
+                "{hidden:?} reachable via {roots:?}"
+            );
+        }
+        assert!(!roots.contains(&home.join("keys")));
+        for visible in ["project", "notes.txt", ".config/git"] {
+            assert!(roots.contains(&home.join(visible)), "{visible}: {roots:?}");
+        }
+        assert!(roots.iter().any(|r| r == Path::new("/usr")));
+        assert!(!roots.iter().any(|r| r == Path::new("/")));
+    }
+}

@@ -1,0 +1,438 @@
+//! Linux confinement of one command, applied by the single-threaded `gateway sandbox-exec` helper
+//! before it executes the command:
+//!
+//! 1. fds ≥ 3 closed, stdin → `/dev/null`; as root, a pids cgroup (the kernel does not enforce
+//!    `RLIMIT_NPROC` for root).
+//! 2. New user + mount + network + pid + IPC + UTS namespaces (uid/gid mapped to themselves); the
+//!    helper forks and the command becomes pid 1 of the new pid namespace, so when it exits (or
+//!    the helper dies: `PR_SET_PDEATHSIG`) the kernel kills everything left in it.
+//! 3. In the mount namespace: masked paths covered (empty tmpfs for directories, `/dev/null` for
+//!    files), the scratch dir bind-mounted onto itself, a fresh `/proc`, then every mount made
+//!    read-only and nosuid (`mount_setattr(AT_RECURSIVE)`) except the scratch mount.
+//! 4. rlimits, all capabilities dropped, `no_new_privs`, Landlock (fully enforced or refused),
+//!    seccomp (two filters), then one report line on stdout and `execve`.
+//!
+//! Without namespaces (hosts that forbid them) the command runs under Landlock (with masked paths
+//! left out of the readable set) + seccomp + rlimits; the report says so. Without namespaces and
+//! without Landlock the command is refused: the minimum is seccomp + no_new_privs + a read-only
+//! file system.
+
+mod landlock_rules;
+mod seccomp;
+mod sys;
+
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use crate::spec::{
+    EXIT_SANDBOX_FAILED, Enforced, ExecSpec, HostSupport, MAX_SPEC_BYTES, REPORT_PREFIX, Report,
+};
+
+/// What this host supports, probed once per process.
+pub fn host_support() -> HostSupport {
+    static SUPPORT: OnceLock<HostSupport> = OnceLock::new();
+    SUPPORT.get_or_init(probe).clone()
+}
+
+fn probe() -> HostSupport {
+    let (namespaces, seccomp) = probe_in_child();
+    HostSupport {
+        os: "linux".into(),
+        namespaces,
+        landlock_abi: sys::landlock_abi(),
+        seccomp,
+        seatbelt: false,
+        // Safety: geteuid cannot fail.
+        root: unsafe { libc::geteuid() } == 0,
+    }
+}
+
+const NAMESPACE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS;
+
+/// Fork a child that tries to create the namespaces and install a seccomp filter, and report
+/// which worked. The child only makes raw syscalls (async-signal-safe) and `_exit`s.
+fn probe_in_child() -> (bool, bool) {
+    let filter = seccomp::guard_filter();
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // Safety: fork in a possibly multi-threaded process; the child below only calls
+    // async-signal-safe functions (unshare, prctl, raw syscall, _exit) on memory prepared before
+    // the fork.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // Safety: see above; these calls affect only the child, which exits immediately.
+        unsafe {
+            let mut code = 0;
+            if libc::unshare(NAMESPACE_FLAGS) == 0 {
+                code |= 1;
+            }
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+                && libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    &prog as *const libc::sock_fprog,
+                ) == 0
+            {
+                code |= 2;
+            }
+            libc::_exit(code);
+        }
+    }
+    if pid < 0 {
+        return (false, false);
+    }
+    let mut status = 0;
+    loop {
+        // Safety: waiting for our own child with a valid out-pointer.
+        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if ret == pid {
+            break;
+        }
+        if ret < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return (false, false);
+        }
+    }
+    if !libc::WIFEXITED(status) {
+        return (false, false);
+    }
+    let code = libc::WEXITSTATUS(status);
+    (code & 1 != 0, code & 2 != 0)
+}
+
+/// Entry point of `gateway sandbox-exec`: read the [`ExecSpec`] from stdin, confine, execute.
+/// Returns only on failure or (namespaces) with the command's exit status to pass on. Must run
+/// single-threaded (before any async runtime starts).
+pub fn helper_main() -> i32 {
+    let spec = match read_spec() {
+        Ok(spec) => spec,
+        Err(message) => return fail(&Enforced::default(), None, message),
+    };
+    if let Err(e) = sys::stdin_to_dev_null() {
+        return fail(&Enforced::default(), None, format!("stdin: {e}"));
+    }
+    sys::close_fds_from_3();
+    let mut enforced = Enforced::default();
+    // Safety: geteuid cannot fail.
+    let cgroup = if unsafe { libc::geteuid() } == 0 {
+        sys::join_pids_cgroup(spec.limits.nproc)
+    } else {
+        None
+    };
+    enforced.pids_cgroup = cgroup.is_some();
+    let filters = match seccomp::main_filter() {
+        Ok(main) => (main, seccomp::guard_filter()),
+        Err(message) => return fail(&enforced, cgroup, message),
+    };
+    let entered = if spec.namespaces {
+        enter_namespaces()
+    } else {
+        Namespaces::Unavailable
+    };
+    if let Namespaces::Broken(message) = entered {
+        return fail(&enforced, cgroup, message);
+    }
+    if let Namespaces::Entered = entered {
+        enforced.user_namespace = true;
+        enforced.network_namespace = true;
+        // Safety: the helper is single-threaded (it runs before any runtime), so the child may
+        // run ordinary code.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return fail(
+                &enforced,
+                cgroup,
+                format!("fork: {}", std::io::Error::last_os_error()),
+            );
+        }
+        if pid > 0 {
+            return wait_and_forward(pid);
+        }
+        // The command's side: pid 1 of the new pid namespace.
+        // Safety: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+        enforced.pid_namespace = true;
+        if let Err(message) = setup_mounts(&spec, &mut enforced) {
+            return fail(&enforced, cgroup, message);
+        }
+        return confine_and_exec(&spec, enforced, cgroup, &filters, true);
+    }
+    confine_and_exec(&spec, enforced, cgroup, &filters, false)
+}
+
+fn read_spec() -> Result<ExecSpec, String> {
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .take(MAX_SPEC_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("reading the spec: {e}"))?;
+    if bytes.len() > MAX_SPEC_BYTES {
+        return Err("the spec is too large".into());
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("parsing the spec: {e}"))
+}
+
+/// Write the report line (error or not) on stdout.
+fn report(report: &Report) {
+    let json = serde_json::to_string(report).unwrap_or_else(|_| "{}".into());
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(format!("{REPORT_PREFIX}{json}\n").as_bytes());
+    let _ = out.flush();
+}
+
+fn fail(enforced: &Enforced, cgroup: Option<PathBuf>, message: String) -> i32 {
+    report(&Report {
+        error: Some(message),
+        enforced: enforced.clone(),
+        cgroup,
+    });
+    EXIT_SANDBOX_FAILED
+}
+
+/// Outcome of trying to enter the namespaces.
+enum Namespaces {
+    Entered,
+    /// `unshare` refused: nothing changed, the Landlock-only fallback may run.
+    Unavailable,
+    /// Inside the new user namespace but without an identity: must not run anything.
+    Broken(String),
+}
+
+fn enter_namespaces() -> Namespaces {
+    // Safety: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // Safety: unshare with constant flags; the helper is single-threaded as CLONE_NEWUSER needs.
+    if unsafe { libc::unshare(NAMESPACE_FLAGS) } != 0 {
+        return Namespaces::Unavailable;
+    }
+    // Map our own ids onto themselves (a process inside the namespace may map only itself).
+    let _ = std::fs::write("/proc/self/setgroups", "deny");
+    if let Err(err) = std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")) {
+        return Namespaces::Broken(format!("writing uid_map: {err}"));
+    }
+    if let Err(err) = std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")) {
+        return Namespaces::Broken(format!("writing gid_map: {err}"));
+    }
+    Namespaces::Entered
+}
+
+/// Mount setup inside the new mount namespace (runs as pid 1 of the new pid namespace).
+fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> {
+    let e = |what: &str, err: std::io::Error| format!("{what}: {err}");
+    sys::mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )
+    .map_err(|err| e("making / private", err))?;
+    // Keep the scratch dir reachable even if a masked dir (the state dir) covers it.
+    let scratch = std::fs::File::open(&spec.scratch).map_err(|err| e("opening scratch", err))?;
+    use std::os::fd::AsRawFd;
+    let scratch_fd_path = PathBuf::from(format!("/proc/self/fd/{}", scratch.as_raw_fd()));
+    let mut masked = 0;
+    for path in &spec.masked {
+        let Ok(meta) = std::fs::metadata(path) else {
+            continue;
+        };
+        let result = if meta.is_dir() {
+            sys::mount(
+                Some(Path::new("tmpfs")),
+                path,
+                Some("tmpfs"),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                Some("size=64k,mode=755"),
+            )
+        } else {
+            sys::mount(
+                Some(Path::new("/dev/null")),
+                path,
+                None,
+                libc::MS_BIND,
+                None,
+            )
+        };
+        result.map_err(|err| e(&format!("masking {}", path.display()), err))?;
+        masked += 1;
+    }
+    // Re-create the scratch mount point if a mask hid it (the tmpfs is still writable now).
+    if std::fs::metadata(&spec.scratch).is_err() {
+        std::fs::create_dir_all(&spec.scratch).map_err(|err| e("scratch mount point", err))?;
+    }
+    sys::mount(
+        Some(&scratch_fd_path),
+        &spec.scratch,
+        None,
+        libc::MS_BIND | libc::MS_REC,
+        None,
+    )
+    .map_err(|err| e("binding scratch", err))?;
+    drop(scratch);
+    // A fresh /proc for the new pid namespace: other processes are not even visible. Hosts that
+    // forbid it (overmounted /proc) keep the old one, whose other-process entries are guarded by
+    // ptrace checks across user namespaces.
+    let _ = sys::mount(
+        Some(Path::new("proc")),
+        Path::new("/proc"),
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    );
+    sys::mount_setattr(
+        Path::new("/"),
+        true,
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID,
+        0,
+    )
+    .map_err(|err| e("making / read-only", err))?;
+    sys::mount_setattr(&spec.scratch, false, 0, sys::MOUNT_ATTR_RDONLY)
+        .map_err(|err| e("making scratch writable", err))?;
+    enforced.mount_namespace = true;
+    enforced.masked = masked;
+    Ok(())
+}
+
+/// rlimits, capabilities, no_new_privs, Landlock, seccomp, report, execve.
+fn confine_and_exec(
+    spec: &ExecSpec,
+    mut enforced: Enforced,
+    cgroup: Option<PathBuf>,
+    filters: &(seccompiler::BpfProgram, seccompiler::BpfProgram),
+    in_namespaces: bool,
+) -> i32 {
+    if let Err(err) = std::env::set_current_dir(&spec.cwd) {
+        return fail(&enforced, cgroup, format!("cwd: {err}"));
+    }
+    if let Err(err) = sys::set_rlimits(&spec.limits, in_namespaces) {
+        return fail(&enforced, cgroup, format!("rlimits: {err}"));
+    }
+    enforced.rlimits = true;
+    enforced.capabilities_dropped = sys::drop_capabilities();
+    if !enforced.capabilities_dropped {
+        return fail(
+            &enforced,
+            cgroup,
+            "capabilities could not be dropped".into(),
+        );
+    }
+    enforced.no_new_privs = sys::no_new_privs();
+    if !enforced.no_new_privs {
+        return fail(&enforced, cgroup, "no_new_privs could not be set".into());
+    }
+    match sys::landlock_abi() {
+        Some(abi) => {
+            let roots = if in_namespaces {
+                vec![PathBuf::from("/")]
+            } else {
+                landlock_rules::read_roots_excluding(&spec.masked)
+            };
+            match landlock_rules::restrict(&roots, &spec.scratch, abi) {
+                Ok(level) => enforced.landlock_abi = Some(level),
+                Err(message) => return fail(&enforced, cgroup, message),
+            }
+        }
+        None if in_namespaces => {}
+        None => {
+            return fail(
+                &enforced,
+                cgroup,
+                "neither namespaces nor Landlock are available: the file system cannot be made read-only"
+                    .into(),
+            );
+        }
+    }
+    if let Err(message) = seccomp::apply(&filters.0, &filters.1) {
+        return fail(&enforced, cgroup, message);
+    }
+    enforced.seccomp = true;
+    if !enforced.meets_minimum() {
+        return fail(
+            &enforced,
+            cgroup,
+            "the minimum confinement was not reached".into(),
+        );
+    }
+    let program = match CString::new(spec.program.as_os_str().as_bytes()) {
+        Ok(p) => p,
+        Err(_) => return fail(&enforced, cgroup, "program path contains NUL".into()),
+    };
+    let to_c = |s: &str| CString::new(s).ok();
+    let argv: Option<Vec<CString>> = spec.argv.iter().map(|a| to_c(a)).collect();
+    let envp: Option<Vec<CString>> = spec
+        .env
+        .iter()
+        .map(|(k, v)| to_c(&format!("{k}={v}")))
+        .collect();
+    let (Some(argv), Some(envp)) = (argv, envp) else {
+        return fail(&enforced, cgroup, "argv or env contains NUL".into());
+    };
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
+    envp_ptrs.push(std::ptr::null());
+    report(&Report {
+        error: None,
+        enforced,
+        cgroup,
+    });
+    // Safety: program, argv and envp are valid NUL-terminated strings in null-terminated arrays
+    // that stay alive across the call; execve only returns on failure.
+    unsafe { libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr()) };
+    let err = std::io::Error::last_os_error();
+    let _ = writeln!(
+        std::io::stderr(),
+        "sandbox-exec: cannot execute {}: {err}",
+        spec.program.display()
+    );
+    if err.raw_os_error() == Some(libc::ENOENT) {
+        127
+    } else {
+        126
+    }
+}
+
+/// The helper's side after the fork: wait for the command and pass its status on (a signal is
+/// re-raised so the broker sees it).
+fn wait_and_forward(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    loop {
+        // Safety: waiting for our own child with a valid out-pointer.
+        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if ret == pid {
+            break;
+        }
+        if ret < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return EXIT_SANDBOX_FAILED;
+        }
+    }
+    if libc::WIFEXITED(status) {
+        return libc::WEXITSTATUS(status);
+    }
+    if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        // Safety: restoring the default action and raising a signal on ourselves; core dumps are
+        // off (RLIMIT_CORE is 0 in the command, and the helper only re-raises).
+        unsafe {
+            let zero = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &zero);
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        return 128 + sig;
+    }
+    EXIT_SANDBOX_FAILED
+}

@@ -1,0 +1,202 @@
+//! The command's seccomp filters (deny → `EPERM`): tracing and cross-process memory, io_uring, every
+//! `socket()` (socketpair stays allowed), the metadata calls Landlock cannot restrict (chmod, chown,
+//! xattrs, utime), leaving the process group (setsid, setpgid), mounts, namespaces, bpf, perf,
+//! keyrings, kexec, modules and reboot. A second hand-written filter denies x32 syscall numbers
+//! (seccompiler's arch check misses them) and answers `clone3` with `ENOSYS` so libc falls back to
+//! `clone`, whose namespace flags the first filter can inspect.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch, sock_filter,
+};
+
+/// Syscalls denied unconditionally on every architecture.
+const DENIED_COMMON: &[libc::c_long] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_socket,
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    452, // fchmodat2
+    libc::SYS_fchown,
+    libc::SYS_fchownat,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+    463, // setxattrat
+    466, // removexattrat
+    libc::SYS_utimensat,
+    libc::SYS_setsid,
+    libc::SYS_setpgid,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    428, // open_tree
+    429, // move_mount
+    430, // fsopen
+    431, // fsconfig
+    432, // fsmount
+    433, // fspick
+    442, // mount_setattr
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_kexec_load,
+    libc::SYS_reboot,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_acct,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_settimeofday,
+    libc::SYS_clock_settime,
+    libc::SYS_userfaultfd,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_quotactl,
+    libc::SYS_vhangup,
+];
+
+/// Legacy syscalls that exist on x86_64 only.
+#[cfg(target_arch = "x86_64")]
+const DENIED_ARCH: &[libc::c_long] = &[
+    libc::SYS_chmod,
+    libc::SYS_chown,
+    libc::SYS_lchown,
+    libc::SYS_utime,
+    libc::SYS_utimes,
+    libc::SYS_futimesat,
+    libc::SYS_kexec_file_load,
+    libc::SYS_iopl,
+    libc::SYS_ioperm,
+];
+#[cfg(not(target_arch = "x86_64"))]
+const DENIED_ARCH: &[libc::c_long] = &[libc::SYS_kexec_file_load];
+
+/// `clone` flags that create namespaces.
+const CLONE_NS_FLAGS: &[u64] = &[
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+];
+
+fn target_arch() -> Result<TargetArch, String> {
+    TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))
+}
+
+/// The main deny-list filter.
+pub fn main_filter() -> Result<BpfProgram, String> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for nr in DENIED_COMMON.iter().chain(DENIED_ARCH) {
+        rules.insert(*nr, Vec::new());
+    }
+    let mut clone_rules = Vec::new();
+    for flag in CLONE_NS_FLAGS {
+        let condition = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(*flag),
+            *flag,
+        )
+        .map_err(|e| format!("seccomp: {e}"))?;
+        clone_rules.push(SeccompRule::new(vec![condition]).map_err(|e| format!("seccomp: {e}"))?);
+    }
+    rules.insert(libc::SYS_clone, clone_rules);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        target_arch()?,
+    )
+    .map_err(|e| format!("seccomp: {e}"))?;
+    BpfProgram::try_from(filter).map_err(|e| format!("seccomp: {e}"))
+}
+
+/// BPF_LD | BPF_W | BPF_ABS (BPF_LD and BPF_W are 0).
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JEQ_K: u16 = 0x05 | 0x10;
+const BPF_JGE_K: u16 = 0x05 | 0x30;
+const BPF_RET_K: u16 = 0x06;
+const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+const OFFSET_NR: u32 = 0;
+const OFFSET_ARCH: u32 = 4;
+
+fn stmt(code: u16, k: u32) -> sock_filter {
+    sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
+    sock_filter { code, jt, jf, k }
+}
+
+/// The x32 guard and `clone3` → `ENOSYS`.
+pub fn guard_filter() -> BpfProgram {
+    #[cfg(target_arch = "x86_64")]
+    {
+        const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+        const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+        vec![
+            stmt(BPF_LD_W_ABS, OFFSET_ARCH),
+            jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, 0, 5),
+            stmt(BPF_LD_W_ABS, OFFSET_NR),
+            jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1),
+            stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EPERM as u32),
+            jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 0, 1),
+            stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+            stmt(BPF_RET_K, SECCOMP_RET_ALLOW),
+        ]
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        vec![
+            stmt(BPF_LD_W_ABS, OFFSET_NR),
+            jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 0, 1),
+            stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+            stmt(BPF_RET_K, SECCOMP_RET_ALLOW),
+        ]
+    }
+}
+
+/// Install both filters on the calling thread (no_new_privs must already be set).
+pub fn apply(main: &BpfProgram, guard: &BpfProgram) -> Result<(), String> {
+    seccompiler::apply_filter(main).map_err(|e| format!("seccomp: {e}"))?;
+    seccompiler::apply_filter(guard).map_err(|e| format!("seccomp guard: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_compile() {
+        let main = main_filter().unwrap();
+        assert!(main.len() > DENIED_COMMON.len());
+        assert!(main.len() < 4096);
+        let guard = guard_filter();
+        assert_eq!(guard.last().unwrap().k, SECCOMP_RET_ALLOW);
+    }
+}

@@ -1,0 +1,292 @@
+//! Thin wrappers over the raw Linux calls the helper needs that `libc` does not wrap
+//! (`mount_setattr`, `capset`, `close_range`, `landlock_create_ruleset` as a version probe), and
+//! small process-setup steps (stdin, inherited fds, rlimits, capabilities, the pids cgroup).
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::spec::Limits;
+
+/// `mount_setattr` attribute bits (linux/mount.h).
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+/// `AT_RECURSIVE` (linux/fcntl.h).
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+pub fn cstring(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
+}
+
+fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Set/clear mount attributes on the mount at `path` (and, if `recursive`, every mount below it).
+pub fn mount_setattr(path: &Path, recursive: bool, set: u64, clear: u64) -> io::Result<()> {
+    let c = cstring(path)?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // Safety: `c` is a valid NUL-terminated path and `attr` a properly sized, initialised
+    // `struct mount_attr` that outlives the call; the kernel only reads them.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret).map(|_| ())
+}
+
+/// `mount(2)` with optional source, fstype and data.
+pub fn mount(
+    source: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let source = source.map(cstring).transpose()?;
+    let target = cstring(target)?;
+    let fstype = fstype
+        .map(|s| CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput)))
+        .transpose()?;
+    let data = data
+        .map(|s| CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput)))
+        .transpose()?;
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // Safety: every pointer is either null or a valid NUL-terminated string owned above and
+    // alive for the duration of the call.
+    let ret = unsafe {
+        libc::mount(
+            ptr(&source),
+            target.as_ptr(),
+            ptr(&fstype),
+            flags,
+            ptr(&data).cast(),
+        )
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// The Landlock ABI version the kernel offers, or `None`.
+pub fn landlock_abi() -> Option<i32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // Safety: with a null attr, size 0 and the VERSION flag the call only returns a number.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    i32::try_from(ret).ok().filter(|v| *v > 0)
+}
+
+/// Point stdin at `/dev/null` (the spec arrived on it).
+pub fn stdin_to_dev_null() -> io::Result<()> {
+    let null = std::fs::File::open("/dev/null")?;
+    use std::os::fd::AsRawFd;
+    // Safety: both fds are valid; dup2 atomically replaces fd 0.
+    if unsafe { libc::dup2(null.as_raw_fd(), 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Close every fd from 3 up: files opened before confinement would stay usable after it.
+pub fn close_fds_from_3() {
+    // Safety: close_range only closes descriptors; none of ours above 2 is in use here.
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    if ret < 0 {
+        for fd in 3..4096 {
+            // Safety: closing a descriptor we do not use; EBADF is ignored.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// Processes currently owned by `uid` (RLIMIT_NPROC counts them all outside a user namespace).
+fn processes_of(uid: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    use std::os::unix::fs::MetadataExt;
+    dir.filter_map(Result::ok)
+        .filter(|e| e.file_name().as_bytes().iter().all(u8::is_ascii_digit))
+        .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
+        .count() as u64
+}
+
+/// Apply the rlimits. `own_user_namespace`: RLIMIT_NPROC then counts only the command's
+/// processes; otherwise the owner's existing processes are added to the allowance.
+pub fn set_rlimits(limits: &Limits, own_user_namespace: bool) -> io::Result<()> {
+    let nproc = if own_user_namespace {
+        limits.nproc
+    } else {
+        // Safety: getuid cannot fail.
+        processes_of(unsafe { libc::getuid() }) + limits.nproc
+    };
+    let mut nofile = limits.nofile;
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // Safety: `current` is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut current) } == 0 {
+        nofile = nofile.min(current.rlim_max);
+    }
+    for (resource, value) in [
+        (libc::RLIMIT_NPROC, nproc),
+        (libc::RLIMIT_FSIZE, limits.fsize),
+        (libc::RLIMIT_CORE, 0),
+        (libc::RLIMIT_NOFILE, nofile),
+    ] {
+        let limit = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        // Safety: `limit` is a valid, initialised rlimit.
+        if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Drop every capability: bounding set (where permitted), ambient, inheritable, permitted,
+/// effective. Returns whether the process ends with no capabilities at all.
+pub fn drop_capabilities() -> bool {
+    let last_cap: libc::c_ulong = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63);
+    for cap in 0..=last_cap {
+        // Safety: prctl with integer arguments only; failure (no CAP_SETPCAP) is tolerated here
+        // and checked below.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    // Safety: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    // Safety: header and a two-element data array, the layout capset(2) expects for version 3.
+    let set = unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut CapHeader,
+            data.as_ptr(),
+        )
+    };
+    if set != 0 {
+        return false;
+    }
+    let mut now = [CapData::default(); 2];
+    // Safety: same layout, as an out-parameter.
+    let got = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut CapHeader,
+            now.as_mut_ptr(),
+        )
+    };
+    let empty = now
+        .iter()
+        .all(|d| d.effective == 0 && d.permitted == 0 && d.inheritable == 0);
+    // A non-empty bounding set only matters to a process that can gain capabilities at exec,
+    // which no_new_privs prevents unless it is root in its namespace.
+    let bounding_empty = (0..=last_cap).all(|cap| {
+        // Safety: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) == 0 }
+    });
+    // Safety: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    got == 0 && empty && (bounding_empty || !root)
+}
+
+/// Set `PR_SET_NO_NEW_PRIVS` and report whether it is on.
+pub fn no_new_privs() -> bool {
+    // Safety: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
+    }
+}
+
+/// As root (where the kernel does not enforce RLIMIT_NPROC), create a pids cgroup bounding the
+/// command and move this process into it. Returns the cgroup dir (removed by the broker).
+pub fn join_pids_cgroup(max: u64) -> Option<PathBuf> {
+    let name = format!("native-gateway-cmd-{}", std::process::id());
+    for base in ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"] {
+        let base = Path::new(base);
+        if !base.join("cgroup.procs").exists() {
+            continue;
+        }
+        let dir = base.join(&name);
+        if std::fs::create_dir(&dir).is_err() {
+            continue;
+        }
+        let joined = std::fs::write(dir.join("pids.max"), max.to_string()).is_ok()
+            && std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).is_ok();
+        if joined {
+            return Some(dir);
+        }
+        let _ = std::fs::remove_dir(&dir);
+    }
+    None
+}

@@ -1,0 +1,193 @@
+//! macOS command confinement: a generated Seatbelt (SBPL) profile for `/usr/bin/sandbox-exec`.
+//! Deny by default; reads allowed except credential stores, Keychains and the gateway state dir;
+//! writes only under the scratch dir (and `/dev/null`); no network; no mach lookups of security
+//! services (only the directory-services lookup libc needs); signals and process info only
+//! within the sandbox. Paths never appear in the profile text: they are `-D` parameters, so no
+//! path can inject SBPL or hit the ~1 KiB string-literal limit.
+//!
+//! The generator is plain code, unit-tested on every OS; only [`command`] is macOS-specific.
+
+use std::path::PathBuf;
+
+/// The only `sandbox-exec` we run (absolute, never looked up on a PATH).
+pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+/// Global mach services a command may look up: user/group lookups through libinfo. Nothing from
+/// the security stack (`com.apple.SecurityServer`, `com.apple.securityd*`, `com.apple.trustd*`),
+/// no `cfprefsd` (it writes preferences on the caller's behalf), no launch services.
+const MACH_ALLOWED: &[&str] = &["com.apple.system.opendirectoryd.libinfo"];
+
+/// What the profile confines a command to. Paths should be canonical (`/private/var`, not
+/// `/var`); give both spellings when in doubt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatbeltSpec {
+    /// The only writable directory.
+    pub scratch: PathBuf,
+    /// Paths (files or directories) the command may not read: credential stores, Keychains, the
+    /// gateway state dir.
+    pub denied: Vec<PathBuf>,
+}
+
+/// The SBPL profile text (paths referenced as parameters; see [`params`]).
+pub fn profile(spec: &SeatbeltSpec) -> String {
+    let mut p = String::new();
+    p.push_str("(version 1)\n");
+    p.push_str("(deny default)\n");
+    p.push_str("(allow process-exec)\n");
+    p.push_str("(allow process-fork)\n");
+    p.push_str("(allow signal (target same-sandbox))\n");
+    p.push_str("(allow process-info* (target same-sandbox))\n");
+    p.push_str("(allow sysctl-read)\n");
+    p.push_str("(allow user-preference-read)\n");
+    p.push_str("(allow ipc-posix-sem)\n");
+    p.push_str("(allow file-read*)\n");
+    p.push_str("(allow file-write* (subpath (param \"SCRATCH\")))\n");
+    p.push_str(
+        "(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\"))\n",
+    );
+    p.push_str("(allow mach-lookup");
+    for name in MACH_ALLOWED {
+        p.push_str(&format!(" (global-name \"{name}\")"));
+    }
+    p.push_str(")\n");
+    // Denials last: in SBPL the last matching rule wins.
+    for i in 0..spec.denied.len() {
+        p.push_str(&format!(
+            "(deny file-read* file-write* (subpath (param \"DENIED_{i}\")))\n"
+        ));
+    }
+    p.push_str("(deny file-read* file-write* (subpath (param \"KEYCHAINS\")))\n");
+    p.push_str("(deny file-read* file-write* (subpath \"/Library/Keychains\"))\n");
+    p
+}
+
+/// The `-D` parameters the profile references.
+pub fn params(spec: &SeatbeltSpec, home: &std::path::Path) -> Vec<(String, String)> {
+    let mut out = vec![("SCRATCH".to_string(), spec.scratch.display().to_string())];
+    for (i, path) in spec.denied.iter().enumerate() {
+        out.push((format!("DENIED_{i}"), path.display().to_string()));
+    }
+    out.push((
+        "KEYCHAINS".to_string(),
+        home.join("Library/Keychains").display().to_string(),
+    ));
+    out
+}
+
+/// The exact argv for `sandbox-exec`: `-p <profile> -DKEY=VALUE… -- <program> <args…>`.
+pub fn sandbox_exec_args(
+    spec: &SeatbeltSpec,
+    home: &std::path::Path,
+    program: &std::path::Path,
+    args: &[String],
+) -> Vec<String> {
+    let mut out = vec!["-p".to_string(), profile(spec)];
+    for (key, value) in params(spec, home) {
+        out.push(format!("-D{key}={value}"));
+    }
+    out.push("--".to_string());
+    out.push(program.display().to_string());
+    out.extend(args.iter().cloned());
+    out
+}
+
+/// A `Command` running `program args…` under the profile (macOS only).
+#[cfg(target_os = "macos")]
+pub fn command(
+    spec: &SeatbeltSpec,
+    home: &std::path::Path,
+    program: &std::path::Path,
+    args: &[String],
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(SANDBOX_EXEC);
+    cmd.args(sandbox_exec_args(spec, home, program, args));
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn spec() -> SeatbeltSpec {
+        SeatbeltSpec {
+            scratch: PathBuf::from("/private/var/folders/x/scratch\") (allow default"),
+            denied: vec![
+                PathBuf::from("/Users/o/.ssh"),
+                PathBuf::from("/Users/o/Library/Application Support/native-gateway"),
+            ],
+        }
+    }
+
+    #[test]
+    fn profile_denies_by_default_and_allows_no_network() {
+        let text = profile(&spec());
+        assert!(text.starts_with("(version 1)\n(deny default)\n"));
+        assert!(!text.contains("network"), "{text}");
+        assert!(!text.contains("(allow default"));
+        assert!(text.contains("(allow signal (target same-sandbox))"));
+        assert!(text.contains("(allow process-info* (target same-sandbox))"));
+        assert!(!text.contains("(allow signal)"));
+        for forbidden in [
+            "SecurityServer",
+            "securityd",
+            "trustd",
+            "cfprefsd",
+            "launchservicesd",
+            "appleevent",
+            "lsopen",
+        ] {
+            assert!(!text.contains(forbidden), "{forbidden} in {text}");
+        }
+        // Writes only under SCRATCH (and two device files).
+        let writes: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("(allow") && l.contains("file-write"))
+            .collect();
+        assert_eq!(writes.len(), 2, "{writes:?}");
+        assert!(writes[0].contains("(param \"SCRATCH\")"));
+        assert!(writes[1].contains("/dev/null"));
+    }
+
+    #[test]
+    fn paths_are_parameters_never_profile_text() {
+        let s = spec();
+        let text = profile(&s);
+        assert!(!text.contains("/Users/o"));
+        assert!(!text.contains("folders"));
+        // Every denied path is denied after the broad read allow (last match wins).
+        let allow_read = text.find("(allow file-read*)").unwrap();
+        for i in 0..s.denied.len() {
+            let rule = format!("(deny file-read* file-write* (subpath (param \"DENIED_{i}\")))");
+            let at = text.find(&rule).unwrap();
+            assert!(at > allow_read);
+        }
+        assert!(text.contains("(param \"KEYCHAINS\")"));
+        let params = params(&s, Path::new("/Users/o"));
+        assert!(params.contains(&("DENIED_0".into(), "/Users/o/.ssh".into())));
+        assert!(params.contains(&("KEYCHAINS".into(), "/Users/o/Library/Keychains".into())));
+        // Each literal in the profile stays far below the ~1 KiB SBPL string limit.
+        assert!(text.lines().all(|l| l.len() < 512));
+    }
+
+    #[test]
+    fn sandbox_exec_argv_is_exact() {
+        let s = spec();
+        let args = sandbox_exec_args(
+            &s,
+            Path::new("/Users/o"),
+            Path::new("/usr/bin/git"),
+            &["status".to_string(), "--short".to_string()],
+        );
+        assert_eq!(args[0], "-p");
+        assert_eq!(args[1], profile(&s));
+        let dash = args.iter().position(|a| a == "--").unwrap();
+        assert_eq!(&args[dash + 1..], ["/usr/bin/git", "status", "--short"]);
+        assert!(args[2..dash].iter().all(|a| a.starts_with("-D")));
+        assert!(
+            args[2..dash]
+                .iter()
+                .any(|a| a == "-DSCRATCH=/private/var/folders/x/scratch\") (allow default")
+        );
+    }
+}

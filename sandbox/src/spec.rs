@@ -1,0 +1,205 @@
+//! What the broker hands the `gateway sandbox-exec` helper (an [`ExecSpec`], JSON on its stdin)
+//! and what the helper reports back before it executes the command (a [`Report`], the first line
+//! of its stdout), plus what the host supports ([`HostSupport`]).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Marks the helper's report line; the command's own output follows it.
+pub const REPORT_PREFIX: &str = "\u{1e}ngsbx1 ";
+/// Exit status of the helper when it refused to run the command (confinement failed).
+pub const EXIT_SANDBOX_FAILED: i32 = 125;
+/// Largest spec the helper reads.
+pub const MAX_SPEC_BYTES: usize = 8 * 1024 * 1024;
+
+/// Resource bounds set with `setrlimit` (and a pids cgroup where the process is root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Processes (`RLIMIT_NPROC`, counted inside the command's user namespace).
+    pub nproc: u64,
+    /// Largest file the command may write, bytes (`RLIMIT_FSIZE`; it can only write to scratch).
+    pub fsize: u64,
+    /// Open files (`RLIMIT_NOFILE`).
+    pub nofile: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            nproc: 256,
+            fsize: 256 * 1024 * 1024,
+            nofile: 1024,
+        }
+    }
+}
+
+/// One command for the helper to confine and execute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecSpec {
+    /// Absolute path to `execve`.
+    pub program: PathBuf,
+    /// Full argv (`argv[0]` included).
+    pub argv: Vec<String>,
+    /// Directory to run in.
+    pub cwd: PathBuf,
+    /// The complete environment (nothing is inherited).
+    pub env: Vec<(String, String)>,
+    /// The only writable directory.
+    pub scratch: PathBuf,
+    /// Paths hidden from the command (credential stores, the gateway state dir). Directories get
+    /// an empty read-only tmpfs, files an empty file; with Landlock only, they are left out of the
+    /// readable set.
+    pub masked: Vec<PathBuf>,
+    pub limits: Limits,
+    /// Try user/mount/network/pid namespaces (tests turn this off to exercise the fallback).
+    pub namespaces: bool,
+}
+
+/// The layers the helper established for one command.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforced {
+    pub user_namespace: bool,
+    /// `/` recursively read-only in a private mount namespace, scratch the only writable mount.
+    pub mount_namespace: bool,
+    /// An empty network namespace (loopback down).
+    pub network_namespace: bool,
+    /// A private pid namespace (the command cannot see or signal outside processes).
+    pub pid_namespace: bool,
+    /// How many masked paths were hidden.
+    pub masked: usize,
+    /// Landlock ABI version enforced (fully), if any.
+    pub landlock_abi: Option<i32>,
+    pub seccomp: bool,
+    pub no_new_privs: bool,
+    pub capabilities_dropped: bool,
+    pub rlimits: bool,
+    /// A pids cgroup bounds the process count (used when running as root, where the kernel does
+    /// not enforce `RLIMIT_NPROC`).
+    pub pids_cgroup: bool,
+}
+
+impl Enforced {
+    /// Short description for `network_boundary.enforced_by` and the command output header, e.g.
+    /// `linux:userns+mountns+netns+pidns+landlock(v7)+seccomp+nnp+caps+rlimits`.
+    pub fn summary(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let flags = [
+            (self.user_namespace, "userns"),
+            (self.mount_namespace, "mountns"),
+            (self.network_namespace, "netns"),
+            (self.pid_namespace, "pidns"),
+        ];
+        parts.extend(
+            flags
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, n)| n.to_string()),
+        );
+        if let Some(abi) = self.landlock_abi {
+            parts.push(format!("landlock(v{abi})"));
+        }
+        let rest = [
+            (self.seccomp, "seccomp"),
+            (self.no_new_privs, "nnp"),
+            (self.capabilities_dropped, "caps"),
+            (self.rlimits, "rlimits"),
+            (self.pids_cgroup, "pids-cgroup"),
+        ];
+        parts.extend(
+            rest.iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, n)| n.to_string()),
+        );
+        format!("linux:{}", parts.join("+"))
+    }
+
+    /// Whether the file system is confined read-only (by the mount namespace or Landlock).
+    pub fn filesystem_read_only(&self) -> bool {
+        self.mount_namespace || self.landlock_abi.is_some()
+    }
+
+    /// Whether network access is denied by a kernel mechanism beyond seccomp.
+    pub fn network_isolated(&self) -> bool {
+        self.network_namespace || self.landlock_abi.is_some_and(|abi| abi >= 4)
+    }
+
+    /// The documented minimum: seccomp + no_new_privs + a read-only file system (namespaces or
+    /// Landlock).
+    pub fn meets_minimum(&self) -> bool {
+        self.seccomp && self.no_new_privs && self.filesystem_read_only()
+    }
+}
+
+/// The helper's verdict, written as one line before the command runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// `None`: confinement established, the command is about to run.
+    pub error: Option<String>,
+    pub enforced: Enforced,
+    /// The pids cgroup the helper created (the broker removes it after the command).
+    pub cgroup: Option<PathBuf>,
+}
+
+/// What the host offers for confinement (probed once).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostSupport {
+    /// `linux`, `macos` or another OS name.
+    pub os: String,
+    /// Unprivileged (or root) user + mount + network + pid namespaces can be created.
+    pub namespaces: bool,
+    /// Landlock ABI version the kernel offers (`None`: not built or not enabled).
+    pub landlock_abi: Option<i32>,
+    /// seccomp filters are available.
+    pub seccomp: bool,
+    /// `/usr/bin/sandbox-exec` exists (macOS).
+    pub seatbelt: bool,
+    /// The process runs as root (RLIMIT_NPROC is not enforced; a pids cgroup is used instead).
+    pub root: bool,
+}
+
+impl HostSupport {
+    /// Whether a command can be confined to at least the documented minimum.
+    pub fn can_confine(&self) -> bool {
+        match self.os.as_str() {
+            "linux" => {
+                self.seccomp && (self.namespaces || self.landlock_abi.is_some_and(|abi| abi >= 1))
+            }
+            "macos" => self.seatbelt,
+            _ => false,
+        }
+    }
+
+    /// Recommended `network_boundary.enforced_by` text for commands on this host.
+    pub fn enforced_by(&self) -> String {
+        match self.os.as_str() {
+            "linux" => {
+                let mut parts = Vec::new();
+                if self.namespaces {
+                    parts.push("userns+mountns+netns+pidns".to_string());
+                }
+                if let Some(abi) = self.landlock_abi {
+                    parts.push(format!("landlock(v{abi})"));
+                }
+                if self.seccomp {
+                    parts.push("seccomp".to_string());
+                }
+                parts.push("nnp+caps+rlimits".to_string());
+                format!("linux:{}", parts.join("+"))
+            }
+            "macos" if self.seatbelt => "macos:seatbelt".to_string(),
+            other => format!("{other}:none"),
+        }
+    }
+
+    /// `enforced`, `degraded` or `unavailable`, for `network_boundary.status`.
+    pub fn status(&self) -> &'static str {
+        if !self.can_confine() {
+            "unavailable"
+        } else if self.os == "linux" && !(self.namespaces && self.landlock_abi.is_some()) {
+            "degraded"
+        } else {
+            "enforced"
+        }
+    }
+}
