@@ -1,1 +1,198 @@
-//! gatewayctl: the owner's read-only view of the gateway's sessions and brokers (being written).
+//! gatewayctl: the owner's read-only view of the gateway's sessions, brokers and host setup.
+//!
+//! It opens the state database with `SQLITE_OPEN_READ_ONLY` and never writes to the state dir.
+//! It shows PIDs and paths (it is the owner's tool, not the public API) but never a secret: broker
+//! secrets and lease hashes are not printed. Brokers are verified by their `/proc` identity; the
+//! live handshake (`brokers --handshake`) is opt-in because a broker keeps one gateway link and a
+//! new connection replaces the running gateway's.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+
+mod brokers;
+mod connector;
+pub mod db;
+mod doctor;
+mod handshake;
+pub mod plist;
+pub mod procfs;
+mod sessions;
+pub mod table;
+pub mod unit;
+
+/// Command line of `gatewayctl`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "gatewayctl",
+    version,
+    about = "Inspect a Native Gateway state dir (read-only): sessions, brokers, events, host checks"
+)]
+pub struct Cli {
+    /// State directory. Default: $CLAUDE_TOOLS_STATE_DIR (must be absolute), else ./state.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// List sessions: status, profile, working dir, current run, broker liveness, lease.
+    Sessions,
+    /// One session in detail: fields, turns, actions with receipts, last events.
+    Show {
+        /// Session id (`ns_…`).
+        id: String,
+        /// How many of the most recent ledger events to show.
+        #[arg(long, default_value_t = 10, value_name = "N")]
+        events: usize,
+    },
+    /// Brokers of non-terminal sessions: identity check, uptime, memory, runner.
+    Brokers(BrokersArgs),
+    /// A session's event ledger in order.
+    Events {
+        /// Session id (`ns_…`).
+        id: String,
+        /// Keep polling for new events every 500 ms until interrupted (JSON: one object a line).
+        #[arg(long)]
+        follow: bool,
+        /// Stop following after this many polls (for tests).
+        #[arg(long, hide = true)]
+        max_polls: Option<u64>,
+        /// Poll interval in milliseconds.
+        #[arg(long, hide = true, default_value_t = 500)]
+        poll_ms: u64,
+    },
+    /// Print the capability URL for a ChatGPT connector. The URL contains the access token.
+    ConnectorUrl(ConnectorArgs),
+    /// Check the Claude Code binary, state dir modes, sandbox support and service files.
+    Doctor(DoctorArgs),
+}
+
+/// Options of `brokers`.
+#[derive(Debug, Clone, Args)]
+pub struct BrokersArgs {
+    /// Also prove each broker holds its secret with a live handshake over its socket.
+    /// WARNING: a broker keeps one gateway link and a new connection REPLACES it: the running
+    /// gateway loses its link, marks the session `recovery_required` and its run `lost`.
+    /// Use only when the gateway is not running.
+    #[arg(long, verbatim_doc_comment)]
+    pub handshake: bool,
+}
+
+/// Options of `connector-url`.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectorArgs {
+    /// Public HTTPS base of the tunnel, e.g. https://gw.example.net (http only for loopback).
+    #[arg(long, value_name = "URL")]
+    pub public_base: String,
+    /// The access token; default: <state>/auth/access-token.
+    #[arg(
+        long,
+        env = "CLAUDE_TOOLS_GATEWAY_TOKEN",
+        hide_env_values = true,
+        hide = true
+    )]
+    pub token: Option<String>,
+}
+
+/// Options of `doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// Service file to check (repeatable). Default: the installed launchd/systemd locations.
+    #[arg(long, value_name = "PATH")]
+    pub service_file: Vec<PathBuf>,
+    /// Claude Code binary. Default: $HOME/.npm-global/bin/claude.
+    #[arg(long, env = "CLAUDE_BIN", value_name = "PATH")]
+    pub claude_bin: Option<PathBuf>,
+    /// Home directory (for defaults).
+    #[arg(long, env = "HOME", hide = true)]
+    pub home: Option<PathBuf>,
+    /// Whether the gateway gets its token from the environment (then no token file is needed).
+    #[arg(
+        long,
+        env = "CLAUDE_TOOLS_GATEWAY_TOKEN",
+        hide_env_values = true,
+        hide = true
+    )]
+    pub token: Option<String>,
+    /// Skip the host sandbox probes (for tests).
+    #[arg(long, hide = true)]
+    pub skip_host_probes: bool,
+}
+
+/// A command ran and reported, but its verdict is a failure (e.g. `doctor` found a FAIL). The
+/// report is already written; `main` exits non-zero without repeating it.
+#[derive(Debug)]
+pub struct Reported(pub String);
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Reported {}
+
+/// Run one command, writing its report to `out`.
+pub fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<()> {
+    let state_dir = resolve_state_dir(
+        cli.state_dir.as_deref(),
+        std::env::var_os("CLAUDE_TOOLS_STATE_DIR").map(PathBuf::from),
+    )?;
+    let json = cli.json;
+    match cli.command {
+        Command::Sessions => sessions::list(&state_dir, json, out),
+        Command::Show { id, events } => sessions::show(&state_dir, &id, events, json, out),
+        Command::Brokers(args) => brokers::run(&state_dir, &args, json, out),
+        Command::Events {
+            id,
+            follow,
+            max_polls,
+            poll_ms,
+        } => sessions::events(
+            &state_dir,
+            &id,
+            sessions::Follow {
+                enabled: follow,
+                max_polls,
+                interval: std::time::Duration::from_millis(poll_ms),
+            },
+            json,
+            out,
+        ),
+        Command::ConnectorUrl(args) => connector::run(&state_dir, &args, json, out),
+        Command::Doctor(args) => doctor::run(&state_dir, &args, json, out),
+    }
+}
+
+/// The state dir: the flag (made absolute), else `$CLAUDE_TOOLS_STATE_DIR` (must be absolute, as
+/// the gateway insists), else `./state`.
+pub fn resolve_state_dir(flag: Option<&Path>, env: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let cwd = || std::env::current_dir().context("reading the current directory");
+    match (flag, env) {
+        (Some(dir), _) if dir.is_absolute() => Ok(dir.to_path_buf()),
+        (Some(dir), _) => Ok(cwd()?.join(dir)),
+        (None, Some(dir)) if dir.as_os_str().is_empty() => Ok(cwd()?.join("state")),
+        (None, Some(dir)) if dir.is_absolute() => Ok(dir),
+        (None, Some(dir)) => bail!(
+            "CLAUDE_TOOLS_STATE_DIR must be an absolute path, got {}",
+            dir.display()
+        ),
+        (None, None) => Ok(cwd()?.join("state")),
+    }
+}
+
+/// Write a value as pretty JSON and a newline.
+fn write_json(out: &mut impl Write, value: &serde_json::Value) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)?;
+    Ok(())
+}

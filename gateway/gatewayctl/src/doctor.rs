@@ -1,0 +1,812 @@
+//! `doctor`: checks of the Claude Code binary, the state dir's modes and owner, this host's sandbox
+//! support, and the launchd/systemd service files. Each check is OK, WARN or FAIL with a one-line
+//! fix; any FAIL makes the command fail.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::db::{DATABASE_FILE, Db, KNOWN_SCHEMA_VERSION};
+use crate::plist::{self, Plist};
+use crate::unit::{self, Unit};
+use crate::{DoctorArgs, Reported, write_json};
+
+/// Verdict of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "OK",
+            Self::Warn => "WARN",
+            Self::Fail => "FAIL",
+        }
+    }
+}
+
+/// One check's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+fn ok(name: &str, detail: impl Into<String>) -> Check {
+    Check {
+        name: name.to_string(),
+        status: Status::Ok,
+        detail: detail.into(),
+        fix: None,
+    }
+}
+
+fn warn(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check {
+        name: name.to_string(),
+        status: Status::Warn,
+        detail: detail.into(),
+        fix: Some(fix.into()),
+    }
+}
+
+fn fail(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check {
+        name: name.to_string(),
+        status: Status::Fail,
+        detail: detail.into(),
+        fix: Some(fix.into()),
+    }
+}
+
+const VERSION_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// `doctor`.
+pub fn run(
+    state_dir: &Path,
+    args: &DoctorArgs,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let mut checks = vec![claude_check(args)];
+    checks.extend(state_checks(state_dir, args));
+    if !args.skip_host_probes {
+        checks.push(userns_check());
+        checks.push(landlock_check());
+        checks.push(seccomp_check());
+    }
+    checks.extend(service_checks(args));
+
+    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+    let (oks, warns, fails) = (count(Status::Ok), count(Status::Warn), count(Status::Fail));
+    if json {
+        write_json(
+            out,
+            &json!({
+                "checks": checks,
+                "summary": {"ok": oks, "warn": warns, "fail": fails},
+            }),
+        )?;
+    } else {
+        let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        for c in &checks {
+            writeln!(
+                out,
+                "{:<4}  {:<width$}  {}",
+                c.status.as_str(),
+                c.name,
+                c.detail
+            )?;
+            if let Some(fix) = &c.fix {
+                writeln!(out, "{:<4}  {:<width$}  fix: {fix}", "", "")?;
+            }
+        }
+        writeln!(out)?;
+        writeln!(out, "{oks} ok, {warns} warn, {fails} fail")?;
+    }
+    if fails > 0 {
+        return Err(Reported(format!("doctor: {fails} check(s) failed")).into());
+    }
+    Ok(())
+}
+
+// ---- Claude Code ----
+
+/// Run a command with a timeout; its exit success and stdout/stderr text.
+fn run_with_timeout(
+    cmd: &mut Command,
+    timeout: Duration,
+) -> Result<(bool, String, String), String> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run: {e}"))?;
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(pipe) = pipe {
+                let _ = pipe.take(64 * 1024).read_to_string(&mut text);
+            }
+            let _ = tx.send(text);
+        });
+        rx
+    };
+    let stdout = reader(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = reader(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(25)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("timed out after {}s", timeout.as_secs()));
+            }
+            Err(e) => return Err(format!("waiting: {e}")),
+        }
+    };
+    let grace = Duration::from_secs(2);
+    let out = stdout.recv_timeout(grace).unwrap_or_default();
+    let err = stderr.recv_timeout(grace).unwrap_or_default();
+    Ok((status.success(), out, err))
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+}
+
+fn claude_check(args: &DoctorArgs) -> Check {
+    const NAME: &str = "claude code";
+    const FIX: &str = "run scripts/install-claude-code and set CLAUDE_BIN to the path it prints";
+    let path = match (&args.claude_bin, &args.home) {
+        (Some(bin), _) if !bin.as_os_str().is_empty() => bin.clone(),
+        (_, Some(home)) => home.join(".npm-global").join("bin").join("claude"),
+        _ => return fail(NAME, "CLAUDE_BIN and HOME are both unset", FIX),
+    };
+    let shown = path.display();
+    let Ok(meta) = std::fs::metadata(&path) else {
+        return fail(NAME, format!("{shown}: not found"), FIX);
+    };
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return fail(NAME, format!("{shown}: not an executable file"), FIX);
+    }
+    match run_with_timeout(Command::new(&path).arg("--version"), VERSION_TIMEOUT) {
+        Ok((true, out, _)) if !first_line(&out).is_empty() => {
+            ok(NAME, format!("{shown}: {}", first_line(&out)))
+        }
+        Ok((_, out, err)) => fail(
+            NAME,
+            format!(
+                "{shown} --version failed: {}",
+                crate::table::clip(
+                    first_line(if err.trim().is_empty() { &out } else { &err }),
+                    120
+                )
+            ),
+            FIX,
+        ),
+        Err(e) => fail(NAME, format!("{shown} --version: {e}"), FIX),
+    }
+}
+
+// ---- state dir ----
+
+/// Check that `path` is ours and grants nothing beyond `mode`.
+fn private_check(name: &str, path: &Path, want_dir: bool, mode: u32, missing: Check) -> Check {
+    let shown = path.display();
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return missing,
+        Err(e) => {
+            return fail(
+                name,
+                format!("{shown}: {e}"),
+                "check the path and its permissions",
+            );
+        }
+    };
+    if meta.file_type().is_symlink() {
+        return warn(
+            name,
+            format!("{shown} is a symbolic link"),
+            "point CLAUDE_TOOLS_STATE_DIR at the real directory",
+        );
+    }
+    if want_dir != meta.is_dir() {
+        let kind = if want_dir { "a directory" } else { "a file" };
+        return fail(name, format!("{shown} is not {kind}"), "move it aside");
+    }
+    let uid = nix::unistd::getuid().as_raw();
+    if meta.uid() != uid {
+        return fail(
+            name,
+            format!("{shown} is owned by uid {}, not {uid}", meta.uid()),
+            format!("chown {uid} {shown}"),
+        );
+    }
+    let actual = meta.permissions().mode() & 0o7777;
+    if actual & !mode != 0 {
+        return fail(
+            name,
+            format!("{shown}: mode {actual:04o}, want {mode:04o}"),
+            format!("chmod {mode:o} {shown}"),
+        );
+    }
+    ok(name, format!("{shown}: mode {actual:04o}, owner uid {uid}"))
+}
+
+fn state_checks(state_dir: &Path, args: &DoctorArgs) -> Vec<Check> {
+    let first_start = "the gateway creates it on first start";
+    let mut checks = vec![private_check(
+        "state dir",
+        state_dir,
+        true,
+        0o700,
+        warn(
+            "state dir",
+            format!("{}: does not exist yet", state_dir.display()),
+            format!("start the gateway once ({first_start}), or pass --state-dir"),
+        ),
+    )];
+    if !state_dir.is_dir() {
+        return checks;
+    }
+    for sub in ["auth", "run"] {
+        let name = format!("state dir {sub}/");
+        let path = state_dir.join(sub);
+        let missing = warn(&name, format!("{}: missing", path.display()), first_start);
+        checks.push(private_check(&name, &path, true, 0o700, missing));
+    }
+
+    let db_path = state_dir.join(DATABASE_FILE);
+    let missing = warn(
+        "database",
+        format!("{}: missing", db_path.display()),
+        first_start,
+    );
+    let mut db_check = private_check("database", &db_path, false, 0o600, missing);
+    if db_check.status == Status::Ok {
+        match Db::open(state_dir).and_then(|db| db.schema_version()) {
+            Ok(v) if v > KNOWN_SCHEMA_VERSION => {
+                db_check = warn(
+                    "database",
+                    format!(
+                        "{}: schema v{v}, newer than this gatewayctl (v{KNOWN_SCHEMA_VERSION})",
+                        db_path.display()
+                    ),
+                    "rebuild gatewayctl from the same checkout as the gateway",
+                );
+            }
+            Ok(v) => db_check.detail.push_str(&format!(", schema v{v}")),
+            Err(e) => {
+                db_check = fail(
+                    "database",
+                    format!("{}: {e:#}", db_path.display()),
+                    "check the file; restore a backup if it is damaged",
+                );
+            }
+        }
+    }
+    checks.push(db_check);
+    for suffix in ["-wal", "-shm"] {
+        let path = state_dir.join(format!("{DATABASE_FILE}{suffix}"));
+        if path.exists() {
+            let name = format!("database {suffix}");
+            let skip = ok(&name, "absent");
+            checks.push(private_check(&name, &path, false, 0o600, skip));
+        }
+    }
+
+    let token_path = state_dir.join("auth").join("access-token");
+    let token_in_env = args.token.as_deref().is_some_and(|t| !t.is_empty());
+    let missing = if token_in_env {
+        ok(
+            "access token",
+            "from CLAUDE_TOOLS_GATEWAY_TOKEN (no token file needed)",
+        )
+    } else {
+        warn(
+            "access token",
+            format!("{}: missing", token_path.display()),
+            first_start,
+        )
+    };
+    checks.push(private_check(
+        "access token",
+        &token_path,
+        false,
+        0o600,
+        missing,
+    ));
+    let key_path = state_dir.join("auth").join("server-key");
+    let missing = warn(
+        "server key",
+        format!("{}: missing", key_path.display()),
+        first_start,
+    );
+    checks.push(private_check(
+        "server key",
+        &key_path,
+        false,
+        0o600,
+        missing,
+    ));
+    checks
+}
+
+// ---- sandbox support ----
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn find_program(name: &str) -> Option<PathBuf> {
+    ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+        .iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|p| p.is_file())
+}
+
+fn userns_check() -> Check {
+    const NAME: &str = "sandbox: user namespaces";
+    if !Path::new("/proc/self").exists() {
+        return warn(
+            NAME,
+            "unknown (no /proc on this host)",
+            "none needed off Linux",
+        );
+    }
+    if read_trimmed("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        return warn(
+            NAME,
+            "disabled (kernel.unprivileged_userns_clone = 0)",
+            "sysctl -w kernel.unprivileged_userns_clone=1",
+        );
+    }
+    if read_trimmed("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        return warn(
+            NAME,
+            "disabled (user.max_user_namespaces = 0)",
+            "sysctl -w user.max_user_namespaces=15000",
+        );
+    }
+    let apparmor = read_trimmed("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+        .as_deref()
+        == Some("1");
+    let root = nix::unistd::geteuid().is_root();
+    let note = if root { " (as root)" } else { "" };
+    match find_program("unshare") {
+        Some(unshare) => match run_with_timeout(
+            Command::new(unshare).args(["-Urn", "true"]),
+            Duration::from_secs(5),
+        ) {
+            Ok((true, _, _)) => ok(NAME, format!("`unshare -Urn true` works{note}")),
+            Ok((false, _, err)) => warn(
+                NAME,
+                format!(
+                    "`unshare -Urn true` failed{note}: {}",
+                    crate::table::clip(first_line(&err), 100)
+                ),
+                if apparmor {
+                    "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)"
+                } else {
+                    "enable unprivileged user namespaces for this user"
+                },
+            ),
+            Err(e) => warn(
+                NAME,
+                format!("unknown: unshare: {e}"),
+                "check `unshare -Urn true` by hand",
+            ),
+        },
+        None if apparmor => warn(
+            NAME,
+            "restricted by AppArmor (kernel.apparmor_restrict_unprivileged_userns = 1)",
+            "allow user namespaces for the gateway in an AppArmor profile",
+        ),
+        None => ok(NAME, "enabled by sysctl (unshare(1) not found to try it)"),
+    }
+}
+
+fn landlock_check() -> Check {
+    const NAME: &str = "sandbox: landlock";
+    #[cfg(target_os = "linux")]
+    {
+        // landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) answers the ABI version.
+        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+        // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel only
+        // returns a number (or an error); no memory is read or written.
+        let abi = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        if abi > 0 {
+            return ok(NAME, format!("available, ABI v{abi}"));
+        }
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        match errno {
+            Some(libc::ENOSYS) => warn(
+                NAME,
+                "not in this kernel (landlock syscall: ENOSYS)",
+                "use a kernel built with CONFIG_SECURITY_LANDLOCK (5.13+, 6.12+ recommended)",
+            ),
+            Some(libc::EOPNOTSUPP) => warn(
+                NAME,
+                "built in but disabled at boot",
+                "add landlock to the lsm= kernel parameter",
+            ),
+            _ if Path::new("/sys/kernel/security/landlock").exists() => {
+                ok(NAME, "present (/sys/kernel/security/landlock)")
+            }
+            _ => warn(
+                NAME,
+                format!("unknown (probe failed: errno {})", errno.unwrap_or(0)),
+                "check `dmesg | grep -i landlock`",
+            ),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        if Path::new("/usr/bin/sandbox-exec").exists() {
+            ok(NAME, "not applicable; Seatbelt (sandbox-exec) is present")
+        } else {
+            warn(NAME, "unknown on this OS", "none")
+        }
+    }
+}
+
+fn seccomp_check() -> Check {
+    const NAME: &str = "sandbox: seccomp";
+    let Some(status) = std::fs::read_to_string("/proc/self/status").ok() else {
+        return warn(
+            NAME,
+            "unknown (no /proc/self/status)",
+            "none needed off Linux",
+        );
+    };
+    match status.lines().find_map(|l| l.strip_prefix("Seccomp:")) {
+        Some(mode) => {
+            let filters = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Seccomp_filters:"))
+                .map(|f| format!(", {} filter(s)", f.trim()))
+                .unwrap_or_default();
+            ok(
+                NAME,
+                format!("supported (this process: mode {}{filters})", mode.trim()),
+            )
+        }
+        None => warn(
+            NAME,
+            "not reported in /proc/self/status",
+            "use a kernel built with CONFIG_SECCOMP_FILTER",
+        ),
+    }
+}
+
+// ---- service files ----
+
+fn default_service_files(home: Option<&Path>) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    if let Some(home) = home {
+        let unit = home.join(".config/systemd/user/native-gateway.service");
+        if unit.is_file() {
+            found.push(unit);
+        }
+        if let Ok(dir) = std::fs::read_dir(home.join("Library/LaunchAgents")) {
+            let mut plists: Vec<PathBuf> = dir
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.extension().is_some_and(|e| e == "plist")
+                        && p.file_name()
+                            .is_some_and(|n| n.to_string_lossy().contains("native-gateway"))
+                })
+                .collect();
+            plists.sort();
+            found.extend(plists);
+        }
+    }
+    let system = PathBuf::from("/etc/systemd/system/native-gateway.service");
+    if system.is_file() {
+        found.push(system);
+    }
+    found
+}
+
+/// `@NAME@` placeholders left in a template.
+fn placeholders(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('@') {
+        let after = &rest[start + 1..];
+        match after.find('@') {
+            Some(end) => {
+                let name = &after[..end];
+                if !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                    let p = format!("@{name}@");
+                    if !found.contains(&p) {
+                        found.push(p);
+                    }
+                    rest = &after[end + 1..];
+                } else {
+                    rest = after;
+                }
+            }
+            None => break,
+        }
+    }
+    found
+}
+
+fn service_checks(args: &DoctorArgs) -> Vec<Check> {
+    let files = if args.service_file.is_empty() {
+        default_service_files(args.home.as_deref())
+    } else {
+        args.service_file.clone()
+    };
+    if files.is_empty() {
+        return vec![warn(
+            "service file",
+            "none installed (checked ~/.config/systemd/user, /etc/systemd/system, ~/Library/LaunchAgents)",
+            "to run as a service see README \"Running as a service\"; or pass --service-file PATH",
+        )];
+    }
+    let mut checks = Vec::new();
+    for file in files {
+        let shown = file.display().to_string();
+        let text = match std::fs::read(&file) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => {
+                checks.push(fail(
+                    "service file",
+                    format!("{shown}: {e}"),
+                    "check the path",
+                ));
+                continue;
+            }
+        };
+        let holes = placeholders(&text);
+        if !holes.is_empty() {
+            checks.push(fail(
+                "service file",
+                format!("{shown}: unfilled placeholders {}", holes.join(" ")),
+                "fill it with scripts/install-service",
+            ));
+        }
+        let is_plist = file.extension().is_some_and(|e| e == "plist")
+            || text.starts_with("bplist")
+            || text.contains("<plist");
+        if is_plist {
+            checks.extend(launchd_checks(&shown, &text));
+        } else {
+            checks.extend(systemd_checks(&shown, &text));
+        }
+    }
+    checks
+}
+
+fn systemd_checks(shown: &str, text: &str) -> Vec<Check> {
+    let unit = Unit::parse(text);
+    let mut checks = Vec::new();
+    checks.push(match unit.get("Service", "KillMode") {
+        Some("process") => ok("systemd KillMode", format!("{shown}: KillMode=process")),
+        other => fail(
+            "systemd KillMode",
+            format!(
+                "{shown}: KillMode={} kills the brokers when the gateway stops or restarts",
+                other.unwrap_or("control-group (default)")
+            ),
+            "set KillMode=process in [Service]",
+        ),
+    });
+    checks.push(match unit.env("CLAUDE_TOOLS_STATE_DIR") {
+        Some(dir) if unit::is_absolute_unit_path(&dir) => ok(
+            "systemd state dir",
+            format!("{shown}: CLAUDE_TOOLS_STATE_DIR={dir}"),
+        ),
+        Some(dir) => fail(
+            "systemd state dir",
+            format!(
+                "{shown}: CLAUDE_TOOLS_STATE_DIR={dir} is not absolute (the gateway refuses it)"
+            ),
+            "use an absolute path in Environment=CLAUDE_TOOLS_STATE_DIR=",
+        ),
+        None if unit.get("Service", "EnvironmentFile").is_some() => warn(
+            "systemd state dir",
+            format!(
+                "{shown}: CLAUDE_TOOLS_STATE_DIR not in Environment= (maybe in EnvironmentFile=)"
+            ),
+            "set Environment=CLAUDE_TOOLS_STATE_DIR=/absolute/path in the unit",
+        ),
+        None => fail(
+            "systemd state dir",
+            format!("{shown}: CLAUDE_TOOLS_STATE_DIR not set (the gateway would use ./state)"),
+            "add Environment=CLAUDE_TOOLS_STATE_DIR=/absolute/path to [Service]",
+        ),
+    });
+    checks.push(match unit.get("Service", "ExecStart") {
+        None => fail(
+            "systemd ExecStart",
+            format!("{shown}: no ExecStart="),
+            "add ExecStart=/absolute/path/to/gateway serve",
+        ),
+        Some(line) => {
+            let words = unit::exec_words(line);
+            let program = words.first().map(String::as_str).unwrap_or("");
+            if !program.starts_with('/') {
+                warn(
+                    "systemd ExecStart",
+                    format!("{shown}: program {program:?} is not an absolute path"),
+                    "use the gateway binary's absolute path",
+                )
+            } else if !words.iter().any(|w| w == "serve") {
+                warn(
+                    "systemd ExecStart",
+                    format!("{shown}: {program} without `serve`"),
+                    "run `gateway serve`",
+                )
+            } else {
+                ok("systemd ExecStart", format!("{shown}: {program} serve"))
+            }
+        }
+    });
+    checks.push(match unit.get("Service", "Restart") {
+        Some(r @ ("always" | "on-failure" | "on-abnormal")) => {
+            ok("systemd Restart", format!("{shown}: Restart={r}"))
+        }
+        other => warn(
+            "systemd Restart",
+            format!("{shown}: Restart={}", other.unwrap_or("no (default)")),
+            "set Restart=always",
+        ),
+    });
+    checks
+}
+
+fn launchd_checks(shown: &str, text: &str) -> Vec<Check> {
+    let job = match plist::parse(text) {
+        Ok(p) => p,
+        Err(e) => {
+            return vec![fail(
+                "launchd plist",
+                format!("{shown}: cannot read: {e}"),
+                "check it with `plutil -lint FILE`",
+            )];
+        }
+    };
+    let mut checks = Vec::new();
+    checks.push(match job.get("AbandonProcessGroup") {
+        Some(Plist::Bool(true)) => ok(
+            "launchd AbandonProcessGroup",
+            format!("{shown}: true"),
+        ),
+        other => fail(
+            "launchd AbandonProcessGroup",
+            format!(
+                "{shown}: {} (launchd kills the job's process group, brokers included, when the gateway exits)",
+                if other.is_some() { "not true" } else { "missing" }
+            ),
+            "add <key>AbandonProcessGroup</key><true/>",
+        ),
+    });
+    checks.push(match job.get("KeepAlive") {
+        Some(Plist::Bool(true)) => ok("launchd KeepAlive", format!("{shown}: true")),
+        Some(Plist::Dict(_)) => ok("launchd KeepAlive", format!("{shown}: conditions")),
+        other => fail(
+            "launchd KeepAlive",
+            format!(
+                "{shown}: {} (the gateway is not restarted when it exits)",
+                if other.is_some() { "false" } else { "missing" }
+            ),
+            "add <key>KeepAlive</key><true/>",
+        ),
+    });
+    let state_dir = job
+        .get("EnvironmentVariables")
+        .and_then(|env| env.get("CLAUDE_TOOLS_STATE_DIR"))
+        .and_then(Plist::as_str);
+    checks.push(match state_dir {
+        Some(dir) if dir.starts_with('/') => ok(
+            "launchd state dir",
+            format!("{shown}: CLAUDE_TOOLS_STATE_DIR={dir}"),
+        ),
+        Some(dir) => fail(
+            "launchd state dir",
+            format!("{shown}: CLAUDE_TOOLS_STATE_DIR={dir} is not absolute (launchd expands neither ~ nor $HOME)"),
+            "use an absolute path under EnvironmentVariables",
+        ),
+        None => fail(
+            "launchd state dir",
+            format!("{shown}: EnvironmentVariables has no CLAUDE_TOOLS_STATE_DIR"),
+            "add CLAUDE_TOOLS_STATE_DIR with an absolute path to EnvironmentVariables",
+        ),
+    });
+    let program: Vec<&str> = match job.get("ProgramArguments") {
+        Some(Plist::Array(items)) => items.iter().filter_map(Plist::as_str).collect(),
+        _ => Vec::new(),
+    };
+    checks.push(match program.first() {
+        None => fail(
+            "launchd ProgramArguments",
+            format!("{shown}: missing"),
+            "add ProgramArguments: the gateway's absolute path, then serve",
+        ),
+        Some(p) if !p.starts_with('/') => warn(
+            "launchd ProgramArguments",
+            format!("{shown}: {p:?} is not an absolute path"),
+            "use the gateway binary's absolute path",
+        ),
+        Some(p) if !program.contains(&"serve") => warn(
+            "launchd ProgramArguments",
+            format!("{shown}: {p} without `serve`"),
+            "add serve after the program",
+        ),
+        Some(p) => ok("launchd ProgramArguments", format!("{shown}: {p} serve")),
+    });
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_placeholders() {
+        assert_eq!(
+            placeholders("a @GATEWAY_BIN@ b user@example.com @STATE_DIR@ @GATEWAY_BIN@"),
+            vec!["@GATEWAY_BIN@", "@STATE_DIR@"]
+        );
+        assert!(placeholders("mail me: a@b.c").is_empty());
+    }
+
+    #[test]
+    fn times_out() {
+        let r = run_with_timeout(
+            Command::new("/bin/sh").args(["-c", "sleep 5"]),
+            Duration::from_millis(200),
+        );
+        assert!(r.unwrap_err().contains("timed out"));
+        let (ok, out, _) = run_with_timeout(
+            Command::new("/bin/sh").args(["-c", "echo 1.2.3"]),
+            VERSION_TIMEOUT,
+        )
+        .unwrap();
+        assert!(ok);
+        assert_eq!(out.trim(), "1.2.3");
+    }
+}

@@ -1,0 +1,222 @@
+//! `doctor` on fixture state dirs and on the shipped service files, filled by
+//! scripts/install-service: they pass; a unit with `KillMode=control-group` or a plist without
+//! `AbandonProcessGroup` fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use gatewayctl::{Command, DoctorArgs};
+use support::*;
+
+const GATEWAY_BIN: &str = "/opt/native-gateway/bin/gateway";
+
+fn fake_claude(dir: &Path) -> PathBuf {
+    // Written by a child shell, so no writable descriptor of ours can leak into a concurrently
+    // forked process and make the exec fail with ETXTBSY.
+    let path = dir.join("claude");
+    let status = std::process::Command::new("/bin/sh")
+        .args([
+            "-c",
+            "printf '#!/bin/sh\\necho \"2.1.332 (Claude Code)\"\\n' > \"$1\" && chmod 755 \"$1\"",
+            "sh",
+        ])
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    path
+}
+
+/// Fill a template with scripts/install-service, as an owner would.
+fn install_service(f: &Fixture, kind: &str) -> PathBuf {
+    let out = f.dir.path().join(if kind == "--launchd" {
+        "local.native-gateway.plist"
+    } else {
+        "native-gateway.service"
+    });
+    let status = std::process::Command::new(repo_root().join("scripts/install-service"))
+        .args([kind, "--out"])
+        .arg(&out)
+        .env("CLAUDE_TOOLS_STATE_DIR", &f.state)
+        .env("GATEWAY_BIN", GATEWAY_BIN)
+        .env("CLAUDE_BIN", fake_claude(f.dir.path()))
+        .env("HOME", f.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    out
+}
+
+fn doctor(f: &Fixture, service_files: Vec<PathBuf>) -> Command {
+    Command::Doctor(DoctorArgs {
+        service_file: service_files,
+        claude_bin: Some(fake_claude(f.dir.path())),
+        home: Some(f.dir.path().to_path_buf()),
+        token: None,
+        skip_host_probes: true,
+    })
+}
+
+fn redact(f: &Fixture, text: &str) -> String {
+    let uid = nix::unistd::getuid().as_raw();
+    text.replace(&f.dir.path().display().to_string(), "[TMP]")
+        .replace(&format!("uid {uid}"), "uid [UID]")
+        .replace(&format!("chown {uid} "), "chown [UID] ")
+}
+
+#[test]
+fn doctor_passes_on_a_good_state_dir_and_filled_service_files() {
+    let f = Fixture::new();
+    let unit = install_service(&f, "--systemd");
+    let plist = install_service(&f, "--launchd");
+    let (out, result) = f.run(false, doctor(&f, vec![unit.clone(), plist.clone()]));
+    assert!(result.is_ok(), "{out}");
+    assert!(!out.contains("FAIL") && !out.contains("WARN"), "{out}");
+    insta::assert_snapshot!("doctor_ok_table", redact(&f, &out));
+    let (json, _) = f.run(true, doctor(&f, vec![unit, plist]));
+    insta::assert_snapshot!("doctor_ok_json", redact(&f, &json));
+}
+
+#[test]
+fn doctor_fails_on_kill_mode_control_group() {
+    let f = Fixture::new();
+    let unit = install_service(&f, "--systemd");
+    let text = std::fs::read_to_string(&unit)
+        .unwrap()
+        .replace("KillMode=process", "KillMode=control-group");
+    std::fs::write(&unit, text).unwrap();
+    let (out, result) = f.run(false, doctor(&f, vec![unit]));
+    assert!(result.unwrap_err().contains("1 check(s) failed"));
+    assert!(out.contains("FAIL  systemd KillMode"), "{out}");
+    assert!(
+        out.contains("fix: set KillMode=process in [Service]"),
+        "{out}"
+    );
+
+    // Leaving it out is the same: the default is control-group.
+    let unit = install_service(&f, "--systemd");
+    let text = std::fs::read_to_string(&unit)
+        .unwrap()
+        .replace("KillMode=process", "");
+    std::fs::write(&unit, text).unwrap();
+    let (out, result) = f.run(false, doctor(&f, vec![unit]));
+    assert!(result.is_err());
+    assert!(out.contains("KillMode=control-group (default)"), "{out}");
+}
+
+#[test]
+fn doctor_fails_on_a_plist_without_abandon_process_group() {
+    let f = Fixture::new();
+    let plist = install_service(&f, "--launchd");
+    let text = std::fs::read_to_string(&plist)
+        .unwrap()
+        .replace("<key>AbandonProcessGroup</key>\n  <true/>", "");
+    assert!(!text.contains("AbandonProcessGroup</key>"));
+    std::fs::write(&plist, text).unwrap();
+    let (out, result) = f.run(false, doctor(&f, vec![plist]));
+    assert!(result.unwrap_err().contains("1 check(s) failed"));
+    assert!(out.contains("FAIL  launchd AbandonProcessGroup"), "{out}");
+}
+
+#[test]
+fn doctor_fails_on_unfilled_templates_and_relative_state_dirs() {
+    let f = Fixture::new();
+    let templates = vec![
+        repo_root().join("scripts/native-gateway.service"),
+        repo_root().join("scripts/native-gateway.plist"),
+    ];
+    let (out, result) = f.run(false, doctor(&f, templates));
+    assert!(result.is_err());
+    assert!(
+        out.contains("unfilled placeholders @GATEWAY_BIN@ @STATE_DIR@"),
+        "{out}"
+    );
+
+    let unit = f.dir.path().join("relative.service");
+    std::fs::write(
+        &unit,
+        "[Service]\nExecStart=/opt/gw serve\nEnvironment=CLAUDE_TOOLS_STATE_DIR=state\nKillMode=process\nRestart=always\n",
+    )
+    .unwrap();
+    let (out, result) = f.run(false, doctor(&f, vec![unit]));
+    assert!(result.is_err());
+    assert!(out.contains("FAIL  systemd state dir"), "{out}");
+}
+
+#[test]
+fn doctor_fails_on_loose_modes() {
+    let f = Fixture::new();
+    std::fs::set_permissions(&f.state, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        f.state.join("auth/access-token"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let unit = install_service(&f, "--systemd");
+    let (out, result) = f.run(false, doctor(&f, vec![unit]));
+    assert!(result.unwrap_err().contains("2 check(s) failed"));
+    insta::assert_snapshot!(redact(&f, &out));
+}
+
+#[test]
+fn doctor_without_service_files_or_claude() {
+    let f = Fixture::new();
+    let (out, result) = f.run(
+        false,
+        Command::Doctor(DoctorArgs {
+            service_file: Vec::new(),
+            claude_bin: None,
+            home: Some(f.dir.path().to_path_buf()),
+            token: Some("ngw_from_env".into()),
+            skip_host_probes: true,
+        }),
+    );
+    assert!(result.is_err());
+    assert!(
+        out.contains("FAIL  claude code") && out.contains(".npm-global/bin/claude: not found"),
+        "{out}"
+    );
+    assert!(
+        out.contains("WARN  service file") && out.contains("none installed"),
+        "{out}"
+    );
+}
+
+#[test]
+fn doctor_host_probes_answer() {
+    let f = Fixture::new();
+    let unit = install_service(&f, "--systemd");
+    let mut args = match doctor(&f, vec![unit]) {
+        Command::Doctor(a) => a,
+        _ => unreachable!(),
+    };
+    args.skip_host_probes = false;
+    let value: serde_json::Value =
+        serde_json::from_str(&f.run(true, Command::Doctor(args)).0).unwrap();
+    let names: Vec<&str> = value["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .filter(|n| n.starts_with("sandbox:"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "sandbox: user namespaces",
+            "sandbox: landlock",
+            "sandbox: seccomp"
+        ]
+    );
+    for check in value["checks"].as_array().unwrap() {
+        if check["name"].as_str().unwrap().starts_with("sandbox:") {
+            assert_ne!(check["status"], "FAIL", "{check}");
+        }
+    }
+}
