@@ -703,9 +703,9 @@ fn finish(
         ("stdout", &run.stdout, out_len),
         ("stderr", &run.stderr, err_len),
     ] {
-        let mut text = String::from_utf8_lossy(&capture.kept[..len]).into_owned();
-        let cut = common::tools::clip_utf8(&mut text, len);
-        let stream_truncated = capture.truncated() || len < capture.kept.len() || cut;
+        // Invalid UTF-8 becomes U+FFFD; the final clip below keeps the whole within 64 KiB.
+        let text = String::from_utf8_lossy(&capture.kept[..len]).into_owned();
+        let stream_truncated = capture.truncated() || len < capture.kept.len();
         truncated |= stream_truncated;
         output.push_str(&format!("--- {name} ---\n"));
         output.push_str(&text);
@@ -720,7 +720,7 @@ fn finish(
             ));
         }
     }
-    common::tools::clip_utf8(&mut output, MAX_TOOL_OUTPUT_BYTES);
+    truncated |= common::tools::clip_utf8(&mut output, MAX_TOOL_OUTPUT_BYTES);
     ActionOutcome {
         status,
         output,

@@ -15,3 +15,5 @@ mod idempotency_lease;
 mod protocol;
 // No PID, path, token or secret in any public answer of a full session.
 mod leak;
+// RunCommand: the adversarial sandbox catalogue in process, and one session with the real runner.
+mod run_command;

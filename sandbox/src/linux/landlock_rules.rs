@@ -50,7 +50,11 @@ pub fn restrict(read_roots: &[PathBuf], scratch: &Path, kernel_abi: i32) -> Resu
     let read = AccessFs::from_read(abi);
     let file_rights = AccessFs::from_file(abi);
     for root in read_roots {
-        let fd = PathFd::new(root).map_err(|e| err(&root.display().to_string(), &e))?;
+        // A root that vanished (or cannot be opened) is simply not readable: skipping it only
+        // narrows the domain.
+        let Ok(fd) = PathFd::new(root) else {
+            continue;
+        };
         let access = if root.is_dir() {
             read
         } else {
