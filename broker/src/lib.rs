@@ -61,6 +61,24 @@ pub async fn run(spec_path: PathBuf) -> anyhow::Result<()> {
         .await
     });
 
+    // SIGTERM or SIGINT (the gateway enforcing a lease without a link, or the owner) stops the
+    // runner's group cleanly before the broker leaves.
+    let signal_state = state.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        runner::stop(&signal_state, "the broker received a termination signal").await;
+    });
+
     let launched = runner::launch(&state, port).await;
     // Only now accept the gateway: a prompt it releases must find the runner's input open.
     let gateway_link = link::serve(state.clone())

@@ -203,6 +203,13 @@ async fn wait_exit(
 
 /// Write one user prompt to the runner's input.
 pub async fn send_prompt(state: &Arc<BrokerState>, prompt: PromptRelease) {
+    if crate::state::lock(&state.delivered_prompts).contains(&prompt.prompt_id) {
+        // A re-sent prompt the runner already has: confirm it again, do not repeat it.
+        state.push_event(BrokerEvent::PromptDelivered {
+            prompt_id: prompt.prompt_id,
+        });
+        return;
+    }
     let line = serde_json::json!({
         "type": "user",
         "message": {"role": "user", "content": prompt.text},
@@ -218,6 +225,7 @@ pub async fn send_prompt(state: &Arc<BrokerState>, prompt: PromptRelease) {
     };
     drop(runner);
     if written {
+        crate::state::lock(&state.delivered_prompts).insert(prompt.prompt_id.clone());
         state.push_event(BrokerEvent::PromptDelivered {
             prompt_id: prompt.prompt_id,
         });

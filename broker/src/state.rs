@@ -47,6 +47,9 @@ pub struct BrokerState {
     /// Serialises executions so one action cannot run twice concurrently.
     pub action_lock: tokio::sync::Mutex<()>,
     pub runner: tokio::sync::Mutex<Option<crate::runner::RunnerHandle>>,
+    /// Prompts already written to the runner: the gateway re-sends an undelivered prompt after a
+    /// reconnect, and the runner must see each prompt once.
+    pub delivered_prompts: Mutex<std::collections::HashSet<String>>,
     /// Cancelled when the broker should exit.
     pub shutdown: CancellationToken,
 }
@@ -72,6 +75,7 @@ impl BrokerState {
             actions: Mutex::new(HashMap::new()),
             action_lock: tokio::sync::Mutex::new(()),
             runner: tokio::sync::Mutex::new(None),
+            delivered_prompts: Mutex::new(std::collections::HashSet::new()),
             shutdown: CancellationToken::new(),
         })
     }
@@ -177,6 +181,6 @@ impl BrokerState {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -24,14 +24,23 @@ use crate::state::{BrokerRecord, SessionRecord, StoreError};
 
 /// Unix socket paths must fit `sun_path` (104 bytes on macOS, 108 on Linux).
 const MAX_SOCKET_PATH: usize = 100;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a freshly spawned broker may take to open its socket.
+const SPAWN_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long re-adopting an existing broker may take (its socket exists or it is gone).
+pub const ADOPT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 const SYSTEM_PROMPT: &str = "You are the local agent harness of Native Gateway. The user's messages \
 and your answers come from ChatGPT, which decides every step. Use only the mcp__gw__ tools you are \
 given, exactly as the assistant turn specifies, and do not add commentary of your own.";
 
-/// Start the session's broker and attach to it. On failure, the launch error to show.
-pub async fn launch(gateway: &Arc<Gateway>, session: &mut SessionRecord) -> Result<(), Value> {
+/// Start a broker (runner generation `generation`; `resume` continues the recorded Claude Code
+/// conversation) and attach to it. On failure, the launch error to show.
+pub async fn launch(
+    gateway: &Arc<Gateway>,
+    session: &mut SessionRecord,
+    generation: u32,
+    resume: bool,
+) -> Result<(), Value> {
     let launch_error = |code: &str, message: &str| json!({"code": code, "message": message, "at": common::time::now_rfc3339()});
     let claude_bin = &gateway.config.claude_bin;
     if !is_executable(claude_bin) {
@@ -41,7 +50,7 @@ pub async fn launch(gateway: &Arc<Gateway>, session: &mut SessionRecord) -> Resu
              scripts/install-claude-code, then start a new session",
         ));
     }
-    match spawn(gateway, session).await {
+    match spawn(gateway, session, generation, resume).await {
         Ok(record) => {
             session.broker = Some(record.clone());
             let saved = gateway.store.write(|tx| {
@@ -59,7 +68,7 @@ pub async fn launch(gateway: &Arc<Gateway>, session: &mut SessionRecord) -> Resu
                     "the gateway could not record the session's runtime",
                 ));
             }
-            match attach(gateway.clone(), &session.id, &record).await {
+            match attach(gateway.clone(), &session.id, &record, SPAWN_CONNECT_TIMEOUT).await {
                 Ok(()) => Ok(()),
                 Err(err) => {
                     tracing::error!(session = %session.id, "attaching broker: {err:#}");
@@ -85,7 +94,12 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-async fn spawn(gateway: &Gateway, session: &SessionRecord) -> anyhow::Result<BrokerRecord> {
+async fn spawn(
+    gateway: &Gateway,
+    session: &SessionRecord,
+    generation: u32,
+    resume: bool,
+) -> anyhow::Result<BrokerRecord> {
     let config = &gateway.config;
     // A short directory name keeps the socket path under the platform limit.
     let short: String = session
@@ -107,8 +121,8 @@ async fn spawn(gateway: &Gateway, session: &SessionRecord) -> anyhow::Result<Bro
     let spec = BrokerSpec {
         session_id: session.id.clone(),
         claude_session_id: session.claude_session_id.clone(),
-        generation: 1,
-        resume: false,
+        generation,
+        resume,
         profile: session.profile,
         subagent_policy: session.subagent_policy,
         working_directory: session.working_directory.clone(),
@@ -182,6 +196,17 @@ pub fn process_start_time(pid: i32) -> Option<u64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// SIGTERM the broker of `record` if, and only if, the process is still the recorded one (same
+/// boot, pid and start time). The broker stops its runner's group on SIGTERM.
+pub fn signal_verified(record: &BrokerRecord) {
+    if boot_id() == record.boot_id && process_start_time(record.pid) == Some(record.start_time) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(record.pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+}
+
 /// This boot's identity.
 pub fn boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
@@ -189,17 +214,21 @@ pub fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-/// Connect to a broker, verify it, and run the link until it closes.
+/// Connect to a broker, verify it, and run the link until it closes. Once attached, releases the
+/// broker may have missed (a persisted reply or prompt) are sent again; the broker ignores
+/// duplicates.
 pub async fn attach(
     gateway: Arc<Gateway>,
     session_id: &str,
     record: &BrokerRecord,
+    connect_timeout: Duration,
 ) -> anyhow::Result<()> {
-    let framed = connect_verified(record).await?;
+    let framed = connect_verified(record, connect_timeout).await?;
     let (mut sink, mut stream) = framed.split();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<GatewayToBroker>();
     let live = gateway.live(session_id);
-    live.set_link(Some(tx.clone()));
+    let link_id = live.set_link(tx.clone());
+    gateway.resend_releases(session_id);
 
     let writer = tokio::spawn(async move {
         while let Some(message) = rx.recv().await {
@@ -212,11 +241,12 @@ pub async fn attach(
         }
     });
     let session_id = session_id.to_string();
+    let broker_pid = record.pid;
     tokio::spawn(async move {
         while let Some(Ok(frame)) = stream.next().await {
             match decode::<BrokerToGateway>(&frame) {
                 Ok(BrokerToGateway::Event { seq, event }) => {
-                    match gateway.on_broker_event(&session_id, seq, event) {
+                    match gateway.on_broker_event(&session_id, broker_pid, seq, event) {
                         Ok(()) => {
                             let _ = tx.send(GatewayToBroker::Ack { seq });
                         }
@@ -229,8 +259,10 @@ pub async fn attach(
             }
         }
         writer.abort();
-        gateway.live(&session_id).set_link(None);
-        gateway.on_link_lost(&session_id);
+        // A newer link (a re-attach) may already have replaced this one.
+        if gateway.live(&session_id).clear_link(link_id) {
+            gateway.on_link_lost(&session_id);
+        }
     });
     Ok(())
 }
@@ -241,9 +273,14 @@ fn log_store_error(err: &StoreError) {
 
 async fn connect_verified(
     record: &BrokerRecord,
+    timeout: Duration,
 ) -> anyhow::Result<Framed<UnixStream, tokio_util::codec::LengthDelimitedCodec>> {
+    // Identity first: never talk to a process that merely reuses the recorded PID.
+    if process_start_time(record.pid) != Some(record.start_time) || boot_id() != record.boot_id {
+        bail!("broker process identity (boot, pid, start time) does not match the record");
+    }
     let path = PathBuf::from(&record.socket_path);
-    let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+    let deadline = tokio::time::Instant::now() + timeout;
     let stream = loop {
         match UnixStream::connect(&path).await {
             Ok(stream) => break stream,
@@ -277,7 +314,7 @@ async fn connect_verified(
             nonce: nonce.clone(),
         }))?)
         .await?;
-    let frame = tokio::time::timeout(CONNECT_TIMEOUT, framed.next())
+    let frame = tokio::time::timeout(timeout.max(Duration::from_secs(5)), framed.next())
         .await
         .context("broker handshake timed out")?
         .context("broker closed during handshake")??;

@@ -36,6 +36,23 @@ pub fn open(config: Config) -> anyhow::Result<Arc<Gateway>> {
     Ok(Gateway::new(store, config, key))
 }
 
+/// How often leases are checked for expiry.
+const LEASE_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Re-adopt the brokers of live sessions, then keep enforcing leases in the background.
+pub async fn start_background(gateway: Arc<Gateway>, shutdown: CancellationToken) {
+    gateway.adopt_all().await;
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(LEASE_SWEEP_INTERVAL);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => gateway.enforce_leases(),
+                () = shutdown.cancelled() => return,
+            }
+        }
+    });
+}
+
 /// Serve MCP over HTTP on `listen` until `shutdown`; prints the listening line on stdout.
 pub async fn serve_http(
     gateway: Arc<Gateway>,

@@ -51,24 +51,44 @@ const STOP_WAIT: Duration = Duration::from_secs(15);
 /// and a lock that serialises public operations on the session.
 pub struct LiveSession {
     revision: watch::Sender<u64>,
-    link: Mutex<Option<mpsc::UnboundedSender<GatewayToBroker>>>,
+    /// The current broker link and its number (a re-attach replaces it).
+    link: Mutex<Option<(u64, mpsc::UnboundedSender<GatewayToBroker>)>>,
+    next_link_id: std::sync::atomic::AtomicU64,
     pub op_lock: tokio::sync::Mutex<()>,
 }
 
 impl LiveSession {
     fn send(&self, message: GatewayToBroker) -> bool {
         let link = self.link.lock().unwrap_or_else(|p| p.into_inner());
-        link.as_ref().is_some_and(|tx| tx.send(message).is_ok())
+        link.as_ref()
+            .is_some_and(|(_, tx)| tx.send(message).is_ok())
     }
 
-    fn attached(&self) -> bool {
+    pub fn attached(&self) -> bool {
         let link = self.link.lock().unwrap_or_else(|p| p.into_inner());
-        link.as_ref().is_some_and(|tx| !tx.is_closed())
+        link.as_ref().is_some_and(|(_, tx)| !tx.is_closed())
     }
 
-    pub fn set_link(&self, link: Option<mpsc::UnboundedSender<GatewayToBroker>>) {
-        *self.link.lock().unwrap_or_else(|p| p.into_inner()) = link;
+    /// Make `tx` the session's broker link; returns its number.
+    pub fn set_link(&self, tx: mpsc::UnboundedSender<GatewayToBroker>) -> u64 {
+        let id = self
+            .next_link_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *self.link.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, tx));
         self.revision.send_modify(|_| {});
+        id
+    }
+
+    /// Drop link `id` if it is still the current one; returns whether it was.
+    pub fn clear_link(&self, id: u64) -> bool {
+        let mut link = self.link.lock().unwrap_or_else(|p| p.into_inner());
+        if link.as_ref().is_some_and(|(current, _)| *current == id) {
+            *link = None;
+            drop(link);
+            self.revision.send_modify(|_| {});
+            return true;
+        }
+        false
     }
 }
 
@@ -123,6 +143,7 @@ impl Gateway {
                 Arc::new(LiveSession {
                     revision: watch::channel(0).0,
                     link: Mutex::new(None),
+                    next_link_id: std::sync::atomic::AtomicU64::new(1),
                     op_lock: tokio::sync::Mutex::new(()),
                 })
             })
@@ -458,6 +479,8 @@ impl Gateway {
             turn_sequence: 0,
             last_reply_turn_id: None,
             closing_reply: None,
+            undelivered_prompt: None,
+            undelivered_reply_turn: None,
         };
         let lease_id = self.lease_id(&session_id, 1);
         let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
@@ -498,7 +521,7 @@ impl Gateway {
             return Err(err);
         }
 
-        let launched = crate::brokers::launch(self, &mut session).await;
+        let launched = crate::brokers::launch(self, &mut session, 1, false).await;
         if let Err(launch_error) = launched {
             self.store.write(|tx| {
                 let mut current = self.session(tx, &session_id)?;
@@ -547,6 +570,10 @@ impl Gateway {
                 )?;
             }
             session.status = SessionStatus::Running;
+            session.undelivered_prompt = Some(PromptRelease {
+                prompt_id: prompt_id.clone(),
+                text: text.clone(),
+            });
             self.commit(
                 tx,
                 &mut session,
@@ -606,6 +633,7 @@ impl Gateway {
                 ),
             ));
         }
+        self.ensure_runner(&session).await?;
         let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
         self.release_prompt(
             session_id,
@@ -622,6 +650,85 @@ impl Gateway {
         let view = self.view(&session, Some(lease_id.to_string()))?;
         self.remember(&scope, idempotency_key, &view, session.lease_generation);
         Ok(view)
+    }
+
+    /// Make sure a verified broker with a live runner is attached before a prompt is released:
+    /// re-attach the recorded broker if it is still ours, or start a new runner generation that
+    /// resumes the same Claude Code conversation.
+    async fn ensure_runner(self: &Arc<Self>, session: &SessionRecord) -> ToolResult<()> {
+        let live = self.live(&session.id);
+        let runner_alive = session
+            .current_run
+            .as_ref()
+            .is_some_and(|run| run.state == "alive");
+        if runner_alive
+            && !live.attached()
+            && let Some(record) = &session.broker
+            && let Err(err) = crate::brokers::attach(
+                self.clone(),
+                &session.id,
+                record,
+                crate::brokers::ADOPT_CONNECT_TIMEOUT,
+            )
+            .await
+        {
+            self.mark_runtime_lost(&session.id, &format!("{err:#}"));
+        }
+        let session = self.store.read(|tx| self.session(tx, &session.id))?;
+        let runner_alive = session
+            .current_run
+            .as_ref()
+            .is_some_and(|run| run.state == "alive");
+        if runner_alive && live.attached() {
+            return Ok(());
+        }
+        // The runner is gone: a new generation resumes the recorded conversation. Completed
+        // actions are in its transcript; nothing is re-executed.
+        if let Some(record) = &session.broker {
+            crate::brokers::signal_verified(record);
+        }
+        let generation = session.current_run.as_ref().map_or(0, |run| run.generation) + 1;
+        let mut session = session;
+        if let Err(launch_error) =
+            crate::brokers::launch(self, &mut session, generation, true).await
+        {
+            let message = launch_error["message"]
+                .as_str()
+                .unwrap_or("the runner could not be started")
+                .to_string();
+            let stored = self.store.write(|tx| {
+                let mut current = self.session(tx, &session.id)?;
+                current.launch_error = Some(launch_error.clone());
+                self.commit(
+                    tx,
+                    &mut current,
+                    "generation_launch_failed",
+                    launch_error.clone(),
+                )?;
+                Ok::<_, ToolError>(current)
+            })?;
+            self.notify(&stored);
+            return Err(ToolError::new(
+                ErrorCode::Internal,
+                format!("{message}; nothing was sent to the runner"),
+            ));
+        }
+        let stored = self.store.write(|tx| {
+            let mut current = self.session(tx, &session.id)?;
+            current.recovery_required = false;
+            current.launch_error = None;
+            current.undelivered_prompt = None;
+            current.undelivered_reply_turn = None;
+            self.commit(
+                tx,
+                &mut current,
+                "runner_generation_started",
+                json!({"generation": generation}),
+            )?;
+            Ok::<_, ToolError>(current)
+        })?;
+        self.notify(&stored);
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -742,6 +849,7 @@ impl Gateway {
             }
             session.pending_turn_id = None;
             session.status = SessionStatus::Running;
+            session.undelivered_reply_turn = Some(turn_id.to_string());
             session.closing_reply = approved.is_empty().then(|| LastResult {
                 turn_id: turn_id.to_string(),
                 text: text.clone(),
@@ -873,6 +981,21 @@ impl Gateway {
         if let Some(view) = self.replayed(&scope, recovery_id, request_hash)? {
             return Ok(view);
         }
+        // Verify the broker before trusting it again (invariant 2); a runtime that fails is
+        // reported as lost, never faked.
+        if !live.attached()
+            && !session.status.is_terminal()
+            && let Some(record) = &session.broker
+            && let Err(err) = crate::brokers::attach(
+                self.clone(),
+                session_id,
+                record,
+                crate::brokers::ADOPT_CONNECT_TIMEOUT,
+            )
+            .await
+        {
+            self.mark_runtime_lost(session_id, &format!("{err:#}"));
+        }
         let attached = live.attached();
         let generation = session.lease_generation + 1;
         let lease_id = self.lease_id(session_id, generation);
@@ -929,9 +1052,12 @@ impl Gateway {
     // ---------------------------------------------------------------- broker events
 
     /// Persist one broker event; returns whether it was applied (false for a duplicate).
+    /// `broker_pid` names the broker the event came from: events of a broker that is no longer
+    /// the session's (an older generation still winding down) are acknowledged but not applied.
     pub fn on_broker_event(
         &self,
         session_id: &str,
+        broker_pid: i32,
         seq: u64,
         event: BrokerEvent,
     ) -> Result<(), StoreError> {
@@ -940,7 +1066,7 @@ impl Gateway {
             let Some(mut session) = tx.session(session_id)? else {
                 return Ok(None);
             };
-            let Some(broker) = session.broker.as_mut() else {
+            let Some(broker) = session.broker.as_mut().filter(|b| b.pid == broker_pid) else {
                 return Ok(None);
             };
             if seq < broker.next_event_seq {
@@ -1044,9 +1170,19 @@ impl Gateway {
                 )
             }
             BrokerEvent::ReplyDelivered { turn_id } => {
+                if session.undelivered_reply_turn.as_deref() == Some(turn_id.as_str()) {
+                    session.undelivered_reply_turn = None;
+                }
                 ("reply_delivered", json!({"turn_id": turn_id}))
             }
             BrokerEvent::PromptDelivered { prompt_id } => {
+                if session
+                    .undelivered_prompt
+                    .as_ref()
+                    .is_some_and(|p| p.prompt_id == prompt_id)
+                {
+                    session.undelivered_prompt = None;
+                }
                 ("prompt_delivered", json!({"prompt_id": prompt_id}))
             }
             BrokerEvent::ActionFinished { action_id, outcome } => {
@@ -1097,13 +1233,22 @@ impl Gateway {
                     run.exit_code = exit_code;
                     run.signal = signal;
                 }
-                if session.stop_request.is_some() {
+                if session.status == SessionStatus::Expired {
+                    // The lease ran out and the gateway stopped the runner: keep `expired`, add
+                    // the exit it observed.
+                    if let Some(terminal) = session.terminal.as_mut() {
+                        terminal["exit_code"] = json!(exit_code);
+                        terminal["signal"] = json!(signal);
+                    }
+                } else if session.stop_request.is_some() {
                     session.status = SessionStatus::Stopped;
                     session.terminal = Some(json!({
                         "reason": "stopped", "exit_code": exit_code, "signal": signal, "at": rfc3339_ms(at_ms),
                     }));
                 } else if !session.status.is_terminal() {
+                    // The runner died on its own: say so. `continue` may start a new generation.
                     session.recovery_required = true;
+                    session.status = SessionStatus::Idle;
                 }
                 session.pending_turn_id = None;
                 (
@@ -1179,6 +1324,155 @@ pub fn request_hash(arguments: &Value, ignore: &[&str]) -> String {
 }
 
 impl Gateway {
+    /// Send again what a (re)attached broker may have missed: the persisted reply of the turn it
+    /// has not confirmed, and a released prompt it has not confirmed. Both are idempotent at the
+    /// broker.
+    pub fn resend_releases(&self, session_id: &str) {
+        let pending = self.store.read(|tx| {
+            let Some(session) = tx.session(session_id)? else {
+                return Ok::<_, StoreError>(None);
+            };
+            let reply = match &session.undelivered_reply_turn {
+                Some(turn_id) => match tx.turn(turn_id)? {
+                    Some(turn) => match &turn.reply_id {
+                        Some(reply_id) => {
+                            tx.reply(session_id, reply_id)?.map(|reply| ReplyRelease {
+                                turn_id: turn.turn_id.clone(),
+                                fingerprint: turn.fingerprint.clone(),
+                                text: reply.text,
+                                calls: reply.calls,
+                            })
+                        }
+                        None => None,
+                    },
+                    None => None,
+                },
+                None => None,
+            };
+            Ok(Some((reply, session.undelivered_prompt.clone())))
+        });
+        let Ok(Some((reply, prompt))) = pending else {
+            return;
+        };
+        let live = self.live(session_id);
+        if let Some(reply) = reply {
+            live.send(GatewayToBroker::Reply(reply));
+        }
+        if let Some(prompt) = prompt {
+            live.send(GatewayToBroker::Prompt(prompt));
+        }
+    }
+
+    /// At gateway start: re-adopt every live session's broker that passes verification, and
+    /// report the others as lost. Brokers re-send the events the gateway has not acknowledged,
+    /// which reconciles what happened while it was away.
+    pub async fn adopt_all(self: &Arc<Self>) {
+        let sessions = match self.store.read(|tx| tx.sessions()) {
+            Ok(sessions) => sessions,
+            Err(err) => {
+                tracing::error!("listing sessions for re-adoption: {err}");
+                return;
+            }
+        };
+        for session in sessions {
+            if session.status.is_terminal() {
+                continue;
+            }
+            let Some(record) = session.broker.clone() else {
+                continue;
+            };
+            match crate::brokers::attach(
+                self.clone(),
+                &session.id,
+                &record,
+                crate::brokers::ADOPT_CONNECT_TIMEOUT,
+            )
+            .await
+            {
+                Ok(()) => {
+                    tracing::info!(session = %session.id, "re-adopted broker");
+                    let _ = self.store.write(|tx| {
+                        tx.append_event(Some(&session.id), "broker_adopted", &json!({}))
+                    });
+                }
+                Err(err) => {
+                    tracing::warn!(session = %session.id, "broker not re-adopted: {err:#}");
+                    self.mark_runtime_lost(&session.id, &format!("{err:#}"));
+                }
+            }
+        }
+        self.enforce_leases();
+    }
+
+    /// The session's runtime is gone or failed verification: report it, do not hide it.
+    fn mark_runtime_lost(&self, session_id: &str, why: &str) {
+        let res = self.store.write(|tx| {
+            let Some(mut session) = tx.session(session_id)? else {
+                return Ok::<_, StoreError>(None);
+            };
+            if session.status.is_terminal() {
+                return Ok(None);
+            }
+            session.recovery_required = true;
+            if let Some(run) = session.current_run.as_mut().filter(|r| r.state == "alive") {
+                run.state = "lost".into();
+            }
+            session.pending_turn_id = None;
+            if matches!(
+                session.status,
+                SessionStatus::Running | SessionStatus::WaitingForGpt | SessionStatus::Starting
+            ) {
+                session.status = SessionStatus::Idle;
+            }
+            self.commit(tx, &mut session, "runtime_lost", json!({"reason": why}))?;
+            Ok(Some(session))
+        });
+        match res {
+            Ok(Some(session)) => self.notify(&session),
+            Ok(None) => {}
+            Err(err) => tracing::error!("recording lost runtime: {err}"),
+        }
+    }
+
+    /// Expire every live session whose lease ran out: stop its runner (through the broker, or by
+    /// signalling the verified broker process), mark it `expired`, keep everything inspectable.
+    pub fn enforce_leases(&self) {
+        let now = now_unix_ms();
+        let Ok(sessions) = self.store.read(|tx| tx.sessions()) else {
+            return;
+        };
+        for session in sessions {
+            if session.status.is_terminal() || session.lease_expires_at_ms > now {
+                continue;
+            }
+            let expired = self.store.write(|tx| {
+                let Some(mut current) = tx.session(&session.id)? else {
+                    return Ok::<_, StoreError>(None);
+                };
+                if current.status.is_terminal() || current.lease_expires_at_ms > now {
+                    return Ok(None);
+                }
+                let at = common::time::now_rfc3339();
+                current.status = SessionStatus::Expired;
+                current.pending_turn_id = None;
+                current.stop_request = Some(json!({"reason": "lease expired", "at": at}));
+                current.terminal =
+                    Some(json!({"reason": "lease_expired", "exit_code": null, "at": at}));
+                self.commit(tx, &mut current, "lease_expired", json!({}))?;
+                Ok(Some(current))
+            });
+            let Ok(Some(current)) = expired else { continue };
+            self.notify(&current);
+            let live = self.live(&current.id);
+            if !live.send(GatewayToBroker::Stop {
+                reason: "lease expired".into(),
+            }) && let Some(record) = &current.broker
+            {
+                crate::brokers::signal_verified(record);
+            }
+        }
+    }
+
     /// The link to a session's broker closed. If the session was still live, that is reported,
     /// not hidden: the runner is lost to this gateway until recovery.
     pub fn on_link_lost(&self, session_id: &str) {

@@ -280,6 +280,14 @@ impl GatewayProcess {
         Ok(())
     }
 
+    /// Sends `signal` to the gateway's whole process group, the way launchd stops a job.
+    pub fn signal_group(&self, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+        let pid = self.pid.ok_or_else(|| anyhow!("gateway is not running"))?;
+        let pid = i32::try_from(pid).context("pid out of range")?;
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal).context("killpg(2)")?;
+        Ok(())
+    }
+
     /// Waits up to `timeout` for the gateway to exit by itself (after [`Self::signal`]).
     pub async fn wait_exit(&mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {
         let child = self
@@ -344,9 +352,12 @@ impl GatewayProcess {
         for (k, v) in &c.env {
             cmd.env(k, v);
         }
+        // Its own process group, as under launchd/systemd: a test can signal the whole group
+        // (see `signal_group`) without hitting the test process.
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
+            .process_group(0)
             .kill_on_drop(true);
         let mut child = cmd
             .spawn()

@@ -110,6 +110,13 @@ pub struct SessionRecord {
     /// turn.
     #[serde(default)]
     pub closing_reply: Option<LastResult>,
+    /// A prompt persisted and released but not yet confirmed delivered; sent again after the
+    /// broker link is re-established.
+    #[serde(default)]
+    pub undelivered_prompt: Option<common::protocol::PromptRelease>,
+    /// The turn whose persisted reply is not yet confirmed delivered to the runner.
+    #[serde(default)]
+    pub undelivered_reply_turn: Option<String>,
 }
 
 /// Where a turn stands.

@@ -155,7 +155,7 @@ async fn leases_are_checked_renewed_rotated_and_expire() {
         assert!(s["lease_expires_at"].as_str().unwrap() > first_expiry.as_str());
     }
 
-    // Left alone for longer than the TTL, the lease expires.
+    // Left alone for longer than the TTL, the lease expires and the session with it.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let r = chat.status(&sid, &lease, 0).await.unwrap();
     assert_eq!(tool_err_code(&r), "lease_expired");
@@ -164,19 +164,27 @@ async fn leases_are_checked_renewed_rotated_and_expire() {
     let r = chat.recover(&sid, "rec_wrong", "rec-1", 0).await.unwrap();
     assert_eq!(tool_err_code(&r), "recovery_denied");
     // The right token rotates the lease: the old one stops working, the same id replays.
+    // An expired session stays inspectable: recovery gives a lease to read it, and says plainly
+    // that it is over.
     let rec = view(&chat.recover(&sid, &token, "rec-1", 0).await.unwrap());
     let new_lease = lease_id(&rec);
     assert_ne!(new_lease, lease);
     assert_eq!(rec["claude_session_id"], v["claude_session_id"]);
-    assert_eq!(rec["runtime_attached"], true);
-    assert_eq!(rec["pending_turn"]["turn_id"], v["pending_turn"]["turn_id"]);
+    assert_eq!(rec["status"], "expired");
+    assert_eq!(rec["terminal"]["reason"], "lease_expired");
+    assert_eq!(rec["runtime_attached"], false);
     let again = view(&chat.recover(&sid, &token, "rec-1", 0).await.unwrap());
     assert_eq!(again["replay"], true);
     assert_eq!(lease_id(&again), new_lease);
     let r = chat.status(&sid, &lease, 0).await.unwrap();
     assert_eq!(tool_err_code(&r), "lease_invalid");
     let s = view(&chat.status(&sid, &new_lease, 0).await.unwrap());
-    assert_eq!(s["status"], "waiting_for_gpt");
+    assert_eq!(s["status"], "expired");
+    let r = chat
+        .continue_(&sid, &new_lease, "more", "lease-cont", Some(0))
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&r), "session_terminal");
     // The lease is stored only as a hash.
     let plain = count_with(
         &gw,
@@ -190,7 +198,6 @@ async fn leases_are_checked_renewed_rotated_and_expire() {
         common::hash::sha256_hex(new_lease.as_bytes()),
     );
     assert_eq!(hashed, 1);
-    chat.stop(&sid, &new_lease, "stop", None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

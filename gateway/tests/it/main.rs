@@ -15,5 +15,7 @@ mod idempotency_lease;
 mod protocol;
 // No PID, path, token or secret in any public answer of a full session.
 mod leak;
+// Gateway restarts, re-adoption, forged records, lease expiry, runner loss.
+mod restart;
 // RunCommand: the adversarial sandbox catalogue in process, and one session with the real runner.
 mod run_command;

@@ -1,0 +1,421 @@
+//! Surviving restarts with the real runner: the gateway killed (-9) while a turn is pending, while
+//! a Read result is on its way, and while idle; its process group terminated; forged broker
+//! records; lease expiry; a killed runner resumed as a new generation.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// The session's broker record, as the gateway stored it.
+fn broker_record(gw: &GatewayProcess, session_id: &str) -> Value {
+    let data: String = state_db(gw)
+        .query_row(
+            "SELECT data FROM sessions WHERE id = ?1",
+            [session_id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    serde_json::from_str::<Value>(&data).unwrap()["broker"].clone()
+}
+
+fn alive(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// The runner: the broker's direct child.
+fn runner_pid(broker_pid: i64) -> Option<i64> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: i64 = entry.file_name().to_string_lossy().parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let ppid: i64 = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == broker_pid && alive(pid)).then_some(pid)
+        })
+}
+
+async fn wait_for(mut done: impl FnMut() -> bool, within: Duration) -> bool {
+    let end = std::time::Instant::now() + within;
+    while std::time::Instant::now() < end {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    done()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gateway_killed_while_turn_pending_keeps_the_runner_and_the_turn() {
+    let mut gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "hello", "rs-pending").await;
+    let (sid, lease, turn) = (session_id(&v), lease_id(&v), turn_id(&v));
+    let token = v["recovery_token"].as_str().unwrap().to_string();
+    let broker_pid = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
+    let runner = runner_pid(broker_pid).expect("runner running");
+
+    gw.kill().await;
+    assert!(
+        alive(broker_pid) && alive(runner),
+        "broker and runner must outlive the gateway"
+    );
+    gw.start().await.unwrap();
+    let chat = chatgpt(&gw).await;
+
+    // Re-adopted: the same broker and runner, the same turn still pending.
+    let s = view(&chat.status(&sid, &lease, 0).await.unwrap());
+    assert_eq!(s["runtime_attached"], true, "{s}");
+    assert_eq!(s["status"], "waiting_for_gpt");
+    assert_eq!(s["pending_turn"]["turn_id"], turn.as_str());
+    assert_eq!(s["current_run"]["generation"], 1);
+    assert_eq!(broker_record(&gw, &sid)["pid"].as_i64(), Some(broker_pid));
+    assert_eq!(runner_pid(broker_pid), Some(runner));
+
+    // Recover rotates the lease; the old one stops working.
+    let r = view(&chat.recover(&sid, &token, "rs-rec", 0).await.unwrap());
+    let new_lease = lease_id(&r);
+    assert_eq!(r["pending_turn"]["turn_id"], turn.as_str());
+    assert_eq!(
+        tool_err_code(&chat.status(&sid, &lease, 0).await.unwrap()),
+        "lease_invalid"
+    );
+
+    // The turn is answered exactly once and the same runner carries on.
+    let file = dir.path().join("notes.txt").to_string_lossy().to_string();
+    let calls = json!([{"name": "Read", "arguments": {"file_path": file}}]);
+    let v = view(
+        &chat
+            .reply(&sid, &new_lease, &turn, "rs-r1", None, Some(calls))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["pending_turn"]["kind"], "tool_results", "{v}");
+    assert_eq!(v["pending_turn"]["tool_results"][0]["status"], "ok");
+    assert_eq!(runner_pid(broker_pid), Some(runner));
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM turns"), 2);
+    assert_eq!(
+        count(
+            &gw,
+            "SELECT COUNT(*) FROM events WHERE kind = 'action_committed'"
+        ),
+        1
+    );
+    chat.stop(&sid, &new_lease, "rs-stop", None).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gateway_killed_while_a_read_result_is_delivered_records_it_once() {
+    let mut gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "hello", "rs-deliver").await;
+    let (sid, lease, turn) = (session_id(&v), lease_id(&v), turn_id(&v));
+    let file = dir.path().join("notes.txt").to_string_lossy().to_string();
+    let calls = json!([{"name": "Read", "arguments": {"file_path": file}}]);
+
+    // Send the reply and kill the gateway while the Read is running and being acknowledged.
+    let (url, token) = (gw.url(), gw.token().to_string());
+    let (s2, l2, t2, c2) = (sid.clone(), lease.clone(), turn.clone(), calls.clone());
+    let inflight = tokio::spawn(async move {
+        let chat = ScriptedChatGpt::connect(&url, &token).await.unwrap();
+        chat.reply(&s2, &l2, &t2, "rs-d1", None, Some(c2)).await
+    });
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    gw.kill().await;
+    let _ = inflight.await;
+    gw.start().await.unwrap();
+    let chat = chatgpt(&gw).await;
+
+    // Whether or not the reply was persisted before the kill, resending it (same reply_id) is
+    // safe: it is accepted once, and the Read runs once.
+    let r = chat
+        .reply(&sid, &lease, &turn, "rs-d1", None, Some(calls))
+        .await
+        .unwrap();
+    tool_ok(&r);
+    let v = chat
+        .wait_until(&sid, &lease, Duration::from_secs(40), |v| {
+            v["pending_turn"]["kind"] == "tool_results"
+        })
+        .await
+        .unwrap();
+    assert_eq!(v["pending_turn"]["tool_results"][0]["status"], "ok", "{v}");
+    assert!(
+        v["pending_turn"]["tool_results"][0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("needle here")
+    );
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM actions"), 1);
+    assert_eq!(
+        count(
+            &gw,
+            "SELECT COUNT(*) FROM events WHERE kind = 'action_committed'"
+        ),
+        1
+    );
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM turns"), 2);
+    chat.stop(&sid, &lease, "rs-stop", None).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gateway_group_terminated_while_idle_then_continue_on_the_same_runner() {
+    let mut gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "hello", "rs-idle").await;
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let v = view(
+        &chat
+            .reply(&sid, &lease, &turn_id(&v), "rs-i1", Some("hi"), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["status"], "idle");
+    let broker_pid = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
+    let runner = runner_pid(broker_pid).expect("runner running");
+
+    // SIGTERM to the gateway's whole process group, as launchd does: brokers live on.
+    gw.signal_group(nix::sys::signal::Signal::SIGTERM).unwrap();
+    gw.wait_exit(Duration::from_secs(10)).await.unwrap();
+    assert!(alive(broker_pid) && alive(runner));
+    gw.start().await.unwrap();
+    let chat = chatgpt(&gw).await;
+
+    let v = view(
+        &chat
+            .continue_(&sid, &lease, "again", "rs-c1", Some(50))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["pending_turn"]["kind"], "prompt", "{v}");
+    assert_eq!(v["pending_turn"]["prompt"], "again");
+    assert_eq!(v["current_run"]["generation"], 1);
+    assert_eq!(
+        runner_pid(broker_pid),
+        Some(runner),
+        "the same runner continues"
+    );
+    chat.stop(&sid, &lease, "rs-stop", None).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forged_broker_records_are_refused() {
+    let mut gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let a = start_session(&chat, dir.path(), "a", "rs-forge-a").await;
+    let b = start_session(&chat, dir.path(), "b", "rs-forge-b").await;
+    gw.kill().await;
+
+    // Session a: a start time that is not the broker's (a reused PID looks like this).
+    // Session b: the right process, but a secret that is not the broker's.
+    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
+    for (view, field, value) in [
+        (&a, "start_time", json!(1)),
+        (&b, "secret", json!("brk_forged")),
+    ] {
+        let sid = session_id(view);
+        let data: String = db
+            .query_row("SELECT data FROM sessions WHERE id = ?1", [&sid], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let mut record: Value = serde_json::from_str(&data).unwrap();
+        record["broker"][field] = value;
+        db.execute(
+            "UPDATE sessions SET data = ?2 WHERE id = ?1",
+            rusqlite::params![sid, record.to_string()],
+        )
+        .unwrap();
+    }
+    drop(db);
+    gw.start().await.unwrap();
+    let chat = chatgpt(&gw).await;
+    for view in [&a, &b] {
+        let s = super::support::view(
+            &chat
+                .status(&session_id(view), &lease_id(view), 0)
+                .await
+                .unwrap(),
+        );
+        assert_eq!(s["runtime_attached"], false, "{s}");
+        assert_eq!(s["recovery_required"], true);
+        assert_eq!(s["current_run"]["state"], "lost");
+        assert!(s["pending_turn"].is_null());
+    }
+    assert_eq!(
+        count(
+            &gw,
+            "SELECT COUNT(*) FROM events WHERE kind = 'runtime_lost'"
+        ),
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_lease_stops_the_runner_and_keeps_the_state() {
+    let gw = gateway_with(&[("CLAUDE_TOOLS_LEASE_TTL_SECONDS", "3")]).await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "hello", "rs-expire").await;
+    let sid = session_id(&v);
+    let broker_pid = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
+    let runner = runner_pid(broker_pid).expect("runner running");
+
+    assert!(
+        wait_for(
+            || !alive(runner) && !alive(broker_pid),
+            Duration::from_secs(20)
+        )
+        .await,
+        "runner still running"
+    );
+    assert!(
+        wait_for(
+            || count_with(
+                &gw,
+                "SELECT COUNT(*) FROM sessions WHERE id = ?1 AND status = 'expired'",
+                &sid
+            ) == 1,
+            Duration::from_secs(5)
+        )
+        .await
+    );
+    let data: String = state_db(&gw)
+        .query_row("SELECT data FROM sessions WHERE id = ?1", [&sid], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let record: Value = serde_json::from_str(&data).unwrap();
+    assert_eq!(record["terminal"]["reason"], "lease_expired");
+    assert!(
+        wait_for(
+            || count(
+                &gw,
+                "SELECT COUNT(*) FROM events WHERE kind = 'runner_exited'"
+            ) == 1,
+            Duration::from_secs(5)
+        )
+        .await
+    );
+    assert_eq!(
+        tool_err_code(&chat.status(&sid, &lease_id(&v), 0).await.unwrap()),
+        "lease_expired"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_runner_is_reported_and_continue_resumes_a_new_generation() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(
+        &chat,
+        dir.path(),
+        "remember the word tangerine",
+        "rs-runner",
+    )
+    .await;
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let claude_session_id = v["claude_session_id"].clone();
+    let v = view(
+        &chat
+            .reply(
+                &sid,
+                &lease,
+                &turn_id(&v),
+                "rs-k1",
+                Some("Noted: tangerine."),
+                None,
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["status"], "idle");
+    let broker_pid = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
+    let runner = runner_pid(broker_pid).expect("runner running");
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(runner as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let v = chat
+        .wait_until(&sid, &lease, Duration::from_secs(20), |v| {
+            v["recovery_required"] == true
+        })
+        .await
+        .unwrap();
+    assert_eq!(v["current_run"]["state"], "exited", "{v}");
+    assert_eq!(v["current_run"]["generation"], 1);
+
+    // continue starts generation 2, resuming the same Claude Code conversation.
+    let v = view(
+        &chat
+            .continue_(&sid, &lease, "which word?", "rs-k2", Some(50))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["pending_turn"]["kind"], "prompt", "{v}");
+    assert_eq!(v["pending_turn"]["prompt"], "which word?");
+    assert_eq!(v["current_run"]["generation"], 2);
+    assert_eq!(v["current_run"]["state"], "alive");
+    assert_eq!(v["recovery_required"], false);
+    assert_eq!(v["claude_session_id"], claude_session_id);
+    let new_broker = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
+    assert_ne!(new_broker, broker_pid);
+    // The first turn's reply was not delivered twice and nothing ran again.
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM turns"), 2);
+    let v = view(
+        &chat
+            .reply(&sid, &lease, &turn_id(&v), "rs-k3", Some("tangerine"), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["status"], "idle");
+    chat.stop(&sid, &lease, "rs-stop", None).await.unwrap();
+    // The resumed runner continued the same transcript: one file holds both generations' turns.
+    let files_with = |needle: &str| {
+        let out = std::process::Command::new("grep")
+            .args(["-rl", needle, gw.state_dir().to_str().unwrap()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let first = files_with("Noted: tangerine.");
+    let second = files_with("which word?");
+    assert!(
+        first
+            .iter()
+            .any(|f| f.ends_with(".jsonl") && second.contains(f)),
+        "{first:?} / {second:?}"
+    );
+}
