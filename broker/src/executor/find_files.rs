@@ -2,11 +2,10 @@
 //! listed as `path -> (symlink)`), skipping `.git`, protected paths and hard-linked files; bounded by
 //! depth, count, 64 KiB and the time budget.
 
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::PathBuf;
 use std::time::Instant;
 
 use common::tools::FindFilesArgs;
+use sandbox::path_policy::{EntryKind, PathRefusal, WalkControl};
 
 use super::{BoundedOutput, Done, Executor, Failure};
 
@@ -19,9 +18,6 @@ pub(super) fn run(
     started: Instant,
 ) -> Result<Done, Failure> {
     let root = exec.root(args.path.as_ref());
-    exec.policy
-        .open_dir_no_follow(&root)
-        .map_err(|r| Failure::refusal(&root, r))?;
     let max_depth = args.max_depth.unwrap_or(DEFAULT_MAX_DEPTH).clamp(1, 64) as usize;
     let max_results = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1) as usize;
     let needle = args
@@ -30,84 +26,78 @@ pub(super) fn run(
         .filter(|s| !s.is_empty())
         .map(|s| memchr::memmem::Finder::new(s.as_bytes()));
 
-    let mut found: Vec<(PathBuf, &'static str)> = Vec::new();
+    // The walk yields entries in path order (names sorted bytewise, depth first), which is the
+    // order of `Path`'s comparison: lines are written as they come, and once the output is full
+    // entries are only counted.
+    let mut out = BoundedOutput::new();
+    let mut found = 0usize;
+    let mut shown = 0usize;
     let mut more = false;
     let mut timed_out = false;
     let mut unreadable = 0usize;
     let mut hard_linked = 0usize;
-    for entry in exec.walker(&root, Some(max_depth)) {
+    let walked = exec.policy.walk(&root, max_depth, |entry| {
         if started.elapsed() >= exec.time_budget {
             timed_out = true;
-            break;
+            return WalkControl::Stop;
         }
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(_) => {
-                unreadable += 1;
-                continue;
-            }
-        };
-        if entry.depth() == 0 {
-            continue;
-        }
-        let Some(file_type) = entry.file_type() else {
-            continue;
-        };
-        if file_type.is_dir() {
-            continue;
+        if entry.kind == EntryKind::Dir {
+            return WalkControl::Continue;
         }
         if let Some(finder) = &needle
-            && finder.find(entry.file_name().as_encoded_bytes()).is_none()
+            && finder.find(entry.name.as_encoded_bytes()).is_none()
         {
-            continue;
+            return WalkControl::Continue;
         }
-        let suffix = if file_type.is_symlink() {
-            " -> (symlink)"
-        } else if file_type.is_file() {
-            match entry.metadata() {
-                Ok(meta) if meta.nlink() > 1 => {
-                    hard_linked += 1;
-                    continue;
-                }
-                Ok(_) => "",
-                Err(_) => {
-                    unreadable += 1;
-                    continue;
+        let suffix = match entry.kind {
+            EntryKind::Symlink => " -> (symlink)",
+            EntryKind::File => {
+                match exec
+                    .policy
+                    .check_child_file(entry.parent, entry.name, &entry.path)
+                {
+                    Ok(()) => "",
+                    Err(PathRefusal::HardLinked { .. }) => {
+                        hard_linked += 1;
+                        return WalkControl::Continue;
+                    }
+                    // Protected by identity, or replaced since the directory was read.
+                    Err(
+                        PathRefusal::Protected { .. }
+                        | PathRefusal::NotFound { .. }
+                        | PathRefusal::NotAFile { .. }
+                        | PathRefusal::Symlink { .. },
+                    ) => return WalkControl::Continue,
+                    Err(_) => {
+                        unreadable += 1;
+                        return WalkControl::Continue;
+                    }
                 }
             }
-        } else if file_type.is_fifo() {
-            " (fifo)"
-        } else if file_type.is_socket() {
-            " (socket)"
-        } else {
-            " (device)"
+            EntryKind::Fifo => " (fifo)",
+            EntryKind::Socket => " (socket)",
+            EntryKind::Device => " (device)",
+            EntryKind::Dir | EntryKind::Other => " (other)",
         };
-        if found.len() == max_results {
+        if found == max_results {
             more = true;
-            break;
+            return WalkControl::Stop;
         }
-        found.push((entry.into_path(), suffix));
-    }
-    // Walk order is already sorted by name per directory; sorting by `Path` (component-wise)
-    // gives the same order and makes it explicit.
-    found.sort();
-
-    let mut out = BoundedOutput::new();
-    let mut shown = 0usize;
-    for (path, suffix) in &found {
-        if !out.push_line(&format!("{}{suffix}", path.display())) {
-            break;
+        found += 1;
+        if !out.full && out.push_line(&format!("{}{suffix}", entry.path.display())) {
+            shown += 1;
         }
-        shown += 1;
-    }
+        WalkControl::Continue
+    });
+    let stats = walked.map_err(|r| Failure::refusal(&root, r))?;
+    unreadable += stats.unreadable;
     let mut notes = Vec::new();
-    if found.is_empty() && !more && !timed_out {
+    if found == 0 && !more && !timed_out {
         notes.push(format!("(no files found under {})", root.display()));
     }
     if out.full {
         notes.push(format!(
-            "[truncated: output limit (64 KiB) reached; showing {shown} of {} entries found]",
-            found.len()
+            "[truncated: output limit (64 KiB) reached; showing {shown} of {found} entries found]"
         ));
     }
     if more {
@@ -117,8 +107,7 @@ pub(super) fn run(
     }
     if timed_out {
         notes.push(format!(
-            "[truncated: time budget reached after {} entries; the listing is incomplete]",
-            found.len()
+            "[truncated: time budget reached after {found} entries; the listing is incomplete]"
         ));
     }
     if hard_linked > 0 {

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use common::tools::{
     ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, ToolArgs, ToolStatus, clip_utf8,
 };
-use ignore::{DirEntry, WalkBuilder};
 use sandbox::path_policy::{PathPolicy, PathRefusal};
 
 pub use run_command::CommandSandbox;
@@ -92,7 +91,8 @@ impl Executor {
                 }
             }
             Err(failure) => {
-                let mut output = failure.message;
+                // The code leads so that the model sees it (tool results carry no separate code).
+                let mut output = format!("{}: {}", failure.code, failure.message);
                 clip_utf8(&mut output, MAX_TOOL_OUTPUT_BYTES);
                 ActionOutcome {
                     status: ToolStatus::Error,
@@ -114,51 +114,6 @@ impl Executor {
     fn root(&self, path: Option<&String>) -> PathBuf {
         path.map(PathBuf::from)
             .unwrap_or_else(|| self.working_directory.clone())
-    }
-
-    /// A sorted, non-following walker with every ignore-file rule off that never enters `.git`
-    /// or protected directories.
-    fn walker(&self, root: &Path, max_depth: Option<usize>) -> ignore::Walk {
-        let policy = Arc::clone(&self.policy);
-        WalkBuilder::new(root)
-            .follow_links(false)
-            .hidden(false)
-            .parents(false)
-            .ignore(false)
-            .git_ignore(false)
-            .git_global(false)
-            .git_exclude(false)
-            .require_git(false)
-            .max_depth(max_depth)
-            .sort_by_file_name(|a, b| a.cmp(b))
-            .filter_entry(move |entry| admit_entry(&policy, entry))
-            .build()
-    }
-}
-
-/// Whether the walk may yield (and, for directories, enter) `entry`.
-fn admit_entry(policy: &PathPolicy, entry: &DirEntry) -> bool {
-    if entry.depth() == 0 {
-        return true; // the root was checked and opened without following symlinks
-    }
-    if entry
-        .file_name()
-        .as_encoded_bytes()
-        .eq_ignore_ascii_case(b".git")
-    {
-        return false;
-    }
-    if policy.is_protected(entry.path()) {
-        return false;
-    }
-    if entry.file_type().is_some_and(|t| t.is_dir()) {
-        use std::os::unix::fs::MetadataExt;
-        match entry.metadata() {
-            Ok(meta) => !policy.is_protected_identity(meta.dev(), meta.ino()),
-            Err(_) => false,
-        }
-    } else {
-        true
     }
 }
 

@@ -3,14 +3,18 @@
 //! binary files are skipped; results are `path:line: text`, sorted by path then line, bounded by
 //! `max_results`, 64 KiB and the time budget.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Instant;
 
 use common::tools::SearchTextArgs;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
-use sandbox::path_policy::PathRefusal;
+use sandbox::path_policy::{EntryKind, MAX_WALK_DEPTH, PathRefusal, WalkControl, WalkDir};
 
 use super::matcher::LiteralMatcher;
 use super::{BoundedOutput, Done, Executor, Failure, clip_chars};
@@ -18,6 +22,10 @@ use super::{BoundedOutput, Done, Executor, Failure, clip_chars};
 pub const DEFAULT_MAX_RESULTS: u32 = 200;
 /// Longest line text shown per match, in characters.
 pub const MAX_LINE_CHARS: usize = 300;
+/// Most search threads.
+const MAX_WORKERS: usize = 8;
+/// Files handed to a search thread at a time (fewer wake-ups than one file per message).
+const BATCH_FILES: usize = 32;
 /// Largest buffer the searcher may grow to for one very long line.
 const SEARCH_HEAP_LIMIT: usize = 64 * 1024 * 1024;
 
@@ -53,15 +61,8 @@ pub(super) fn run(
     let max_results = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1) as usize;
     let deadline = started + exec.time_budget;
     let matcher = LiteralMatcher::new(&args.query, case_sensitive);
-    let mut searcher = SearcherBuilder::new()
-        .line_number(true)
-        .binary_detection(BinaryDetection::quit(b'\x00'))
-        .heap_limit(Some(SEARCH_HEAP_LIMIT))
-        .build();
-
     let mut state = State {
         matches: Vec::new(),
-        files_with_matches: 0,
         limit: max_results + 1,
         skipped: Skipped::default(),
         timed_out: false,
@@ -81,58 +82,258 @@ pub(super) fn run(
         Err(refusal) => return Err(Failure::refusal(&root, refusal)),
     };
     match single_file {
-        Some(file) => state.search_file(&mut searcher, &matcher, &root, file, deadline),
+        Some(file) => {
+            let mut searcher = new_searcher();
+            let result = search_one(&mut searcher, &matcher, file, state.limit, deadline);
+            state.absorb(root.clone(), result);
+        }
         None => {
-            for entry in exec.walker(&root, None) {
-                if Instant::now() >= deadline {
-                    state.timed_out = true;
-                    break;
-                }
-                if state.matches.len() >= state.limit {
-                    break;
-                }
-                let entry = match entry {
-                    Ok(entry) => entry,
-                    Err(_) => {
-                        state.skipped.unreadable += 1;
-                        continue;
-                    }
-                };
-                let Some(file_type) = entry.file_type() else {
-                    continue;
-                };
-                if file_type.is_symlink() {
-                    state.skipped.symlinks += 1;
-                    continue;
-                }
-                if !file_type.is_file() {
-                    continue;
-                }
-                let path = entry.path();
-                match exec.policy.open_file_no_follow(path) {
-                    Ok((file, _)) => {
-                        state.search_file(&mut searcher, &matcher, path, file, deadline)
-                    }
-                    Err(PathRefusal::HardLinked { .. }) => state.skipped.hard_linked += 1,
-                    Err(PathRefusal::Symlink { .. }) => state.skipped.symlinks += 1,
-                    // Protected, vanished or non-regular by now: skipped without comment.
-                    Err(PathRefusal::GitDir { .. } | PathRefusal::Protected { .. }) => {}
-                    Err(PathRefusal::NotFound { .. } | PathRefusal::NotAFile { .. }) => {}
-                    Err(_) => state.skipped.unreadable += 1,
-                }
-                if state.timed_out {
-                    break;
-                }
+            let results = search_tree(exec, &root, &matcher, state.limit, deadline)?;
+            state.skipped.unreadable += results.unreadable_dirs;
+            state.timed_out = results.timed_out;
+            for (path, result) in results.files {
+                state.absorb(path, result);
             }
         }
     }
     Ok(state.render(&args.query, case_sensitive, &root, max_results))
 }
 
+fn new_searcher() -> Searcher {
+    SearcherBuilder::new()
+        .line_number(true)
+        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .heap_limit(Some(SEARCH_HEAP_LIMIT))
+        .build()
+}
+
+/// What searching one file (or trying to) came to.
+enum FileResult {
+    /// Searched (possibly cut short by the deadline); matching lines with their numbers.
+    Searched {
+        lines: Vec<(u64, String)>,
+        timed_out: bool,
+    },
+    Binary,
+    Symlink,
+    HardLinked,
+    Unreadable,
+    /// Protected, vanished or no longer a regular file: left out without comment.
+    Ignored,
+}
+
+/// One file for a worker: opened relative to its directory's no-follow descriptor.
+struct Job {
+    seq: usize,
+    dir: Arc<WalkDir>,
+    name: OsString,
+    path: PathBuf,
+}
+
+/// The files of a tree search in path order: every file up to the point where `limit` matches
+/// were reached (a deterministic prefix), or everything finished when the time budget ran out.
+struct TreeResults {
+    files: Vec<(PathBuf, FileResult)>,
+    unreadable_dirs: usize,
+    timed_out: bool,
+}
+
+/// Collects results that arrive out of order and tracks the complete prefix in walk order.
+struct Collector {
+    limit: usize,
+    pending: BTreeMap<usize, (PathBuf, FileResult)>,
+    prefix: Vec<(PathBuf, FileResult)>,
+    prefix_matches: usize,
+}
+
+impl Collector {
+    /// Add the result of file `seq`; returns true once the prefix holds `limit` matches.
+    fn add(&mut self, seq: usize, path: PathBuf, result: FileResult) -> bool {
+        self.pending.insert(seq, (path, result));
+        while let Some(next) = self.pending.remove(&self.prefix.len()) {
+            if let FileResult::Searched { lines, .. } = &next.1 {
+                self.prefix_matches += lines.len();
+            }
+            self.prefix.push(next);
+        }
+        self.prefix_matches >= self.limit
+    }
+}
+
+/// Search every regular file under `root`: this thread walks (fd-relative, path order) and
+/// feeds workers that open each file relative to its directory's descriptor and search it.
+fn search_tree(
+    exec: &Executor,
+    root: &Path,
+    matcher: &LiteralMatcher,
+    limit: usize,
+    deadline: Instant,
+) -> Result<TreeResults, Failure> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_WORKERS);
+    let stop = AtomicBool::new(false);
+    let timed_out = AtomicBool::new(false);
+    let mut collector = Collector {
+        limit,
+        pending: BTreeMap::new(),
+        prefix: Vec::new(),
+        prefix_matches: 0,
+    };
+    let (job_tx, job_rx) = mpsc::sync_channel::<Vec<Job>>(workers * 2);
+    let job_rx = Mutex::new(job_rx);
+    let (result_tx, result_rx) = mpsc::channel::<Vec<(usize, PathBuf, FileResult)>>();
+    let walked = std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let result_tx = result_tx.clone();
+            let (job_rx, stop, timed_out) = (&job_rx, &stop, &timed_out);
+            scope.spawn(move || {
+                let mut searcher = new_searcher();
+                loop {
+                    let batch = match job_rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => break,
+                    };
+                    let Ok(batch) = batch else { break };
+                    let mut results = Vec::with_capacity(batch.len());
+                    for job in batch {
+                        if stop.load(Ordering::Relaxed) {
+                            break; // drain
+                        }
+                        let result =
+                            match exec.policy.open_child_file(&job.dir, &job.name, &job.path) {
+                                Ok((file, _)) => {
+                                    search_one(&mut searcher, matcher, file, limit, deadline)
+                                }
+                                Err(refusal) => refused(&refusal),
+                            };
+                        if let FileResult::Searched {
+                            timed_out: true, ..
+                        } = result
+                        {
+                            timed_out.store(true, Ordering::Relaxed);
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        results.push((job.seq, job.path, result));
+                    }
+                    if result_tx.send(results).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(result_tx);
+        let mut seq = 0usize;
+        let mut batch: Vec<Job> = Vec::with_capacity(BATCH_FILES);
+        let mut absorb = |results: Vec<(usize, PathBuf, FileResult)>| {
+            for (s, path, result) in results {
+                if collector.add(s, path, result) {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+        };
+        let walked = exec.policy.walk(root, MAX_WALK_DEPTH, |entry| {
+            while let Ok(results) = result_rx.try_recv() {
+                absorb(results);
+            }
+            if stop.load(Ordering::Relaxed) {
+                return WalkControl::Stop;
+            }
+            if Instant::now() >= deadline {
+                timed_out.store(true, Ordering::Relaxed);
+                stop.store(true, Ordering::Relaxed);
+                return WalkControl::Stop;
+            }
+            match entry.kind {
+                EntryKind::File => {
+                    batch.push(Job {
+                        seq,
+                        dir: Arc::clone(entry.parent),
+                        name: entry.name.to_os_string(),
+                        path: entry.path,
+                    });
+                    seq += 1;
+                    if batch.len() == BATCH_FILES
+                        && job_tx.send(std::mem::take(&mut batch)).is_err()
+                    {
+                        return WalkControl::Stop;
+                    }
+                }
+                EntryKind::Symlink => {
+                    absorb(vec![(seq, entry.path, FileResult::Symlink)]);
+                    seq += 1;
+                }
+                _ => {}
+            }
+            WalkControl::Continue
+        });
+        if !batch.is_empty() && !stop.load(Ordering::Relaxed) {
+            // A closed channel means the workers are gone; nothing more to collect then.
+            let _ = job_tx.send(batch);
+        }
+        drop(job_tx);
+        for results in result_rx {
+            absorb(results);
+        }
+        walked
+    });
+    let stats = walked.map_err(|r| Failure::refusal(root, r))?;
+    let timed_out = timed_out.load(Ordering::Relaxed);
+    let mut files = collector.prefix;
+    if timed_out {
+        // Incomplete anyway: keep everything that finished, in path order.
+        files.extend(collector.pending.into_values());
+    }
+    Ok(TreeResults {
+        files,
+        unreadable_dirs: stats.unreadable + stats.too_deep,
+        timed_out,
+    })
+}
+
+fn refused(refusal: &PathRefusal) -> FileResult {
+    match refusal {
+        PathRefusal::HardLinked { .. } => FileResult::HardLinked,
+        PathRefusal::Symlink { .. } => FileResult::Symlink,
+        PathRefusal::GitDir { .. }
+        | PathRefusal::Protected { .. }
+        | PathRefusal::NotFound { .. }
+        | PathRefusal::NotAFile { .. } => FileResult::Ignored,
+        _ => FileResult::Unreadable,
+    }
+}
+
+/// Search one opened file, keeping at most `limit` matching lines.
+fn search_one(
+    searcher: &mut Searcher,
+    matcher: &LiteralMatcher,
+    file: File,
+    limit: usize,
+    deadline: Instant,
+) -> FileResult {
+    let mut sink = FileSink {
+        lines: Vec::new(),
+        room: limit,
+        binary: false,
+    };
+    let reader = DeadlineReader { file, deadline };
+    let timed_out = match searcher.search_reader(matcher, reader, &mut sink) {
+        Err(err) if err.kind() == io::ErrorKind::TimedOut => true,
+        Err(_) => return FileResult::Unreadable,
+        Ok(()) => false,
+    };
+    if sink.binary {
+        return FileResult::Binary;
+    }
+    FileResult::Searched {
+        lines: sink.lines,
+        timed_out,
+    }
+}
+
 struct State {
     /// `(path, line number, text)` in walk order (sorted by path, then line).
     matches: Vec<(PathBuf, u64, String)>,
-    files_with_matches: usize,
     /// `max_results + 1`: one extra match proves that more exist.
     limit: usize,
     skipped: Skipped,
@@ -140,40 +341,20 @@ struct State {
 }
 
 impl State {
-    fn search_file(
-        &mut self,
-        searcher: &mut Searcher,
-        matcher: &LiteralMatcher,
-        path: &Path,
-        file: File,
-        deadline: Instant,
-    ) {
-        let mut sink = FileSink {
-            lines: Vec::new(),
-            room: self.limit.saturating_sub(self.matches.len()),
-            binary: false,
-        };
-        let reader = DeadlineReader { file, deadline };
-        let result = searcher.search_reader(matcher, reader, &mut sink);
+    /// Add one file's result (files arrive in path order).
+    fn absorb(&mut self, path: PathBuf, result: FileResult) {
         match result {
-            Err(err) if err.kind() == io::ErrorKind::TimedOut => {
-                self.timed_out = true;
+            FileResult::Searched { lines, timed_out } => {
+                self.timed_out |= timed_out;
+                for (line, text) in lines {
+                    self.matches.push((path.clone(), line, text));
+                }
             }
-            Err(_) => {
-                self.skipped.unreadable += 1;
-                return;
-            }
-            Ok(()) => {}
-        }
-        if sink.binary {
-            self.skipped.binary += 1;
-            return;
-        }
-        if !sink.lines.is_empty() {
-            self.files_with_matches += 1;
-        }
-        for (line, text) in sink.lines {
-            self.matches.push((path.to_path_buf(), line, text));
+            FileResult::Binary => self.skipped.binary += 1,
+            FileResult::Symlink => self.skipped.symlinks += 1,
+            FileResult::HardLinked => self.skipped.hard_linked += 1,
+            FileResult::Unreadable => self.skipped.unreadable += 1,
+            FileResult::Ignored => {}
         }
     }
 
@@ -189,6 +370,13 @@ impl State {
             .sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         let more = self.matches.len() > max_results;
         self.matches.truncate(max_results);
+        // Files among the matches shown (they are sorted, so a file's matches are adjacent).
+        let files_with_matches = self
+            .matches
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| *i == 0 || self.matches[i - 1].0 != m.0)
+            .count();
         let mode = if case_sensitive {
             "case-sensitive"
         } else {
@@ -209,12 +397,8 @@ impl State {
             format!(
                 "{count} matching line{} in {} file{} for {query:?} ({mode})",
                 if count == 1 { "" } else { "s" },
-                self.files_with_matches,
-                if self.files_with_matches == 1 {
-                    ""
-                } else {
-                    "s"
-                },
+                files_with_matches,
+                if files_with_matches == 1 { "" } else { "s" },
             )
         };
         let mut notes = Vec::new();

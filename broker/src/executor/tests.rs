@@ -558,3 +558,453 @@ fn literal_matcher_modes() {
     let hit = m.find_at("x\nyä\nz".as_bytes(), 0).unwrap().unwrap();
     assert_eq!((hit.start(), hit.end()), (2, 5));
 }
+
+// ---------- Adversarial cases (issue 3) ----------
+
+fn find_with(
+    exec: &Executor,
+    path: &Path,
+    max_depth: Option<u32>,
+    max_results: Option<u32>,
+) -> ActionOutcome {
+    exec.execute(
+        "a2",
+        &ToolArgs::FindFiles(FindFilesArgs {
+            path: Some(path.display().to_string()),
+            name_contains: None,
+            max_depth,
+            max_results,
+        }),
+    )
+}
+
+fn search_max(exec: &Executor, path: &Path, query: &str, max_results: u32) -> ActionOutcome {
+    exec.execute(
+        "a3",
+        &ToolArgs::SearchText(SearchTextArgs {
+            query: query.to_string(),
+            path: Some(path.display().to_string()),
+            case_sensitive: None,
+            max_results: Some(max_results),
+        }),
+    )
+}
+
+#[test]
+fn every_protected_home_entry_refused_and_never_searched() {
+    let f = fixture();
+    let entries = [
+        ".ssh/config",
+        ".aws/credentials",
+        ".gnupg/private-keys-v1.d/k.key",
+        ".config/gcloud/credentials.db",
+        ".kube/config",
+        ".docker/config.json",
+        ".netrc",
+        ".npmrc",
+        ".pypirc",
+        ".git-credentials",
+        "Library/Keychains/login.keychain-db",
+    ];
+    for rel in entries {
+        let path = f.home.join(rel);
+        write(&path, "SECRET needle\n");
+        let out = read(&f.exec, &path, None, None);
+        assert_error(&out, "not_permitted");
+        assert!(
+            out.output.contains("protected location"),
+            "{rel}: {}",
+            out.output
+        );
+        assert!(!out.output.contains("SECRET"));
+        assert_error(&search(&f.exec, &path, "needle", None), "not_permitted");
+    }
+    // Searching and listing the whole fake home and the temp root: nothing protected appears.
+    for root in [&f.home, &f.root] {
+        let out = search(&f.exec, root, "needle", None);
+        assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+        assert!(!out.output.contains("SECRET"), "{}", out.output);
+        let out = find_with(&f.exec, root, Some(64), None);
+        assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+        for rel in entries {
+            let leaf = Path::new(rel).file_name().unwrap().to_str().unwrap();
+            assert!(!out.output.contains(leaf), "{leaf} listed: {}", out.output);
+        }
+    }
+}
+
+#[test]
+fn read_refuses_dot_git_file_and_search_skips_it() {
+    let f = fixture();
+    let wt = f.root.join("work/wt");
+    write(&wt.join(".git"), "gitdir: /x/.git/worktrees/wt\nneedle\n");
+    write(&wt.join("main.rs"), "needle\n");
+    let out = read(&f.exec, &wt.join(".git"), None, None);
+    assert_error(&out, "not_permitted");
+    assert!(out.output.contains("`.git`"), "{}", out.output);
+    let out = search(&f.exec, &wt, "needle", None);
+    assert!(
+        out.output.starts_with("1 matching line in 1 file"),
+        "{}",
+        out.output
+    );
+    let out = find(&f.exec, &wt, None);
+    assert_eq!(out.output, format!("{}/main.rs", wt.display()));
+}
+
+#[test]
+fn state_dir_reached_through_other_paths_refused() {
+    let f = fixture();
+    let w = f.root.join("work");
+    // Hard link to a file inside the state dir.
+    std::fs::hard_link(f.state.join("gateway.db"), w.join("alias.db")).unwrap();
+    let out = read(&f.exec, &w.join("alias.db"), None, None);
+    assert_error(&out, "not_permitted");
+    assert!(out.output.contains("2 hard links"), "{}", out.output);
+    // Symlink to the state dir.
+    std::os::unix::fs::symlink(&f.state, w.join("state-link")).unwrap();
+    let out = read(&f.exec, &w.join("state-link/gateway.db"), None, None);
+    assert_error(&out, "not_permitted");
+    assert!(out.output.contains("is a symbolic link"), "{}", out.output);
+    assert_error(&find(&f.exec, &w.join("state-link"), None), "not_permitted");
+    assert_error(
+        &search(&f.exec, &w.join("state-link"), "needle", None),
+        "not_permitted",
+    );
+    // Searching the directory holding both aliases finds nothing of the state dir.
+    let out = search(&f.exec, &w, "needle", None);
+    assert!(out.output.starts_with("No matches"), "{}", out.output);
+    assert!(
+        out.output.contains("1 symlinked, 1 hard-linked"),
+        "{}",
+        out.output
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn proc_magic_links_refused() {
+    let f = fixture();
+    let pid = std::process::id();
+    let db = f.state.join("gateway.db");
+    let db_rel = db.strip_prefix("/").unwrap().display().to_string();
+    let plain = f.root.join("work/plain.txt");
+    write(&plain, "x");
+    let held = std::fs::File::open(&plain).unwrap();
+    use std::os::fd::AsRawFd;
+    let n = held.as_raw_fd();
+    for path in [
+        format!("/proc/self/root/{db_rel}"),
+        format!("/proc/{pid}/root/{db_rel}"),
+        format!("/proc/{pid}/cwd/{db_rel}"),
+        "/proc/self/cwd/Cargo.toml".to_string(),
+        format!("/proc/self/fd/{n}"),
+        format!("/proc/{pid}/fd/{n}"),
+        "/proc/self/exe".to_string(),
+        format!("/proc/{pid}/exe"),
+        format!("/dev/fd/{n}"),
+        "/dev/stdin".to_string(),
+    ] {
+        let out = read(&f.exec, Path::new(&path), None, None);
+        assert_error(&out, "not_permitted");
+        assert!(
+            out.output.contains("symbolic link"),
+            "{path}: {}",
+            out.output
+        );
+    }
+    for path in [
+        format!("/proc/{pid}/root"),
+        "/proc/self/root".to_string(),
+        format!("/proc/{pid}/cwd"),
+    ] {
+        assert_error(&find(&f.exec, Path::new(&path), None), "not_permitted");
+        assert_error(
+            &search(&f.exec, Path::new(&path), "needle", None),
+            "not_permitted",
+        );
+    }
+    let out = read(
+        &f.exec,
+        Path::new(&format!("/proc/{pid}/environ")),
+        None,
+        None,
+    );
+    assert_error(&out, "not_permitted");
+    // Listing our own /proc entry shows the links as symlinks, never their targets' contents.
+    let out = find_with(
+        &f.exec,
+        Path::new(&format!("/proc/{pid}")),
+        Some(1),
+        Some(10_000),
+    );
+    assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+    assert!(
+        out.output
+            .contains(&format!("/proc/{pid}/root -> (symlink)")),
+        "{}",
+        out.output
+    );
+    assert!(!out.output.contains("environ"), "{}", out.output);
+    drop(held);
+}
+
+#[test]
+fn read_huge_sparse_file_fails_fast() {
+    let f = fixture();
+    let path = f.root.join("work/huge.txt");
+    write(&path, "");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(300 * 1024 * 1024)
+        .unwrap();
+    let start = Instant::now();
+    let out = read(&f.exec, &path, None, None);
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_error(&out, "file_too_large");
+    assert!(out.output.contains("314572800 bytes"), "{}", out.output);
+    assert!(out.output.contains("256 MiB"), "{}", out.output);
+}
+
+#[test]
+fn fifo_in_tree_never_hangs_searches() {
+    let f = fixture();
+    let w = f.root.join("work");
+    write(&w.join("a.txt"), "needle\n");
+    nix::unistd::mkfifo(
+        &w.join("pipe"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let start = Instant::now();
+    let out = search(&f.exec, &w, "needle", None);
+    assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+    assert!(out.output.starts_with("1 matching line"), "{}", out.output);
+    let out = find(&f.exec, &w, None);
+    assert!(
+        out.output.contains(&format!("{}/pipe (fifo)", w.display())),
+        "{}",
+        out.output
+    );
+    assert_error(
+        &search(&f.exec, &w.join("pipe"), "needle", None),
+        "not_a_file",
+    );
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn device_refused_with_kind() {
+    let f = fixture();
+    let out = read(&f.exec, Path::new("/dev/null"), None, None);
+    assert_error(&out, "not_a_file");
+    assert!(out.output.contains("character device"), "{}", out.output);
+}
+
+#[test]
+fn invalid_utf8_file_names_listed_and_searched() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = fixture();
+    let w = f.root.join("work");
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    write(&w.join(name), "needle\n");
+    let out = find(&f.exec, &w, None);
+    assert_eq!(out.output, format!("{}/caf\u{fffd}.txt", w.display()));
+    let out = search(&f.exec, &w, "needle", None);
+    assert!(
+        out.output.contains("caf\u{fffd}.txt:1: needle"),
+        "{}",
+        out.output
+    );
+    // Invalid UTF-8 content: clear error from Read, lossy lines from SearchText.
+    write(&w.join("latin1.txt"), b"needle caf\xe9\n");
+    assert_error(
+        &read(&f.exec, &w.join("latin1.txt"), None, None),
+        "not_utf8",
+    );
+    let out = search(&f.exec, &w.join("latin1.txt"), "needle", None);
+    assert!(
+        out.output.contains(":1: needle caf\u{fffd}"),
+        "{}",
+        out.output
+    );
+}
+
+#[test]
+fn huge_tree_time_budget_truncates_with_reason() {
+    let f = fixture();
+    let w = f.root.join("work/tree");
+    for d in 0..40 {
+        for i in 0..100 {
+            write(&w.join(format!("d{d:02}/f{i:03}.txt")), "needle\n");
+        }
+    }
+    let exec = f.exec.clone().with_time_budget(Duration::from_millis(2));
+    let start = Instant::now();
+    let out = search_max(&exec, &w, "needle", 100_000);
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(out.status, ToolStatus::Ok);
+    assert!(out.truncated);
+    assert!(
+        out.output.contains("[truncated: time budget reached after"),
+        "{}",
+        &out.output[out.output.len().saturating_sub(300)..]
+    );
+    let start = Instant::now();
+    let out = find_with(&exec, &w, Some(64), Some(100_000));
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert!(out.truncated);
+    assert!(
+        out.output.contains("time budget reached"),
+        "{}",
+        &out.output[out.output.len().saturating_sub(300)..]
+    );
+    // With the normal budget the same tree is complete.
+    let out = search_max(&f.exec, &w, "needle", 100_000);
+    assert!(
+        out.output.starts_with("4000 matching lines in 4000 files"),
+        "{}",
+        &out.output[..100]
+    );
+    assert!(out.truncated, "64 KiB output limit"); // 4000 lines do not fit
+}
+
+#[test]
+fn parallel_search_is_deterministic_and_sorted() {
+    let f = fixture();
+    let w = f.root.join("work/many");
+    for d in 0..20 {
+        for i in 0..30 {
+            let text: String = (0..(i % 4)).map(|k| format!("hit {k}\n")).collect();
+            write(&w.join(format!("d{d:02}/f{i:02}.txt")), text);
+        }
+    }
+    let first = search_max(&f.exec, &w, "hit", 50);
+    assert!(first.truncated);
+    assert!(
+        first.output.contains("max_results 50 reached"),
+        "{}",
+        first.output
+    );
+    for _ in 0..20 {
+        assert_eq!(search_max(&f.exec, &w, "hit", 50).output, first.output);
+    }
+    // The 50 shown are the first 50 in path order.
+    let full = search_max(&f.exec, &w, "hit", 100_000);
+    assert!(!full.truncated);
+    let full_lines: Vec<&str> = full.output.lines().skip(1).collect();
+    let shown: Vec<&str> = first.output.lines().skip(1).take(50).collect();
+    assert_eq!(shown, &full_lines[..50]);
+    let mut sorted = full_lines.clone();
+    sorted.sort_by_key(|l| {
+        let (path, rest) = l.split_once(':').unwrap();
+        (
+            path.to_string(),
+            rest.split_once(':').unwrap().0.parse::<u64>().unwrap(),
+        )
+    });
+    assert_eq!(sorted, full_lines);
+}
+
+#[test]
+fn find_files_depth_and_truncation_consistent() {
+    let f = fixture();
+    let w = f.root.join("work/deep");
+    write(&w.join("a/b/c/d.txt"), "x");
+    write(&w.join("top.txt"), "x");
+    let out = find_with(&f.exec, &w, Some(1), None);
+    assert_eq!(out.output, format!("{}/top.txt", w.display()));
+    let out = find_with(&f.exec, &w, Some(4), None);
+    assert_eq!(
+        out.output,
+        format!("{0}/a/b/c/d.txt\n{0}/top.txt", w.display())
+    );
+    assert!(!out.truncated);
+}
+
+/// Exchange two names atomically (Linux `renameat2(RENAME_EXCHANGE)`).
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) {
+    nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        a,
+        nix::fcntl::AT_FDCWD,
+        b,
+        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+    )
+    .unwrap();
+}
+
+/// RACE: a thread flips `work/comp` between a real directory and a symlink to the protected
+/// `~/.ssh` (holding a file of the same name) thousands of times; Read, SearchText and FindFiles
+/// must never return the protected content or names.
+#[cfg(target_os = "linux")]
+#[test]
+fn race_symlink_swapped_in_never_leaks_protected() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let f = fixture();
+    let ssh = f.home.join(".ssh");
+    write(&ssh.join("f.txt"), "SECRET needle\n");
+    write(&ssh.join("secret-name.txt"), "SECRET needle\n");
+    let w = f.root.join("work");
+    write(&w.join("comp/f.txt"), "public needle\n");
+    std::os::unix::fs::symlink(&ssh, w.join("other")).unwrap();
+    let target = w.join("comp/f.txt");
+    let stop = AtomicBool::new(false);
+    let (mut ok, mut refused) = (0u32, 0u32);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                exchange(&w.join("comp"), &w.join("other"));
+            }
+        });
+        for i in 0..5_000 {
+            let out = read(&f.exec, &target, None, None);
+            assert!(!out.output.contains("SECRET"), "Read leaked: {out:?}");
+            match out.status {
+                ToolStatus::Ok => {
+                    assert_eq!(out.output, "     1\tpublic needle");
+                    ok += 1;
+                }
+                _ => {
+                    let code = out.error_code.as_deref();
+                    assert!(
+                        matches!(code, Some("not_permitted" | "not_a_directory")),
+                        "{out:?}"
+                    );
+                    refused += 1;
+                }
+            }
+            if i % 10 == 0 {
+                let out = search(&f.exec, &w, "needle", None);
+                assert!(
+                    !out.output.contains("SECRET"),
+                    "SearchText leaked: {}",
+                    out.output
+                );
+                let out = find(&f.exec, &w, None);
+                assert!(
+                    !out.output.contains("secret-name"),
+                    "FindFiles leaked: {}",
+                    out.output
+                );
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(
+        ok > 0 && refused > 0,
+        "race not exercised: ok {ok}, refused {refused}"
+    );
+}
