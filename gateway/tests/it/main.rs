@@ -17,5 +17,7 @@ mod protocol;
 mod leak;
 // Gateway restarts, re-adoption, forged records, lease expiry, runner loss.
 mod restart;
+// The read tools across / with the real runner: bounded, sorted answers, protected paths refused.
+mod reads;
 // RunCommand: the adversarial sandbox catalogue in process, and one session with the real runner.
 mod run_command;
