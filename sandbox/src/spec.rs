@@ -22,6 +22,14 @@ pub struct Limits {
     pub fsize: u64,
     /// Open files (`RLIMIT_NOFILE`).
     pub nofile: u64,
+    /// As root, bound the process count with a pids cgroup (the kernel does not enforce
+    /// `RLIMIT_NPROC` for root). Joining a cgroup-v1 hierarchy costs ~30 ms per command.
+    #[serde(default = "default_true")]
+    pub root_pids_cgroup: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 impl Default for Limits {
@@ -30,6 +38,7 @@ impl Default for Limits {
             nproc: 256,
             fsize: 256 * 1024 * 1024,
             nofile: 1024,
+            root_pids_cgroup: true,
         }
     }
 }

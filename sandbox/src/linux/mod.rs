@@ -124,7 +124,7 @@ pub fn helper_main() -> i32 {
     sys::close_fds_from_3();
     let mut enforced = Enforced::default();
     // Safety: geteuid cannot fail.
-    let cgroup = if unsafe { libc::geteuid() } == 0 {
+    let cgroup = if unsafe { libc::geteuid() } == 0 && spec.limits.root_pids_cgroup {
         sys::join_pids_cgroup(spec.limits.nproc)
     } else {
         None

@@ -1,0 +1,135 @@
+//! RunCommand confinement cost: `RunCommand ["true"]` through the broker's executor (the
+//! `gateway sandbox-exec` helper with namespaces, read-only mounts, Landlock, seccomp, rlimits,
+//! scratch dir create/remove, report line, group kill and reap) against a plain spawn of `true`,
+//! p50/p99 over `--runs` calls each (default 200), plus the Landlock-only fallback.
+//!
+//! Run: `cargo bench -p gateway --bench run_command [-- --runs N]`. Target: ≤ 20 ms p50 added.
+//! Figures are recorded in `gateway/benches/RUN_COMMAND_RESULTS.md`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use broker::executor::{CommandSandbox, Executor};
+use common::tools::{RunCommandArgs, ToolArgs, ToolStatus};
+use sandbox::path_policy::PathPolicy;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn measure(runs: usize, mut f: impl FnMut()) -> (Duration, Duration) {
+    for _ in 0..5 {
+        f(); // warm-up
+    }
+    let mut samples: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    samples.sort();
+    (percentile(&samples, 0.5), percentile(&samples, 0.99))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn executor(root: &std::path::Path, namespaces: bool, cgroup: bool) -> Executor {
+    let wd = root.join("work");
+    let home = root.join("home");
+    let state = root.join("state");
+    for d in [&wd, &home, &state] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let mut commands = CommandSandbox::new(
+        PathBuf::from(env!("CARGO_BIN_EXE_gateway")),
+        state.join("run/bench/cmd"),
+        &home,
+        &state,
+        &[],
+    );
+    if !namespaces {
+        commands = commands.without_namespaces();
+    }
+    commands = commands.with_limits(sandbox::Limits {
+        root_pids_cgroup: cgroup,
+        ..sandbox::Limits::default()
+    });
+    Executor::new(PathPolicy::new(home, state.clone(), vec![]), wd).with_command_sandbox(commands)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let runs = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200usize);
+    let support = sandbox::host_support();
+    println!("host: {support:?}");
+    println!("enforced_by: {}", support.enforced_by());
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let true_args = ToolArgs::RunCommand(RunCommandArgs {
+        argv: vec!["true".into()],
+        cwd: None,
+        timeout_seconds: None,
+    });
+
+    let (plain50, plain99) = measure(runs, || {
+        let status = std::process::Command::new("/bin/true").status().unwrap();
+        assert!(status.success());
+    });
+    println!(
+        "plain spawn of true          p50 {:7.2} ms  p99 {:7.2} ms",
+        ms(plain50),
+        ms(plain99)
+    );
+    let mut rows = vec![("plain spawn", plain50, plain99)];
+    for (label, namespaces, cgroup) in [
+        ("RunCommand (namespaces)", true, true),
+        ("RunCommand (Landlock only)", false, true),
+        ("RunCommand (namespaces, no cgroup)", true, false),
+        ("RunCommand (Landlock only, no cgroup)", false, false),
+    ] {
+        if !cgroup && !support.root {
+            continue; // the cgroup is only used as root
+        }
+        let exec = executor(
+            &root.join(label.replace([' ', ',', '(', ')'], "_")),
+            namespaces,
+            cgroup,
+        );
+        let check = exec.execute("bench", &true_args);
+        if check.status != ToolStatus::Ok {
+            println!("{label}: not measured: {}", check.output);
+            continue;
+        }
+        println!("  {}", check.output.lines().nth(2).unwrap_or(""));
+        let (p50, p99) = measure(runs, || {
+            let out = exec.execute("bench", &true_args);
+            assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+        });
+        println!(
+            "{label:<38} p50 {:7.2} ms  p99 {:7.2} ms  (added p50 {:+.2} ms)",
+            ms(p50),
+            ms(p99),
+            ms(p50) - ms(plain50)
+        );
+        rows.push((label, p50, p99));
+    }
+    println!("\n| path | p50 ms | p99 ms | added p50 ms |\n|---|---|---|---|");
+    for (label, p50, p99) in &rows {
+        println!(
+            "| {label} | {:.2} | {:.2} | {:+.2} |",
+            ms(*p50),
+            ms(*p99),
+            ms(*p50) - ms(plain50)
+        );
+    }
+}
