@@ -120,12 +120,14 @@ impl ServerHandler for ExecutorMcp {
                 // Results up to 64 KiB must reach the model inline, not spill to a file.
                 meta.0
                     .insert("anthropic/maxResultSizeChars".into(), json!(200_000));
+                // Reads are repeatable; a command may give another result each time.
+                let repeatable = tool != LogicalTool::RunCommand;
                 Tool::new(tool.name(), tool.description(), object(tool.input_schema()))
                     .with_annotations(
                         ToolAnnotations::new()
-                            .read_only(true)
+                            .read_only(repeatable)
                             .destructive(false)
-                            .idempotent(true)
+                            .idempotent(repeatable)
                             .open_world(false),
                     )
                     .with_meta(meta)

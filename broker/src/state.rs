@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use anyhow::Context;
 use common::protocol::{ApprovedCall, BrokerEvent, BrokerSpec, ReplyRelease};
 use common::tools::ActionOutcome;
 use tokio::sync::{Notify, watch};
@@ -56,12 +57,24 @@ pub struct BrokerState {
 
 impl BrokerState {
     pub fn new(spec: BrokerSpec) -> anyhow::Result<Self> {
+        let extra_protected: Vec<PathBuf> =
+            spec.extra_protected.iter().map(PathBuf::from).collect();
         let policy = sandbox::path_policy::PathPolicy::new(
             PathBuf::from(&spec.owner_home),
             PathBuf::from(&spec.state_dir),
-            spec.extra_protected.iter().map(PathBuf::from).collect(),
+            extra_protected.clone(),
         );
-        let executor = Executor::new(policy, PathBuf::from(&spec.working_directory));
+        // Commands run through `<this executable> sandbox-exec`, with per-command scratch dirs
+        // under the session's runtime dir and the same protected paths masked.
+        let commands = crate::executor::CommandSandbox::new(
+            std::env::current_exe().context("locating the sandbox helper")?,
+            PathBuf::from(&spec.runtime_dir).join("cmd"),
+            std::path::Path::new(&spec.owner_home),
+            std::path::Path::new(&spec.state_dir),
+            &extra_protected,
+        );
+        let executor = Executor::new(policy, PathBuf::from(&spec.working_directory))
+            .with_command_sandbox(commands);
         Ok(BrokerState {
             spec,
             executor,

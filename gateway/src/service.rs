@@ -466,14 +466,7 @@ impl Gateway {
             stop_request: None,
             terminal: None,
             recovery_required: false,
-            network_boundary: json!({
-                "runner": "unconfined",
-                "commands": "not_available",
-                "enforced_by": "none",
-                "degraded": true,
-                "detail": "OS confinement is not built yet: the runner has only the gateway's \
-                           tools, but the host does not restrict its network or files",
-            }),
+            network_boundary: network_boundary(),
             skill_snapshot: Vec::new(),
             broker: None,
             turn_sequence: 0,
@@ -1260,6 +1253,22 @@ impl Gateway {
             BrokerEvent::Unknown => ("unknown_broker_event", json!({})),
         })
     }
+}
+
+/// What confines the runner and commands on this host, said plainly.
+fn network_boundary() -> Value {
+    let host = sandbox::host_support();
+    let commands = match host.status() {
+        "enforced" => "none: empty network namespace, no sockets",
+        "degraded" => "degraded: partial confinement (see enforced_by); no sockets",
+        _ => "refused: this host cannot confine commands, so RunCommand refuses to run",
+    };
+    json!({
+        "runner": "unconfined: the runner has only the gateway's tools, but the host does not yet restrict its own network or files",
+        "commands": commands,
+        "enforced_by": host.enforced_by(),
+        "degraded": true,
+    })
 }
 
 fn ensure_not_terminal(session: &SessionRecord) -> ToolResult<()> {
