@@ -121,7 +121,15 @@ async fn read_only_session_end_to_end_with_real_runner() {
     );
     assert_eq!(s["revision"].as_u64().unwrap(), revision);
 
-    // continue without waiting, then status with a long wait returns as soon as the turn is pending
+    // A long status wait returns as soon as the session changes: here, when continue is accepted.
+    let (url, token, s2, l2) = (gw.url(), gw.token().to_string(), sid.clone(), lease.clone());
+    let waiter = tokio::spawn(async move {
+        let chat = ScriptedChatGpt::connect(&url, &token).await.unwrap();
+        let t = Instant::now();
+        let result = chat.status(&s2, &l2, 50).await.unwrap();
+        (t.elapsed(), result)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let r = chat
         .continue_(
             &sid,
@@ -132,22 +140,19 @@ async fn read_only_session_end_to_end_with_real_runner() {
         )
         .await
         .unwrap();
-    let c = view(&r);
-    assert!(c["revision"].as_u64().unwrap() > revision);
-    let t = Instant::now();
-    let mut v = view(&chat.status(&sid, &lease, 40).await.unwrap());
-    if v["status"] != "waiting_for_gpt" {
-        v = chat
-            .wait_until(&sid, &lease, Duration::from_secs(40), |v| {
-                v["status"] == "waiting_for_gpt"
-            })
-            .await
-            .unwrap();
-    }
+    assert!(view(&r)["revision"].as_u64().unwrap() > revision);
+    let (waited, result) = waiter.await.unwrap();
     assert!(
-        t.elapsed() < Duration::from_secs(30),
-        "status wait did not return on change"
+        waited < Duration::from_secs(20),
+        "status waited {waited:?} past the change"
     );
+    assert!(view(&result)["revision"].as_u64().unwrap() > revision);
+    let v = chat
+        .wait_until(&sid, &lease, Duration::from_secs(60), |v| {
+            v["status"] == "waiting_for_gpt"
+        })
+        .await
+        .unwrap();
     assert_eq!(v["pending_turn"]["kind"], "prompt");
     assert_eq!(v["pending_turn"]["prompt"], "Now summarise it in one word");
     assert_eq!(v["pending_turn"]["sequence"], 3);
