@@ -136,3 +136,45 @@ async fn apply(state: &Arc<BrokerState>, message: GatewayToBroker) -> Option<Bro
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::protocol::GatewayHello;
+
+    async fn hello(state: &Arc<BrokerState>, min: u32, max: u32) -> BrokerHello {
+        let stream = UnixStream::connect(&state.spec.socket_path).await.unwrap();
+        let mut framed = Framed::new(stream, frame_codec());
+        let message = GatewayToBroker::Hello(GatewayHello {
+            protocol_min: min,
+            protocol_max: max,
+            build: "test".into(),
+            nonce: "nonce-1".into(),
+        });
+        framed.send(encode(&message).unwrap()).await.unwrap();
+        let frame = framed.next().await.unwrap().unwrap();
+        match decode::<BrokerToGateway>(&frame).unwrap() {
+            BrokerToGateway::Hello(hello) => hello,
+            other => panic!("expected a hello, got {other:?}"),
+        }
+    }
+
+    /// A newer gateway whose range still includes this broker's version talks to it; one that
+    /// no longer does gets a typed refusal, not a silent misread.
+    #[tokio::test]
+    async fn version_range_is_negotiated_and_refusals_are_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = crate::test_support::state(dir.path());
+        let _link = serve(state.clone()).await.unwrap();
+
+        let newer = hello(&state, PROTOCOL_VERSION_MIN, PROTOCOL_VERSION + 3).await;
+        assert_eq!(newer.protocol_version, PROTOCOL_VERSION);
+        assert!(newer.refused.is_none());
+        assert!(common::hash::verify_hmac_hex(&state.spec.secret, "nonce-1", &newer.proof));
+
+        let incompatible = hello(&state, PROTOCOL_VERSION + 1, PROTOCOL_VERSION + 3).await;
+        let reason = incompatible.refused.expect("refused");
+        assert!(reason.contains("no common protocol version"), "{reason}");
+        state.shutdown.cancel();
+    }
+}

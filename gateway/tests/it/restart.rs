@@ -89,6 +89,15 @@ async fn gateway_killed_while_turn_pending_keeps_the_runner_and_the_turn() {
     assert_eq!(s["current_run"]["generation"], 1);
     assert_eq!(broker_record(&gw, &sid)["pid"].as_i64(), Some(broker_pid));
     assert_eq!(runner_pid(broker_pid), Some(runner));
+    // gatewayctl shows the same broker, verified, with its runner.
+    let brokers = gatewayctl_json(&gw, &["brokers"]);
+    let row = brokers
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["session_id"] == sid.as_str()))
+        .unwrap_or_else(|| panic!("session missing from gatewayctl brokers: {brokers}"));
+    assert_eq!(row["broker"]["pid"].as_i64(), Some(broker_pid));
+    assert_eq!(row["verified"], true);
+    assert_eq!(row["runner_alive"], true);
 
     // Recover rotates the lease; the old one stops working.
     let r = view(&chat.recover(&sid, &token, "rs-rec", 0).await.unwrap());
@@ -312,6 +321,9 @@ async fn an_expired_lease_stops_the_runner_and_keeps_the_state() {
         .unwrap();
     let record: Value = serde_json::from_str(&data).unwrap();
     assert_eq!(record["terminal"]["reason"], "lease_expired");
+    // The expired session stays readable by the owner's tool.
+    let shown = gatewayctl_json(&gw, &["show", &sid]);
+    assert!(shown.to_string().contains("expired"), "{shown}");
     assert!(
         wait_for(
             || count(

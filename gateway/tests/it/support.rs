@@ -113,3 +113,19 @@ pub fn state_db(gw: &GatewayProcess) -> rusqlite::Connection {
     )
     .unwrap()
 }
+
+/// Run `gatewayctl --json <args>` against the gateway's state dir, in-process; returns its JSON.
+pub fn gatewayctl_json(gw: &GatewayProcess, args: &[&str]) -> Value {
+    use clap::Parser;
+    let state = gw.state_dir().to_string_lossy().to_string();
+    let mut argv = vec!["gatewayctl", "--state-dir", state.as_str(), "--json"];
+    argv.extend_from_slice(args);
+    let mut out = Vec::new();
+    gatewayctl::run(gatewayctl::Cli::parse_from(argv), &mut out).unwrap();
+    serde_json::from_slice(&out).unwrap_or_else(|e| {
+        panic!(
+            "gatewayctl output is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out)
+        )
+    })
+}
