@@ -13,6 +13,7 @@ pub mod linux;
 pub mod path_policy;
 pub mod seatbelt;
 pub mod spec;
+pub mod write_path;
 
 pub use spec::{Enforced, ExecSpec, HostSupport, Limits, Report};
 

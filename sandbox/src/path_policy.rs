@@ -703,7 +703,7 @@ impl PathPolicy {
         }
     }
 
-    fn check_opened_file(&self, st: &Stat, path: &Path) -> Result<(), PathRefusal> {
+    pub(crate) fn check_opened_file(&self, st: &Stat, path: &Path) -> Result<(), PathRefusal> {
         let kind = FileType::from_raw_mode(st.st_mode);
         if kind == FileType::Symlink {
             return Err(PathRefusal::Symlink {
@@ -786,7 +786,7 @@ fn dir_walk_flags() -> OFlags {
 /// Turn a failed `openat` of `name` (under `dir`, shown to the caller as `component`) into a refusal
 /// that names the component. The extra `lstat` only chooses the message; the refusal itself came
 /// from the kernel.
-fn classify(
+pub(crate) fn classify(
     dir: &OwnedFd,
     name: &OsStr,
     component: &Path,
@@ -823,7 +823,7 @@ fn classify(
     }
 }
 
-fn io_refusal(shown: &str, err: Errno) -> PathRefusal {
+pub(crate) fn io_refusal(shown: &str, err: Errno) -> PathRefusal {
     PathRefusal::Io {
         path: shown.to_string(),
         message: std::io::Error::from(err).to_string(),
@@ -844,7 +844,7 @@ fn kind_name(kind: FileType) -> &'static str {
 }
 
 #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-fn ident(st: &Stat) -> (u64, u64) {
+pub(crate) fn ident(st: &Stat) -> (u64, u64) {
     (st.st_dev as u64, st.st_ino as u64)
 }
 
@@ -853,11 +853,11 @@ fn nlink(st: &Stat) -> u64 {
     st.st_nlink as u64
 }
 
-fn show(path: &Path) -> String {
+pub(crate) fn show(path: &Path) -> String {
     path.display().to_string()
 }
 
-fn is_git_name(name: &OsStr) -> bool {
+pub(crate) fn is_git_name(name: &OsStr) -> bool {
     name.as_bytes().eq_ignore_ascii_case(b".git")
 }
 

@@ -1,0 +1,424 @@
+//! Resolving the target of a logical write (`Edit`, `Write`, `NotebookEdit`) inside a write root
+//! without following symlinks, and the file-level checks a write needs.
+//!
+//! Rules (DESIGN §5, reference §7.3):
+//! - The path passes [`PathPolicy::check`] (absolute, no `.`/`..`/empty components, no NUL, not
+//!   too long, not protected by name, no `.git` component in any case) and lies strictly below the
+//!   write root, compared component-wise with the root as given (aliases are refused, not
+//!   canonicalised).
+//! - The root is opened once with the policy's no-follow opener and kept as a descriptor; the
+//!   parent directory is resolved from it: on Linux with `openat2(RESOLVE_BENEATH |
+//!   RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)`, elsewhere (and to name the
+//!   offending component, and to create missing directories) one component at a time with
+//!   `openat(O_DIRECTORY | O_NOFOLLOW)`, each directory on the root's device and not a protected
+//!   identity. Missing parents are created with `mkdirat`, one component at a time.
+//! - An existing target must be a regular file with exactly one link, not a protected identity;
+//!   it is looked at with `fstatat(AT_SYMLINK_NOFOLLOW)` and opened only with
+//!   `O_NOFOLLOW | O_NONBLOCK`, so a FIFO can never hang a write.
+//! - [`WriteTarget::verify_parent`] re-resolves the parent from the root and requires the same
+//!   `(dev, ino)` as the held descriptor: a parent moved out of the root (and perhaps replaced by
+//!   a symlink) after resolution is detected before anything is written through it.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
+
+use crate::path_policy::{PathPolicy, PathRefusal, classify, ident, io_refusal, is_git_name, show};
+
+/// Mode of directories created for a write (before the umask).
+const NEW_DIR_MODE: u32 = 0o755;
+
+/// Why a write target was refused. `code()` is the stable machine code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteRefusal {
+    #[error("{path}: is outside the write root {root}; writes are confined to it")]
+    OutsideRoot { path: String, root: String },
+    #[error("{path}: is inside a `.git` directory; the write tools never modify Git internals")]
+    GitDir { path: String },
+    #[error(
+        "{path}: `{component}` is on another file system or mount than the write root; writes do not cross mounts"
+    )]
+    CrossesMount { path: String, component: String },
+    #[error(
+        "{path}: the parent directory was moved or replaced while the write was in progress; nothing was written"
+    )]
+    ParentChanged { path: String },
+    #[error("{path}: names a directory, not a file")]
+    IsDirectory { path: String },
+    #[error(transparent)]
+    Path(#[from] PathRefusal),
+}
+
+impl WriteRefusal {
+    /// Stable machine code (`not_permitted`, `invalid_argument`, `not_found`, `not_a_file`,
+    /// `conflict`, and the codes of [`PathRefusal`]).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::OutsideRoot { .. } | Self::GitDir { .. } | Self::CrossesMount { .. } => {
+                "not_permitted"
+            }
+            Self::ParentChanged { .. } => "conflict",
+            Self::IsDirectory { .. } => "not_a_file",
+            Self::Path(refusal) => refusal.code(),
+        }
+    }
+}
+
+/// What a write needs to know about an existing target, from `fstat` of the checked object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+}
+
+impl FileIdentity {
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    fn from_stat(st: &Stat) -> Self {
+        let (dev, ino) = ident(st);
+        Self {
+            dev,
+            ino,
+            mode: (st.st_mode as u32) & 0o7777,
+            uid: st.st_uid as u32,
+            gid: st.st_gid as u32,
+            size: st.st_size as u64,
+        }
+    }
+}
+
+/// Whether missing parent directories of a target may be created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parents {
+    /// The parent must exist (`Edit`, `NotebookEdit`).
+    MustExist,
+    /// Create missing directories inside the root (`Write`).
+    Create,
+}
+
+/// The write root, held open. Everything a write touches is resolved from this descriptor.
+#[derive(Debug)]
+pub struct WriteRoot {
+    fd: OwnedFd,
+    path: PathBuf,
+    dev: u64,
+}
+
+impl WriteRoot {
+    /// Open the root directory (absolute, not protected) without following any symlink.
+    pub fn open(policy: &PathPolicy, root: &Path) -> Result<Self, WriteRefusal> {
+        let (file, _) = policy.open_dir_no_follow(root).map_err(git_refusal)?;
+        let fd = OwnedFd::from(file);
+        let st = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&show(root), err))?;
+        let (dev, _) = ident(&st);
+        Ok(Self {
+            fd,
+            path: root.to_path_buf(),
+            dev,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Resolve `path` (absolute, strictly below the root) to its parent directory descriptor and
+    /// file name; see the module rules. With [`Parents::Create`] missing directories are made.
+    pub fn resolve(
+        &self,
+        policy: &PathPolicy,
+        path: &Path,
+        parents: Parents,
+    ) -> Result<WriteTarget, WriteRefusal> {
+        policy.check(path).map_err(git_refusal)?;
+        let shown = show(path);
+        if path.as_os_str().as_bytes().ends_with(b"/") {
+            return Err(WriteRefusal::IsDirectory { path: shown });
+        }
+        let Ok(relative) = path.strip_prefix(&self.path) else {
+            return Err(WriteRefusal::OutsideRoot {
+                path: shown,
+                root: show(&self.path),
+            });
+        };
+        let comps = normal_components(relative);
+        let Some((name, dirs)) = comps.split_last() else {
+            return Err(WriteRefusal::IsDirectory { path: shown });
+        };
+        if comps.iter().any(|c| is_git_name(c)) {
+            return Err(WriteRefusal::GitDir { path: shown });
+        }
+        let parent = self.open_parent(policy, dirs, path, parents)?;
+        let parent_st = rustix::fs::fstat(&parent).map_err(|err| io_refusal(&shown, err))?;
+        let (parent_dev, parent_ino) = ident(&parent_st);
+        let existing = match rustix::fs::statat(&parent, *name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => {
+                policy.check_opened_file(&st, path)?;
+                Some(FileIdentity::from_stat(&st))
+            }
+            Err(Errno::NOENT) => None,
+            Err(err) => return Err(classify(&parent, name, path, &shown, err, false).into()),
+        };
+        Ok(WriteTarget {
+            parent,
+            parent_ident: (parent_dev, parent_ino),
+            parent_rel: dirs.iter().collect(),
+            name: name.to_os_string(),
+            path: path.to_path_buf(),
+            existing,
+        })
+    }
+
+    /// Open the directory `dirs` (relative to the root) for reading, without following symlinks.
+    fn open_parent(
+        &self,
+        policy: &PathPolicy,
+        dirs: &[&OsStr],
+        path: &Path,
+        parents: Parents,
+    ) -> Result<OwnedFd, WriteRefusal> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            let relative: PathBuf = dirs.iter().collect();
+            match openat2_beneath(&self.fd, &relative) {
+                Ok(fd) => {
+                    self.check_dir(policy, &fd, path, &self.path.join(&relative))?;
+                    return Ok(fd);
+                }
+                Err(Errno::NOENT) if parents == Parents::Create => {}
+                Err(Errno::NOSYS) => {}
+                Err(err) => {
+                    // Walk only to say which component is at fault; the refusal stands even
+                    // if the walk (racing a change) succeeds.
+                    self.walk(policy, dirs, path, Parents::MustExist)?;
+                    return Err(match err {
+                        Errno::XDEV => WriteRefusal::CrossesMount {
+                            path: show(path),
+                            component: show(&self.path.join(&relative)),
+                        },
+                        Errno::LOOP => PathRefusal::Symlink {
+                            path: show(path),
+                            component: show(&self.path.join(&relative)),
+                        }
+                        .into(),
+                        other => io_refusal(&show(path), other).into(),
+                    });
+                }
+            }
+        }
+        self.walk(policy, dirs, path, parents)
+    }
+
+    /// Open `dirs` one component at a time from the root with `O_DIRECTORY | O_NOFOLLOW`,
+    /// creating missing ones with [`Parents::Create`].
+    fn walk(
+        &self,
+        policy: &PathPolicy,
+        dirs: &[&OsStr],
+        path: &Path,
+        parents: Parents,
+    ) -> Result<OwnedFd, WriteRefusal> {
+        let shown = show(path);
+        let mut current = rustix::fs::openat(&self.fd, ".", dir_flags(), Mode::empty())
+            .map_err(|err| io_refusal(&shown, err))?;
+        let mut prefix = self.path.clone();
+        for name in dirs {
+            prefix.push(name);
+            let opened = match rustix::fs::openat(&current, *name, dir_flags(), Mode::empty()) {
+                Err(Errno::NOENT) if parents == Parents::Create => {
+                    match rustix::fs::mkdirat(&current, *name, Mode::from_raw_mode(NEW_DIR_MODE)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(err) => {
+                            return Err(classify(&current, name, &prefix, &shown, err, true).into());
+                        }
+                    }
+                    rustix::fs::openat(&current, *name, dir_flags(), Mode::empty())
+                }
+                other => other,
+            };
+            let next = match opened {
+                Ok(fd) => fd,
+                Err(err) => return Err(classify(&current, name, &prefix, &shown, err, true).into()),
+            };
+            self.check_dir(policy, &next, path, &prefix)?;
+            current = next;
+        }
+        Ok(current)
+    }
+
+    /// A resolved directory must be a directory on the root's device and not protected.
+    fn check_dir(
+        &self,
+        policy: &PathPolicy,
+        fd: &OwnedFd,
+        path: &Path,
+        component: &Path,
+    ) -> Result<(), WriteRefusal> {
+        let st = rustix::fs::fstat(fd).map_err(|err| io_refusal(&show(path), err))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return Err(PathRefusal::NotADirectory {
+                path: show(path),
+                component: show(component),
+            }
+            .into());
+        }
+        let (dev, ino) = ident(&st);
+        if dev != self.dev {
+            return Err(WriteRefusal::CrossesMount {
+                path: show(path),
+                component: show(component),
+            });
+        }
+        if policy.is_protected_identity(dev, ino) {
+            return Err(PathRefusal::Protected { path: show(path) }.into());
+        }
+        Ok(())
+    }
+}
+
+/// A resolved write target: its parent directory (held open), its name in it, and what exists
+/// there now.
+#[derive(Debug)]
+pub struct WriteTarget {
+    parent: OwnedFd,
+    parent_ident: (u64, u64),
+    /// The parent relative to the root (empty for the root itself).
+    parent_rel: PathBuf,
+    name: OsString,
+    path: PathBuf,
+    existing: Option<FileIdentity>,
+}
+
+impl WriteTarget {
+    /// The parent directory, opened for reading (usable with `*at` calls and `fsync`).
+    pub fn parent(&self) -> BorrowedFd<'_> {
+        self.parent.as_fd()
+    }
+
+    pub fn name(&self) -> &OsStr {
+        &self.name
+    }
+
+    /// The path as the caller gave it (for messages and receipts).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The target as it was when resolved; `None` when it did not exist.
+    pub fn existing(&self) -> Option<FileIdentity> {
+        self.existing
+    }
+
+    /// Open the target for reading (`O_NOFOLLOW | O_NONBLOCK`) and check the opened object:
+    /// regular file, one link, not protected. `Ok(None)` when it does not exist.
+    pub fn open_existing(
+        &self,
+        policy: &PathPolicy,
+    ) -> Result<Option<(File, FileIdentity)>, WriteRefusal> {
+        let shown = show(&self.path);
+        let flags =
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let fd = match rustix::fs::openat(&self.parent, &self.name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::NXIO) => {
+                return Err(PathRefusal::NotAFile {
+                    path: shown,
+                    kind: "a socket or device",
+                }
+                .into());
+            }
+            Err(err) => {
+                return Err(
+                    classify(&self.parent, &self.name, &self.path, &shown, err, false).into(),
+                );
+            }
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&shown, err))?;
+        policy.check_opened_file(&st, &self.path)?;
+        Ok(Some((File::from(fd), FileIdentity::from_stat(&st))))
+    }
+
+    /// Re-resolve the parent from the root and require the descriptor held since resolution:
+    /// refuses ([`WriteRefusal::ParentChanged`]) when the parent was moved or replaced (e.g. by
+    /// a symlink) in the meantime.
+    pub fn verify_parent(&self, root: &WriteRoot, policy: &PathPolicy) -> Result<(), WriteRefusal> {
+        let dirs = normal_components(&self.parent_rel);
+        let changed = || WriteRefusal::ParentChanged {
+            path: show(&self.path),
+        };
+        let fd = root
+            .open_parent(policy, &dirs, &self.path, Parents::MustExist)
+            .map_err(|_| changed())?;
+        let st = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&show(&self.path), err))?;
+        if ident(&st) == self.parent_ident {
+            Ok(())
+        } else {
+            Err(changed())
+        }
+    }
+}
+
+/// `openat2` of a directory beneath `root`, refusing any symlink, magic link or mount crossing;
+/// retried a few times on `EAGAIN` (a rename raced somewhere on the host).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn openat2_beneath(root: &OwnedFd, relative: &Path) -> Result<OwnedFd, Errno> {
+    use rustix::fs::ResolveFlags;
+    let relative: &Path = if relative.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        relative
+    };
+    let resolve = ResolveFlags::BENEATH
+        | ResolveFlags::NO_SYMLINKS
+        | ResolveFlags::NO_MAGICLINKS
+        | ResolveFlags::NO_XDEV;
+    let mut last = Errno::AGAIN;
+    for _ in 0..4 {
+        match rustix::fs::openat2(root, relative, dir_flags(), Mode::empty(), resolve) {
+            Err(Errno::AGAIN) => last = Errno::AGAIN,
+            other => return other,
+        }
+        // Retry only EAGAIN; anything else returned above.
+    }
+    Err(last)
+}
+
+/// Directories are opened readable (not `O_PATH`) so that the parent can be `fsync`ed.
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+fn normal_components(path: &Path) -> Vec<&OsStr> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The policy's `.git` refusal, worded for writes.
+fn git_refusal(refusal: PathRefusal) -> WriteRefusal {
+    match refusal {
+        PathRefusal::GitDir { path } => WriteRefusal::GitDir { path },
+        other => WriteRefusal::Path(other),
+    }
+}
+
+#[cfg(test)]
+#[path = "write_path_tests.rs"]
+mod tests;

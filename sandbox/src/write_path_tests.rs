@@ -1,0 +1,267 @@
+//! Unit tests of the write-target resolver: containment, `.git` and protected refusals, symlinks
+//! at every position, hard links, FIFOs, parent creation and the parent re-verification.
+
+use super::*;
+use std::os::unix::fs::symlink;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    root: PathBuf,
+    policy: PathPolicy,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = base.join("work");
+    let home = base.join("home");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(root.join("src/lib.rs"), "fn main() {}\n").unwrap();
+    let policy = PathPolicy::new(home, base.join("state"), vec![]);
+    Fixture {
+        _tmp: tmp,
+        base,
+        root,
+        policy,
+    }
+}
+
+fn resolve(f: &Fixture, path: &Path, parents: Parents) -> Result<WriteTarget, WriteRefusal> {
+    WriteRoot::open(&f.policy, &f.root)
+        .unwrap()
+        .resolve(&f.policy, path, parents)
+}
+
+fn code(f: &Fixture, path: &Path, parents: Parents) -> &'static str {
+    resolve(f, path, parents).unwrap_err().code()
+}
+
+#[test]
+fn resolves_existing_and_new_files() {
+    let f = fixture();
+    let t = resolve(&f, &f.root.join("src/lib.rs"), Parents::MustExist).unwrap();
+    assert_eq!(t.name(), "lib.rs");
+    let id = t.existing().unwrap();
+    assert_eq!(id.size, 13);
+    let (_, opened) = t.open_existing(&f.policy).unwrap().unwrap();
+    assert_eq!((opened.dev, opened.ino), (id.dev, id.ino));
+    let t = resolve(&f, &f.root.join("src/new.rs"), Parents::MustExist).unwrap();
+    assert!(t.existing().is_none());
+    assert!(t.open_existing(&f.policy).unwrap().is_none());
+    // A file directly in the root.
+    let t = resolve(&f, &f.root.join("top.txt"), Parents::MustExist).unwrap();
+    assert!(t.existing().is_none());
+    t.verify_parent(&WriteRoot::open(&f.policy, &f.root).unwrap(), &f.policy)
+        .unwrap();
+}
+
+#[test]
+fn creates_missing_parents_only_when_asked() {
+    let f = fixture();
+    let path = f.root.join("a/b/c/file.txt");
+    assert_eq!(code(&f, &path, Parents::MustExist), "not_found");
+    assert!(!f.root.join("a").exists());
+    let t = resolve(&f, &path, Parents::Create).unwrap();
+    assert!(t.existing().is_none());
+    assert!(f.root.join("a/b/c").is_dir());
+}
+
+#[test]
+fn refuses_outside_the_root() {
+    let f = fixture();
+    std::fs::write(f.base.join("outside.txt"), "x").unwrap();
+    let err = resolve(&f, &f.base.join("outside.txt"), Parents::MustExist).unwrap_err();
+    assert_eq!(err.code(), "not_permitted");
+    assert!(err.to_string().contains("outside the write root"), "{err}");
+    assert_eq!(
+        code(&f, &f.root.join("../outside.txt"), Parents::MustExist),
+        "invalid_argument"
+    );
+    assert_eq!(
+        code(&f, &f.root.join("src/../../outside.txt"), Parents::Create),
+        "invalid_argument"
+    );
+    assert_eq!(
+        code(&f, Path::new("relative.txt"), Parents::Create),
+        "invalid_argument"
+    );
+    assert_eq!(
+        code(&f, Path::new("/etc/passwd"), Parents::Create),
+        "not_permitted"
+    );
+    // A sibling whose name starts with the root's name is outside too.
+    std::fs::create_dir(f.base.join("work2")).unwrap();
+    assert_eq!(
+        code(&f, &f.base.join("work2/x"), Parents::Create),
+        "not_permitted"
+    );
+    // The root itself and trailing slashes name directories.
+    assert_eq!(code(&f, &f.root, Parents::Create), "not_a_file");
+    assert_eq!(
+        code(
+            &f,
+            Path::new(&format!("{}/src/", f.root.display())),
+            Parents::Create
+        ),
+        "not_a_file"
+    );
+}
+
+#[test]
+fn refuses_git_in_any_case() {
+    let f = fixture();
+    std::fs::create_dir_all(f.root.join(".git")).unwrap();
+    for rel in [".git/config", ".GIT/config", "sub/.Git/HEAD", ".git"] {
+        let err = resolve(&f, &f.root.join(rel), Parents::Create).unwrap_err();
+        assert_eq!(err.code(), "not_permitted", "{rel}");
+        assert!(err.to_string().contains("`.git`"), "{rel}: {err}");
+    }
+    assert!(!f.root.join("sub").exists(), "nothing created on refusal");
+}
+
+#[test]
+fn refuses_protected_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let home = base.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    let policy = PathPolicy::new(home.clone(), base.join("state"), vec![]);
+    // The whole home is the write root here.
+    let root = WriteRoot::open(&policy, &home).unwrap();
+    for rel in [".ssh/authorized_keys", ".aws/credentials", ".netrc"] {
+        let err = root
+            .resolve(&policy, &home.join(rel), Parents::Create)
+            .unwrap_err();
+        assert_eq!(err.code(), "not_permitted", "{rel}");
+    }
+    assert!(!home.join(".aws").exists());
+}
+
+#[test]
+fn refuses_symlinks_anywhere() {
+    let f = fixture();
+    let outside = f.base.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("f"), "x").unwrap();
+    symlink(&outside, f.root.join("linkdir")).unwrap();
+    symlink("src", f.root.join("inner_link")).unwrap();
+    symlink(outside.join("f"), f.root.join("filelink")).unwrap();
+    symlink("missing", f.root.join("dangling")).unwrap();
+    symlink("loop", f.root.join("loop")).unwrap();
+    for (rel, parents) in [
+        ("linkdir/f", Parents::MustExist),
+        ("linkdir/new/f", Parents::Create),
+        ("inner_link/lib.rs", Parents::MustExist),
+        ("filelink", Parents::MustExist),
+        ("dangling", Parents::Create),
+        ("loop", Parents::Create),
+        ("loop/x", Parents::Create),
+    ] {
+        let err = resolve(&f, &f.root.join(rel), parents).unwrap_err();
+        assert_eq!(err.code(), "not_permitted", "{rel}: {err}");
+        assert!(err.to_string().contains("symbolic link"), "{rel}: {err}");
+    }
+    assert!(!outside.join("new").exists());
+}
+
+#[test]
+fn refuses_symlinked_root() {
+    let f = fixture();
+    symlink(&f.root, f.base.join("rootlink")).unwrap();
+    let err = WriteRoot::open(&f.policy, &f.base.join("rootlink")).unwrap_err();
+    assert_eq!(err.code(), "not_permitted");
+}
+
+#[test]
+fn refuses_hard_links_and_non_regular_files() {
+    let f = fixture();
+    std::fs::hard_link(f.root.join("src/lib.rs"), f.base.join("alias")).unwrap();
+    let err = resolve(&f, &f.root.join("src/lib.rs"), Parents::MustExist).unwrap_err();
+    assert_eq!(err.code(), "not_permitted");
+    assert!(err.to_string().contains("hard links"), "{err}");
+
+    assert_eq!(
+        code(&f, &f.root.join("src"), Parents::MustExist),
+        "not_a_file"
+    );
+    let fifo = f.root.join("fifo");
+    nix_mkfifo(&fifo);
+    let started = std::time::Instant::now();
+    assert_eq!(code(&f, &fifo, Parents::MustExist), "not_a_file");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    // A file where a directory is expected.
+    assert_eq!(
+        code(&f, &f.root.join("src/lib.rs/x"), Parents::Create),
+        "not_a_directory"
+    );
+}
+
+#[test]
+fn open_existing_refuses_a_fifo_swapped_in_without_blocking() {
+    let f = fixture();
+    let path = f.root.join("src/lib.rs");
+    let t = resolve(&f, &path, Parents::MustExist).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    nix_mkfifo(&path);
+    let started = std::time::Instant::now();
+    let err = t.open_existing(&f.policy).unwrap_err();
+    assert_eq!(err.code(), "not_a_file");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
+
+#[test]
+fn verify_parent_detects_a_moved_or_swapped_parent() {
+    let f = fixture();
+    let root = WriteRoot::open(&f.policy, &f.root).unwrap();
+    let t = root
+        .resolve(&f.policy, &f.root.join("src/lib.rs"), Parents::MustExist)
+        .unwrap();
+    t.verify_parent(&root, &f.policy).unwrap();
+    let moved = f.base.join("moved");
+    std::fs::rename(f.root.join("src"), &moved).unwrap();
+    symlink(&moved, f.root.join("src")).unwrap();
+    let err = t.verify_parent(&root, &f.policy).unwrap_err();
+    assert_eq!(err.code(), "conflict");
+    // Replaced by another real directory: also refused.
+    std::fs::remove_file(f.root.join("src")).unwrap();
+    std::fs::create_dir(f.root.join("src")).unwrap();
+    assert_eq!(
+        t.verify_parent(&root, &f.policy).unwrap_err().code(),
+        "conflict"
+    );
+}
+
+fn nix_mkfifo(path: &Path) {
+    rustix::fs::mkfifoat(rustix::fs::CWD, path, Mode::from_raw_mode(0o600)).unwrap();
+}
+
+#[test]
+fn component_walk_refuses_symlinks_and_creates_directories() {
+    // The portable walk (used off Linux, for diagnosis and for creating parents) on its own.
+    let f = fixture();
+    let root = WriteRoot::open(&f.policy, &f.root).unwrap();
+    symlink(f.base.join("home"), f.root.join("linkdir")).unwrap();
+    let target = f.root.join("linkdir/x");
+    let err = root
+        .walk(
+            &f.policy,
+            &[OsStr::new("linkdir")],
+            &target,
+            Parents::Create,
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), "not_permitted", "{err}");
+    let fd = root
+        .walk(
+            &f.policy,
+            &[OsStr::new("n1"), OsStr::new("n2")],
+            &f.root.join("n1/n2/x"),
+            Parents::Create,
+        )
+        .unwrap();
+    let st = rustix::fs::fstat(&fd).unwrap();
+    assert_eq!(FileType::from_raw_mode(st.st_mode), FileType::Directory);
+    assert!(f.root.join("n1/n2").is_dir());
+}
