@@ -1,0 +1,310 @@
+//! Shared by the process-level benches (`#[path = "support/mod.rs"] mod support;`): the gateway as
+//! a child process, a scripted ChatGPT (stateless MCP JSON-RPC over HTTP), the stand-in runner,
+//! percentiles and the machine description for results files.
+// Each bench uses a subset of these helpers.
+#![allow(dead_code)]
+
+pub mod stand_in;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+/// Wall-clock nanoseconds since the epoch: comparable across the processes of one machine.
+pub fn unix_nanos() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// The HTTP client both sides use: plain HTTP/1.1, no proxy, pooled keep-alive connections.
+pub fn http_client() -> anyhow::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .http1_only()
+        .tcp_nodelay(true)
+        .timeout(Duration::from_secs(120))
+        .build()
+        .context("building the HTTP client")
+}
+
+/// The gateway child (`serve --listen 127.0.0.1:0`, this bench executable as `CLAUDE_BIN`). When
+/// dropped it is stopped (SIGINT, then SIGKILL) and every process whose command line names its state
+/// dir is killed; [`GatewayProcess::sigkill`] kills the gateway alone and leaves its brokers.
+pub struct GatewayProcess {
+    child: Child,
+    state_dir: PathBuf,
+    /// The MCP endpoint from the `listening` line.
+    pub url: String,
+    /// Just before the spawn.
+    pub spawned_at: Instant,
+    /// When the `listening` line was read.
+    pub listening_at: Instant,
+    /// Clean up on drop (cleared by [`GatewayProcess::sigkill`]).
+    armed: bool,
+}
+
+impl GatewayProcess {
+    /// Start a gateway on `state_dir` and wait (up to 60 s) for its `listening` line. Its stderr
+    /// is appended to `log`.
+    pub fn start(
+        state_dir: &Path,
+        token: &str,
+        log: &Path,
+        rust_log: &str,
+    ) -> anyhow::Result<GatewayProcess> {
+        let stand_in = std::env::current_exe().context("locating the bench executable")?;
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .context("opening the gateway log")?;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("CLAUDE_TOOLS_STATE_DIR", state_dir)
+            .env("CLAUDE_TOOLS_GATEWAY_TOKEN", token)
+            .env("CLAUDE_BIN", &stand_in)
+            .env("RUST_LOG", rust_log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file);
+        let spawned_at = Instant::now();
+        let child = command.spawn().context("starting the gateway")?;
+        let mut process = GatewayProcess {
+            child,
+            state_dir: state_dir.to_path_buf(),
+            url: String::new(),
+            spawned_at,
+            listening_at: spawned_at,
+            armed: true,
+        };
+        let stdout = process.child.stdout.take().context("no gateway stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let read = reader.read_line(&mut line).map(|_| line);
+            let _ = tx.send((Instant::now(), read));
+            // Keep draining so the gateway never blocks on a full pipe.
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        });
+        let (at, line) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .context("the gateway did not report its address")?;
+        let line = line?;
+        process.url = line
+            .trim()
+            .strip_prefix("listening ")
+            .with_context(|| format!("unexpected gateway output {line:?}"))?
+            .to_string();
+        process.listening_at = at;
+        Ok(process)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL the gateway only (its brokers run in their own sessions and survive) and reap it.
+    pub fn sigkill(mut self) {
+        self.armed = false;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        kill_leftovers(&self.state_dir);
+    }
+}
+
+/// The pids of live processes whose command line contains `needle`, with their arguments.
+pub fn processes_naming(needle: &str) -> Vec<(i32, Vec<String>)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmdline);
+        if text.contains(needle) {
+            let args = text
+                .split('\0')
+                .filter(|a| !a.is_empty())
+                .map(str::to_string)
+                .collect();
+            found.push((pid, args));
+        }
+    }
+    found
+}
+
+/// Brokers outlive their gateway by design, and runners live in their own process group.
+/// After a normal stop there are none; after a failure, end those this run started: the
+/// processes whose command line names this run's private state dir.
+pub fn kill_leftovers(state_dir: &Path) -> usize {
+    let needle = state_dir.display().to_string();
+    let leftovers = processes_naming(&needle);
+    for (pid, _) in &leftovers {
+        eprintln!("bench: ending leftover process {pid}");
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    leftovers.len()
+}
+
+/// A scripted ChatGPT: stateless MCP JSON-RPC over HTTP.
+pub struct Chat {
+    pub client: reqwest::Client,
+    pub url: String,
+    pub token: String,
+    pub next_id: std::sync::atomic::AtomicU64,
+}
+
+impl Chat {
+    pub fn new(client: reqwest::Client, url: impl Into<String>, token: impl Into<String>) -> Chat {
+        Chat {
+            client,
+            url: url.into(),
+            token: token.into(),
+            next_id: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    /// One JSON-RPC request; the whole answer message.
+    pub async fn rpc(&self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let response = self
+            .client
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body.to_string())
+            .send()
+            .await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            bail!("{method}: HTTP {status}: {text}");
+        }
+        serde_json::from_str(&text).with_context(|| format!("{method}: answer is not JSON: {text}"))
+    }
+
+    /// `tools/call`; the structured content of a successful result.
+    pub async fn call(&self, tool: &str, arguments: Value) -> anyhow::Result<Value> {
+        let message = self
+            .rpc("tools/call", json!({"name": tool, "arguments": arguments}))
+            .await
+            .with_context(|| format!("calling {tool}"))?;
+        let result = &message["result"];
+        if result["isError"].as_bool().unwrap_or(false) || result.is_null() {
+            bail!("{tool} failed: {message}");
+        }
+        Ok(result["structuredContent"].clone())
+    }
+}
+
+pub fn text_of(view: &Value, key: &str) -> anyhow::Result<String> {
+    view[key]
+        .as_str()
+        .map(str::to_string)
+        .with_context(|| format!("the SessionView has no {key}: {view}"))
+}
+
+pub fn pending_turn_id(view: &Value) -> anyhow::Result<String> {
+    view["pending_turn"]["turn_id"]
+        .as_str()
+        .map(str::to_string)
+        .with_context(|| format!("no pending turn: {view}"))
+}
+
+/// The value of a sorted sample at quantile `q` (nearest rank).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Sort `samples` and return (p50, max).
+pub fn p50_max(samples: &mut [f64]) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    (
+        quantile(samples, 0.5),
+        samples.last().copied().unwrap_or(f64::NAN),
+    )
+}
+
+pub fn ns_to_ms(ns: i128) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// CPUs, CPU model and kernel, for results files.
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{cpus} CPUs (nproc), {model}, Linux {kernel}")
+}
+
+/// Now, as `YYYY-MM-DD HH:MM UTC`.
+pub fn today() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .map(|t| {
+            format!(
+                "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+                t.year(),
+                u8::from(t.month()),
+                t.day(),
+                t.hour(),
+                t.minute()
+            )
+        })
+        .unwrap_or_else(|_| "unknown date".into())
+}
