@@ -1,12 +1,20 @@
 //! Executor of the logical read tools (`Read`, `FindFiles`, `SearchText`): runs one approved action
 //! against the file system under the [`PathPolicy`] and produces a bounded [`ActionOutcome`] with a
 //! receipt. Blocking; callers run it on `spawn_blocking`.
+//!
+//! The write tools' groundwork lives beside it, not yet offered to sessions: `edit_ops` (the pure
+//! Edit/Write/NotebookEdit transformations), `write` (the durable compare-and-swap write with its
+//! `prepared` journal callback, crash resolution and temp-file cleanup) and `failpoint` (crash and
+//! error injection for tests and the `failpoints` feature).
 
+pub mod edit_ops;
+pub mod failpoint;
 mod find_files;
 mod matcher;
 mod read;
 mod run_command;
 mod search_text;
+pub mod write;
 
 #[cfg(test)]
 mod tests;

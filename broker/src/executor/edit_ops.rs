@@ -1,0 +1,378 @@
+//! The pure content transformations of the write tools: `Edit` (exact string replacement with
+//! match counting), `Write` (whole content) and `NotebookEdit` (one cell of an nbformat 4 notebook,
+//! addressed by cell id). No I/O and nothing is ever executed; the durable write happens in
+//! `write`.
+//!
+//! Notebook rules: the file must be a UTF-8 JSON object with `nbformat: 4`, an integer
+//! `nbformat_minor`, a `metadata` object and a `cells` array whose cells have a known `cell_type`
+//! (`code`, `markdown`, `raw`), a string or string-array `source`, a `metadata` object, and for
+//! code cells an `outputs` array; cell ids must be unique. Anything else is refused
+//! (`invalid_notebook`). Other cells, notebook metadata and other cells' outputs are kept as they
+//! are; a replaced code cell loses its outputs and execution count (they described the old
+//! source). The notebook is written back with the indentation it had (Jupyter's default is one
+//! space) and a final newline.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Largest file an edit reads or writes, in bytes.
+pub const MAX_EDIT_FILE_BYTES: usize = 32 * 1024 * 1024;
+
+/// Why an edit cannot be computed. `code` is stable; nothing was prepared or written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct EditError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl EditError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// New content and a one-line summary of what changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Computed {
+    pub bytes: Vec<u8>,
+    pub summary: String,
+}
+
+/// `Edit`: replace `old` with `new` in `current` (UTF-8). Exactly one match is required unless
+/// `replace_all`; zero matches is `no_match`, several without `replace_all` is
+/// `multiple_matches` with the count.
+pub fn apply_edit(
+    current: &[u8],
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<Computed, EditError> {
+    if old.is_empty() {
+        return Err(EditError::new(
+            "invalid_argument",
+            "old_string must not be empty (use Write to create or replace a whole file)",
+        ));
+    }
+    if old == new {
+        return Err(EditError::new(
+            "invalid_argument",
+            "old_string and new_string are identical; nothing to change",
+        ));
+    }
+    let text = std::str::from_utf8(current).map_err(|err| {
+        EditError::new(
+            "invalid_argument",
+            format!(
+                "the file is not valid UTF-8 (at byte {}); Edit only changes text files",
+                err.valid_up_to()
+            ),
+        )
+    })?;
+    let count = text.matches(old).count();
+    match count {
+        0 => Err(EditError::new(
+            "no_match",
+            "old_string was not found in the file (it must match exactly, including whitespace)",
+        )),
+        n if n > 1 && !replace_all => Err(EditError::new(
+            "multiple_matches",
+            format!(
+                "old_string occurs {n} times; give more context so that it matches exactly once, or set replace_all"
+            ),
+        )),
+        n => {
+            let replaced = if replace_all {
+                text.replace(old, new)
+            } else {
+                text.replacen(old, new, 1)
+            };
+            check_size(replaced.len())?;
+            Ok(Computed {
+                bytes: replaced.into_bytes(),
+                summary: format!("replaced {n} occurrence{}", if n == 1 { "" } else { "s" }),
+            })
+        }
+    }
+}
+
+/// `Write`: the new content, whatever was there.
+pub fn apply_write(current: Option<&[u8]>, content: &str) -> Result<Computed, EditError> {
+    check_size(content.len())?;
+    let summary = match current {
+        None => format!("created the file ({} bytes)", content.len()),
+        Some(_) => format!("wrote {} bytes", content.len()),
+    };
+    Ok(Computed {
+        bytes: content.as_bytes().to_vec(),
+        summary,
+    })
+}
+
+fn check_size(len: usize) -> Result<(), EditError> {
+    if len > MAX_EDIT_FILE_BYTES {
+        return Err(EditError::new(
+            "too_large",
+            format!("the new content is {len} bytes; at most {MAX_EDIT_FILE_BYTES} are written"),
+        ));
+    }
+    Ok(())
+}
+
+/// What `NotebookEdit` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotebookEditMode {
+    Replace,
+    Insert,
+    Delete,
+}
+
+/// Kind of a notebook cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellType {
+    Code,
+    Markdown,
+    Raw,
+}
+
+impl CellType {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Code => "code",
+            Self::Markdown => "markdown",
+            Self::Raw => "raw",
+        }
+    }
+}
+
+/// One `NotebookEdit` (the arguments besides the path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotebookEdit {
+    /// The cell to replace or delete, or to insert after (`None`: insert at the top).
+    pub cell_id: Option<String>,
+    pub mode: NotebookEditMode,
+    pub new_source: Option<String>,
+    pub cell_type: Option<CellType>,
+}
+
+/// `NotebookEdit` on the bytes of an nbformat 4 notebook. `new_id` is the id given to an inserted
+/// cell (made unique by a suffix if it is taken) when the notebook has cell ids (minor >= 5).
+pub fn apply_notebook_edit(
+    current: &[u8],
+    edit: &NotebookEdit,
+    new_id: &str,
+) -> Result<Computed, EditError> {
+    let text =
+        std::str::from_utf8(current).map_err(|_| invalid("the notebook is not valid UTF-8"))?;
+    let mut notebook: Value =
+        serde_json::from_str(text).map_err(|err| invalid(format!("not valid JSON: {err}")))?;
+    let minor = validate(&notebook)?;
+    let indent = detect_indent(text);
+    let Some(cells) = notebook.get_mut("cells").and_then(Value::as_array_mut) else {
+        return Err(invalid("`cells` must be an array"));
+    };
+    let position = match &edit.cell_id {
+        Some(id) => Some(
+            cells
+                .iter()
+                .position(|c| c.get("id").and_then(Value::as_str) == Some(id.as_str()))
+                .ok_or_else(|| {
+                    EditError::new("cell_not_found", format!("no cell has id {id:?}"))
+                })?,
+        ),
+        None => None,
+    };
+    let summary = match edit.mode {
+        NotebookEditMode::Replace => {
+            let (Some(index), Some(source)) = (position, edit.new_source.as_deref()) else {
+                return Err(EditError::new(
+                    "invalid_argument",
+                    "replace needs cell_id and new_source",
+                ));
+            };
+            let Some(cell) = cells.get_mut(index).and_then(Value::as_object_mut) else {
+                return Err(invalid("a cell is not an object"));
+            };
+            cell.insert("source".into(), source_lines(source));
+            if let Some(kind) = edit.cell_type {
+                cell.insert("cell_type".into(), Value::from(kind.as_str()));
+            }
+            let is_code = cell.get("cell_type").and_then(Value::as_str) == Some("code");
+            if is_code {
+                cell.insert("outputs".into(), Value::Array(Vec::new()));
+                cell.insert("execution_count".into(), Value::Null);
+            } else {
+                cell.remove("outputs");
+                cell.remove("execution_count");
+            }
+            format!(
+                "replaced cell {}",
+                edit.cell_id.as_deref().unwrap_or_default()
+            )
+        }
+        NotebookEditMode::Insert => {
+            let (Some(source), Some(kind)) = (edit.new_source.as_deref(), edit.cell_type) else {
+                return Err(EditError::new(
+                    "invalid_argument",
+                    "insert needs new_source and cell_type",
+                ));
+            };
+            let mut cell = Map::new();
+            cell.insert("cell_type".into(), Value::from(kind.as_str()));
+            let mut id = None;
+            if minor >= 5 {
+                let unique = unique_id(cells, new_id);
+                cell.insert("id".into(), Value::from(unique.clone()));
+                id = Some(unique);
+            }
+            cell.insert("metadata".into(), Value::Object(Map::new()));
+            cell.insert("source".into(), source_lines(source));
+            if kind == CellType::Code {
+                cell.insert("execution_count".into(), Value::Null);
+                cell.insert("outputs".into(), Value::Array(Vec::new()));
+            }
+            let at = position.map_or(0, |i| i + 1);
+            cells.insert(at, Value::Object(cell));
+            match id {
+                Some(id) => format!("inserted cell {id} at position {at}"),
+                None => format!("inserted a cell at position {at}"),
+            }
+        }
+        NotebookEditMode::Delete => {
+            let Some(index) = position else {
+                return Err(EditError::new("invalid_argument", "delete needs cell_id"));
+            };
+            cells.remove(index);
+            format!(
+                "deleted cell {}",
+                edit.cell_id.as_deref().unwrap_or_default()
+            )
+        }
+    };
+    let bytes = serialize(&notebook, indent)?;
+    check_size(bytes.len())?;
+    Ok(Computed { bytes, summary })
+}
+
+fn invalid(message: impl Into<String>) -> EditError {
+    EditError::new(
+        "invalid_notebook",
+        format!("not an nbformat 4 notebook: {}", message.into()),
+    )
+}
+
+/// Check the notebook's structure; returns `nbformat_minor`.
+fn validate(notebook: &Value) -> Result<u64, EditError> {
+    let Some(top) = notebook.as_object() else {
+        return Err(invalid("the top level must be an object"));
+    };
+    if top.get("nbformat").and_then(Value::as_u64) != Some(4) {
+        return Err(invalid("`nbformat` must be 4"));
+    }
+    let Some(minor) = top.get("nbformat_minor").and_then(Value::as_u64) else {
+        return Err(invalid("`nbformat_minor` must be a non-negative integer"));
+    };
+    if !top.get("metadata").is_some_and(Value::is_object) {
+        return Err(invalid("`metadata` must be an object"));
+    }
+    let Some(cells) = top.get("cells").and_then(Value::as_array) else {
+        return Err(invalid("`cells` must be an array"));
+    };
+    let mut ids = std::collections::BTreeSet::new();
+    for (i, cell) in cells.iter().enumerate() {
+        let Some(cell) = cell.as_object() else {
+            return Err(invalid(format!("cell {i} is not an object")));
+        };
+        let kind = cell.get("cell_type").and_then(Value::as_str);
+        if !matches!(kind, Some("code" | "markdown" | "raw")) {
+            return Err(invalid(format!("cell {i} has no known cell_type")));
+        }
+        let source_ok = match cell.get("source") {
+            Some(Value::String(_)) => true,
+            Some(Value::Array(lines)) => lines.iter().all(Value::is_string),
+            _ => false,
+        };
+        if !source_ok {
+            return Err(invalid(format!(
+                "cell {i}: `source` must be a string or an array of strings"
+            )));
+        }
+        if !cell.get("metadata").is_some_and(Value::is_object) {
+            return Err(invalid(format!("cell {i}: `metadata` must be an object")));
+        }
+        if kind == Some("code") && !cell.get("outputs").is_some_and(Value::is_array) {
+            return Err(invalid(format!(
+                "code cell {i}: `outputs` must be an array"
+            )));
+        }
+        match cell.get("id") {
+            Some(Value::String(id)) if !ids.insert(id.clone()) => {
+                return Err(invalid(format!("cell id {id:?} is not unique")));
+            }
+            Some(Value::String(_)) => {}
+            Some(_) => return Err(invalid(format!("cell {i}: `id` must be a string"))),
+            None if minor >= 5 => {
+                return Err(invalid(format!("cell {i} has no id (nbformat 4.{minor})")));
+            }
+            None => {}
+        }
+    }
+    Ok(minor)
+}
+
+/// Source as Jupyter stores it: lines, each keeping its `\n`.
+fn source_lines(source: &str) -> Value {
+    Value::Array(
+        source
+            .split_inclusive('\n')
+            .map(|line| Value::from(line.to_string()))
+            .collect(),
+    )
+}
+
+fn unique_id(cells: &[Value], wanted: &str) -> String {
+    let taken = |id: &str| {
+        cells
+            .iter()
+            .any(|c| c.get("id").and_then(Value::as_str) == Some(id))
+    };
+    let mut id = wanted.to_string();
+    let mut n = 1;
+    while taken(&id) {
+        id = format!("{wanted}-{n}");
+        n += 1;
+    }
+    id
+}
+
+/// Indentation of the original file: the leading spaces of its second line (`None`: compact).
+fn detect_indent(text: &str) -> Option<usize> {
+    let (_, rest) = text.split_once('\n')?;
+    let spaces = rest.bytes().take_while(|b| *b == b' ').count();
+    Some(spaces.max(1))
+}
+
+fn serialize(notebook: &Value, indent: Option<usize>) -> Result<Vec<u8>, EditError> {
+    let mut out = Vec::new();
+    let result = match indent {
+        Some(width) => {
+            let spaces = vec![b' '; width];
+            let formatter = serde_json::ser::PrettyFormatter::with_indent(&spaces);
+            let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
+            notebook.serialize(&mut ser)
+        }
+        None => serde_json::to_writer(&mut out, notebook),
+    };
+    result.map_err(|err| EditError::new("internal", format!("serializing the notebook: {err}")))?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+#[cfg(test)]
+#[path = "edit_ops_tests.rs"]
+mod tests;
