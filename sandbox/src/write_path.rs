@@ -11,7 +11,8 @@
 //!   RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)`, elsewhere (and to name the
 //!   offending component, and to create missing directories) one component at a time with
 //!   `openat(O_DIRECTORY | O_NOFOLLOW)`, each directory on the root's device and not a protected
-//!   identity. Missing parents are created with `mkdirat`, one component at a time.
+//!   identity. Missing parents are created with `mkdirat`, one component at a time, each new
+//!   entry made durable with an `fsync` of the directory holding it.
 //! - An existing target must be a regular file with exactly one link, not a protected identity;
 //!   it is looked at with `fstatat(AT_SYMLINK_NOFOLLOW)` and opened only with
 //!   `O_NOFOLLOW | O_NONBLOCK`, so a FIFO can never hang a write.
@@ -240,7 +241,11 @@ impl WriteRoot {
             let opened = match rustix::fs::openat(&current, *name, dir_flags(), Mode::empty()) {
                 Err(Errno::NOENT) if parents == Parents::Create => {
                     match rustix::fs::mkdirat(&current, *name, Mode::from_raw_mode(NEW_DIR_MODE)) {
-                        Ok(()) | Err(Errno::EXIST) => {}
+                        // The new entry is durable before anything is written below it.
+                        Ok(()) => {
+                            rustix::fs::fsync(&current).map_err(|err| io_refusal(&shown, err))?
+                        }
+                        Err(Errno::EXIST) => {}
                         Err(err) => {
                             return Err(classify(&current, name, &prefix, &shown, err, true).into());
                         }

@@ -265,3 +265,45 @@ fn component_walk_refuses_symlinks_and_creates_directories() {
     assert_eq!(FileType::from_raw_mode(st.st_mode), FileType::Directory);
     assert!(f.root.join("n1/n2").is_dir());
 }
+
+#[test]
+fn odd_names_are_refused_or_outside() {
+    let f = fixture();
+    let long = "x".repeat(256);
+    let nul = PathBuf::from(OsStr::from_bytes(
+        format!("{}/a\0b", f.root.display()).as_bytes(),
+    ));
+    for (path, code) in [
+        (
+            PathBuf::from(format!("/proc/self/root{}/x", f.root.display())),
+            "not_permitted",
+        ),
+        (PathBuf::from("/dev/fd/3"), "not_permitted"),
+        (f.root.join(&long), "invalid_argument"),
+        (nul, "invalid_argument"),
+        (
+            PathBuf::from(format!("{}//x", f.root.display())),
+            "invalid_argument",
+        ),
+        (
+            PathBuf::from(format!("{}/./x", f.root.display())),
+            "invalid_argument",
+        ),
+    ] {
+        assert_eq!(code_of(&f, &path), code, "{}", path.display());
+    }
+    // Backslashes and invalid UTF-8 are ordinary name bytes on Unix.
+    let t = resolve(&f, &f.root.join("a\\b"), Parents::MustExist).unwrap();
+    assert_eq!(t.name(), "a\\b");
+    let odd = f.root.join(OsStr::from_bytes(b"bad\xffname"));
+    assert!(
+        resolve(&f, &odd, Parents::MustExist)
+            .unwrap()
+            .existing()
+            .is_none()
+    );
+}
+
+fn code_of(f: &Fixture, path: &Path) -> &'static str {
+    code(f, path, Parents::Create)
+}

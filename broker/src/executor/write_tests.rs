@@ -782,3 +782,56 @@ fn crash_at_every_failpoint() {
         }
     }
 }
+
+#[test]
+fn two_writes_on_one_file_exactly_one_commits() {
+    let f = fixture();
+    let file = f.root.join("src/lib.rs");
+    let pre = sha256_hex(&std::fs::read(&file).unwrap());
+    let mut inner: Option<Result<WriteReceipt, WriteFailure>> = None;
+    // The second request runs to completion while the first one waits for its `prepared` ack.
+    let mut journal = |_: &PreparedWrite| {
+        inner = Some(
+            f.run_ok(&write(f.path("src/lib.rs"), "second\n"), Some(&pre))
+                .0,
+        );
+        Ok(())
+    };
+    let outer = f.run(
+        &write(f.path("src/lib.rs"), "first\n"),
+        Some(&pre),
+        &mut journal,
+    );
+    assert_eq!(outer.unwrap_err().code, "conflict");
+    assert!(inner.unwrap().is_ok());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "second\n");
+    assert!(temps(&f.root.join("src")).is_empty());
+}
+
+#[test]
+fn crlf_large_and_empty_files_round_trip() {
+    let f = fixture();
+    let crlf = f.root.join("crlf.txt");
+    std::fs::write(&crlf, "a\r\nb\r\n").unwrap();
+    f.run_ok(&edit(f.path("crlf.txt"), "b", "c", false), None)
+        .0
+        .unwrap();
+    assert_eq!(std::fs::read(&crlf).unwrap(), b"a\r\nc\r\n");
+    let empty = f.root.join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let receipt = f.run_ok(&write(f.path("empty.txt"), "x"), None).0.unwrap();
+    assert_eq!(receipt.pre_sha256, Some(sha256_hex(b"")));
+    let big = "0123456789abcdef".repeat(256 * 1024); // 4 MiB
+    f.run_ok(&write(f.path("big.txt"), &big), None).0.unwrap();
+    assert_eq!(
+        std::fs::read(f.root.join("big.txt")).unwrap().len(),
+        big.len()
+    );
+    // Over the limit: refused before anything is prepared.
+    let file = std::fs::File::create(f.root.join("huge.bin")).unwrap();
+    file.set_len(edit_ops::MAX_EDIT_FILE_BYTES as u64 + 1)
+        .unwrap();
+    let (err, prepared) = f.run_ok(&write(f.path("huge.bin"), "x"), None);
+    assert!(err.unwrap_err().message.contains("larger than"));
+    assert!(prepared.is_empty());
+}
