@@ -22,13 +22,21 @@ use crate::state::BrokerState;
 
 /// Interval of `ping` events while a turn waits for ChatGPT.
 const PING_INTERVAL: Duration = Duration::from_secs(5);
-/// Largest prompt or tool-result text forwarded to ChatGPT per block.
-const MAX_FORWARDED_TEXT: usize = 256 * 1024;
+/// Largest prompt text forwarded to the gateway (prompts are the gateway's own, ≤ 768 KiB).
+const MAX_FORWARDED_TEXT: usize = 800 * 1024;
+/// Largest runner text kept per tool result: the gateway shows its ledger's outcome, and the
+/// runner's own words only for a call that never ran.
+const MAX_FORWARDED_RESULT_TEXT: usize = 4 * 1024;
+
+/// Largest model request accepted from the runner. Its history grows with every turn (the
+/// runner does not compact), so this is far above axum's 2 MiB default.
+const MAX_REQUEST_BYTES: usize = 256 * 1024 * 1024;
 
 pub fn router(state: Arc<BrokerState>) -> Router {
     Router::new()
         .route("/v1/messages", post(messages))
         .route("/v1/messages/count_tokens", post(count_tokens))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(state)
 }
 
@@ -98,8 +106,12 @@ fn text_of(content: &Value) -> String {
     }
 }
 
-fn clip(mut text: String) -> String {
-    if common::tools::clip_utf8(&mut text, MAX_FORWARDED_TEXT) {
+fn clip(text: String) -> String {
+    clip_to(text, MAX_FORWARDED_TEXT)
+}
+
+fn clip_to(mut text: String, max: usize) -> String {
+    if common::tools::clip_utf8(&mut text, max) {
         text.push_str("\n[truncated by the gateway]");
     }
     text
@@ -170,7 +182,10 @@ fn classify(body: &Value, headers: &HeaderMap) -> RequestKind {
                                 .get("is_error")
                                 .and_then(Value::as_bool)
                                 .unwrap_or(false),
-                            text: clip(text_of(block.get("content").unwrap_or(&Value::Null))),
+                            text: clip_to(
+                                text_of(block.get("content").unwrap_or(&Value::Null)),
+                                MAX_FORWARDED_RESULT_TEXT,
+                            ),
                         }),
                         Some("text") => {
                             if let Some(t) = block.get("text").and_then(Value::as_str) {

@@ -85,9 +85,12 @@ pub async fn run(spec_path: PathBuf) -> anyhow::Result<()> {
         .await
         .context("serving gateway socket")?;
     if let Err(err) = launched {
+        // The detail (it may name private paths) stays in the broker log.
         tracing::error!("runner launch failed: {err:#}");
         let seq = state.push_event(BrokerEvent::RunnerLaunchFailed {
-            message: format!("{err:#}"),
+            message: "Claude Code could not be started; the owner can find the reason in the \
+                      session's broker log"
+                .into(),
         });
         state
             .wait_acked(seq, std::time::Duration::from_secs(300))

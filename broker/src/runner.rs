@@ -13,7 +13,7 @@ use common::tools::LogicalTool;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{Child, Command};
 
 use crate::state::BrokerState;
 
@@ -26,7 +26,6 @@ const API_TIMEOUT_MS: &str = "3600000";
 
 /// The live runner.
 pub struct RunnerHandle {
-    stdin: Option<ChildStdin>,
     pgid: Pid,
     exited: tokio::sync::watch::Receiver<bool>,
 }
@@ -123,8 +122,8 @@ pub async fn launch(state: &Arc<BrokerState>, port: u16) -> anyhow::Result<()> {
     let stdout = child.stdout.take();
     let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
 
+    *state.runner_stdin.lock().await = stdin;
     *state.runner.lock().await = Some(RunnerHandle {
-        stdin,
         pgid,
         exited: exited_rx,
     });
@@ -201,10 +200,15 @@ async fn wait_exit(
     state.finish("runner exited").await;
 }
 
-/// Write one user prompt to the runner's input.
+/// Longest a prompt may take to reach the runner's input before it counts as not delivered.
+const PROMPT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Write one user prompt to the runner's input, once: the id is claimed before writing, so a
+/// re-sent prompt that arrives during the write is not written again.
 pub async fn send_prompt(state: &Arc<BrokerState>, prompt: PromptRelease) {
-    if crate::state::lock(&state.delivered_prompts).contains(&prompt.prompt_id) {
-        // A re-sent prompt the runner already has: confirm it again, do not repeat it.
+    let first = crate::state::lock(&state.delivered_prompts).insert(prompt.prompt_id.clone());
+    if !first {
+        // Already written (or being written): confirm it again, do not repeat it.
         state.push_event(BrokerEvent::PromptDelivered {
             prompt_id: prompt.prompt_id,
         });
@@ -216,21 +220,25 @@ pub async fn send_prompt(state: &Arc<BrokerState>, prompt: PromptRelease) {
     })
     .to_string()
         + "\n";
-    let mut runner = state.runner.lock().await;
-    let written = match runner.as_mut().and_then(|r| r.stdin.as_mut()) {
-        Some(stdin) => {
-            stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
+    let write = async {
+        let mut stdin = state.runner_stdin.lock().await;
+        match stdin.as_mut() {
+            Some(stdin) => {
+                stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
+            }
+            None => false,
         }
-        None => false,
     };
-    drop(runner);
+    let written = tokio::time::timeout(PROMPT_WRITE_TIMEOUT, write)
+        .await
+        .unwrap_or(false);
     if written {
-        crate::state::lock(&state.delivered_prompts).insert(prompt.prompt_id.clone());
         state.push_event(BrokerEvent::PromptDelivered {
             prompt_id: prompt.prompt_id,
         });
     } else {
-        tracing::warn!("runner input is closed; prompt not delivered");
+        crate::state::lock(&state.delivered_prompts).remove(&prompt.prompt_id);
+        tracing::warn!("runner input is closed or stuck; prompt not delivered");
     }
 }
 
@@ -242,8 +250,10 @@ pub async fn stop(state: &Arc<BrokerState>, reason: &str) {
         state.finish("stopped before the runner started").await;
         return;
     };
-    // Closing its input lets an idle runner finish cleanly.
-    handle.stdin.take();
+    // Closing its input lets an idle runner finish cleanly (unless a write holds it).
+    if let Ok(mut stdin) = state.runner_stdin.try_lock() {
+        stdin.take();
+    }
     let _ = killpg(handle.pgid, Signal::SIGTERM);
     let exited = tokio::time::timeout(STOP_GRACE, handle.exited.wait_for(|done| *done)).await;
     if !matches!(exited, Ok(Ok(_))) {

@@ -35,6 +35,17 @@ struct Outbox {
     acked_upto: u64,
 }
 
+/// Per-session root of the commands' scratch dirs: in the system temp dir, not the state dir, so
+/// a command printing its HOME or TMPDIR reveals no state path.
+fn command_scratch_root(session_id: &str) -> PathBuf {
+    let short: String = session_id
+        .trim_start_matches("ns_")
+        .chars()
+        .take(12)
+        .collect();
+    std::env::temp_dir().join(format!("ngw-cmd-{short}"))
+}
+
 /// State shared by the broker's tasks.
 pub struct BrokerState {
     pub spec: BrokerSpec,
@@ -48,6 +59,8 @@ pub struct BrokerState {
     /// Serialises executions so one action cannot run twice concurrently.
     pub action_lock: tokio::sync::Mutex<()>,
     pub runner: tokio::sync::Mutex<Option<crate::runner::RunnerHandle>>,
+    /// The runner's input, apart from `runner` so a slow write never blocks a stop.
+    pub runner_stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
     /// Prompts already written to the runner: the gateway re-sends an undelivered prompt after a
     /// reconnect, and the runner must see each prompt once.
     pub delivered_prompts: Mutex<std::collections::HashSet<String>>,
@@ -68,7 +81,7 @@ impl BrokerState {
         // under the session's runtime dir and the same protected paths masked.
         let commands = crate::executor::CommandSandbox::new(
             std::env::current_exe().context("locating the sandbox helper")?,
-            PathBuf::from(&spec.runtime_dir).join("cmd"),
+            command_scratch_root(&spec.session_id),
             std::path::Path::new(&spec.owner_home),
             std::path::Path::new(&spec.state_dir),
             &extra_protected,
@@ -88,6 +101,7 @@ impl BrokerState {
             actions: Mutex::new(HashMap::new()),
             action_lock: tokio::sync::Mutex::new(()),
             runner: tokio::sync::Mutex::new(None),
+            runner_stdin: tokio::sync::Mutex::new(None),
             delivered_prompts: Mutex::new(std::collections::HashSet::new()),
             shutdown: CancellationToken::new(),
         })

@@ -5,8 +5,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::codec::LengthDelimitedCodec;
 
-/// Largest frame either side accepts (a reply is at most 768 KiB of text plus JSON overhead).
-pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+/// Largest frame either side accepts. A reply is at most 768 KiB before JSON escaping, which
+/// can grow control characters sixfold; 16 MiB leaves room for that and for tool outputs.
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
 /// Errors turning frames into messages.
 #[derive(Debug, thiserror::Error)]

@@ -102,6 +102,17 @@ fn unreachable_hmac() -> ! {
     panic!("HMAC-SHA256 rejected a key, which its definition does not allow")
 }
 
+/// The broker's answer to the gateway's nonce. Both directions of the handshake MAC a
+/// role-prefixed message, so neither side can be made to compute the other's proof.
+pub fn broker_proof(secret: &str, gateway_nonce: &str) -> String {
+    hmac_hex(secret, &format!("broker:{gateway_nonce}"))
+}
+
+/// The gateway's answer to the broker's challenge.
+pub fn gateway_proof(secret: &str, broker_challenge: &str) -> String {
+    hmac_hex(secret, &format!("gateway:{broker_challenge}"))
+}
+
 /// Whether `proof` is the HMAC of `message` under `key`, compared in constant time.
 pub fn verify_hmac_hex(key: &str, message: &str, proof: &str) -> bool {
     constant_time_eq(hmac_hex(key, message).as_bytes(), proof.as_bytes())

@@ -34,6 +34,10 @@ pub enum GatewayToBroker {
     /// A user prompt (start or continue), already persisted. The broker writes it to the runner's
     /// input and answers with a `PromptDelivered` event.
     Prompt(PromptRelease),
+    /// Second frame: the gateway's answer to the broker's `challenge`
+    /// (`hash::gateway_proof`). Until it verifies, the broker sends no event and accepts no
+    /// release, and an existing verified link stays in place. No answer.
+    Proof { proof: String },
     /// Stop the runner (group SIGTERM, grace, SIGKILL) and exit. The broker answers with a
     /// `RunnerExited` event, then a `BrokerExiting` event.
     Stop { reason: String },
@@ -76,7 +80,11 @@ pub struct BrokerHello {
     pub protocol_version: u32,
     pub build: String,
     pub session_id: String,
+    /// `hash::broker_proof` of the gateway's nonce.
     pub proof: String,
+    /// Random challenge the gateway must answer with a `Proof` frame.
+    #[serde(default)]
+    pub challenge: String,
     /// The broker could not agree on a version; it closes after this frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,

@@ -179,7 +179,8 @@ async fn spawn(
     });
     Ok(BrokerRecord {
         pid,
-        start_time: process_start_time(pid).unwrap_or(0),
+        start_time: process_start_time(pid)
+            .context("reading the broker's start time (needed to verify it later)")?,
         boot_id: boot_id(),
         socket_path: socket_path.display().to_string(),
         runtime_dir: runtime_dir.display().to_string(),
@@ -188,12 +189,38 @@ async fn spawn(
     })
 }
 
-/// The kernel's start time of `pid` (clock ticks since boot), to tell a reused PID apart.
+/// The kernel's start time of `pid`, to tell a reused PID apart (Linux: clock ticks since boot).
+#[cfg(target_os = "linux")]
 pub fn process_start_time(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Field 22, counted after the parenthesised command name (which may contain spaces).
     let after = &stat[stat.rfind(')')? + 2..];
     after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The kernel's start time of `pid` in microseconds since the epoch (macOS).
+#[cfg(target_os = "macos")]
+pub fn process_start_time(pid: i32) -> Option<u64> {
+    // Safety: proc_bsdinfo is plain data; proc_pidinfo writes at most `size` bytes into it.
+    let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
+    // Safety: the buffer is valid for `size` bytes for the duration of the call.
+    let written = unsafe {
+        libc::proc_pidinfo(
+            pid,
+            libc::PROC_PIDTBSDINFO,
+            0,
+            (&mut info as *mut libc::proc_bsdinfo).cast(),
+            size,
+        )
+    };
+    (written == size).then(|| info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec)
+}
+
+/// Without a way to read a process's start time, no process identity can be verified.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub fn process_start_time(_pid: i32) -> Option<u64> {
+    None
 }
 
 /// SIGTERM the broker of `record` if, and only if, the process is still the recorded one (same
@@ -207,11 +234,50 @@ pub fn signal_verified(record: &BrokerRecord) {
     }
 }
 
+/// Wait until the recorded broker process is gone (or `within` passes).
+pub async fn wait_gone(record: &BrokerRecord, within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    while process_start_time(record.pid) == Some(record.start_time)
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// This boot's identity.
+#[cfg(target_os = "linux")]
 pub fn boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
+}
+
+/// This boot's identity (macOS: `kern.bootsessionuuid`).
+#[cfg(target_os = "macos")]
+pub fn boot_id() -> String {
+    let mut buf = [0u8; 64];
+    let mut len = buf.len();
+    // Safety: the name is NUL-terminated; buf and len describe a valid writable buffer.
+    let rc = unsafe {
+        libc::sysctlbyname(
+            c"kern.bootsessionuuid".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return String::new();
+    }
+    String::from_utf8_lossy(&buf[..len.min(buf.len())])
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub fn boot_id() -> String {
+    String::new()
 }
 
 /// Connect to a broker, verify it, and run the link until it closes. Once attached, releases the
@@ -228,6 +294,7 @@ pub async fn attach(
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<GatewayToBroker>();
     let live = gateway.live(session_id);
     let link_id = live.set_link(tx.clone());
+    gateway.on_attached(session_id);
     gateway.resend_releases(session_id);
 
     let writer = tokio::spawn(async move {
@@ -242,7 +309,12 @@ pub async fn attach(
     });
     let session_id = session_id.to_string();
     let broker_pid = record.pid;
+    let record = record.clone();
     tokio::spawn(async move {
+        // Acknowledgements are cumulative at the broker, so an event that could not be recorded
+        // must not be followed by an ack of a later one: the link is dropped and re-made, and the
+        // broker sends everything unacknowledged again, in order.
+        let mut failed = false;
         while let Some(Ok(frame)) = stream.next().await {
             match decode::<BrokerToGateway>(&frame) {
                 Ok(BrokerToGateway::Event { seq, event }) => {
@@ -250,21 +322,51 @@ pub async fn attach(
                         Ok(()) => {
                             let _ = tx.send(GatewayToBroker::Ack { seq });
                         }
-                        // Not acknowledged: the broker keeps the event and sends it again.
-                        Err(err) => log_store_error(&err),
+                        Err(err) => {
+                            log_store_error(&err);
+                            failed = true;
+                            break;
+                        }
                     }
                 }
                 Ok(other) => tracing::debug!("broker said {other:?}"),
-                Err(err) => tracing::warn!("undecodable broker frame: {err}"),
+                Err(err) => {
+                    tracing::warn!("undecodable broker frame: {err}");
+                    failed = true;
+                    break;
+                }
             }
         }
         writer.abort();
         // A newer link (a re-attach) may already have replaced this one.
-        if gateway.live(&session_id).clear_link(link_id) {
+        if !gateway.live(&session_id).clear_link(link_id) {
+            return;
+        }
+        if failed {
+            reattach_after_failure(gateway, session_id, record).await;
+        } else {
             gateway.on_link_lost(&session_id);
         }
     });
     Ok(())
+}
+
+/// Re-make a link that was dropped because an event could not be recorded. Boxed: `attach`
+/// spawns the task that calls this.
+fn reattach_after_failure(
+    gateway: Arc<Gateway>,
+    session_id: String,
+    record: BrokerRecord,
+) -> futures::future::BoxFuture<'static, ()> {
+    Box::pin(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if attach(gateway.clone(), &session_id, &record, ADOPT_CONNECT_TIMEOUT)
+            .await
+            .is_err()
+        {
+            gateway.on_link_lost(&session_id);
+        }
+    })
 }
 
 fn log_store_error(err: &StoreError) {
@@ -324,8 +426,14 @@ async fn connect_verified(
     if let Some(reason) = hello.refused {
         bail!("broker refused the handshake: {reason}");
     }
-    if !common::hash::verify_hmac_hex(&record.secret, &nonce, &hello.proof) {
+    let expected = common::hash::broker_proof(&record.secret, &nonce);
+    if !common::hash::constant_time_eq(expected.as_bytes(), hello.proof.as_bytes()) {
         bail!("broker failed the secret proof");
     }
+    framed
+        .send(encode(&GatewayToBroker::Proof {
+            proof: common::hash::gateway_proof(&record.secret, &hello.challenge),
+        })?)
+        .await?;
     Ok(framed)
 }

@@ -46,6 +46,14 @@ const MAX_CALLS_PER_REPLY: usize = 64;
 pub const DEFAULT_START_WAIT: u64 = 30;
 /// Longest `stop` waits for the runner to exit.
 const STOP_WAIT: Duration = Duration::from_secs(15);
+/// Every call answers within this budget, whatever it had to do first (launching a broker,
+/// re-attaching one): ChatGPT abandons a tool call after about 60 s.
+const CALL_BUDGET: Duration = Duration::from_secs(50);
+
+/// How long a call that began at `started` may still wait, at most `wanted`.
+fn within_budget(started: tokio::time::Instant, wanted: Duration) -> Duration {
+    wanted.min(CALL_BUDGET.saturating_sub(started.elapsed()))
+}
 
 /// What the gateway keeps in memory per session: a revision signal for waiters, the broker link,
 /// and a lock that serialises public operations on the session.
@@ -437,6 +445,7 @@ impl Gateway {
     // ---------------------------------------------------------------- the six operations
 
     pub async fn start(self: &Arc<Self>, req: StartRequest) -> ToolResult<SessionView> {
+        let started = tokio::time::Instant::now();
         if let Some(view) = self.replayed("start", &req.idempotency_key, &req.request_hash)? {
             return Ok(view);
         }
@@ -532,9 +541,11 @@ impl Gateway {
         }
 
         let session = self
-            .wait_until(&session_id, Duration::from_secs(req.wait_seconds), |s| {
-                s.pending_turn_id.is_some() || s.status == SessionStatus::Idle
-            })
+            .wait_until(
+                &session_id,
+                within_budget(started, Duration::from_secs(req.wait_seconds)),
+                |s| s.pending_turn_id.is_some() || s.status == SessionStatus::Idle,
+            )
             .await?;
         let mut view = self.view(&session, Some(lease_id))?;
         self.remember("start", &req.idempotency_key, &view, 1);
@@ -600,6 +611,7 @@ impl Gateway {
         wait_seconds: u64,
         request_hash: &str,
     ) -> ToolResult<SessionView> {
+        let started = tokio::time::Instant::now();
         let scope = format!("continue:{session_id}");
         let live = self.live(session_id);
         let _op = live.op_lock.lock().await;
@@ -636,9 +648,11 @@ impl Gateway {
         )?;
         drop(_op);
         let session = self
-            .wait_until(session_id, Duration::from_secs(wait_seconds), |s| {
-                s.pending_turn_id.is_some() || s.status == SessionStatus::Idle
-            })
+            .wait_until(
+                session_id,
+                within_budget(started, Duration::from_secs(wait_seconds)),
+                |s| s.pending_turn_id.is_some() || s.status == SessionStatus::Idle,
+            )
             .await?;
         let view = self.view(&session, Some(lease_id.to_string()))?;
         self.remember(&scope, idempotency_key, &view, session.lease_generation);
@@ -679,9 +693,19 @@ impl Gateway {
         // actions are in its transcript; nothing is re-executed.
         if let Some(record) = &session.broker {
             crate::brokers::signal_verified(record);
+            // Two runners must never share one transcript: wait (bounded) for the old one.
+            crate::brokers::wait_gone(record, Duration::from_secs(8)).await;
         }
         let generation = session.current_run.as_ref().map_or(0, |run| run.generation) + 1;
-        let mut session = session;
+        // Releases of the old generation are not the new runner's: its broker approves nothing
+        // from before and gets only the prompt that follows.
+        let mut session = self.store.write(|tx| {
+            let mut current = self.session(tx, &session.id)?;
+            current.undelivered_prompt = None;
+            current.undelivered_reply_turn = None;
+            tx.put_session(&current)?;
+            Ok::<_, ToolError>(current)
+        })?;
         if let Err(launch_error) =
             crate::brokers::launch(self, &mut session, generation, true).await
         {
@@ -735,6 +759,7 @@ impl Gateway {
         calls: Vec<ReplyCall>,
         request_hash: &str,
     ) -> ToolResult<SessionView> {
+        let started = tokio::time::Instant::now();
         let scope = format!("reply:{session_id}");
         let live = self.live(session_id);
         let _op = live.op_lock.lock().await;
@@ -814,6 +839,14 @@ impl Gateway {
         // Persist the reply and its approved actions before the broker may release them.
         let (session, release) = self.store.write(|tx| {
             let mut session = self.session(tx, session_id)?;
+            // The runner may have gone since the checks above: check again where it counts.
+            ensure_not_terminal(&session)?;
+            if session.pending_turn_id.as_deref() != Some(turn_id) {
+                return Err(ToolError::new(
+                    ErrorCode::TurnMismatch,
+                    format!("turn {turn_id:?} is no longer pending; call native_session_status"),
+                ));
+            }
             self.claim(tx, &scope, reply_id, request_hash, session_id, session.lease_generation)?;
             let mut turn = tx.turn(turn_id)?.ok_or_else(|| ToolError::new(ErrorCode::TurnMismatch, "the turn vanished"))?;
             turn.status = TurnStatus::Answered;
@@ -866,9 +899,11 @@ impl Gateway {
         drop(_op);
 
         let session = self
-            .wait_until(session_id, self.config.reply_wait, |s| {
-                s.pending_turn_id.is_some() || s.status == SessionStatus::Idle
-            })
+            .wait_until(
+                session_id,
+                within_budget(started, self.config.reply_wait),
+                |s| s.pending_turn_id.is_some() || s.status == SessionStatus::Idle,
+            )
             .await?;
         let view = self.view(&session, Some(lease_id.to_string()))?;
         self.remember(&scope, reply_id, &view, session.lease_generation);
@@ -902,6 +937,7 @@ impl Gateway {
         reason: Option<String>,
         request_hash: &str,
     ) -> ToolResult<SessionView> {
+        let started = tokio::time::Instant::now();
         let scope = format!("stop:{session_id}");
         let live = self.live(session_id);
         let _op = live.op_lock.lock().await;
@@ -928,9 +964,17 @@ impl Gateway {
                 Ok::<_, ToolError>(session)
             })?;
             self.notify(&session);
-            live.send(GatewayToBroker::Stop { reason });
-            self.wait_until(session_id, STOP_WAIT, |s| s.status.is_terminal())
-                .await?;
+            if !live.send(GatewayToBroker::Stop { reason })
+                && let Some(record) = &session.broker
+            {
+                // No link: stop the verified broker (and with it the runner's group) by signal.
+                crate::brokers::signal_verified(record);
+            }
+            drop(_op);
+            self.wait_until(session_id, within_budget(started, STOP_WAIT), |s| {
+                s.status.is_terminal()
+            })
+            .await?;
         } else {
             self.store.write(|tx| {
                 self.claim(
@@ -957,6 +1001,7 @@ impl Gateway {
         wait_seconds: u64,
         request_hash: &str,
     ) -> ToolResult<SessionView> {
+        let started = tokio::time::Instant::now();
         let scope = format!("recover:{session_id}");
         let live = self.live(session_id);
         let _op = live.op_lock.lock().await;
@@ -1030,9 +1075,11 @@ impl Gateway {
         drop(_op);
         let session = if wait_seconds > 0 {
             let since = session.revision;
-            self.wait_until(session_id, Duration::from_secs(wait_seconds), |s| {
-                s.revision != since
-            })
+            self.wait_until(
+                session_id,
+                within_budget(started, Duration::from_secs(wait_seconds)),
+                |s| s.revision != since,
+            )
             .await?
         } else {
             session
@@ -1479,6 +1526,27 @@ impl Gateway {
             {
                 crate::brokers::signal_verified(record);
             }
+        }
+    }
+
+    /// A verified broker link is up again: a run that was only "lost" to this gateway (the link,
+    /// not the runner, went away) is alive; if the runner did exit meanwhile, the broker's
+    /// re-sent `RunnerExited` event says so next.
+    pub fn on_attached(&self, session_id: &str) {
+        let res = self.store.write(|tx| {
+            let Some(mut session) = tx.session(session_id)? else {
+                return Ok::<_, StoreError>(None);
+            };
+            let Some(run) = session.current_run.as_mut().filter(|r| r.state == "lost") else {
+                return Ok(None);
+            };
+            run.state = "alive".into();
+            session.recovery_required = false;
+            self.commit(tx, &mut session, "runtime_reattached", json!({}))?;
+            Ok(Some(session))
+        });
+        if let Ok(Some(session)) = res {
+            self.notify(&session);
         }
     }
 

@@ -1,7 +1,7 @@
 //! The opt-in live check of a broker: connect to its socket, check the peer, send a `GatewayHello`
 //! with a fresh nonce, verify the HMAC proof with the recorded secret, and close at once without
-//! sending anything else. A broker keeps one gateway link and a new connection replaces it, so this
-//! disconnects a running gateway; `brokers --handshake` says so in its help.
+//! sending anything else. It never sends the gateway's own proof, so the broker keeps its verified
+//! gateway link; the probe only costs the broker one short, unverified connection.
 
 use std::time::Duration;
 
@@ -73,7 +73,8 @@ async fn handshake(record: &BrokerInfo) -> anyhow::Result<Proven> {
     if let Some(reason) = hello.refused {
         bail!("broker refused the handshake: {reason}");
     }
-    if !common::hash::verify_hmac_hex(&record.secret, &nonce, &hello.proof) {
+    let expected = common::hash::broker_proof(&record.secret, &nonce);
+    if !common::hash::constant_time_eq(expected.as_bytes(), hello.proof.as_bytes()) {
         bail!("broker failed the secret proof");
     }
     Ok(Proven {

@@ -3,8 +3,8 @@
 //! It opens the state database with `SQLITE_OPEN_READ_ONLY` and never writes to the state dir.
 //! It shows PIDs and paths (it is the owner's tool, not the public API) but never a secret: broker
 //! secrets and lease hashes are not printed. Brokers are verified by their `/proc` identity; the
-//! live handshake (`brokers --handshake`) is opt-in because a broker keeps one gateway link and a
-//! new connection replaces the running gateway's.
+//! live handshake (`brokers --handshake`) is opt-in: it proves the broker holds its secret, and
+//! since it never proves itself in return, the broker keeps its link to the running gateway.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -80,9 +80,7 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct BrokersArgs {
     /// Also prove each broker holds its secret with a live handshake over its socket.
-    /// WARNING: a broker keeps one gateway link and a new connection REPLACES it: the running
-    /// gateway loses its link, marks the session `recovery_required` and its run `lost`.
-    /// Use only when the gateway is not running.
+    /// The probe never proves itself to the broker, so the running gateway keeps its link.
     #[arg(long, verbatim_doc_comment)]
     pub handshake: bool,
 }

@@ -100,7 +100,7 @@ fn fake_broker(
         let nonce = hello["nonce"].as_str().unwrap();
         let answer = serde_json::json!({
             "type": "hello", "protocol_version": 1, "build": "fake", "session_id": ACTIVE,
-            "proof": common::hash::hmac_hex(secret, nonce),
+            "proof": common::hash::broker_proof(secret, nonce),
         });
         let bytes = serde_json::to_vec(&answer).unwrap();
         conn.write_all(&(bytes.len() as u32).to_be_bytes()).unwrap();
