@@ -71,7 +71,10 @@ pub async fn launch(state: &Arc<BrokerState>, port: u16) -> anyhow::Result<()> {
         "--output-format",
         "stream-json",
     ]);
-    if spec.resume {
+    // `--resume` needs the transcript; a runner killed before it saved anything left none, and
+    // then the same conversation id starts afresh (reported as not resumed).
+    let resumed = spec.resume && transcript_exists(&config, &spec.claude_session_id);
+    if resumed {
         cmd.args(["--resume", &spec.claude_session_id]);
     } else {
         cmd.args(["--session-id", &spec.claude_session_id]);
@@ -111,6 +114,19 @@ pub async fn launch(state: &Arc<BrokerState>, port: u16) -> anyhow::Result<()> {
                 .context("opening runner log")?,
         ))
         .kill_on_drop(false);
+    // The runner must not outlive its broker: with the broker gone nobody can answer it, and it
+    // would retry a dead port. (macOS has no equivalent; there the gateway's next generation
+    // stops the old broker first.)
+    #[cfg(target_os = "linux")]
+    // Safety: prctl is async-signal-safe and only changes this child's own death signal.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     let mut child = cmd
         .spawn()
         .with_context(|| "starting Claude Code (check CLAUDE_BIN)".to_string())?;
@@ -128,6 +144,7 @@ pub async fn launch(state: &Arc<BrokerState>, port: u16) -> anyhow::Result<()> {
         exited: exited_rx,
     });
     state.push_event(BrokerEvent::RunnerStarted {
+        resumed,
         generation: spec.generation,
         started_at_ms: common::time::now_unix_ms(),
     });
@@ -139,6 +156,40 @@ pub async fn launch(state: &Arc<BrokerState>, port: u16) -> anyhow::Result<()> {
     let state = state.clone();
     tokio::spawn(async move { wait_exit(state, child, exited_tx).await });
     Ok(())
+}
+
+/// Whether Claude Code saved a resumable transcript for `session_id` under its config dir
+/// (`projects/<cwd-slug>/<session_id>.jsonl` holding at least one user message). A runner killed
+/// early can leave a file with metadata only, which `--resume` rejects ("no conversation") and
+/// `--session-id` refuses ("already in use"): such a file is set aside (kept, renamed), so the
+/// same conversation id can start afresh.
+fn transcript_exists(config_dir: &Path, session_id: &str) -> bool {
+    let name = format!("{session_id}.jsonl");
+    let mut resumable = false;
+    for project in std::fs::read_dir(config_dir.join("projects"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let path = project.path().join(&name);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let has_user_message = text.lines().any(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .is_ok_and(|entry| entry["type"] == "user")
+        });
+        if has_user_message {
+            resumable = true;
+        } else {
+            let aside =
+                path.with_extension(format!("jsonl.unresumable-{}", common::time::now_unix_ms()));
+            if let Err(err) = std::fs::rename(&path, &aside) {
+                tracing::warn!("setting aside an unresumable transcript: {err}");
+            }
+        }
+    }
+    resumable
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {

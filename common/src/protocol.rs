@@ -124,7 +124,15 @@ pub struct PromptRelease {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum BrokerEvent {
     /// The runner process started.
-    RunnerStarted { generation: u32, started_at_ms: i64 },
+    RunnerStarted {
+        generation: u32,
+        started_at_ms: i64,
+        /// The runner continues the recorded conversation (`--resume`). False for a first
+        /// generation, and for a later one whose transcript was never written (the earlier
+        /// runner died before it saved anything).
+        #[serde(default)]
+        resumed: bool,
+    },
     /// The runner could not be started; the broker exits after this is acknowledged.
     RunnerLaunchFailed { message: String },
     /// The runner asked for a model turn. A retry of the same request carries the same fingerprint.

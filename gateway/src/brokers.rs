@@ -193,9 +193,15 @@ async fn spawn(
 #[cfg(target_os = "linux")]
 pub fn process_start_time(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 22, counted after the parenthesised command name (which may contain spaces).
-    let after = &stat[stat.rfind(')')? + 2..];
-    after.split_whitespace().nth(19)?.parse().ok()
+    // Fields after the parenthesised command name (which may contain spaces): state is field 3,
+    // the start time field 22.
+    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
+    let state = fields.next()?;
+    if state == "Z" || state == "X" {
+        // Exited, not yet reaped: not a live process.
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 /// The kernel's start time of `pid` in microseconds since the epoch (macOS).
@@ -345,6 +351,9 @@ pub async fn attach(
         if failed {
             reattach_after_failure(gateway, session_id, record).await;
         } else {
+            // A dying broker closes its socket just before it exits: give it a moment, so a dead
+            // broker is told apart from a live one that merely lost its link.
+            wait_gone(&record, Duration::from_secs(1)).await;
             gateway.on_link_lost(&session_id);
         }
     });

@@ -1143,6 +1143,7 @@ impl Gateway {
             BrokerEvent::RunnerStarted {
                 generation,
                 started_at_ms,
+                resumed,
             } => {
                 session.current_run = Some(CurrentRun {
                     generation,
@@ -1151,7 +1152,10 @@ impl Gateway {
                     exit_code: None,
                     signal: None,
                 });
-                ("runner_started", json!({"generation": generation}))
+                (
+                    "runner_started",
+                    json!({"generation": generation, "resumed": resumed}),
+                )
             }
             BrokerEvent::RunnerLaunchFailed { message } => {
                 let error = json!({"code": "runner_launch_failed", "message": message, "at": common::time::now_rfc3339()});
@@ -1567,6 +1571,21 @@ impl Gateway {
                 session.recovery_required = true;
                 if let Some(run) = session.current_run.as_mut().filter(|r| r.state == "alive") {
                     run.state = "lost".into();
+                }
+                // A broker that is gone takes its runner's pending request with it: nobody can
+                // answer that turn any more. A live broker keeps it for a re-attach.
+                let broker_gone = session
+                    .broker
+                    .as_ref()
+                    .is_none_or(|b| crate::brokers::process_start_time(b.pid) != Some(b.start_time));
+                if broker_gone {
+                    session.pending_turn_id = None;
+                    if matches!(
+                        session.status,
+                        SessionStatus::Running | SessionStatus::WaitingForGpt | SessionStatus::Starting
+                    ) {
+                        session.status = SessionStatus::Idle;
+                    }
                 }
             }
             self.commit(tx, &mut session, "runtime_detached", json!({}))?;

@@ -431,3 +431,58 @@ async fn a_killed_runner_is_reported_and_continue_resumes_a_new_generation() {
         "{first:?} / {second:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_broker_is_reported_and_continue_starts_a_new_generation() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "hello", "rs-broker").await;
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let broker_pid = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
+    let runner = runner_pid(broker_pid).expect("runner running");
+
+    // The broker dies with a turn pending; its runner loses its input and ends too.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(broker_pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let v = chat
+        .wait_until(&sid, &lease, Duration::from_secs(20), |v| {
+            v["runtime_attached"] == false
+        })
+        .await
+        .unwrap();
+    assert_eq!(v["recovery_required"], true, "{v}");
+    assert_eq!(v["current_run"]["state"], "lost");
+    assert!(
+        v["pending_turn"].is_null(),
+        "a turn nobody can answer must not stay pending: {v}"
+    );
+    assert!(
+        wait_for(|| !alive(runner), Duration::from_secs(10)).await,
+        "orphaned runner still running"
+    );
+
+    let v = view(
+        &chat
+            .continue_(&sid, &lease, "still there?", "rs-b1", Some(50))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["current_run"]["generation"], 2, "{v}");
+    if v["pending_turn"].is_null() {
+        let events = gatewayctl_json(&gw, &["events", &sid]);
+        let log = std::fs::read_to_string(format!(
+            "{}/runner.stderr.log",
+            broker_record(&gw, &sid)["runtime_dir"].as_str().unwrap()
+        ))
+        .unwrap_or_default();
+        panic!("no pending turn: {v}\nEVENTS {events}\nRUNNER {log}");
+    }
+    assert_eq!(v["pending_turn"]["prompt"], "still there?", "{v}");
+    assert_eq!(v["runtime_attached"], true);
+    chat.stop(&sid, &lease, "rs-stop", None).await.unwrap();
+}
