@@ -7,6 +7,7 @@
 //! - `tools`: logical tool names, capability profiles, argument types and their schemas.
 //! - `hash`: SHA-256, canonical JSON, HMAC proofs and secret generation.
 //! - `time`: RFC 3339 timestamps.
+//! - `state_schema`: the SQL of the gateway's state database.
 //!
 //! Architecture invariant: this crate depends on no other workspace crate, starts no runtime and
 //! spawns no process.
@@ -14,5 +15,6 @@
 pub mod codec;
 pub mod hash;
 pub mod protocol;
+pub mod state_schema;
 pub mod time;
 pub mod tools;

@@ -17,36 +17,6 @@ pub mod write_path;
 
 pub use spec::{Enforced, ExecSpec, HostSupport, Limits, Report};
 
-/// Credential stores under the owner's home that commands never see (kept in step with the
-/// executor's protected set in `path_policy`).
-pub const HOME_MASKED: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".config/gcloud",
-    ".kube",
-    ".docker",
-    ".netrc",
-    ".npmrc",
-    ".pypirc",
-    ".git-credentials",
-    "Library/Keychains",
-    ".config/gh",
-    ".azure",
-    ".password-store",
-    ".local/share/keyrings",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-];
-
-/// System secrets commands never see.
-pub const SYSTEM_MASKED: &[&str] = &[
-    "/etc/shadow",
-    "/etc/gshadow",
-    "/etc/sudoers",
-    "/etc/sudoers.d",
-];
-
 /// The paths to mask for a command: credential stores under `home`, system secrets, the gateway
 /// state dir and any owner extras.
 pub fn masked_paths(
@@ -54,8 +24,16 @@ pub fn masked_paths(
     state_dir: &std::path::Path,
     extra: &[std::path::PathBuf],
 ) -> Vec<std::path::PathBuf> {
-    let mut out: Vec<std::path::PathBuf> = HOME_MASKED.iter().map(|rel| home.join(rel)).collect();
-    out.extend(SYSTEM_MASKED.iter().map(std::path::PathBuf::from));
+    // One protected set for both controls: what the tools refuse, commands never see.
+    let mut out: Vec<std::path::PathBuf> = path_policy::HOME_PROTECTED
+        .iter()
+        .map(|rel| home.join(rel))
+        .collect();
+    out.extend(
+        path_policy::SYSTEM_PROTECTED
+            .iter()
+            .map(std::path::PathBuf::from),
+    );
     out.push(state_dir.to_path_buf());
     out.extend(extra.iter().cloned());
     out

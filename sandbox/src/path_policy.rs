@@ -31,8 +31,8 @@ const MAX_PATH_BYTES: usize = 4096;
 /// Longest single component accepted (`NAME_MAX`).
 const MAX_NAME_BYTES: usize = 255;
 
-/// Credential stores under the home directory, always protected.
-const HOME_PROTECTED: &[&str] = &[
+/// Credential stores under the home directory, always protected (and masked for commands).
+pub const HOME_PROTECTED: &[&str] = &[
     ".ssh",
     ".aws",
     ".gnupg",
@@ -52,8 +52,8 @@ const HOME_PROTECTED: &[&str] = &[
     ".cargo/credentials.toml",
 ];
 
-/// System secrets, always protected.
-const SYSTEM_PROTECTED: &[&str] = &[
+/// System secrets, always protected (and masked for commands).
+pub const SYSTEM_PROTECTED: &[&str] = &[
     "/etc/shadow",
     "/etc/shadow-",
     "/etc/gshadow",

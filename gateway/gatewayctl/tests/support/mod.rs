@@ -10,78 +10,8 @@ use gatewayctl::{Cli, Command};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
-/// The gateway's schema v1 (gateway/src/state/schema.rs).
-pub const SCHEMA_V1: &str = r#"
-CREATE TABLE sessions (
-    id TEXT PRIMARY KEY,
-    status TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    created_at_ms INTEGER NOT NULL,
-    updated_at_ms INTEGER NOT NULL,
-    data TEXT NOT NULL
-);
-CREATE TABLE leases (
-    lease_hash TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL REFERENCES sessions(id),
-    generation INTEGER NOT NULL,
-    expires_at_ms INTEGER NOT NULL,
-    revoked INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX leases_by_session ON leases(session_id);
-CREATE TABLE idempotency (
-    scope TEXT NOT NULL,
-    key TEXT NOT NULL,
-    request_hash TEXT NOT NULL,
-    session_id TEXT,
-    answer TEXT NOT NULL,
-    created_at_ms INTEGER NOT NULL,
-    PRIMARY KEY (scope, key)
-);
-CREATE TABLE turns (
-    turn_id TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL REFERENCES sessions(id),
-    sequence INTEGER NOT NULL,
-    fingerprint TEXT NOT NULL,
-    status TEXT NOT NULL,
-    created_at_ms INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    UNIQUE (session_id, sequence),
-    UNIQUE (session_id, fingerprint)
-);
-CREATE TABLE replies (
-    session_id TEXT NOT NULL REFERENCES sessions(id),
-    reply_id TEXT NOT NULL,
-    turn_id TEXT NOT NULL REFERENCES turns(turn_id),
-    request_hash TEXT NOT NULL,
-    created_at_ms INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (session_id, reply_id)
-);
-CREATE TABLE actions (
-    action_id TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL REFERENCES sessions(id),
-    turn_id TEXT NOT NULL REFERENCES turns(turn_id),
-    call_index INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    state TEXT NOT NULL,
-    outcome TEXT,
-    updated_at_ms INTEGER NOT NULL
-);
-CREATE INDEX actions_by_turn ON actions(turn_id, call_index);
-CREATE TABLE events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT,
-    at_ms INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    data TEXT NOT NULL
-);
-CREATE INDEX events_by_session ON events(session_id, seq);
-CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-    BEGIN SELECT RAISE(ABORT, 'the event ledger is append-only'); END;
-CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-    BEGIN SELECT RAISE(ABORT, 'the event ledger is append-only'); END;
-"#;
+/// The gateway's schema v1, from the one shared definition.
+pub const SCHEMA_V1: &str = common::state_schema::V1;
 
 pub const ACTIVE: &str = "ns_ca78f92185254b1db24f5ef7121fb74d";
 pub const IDLE: &str = "ns_0b1e4f2a9c7d4e0f8a6b5c4d3e2f1a0b";
