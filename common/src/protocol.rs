@@ -90,6 +90,21 @@ pub struct BrokerHello {
     pub refused: Option<String>,
 }
 
+impl BrokerHello {
+    /// Check a broker's answer to our `nonce`: not refused, and proving it holds `secret`.
+    /// Used by the gateway and by `gatewayctl brokers --handshake`, so both judge alike.
+    pub fn verify(&self, secret: &str, nonce: &str) -> Result<(), String> {
+        if let Some(reason) = &self.refused {
+            return Err(format!("broker refused the handshake: {reason}"));
+        }
+        let expected = crate::hash::broker_proof(secret, nonce);
+        if !crate::hash::constant_time_eq(expected.as_bytes(), self.proof.as_bytes()) {
+            return Err("broker failed the secret proof".into());
+        }
+        Ok(())
+    }
+}
+
 /// A persisted reply released to the runner.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplyRelease {

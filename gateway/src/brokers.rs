@@ -354,7 +354,7 @@ pub async fn attach(
             // A dying broker closes its socket just before it exits: give it a moment, so a dead
             // broker is told apart from a live one that merely lost its link.
             wait_gone(&record, Duration::from_secs(1)).await;
-            gateway.on_link_lost(&session_id);
+            gateway.on_link_lost(&session_id, record.pid);
         }
     });
     Ok(())
@@ -373,7 +373,7 @@ fn reattach_after_failure(
             .await
             .is_err()
         {
-            gateway.on_link_lost(&session_id);
+            gateway.on_link_lost(&session_id, record.pid);
         }
     })
 }
@@ -432,13 +432,9 @@ async fn connect_verified(
     let BrokerToGateway::Hello(hello) = decode::<BrokerToGateway>(&frame)? else {
         bail!("broker did not answer with a hello");
     };
-    if let Some(reason) = hello.refused {
-        bail!("broker refused the handshake: {reason}");
-    }
-    let expected = common::hash::broker_proof(&record.secret, &nonce);
-    if !common::hash::constant_time_eq(expected.as_bytes(), hello.proof.as_bytes()) {
-        bail!("broker failed the secret proof");
-    }
+    hello
+        .verify(&record.secret, &nonce)
+        .map_err(anyhow::Error::msg)?;
     framed
         .send(encode(&GatewayToBroker::Proof {
             proof: common::hash::gateway_proof(&record.secret, &hello.challenge),

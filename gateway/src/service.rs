@@ -1554,12 +1554,18 @@ impl Gateway {
         }
     }
 
-    /// The link to a session's broker closed. If the session was still live, that is reported,
-    /// not hidden: the runner is lost to this gateway until recovery.
-    pub fn on_link_lost(&self, session_id: &str) {
+    /// The link to the session's broker `broker_pid` closed. If the session was still live, that
+    /// is reported, not hidden: the runner is lost to this gateway until recovery. Nothing happens
+    /// if a newer broker (a new generation, a re-attach) has taken over meanwhile.
+    pub fn on_link_lost(&self, session_id: &str, broker_pid: i32) {
+        if self.live(session_id).attached() {
+            return;
+        }
         let res = self.store.write(|tx| {
             let Some(mut session) = tx.session(session_id)? else { return Ok(None) };
-            if session.status.is_terminal() {
+            if session.status.is_terminal()
+                || session.broker.as_ref().is_some_and(|b| b.pid != broker_pid)
+            {
                 return Ok(None);
             }
             if session.stop_request.is_some() {

@@ -374,16 +374,7 @@ impl PathPolicy {
         if nlink != 1 {
             return Err(PathRefusal::HardLinked { path: shown, nlink });
         }
-        let (dev, ino) = ident(&after);
-        if self.is_protected_identity(dev, ino) {
-            return Err(PathRefusal::Protected { path: shown });
-        }
-        let file = File::from(fd);
-        let meta = file.metadata().map_err(|err| PathRefusal::Io {
-            path: shown,
-            message: err.to_string(),
-        })?;
-        Ok((file, meta))
+        self.finish_open(fd, &after, shown)
     }
 
     /// Open a directory (read-only) without following any symlink; used for search roots.
@@ -407,7 +398,18 @@ impl PathPolicy {
                 path: shown,
             });
         }
-        let (dev, ino) = ident(&st);
+        self.finish_open(fd, &st, shown)
+    }
+
+    /// Last check of an opened file or directory: its identity must not be a protected one (an
+    /// alias, a bind mount, a renamed credential dir). Then hand it out with its metadata.
+    fn finish_open(
+        &self,
+        fd: rustix::fd::OwnedFd,
+        st: &Stat,
+        shown: String,
+    ) -> Result<(File, Metadata), PathRefusal> {
+        let (dev, ino) = ident(st);
         if self.is_protected_identity(dev, ino) {
             return Err(PathRefusal::Protected { path: shown });
         }

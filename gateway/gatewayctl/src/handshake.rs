@@ -70,13 +70,9 @@ async fn handshake(record: &BrokerInfo) -> anyhow::Result<Proven> {
     let BrokerToGateway::Hello(hello) = decode::<BrokerToGateway>(&frame)? else {
         bail!("broker did not answer with a hello");
     };
-    if let Some(reason) = hello.refused {
-        bail!("broker refused the handshake: {reason}");
-    }
-    let expected = common::hash::broker_proof(&record.secret, &nonce);
-    if !common::hash::constant_time_eq(expected.as_bytes(), hello.proof.as_bytes()) {
-        bail!("broker failed the secret proof");
-    }
+    hello
+        .verify(&record.secret, &nonce)
+        .map_err(anyhow::Error::msg)?;
     Ok(Proven {
         protocol_version: hello.protocol_version,
         build: hello.build,
