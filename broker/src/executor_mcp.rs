@@ -29,6 +29,37 @@ use crate::state::BrokerState;
 
 /// How long an outcome may wait for the gateway's acknowledgement (it may be restarting).
 const ACK_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a write waits for the gateway to record its intent; after that nothing is written.
+const PREPARE_ACK_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Records a write's intent at the gateway: queue `WritePrepared` and block (on the executor's
+/// blocking thread) until the gateway acknowledges it.
+struct GatewayJournal {
+    state: Arc<BrokerState>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl crate::executor::write::WriteJournal for GatewayJournal {
+    fn prepared(&mut self, prepared: &common::protocol::PreparedWrite) -> Result<(), String> {
+        let version = self.state.link_version();
+        if version < common::protocol::WRITES_SINCE_VERSION {
+            return Err(format!(
+                "the gateway speaks protocol {version}, which does not record writes"
+            ));
+        }
+        let seq = self
+            .state
+            .push_event(BrokerEvent::WritePrepared(prepared.clone()));
+        if self
+            .runtime
+            .block_on(self.state.wait_acked(seq, PREPARE_ACK_TIMEOUT))
+        {
+            Ok(())
+        } else {
+            Err("the gateway did not acknowledge the intent in time".into())
+        }
+    }
+}
 
 pub fn router(state: Arc<BrokerState>) -> Router {
     let config = StreamableHttpServerConfig::default()
@@ -120,13 +151,14 @@ impl ServerHandler for ExecutorMcp {
                 // Results up to 64 KiB must reach the model inline, not spill to a file.
                 meta.0
                     .insert("anthropic/maxResultSizeChars".into(), json!(200_000));
-                // Reads are repeatable; a command may give another result each time.
-                let repeatable = tool != LogicalTool::RunCommand;
+                // Reads are repeatable; a command may give another result each time; a write
+                // replaces what was there.
+                let repeatable = tool != LogicalTool::RunCommand && !tool.writes();
                 Tool::new(tool.name(), tool.description(), object(tool.input_schema()))
                     .with_annotations(
                         ToolAnnotations::new()
                             .read_only(repeatable)
-                            .destructive(false)
+                            .destructive(tool.writes())
                             .idempotent(repeatable)
                             .open_world(false),
                     )
@@ -181,37 +213,48 @@ impl ServerHandler for ExecutorMcp {
         if let Some(outcome) = state.action(action_id).and_then(|slot| slot.outcome) {
             return Ok(outcome_response(&outcome));
         }
-        let outcome = match LogicalTool::from_name(&name).map(|tool| tool.parse_args(&arguments)) {
+        let executed = match LogicalTool::from_name(&name).map(|tool| tool.parse_args(&arguments)) {
             Some(Ok(args)) => {
+                let mut journal = GatewayJournal {
+                    state: state.clone(),
+                    runtime: tokio::runtime::Handle::current(),
+                };
                 let executor_state = state.clone();
                 let action = action_id.to_string();
-                tokio::task::spawn_blocking(move || executor_state.executor.execute(&action, &args))
-                    .await
-                    .map_err(|e| {
-                        McpError::internal_error(format!("executor task failed: {e}"), None)
-                    })?
+                tokio::task::spawn_blocking(move || {
+                    executor_state
+                        .executor
+                        .execute_with_journal(&action, &args, &mut journal)
+                })
+                .await
+                .map_err(|e| McpError::internal_error(format!("executor task failed: {e}"), None))?
             }
             other => {
                 let message = match other {
                     Some(Err(message)) => message,
                     _ => format!("{name} is not a tool of this session"),
                 };
-                ActionOutcome {
-                    status: ToolStatus::Rejected,
-                    output: message,
-                    truncated: false,
-                    error_code: Some("invalid_argument".into()),
-                    receipt: common::tools::Receipt {
-                        action_id: action_id.to_string(),
-                        ..Default::default()
+                crate::executor::Executed {
+                    outcome: ActionOutcome {
+                        status: ToolStatus::Rejected,
+                        output: message,
+                        truncated: false,
+                        error_code: Some("invalid_argument".into()),
+                        receipt: common::tools::Receipt {
+                            action_id: action_id.to_string(),
+                            ..Default::default()
+                        },
                     },
+                    write: None,
                 }
             }
         };
+        let outcome = executed.outcome;
         state.record_outcome(action_id, outcome.clone());
         let seq = state.push_event(BrokerEvent::ActionFinished {
             action_id: action_id.to_string(),
             outcome: outcome.clone(),
+            write: executed.write,
         });
         if !state.wait_acked(seq, ACK_TIMEOUT).await {
             return Err(McpError::internal_error(

@@ -101,6 +101,7 @@ async fn connection(
         bail!("peer failed the gateway proof");
     }
     // Verified: this link replaces the previous one.
+    state.set_link_version(version);
     let mine = CancellationToken::new();
     if let Some(previous) = crate::state::lock(&current).replace(mine.clone()) {
         previous.cancel();

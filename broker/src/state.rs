@@ -66,17 +66,22 @@ pub struct BrokerState {
     pub delivered_prompts: Mutex<std::collections::HashSet<String>>,
     /// Cancelled when the broker should exit.
     pub shutdown: CancellationToken,
+    /// Protocol version negotiated with the gateway on the latest link (0: never linked).
+    link_version: std::sync::atomic::AtomicU32,
 }
 
 impl BrokerState {
     pub fn new(spec: BrokerSpec) -> anyhow::Result<Self> {
         let extra_protected: Vec<PathBuf> =
             spec.extra_protected.iter().map(PathBuf::from).collect();
-        let policy = sandbox::path_policy::PathPolicy::new(
+        let mut policy = sandbox::path_policy::PathPolicy::new(
             PathBuf::from(&spec.owner_home),
             PathBuf::from(&spec.state_dir),
             extra_protected.clone(),
         );
+        if let Some(dir) = &spec.worktree_dir {
+            policy = policy.with_open_subtree(PathBuf::from(dir));
+        }
         // Commands run through `<this executable> sandbox-exec`, with per-command scratch dirs
         // under the session's runtime dir and the same protected paths masked.
         let commands = crate::executor::CommandSandbox::new(
@@ -86,8 +91,11 @@ impl BrokerState {
             std::path::Path::new(&spec.state_dir),
             &extra_protected,
         );
-        let executor = Executor::new(policy, PathBuf::from(&spec.working_directory))
+        let mut executor = Executor::new(policy, PathBuf::from(&spec.working_directory))
             .with_command_sandbox(commands);
+        if spec.profile != common::tools::CapabilityProfile::ReadOnly {
+            executor = executor.with_writes();
+        }
         Ok(BrokerState {
             spec,
             executor,
@@ -104,7 +112,18 @@ impl BrokerState {
             runner_stdin: tokio::sync::Mutex::new(None),
             delivered_prompts: Mutex::new(std::collections::HashSet::new()),
             shutdown: CancellationToken::new(),
+            link_version: std::sync::atomic::AtomicU32::new(0),
         })
+    }
+
+    /// The protocol version of the latest verified link.
+    pub fn link_version(&self) -> u32 {
+        self.link_version.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn set_link_version(&self, version: u32) {
+        self.link_version
+            .store(version, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Queue an event for the gateway; returns its sequence number.

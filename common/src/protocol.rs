@@ -15,7 +15,10 @@ use serde_json::Value;
 use crate::tools::ActionOutcome;
 
 /// Version this build speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
+/// First version whose gateway records write intents (`WritePrepared`); a broker linked at an
+/// older version refuses writes.
+pub const WRITES_SINCE_VERSION: u32 = 2;
 /// Oldest peer version this build still understands.
 pub const PROTOCOL_VERSION_MIN: u32 = 1;
 
@@ -134,6 +137,43 @@ pub struct PromptRelease {
     pub text: String,
 }
 
+/// The intent of one durable write, recorded by the gateway before anything is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreparedWrite {
+    pub action_id: String,
+    /// The target as the caller gave it (absolute, inside the write root).
+    pub path: String,
+    /// SHA-256 of the current bytes; `None`: the file does not exist (a create).
+    pub pre_sha256: Option<String>,
+    pub post_sha256: String,
+    /// The temp file's name in the target's directory.
+    pub temp_name: String,
+    /// `(dev, ino)` of the target when it was read.
+    pub pre_identity: Option<(u64, u64)>,
+}
+
+/// How a write that reached `prepared` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteEnd {
+    /// The file holds the new content, durably.
+    Committed,
+    /// Nothing was written (a refusal, a conflict, an error before the rename).
+    NotApplied,
+    /// The rename may have happened but is not known durable; the session needs recovery.
+    Indeterminate,
+}
+
+impl WriteEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Committed => "committed",
+            Self::NotApplied => "not_applied",
+            Self::Indeterminate => "indeterminate",
+        }
+    }
+}
+
 /// What a broker reports.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -156,10 +196,16 @@ pub enum BrokerEvent {
     ReplyDelivered { turn_id: String },
     /// The prompt was written to the runner's input.
     PromptDelivered { prompt_id: String },
+    /// A write is about to happen: the gateway persists the intent and acknowledges it before the
+    /// broker creates the temp file.
+    WritePrepared(PreparedWrite),
     /// An approved action ran; the broker hands the result to the runner only after the ack.
     ActionFinished {
         action_id: String,
         outcome: ActionOutcome,
+        /// For a write that reached `prepared`: how it ended.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        write: Option<WriteEnd>,
     },
     /// The runner called a tool without a matching approved action; it was refused.
     UnapprovedCall {
@@ -236,6 +282,9 @@ pub struct BrokerSpec {
     pub state_dir: String,
     #[serde(default)]
     pub extra_protected: Vec<String>,
+    /// The managed worktrees' directory: readable although it lies in the state dir.
+    #[serde(default)]
+    pub worktree_dir: Option<String>,
 }
 
 #[cfg(test)]

@@ -75,3 +75,10 @@ CREATE TRIGGER events_no_update BEFORE UPDATE ON events
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events
     BEGIN SELECT RAISE(ABORT, 'the event ledger is append-only'); END;
 "#;
+
+/// Schema version 2: the write intent (`PreparedWrite` JSON) of an action that reached
+/// `prepared`, kept beside its outcome so a crash can be resolved from the real file.
+pub const V2: &str = r#"
+ALTER TABLE actions ADD COLUMN prepared TEXT;
+CREATE INDEX actions_by_state ON actions(session_id, state);
+"#;

@@ -115,10 +115,15 @@ impl LogicalTool {
     /// Tools this build can execute. A permitted tool that is not implemented yet is still refused
     /// (`not_permitted`, with a message saying so) rather than approved and then failing.
     pub fn implemented(self) -> bool {
-        matches!(
+        !matches!(
             self,
-            Self::Read | Self::FindFiles | Self::SearchText | Self::RunCommand
+            Self::DeepseekSubagentStart | Self::DeepseekSubagentGet | Self::DeepseekSubagentStop
         )
+    }
+
+    /// Whether the tool changes files (its action goes through the durable write protocol).
+    pub fn writes(self) -> bool {
+        matches!(self, Self::Edit | Self::Write | Self::NotebookEdit)
     }
 
     /// The tools a session offers: permitted and implemented, in a fixed order.
@@ -155,9 +160,25 @@ impl LogicalTool {
                  `cwd` defaults to the working directory; timeout 120 s by default, at most 600 s. \
                  stdout and stderr are kept up to 64 KiB each; the receipt has the exit code."
             }
-            Self::Edit => "Replace an exact string in a file (not available in this build).",
-            Self::Write => "Write a whole file (not available in this build).",
-            Self::NotebookEdit => "Edit a notebook cell (not available in this build).",
+            Self::Edit => {
+                "Replace an exact string in a UTF-8 file inside the working directory. \
+                 `old_string` must occur exactly once unless `replace_all`; otherwise the error \
+                 says how many times it occurs. `expected_sha256` (from a Read receipt) refuses \
+                 the edit if the file changed since. Durable compare-and-swap write; the receipt \
+                 has the SHA-256 before and after."
+            }
+            Self::Write => {
+                "Create or overwrite a whole file inside the working directory (missing parent \
+                 directories inside it are created). `expected_sha256` refuses the write if the \
+                 file's current SHA-256 differs. Durable compare-and-swap write; the receipt has \
+                 the SHA-256 before (absent for a new file) and after."
+            }
+            Self::NotebookEdit => {
+                "Edit one cell of an nbformat 4 notebook inside the working directory, addressed \
+                 by cell `id`: replace its source, insert a new cell after it (first when no \
+                 `cell_id`), or delete it. Other cells, metadata and outputs are kept; nothing is \
+                 executed. Durable compare-and-swap write with a SHA-256 receipt."
+            }
             Self::DeepseekSubagentStart
             | Self::DeepseekSubagentGet
             | Self::DeepseekSubagentStop => {
@@ -173,10 +194,10 @@ impl LogicalTool {
             Self::FindFiles => schemars::schema_for!(FindFilesArgs),
             Self::SearchText => schemars::schema_for!(SearchTextArgs),
             Self::RunCommand => schemars::schema_for!(RunCommandArgs),
-            Self::Edit
-            | Self::Write
-            | Self::NotebookEdit
-            | Self::DeepseekSubagentStart
+            Self::Edit => schemars::schema_for!(EditArgs),
+            Self::Write => schemars::schema_for!(WriteArgs),
+            Self::NotebookEdit => schemars::schema_for!(NotebookEditArgs),
+            Self::DeepseekSubagentStart
             | Self::DeepseekSubagentGet
             | Self::DeepseekSubagentStop => {
                 return serde_json::json!({"type": "object"});
@@ -203,10 +224,10 @@ impl LogicalTool {
             Self::FindFiles => ToolArgs::FindFiles(parse(arguments)?),
             Self::SearchText => ToolArgs::SearchText(parse(arguments)?),
             Self::RunCommand => ToolArgs::RunCommand(parse(arguments)?),
-            Self::Edit
-            | Self::Write
-            | Self::NotebookEdit
-            | Self::DeepseekSubagentStart
+            Self::Edit => ToolArgs::Edit(parse(arguments)?),
+            Self::Write => ToolArgs::Write(parse(arguments)?),
+            Self::NotebookEdit => ToolArgs::NotebookEdit(parse(arguments)?),
+            Self::DeepseekSubagentStart
             | Self::DeepseekSubagentGet
             | Self::DeepseekSubagentStop => {
                 return Err(format!("{} is not available in this build", self.name()));
@@ -309,6 +330,92 @@ impl RunCommandArgs {
     }
 }
 
+/// Arguments of `Edit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditArgs {
+    /// Absolute path of the file, inside the working directory.
+    pub file_path: String,
+    /// The exact text to replace (whitespace included); must occur exactly once unless
+    /// `replace_all`.
+    pub old_string: String,
+    /// The replacement text.
+    pub new_string: String,
+    /// Replace every occurrence (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_all: Option<bool>,
+    /// Refuse the edit unless the file's current SHA-256 is this (lowercase hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_sha256: Option<String>,
+}
+
+/// Arguments of `Write`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// Absolute path of the file, inside the working directory.
+    pub file_path: String,
+    /// The whole new content (UTF-8).
+    pub content: String,
+    /// Refuse the write unless the file's current SHA-256 is this (lowercase hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_sha256: Option<String>,
+}
+
+/// What `NotebookEdit` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NotebookEditMode {
+    Replace,
+    Insert,
+    Delete,
+}
+
+/// Kind of a notebook cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CellType {
+    Code,
+    Markdown,
+    Raw,
+}
+
+impl CellType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Code => "code",
+            Self::Markdown => "markdown",
+            Self::Raw => "raw",
+        }
+    }
+}
+
+/// Arguments of `NotebookEdit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotebookEditArgs {
+    /// Absolute path of the `.ipynb` file, inside the working directory.
+    pub notebook_path: String,
+    /// The cell to replace or delete, or to insert after (omit to insert at the top).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell_id: Option<String>,
+    /// `replace`, `insert` or `delete`.
+    pub edit_mode: NotebookEditMode,
+    /// The cell's new source (replace, insert).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_source: Option<String>,
+    /// Kind of an inserted cell (default code), or a replaced cell's new kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell_type: Option<CellType>,
+    /// Refuse the edit unless the file's current SHA-256 is this (lowercase hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_sha256: Option<String>,
+}
+
+/// Largest `content`/`new_string`/`new_source` a write accepts, bytes (the reply budget bounds it
+/// anyway).
+pub const MAX_WRITE_ARGUMENT_BYTES: usize = 768 * 1024;
+
 /// Parsed, validated arguments of one logical tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolArgs {
@@ -316,6 +423,9 @@ pub enum ToolArgs {
     FindFiles(FindFilesArgs),
     SearchText(SearchTextArgs),
     RunCommand(RunCommandArgs),
+    Edit(EditArgs),
+    Write(WriteArgs),
+    NotebookEdit(NotebookEditArgs),
 }
 
 impl ToolArgs {
@@ -326,6 +436,22 @@ impl ToolArgs {
             } else {
                 Err(format!("{field} must be an absolute path, got {path:?}"))
             }
+        }
+        fn sha256_arg(value: Option<&str>) -> Result<(), String> {
+            match value {
+                Some(v) if v.len() != 64 || !v.bytes().all(|b| b.is_ascii_hexdigit()) => Err(
+                    format!("expected_sha256 must be 64 hex digits (a SHA-256), got {v:?}"),
+                ),
+                _ => Ok(()),
+            }
+        }
+        fn bounded(field: &str, value: &str) -> Result<(), String> {
+            if value.len() > MAX_WRITE_ARGUMENT_BYTES {
+                return Err(format!(
+                    "{field} is larger than {MAX_WRITE_ARGUMENT_BYTES} bytes; split the change"
+                ));
+            }
+            Ok(())
         }
         match self {
             Self::Read(a) => {
@@ -354,6 +480,44 @@ impl ToolArgs {
                 }
                 if matches!(a.max_results, Some(n) if n == 0 || n > 100_000) {
                     return Err("max_results must be between 1 and 100000".into());
+                }
+            }
+            Self::Edit(a) => {
+                absolute("file_path", &a.file_path)?;
+                sha256_arg(a.expected_sha256.as_deref())?;
+                if a.old_string.is_empty() {
+                    return Err(
+                        "old_string must not be empty (use Write to create or replace a whole file)"
+                            .into(),
+                    );
+                }
+                if a.old_string == a.new_string {
+                    return Err("old_string and new_string are identical; nothing to change".into());
+                }
+                bounded("new_string", &a.new_string)?;
+            }
+            Self::Write(a) => {
+                absolute("file_path", &a.file_path)?;
+                sha256_arg(a.expected_sha256.as_deref())?;
+                bounded("content", &a.content)?;
+            }
+            Self::NotebookEdit(a) => {
+                absolute("notebook_path", &a.notebook_path)?;
+                sha256_arg(a.expected_sha256.as_deref())?;
+                match a.edit_mode {
+                    NotebookEditMode::Replace if a.cell_id.is_none() || a.new_source.is_none() => {
+                        return Err("edit_mode replace needs cell_id and new_source".into());
+                    }
+                    NotebookEditMode::Insert if a.new_source.is_none() => {
+                        return Err("edit_mode insert needs new_source".into());
+                    }
+                    NotebookEditMode::Delete if a.cell_id.is_none() => {
+                        return Err("edit_mode delete needs cell_id".into());
+                    }
+                    _ => {}
+                }
+                if let Some(source) = &a.new_source {
+                    bounded("new_source", source)?;
                 }
             }
             Self::RunCommand(a) => {
@@ -540,6 +704,109 @@ mod tests {
         assert_eq!(schema["required"], json!(["argv"]));
         assert_eq!(schema["properties"]["argv"]["maxItems"], json!(4096));
         assert_eq!(schema["properties"]["argv"]["minItems"], json!(1));
+    }
+
+    #[test]
+    fn write_args_are_validated() {
+        let sha = "a".repeat(64);
+        let edit = LogicalTool::Edit
+            .parse_args(
+                &json!({"file_path": "/w/a.txt", "old_string": "x", "new_string": "y",
+                "replace_all": true, "expected_sha256": sha}),
+            )
+            .unwrap();
+        assert!(matches!(
+            edit,
+            ToolArgs::Edit(EditArgs {
+                replace_all: Some(true),
+                ..
+            })
+        ));
+        let nb = LogicalTool::NotebookEdit
+            .parse_args(
+                &json!({"notebook_path": "/w/n.ipynb", "edit_mode": "insert",
+                "new_source": "print(1)", "cell_type": "code"}),
+            )
+            .unwrap();
+        assert!(matches!(
+            nb,
+            ToolArgs::NotebookEdit(NotebookEditArgs {
+                edit_mode: NotebookEditMode::Insert,
+                cell_type: Some(CellType::Code),
+                ..
+            })
+        ));
+        for (tool, bad, needle) in [
+            (
+                LogicalTool::Edit,
+                json!({"file_path": "/w/a", "old_string": "", "new_string": "y"}),
+                "old_string must not be empty",
+            ),
+            (
+                LogicalTool::Edit,
+                json!({"file_path": "/w/a", "old_string": "y", "new_string": "y"}),
+                "identical",
+            ),
+            (
+                LogicalTool::Edit,
+                json!({"file_path": "a", "old_string": "x", "new_string": "y"}),
+                "absolute",
+            ),
+            (
+                LogicalTool::Edit,
+                json!({"file_path": "/w/a", "old_string": "x", "new_string": "y", "expected_sha256": "abc"}),
+                "64 hex digits",
+            ),
+            (
+                LogicalTool::Write,
+                json!({"file_path": "/w/a"}),
+                "missing field `content`",
+            ),
+            (
+                LogicalTool::Write,
+                json!({"file_path": "/w/a", "content": "x".repeat(MAX_WRITE_ARGUMENT_BYTES + 1)}),
+                "split the change",
+            ),
+            (
+                LogicalTool::Write,
+                json!({"file_path": "/w/a", "content": "x", "mode": 511}),
+                "unknown field",
+            ),
+            (
+                LogicalTool::NotebookEdit,
+                json!({"notebook_path": "/w/n", "edit_mode": "replace", "new_source": "x"}),
+                "replace needs cell_id",
+            ),
+            (
+                LogicalTool::NotebookEdit,
+                json!({"notebook_path": "/w/n", "edit_mode": "delete"}),
+                "delete needs cell_id",
+            ),
+            (
+                LogicalTool::NotebookEdit,
+                json!({"notebook_path": "/w/n", "edit_mode": "insert"}),
+                "insert needs new_source",
+            ),
+            (
+                LogicalTool::NotebookEdit,
+                json!({"notebook_path": "/w/n", "edit_mode": "execute"}),
+                "unknown variant",
+            ),
+        ] {
+            let err = tool.parse_args(&bad).unwrap_err();
+            assert!(err.contains(needle), "{bad}: {err}");
+        }
+        let schema = LogicalTool::NotebookEdit.input_schema();
+        assert_eq!(schema["required"], json!(["notebook_path", "edit_mode"]));
+        assert_eq!(
+            LogicalTool::Edit.input_schema()["required"],
+            json!(["file_path", "old_string", "new_string"])
+        );
+        assert!(LogicalTool::Write.writes() && !LogicalTool::RunCommand.writes());
+        assert_eq!(
+            LogicalTool::offered(CapabilityProfile::WorktreeWrite, SubagentPolicy::None).len(),
+            7
+        );
     }
 
     #[test]

@@ -139,6 +139,7 @@ async fn spawn(
             .iter()
             .map(|p| p.display().to_string())
             .collect(),
+        worktree_dir: Some(config.worktree_dir.display().to_string()),
     };
     let spec_path = runtime_dir.join("broker-spec.json");
     write_private_file(&spec_path, serde_json::to_string(&spec)?.as_bytes())?;
@@ -161,6 +162,11 @@ async fn spawn(
         .kill_on_drop(false);
     if let Ok(filter) = std::env::var("RUST_LOG") {
         cmd.env("RUST_LOG", filter);
+    }
+    // Crash tests arm the broker's write failpoints through the gateway's environment.
+    #[cfg(feature = "failpoints")]
+    if let Some(point) = std::env::var_os(broker::executor::failpoint::FAILPOINT_ENV) {
+        cmd.env(broker::executor::failpoint::FAILPOINT_ENV, point);
     }
     // Safety: setsid is async-signal-safe and touches no memory of the parent; it only detaches
     // the child into its own session so signals to the gateway's group do not reach it.

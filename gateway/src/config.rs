@@ -22,6 +22,9 @@ pub struct Config {
     pub extra_protected: Vec<PathBuf>,
     /// Host header values accepted besides loopback.
     pub allowed_hosts: Vec<String>,
+    /// Where `worktree_write` sessions get their managed worktrees (`CLAUDE_TOOLS_WORKTREE_DIR`,
+    /// default `<state>/worktrees`): the one part of the state dir the tools may read.
+    pub worktree_dir: PathBuf,
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
@@ -94,7 +97,18 @@ impl Config {
             .filter(|p| p.starts_with('/'))
             .map(PathBuf::from)
             .collect();
+        let worktree_dir = match env_path("CLAUDE_TOOLS_WORKTREE_DIR") {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => bail!(
+                "CLAUDE_TOOLS_WORKTREE_DIR must be an absolute path, got {dir:?}; refusing to start"
+            ),
+            None => crate::write_recovery::default_worktree_dir(&state_dir),
+        };
+        private_dir(&worktree_dir)?;
+        // The write root of a worktree session must have no symlink component.
+        let worktree_dir = std::fs::canonicalize(&worktree_dir).unwrap_or(worktree_dir);
         Ok(Config {
+            worktree_dir,
             state_dir,
             access_token,
             lease_ttl: Duration::from_secs(lease_ttl_seconds),
@@ -105,6 +119,10 @@ impl Config {
             extra_protected,
             allowed_hosts,
         })
+    }
+
+    pub fn worktree_dir(&self) -> PathBuf {
+        self.worktree_dir.clone()
     }
 
     /// Where the access token lives when it is not given in the environment.

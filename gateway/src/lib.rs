@@ -8,6 +8,8 @@
 //! - `brokers`: spawning, verifying and linking brokers.
 //! - `state`: the SQLite store.
 //! - `config`, `error`, `validate`: configuration, public errors, start-input checks.
+//! - `worktree`: managed Git worktrees of `worktree_write` sessions.
+//! - `write_recovery`: resolving writes a dead broker left `prepared`.
 
 pub mod brokers;
 pub mod config;
@@ -17,6 +19,8 @@ pub mod service;
 pub mod state;
 pub mod validate;
 pub mod view;
+pub mod worktree;
+pub mod write_recovery;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -3,12 +3,14 @@
 //! transaction that also appends to the ledger, and wakes whoever waits on the session.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use broker::executor::failpoint::Failpoint;
 use common::hash::{canonical_json, canonical_sha256, hmac_hex, sha256_hex};
 use common::protocol::{
-    ApprovedCall, BrokerEvent, GatewayToBroker, PromptRelease, ReplyRelease, TurnContent,
+    ApprovedCall, BrokerEvent, GatewayToBroker, PromptRelease, ReplyRelease, TurnContent, WriteEnd,
 };
 use common::time::{now_unix_ms, rfc3339_ms};
 use common::tools::{CapabilityProfile, LogicalTool, SubagentPolicy, ToolStatus};
@@ -32,6 +34,8 @@ const LEDGER_ONLY_EVENTS: &[&str] = &[
     "reply_delivered",
     "prompt_delivered",
     "action_committed",
+    "write_prepared",
+    "write_not_applied",
     "unapproved_call",
     "side_request_answered_locally",
     "broker_exiting",
@@ -176,7 +180,7 @@ impl Gateway {
     }
 
     /// Load a session or answer `not_found`.
-    fn session(&self, tx: &Tx<'_>, session_id: &str) -> ToolResult<SessionRecord> {
+    pub(crate) fn session(&self, tx: &Tx<'_>, session_id: &str) -> ToolResult<SessionRecord> {
         tx.session(session_id)?.ok_or_else(|| {
             ToolError::new(
                 ErrorCode::NotFound,
@@ -188,7 +192,7 @@ impl Gateway {
     }
 
     /// Persist a changed session: bump its revision and append the ledger event.
-    fn commit(
+    pub(crate) fn commit(
         &self,
         tx: &Tx<'_>,
         session: &mut SessionRecord,
@@ -200,7 +204,7 @@ impl Gateway {
         tx.append_event(Some(&session.id), kind, &data)
     }
 
-    fn notify(&self, session: &SessionRecord) {
+    pub(crate) fn notify(&self, session: &SessionRecord) {
         self.live(&session.id)
             .revision
             .send_replace(session.revision);
@@ -452,6 +456,8 @@ impl Gateway {
         crate::validate::start(self, &req)?;
 
         let session_id = format!("ns_{}", uuid::Uuid::new_v4().simple());
+        let (working_directory, workspace, worktree) =
+            self.prepare_workspace(&req, &session_id).await?;
         let now = now_unix_ms();
         let lease_expires_at_ms = now + self.config.lease_ttl.as_millis() as i64;
         let mut session = SessionRecord {
@@ -462,8 +468,8 @@ impl Gateway {
             profile: req.capability_profile,
             subagent_policy: req.subagent_policy,
             source_directory: req.working_directory.clone(),
-            working_directory: req.working_directory.clone(),
-            workspace: json!({"kind": "read_only", "root": req.working_directory}),
+            working_directory,
+            workspace,
             claude_session_id: uuid::Uuid::new_v4().to_string(),
             created_at_ms: now,
             lease_generation: 1,
@@ -516,6 +522,9 @@ impl Gateway {
             Ok::<_, ToolError>(())
         });
         if let Err(err) = created {
+            if let Some(worktree) = &worktree {
+                crate::worktree::discard(Path::new(&req.working_directory), worktree);
+            }
             // A concurrent identical start won the claim: answer as its replay.
             if let Some(view) = self.replayed("start", &req.idempotency_key, &req.request_hash)? {
                 return Ok(view);
@@ -551,6 +560,49 @@ impl Gateway {
         self.remember("start", &req.idempotency_key, &view, 1);
         view.recovery_token = Some(self.recovery_token(&session_id));
         Ok(view)
+    }
+
+    /// Where a new session works: the directory itself (`read_only`, `direct_write`), or a new
+    /// managed worktree of it (`worktree_write`). Returns the working directory, the
+    /// `workspace` record, and the worktree to discard if the session is not recorded.
+    async fn prepare_workspace(
+        &self,
+        req: &StartRequest,
+        session_id: &str,
+    ) -> ToolResult<(String, Value, Option<crate::worktree::Worktree>)> {
+        let root = req.working_directory.clone();
+        match req.capability_profile {
+            CapabilityProfile::ReadOnly => Ok((
+                root.clone(),
+                json!({"kind": "read_only", "root": root}),
+                None,
+            )),
+            CapabilityProfile::DirectWrite => {
+                Ok((root.clone(), json!({"kind": "direct", "root": root}), None))
+            }
+            CapabilityProfile::WorktreeWrite => {
+                let source = PathBuf::from(&root);
+                let dir = self.config.worktree_dir.clone();
+                let id = session_id.to_string();
+                let worktree = tokio::task::spawn_blocking(move || {
+                    let base = crate::worktree::check_source(&source)?;
+                    crate::worktree::create(&source, &dir, &id, &base)
+                })
+                .await
+                .map_err(|err| {
+                    ToolError::new(ErrorCode::Internal, format!("worktree task: {err}"))
+                })??;
+                let path = worktree.path.display().to_string();
+                let workspace = json!({
+                    "kind": "worktree",
+                    "root": root,
+                    "worktree_path": path,
+                    "branch": worktree.branch,
+                    "base_commit": worktree.base_commit,
+                });
+                Ok((path, workspace, Some(worktree)))
+            }
+        }
     }
 
     /// Persist a prompt (claiming its idempotency key, if any) and release it to the broker.
@@ -696,6 +748,11 @@ impl Gateway {
             // Two runners must never share one transcript: wait (bounded) for the old one.
             crate::brokers::wait_gone(record, Duration::from_secs(8)).await;
         }
+        // Writes the old broker left `prepared` are settled from the files before anything new
+        // runs; an indeterminate one ends the session here.
+        self.resolve_prepared_writes(&session.id);
+        let session = self.store.read(|tx| self.session(tx, &session.id))?;
+        ensure_not_terminal(&session)?;
         let generation = session.current_run.as_ref().map_or(0, |run| run.generation) + 1;
         // Releases of the old generation are not the new runner's: its broker approves nothing
         // from before and gets only the prompt that follows.
@@ -871,6 +928,7 @@ impl Gateway {
                     arguments: call.arguments.clone(),
                     state: ActionState::Approved,
                     outcome: None,
+                    prepared: None,
                 })?;
             }
             session.pending_turn_id = None;
@@ -1101,7 +1159,7 @@ impl Gateway {
         seq: u64,
         event: BrokerEvent,
     ) -> Result<(), StoreError> {
-        let mut resend: Option<ReplyRelease> = None;
+        let mut after = AfterEvent::default();
         let session = self.store.write(|tx| {
             let Some(mut session) = tx.session(session_id)? else {
                 return Ok(None);
@@ -1113,7 +1171,7 @@ impl Gateway {
                 return Ok(None); // Already applied before a reconnect.
             }
             broker.next_event_seq = seq + 1;
-            let (kind, data) = self.apply_event(tx, &mut session, event, &mut resend)?;
+            let (kind, data) = self.apply_event(tx, &mut session, event, &mut after)?;
             if !LEDGER_ONLY_EVENTS.contains(&kind) {
                 self.commit(tx, &mut session, kind, data)?;
             } else {
@@ -1123,11 +1181,18 @@ impl Gateway {
             }
             Ok::<_, StoreError>(Some(session))
         })?;
+        if let Some(point) = after.failpoint {
+            // Crash tests: the record is durable, the broker has no acknowledgement yet.
+            let _ = broker::executor::failpoint::hit(point);
+        }
         if let Some(session) = session {
             self.notify(&session);
         }
-        if let Some(reply) = resend {
+        if let Some(reply) = after.resend {
             self.live(session_id).send(GatewayToBroker::Reply(reply));
+        }
+        if let Some(reason) = after.stop {
+            self.live(session_id).send(GatewayToBroker::Stop { reason });
         }
         Ok(())
     }
@@ -1137,8 +1202,15 @@ impl Gateway {
         tx: &Tx<'_>,
         session: &mut SessionRecord,
         event: BrokerEvent,
-        resend: &mut Option<ReplyRelease>,
+        after: &mut AfterEvent,
     ) -> Result<(&'static str, Value), StoreError> {
+        after.failpoint = match &event {
+            BrokerEvent::WritePrepared(_) => Some(Failpoint::GatewayAfterPreparedPersisted),
+            BrokerEvent::ActionFinished { write: Some(_), .. } => {
+                Some(Failpoint::GatewayAfterFinishedPersisted)
+            }
+            _ => None,
+        };
         Ok(match event {
             BrokerEvent::RunnerStarted {
                 generation,
@@ -1171,7 +1243,7 @@ impl Gateway {
                     if let Some(reply_id) = &turn.reply_id
                         && let Some(reply) = tx.reply(&session.id, reply_id)?
                     {
-                        *resend = Some(ReplyRelease {
+                        after.resend = Some(ReplyRelease {
                             turn_id: turn.turn_id.clone(),
                             fingerprint: turn.fingerprint.clone(),
                             text: reply.text,
@@ -1229,14 +1301,62 @@ impl Gateway {
                 }
                 ("prompt_delivered", json!({"prompt_id": prompt_id}))
             }
-            BrokerEvent::ActionFinished { action_id, outcome } => {
-                if let Some(mut action) = tx.action(&action_id)? {
-                    action.state = ActionState::Committed;
-                    action.outcome = Some(outcome.clone());
+            BrokerEvent::WritePrepared(prepared) => {
+                if let Some(mut action) = tx
+                    .action(&prepared.action_id)?
+                    .filter(|a| a.session_id == session.id && a.state == ActionState::Approved)
+                {
+                    action.state = ActionState::Prepared;
+                    action.prepared = Some(prepared.clone());
                     tx.put_action(&action)?;
                 }
                 (
-                    "action_committed",
+                    "write_prepared",
+                    json!({
+                        "action_id": prepared.action_id,
+                        "path": prepared.path,
+                        "pre_sha256": prepared.pre_sha256,
+                        "post_sha256": prepared.post_sha256,
+                    }),
+                )
+            }
+            BrokerEvent::ActionFinished {
+                action_id,
+                outcome,
+                write,
+            } => {
+                let mut state = ActionState::Committed;
+                if let Some(mut action) = tx
+                    .action(&action_id)?
+                    .filter(|a| a.session_id == session.id)
+                {
+                    let is_write = LogicalTool::from_name(&action.name).is_some_and(|t| t.writes());
+                    state = match write {
+                        Some(WriteEnd::Committed) => ActionState::Committed,
+                        Some(WriteEnd::NotApplied) => ActionState::NotApplied,
+                        Some(WriteEnd::Indeterminate) => ActionState::Indeterminate,
+                        // A write that failed before its temp file existed (or was refused
+                        // before it was prepared) changed nothing.
+                        None if is_write && outcome.status != ToolStatus::Ok => {
+                            ActionState::NotApplied
+                        }
+                        None => ActionState::Committed,
+                    };
+                    action.state = state;
+                    action.outcome = Some(outcome.clone());
+                    tx.put_action(&action)?;
+                    if state == ActionState::Indeterminate {
+                        stop_for_indeterminate_write(session, &action);
+                        after.stop = Some("a write ended in an unknown state".into());
+                    }
+                }
+                let kind = match state {
+                    ActionState::NotApplied => "write_not_applied",
+                    ActionState::Indeterminate => "write_indeterminate",
+                    _ => "action_committed",
+                };
+                (
+                    kind,
                     json!({"action_id": action_id, "status": outcome.status, "receipt": outcome.receipt}),
                 )
             }
@@ -1304,6 +1424,34 @@ impl Gateway {
             BrokerEvent::Unknown => ("unknown_broker_event", json!({})),
         })
     }
+}
+
+/// What to do once a broker event is persisted.
+#[derive(Default)]
+struct AfterEvent {
+    /// Re-send this reply (the runner retried a request that already has one).
+    resend: Option<ReplyRelease>,
+    /// Stop the runner, for this reason.
+    stop: Option<String>,
+    /// Crash tests: the failpoint to hit after the record is durable.
+    failpoint: Option<Failpoint>,
+}
+
+/// A write ended in an unknown state: the session stops with `recovery_required` and
+/// `terminal` saying which write, and nothing is written again.
+pub(crate) fn stop_for_indeterminate_write(session: &mut SessionRecord, action: &ActionRecord) {
+    let path = action.prepared.as_ref().map(|p| p.path.clone());
+    session.status = SessionStatus::Failed;
+    session.recovery_required = true;
+    session.pending_turn_id = None;
+    session.terminal = Some(json!({
+        "reason": "write_indeterminate",
+        "message": "a write's file matches neither its old nor its new content; nothing more is \
+                    written in this session. Inspect the file, then start a new session.",
+        "action_id": action.action_id,
+        "path": path,
+        "at": common::time::now_rfc3339(),
+    }));
 }
 
 /// What confines the runner and commands on this host, said plainly.
@@ -1436,9 +1584,12 @@ impl Gateway {
         };
         for session in sessions {
             if session.status.is_terminal() {
+                // A write its dead broker left `prepared` is still resolved.
+                self.resolve_prepared_writes(&session.id);
                 continue;
             }
             let Some(record) = session.broker.clone() else {
+                self.resolve_prepared_writes(&session.id);
                 continue;
             };
             match crate::brokers::attach(
@@ -1492,6 +1643,7 @@ impl Gateway {
             Ok(None) => {}
             Err(err) => tracing::error!("recording lost runtime: {err}"),
         }
+        self.resolve_prepared_writes(session_id);
     }
 
     /// Expire every live session whose lease ran out: stop its runner (through the broker, or by
@@ -1602,5 +1754,7 @@ impl Gateway {
             Ok(None) => {}
             Err(err) => tracing::error!("recording lost runtime: {err}"),
         }
+        // Only if the broker itself is gone (a live one finishes its writes and reports).
+        self.resolve_prepared_writes(session_id);
     }
 }

@@ -58,20 +58,22 @@ pub fn start(gateway: &Gateway, req: &StartRequest) -> Result<(), ToolError> {
             )));
         }
     }
-    if req.capability_profile != CapabilityProfile::ReadOnly {
-        return Err(ToolError::new(
-            ErrorCode::NotPermitted,
-            format!(
-                "capability_profile {} is not available in this build yet; use read_only",
-                req.capability_profile.as_str()
-            ),
-        ));
+    if req.capability_profile == CapabilityProfile::DirectWrite {
+        // The write root must itself be writable under the path policy: not protected, no
+        // `.git` or symlink component (the broker opens it the same way).
+        let policy = gateway.path_policy();
+        if let Err(refusal) = sandbox::write_path::WriteRoot::open(&policy, dir) {
+            return Err(ToolError::new(
+                ErrorCode::NotPermitted,
+                format!("direct_write cannot write in this working_directory: {refusal}"),
+            ));
+        }
     }
     if req.subagent_policy != SubagentPolicy::None {
         return Err(ToolError::new(
             ErrorCode::NotPermitted,
-            "subagent_policy deepseek_explicit needs worktree_write, which is not available in \
-             this build yet; use none",
+            "subagent_policy deepseek_explicit (DeepSeek sub-sessions) is not available in this \
+             build; use none",
         ));
     }
     if req.skill_contexts.len() > 8 {

@@ -152,6 +152,20 @@ pub struct PathPolicy {
     host_key_dirs: Vec<Vec<Vec<u8>>>,
     /// `(dev, ino)` of protected entries that existed when the policy was built.
     identities: Vec<(u64, u64)>,
+    /// A directory inside a protected one that is readable anyway (the managed worktrees).
+    open_subtree: Option<OpenSubtree>,
+}
+
+/// A readable directory below protected ones (DESIGN §6: `<state>/worktrees` is the one part of
+/// the state dir that is not protected).
+#[derive(Debug, Clone)]
+struct OpenSubtree {
+    /// Folded components of the directory (as given and canonical).
+    folded: Vec<Vec<Vec<u8>>>,
+    /// The protected entries that still apply inside it (those that are not its ancestors).
+    protected_inside: Vec<Vec<Vec<u8>>>,
+    /// `(dev, ino)` of the protected ancestors a path into it may pass through.
+    ancestor_identities: Vec<(u64, u64)>,
 }
 
 impl PathPolicy {
@@ -209,7 +223,52 @@ impl PathPolicy {
             protected,
             host_key_dirs,
             identities,
+            open_subtree: None,
         }
+    }
+
+    /// Make `dir` (and everything below it) readable even though a protected entry (the state
+    /// dir) contains it. Only the lexical path into `dir` may pass through the protected
+    /// ancestors' directories; the same directories reached by another path (a bind mount, an
+    /// alias) stay refused by identity. Protected entries inside `dir` still apply.
+    pub fn with_open_subtree(mut self, dir: PathBuf) -> Self {
+        let mut variants = vec![folded_components(&dir)];
+        if let Some(canonical) = canonical_variant(&dir) {
+            variants.push(folded_components(&canonical));
+        }
+        variants.dedup();
+        let protected_inside = self
+            .protected
+            .iter()
+            .filter(|p| !variants.iter().any(|v| v.starts_with(p)))
+            .cloned()
+            .collect();
+        let mut ancestor_identities = Vec::new();
+        for ancestor in dir.ancestors().skip(1) {
+            if self.is_protected(ancestor)
+                && let Ok(meta) = std::fs::metadata(ancestor)
+            {
+                use std::os::unix::fs::MetadataExt;
+                ancestor_identities.push((meta.dev(), meta.ino()));
+            }
+        }
+        self.open_subtree = Some(OpenSubtree {
+            folded: variants,
+            protected_inside,
+            ancestor_identities,
+        });
+        self
+    }
+
+    /// Whether a walk along `folded` (a path inside the open subtree) may pass through the
+    /// protected directory `(dev, ino)`.
+    fn passes_into_open_subtree(&self, path: &Path, dev: u64, ino: u64) -> bool {
+        let Some(open) = &self.open_subtree else {
+            return false;
+        };
+        let folded = folded_components(path);
+        open.folded.iter().any(|o| folded.starts_with(o))
+            && open.ancestor_identities.contains(&(dev, ino))
     }
 
     pub fn home(&self) -> &Path {
@@ -290,7 +349,13 @@ impl PathPolicy {
             return Some(Protection::Git);
         }
         let folded: Vec<Vec<u8>> = comps.iter().map(|c| fold(c)).collect();
-        if self.protected.iter().any(|p| folded.starts_with(p)) {
+        let protected = match &self.open_subtree {
+            Some(open) if open.folded.iter().any(|o| folded.starts_with(o)) => {
+                &open.protected_inside
+            }
+            _ => &self.protected,
+        };
+        if protected.iter().any(|p| folded.starts_with(p)) {
             return Some(Protection::Protected);
         }
         for dir in &self.host_key_dirs {
@@ -461,7 +526,9 @@ impl PathPolicy {
                 ));
             }
             let (dev, ino) = ident(&st);
-            if self.is_protected_identity(dev, ino) {
+            if self.is_protected_identity(dev, ino)
+                && !self.passes_into_open_subtree(path, dev, ino)
+            {
                 return Err(PathRefusal::Protected {
                     path: shown.to_string(),
                 });

@@ -735,3 +735,57 @@ fn protected_names_case_insensitive_on_macos() {
     assert!(f.policy.is_protected(&f.home.join(".SSH/id_ed25519")));
     assert!(f.policy.is_protected(&f.home.join(".Aws/credentials")));
 }
+
+#[test]
+fn open_subtree_is_readable_only_along_its_own_path() {
+    // The managed worktrees live in the state dir; only they are readable, and only by their
+    // own path (DESIGN §6).
+    let f = fixture();
+    let worktrees = f.state.join("worktrees");
+    let tree = worktrees.join("ns_1");
+    std::fs::create_dir_all(tree.join("src")).unwrap();
+    std::fs::write(tree.join("src/a.rs"), "fn a() {}").unwrap();
+    std::fs::write(tree.join(".git"), "gitdir: elsewhere").unwrap();
+    let strict = PathPolicy::new(f.home.clone(), f.state.clone(), vec![]);
+    let policy = strict.clone().with_open_subtree(worktrees.clone());
+
+    assert_eq!(
+        code(strict.open_file_no_follow(&tree.join("src/a.rs"))),
+        "not_permitted"
+    );
+    let (mut file, _) = policy.open_file_no_follow(&tree.join("src/a.rs")).unwrap();
+    let mut text = String::new();
+    file.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "fn a() {}");
+    assert!(policy.open_dir_no_follow(&tree).is_ok());
+    let mut listed = Vec::new();
+    policy
+        .walk(&tree, 8, |entry| {
+            listed.push(entry.path.clone());
+            WalkControl::Continue
+        })
+        .unwrap();
+    assert_eq!(listed, vec![tree.join("src"), tree.join("src/a.rs")]);
+
+    // The rest of the state dir stays protected, and so does `.git` inside the worktree.
+    assert_eq!(
+        code(policy.open_file_no_follow(&f.state.join("gateway.db"))),
+        "not_permitted"
+    );
+    assert_eq!(code(policy.open_dir_no_follow(&f.state)), "not_permitted");
+    let err = policy.open_file_no_follow(&tree.join(".git")).unwrap_err();
+    assert!(err.to_string().contains(".git"), "{err}");
+    assert!(policy.is_protected(&worktrees.join("../gateway.db")));
+
+    // The state dir reached by another path is refused by identity, worktrees included.
+    let moved = f.root.join("moved-state");
+    std::fs::rename(&f.state, &moved).unwrap();
+    assert_eq!(
+        code(policy.open_file_no_follow(&moved.join("worktrees/ns_1/src/a.rs"))),
+        "not_permitted"
+    );
+    assert_eq!(
+        code(policy.open_file_no_follow(&moved.join("gateway.db"))),
+        "not_permitted"
+    );
+}

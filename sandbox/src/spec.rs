@@ -60,6 +60,11 @@ pub struct ExecSpec {
     /// an empty read-only tmpfs, files an empty file; with Landlock only, they are left out of the
     /// readable set.
     pub masked: Vec<PathBuf>,
+    /// Directories inside masked ones that the command must still read (the managed worktree a
+    /// `worktree_write` session works in, which lives in the state dir): bound back read-only
+    /// over the mask; with Landlock only, added to the readable set.
+    #[serde(default)]
+    pub visible: Vec<PathBuf>,
     pub limits: Limits,
     /// Try user/mount/network/pid namespaces (tests turn this off to exercise the fallback).
     pub namespaces: bool,

@@ -12,7 +12,7 @@
 //! source). The notebook is written back with the indentation it had (Jupyter's default is one
 //! space) and a final newline.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// Largest file an edit reads or writes, in bytes.
@@ -122,33 +122,7 @@ fn check_size(len: usize) -> Result<(), EditError> {
     Ok(())
 }
 
-/// What `NotebookEdit` does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NotebookEditMode {
-    Replace,
-    Insert,
-    Delete,
-}
-
-/// Kind of a notebook cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CellType {
-    Code,
-    Markdown,
-    Raw,
-}
-
-impl CellType {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Code => "code",
-            Self::Markdown => "markdown",
-            Self::Raw => "raw",
-        }
-    }
-}
+pub use common::tools::{CellType, NotebookEditMode};
 
 /// One `NotebookEdit` (the arguments besides the path).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,9 +29,21 @@ pub enum Failpoint {
     AfterRename,
     /// The directory was synced; only the receipt is left.
     AfterDirFsync,
+    /// Gateway: a write's `prepared` record is committed to the database, not yet acknowledged.
+    GatewayAfterPreparedPersisted,
+    /// Gateway: a write's `committed` (or `not_applied`) record is committed, not yet
+    /// acknowledged.
+    GatewayAfterFinishedPersisted,
 }
 
 impl Failpoint {
+    /// The gateway's points, after it persisted a write's records.
+    pub const GATEWAY: [Failpoint; 2] = [
+        Self::GatewayAfterPreparedPersisted,
+        Self::GatewayAfterFinishedPersisted,
+    ];
+
+    /// The broker's points, in the order of the write protocol.
     pub const ALL: [Failpoint; 7] = [
         Self::AfterRead,
         Self::AfterPrepared,
@@ -51,11 +63,16 @@ impl Failpoint {
             Self::AfterCas => "after_cas",
             Self::AfterRename => "after_rename",
             Self::AfterDirFsync => "after_dir_fsync",
+            Self::GatewayAfterPreparedPersisted => "gateway_after_prepared_persisted",
+            Self::GatewayAfterFinishedPersisted => "gateway_after_finished_persisted",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.name() == name)
+        Self::ALL
+            .into_iter()
+            .chain(Self::GATEWAY)
+            .find(|p| p.name() == name)
     }
 }
 
@@ -114,13 +131,13 @@ pub use armed::arm_thread;
 
 /// Fail here if this point is armed; a no-op in normal builds.
 #[cfg(any(test, feature = "failpoints"))]
-pub(crate) fn hit(point: Failpoint) -> io::Result<()> {
+pub fn hit(point: Failpoint) -> io::Result<()> {
     armed::hit(point)
 }
 
 /// Fail here if this point is armed; a no-op in normal builds.
 #[cfg(not(any(test, feature = "failpoints")))]
 #[inline(always)]
-pub(crate) fn hit(_point: Failpoint) -> io::Result<()> {
+pub fn hit(_point: Failpoint) -> io::Result<()> {
     Ok(())
 }

@@ -1,11 +1,11 @@
-//! Executor of the logical read tools (`Read`, `FindFiles`, `SearchText`): runs one approved action
-//! against the file system under the [`PathPolicy`] and produces a bounded [`ActionOutcome`] with a
-//! receipt. Blocking; callers run it on `spawn_blocking`.
+//! Executor of the logical tools: runs one approved action against the file system under the
+//! [`PathPolicy`] and produces a bounded [`ActionOutcome`] with a receipt. Blocking; callers run
+//! it on `spawn_blocking`.
 //!
-//! The write tools' groundwork lives beside it, not yet offered to sessions: `edit_ops` (the pure
-//! Edit/Write/NotebookEdit transformations), `write` (the durable compare-and-swap write with its
-//! `prepared` journal callback, crash resolution and temp-file cleanup) and `failpoint` (crash and
-//! error injection for tests and the `failpoints` feature).
+//! Reads: `read`, `find_files`, `search_text`. Commands: `run_command`. Writes: `edit_ops` (the
+//! pure Edit/Write/NotebookEdit transformations), `write` (the durable compare-and-swap write
+//! with its `prepared` journal callback, crash resolution and temp-file cleanup) and `failpoint`
+//! (crash and error injection for tests and the `failpoints` feature).
 
 pub mod edit_ops;
 pub mod failpoint;
@@ -23,10 +23,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::protocol::WriteEnd;
 use common::tools::{
     ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, ToolArgs, ToolStatus, clip_utf8,
 };
 use sandbox::path_policy::{PathPolicy, PathRefusal};
+use sandbox::write_path::WriteRoot;
 
 pub use run_command::CommandSandbox;
 
@@ -44,6 +46,25 @@ pub struct Executor {
     time_budget: Duration,
     /// How `RunCommand` is confined.
     commands: CommandSandbox,
+    /// Where writes may go: the working directory held open, or why it could not be opened
+    /// (`None`: this session has no write profile, every write is refused).
+    write_root: Option<Arc<Result<WriteRoot, String>>>,
+}
+
+/// One executed action, and for a write that reached `prepared`, how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Executed {
+    pub outcome: ActionOutcome,
+    pub write: Option<WriteEnd>,
+}
+
+/// A journal for executors without a gateway: every write is refused before anything happens.
+pub struct NoJournal;
+
+impl write::WriteJournal for NoJournal {
+    fn prepared(&mut self, _prepared: &write::PreparedWrite) -> Result<(), String> {
+        Err("no gateway records writes here".into())
+    }
 }
 
 impl Executor {
@@ -53,7 +74,17 @@ impl Executor {
             policy: Arc::new(policy),
             working_directory,
             time_budget: DEFAULT_TIME_BUDGET,
+            write_root: None,
         }
+    }
+
+    /// Allow writes below the working directory (the write profiles). The root is opened now,
+    /// without following symlinks; if that fails every write says why.
+    pub fn with_writes(mut self) -> Self {
+        let root = WriteRoot::open(&self.policy, &self.working_directory)
+            .map_err(|refusal| format!("the working directory cannot be written: {refusal}"));
+        self.write_root = Some(Arc::new(root));
+        self
     }
 
     /// Override the wall-clock budget of `FindFiles`/`SearchText` (default 10 s).
@@ -70,58 +101,151 @@ impl Executor {
         &self.working_directory
     }
 
-    /// Execute one action. Never panics; every failure is an `Error` outcome with a stable code.
+    /// Execute one action that writes nothing (a write is refused). Never panics; every failure
+    /// is an `Error` outcome with a stable code.
     pub fn execute(&self, action_id: &str, args: &ToolArgs) -> ActionOutcome {
+        self.execute_with_journal(action_id, args, &mut NoJournal)
+            .outcome
+    }
+
+    /// Execute one action; a write records its intent through `journal` before it happens.
+    pub fn execute_with_journal(
+        &self,
+        action_id: &str,
+        args: &ToolArgs,
+        journal: &mut dyn write::WriteJournal,
+    ) -> Executed {
         let started = Instant::now();
+        let mut write = |op: write::WriteOp, expected: &Option<String>| {
+            self.write(action_id, &op, expected.as_deref(), journal, started)
+        };
         let result = match args {
             ToolArgs::Read(a) => read::run(self, a),
             ToolArgs::FindFiles(a) => find_files::run(self, a, started),
             ToolArgs::SearchText(a) => search_text::run(self, a, started),
-            ToolArgs::RunCommand(a) => return run_command::run(self, action_id, a, started),
+            ToolArgs::RunCommand(a) => {
+                return Executed {
+                    outcome: run_command::run(self, action_id, a, started),
+                    write: None,
+                };
+            }
+            ToolArgs::Edit(a) => return write(a.into(), &a.expected_sha256),
+            ToolArgs::Write(a) => return write(a.into(), &a.expected_sha256),
+            ToolArgs::NotebookEdit(a) => return write(a.into(), &a.expected_sha256),
         };
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        match result {
-            Ok(done) => {
-                let mut output = done.output;
-                let clipped = clip_utf8(&mut output, MAX_TOOL_OUTPUT_BYTES);
-                ActionOutcome {
-                    status: ToolStatus::Ok,
-                    output,
-                    truncated: done.truncated || clipped,
-                    error_code: None,
-                    receipt: Receipt {
-                        action_id: action_id.to_string(),
-                        path: Some(done.path),
-                        sha256: done.sha256,
-                        duration_ms,
-                        ..Receipt::default()
-                    },
+        Executed {
+            outcome: finish(action_id, result, started),
+            write: None,
+        }
+    }
+
+    /// Run one write through the durable protocol.
+    fn write(
+        &self,
+        action_id: &str,
+        op: &write::WriteOp,
+        expected: Option<&str>,
+        journal: &mut dyn write::WriteJournal,
+        started: Instant,
+    ) -> Executed {
+        let root = match self.write_root.as_deref() {
+            Some(Ok(root)) => root,
+            refused => {
+                let message = match refused {
+                    Some(Err(message)) => message.as_str(),
+                    _ => "this session's capability profile does not allow writes",
+                };
+                let failure = Failure::new("not_permitted", Path::new(op.path()), message);
+                return Executed {
+                    outcome: finish(action_id, Err(failure), started),
+                    write: None,
+                };
+            }
+        };
+        match write::run_write(&self.policy, root, action_id, op, expected, journal) {
+            Ok(receipt) => {
+                let (pre, post) = (receipt.pre_sha256.clone(), receipt.post_sha256.clone());
+                let before = pre.as_deref().unwrap_or("absent (new file)");
+                let done = Done {
+                    output: format!(
+                        "{}: {} ({} bytes written; sha256 before {before}, after {post})",
+                        receipt.path, receipt.summary, receipt.bytes_written
+                    ),
+                    truncated: false,
+                    path: receipt.path,
+                    sha256: None,
+                };
+                let mut outcome = finish(action_id, Ok(done), started);
+                outcome.receipt.pre_sha256 = pre;
+                outcome.receipt.post_sha256 = Some(post);
+                Executed {
+                    outcome,
+                    write: Some(WriteEnd::Committed),
                 }
             }
             Err(failure) => {
-                // The code leads so that the model sees it (tool results carry no separate code).
-                let mut output = format!("{}: {}", failure.code, failure.message);
-                clip_utf8(&mut output, MAX_TOOL_OUTPUT_BYTES);
-                ActionOutcome {
-                    status: ToolStatus::Error,
-                    output,
-                    truncated: false,
-                    error_code: Some(failure.code.to_string()),
-                    receipt: Receipt {
-                        action_id: action_id.to_string(),
-                        path: failure.path,
-                        duration_ms,
-                        ..Receipt::default()
-                    },
+                let write_end = match failure.disposition {
+                    write::Disposition::NotPrepared => None,
+                    write::Disposition::NotApplied => Some(WriteEnd::NotApplied),
+                    write::Disposition::Indeterminate => Some(WriteEnd::Indeterminate),
+                };
+                let failure = Failure {
+                    code: failure.code,
+                    message: failure.message,
+                    path: Some(failure.path),
+                };
+                Executed {
+                    outcome: finish(action_id, Err(failure), started),
+                    write: write_end,
                 }
             }
         }
     }
-
     /// The root of a walk: the given absolute path, else the working directory.
     fn root(&self, path: Option<&String>) -> PathBuf {
         path.map(PathBuf::from)
             .unwrap_or_else(|| self.working_directory.clone())
+    }
+}
+
+/// The outcome of a finished (non-command) action.
+fn finish(action_id: &str, result: Result<Done, Failure>, started: Instant) -> ActionOutcome {
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    match result {
+        Ok(done) => {
+            let mut output = done.output;
+            let clipped = clip_utf8(&mut output, MAX_TOOL_OUTPUT_BYTES);
+            ActionOutcome {
+                status: ToolStatus::Ok,
+                output,
+                truncated: done.truncated || clipped,
+                error_code: None,
+                receipt: Receipt {
+                    action_id: action_id.to_string(),
+                    path: Some(done.path),
+                    sha256: done.sha256,
+                    duration_ms,
+                    ..Receipt::default()
+                },
+            }
+        }
+        Err(failure) => {
+            // The code leads so that the model sees it (tool results carry no separate code).
+            let mut output = format!("{}: {}", failure.code, failure.message);
+            clip_utf8(&mut output, MAX_TOOL_OUTPUT_BYTES);
+            ActionOutcome {
+                status: ToolStatus::Error,
+                output,
+                truncated: false,
+                error_code: Some(failure.code.to_string()),
+                receipt: Receipt {
+                    action_id: action_id.to_string(),
+                    path: failure.path,
+                    duration_ms,
+                    ..Receipt::default()
+                },
+            }
+        }
     }
 }
 

@@ -190,6 +190,14 @@ pub(super) fn run(
         env: sandbox::env::command_env(&scratch.path, Some(&config.owner_home)),
         scratch: scratch.path.clone(),
         masked: config.masked.clone(),
+        // A managed worktree lives in the (masked) state dir; the command must still see it.
+        visible: config
+            .masked
+            .iter()
+            .any(|m| wd.starts_with(m))
+            .then(|| wd.clone())
+            .into_iter()
+            .collect(),
         limits: config.limits,
         namespaces: config.namespaces,
     };

@@ -37,7 +37,6 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use sandbox::path_policy::PathPolicy;
 use sandbox::write_path::{FileIdentity, Parents, WriteRefusal, WriteRoot, WriteTarget};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::edit_ops::{self, Computed, EditError, MAX_EDIT_FILE_BYTES, NotebookEdit};
@@ -49,20 +48,7 @@ pub const TEMP_SUFFIX: &str = ".tmp";
 /// Mode of a new file, before the umask.
 const NEW_FILE_MODE: u32 = 0o644;
 
-/// The intent the gateway persists before anything is written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PreparedWrite {
-    pub action_id: String,
-    /// The target as the caller gave it.
-    pub path: String,
-    /// SHA-256 of the current bytes; `None`: the file does not exist (a create).
-    pub pre_sha256: Option<String>,
-    pub post_sha256: String,
-    /// The temp file's name in the target's directory.
-    pub temp_name: String,
-    /// `(dev, ino)` of the target when it was read.
-    pub pre_identity: Option<(u64, u64)>,
-}
+pub use common::protocol::PreparedWrite;
 
 /// Persists a write's intent durably before it happens (the broker sends it to the gateway and
 /// waits for the acknowledgement). An error aborts the write with nothing written.
@@ -311,6 +297,40 @@ pub enum WriteOp {
         notebook_path: String,
         edit: NotebookEdit,
     },
+}
+
+impl From<&common::tools::EditArgs> for WriteOp {
+    fn from(a: &common::tools::EditArgs) -> Self {
+        Self::Edit {
+            file_path: a.file_path.clone(),
+            old_string: a.old_string.clone(),
+            new_string: a.new_string.clone(),
+            replace_all: a.replace_all.unwrap_or(false),
+        }
+    }
+}
+
+impl From<&common::tools::WriteArgs> for WriteOp {
+    fn from(a: &common::tools::WriteArgs) -> Self {
+        Self::Write {
+            file_path: a.file_path.clone(),
+            content: a.content.clone(),
+        }
+    }
+}
+
+impl From<&common::tools::NotebookEditArgs> for WriteOp {
+    fn from(a: &common::tools::NotebookEditArgs) -> Self {
+        Self::NotebookEdit {
+            notebook_path: a.notebook_path.clone(),
+            edit: NotebookEdit {
+                cell_id: a.cell_id.clone(),
+                mode: a.edit_mode,
+                new_source: a.new_source.clone(),
+                cell_type: a.cell_type,
+            },
+        }
+    }
 }
 
 impl WriteOp {

@@ -182,16 +182,40 @@ pub struct ReplyRecord {
 pub enum ActionState {
     /// ChatGPT approved it; the runner may call it once.
     Approved,
-    /// The executor ran it and the outcome is recorded.
+    /// A write's intent is recorded (`prepared`); it has not been reported finished.
+    Prepared,
+    /// The executor ran it and the outcome is recorded (for a write: the new content is on
+    /// disk, durably).
     Committed,
+    /// A write that did not change the file (refused, conflicting, failed, or prepared and
+    /// found unchanged after a crash). Never retried on its own.
+    NotApplied,
+    /// A prepared write whose file matches neither its old nor its new content: the session
+    /// stops with `recovery_required` and nothing is written again.
+    Indeterminate,
 }
 
 impl ActionState {
+    pub const ALL: [ActionState; 5] = [
+        Self::Approved,
+        Self::Prepared,
+        Self::Committed,
+        Self::NotApplied,
+        Self::Indeterminate,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Approved => "approved",
+            Self::Prepared => "prepared",
             Self::Committed => "committed",
+            Self::NotApplied => "not_applied",
+            Self::Indeterminate => "indeterminate",
         }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
     }
 }
 
@@ -206,4 +230,6 @@ pub struct ActionRecord {
     pub arguments: Value,
     pub state: ActionState,
     pub outcome: Option<ActionOutcome>,
+    /// A write's recorded intent, once it reached `prepared`.
+    pub prepared: Option<common::protocol::PreparedWrite>,
 }

@@ -4,10 +4,10 @@
 use rusqlite::Connection;
 
 /// Version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Each entry migrates from version `index` to `index + 1`.
-const MIGRATIONS: &[&str] = &[common::state_schema::V1];
+const MIGRATIONS: &[&str] = &[common::state_schema::V1, common::state_schema::V2];
 
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub fn migrate(conn: &mut Connection) -> Result<(), String> {

@@ -124,6 +124,9 @@ pub struct IdempotencyRow {
     pub answer: Value,
 }
 
+/// An action row before its JSON columns are decoded: record, arguments, outcome, prepared.
+type ActionRow = (ActionRecord, String, Option<String>, Option<String>);
+
 impl Tx<'_> {
     // ---- sessions ----
 
@@ -363,10 +366,11 @@ impl Tx<'_> {
 
     pub fn put_action(&self, action: &ActionRecord) -> Result<(), StoreError> {
         let outcome = action.outcome.as_ref().map(to_json).transpose()?;
+        let prepared = action.prepared.as_ref().map(to_json).transpose()?;
         self.0.execute(
-            "INSERT INTO actions (action_id, session_id, turn_id, call_index, name, arguments, state, outcome, updated_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-             ON CONFLICT(action_id) DO UPDATE SET state = ?7, outcome = ?8, updated_at_ms = ?9",
+            "INSERT INTO actions (action_id, session_id, turn_id, call_index, name, arguments, state, outcome, updated_at_ms, prepared)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+             ON CONFLICT(action_id) DO UPDATE SET state = ?7, outcome = ?8, updated_at_ms = ?9, prepared = ?10",
             params![
                 action.action_id,
                 action.session_id,
@@ -376,15 +380,14 @@ impl Tx<'_> {
                 to_json(&action.arguments)?,
                 action.state.as_str(),
                 outcome,
-                common::time::now_unix_ms()
+                common::time::now_unix_ms(),
+                prepared
             ],
         )?;
         Ok(())
     }
 
-    fn action_from_row(
-        row: &rusqlite::Row<'_>,
-    ) -> rusqlite::Result<(ActionRecord, String, Option<String>)> {
+    fn action_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ActionRow> {
         let state: String = row.get(6)?;
         Ok((
             ActionRecord {
@@ -394,29 +397,36 @@ impl Tx<'_> {
                 call_index: row.get(3)?,
                 name: row.get(4)?,
                 arguments: Value::Null,
-                state: if state == "committed" {
-                    super::records::ActionState::Committed
-                } else {
-                    super::records::ActionState::Approved
-                },
+                // An unknown state (written by a newer build) is treated as unresolved.
+                state: super::records::ActionState::from_name(&state)
+                    .unwrap_or(super::records::ActionState::Prepared),
                 outcome: None,
+                prepared: None,
             },
             row.get(5)?,
             row.get(7)?,
+            row.get(8)?,
         ))
     }
 
-    fn finish_action(
-        parts: (ActionRecord, String, Option<String>),
-    ) -> Result<ActionRecord, StoreError> {
-        let (mut action, arguments, outcome) = parts;
+    fn finish_action(parts: ActionRow) -> Result<ActionRecord, StoreError> {
+        let (mut action, arguments, outcome, prepared) = parts;
         action.arguments = from_json(&arguments)?;
-        action.outcome = outcome.map(|o| from_json(&o)).transpose()?;
+        action.outcome = outcome.as_deref().map(from_json).transpose()?;
+        action.prepared = prepared.as_deref().map(from_json).transpose()?;
         Ok(action)
     }
 
     const ACTION_COLUMNS: &'static str =
-        "action_id, session_id, turn_id, call_index, name, arguments, state, outcome";
+        "action_id, session_id, turn_id, call_index, name, arguments, state, outcome, prepared";
+
+    /// The session's writes recorded as `prepared` and not reported finished.
+    pub fn prepared_actions(&self, session_id: &str) -> Result<Vec<ActionRecord>, StoreError> {
+        self.actions_where(
+            "session_id = ?1 AND state = 'prepared' ORDER BY updated_at_ms",
+            session_id,
+        )
+    }
 
     pub fn action(&self, action_id: &str) -> Result<Option<ActionRecord>, StoreError> {
         let sql = format!(
@@ -431,12 +441,16 @@ impl Tx<'_> {
     }
 
     pub fn actions_for_turn(&self, turn_id: &str) -> Result<Vec<ActionRecord>, StoreError> {
+        self.actions_where("turn_id = ?1 ORDER BY call_index", turn_id)
+    }
+
+    fn actions_where(&self, condition: &str, param: &str) -> Result<Vec<ActionRecord>, StoreError> {
         let sql = format!(
-            "SELECT {} FROM actions WHERE turn_id = ?1 ORDER BY call_index",
+            "SELECT {} FROM actions WHERE {condition}",
             Self::ACTION_COLUMNS
         );
         let mut stmt = self.0.prepare(&sql)?;
-        let rows = stmt.query_map([turn_id], Self::action_from_row)?;
+        let rows = stmt.query_map([param], Self::action_from_row)?;
         let mut out = Vec::new();
         for row in rows {
             out.push(Self::finish_action(row?)?);

@@ -93,10 +93,19 @@ async fn start_refuses_bad_input_with_specific_codes() {
         start_err(&chat, base(json!({"working_directory": state}))).await,
         "not_permitted"
     );
-    // Profiles this build cannot honour are refused, not faked.
+    // A policy this build cannot honour is refused, not faked.
     assert_eq!(
-        start_err(&chat, base(json!({"capability_profile": "direct_write"}))).await,
+        start_err(
+            &chat,
+            base(json!({"capability_profile": "worktree_write", "subagent_policy": "deepseek_explicit"}))
+        )
+        .await,
         "not_permitted"
+    );
+    // An unknown profile is bad input.
+    assert_eq!(
+        start_err(&chat, base(json!({"capability_profile": "root_write"}))).await,
+        "invalid_argument"
     );
 
     // None of these created a session.

@@ -21,3 +21,7 @@ mod restart;
 mod reads;
 // RunCommand: the adversarial sandbox catalogue in process, and one session with the real runner.
 mod run_command;
+// The write tools end to end with the real runner: direct_write and worktree_write.
+mod writes;
+// Crashes of the broker and the gateway at every step of the durable write protocol.
+mod write_crashes;

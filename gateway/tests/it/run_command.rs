@@ -727,6 +727,73 @@ fn landlock_only_fallback_still_confines() {
     assert_eq!(std::fs::read_to_string(&wd_file).unwrap(), "original");
 }
 
+/// A `worktree_write` session's working directory lives in the (masked) state dir: commands
+/// still see it, read-only, while the rest of the state dir stays hidden. With namespaces it is
+/// bound back over the mask; with Landlock only it is added to the readable set.
+#[test]
+fn a_worktree_inside_the_masked_state_dir_stays_visible_and_read_only() {
+    for namespaces in [true, false] {
+        let fx = fixture_with(namespaces);
+        let support = sandbox::host_support();
+        if !namespaces && (support.landlock_abi.is_none() || !support.seccomp) {
+            continue; // landlock_only_fallback_still_confines asserts the refusal there.
+        }
+        if !confinable(&fx) {
+            return;
+        }
+        let tree = fx.state.join("worktrees/ns_1");
+        std::fs::create_dir_all(tree.join("src")).unwrap();
+        std::fs::write(tree.join("src/lib.rs"), "fn visible() {}\n").unwrap();
+        let mut commands = CommandSandbox::new(
+            PathBuf::from(env!("CARGO_BIN_EXE_gateway")),
+            fx.scratch_root.clone(),
+            &fx.home,
+            &fx.state,
+            &[],
+        );
+        if !namespaces {
+            commands = commands.without_namespaces();
+        }
+        let policy = PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![])
+            .with_open_subtree(fx.state.join("worktrees"));
+        let exec = Executor::new(policy, tree.clone()).with_command_sandbox(commands);
+        let run_here = |argv: &[&str]| {
+            exec.execute(
+                "act_tree",
+                &ToolArgs::RunCommand(RunCommandArgs {
+                    argv: argv.iter().map(|s| s.to_string()).collect(),
+                    cwd: None,
+                    timeout_seconds: None,
+                }),
+            )
+        };
+        let out = run_here(&["cat", "src/lib.rs"]);
+        assert_eq!(out.status, ToolStatus::Ok, "{namespaces}: {}", out.output);
+        assert!(stdout_of(&out).contains("fn visible()"), "{}", out.output);
+        let db = fx.state.join("gateway.sqlite3");
+        let ops = vec![
+            (
+                "write_tree",
+                format!("open('{}', 'w')", tree.join("new.txt").display()),
+            ),
+            ("state_db", format!("open('{}').read()", db.display())),
+        ];
+        let out = run_here(&["python3", "-c", &probe_script(&ops)]);
+        let results = results(&out);
+        assert_eq!(results.len(), 2, "{}", out.output);
+        assert!(
+            ["EROFS", "EACCES"].contains(&results[0].1.as_str()),
+            "{namespaces}: {results:?}"
+        );
+        assert!(
+            ["ENOENT", "EACCES"].contains(&results[1].1.as_str()),
+            "{namespaces}: {results:?}"
+        );
+        assert!(!out.output.contains("STATE"));
+        assert!(!tree.join("new.txt").exists());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn run_command_end_to_end_with_real_runner() {
     let gw = gateway().await;

@@ -241,6 +241,13 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
     let scratch = std::fs::File::open(&spec.scratch).map_err(|err| e("opening scratch", err))?;
     use std::os::fd::AsRawFd;
     let scratch_fd_path = PathBuf::from(format!("/proc/self/fd/{}", scratch.as_raw_fd()));
+    // Held open across the masks so they can be bound back where they were.
+    let mut visible = Vec::new();
+    for path in &spec.visible {
+        let dir = std::fs::File::open(path)
+            .map_err(|err| e(&format!("opening {}", path.display()), err))?;
+        visible.push((path, dir));
+    }
     let mut masked = 0;
     for path in &spec.masked {
         let Ok(meta) = std::fs::metadata(path) else {
@@ -266,6 +273,24 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
         result.map_err(|err| e(&format!("masking {}", path.display()), err))?;
         masked += 1;
     }
+    // Bind the visible dirs back over the masks (still writable tmpfs: mount points can be made);
+    // the read-only remount of `/` below covers them.
+    for (path, dir) in &visible {
+        if std::fs::metadata(path).is_err() {
+            std::fs::create_dir_all(path)
+                .map_err(|err| e(&format!("mount point for {}", path.display()), err))?;
+        }
+        let fd_path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        sys::mount(
+            Some(&fd_path),
+            path,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+        )
+        .map_err(|err| e(&format!("binding {}", path.display()), err))?;
+    }
+    drop(visible);
     // Re-create the scratch mount point if a mask hid it (the tmpfs is still writable now).
     if std::fs::metadata(&spec.scratch).is_err() {
         std::fs::create_dir_all(&spec.scratch).map_err(|err| e("scratch mount point", err))?;
@@ -335,7 +360,9 @@ fn confine_and_exec(
             let roots = if in_namespaces {
                 vec![PathBuf::from("/")]
             } else {
-                landlock_rules::read_roots_excluding(&spec.masked)
+                let mut roots = landlock_rules::read_roots_excluding(&spec.masked);
+                roots.extend(spec.visible.iter().cloned());
+                roots
             };
             match landlock_rules::restrict(&roots, &spec.scratch, abi) {
                 Ok(level) => enforced.landlock_abi = Some(level),

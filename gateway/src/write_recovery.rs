@@ -1,0 +1,162 @@
+//! Resolution of writes a broker left `prepared` when it died (DESIGN §5, §6): once the broker
+//! that prepared a write is verifiably gone, the real file decides — new content: `committed`;
+//! old content: `not_applied` (reported, never retried); anything else: `indeterminate`, and the
+//! session stops with `recovery_required`. Nothing is ever written again here.
+
+use std::path::{Path, PathBuf};
+
+use broker::executor::write::{self, CrashResolution};
+use common::tools::{ActionOutcome, Receipt, ToolStatus};
+use sandbox::path_policy::PathPolicy;
+use sandbox::write_path::WriteRoot;
+use serde_json::json;
+
+use crate::service::Gateway;
+use crate::state::{ActionRecord, ActionState, SessionRecord, StoreError};
+
+impl Gateway {
+    /// The path policy every broker of this gateway applies (the same protected set, the same
+    /// open worktree subtree).
+    pub fn path_policy(&self) -> PathPolicy {
+        PathPolicy::new(
+            self.config.owner_home.clone(),
+            self.config.state_dir.clone(),
+            self.config.extra_protected.clone(),
+        )
+        .with_open_subtree(self.config.worktree_dir())
+    }
+
+    /// Resolve the session's `prepared` writes from the real files, if the broker that prepared
+    /// them is gone (a live broker finishes them itself and reports). Returns how many were
+    /// resolved.
+    pub fn resolve_prepared_writes(&self, session_id: &str) -> usize {
+        let loaded = self.store.read(|tx| {
+            let session = tx.session(session_id)?;
+            let prepared = tx.prepared_actions(session_id)?;
+            Ok::<_, StoreError>((session, prepared))
+        });
+        let Ok((Some(session), prepared)) = loaded else {
+            return 0;
+        };
+        if prepared.is_empty() || broker_may_be_alive(&session) {
+            return 0;
+        }
+        let policy = self.path_policy();
+        let root = WriteRoot::open(&policy, Path::new(&session.working_directory));
+        let mut resolved = 0;
+        for action in prepared {
+            let Some(intent) = action.prepared.clone() else {
+                continue;
+            };
+            let resolution = match &root {
+                Ok(root) => write::recover_prepared(&policy, root, &intent),
+                Err(_) => CrashResolution::Indeterminate,
+            };
+            if self
+                .record_resolution(&session.id, action, resolution)
+                .is_ok()
+            {
+                resolved += 1;
+            }
+        }
+        resolved
+    }
+
+    fn record_resolution(
+        &self,
+        session_id: &str,
+        mut action: ActionRecord,
+        resolution: CrashResolution,
+    ) -> Result<(), StoreError> {
+        let Some(intent) = action.prepared.clone() else {
+            return Ok(());
+        };
+        let path = intent.path.clone();
+        let (state, status, code, text) = match resolution {
+            CrashResolution::Committed => (
+                ActionState::Committed,
+                ToolStatus::Ok,
+                None,
+                format!(
+                    "{path}: the write completed before its broker stopped (found the new content \
+                     on disk after the crash)"
+                ),
+            ),
+            CrashResolution::NotApplied => (
+                ActionState::NotApplied,
+                ToolStatus::Error,
+                Some("not_applied"),
+                format!(
+                    "not_applied: {path}: the broker stopped before the write replaced the file; \
+                     the file is unchanged and the write was not retried"
+                ),
+            ),
+            CrashResolution::Indeterminate => (
+                ActionState::Indeterminate,
+                ToolStatus::Error,
+                Some("indeterminate"),
+                format!(
+                    "indeterminate: {path}: after a crash the file holds neither the old nor the \
+                     new content; nothing more is written in this session"
+                ),
+            ),
+        };
+        action.state = state;
+        action.outcome = Some(ActionOutcome {
+            status,
+            output: text,
+            truncated: false,
+            error_code: code.map(str::to_string),
+            receipt: Receipt {
+                action_id: action.action_id.clone(),
+                path: Some(path.clone()),
+                pre_sha256: intent.pre_sha256.clone(),
+                post_sha256: (state == ActionState::Committed).then(|| intent.post_sha256.clone()),
+                ..Receipt::default()
+            },
+        });
+        let session = self.store.write(|tx| {
+            let Some(mut session) = tx.session(session_id)? else {
+                return Ok::<_, StoreError>(None);
+            };
+            // Only a write still `prepared` is resolved: a late report from the broker wins.
+            if tx.action(&action.action_id)?.map(|a| a.state) != Some(ActionState::Prepared) {
+                return Ok(None);
+            }
+            tx.put_action(&action)?;
+            let data = json!({
+                "action_id": action.action_id,
+                "path": path,
+                "resolution": state.as_str(),
+                "pre_sha256": intent.pre_sha256,
+                "post_sha256": intent.post_sha256,
+            });
+            if state == ActionState::Indeterminate && !session.status.is_terminal() {
+                crate::service::stop_for_indeterminate_write(&mut session, &action);
+                self.commit(tx, &mut session, "write_resolved_after_crash", data)?;
+                Ok(Some(session))
+            } else {
+                tx.append_event(Some(&session.id), "write_resolved_after_crash", &data)?;
+                Ok(None)
+            }
+        })?;
+        if let Some(session) = session {
+            self.notify(&session);
+        }
+        Ok(())
+    }
+}
+
+/// Whether the recorded broker may still be running (same boot, pid, start time): then it owns
+/// its writes. No recorded broker means none can be running.
+fn broker_may_be_alive(session: &SessionRecord) -> bool {
+    session
+        .broker
+        .as_ref()
+        .is_some_and(|b| crate::brokers::process_start_time(b.pid) == Some(b.start_time))
+}
+
+/// Default place of managed worktrees, below the state dir.
+pub fn default_worktree_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("worktrees")
+}
