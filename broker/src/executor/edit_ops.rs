@@ -72,31 +72,47 @@ pub fn apply_edit(
             ),
         )
     })?;
-    let count = text.matches(old).count();
-    match count {
-        0 => Err(EditError::new(
+    // SIMD substring search over the bytes (a valid UTF-8 needle in valid UTF-8 text only
+    // matches on character boundaries); non-overlapping, left to right, like `str::matches`.
+    let finder = memchr::memmem::Finder::new(old.as_bytes());
+    let mut matches = finder.find_iter(text.as_bytes());
+    let Some(first) = matches.next() else {
+        return Err(EditError::new(
             "no_match",
             "old_string was not found in the file (it must match exactly, including whitespace)",
-        )),
-        n if n > 1 && !replace_all => Err(EditError::new(
-            "multiple_matches",
-            format!(
-                "old_string occurs {n} times; give more context so that it matches exactly once, or set replace_all"
-            ),
-        )),
-        n => {
-            let replaced = if replace_all {
-                text.replace(old, new)
-            } else {
-                text.replacen(old, new, 1)
-            };
-            check_size(replaced.len())?;
-            Ok(Computed {
-                bytes: replaced.into_bytes(),
-                summary: format!("replaced {n} occurrence{}", if n == 1 { "" } else { "s" }),
-            })
+        ));
+    };
+    let rest: Vec<usize> = if replace_all {
+        matches.collect()
+    } else {
+        match matches.count() {
+            0 => Vec::new(),
+            more => {
+                return Err(EditError::new(
+                    "multiple_matches",
+                    format!(
+                        "old_string occurs {} times; give more context so that it matches exactly once, or set replace_all",
+                        more + 1
+                    ),
+                ));
+            }
         }
+    };
+    let n = rest.len() + 1;
+    let size = current.len() - n * old.len() + n * new.len();
+    check_size(size)?;
+    let mut bytes = Vec::with_capacity(size);
+    let mut from = 0;
+    for at in std::iter::once(first).chain(rest) {
+        bytes.extend_from_slice(&current[from..at]);
+        bytes.extend_from_slice(new.as_bytes());
+        from = at + old.len();
     }
+    bytes.extend_from_slice(&current[from..]);
+    Ok(Computed {
+        bytes,
+        summary: format!("replaced {n} occurrence{}", if n == 1 { "" } else { "s" }),
+    })
 }
 
 /// `Write`: the new content, whatever was there.

@@ -47,6 +47,8 @@ pub const TEMP_PREFIX: &str = ".ng-write-";
 pub const TEMP_SUFFIX: &str = ".tmp";
 /// Mode of a new file, before the umask.
 const NEW_FILE_MODE: u32 = 0o644;
+/// From this size on, the old bytes are hashed on a second thread while the new ones are made.
+const PARALLEL_HASH_BYTES: usize = 256 * 1024;
 
 pub use common::protocol::PreparedWrite;
 
@@ -143,7 +145,24 @@ pub fn durable_write(
             ));
         }
     }
-    let pre_sha256 = current.as_ref().map(|(bytes, _)| sha256_hex(bytes));
+    // The old bytes' hash and the new bytes (and their hash) are independent: for a large file
+    // they are computed on two threads.
+    let current_bytes = current.as_ref().map(|(bytes, _)| bytes.as_slice());
+    let compute_new = || {
+        compute(current_bytes).map(|computed| {
+            let post = sha256_hex(&computed.bytes);
+            (computed, post)
+        })
+    };
+    let (pre_sha256, computed) = if current_bytes.is_some_and(|b| b.len() >= PARALLEL_HASH_BYTES) {
+        std::thread::scope(|scope| {
+            let pre = scope.spawn(|| current_bytes.map(sha256_hex));
+            let computed = compute_new();
+            (pre.join().unwrap_or(None), computed)
+        })
+    } else {
+        (current_bytes.map(sha256_hex), compute_new())
+    };
     if let Some(expected) = expected_sha256
         && pre_sha256.as_deref() != Some(expected.to_ascii_lowercase().as_str())
     {
@@ -158,14 +177,13 @@ pub fn durable_write(
             Disposition::NotPrepared,
         ));
     }
-    let computed = compute(current.as_ref().map(|(bytes, _)| bytes.as_slice())).map_err(|err| {
+    let (computed, post_sha256) = computed.map_err(|err| {
         fail(
             err.code,
             format!("{path}: {}", err.message),
             Disposition::NotPrepared,
         )
     })?;
-    let post_sha256 = sha256_hex(&computed.bytes);
     failpoint::hit(Failpoint::AfterRead)
         .map_err(|e| io("before prepare", e, Disposition::NotPrepared))?;
 
@@ -220,11 +238,12 @@ pub fn durable_write(
         .verify_parent(root, policy)
         .map_err(|r| refused(r, not_applied))?;
     let now = read_current(policy, target).map_err(|r| refused(r, not_applied))?;
+    // Same inode, same bytes: the bytes `pre_sha256` was computed from (comparing them is exact
+    // and cheaper than hashing again).
     let unchanged = match (&current, &now) {
         (None, None) => true,
-        (Some((_, before)), Some((bytes, after))) => {
-            (before.dev, before.ino) == (after.dev, after.ino)
-                && pre_sha256.as_deref() == Some(sha256_hex(bytes).as_str())
+        (Some((old, before)), Some((bytes, after))) => {
+            (before.dev, before.ino) == (after.dev, after.ino) && old == bytes
         }
         _ => false,
     };
@@ -524,7 +543,7 @@ fn read_current(
     if id.size > MAX_EDIT_FILE_BYTES as u64 {
         return Err(too_large());
     }
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(usize::try_from(id.size).unwrap_or(0).saturating_add(1));
     file.take(MAX_EDIT_FILE_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(|err| {

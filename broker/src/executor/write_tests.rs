@@ -835,3 +835,95 @@ fn crlf_large_and_empty_files_round_trip() {
     assert!(err.unwrap_err().message.contains("larger than"));
     assert!(prepared.is_empty());
 }
+
+/// Environment variable telling [`disk_full_child`] the fixture base, whose `work` dir is a
+/// 256 KiB tmpfs in the child's own mount namespace.
+const DISK_FULL_DIR_ENV: &str = "NG_WRITE_TEST_DISK_FULL_DIR";
+
+/// Not a test on its own: started by [`disk_full_is_a_clear_error_and_leaves_nothing`] inside
+/// `unshare -Urm` with a tiny tmpfs on the write root.
+#[test]
+fn disk_full_child() {
+    let Ok(dir) = std::env::var(DISK_FULL_DIR_ENV) else {
+        return;
+    };
+    let base = PathBuf::from(dir);
+    let root = base.join("work");
+    std::fs::write(root.join("small.txt"), "keep me\n").unwrap();
+    // Fill the file system but for a little room.
+    let mut filler = File::create(root.join("filler")).unwrap();
+    let chunk = vec![0u8; 4096];
+    while filler
+        .write_all(&chunk)
+        .and_then(|()| filler.sync_all())
+        .is_ok()
+    {}
+    drop(filler);
+    let len = std::fs::metadata(root.join("filler")).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(root.join("filler"))
+        .unwrap()
+        .set_len(len.saturating_sub(16 * 1024))
+        .unwrap();
+    let policy = PathPolicy::new(base.join("home"), base.join("state"), vec![]);
+    let write_root = WriteRoot::open(&policy, &root).unwrap();
+    let mut journal = |_: &PreparedWrite| Ok(());
+    let big = "x".repeat(200 * 1024);
+    let op = write(root.join("big.txt").display().to_string(), &big);
+    let created = run_write(&policy, &write_root, "full-1", &op, None, &mut journal).unwrap_err();
+    let op = edit(
+        root.join("small.txt").display().to_string(),
+        "keep",
+        &big,
+        false,
+    );
+    let edited = run_write(&policy, &write_root, "full-2", &op, None, &mut journal).unwrap_err();
+    for failure in [&created, &edited] {
+        assert_eq!(failure.code, "no_space", "{failure:?}");
+        assert_eq!(failure.disposition, Disposition::NotApplied, "{failure:?}");
+        assert!(
+            failure.message.contains("cannot write the new content"),
+            "{failure:?}"
+        );
+    }
+    assert!(!root.join("big.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("small.txt")).unwrap(),
+        "keep me\n"
+    );
+    assert!(temps(&root).is_empty(), "{:?}", temps(&root));
+    println!("DISK_FULL_CHILD_OK");
+}
+
+#[test]
+fn disk_full_is_a_clear_error_and_leaves_nothing() {
+    let test_name = format!(
+        "{}::disk_full_child",
+        module_path!().split_once("::").map_or("", |(_, rest)| rest)
+    );
+    let f = fixture();
+    // A private mount namespace with a 256 KiB tmpfs over the write root; unprivileged user
+    // namespaces (or root) are required, and their absence fails the test rather than skips it.
+    let out = std::process::Command::new("unshare")
+        .args([
+            "-Urm",
+            "sh",
+            "-c",
+            r#"mount -t tmpfs -o size=256k tmpfs "$0/work" && shift && exec "$@""#,
+        ])
+        .arg(&f.base)
+        .arg("--")
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", &test_name, "--nocapture", "--test-threads=1"])
+        .env(DISK_FULL_DIR_ENV, &f.base)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("DISK_FULL_CHILD_OK"),
+        "disk-full child failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -5,8 +5,9 @@
 //! [`is_stand_in`]). It then speaks stream-json on stdin/stdout, streams `/v1/messages` from the
 //! broker's bridge, and calls tools through the MCP server of `--mcp-config`. Words in its first
 //! prompt configure it: `TIMING_FILE=<path>` appends `request_sent <ns>` / `first_content <ns>`
-//! lines to that file; `BENCH_PID=<pid>` makes it exit once that process is gone, so a crashed
-//! bench leaves no runner behind.
+//! lines (and `tool_call_sent <ns>` / `tool_call_done <ns>` around each executor call) to that
+//! file; `BENCH_PID=<pid>` makes it exit once that process is gone, so a crashed bench leaves no
+//! runner behind.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -287,6 +288,7 @@ impl Runner {
         if let Some(auth) = &self.mcp_auth {
             request = request.header("authorization", auth);
         }
+        self.record("tool_call_sent", unix_nanos())?;
         let response = request.send().await?;
         let status = response.status();
         let is_sse = response
@@ -307,6 +309,7 @@ impl Runner {
         } else {
             serde_json::from_str(&text)?
         };
+        self.record("tool_call_done", unix_nanos())?;
         let result = &message["result"];
         if result.is_null() {
             bail!("tools/call failed: {message}");
