@@ -237,15 +237,25 @@ pub fn durable_write(
     target
         .verify_parent(root, policy)
         .map_err(|r| refused(r, not_applied))?;
-    let now = read_current(policy, target).map_err(|r| refused(r, not_applied))?;
-    // Same inode, same bytes: the bytes `pre_sha256` was computed from (comparing them is exact
-    // and cheaper than hashing again).
-    let unchanged = match (&current, &now) {
-        (None, None) => true,
-        (Some((old, before)), Some((bytes, after))) => {
-            (before.dev, before.ino) == (after.dev, after.ino) && old == bytes
-        }
-        _ => false,
+    // Same inode, same bytes as the ones `pre_sha256` was computed from (compared in chunks:
+    // exact, and cheaper than reading the whole file again and hashing it).
+    let unchanged = match &current {
+        None => target
+            .open_existing(policy)
+            .map_err(|r| refused(r, not_applied))?
+            .is_none(),
+        Some((old, before)) => match target
+            .open_existing(policy)
+            .map_err(|r| refused(r, not_applied))?
+        {
+            Some((file, after)) => {
+                (before.dev, before.ino) == (after.dev, after.ino)
+                    && same_content(file, old).map_err(|e| {
+                        io("cannot read it again before replacing it", e, not_applied)
+                    })?
+            }
+            None => false,
+        },
     };
     if !unchanged {
         return Err(fail(
@@ -520,6 +530,27 @@ fn remove_if_regular(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<bool>
         }
         Ok(_) | Err(Errno::NOENT) => Ok(false),
         Err(err) => Err(err.into()),
+    }
+}
+
+/// Whether `file` holds exactly `expected` (read in 64 KiB chunks, stopping at the first
+/// difference).
+fn same_content(mut file: File, expected: &[u8]) -> std::io::Result<bool> {
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut offset = 0;
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if n == 0 {
+            return Ok(offset == expected.len());
+        }
+        if expected.get(offset..offset + n) != Some(&chunk[..n]) {
+            return Ok(false);
+        }
+        offset += n;
     }
 }
 
