@@ -400,7 +400,23 @@ impl Gateway {
             .map(|t| t.name().to_string())
             .collect();
         let (kind, prompt, tool_results) = match &turn.body {
-            TurnBody::Prompt { text } => ("prompt", Some(text.clone()), None),
+            TurnBody::Prompt {
+                text,
+                interrupted_turn_id,
+            } => {
+                // Results of calls an interrupted runner never reported (a write resolved after
+                // a crash, a call that never ran) come with the next prompt turn.
+                let results = match interrupted_turn_id {
+                    Some(id) => Some(
+                        tx.actions_for_turn(id)?
+                            .into_iter()
+                            .map(|action| tool_result_view(&action, &[]))
+                            .collect(),
+                    ),
+                    None => None,
+                };
+                ("prompt", Some(text.clone()), results)
+            }
             TurnBody::ToolResults {
                 previous_turn_id,
                 runner_results,
@@ -1260,7 +1276,17 @@ impl Gateway {
                 }
                 session.turn_sequence += 1;
                 let body = match request.content {
-                    TurnContent::Prompt { text } => TurnBody::Prompt { text },
+                    TurnContent::Prompt { text } => {
+                        // The last turn's calls were answered by no tool-results turn.
+                        let interrupted = match &session.last_reply_turn_id {
+                            Some(id) if !tx.actions_for_turn(id)?.is_empty() => Some(id.clone()),
+                            _ => None,
+                        };
+                        TurnBody::Prompt {
+                            text,
+                            interrupted_turn_id: interrupted,
+                        }
+                    }
                     TurnContent::ToolResults { results } => TurnBody::ToolResults {
                         previous_turn_id: session.last_reply_turn_id.clone().unwrap_or_default(),
                         runner_results: results,
@@ -1504,7 +1530,7 @@ fn tool_result_view(
                 .iter()
                 .find(|r| r.tool_use_id == tool_use_id)
                 .map(|r| format!("the runner reported: {}", r.text))
-                .unwrap_or_else(|| "the runner did not call this tool".to_string());
+                .unwrap_or_else(|| "the runner reported no result for it".to_string());
             let mut output = format!("not executed; {said}");
             let truncated =
                 common::tools::clip_utf8(&mut output, common::tools::MAX_TOOL_OUTPUT_BYTES);

@@ -142,6 +142,10 @@ impl TurnStatus {
 pub enum TurnBody {
     Prompt {
         text: String,
+        /// An earlier turn whose approved calls never had their results reported (the runner or
+        /// its broker stopped meanwhile): this turn shows them, as the ledger recorded them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        interrupted_turn_id: Option<String>,
     },
     ToolResults {
         /// The turn whose reply asked for these calls.

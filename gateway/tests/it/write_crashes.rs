@@ -168,6 +168,18 @@ async fn broker_crash(point: &str, expect: Expect) {
         let v = view(&r);
         assert_eq!(v["pending_turn"]["kind"], "prompt", "{v}");
         assert_eq!(v["current_run"]["generation"], 2, "{v}");
+        // ChatGPT learns how the interrupted write ended, from the ledger.
+        let reported = &v["pending_turn"]["tool_results"][0];
+        assert_eq!(reported["name"], "Edit", "{v}");
+        assert_eq!(reported["status"], "error", "{v}");
+        assert!(
+            reported["output"]
+                .as_str()
+                .unwrap()
+                .starts_with("not_applied:"),
+            "{v}"
+        );
+        assert_eq!(reported["receipt"]["pre_sha256"], pre.as_str(), "{v}");
         let r = chat
             .reply(
                 &sid,

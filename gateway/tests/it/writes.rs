@@ -246,6 +246,8 @@ async fn write_sequence(chat: &ScriptedChatGpt, v: Value, root: &Path, key: &str
         .unwrap();
     let v2 = view(&r);
     assert_eq!(v2["pending_turn"]["kind"], "prompt", "{v2}");
+    // Every earlier call was reported in its own turn: nothing is carried over.
+    assert!(v2["pending_turn"]["tool_results"].is_null(), "{v2}");
     let v2 = read_checked(chat, &v2, &format!("{key}-r5"), &notes, &edited_sha).await;
     assert!(output(&results(&v2)[0]).contains("pin here"));
     finish_turn(chat, &v2, &format!("{key}-r6")).await;
