@@ -27,8 +27,6 @@ use serde_json::{Value, json};
 
 use crate::state::BrokerState;
 
-/// How long an outcome may wait for the gateway's acknowledgement (it may be restarting).
-const ACK_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a write waits for the gateway to record its intent; after that nothing is written.
 const PREPARE_ACK_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -115,6 +113,13 @@ fn object(value: Value) -> Arc<JsonObject> {
 
 fn refusal(text: String) -> CallToolResponse {
     CallToolResult::error(vec![Content::text(text)]).into()
+}
+
+fn not_recorded() -> McpError {
+    McpError::internal_error(
+        "the gateway did not record the result in time; it is kept and will be delivered",
+        None,
+    )
 }
 
 fn outcome_response(outcome: &ActionOutcome) -> CallToolResponse {
@@ -210,8 +215,13 @@ impl ServerHandler for ExecutorMcp {
 
         // One execution at a time, so a concurrent duplicate waits and then sees the outcome.
         let _guard = state.action_lock.lock().await;
-        if let Some(outcome) = state.action(action_id).and_then(|slot| slot.outcome) {
-            return Ok(outcome_response(&outcome));
+        if let Some((outcome, seq)) = state.action(action_id).and_then(|slot| slot.outcome) {
+            // A repeat gets the recorded outcome, but only once the gateway has it too.
+            return if state.wait_acked(seq, state.action_ack_timeout).await {
+                Ok(outcome_response(&outcome))
+            } else {
+                Err(not_recorded())
+            };
         }
         let executed = match LogicalTool::from_name(&name).map(|tool| tool.parse_args(&arguments)) {
             Some(Ok(args)) => {
@@ -250,17 +260,14 @@ impl ServerHandler for ExecutorMcp {
             }
         };
         let outcome = executed.outcome;
-        state.record_outcome(action_id, outcome.clone());
         let seq = state.push_event(BrokerEvent::ActionFinished {
             action_id: action_id.to_string(),
             outcome: outcome.clone(),
             write: executed.write,
         });
-        if !state.wait_acked(seq, ACK_TIMEOUT).await {
-            return Err(McpError::internal_error(
-                "the gateway did not record the result in time; it is kept and will be delivered",
-                None,
-            ));
+        state.record_outcome(action_id, outcome.clone(), seq);
+        if !state.wait_acked(seq, state.action_ack_timeout).await {
+            return Err(not_recorded());
         }
         Ok(outcome_response(&outcome))
     }

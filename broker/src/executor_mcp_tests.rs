@@ -180,6 +180,51 @@ async fn only_approved_identical_calls_run_and_only_once() {
 }
 
 #[tokio::test]
+async fn a_repeat_after_an_ack_timeout_waits_for_the_gateway_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.txt");
+    std::fs::write(&file, "hello\n").unwrap();
+    let state = crate::test_support::state_with_ack_timeout(dir.path(), Duration::from_millis(200));
+    let router = super::router(state.clone());
+    let args = json!({"file_path": file.display().to_string()});
+    state.release_reply(ReplyRelease {
+        turn_id: "turn_1".into(),
+        fingerprint: "f1".into(),
+        text: String::new(),
+        calls: vec![ApprovedCall {
+            action_id: "act_1".into(),
+            call_index: 0,
+            name: "Read".into(),
+            arguments: args.clone(),
+        }],
+    });
+    let request = call(Some("toolu_act_1"), "Read", args);
+    // The gateway never acknowledges: the call fails, and so does its repeat, which must not
+    // hand out the outcome the gateway has not recorded.
+    for attempt in 0..2 {
+        let (status, body) = post(router.clone(), "/mcp", &headers(BEARER), &request).await;
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("did not record the result")),
+            "attempt {attempt}: {status} {body}"
+        );
+    }
+    let finished: Vec<u64> = state
+        .events_after(0)
+        .into_iter()
+        .filter(|(_, e)| matches!(e, BrokerEvent::ActionFinished { .. }))
+        .map(|(seq, _)| seq)
+        .collect();
+    assert_eq!(finished.len(), 1, "the action ran once");
+    state.ack(finished[0]);
+    let (_, body) = post(router, "/mcp", &headers(BEARER), &request).await;
+    let (is_error, text) = result_text(&body);
+    assert!(!is_error && text.contains("hello"), "{body}");
+}
+
+#[tokio::test]
 async fn tools_list_offers_only_the_profile_tools() {
     let dir = tempfile::tempdir().unwrap();
     let state = state(dir.path());

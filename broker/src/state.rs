@@ -23,7 +23,8 @@ pub struct TurnSlot {
 #[derive(Clone)]
 pub struct ActionSlot {
     pub call: ApprovedCall,
-    pub outcome: Option<ActionOutcome>,
+    /// The outcome and the sequence number of the event that reports it to the gateway.
+    pub outcome: Option<(ActionOutcome, u64)>,
 }
 
 #[derive(Default)]
@@ -66,6 +67,9 @@ pub struct BrokerState {
     pub delivered_prompts: Mutex<std::collections::HashSet<String>>,
     /// Cancelled when the broker should exit.
     pub shutdown: CancellationToken,
+    /// How long an action's outcome waits for the gateway's acknowledgement before the runner is
+    /// told to retry (the gateway may be restarting).
+    pub action_ack_timeout: Duration,
     /// Protocol version negotiated with the gateway on the latest link (0: never linked).
     link_version: std::sync::atomic::AtomicU32,
 }
@@ -113,6 +117,7 @@ impl BrokerState {
             delivered_prompts: Mutex::new(std::collections::HashSet::new()),
             shutdown: CancellationToken::new(),
             link_version: std::sync::atomic::AtomicU32::new(0),
+            action_ack_timeout: Duration::from_secs(600),
         })
     }
 
@@ -210,9 +215,10 @@ impl BrokerState {
         lock(&self.actions).get(action_id).cloned()
     }
 
-    pub fn record_outcome(&self, action_id: &str, outcome: ActionOutcome) {
+    /// Remember an action's outcome, reported to the gateway as event `seq`.
+    pub fn record_outcome(&self, action_id: &str, outcome: ActionOutcome, seq: u64) {
         if let Some(slot) = lock(&self.actions).get_mut(action_id) {
-            slot.outcome = Some(outcome);
+            slot.outcome = Some((outcome, seq));
         }
     }
 

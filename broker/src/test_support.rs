@@ -14,6 +14,20 @@ use crate::state::BrokerState;
 pub const RUNNER_TOKEN: &str = "rnr_test_token";
 
 pub fn state(dir: &std::path::Path) -> Arc<BrokerState> {
+    Arc::new(state_value(dir))
+}
+
+/// A broker state whose executor waits at most `timeout` for the gateway's acknowledgement.
+pub fn state_with_ack_timeout(
+    dir: &std::path::Path,
+    timeout: std::time::Duration,
+) -> Arc<BrokerState> {
+    let mut state = state_value(dir);
+    state.action_ack_timeout = timeout;
+    Arc::new(state)
+}
+
+fn state_value(dir: &std::path::Path) -> BrokerState {
     let spec = BrokerSpec {
         session_id: "ns_test".into(),
         claude_session_id: "00000000-0000-4000-8000-000000000000".into(),
@@ -33,7 +47,7 @@ pub fn state(dir: &std::path::Path) -> Arc<BrokerState> {
         extra_protected: Vec::new(),
         worktree_dir: None,
     };
-    Arc::new(BrokerState::new(spec).unwrap())
+    BrokerState::new(spec).unwrap()
 }
 
 /// POST `body` to `path` on `router`; returns status and body text. The future owns its inputs,
