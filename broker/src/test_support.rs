@@ -31,6 +31,7 @@ pub fn state(dir: &std::path::Path) -> Arc<BrokerState> {
         owner_home: dir.join("home").display().to_string(),
         state_dir: dir.join("state").display().to_string(),
         extra_protected: Vec::new(),
+        runner_confinement: Default::default(),
     };
     Arc::new(BrokerState::new(spec).unwrap())
 }
