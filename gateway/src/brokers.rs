@@ -139,6 +139,7 @@ async fn spawn(
             .iter()
             .map(|p| p.display().to_string())
             .collect(),
+        runner_confinement: crate::boundary::runner_confinement(),
     };
     let spec_path = runtime_dir.join("broker-spec.json");
     write_private_file(&spec_path, serde_json::to_string(&spec)?.as_bytes())?;
