@@ -103,3 +103,45 @@ pub fn prepare(
         Ok(Prepared {})
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_promised_namespace_that_is_missing_stops_the_launch() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = crate::test_support::state(dir.path());
+        let mut spec = state.spec.clone();
+        spec.runner_confinement.network_namespace = true;
+        let host = NetworkIsolation::Host("refused".into());
+        let err = prepare(&spec, &host, 9, &[dir.path()], &[])
+            .err()
+            .expect("must refuse");
+        assert!(err.to_string().contains("refusing to start"), "{err}");
+        // Nothing promised: nothing to establish, the launch may go on.
+        spec.runner_confinement = RunnerConfinement::default();
+        assert!(prepare(&spec, &host, 9, &[dir.path()], &[]).is_ok());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_landlock_domain_that_cannot_be_built_stops_the_launch() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = crate::test_support::state(dir.path());
+        let mut spec = state.spec.clone();
+        spec.runner_confinement.landlock_abi = Some(1);
+        // A private dir that does not exist cannot be granted: fail closed, not a narrower domain.
+        let missing = dir.path().join("missing");
+        assert!(
+            prepare(
+                &spec,
+                &NetworkIsolation::Loopback,
+                9,
+                &[missing.as_path()],
+                &[]
+            )
+            .is_err()
+        );
+    }
+}

@@ -256,6 +256,46 @@ mod tests {
         libc::WEXITSTATUS(status)
     }
 
+    /// In a forked child: enter the namespace, then check that `lo` is the only interface and that
+    /// a loopback listener is reachable. Exit code 0 on success.
+    #[test]
+    fn the_loopback_namespace_has_only_lo_and_it_is_up() {
+        if !loopback_namespace_supported() {
+            eprintln!("no network namespaces on this host");
+            return;
+        }
+        // Safety: the child runs ordinary code (a forked copy of the test thread) and `_exit`s;
+        // nothing it touches is shared with the parent.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let code = (|| {
+                enter_loopback_namespace().map_err(|_| 1)?;
+                let dev = std::fs::read_to_string("/proc/self/net/dev").map_err(|_| 2)?;
+                let interfaces: Vec<&str> = dev
+                    .lines()
+                    .skip(2)
+                    .filter_map(|l| l.split(':').next())
+                    .map(str::trim)
+                    .collect();
+                if interfaces != ["lo"] {
+                    return Err(3);
+                }
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|_| 4)?;
+                let addr = listener.local_addr().map_err(|_| 5)?;
+                std::net::TcpStream::connect(addr).map_err(|_| 6)?;
+                Ok::<i32, i32>(0)
+            })()
+            .unwrap_or_else(|code| code);
+            // Safety: leaving the forked child.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // Safety: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status));
+        assert_eq!(libc::WEXITSTATUS(status), 0);
+    }
+
     #[test]
     fn the_runner_writes_only_in_its_private_dirs() {
         let Some(abi) = sys::landlock_abi() else {
