@@ -4,7 +4,7 @@
 //! ([`RunnerConfinement`]). Fail closed: whatever was asked for and cannot be established stops
 //! the launch, so the runner never runs less confined than `network_boundary` says.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::bail;
 use common::protocol::{BrokerSpec, RunnerConfinement};
@@ -77,7 +77,7 @@ pub fn prepare(
             &spec
                 .extra_protected
                 .iter()
-                .map(PathBuf::from)
+                .map(std::path::PathBuf::from)
                 .collect::<Vec<_>>(),
         );
         let policy = sandbox::linux::runner::RunnerPolicy {
