@@ -10,8 +10,11 @@
 //! - `executor_mcp`: the MCP server the runner calls tools through; runs approved actions only.
 //! - `executor`: the logical tools themselves.
 //! - `runner`: launching, feeding and stopping Claude Code.
+//! - `confine`: the runner's confinement (the broker's loopback-only network namespace, the
+//!   runner's Landlock domain and seccomp filter), established in full or the runner not started.
 
 mod bridge;
+pub mod confine;
 pub mod executor;
 mod executor_mcp;
 mod link;
@@ -31,7 +34,8 @@ use common::protocol::{BrokerEvent, BrokerSpec};
 pub use state::BrokerState;
 
 /// Run a broker from the spec file the gateway wrote; returns when the session is over.
-pub async fn run(spec_path: PathBuf) -> anyhow::Result<()> {
+/// `isolation`: what [`confine::enter_network_namespace`] achieved before the runtime started.
+pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&spec_path).context("reading broker spec")?;
     // The spec holds secrets; nothing needs it after this read.
     let _ = std::fs::remove_file(&spec_path);
@@ -79,7 +83,7 @@ pub async fn run(spec_path: PathBuf) -> anyhow::Result<()> {
         runner::stop(&signal_state, "the broker received a termination signal").await;
     });
 
-    let launched = runner::launch(&state, port).await;
+    let launched = runner::launch(&state, port, &isolation).await;
     // Only now accept the gateway: a prompt it releases must find the runner's input open.
     let gateway_link = link::serve(state.clone())
         .await

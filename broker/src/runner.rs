@@ -41,8 +41,12 @@ fn private_dir(root: &Path, name: &str) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Start Claude Code against the bridge on `port`.
-pub async fn launch(state: &Arc<BrokerState>, port: u16) -> anyhow::Result<()> {
+/// Start Claude Code against the bridge on `port`, confined as the spec asks (or not at all).
+pub async fn launch(
+    state: &Arc<BrokerState>,
+    port: u16,
+    isolation: &crate::confine::NetworkIsolation,
+) -> anyhow::Result<()> {
     let spec = &state.spec;
     let runtime = PathBuf::from(&spec.runtime_dir);
     let home = private_dir(&runtime, "home")?;
@@ -58,6 +62,16 @@ pub async fn launch(state: &Arc<BrokerState>, port: u16) -> anyhow::Result<()> {
     });
     let mcp_config_path = runtime.join("mcp.json");
     write_private(&mcp_config_path, mcp_config.to_string().as_bytes())?;
+    // Writes only to its private dirs (HOME holds the config dir); its MCP config is the one file
+    // it reads under the protected state dir.
+    let confinement = crate::confine::prepare(
+        spec,
+        isolation,
+        port,
+        &[home.as_path(), tmp.as_path()],
+        &[mcp_config_path.as_path()],
+    )
+    .context("confining the runner")?;
 
     let allowed: Vec<String> = LogicalTool::offered(spec.profile, spec.subagent_policy)
         .into_iter()
@@ -117,14 +131,15 @@ pub async fn launch(state: &Arc<BrokerState>, port: u16) -> anyhow::Result<()> {
     // The runner must not outlive its broker: with the broker gone nobody can answer it, and it
     // would retry a dead port. (macOS has no equivalent; there the gateway's next generation
     // stops the old broker first.)
-    #[cfg(target_os = "linux")]
-    // Safety: prctl is async-signal-safe and only changes this child's own death signal.
+    // Safety: prctl and the confinement's raw syscalls are async-signal-safe, allocate nothing and
+    // change only this child (its death signal, capabilities, Landlock domain, seccomp filter).
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            #[cfg(target_os = "linux")]
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            Ok(())
+            confinement.apply_in_child()
         });
     }
     let mut child = cmd

@@ -46,6 +46,7 @@ fn state_value(dir: &std::path::Path) -> BrokerState {
         state_dir: dir.join("state").display().to_string(),
         extra_protected: Vec::new(),
         worktree_dir: None,
+        runner_confinement: Default::default(),
     };
     BrokerState::new(spec).unwrap()
 }

@@ -285,6 +285,24 @@ pub struct BrokerSpec {
     /// The managed worktrees' directory: readable although it lies in the state dir.
     #[serde(default)]
     pub worktree_dir: Option<String>,
+    /// What the broker must establish around the runner before starting it; it refuses to start
+    /// the runner when it cannot (the gateway reports exactly this in `network_boundary`).
+    #[serde(default)]
+    pub runner_confinement: RunnerConfinement,
+}
+
+/// The runner's confinement the gateway asks for (what this host supports). The broker establishes
+/// all of it or does not start the runner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerConfinement {
+    /// The broker in its own network namespace with only loopback up (Linux).
+    pub network_namespace: bool,
+    /// Landlock ABI to enforce on the runner: writes only to its private dirs; from ABI 4 TCP
+    /// connect only to the broker's port and no bind.
+    pub landlock_abi: Option<i32>,
+    /// A seccomp filter (no ptrace, io_uring, namespaces, mounts, exotic socket families), with
+    /// all capabilities dropped and `no_new_privs`.
+    pub seccomp: bool,
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //! `CLAUDE_BIN`: when its arguments contain `--strict-mcp-config` it plays Claude Code (stream-json
 //! on stdin/stdout, streaming `/v1/messages`, tools through the MCP server of `--mcp-config`) and
 //! appends `request_sent <ns>` / `first_content <ns>` lines to the file named by its first prompt
-//! (`TIMING_FILE=<path> BENCH_PID=<pid>`).
+//! (`TIMING_FILE=<name> BENCH_PID=<pid>`; the file lands in the stand-in's private HOME).
 
 #[path = "support/mod.rs"]
 mod support;
@@ -202,11 +202,13 @@ mod bench {
         turns: usize,
         think: Duration,
     ) -> anyhow::Result<Measured> {
-        let prompt = format!(
-            "TIMING_FILE={} BENCH_PID={}",
-            timing_path.display(),
-            std::process::id()
-        );
+        // The stand-in is confined like a real runner: it writes the file in its private HOME.
+        let name = timing_path
+            .file_name()
+            .context("the timing path has no file name")?
+            .to_string_lossy()
+            .to_string();
+        let prompt = format!("TIMING_FILE={name} BENCH_PID={}", std::process::id());
         let view = chat
             .call(
                 "native_session_start",
@@ -328,7 +330,7 @@ mod bench {
         )
         .await?;
 
-        let (sent, first) = read_timing(timing_path)?;
+        let (sent, first) = read_timing(&super::support::runner_home_file(timing_path)?)?;
         // Request k is answered by reply k (k = 0 is the prompt's request); reply i's tool
         // results come back as request i + 1.
         if sent.len() < total + 1 || first.len() < total {
@@ -422,7 +424,7 @@ mod bench {
             let immediate = session(
                 &chat,
                 &work_dir,
-                &root.path().join("timing.log"),
+                &state_dir.join("timing.log"),
                 "bench",
                 options.turns,
                 Duration::ZERO,
@@ -431,7 +433,7 @@ mod bench {
             let thinking = session(
                 &chat,
                 &work_dir,
-                &root.path().join("timing-think.log"),
+                &state_dir.join("timing-think.log"),
                 "bench-think",
                 think_turns,
                 THINK_TIME,

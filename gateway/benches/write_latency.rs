@@ -127,7 +127,8 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         std::fs::create_dir_all(&dir)?;
         let file = dir.join("edited.txt");
         std::fs::write(&file, content(size, 0))?;
-        let timing = root.join(format!("timing-{size}.log"));
+        // The confined stand-in writes its timing file in its private HOME.
+        let timing_name = format!("timing-{size}.log");
 
         // The executor's part alone, in process, with a journal that records nothing: where the
         // time goes besides the gateway's two commits and the hops.
@@ -142,7 +143,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         let view = rt.block_on(chat.call(
             "native_session_start",
             json!({
-                "prompt": format!("TIMING_FILE={} BENCH_PID={}", timing.display(), std::process::id()),
+                "prompt": format!("TIMING_FILE={timing_name} BENCH_PID={}", std::process::id()),
                 "working_directory": dir.display().to_string(),
                 "idempotency_key": format!("bench-{size}"),
                 "capability_profile": "direct_write",
@@ -207,7 +208,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         if std::fs::read(&file)? != content(size, WARMUP + runs) {
             bail!("the edited file does not hold the last edit");
         }
-        let edits = tool_calls(&timing)?;
+        let edits = tool_calls(&support::runner_home_file(&state.join(&timing_name))?)?;
         if edits.len() != WARMUP + runs {
             bail!("{} timed calls, expected {}", edits.len(), WARMUP + runs);
         }

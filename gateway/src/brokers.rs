@@ -140,6 +140,7 @@ async fn spawn(
             .map(|p| p.display().to_string())
             .collect(),
         worktree_dir: Some(config.worktree_dir.display().to_string()),
+        runner_confinement: crate::boundary::runner_confinement(),
     };
     let spec_path = runtime_dir.join("broker-spec.json");
     write_private_file(&spec_path, serde_json::to_string(&spec)?.as_bytes())?;

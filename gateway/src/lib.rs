@@ -6,11 +6,13 @@
 //! - `service`: session logic behind the tools, and broker events into state.
 //! - `view`: the SessionView and its schema.
 //! - `brokers`: spawning, verifying and linking brokers.
+//! - `boundary`: the runner confinement brokers must establish, and `network_boundary`.
 //! - `state`: the SQLite store.
 //! - `config`, `error`, `validate`: configuration, public errors, start-input checks.
 //! - `worktree`: managed Git worktrees of `worktree_write` sessions.
 //! - `write_recovery`: resolving writes a dead broker left `prepared`.
 
+pub mod boundary;
 pub mod brokers;
 pub mod config;
 pub mod error;

@@ -86,6 +86,12 @@ fn main() -> std::process::ExitCode {
         // Before any runtime: the helper must be single-threaded to enter namespaces.
         return sandbox_exec();
     }
+    // The broker enters its loopback-only network namespace while still single-threaded (a user
+    // namespace requires it); whether the runner may start without it is decided at launch.
+    let isolation = match cli.command {
+        Command::Broker { .. } => Some(broker::confine::enter_network_namespace()),
+        _ => None,
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {
@@ -127,7 +133,13 @@ fn main() -> std::process::ExitCode {
             Command::SandboxExec => Ok(sandbox_exec()),
             Command::Broker { spec } => {
                 init_tracing(false);
-                broker::run(spec).await.context("broker")?;
+                let isolation = isolation.unwrap_or_else(|| {
+                    broker::confine::NetworkIsolation::Host("not entered".into())
+                });
+                if let broker::confine::NetworkIsolation::Host(why) = &isolation {
+                    tracing::warn!("broker stays in the host network namespace: {why}");
+                }
+                broker::run(spec, isolation).await.context("broker")?;
                 Ok(std::process::ExitCode::SUCCESS)
             }
         }

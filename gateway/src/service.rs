@@ -1482,18 +1482,7 @@ pub(crate) fn stop_for_indeterminate_write(session: &mut SessionRecord, action: 
 
 /// What confines the runner and commands on this host, said plainly.
 fn network_boundary() -> Value {
-    let host = sandbox::host_support();
-    let commands = match host.status() {
-        "enforced" => "none: empty network namespace, no sockets",
-        "degraded" => "degraded: partial confinement (see enforced_by); no sockets",
-        _ => "refused: this host cannot confine commands, so RunCommand refuses to run",
-    };
-    json!({
-        "runner": "unconfined: the runner has only the gateway's tools, but the host does not yet restrict its own network or files",
-        "commands": commands,
-        "enforced_by": host.enforced_by(),
-        "degraded": true,
-    })
+    crate::boundary::network_boundary()
 }
 
 fn ensure_not_terminal(session: &SessionRecord) -> ToolResult<()> {

@@ -5,6 +5,10 @@
 //! within the sandbox. Paths never appear in the profile text: they are `-D` parameters, so no
 //! path can inject SBPL or hit the ~1 KiB string-literal limit.
 //!
+//! [`runner_profile`] is the Claude Code runner's variant: writes only in its private dirs and one
+//! outbound rule, `(remote ip "localhost:<port>")` to the broker (not wired yet: the broker does
+//! not start the runner through it, and `network_boundary` says the runner is unconfined on macOS).
+//!
 //! The generator is plain code, unit-tested on every OS; only [`command`] is macOS-specific.
 
 use std::path::PathBuf;
@@ -91,6 +95,88 @@ pub fn sandbox_exec_args(
     out
 }
 
+/// What the runner's profile confines Claude Code to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerSeatbeltSpec {
+    /// Its private dirs (HOME, TMPDIR): the only writable places, even beneath a denied path.
+    pub writable: Vec<PathBuf>,
+    /// Unreadable: credential stores, the gateway state dir.
+    pub denied: Vec<PathBuf>,
+    /// Files beneath a denied path it must read (its MCP config).
+    pub readable: Vec<PathBuf>,
+    /// The broker's loopback port, the one outbound destination.
+    pub broker_port: u16,
+}
+
+/// The runner's SBPL profile (paths referenced as parameters; see [`runner_params`]). The port is
+/// a number, so it may appear in the text.
+pub fn runner_profile(spec: &RunnerSeatbeltSpec) -> String {
+    let mut p = String::new();
+    p.push_str("(version 1)\n");
+    p.push_str("(deny default)\n");
+    p.push_str("(allow process-exec)\n");
+    p.push_str("(allow process-fork)\n");
+    p.push_str("(allow signal (target same-sandbox))\n");
+    p.push_str("(allow process-info* (target same-sandbox))\n");
+    p.push_str("(allow sysctl-read)\n");
+    p.push_str("(allow user-preference-read)\n");
+    p.push_str("(allow ipc-posix-sem)\n");
+    p.push_str("(allow file-read*)\n");
+    p.push_str(
+        "(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\"))\n",
+    );
+    p.push_str("(allow mach-lookup");
+    for name in MACH_ALLOWED {
+        p.push_str(&format!(" (global-name \"{name}\")"));
+    }
+    p.push_str(")\n");
+    // The one outbound rule: the broker's port on loopback, no `local ip` rule.
+    p.push_str(&format!(
+        "(allow network-outbound (remote ip \"localhost:{}\"))\n",
+        spec.broker_port
+    ));
+    // Denials after the broad read allow, then the private dirs and files allowed back: in SBPL
+    // the last matching rule wins, and the private dirs live under the (denied) state dir.
+    for i in 0..spec.denied.len() {
+        p.push_str(&format!(
+            "(deny file-read* file-write* (subpath (param \"DENIED_{i}\")))\n"
+        ));
+    }
+    p.push_str("(deny file-read* file-write* (subpath (param \"KEYCHAINS\")))\n");
+    p.push_str("(deny file-read* file-write* (subpath \"/Library/Keychains\"))\n");
+    for i in 0..spec.writable.len() {
+        p.push_str(&format!(
+            "(allow file-read* file-write* (subpath (param \"WRITABLE_{i}\")))\n"
+        ));
+    }
+    for i in 0..spec.readable.len() {
+        p.push_str(&format!(
+            "(allow file-read* (literal (param \"READABLE_{i}\")))\n"
+        ));
+    }
+    p
+}
+
+/// The `-D` parameters [`runner_profile`] references.
+pub fn runner_params(spec: &RunnerSeatbeltSpec, home: &std::path::Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let groups = [
+        ("WRITABLE", &spec.writable),
+        ("DENIED", &spec.denied),
+        ("READABLE", &spec.readable),
+    ];
+    for (prefix, paths) in groups {
+        for (i, path) in paths.iter().enumerate() {
+            out.push((format!("{prefix}_{i}"), path.display().to_string()));
+        }
+    }
+    out.push((
+        "KEYCHAINS".to_string(),
+        home.join("Library/Keychains").display().to_string(),
+    ));
+    out
+}
+
 /// A `Command` running `program args…` under the profile (macOS only).
 #[cfg(target_os = "macos")]
 pub fn command(
@@ -168,6 +254,63 @@ mod tests {
         assert!(params.contains(&("KEYCHAINS".into(), "/Users/o/Library/Keychains".into())));
         // Each literal in the profile stays far below the ~1 KiB SBPL string limit.
         assert!(text.lines().all(|l| l.len() < 512));
+    }
+
+    fn runner_spec() -> RunnerSeatbeltSpec {
+        RunnerSeatbeltSpec {
+            writable: vec![
+                PathBuf::from("/Users/o/state/run/abc/home"),
+                PathBuf::from("/Users/o/state/run/abc/tmp"),
+            ],
+            denied: vec![
+                PathBuf::from("/Users/o/.ssh"),
+                PathBuf::from("/Users/o/state"),
+            ],
+            readable: vec![PathBuf::from("/Users/o/state/run/abc/mcp.json")],
+            broker_port: 43117,
+        }
+    }
+
+    #[test]
+    fn runner_profile_has_one_outbound_rule_to_the_broker_port() {
+        let text = runner_profile(&runner_spec());
+        assert!(text.starts_with("(version 1)\n(deny default)\n"));
+        let network: Vec<&str> = text.lines().filter(|l| l.contains("network")).collect();
+        assert_eq!(
+            network,
+            ["(allow network-outbound (remote ip \"localhost:43117\"))"]
+        );
+        assert!(!text.contains("(allow default"));
+        assert!(!text.contains("local ip"));
+        assert!(!text.contains("/Users/o"));
+        for forbidden in ["SecurityServer", "securityd", "trustd", "cfprefsd"] {
+            assert!(!text.contains(forbidden), "{forbidden} in {text}");
+        }
+    }
+
+    #[test]
+    fn runner_writes_only_in_its_private_dirs_even_under_the_state_dir() {
+        let s = runner_spec();
+        let text = runner_profile(&s);
+        let writes: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("(allow") && l.contains("file-write"))
+            .collect();
+        assert_eq!(writes.len(), 3, "{writes:?}");
+        assert!(writes[0].contains("/dev/null"));
+        assert!(writes[1].contains("(param \"WRITABLE_0\")"));
+        assert!(writes[2].contains("(param \"WRITABLE_1\")"));
+        // Private dirs and the MCP config are allowed back after every denial (last match wins).
+        let last_deny = text.rfind("(deny").unwrap();
+        assert!(text.find("WRITABLE_0").unwrap() > last_deny);
+        assert!(text.find("READABLE_0").unwrap() > last_deny);
+        let params = runner_params(&s, Path::new("/Users/o"));
+        assert!(params.contains(&("DENIED_1".into(), "/Users/o/state".into())));
+        assert!(params.contains(&("WRITABLE_0".into(), "/Users/o/state/run/abc/home".into())));
+        assert!(params.contains(&(
+            "READABLE_0".into(),
+            "/Users/o/state/run/abc/mcp.json".into()
+        )));
     }
 
     #[test]

@@ -21,6 +21,23 @@ pub fn unix_nanos() -> i128 {
         .map_or(0, |d| d.as_nanos() as i128)
 }
 
+/// Where the stand-in wrote `state_dir/<name>`: in its private HOME, under the session's runtime
+/// dir (`<state_dir>/run/<session>/home/<name>`), since the confined runner may write nowhere else.
+pub fn runner_home_file(state_dir_and_name: &Path) -> anyhow::Result<PathBuf> {
+    let state_dir = state_dir_and_name
+        .parent()
+        .context("the path has no state dir")?;
+    let name = state_dir_and_name
+        .file_name()
+        .context("the path has no file name")?;
+    std::fs::read_dir(state_dir.join("run"))
+        .context("reading the runtime dirs")?
+        .flatten()
+        .map(|entry| entry.path().join("home").join(name))
+        .find(|path| path.is_file())
+        .with_context(|| format!("no runner wrote {}", name.to_string_lossy()))
+}
+
 /// The HTTP client both sides use: plain HTTP/1.1, no proxy, pooled keep-alive connections.
 pub fn http_client() -> anyhow::Result<reqwest::Client> {
     reqwest::Client::builder()

@@ -4,10 +4,11 @@
 //! A bench executable becomes the stand-in when its arguments contain `--strict-mcp-config` (see
 //! [`is_stand_in`]). It then speaks stream-json on stdin/stdout, streams `/v1/messages` from the
 //! broker's bridge, and calls tools through the MCP server of `--mcp-config`. Words in its first
-//! prompt configure it: `TIMING_FILE=<path>` appends `request_sent <ns>` / `first_content <ns>`
+//! prompt configure it: `TIMING_FILE=<name>` appends `request_sent <ns>` / `first_content <ns>`
 //! lines (and `tool_call_sent <ns>` / `tool_call_done <ns>` around each executor call) to that
-//! file; `BENCH_PID=<pid>` makes it exit once that process is gone, so a crashed bench leaves no
-//! runner behind.
+//! file in its private HOME (it is confined like the real runner; see
+//! [`super::runner_home_file`]); `BENCH_PID=<pid>` makes it exit once that process is gone, so a
+//! crashed bench leaves no runner behind.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -106,7 +107,10 @@ impl Runner {
     /// crashed bench leaves no runner behind.
     fn open_timing(&mut self, prompt: &str) -> anyhow::Result<()> {
         for word in prompt.split_whitespace() {
-            if let Some(path) = word.strip_prefix("TIMING_FILE=") {
+            if let Some(name) = word.strip_prefix("TIMING_FILE=") {
+                // Confined like the real runner, it may write only under its private HOME.
+                let home = std::env::var_os("HOME").context("no HOME")?;
+                let path = std::path::Path::new(&home).join(name);
                 self.timing = Some(
                     std::fs::OpenOptions::new()
                         .create(true)
@@ -119,8 +123,8 @@ impl Runner {
                 std::thread::spawn(move || {
                     loop {
                         std::thread::sleep(Duration::from_millis(500));
-                        let gone =
-                            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err();
+                        // Not kill(pid, 0): Landlock's signal scope refuses it across domains.
+                        let gone = !std::path::Path::new(&format!("/proc/{pid}")).exists();
                         if gone {
                             std::process::exit(3);
                         }

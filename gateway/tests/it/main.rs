@@ -19,6 +19,8 @@ mod leak;
 mod restart;
 // The read tools across / with the real runner: bounded, sorted answers, protected paths refused.
 mod reads;
+// The runner's confinement probed from inside: only the broker's port, only its private dirs.
+mod runner_confinement;
 // RunCommand: the adversarial sandbox catalogue in process, and one session with the real runner.
 mod run_command;
 // The write tools end to end with the real runner: direct_write and worktree_write.

@@ -1,7 +1,8 @@
-//! The command's Landlock domain: read and execute under the readable roots, everything under the
-//! scratch dir, read/write on a few device files; TCP bind/connect denied (ABI ≥ 4); signals and
-//! abstract UNIX sockets scoped to the domain (ABI ≥ 6). Built with `HardRequirement` for the ABI
-//! the kernel offers and refused unless fully enforced.
+//! The Landlock domains of commands and of the runner: read and execute under the readable roots,
+//! everything under the writable dirs (a command's scratch dir; the runner's private dirs),
+//! read/write on a few device files; TCP bind denied and TCP connect denied except the runner's
+//! one broker port (ABI ≥ 4); signals and abstract UNIX sockets scoped to the domain (ABI ≥ 6).
+//! Built with `HardRequirement` for the ABI the kernel offers and refused unless fully enforced.
 //!
 //! Without a mount namespace, masked paths cannot be hidden by mounts; [`read_roots_excluding`]
 //! then lists the readable set as every sibling along the way to each masked path (Landlock rules
@@ -10,8 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 /// Device files a command may read and write.
@@ -25,10 +26,25 @@ const DEVICES: &[&str] = &[
 ];
 
 /// Highest ABI whose rights we request (V7 adds only audit controls).
-const MAX_ABI: i32 = 6;
+pub const MAX_ABI: i32 = 6;
 
-/// Restrict the calling thread. Returns the ABI enforced.
-pub fn restrict(read_roots: &[PathBuf], scratch: &Path, kernel_abi: i32) -> Result<i32, String> {
+/// One Landlock domain: what may be read, written and connected to.
+pub struct Domain<'a> {
+    /// Read (and execute) beneath these; a root that cannot be opened is left out (narrower).
+    pub read_roots: &'a [PathBuf],
+    /// Every right beneath these; each must exist (an error otherwise: fail closed).
+    pub writable: &'a [&'a Path],
+    /// Read-only files outside the read roots; each must exist.
+    pub readable_files: &'a [&'a Path],
+    /// The one TCP port that may be connected to (ABI ≥ 4); `None`: no TCP connect at all. TCP
+    /// bind is always denied.
+    pub connect_port: Option<u16>,
+}
+
+/// Build the ruleset for `domain` at the ABI the kernel offers (capped at [`MAX_ABI`]), with
+/// `HardRequirement`: every right requested is enforced or this fails. Nothing is restricted yet;
+/// the caller applies it ([`restrict`], or the ruleset fd between fork and exec).
+pub fn create(domain: &Domain<'_>, kernel_abi: i32) -> Result<(RulesetCreated, i32), String> {
     let level = kernel_abi.min(MAX_ABI);
     let abi = ABI::from(level);
     let err = |what: &str, e: &dyn std::fmt::Display| format!("landlock {what}: {e}");
@@ -49,7 +65,7 @@ pub fn restrict(read_roots: &[PathBuf], scratch: &Path, kernel_abi: i32) -> Resu
     let mut created = ruleset.create().map_err(|e| err("create", &e))?;
     let read = AccessFs::from_read(abi);
     let file_rights = AccessFs::from_file(abi);
-    for root in read_roots {
+    for root in domain.read_roots {
         // A root that vanished (or cannot be opened) is simply not readable: skipping it only
         // narrows the domain.
         let Ok(fd) = PathFd::new(root) else {
@@ -64,10 +80,18 @@ pub fn restrict(read_roots: &[PathBuf], scratch: &Path, kernel_abi: i32) -> Resu
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| err("rule", &e))?;
     }
-    let scratch_fd = PathFd::new(scratch).map_err(|e| err("scratch", &e))?;
-    created = created
-        .add_rule(PathBeneath::new(scratch_fd, AccessFs::from_all(abi)))
-        .map_err(|e| err("scratch rule", &e))?;
+    for dir in domain.writable {
+        let fd = PathFd::new(dir).map_err(|e| err("writable dir", &e))?;
+        created = created
+            .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
+            .map_err(|e| err("writable rule", &e))?;
+    }
+    for file in domain.readable_files {
+        let fd = PathFd::new(file).map_err(|e| err("readable file", &e))?;
+        created = created
+            .add_rule(PathBeneath::new(fd, read & file_rights))
+            .map_err(|e| err("readable file rule", &e))?;
+    }
     let device_rights: BitFlags<AccessFs> = file_rights
         & (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev);
     for device in DEVICES {
@@ -80,6 +104,25 @@ pub fn restrict(read_roots: &[PathBuf], scratch: &Path, kernel_abi: i32) -> Resu
             .add_rule(PathBeneath::new(fd, device_rights))
             .map_err(|e| err("device rule", &e))?;
     }
+    if let (Some(port), true) = (domain.connect_port, level >= 4) {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(|e| err("port rule", &e))?;
+    }
+    Ok((created, level))
+}
+
+/// Restrict the calling thread to read under `read_roots` and write only under `scratch`, with
+/// no TCP at all. Returns the ABI enforced.
+pub fn restrict(read_roots: &[PathBuf], scratch: &Path, kernel_abi: i32) -> Result<i32, String> {
+    let domain = Domain {
+        read_roots,
+        writable: &[scratch],
+        readable_files: &[],
+        connect_port: None,
+    };
+    let (created, level) = create(&domain, kernel_abi)?;
+    let err = |what: &str, e: &dyn std::fmt::Display| format!("landlock {what}: {e}");
     let status = created
         .restrict_self()
         .map_err(|e| err("restrict_self", &e))?;

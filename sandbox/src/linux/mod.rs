@@ -18,8 +18,12 @@
 //! file system.
 
 mod landlock_rules;
+pub mod runner;
 mod seccomp;
 mod sys;
+
+/// Highest Landlock ABI whose rights the sandbox requests (V7 adds only audit controls).
+pub use landlock_rules::MAX_ABI as MAX_LANDLOCK_ABI;
 
 use std::ffi::CString;
 use std::io::{Read, Write};

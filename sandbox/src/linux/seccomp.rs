@@ -1,7 +1,8 @@
-//! The command's seccomp filters (deny → `EPERM`): tracing and cross-process memory, io_uring, every
-//! `socket()` (socketpair stays allowed), the metadata calls Landlock cannot restrict (chmod, chown,
-//! xattrs, utime), leaving the process group (setsid, setpgid), mounts, namespaces, bpf, perf,
-//! keyrings, kexec, modules and reboot. A second hand-written filter denies x32 syscall numbers
+//! The seccomp filters of commands and of the runner (deny → `EPERM`). Both: tracing and
+//! cross-process memory, io_uring, leaving the process group (setsid, setpgid), mounts, namespaces,
+//! bpf, perf, keyrings, kexec, modules and reboot. Commands also: every `socket()` (socketpair stays
+//! allowed) and the metadata calls Landlock cannot restrict (chmod, chown, xattrs, utime); the
+//! runner: `socket()` outside UNIX, IPv4, IPv6 and netlink. A second hand-written filter denies x32 syscall numbers
 //! (seccompiler's arch check misses them) and answers `clone3` with `ENOSYS` so libc falls back to
 //! `clone`, whose namespace flags the first filter can inspect.
 
@@ -12,7 +13,7 @@ use seccompiler::{
     SeccompRule, TargetArch, sock_filter,
 };
 
-/// Syscalls denied unconditionally on every architecture.
+/// Syscalls denied to commands and to the runner on every architecture.
 const DENIED_COMMON: &[libc::c_long] = &[
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
@@ -20,21 +21,6 @@ const DENIED_COMMON: &[libc::c_long] = &[
     libc::SYS_io_uring_setup,
     libc::SYS_io_uring_enter,
     libc::SYS_io_uring_register,
-    libc::SYS_socket,
-    libc::SYS_fchmod,
-    libc::SYS_fchmodat,
-    452, // fchmodat2
-    libc::SYS_fchown,
-    libc::SYS_fchownat,
-    libc::SYS_setxattr,
-    libc::SYS_lsetxattr,
-    libc::SYS_fsetxattr,
-    libc::SYS_removexattr,
-    libc::SYS_lremovexattr,
-    libc::SYS_fremovexattr,
-    463, // setxattrat
-    466, // removexattrat
-    libc::SYS_utimensat,
     libc::SYS_setsid,
     libc::SYS_setpgid,
     libc::SYS_mount,
@@ -71,21 +57,55 @@ const DENIED_COMMON: &[libc::c_long] = &[
     libc::SYS_vhangup,
 ];
 
-/// Legacy syscalls that exist on x86_64 only.
+/// Syscalls denied to commands only: every `socket()`, and the metadata calls Landlock cannot
+/// restrict (the runner may change metadata in its private dirs, and needs TCP to the broker).
+const DENIED_COMMAND: &[libc::c_long] = &[
+    libc::SYS_socket,
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    452, // fchmodat2
+    libc::SYS_fchown,
+    libc::SYS_fchownat,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+    463, // setxattrat
+    466, // removexattrat
+    libc::SYS_utimensat,
+];
+
+/// Legacy syscalls that exist on x86_64 only, denied to both.
 #[cfg(target_arch = "x86_64")]
-const DENIED_ARCH: &[libc::c_long] = &[
+const DENIED_ARCH: &[libc::c_long] = &[libc::SYS_kexec_file_load, libc::SYS_iopl, libc::SYS_ioperm];
+#[cfg(not(target_arch = "x86_64"))]
+const DENIED_ARCH: &[libc::c_long] = &[libc::SYS_kexec_file_load];
+
+/// Legacy metadata syscalls that exist on x86_64 only, denied to commands.
+#[cfg(target_arch = "x86_64")]
+const DENIED_ARCH_COMMAND: &[libc::c_long] = &[
     libc::SYS_chmod,
     libc::SYS_chown,
     libc::SYS_lchown,
     libc::SYS_utime,
     libc::SYS_utimes,
     libc::SYS_futimesat,
-    libc::SYS_kexec_file_load,
-    libc::SYS_iopl,
-    libc::SYS_ioperm,
 ];
 #[cfg(not(target_arch = "x86_64"))]
-const DENIED_ARCH: &[libc::c_long] = &[libc::SYS_kexec_file_load];
+const DENIED_ARCH_COMMAND: &[libc::c_long] = &[];
+
+/// Socket families the runner may create: UNIX (local IPC), IPv4/IPv6 (the broker's port; the
+/// network namespace and Landlock bound where they lead) and netlink (interface queries, which see
+/// only the namespace's loopback). Packet, vsock (which crosses network namespaces), Bluetooth and
+/// the rest are refused.
+const RUNNER_SOCKET_FAMILIES: &[libc::c_int] = &[
+    libc::AF_UNIX,
+    libc::AF_INET,
+    libc::AF_INET6,
+    libc::AF_NETLINK,
+];
 
 /// `clone` flags that create namespaces.
 const CLONE_NS_FLAGS: &[u64] = &[
@@ -102,10 +122,42 @@ fn target_arch() -> Result<TargetArch, String> {
     TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))
 }
 
-/// The main deny-list filter.
+/// The command's main deny-list filter.
 pub fn main_filter() -> Result<BpfProgram, String> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for nr in DENIED_COMMON.iter().chain(DENIED_ARCH) {
+    let denied = DENIED_COMMON
+        .iter()
+        .chain(DENIED_ARCH)
+        .chain(DENIED_COMMAND)
+        .chain(DENIED_ARCH_COMMAND);
+    deny_filter(denied, BTreeMap::new())
+}
+
+/// The runner's main filter: the common deny list, and `socket()` only for
+/// [`RUNNER_SOCKET_FAMILIES`].
+pub fn runner_filter() -> Result<BpfProgram, String> {
+    let mut conditions = Vec::new();
+    for family in RUNNER_SOCKET_FAMILIES {
+        conditions.push(
+            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *family as u64)
+                .map_err(|e| format!("seccomp: {e}"))?,
+        );
+    }
+    let mut extra = BTreeMap::new();
+    extra.insert(
+        libc::SYS_socket,
+        vec![SeccompRule::new(conditions).map_err(|e| format!("seccomp: {e}"))?],
+    );
+    deny_filter(DENIED_COMMON.iter().chain(DENIED_ARCH), extra)
+}
+
+/// `denied` unconditionally, the `extra` conditional rules, and `clone` with namespace flags, all
+/// answered `EPERM`.
+fn deny_filter<'a>(
+    denied: impl Iterator<Item = &'a libc::c_long>,
+    extra: BTreeMap<i64, Vec<SeccompRule>>,
+) -> Result<BpfProgram, String> {
+    let mut rules = extra;
+    for nr in denied {
         rules.insert(*nr, Vec::new());
     }
     let mut clone_rules = Vec::new();
@@ -198,5 +250,8 @@ mod tests {
         assert!(main.len() < 4096);
         let guard = guard_filter();
         assert_eq!(guard.last().unwrap().k, SECCOMP_RET_ALLOW);
+        let runner = runner_filter().unwrap();
+        assert!(runner.len() > DENIED_COMMON.len());
+        assert!(runner.len() < main.len() + 16);
     }
 }

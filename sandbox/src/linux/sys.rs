@@ -198,13 +198,24 @@ struct CapData {
 
 const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
+/// The highest capability number the kernel knows (read before a fork: the child must not
+/// allocate).
+pub fn last_cap() -> libc::c_ulong {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63)
+}
+
 /// Drop every capability: bounding set (where permitted), ambient, inheritable, permitted,
 /// effective. Returns whether the process ends with no capabilities at all.
 pub fn drop_capabilities() -> bool {
-    let last_cap: libc::c_ulong = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(63);
+    drop_capabilities_to(last_cap())
+}
+
+/// [`drop_capabilities`] with `last_cap` known: raw syscalls only, no allocation, so it may run
+/// between fork and exec.
+pub fn drop_capabilities_to(last_cap: libc::c_ulong) -> bool {
     for cap in 0..=last_cap {
         // Safety: prctl with integer arguments only; failure (no CAP_SETPCAP) is tolerated here
         // and checked below.
@@ -289,4 +300,43 @@ pub fn join_pids_cgroup(max: u64) -> Option<PathBuf> {
         let _ = std::fs::remove_dir(&dir);
     }
     None
+}
+
+/// Bring the loopback interface of the current network namespace up (`SIOCSIFFLAGS`), and check
+/// it is up.
+pub fn loopback_up() -> io::Result<()> {
+    // Safety: socket with constant arguments; the fd is closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Safety: `fd` was just returned by socket(2) and is owned here only.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    use std::os::fd::AsRawFd;
+    // Safety: ifreq is plain data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // Safety: a valid socket and a valid, initialised ifreq naming `lo`.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Safety: SIOCGIFFLAGS filled the flags member of the union.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    req.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
+    // Safety: as above; the kernel reads the name and flags.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Safety: as above.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Safety: SIOCGIFFLAGS filled the flags member.
+    let now = unsafe { req.ifr_ifru.ifru_flags };
+    if now & libc::IFF_UP as libc::c_short == 0 {
+        return Err(io::Error::other("loopback stayed down"));
+    }
+    Ok(())
 }
