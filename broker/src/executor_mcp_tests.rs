@@ -46,6 +46,21 @@ fn count(state: &crate::state::BrokerState, pred: impl Fn(&BrokerEvent) -> bool)
         .count()
 }
 
+/// ChatGPT approved `Read` with `args` as action `act_1`.
+fn approve_read(state: &crate::state::BrokerState, args: &Value) {
+    state.release_reply(ReplyRelease {
+        turn_id: "turn_1".into(),
+        fingerprint: "f1".into(),
+        text: String::new(),
+        calls: vec![ApprovedCall {
+            action_id: "act_1".into(),
+            call_index: 0,
+            name: "Read".into(),
+            arguments: args.clone(),
+        }],
+    });
+}
+
 #[tokio::test]
 async fn only_approved_identical_calls_run_and_only_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -89,17 +104,7 @@ async fn only_approved_identical_calls_run_and_only_once() {
         2
     );
 
-    state.release_reply(ReplyRelease {
-        turn_id: "turn_1".into(),
-        fingerprint: "f1".into(),
-        text: String::new(),
-        calls: vec![ApprovedCall {
-            action_id: "act_1".into(),
-            call_index: 0,
-            name: "Read".into(),
-            arguments: args.clone(),
-        }],
-    });
+    approve_read(&state, &args);
 
     // Approved id, but other arguments or another tool: refused.
     let other = json!({"file_path": file.display().to_string(), "limit": 1});
@@ -187,17 +192,7 @@ async fn a_repeat_after_an_ack_timeout_waits_for_the_gateway_too() {
     let state = crate::test_support::state_with_ack_timeout(dir.path(), Duration::from_millis(200));
     let router = super::router(state.clone());
     let args = json!({"file_path": file.display().to_string()});
-    state.release_reply(ReplyRelease {
-        turn_id: "turn_1".into(),
-        fingerprint: "f1".into(),
-        text: String::new(),
-        calls: vec![ApprovedCall {
-            action_id: "act_1".into(),
-            call_index: 0,
-            name: "Read".into(),
-            arguments: args.clone(),
-        }],
-    });
+    approve_read(&state, &args);
     let request = call(Some("toolu_act_1"), "Read", args);
     // The gateway never acknowledges: the call fails, and so does its repeat, which must not
     // hand out the outcome the gateway has not recorded.

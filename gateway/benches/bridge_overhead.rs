@@ -27,8 +27,8 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use support::{
-    Chat, GatewayProcess, http_client, machine, ns_to_ms, pending_turn_id, quantile, stand_in,
-    text_of, today, unix_nanos,
+    Chat, GatewayProcess, http_client, machine, ns_to_ms, pending_turn_id, quantile, text_of,
+    today, unix_nanos,
 };
 
 const DEFAULT_TURNS: usize = 200;
@@ -46,19 +46,7 @@ const TARGET_P50_MS: f64 = 2.0;
 const TARGET_P99_MS: f64 = 10.0;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let result = if stand_in::is_stand_in(&args) {
-        stand_in::run(&args)
-    } else {
-        bench::run(&args)
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("bridge_overhead: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    support::bench_main("bridge_overhead", bench::run)
 }
 
 /// The benchmark: the gateway as a child process, ChatGPT as a script.

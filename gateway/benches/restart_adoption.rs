@@ -58,19 +58,7 @@ const TARGET_BROKER_MIB: f64 = 15.0;
 const NOTES_HEADING: &str = "## Notes";
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let result = if stand_in::is_stand_in(&args) {
-        stand_in::run(&args)
-    } else {
-        run(&args)
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("restart_adoption: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    support::bench_main("restart_adoption", run)
 }
 
 struct Options {

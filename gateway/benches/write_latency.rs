@@ -22,25 +22,13 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use support::{Chat, GatewayProcess, http_client, pending_turn_id, quantile, stand_in, text_of};
+use support::{Chat, GatewayProcess, http_client, pending_turn_id, quantile, text_of};
 
 const DEFAULT_RUNS: usize = 100;
 const WARMUP: usize = 5;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let result = if stand_in::is_stand_in(&args) {
-        stand_in::run(&args)
-    } else {
-        run(&args)
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("write_latency: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    support::bench_main("write_latency", run)
 }
 
 /// A file of `size` bytes of text lines with one `marker-000000` line in the middle.

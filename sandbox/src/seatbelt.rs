@@ -32,9 +32,9 @@ pub struct SeatbeltSpec {
     pub denied: Vec<PathBuf>,
 }
 
-/// The SBPL profile text (paths referenced as parameters; see [`params`]).
-pub fn profile(spec: &SeatbeltSpec) -> String {
-    let mut p = String::new();
+/// Rules every profile starts with: deny by default; processes, signals and process info only
+/// within the sandbox; reading is allowed (denials come last and win).
+fn base_rules(p: &mut String) {
     p.push_str("(version 1)\n");
     p.push_str("(deny default)\n");
     p.push_str("(allow process-exec)\n");
@@ -45,15 +45,26 @@ pub fn profile(spec: &SeatbeltSpec) -> String {
     p.push_str("(allow user-preference-read)\n");
     p.push_str("(allow ipc-posix-sem)\n");
     p.push_str("(allow file-read*)\n");
-    p.push_str("(allow file-write* (subpath (param \"SCRATCH\")))\n");
-    p.push_str(
-        "(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\"))\n",
-    );
+}
+
+/// The mach services a process needs to run at all (no security services).
+fn mach_rules(p: &mut String) {
     p.push_str("(allow mach-lookup");
     for name in MACH_ALLOWED {
         p.push_str(&format!(" (global-name \"{name}\")"));
     }
     p.push_str(")\n");
+}
+
+/// The SBPL profile text (paths referenced as parameters; see [`params`]).
+pub fn profile(spec: &SeatbeltSpec) -> String {
+    let mut p = String::new();
+    base_rules(&mut p);
+    p.push_str("(allow file-write* (subpath (param \"SCRATCH\")))\n");
+    p.push_str(
+        "(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\"))\n",
+    );
+    mach_rules(&mut p);
     // Denials last: in SBPL the last matching rule wins.
     for i in 0..spec.denied.len() {
         p.push_str(&format!(
@@ -112,24 +123,11 @@ pub struct RunnerSeatbeltSpec {
 /// a number, so it may appear in the text.
 pub fn runner_profile(spec: &RunnerSeatbeltSpec) -> String {
     let mut p = String::new();
-    p.push_str("(version 1)\n");
-    p.push_str("(deny default)\n");
-    p.push_str("(allow process-exec)\n");
-    p.push_str("(allow process-fork)\n");
-    p.push_str("(allow signal (target same-sandbox))\n");
-    p.push_str("(allow process-info* (target same-sandbox))\n");
-    p.push_str("(allow sysctl-read)\n");
-    p.push_str("(allow user-preference-read)\n");
-    p.push_str("(allow ipc-posix-sem)\n");
-    p.push_str("(allow file-read*)\n");
+    base_rules(&mut p);
     p.push_str(
         "(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\"))\n",
     );
-    p.push_str("(allow mach-lookup");
-    for name in MACH_ALLOWED {
-        p.push_str(&format!(" (global-name \"{name}\")"));
-    }
-    p.push_str(")\n");
+    mach_rules(&mut p);
     // The one outbound rule: the broker's port on loopback, no `local ip` rule.
     p.push_str(&format!(
         "(allow network-outbound (remote ip \"localhost:{}\"))\n",

@@ -14,6 +14,27 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
+/// The `main` of a bench that may be launched as the stand-in runner: play the runner when the
+/// broker started this executable as `CLAUDE_BIN`, else run the bench `run`.
+pub fn bench_main(
+    name: &str,
+    run: impl FnOnce(&[String]) -> anyhow::Result<()>,
+) -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let result = if stand_in::is_stand_in(&args) {
+        stand_in::run(&args)
+    } else {
+        run(&args)
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{name}: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Wall-clock nanoseconds since the epoch: comparable across the processes of one machine.
 pub fn unix_nanos() -> i128 {
     SystemTime::now()

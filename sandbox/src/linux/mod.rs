@@ -436,17 +436,9 @@ fn confine_and_exec(
 /// The helper's side after the fork: wait for the command and pass its status on (a signal is
 /// re-raised so the broker sees it).
 fn wait_and_forward(pid: libc::pid_t) -> i32 {
-    let mut status = 0;
-    loop {
-        // Safety: waiting for our own child with a valid out-pointer.
-        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if ret == pid {
-            break;
-        }
-        if ret < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return EXIT_SANDBOX_FAILED;
-        }
-    }
+    let Ok(status) = sys::wait_child(pid) else {
+        return EXIT_SANDBOX_FAILED;
+    };
     if libc::WIFEXITED(status) {
         return libc::WEXITSTATUS(status);
     }

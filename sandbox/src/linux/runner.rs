@@ -80,18 +80,8 @@ pub fn loopback_namespace_supported() -> bool {
         if pid < 0 {
             return false;
         }
-        let mut status = 0;
-        loop {
-            // Safety: waiting for our own child with a valid out-pointer.
-            let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
-            if ret == pid {
-                break;
-            }
-            if ret < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return false;
-            }
-        }
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+        sys::wait_child(pid)
+            .is_ok_and(|status| libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
     })
 }
 

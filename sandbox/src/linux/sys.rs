@@ -340,3 +340,19 @@ pub fn loopback_up() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Wait for our own child `pid`, retrying on `EINTR`; its raw wait status.
+pub fn wait_child(pid: libc::pid_t) -> io::Result<libc::c_int> {
+    let mut status = 0;
+    loop {
+        // Safety: waiting for our own child with a valid out-pointer.
+        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if ret == pid {
+            return Ok(status);
+        }
+        let err = io::Error::last_os_error();
+        if ret < 0 && err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+}
