@@ -4,9 +4,10 @@
 //!
 //! Rules (DESIGN §5, reference §7):
 //! - Paths must be absolute; `.`/`..`/empty components and NUL are refused, never normalised.
-//! - A path is protected when a protected entry is a component-wise prefix of it (exact on Linux,
-//!   case-insensitive on macOS), when any component is `.git` (any case), or when it names a private
-//!   SSH host key in `/etc/ssh`. Protected entries are also compared by `(dev, ino)` while opening,
+//! - A path is protected when a protected entry is a component-wise prefix of it (exact on Linux;
+//!   case- and Unicode-normalisation-insensitive on macOS, like APFS/HFS+, see `fold_insensitive`),
+//!   when any component is `.git` (any case), or when it names a private SSH host key in
+//!   `/etc/ssh`. Protected entries are also compared by `(dev, ino)` while opening,
 //!   so an alias (bind mount, case variant, a symlinked credential dir's target) is refused too.
 //! - Opening walks from `/` with `openat(O_NOFOLLOW)`; a symlink anywhere is refused, naming the
 //!   component. The final open is `O_NONBLOCK` (a FIFO cannot hang it) and the opened fd must be a
@@ -27,6 +28,7 @@ use std::sync::Arc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
+use unicode_normalization::UnicodeNormalization;
 
 /// Longest path accepted (Linux `PATH_MAX`).
 const MAX_PATH_BYTES: usize = 4096;
@@ -154,12 +156,25 @@ pub struct PathPolicy {
     host_key_dirs: Vec<Vec<Vec<u8>>>,
     /// `(dev, ino)` of protected entries that existed when the policy was built.
     identities: Vec<(u64, u64)>,
+    /// Names compare case- and normalisation-insensitively ([`fold_insensitive`]): on macOS,
+    /// whose default file systems match names that way.
+    insensitive: bool,
 }
 
 impl PathPolicy {
     /// Build the policy. `extra_protected` adds owner-configured entries; the built-ins cannot be
     /// removed. Entries that exist are also recorded by canonical path and by `(dev, ino)`.
     pub fn new(home: PathBuf, state_dir: PathBuf, extra_protected: Vec<PathBuf>) -> Self {
+        Self::build(home, state_dir, extra_protected, INSENSITIVE_NAMES)
+    }
+
+    /// [`Self::new`] with the name matching chosen (tests exercise the macOS matching anywhere).
+    fn build(
+        home: PathBuf,
+        state_dir: PathBuf,
+        extra_protected: Vec<PathBuf>,
+        insensitive: bool,
+    ) -> Self {
         let mut entries: Vec<PathBuf> = Vec::new();
         let mut homes = vec![home.clone()];
         if let Some(canonical) = canonical_variant(&home) {
@@ -189,7 +204,10 @@ impl PathPolicy {
             }
             all.push(entry);
         }
-        let mut protected: Vec<Vec<Vec<u8>>> = all.iter().map(|p| folded_components(p)).collect();
+        let mut protected: Vec<Vec<Vec<u8>>> = all
+            .iter()
+            .map(|p| folded_components(p, insensitive))
+            .collect();
         protected.sort();
         protected.dedup();
         identities.sort_unstable();
@@ -199,9 +217,9 @@ impl PathPolicy {
         for dir in SSH_HOST_KEY_DIRS {
             let dir = PathBuf::from(dir);
             if let Some(canonical) = canonical_variant(&dir) {
-                host_key_dirs.push(folded_components(&canonical));
+                host_key_dirs.push(folded_components(&canonical, insensitive));
             }
-            host_key_dirs.push(folded_components(&dir));
+            host_key_dirs.push(folded_components(&dir, insensitive));
         }
         host_key_dirs.dedup();
 
@@ -211,6 +229,7 @@ impl PathPolicy {
             protected,
             host_key_dirs,
             identities,
+            insensitive,
         }
     }
 
@@ -288,10 +307,10 @@ impl PathPolicy {
                 Component::ParentDir | Component::Prefix(_) => return Some(Protection::Protected),
             }
         }
-        if comps.iter().any(|c| is_git_name(c)) {
+        if comps.iter().any(|c| self.is_git(c)) {
             return Some(Protection::Git);
         }
-        let folded: Vec<Vec<u8>> = comps.iter().map(|c| fold(c)).collect();
+        let folded: Vec<Vec<u8>> = comps.iter().map(|c| fold(c, self.insensitive)).collect();
         if self.protected.iter().any(|p| folded.starts_with(p)) {
             return Some(Protection::Protected);
         }
@@ -565,30 +584,79 @@ pub(crate) fn show(path: &Path) -> String {
 }
 
 pub(crate) fn is_git_name(name: &OsStr) -> bool {
-    name.as_bytes().eq_ignore_ascii_case(b".git")
+    is_git_name_in(name, INSENSITIVE_NAMES)
 }
 
-/// Name comparison key: case-insensitive on macOS (APFS default), exact elsewhere.
-fn fold(name: &OsStr) -> Vec<u8> {
-    #[cfg(target_os = "macos")]
-    {
-        String::from_utf8_lossy(name.as_bytes())
-            .to_lowercase()
-            .into_bytes()
+/// Whether `name` is `.git`: in any ASCII case everywhere; under insensitive matching also in any
+/// Unicode case or normalisation, or with code points HFS+ ignores (`.g\u{200c}it`).
+fn is_git_name_in(name: &OsStr, insensitive: bool) -> bool {
+    let bytes = name.as_bytes();
+    if bytes.eq_ignore_ascii_case(b".git") {
+        return true;
     }
-    #[cfg(not(target_os = "macos"))]
-    {
+    insensitive && !bytes.is_ascii() && fold_insensitive(bytes) == b".git"
+}
+
+/// Whether names are matched case- and normalisation-insensitively on this platform: macOS
+/// (APFS and HFS+ are insensitive by default). Elsewhere names are matched exactly.
+const INSENSITIVE_NAMES: bool = cfg!(target_os = "macos");
+
+/// Name comparison key: [`fold_insensitive`] under insensitive matching, else the bytes.
+fn fold(name: &OsStr, insensitive: bool) -> Vec<u8> {
+    if insensitive {
+        fold_insensitive(name.as_bytes())
+    } else {
         name.as_bytes().to_vec()
     }
 }
 
-fn folded_components(path: &Path) -> Vec<Vec<u8>> {
+/// Comparison key of a name on a case- and normalisation-insensitive file system: the name as
+/// UTF-8 (invalid bytes become U+FFFD), without the code points HFS+ ignores, decomposed (NFD),
+/// case folded per character (upper case, then lower case: `ß`/`SS`, `σ`/`ς`/`Σ` and the Kelvin
+/// sign/`k` all meet) and decomposed again. It may equate names the file system keeps apart;
+/// for protected paths that refuses more, never less.
+fn fold_insensitive(name: &[u8]) -> Vec<u8> {
+    if name.is_ascii() {
+        return name.to_ascii_lowercase();
+    }
+    let text = String::from_utf8_lossy(name);
+    let cased: String = text
+        .chars()
+        .filter(|c| !is_hfs_ignorable(*c))
+        .nfd()
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .collect();
+    cased.nfd().collect::<String>().into_bytes()
+}
+
+/// Code points HFS+ leaves out when comparing names: zero-width joiners and marks, bidi
+/// embedding controls, deprecated format characters and the byte order mark.
+fn is_hfs_ignorable(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}'
+    )
+}
+
+fn folded_components(path: &Path, insensitive: bool) -> Vec<Vec<u8>> {
     path.components()
         .filter_map(|c| match c {
-            Component::Normal(name) => Some(fold(name)),
+            Component::Normal(name) => Some(fold(name, insensitive)),
             _ => None,
         })
         .collect()
+}
+
+impl PathPolicy {
+    /// [`is_git_name`] under this policy's name matching.
+    fn is_git(&self, name: &OsStr) -> bool {
+        is_git_name_in(name, self.insensitive)
+    }
+
+    fn folded_components(&self, path: &Path) -> Vec<Vec<u8>> {
+        folded_components(path, self.insensitive)
+    }
 }
 
 /// The canonical spelling of `path` when it differs (symlinked home, `/etc` -> `/private/etc`),

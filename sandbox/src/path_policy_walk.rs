@@ -266,7 +266,7 @@ impl<'p> Walker<'p> {
                 return Err(Errno::INTR);
             }
             let name = OsStr::from_bytes(item.file_name().to_bytes());
-            if name == "." || name == ".." || is_git_name(name) {
+            if name == "." || name == ".." || self.policy.is_git(name) {
                 continue;
             }
             let path = dir.path.join(name);
@@ -696,7 +696,7 @@ impl PathPolicy {
     /// or a host-key directory lies below (or is) it, or it is under `/proc`. When false, only
     /// the `.git` rule applies to its descendants.
     fn subtree_needs_checks(&self, dir: &Path) -> bool {
-        let folded = folded_components(dir);
+        let folded = self.folded_components(dir);
         #[cfg(any(target_os = "linux", target_os = "android"))]
         if folded.first().is_none_or(|c| c.as_slice() == b"proc") {
             return true;
