@@ -26,13 +26,13 @@ const MAX_WALK_THREADS: usize = 8;
 /// How often (in entries) a listing checks whether the walk has stopped.
 const STOP_CHECK_EVERY: usize = 64;
 
-/// Read-ahead threads for a walk on this machine: two per core, at least 4 and at most 8. More
-/// threads than cores pays off cold, where they mostly wait for the disk (measured on 2 cores:
-/// 4 and 8 threads about equal warm and cold, 16 slower warm).
+/// Read-ahead threads for a walk on this machine: four per core, at least 4 and at most 8. More
+/// threads than cores pays off cold, where they mostly wait for the disk (measured on 2 cores,
+/// 100 000 files: cold 8 threads ≈ 0.32 s vs 4 ≈ 0.37 s; warm 4 and 8 within noise, 16 slower).
 pub fn default_walk_threads() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .saturating_mul(2)
+        .saturating_mul(4)
         .clamp(4, MAX_WALK_THREADS)
 }
 
