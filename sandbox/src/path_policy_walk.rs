@@ -13,7 +13,7 @@
 //! cores.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -200,16 +200,17 @@ struct DirJob {
     depth: usize,
 }
 
+/// A job not yet handed to the visitor (taken jobs leave the map: memory follows the jobs alive,
+/// not the size of the tree).
 enum Slot {
     Pending(DirJob),
     Running,
     Done(Loaded),
-    /// Handed to the visitor (or listed by its thread).
-    Taken,
 }
 
 struct Queue {
-    slots: Vec<Slot>,
+    slots: HashMap<usize, Slot>,
+    next_id: usize,
     /// Pending jobs for the read-ahead threads, earliest in walk order first (stale entries of
     /// jobs the visitor took itself are skipped).
     ready: BinaryHeap<Reverse<(Vec<usize>, usize)>>,
@@ -314,20 +315,22 @@ impl<'p> Walker<'p> {
                 if entry.kind != EntryKind::Dir {
                     continue;
                 }
-                let id = queue.slots.len();
+                let id = queue.next_id;
+                queue.next_id += 1;
                 let mut child_key = Vec::with_capacity(key.len() + 1);
                 child_key.extend_from_slice(key);
                 child_key.push(i);
                 if self.read_ahead {
                     queue.ready.push(Reverse((child_key.clone(), id)));
                 }
-                queue.slots.push(Slot::Pending(DirJob {
+                let job = DirJob {
                     key: child_key,
                     parent: Arc::clone(&dir),
                     path: entry.path.clone(),
                     name_len: entry.name_len,
                     depth: depth + 1,
-                }));
+                };
+                queue.slots.insert(id, Slot::Pending(job));
                 entry.child = Some(id);
                 queued += 1;
             }
@@ -388,7 +391,7 @@ impl<'p> Walker<'p> {
             };
             let loaded = self.run(job);
             let mut queue = self.lock();
-            queue.slots[id] = Slot::Done(loaded);
+            queue.slots.insert(id, Slot::Done(loaded));
             let awaited = queue.awaited == Some(id);
             drop(queue);
             if awaited {
@@ -402,8 +405,8 @@ impl<'p> Walker<'p> {
     fn take(&self, id: usize) -> Loaded {
         let mut queue = self.lock();
         loop {
-            match std::mem::replace(&mut queue.slots[id], Slot::Taken) {
-                Slot::Done(loaded) => {
+            match queue.slots.remove(&id) {
+                Some(Slot::Done(loaded)) => {
                     queue.awaited = None;
                     queue.ahead -= 1;
                     // Room for one more listing ahead.
@@ -414,12 +417,12 @@ impl<'p> Walker<'p> {
                     }
                     return loaded;
                 }
-                Slot::Pending(job) => {
+                Some(Slot::Pending(job)) => {
                     drop(queue);
                     return self.run(job);
                 }
-                Slot::Running => {
-                    queue.slots[id] = Slot::Running;
+                Some(Slot::Running) => {
+                    queue.slots.insert(id, Slot::Running);
                     if queue.failed {
                         return Loaded::Unreadable;
                     }
@@ -430,7 +433,7 @@ impl<'p> Walker<'p> {
                         .unwrap_or_else(PoisonError::into_inner);
                 }
                 // Each job is taken once; never reached.
-                Slot::Taken => return Loaded::Unreadable,
+                None => return Loaded::Unreadable,
             }
         }
     }
@@ -484,8 +487,9 @@ impl Queue {
     /// The earliest job still pending, marked running.
     fn pop_ready(&mut self) -> Option<(usize, DirJob)> {
         while let Some(Reverse((_, id))) = self.ready.pop() {
-            if let Slot::Pending(_) = self.slots[id]
-                && let Slot::Pending(job) = std::mem::replace(&mut self.slots[id], Slot::Running)
+            if let Some(slot) = self.slots.get_mut(&id)
+                && let Slot::Pending(_) = slot
+                && let Slot::Pending(job) = std::mem::replace(slot, Slot::Running)
             {
                 return Some((id, job));
             }
@@ -546,7 +550,8 @@ impl PathPolicy {
             stat_files: options.stat_files,
             read_ahead: options.threads > 0,
             queue: Mutex::new(Queue {
-                slots: Vec::new(),
+                slots: HashMap::new(),
+                next_id: 0,
                 ready: BinaryHeap::new(),
                 ahead: 0,
                 failed: false,
