@@ -244,48 +244,100 @@ fn measure(opts: &Options, tree: &Path, rg: &Path, find: &Path) -> anyhow::Resul
             ("find", &find_links_list),
         ];
         let mut times: [Vec<f64>; 5] = Default::default();
+        let mut cpu: [Vec<f64>; 5] = Default::default();
+        let load_before = load_average();
         for _ in 0..opts.runs {
             for (i, (tool, f)) in runs.iter().enumerate() {
                 if opts.only.as_deref().is_some_and(|o| o != *tool) {
                     times[i].push(f64::NAN);
+                    cpu[i].push(f64::NAN);
                     continue;
                 }
                 if cache == "cold" {
                     drop_caches()?;
                 }
+                let c = cpu_seconds();
                 let t = Instant::now();
                 f()?;
                 times[i].push(t.elapsed().as_secs_f64());
+                // Ours run in this process (all its threads), the references are children.
+                let used = cpu_seconds();
+                cpu[i].push((used.0 - c.0) + (used.1 - c.1));
             }
         }
+        println!(
+            "{cache}: load average (1 min) {load_before} before, {} after",
+            load_average()
+        );
         let med: Vec<f64> = times.iter_mut().map(|v| median(v)).collect();
-        rows.push((cache, "SearchText", "rg", med[0], med[1], SEARCH_TARGET));
-        rows.push((cache, "FindFiles", "find", med[2], med[3], FIND_TARGET));
+        let cpu: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
+        rows.push((
+            cache,
+            "SearchText",
+            "rg",
+            [med[0], med[1], cpu[0], cpu[1]],
+            SEARCH_TARGET,
+        ));
+        rows.push((
+            cache,
+            "FindFiles",
+            "find",
+            [med[2], med[3], cpu[2], cpu[3]],
+            FIND_TARGET,
+        ));
         rows.push((
             cache,
             "FindFiles",
             "find -links 1",
-            med[2],
-            med[4],
+            [med[2], med[4], cpu[2], cpu[4]],
             FIND_TARGET,
         ));
     }
 
     println!();
-    println!("| cache | tool | ours (s) | reference | reference (s) | ratio | target | met |");
-    println!("|---|---|---|---|---|---|---|---|");
-    for (cache, tool, reference, ours, theirs, target) in rows {
+    println!(
+        "| cache | tool | ours (s) | reference | reference (s) | ratio | target | met | CPU ours / reference (s) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (cache, tool, reference, [ours, theirs, ours_cpu, their_cpu], target) in rows {
         if ours.is_nan() {
             continue;
         }
         let ratio = ours / theirs;
         println!(
-            "| {cache} | {tool} | {ours:.3} | {reference} | {theirs:.3} | {ratio:.2}× | ≤ {target}× | {} |",
+            "| {cache} | {tool} | {ours:.3} | {reference} | {theirs:.3} | {ratio:.2}× | ≤ {target}× | {} | {ours_cpu:.3} / {their_cpu:.3} |",
             if ratio <= target { "yes" } else { "no" }
         );
     }
-    println!("(median of {} runs each)", opts.runs);
+    println!(
+        "(median of {} runs each; CPU = user + system time, all threads)",
+        opts.runs
+    );
     Ok(())
+}
+
+/// CPU time (user + system, seconds) used so far by this process (all its threads) and by its
+/// waited-for children.
+fn cpu_seconds() -> (f64, f64) {
+    let used = |who| {
+        // SAFETY: getrusage only writes the struct it is given, which is plain data.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a valid, writable rusage.
+        if unsafe { libc::getrusage(who, &mut usage) } != 0 {
+            return f64::NAN;
+        }
+        let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        secs(usage.ru_utime) + secs(usage.ru_stime)
+    };
+    (used(libc::RUSAGE_SELF), used(libc::RUSAGE_CHILDREN))
+}
+
+/// The 1-minute load average (other work on the machine skews wall-clock ratios).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 fn search_count(out: &ActionOutcome) -> anyhow::Result<u64> {

@@ -4,9 +4,10 @@
 //!
 //! Rules (DESIGN §5, reference §7):
 //! - Paths must be absolute; `.`/`..`/empty components and NUL are refused, never normalised.
-//! - A path is protected when a protected entry is a component-wise prefix of it (exact on Linux,
-//!   case-insensitive on macOS), when any component is `.git` (any case), or when it names a private
-//!   SSH host key in `/etc/ssh`. Protected entries are also compared by `(dev, ino)` while opening,
+//! - A path is protected when a protected entry is a component-wise prefix of it (exact on Linux;
+//!   case- and Unicode-normalisation-insensitive on macOS, like APFS/HFS+, see `fold_insensitive`),
+//!   when any component is `.git` (any case), or when it names a private SSH host key in
+//!   `/etc/ssh`. Protected entries are also compared by `(dev, ino)` while opening,
 //!   so an alias (bind mount, case variant, a symlinked credential dir's target) is refused too.
 //! - Opening walks from `/` with `openat(O_NOFOLLOW)`; a symlink anywhere is refused, naming the
 //!   component. The final open is `O_NONBLOCK` (a FIFO cannot hang it) and the opened fd must be a
@@ -14,17 +15,20 @@
 //! - Walks (`PathPolicy::walk`) are fd-relative: every directory is read through a descriptor
 //!   opened with `O_NOFOLLOW` from its parent's descriptor, never by re-resolving a path string, so
 //!   a symlink swapped into an ancestor cannot redirect the walk; `.git` and protected entries are
-//!   never entered, and files are opened relative to their directory's descriptor.
+//!   never entered, and files are opened relative to their directory's descriptor. Read-ahead
+//!   threads list directories (and `lstat` files) ahead of the visitor; the visitor still sees
+//!   every entry in path order (`path_policy_walk.rs`).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Metadata};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
+use unicode_normalization::UnicodeNormalization;
 
 /// Longest path accepted (Linux `PATH_MAX`).
 const MAX_PATH_BYTES: usize = 4096;
@@ -152,6 +156,9 @@ pub struct PathPolicy {
     host_key_dirs: Vec<Vec<Vec<u8>>>,
     /// `(dev, ino)` of protected entries that existed when the policy was built.
     identities: Vec<(u64, u64)>,
+    /// Names compare case- and normalisation-insensitively ([`fold_insensitive`]): on macOS,
+    /// whose default file systems match names that way.
+    insensitive: bool,
     /// A directory inside a protected one that is readable anyway (the managed worktrees).
     open_subtree: Option<OpenSubtree>,
 }
@@ -172,6 +179,16 @@ impl PathPolicy {
     /// Build the policy. `extra_protected` adds owner-configured entries; the built-ins cannot be
     /// removed. Entries that exist are also recorded by canonical path and by `(dev, ino)`.
     pub fn new(home: PathBuf, state_dir: PathBuf, extra_protected: Vec<PathBuf>) -> Self {
+        Self::build(home, state_dir, extra_protected, INSENSITIVE_NAMES)
+    }
+
+    /// [`Self::new`] with the name matching chosen (tests exercise the macOS matching anywhere).
+    fn build(
+        home: PathBuf,
+        state_dir: PathBuf,
+        extra_protected: Vec<PathBuf>,
+        insensitive: bool,
+    ) -> Self {
         let mut entries: Vec<PathBuf> = Vec::new();
         let mut homes = vec![home.clone()];
         if let Some(canonical) = canonical_variant(&home) {
@@ -201,7 +218,10 @@ impl PathPolicy {
             }
             all.push(entry);
         }
-        let mut protected: Vec<Vec<Vec<u8>>> = all.iter().map(|p| folded_components(p)).collect();
+        let mut protected: Vec<Vec<Vec<u8>>> = all
+            .iter()
+            .map(|p| folded_components(p, insensitive))
+            .collect();
         protected.sort();
         protected.dedup();
         identities.sort_unstable();
@@ -211,9 +231,9 @@ impl PathPolicy {
         for dir in SSH_HOST_KEY_DIRS {
             let dir = PathBuf::from(dir);
             if let Some(canonical) = canonical_variant(&dir) {
-                host_key_dirs.push(folded_components(&canonical));
+                host_key_dirs.push(folded_components(&canonical, insensitive));
             }
-            host_key_dirs.push(folded_components(&dir));
+            host_key_dirs.push(folded_components(&dir, insensitive));
         }
         host_key_dirs.dedup();
 
@@ -224,6 +244,7 @@ impl PathPolicy {
             host_key_dirs,
             identities,
             open_subtree: None,
+            insensitive,
         }
     }
 
@@ -232,9 +253,9 @@ impl PathPolicy {
     /// ancestors' directories; the same directories reached by another path (a bind mount, an
     /// alias) stay refused by identity. Protected entries inside `dir` still apply.
     pub fn with_open_subtree(mut self, dir: PathBuf) -> Self {
-        let mut variants = vec![folded_components(&dir)];
+        let mut variants = vec![self.folded_components(&dir)];
         if let Some(canonical) = canonical_variant(&dir) {
-            variants.push(folded_components(&canonical));
+            variants.push(self.folded_components(&canonical));
         }
         variants.dedup();
         let protected_inside = self
@@ -266,7 +287,7 @@ impl PathPolicy {
         let Some(open) = &self.open_subtree else {
             return false;
         };
-        let folded = folded_components(path);
+        let folded = self.folded_components(path);
         open.folded.iter().any(|o| folded.starts_with(o))
             && open.ancestor_identities.contains(&(dev, ino))
     }
@@ -345,10 +366,10 @@ impl PathPolicy {
                 Component::ParentDir | Component::Prefix(_) => return Some(Protection::Protected),
             }
         }
-        if comps.iter().any(|c| is_git_name(c)) {
+        if comps.iter().any(|c| self.is_git(c)) {
             return Some(Protection::Git);
         }
-        let folded: Vec<Vec<u8>> = comps.iter().map(|c| fold(c)).collect();
+        let folded: Vec<Vec<u8>> = comps.iter().map(|c| fold(c, self.insensitive)).collect();
         let protected = match &self.open_subtree {
             Some(open) if open.folded.iter().any(|o| folded.starts_with(o)) => {
                 &open.protected_inside
@@ -539,309 +560,12 @@ impl PathPolicy {
     }
 }
 
-/// Kind of a directory entry, from `d_type` (or `lstat` when the file system does not say).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EntryKind {
-    File,
-    Dir,
-    Symlink,
-    Fifo,
-    Socket,
-    Device,
-    Other,
-}
-
-impl EntryKind {
-    fn from_file_type(kind: FileType) -> Self {
-        match kind {
-            FileType::RegularFile => Self::File,
-            FileType::Directory => Self::Dir,
-            FileType::Symlink => Self::Symlink,
-            FileType::Fifo => Self::Fifo,
-            FileType::Socket => Self::Socket,
-            FileType::CharacterDevice | FileType::BlockDevice => Self::Device,
-            _ => Self::Other,
-        }
-    }
-}
-
-/// A directory of a walk: a descriptor opened with `O_NOFOLLOW` (from its parent's descriptor)
-/// and the path it was reached by, used only for display and for the lexical rules.
-#[derive(Debug)]
-pub struct WalkDir {
-    fd: OwnedFd,
-    path: PathBuf,
-    /// Whether entries below may be protected by name (false when no protected entry lies below).
-    check_children: bool,
-}
-
-impl WalkDir {
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-/// One entry a walk yields. `.git` entries and entries protected by name are never yielded.
-#[derive(Debug)]
-pub struct WalkEntry<'a> {
-    /// The directory holding the entry; open files relative to it with
-    /// [`PathPolicy::open_child_file`].
-    pub parent: &'a Arc<WalkDir>,
-    pub name: &'a OsStr,
-    pub path: PathBuf,
-    pub kind: EntryKind,
-    /// 1 for the root's own entries.
-    pub depth: usize,
-}
-
-/// What the visitor wants next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WalkControl {
-    Continue,
-    Stop,
-}
-
-/// What a walk left out.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct WalkStats {
-    /// Directories that could not be opened or read.
-    pub unreadable: usize,
-    /// Directories deeper than [`MAX_WALK_DEPTH`] that were not entered.
-    pub too_deep: usize,
-}
-
-/// Deepest directory level a walk enters (each level holds one descriptor).
-pub const MAX_WALK_DEPTH: usize = 256;
-
-struct Frame {
-    dir: Arc<WalkDir>,
-    entries: Vec<(OsString, EntryKind)>,
-    next: usize,
-    /// Depth of `entries`.
-    depth: usize,
-}
-
-impl PathPolicy {
-    /// Walk the tree under the directory `root` (opened like [`Self::open_dir_no_follow`]) in
-    /// path order (names sorted bytewise, depth first), calling `visit` for every entry at depth
-    /// `1..=max_depth`. Directories are entered only through `O_NOFOLLOW` descriptors opened from
-    /// their parent's descriptor; a directory that turns out to be a symlink, a `.git` entry (any
-    /// case), an entry protected by name and a directory protected by `(dev, ino)` are neither
-    /// yielded nor entered.
-    pub fn walk(
-        &self,
-        root: &Path,
-        max_depth: usize,
-        mut visit: impl FnMut(WalkEntry<'_>) -> WalkControl,
-    ) -> Result<WalkStats, PathRefusal> {
-        let (file, _) = self.open_dir_no_follow(root)?;
-        let mut stats = WalkStats::default();
-        let root_dir = Arc::new(WalkDir {
-            fd: OwnedFd::from(file),
-            path: root.to_path_buf(),
-            check_children: self.subtree_needs_checks(root),
-        });
-        let max_depth = max_depth.min(MAX_WALK_DEPTH);
-        if max_depth == 0 {
-            return Ok(stats);
-        }
-        let entries = read_entries(&root_dir.fd).map_err(|err| io_refusal(&show(root), err))?;
-        let mut stack = vec![Frame {
-            dir: root_dir,
-            entries,
-            next: 0,
-            depth: 1,
-        }];
-        while let Some(frame) = stack.last_mut() {
-            let Some((name, kind)) = frame.entries.get(frame.next) else {
-                stack.pop();
-                continue;
-            };
-            frame.next += 1;
-            if is_git_name(name) {
-                continue;
-            }
-            let path = frame.dir.path.join(name);
-            if frame.dir.check_children && self.is_protected(&path) {
-                continue;
-            }
-            let (kind, depth) = (*kind, frame.depth);
-            let dir = Arc::clone(&frame.dir);
-            let entry = WalkEntry {
-                parent: &dir,
-                name,
-                path,
-                kind,
-                depth,
-            };
-            let child_path = (kind == EntryKind::Dir).then(|| entry.path.clone());
-            if visit(entry) == WalkControl::Stop {
-                break;
-            }
-            let Some(child_path) = child_path else {
-                continue;
-            };
-            if depth >= max_depth {
-                if max_depth == MAX_WALK_DEPTH {
-                    stats.too_deep += 1;
-                }
-                continue;
-            }
-            let name = name.clone();
-            match self.open_child_dir(&dir, &name, child_path) {
-                Ok(Some(child)) => match read_entries(&child.fd) {
-                    Ok(entries) => stack.push(Frame {
-                        dir: Arc::new(child),
-                        entries,
-                        next: 0,
-                        depth: depth + 1,
-                    }),
-                    Err(_) => stats.unreadable += 1,
-                },
-                Ok(None) => {}
-                Err(_) => stats.unreadable += 1,
-            }
-        }
-        Ok(stats)
-    }
-
-    /// Open the directory `name` under `parent` without following it. `Ok(None)`: it is no
-    /// longer a directory (e.g. swapped for a symlink) or it is a protected directory.
-    fn open_child_dir(
-        &self,
-        parent: &WalkDir,
-        name: &OsStr,
-        path: PathBuf,
-    ) -> Result<Option<WalkDir>, Errno> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = match rustix::fs::openat(&parent.fd, name, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(Errno::LOOP | Errno::NOTDIR | Errno::NOENT) => return Ok(None),
-            Err(err) => return Err(err),
-        };
-        let st = rustix::fs::fstat(&fd)?;
-        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
-            return Ok(None);
-        }
-        let (dev, ino) = ident(&st);
-        if self.is_protected_identity(dev, ino) {
-            return Ok(None);
-        }
-        let check_children = parent.check_children && self.subtree_needs_checks(&path);
-        Ok(Some(WalkDir {
-            fd,
-            path,
-            check_children,
-        }))
-    }
-
-    /// Open the regular file `name` of a walked directory relative to its descriptor
-    /// (`O_NOFOLLOW|O_NONBLOCK`). The fd is checked: regular file, one link, not protected. The
-    /// walk has already applied the lexical rules to `path` (used for messages only).
-    pub fn open_child_file(
-        &self,
-        parent: &WalkDir,
-        name: &OsStr,
-        path: &Path,
-    ) -> Result<(File, u64), PathRefusal> {
-        let shown = || show(path);
-        let flags =
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-        let fd = match rustix::fs::openat(&parent.fd, name, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(err) => return Err(classify(&parent.fd, name, path, &shown(), err, false)),
-        };
-        let st = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&shown(), err))?;
-        self.check_opened_file(&st, path)?;
-        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-        let size = st.st_size as u64;
-        Ok((File::from(fd), size))
-    }
-
-    /// `lstat` the entry `name` of a walked directory and apply the file rules to it without
-    /// opening it: regular file, one link, not protected by `(dev, ino)`.
-    pub fn check_child_file(
-        &self,
-        parent: &WalkDir,
-        name: &OsStr,
-        path: &Path,
-    ) -> Result<(), PathRefusal> {
-        match rustix::fs::statat(&parent.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => self.check_opened_file(&st, path),
-            Err(err) => Err(classify(&parent.fd, name, path, &show(path), err, false)),
-        }
-    }
-
-    pub(crate) fn check_opened_file(&self, st: &Stat, path: &Path) -> Result<(), PathRefusal> {
-        let kind = FileType::from_raw_mode(st.st_mode);
-        if kind == FileType::Symlink {
-            return Err(PathRefusal::Symlink {
-                path: show(path),
-                component: show(path),
-            });
-        }
-        if kind != FileType::RegularFile {
-            return Err(PathRefusal::NotAFile {
-                path: show(path),
-                kind: kind_name(kind),
-            });
-        }
-        let nlink = nlink(st);
-        if nlink != 1 {
-            return Err(PathRefusal::HardLinked {
-                path: show(path),
-                nlink,
-            });
-        }
-        let (dev, ino) = ident(st);
-        if self.is_protected_identity(dev, ino) {
-            return Err(PathRefusal::Protected { path: show(path) });
-        }
-        Ok(())
-    }
-
-    /// Whether something below the directory `dir` may be protected by name: a protected entry
-    /// or a host-key directory lies below (or is) it, or it is under `/proc`. When false, only
-    /// the `.git` rule applies to its descendants.
-    fn subtree_needs_checks(&self, dir: &Path) -> bool {
-        let folded = folded_components(dir);
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        if folded.first().is_none_or(|c| c.as_slice() == b"proc") {
-            return true;
-        }
-        self.protected
-            .iter()
-            .chain(self.host_key_dirs.iter())
-            .any(|p| p.starts_with(&folded) || folded.starts_with(p))
-    }
-}
-
-/// All entries of an open directory but `.` and `..`, sorted bytewise by name; unknown `d_type`
-/// resolved with `lstat`.
-fn read_entries(fd: &OwnedFd) -> Result<Vec<(OsString, EntryKind)>, Errno> {
-    let dir = rustix::fs::Dir::new(rustix::io::dup(fd)?)?;
-    let mut entries = Vec::new();
-    for entry in dir {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
-            continue;
-        }
-        let name = OsStr::from_bytes(name).to_os_string();
-        let kind = match entry.file_type() {
-            FileType::Unknown => {
-                match rustix::fs::statat(fd.as_fd(), &name, AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(st) => EntryKind::from_file_type(FileType::from_raw_mode(st.st_mode)),
-                    Err(_) => EntryKind::Other,
-                }
-            }
-            kind => EntryKind::from_file_type(kind),
-        };
-        entries.push((name, kind));
-    }
-    entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    Ok(entries)
-}
+#[path = "path_policy_walk.rs"]
+mod walk;
+pub use walk::{
+    EntryKind, MAX_WALK_DEPTH, WalkControl, WalkDir, WalkEntry, WalkOptions, WalkStats,
+    default_walk_threads,
+};
 
 /// Flags for intermediate directories: `O_PATH` where available (no read permission needed).
 fn dir_walk_flags() -> OFlags {
@@ -927,30 +651,79 @@ pub(crate) fn show(path: &Path) -> String {
 }
 
 pub(crate) fn is_git_name(name: &OsStr) -> bool {
-    name.as_bytes().eq_ignore_ascii_case(b".git")
+    is_git_name_in(name, INSENSITIVE_NAMES)
 }
 
-/// Name comparison key: case-insensitive on macOS (APFS default), exact elsewhere.
-fn fold(name: &OsStr) -> Vec<u8> {
-    #[cfg(target_os = "macos")]
-    {
-        String::from_utf8_lossy(name.as_bytes())
-            .to_lowercase()
-            .into_bytes()
+/// Whether `name` is `.git`: in any ASCII case everywhere; under insensitive matching also in any
+/// Unicode case or normalisation, or with code points HFS+ ignores (`.g\u{200c}it`).
+fn is_git_name_in(name: &OsStr, insensitive: bool) -> bool {
+    let bytes = name.as_bytes();
+    if bytes.eq_ignore_ascii_case(b".git") {
+        return true;
     }
-    #[cfg(not(target_os = "macos"))]
-    {
+    insensitive && !bytes.is_ascii() && fold_insensitive(bytes) == b".git"
+}
+
+/// Whether names are matched case- and normalisation-insensitively on this platform: macOS
+/// (APFS and HFS+ are insensitive by default). Elsewhere names are matched exactly.
+const INSENSITIVE_NAMES: bool = cfg!(target_os = "macos");
+
+/// Name comparison key: [`fold_insensitive`] under insensitive matching, else the bytes.
+fn fold(name: &OsStr, insensitive: bool) -> Vec<u8> {
+    if insensitive {
+        fold_insensitive(name.as_bytes())
+    } else {
         name.as_bytes().to_vec()
     }
 }
 
-fn folded_components(path: &Path) -> Vec<Vec<u8>> {
+/// Comparison key of a name on a case- and normalisation-insensitive file system: the name as
+/// UTF-8 (invalid bytes become U+FFFD), without the code points HFS+ ignores, decomposed (NFD),
+/// case folded per character (upper case, then lower case: `ß`/`SS`, `σ`/`ς`/`Σ` and the Kelvin
+/// sign/`k` all meet) and decomposed again. It may equate names the file system keeps apart;
+/// for protected paths that refuses more, never less.
+fn fold_insensitive(name: &[u8]) -> Vec<u8> {
+    if name.is_ascii() {
+        return name.to_ascii_lowercase();
+    }
+    let text = String::from_utf8_lossy(name);
+    let cased: String = text
+        .chars()
+        .filter(|c| !is_hfs_ignorable(*c))
+        .nfd()
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .collect();
+    cased.nfd().collect::<String>().into_bytes()
+}
+
+/// Code points HFS+ leaves out when comparing names: zero-width joiners and marks, bidi
+/// embedding controls, deprecated format characters and the byte order mark.
+fn is_hfs_ignorable(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}'
+    )
+}
+
+fn folded_components(path: &Path, insensitive: bool) -> Vec<Vec<u8>> {
     path.components()
         .filter_map(|c| match c {
-            Component::Normal(name) => Some(fold(name)),
+            Component::Normal(name) => Some(fold(name, insensitive)),
             _ => None,
         })
         .collect()
+}
+
+impl PathPolicy {
+    /// [`is_git_name`] under this policy's name matching.
+    fn is_git(&self, name: &OsStr) -> bool {
+        is_git_name_in(name, self.insensitive)
+    }
+
+    fn folded_components(&self, path: &Path) -> Vec<Vec<u8>> {
+        folded_components(path, self.insensitive)
+    }
 }
 
 /// The canonical spelling of `path` when it differs (symlinked home, `/etc` -> `/private/etc`),

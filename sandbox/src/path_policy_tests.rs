@@ -337,8 +337,8 @@ fn each_home_protected_entry_refused_with_temp_home() {
     // A walk of the home never yields or enters any of them.
     let mut seen = Vec::new();
     f.policy
-        .walk(&f.home, 64, |e| {
-            seen.push(e.path);
+        .walk(&f.home, WalkOptions::new(64), |e| {
+            seen.push(e.path.to_path_buf());
             WalkControl::Continue
         })
         .unwrap();
@@ -530,7 +530,7 @@ fn invalid_utf8_names_are_walked_and_opened() {
     assert!(meta.is_file());
     let mut seen = Vec::new();
     f.policy
-        .walk(&dir, 8, |e| {
+        .walk(&dir, WalkOptions::new(8), |e| {
             seen.push(e.name.to_os_string());
             WalkControl::Continue
         })
@@ -560,7 +560,7 @@ fn walk_is_sorted_bounded_and_never_follows() {
     let mut seen = Vec::new();
     let stats = f
         .policy
-        .walk(&w, 64, |e| {
+        .walk(&w, WalkOptions::new(64), |e| {
             seen.push((
                 e.path.strip_prefix(&w).unwrap().display().to_string(),
                 e.kind,
@@ -596,7 +596,7 @@ fn walk_is_sorted_bounded_and_never_follows() {
     // Depth bound: 1 = the root's own entries.
     let mut shallow = Vec::new();
     f.policy
-        .walk(&w, 1, |e| {
+        .walk(&w, WalkOptions::new(1), |e| {
             shallow.push(e.depth);
             WalkControl::Continue
         })
@@ -605,14 +605,16 @@ fn walk_is_sorted_bounded_and_never_follows() {
     // Walk roots are refused like any other path.
     assert_eq!(
         f.policy
-            .walk(&w.join("homelink"), 8, |_| WalkControl::Continue)
+            .walk(&w.join("homelink"), WalkOptions::new(8), |_| {
+                WalkControl::Continue
+            })
             .unwrap_err()
             .code(),
         "not_permitted"
     );
     assert_eq!(
         f.policy
-            .walk(&f.state, 8, |_| WalkControl::Continue)
+            .walk(&f.state, WalkOptions::new(8), |_| WalkControl::Continue)
             .unwrap_err()
             .code(),
         "not_permitted"
@@ -620,8 +622,8 @@ fn walk_is_sorted_bounded_and_never_follows() {
     // Walking the temp root never enters the home's credential dir or the state dir.
     let mut all = Vec::new();
     f.policy
-        .walk(&f.root, 64, |e| {
-            all.push(e.path);
+        .walk(&f.root, WalkOptions::new(64), |e| {
+            all.push(e.path.to_path_buf());
             WalkControl::Continue
         })
         .unwrap();
@@ -643,12 +645,12 @@ fn walk_child_file_rules() {
     std::fs::hard_link(f.state.join("gateway.db"), w.join("db-alias")).unwrap();
     let mut results = Vec::new();
     f.policy
-        .walk(&w, 8, |e| {
+        .walk(&w, WalkOptions::new(8), |e| {
             let opened = f
                 .policy
-                .open_child_file(e.parent, e.name, &e.path)
+                .open_child_file(e.parent, e.name, e.path)
                 .map(|_| ());
-            let checked = f.policy.check_child_file(e.parent, e.name, &e.path);
+            let checked = f.policy.check_child_file(e.parent, e.name, e.path);
             assert_eq!(opened, checked);
             results.push((e.name.to_os_string(), checked.map_err(|r| r.code())));
             WalkControl::Continue
@@ -760,8 +762,8 @@ fn open_subtree_is_readable_only_along_its_own_path() {
     assert!(policy.open_dir_no_follow(&tree).is_ok());
     let mut listed = Vec::new();
     policy
-        .walk(&tree, 8, |entry| {
-            listed.push(entry.path.clone());
+        .walk(&tree, WalkOptions::new(8), |entry| {
+            listed.push(entry.path.to_path_buf());
             WalkControl::Continue
         })
         .unwrap();
@@ -788,4 +790,281 @@ fn open_subtree_is_readable_only_along_its_own_path() {
         code(policy.open_file_no_follow(&moved.join("gateway.db"))),
         "not_permitted"
     );
+}
+
+/// A tree wider and deeper than the read-ahead window, with every kind of entry the walk treats
+/// specially.
+fn busy_tree(f: &Fixture) -> PathBuf {
+    let w = f.root.join("busy");
+    for top in 0..12 {
+        for sub in 0..9 {
+            let dir = w.join(format!("t{top:02}/s{sub}/deep/er"));
+            std::fs::create_dir_all(&dir).unwrap();
+            for i in 0..(top + sub) % 5 {
+                std::fs::write(dir.join(format!("f{i}.txt")), "x").unwrap();
+            }
+            std::fs::write(w.join(format!("t{top:02}/s{sub}/n.rs")), "n").unwrap();
+        }
+        std::fs::create_dir_all(w.join(format!("t{top:02}/.git/objects"))).unwrap();
+        std::fs::write(w.join(format!("t{top:02}/.git/objects/o")), "o").unwrap();
+    }
+    std::fs::write(w.join("t00/one.txt"), "1").unwrap();
+    std::fs::hard_link(w.join("t00/one.txt"), w.join("t01/linked.txt")).unwrap();
+    std::fs::hard_link(f.state.join("gateway.db"), w.join("t02/db-alias")).unwrap();
+    std::os::unix::fs::symlink(&f.home, w.join("t03/homelink")).unwrap();
+    std::os::unix::fs::symlink(w.join("t00"), w.join("t04/dirlink")).unwrap();
+    rustix::fs::mkfifoat(rustix::fs::CWD, w.join("t05/fifo"), Mode::RUSR | Mode::WUSR).unwrap();
+    w
+}
+
+type Seen = Vec<(PathBuf, EntryKind, usize, Result<(), &'static str>)>;
+
+fn walk_all(f: &Fixture, root: &Path, options: WalkOptions) -> (Seen, WalkStats) {
+    let mut seen = Vec::new();
+    let stats = f
+        .policy
+        .walk(root, options, |e| {
+            let check = if e.kind == EntryKind::File {
+                let walked = f.policy.check_walked_file(&e);
+                // The `lstat` taken while listing says what a fresh one says.
+                assert_eq!(walked, f.policy.check_child_file(e.parent, e.name, e.path));
+                walked.map_err(|r| r.code())
+            } else {
+                Ok(())
+            };
+            assert_eq!(e.path.file_name(), Some(e.name));
+            seen.push((e.path.to_path_buf(), e.kind, e.depth, check));
+            WalkControl::Continue
+        })
+        .unwrap();
+    (seen, stats)
+}
+
+#[test]
+fn read_ahead_walk_yields_the_same_as_a_plain_walk() {
+    let f = fixture();
+    let w = busy_tree(&f);
+    for max_depth in [1, 2, 4, 64] {
+        let plain = WalkOptions {
+            max_depth,
+            stat_files: false,
+            threads: 0,
+        };
+        let (expected, expected_stats) = walk_all(&f, &w, plain);
+        let mut sorted = expected.clone();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(sorted, expected, "path order");
+        if max_depth == 64 {
+            // Directories, `n.rs` files, the `f*.txt` files and the six extras.
+            let files: usize = (0..12).flat_map(|t| (0..9).map(move |s| (t + s) % 5)).sum();
+            assert_eq!(expected.len(), (12 + 12 * 9 * 3) + 12 * 9 + files + 6);
+            assert!(
+                !expected
+                    .iter()
+                    .any(|e| e.0.to_string_lossy().contains(".git"))
+            );
+            let code = |name: &str| expected.iter().find(|e| e.0.ends_with(name)).unwrap().3;
+            assert_eq!(code("t00/one.txt"), Err("not_permitted"));
+            assert_eq!(code("t01/linked.txt"), Err("not_permitted"));
+            assert_eq!(code("t02/db-alias"), Err("not_permitted"));
+            assert_eq!(code("t00/s0/n.rs"), Ok(()));
+        }
+        for threads in [1, 3, 8] {
+            for stat_files in [false, true] {
+                let options = WalkOptions {
+                    max_depth,
+                    stat_files,
+                    threads,
+                };
+                for _ in 0..3 {
+                    assert_eq!(
+                        walk_all(&f, &w, options),
+                        (expected.clone(), expected_stats)
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn read_ahead_walk_stops_when_told_and_survives_a_panicking_visitor() {
+    let f = fixture();
+    let w = busy_tree(&f);
+    let options = WalkOptions {
+        max_depth: 64,
+        stat_files: true,
+        threads: 4,
+    };
+    let (all, _) = walk_all(&f, &w, options);
+    for stop_after in [1, 7, 100, all.len() - 1] {
+        let mut seen = Vec::new();
+        f.policy
+            .walk(&w, options, |e| {
+                seen.push(e.path.to_path_buf());
+                if seen.len() == stop_after {
+                    WalkControl::Stop
+                } else {
+                    WalkControl::Continue
+                }
+            })
+            .unwrap();
+        let prefix: Vec<PathBuf> = all[..stop_after].iter().map(|e| e.0.clone()).collect();
+        assert_eq!(seen, prefix);
+    }
+    // A visitor that panics must not leave the walk waiting for its read-ahead threads.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let policy = f.policy.clone();
+    std::thread::spawn(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut n = 0;
+            policy.walk(&w, options, |_| {
+                n += 1;
+                assert!(n < 50, "visitor gives up");
+                WalkControl::Continue
+            })
+        }));
+        tx.send(result.is_err()).unwrap();
+    });
+    assert_eq!(rx.recv_timeout(Duration::from_secs(20)), Ok(true));
+}
+
+/// RACE: a thread flips `w/comp` between a real directory and a symlink to a directory outside;
+/// a walk with read-ahead threads never yields anything from behind the symlink.
+#[cfg(target_os = "linux")]
+#[test]
+fn race_read_ahead_walk_never_follows_a_swapped_symlink() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let f = fixture();
+    let outside = f.root.join("outside");
+    std::fs::create_dir_all(outside.join("sub")).unwrap();
+    std::fs::write(outside.join("sub/OUTSIDE-ONLY.txt"), "o").unwrap();
+    let w = f.root.join("w");
+    for i in 0..20 {
+        std::fs::create_dir_all(w.join(format!("a{i:02}/comp/sub"))).unwrap();
+        std::fs::write(w.join(format!("a{i:02}/comp/sub/inside.txt")), "i").unwrap();
+        std::os::unix::fs::symlink(&outside, w.join(format!("a{i:02}/other"))).unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    let options = WalkOptions {
+        max_depth: 64,
+        stat_files: true,
+        threads: 4,
+    };
+    let mut inside = 0;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                for i in 0..20 {
+                    let d = w.join(format!("a{i:02}"));
+                    exchange(&d.join("comp"), &d.join("other"));
+                }
+            }
+        });
+        for _ in 0..200 {
+            f.policy
+                .walk(&w, options, |e| {
+                    assert!(
+                        !e.path.ends_with("OUTSIDE-ONLY.txt"),
+                        "followed a symlink: {}",
+                        e.path.display()
+                    );
+                    if e.path.ends_with("inside.txt") {
+                        inside += 1;
+                    }
+                    WalkControl::Continue
+                })
+                .unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(inside > 0, "race not exercised");
+}
+
+#[test]
+fn insensitive_fold_matches_case_and_normalisation_variants() {
+    let key = |s: &str| fold_insensitive(s.as_bytes());
+    for (a, b) in [
+        (".SSH", ".ssh"),
+        ("Library/Keychains", "library/keychains"),
+        ("caf\u{e9}", "cafe\u{301}"),
+        ("CAF\u{c9}", "cafe\u{301}"),
+        ("\u{c5}ngstr\u{f6}m", "a\u{30a}ngstro\u{308}m"),
+        ("\u{212b}", "\u{e5}"),
+        ("stra\u{df}e", "STRASSE"),
+        ("\u{3a3}\u{3c3}\u{3c2}", "\u{3c3}\u{3c3}\u{3c3}"),
+        ("\u{212a}ey", "key"),
+        (".g\u{200c}it", ".git"),
+        ("\u{feff}.s\u{200d}sh", ".SSH"),
+    ] {
+        assert_eq!(key(a), key(b), "{a:?} vs {b:?}");
+    }
+    for (a, b) in [
+        (".ssh", ".ssh2"),
+        ("caf\u{e9}", "cafe"),
+        ("a", "b"),
+        ("\u{e5}", "a"),
+    ] {
+        assert_ne!(key(a), key(b), "{a:?} vs {b:?}");
+    }
+    // Invalid UTF-8 does not panic and stays distinct from valid names.
+    assert_ne!(fold_insensitive(b"caf\xe9"), key("caf\u{e9}"));
+    assert!(is_git_name_in(OsStr::new(".G\u{200d}IT"), true));
+    assert!(is_git_name_in(OsStr::new(".GIT"), false));
+    assert!(!is_git_name_in(OsStr::new(".g\u{200c}it"), false));
+    assert!(!is_git_name_in(OsStr::new(".gitx"), true));
+}
+
+#[test]
+fn insensitive_policy_protects_every_spelling() {
+    let f = fixture();
+    let w = f.root.join("w");
+    let extra = w.join("Pro\u{308}jekt");
+    let policy = PathPolicy::build(f.home.clone(), f.state.clone(), vec![extra.clone()], true);
+    let exact = PathPolicy::build(f.home.clone(), f.state.clone(), vec![extra], false);
+    for path in [
+        f.home.join(".SSH/id_ed25519"),
+        f.home.join(".Aws/credentials"),
+        f.home.join("LIBRARY/keychains/login.keychain-db"),
+        f.home.join(".s\u{200c}sh/id_ed25519"),
+        w.join("pr\u{f6}jekt/x"),
+        w.join("PRO\u{308}JEKT"),
+        PathBuf::from("/ETC/Shadow"),
+        PathBuf::from("/etc/SSH/SSH_HOST_ed25519_key"),
+        f.root.join("w/.G\u{200c}it/config"),
+    ] {
+        assert!(policy.is_protected(&path), "{}", path.display());
+        assert!(policy.check(&path).is_err(), "{}", path.display());
+        // Exact matching (Linux) protects only the exact spelling.
+        assert!(!exact.is_protected(&path), "{}", path.display());
+    }
+    assert!(exact.is_protected(&w.join("Pro\u{308}jekt/x")));
+    assert!(!policy.is_protected(&w.join("projekt/x")));
+    assert!(!policy.is_protected(&f.home.join(".sshx")));
+    assert!(!policy.is_protected(Path::new("/etc/ssh/ssh_host_ed25519_key.PUB")));
+    // A walk under insensitive matching neither yields nor enters the variants.
+    for rel in [".g\u{200c}it/HEAD", "PR\u{d6}JEKT/x", "ok/y"] {
+        let p = w.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "x").unwrap();
+    }
+    let walked = |policy: &PathPolicy, root: &Path| {
+        let mut names = Vec::new();
+        policy
+            .walk(root, WalkOptions::new(8), |e| {
+                names.push(e.path.strip_prefix(root).unwrap().to_path_buf());
+                WalkControl::Continue
+            })
+            .unwrap();
+        names
+    };
+    assert_eq!(
+        walked(&policy, &w),
+        [PathBuf::from("ok"), PathBuf::from("ok/y")]
+    );
+    let variant = w.join("PR\u{d6}JEKT");
+    let err = policy.walk(&variant, WalkOptions::new(8), |_| WalkControl::Continue);
+    assert_eq!(err.unwrap_err().code(), "not_permitted");
+    assert_eq!(walked(&exact, &variant), [PathBuf::from("x")]);
+    assert_eq!(walked(&exact, &w).len(), 6);
 }

@@ -14,7 +14,9 @@ use std::time::Instant;
 
 use common::tools::SearchTextArgs;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
-use sandbox::path_policy::{EntryKind, MAX_WALK_DEPTH, PathRefusal, WalkControl, WalkDir};
+use sandbox::path_policy::{
+    EntryKind, MAX_WALK_DEPTH, PathRefusal, WalkControl, WalkDir, WalkOptions,
+};
 
 use super::matcher::LiteralMatcher;
 use super::{BoundedOutput, Done, Executor, Failure, clip_chars};
@@ -232,7 +234,8 @@ fn search_tree(
                 }
             }
         };
-        let walked = exec.policy.walk(root, MAX_WALK_DEPTH, |entry| {
+        let options = WalkOptions::new(MAX_WALK_DEPTH);
+        let walked = exec.policy.walk(root, options, |entry| {
             while let Ok(results) = result_rx.try_recv() {
                 absorb(results);
             }
@@ -250,7 +253,7 @@ fn search_tree(
                         seq,
                         dir: Arc::clone(entry.parent),
                         name: entry.name.to_os_string(),
-                        path: entry.path,
+                        path: entry.path.to_path_buf(),
                     });
                     seq += 1;
                     if batch.len() == BATCH_FILES
@@ -260,7 +263,7 @@ fn search_tree(
                     }
                 }
                 EntryKind::Symlink => {
-                    absorb(vec![(seq, entry.path, FileResult::Symlink)]);
+                    absorb(vec![(seq, entry.path.to_path_buf(), FileResult::Symlink)]);
                     seq += 1;
                 }
                 _ => {}
