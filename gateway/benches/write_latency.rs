@@ -1,4 +1,5 @@
-//! Durable write latency: an `Edit` of a 4 KiB and of a 4 MiB file through the whole protocol —
+//! Durable write latency: an `Edit` of a 4 KiB and of a 4 MiB file, (a) in process with both
+//! ledger records committed to a real gateway state database, and (b) through the whole path —
 //! the runner's `tools/call` on the broker's executor MCP, pre-read and hash, `WritePrepared`
 //! persisted by the gateway (SQLite, `synchronous=FULL`) and acknowledged, temp file + fsync,
 //! compare-and-swap, rename, directory fsync, `committed` persisted and acknowledged, the result
@@ -59,6 +60,88 @@ fn bare_write(dir: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::rename(&temp, dir.join("bare.txt"))?;
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
+}
+
+/// A gateway state database holding one session and turn, to record actions in the way the
+/// gateway does.
+struct Ledger {
+    store: gateway::state::Store,
+}
+
+impl Ledger {
+    fn open(dir: &Path) -> anyhow::Result<Ledger> {
+        std::fs::create_dir_all(dir)?;
+        let store = gateway::state::Store::open(dir)?;
+        let db = rusqlite::Connection::open(dir.join("gateway.sqlite3"))?;
+        db.execute_batch(
+            "INSERT INTO sessions (id, status, revision, created_at_ms, updated_at_ms, data)
+               VALUES ('ns_bench', 'running', 1, 0, 0, '{}');
+             INSERT INTO turns (turn_id, session_id, sequence, fingerprint, status, created_at_ms, data)
+               VALUES ('turn_bench', 'ns_bench', 1, 'f', 'answered', 0, '{}');",
+        )?;
+        Ok(Ledger { store })
+    }
+
+    /// One Edit with `prepared` committed before the write and `committed` after it.
+    fn edit(
+        &self,
+        executor: &broker::executor::Executor,
+        action_id: &str,
+        file: &Path,
+        old: &str,
+        new: &str,
+    ) -> anyhow::Result<()> {
+        use gateway::state::{ActionRecord, ActionState};
+        let arguments =
+            json!({"file_path": file.display().to_string(), "old_string": old, "new_string": new});
+        let mut action = ActionRecord {
+            action_id: action_id.to_string(),
+            session_id: "ns_bench".into(),
+            turn_id: "turn_bench".into(),
+            call_index: 0,
+            name: "Edit".into(),
+            arguments: arguments.clone(),
+            state: ActionState::Approved,
+            outcome: None,
+            prepared: None,
+        };
+        self.store
+            .write(|tx| tx.put_action(&action))
+            .context("recording the approval")?;
+        let args = common::tools::LogicalTool::Edit
+            .parse_args(&arguments)
+            .map_err(anyhow::Error::msg)?;
+        let mut journal = |prepared: &broker::executor::write::PreparedWrite| {
+            let mut record = action.clone();
+            record.state = ActionState::Prepared;
+            record.prepared = Some(prepared.clone());
+            self.store
+                .write(|tx| {
+                    tx.put_action(&record)?;
+                    tx.append_event(
+                        Some("ns_bench"),
+                        "write_prepared",
+                        &json!({"action_id": record.action_id}),
+                    )
+                })
+                .map_err(|e| e.to_string())
+        };
+        let done = executor.execute_with_journal(action_id, &args, &mut journal);
+        if done.outcome.status != common::tools::ToolStatus::Ok {
+            bail!("journaled edit failed: {}", done.outcome.output);
+        }
+        action.state = ActionState::Committed;
+        action.outcome = Some(done.outcome);
+        self.store.write(|tx| {
+            tx.put_action(&action)?;
+            tx.append_event(
+                Some("ns_bench"),
+                "action_committed",
+                &json!({"action_id": action_id}),
+            )
+        })?;
+        Ok(())
+    }
 }
 
 fn stats(mut ms: Vec<f64>) -> (f64, f64) {
@@ -127,6 +210,12 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         .with_writes();
         let local = dir.join("local.txt");
         std::fs::write(&local, content(size, 0))?;
+        // The same executor with both ledger records written the gateway's way (a real state
+        // database, WAL, synchronous=FULL), without the runner's HTTP call and the broker link.
+        let ledger_dir = root.join(format!("ledger-{size}"));
+        let ledger = Ledger::open(&ledger_dir)?;
+        let journaled = dir.join("journaled.txt");
+        std::fs::write(&journaled, content(size, 0))?;
 
         let view = rt.block_on(chat.call(
             "native_session_start",
@@ -144,6 +233,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
 
         // The three are interleaved so that each sees the same load on a shared machine.
         let (mut bare, mut in_process) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+        let mut with_ledger = Vec::with_capacity(runs);
         for i in 0..WARMUP + runs {
             let (old, new) = (format!("marker-{i:06}\n"), format!("marker-{:06}\n", i + 1));
             // 1. Bare sequence, same bytes, same directory.
@@ -167,12 +257,17 @@ fn run(args: &[String]) -> anyhow::Result<()> {
             if done.outcome.status != common::tools::ToolStatus::Ok {
                 bail!("in-process edit {i} failed: {}", done.outcome.output);
             }
+            // 3. The executor and both ledger records, in process.
+            let t = Instant::now();
+            ledger.edit(&executor, &format!("act{i}"), &journaled, &old, &new)?;
+            let ledger_ms = t.elapsed().as_secs_f64() * 1e3;
             if i >= WARMUP {
                 bare.push(bare_ms);
                 in_process.push(local_ms);
+                with_ledger.push(ledger_ms);
             }
 
-            // 3. The whole protocol, one Edit per ChatGPT turn (timed by the stand-in runner).
+            // 4. The whole protocol, one Edit per ChatGPT turn (timed by the stand-in runner).
             let view = rt.block_on(chat.call(
                 "native_session_reply_and_wait",
                 json!({
@@ -203,9 +298,11 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         let (bare_p50, bare_p99) = stats(bare);
         let (edit_p50, edit_p99) = stats(edits[WARMUP..].to_vec());
         let (local_p50, local_p99) = stats(in_process);
+        let (ledger_p50, ledger_p99) = stats(with_ledger);
         rows.push(format!(
-            "| {label} | {bare_p50:.2} / {bare_p99:.2} | {local_p50:.2} / {local_p99:.2} ({:.2}×) | {edit_p50:.2} / {edit_p99:.2} | **{:.2}×** | ≤ {target}× |",
+            "| {label} | {bare_p50:.2} / {bare_p99:.2} | {local_p50:.2} / {local_p99:.2} ({:.2}×) | {ledger_p50:.2} / {ledger_p99:.2} (**{:.2}×**) | {edit_p50:.2} / {edit_p99:.2} (**{:.2}×**) | ≤ {target}× |",
             local_p50 / bare_p50,
+            ledger_p50 / bare_p50,
             edit_p50 / bare_p50
         ));
     }
@@ -213,7 +310,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     println!("write_latency: {runs} edits per size after {WARMUP} warm-up edits (ms, p50 / p99)");
     println!();
     println!(
-        "| file | bare write+fsync+rename+dir fsync | executor alone, no journal | Edit, whole protocol | p50 ratio | target |"
+        "| file | bare write+fsync+rename+dir fsync | executor alone, no ledger | executor + both ledger records | whole path (runner call, broker link, gateway) | target |"
     );
     println!("|---|---|---|---|---|---|");
     for row in rows {
