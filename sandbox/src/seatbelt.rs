@@ -30,6 +30,9 @@ pub struct SeatbeltSpec {
     /// Paths (files or directories) the command may not read: credential stores, Keychains, the
     /// gateway state dir.
     pub denied: Vec<PathBuf>,
+    /// Directories inside denied ones the command may read again (a worktree session's
+    /// worktree, in the state dir). Never writable.
+    pub visible: Vec<PathBuf>,
 }
 
 /// Rules every profile starts with: deny by default; processes, signals and process info only
@@ -71,6 +74,11 @@ pub fn profile(spec: &SeatbeltSpec) -> String {
             "(deny file-read* file-write* (subpath (param \"DENIED_{i}\")))\n"
         ));
     }
+    for i in 0..spec.visible.len() {
+        p.push_str(&format!(
+            "(allow file-read* (subpath (param \"VISIBLE_{i}\")))\n"
+        ));
+    }
     p.push_str("(deny file-read* file-write* (subpath (param \"KEYCHAINS\")))\n");
     p.push_str("(deny file-read* file-write* (subpath \"/Library/Keychains\"))\n");
     p
@@ -81,6 +89,9 @@ pub fn params(spec: &SeatbeltSpec, home: &std::path::Path) -> Vec<(String, Strin
     let mut out = vec![("SCRATCH".to_string(), spec.scratch.display().to_string())];
     for (i, path) in spec.denied.iter().enumerate() {
         out.push((format!("DENIED_{i}"), path.display().to_string()));
+    }
+    for (i, path) in spec.visible.iter().enumerate() {
+        out.push((format!("VISIBLE_{i}"), path.display().to_string()));
     }
     out.push((
         "KEYCHAINS".to_string(),
@@ -200,6 +211,9 @@ mod tests {
                 PathBuf::from("/Users/o/.ssh"),
                 PathBuf::from("/Users/o/Library/Application Support/native-gateway"),
             ],
+            visible: vec![PathBuf::from(
+                "/Users/o/Library/Application Support/native-gateway/worktrees/ns_1",
+            )],
         }
     }
 
@@ -247,7 +261,18 @@ mod tests {
             assert!(at > allow_read);
         }
         assert!(text.contains("(param \"KEYCHAINS\")"));
+        // The worktree is readable again, after the denials, and never writable.
+        let visible = text
+            .find("(allow file-read* (subpath (param \"VISIBLE_0\")))")
+            .unwrap();
+        assert!(visible > text.find("(param \"DENIED_1\")").unwrap());
+        assert!(visible < text.find("(param \"KEYCHAINS\")").unwrap());
         let params = params(&s, Path::new("/Users/o"));
+        assert!(
+            params
+                .iter()
+                .any(|(k, v)| k == "VISIBLE_0" && v.ends_with("worktrees/ns_1"))
+        );
         assert!(params.contains(&("DENIED_0".into(), "/Users/o/.ssh".into())));
         assert!(params.contains(&("KEYCHAINS".into(), "/Users/o/Library/Keychains".into())));
         // Each literal in the profile stays far below the ~1 KiB SBPL string limit.

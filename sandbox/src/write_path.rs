@@ -240,7 +240,7 @@ impl WriteRoot {
             prefix.push(name);
             let opened = match rustix::fs::openat(&current, *name, dir_flags(), Mode::empty()) {
                 Err(Errno::NOENT) if parents == Parents::Create => {
-                    match rustix::fs::mkdirat(&current, *name, Mode::from_raw_mode(NEW_DIR_MODE)) {
+                    match rustix::fs::mkdirat(&current, *name, mode_bits(NEW_DIR_MODE)) {
                         // The new entry is durable before anything is written below it.
                         Ok(()) => {
                             rustix::fs::fsync(&current).map_err(|err| io_refusal(&shown, err))?
@@ -422,6 +422,12 @@ fn git_refusal(refusal: PathRefusal) -> WriteRefusal {
         PathRefusal::GitDir { path } => WriteRefusal::GitDir { path },
         other => WriteRefusal::Path(other),
     }
+}
+
+/// A permission `Mode` from `u32` bits (`mode_t` is 16 bits on macOS, 32 on Linux).
+#[allow(clippy::unnecessary_cast)]
+pub fn mode_bits(bits: u32) -> Mode {
+    Mode::from_bits_truncate(bits as rustix::fs::RawMode)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! [`DRAIN_AFTER_EXIT`]. Commands never write files for the session: the file system is read-only
 //! to them except their scratch dir.
 
+#[cfg(target_os = "linux")]
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
@@ -40,7 +41,8 @@ const HEADER_RESERVE: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct CommandSandbox {
     /// The `gateway` executable (it has the hidden `sandbox-exec` subcommand). `None`: this
-    /// process's own executable.
+    /// process's own executable. (macOS runs `/usr/bin/sandbox-exec` instead.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     helper: Option<PathBuf>,
     /// Per-command scratch dirs are created below this (the session's runtime dir).
     scratch_root: PathBuf,
@@ -342,6 +344,11 @@ fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, String> {
                 }
                 v
             })
+            .collect(),
+        visible: spec
+            .visible
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect(),
     };
     let mut cmd = sandbox::seatbelt::command(

@@ -33,7 +33,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, OFlags};
 use rustix::io::Errno;
 use sandbox::path_policy::PathPolicy;
 use sandbox::write_path::{FileIdentity, Parents, WriteRefusal, WriteRoot, WriteTarget};
@@ -221,7 +221,7 @@ pub fn durable_write(
         .map_err(|e| io("cannot create a temporary file next to it", e, not_applied))?;
     if current.is_some() {
         // Exactly the old permission bits, whatever the umask.
-        rustix::fs::fchmod(&temp.file, Mode::from_raw_mode(mode))
+        rustix::fs::fchmod(&temp.file, sandbox::write_path::mode_bits(mode))
             .map_err(|e| io("cannot set the file mode", e.into(), not_applied))?;
     }
     temp.file
@@ -605,7 +605,7 @@ impl<'a> TempFile<'a> {
             | OFlags::NOFOLLOW
             | OFlags::CLOEXEC
             | OFlags::NOCTTY;
-        let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(mode))?;
+        let fd = rustix::fs::openat(dir, name, flags, sandbox::write_path::mode_bits(mode))?;
         Ok(Self {
             dir,
             name: OsString::from(name),

@@ -492,7 +492,12 @@ fn refuses_symlinked_directories_hard_links_and_fifos() {
     );
 
     let fifo = f.root.join("fifo");
-    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600)).unwrap();
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
     let started = Instant::now();
     let (err, _) = f.run_ok(&write(f.path("fifo"), "x"), None);
     assert_eq!(err.unwrap_err().code, "not_a_file");
@@ -507,7 +512,12 @@ fn fifo_swapped_in_after_prepare_does_not_hang() {
     let file = f.root.join("src/lib.rs");
     let mut journal = |_: &PreparedWrite| {
         std::fs::remove_file(&file).unwrap();
-        rustix::fs::mkfifoat(rustix::fs::CWD, &file, Mode::from_raw_mode(0o600)).unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &file,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
         Ok(())
     };
     let started = Instant::now();
