@@ -37,9 +37,24 @@ pub fn enter_network_namespace() -> NetworkIsolation {
 pub struct Prepared {
     #[cfg(target_os = "linux")]
     inner: Option<sandbox::linux::runner::PreparedRunner>,
+    /// macOS: the `sandbox-exec` arguments to put before the runner's program.
+    #[cfg(target_os = "macos")]
+    seatbelt: Option<Vec<String>>,
 }
 
 impl Prepared {
+    /// The program to execute and the arguments that go before the runner's own: `sandbox-exec`
+    /// and its profile on macOS when Seatbelt was asked for, else the runner itself.
+    pub fn program(&self, runner: &Path) -> (std::path::PathBuf, Vec<std::ffi::OsString>) {
+        #[cfg(target_os = "macos")]
+        if let Some(args) = &self.seatbelt {
+            let mut prefix: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            prefix.push(runner.as_os_str().to_owned());
+            return (sandbox::seatbelt::SANDBOX_EXEC.into(), prefix);
+        }
+        (runner.to_path_buf(), Vec::new())
+    }
+
     /// Apply in the runner's child between fork and exec (async-signal-safe).
     pub fn apply_in_child(&self) -> std::io::Result<()> {
         #[cfg(target_os = "linux")]
@@ -103,11 +118,60 @@ pub fn prepare(
         }
         Ok(Prepared { inner: Some(inner) })
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "macos")]
     {
-        let _ = (port, writable, readable_files);
         if wanted.landlock_abi.is_some() || wanted.seccomp {
             bail!("Landlock and seccomp exist only on Linux; refusing to start the runner");
+        }
+        if !wanted.seatbelt {
+            return Ok(Prepared { seatbelt: None });
+        }
+        if !Path::new(sandbox::seatbelt::SANDBOX_EXEC).exists() {
+            bail!("sandbox-exec is missing; refusing to start the runner unconfined");
+        }
+        // Seatbelt matches real paths: give both spellings (`/var` is `/private/var`).
+        let both = |paths: Vec<std::path::PathBuf>| -> Vec<std::path::PathBuf> {
+            paths
+                .into_iter()
+                .flat_map(|p| {
+                    let canonical = std::fs::canonicalize(&p).ok();
+                    std::iter::once(p).chain(canonical)
+                })
+                .collect()
+        };
+        let home = Path::new(&spec.owner_home);
+        let extra: Vec<std::path::PathBuf> = spec
+            .extra_protected
+            .iter()
+            .map(std::path::PathBuf::from)
+            .collect();
+        let denied = both(sandbox::masked_paths(
+            home,
+            Path::new(&spec.state_dir),
+            &extra,
+        ));
+        let working_directory = std::path::PathBuf::from(&spec.working_directory);
+        let visible = if denied.iter().any(|d| working_directory.starts_with(d)) {
+            both(vec![working_directory])
+        } else {
+            Vec::new()
+        };
+        let profile = sandbox::seatbelt::RunnerSeatbeltSpec {
+            writable: both(writable.iter().map(|p| p.to_path_buf()).collect()),
+            denied,
+            readable: both(readable_files.iter().map(|p| p.to_path_buf()).collect()),
+            visible,
+            broker_port: port,
+        };
+        Ok(Prepared {
+            seatbelt: Some(sandbox::seatbelt::runner_sandbox_exec_args(&profile, home)),
+        })
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        let _ = (port, writable, readable_files);
+        if wanted.landlock_abi.is_some() || wanted.seccomp || wanted.seatbelt {
+            bail!("this OS has no runner confinement; refusing to start the runner");
         }
         Ok(Prepared {})
     }

@@ -78,7 +78,10 @@ pub async fn launch(
         .map(LogicalTool::runner_name)
         .collect();
 
-    let mut cmd = Command::new(&spec.claude_bin);
+    // On macOS the runner starts under `sandbox-exec` with its generated profile.
+    let (program, prefix) = confinement.program(Path::new(&spec.claude_bin));
+    let mut cmd = Command::new(program);
+    cmd.args(prefix);
     cmd.arg("--bare").arg("-p").arg("--verbose").args([
         "--input-format",
         "stream-json",

@@ -303,6 +303,10 @@ pub struct RunnerConfinement {
     /// A seccomp filter (no ptrace, io_uring, namespaces, mounts, exotic socket families), with
     /// all capabilities dropped and `no_new_privs`.
     pub seccomp: bool,
+    /// macOS: run the runner under `/usr/bin/sandbox-exec` with the generated runner profile
+    /// (writes only in its private dirs, one outbound rule to the broker's loopback port).
+    #[serde(default)]
+    pub seatbelt: bool,
 }
 
 #[cfg(test)]

@@ -17,9 +17,17 @@ pub fn runner_confinement() -> RunnerConfinement {
                 .landlock_abi
                 .map(|abi| abi.min(sandbox::linux::MAX_LANDLOCK_ABI)),
             seccomp: host.seccomp,
+            seatbelt: false,
         }
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "macos")]
+    {
+        RunnerConfinement {
+            seatbelt: std::path::Path::new(sandbox::seatbelt::SANDBOX_EXEC).exists(),
+            ..RunnerConfinement::default()
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         RunnerConfinement::default()
     }
@@ -54,6 +62,15 @@ struct RunnerBoundary {
 }
 
 fn describe_runner(plan: &RunnerConfinement, os: &str) -> RunnerBoundary {
+    if plan.seatbelt {
+        // One outbound rule to the broker's loopback port; writes only in its private dirs.
+        return RunnerBoundary {
+            network: "loopback:broker-port-only".into(),
+            writes: "private-dirs-only".into(),
+            enforced_by: format!("{os}:seatbelt"),
+            degraded: false,
+        };
+    }
     let port_rule = plan.landlock_abi.is_some_and(|abi| abi >= 4);
     let network = match (plan.network_namespace, port_rule) {
         (true, true) => "loopback:broker-port-only",
@@ -104,7 +121,20 @@ mod tests {
             network_namespace: netns,
             landlock_abi: abi,
             seccomp,
+            seatbelt: false,
         }
+    }
+
+    #[test]
+    fn seatbelt_confinement_is_described_as_such() {
+        let seatbelt = RunnerConfinement {
+            seatbelt: true,
+            ..RunnerConfinement::default()
+        };
+        let b = describe_runner(&seatbelt, "macos");
+        assert_eq!(b.network, "loopback:broker-port-only");
+        assert_eq!(b.enforced_by, "macos:seatbelt");
+        assert!(!b.degraded);
     }
 
     #[test]

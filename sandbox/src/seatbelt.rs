@@ -6,8 +6,8 @@
 //! path can inject SBPL or hit the ~1 KiB string-literal limit.
 //!
 //! [`runner_profile`] is the Claude Code runner's variant: writes only in its private dirs and one
-//! outbound rule, `(remote ip "localhost:<port>")` to the broker (not wired yet: the broker does
-//! not start the runner through it, and `network_boundary` says the runner is unconfined on macOS).
+//! outbound rule, `(remote ip "localhost:<port>")` to the broker; the broker starts the runner
+//! through it on macOS (`broker::confine`).
 //!
 //! The generator is plain code, unit-tested on every OS; only [`command`] is macOS-specific.
 
@@ -126,6 +126,8 @@ pub struct RunnerSeatbeltSpec {
     pub denied: Vec<PathBuf>,
     /// Files beneath a denied path it must read (its MCP config).
     pub readable: Vec<PathBuf>,
+    /// Directories beneath a denied path it must read (a worktree session's worktree).
+    pub visible: Vec<PathBuf>,
     /// The broker's loopback port, the one outbound destination.
     pub broker_port: u16,
 }
@@ -163,6 +165,11 @@ pub fn runner_profile(spec: &RunnerSeatbeltSpec) -> String {
             "(allow file-read* (literal (param \"READABLE_{i}\")))\n"
         ));
     }
+    for i in 0..spec.visible.len() {
+        p.push_str(&format!(
+            "(allow file-read* (subpath (param \"VISIBLE_{i}\")))\n"
+        ));
+    }
     p
 }
 
@@ -173,6 +180,7 @@ pub fn runner_params(spec: &RunnerSeatbeltSpec, home: &std::path::Path) -> Vec<(
         ("WRITABLE", &spec.writable),
         ("DENIED", &spec.denied),
         ("READABLE", &spec.readable),
+        ("VISIBLE", &spec.visible),
     ];
     for (prefix, paths) in groups {
         for (i, path) in paths.iter().enumerate() {
@@ -183,6 +191,17 @@ pub fn runner_params(spec: &RunnerSeatbeltSpec, home: &std::path::Path) -> Vec<(
         "KEYCHAINS".to_string(),
         home.join("Library/Keychains").display().to_string(),
     ));
+    out
+}
+
+/// The argv for `sandbox-exec` running the runner: `-p <profile> -DKEY=VALUE… --` (the runner's
+/// program and arguments follow).
+pub fn runner_sandbox_exec_args(spec: &RunnerSeatbeltSpec, home: &std::path::Path) -> Vec<String> {
+    let mut out = vec!["-p".to_string(), runner_profile(spec)];
+    for (key, value) in runner_params(spec, home) {
+        out.push(format!("-D{key}={value}"));
+    }
+    out.push("--".to_string());
     out
 }
 
@@ -290,6 +309,7 @@ mod tests {
                 PathBuf::from("/Users/o/state"),
             ],
             readable: vec![PathBuf::from("/Users/o/state/run/abc/mcp.json")],
+            visible: vec![PathBuf::from("/Users/o/state/worktrees/ns_1")],
             broker_port: 43117,
         }
     }
@@ -327,6 +347,14 @@ mod tests {
         let last_deny = text.rfind("(deny").unwrap();
         assert!(text.find("WRITABLE_0").unwrap() > last_deny);
         assert!(text.find("READABLE_0").unwrap() > last_deny);
+        // The worktree is readable again, not writable.
+        let visible = "(allow file-read* (subpath (param \"VISIBLE_0\")))";
+        assert!(text.find(visible).unwrap() > last_deny);
+        let args = runner_sandbox_exec_args(&s, Path::new("/Users/o"));
+        assert_eq!(args[0], "-p");
+        assert_eq!(args[1], text);
+        assert_eq!(args.last().map(String::as_str), Some("--"));
+        assert!(args.contains(&"-DVISIBLE_0=/Users/o/state/worktrees/ns_1".to_string()));
         let params = runner_params(&s, Path::new("/Users/o"));
         assert!(params.contains(&("DENIED_1".into(), "/Users/o/state".into())));
         assert!(params.contains(&("WRITABLE_0".into(), "/Users/o/state/run/abc/home".into())));
