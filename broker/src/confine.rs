@@ -96,13 +96,7 @@ pub fn prepare(
                 .collect::<Vec<_>>(),
         );
         // A worktree session works in the (protected) state dir: its worktree is readable again.
-        let working_directory = Path::new(&spec.working_directory);
-        let visible: Vec<std::path::PathBuf> = masked
-            .iter()
-            .any(|m| working_directory.starts_with(m))
-            .then(|| working_directory.to_path_buf())
-            .into_iter()
-            .collect();
+        let visible = sandbox::visible_under_masks(&masked, Path::new(&spec.working_directory));
         let policy = sandbox::linux::runner::RunnerPolicy {
             masked: &masked,
             visible: &visible,
@@ -150,12 +144,10 @@ pub fn prepare(
             Path::new(&spec.state_dir),
             &extra,
         ));
-        let working_directory = std::path::PathBuf::from(&spec.working_directory);
-        let visible = if denied.iter().any(|d| working_directory.starts_with(d)) {
-            both(vec![working_directory])
-        } else {
-            Vec::new()
-        };
+        let visible = both(sandbox::visible_under_masks(
+            &denied,
+            Path::new(&spec.working_directory),
+        ));
         let profile = sandbox::seatbelt::RunnerSeatbeltSpec {
             writable: both(writable.iter().map(|p| p.to_path_buf()).collect()),
             denied,

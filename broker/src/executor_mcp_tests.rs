@@ -46,6 +46,13 @@ fn count(state: &crate::state::BrokerState, pred: impl Fn(&BrokerEvent) -> bool)
         .count()
 }
 
+/// POST one `tools/call` with the runner's token; the answer's body.
+async fn run_tool(router: &axum::Router, request: Value) -> String {
+    post(router.clone(), "/mcp", &headers(BEARER), &request)
+        .await
+        .1
+}
+
 /// ChatGPT approved `Read` with `args` as action `act_1`.
 fn approve_read(state: &crate::state::BrokerState, args: &Value) {
     state.release_reply(ReplyRelease {
@@ -81,23 +88,11 @@ async fn only_approved_identical_calls_run_and_only_once() {
     assert_eq!(status, 401);
 
     // Nothing approved yet.
-    let (_, body) = post(
-        router.clone(),
-        "/mcp",
-        &headers(BEARER),
-        &call(Some("toolu_act_1"), "Read", args.clone()),
-    )
-    .await;
+    let body = run_tool(&router, call(Some("toolu_act_1"), "Read", args.clone())).await;
     let (is_error, text) = result_text(&body);
     assert!(is_error && text.contains("unapproved_call"), "{body}");
     // No tool use id at all.
-    let (_, body) = post(
-        router.clone(),
-        "/mcp",
-        &headers(BEARER),
-        &call(None, "Read", args.clone()),
-    )
-    .await;
+    let body = run_tool(&router, call(None, "Read", args.clone())).await;
     assert!(result_text(&body).1.contains("unapproved_call"), "{body}");
     assert_eq!(
         count(&state, |e| matches!(e, BrokerEvent::UnapprovedCall { .. })),
@@ -108,19 +103,11 @@ async fn only_approved_identical_calls_run_and_only_once() {
 
     // Approved id, but other arguments or another tool: refused.
     let other = json!({"file_path": file.display().to_string(), "limit": 1});
-    let (_, body) = post(
-        router.clone(),
-        "/mcp",
-        &headers(BEARER),
-        &call(Some("toolu_act_1"), "Read", other),
-    )
-    .await;
+    let body = run_tool(&router, call(Some("toolu_act_1"), "Read", other)).await;
     assert!(result_text(&body).1.contains("arguments differ"), "{body}");
-    let (_, body) = post(
-        router.clone(),
-        "/mcp",
-        &headers(BEARER),
-        &call(Some("toolu_act_1"), "SearchText", args.clone()),
+    let body = run_tool(
+        &router,
+        call(Some("toolu_act_1"), "SearchText", args.clone()),
     )
     .await;
     assert!(result_text(&body).1.contains("unapproved_call"), "{body}");
@@ -163,13 +150,7 @@ async fn only_approved_identical_calls_run_and_only_once() {
 
     // A repeat gets the recorded outcome; the action does not run again.
     std::fs::write(&file, "changed\n").unwrap();
-    let (_, body) = post(
-        router.clone(),
-        "/mcp",
-        &headers(BEARER),
-        &call(Some("toolu_act_1"), "Read", args.clone()),
-    )
-    .await;
+    let body = run_tool(&router, call(Some("toolu_act_1"), "Read", args.clone())).await;
     assert!(result_text(&body).1.contains("hello"), "{body}");
     assert_eq!(
         count(&state, |e| matches!(e, BrokerEvent::ActionFinished { .. })),

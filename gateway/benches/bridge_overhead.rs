@@ -164,15 +164,9 @@ mod bench {
 
     /// Timing lines of the stand-in: (request_sent, first_content) per model request, in order.
     fn read_timing(path: &Path) -> anyhow::Result<(Vec<i128>, Vec<i128>)> {
-        let text = std::fs::read_to_string(path).context("reading the timing file")?;
         let (mut sent, mut first) = (Vec::new(), Vec::new());
-        for line in text.lines() {
-            let mut parts = line.split_whitespace();
-            let (Some(kind), Some(value)) = (parts.next(), parts.next()) else {
-                continue;
-            };
-            let value: i128 = value.parse()?;
-            match kind {
+        for (kind, value) in super::support::timing_lines(path)? {
+            match kind.as_str() {
                 "request_sent" => sent.push(value),
                 "first_content" => first.push(value),
                 _ => {}

@@ -151,16 +151,10 @@ fn stats(mut ms: Vec<f64>) -> (f64, f64) {
 
 /// `(tool_call_sent, tool_call_done)` pairs from the stand-in's timing file, in order.
 fn tool_calls(path: &Path) -> anyhow::Result<Vec<f64>> {
-    let text = std::fs::read_to_string(path).context("reading the timing file")?;
     let mut sent = None;
     let mut out = Vec::new();
-    for line in text.lines() {
-        let mut parts = line.split_whitespace();
-        let (Some(kind), Some(value)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let value: i128 = value.parse()?;
-        match kind {
+    for (kind, value) in support::timing_lines(path)? {
+        match kind.as_str() {
             "tool_call_sent" => sent = Some(value),
             "tool_call_done" => {
                 let start = sent

@@ -102,7 +102,7 @@ impl Config {
             Some(dir) => bail!(
                 "CLAUDE_TOOLS_WORKTREE_DIR must be an absolute path, got {dir:?}; refusing to start"
             ),
-            None => crate::write_recovery::default_worktree_dir(&state_dir),
+            None => state_dir.join("worktrees"),
         };
         private_dir(&worktree_dir)?;
         // The write root of a worktree session must have no symlink component.
@@ -121,8 +121,15 @@ impl Config {
         })
     }
 
-    pub fn worktree_dir(&self) -> PathBuf {
-        self.worktree_dir.clone()
+    /// The path policy every broker of this gateway applies: the same protected set, and the
+    /// managed worktrees' subtree open.
+    pub fn path_policy(&self) -> sandbox::path_policy::PathPolicy {
+        sandbox::path_policy::PathPolicy::new(
+            self.owner_home.clone(),
+            self.state_dir.clone(),
+            self.extra_protected.clone(),
+        )
+        .with_open_subtree(self.worktree_dir.clone())
     }
 
     /// Where the access token lives when it is not given in the environment.

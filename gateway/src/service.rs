@@ -1279,7 +1279,7 @@ impl Gateway {
                     TurnContent::Prompt { text } => {
                         // The last turn's calls were answered by no tool-results turn.
                         let interrupted = match &session.last_reply_turn_id {
-                            Some(id) if !tx.actions_for_turn(id)?.is_empty() => Some(id.clone()),
+                            Some(id) if tx.turn_has_actions(id)? => Some(id.clone()),
                             _ => None,
                         };
                         TurnBody::Prompt {
@@ -1599,12 +1599,9 @@ impl Gateway {
         };
         for session in sessions {
             if session.status.is_terminal() {
-                // A write its dead broker left `prepared` is still resolved.
-                self.resolve_prepared_writes(&session.id);
                 continue;
             }
             let Some(record) = session.broker.clone() else {
-                self.resolve_prepared_writes(&session.id);
                 continue;
             };
             match crate::brokers::attach(
@@ -1626,6 +1623,16 @@ impl Gateway {
                     self.mark_runtime_lost(&session.id, &format!("{err:#}"));
                 }
             }
+        }
+        // Writes their (now dead) brokers left `prepared`, terminal sessions' included: one
+        // query finds the few sessions that have any.
+        match self.store.read(|tx| tx.sessions_with_prepared_writes()) {
+            Ok(ids) => {
+                for id in ids {
+                    self.resolve_prepared_writes(&id);
+                }
+            }
+            Err(err) => tracing::error!("listing prepared writes: {err}"),
         }
         self.enforce_leases();
     }

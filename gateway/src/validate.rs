@@ -61,7 +61,7 @@ pub fn start(gateway: &Gateway, req: &StartRequest) -> Result<(), ToolError> {
     if req.capability_profile == CapabilityProfile::DirectWrite {
         // The write root must itself be writable under the path policy: not protected, no
         // `.git` or symlink component (the broker opens it the same way).
-        let policy = gateway.path_policy();
+        let policy = gateway.config.path_policy();
         if let Err(refusal) = sandbox::write_path::WriteRoot::open(&policy, dir) {
             return Err(ToolError::new(
                 ErrorCode::NotPermitted,

@@ -3,11 +3,10 @@
 //! old content: `not_applied` (reported, never retried); anything else: `indeterminate`, and the
 //! session stops with `recovery_required`. Nothing is ever written again here.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use broker::executor::write::{self, CrashResolution};
 use common::tools::{ActionOutcome, Receipt, ToolStatus};
-use sandbox::path_policy::PathPolicy;
 use sandbox::write_path::WriteRoot;
 use serde_json::json;
 
@@ -15,17 +14,6 @@ use crate::service::Gateway;
 use crate::state::{ActionRecord, ActionState, SessionRecord, StoreError};
 
 impl Gateway {
-    /// The path policy every broker of this gateway applies (the same protected set, the same
-    /// open worktree subtree).
-    pub fn path_policy(&self) -> PathPolicy {
-        PathPolicy::new(
-            self.config.owner_home.clone(),
-            self.config.state_dir.clone(),
-            self.config.extra_protected.clone(),
-        )
-        .with_open_subtree(self.config.worktree_dir())
-    }
-
     /// Resolve the session's `prepared` writes from the real files, if the broker that prepared
     /// them is gone (a live broker finishes them itself and reports). Returns how many were
     /// resolved.
@@ -41,7 +29,7 @@ impl Gateway {
         if prepared.is_empty() || broker_may_be_alive(&session) {
             return 0;
         }
-        let policy = self.path_policy();
+        let policy = self.config.path_policy();
         let root = WriteRoot::open(&policy, Path::new(&session.working_directory));
         let mut resolved = 0;
         for action in prepared {
@@ -154,9 +142,4 @@ fn broker_may_be_alive(session: &SessionRecord) -> bool {
         .broker
         .as_ref()
         .is_some_and(|b| crate::brokers::process_start_time(b.pid) == Some(b.start_time))
-}
-
-/// Default place of managed worktrees, below the state dir.
-pub fn default_worktree_dir(state_dir: &Path) -> PathBuf {
-    state_dir.join("worktrees")
 }

@@ -39,6 +39,20 @@ pub fn masked_paths(
     out
 }
 
+/// The working directory again, if it lies under a masked path (a `worktree_write` session's
+/// worktree lives in the state dir): the one place under the masks a confined process may read.
+pub fn visible_under_masks(
+    masked: &[std::path::PathBuf],
+    working_directory: &std::path::Path,
+) -> Vec<std::path::PathBuf> {
+    masked
+        .iter()
+        .any(|m| working_directory.starts_with(m))
+        .then(|| working_directory.to_path_buf())
+        .into_iter()
+        .collect()
+}
+
 /// What this host supports for command confinement.
 pub fn host_support() -> HostSupport {
     #[cfg(target_os = "linux")]

@@ -59,6 +59,13 @@ fn mach_rules(p: &mut String) {
     p.push_str(")\n");
 }
 
+/// One `(<action> (<filter> (param "<NAME>_<i>")))` rule per parameter `i < count`.
+fn param_rules(p: &mut String, action: &str, filter: &str, name: &str, count: usize) {
+    for i in 0..count {
+        p.push_str(&format!("({action} ({filter} (param \"{name}_{i}\")))\n"));
+    }
+}
+
 /// The SBPL profile text (paths referenced as parameters; see [`params`]).
 pub fn profile(spec: &SeatbeltSpec) -> String {
     let mut p = String::new();
@@ -69,16 +76,20 @@ pub fn profile(spec: &SeatbeltSpec) -> String {
     );
     mach_rules(&mut p);
     // Denials last: in SBPL the last matching rule wins.
-    for i in 0..spec.denied.len() {
-        p.push_str(&format!(
-            "(deny file-read* file-write* (subpath (param \"DENIED_{i}\")))\n"
-        ));
-    }
-    for i in 0..spec.visible.len() {
-        p.push_str(&format!(
-            "(allow file-read* (subpath (param \"VISIBLE_{i}\")))\n"
-        ));
-    }
+    param_rules(
+        &mut p,
+        "deny file-read* file-write*",
+        "subpath",
+        "DENIED",
+        spec.denied.len(),
+    );
+    param_rules(
+        &mut p,
+        "allow file-read*",
+        "subpath",
+        "VISIBLE",
+        spec.visible.len(),
+    );
     p.push_str("(deny file-read* file-write* (subpath (param \"KEYCHAINS\")))\n");
     p.push_str("(deny file-read* file-write* (subpath \"/Library/Keychains\"))\n");
     p
@@ -148,28 +159,36 @@ pub fn runner_profile(spec: &RunnerSeatbeltSpec) -> String {
     ));
     // Denials after the broad read allow, then the private dirs and files allowed back: in SBPL
     // the last matching rule wins, and the private dirs live under the (denied) state dir.
-    for i in 0..spec.denied.len() {
-        p.push_str(&format!(
-            "(deny file-read* file-write* (subpath (param \"DENIED_{i}\")))\n"
-        ));
-    }
+    param_rules(
+        &mut p,
+        "deny file-read* file-write*",
+        "subpath",
+        "DENIED",
+        spec.denied.len(),
+    );
     p.push_str("(deny file-read* file-write* (subpath (param \"KEYCHAINS\")))\n");
     p.push_str("(deny file-read* file-write* (subpath \"/Library/Keychains\"))\n");
-    for i in 0..spec.writable.len() {
-        p.push_str(&format!(
-            "(allow file-read* file-write* (subpath (param \"WRITABLE_{i}\")))\n"
-        ));
-    }
-    for i in 0..spec.readable.len() {
-        p.push_str(&format!(
-            "(allow file-read* (literal (param \"READABLE_{i}\")))\n"
-        ));
-    }
-    for i in 0..spec.visible.len() {
-        p.push_str(&format!(
-            "(allow file-read* (subpath (param \"VISIBLE_{i}\")))\n"
-        ));
-    }
+    param_rules(
+        &mut p,
+        "allow file-read* file-write*",
+        "subpath",
+        "WRITABLE",
+        spec.writable.len(),
+    );
+    param_rules(
+        &mut p,
+        "allow file-read*",
+        "literal",
+        "READABLE",
+        spec.readable.len(),
+    );
+    param_rules(
+        &mut p,
+        "allow file-read*",
+        "subpath",
+        "VISIBLE",
+        spec.visible.len(),
+    );
     p
 }
 

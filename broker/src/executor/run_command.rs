@@ -193,13 +193,7 @@ pub(super) fn run(
         scratch: scratch.path.clone(),
         masked: config.masked.clone(),
         // A managed worktree lives in the (masked) state dir; the command must still see it.
-        visible: config
-            .masked
-            .iter()
-            .any(|m| wd.starts_with(m))
-            .then(|| wd.clone())
-            .into_iter()
-            .collect(),
+        visible: sandbox::visible_under_masks(&config.masked, &wd),
         limits: config.limits,
         namespaces: config.namespaces,
     };

@@ -59,6 +59,19 @@ pub fn runner_home_file(state_dir_and_name: &Path) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("no runner wrote {}", name.to_string_lossy()))
 }
 
+/// The `<kind> <nanoseconds>` lines of a stand-in timing file, in order.
+pub fn timing_lines(path: &Path) -> anyhow::Result<Vec<(String, i128)>> {
+    let text = std::fs::read_to_string(path).context("reading the timing file")?;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut parts = line.split_whitespace();
+        if let (Some(kind), Some(value)) = (parts.next(), parts.next()) {
+            out.push((kind.to_string(), value.parse()?));
+        }
+    }
+    Ok(out)
+}
+
 /// The HTTP client both sides use: plain HTTP/1.1, no proxy, pooled keep-alive connections.
 pub fn http_client() -> anyhow::Result<reqwest::Client> {
     reqwest::Client::builder()

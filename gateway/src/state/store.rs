@@ -420,6 +420,24 @@ impl Tx<'_> {
     const ACTION_COLUMNS: &'static str =
         "action_id, session_id, turn_id, call_index, name, arguments, state, outcome, prepared";
 
+    /// Sessions with a write recorded as `prepared` and not reported finished.
+    pub fn sessions_with_prepared_writes(&self) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .0
+            .prepare("SELECT DISTINCT session_id FROM actions WHERE state = 'prepared'")?;
+        let rows = stmt.query_map([], |row| row.get(0))?;
+        Ok(rows.collect::<Result<Vec<String>, _>>()?)
+    }
+
+    /// Whether any action was approved in the turn.
+    pub fn turn_has_actions(&self, turn_id: &str) -> Result<bool, StoreError> {
+        Ok(self.0.query_row(
+            "SELECT EXISTS (SELECT 1 FROM actions WHERE turn_id = ?1)",
+            [turn_id],
+            |row| row.get(0),
+        )?)
+    }
+
     /// The session's writes recorded as `prepared` and not reported finished.
     pub fn prepared_actions(&self, session_id: &str) -> Result<Vec<ActionRecord>, StoreError> {
         self.actions_where(
