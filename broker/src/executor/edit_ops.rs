@@ -15,6 +15,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+pub use super::content::NewContent;
+
 /// Largest file an edit reads or writes, in bytes.
 pub const MAX_EDIT_FILE_BYTES: usize = 32 * 1024 * 1024;
 
@@ -35,22 +37,23 @@ impl EditError {
     }
 }
 
-/// New content and a one-line summary of what changed.
+/// New content and a one-line summary of what changed. The content may borrow the tool's
+/// arguments and refer to runs of the old bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Computed {
-    pub bytes: Vec<u8>,
+pub struct Computed<'a> {
+    pub content: NewContent<'a>,
     pub summary: String,
 }
 
 /// `Edit`: replace `old` with `new` in `current` (UTF-8). Exactly one match is required unless
 /// `replace_all`; zero matches is `no_match`, several without `replace_all` is
 /// `multiple_matches` with the count.
-pub fn apply_edit(
+pub fn apply_edit<'a>(
     current: &[u8],
     old: &str,
-    new: &str,
+    new: &'a str,
     replace_all: bool,
-) -> Result<Computed, EditError> {
+) -> Result<Computed<'a>, EditError> {
     if old.is_empty() {
         return Err(EditError::new(
             "invalid_argument",
@@ -101,29 +104,29 @@ pub fn apply_edit(
     let n = rest.len() + 1;
     let size = current.len() - n * old.len() + n * new.len();
     check_size(size)?;
-    let mut bytes = Vec::with_capacity(size);
-    let mut from = 0;
-    for at in std::iter::once(first).chain(rest) {
-        bytes.extend_from_slice(&current[from..at]);
-        bytes.extend_from_slice(new.as_bytes());
-        from = at + old.len();
-    }
-    bytes.extend_from_slice(&current[from..]);
+    // The new content refers to the old bytes around the matches: nothing is copied here.
+    let at: Vec<_> = std::iter::once(first)
+        .chain(rest)
+        .map(|start| start..start + old.len())
+        .collect();
     Ok(Computed {
-        bytes,
+        content: NewContent::replaced(current.len(), &at, new.as_bytes()),
         summary: format!("replaced {n} occurrence{}", if n == 1 { "" } else { "s" }),
     })
 }
 
 /// `Write`: the new content, whatever was there.
-pub fn apply_write(current: Option<&[u8]>, content: &str) -> Result<Computed, EditError> {
+pub fn apply_write<'a>(
+    current: Option<&[u8]>,
+    content: &'a str,
+) -> Result<Computed<'a>, EditError> {
     check_size(content.len())?;
     let summary = match current {
         None => format!("created the file ({} bytes)", content.len()),
         Some(_) => format!("wrote {} bytes", content.len()),
     };
     Ok(Computed {
-        bytes: content.as_bytes().to_vec(),
+        content: NewContent::whole(content.as_bytes()),
         summary,
     })
 }
@@ -156,7 +159,7 @@ pub fn apply_notebook_edit(
     current: &[u8],
     edit: &NotebookEdit,
     new_id: &str,
-) -> Result<Computed, EditError> {
+) -> Result<Computed<'static>, EditError> {
     let text =
         std::str::from_utf8(current).map_err(|_| invalid("the notebook is not valid UTF-8"))?;
     let mut notebook: Value =
@@ -246,7 +249,10 @@ pub fn apply_notebook_edit(
     };
     let bytes = serialize(&notebook, indent)?;
     check_size(bytes.len())?;
-    Ok(Computed { bytes, summary })
+    Ok(Computed {
+        content: NewContent::whole(bytes),
+        summary,
+    })
 }
 
 fn invalid(message: impl Into<String>) -> EditError {

@@ -7,8 +7,9 @@ use serde_json::json;
 
 #[test]
 fn edit_replaces_exactly_one_match() {
-    let done = apply_edit(b"a = 1\nb = 2\n", "b = 2", "b = 3", false).unwrap();
-    assert_eq!(done.bytes, b"a = 1\nb = 3\n");
+    let old = b"a = 1\nb = 2\n";
+    let done = apply_edit(old, "b = 2", "b = 3", false).unwrap();
+    assert_eq!(done.content.to_vec(old), b"a = 1\nb = 3\n");
     assert_eq!(done.summary, "replaced 1 occurrence");
 }
 
@@ -18,7 +19,7 @@ fn edit_refuses_several_matches_with_the_count_unless_replace_all() {
     assert_eq!(err.code, "multiple_matches");
     assert!(err.message.contains("3 times"), "{}", err.message);
     let done = apply_edit(b"x x x", "x", "y", true).unwrap();
-    assert_eq!(done.bytes, b"y y y");
+    assert_eq!(done.content.to_vec(b"x x x"), b"y y y");
     assert_eq!(done.summary, "replaced 3 occurrences");
 }
 
@@ -43,16 +44,18 @@ fn edit_refuses_no_match_empty_identical_and_binary() {
 
 #[test]
 fn edit_keeps_crlf_and_unicode() {
-    let done = apply_edit("é\r\nß\r\n".as_bytes(), "ß", "ss", false).unwrap();
-    assert_eq!(done.bytes, "é\r\nss\r\n".as_bytes());
+    let old = "é\r\nß\r\n".as_bytes();
+    let done = apply_edit(old, "ß", "ss", false).unwrap();
+    assert_eq!(done.content.to_vec(old), "é\r\nss\r\n".as_bytes());
 }
 
 #[test]
 fn write_content() {
     let done = apply_write(None, "hello\n").unwrap();
-    assert_eq!(done.bytes, b"hello\n");
+    assert_eq!(done.content.to_vec(b""), b"hello\n");
     assert!(done.summary.starts_with("created"));
-    assert_eq!(apply_write(Some(b"x"), "").unwrap().bytes, b"");
+    let emptied = apply_write(Some(b"x"), "").unwrap();
+    assert_eq!(emptied.content.to_vec(b"x"), b"");
 }
 
 fn notebook() -> Vec<u8> {
@@ -111,7 +114,7 @@ fn notebook_replace_by_id_keeps_other_cells_and_metadata() {
         "new",
     )
     .unwrap();
-    let after = parse(&done.bytes);
+    let after = parse(&whole(&done));
     assert_eq!(after["cells"][1]["source"], json!(["x = 1\n", "print(x)"]));
     assert_eq!(after["cells"][1]["outputs"], json!([]));
     assert_eq!(after["cells"][1]["execution_count"], Value::Null);
@@ -120,7 +123,7 @@ fn notebook_replace_by_id_keeps_other_cells_and_metadata() {
     assert_eq!(after["cells"][2], before["cells"][2], "other outputs kept");
     assert_eq!(after["metadata"], before["metadata"]);
     // Jupyter's layout: one-space indent, final newline.
-    let text = String::from_utf8(done.bytes).unwrap();
+    let text = String::from_utf8(whole(&done)).unwrap();
     assert!(text.starts_with("{\n \"cells\": [\n  {"), "{text}");
     assert!(text.ends_with("}\n"));
 }
@@ -138,7 +141,7 @@ fn notebook_replace_can_change_the_cell_type() {
         "new",
     )
     .unwrap();
-    let cell = &parse(&done.bytes)["cells"][1];
+    let cell = &parse(&whole(&done))["cells"][1];
     assert_eq!(cell["cell_type"], "markdown");
     assert!(cell.get("outputs").is_none() && cell.get("execution_count").is_none());
 }
@@ -156,7 +159,7 @@ fn notebook_insert_after_a_cell_or_at_the_top() {
         "calc",
     )
     .unwrap();
-    let after = parse(&done.bytes);
+    let after = parse(&whole(&done));
     let cells = after["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 4);
     assert_eq!(cells[1]["id"], "calc-1", "taken id made unique");
@@ -176,7 +179,7 @@ fn notebook_insert_after_a_cell_or_at_the_top() {
         "n1",
     )
     .unwrap();
-    let after = parse(&done.bytes);
+    let after = parse(&whole(&done));
     assert_eq!(after["cells"][0]["id"], "n1");
     assert_eq!(after["cells"][0]["cell_type"], "markdown");
     assert!(after["cells"][0].get("outputs").is_none());
@@ -192,7 +195,7 @@ fn notebook_delete_by_id() {
         "x",
     )
     .unwrap();
-    let after = parse(&done.bytes);
+    let after = parse(&whole(&done));
     assert_eq!(
         after["cells"],
         json!([before["cells"][0], before["cells"][2]])
@@ -301,9 +304,14 @@ fn old_notebooks_without_ids_get_no_id_and_compact_stays_compact() {
         "n",
     )
     .unwrap();
-    let text = String::from_utf8(done.bytes).unwrap();
+    let text = String::from_utf8(whole(&done)).unwrap();
     assert_eq!(text.lines().count(), 1, "{text}");
     let after: Value = serde_json::from_str(&text).unwrap();
     assert!(after["cells"][0].get("id").is_none());
     assert_eq!(done.summary, "inserted a cell at position 0");
+}
+
+/// The bytes of a notebook edit (always whole new content, independent of the old bytes).
+fn whole(done: &Computed<'_>) -> Vec<u8> {
+    done.content.to_vec(&[])
 }

@@ -7,6 +7,7 @@
 //! with its `prepared` journal callback, crash resolution and temp-file cleanup) and `failpoint`
 //! (crash and error injection for tests and the `failpoints` feature).
 
+mod content;
 pub mod edit_ops;
 pub mod failpoint;
 mod find_files;

@@ -846,6 +846,45 @@ fn crlf_large_and_empty_files_round_trip() {
     assert!(prepared.is_empty());
 }
 
+/// Large files take the two-thread hashing path and the spliced write: the receipts must still
+/// carry the true SHA-256 of the bytes on disk before and after, wherever the change is.
+#[test]
+fn large_edits_receipts_match_the_disk() {
+    let f = fixture();
+    let path = f.root.join("large.txt");
+    let line = "the quick brown fox jumps over the lazy dog\n";
+    let mut text = line.repeat(40_000); // about 1.7 MiB
+    text.insert_str(text.len() / 2, "MIDDLE\n");
+    text.push_str("END\n");
+    std::fs::write(&path, &text).unwrap();
+    let check = |op: WriteOp, expected: String| {
+        let before = std::fs::read(&path).unwrap();
+        let receipt = f.run_ok(&op, None).0.unwrap();
+        let after = std::fs::read(&path).unwrap();
+        assert_eq!(after, expected.as_bytes());
+        assert_eq!(receipt.pre_sha256, Some(sha256_hex(&before)));
+        assert_eq!(receipt.post_sha256, sha256_hex(&after));
+        assert_eq!(receipt.bytes_written, after.len() as u64);
+        expected
+    };
+    let p = || f.path("large.txt");
+    let text = check(
+        edit(p(), "MIDDLE\n", "CENTRE\n", false),
+        text.replace("MIDDLE", "CENTRE"),
+    );
+    let text = check(edit(p(), "END\n", "", false), text.replace("END\n", ""));
+    // 40 000 runs: written as one buffer.
+    let text = check(edit(p(), "fox", "cat", true), text.replace("fox", "cat"));
+    let mut rewritten = text.clone();
+    rewritten.replace_range(text.len() - 10..text.len() - 9, "#");
+    let text = check(write(p(), &rewritten), rewritten);
+    check(
+        write(p(), &text[..text.len() / 3]),
+        text[..text.len() / 3].to_string(),
+    );
+    assert!(temps(&f.root).is_empty());
+}
+
 /// Environment variable telling [`disk_full_child`] the fixture base, whose `work` dir is a
 /// 256 KiB tmpfs in the child's own mount namespace.
 const DISK_FULL_DIR_ENV: &str = "NG_WRITE_TEST_DISK_FULL_DIR";
