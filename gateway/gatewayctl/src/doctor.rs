@@ -1,6 +1,6 @@
 //! `doctor`: checks of the Claude Code binary, the state dir's modes and owner, this host's sandbox
-//! support, and the launchd/systemd service files. Each check is OK, WARN or FAIL with a one-line
-//! fix; any FAIL makes the command fail.
+//! support and the confinement a session started now would get, and the launchd/systemd service
+//! files. Each check is OK, WARN or FAIL with a one-line fix; any FAIL makes the command fail.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -86,6 +86,7 @@ pub fn run(
         checks.push(userns_check());
         checks.push(landlock_check());
         checks.push(seccomp_check());
+        checks.push(runner_check());
     }
     checks.extend(service_checks(args));
 
@@ -516,6 +517,30 @@ fn seccomp_check() -> Check {
             "not reported in /proc/self/status",
             "use a kernel built with CONFIG_SECCOMP_FILTER",
         ),
+    }
+}
+
+/// What a session started now would get: the same probe and words as its `network_boundary`.
+fn runner_check() -> Check {
+    const NAME: &str = "sandbox: runner confinement";
+    let boundary = gateway::boundary::network_boundary();
+    let field = |key: &str| boundary[key].as_str().unwrap_or("unknown").to_string();
+    let detail = format!(
+        "runner network {} and writes {} ({}); commands {}",
+        field("runner"),
+        field("runner_writes"),
+        field("enforced_by"),
+        field("commands_enforced_by"),
+    );
+    if boundary["degraded"] == serde_json::Value::Bool(false) {
+        ok(NAME, detail)
+    } else {
+        warn(
+            NAME,
+            detail,
+            "sessions start with network_boundary.degraded = true; full confinement needs user \
+             namespaces (or root), Landlock ABI 4+ and seccomp on Linux, or sandbox-exec on macOS",
+        )
     }
 }
 

@@ -211,8 +211,23 @@ fn doctor_host_probes_answer() {
         [
             "sandbox: user namespaces",
             "sandbox: landlock",
-            "sandbox: seccomp"
+            "sandbox: seccomp",
+            "sandbox: runner confinement"
         ]
+    );
+    // This host confines runners fully (as the runner-confinement probe test asserts too): the
+    // check says so in the SessionView's words.
+    let runner = value["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "sandbox: runner confinement")
+        .unwrap();
+    assert_eq!(runner["status"], "OK", "{runner}");
+    let detail = runner["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("runner network loopback:broker-port-only and writes private-dirs-only (linux:netns+landlock(v"),
+        "{detail}"
     );
     for check in value["checks"].as_array().unwrap() {
         if check["name"].as_str().unwrap().starts_with("sandbox:") {
