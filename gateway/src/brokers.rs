@@ -239,20 +239,31 @@ pub fn process_start_time(_pid: i32) -> Option<u64> {
 /// SIGTERM the broker of `record` if, and only if, the process is still the recorded one (same
 /// boot, pid and start time). The broker stops its runner's group on SIGTERM.
 pub fn signal_verified(record: &BrokerRecord) {
+    send_verified(record, nix::sys::signal::Signal::SIGTERM);
+}
+
+fn send_verified(record: &BrokerRecord, signal: nix::sys::signal::Signal) {
     if boot_id() == record.boot_id && process_start_time(record.pid) == Some(record.start_time) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(record.pid),
-            nix::sys::signal::Signal::SIGTERM,
-        );
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), signal);
     }
 }
 
-/// Wait until the recorded broker process is gone (or `within` passes).
-pub async fn wait_gone(record: &BrokerRecord, within: Duration) {
+/// SIGKILL the broker of `record` if it is still the recorded process: for one that did not
+/// stop on SIGTERM (hung or stopped). Its runner dies with it (`PR_SET_PDEATHSIG` on Linux).
+pub fn kill_verified(record: &BrokerRecord) {
+    send_verified(record, nix::sys::signal::Signal::SIGKILL);
+}
+
+/// Wait until the recorded broker process is gone (or `within` passes); whether it is gone.
+pub async fn wait_gone(record: &BrokerRecord, within: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + within;
-    while process_start_time(record.pid) == Some(record.start_time)
-        && tokio::time::Instant::now() < deadline
-    {
+    loop {
+        if process_start_time(record.pid) != Some(record.start_time) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

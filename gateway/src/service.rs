@@ -14,14 +14,15 @@ use common::protocol::{
 };
 use common::time::{now_unix_ms, rfc3339_ms};
 use common::tools::{CapabilityProfile, LogicalTool, SubagentPolicy, ToolStatus};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
 use crate::error::{ErrorCode, ToolError};
 use crate::state::{
-    ActionRecord, ActionState, CurrentRun, LastResult, ReplyRecord, SessionRecord, SessionStatus,
-    Store, StoreError, TurnBody, TurnRecord, TurnStatus, Tx,
+    ActionRecord, ActionState, BrokerRecord, CurrentRun, LastResult, ReplyRecord, SessionRecord,
+    SessionStatus, Store, StoreError, TurnBody, TurnRecord, TurnStatus, Tx,
 };
 use crate::view::{
     CurrentRunView, LastResultView, PendingTurn, REPLY_BUDGET_BYTES, SessionView, ToolResultView,
@@ -50,6 +51,26 @@ const MAX_CALLS_PER_REPLY: usize = 64;
 pub const DEFAULT_START_WAIT: u64 = 30;
 /// Longest `stop` waits for the runner to exit.
 const STOP_WAIT: Duration = Duration::from_secs(15);
+/// How long a broker has to carry out a stop or an expiry (its own grace for the runner is 5 s)
+/// before the gateway stops it by signal.
+const STOP_ENFORCE_AFTER: Duration = Duration::from_secs(8);
+/// Brokers re-adopted at once at start-up.
+const ADOPT_CONCURRENCY: usize = 16;
+/// Between SIGTERM and SIGKILL when the gateway stops a broker itself.
+const BROKER_TERM_GRACE: Duration = Duration::from_secs(2);
+/// How long a SIGKILLed broker may take to disappear.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// How [`Gateway::stop_broker`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BrokerStop {
+    /// Gone within the grace period (or already gone).
+    Exited,
+    /// It had to be killed.
+    Killed,
+    /// Still there after SIGKILL (stuck in the kernel).
+    StillThere,
+}
 /// Every call answers within this budget, whatever it had to do first (launching a broker,
 /// re-attaching one): ChatGPT abandons a tool call after about 60 s.
 const CALL_BUDGET: Duration = Duration::from_secs(50);
@@ -760,9 +781,10 @@ impl Gateway {
         // The runner is gone: a new generation resumes the recorded conversation. Completed
         // actions are in its transcript; nothing is re-executed.
         if let Some(record) = &session.broker {
-            crate::brokers::signal_verified(record);
-            // Two runners must never share one transcript: wait (bounded) for the old one.
-            crate::brokers::wait_gone(record, Duration::from_secs(8)).await;
+            // Two runners must never share one transcript, and the old broker's prepared writes
+            // are settled only once it is gone: it gets 8 s, then SIGKILL.
+            self.stop_broker(&session.id, record, Duration::from_secs(8))
+                .await;
         }
         // Writes the old broker left `prepared` are settled from the files before anything new
         // runs; an indeterminate one ends the session here.
@@ -1044,6 +1066,7 @@ impl Gateway {
                 // No link: stop the verified broker (and with it the runner's group) by signal.
                 crate::brokers::signal_verified(record);
             }
+            self.enforce_stop(session_id);
             drop(_op);
             self.wait_until(session_id, within_budget(started, STOP_WAIT), |s| {
                 s.status.is_terminal()
@@ -1597,33 +1620,33 @@ impl Gateway {
                 return;
             }
         };
-        for session in sessions {
-            if session.status.is_terminal() {
-                continue;
-            }
-            let Some(record) = session.broker.clone() else {
-                continue;
-            };
-            match crate::brokers::attach(
-                self.clone(),
-                &session.id,
-                &record,
-                crate::brokers::ADOPT_CONNECT_TIMEOUT,
-            )
-            .await
-            {
-                Ok(()) => {
-                    tracing::info!(session = %session.id, "re-adopted broker");
-                    let _ = self.store.write(|tx| {
-                        tx.append_event(Some(&session.id), "broker_adopted", &json!({}))
-                    });
+        // Concurrently: a hung broker costs its connect timeout, and N of them must not cost N
+        // timeouts before the listener opens.
+        let live = sessions
+            .into_iter()
+            .filter(|session| !session.status.is_terminal())
+            .filter_map(|session| Some((session.id, session.broker?)));
+        futures::stream::iter(live)
+            .for_each_concurrent(ADOPT_CONCURRENCY, |(session_id, record)| async move {
+                match crate::brokers::attach(
+                    self.clone(),
+                    &session_id,
+                    &record,
+                    crate::brokers::ADOPT_CONNECT_TIMEOUT,
+                )
+                .await
+                {
+                    Ok(()) => {
+                        tracing::info!(session = %session_id, "re-adopted broker");
+                        self.record_event(&session_id, "broker_adopted", json!({}));
+                    }
+                    Err(err) => {
+                        tracing::warn!(session = %session_id, "broker not re-adopted: {err:#}");
+                        self.mark_runtime_lost(&session_id, &format!("{err:#}"));
+                    }
                 }
-                Err(err) => {
-                    tracing::warn!(session = %session.id, "broker not re-adopted: {err:#}");
-                    self.mark_runtime_lost(&session.id, &format!("{err:#}"));
-                }
-            }
-        }
+            })
+            .await;
         // Writes their (now dead) brokers left `prepared`, terminal sessions' included: one
         // query finds the few sessions that have any.
         match self.store.read(|tx| tx.sessions_with_prepared_writes()) {
@@ -1660,17 +1683,13 @@ impl Gateway {
             self.commit(tx, &mut session, "runtime_lost", json!({"reason": why}))?;
             Ok(Some(session))
         });
-        match res {
-            Ok(Some(session)) => self.notify(&session),
-            Ok(None) => {}
-            Err(err) => tracing::error!("recording lost runtime: {err}"),
-        }
+        self.notify_written(res, "recording lost runtime");
         self.resolve_prepared_writes(session_id);
     }
 
     /// Expire every live session whose lease ran out: stop its runner (through the broker, or by
     /// signalling the verified broker process), mark it `expired`, keep everything inspectable.
-    pub fn enforce_leases(&self) {
+    pub fn enforce_leases(self: &Arc<Self>) {
         let now = now_unix_ms();
         let Ok(sessions) = self.store.read(|tx| tx.sessions()) else {
             return;
@@ -1704,7 +1723,115 @@ impl Gateway {
             {
                 crate::brokers::signal_verified(record);
             }
+            self.enforce_stop(&current.id);
         }
+    }
+
+    /// A stop or expiry the broker has not carried out within [`STOP_ENFORCE_AFTER`] (it is
+    /// hung, stopped, or has no link and ignores SIGTERM) is enforced by signal; then the session
+    /// is final and the writes the broker left prepared are settled from the files. A broker
+    /// that exits in time (after stopping its runner and reporting it) is only waited for.
+    fn enforce_stop(self: &Arc<Self>, session_id: &str) {
+        let gateway = self.clone();
+        let session_id = session_id.to_string();
+        tokio::spawn(async move {
+            let Ok(Some(record)) = gateway
+                .store
+                .read(|tx| tx.session(&session_id))
+                .map(|session| session.and_then(|s| s.broker))
+            else {
+                return;
+            };
+            if !crate::brokers::wait_gone(&record, STOP_ENFORCE_AFTER).await {
+                let stopped = gateway
+                    .stop_broker(&session_id, &record, BROKER_TERM_GRACE)
+                    .await;
+                if stopped != BrokerStop::Exited {
+                    // Its link is gone with it; if nothing made the session final, this does.
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    gateway.finish_forced_stop(&session_id, stopped);
+                }
+            }
+            gateway.resolve_prepared_writes(&session_id);
+        });
+    }
+
+    /// Make sure the session's recorded broker is gone: SIGTERM (it stops its runner's group),
+    /// up to `grace` for it to exit, then SIGKILL — a hung or stopped broker cannot keep a session
+    /// or a prepared write in limbo. The kill is recorded in the ledger before it is sent.
+    async fn stop_broker(
+        &self,
+        session_id: &str,
+        record: &BrokerRecord,
+        grace: Duration,
+    ) -> BrokerStop {
+        crate::brokers::signal_verified(record);
+        if crate::brokers::wait_gone(record, grace).await {
+            return BrokerStop::Exited;
+        }
+        self.record_event(
+            session_id,
+            "broker_killed",
+            json!({"after_seconds": grace.as_secs()}),
+        );
+        crate::brokers::kill_verified(record);
+        if crate::brokers::wait_gone(record, KILL_WAIT).await {
+            BrokerStop::Killed
+        } else {
+            self.record_event(session_id, "broker_did_not_exit", json!({}));
+            BrokerStop::StillThere
+        }
+    }
+
+    /// Append a ledger-only event (nothing ChatGPT sees changes); a failure is logged.
+    fn record_event(&self, session_id: &str, kind: &str, data: Value) {
+        if let Err(err) = self
+            .store
+            .write(|tx| tx.append_event(Some(session_id), kind, &data))
+        {
+            tracing::error!("recording {kind}: {err}");
+        }
+    }
+
+    /// Tell waiters about a session a write changed (`Ok(None)`: nothing changed); a failed write
+    /// is logged as `what`.
+    fn notify_written(&self, written: Result<Option<SessionRecord>, StoreError>, what: &str) {
+        match written {
+            Ok(Some(session)) => self.notify(&session),
+            Ok(None) => {}
+            Err(err) => tracing::error!("{what}: {err}"),
+        }
+    }
+
+    /// After the gateway killed a stopping session's broker: the session is `stopped` if nothing
+    /// else made it final (a broker stuck in the kernel never closes its link).
+    fn finish_forced_stop(&self, session_id: &str, stopped: BrokerStop) {
+        let res = self.store.write(|tx| {
+            let Some(mut session) = tx.session(session_id)? else {
+                return Ok::<_, StoreError>(None);
+            };
+            if session.status.is_terminal() {
+                return Ok(None);
+            }
+            let detail = match stopped {
+                BrokerStop::StillThere => {
+                    "the broker did not stop and could not be killed; its runner may still exist"
+                }
+                _ => "the broker did not stop in time and was killed, with its runner",
+            };
+            session.status = SessionStatus::Stopped;
+            session.pending_turn_id = None;
+            if let Some(run) = session.current_run.as_mut().filter(|r| r.state == "alive") {
+                run.state = "lost".into();
+            }
+            session.terminal = Some(json!({
+                "reason": "stopped", "detail": detail, "exit_code": null,
+                "at": common::time::now_rfc3339(),
+            }));
+            self.commit(tx, &mut session, "stop_enforced", json!({"detail": detail}))?;
+            Ok(Some(session))
+        });
+        self.notify_written(res, "recording an enforced stop");
     }
 
     /// A verified broker link is up again: a run that was only "lost" to this gateway (the link,
@@ -1771,11 +1898,7 @@ impl Gateway {
             self.commit(tx, &mut session, "runtime_detached", json!({}))?;
             Ok::<_, StoreError>(Some(session))
         });
-        match res {
-            Ok(Some(session)) => self.notify(&session),
-            Ok(None) => {}
-            Err(err) => tracing::error!("recording lost runtime: {err}"),
-        }
+        self.notify_written(res, "recording lost runtime");
         // Only if the broker itself is gone (a live one finishes its writes and reports).
         self.resolve_prepared_writes(session_id);
     }

@@ -1,15 +1,16 @@
 //! Failpoints of the durable write protocol, for crash and error tests. Compiled in only for
 //! tests and with the `failpoints` cargo feature; otherwise [`hit`] is an empty inline function.
 //!
-//! A point is armed by the environment, `NATIVE_GATEWAY_FAILPOINT=<name>:<abort|error>` (read at
-//! every hit, so a child process started with it crashes where asked), or, in unit tests, for the
-//! current thread only with [`arm_thread`] (the environment is process-wide and tests run in
+//! A point is armed by the environment, `NATIVE_GATEWAY_FAILPOINT=<name>:<abort|error|stop>` (read
+//! at every hit, so a child process started with it crashes where asked), or, in unit tests, for
+//! the current thread only with [`arm_thread`] (the environment is process-wide and tests run in
 //! parallel). `abort` calls `std::process::abort()` — no destructor runs, no temp file is
-//! removed, exactly like a crash; `error` makes the step fail with an I/O error.
+//! removed, exactly like a crash; `error` makes the step fail with an I/O error; `stop` sends the
+//! process SIGSTOP — a hung process, alive and holding its sockets, until someone kills it.
 
 use std::io;
 
-/// Environment variable arming a failpoint: `<name>:<abort|error>`.
+/// Environment variable arming a failpoint: `<name>:<abort|error|stop>`.
 pub const FAILPOINT_ENV: &str = "NATIVE_GATEWAY_FAILPOINT";
 
 /// The steps of [`super::write::durable_write`] a failure can be injected after.
@@ -81,14 +82,16 @@ impl Failpoint {
 pub enum FailAction {
     Abort,
     Error,
+    Stop,
 }
 
-/// Parse `<name>:<abort|error>`.
+/// Parse `<name>:<abort|error|stop>`.
 pub fn parse(spec: &str) -> Option<(Failpoint, FailAction)> {
     let (name, action) = spec.trim().split_once(':')?;
     let action = match action {
         "abort" => FailAction::Abort,
         "error" => FailAction::Error,
+        "stop" => FailAction::Stop,
         _ => return None,
     };
     Some((Failpoint::from_name(name)?, action))
@@ -117,6 +120,10 @@ mod armed {
         });
         match armed {
             Some((p, FailAction::Abort)) if p == point => std::process::abort(),
+            Some((p, FailAction::Stop)) if p == point => {
+                // Execution resumes here only if someone sends SIGCONT.
+                nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP).map_err(io::Error::from)
+            }
             Some((p, FailAction::Error)) if p == point => Err(io::Error::other(format!(
                 "injected failure at failpoint {}",
                 point.name()

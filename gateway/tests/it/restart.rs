@@ -1,6 +1,7 @@
 //! Surviving restarts with the real runner: the gateway killed (-9) while a turn is pending, while
 //! a Read result is on its way, and while idle; its process group terminated; forged broker
-//! records; lease expiry; a killed runner resumed as a new generation.
+//! records; lease expiry; a killed runner resumed as a new generation; hung brokers reported at
+//! restart and killed before they are replaced or when their session is stopped.
 
 use std::time::Duration;
 
@@ -485,4 +486,105 @@ async fn a_killed_broker_is_reported_and_continue_starts_a_new_generation() {
     assert_eq!(v["pending_turn"]["prompt"], "still there?", "{v}");
     assert_eq!(v["runtime_attached"], true);
     chat.stop(&sid, &lease, "rs-stop", None).await.unwrap();
+}
+
+/// How many times `kind` is in the session's ledger.
+fn session_events(gw: &GatewayProcess, session_id: &str, kind: &str) -> i64 {
+    state_db(gw)
+        .query_row(
+            "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = ?2",
+            [session_id, kind],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+/// Brokers that hang (SIGSTOP: alive, sockets open, deaf to SIGTERM) are not re-adopted after a
+/// restart: their sessions say the run is lost. `continue` on one gives its broker the grace,
+/// kills it (its runner dies with it) and starts a new generation; `stop` on the other kills its
+/// broker too. Both kills are in the ledger.
+#[tokio::test(flavor = "multi_thread")]
+async fn hung_brokers_are_reported_at_restart_and_killed_before_they_are_replaced() {
+    let mut gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let mut sessions = Vec::new();
+    for key in ["rs-hung-a", "rs-hung-b"] {
+        let v = start_session(&chat, dir.path(), "hello", key).await;
+        let (sid, lease) = (session_id(&v), lease_id(&v));
+        let r = chat
+            .reply(
+                &sid,
+                &lease,
+                &turn_id(&v),
+                &format!("{key}-r"),
+                Some("hi"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(view(&r)["status"], "idle", "{r}");
+        let broker = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
+        let runner = runner_pid(broker).expect("runner running");
+        sessions.push((sid, lease, broker, runner));
+    }
+    for (.., broker, _) in &sessions {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*broker as i32),
+            nix::sys::signal::Signal::SIGSTOP,
+        )
+        .unwrap();
+    }
+    gw.restart().await.unwrap();
+    let chat = chatgpt(&gw).await;
+    for (sid, lease, broker, runner) in &sessions {
+        let v = chat.status(sid, lease, 0).await.unwrap();
+        let v = view(&v);
+        assert_eq!(v["runtime_attached"], false, "{v}");
+        assert_eq!(v["recovery_required"], true, "{v}");
+        assert_eq!(v["current_run"]["state"], "lost", "{v}");
+        assert!(
+            alive(*broker) && alive(*runner),
+            "nothing is killed at restart"
+        );
+    }
+
+    let (sid, lease, broker, runner) = &sessions[0];
+    let v = view(
+        &chat
+            .continue_(sid, lease, "again", "rs-hung-c1", Some(50))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["current_run"]["generation"], 2, "{v}");
+    assert_eq!(v["pending_turn"]["prompt"], "again", "{v}");
+    assert!(!alive(*broker), "the hung broker was replaced while alive");
+    assert!(
+        wait_for(|| !alive(*runner), Duration::from_secs(5)).await,
+        "the old runner outlived its broker"
+    );
+    assert_eq!(session_events(&gw, sid, "broker_killed"), 1);
+    chat.stop(sid, lease, "rs-hung-stop-a", None).await.unwrap();
+
+    let (sid, lease, broker, runner) = &sessions[1];
+    chat.stop(sid, lease, "rs-hung-stop-b", None).await.unwrap();
+    let v = chat
+        .wait_until(sid, lease, Duration::from_secs(30), |v| {
+            v["status"] == "stopped"
+        })
+        .await
+        .unwrap();
+    assert_eq!(v["status"], "stopped", "{v}");
+    // It had no link, so the session is stopped at once; the broker gets 8 s, SIGTERM, 2 s, then
+    // SIGKILL.
+    assert!(
+        wait_for(
+            || !alive(*broker) && !alive(*runner),
+            Duration::from_secs(20)
+        )
+        .await,
+        "the stopped session's hung broker or runner is still there"
+    );
+    assert_eq!(session_events(&gw, sid, "broker_killed"), 1);
 }

@@ -35,23 +35,39 @@ pub fn work_dir() -> tempfile::TempDir {
     dir
 }
 
-/// Kill every broker and runner started under this gateway's state dir. Brokers deliberately
-/// outlive the gateway, so tests must end them.
-pub fn kill_session_processes(state_dir: &Path) {
+/// The live (not zombie) brokers and runners started under this gateway's state dir.
+pub fn session_processes(state_dir: &Path) -> Vec<i32> {
     let needle = state_dir.to_string_lossy().to_string();
+    let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+        let (Ok(cmdline), Ok(stat)) = (
+            std::fs::read(entry.path().join("cmdline")),
+            std::fs::read_to_string(entry.path().join("stat")),
+        ) else {
             continue;
         };
-        if String::from_utf8_lossy(&cmdline).contains(&needle) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+        let zombie = stat
+            .rfind(')')
+            .and_then(|at| stat.get(at + 2..at + 3))
+            .is_some_and(|state| state == "Z" || state == "X");
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(&needle) {
+            pids.push(pid);
         }
+    }
+    pids
+}
+
+/// Kill every broker and runner started under this gateway's state dir. Brokers deliberately
+/// outlive the gateway, so tests must end them.
+pub fn kill_session_processes(state_dir: &Path) {
+    for pid in session_processes(state_dir) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
 

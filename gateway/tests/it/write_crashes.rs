@@ -73,29 +73,39 @@ enum Expect {
     Committed,
 }
 
-/// The broker aborts at `point` during an Edit; the gateway sees it gone and resolves.
-async fn broker_crash(point: &str, expect: Expect) {
-    let gw = armed_gateway(point).await;
-    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
-    let chat = chatgpt(&gw).await;
+/// A `direct_write` session on a fresh directory, with its first reply asking for the Edit of
+/// `notes.txt`: the directory (kept while it lives), its canonical path, the session id and lease.
+async fn session_with_an_edit(
+    chat: &ScriptedChatGpt,
+    key: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, String, String) {
     let dir = write_dir();
     let root = std::fs::canonicalize(dir.path()).unwrap();
-    let notes = root.join("notes.txt");
-    let pre = sha_of(&notes);
-    let v = start_profile(&chat, &root, "direct_write", &format!("bc-{point}")).await;
+    let v = start_profile(chat, &root, "direct_write", key).await;
     let (sid, lease) = (session_id(&v), lease_id(&v));
     let r = chat
         .reply(
             &sid,
             &lease,
             &turn_id(&v),
-            "bc-r1",
+            &format!("{key}-r1"),
             None,
             Some(edit_call(&root)),
         )
         .await
         .unwrap();
     tool_ok(&r);
+    (dir, root, sid, lease)
+}
+
+/// The broker aborts at `point` during an Edit; the gateway sees it gone and resolves.
+async fn broker_crash(point: &str, expect: Expect) {
+    let gw = armed_gateway(point).await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let pre = sha256_hex(ORIGINAL.as_bytes());
+    let (_dir, root, sid, lease) = session_with_an_edit(&chat, &format!("bc-{point}")).await;
+    let notes = root.join("notes.txt");
     // The broker (and with it the runner) is gone: reported, not hidden.
     let v = chat
         .wait_until(&sid, &lease, Duration::from_secs(60), |v| {
@@ -354,4 +364,58 @@ async fn a_tampered_prepared_write_stops_the_session_for_recovery() {
         .await
         .unwrap();
     assert_eq!(tool_err_code(&r), "session_terminal", "{r}");
+}
+
+/// A broker that hangs right after `prepared` (SIGSTOP: alive, its link open, deaf to SIGTERM)
+/// cannot keep a stop waiting or a write in limbo: after the grace the gateway kills it (its
+/// runner dies with it), the session is stopped, and the prepared write is settled from the
+/// file — not applied, nothing left behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hung_broker_is_killed_on_stop_and_its_prepared_write_settled() {
+    require_failpoints();
+    let gw = gateway_with(&[("NATIVE_GATEWAY_FAILPOINT", "after_prepared:stop")]).await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let pre = sha256_hex(ORIGINAL.as_bytes());
+    let (_dir, root, sid, lease) = session_with_an_edit(&chat, "hung-broker").await;
+    let notes = root.join("notes.txt");
+    assert!(!session_processes(gw.state_dir()).is_empty());
+    let (state, _, prepared) = wait_for_state(&gw, "prepared").await;
+    assert_eq!(state, "prepared");
+    assert_eq!(prepared.unwrap()["pre_sha256"], pre.as_str());
+
+    let asked = std::time::Instant::now();
+    let _ = chat.stop(&sid, &lease, "hb-stop", None).await.unwrap();
+    let v = chat
+        .wait_until(&sid, &lease, Duration::from_secs(40), |v| {
+            v["status"] == "stopped"
+        })
+        .await
+        .unwrap();
+    assert_eq!(v["status"], "stopped", "{v}");
+    // The broker had its grace (the stop request, then SIGTERM), and was then killed.
+    assert!(
+        asked.elapsed() >= Duration::from_secs(8),
+        "{:?}",
+        asked.elapsed()
+    );
+    let kinds: Vec<String> = state_db(&gw)
+        .prepare("SELECT kind FROM events ORDER BY rowid")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(events(&gw, "broker_killed"), 1, "{kinds:?}");
+    let (state, outcome, _) = wait_for_state(&gw, "not_applied").await;
+    assert_eq!(state, "not_applied", "{outcome:?}");
+    assert_eq!(events(&gw, "write_resolved_after_crash"), 1);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), ORIGINAL);
+    assert!(temp_files(&root).is_empty(), "{:?}", temp_files(&root));
+    // Neither the broker nor its runner is left.
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    while !session_processes(gw.state_dir()).is_empty() && std::time::Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(session_processes(gw.state_dir()), Vec::<i32>::new());
 }
