@@ -33,6 +33,10 @@ use common::protocol::{BrokerEvent, BrokerSpec};
 
 pub use state::BrokerState;
 
+/// After a termination signal has stopped the runner, how long the broker waits for its last
+/// events to be acknowledged before it exits anyway.
+const SIGNAL_EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Run a broker from the spec file the gateway wrote; returns when the session is over.
 /// `isolation`: what [`confine::enter_network_namespace`] achieved before the runtime started.
 pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> anyhow::Result<()> {
@@ -81,6 +85,14 @@ pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> an
             _ = int.recv() => {}
         }
         runner::stop(&signal_state, "the broker received a termination signal").await;
+        // Whoever sent the signal (the gateway without a link, or the owner) may never take the
+        // runner's exit report: give a link a moment to acknowledge it, then leave rather than
+        // wait minutes for an acknowledgement. (The gateway kills a broker still there after 12 s.)
+        tokio::select! {
+            () = tokio::time::sleep(SIGNAL_EXIT_GRACE) => {}
+            () = signal_state.shutdown.cancelled() => {}
+        }
+        signal_state.shutdown.cancel();
     });
 
     let launched = runner::launch(&state, port, &isolation).await;

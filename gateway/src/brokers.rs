@@ -53,20 +53,37 @@ pub async fn launch(
     match spawn(gateway, session, generation, resume).await {
         Ok(record) => {
             session.broker = Some(record.clone());
+            // In the transaction that records it: a session that ended meanwhile (its lease
+            // expired during the launch) does not get a new runtime.
             let saved = gateway.store.write(|tx| {
                 let Some(mut stored) = tx.session(&session.id)? else {
-                    return Ok(());
+                    return Ok::<_, crate::state::StoreError>(false);
                 };
+                if stored.status.is_terminal() {
+                    return Ok(false);
+                }
                 stored.broker = Some(record.clone());
                 tx.put_session(&stored)?;
-                tx.append_event(Some(&session.id), "broker_spawned", &json!({}))
+                tx.append_event(Some(&session.id), "broker_spawned", &json!({}))?;
+                Ok(true)
             });
-            if let Err(err) = saved {
-                tracing::error!("recording broker: {err}");
-                return Err(launch_error(
-                    "internal",
-                    "the gateway could not record the session's runtime",
-                ));
+            match saved {
+                Ok(true) => {}
+                Ok(false) => {
+                    kill_verified(&record);
+                    return Err(launch_error(
+                        "session_terminal",
+                        "the session ended while its runtime was starting; start a new session",
+                    ));
+                }
+                Err(err) => {
+                    tracing::error!("recording broker: {err}");
+                    kill_verified(&record);
+                    return Err(launch_error(
+                        "internal",
+                        "the gateway could not record the session's runtime",
+                    ));
+                }
             }
             match attach(gateway.clone(), &session.id, &record, SPAWN_CONNECT_TIMEOUT).await {
                 Ok(()) => Ok(()),
@@ -238,20 +255,56 @@ pub fn process_start_time(_pid: i32) -> Option<u64> {
 
 /// SIGTERM the broker of `record` if, and only if, the process is still the recorded one (same
 /// boot, pid and start time). The broker stops its runner's group on SIGTERM.
-pub fn signal_verified(record: &BrokerRecord) {
-    send_verified(record, nix::sys::signal::Signal::SIGTERM);
+pub fn signal_verified(record: &BrokerRecord) -> bool {
+    send_verified(record, BrokerSignal::Term)
 }
 
-fn send_verified(record: &BrokerRecord, signal: nix::sys::signal::Signal) {
-    if boot_id() == record.boot_id && process_start_time(record.pid) == Some(record.start_time) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), signal);
+#[derive(Clone, Copy)]
+enum BrokerSignal {
+    Term,
+    Kill,
+}
+
+/// Send `signal` to the recorded broker if, and only if, it is still that process (same boot,
+/// pid and start time); whether it was sent. On Linux the check and the signal go through one
+/// pidfd, which pins the process: a pid freed and reused between them cannot be hit.
+fn send_verified(record: &BrokerRecord, signal: BrokerSignal) -> bool {
+    if boot_id() != record.boot_id {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{Pid, PidfdFlags, pidfd_open, pidfd_send_signal};
+        let Some(pid) = Pid::from_raw(record.pid) else {
+            return false;
+        };
+        let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else {
+            return false;
+        };
+        if process_start_time(record.pid) != Some(record.start_time) {
+            return false;
+        }
+        let signal = match signal {
+            BrokerSignal::Term => rustix::process::Signal::TERM,
+            BrokerSignal::Kill => rustix::process::Signal::KILL,
+        };
+        pidfd_send_signal(&pidfd, signal).is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let signal = match signal {
+            BrokerSignal::Term => nix::sys::signal::Signal::SIGTERM,
+            BrokerSignal::Kill => nix::sys::signal::Signal::SIGKILL,
+        };
+        process_start_time(record.pid) == Some(record.start_time)
+            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), signal).is_ok()
     }
 }
 
 /// SIGKILL the broker of `record` if it is still the recorded process: for one that did not
 /// stop on SIGTERM (hung or stopped). Its runner dies with it (`PR_SET_PDEATHSIG` on Linux).
-pub fn kill_verified(record: &BrokerRecord) {
-    send_verified(record, nix::sys::signal::Signal::SIGKILL);
+pub fn kill_verified(record: &BrokerRecord) -> bool {
+    send_verified(record, BrokerSignal::Kill)
 }
 
 /// Wait until the recorded broker process is gone (or `within` passes); whether it is gone.

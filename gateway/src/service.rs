@@ -51,9 +51,10 @@ const MAX_CALLS_PER_REPLY: usize = 64;
 pub const DEFAULT_START_WAIT: u64 = 30;
 /// Longest `stop` waits for the runner to exit.
 const STOP_WAIT: Duration = Duration::from_secs(15);
-/// How long a broker has to carry out a stop or an expiry (its own grace for the runner is 5 s)
-/// before the gateway stops it by signal.
-const STOP_ENFORCE_AFTER: Duration = Duration::from_secs(8);
+/// How long a broker has to carry out a stop or an expiry before the gateway stops it by signal:
+/// above its own worst case (5 s grace for the runner, then up to 3 s for the gateway to take
+/// its last event when it was stopped by a signal, without a link).
+const STOP_ENFORCE_AFTER: Duration = Duration::from_secs(12);
 /// Brokers re-adopted at once at start-up.
 const ADOPT_CONCURRENCY: usize = 16;
 /// Between SIGTERM and SIGKILL when the gateway stops a broker itself.
@@ -783,8 +784,17 @@ impl Gateway {
         if let Some(record) = &session.broker {
             // Two runners must never share one transcript, and the old broker's prepared writes
             // are settled only once it is gone: it gets 8 s, then SIGKILL.
-            self.stop_broker(&session.id, record, Duration::from_secs(8))
+            let stopped = self
+                .stop_broker(&session.id, record, Duration::ZERO, Duration::from_secs(8))
                 .await;
+            if stopped == BrokerStop::StillThere {
+                return Err(ToolError::new(
+                    ErrorCode::Busy,
+                    "the session's previous runtime did not exit even when killed (it may be stuck \
+                     in the kernel); no new runner is started beside it. Try again later or stop \
+                     the session",
+                ));
+            }
         }
         // Writes the old broker left `prepared` are settled from the files before anything new
         // runs; an indeterminate one ends the session here.
@@ -1620,7 +1630,21 @@ impl Gateway {
                 return;
             }
         };
-        // Concurrently: a hung broker costs its connect timeout, and N of them must not cost N
+        // A stop the previous gateway did not see through: the broker of a stopping or finished
+        // session that is still there gets the stop again, and the same deadline.
+        let unfinished_stops: Vec<String> = sessions
+            .iter()
+            .filter(|session| {
+                session.status.is_terminal() || session.status == SessionStatus::Stopping
+            })
+            .filter(|session| {
+                session.broker.as_ref().is_some_and(|b| {
+                    crate::brokers::process_start_time(b.pid) == Some(b.start_time)
+                })
+            })
+            .map(|session| session.id.clone())
+            .collect();
+        // Concurrently: a hung broker costs its handshake timeout, and N of them must not cost N
         // timeouts before the listener opens.
         let live = sessions
             .into_iter()
@@ -1647,6 +1671,19 @@ impl Gateway {
                 }
             })
             .await;
+        for session_id in unfinished_stops {
+            let live = self.live(&session_id);
+            let reason = "stop requested before the gateway restarted".to_string();
+            if !live.send(GatewayToBroker::Stop { reason })
+                && let Ok(Some(record)) = self
+                    .store
+                    .read(|tx| tx.session(&session_id))
+                    .map(|s| s.and_then(|s| s.broker))
+            {
+                crate::brokers::signal_verified(&record);
+            }
+            self.enforce_stop(&session_id);
+        }
         // Writes their (now dead) brokers left `prepared`, terminal sessions' included: one
         // query finds the few sessions that have any.
         match self.store.read(|tx| tx.sessions_with_prepared_writes()) {
@@ -1744,7 +1781,7 @@ impl Gateway {
             };
             if !crate::brokers::wait_gone(&record, STOP_ENFORCE_AFTER).await {
                 let stopped = gateway
-                    .stop_broker(&session_id, &record, BROKER_TERM_GRACE)
+                    .stop_broker(&session_id, &record, STOP_ENFORCE_AFTER, BROKER_TERM_GRACE)
                     .await;
                 if stopped != BrokerStop::Exited {
                     // Its link is gone with it; if nothing made the session final, this does.
@@ -1758,23 +1795,23 @@ impl Gateway {
 
     /// Make sure the session's recorded broker is gone: SIGTERM (it stops its runner's group),
     /// up to `grace` for it to exit, then SIGKILL — a hung or stopped broker cannot keep a session
-    /// or a prepared write in limbo. The kill is recorded in the ledger before it is sent.
+    /// or a prepared write in limbo. `waited` is how long it already had (for the ledger). A kill
+    /// that was sent is recorded as `broker_killed`.
     async fn stop_broker(
         &self,
         session_id: &str,
         record: &BrokerRecord,
+        waited: Duration,
         grace: Duration,
     ) -> BrokerStop {
         crate::brokers::signal_verified(record);
         if crate::brokers::wait_gone(record, grace).await {
             return BrokerStop::Exited;
         }
-        self.record_event(
-            session_id,
-            "broker_killed",
-            json!({"after_seconds": grace.as_secs()}),
-        );
-        crate::brokers::kill_verified(record);
+        if crate::brokers::kill_verified(record) {
+            let after = (waited + grace).as_secs();
+            self.record_event(session_id, "broker_killed", json!({"after_seconds": after}));
+        }
         if crate::brokers::wait_gone(record, KILL_WAIT).await {
             BrokerStop::Killed
         } else {

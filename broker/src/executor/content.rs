@@ -1,5 +1,5 @@
 //! The bytes a write puts in place, described as pieces of the old content and inserted bytes
-//! (so an edit of a large file copies nothing before the temp file is written), and the two
+//! (so an edit with few matches copies nothing before the temp file is written), and the two
 //! SHA-256 hashes a write needs, with the prefix the old and new content share hashed once.
 //!
 //! Why: for a 4 MiB file, two full SHA-256 passes and a spliced copy cost about twice what the
@@ -88,7 +88,8 @@ impl<'a> NewContent<'a> {
     }
 
     /// Number of runs (a write issues one `write` per run).
-    pub fn runs(&self) -> usize {
+    #[cfg(test)]
+    fn runs(&self) -> usize {
         self.pieces.len()
     }
 
@@ -102,6 +103,7 @@ impl<'a> NewContent<'a> {
     }
 
     /// The new content as one buffer.
+    #[cfg(test)]
     pub fn to_vec(&self, old: &[u8]) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(self.len);
         for slice in self.slices(old) {
@@ -323,6 +325,19 @@ mod tests {
             &old,
             &NewContent::replaced(len, &several, b"long replacement"),
         );
+        // Files ending exactly on a checkpoint, on the two-thread path: appended to, and with
+        // their last byte changed.
+        for exact in [PARALLEL_HASH_BYTES, 6 * CHECKPOINT] {
+            let old: Vec<u8> = (0..exact).map(|i| (i % 251) as u8).collect();
+            let mut appended = old.clone();
+            appended.extend_from_slice(b"more");
+            check(&old, &NewContent::whole(appended));
+            check(
+                &old,
+                &NewContent::replaced(exact, &[exact - 1..exact], b"!"),
+            );
+            check(&old, &NewContent::replaced(exact, &[exact..exact], b"tail"));
+        }
         // A Write that keeps a long prefix, and one that only appends.
         let mut rewritten = old.clone();
         rewritten[3 * CHECKPOINT + 7] ^= 1;

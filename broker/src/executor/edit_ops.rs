@@ -19,6 +19,9 @@ pub use super::content::NewContent;
 
 /// Largest file an edit reads or writes, in bytes.
 pub const MAX_EDIT_FILE_BYTES: usize = 32 * 1024 * 1024;
+/// Up to this many matches, an `Edit`'s new content is runs of the old bytes around them (at
+/// most `2 × MAX + 1` runs, one `write` each); more are spliced into one buffer.
+pub const MAX_SPLICED_MATCHES: usize = 8;
 
 /// Why an edit cannot be computed. `code` is stable; nothing was prepared or written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,39 +81,45 @@ pub fn apply_edit<'a>(
     // SIMD substring search over the bytes (a valid UTF-8 needle in valid UTF-8 text only
     // matches on character boundaries); non-overlapping, left to right, like `str::matches`.
     let finder = memchr::memmem::Finder::new(old.as_bytes());
-    let mut matches = finder.find_iter(text.as_bytes());
-    let Some(first) = matches.next() else {
+    // Counted first, without keeping the positions: a one-byte needle in a 32 MiB file has
+    // millions of matches, and the size check must come before anything is built.
+    let n = finder.find_iter(text.as_bytes()).count();
+    if n == 0 {
         return Err(EditError::new(
             "no_match",
             "old_string was not found in the file (it must match exactly, including whitespace)",
         ));
-    };
-    let rest: Vec<usize> = if replace_all {
-        matches.collect()
-    } else {
-        match matches.count() {
-            0 => Vec::new(),
-            more => {
-                return Err(EditError::new(
-                    "multiple_matches",
-                    format!(
-                        "old_string occurs {} times; give more context so that it matches exactly once, or set replace_all",
-                        more + 1
-                    ),
-                ));
-            }
-        }
-    };
-    let n = rest.len() + 1;
-    let size = current.len() - n * old.len() + n * new.len();
+    }
+    if n > 1 && !replace_all {
+        return Err(EditError::new(
+            "multiple_matches",
+            format!(
+                "old_string occurs {n} times; give more context so that it matches exactly once, or set replace_all"
+            ),
+        ));
+    }
+    let size = (current.len() - n * old.len()).saturating_add(n.saturating_mul(new.len()));
     check_size(size)?;
-    // The new content refers to the old bytes around the matches: nothing is copied here.
-    let at: Vec<_> = std::iter::once(first)
-        .chain(rest)
-        .map(|start| start..start + old.len())
-        .collect();
+    let matches = finder
+        .find_iter(text.as_bytes())
+        .map(|start| start..start + old.len());
+    let content = if n <= MAX_SPLICED_MATCHES {
+        // The new content refers to the old bytes around the matches: nothing is copied here.
+        NewContent::replaced(current.len(), &matches.collect::<Vec<_>>(), new.as_bytes())
+    } else {
+        // Many matches: one flat buffer is smaller than a run per match.
+        let mut bytes = Vec::with_capacity(size);
+        let mut from = 0;
+        for at in matches {
+            bytes.extend_from_slice(&current[from..at.start]);
+            bytes.extend_from_slice(new.as_bytes());
+            from = at.end;
+        }
+        bytes.extend_from_slice(&current[from..]);
+        NewContent::whole(bytes)
+    };
     Ok(Computed {
-        content: NewContent::replaced(current.len(), &at, new.as_bytes()),
+        content,
         summary: format!("replaced {n} occurrence{}", if n == 1 { "" } else { "s" }),
     })
 }

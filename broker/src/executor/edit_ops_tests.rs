@@ -315,3 +315,25 @@ fn old_notebooks_without_ids_get_no_id_and_compact_stays_compact() {
 fn whole(done: &Computed<'_>) -> Vec<u8> {
     done.content.to_vec(&[])
 }
+
+#[test]
+fn replace_all_gives_the_same_bytes_as_runs_or_as_one_buffer() {
+    for n in [MAX_SPLICED_MATCHES, MAX_SPLICED_MATCHES + 1, 10_000] {
+        let old = "ab,".repeat(n);
+        let done = apply_edit(old.as_bytes(), "b", "XYZ", true).unwrap();
+        assert_eq!(
+            done.content.to_vec(old.as_bytes()),
+            old.replace('b', "XYZ").as_bytes()
+        );
+        assert_eq!(done.summary, format!("replaced {n} occurrences"));
+    }
+    // The size is checked before anything is built.
+    let old = "b".repeat(1000);
+    let huge = "x".repeat(MAX_EDIT_FILE_BYTES / 999);
+    assert_eq!(
+        apply_edit(old.as_bytes(), "b", &huge, true)
+            .unwrap_err()
+            .code,
+        "too_large"
+    );
+}

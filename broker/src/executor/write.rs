@@ -131,7 +131,8 @@ pub fn durable_write<'c>(
     };
 
     // (a) Read what is there now.
-    let current = read_current(policy, target).map_err(|r| refused(r, Disposition::NotPrepared))?;
+    let current = read_current(policy, target, Buffer::Spare)
+        .map_err(|r| refused(r, Disposition::NotPrepared))?;
     if let Some((_, id)) = &current {
         let euid = nix::unistd::geteuid().as_raw();
         if id.uid != euid {
@@ -463,7 +464,8 @@ pub fn recover_prepared(
         }
         Err(_) => return CrashResolution::Indeterminate,
     };
-    let real = match read_current(policy, &target) {
+    // Recovery runs in the gateway, rarely: it keeps no buffer.
+    let real = match read_current(policy, &target, Buffer::Fresh) {
         Ok(current) => current.map(|(bytes, _)| sha256_hex(&bytes)),
         Err(_) => return CrashResolution::Indeterminate,
     };
@@ -506,12 +508,8 @@ pub fn is_temp_name(name: &OsStr) -> bool {
         })
 }
 
-/// Write the new content's runs; many small runs (a `replace_all` edit) go out as one buffer.
+/// Write the new content's runs (few: see `edit_ops::MAX_SPLICED_MATCHES`).
 fn write_content(file: &mut File, content: &NewContent<'_>, old: &[u8]) -> std::io::Result<()> {
-    const MAX_RUNS: usize = 16;
-    if content.runs() > MAX_RUNS {
-        return file.write_all(&content.to_vec(old));
-    }
     content
         .slices(old)
         .try_for_each(|slice| file.write_all(slice))
@@ -553,6 +551,7 @@ fn same_content(mut file: File, expected: &[u8]) -> std::io::Result<bool> {
 fn read_current(
     policy: &PathPolicy,
     target: &WriteTarget,
+    buffer: Buffer,
 ) -> Result<Option<(ReadBuffer, FileIdentity)>, WriteRefusal> {
     let Some((file, id)) = target.open_existing(policy)? else {
         return Ok(None);
@@ -569,9 +568,12 @@ fn read_current(
     if id.size > MAX_EDIT_FILE_BYTES as u64 {
         return Err(too_large());
     }
-    let mut bytes = ReadBuffer::take(usize::try_from(id.size).unwrap_or(0).saturating_add(1));
+    let mut bytes = ReadBuffer::take(
+        usize::try_from(id.size).unwrap_or(0).saturating_add(1),
+        buffer,
+    );
     file.take(MAX_EDIT_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes.0)
+        .read_to_end(&mut bytes.bytes)
         .map_err(|err| {
             WriteRefusal::Path(sandbox::path_policy::PathRefusal::Io {
                 path: shown.clone(),
@@ -584,42 +586,58 @@ fn read_current(
     Ok(Some((bytes, id)))
 }
 
-/// The buffer a file's current bytes are read into. One spare buffer of up to
-/// [`SPARE_BUFFER_MAX`] bytes is kept between writes: a fresh multi-MiB buffer costs a page
-/// fault for each 4 KiB page, about three times what copying the file from the page cache does
-/// (4 MiB: 2.2 ms read into a fresh buffer, 0.5 ms into a reused one).
-struct ReadBuffer(Vec<u8>);
+/// The buffer a file's current bytes are read into. The broker keeps one spare buffer of up to
+/// [`SPARE_BUFFER_MAX`] bytes between writes: a fresh multi-MiB buffer costs a page fault for
+/// each 4 KiB page, about three times what copying the file from the page cache does (4 MiB:
+/// 2.2 ms read into a fresh buffer, 0.5 ms into a reused one).
+struct ReadBuffer {
+    bytes: Vec<u8>,
+    keep: bool,
+}
 
-/// Largest buffer kept for the next write (so a broker holds at most this much after a write).
+/// Whether a read may take and give back the spare buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Buffer {
+    Spare,
+    Fresh,
+}
+
+/// Largest buffer kept for the next write (what a broker holds after a large write).
 const SPARE_BUFFER_MAX: usize = 8 * 1024 * 1024;
 static SPARE_BUFFER: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
 
 impl ReadBuffer {
-    fn take(capacity: usize) -> Self {
-        let mut spare = match SPARE_BUFFER.lock() {
-            Ok(mut spare) => std::mem::take(&mut *spare),
-            Err(_) => Vec::new(),
+    fn take(capacity: usize, buffer: Buffer) -> Self {
+        let keep = buffer == Buffer::Spare;
+        let mut bytes = if keep {
+            SPARE_BUFFER
+                .lock()
+                .map(|mut spare| std::mem::take(&mut *spare))
+                .unwrap_or_default()
+        } else {
+            Vec::new()
         };
-        spare.clear();
-        spare.reserve(capacity);
-        Self(spare)
+        bytes.clear();
+        bytes.reserve(capacity);
+        Self { bytes, keep }
     }
 }
 
 impl std::ops::Deref for ReadBuffer {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.0
+        &self.bytes
     }
 }
 
 impl Drop for ReadBuffer {
     fn drop(&mut self) {
-        if self.0.capacity() <= SPARE_BUFFER_MAX
+        if self.keep
+            && self.bytes.capacity() <= SPARE_BUFFER_MAX
             && let Ok(mut spare) = SPARE_BUFFER.lock()
-            && spare.capacity() < self.0.capacity()
+            && spare.capacity() < self.bytes.capacity()
         {
-            *spare = std::mem::take(&mut self.0);
+            *spare = std::mem::take(&mut self.bytes);
         }
     }
 }

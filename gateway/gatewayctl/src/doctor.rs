@@ -520,7 +520,9 @@ fn seccomp_check() -> Check {
     }
 }
 
-/// What a session started now would get: the same probe and words as its `network_boundary`.
+/// What a session would get, probed as gatewayctl's own user in its own environment (a service
+/// unit that restricts namespaces gives the gateway less): the same probe and words as the
+/// SessionView's `network_boundary`.
 fn runner_check() -> Check {
     const NAME: &str = "sandbox: runner confinement";
     let boundary = gateway::boundary::network_boundary();
