@@ -14,6 +14,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::ffi::{CStr, CString};
+use std::os::unix::ffi::OsStringExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -156,9 +158,12 @@ pub struct WalkStats {
 /// Deepest directory level a walk enters (each level holds one descriptor).
 pub const MAX_WALK_DEPTH: usize = 256;
 
-/// A listed entry. The name is the tail of the path (one allocation per entry).
+/// A listed entry. Its name lives in its listing's `names`, followed by a NUL, so that it can be
+/// handed to `*at` calls as is; the visitor builds the path in one reused buffer (no allocation
+/// per entry).
 struct Entry {
-    path: PathBuf,
+    /// Offset of the name in [`Listing::names`].
+    name: usize,
     name_len: usize,
     kind: EntryKind,
     stat: Option<Result<FileFacts, Errno>>,
@@ -166,19 +171,88 @@ struct Entry {
     child: Option<usize>,
 }
 
-impl Entry {
-    fn name(&self) -> &OsStr {
-        let bytes = self.path.as_os_str().as_bytes();
-        OsStr::from_bytes(&bytes[bytes.len() - self.name_len..])
-    }
-}
-
 /// A directory's entries, filtered by the name rules and sorted.
 struct Listing {
     dir: Arc<WalkDir>,
+    /// The entries' names, each followed by a NUL.
+    names: Vec<u8>,
     entries: Vec<Entry>,
     /// Depth of `entries`.
     depth: usize,
+}
+
+impl Listing {
+    fn name(&self, entry: &Entry) -> &OsStr {
+        name_in(&self.names, entry)
+    }
+}
+
+fn name_in<'a>(names: &'a [u8], entry: &Entry) -> &'a OsStr {
+    OsStr::from_bytes(&names[entry.name..entry.name + entry.name_len])
+}
+
+/// The name of `entry` as a C string (no copy for the `*at` calls).
+fn c_name<'a>(names: &'a [u8], entry: &Entry) -> Result<&'a CStr, Errno> {
+    CStr::from_bytes_with_nul(&names[entry.name..=entry.name + entry.name_len])
+        .map_err(|_| Errno::INVAL)
+}
+
+/// `dir` joined with `name`, like [`Path::join`] (no separator doubled after a root `/`).
+fn push_name(path: &mut Vec<u8>, name: &[u8]) {
+    if path.last() != Some(&b'/') {
+        path.push(b'/');
+    }
+    path.extend_from_slice(name);
+}
+
+/// Room for one `getdents64` call: a directory of a few hundred entries is read in one call.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const DIR_BUF_BYTES: usize = 32 * 1024;
+
+/// Reusable buffer for reading directories (one per thread of a walk).
+#[derive(Default)]
+struct DirBuf {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    bytes: Vec<u8>,
+}
+
+/// Call `each` with the name, `d_type` and `d_ino` of every entry of the directory `fd` (`.` and
+/// `..` included), reading from its current position. On Linux the entries are read with
+/// `getdents64` into `buf`, straight from the walk's descriptor.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn read_dir(
+    fd: &OwnedFd,
+    buf: &mut DirBuf,
+    mut each: impl FnMut(&CStr, FileType, u64) -> Result<(), Errno>,
+) -> Result<(), Errno> {
+    if buf.bytes.capacity() < DIR_BUF_BYTES {
+        buf.bytes.reserve(DIR_BUF_BYTES);
+    }
+    let mut reader = rustix::fs::RawDir::new(fd, buf.bytes.spare_capacity_mut());
+    while let Some(item) = reader.next() {
+        let item = match item {
+            Ok(item) => item,
+            // The directory was removed while being read: no more entries (like `readdir`).
+            Err(Errno::NOENT) => break,
+            Err(err) => return Err(err),
+        };
+        each(item.file_name(), item.file_type(), item.ino())?;
+    }
+    Ok(())
+}
+
+/// [`read_dir`] elsewhere: through `readdir` on a duplicate of the descriptor.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn read_dir(
+    fd: &OwnedFd,
+    _buf: &mut DirBuf,
+    mut each: impl FnMut(&CStr, FileType, u64) -> Result<(), Errno>,
+) -> Result<(), Errno> {
+    for item in rustix::fs::Dir::new(rustix::io::dup(fd)?)? {
+        let item = item?;
+        each(item.file_name(), item.file_type(), item.ino())?;
+    }
+    Ok(())
 }
 
 /// What listing a subdirectory came to.
@@ -194,8 +268,7 @@ struct DirJob {
     /// Position in walk order: the indices of the entries leading to it from the root.
     key: Vec<usize>,
     parent: Arc<WalkDir>,
-    path: PathBuf,
-    name_len: usize,
+    name: CString,
     /// Depth of the directory's own entries.
     depth: usize,
 }
@@ -256,27 +329,41 @@ impl<'p> Walker<'p> {
 
     /// Read, filter and sort the entries of `dir` (at `depth`), `lstat` its files when asked
     /// (in inode order, kinder to a cold disk than name order), and queue its subdirectories.
-    fn list(&self, dir: Arc<WalkDir>, key: &[usize], depth: usize) -> Result<Listing, Errno> {
-        let reader = rustix::fs::Dir::new(rustix::io::dup(&dir.fd)?)?;
+    fn list(
+        &self,
+        dir: Arc<WalkDir>,
+        key: &[usize],
+        depth: usize,
+        buf: &mut DirBuf,
+    ) -> Result<Listing, Errno> {
+        let mut names = Vec::new();
         let mut entries = Vec::new();
         // `(d_ino, index)` of the files still to `lstat`.
         let mut to_stat = Vec::new();
-        for item in reader {
-            let item = item?;
+        // The entry's path, built only when protected names may apply below `dir`.
+        let mut path = Vec::new();
+        read_dir(&dir.fd, buf, |c_name, d_type, ino| {
             if entries.len().is_multiple_of(STOP_CHECK_EVERY) && self.stopped() {
                 return Err(Errno::INTR);
             }
-            let name = OsStr::from_bytes(item.file_name().to_bytes());
+            let name = OsStr::from_bytes(c_name.to_bytes());
             if name == "." || name == ".." || self.policy.is_git(name) {
-                continue;
+                return Ok(());
             }
-            let path = dir.path.join(name);
-            if dir.check_children && self.policy.is_protected(&path) {
-                continue;
+            if dir.check_children {
+                path.clear();
+                path.extend_from_slice(dir.path.as_os_str().as_bytes());
+                push_name(&mut path, name.as_bytes());
+                if self
+                    .policy
+                    .is_protected(Path::new(OsStr::from_bytes(&path)))
+                {
+                    return Ok(());
+                }
             }
-            let (kind, stat) = match item.file_type() {
+            let (kind, stat) = match d_type {
                 FileType::Unknown => {
-                    match rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    match rustix::fs::statat(&dir.fd, c_name, AtFlags::SYMLINK_NOFOLLOW) {
                         Ok(st) => {
                             let facts = FileFacts::of(&st);
                             let kind = EntryKind::from_file_type(facts.kind);
@@ -288,26 +375,35 @@ impl<'p> Walker<'p> {
                 kind => (EntryKind::from_file_type(kind), None),
             };
             if self.stat_files && kind == EntryKind::File && stat.is_none() {
-                to_stat.push((item.ino(), entries.len()));
+                to_stat.push((ino, entries.len()));
             }
             entries.push(Entry {
+                name: names.len(),
                 name_len: name.len(),
-                path,
                 kind,
                 stat: stat.filter(|_| self.stat_files),
                 child: None,
             });
-        }
+            names.extend_from_slice(c_name.to_bytes_with_nul());
+            Ok(())
+        })?;
         to_stat.sort_unstable();
         for (n, (_, i)) in to_stat.into_iter().enumerate() {
             if n.is_multiple_of(STOP_CHECK_EVERY) && self.stopped() {
                 return Err(Errno::INTR);
             }
-            let entry = &entries[i];
-            let stat = rustix::fs::statat(&dir.fd, entry.name(), AtFlags::SYMLINK_NOFOLLOW);
+            let stat = rustix::fs::statat(
+                &dir.fd,
+                c_name(&names, &entries[i])?,
+                AtFlags::SYMLINK_NOFOLLOW,
+            );
             entries[i].stat = Some(stat.map(|st| FileFacts::of(&st)));
         }
-        entries.sort_unstable_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
+        entries.sort_unstable_by(|a, b| {
+            name_in(&names, a)
+                .as_bytes()
+                .cmp(name_in(&names, b).as_bytes())
+        });
         if depth < self.max_depth && entries.iter().any(|e| e.kind == EntryKind::Dir) {
             let mut queue = self.lock();
             let mut queued = 0;
@@ -326,8 +422,7 @@ impl<'p> Walker<'p> {
                 let job = DirJob {
                     key: child_key,
                     parent: Arc::clone(&dir),
-                    path: entry.path.clone(),
-                    name_len: entry.name_len,
+                    name: c_name(&names, entry)?.to_owned(),
                     depth: depth + 1,
                 };
                 queue.slots.insert(id, Slot::Pending(job));
@@ -346,17 +441,19 @@ impl<'p> Walker<'p> {
         }
         Ok(Listing {
             dir,
+            names,
             entries,
             depth,
         })
     }
 
     /// Open and list the subdirectory of a job.
-    fn run(&self, job: DirJob) -> Loaded {
-        let bytes = job.path.as_os_str().as_bytes();
-        let name = OsStr::from_bytes(&bytes[bytes.len() - job.name_len..]).to_os_string();
-        match self.policy.open_child_dir(&job.parent, &name, job.path) {
-            Ok(Some(child)) => match self.list(Arc::new(child), &job.key, job.depth) {
+    fn run(&self, job: DirJob, buf: &mut DirBuf) -> Loaded {
+        let mut path = job.parent.path.as_os_str().as_bytes().to_vec();
+        push_name(&mut path, job.name.to_bytes());
+        let path = PathBuf::from(OsString::from_vec(path));
+        match self.policy.open_child_dir(&job.parent, &job.name, path) {
+            Ok(Some(child)) => match self.list(Arc::new(child), &job.key, job.depth, buf) {
                 Ok(listing) => Loaded::Listed(listing),
                 Err(_) => Loaded::Unreadable,
             },
@@ -368,6 +465,7 @@ impl<'p> Walker<'p> {
     /// A read-ahead thread: run the earliest pending job while fewer than [`READ_AHEAD`] wait.
     fn help(&self) {
         let _guard = PanicFlag(self);
+        let mut buf = DirBuf::default();
         loop {
             let (id, job) = {
                 let mut queue = self.lock();
@@ -389,7 +487,7 @@ impl<'p> Walker<'p> {
                     queue.idle -= 1;
                 }
             };
-            let loaded = self.run(job);
+            let loaded = self.run(job, &mut buf);
             let mut queue = self.lock();
             queue.slots.insert(id, Slot::Done(loaded));
             let awaited = queue.awaited == Some(id);
@@ -402,7 +500,7 @@ impl<'p> Walker<'p> {
 
     /// The listing of job `id`, for the visitor: read ahead, being read (wait), or not started
     /// (list it here).
-    fn take(&self, id: usize) -> Loaded {
+    fn take(&self, id: usize, buf: &mut DirBuf) -> Loaded {
         let mut queue = self.lock();
         loop {
             match queue.slots.remove(&id) {
@@ -419,7 +517,7 @@ impl<'p> Walker<'p> {
                 }
                 Some(Slot::Pending(job)) => {
                     drop(queue);
-                    return self.run(job);
+                    return self.run(job, buf);
                 }
                 Some(Slot::Running) => {
                     queue.slots.insert(id, Slot::Running);
@@ -444,19 +542,25 @@ impl<'p> Walker<'p> {
         root: Listing,
         visit: &mut dyn FnMut(WalkEntry<'_>) -> WalkControl,
         stats: &mut WalkStats,
+        buf: &mut DirBuf,
     ) {
-        let mut stack = vec![(root, 0usize)];
-        while let Some((listing, next)) = stack.last_mut() {
+        // The path of the current entry: its directory's path (`stack`'s third field is its
+        // length), then the name.
+        let mut path = root.dir.path.as_os_str().as_bytes().to_vec();
+        let mut stack = vec![(root, 0usize, path.len())];
+        while let Some((listing, next, dir_len)) = stack.last_mut() {
             let Some(entry) = listing.entries.get(*next) else {
                 stack.pop();
                 continue;
             };
             *next += 1;
             let (kind, child, depth) = (entry.kind, entry.child, listing.depth);
+            path.truncate(*dir_len);
+            push_name(&mut path, listing.name(entry).as_bytes());
             let control = visit(WalkEntry {
                 parent: &listing.dir,
-                name: entry.name(),
-                path: &entry.path,
+                name: listing.name(entry),
+                path: Path::new(OsStr::from_bytes(&path)),
                 kind,
                 depth,
                 stat: entry.stat,
@@ -474,8 +578,8 @@ impl<'p> Walker<'p> {
                 continue;
             }
             let Some(id) = child else { continue };
-            match self.take(id) {
-                Loaded::Listed(listing) => stack.push((listing, 0)),
+            match self.take(id, buf) {
+                Loaded::Listed(listing) => stack.push((listing, 0, path.len())),
                 Loaded::Skipped => {}
                 Loaded::Unreadable => stats.unreadable += 1,
             }
@@ -562,8 +666,9 @@ impl PathPolicy {
             done: Condvar::new(),
             stop: AtomicBool::new(false),
         };
+        let mut buf = DirBuf::default();
         let listing = walker
-            .list(root_dir, &[], 1)
+            .list(root_dir, &[], 1, &mut buf)
             .map_err(|err| io_refusal(&show(root), err))?;
         // No subdirectory to read ahead: no threads.
         let threads = if listing.entries.iter().any(|e| e.child.is_some()) {
@@ -578,7 +683,7 @@ impl PathPolicy {
                 scope.spawn(|| walker.help());
             }
             let _halt = HaltOnDrop(walker);
-            walker.drive(listing, &mut visit, &mut stats);
+            walker.drive(listing, &mut visit, &mut stats, &mut buf);
         });
         Ok(stats)
     }
@@ -588,7 +693,7 @@ impl PathPolicy {
     fn open_child_dir(
         &self,
         parent: &WalkDir,
-        name: &OsStr,
+        name: &CStr,
         path: PathBuf,
     ) -> Result<Option<WalkDir>, Errno> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
