@@ -168,6 +168,7 @@ pub const MAX_WALK_DEPTH: usize = 256;
 /// A listed entry. Its name lives in its listing's `names`, followed by a NUL, so that it can be
 /// handed to `*at` calls as is; the visitor builds the path in one reused buffer (no allocation
 /// per entry).
+#[derive(Clone, Copy)]
 struct Entry {
     /// Offset of the name in [`Listing::names`].
     name: usize,
@@ -202,6 +203,16 @@ fn name_in<'a>(names: &'a [u8], entry: &Entry) -> &'a OsStr {
 fn c_name<'a>(names: &'a [u8], entry: &Entry) -> Result<&'a CStr, Errno> {
     CStr::from_bytes_with_nul(&names[entry.name..=entry.name + entry.name_len])
         .map_err(|_| Errno::INVAL)
+}
+
+/// The first 8 bytes of a name as a big-endian number, zero-padded. Names hold no NUL byte, so
+/// comparing keys orders names bytewise, except that names sharing their first 8 bytes compare
+/// equal and must be compared whole.
+fn name_key(name: &[u8]) -> u64 {
+    let mut key = [0u8; 8];
+    let n = name.len().min(8);
+    key[..n].copy_from_slice(&name[..n]);
+    u64::from_be_bytes(key)
 }
 
 /// `dir` joined with `name`, like [`Path::join`] (no separator doubled after a root `/`).
@@ -417,11 +428,22 @@ impl<'p> Walker<'p> {
             );
             entries[i].stat = Some(stat.map(|st| FileFacts::of(&st)));
         }
-        entries.sort_unstable_by(|a, b| {
-            name_in(&names, a)
-                .as_bytes()
-                .cmp(name_in(&names, b).as_bytes())
+        // Sorted through `(name_key, index)` pairs: most comparisons are then of two numbers,
+        // and each entry moves once (sorting the entries themselves moved them at every step
+        // and called `memcmp` for every comparison: 40 % of the walk's user-space instructions).
+        let mut order: Vec<(u64, usize)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (name_key(name_in(&names, e).as_bytes()), i))
+            .collect();
+        order.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0).then_with(|| {
+                name_in(&names, &entries[a.1])
+                    .as_bytes()
+                    .cmp(name_in(&names, &entries[b.1]).as_bytes())
+            })
         });
+        let mut entries: Vec<Entry> = order.into_iter().map(|(_, i)| entries[i]).collect();
         if depth < self.max_depth && entries.iter().any(|e| e.kind == EntryKind::Dir) {
             let mut queue = self.lock();
             let mut queued = 0;
