@@ -368,10 +368,12 @@ fn find_count(out: &ActionOutcome) -> anyhow::Result<u64> {
     if out.output.contains("time budget") || out.output.contains("max_results") {
         bail!("FindFiles did not finish: {}", tail(&out.output));
     }
-    // "[truncated: output limit (64 KiB) reached; showing X of N entries found]"
-    if let Some(line) = out.output.lines().find(|l| l.contains("entries found]")) {
+    // "[truncated: output limit (64 KiB) reached; showing X of N entries found…]"
+    if let Some(line) = out.output.lines().find(|l| l.contains(" entries found")) {
         let n = line
-            .trim_end_matches(" entries found]")
+            .split(" entries found")
+            .next()
+            .unwrap_or_default()
             .rsplit(' ')
             .next()
             .and_then(|n| n.parse().ok())

@@ -929,6 +929,50 @@ fn read_ahead_walk_stops_when_told_and_survives_a_panicking_visitor() {
     assert_eq!(rx.recv_timeout(Duration::from_secs(20)), Ok(true));
 }
 
+/// `StopFileStats` keeps the walk going with the same entries in the same order; directories
+/// listed after it bring no stats for their files (those listed before may keep theirs).
+#[test]
+fn read_ahead_walk_drops_file_stats_when_told() {
+    let f = fixture();
+    let w = busy_tree(&f);
+    for threads in [0, 4] {
+        let options = WalkOptions {
+            max_depth: 64,
+            stat_files: true,
+            threads,
+        };
+        let (all, _) = walk_all(&f, &w, options);
+        let mut seen = Vec::new();
+        let mut stats_after = 0;
+        let mut files_after = 0;
+        f.policy
+            .walk(&w, options, |e| {
+                seen.push(e.path.to_path_buf());
+                if seen.len() > all.len() / 2 && e.kind == EntryKind::File {
+                    files_after += 1;
+                    stats_after += usize::from(e.stat.is_some());
+                }
+                if seen.len() == 3 {
+                    WalkControl::StopFileStats
+                } else {
+                    WalkControl::Continue
+                }
+            })
+            .unwrap();
+        let paths: Vec<PathBuf> = all.iter().map(|e| e.0.clone()).collect();
+        assert_eq!(seen, paths, "threads {threads}");
+        assert!(files_after > 0);
+        // Read-ahead is bounded (64 listings), so most of the second half was listed after.
+        assert!(
+            stats_after < files_after,
+            "threads {threads}: {stats_after}/{files_after}"
+        );
+        if threads == 0 {
+            assert_eq!(stats_after, 0);
+        }
+    }
+}
+
 /// RACE: a thread flips `w/comp` between a real directory and a symlink to a directory outside;
 /// a walk with read-ahead threads never yields anything from behind the symlink.
 #[cfg(target_os = "linux")]

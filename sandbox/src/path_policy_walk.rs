@@ -143,7 +143,7 @@ pub struct WalkEntry<'a> {
     /// 1 for the root's own entries.
     pub depth: usize,
     /// The `lstat` taken while listing (regular files, with `WalkOptions::stat_files`).
-    stat: Option<Result<FileFacts, Errno>>,
+    pub(crate) stat: Option<Result<FileFacts, Errno>>,
 }
 
 /// What the visitor wants next.
@@ -151,6 +151,9 @@ pub struct WalkEntry<'a> {
 pub enum WalkControl {
     Continue,
     Stop,
+    /// Keep walking, but `lstat` no more regular files (`WalkOptions::stat_files`): the
+    /// visitor only counts from now on. Listings made already keep their stats.
+    StopFileStats,
 }
 
 /// What a walk left out.
@@ -324,7 +327,8 @@ struct Queue {
 struct Walker<'p> {
     policy: &'p PathPolicy,
     max_depth: usize,
-    stat_files: bool,
+    /// `WalkOptions::stat_files`, until the visitor says [`WalkControl::StopFileStats`].
+    stat_files: AtomicBool,
     read_ahead: bool,
     /// Read-ahead threads started.
     threads: usize,
@@ -369,6 +373,7 @@ impl<'p> Walker<'p> {
         let mut entries = Vec::new();
         // `(d_ino, index)` of the files still to `lstat`.
         let mut to_stat = Vec::new();
+        let stat_files = self.stat_files.load(Ordering::Relaxed);
         // The entry's path, built only when protected names may apply below `dir`.
         let mut path = Vec::new();
         read_dir(&dir.fd, buf, |c_name, d_type, ino| {
@@ -403,14 +408,14 @@ impl<'p> Walker<'p> {
                 }
                 kind => (EntryKind::from_file_type(kind), None),
             };
-            if self.stat_files && kind == EntryKind::File && stat.is_none() {
+            if stat_files && kind == EntryKind::File && stat.is_none() {
                 to_stat.push((ino, entries.len()));
             }
             entries.push(Entry {
                 name: names.len(),
                 name_len: name.len(),
                 kind,
-                stat: stat.filter(|_| self.stat_files),
+                stat: stat.filter(|_| stat_files),
                 child: None,
             });
             names.extend_from_slice(c_name.to_bytes_with_nul());
@@ -418,8 +423,13 @@ impl<'p> Walker<'p> {
         })?;
         to_stat.sort_unstable();
         for (n, (_, i)) in to_stat.into_iter().enumerate() {
-            if n.is_multiple_of(STOP_CHECK_EVERY) && self.stopped() {
-                return Err(Errno::INTR);
+            if n.is_multiple_of(STOP_CHECK_EVERY) {
+                if self.stopped() {
+                    return Err(Errno::INTR);
+                }
+                if !self.stat_files.load(Ordering::Relaxed) {
+                    break; // The rest stay without stats: the visitor only counts them.
+                }
             }
             let stat = rustix::fs::statat(
                 &dir.fd,
@@ -630,8 +640,10 @@ impl<'p> Walker<'p> {
                 depth,
                 stat: entry.stat,
             });
-            if control == WalkControl::Stop {
-                break;
+            match control {
+                WalkControl::Stop => break,
+                WalkControl::StopFileStats => self.stat_files.store(false, Ordering::Relaxed),
+                WalkControl::Continue => {}
             }
             if kind != EntryKind::Dir {
                 continue;
@@ -762,7 +774,7 @@ impl PathPolicy {
         let mut walker = Walker {
             policy: self,
             max_depth,
-            stat_files: options.stat_files,
+            stat_files: AtomicBool::new(options.stat_files),
             read_ahead: options.threads > 0,
             threads: 0,
             cpu_threads: 0,

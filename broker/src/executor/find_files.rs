@@ -1,6 +1,7 @@
 //! `FindFiles`: list non-directory entries under a root, sorted, never following symlinks (they are
 //! listed as `path -> (symlink)`), skipping `.git`, protected paths and hard-linked files; bounded by
-//! depth, count, 64 KiB and the time budget.
+//! depth, count, 64 KiB and the time budget. Files after a full listing are only counted, without
+//! the hard-link check, and the note says so.
 
 use std::time::Instant;
 
@@ -31,7 +32,8 @@ pub(super) fn run(
     // The walk yields entries in path order (names sorted bytewise, depth first), which is the
     // order of `Path`'s comparison: lines are written as they come, and once the output is full
     // entries are only counted. Files are `lstat`ed (for the hard-link rule) by the walk's
-    // read-ahead threads while they list each directory, so the checks below make no system call.
+    // read-ahead threads while they list each directory, so the checks below make no system
+    // call; once the output is full they are no longer `lstat`ed, only counted.
     let mut out = BoundedOutput::new();
     let mut found = 0usize;
     let mut shown = 0usize;
@@ -39,6 +41,8 @@ pub(super) fn run(
     let mut timed_out = false;
     let mut unreadable = 0usize;
     let mut hard_linked = 0usize;
+    // Files counted after the output was full, not checked for hard links.
+    let mut unchecked = 0usize;
     let options = WalkOptions {
         stat_files: true,
         ..WalkOptions::new(max_depth)
@@ -58,6 +62,21 @@ pub(super) fn run(
             && finder.find(entry.name.as_encoded_bytes()).is_none()
         {
             return WalkControl::Continue;
+        }
+        if out.full && entry.kind == EntryKind::File {
+            // Nothing more is shown: files are counted without the hard-link check, so the
+            // walk stops `lstat`ing them (the one cost `find` does not have).
+            if found == max_results {
+                more = true;
+                return WalkControl::Stop;
+            }
+            found += 1;
+            unchecked += 1;
+            return if unchecked == 1 {
+                WalkControl::StopFileStats
+            } else {
+                WalkControl::Continue
+            };
         }
         let suffix = match entry.kind {
             EntryKind::Symlink => " -> (symlink)",
@@ -103,9 +122,17 @@ pub(super) fn run(
         notes.push(format!("(no files found under {})", root.display()));
     }
     if out.full {
-        notes.push(format!(
-            "[truncated: output limit (64 KiB) reached; showing {shown} of {found} entries found]"
-        ));
+        let note = if unchecked > 0 {
+            format!(
+                "[truncated: output limit (64 KiB) reached; showing {shown} of {found} entries found, \
+                 {unchecked} of them files counted after the limit without the hard-link check]"
+            )
+        } else {
+            format!(
+                "[truncated: output limit (64 KiB) reached; showing {shown} of {found} entries found]"
+            )
+        };
+        notes.push(note);
     }
     if more {
         notes.push(format!(

@@ -1008,3 +1008,51 @@ fn race_symlink_swapped_in_never_leaks_protected() {
         "race not exercised: ok {ok}, refused {refused}"
     );
 }
+
+/// Once the 64 KiB listing is full, files are counted without the hard-link check (they are
+/// never shown): a hard link before the limit is skipped, one after it is counted and said so.
+#[test]
+fn find_files_counts_files_after_the_output_limit_without_checking_them() {
+    let f = fixture();
+    let w = f.root.join("work/big");
+    // 3000 names of ~60 bytes: the 64 KiB limit is reached after about a third.
+    for i in 0..3000 {
+        write(&w.join(format!("{}-{i:04}.txt", "x".repeat(40))), "x");
+    }
+    std::fs::hard_link(
+        w.join(format!("{}-0000.txt", "x".repeat(40))),
+        w.join("a-first-hard.txt"),
+    )
+    .unwrap();
+    std::fs::hard_link(
+        w.join(format!("{}-0001.txt", "x".repeat(40))),
+        w.join("z-last-hard.txt"),
+    )
+    .unwrap();
+    let out = find_with(&f.exec, &w, Some(8), Some(100_000));
+    assert!(out.truncated);
+    let shown = out.output.lines().filter(|l| l.ends_with(".txt")).count();
+    assert!(shown > 500 && shown < 3000, "{shown}");
+    assert!(
+        !out.output.contains("hard.txt"),
+        "a hard link is never shown"
+    );
+    // 3002 files. Before the limit, the first hard link and the two files it and the last one
+    // share an inode with are skipped; the last hard link, after it, is counted: 2999 (2998
+    // if it had been checked). The entry that did not fit was checked, not shown.
+    let unchecked = 2999 - shown - 1;
+    let note = format!(
+        "[truncated: output limit (64 KiB) reached; showing {shown} of 2999 entries found, \
+         {unchecked} of them files counted after the limit without the hard-link check]"
+    );
+    assert!(
+        out.output.contains(&note),
+        "{}",
+        &out.output[out.output.len() - 400..]
+    );
+    assert!(
+        out.output.ends_with("[skipped files: 3 hard-linked]"),
+        "{}",
+        &out.output[out.output.len() - 400..]
+    );
+}
