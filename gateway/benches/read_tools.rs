@@ -2,7 +2,8 @@
 //! `rg` and `find` on the same large generated tree, measured in the same run, warm and cold cache.
 //!
 //! Run: `cargo bench -p gateway --bench read_tools [-- --dir DIR --files N --runs N --keep]`
-//! (or `scripts/bench-reads`; `--only search|find` runs one pair). Needs `rg` (ripgrep) on `PATH`: `apt-get install ripgrep`,
+//! (or `scripts/bench-reads`; `--only search|find` runs one pair; `--warm-only` leaves the
+//! machine's caches alone, for a machine others are measuring on). Needs `rg` (ripgrep) on `PATH`: `apt-get install ripgrep`,
 //! `brew install ripgrep` or `cargo install ripgrep`; the bench fails when it is missing.
 //!
 //! The tree (default under `/work/.bench-reads`, else the temp dir): `--files` text files of
@@ -17,8 +18,9 @@
 //!   every non-binary file; the match counts must agree. `rg` runs multi-threaded and unsorted.
 //! - FindFiles (`max_depth` 64, `max_results` unbounded) vs
 //!   `find -P DIR -name .git -prune -o ! -type d -print`: the entry counts must agree. FindFiles
-//!   must `lstat` every regular file (it skips hard-linked ones) where plain `find` reads only
-//!   directories, so a second reference adds `-links 1` (the same per-file `lstat`).
+//!   `lstat`s the regular files it shows (it skips hard-linked ones; files after its 64 KiB
+//!   listing are only counted) where plain `find` reads only directories; a second reference adds
+//!   `-links 1`, which `lstat`s every file.
 //!
 //! Cold cache: `sync; echo 3 > /proc/sys/vm/drop_caches` before every cold run (needs root; the
 //! bench says so and reports warm figures only when it cannot).
@@ -49,6 +51,7 @@ struct Options {
     keep: bool,
     /// `search`, `find` or both (`None`).
     only: Option<String>,
+    warm_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -73,6 +76,7 @@ fn options() -> anyhow::Result<Options> {
         runs: 3,
         keep: false,
         only: None,
+        warm_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -81,6 +85,7 @@ fn options() -> anyhow::Result<Options> {
             "--files" => opts.files = args.next().context("--files needs a value")?.parse()?,
             "--runs" => opts.runs = args.next().context("--runs needs a value")?.parse()?,
             "--keep" => opts.keep = true,
+            "--warm-only" => opts.warm_only = true,
             "--only" => opts.only = Some(args.next().context("--only needs search or find")?),
             "--bench" => {} // passed by `cargo bench`
             other => bail!("unknown argument {other:?}"),
@@ -227,13 +232,17 @@ fn measure(opts: &Options, tree: &Path, rg: &Path, find: &Path) -> anyhow::Resul
         bail!("FindFiles listed {ours} entries but find listed {theirs}");
     }
 
-    let cold_ok = drop_caches().is_ok();
+    let cold_ok = !opts.warm_only && drop_caches().is_ok();
     let mut rows = Vec::new();
     for cache in ["warm", "cold"] {
         if cache == "cold" && !cold_ok {
-            println!(
-                "cold cache: not measured (cannot write /proc/sys/vm/drop_caches; run as root)"
-            );
+            if opts.warm_only {
+                println!("cold cache: not measured (--warm-only)");
+            } else {
+                println!(
+                    "cold cache: not measured (cannot write /proc/sys/vm/drop_caches; run as root)"
+                );
+            }
             continue;
         }
         let runs: [(&str, &dyn Fn() -> anyhow::Result<u64>); 5] = [

@@ -1,169 +1,22 @@
-//! What confines the runner and commands on this host: the runner confinement every broker is told
-//! to establish (in full, or it does not start the runner) and its public description,
-//! `network_boundary` in the SessionView. Both come from one probe of the host, so the view says
-//! what is enforced, and degraded states say so plainly.
+//! The runner confinement every broker is told to establish (in full, or it does not start the
+//! runner) and its public description, `network_boundary` in the SessionView: both from one
+//! probe of the host, `sandbox::boundary`, which `gatewayctl doctor` uses too.
 
 use common::protocol::RunnerConfinement;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The runner confinement this host supports; brokers must establish all of it.
 pub fn runner_confinement() -> RunnerConfinement {
-    #[cfg(target_os = "linux")]
-    {
-        let host = sandbox::host_support();
-        RunnerConfinement {
-            network_namespace: sandbox::linux::runner::loopback_namespace_supported(),
-            landlock_abi: host
-                .landlock_abi
-                .map(|abi| abi.min(sandbox::linux::MAX_LANDLOCK_ABI)),
-            seccomp: host.seccomp,
-            seatbelt: false,
-        }
-    }
-    #[cfg(target_os = "macos")]
-    {
-        RunnerConfinement {
-            seatbelt: std::path::Path::new(sandbox::seatbelt::SANDBOX_EXEC).exists(),
-            ..RunnerConfinement::default()
-        }
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-    {
-        RunnerConfinement::default()
+    let layers = sandbox::boundary::runner_layers();
+    RunnerConfinement {
+        network_namespace: layers.network_namespace,
+        landlock_abi: layers.landlock_abi,
+        seccomp: layers.seccomp,
+        seatbelt: layers.seatbelt,
     }
 }
 
 /// `network_boundary` for a session started now on this host.
 pub fn network_boundary() -> Value {
-    let host = sandbox::host_support();
-    let commands = match host.status() {
-        "enforced" => "none: empty network namespace, no sockets",
-        "degraded" => "degraded: partial confinement (see commands_enforced_by); no sockets",
-        _ => "refused: this host cannot confine commands, so RunCommand refuses to run",
-    };
-    let runner = describe_runner(&runner_confinement(), std::env::consts::OS);
-    json!({
-        "runner": runner.network,
-        "runner_writes": runner.writes,
-        "commands": commands,
-        "enforced_by": runner.enforced_by,
-        "commands_enforced_by": host.enforced_by(),
-        "degraded": runner.degraded || host.status() != "enforced",
-    })
-}
-
-/// The runner's part of `network_boundary`.
-#[derive(Debug, PartialEq, Eq)]
-struct RunnerBoundary {
-    network: String,
-    writes: String,
-    enforced_by: String,
-    degraded: bool,
-}
-
-fn describe_runner(plan: &RunnerConfinement, os: &str) -> RunnerBoundary {
-    if plan.seatbelt {
-        // One outbound rule to the broker's loopback port; writes only in its private dirs.
-        return RunnerBoundary {
-            network: "loopback:broker-port-only".into(),
-            writes: "private-dirs-only".into(),
-            enforced_by: format!("{os}:seatbelt"),
-            degraded: false,
-        };
-    }
-    let port_rule = plan.landlock_abi.is_some_and(|abi| abi >= 4);
-    let network = match (plan.network_namespace, port_rule) {
-        (true, true) => "loopback:broker-port-only",
-        (true, false) => {
-            "loopback-only: the runner shares only the broker's loopback-only network \
-             namespace; this host's Landlock has no port rules, so the port itself is not pinned"
-        }
-        (false, true) => {
-            "degraded: TCP connect only to the broker's port number, but on any address, and UDP is \
-             not restricted (no network namespace on this host)"
-        }
-        (false, false) => "unconfined: this host cannot restrict the runner's network",
-    };
-    let writes = if plan.landlock_abi.is_some() {
-        "private-dirs-only"
-    } else {
-        "unconfined: this host has no Landlock, so the runner's writes are not restricted"
-    };
-    let mut layers = Vec::new();
-    if plan.network_namespace {
-        layers.push("netns".to_string());
-    }
-    if let Some(abi) = plan.landlock_abi {
-        layers.push(format!("landlock(v{abi})"));
-    }
-    if plan.seccomp {
-        layers.push("seccomp+nnp+caps".to_string());
-    }
-    let enforced_by = if layers.is_empty() {
-        format!("{os}:none")
-    } else {
-        format!("{os}:{}", layers.join("+"))
-    };
-    RunnerBoundary {
-        network: network.to_string(),
-        writes: writes.to_string(),
-        enforced_by,
-        degraded: !(plan.network_namespace && port_rule && plan.seccomp),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn plan(netns: bool, abi: Option<i32>, seccomp: bool) -> RunnerConfinement {
-        RunnerConfinement {
-            network_namespace: netns,
-            landlock_abi: abi,
-            seccomp,
-            seatbelt: false,
-        }
-    }
-
-    #[test]
-    fn seatbelt_confinement_is_described_as_such() {
-        let seatbelt = RunnerConfinement {
-            seatbelt: true,
-            ..RunnerConfinement::default()
-        };
-        let b = describe_runner(&seatbelt, "macos");
-        assert_eq!(b.network, "loopback:broker-port-only");
-        assert_eq!(b.enforced_by, "macos:seatbelt");
-        assert!(!b.degraded);
-    }
-
-    #[test]
-    fn full_confinement_is_not_degraded() {
-        let b = describe_runner(&plan(true, Some(6), true), "linux");
-        assert_eq!(b.network, "loopback:broker-port-only");
-        assert_eq!(b.writes, "private-dirs-only");
-        assert_eq!(b.enforced_by, "linux:netns+landlock(v6)+seccomp+nnp+caps");
-        assert!(!b.degraded);
-    }
-
-    #[test]
-    fn missing_layers_are_said_plainly() {
-        let old_landlock = describe_runner(&plan(true, Some(3), true), "linux");
-        assert!(old_landlock.degraded);
-        assert!(old_landlock.network.starts_with("loopback-only"));
-        assert_eq!(old_landlock.writes, "private-dirs-only");
-
-        let no_netns = describe_runner(&plan(false, Some(6), true), "linux");
-        assert!(no_netns.degraded);
-        assert!(no_netns.network.starts_with("degraded"));
-
-        let nothing = describe_runner(&plan(false, None, false), "macos");
-        assert!(nothing.degraded);
-        assert!(nothing.network.starts_with("unconfined"));
-        assert!(nothing.writes.starts_with("unconfined"));
-        assert_eq!(nothing.enforced_by, "macos:none");
-
-        let no_seccomp = describe_runner(&plan(true, Some(6), false), "linux");
-        assert!(no_seccomp.degraded);
-    }
+    sandbox::boundary::network_boundary()
 }

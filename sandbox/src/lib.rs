@@ -6,6 +6,7 @@
 //!
 //! Architecture invariant: knows nothing of sessions, MCP or sockets; depends on no workspace crate.
 
+pub mod boundary;
 pub mod command;
 pub mod env;
 #[cfg(target_os = "linux")]

@@ -525,7 +525,7 @@ fn seccomp_check() -> Check {
 /// SessionView's `network_boundary`.
 fn runner_check() -> Check {
     const NAME: &str = "sandbox: runner confinement";
-    let boundary = gateway::boundary::network_boundary();
+    let boundary = sandbox::boundary::network_boundary();
     let field = |key: &str| boundary[key].as_str().unwrap_or("unknown").to_string();
     let detail = format!(
         "runner network {} and writes {} ({}); commands {}",
