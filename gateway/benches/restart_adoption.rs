@@ -525,19 +525,6 @@ async fn stop_all(chat: &Chat, sessions: &[Session]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// VmRSS of `pid` in MiB.
-fn rss_mib(pid: i32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
-}
-
 /// The gateway's RSS, and those of the brokers (`broker` and the state dir in their command line)
 /// and the runners (stand-ins naming the state dir) of this state dir.
 fn memory(gateway: &GatewayProcess, state_dir: &Path) -> Memory {
@@ -545,13 +532,13 @@ fn memory(gateway: &GatewayProcess, state_dir: &Path) -> Memory {
     let mut runners = Vec::new();
     for (pid, args) in processes_naming(&state_dir.display().to_string()) {
         if args.get(1).map(String::as_str) == Some("broker") {
-            brokers.extend(rss_mib(pid));
+            brokers.extend(support::rss_mib(pid));
         } else if stand_in::is_stand_in(&args) {
-            runners.extend(rss_mib(pid));
+            runners.extend(support::rss_mib(pid));
         }
     }
     Memory {
-        gateway: rss_mib(gateway.pid() as i32).unwrap_or(f64::NAN),
+        gateway: support::rss_mib(gateway.pid() as i32).unwrap_or(f64::NAN),
         brokers,
         runners,
     }

@@ -188,6 +188,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     let chat = Chat::new(http_client()?, gateway.url.clone(), token);
 
     let mut rows = Vec::new();
+    let mut memory = Vec::new();
     for (label, size, target) in [("4 KiB", 4096usize, 3.0), ("4 MiB", 4 << 20, 1.5)] {
         let dir = work.join(label.replace(' ', ""));
         std::fs::create_dir_all(&dir)?;
@@ -288,6 +289,9 @@ fn run(args: &[String]) -> anyhow::Result<()> {
             }
             turn = pending_turn_id(&view)?;
         }
+        // The session's broker after all its edits (a spare read buffer of up to 4 MiB + 64 KiB
+        // stays; an idle broker's target is 15 MiB).
+        let broker_rss = support::broker_rss_mib(&state);
         rt.block_on(chat.call(
             "native_session_stop",
             json!({"native_session_id": session, "lease_id": lease, "request_id": format!("stop-{size}")}),
@@ -304,6 +308,14 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         let (edit_p50, edit_p99) = stats(edits[WARMUP..].to_vec());
         let (local_p50, local_p99) = stats(in_process);
         let (ledger_p50, ledger_p99) = stats(with_ledger);
+        memory.push(format!(
+            "broker VmRSS after the {label} edits: {}",
+            broker_rss
+                .iter()
+                .map(|mib| format!("{mib:.1} MiB"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
         rows.push(format!(
             "| {label} | {bare_p50:.2} / {bare_p99:.2} | {floor_p50:.2} (≥ {:.2}×) | {local_p50:.2} / {local_p99:.2} ({:.2}×) | {ledger_p50:.2} / {ledger_p99:.2} (**{:.2}×**) | {edit_p50:.2} / {edit_p99:.2} (**{:.2}×**) | ≤ {target}× |",
             (bare_p50 + floor_p50) / bare_p50,
@@ -321,6 +333,10 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     println!("|---|---|---|---|---|---|---|");
     for row in rows {
         println!("{row}");
+    }
+    println!();
+    for line in memory {
+        println!("{line}");
     }
     Ok(())
 }

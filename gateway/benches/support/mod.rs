@@ -359,3 +359,25 @@ pub fn today() -> String {
         })
         .unwrap_or_else(|_| "unknown date".into())
 }
+
+/// VmRSS of `pid` in MiB.
+pub fn rss_mib(pid: i32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
+}
+
+/// VmRSS in MiB of each broker of `state_dir` (`broker` and the state dir in its command line).
+pub fn broker_rss_mib(state_dir: &std::path::Path) -> Vec<f64> {
+    processes_naming(&state_dir.display().to_string())
+        .into_iter()
+        .filter(|(_, args)| args.get(1).map(String::as_str) == Some("broker"))
+        .filter_map(|(pid, _)| rss_mib(pid))
+        .collect()
+}
