@@ -602,8 +602,8 @@ enum Buffer {
     Fresh,
 }
 
-/// Largest buffer kept for the next write: files up to 4 MiB reuse it, and an idle broker
-/// (about 9 MiB resident, `RESTART_RESULTS.md`) stays under its 15 MiB target after any write.
+/// Largest buffer kept for the next write: files up to 4 MiB reuse it. (The allocator keeps
+/// freed buffers of that size anyway: see the memory figures in `WRITE_RESULTS.md`.)
 const SPARE_BUFFER_MAX: usize = 4 * 1024 * 1024 + 64 * 1024;
 static SPARE_BUFFER: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
 
