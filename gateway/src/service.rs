@@ -61,6 +61,8 @@ const ADOPT_CONCURRENCY: usize = 16;
 const BROKER_TERM_GRACE: Duration = Duration::from_secs(2);
 /// How long a SIGKILLed broker may take to disappear.
 const KILL_WAIT: Duration = Duration::from_secs(2);
+/// `terminal.detail` of a stop the gateway had to finish by killing the broker.
+const FORCED_STOP_DETAIL: &str = "the broker did not stop in time and was killed, with its runner";
 
 /// How [`Gateway::stop_broker`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +91,9 @@ pub struct LiveSession {
     link: Mutex<Option<(u64, mpsc::UnboundedSender<GatewayToBroker>)>>,
     next_link_id: std::sync::atomic::AtomicU64,
     pub op_lock: tokio::sync::Mutex<()>,
+    /// The gateway is killing this session's broker to finish a stop: the link's end then says
+    /// so in the session's final state.
+    stop_enforced: std::sync::atomic::AtomicBool,
 }
 
 impl LiveSession {
@@ -179,6 +184,7 @@ impl Gateway {
                     link: Mutex::new(None),
                     next_link_id: std::sync::atomic::AtomicU64::new(1),
                     op_lock: tokio::sync::Mutex::new(()),
+                    stop_enforced: std::sync::atomic::AtomicBool::new(false),
                 })
             })
             .clone()
@@ -1808,6 +1814,10 @@ impl Gateway {
         if crate::brokers::wait_gone(record, grace).await {
             return BrokerStop::Exited;
         }
+        // Set before the kill, so the link's end (which follows it) can say what happened.
+        let live = self.live(session_id);
+        live.stop_enforced
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         if crate::brokers::kill_verified(record) {
             let after = (waited + grace).as_secs();
             self.record_event(session_id, "broker_killed", json!({"after_seconds": after}));
@@ -1854,7 +1864,7 @@ impl Gateway {
                 BrokerStop::StillThere => {
                     "the broker did not stop and could not be killed; its runner may still exist"
                 }
-                _ => "the broker did not stop in time and was killed, with its runner",
+                _ => FORCED_STOP_DETAIL,
             };
             session.status = SessionStatus::Stopped;
             session.pending_turn_id = None;
@@ -1909,7 +1919,11 @@ impl Gateway {
             if session.stop_request.is_some() {
                 session.status = SessionStatus::Stopped;
                 if session.terminal.is_none() {
-                    session.terminal = Some(json!({"reason": "stopped", "exit_code": null, "at": common::time::now_rfc3339()}));
+                    let mut terminal = json!({"reason": "stopped", "exit_code": null, "at": common::time::now_rfc3339()});
+                    if self.live(session_id).stop_enforced.load(std::sync::atomic::Ordering::SeqCst) {
+                        terminal["detail"] = json!(FORCED_STOP_DETAIL);
+                    }
+                    session.terminal = Some(terminal);
                 }
             } else {
                 session.recovery_required = true;

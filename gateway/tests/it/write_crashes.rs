@@ -393,6 +393,10 @@ async fn a_hung_broker_is_killed_on_stop_and_its_prepared_write_settled() {
         .await
         .unwrap();
     assert_eq!(v["status"], "stopped", "{v}");
+    assert_eq!(
+        v["terminal"]["detail"], "the broker did not stop in time and was killed, with its runner",
+        "{v}"
+    );
     // The broker had its grace (12 s after the stop request, then SIGTERM), and was then killed.
     assert!(
         asked.elapsed() >= Duration::from_secs(12),
