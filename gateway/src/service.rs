@@ -1638,17 +1638,13 @@ impl Gateway {
         };
         // A stop the previous gateway did not see through: the broker of a stopping or finished
         // session that is still there gets the stop again, and the same deadline.
-        let unfinished_stops: Vec<String> = sessions
+        let unfinished_stops: Vec<(String, BrokerRecord)> = sessions
             .iter()
             .filter(|session| {
                 session.status.is_terminal() || session.status == SessionStatus::Stopping
             })
-            .filter(|session| {
-                session.broker.as_ref().is_some_and(|b| {
-                    crate::brokers::process_start_time(b.pid) == Some(b.start_time)
-                })
-            })
-            .map(|session| session.id.clone())
+            .filter_map(|session| Some((session.id.clone(), session.broker.clone()?)))
+            .filter(|(_, b)| crate::brokers::process_start_time(b.pid) == Some(b.start_time))
             .collect();
         // Concurrently: a hung broker costs its handshake timeout, and N of them must not cost N
         // timeouts before the listener opens.
@@ -1677,14 +1673,11 @@ impl Gateway {
                 }
             })
             .await;
-        for session_id in unfinished_stops {
-            let live = self.live(&session_id);
+        for (session_id, record) in unfinished_stops {
             let reason = "stop requested before the gateway restarted".to_string();
-            if !live.send(GatewayToBroker::Stop { reason })
-                && let Ok(Some(record)) = self
-                    .store
-                    .read(|tx| tx.session(&session_id))
-                    .map(|s| s.and_then(|s| s.broker))
+            if !self
+                .live(&session_id)
+                .send(GatewayToBroker::Stop { reason })
             {
                 crate::brokers::signal_verified(&record);
             }
