@@ -96,7 +96,11 @@ pub fn prepare(
                 .collect::<Vec<_>>(),
         );
         // A worktree session works in the (protected) state dir: its worktree is readable again.
-        let visible = sandbox::visible_under_masks(&masked, Path::new(&spec.working_directory));
+        let visible = sandbox::visible_under_masks(
+            &masked,
+            Path::new(&spec.working_directory),
+            crate::state::own_worktree(spec).as_deref(),
+        );
         let policy = sandbox::linux::runner::RunnerPolicy {
             masked: &masked,
             visible: &visible,
@@ -147,6 +151,7 @@ pub fn prepare(
         let visible = both(sandbox::visible_under_masks(
             &denied,
             Path::new(&spec.working_directory),
+            crate::state::own_worktree(spec).as_deref(),
         ));
         let profile = sandbox::seatbelt::RunnerSeatbeltSpec {
             writable: both(writable.iter().map(|p| p.to_path_buf()).collect()),

@@ -36,15 +36,29 @@ struct Outbox {
     acked_upto: u64,
 }
 
-/// Per-session root of the commands' scratch dirs: in the system temp dir, not the state dir, so
-/// a command printing its HOME or TMPDIR reveals no state path.
-fn command_scratch_root(session_id: &str) -> PathBuf {
+/// Per-session root of the commands' scratch dirs: in the gateway's command runtime area
+/// ([`sandbox::protected::command_runtime_area`]: 0700, protected like the state dir, in `/tmp` so
+/// a command's HOME reveals no state path), so no other session reaches it with Read (refused)
+/// or RunCommand (masked); each command's own scratch is bound back for it alone.
+fn command_scratch_root(state_dir: &str, session_id: &str) -> PathBuf {
     let short: String = session_id
         .trim_start_matches("ns_")
         .chars()
         .take(12)
         .collect();
-    std::env::temp_dir().join(format!("ngw-cmd-{short}"))
+    sandbox::protected::command_runtime_area(std::path::Path::new(state_dir)).join(short)
+}
+
+/// The session's own managed worktree: a `worktree_write` session's working directory, which
+/// the gateway made at `<worktree_dir>/<session_id>`. Anything else is not one.
+pub fn own_worktree(spec: &BrokerSpec) -> Option<PathBuf> {
+    if spec.profile != common::tools::CapabilityProfile::WorktreeWrite {
+        return None;
+    }
+    let expected = PathBuf::from(spec.worktree_dir.as_ref()?).join(&spec.session_id);
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+    let wd = canonical(std::path::Path::new(&spec.working_directory))?;
+    (canonical(&expected)? == wd).then_some(wd)
 }
 
 /// State shared by the broker's tasks.
@@ -83,20 +97,36 @@ impl BrokerState {
             PathBuf::from(&spec.state_dir),
             extra_protected.clone(),
         );
+        // Writes: the same set, plus where the gateway and Claude Code are installed; inside the
+        // state dir only this session's own managed worktree is open (never another session's).
+        let own_worktree = own_worktree(&spec);
+        let exe = std::env::current_exe().context("locating the sandbox helper")?;
+        let mut write_policy =
+            policy
+                .clone()
+                .with_write_protected(sandbox::protected::install_locations(
+                    &exe,
+                    std::path::Path::new(&spec.claude_bin),
+                ));
+        if let Some(own) = &own_worktree {
+            write_policy = write_policy.with_open_subtree(own.clone());
+        }
         if let Some(dir) = &spec.worktree_dir {
             policy = policy.with_open_subtree(PathBuf::from(dir));
         }
         // Commands run through `<this executable> sandbox-exec`, with per-command scratch dirs
         // under the session's runtime dir and the same protected paths masked.
         let commands = crate::executor::CommandSandbox::new(
-            std::env::current_exe().context("locating the sandbox helper")?,
-            command_scratch_root(&spec.session_id),
+            exe,
+            command_scratch_root(&spec.state_dir, &spec.session_id),
             std::path::Path::new(&spec.owner_home),
             std::path::Path::new(&spec.state_dir),
             &extra_protected,
-        );
+        )
+        .with_own_worktree(own_worktree);
         let mut executor = Executor::new(policy, PathBuf::from(&spec.working_directory))
-            .with_command_sandbox(commands);
+            .with_command_sandbox(commands)
+            .with_write_policy(write_policy);
         if spec.profile != common::tools::CapabilityProfile::ReadOnly {
             executor = executor.with_writes();
         }

@@ -132,6 +132,37 @@ impl Config {
         .with_open_subtree(self.worktree_dir.clone())
     }
 
+    /// The policy a start's working directory is resolved under: the same protected set with
+    /// nothing open inside it, and the managed worktrees' directory protected too (a session
+    /// never starts in a managed worktree, its own or another's).
+    pub fn start_policy(&self) -> sandbox::path_policy::PathPolicy {
+        let mut extra = self.extra_protected.clone();
+        extra.push(self.worktree_dir.clone());
+        sandbox::path_policy::PathPolicy::new(
+            self.owner_home.clone(),
+            self.state_dir.clone(),
+            extra,
+        )
+    }
+
+    /// The policy writes use: the same protected set, the install locations of the gateway and
+    /// Claude Code refused, and inside the state dir only `own_worktree` open.
+    pub fn write_policy(&self, own_worktree: Option<&Path>) -> sandbox::path_policy::PathPolicy {
+        let policy = sandbox::path_policy::PathPolicy::new(
+            self.owner_home.clone(),
+            self.state_dir.clone(),
+            self.extra_protected.clone(),
+        )
+        .with_write_protected(sandbox::protected::install_locations(
+            &self.broker_exe,
+            &self.claude_bin,
+        ));
+        match own_worktree {
+            Some(own) => policy.with_open_subtree(own.to_path_buf()),
+            None => policy,
+        }
+    }
+
     /// Where the access token lives when it is not given in the environment.
     pub fn token_file(&self) -> PathBuf {
         self.state_dir.join("auth").join("access-token")

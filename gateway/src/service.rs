@@ -497,7 +497,10 @@ impl Gateway {
         if let Some(view) = self.replayed("start", &req.idempotency_key, &req.request_hash)? {
             return Ok(view);
         }
-        crate::validate::start(self, &req)?;
+        let resolved = crate::validate::start(self, &req)?;
+        // The session works in the directory as resolved by identity (the path checked).
+        let mut req = req;
+        req.working_directory = resolved.display().to_string();
 
         let session_id = format!("ns_{}", uuid::Uuid::new_v4().simple());
         let (working_directory, workspace, worktree) =

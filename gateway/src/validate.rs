@@ -1,6 +1,8 @@
 //! Checks on `native_session_start` input that need the filesystem or configuration.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use sandbox::path_policy::WorkingDirRefusal;
 
 use common::tools::{CapabilityProfile, SubagentPolicy};
 
@@ -8,7 +10,8 @@ use crate::error::{ErrorCode, ToolError};
 use crate::service::{Gateway, StartRequest};
 
 /// Refuse a start that this gateway cannot honour, before anything is created.
-pub fn start(gateway: &Gateway, req: &StartRequest) -> Result<(), ToolError> {
+/// Returns the working directory resolved by identity (canonical), which the session uses.
+pub fn start(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, ToolError> {
     if req.prompt.trim().is_empty() {
         return Err(ToolError::invalid("prompt must not be empty"));
     }
@@ -37,32 +40,31 @@ pub fn start(gateway: &Gateway, req: &StartRequest) -> Result<(), ToolError> {
             "working_directory must not contain `..` segments",
         ));
     }
-    if dir.starts_with(&gateway.config.state_dir) {
-        return Err(ToolError::new(
-            ErrorCode::NotPermitted,
-            "working_directory is inside the gateway's private state; choose another directory",
-        ));
-    }
-    match std::fs::symlink_metadata(dir) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err(ToolError::invalid(
-                "working_directory is a symlink; give the real directory path",
-            ));
-        }
-        Ok(_) => return Err(ToolError::invalid("working_directory is not a directory")),
-        Err(_) => {
+    // Every profile: resolved by identity (canonical, opened without following anything, every
+    // component's device and inode checked against the protected set and its mount aliases).
+    let resolved = match gateway.config.start_policy().resolve_working_directory(dir) {
+        Ok(resolved) => resolved,
+        Err(refusal @ (WorkingDirRefusal::NotFound | WorkingDirRefusal::NotADirectory)) => {
             return Err(ToolError::invalid(format!(
-                "working_directory {:?} does not exist or cannot be read",
+                "{refusal} ({:?})",
                 req.working_directory
             )));
         }
+        Err(refusal) if refusal.code() == "not_permitted" => {
+            return Err(ToolError::new(ErrorCode::NotPermitted, refusal.to_string()));
+        }
+        Err(refusal) => return Err(ToolError::invalid(refusal.to_string())),
+    };
+    if std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        return Err(ToolError::invalid(
+            "working_directory is a symlink; give the real directory path",
+        ));
     }
     if req.capability_profile == CapabilityProfile::DirectWrite {
-        // The write root must itself be writable under the path policy: not protected, no
-        // `.git` or symlink component (the broker opens it the same way).
-        let policy = gateway.config.path_policy();
-        if let Err(refusal) = sandbox::write_path::WriteRoot::open(&policy, dir) {
+        // The write root must itself be writable under the write policy: not protected, not an
+        // install location, no `.git` or symlink component (the broker opens it the same way).
+        let policy = gateway.config.write_policy(None);
+        if let Err(refusal) = sandbox::write_path::WriteRoot::open(&policy, &resolved) {
             return Err(ToolError::new(
                 ErrorCode::NotPermitted,
                 format!("direct_write cannot write in this working_directory: {refusal}"),
@@ -88,5 +90,5 @@ pub fn start(gateway: &Gateway, req: &StartRequest) -> Result<(), ToolError> {
     if req.wait_seconds > 50 {
         return Err(ToolError::invalid("wait_seconds must be between 0 and 50"));
     }
-    Ok(())
+    Ok(resolved)
 }

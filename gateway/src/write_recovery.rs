@@ -29,7 +29,9 @@ impl Gateway {
         if prepared.is_empty() || broker_may_be_alive(&session) {
             return 0;
         }
-        let policy = self.config.path_policy();
+        let own_worktree = (session.profile == common::tools::CapabilityProfile::WorktreeWrite)
+            .then(|| Path::new(&session.working_directory));
+        let policy = self.config.write_policy(own_worktree);
         let root = WriteRoot::open(&policy, Path::new(&session.working_directory));
         let mut resolved = 0;
         for action in prepared {

@@ -9,47 +9,58 @@
 pub mod boundary;
 pub mod command;
 pub mod env;
+pub mod escape;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod path_policy;
+pub mod protected;
 pub mod seatbelt;
 pub mod spec;
 pub mod write_path;
 
 pub use spec::{Enforced, ExecSpec, HostSupport, Limits, Report};
 
-/// The paths to mask for a command: credential stores under `home`, system secrets, the gateway
-/// state dir and any owner extras.
+/// The paths to mask for a command and to leave out of the runner's readable set: the whole
+/// protected set ([`protected::protected_paths`]: credential stores under `home`, system secrets
+/// and private host keys, the gateway state dir, the owner's extras, and their mount-table
+/// aliases), each also under its canonical spelling. The read tools refuse exactly these.
 pub fn masked_paths(
     home: &std::path::Path,
     state_dir: &std::path::Path,
     extra: &[std::path::PathBuf],
 ) -> Vec<std::path::PathBuf> {
-    // One protected set for both controls: what the tools refuse, commands never see.
-    let mut out: Vec<std::path::PathBuf> = path_policy::HOME_PROTECTED
+    let mut out = protected::protected_paths(home, state_dir, extra);
+    let canonical: Vec<std::path::PathBuf> = out
         .iter()
-        .map(|rel| home.join(rel))
+        .filter_map(|p| std::fs::canonicalize(p).ok().filter(|c| c != p))
         .collect();
-    out.extend(
-        path_policy::SYSTEM_PROTECTED
-            .iter()
-            .map(std::path::PathBuf::from),
-    );
-    out.push(state_dir.to_path_buf());
-    out.extend(extra.iter().cloned());
+    out.extend(canonical);
+    out.sort();
+    out.dedup();
     out
 }
 
-/// The working directory again, if it lies under a masked path (a `worktree_write` session's
-/// worktree lives in the state dir): the one place under the masks a confined process may read.
+/// The directory to bind back over the masks: the session's own managed worktree (which lives
+/// in the masked state dir), and nothing else. Any other working directory under a mask stays
+/// hidden: start validation refuses those, and this is the second line.
 pub fn visible_under_masks(
     masked: &[std::path::PathBuf],
     working_directory: &std::path::Path,
+    own_worktree: Option<&std::path::Path>,
 ) -> Vec<std::path::PathBuf> {
+    let Some(own) = own_worktree else {
+        return Vec::new();
+    };
+    let canonical =
+        |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (wd, own) = (canonical(working_directory), canonical(own));
+    if wd != own {
+        return Vec::new();
+    }
     masked
         .iter()
-        .any(|m| working_directory.starts_with(m))
-        .then(|| working_directory.to_path_buf())
+        .any(|m| wd.starts_with(m) || wd.starts_with(canonical(m)))
+        .then_some(wd)
         .into_iter()
         .collect()
 }

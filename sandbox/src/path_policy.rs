@@ -35,42 +35,15 @@ const MAX_PATH_BYTES: usize = 4096;
 /// Longest single component accepted (`NAME_MAX`).
 const MAX_NAME_BYTES: usize = 255;
 
-/// Credential stores under the home directory, always protected (and masked for commands).
-pub const HOME_PROTECTED: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".config/gcloud",
-    ".kube",
-    ".docker",
-    ".netrc",
-    ".npmrc",
-    ".pypirc",
-    ".git-credentials",
-    "Library/Keychains",
-    ".config/gh",
-    ".azure",
-    ".password-store",
-    ".local/share/keyrings",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-];
+/// The home-relative catalogue entries (see [`crate::protected::CATALOGUE`]).
+pub fn home_protected() -> impl Iterator<Item = &'static str> {
+    crate::protected::CATALOGUE
+        .iter()
+        .filter(|e| e.anchor == crate::protected::Anchor::Home)
+        .map(|e| e.path)
+}
 
-/// System secrets, always protected (and masked for commands).
-pub const SYSTEM_PROTECTED: &[&str] = &[
-    "/etc/shadow",
-    "/etc/shadow-",
-    "/etc/gshadow",
-    "/etc/gshadow-",
-    "/etc/sudoers",
-    "/etc/sudoers.d",
-    "/etc/security/opasswd",
-    "/etc/master.passwd",
-    "/var/db/sudo",
-];
-
-/// Directories whose `ssh_host_*` entries not ending in `.pub` are private host keys.
-const SSH_HOST_KEY_DIRS: &[&str] = &["/etc/ssh"];
+use crate::protected::SSH_HOST_KEY_DIRS;
 
 /// Per-process files under `/proc` that expose another process's secrets (environment, memory).
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -161,6 +134,41 @@ pub struct PathPolicy {
     insensitive: bool,
     /// A directory inside a protected one that is readable anyway (the managed worktrees).
     open_subtree: Option<OpenSubtree>,
+    /// Entries only writes refuse (where the gateway and Claude Code are installed), folded.
+    write_protected: Vec<Vec<Vec<u8>>>,
+    /// `(dev, ino)` of the write-only entries that exist.
+    write_identities: Vec<(u64, u64)>,
+}
+
+/// Why a session's working directory was refused at start. Messages name the reason, never the
+/// resolved path (it may be an internal one, e.g. behind `/proc/self/root`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkingDirRefusal {
+    #[error("working_directory does not exist or cannot be read")]
+    NotFound,
+    #[error("working_directory is not a directory")]
+    NotADirectory,
+    #[error(
+        "working_directory resolves into a kernel pseudo file system (/proc, /sys or /dev); give a real directory"
+    )]
+    PseudoFileSystem,
+    #[error(
+        "working_directory is, or is inside, a protected location (credentials, secrets or the gateway's private state), also when reached through a symlink, a /proc link or a bind mount; choose another directory"
+    )]
+    Protected,
+    #[error("working_directory is inside a `.git` directory; give the repository's top directory")]
+    GitDir,
+    #[error("working_directory changed while it was being checked; try again")]
+    Changed,
+}
+
+impl WorkingDirRefusal {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound | Self::NotADirectory | Self::Changed => "invalid_argument",
+            Self::PseudoFileSystem | Self::Protected | Self::GitDir => "not_permitted",
+        }
+    }
 }
 
 /// A readable directory below protected ones (DESIGN §6: `<state>/worktrees` is the one part of
@@ -189,19 +197,16 @@ impl PathPolicy {
         extra_protected: Vec<PathBuf>,
         insensitive: bool,
     ) -> Self {
-        let mut entries: Vec<PathBuf> = Vec::new();
-        let mut homes = vec![home.clone()];
+        // The one rule set (`crate::protected`): catalogue, state dir, extras, host keys and
+        // their mount-table aliases; the home's catalogue again under its canonical spelling.
+        let mut entries = crate::protected::protected_paths(&home, &state_dir, &extra_protected);
         if let Some(canonical) = canonical_variant(&home) {
-            homes.push(canonical);
+            entries.extend(
+                crate::protected::catalogue_paths(&canonical)
+                    .into_iter()
+                    .filter(|p| p.starts_with(&canonical)),
+            );
         }
-        for h in &homes {
-            for rel in HOME_PROTECTED {
-                entries.push(h.join(rel));
-            }
-        }
-        entries.extend(SYSTEM_PROTECTED.iter().map(PathBuf::from));
-        entries.push(state_dir.clone());
-        entries.extend(extra_protected);
 
         let mut all = Vec::new();
         let mut identities = Vec::new();
@@ -245,7 +250,79 @@ impl PathPolicy {
             identities,
             open_subtree: None,
             insensitive,
+            write_protected: Vec::new(),
+            write_identities: Vec::new(),
         }
+    }
+
+    /// Add entries only writes refuse (install locations, [`crate::protected::install_locations`]):
+    /// by name (as given and canonical) and by `(dev, ino)`.
+    pub fn with_write_protected(mut self, paths: Vec<PathBuf>) -> Self {
+        for path in paths.into_iter().filter(|p| p.is_absolute()) {
+            if let Ok(meta) = std::fs::metadata(&path) {
+                use std::os::unix::fs::MetadataExt;
+                self.write_identities.push((meta.dev(), meta.ino()));
+            }
+            if let Some(canonical) = canonical_variant(&path) {
+                self.write_protected
+                    .push(self.folded_components(&canonical));
+            }
+            self.write_protected.push(self.folded_components(&path));
+        }
+        self.write_protected.sort();
+        self.write_protected.dedup();
+        self.write_identities.sort_unstable();
+        self.write_identities.dedup();
+        self
+    }
+
+    /// Whether `path` is (inside) a write-only protected entry, by name.
+    pub fn is_write_protected(&self, path: &Path) -> bool {
+        let folded = self.folded_components(path);
+        self.write_protected.iter().any(|p| folded.starts_with(p))
+    }
+
+    /// Whether an object with this `(dev, ino)` is a write-only protected entry.
+    pub fn is_write_protected_identity(&self, dev: u64, ino: u64) -> bool {
+        self.write_identities.binary_search(&(dev, ino)).is_ok()
+    }
+
+    /// Resolve a session's working directory by identity: canonical (every symlink and `/proc`
+    /// magic link followed, as the sandboxes will see it), then opened from `/` without following
+    /// anything, every component's `(dev, ino)` checked. Refused when it, or a directory above
+    /// it, is protected by name or identity (mount-table aliases are in the set), when it lies
+    /// in `/proc`, `/sys` or `/dev`, or when it changed between the two looks. Returns the
+    /// canonical path, which the session then uses.
+    pub fn resolve_working_directory(&self, given: &Path) -> Result<PathBuf, WorkingDirRefusal> {
+        let lexical = |path: &Path| match self.protection(path) {
+            Some(Protection::Git) => Err(WorkingDirRefusal::GitDir),
+            Some(Protection::Protected) => Err(WorkingDirRefusal::Protected),
+            None => Ok(()),
+        };
+        lexical(given)?;
+        let canonical = std::fs::canonicalize(given).map_err(|_| WorkingDirRefusal::NotFound)?;
+        if let Some(Component::Normal(top)) = canonical.components().nth(1)
+            && [OsStr::new("proc"), OsStr::new("sys"), OsStr::new("dev")].contains(&top)
+        {
+            return Err(WorkingDirRefusal::PseudoFileSystem);
+        }
+        lexical(&canonical)?;
+        let (_, opened) = self
+            .open_dir_no_follow(&canonical)
+            .map_err(|refusal| match refusal {
+                PathRefusal::Protected { .. } => WorkingDirRefusal::Protected,
+                PathRefusal::GitDir { .. } => WorkingDirRefusal::GitDir,
+                PathRefusal::NotADirectory { .. } => WorkingDirRefusal::NotADirectory,
+                PathRefusal::Symlink { .. } => WorkingDirRefusal::Changed,
+                _ => WorkingDirRefusal::NotFound,
+            })?;
+        // The directory the caller named (following its links) must be the one checked.
+        let named = std::fs::metadata(given).map_err(|_| WorkingDirRefusal::Changed)?;
+        use std::os::unix::fs::MetadataExt;
+        if (named.dev(), named.ino()) != (opened.dev(), opened.ino()) {
+            return Err(WorkingDirRefusal::Changed);
+        }
+        Ok(canonical)
     }
 
     /// Make `dir` (and everything below it) readable even though a protected entry (the state
@@ -381,8 +458,7 @@ impl PathPolicy {
         }
         for dir in &self.host_key_dirs {
             if folded.len() > dir.len() && folded.starts_with(dir) {
-                let name = &folded[dir.len()];
-                if name.starts_with(b"ssh_host_") && !name.ends_with(b".pub") {
+                if crate::protected::is_host_key_name(&folded[dir.len()]) {
                     return Some(Protection::Protected);
                 }
             }
@@ -646,8 +722,9 @@ fn nlink(st: &Stat) -> u64 {
     st.st_nlink as u64
 }
 
+/// A path for messages: one unambiguous line ([`crate::escape::path_for_display`]).
 pub(crate) fn show(path: &Path) -> String {
-    path.display().to_string()
+    crate::escape::path_for_display(path).into_owned()
 }
 
 pub(crate) fn is_git_name(name: &OsStr) -> bool {

@@ -313,7 +313,7 @@ fn identity_catches_renamed_protected_dir() {
 #[test]
 fn each_home_protected_entry_refused_with_temp_home() {
     let f = fixture();
-    for rel in HOME_PROTECTED {
+    for rel in home_protected() {
         let entry = f.home.join(rel);
         // Credential stores are sometimes files (`.netrc`), sometimes directories.
         let file = if rel.starts_with('.') && !rel.contains('/') && rel.ends_with("rc") {

@@ -70,7 +70,6 @@ fn param_rules(p: &mut String, action: &str, filter: &str, name: &str, count: us
 pub fn profile(spec: &SeatbeltSpec) -> String {
     let mut p = String::new();
     base_rules(&mut p);
-    p.push_str("(allow file-write* (subpath (param \"SCRATCH\")))\n");
     p.push_str(
         "(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\"))\n",
     );
@@ -83,6 +82,9 @@ pub fn profile(spec: &SeatbeltSpec) -> String {
         "DENIED",
         spec.denied.len(),
     );
+    // The scratch dir lies in the protected command runtime area (denied above): its own
+    // scratch is the one place of it the command reads and writes.
+    p.push_str("(allow file-read* file-write* (subpath (param \"SCRATCH\")))\n");
     param_rules(
         &mut p,
         "allow file-read*",
@@ -281,8 +283,14 @@ mod tests {
             .filter(|l| l.starts_with("(allow") && l.contains("file-write"))
             .collect();
         assert_eq!(writes.len(), 2, "{writes:?}");
-        assert!(writes[0].contains("(param \"SCRATCH\")"));
-        assert!(writes[1].contains("/dev/null"));
+        assert!(writes[0].contains("/dev/null"));
+        assert!(writes[1].contains("(param \"SCRATCH\")"));
+        // The scratch dir lies in the denied runtime area: its allow comes after every denial.
+        let scratch = text.find(writes[1]).unwrap();
+        assert!(
+            text.rfind("(param \"DENIED_").is_none_or(|d| d < scratch),
+            "{text}"
+        );
     }
 
     #[test]

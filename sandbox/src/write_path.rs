@@ -51,6 +51,8 @@ pub enum WriteRefusal {
     ParentChanged { path: String },
     #[error("{path}: names a directory, not a file")]
     IsDirectory { path: String },
+    #[error("{path}: is where the gateway or Claude Code is installed; sessions never write there")]
+    InstallLocation { path: String },
     #[error(transparent)]
     Path(#[from] PathRefusal),
 }
@@ -60,9 +62,10 @@ impl WriteRefusal {
     /// `conflict`, and the codes of [`PathRefusal`]).
     pub fn code(&self) -> &'static str {
         match self {
-            Self::OutsideRoot { .. } | Self::GitDir { .. } | Self::CrossesMount { .. } => {
-                "not_permitted"
-            }
+            Self::OutsideRoot { .. }
+            | Self::GitDir { .. }
+            | Self::CrossesMount { .. }
+            | Self::InstallLocation { .. } => "not_permitted",
             Self::ParentChanged { .. } => "conflict",
             Self::IsDirectory { .. } => "not_a_file",
             Self::Path(refusal) => refusal.code(),
@@ -112,19 +115,27 @@ pub struct WriteRoot {
     fd: OwnedFd,
     path: PathBuf,
     dev: u64,
+    ino: u64,
 }
 
 impl WriteRoot {
     /// Open the root directory (absolute, not protected) without following any symlink.
     pub fn open(policy: &PathPolicy, root: &Path) -> Result<Self, WriteRefusal> {
+        if policy.is_write_protected(root) {
+            return Err(WriteRefusal::InstallLocation { path: show(root) });
+        }
         let (file, _) = policy.open_dir_no_follow(root).map_err(git_refusal)?;
         let fd = OwnedFd::from(file);
         let st = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&show(root), err))?;
-        let (dev, _) = ident(&st);
+        let (dev, ino) = ident(&st);
+        if policy.is_write_protected_identity(dev, ino) {
+            return Err(WriteRefusal::InstallLocation { path: show(root) });
+        }
         Ok(Self {
             fd,
             path: root.to_path_buf(),
             dev,
+            ino,
         })
     }
 
@@ -146,6 +157,9 @@ impl WriteRoot {
     ) -> Result<WriteTarget, WriteRefusal> {
         policy.check(path).map_err(git_refusal)?;
         let shown = show(path);
+        if policy.is_write_protected(path) {
+            return Err(WriteRefusal::InstallLocation { path: shown });
+        }
         if path.as_os_str().as_bytes().ends_with(b"/") {
             return Err(WriteRefusal::IsDirectory { path: shown });
         }
@@ -163,11 +177,16 @@ impl WriteRoot {
             return Err(WriteRefusal::GitDir { path: shown });
         }
         let parent = self.open_parent(policy, dirs, path, parents)?;
+        self.check_ancestors(policy, &parent, dirs.len(), path)?;
         let parent_st = rustix::fs::fstat(&parent).map_err(|err| io_refusal(&shown, err))?;
         let (parent_dev, parent_ino) = ident(&parent_st);
         let existing = match rustix::fs::statat(&parent, *name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => {
                 policy.check_opened_file(&st, path)?;
+                let (dev, ino) = ident(&st);
+                if policy.is_write_protected_identity(dev, ino) {
+                    return Err(WriteRefusal::InstallLocation { path: shown });
+                }
                 Some(FileIdentity::from_stat(&st))
             }
             Err(Errno::NOENT) => None,
@@ -181,6 +200,39 @@ impl WriteRoot {
             path: path.to_path_buf(),
             existing,
         })
+    }
+
+    /// Refuse by identity: walk from `parent` up `depth` levels (`..`, never a name) to the
+    /// root, refusing when a directory on the way is protected (the state dir reached inside a
+    /// direct-write root, whatever it is called there) or write-protected (an install location),
+    /// and when the walk does not end at the root (the tree changed meanwhile).
+    fn check_ancestors(
+        &self,
+        policy: &PathPolicy,
+        parent: &OwnedFd,
+        depth: usize,
+        path: &Path,
+    ) -> Result<(), WriteRefusal> {
+        let shown = || show(path);
+        let mut current = rustix::fs::openat(parent, ".", up_flags(), Mode::empty())
+            .map_err(|err| io_refusal(&shown(), err))?;
+        for _ in 0..depth {
+            let st = rustix::fs::fstat(&current).map_err(|err| io_refusal(&shown(), err))?;
+            let (dev, ino) = ident(&st);
+            if policy.is_protected_identity(dev, ino) {
+                return Err(PathRefusal::Protected { path: shown() }.into());
+            }
+            if policy.is_write_protected_identity(dev, ino) {
+                return Err(WriteRefusal::InstallLocation { path: shown() });
+            }
+            current = rustix::fs::openat(&current, "..", up_flags(), Mode::empty())
+                .map_err(|err| io_refusal(&shown(), err))?;
+        }
+        let st = rustix::fs::fstat(&current).map_err(|err| io_refusal(&shown(), err))?;
+        if ident(&st) != (self.dev, self.ino) {
+            return Err(WriteRefusal::ParentChanged { path: shown() });
+        }
+        Ok(())
     }
 
     /// Open the directory `dirs` (relative to the root) for reading, without following symlinks.
@@ -400,6 +452,15 @@ fn openat2_beneath(root: &OwnedFd, relative: &Path) -> Result<OwnedFd, Errno> {
         // Retry only EAGAIN; anything else returned above.
     }
     Err(last)
+}
+
+/// Flags for the walk up to the root: `O_PATH` where available (no read permission needed).
+fn up_flags() -> OFlags {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let base = OFlags::PATH;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let base = OFlags::RDONLY;
+    base | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
 }
 
 /// Directories are opened readable (not `O_PATH`) so that the parent can be `fsync`ed.

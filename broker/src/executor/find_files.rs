@@ -1,7 +1,8 @@
 //! `FindFiles`: list non-directory entries under a root, sorted, never following symlinks (they are
 //! listed as `path -> (symlink)`), skipping `.git`, protected paths and hard-linked files; bounded by
 //! depth, count, 64 KiB and the time budget. Files after a full listing are only counted, without
-//! the hard-link check, and the note says so.
+//! the hard-link check, and the note says so. Paths are shown escaped where a name holds a control
+//! character or invalid UTF-8 (`sandbox::escape`), so one line is always one entry.
 
 use std::time::Instant;
 
@@ -110,7 +111,9 @@ pub(super) fn run(
             return WalkControl::Stop;
         }
         found += 1;
-        if !out.full && out.push_line(&format!("{}{suffix}", entry.path.display())) {
+        // Escaped (`sandbox::escape`): a name with a newline cannot forge a line.
+        let shown_path = sandbox::escape::path_for_display(entry.path);
+        if !out.full && out.push_line(&format!("{shown_path}{suffix}")) {
             shown += 1;
         }
         WalkControl::Continue

@@ -43,6 +43,9 @@ const NOTE_RESERVE: usize = 512;
 #[derive(Debug, Clone)]
 pub struct Executor {
     policy: Arc<PathPolicy>,
+    /// The policy writes use: the same protected set, but only this session's own managed
+    /// worktree open inside the state dir, and the install locations refused.
+    write_policy: Arc<PathPolicy>,
     working_directory: PathBuf,
     time_budget: Duration,
     /// How `RunCommand` is confined.
@@ -70,9 +73,11 @@ impl write::WriteJournal for NoJournal {
 
 impl Executor {
     pub fn new(policy: PathPolicy, working_directory: PathBuf) -> Self {
+        let policy = Arc::new(policy);
         Self {
             commands: CommandSandbox::from_policy(&policy),
-            policy: Arc::new(policy),
+            write_policy: policy.clone(),
+            policy,
             working_directory,
             time_budget: DEFAULT_TIME_BUDGET,
             write_root: None,
@@ -82,9 +87,15 @@ impl Executor {
     /// Allow writes below the working directory (the write profiles). The root is opened now,
     /// without following symlinks; if that fails every write says why.
     pub fn with_writes(mut self) -> Self {
-        let root = WriteRoot::open(&self.policy, &self.working_directory)
+        let root = WriteRoot::open(&self.write_policy, &self.working_directory)
             .map_err(|refusal| format!("the working directory cannot be written: {refusal}"));
         self.write_root = Some(Arc::new(root));
+        self
+    }
+
+    /// The policy writes use (call before [`Self::with_writes`]); by default the read policy.
+    pub fn with_write_policy(mut self, policy: PathPolicy) -> Self {
+        self.write_policy = Arc::new(policy);
         self
     }
 
@@ -163,7 +174,7 @@ impl Executor {
                 };
             }
         };
-        match write::run_write(&self.policy, root, action_id, op, expected, journal) {
+        match write::run_write(&self.write_policy, root, action_id, op, expected, journal) {
             Ok(receipt) => {
                 let (pre, post) = (receipt.pre_sha256.clone(), receipt.post_sha256.clone());
                 let before = pre.as_deref().unwrap_or("absent (new file)");

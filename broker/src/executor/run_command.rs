@@ -53,6 +53,8 @@ pub struct CommandSandbox {
     /// Try namespaces (off only to test the Landlock-only fallback).
     namespaces: bool,
     limits: Limits,
+    /// The session's own managed worktree: the one directory bound back over the masks.
+    own_worktree: Option<PathBuf>,
 }
 
 impl CommandSandbox {
@@ -73,6 +75,7 @@ impl CommandSandbox {
             owner_home: home.to_path_buf(),
             namespaces: true,
             limits: Limits::default(),
+            own_worktree: None,
         }
     }
 
@@ -86,12 +89,20 @@ impl CommandSandbox {
             owner_home: policy.home().to_path_buf(),
             namespaces: true,
             limits: Limits::default(),
+            own_worktree: None,
         }
     }
 
     /// Run without namespaces (Landlock + seccomp only), to exercise the fallback.
     pub fn without_namespaces(mut self) -> Self {
         self.namespaces = false;
+        self
+    }
+
+    /// The session's own managed worktree (a `worktree_write` session): commands see it
+    /// although the state dir holding it is masked.
+    pub fn with_own_worktree(mut self, worktree: Option<PathBuf>) -> Self {
+        self.own_worktree = worktree;
         self
     }
 
@@ -173,7 +184,7 @@ pub(super) fn run(
             started,
         );
     }
-    let scratch = match Scratch::create(&config.scratch_root, action_id, &wd) {
+    let scratch = match Scratch::create(&config.scratch_root, action_id, &wd, &config.masked) {
         Ok(scratch) => scratch,
         Err(message) => {
             tracing::error!("RunCommand scratch: {message}");
@@ -193,7 +204,7 @@ pub(super) fn run(
         scratch: scratch.path.clone(),
         masked: config.masked.clone(),
         // A managed worktree lives in the (masked) state dir; the command must still see it.
-        visible: sandbox::visible_under_masks(&config.masked, &wd),
+        visible: sandbox::visible_under_masks(&config.masked, &wd, config.own_worktree.as_deref()),
         limits: config.limits,
         namespaces: config.namespaces,
     };
@@ -250,16 +261,21 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn create(root: &Path, action_id: &str, wd: &Path) -> Result<Self, String> {
+    fn create(root: &Path, action_id: &str, wd: &Path, masked: &[PathBuf]) -> Result<Self, String> {
         use std::os::unix::fs::DirBuilderExt;
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(root)
-            .map_err(|e| format!("{}: {e}", root.display()))?;
+        // The runtime area is in shared `/tmp`: it and the session's root must be ours, 0700.
+        if let Some(area) = root.parent() {
+            sandbox::protected::ensure_private_dir(area)?;
+        }
+        sandbox::protected::ensure_private_dir(root)?;
         let root = std::fs::canonicalize(root).map_err(|e| format!("{}: {e}", root.display()))?;
-        if root.starts_with(wd) || wd.starts_with(&root) {
+        // A scratch root inside the working directory is fine only where the command's
+        // writes stay invisible to the session: inside a masked (protected) place, e.g. the
+        // runtime dir in a state dir that lies in a direct-write checkout.
+        if wd.starts_with(&root)
+            || (root.starts_with(wd) && !masked.iter().any(|m| root.starts_with(m)))
+        {
             return Err("the scratch root overlaps the working directory".into());
         }
         let safe: String = action_id

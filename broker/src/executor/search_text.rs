@@ -72,7 +72,7 @@ pub(super) fn run(
     let single_file = match exec.policy.open_dir_no_follow(&root) {
         Ok(_) => None,
         Err(PathRefusal::NotADirectory { component, .. })
-            if component == root.display().to_string() =>
+            if component == sandbox::escape::path_for_display(&root) =>
         {
             Some(
                 exec.policy
@@ -388,7 +388,9 @@ impl State {
         let mut out = BoundedOutput::new();
         let mut shown = 0usize;
         for (path, line, text) in &self.matches {
-            if !out.push_line(&format!("{}:{line}: {text}", path.display())) {
+            // The path escaped: a name with a newline cannot forge a match line.
+            let shown_path = sandbox::escape::path_for_display(path);
+            if !out.push_line(&format!("{shown_path}:{line}: {text}")) {
                 break;
             }
             shown += 1;

@@ -87,6 +87,7 @@ pub fn run(
         checks.push(landlock_check());
         checks.push(seccomp_check());
         checks.push(runner_check());
+        checks.extend(protected_set_checks(state_dir, args.home.as_deref()));
     }
     checks.extend(service_checks(args));
 
@@ -544,6 +545,63 @@ fn runner_check() -> Check {
              namespaces (or root), Landlock ABI 4+ and seccomp on Linux, or sandbox-exec on macOS",
         )
     }
+}
+
+// ---- protected set ----
+
+/// The one protected set (`sandbox::protected`), by category: how many entries each has and which
+/// exist on this host (the read tools refuse them, commands and the runner never see them), then
+/// the gateway's own entries and the mount-table aliases found. Informational: always OK.
+fn protected_set_checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
+    use sandbox::protected;
+    let home = home.unwrap_or(Path::new("/"));
+    let shown = |path: &Path| match path.strip_prefix(home) {
+        Ok(rest) if home != Path::new("/") => format!("~/{}", rest.display()),
+        _ => path.display().to_string(),
+    };
+    let rows = protected::rows(home);
+    let mut categories: Vec<&str> = rows.iter().map(|r| r.category).collect();
+    categories.dedup();
+    let mut checks = Vec::new();
+    for category in categories {
+        let in_category: Vec<_> = rows.iter().filter(|r| r.category == category).collect();
+        let present: Vec<String> = in_category
+            .iter()
+            .filter(|r| r.present)
+            .map(|r| shown(&r.path))
+            .collect();
+        let detail = format!(
+            "{} entries; present here: {}",
+            in_category.len(),
+            if present.is_empty() {
+                "none".to_string()
+            } else {
+                present.join(", ")
+            }
+        );
+        checks.push(ok(&format!("protected: {category}"), detail));
+    }
+    let extra: Vec<PathBuf> = std::env::var("CLAUDE_TOOLS_PROTECTED_PATHS")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    let all = protected::protected_paths(home, state_dir, &extra);
+    let base = protected::catalogue_paths(home).len() + 2 + extra.len();
+    checks.push(ok(
+        "protected: gateway",
+        format!(
+            "the state dir, the command runtime area {}, {} owner extra(s) (CLAUDE_TOOLS_PROTECTED_PATHS), \
+             {} host key file(s) and {} mount alias(es); install locations of the gateway and \
+             Claude Code are never writable by a session",
+            protected::command_runtime_area(state_dir).display(),
+            extra.len(),
+            protected::host_key_files().len(),
+            all.len().saturating_sub(base + protected::host_key_files().len()),
+        ),
+    ));
+    checks
 }
 
 // ---- service files ----

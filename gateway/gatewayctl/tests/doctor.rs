@@ -235,3 +235,45 @@ fn doctor_host_probes_answer() {
         }
     }
 }
+
+#[test]
+fn doctor_shows_the_protected_set() {
+    let f = Fixture::new();
+    // A home with a few credential stores: doctor names the ones present, by category.
+    let home = f.dir.path();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(home.join(".cloudflared")).unwrap();
+    std::fs::write(home.join(".pgpass"), "x").unwrap();
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    std::fs::write(home.join(".claude/.credentials.json"), "{}").unwrap();
+    let mut args = match doctor(&f, vec![]) {
+        Command::Doctor(a) => a,
+        _ => unreachable!(),
+    };
+    args.skip_host_probes = false;
+    let value: serde_json::Value =
+        serde_json::from_str(&f.run(true, Command::Doctor(args)).0).unwrap();
+    let checks = value["checks"].as_array().unwrap();
+    let detail = |name: &str| -> String {
+        checks
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {value}"))["detail"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(detail("protected: ssh and gpg keys").contains("~/.ssh"));
+    assert!(detail("protected: tunnels and VPNs").contains("~/.cloudflared"));
+    assert!(
+        detail("protected: password managers, database and vault tokens").contains("~/.pgpass")
+    );
+    assert!(detail("protected: model CLIs").contains("~/.claude/.credentials.json"));
+    assert!(detail("protected: shell and REPL histories").contains("entries; present here: none"));
+    assert!(detail("protected: gateway").contains("/tmp/ngw-run-"));
+    for check in checks {
+        if check["name"].as_str().unwrap().starts_with("protected:") {
+            assert_eq!(check["status"], "OK", "{check}");
+        }
+    }
+}

@@ -25,5 +25,7 @@ mod runner_confinement;
 mod run_command;
 // The write tools end to end with the real runner: direct_write and worktree_write.
 mod writes;
+// The one protected set through the public surface: start, reads, commands, writes, listings.
+mod protected;
 // Crashes of the broker and the gateway at every step of the durable write protocol.
 mod write_crashes;

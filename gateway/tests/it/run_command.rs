@@ -754,6 +754,11 @@ fn a_worktree_inside_the_masked_state_dir_stays_visible_and_read_only() {
         if !namespaces {
             commands = commands.without_namespaces();
         }
+        let other = fx.state.join("worktrees/ns_2");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("theirs.rs"), "fn theirs() {}\n").unwrap();
+        // Only the session's own worktree is bound back over the state dir's mask.
+        let commands = commands.with_own_worktree(Some(tree.clone()));
         let policy = PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![])
             .with_open_subtree(fx.state.join("worktrees"));
         let exec = Executor::new(policy, tree.clone()).with_command_sandbox(commands);
@@ -770,6 +775,12 @@ fn a_worktree_inside_the_masked_state_dir_stays_visible_and_read_only() {
         let out = run_here(&["cat", "src/lib.rs"]);
         assert_eq!(out.status, ToolStatus::Ok, "{namespaces}: {}", out.output);
         assert!(stdout_of(&out).contains("fn visible()"), "{}", out.output);
+        let out = run_here(&["cat", &other.join("theirs.rs").display().to_string()]);
+        assert!(
+            !out.output.contains("fn theirs()"),
+            "{namespaces}: {}",
+            out.output
+        );
         let db = fx.state.join("gateway.sqlite3");
         let ops = vec![
             (
@@ -860,4 +871,43 @@ async fn run_command_end_to_end_with_real_runner() {
         .unwrap();
     assert_eq!(view(&r)["status"], "idle", "{r}");
     chat.stop(&sid, &lease, "rc-e2e-stop", None).await.unwrap();
+}
+
+#[test]
+fn a_working_directory_under_a_mask_is_never_bound_back() {
+    // Issue 11, finding 1: a working directory inside the state dir (had a start let it through)
+    // must not be bound back over the state dir's mask; only a session's own worktree is.
+    let fx = fixture();
+    if !confinable(&fx) {
+        return;
+    }
+    let auth = fx.state.join("auth");
+    std::fs::create_dir_all(&auth).unwrap();
+    std::fs::write(auth.join("access-token"), "TOKEN-SHOULD-STAY-HIDDEN").unwrap();
+    for own in [None, Some(fx.state.join("worktrees/ns_1"))] {
+        let commands = CommandSandbox::new(
+            PathBuf::from(env!("CARGO_BIN_EXE_gateway")),
+            fx.scratch_root.clone(),
+            &fx.home,
+            &fx.state,
+            &[],
+        )
+        .with_own_worktree(own.clone());
+        let policy = PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![]);
+        let exec = Executor::new(policy, auth.clone()).with_command_sandbox(commands);
+        let out = exec.execute(
+            "act_masked",
+            &ToolArgs::RunCommand(RunCommandArgs {
+                argv: vec!["sh".into(), "-c".into(), "cat * .* 2>&1; ls -a".into()],
+                cwd: None,
+                timeout_seconds: None,
+            }),
+        );
+        assert!(
+            !out.output.contains("TOKEN-SHOULD-STAY-HIDDEN")
+                && !out.output.contains("access-token"),
+            "{own:?}: {}",
+            out.output
+        );
+    }
 }

@@ -1,0 +1,367 @@
+//! The one protected set through the public surface, with the real runner (issue 11): protected
+//! working directories and their aliases refused at start; Read and RunCommand refuse or never
+//! see a bind-mount alias of `~/.ssh`, private SSH host keys, the state dir and other commands'
+//! scratch; a direct-write session whose root holds the state dir cannot write another
+//! session's worktree, the state dir or Claude Code's install location; a file name with a
+//! newline cannot forge a FindFiles line.
+//!
+//! The gateway runs in a private mount namespace (`unshare --mount`, as root; elsewhere with a
+//! mapped root user) where the test binds `~/.ssh` and `<state>/run` elsewhere and puts a fake
+//! private host key in `/etc/ssh`: nothing of the host's mount table changes.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A gateway in its own mount namespace with `binds` (source, target) made before it starts.
+async fn gateway_with_binds(
+    state: &Path,
+    home: &Path,
+    binds: &[(PathBuf, PathBuf)],
+    wrapper_dir: &Path,
+) -> GatewayProcess {
+    let mut script = String::from("#!/bin/sh\nset -e\n");
+    for (source, target) in binds {
+        script.push_str(&format!(
+            "mount --bind '{}' '{}'\n",
+            source.display(),
+            target.display()
+        ));
+    }
+    script.push_str(&format!("exec '{GATEWAY}' \"$@\"\n"));
+    let inner = wrapper_dir.join("inner.sh");
+    std::fs::write(&inner, script).unwrap();
+    // Safety: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let user = if root { "" } else { "--user --map-root-user " };
+    let outer = wrapper_dir.join("gateway-in-namespace.sh");
+    std::fs::write(
+        &outer,
+        format!(
+            "#!/bin/sh\nexec unshare {user}--mount --propagation private /bin/sh '{}' \"$@\"\n",
+            inner.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for f in [&inner, &outer] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    GatewayProcess::builder(&outer)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("HOME", home)
+        .state_dir(state)
+        .spawn()
+        .await
+        .expect("gateway starts in its mount namespace (needs unshare and mount)")
+}
+
+/// Removes the command runtime area a test planted (it is in `/tmp`, outside the temp dirs).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn err_message(result: &Value) -> String {
+    result
+        .pointer("/structuredContent/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn results(v: &Value) -> Vec<Value> {
+    v["pending_turn"]["tool_results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tool results in {v}"))
+        .clone()
+}
+
+fn output(r: &Value) -> String {
+    r["output"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn protected_places_are_refused_at_start_and_invisible_to_reads_and_commands() {
+    let tree = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tree.path()).unwrap();
+    let home = root.join("home");
+    let ssh = home.join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    std::fs::write(ssh.join("id_ed25519"), "SSH-ALIAS-SECRET-5521\n").unwrap();
+    std::fs::create_dir_all(home.join(".gnupg/private-keys-v1.d")).unwrap();
+    std::fs::write(
+        home.join(".gnupg/private-keys-v1.d/k.key"),
+        "GPG-SECRET-1\n",
+    )
+    .unwrap();
+    std::fs::write(home.join(".pgpass"), "db:5432:*:u:PGPASS-SECRET\n").unwrap();
+    std::fs::create_dir_all(home.join(".cloudflared")).unwrap();
+    std::fs::write(home.join(".cloudflared/cert.pem"), "TUNNEL-SECRET\n").unwrap();
+    // The state dir in a parent reached through a symlink too.
+    let parent = root.join("real-parent");
+    let state = parent.join("state");
+    std::fs::create_dir_all(state.join("run")).unwrap();
+    std::os::unix::fs::symlink(&parent, root.join("linked-parent")).unwrap();
+    // Aliases: `~/.ssh` and `<state>/run` bound elsewhere; a fake private host key in /etc/ssh
+    // (a copy of the real dir with one more file, bound over it in the namespace only).
+    let ssh_alias = root.join("keys-alias");
+    let run_alias = root.join("run-alias");
+    let etc_ssh = root.join("etc-ssh");
+    std::fs::create_dir_all(&ssh_alias).unwrap();
+    std::fs::create_dir_all(&run_alias).unwrap();
+    std::fs::create_dir_all(&etc_ssh).unwrap();
+    std::fs::write(etc_ssh.join("ssh_host_ed25519_key"), "HOST-KEY-SECRET-77\n").unwrap();
+    std::fs::write(
+        etc_ssh.join("ssh_host_ed25519_key.pub"),
+        "ssh-ed25519 PUBLIC\n",
+    )
+    .unwrap();
+    let wrapper = root.join("wrapper");
+    std::fs::create_dir_all(&wrapper).unwrap();
+    let gw = gateway_with_binds(
+        &state,
+        &home,
+        &[
+            (ssh.clone(), ssh_alias.clone()),
+            (state.join("run"), run_alias.clone()),
+            (etc_ssh.clone(), PathBuf::from("/etc/ssh")),
+        ],
+        &wrapper,
+    )
+    .await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+
+    // Another command's scratch as it would be while that command runs.
+    let area = sandbox::protected::command_runtime_area(&state);
+    let planted = area.join("othersession/act_x/home");
+    sandbox::protected::ensure_private_dir(&planted).unwrap();
+    std::fs::write(planted.join("secret.txt"), "SCRATCH-SECRET-3\n").unwrap();
+    let _area_cleanup = RemoveOnDrop(area.clone());
+
+    // 1. Protected working directories and their aliases, for every profile.
+    let s = |p: &Path| p.display().to_string();
+    let pid = gw.pid().expect("gateway pid");
+    let refused_at_start = [
+        s(&state.join("auth")),
+        format!("/proc/self/root{}", s(&state.join("auth"))),
+        format!("/proc/{pid}/root{}", s(&state.join("run"))),
+        s(&root.join("linked-parent/state/run")),
+        s(&home.join(".gnupg/private-keys-v1.d")),
+        s(&home.join(".cloudflared")),
+        s(&ssh_alias),
+        s(&run_alias),
+        s(&state.join("worktrees")),
+        s(&sandbox::protected::command_runtime_area(&state)),
+    ];
+    for (i, dir) in refused_at_start.iter().enumerate() {
+        for profile in ["read_only", "direct_write"] {
+            let r = chat
+                .start_with(
+                    "look",
+                    Path::new(dir),
+                    &format!("pw-{i}-{profile}"),
+                    json!({"capability_profile": profile, "wait_seconds": 0}),
+                )
+                .await
+                .unwrap();
+            assert_eq!(tool_err_code(&r), "not_permitted", "{dir} ({profile}): {r}");
+            let message = err_message(&r);
+            assert!(
+                message.contains("protected location")
+                    || message.contains("kernel pseudo file system"),
+                "{dir}: {message}"
+            );
+            // The message names the reason, never the resolved (internal) path.
+            assert!(!message.contains(&s(&state)), "{dir}: {message}");
+        }
+    }
+    let r = chat
+        .start_with(
+            "look",
+            Path::new("/proc/self"),
+            "pw-proc",
+            json!({"wait_seconds": 0}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&r), "not_permitted", "{r}");
+    assert!(err_message(&r).contains("kernel pseudo file system"), "{r}");
+    // Nothing was recorded for any of them.
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM sessions"), 0);
+
+    // 2. A session in an ordinary directory: Read refuses what commands never see.
+    let work = work_dir();
+    std::fs::write(work.path().join("evil\n/etc/x"), "forged\n").unwrap();
+    let v = start_session(&chat, work.path(), "Look", "pw-session").await;
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let alias_key = s(&ssh_alias.join("id_ed25519"));
+    let token = s(&state.join("auth/access-token"));
+    let calls = json!([
+        {"name": "Read", "arguments": {"file_path": alias_key}},
+        {"name": "RunCommand", "arguments": {"argv": ["cat", alias_key]}},
+        {"name": "Read", "arguments": {"file_path": "/etc/ssh/ssh_host_ed25519_key"}},
+        {"name": "RunCommand", "arguments": {"argv": ["sh", "-c",
+            "cat /etc/ssh/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key.pub"]}},
+        {"name": "RunCommand", "arguments": {"argv": ["sh", "-c",
+            format!("cat {}/* {}/* {}/.pgpass {}/.cloudflared/*", s(&run_alias), s(&state.join("auth")), s(&home), s(&home))]}},
+        {"name": "Read", "arguments": {"file_path": s(&planted.join("secret.txt"))}},
+        {"name": "FindFiles", "arguments": {"path": s(&area)}},
+        {"name": "RunCommand", "arguments": {"argv": ["sh", "-c",
+            format!("ls -a {}; cat {}", s(&area), s(&planted.join("secret.txt")))]}},
+        {"name": "FindFiles", "arguments": {"path": s(work.path())}},
+        {"name": "RunCommand", "arguments": {"argv": ["cat", token]}},
+    ]);
+    let r = chat
+        .reply(
+            &sid,
+            &lease,
+            &turn_id(&v),
+            "pw-r1",
+            Some("Looking."),
+            Some(calls),
+        )
+        .await
+        .unwrap();
+    let v = view(&r);
+    let r = results(&v);
+    assert_eq!(r.len(), 10, "{v}");
+    // Read of the bind-mount alias: refused by identity.
+    assert_eq!(r[0]["status"], "error", "{}", r[0]);
+    assert!(output(&r[0]).starts_with("not_permitted"), "{}", r[0]);
+    // The command sees the alias masked (an empty directory).
+    assert!(!output(&r[1]).contains("SSH-ALIAS-SECRET"), "{}", r[1]);
+    assert_ne!(r[1]["receipt"]["exit_code"], 0, "{}", r[1]);
+    // The private host key: refused by Read, empty for commands; the public one is readable.
+    assert!(output(&r[2]).starts_with("not_permitted"), "{}", r[2]);
+    assert!(!output(&r[3]).contains("HOST-KEY-SECRET"), "{}", r[3]);
+    assert!(output(&r[3]).contains("ssh-ed25519 PUBLIC"), "{}", r[3]);
+    // The state dir's alias, the state dir and credential files: nothing of them.
+    for secret in [
+        "PGPASS-SECRET",
+        "TUNNEL-SECRET",
+        "key_",
+        "brk_",
+        "rnr_",
+        gw.token(),
+    ] {
+        assert!(!output(&r[4]).contains(secret), "{secret}: {}", r[4]);
+    }
+    // Another command's scratch: refused to Read and FindFiles, invisible to commands.
+    assert!(output(&r[5]).starts_with("not_permitted"), "{}", r[5]);
+    assert!(output(&r[6]).starts_with("not_permitted"), "{}", r[6]);
+    assert!(!output(&r[7]).contains("SCRATCH-SECRET"), "{}", r[7]);
+    assert!(!output(&r[7]).contains("othersession"), "{}", r[7]);
+    // The forged name is one escaped line; no line is the forged path.
+    let listing = output(&r[8]);
+    let escaped = format!("\"{}/evil\\n/etc/x\"", s(work.path()));
+    assert!(listing.lines().any(|l| l == escaped), "{listing}");
+    assert!(!listing.lines().any(|l| l == "/etc/x"), "{listing}");
+    // The gateway's access token.
+    assert!(!output(&r[9]).contains(gw.token()), "{}", r[9]);
+    assert_ne!(r[9]["receipt"]["exit_code"], 0, "{}", r[9]);
+    chat.stop(&sid, &lease, "pw-stop", None).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_direct_write_root_holding_the_state_dir_cannot_write_into_it() {
+    // A checkout whose `./state` is the gateway's state dir (scripts/run's default), and a
+    // Claude Code link inside it: the session writes the checkout, never the state dir, another
+    // session's worktree or the install location.
+    let tree = tempfile::tempdir().unwrap();
+    let checkout = std::fs::canonicalize(tree.path()).unwrap().join("checkout");
+    let state = checkout.join("state");
+    std::fs::create_dir_all(checkout.join("tools")).unwrap();
+    let claude_link = checkout.join("tools/claude");
+    std::os::unix::fs::symlink(tests::claude_bin(), &claude_link).unwrap();
+    let gw = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", &claude_link)
+        .state_dir(&state)
+        .spawn()
+        .await
+        .expect("gateway starts");
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let other = state.join("worktrees/ns_0therSession");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("lib.rs"), "fn other() {}\n").unwrap();
+    let chat = chatgpt(&gw).await;
+    let r = chat
+        .start_with(
+            "Write",
+            &checkout,
+            "dw-start",
+            json!({"capability_profile": "direct_write", "wait_seconds": 50}),
+        )
+        .await
+        .unwrap();
+    let v = view(&r);
+    assert_eq!(v["status"], "waiting_for_gpt", "{v}");
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let s = |p: &Path| p.display().to_string();
+    let real_claude = std::fs::canonicalize(tests::claude_bin()).unwrap();
+    let calls = json!([
+        {"name": "Write", "arguments": {"file_path": s(&other.join("lib.rs")), "content": "owned\n"}},
+        {"name": "Write", "arguments": {"file_path": s(&other.join("new.rs")), "content": "owned\n"}},
+        {"name": "Write", "arguments": {"file_path": s(&state.join("auth/access-token")), "content": "x"}},
+        {"name": "Write", "arguments": {"file_path": s(&state.join("run/planted")), "content": "x"}},
+        {"name": "Write", "arguments": {"file_path": s(&claude_link), "content": "#!/bin/sh\n"}},
+        {"name": "Write", "arguments": {"file_path": s(&checkout.join("ok.txt")), "content": "fine\n"}},
+        {"name": "Edit", "arguments": {"file_path": s(&real_claude), "old_string": "a", "new_string": "b"}},
+    ]);
+    let r = chat
+        .reply(
+            &sid,
+            &lease,
+            &turn_id(&v),
+            "dw-r1",
+            Some("Writing."),
+            Some(calls),
+        )
+        .await
+        .unwrap();
+    let v = view(&r);
+    let r = results(&v);
+    assert_eq!(r.len(), 7, "{v}");
+    for (i, what) in [
+        (0, "protected"),
+        (1, "protected"),
+        (2, "protected"),
+        (3, "protected"),
+    ] {
+        assert_eq!(r[i]["status"], "error", "{}", r[i]);
+        assert!(output(&r[i]).starts_with("not_permitted"), "{}", r[i]);
+        assert!(output(&r[i]).contains(what), "{}", r[i]);
+    }
+    assert!(output(&r[4]).starts_with("not_permitted"), "{}", r[4]);
+    assert!(
+        output(&r[4]).contains("where the gateway or Claude Code is installed"),
+        "{}",
+        r[4]
+    );
+    assert_eq!(r[5]["status"], "ok", "{}", r[5]);
+    // The real Claude Code lies outside this root: refused either way, and untouched.
+    assert_eq!(r[6]["status"], "error", "{}", r[6]);
+    assert_eq!(
+        std::fs::read_to_string(other.join("lib.rs")).unwrap(),
+        "fn other() {}\n"
+    );
+    assert!(!other.join("new.rs").exists());
+    assert!(!state.join("run/planted").exists());
+    assert!(
+        std::fs::symlink_metadata(&claude_link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_to_string(checkout.join("ok.txt")).unwrap(),
+        "fine\n"
+    );
+    chat.stop(&sid, &lease, "dw-stop", None).await.unwrap();
+}

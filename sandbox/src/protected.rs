@@ -1,0 +1,555 @@
+//! The protected set: ONE rule set from which the read tools' path policy, the start validation of
+//! working directories, the write policy and the command/runner sandboxes (mount masks, Landlock
+//! read roots, Seatbelt denials) are all derived.
+//!
+//! It holds: the catalogue of credential stores and system secrets ([`CATALOGUE`], home-relative
+//! and absolute, by category, for Linux and macOS); private SSH host keys (`/etc/ssh/ssh_host_*`
+//! not ending in `.pub`, a pattern, expanded to the files present for the sandboxes); the
+//! gateway's state dir and the owner's extra entries; and, on Linux, every other place the mount
+//! table shows the same file-system objects under (a bind mount of `~/.ssh`, of the state dir or
+//! of a directory above them), found in `/proc/self/mountinfo` when the set is built.
+//! [`install_locations`] adds the write-only entries: where the gateway and Claude Code are
+//! installed.
+
+use std::path::{Path, PathBuf};
+
+/// What kind of secret a catalogue entry holds (shown by `gatewayctl doctor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Category {
+    SshAndGpg,
+    CloudClis,
+    ContainersAndKubernetes,
+    PackageRegistries,
+    GitCredentials,
+    Tunnels,
+    ModelClis,
+    PasswordsAndTokens,
+    Browsers,
+    ShellHistories,
+    SystemAccounts,
+    SystemPrivateKeys,
+}
+
+impl Category {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SshAndGpg => "ssh and gpg keys",
+            Self::CloudClis => "cloud CLIs",
+            Self::ContainersAndKubernetes => "containers and Kubernetes",
+            Self::PackageRegistries => "package registries",
+            Self::GitCredentials => "git credential stores",
+            Self::Tunnels => "tunnels and VPNs",
+            Self::ModelClis => "model CLIs",
+            Self::PasswordsAndTokens => "password managers, database and vault tokens",
+            Self::Browsers => "browser profiles (cookies, saved logins)",
+            Self::ShellHistories => "shell and REPL histories",
+            Self::SystemAccounts => "system account secrets",
+            Self::SystemPrivateKeys => "system private keys",
+        }
+    }
+}
+
+/// Where a catalogue path is anchored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Anchor {
+    /// Relative to the owner's home directory.
+    Home,
+    /// Absolute.
+    Root,
+}
+
+/// One catalogue entry: a file or directory (everything below a directory is protected too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub anchor: Anchor,
+    pub path: &'static str,
+    pub category: Category,
+}
+
+const fn h(path: &'static str, category: Category) -> Entry {
+    Entry {
+        anchor: Anchor::Home,
+        path,
+        category,
+    }
+}
+
+const fn r(path: &'static str, category: Category) -> Entry {
+    Entry {
+        anchor: Anchor::Root,
+        path,
+        category,
+    }
+}
+
+use Category::*;
+
+/// The built-in protected entries (owner extras are added at run time, never removed from these).
+/// Paths that do not exist on a host cost nothing: the sandboxes mask only what exists.
+pub const CATALOGUE: &[Entry] = &[
+    // SSH and GPG.
+    h(".ssh", SshAndGpg),
+    h(".gnupg", SshAndGpg),
+    // Cloud CLIs.
+    h(".aws", CloudClis),
+    h(".config/gcloud", CloudClis),
+    h(".azure", CloudClis),
+    h(".oci", CloudClis),
+    h(".config/doctl", CloudClis),
+    h("Library/Application Support/doctl", CloudClis),
+    h(".config/hcloud", CloudClis),
+    h(".aliyun", CloudClis),
+    h(".bluemix", CloudClis),
+    h(".config/linode-cli", CloudClis),
+    h(".config/scw", CloudClis),
+    h(".s3cfg", CloudClis),
+    h(".boto", CloudClis),
+    h(".config/rclone", CloudClis),
+    h(".terraform.d/credentials.tfrc.json", CloudClis),
+    h(".pulumi/credentials.json", CloudClis),
+    h(".fly", CloudClis),
+    h(".config/heroku", CloudClis),
+    h(".local/share/com.vercel.cli", CloudClis),
+    h("Library/Application Support/com.vercel.cli", CloudClis),
+    h(".netlify", CloudClis),
+    h(".config/netlify", CloudClis),
+    // Containers and Kubernetes.
+    h(".docker", ContainersAndKubernetes),
+    h(".kube", ContainersAndKubernetes),
+    h(".config/containers/auth.json", ContainersAndKubernetes),
+    h(".minikube", ContainersAndKubernetes),
+    h(".config/helm/repositories.yaml", ContainersAndKubernetes),
+    h(".talos", ContainersAndKubernetes),
+    r("/etc/kubernetes/admin.conf", ContainersAndKubernetes),
+    r("/etc/kubernetes/pki", ContainersAndKubernetes),
+    r("/etc/rancher/k3s/k3s.yaml", ContainersAndKubernetes),
+    r("/var/lib/rancher/k3s/server/token", ContainersAndKubernetes),
+    r("/var/lib/kubelet/pki", ContainersAndKubernetes),
+    r("/run/containers/0/auth.json", ContainersAndKubernetes),
+    // Package registries.
+    h(".npmrc", PackageRegistries),
+    h(".yarnrc.yml", PackageRegistries),
+    h(".pypirc", PackageRegistries),
+    h(".config/pip/pip.conf", PackageRegistries),
+    h(".pip/pip.conf", PackageRegistries),
+    h(".cargo/credentials", PackageRegistries),
+    h(".cargo/credentials.toml", PackageRegistries),
+    h(".gem/credentials", PackageRegistries),
+    h(".local/share/gem/credentials", PackageRegistries),
+    h(".m2/settings.xml", PackageRegistries),
+    h(".m2/settings-security.xml", PackageRegistries),
+    h(".gradle/gradle.properties", PackageRegistries),
+    h(".nuget/NuGet/NuGet.Config", PackageRegistries),
+    h(".config/NuGet/NuGet.Config", PackageRegistries),
+    h(".composer/auth.json", PackageRegistries),
+    h(".config/composer/auth.json", PackageRegistries),
+    h(".bundle/config", PackageRegistries),
+    // Git credential stores and forge CLIs.
+    h(".git-credentials", GitCredentials),
+    h(".config/git/credentials", GitCredentials),
+    h(".config/gh", GitCredentials),
+    h(".config/glab-cli", GitCredentials),
+    h("Library/Application Support/glab-cli", GitCredentials),
+    h(".config/hub", GitCredentials),
+    h(".config/tea", GitCredentials),
+    h(".gcm", GitCredentials),
+    // Tunnels and VPNs.
+    h(".cloudflared", Tunnels),
+    h(".ngrok2", Tunnels),
+    h(".config/ngrok", Tunnels),
+    h("Library/Application Support/ngrok", Tunnels),
+    r("/etc/cloudflared", Tunnels),
+    r("/usr/local/etc/cloudflared", Tunnels),
+    r("/var/lib/tailscale", Tunnels),
+    r("/etc/wireguard", Tunnels),
+    r("/etc/openvpn", Tunnels),
+    r("/var/lib/zerotier-one/identity.secret", Tunnels),
+    r("/etc/NetworkManager/system-connections", Tunnels),
+    r("/etc/ipsec.secrets", Tunnels),
+    r("/etc/ipsec.d/private", Tunnels),
+    // Model CLIs. The runner has a private HOME, so the owner's Claude Code login is never needed.
+    h(".claude/.credentials.json", ModelClis),
+    h(".claude.json", ModelClis),
+    h(".config/claude", ModelClis),
+    h(".codex/auth.json", ModelClis),
+    h(".gemini/oauth_creds.json", ModelClis),
+    h(".gemini/google_accounts.json", ModelClis),
+    h(".gemini/.env", ModelClis),
+    h(".config/github-copilot", ModelClis),
+    h(".config/io.datasette.llm/keys.json", ModelClis),
+    h(
+        "Library/Application Support/io.datasette.llm/keys.json",
+        ModelClis,
+    ),
+    h(".ollama/id_ed25519", ModelClis),
+    h(".cache/huggingface/token", ModelClis),
+    h(".huggingface/token", ModelClis),
+    h(".kaggle/kaggle.json", ModelClis),
+    h(".aider.conf.yml", ModelClis),
+    h(".config/openai", ModelClis),
+    // Password managers, database password files, vault tokens, keychains.
+    h(".netrc", PasswordsAndTokens),
+    h(".authinfo", PasswordsAndTokens),
+    h(".authinfo.gpg", PasswordsAndTokens),
+    h(".pgpass", PasswordsAndTokens),
+    h(".my.cnf", PasswordsAndTokens),
+    h(".mylogin.cnf", PasswordsAndTokens),
+    h(".vault-token", PasswordsAndTokens),
+    h(".password-store", PasswordsAndTokens),
+    h(".local/share/keyrings", PasswordsAndTokens),
+    h(".local/share/kwalletd", PasswordsAndTokens),
+    h(".pki", PasswordsAndTokens),
+    h(".config/op", PasswordsAndTokens),
+    h(".op", PasswordsAndTokens),
+    h(".config/Bitwarden CLI", PasswordsAndTokens),
+    h(
+        "Library/Application Support/Bitwarden CLI",
+        PasswordsAndTokens,
+    ),
+    h("Library/Keychains", PasswordsAndTokens),
+    h(
+        "Library/Group Containers/2BUA8C4S2C.com.1password",
+        PasswordsAndTokens,
+    ),
+    r("/Library/Keychains", PasswordsAndTokens),
+    r("/etc/mysql/debian.cnf", PasswordsAndTokens),
+    // Browser profiles.
+    h(".mozilla", Browsers),
+    h(".config/google-chrome", Browsers),
+    h(".config/chromium", Browsers),
+    h(".config/BraveSoftware", Browsers),
+    h("Library/Application Support/Google/Chrome", Browsers),
+    h("Library/Application Support/Firefox", Browsers),
+    h("Library/Cookies", Browsers),
+    // Shell and REPL histories (commands typed with passwords and tokens in them).
+    h(".bash_history", ShellHistories),
+    h(".zsh_history", ShellHistories),
+    h(".zhistory", ShellHistories),
+    h(".histfile", ShellHistories),
+    h(".sh_history", ShellHistories),
+    h(".history", ShellHistories),
+    h(".bash_sessions", ShellHistories),
+    h(".zsh_sessions", ShellHistories),
+    h(".local/share/fish/fish_history", ShellHistories),
+    h(".python_history", ShellHistories),
+    h(".node_repl_history", ShellHistories),
+    h(".psql_history", ShellHistories),
+    h(".mysql_history", ShellHistories),
+    h(".sqlite_history", ShellHistories),
+    h(".rediscli_history", ShellHistories),
+    h(".irb_history", ShellHistories),
+    h(".lesshst", ShellHistories),
+    // System account secrets.
+    r("/etc/shadow", SystemAccounts),
+    r("/etc/shadow-", SystemAccounts),
+    r("/etc/gshadow", SystemAccounts),
+    r("/etc/gshadow-", SystemAccounts),
+    r("/etc/sudoers", SystemAccounts),
+    r("/etc/sudoers.d", SystemAccounts),
+    r("/etc/security/opasswd", SystemAccounts),
+    r("/etc/master.passwd", SystemAccounts),
+    r("/etc/spwd.db", SystemAccounts),
+    r("/var/db/sudo", SystemAccounts),
+    r("/var/db/dslocal/nodes/Default/users", SystemAccounts),
+    r("/etc/krb5.keytab", SystemAccounts),
+    r("/var/lib/sss/secrets", SystemAccounts),
+    // System private keys (the SSH host keys are a pattern, see `SSH_HOST_KEY_DIRS`).
+    r("/etc/ssl/private", SystemPrivateKeys),
+    r("/etc/pki/tls/private", SystemPrivateKeys),
+    r("/etc/pki/CA/private", SystemPrivateKeys),
+    r("/etc/letsencrypt", SystemPrivateKeys),
+    r("/var/db/SystemKey", SystemPrivateKeys),
+];
+
+/// Directories whose `ssh_host_*` entries not ending in `.pub` are private host keys.
+pub const SSH_HOST_KEY_DIRS: &[&str] = &["/etc/ssh"];
+
+/// The catalogue's paths for `home` (home-relative entries joined to it), in catalogue order.
+pub fn catalogue_paths(home: &Path) -> Vec<PathBuf> {
+    CATALOGUE
+        .iter()
+        .map(|e| match e.anchor {
+            Anchor::Home => home.join(e.path),
+            Anchor::Root => PathBuf::from(e.path),
+        })
+        .collect()
+}
+
+/// Whether `name` (in a host-key directory) is a private SSH host key.
+pub fn is_host_key_name(name: &[u8]) -> bool {
+    name.starts_with(b"ssh_host_") && !name.ends_with(b".pub")
+}
+
+/// The private SSH host keys present now (the pattern expanded, for the sandboxes' masks).
+pub fn host_key_files() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in SSH_HOST_KEY_DIRS {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            use std::os::unix::ffi::OsStrExt;
+            if is_host_key_name(entry.file_name().as_bytes()) {
+                out.push(entry.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The gateway's command runtime area for `state_dir`: where every session's command scratch
+/// dirs live. In `/tmp` (a fixed base: the gateway and its brokers must agree, whatever their
+/// `TMPDIR`), so that a command's HOME and TMPDIR reveal no state path; named from the owner's
+/// uid and a hash of the state dir's path; protected like the state dir itself (the read tools
+/// refuse it, commands and the runner never see it; a command's own scratch is bound back for it
+/// alone).
+pub fn command_runtime_area(state_dir: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    // FNV-1a: stable across builds and processes (the gateway and its brokers compute it).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in state_dir.as_os_str().as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    // Safety: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    PathBuf::from("/tmp").join(format!("ngw-run-{uid}-{:012x}", hash & 0xffff_ffff_ffff))
+}
+
+/// Create `dir` (and missing parents) 0700 and insist that it is a real directory (no symlink)
+/// owned by this user and open to no one else: `/tmp` is shared, a name there can be squatted.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Safety: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{}: not a private directory of this user (owner {}, mode {:o})",
+            dir.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// Every protected path of the set (catalogue, state dir and its command runtime area, owner
+/// extras; both spellings of the home are the caller's business), before aliases: what
+/// [`protected_paths`] extends.
+fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = catalogue_paths(home);
+    out.push(state_dir.to_path_buf());
+    out.push(command_runtime_area(state_dir));
+    out.extend(extra.iter().filter(|p| p.is_absolute()).cloned());
+    out
+}
+
+/// The whole protected set as paths: the catalogue under `home`, the state dir, the owner's
+/// extras, the SSH host keys present, and every mount-table alias of those that exist (Linux).
+/// The read policy, the command masks and the runner's Landlock/Seatbelt rules all use this.
+pub fn protected_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = base_paths(home, state_dir, extra);
+    out.extend(host_key_files());
+    let aliases = mount_aliases(&out);
+    out.extend(aliases);
+    out
+}
+
+/// Where `exe` (the gateway) and `claude_bin` (Claude Code) are installed: each as given, its
+/// real file, and its package directory (the gateway's: the directory holding the real file;
+/// Claude Code's: the nearest ancestor of the real file with a `package.json`, else its
+/// directory). Sessions never write there.
+pub fn install_locations(exe: &Path, claude_bin: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (program, npm) in [(exe, false), (claude_bin, true)] {
+        if !program.is_absolute() {
+            continue;
+        }
+        out.push(program.to_path_buf());
+        let Ok(real) = std::fs::canonicalize(program) else {
+            continue;
+        };
+        let package = if npm {
+            real.ancestors()
+                .skip(1)
+                .take(6)
+                .find(|dir| dir.join("package.json").is_file())
+                .or_else(|| real.parent())
+                .map(Path::to_path_buf)
+        } else {
+            real.parent().map(Path::to_path_buf)
+        };
+        out.push(real);
+        // Never a whole system directory root: `/`, or a top-level one like `/usr`.
+        if let Some(package) = package.filter(|p| p.components().count() > 2) {
+            out.push(package);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// One line of `/proc/self/mountinfo`: the device, the path inside that file system the mount
+/// shows (`root`), and where it is mounted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountLine {
+    pub device: String,
+    pub root: PathBuf,
+    pub mount_point: PathBuf,
+}
+
+/// Parse `/proc/self/mountinfo` text (octal escapes `\040` etc. decoded).
+pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let device = fields.nth(2)?.to_string();
+            let root = unescape_mount_field(fields.next()?);
+            let mount_point = unescape_mount_field(fields.next()?);
+            Some(MountLine {
+                device,
+                root,
+                mount_point,
+            })
+        })
+        .collect()
+}
+
+fn unescape_mount_field(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
+        {
+            let value = (bytes[i + 1] - b'0') as u32 * 64
+                + (bytes[i + 2] - b'0') as u32 * 8
+                + (bytes[i + 3] - b'0') as u32;
+            out.push(value as u8);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// The mount showing `path` (canonical): the last-mounted one whose mount point is the longest
+/// prefix of it.
+fn mount_of<'a>(mounts: &'a [MountLine], path: &Path) -> Option<&'a MountLine> {
+    let mut best: Option<&MountLine> = None;
+    for m in mounts {
+        if path.starts_with(&m.mount_point)
+            && best.is_none_or(|b| {
+                m.mount_point.components().count() >= b.mount_point.components().count()
+            })
+        {
+            best = Some(m);
+        }
+    }
+    best
+}
+
+/// Other places `mounts` shows the protected objects `paths` under: for each protected path
+/// that exists, its location inside its file system (device + path from the mount's root); every
+/// mount of the same device whose root lies inside that location is an alias as a whole (its
+/// mount point), and every mount whose root lies above it shows it at the corresponding path.
+pub fn aliases_in(mounts: &[MountLine], paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for path in paths {
+        let Ok(real) = std::fs::canonicalize(path) else {
+            continue;
+        };
+        let Some(home_mount) = mount_of(mounts, &real) else {
+            continue;
+        };
+        let Ok(below) = real.strip_prefix(&home_mount.mount_point) else {
+            continue;
+        };
+        let inside = home_mount.root.join(below);
+        for m in mounts.iter().filter(|m| m.device == home_mount.device) {
+            let alias = if m.root.starts_with(&inside) {
+                Some(m.mount_point.clone())
+            } else if let Ok(rest) = inside.strip_prefix(&m.root) {
+                Some(m.mount_point.join(rest))
+            } else {
+                None
+            };
+            if let Some(alias) = alias
+                && alias != real
+                && alias != *path
+                // Only where the alias is really what the mount table says it shows (a later
+                // mount may cover it).
+                && mount_of(mounts, &alias).is_some_and(|shown| shown.device == m.device)
+            {
+                out.push(alias);
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// [`aliases_in`] for this process's mount table (Linux; nothing elsewhere).
+pub fn mount_aliases(paths: &[PathBuf]) -> Vec<PathBuf> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        match std::fs::read_to_string("/proc/self/mountinfo") {
+            Ok(text) => aliases_in(&parse_mountinfo(&text), paths),
+            Err(_) => Vec::new(),
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = paths;
+        Vec::new()
+    }
+}
+
+/// One row of the catalogue as `gatewayctl doctor` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub category: &'static str,
+    pub path: PathBuf,
+    pub present: bool,
+}
+
+/// The catalogue for `home`, with whether each entry exists here, plus the host keys present.
+pub fn rows(home: &Path) -> Vec<Row> {
+    let mut rows: Vec<Row> = CATALOGUE
+        .iter()
+        .zip(catalogue_paths(home))
+        .map(|(e, path)| Row {
+            category: e.category.as_str(),
+            present: path.symlink_metadata().is_ok(),
+            path,
+        })
+        .collect();
+    for dir in SSH_HOST_KEY_DIRS {
+        rows.push(Row {
+            category: SystemPrivateKeys.as_str(),
+            path: Path::new(dir).join("ssh_host_*  (not *.pub)"),
+            present: !host_key_files().is_empty(),
+        });
+    }
+    rows
+}
+
+#[cfg(test)]
+#[path = "protected_tests.rs"]
+mod tests;

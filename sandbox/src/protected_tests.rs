@@ -1,0 +1,219 @@
+//! Unit tests of the one rule set: the catalogue refused by the read policy and present in the
+//! command masks, mount-table aliases, install locations, the command runtime area.
+
+use super::*;
+use crate::path_policy::{PathPolicy, PathRefusal};
+
+fn tmp() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, root)
+}
+
+#[test]
+fn the_red_team_examples_are_in_the_catalogue() {
+    let home = Path::new("/home/u");
+    let paths = catalogue_paths(home);
+    for wanted in [
+        "/home/u/.claude/.credentials.json",
+        "/home/u/.claude.json",
+        "/home/u/.cloudflared",
+        "/home/u/.config/ngrok",
+        "/home/u/.codex/auth.json",
+        "/home/u/.gemini/oauth_creds.json",
+        "/home/u/.pgpass",
+        "/home/u/.my.cnf",
+        "/home/u/.vault-token",
+        "/home/u/.bash_history",
+        "/home/u/.zsh_history",
+        "/home/u/.kube",
+        "/home/u/.docker",
+        "/home/u/.npmrc",
+        "/home/u/.git-credentials",
+        "/home/u/.config/gh",
+        "/home/u/Library/Keychains",
+        "/etc/ssl/private",
+        "/etc/letsencrypt",
+        "/etc/shadow",
+        "/etc/cloudflared",
+    ] {
+        assert!(paths.contains(&PathBuf::from(wanted)), "{wanted} missing");
+    }
+    // Every category is used and every entry is a clean relative or absolute path.
+    for entry in CATALOGUE {
+        assert!(
+            !entry.path.is_empty() && !entry.path.contains(".."),
+            "{entry:?}"
+        );
+        match entry.anchor {
+            Anchor::Home => assert!(!entry.path.starts_with('/'), "{entry:?}"),
+            Anchor::Root => assert!(entry.path.starts_with('/'), "{entry:?}"),
+        }
+    }
+}
+
+#[test]
+fn every_catalogue_entry_is_refused_by_read_and_masked_for_commands() {
+    let (_dir, root) = tmp();
+    let home = root.join("home");
+    let state = root.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let policy = PathPolicy::new(home.clone(), state.clone(), vec![]);
+    let masks = crate::masked_paths(&home, &state, &[]);
+    for entry in CATALOGUE {
+        let path = match entry.anchor {
+            Anchor::Home => home.join(entry.path),
+            Anchor::Root => PathBuf::from(entry.path),
+        };
+        // Read refuses it and anything below it, by name.
+        let err = policy.check(&path.join("x")).unwrap_err();
+        assert!(
+            matches!(err, PathRefusal::Protected { .. }),
+            "{path:?}: {err:?}"
+        );
+        assert_eq!(err.code(), "not_permitted");
+        // The sandboxes get the same entry.
+        assert!(masks.contains(&path), "{path:?} not masked");
+    }
+    // The state dir and the command runtime area too.
+    assert!(masks.contains(&state));
+    assert!(masks.contains(&command_runtime_area(&state)));
+    assert!(policy.is_protected(&command_runtime_area(&state).join("abc/x")));
+}
+
+#[test]
+fn host_keys_are_a_pattern_for_read_and_files_for_the_masks() {
+    assert!(is_host_key_name(b"ssh_host_ed25519_key"));
+    assert!(is_host_key_name(b"ssh_host_rsa_key-cert"));
+    assert!(!is_host_key_name(b"ssh_host_ed25519_key.pub"));
+    assert!(!is_host_key_name(b"ssh_config"));
+    // What exists now is masked for commands.
+    let (_dir, root) = tmp();
+    let masks = crate::masked_paths(&root.join("h"), &root.join("s"), &[]);
+    for key in host_key_files() {
+        assert!(masks.contains(&key), "{key:?}");
+    }
+}
+
+fn mount(device: &str, root: &Path, at: &Path) -> String {
+    format!(
+        "1 0 {device} {} {} rw - ext4 /dev/x rw",
+        root.display(),
+        at.display()
+    )
+}
+
+#[test]
+fn bind_mounts_of_protected_objects_are_aliases() {
+    let (_dir, tmp) = tmp();
+    let home = tmp.join("home");
+    let ssh = home.join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    let state = tmp.join("state");
+    std::fs::create_dir_all(state.join("run")).unwrap();
+    let table = [
+        mount("8:1", Path::new("/"), Path::new("/")),
+        // ~/.ssh bound elsewhere, a directory above it bound elsewhere, a subdirectory of the
+        // state dir bound elsewhere, and an unrelated bind.
+        mount("8:1", &ssh, &tmp.join("mnt/keys")),
+        mount("8:1", &home, &tmp.join("mnt/home")),
+        mount("8:1", &state.join("run"), &tmp.join("mnt/run")),
+        mount("8:1", &tmp.join("other"), &tmp.join("mnt/other")),
+        // Another device at the same inside path is not an alias.
+        mount("9:9", &ssh, &tmp.join("mnt/elsewhere")),
+    ]
+    .join("\n");
+    let mounts = parse_mountinfo(&table);
+    assert_eq!(mounts.len(), 6);
+    let aliases = aliases_in(&mounts, &[ssh.clone(), state.clone()]);
+    assert!(aliases.contains(&tmp.join("mnt/keys")), "{aliases:?}");
+    assert!(aliases.contains(&tmp.join("mnt/home/.ssh")), "{aliases:?}");
+    assert!(aliases.contains(&tmp.join("mnt/run")), "{aliases:?}");
+    assert!(!aliases.contains(&tmp.join("mnt/other")), "{aliases:?}");
+    assert!(!aliases.contains(&tmp.join("mnt/elsewhere")), "{aliases:?}");
+    assert!(
+        !aliases.contains(&ssh),
+        "the entry itself is not its own alias"
+    );
+}
+
+#[test]
+fn mountinfo_escapes_are_decoded() {
+    let mounts = parse_mountinfo("5 1 8:1 /a\\040b /mnt/c\\011d rw - ext4 /dev/x rw");
+    assert_eq!(mounts[0].root, PathBuf::from("/a b"));
+    assert_eq!(mounts[0].mount_point, PathBuf::from("/mnt/c\td"));
+}
+
+#[test]
+fn install_locations_cover_the_real_files_and_the_package() {
+    let (_dir, tmp) = tmp();
+    let package = tmp.join("lib/node_modules/@anthropic-ai/claude-code");
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::write(package.join("package.json"), "{}").unwrap();
+    std::fs::write(package.join("cli.js"), "").unwrap();
+    let bin = tmp.join("lib/node_modules/.bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(package.join("cli.js"), bin.join("claude")).unwrap();
+    let gateway_dir = tmp.join("opt/ngw/bin");
+    std::fs::create_dir_all(&gateway_dir).unwrap();
+    std::fs::write(gateway_dir.join("gateway"), "").unwrap();
+    let got = install_locations(&gateway_dir.join("gateway"), &bin.join("claude"));
+    for wanted in [
+        gateway_dir.join("gateway"),
+        gateway_dir.clone(),
+        bin.join("claude"),
+        package.join("cli.js"),
+        package.clone(),
+    ] {
+        assert!(got.contains(&wanted), "{wanted:?} not in {got:?}");
+    }
+    // The write policy refuses them; the read policy does not.
+    let policy =
+        PathPolicy::new(tmp.join("home"), tmp.join("state"), vec![]).with_write_protected(got);
+    assert!(policy.is_write_protected(&package.join("cli.js")));
+    assert!(policy.is_write_protected(&gateway_dir.join("gateway")));
+    assert!(!policy.is_write_protected(&tmp.join("lib/other.js")));
+    assert!(policy.check(&package.join("cli.js")).is_ok());
+}
+
+#[test]
+fn the_command_runtime_area_is_stable_and_private() {
+    let a = command_runtime_area(Path::new("/srv/state"));
+    assert_eq!(a, command_runtime_area(Path::new("/srv/state")));
+    assert_ne!(a, command_runtime_area(Path::new("/srv/state2")));
+    assert!(a.starts_with("/tmp"));
+    assert!(!a.to_string_lossy().contains("srv"), "names no state path");
+    let (_dir, tmp) = tmp();
+    let open = tmp.join("open");
+    std::fs::create_dir(&open).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(
+        ensure_private_dir(&open)
+            .unwrap_err()
+            .contains("not a private directory")
+    );
+    let private = tmp.join("private/deeper");
+    ensure_private_dir(&private).unwrap();
+    let mode = std::fs::metadata(&private).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+}
+
+#[test]
+fn only_the_own_worktree_is_bound_back() {
+    let (_dir, tmp) = tmp();
+    let state = tmp.join("state");
+    let own = state.join("worktrees/ns_a");
+    let other = state.join("worktrees/ns_b");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::create_dir_all(state.join("auth")).unwrap();
+    let masked = vec![state.clone()];
+    assert_eq!(
+        crate::visible_under_masks(&masked, &own, Some(&own)),
+        vec![own.clone()]
+    );
+    assert!(crate::visible_under_masks(&masked, &other, Some(&own)).is_empty());
+    assert!(crate::visible_under_masks(&masked, &state.join("auth"), None).is_empty());
+    assert!(crate::visible_under_masks(&masked, &state.join("auth"), Some(&own)).is_empty());
+}
