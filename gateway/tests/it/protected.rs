@@ -198,6 +198,9 @@ async fn protected_places_are_refused_at_start_and_invisible_to_reads_and_comman
 
     // 2. A session in an ordinary directory: Read refuses what commands never see.
     let work = work_dir();
+    // A directory named `evil\n` holding `etc/x`: unescaped, its listing line would read as
+    // `<wd>/evil` and `/etc/x`.
+    std::fs::create_dir_all(work.path().join("evil\n/etc")).unwrap();
     std::fs::write(work.path().join("evil\n/etc/x"), "forged\n").unwrap();
     let v = start_session(&chat, work.path(), "Look", "pw-session").await;
     let (sid, lease) = (session_id(&v), lease_id(&v));
@@ -257,7 +260,11 @@ async fn protected_places_are_refused_at_start_and_invisible_to_reads_and_comman
     assert!(output(&r[5]).starts_with("not_permitted"), "{}", r[5]);
     assert!(output(&r[6]).starts_with("not_permitted"), "{}", r[6]);
     assert!(!output(&r[7]).contains("SCRATCH-SECRET"), "{}", r[7]);
-    assert!(!output(&r[7]).contains("othersession"), "{}", r[7]);
+    // `ls` of the area lists only this command's own scratch mount point.
+    let listed = output(&r[7]);
+    let stdout = listed.split("--- stderr ---").next().unwrap_or_default();
+    assert!(!stdout.contains("othersession"), "{}", r[7]);
+    assert!(listed.contains("No such file or directory"), "{}", r[7]);
     // The forged name is one escaped line; no line is the forged path.
     let listing = output(&r[8]);
     let escaped = format!("\"{}/evil\\n/etc/x\"", s(work.path()));
