@@ -815,11 +815,12 @@ fn invalid_utf8_file_names_listed_and_searched() {
     let w = f.root.join("work");
     let name = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
     write(&w.join(name), "needle\n");
+    // Shown escaped (never lossily: two different invalid names must not look alike).
     let out = find(&f.exec, &w, None);
-    assert_eq!(out.output, format!("{}/caf\u{fffd}.txt", w.display()));
+    assert_eq!(out.output, format!("\"{}/caf\\xe9.txt\"", w.display()));
     let out = search(&f.exec, &w, "needle", None);
     assert!(
-        out.output.contains("caf\u{fffd}.txt:1: needle"),
+        out.output.contains("caf\\xe9.txt\":1: needle"),
         "{}",
         out.output
     );
@@ -832,6 +833,36 @@ fn invalid_utf8_file_names_listed_and_searched() {
     let out = search(&f.exec, &w.join("latin1.txt"), "needle", None);
     assert!(
         out.output.contains(":1: needle caf\u{fffd}"),
+        "{}",
+        out.output
+    );
+}
+
+#[test]
+fn names_with_newlines_cannot_forge_listing_lines() {
+    // Issue 11, finding 9: a directory named `evil\n` holding `etc/x` would print as the two
+    // lines `<w>/evil` and `/etc/x`; escaped it is one quoted line, in FindFiles and SearchText.
+    let f = fixture();
+    let w = f.root.join("work");
+    write(&w.join("evil\n/etc/x"), "needle\n");
+    write(&w.join("tab\there"), "needle\n");
+    write(&w.join("plain.txt"), "needle\n");
+    let out = find(&f.exec, &w, None);
+    let lines: Vec<&str> = out.output.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("\"{}/evil\\n/etc/x\"", w.display()),
+            format!("{}/plain.txt", w.display()),
+            format!("\"{}/tab\\there\"", w.display()),
+        ],
+        "{}",
+        out.output
+    );
+    let out = search(&f.exec, &w, "needle", None);
+    assert!(!out.output.lines().any(|l| l.starts_with("/etc/x")), "{}", out.output);
+    assert!(
+        out.output.contains(&format!("\"{}/evil\\n/etc/x\":1: needle", w.display())),
         "{}",
         out.output
     );
