@@ -307,3 +307,120 @@ fn odd_names_are_refused_or_outside() {
 fn code_of(f: &Fixture, path: &Path) -> &'static str {
     code(f, path, Parents::Create)
 }
+
+#[test]
+fn a_root_holding_the_state_dir_never_writes_into_it() {
+    // Issue 11, finding 4: a direct-write root that contains the state dir (the default
+    // `./state` of a checkout). The read policy opens `<state>/worktrees`; the write policy opens
+    // only the session's own worktree, and never another's.
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = base.join("checkout");
+    let state = root.join("state");
+    let other = state.join("worktrees/ns_other");
+    let own = state.join("worktrees/ns_own");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::create_dir_all(state.join("auth")).unwrap();
+    let plain = PathPolicy::new(base.join("home"), state.clone(), vec![]);
+    for policy in [plain.clone(), plain.clone().with_open_subtree(own.clone())] {
+        let w = WriteRoot::open(&policy, &root).unwrap();
+        for target in [
+            other.join("lib.rs"),
+            other.join("deep/new.rs"),
+            state.join("auth/access-token"),
+            state.join("new.txt"),
+            own.join("x.rs"),
+        ] {
+            let err = w.resolve(&policy, &target, Parents::Create).unwrap_err();
+            assert!(
+                matches!(err, WriteRefusal::Path(PathRefusal::Protected { .. })),
+                "{target:?}: {err:?}"
+            );
+            assert_eq!(err.code(), "not_permitted");
+        }
+        assert!(!other.join("deep").exists());
+        w.resolve(&policy, &root.join("src/ok.rs"), Parents::Create)
+            .unwrap();
+    }
+    // The worktree session itself: its root is its own worktree, which it may write.
+    let policy = plain.with_open_subtree(own.clone());
+    let w = WriteRoot::open(&policy, &own).unwrap();
+    w.resolve(&policy, &own.join("src/lib.rs"), Parents::Create)
+        .unwrap();
+}
+
+#[test]
+fn the_state_dir_under_another_name_is_refused_by_identity() {
+    // The state dir reached under a name the lexical rules do not know (a rename after the
+    // policy was built): the walk up from the parent meets its identity.
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = base.join("checkout");
+    let state = root.join("state");
+    std::fs::create_dir_all(state.join("run/deep")).unwrap();
+    let policy = PathPolicy::new(base.join("home"), state.clone(), vec![]);
+    std::fs::rename(&state, root.join("renamed")).unwrap();
+    let w = WriteRoot::open(&policy, &root).unwrap();
+    let err = w
+        .resolve(
+            &policy,
+            &root.join("renamed/run/deep/x"),
+            Parents::MustExist,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, WriteRefusal::Path(PathRefusal::Protected { .. })),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn install_locations_are_never_written() {
+    let f = fixture();
+    let package = f.root.join("node_modules/@anthropic-ai/claude-code");
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::write(package.join("package.json"), "{}").unwrap();
+    std::fs::write(package.join("cli.js"), "x").unwrap();
+    let bin = f.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    symlink(package.join("cli.js"), bin.join("claude")).unwrap();
+    let gateway = f.base.join("opt/gateway");
+    std::fs::create_dir_all(gateway.parent().unwrap()).unwrap();
+    std::fs::write(&gateway, "x").unwrap();
+    let policy = f
+        .policy
+        .clone()
+        .with_write_protected(crate::protected::install_locations(
+            &gateway,
+            &bin.join("claude"),
+        ));
+    let w = WriteRoot::open(&policy, &f.root).unwrap();
+    for target in [
+        package.join("cli.js"),
+        package.join("new.js"),
+        package.join("sub/dir/x.js"),
+        bin.join("claude"),
+    ] {
+        let err = w.resolve(&policy, &target, Parents::Create).unwrap_err();
+        assert!(
+            matches!(err, WriteRefusal::InstallLocation { .. }),
+            "{target:?}: {err:?}"
+        );
+        assert_eq!(err.code(), "not_permitted");
+        assert!(
+            err.to_string()
+                .contains("where the gateway or Claude Code is installed")
+        );
+    }
+    assert!(!package.join("sub").exists());
+    // A root inside an install location cannot be opened for writes at all.
+    let err = WriteRoot::open(&policy, &package).unwrap_err();
+    assert!(
+        matches!(err, WriteRefusal::InstallLocation { .. }),
+        "{err:?}"
+    );
+    // Elsewhere in the root writes go on.
+    w.resolve(&policy, &f.root.join("src/ok.rs"), Parents::Create)
+        .unwrap();
+}
