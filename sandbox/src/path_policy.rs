@@ -457,10 +457,11 @@ impl PathPolicy {
             return Some(Protection::Protected);
         }
         for dir in &self.host_key_dirs {
-            if folded.len() > dir.len() && folded.starts_with(dir) {
-                if crate::protected::is_host_key_name(&folded[dir.len()]) {
-                    return Some(Protection::Protected);
-                }
+            if folded.len() > dir.len()
+                && folded.starts_with(dir)
+                && crate::protected::is_host_key_name(&folded[dir.len()])
+            {
+                return Some(Protection::Protected);
             }
         }
         #[cfg(any(target_os = "linux", target_os = "android"))]

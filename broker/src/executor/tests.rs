@@ -860,9 +860,14 @@ fn names_with_newlines_cannot_forge_listing_lines() {
         out.output
     );
     let out = search(&f.exec, &w, "needle", None);
-    assert!(!out.output.lines().any(|l| l.starts_with("/etc/x")), "{}", out.output);
     assert!(
-        out.output.contains(&format!("\"{}/evil\\n/etc/x\":1: needle", w.display())),
+        !out.output.lines().any(|l| l.starts_with("/etc/x")),
+        "{}",
+        out.output
+    );
+    assert!(
+        out.output
+            .contains(&format!("\"{}/evil\\n/etc/x\":1: needle", w.display())),
         "{}",
         out.output
     );
