@@ -101,6 +101,14 @@ async fn protected_places_are_refused_at_start_and_invisible_to_reads_and_comman
     )
     .unwrap();
     std::fs::write(home.join(".pgpass"), "db:5432:*:u:PGPASS-SECRET\n").unwrap();
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    std::fs::write(
+        home.join(".claude/.credentials.json"),
+        "CLAUDE-LOGIN-SECRET\n",
+    )
+    .unwrap();
+    std::fs::write(home.join(".claude.json"), "CLAUDE-JSON-SECRET\n").unwrap();
+    std::fs::write(home.join(".bash_history"), "export TOKEN=HISTORY-SECRET\n").unwrap();
     std::fs::create_dir_all(home.join(".cloudflared")).unwrap();
     std::fs::write(home.join(".cloudflared/cert.pem"), "TUNNEL-SECRET\n").unwrap();
     // The state dir in a parent reached through a symlink too.
@@ -220,6 +228,12 @@ async fn protected_places_are_refused_at_start_and_invisible_to_reads_and_comman
             format!("ls -a {}; cat {}", s(&area), s(&planted.join("secret.txt")))]}},
         {"name": "FindFiles", "arguments": {"path": s(work.path())}},
         {"name": "RunCommand", "arguments": {"argv": ["cat", token]}},
+        {"name": "Read", "arguments": {"file_path": format!("/proc/self/root{token}")}},
+        {"name": "FindFiles", "arguments": {"path": "/tmp", "max_depth": 1}},
+        {"name": "RunCommand", "arguments": {"argv": ["sh", "-c", format!(
+            "cat {h}/.claude/.credentials.json {h}/.claude.json {h}/.bash_history; cat /proc/self/root{token}",
+            h = s(&home))]}},
+        {"name": "Read", "arguments": {"file_path": s(&home.join(".claude.json"))}},
     ]);
     let r = chat
         .reply(
@@ -234,7 +248,7 @@ async fn protected_places_are_refused_at_start_and_invisible_to_reads_and_comman
         .unwrap();
     let v = view(&r);
     let r = results(&v);
-    assert_eq!(r.len(), 10, "{v}");
+    assert_eq!(r.len(), 14, "{v}");
     // Read of the bind-mount alias: refused by identity.
     assert_eq!(r[0]["status"], "error", "{}", r[0]);
     assert!(output(&r[0]).starts_with("not_permitted"), "{}", r[0]);
@@ -273,6 +287,21 @@ async fn protected_places_are_refused_at_start_and_invisible_to_reads_and_comman
     // The gateway's access token.
     assert!(!output(&r[9]).contains(gw.token()), "{}", r[9]);
     assert_ne!(r[9]["receipt"]["exit_code"], 0, "{}", r[9]);
+    // The state dir through `/proc/self/root`: a magic link, never followed by Read.
+    assert!(output(&r[10]).starts_with("not_permitted"), "{}", r[10]);
+    // A listing of /tmp does not show the command runtime area.
+    assert_eq!(r[11]["status"], "ok", "{}", r[11]);
+    assert!(!output(&r[11]).contains("ngw-run-"), "{}", r[11]);
+    // Claude Code's own login files and the shell history: masked for commands, refused to Read.
+    for secret in [
+        "CLAUDE-LOGIN-SECRET",
+        "CLAUDE-JSON-SECRET",
+        "HISTORY-SECRET",
+        gw.token(),
+    ] {
+        assert!(!output(&r[12]).contains(secret), "{secret}: {}", r[12]);
+    }
+    assert!(output(&r[13]).starts_with("not_permitted"), "{}", r[13]);
     chat.stop(&sid, &lease, "pw-stop", None).await.unwrap();
 }
 
