@@ -117,5 +117,8 @@ pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> an
     state.shutdown.cancelled().await;
     gateway_link.abort();
     let _ = http.await;
+    // The session's dir in the command runtime area, empty once no command runs (never
+    // recursive: a command still being reaped keeps its scratch until it is gone).
+    let _ = std::fs::remove_dir(state.executor.command_scratch_root());
     Ok(())
 }

@@ -113,6 +113,11 @@ impl CommandSandbox {
 }
 
 impl Executor {
+    /// Where this session's command scratch dirs are made.
+    pub fn command_scratch_root(&self) -> &Path {
+        &self.commands.scratch_root
+    }
+
     /// Configure how `RunCommand` is confined (helper executable, scratch root, masks).
     pub fn with_command_sandbox(mut self, commands: CommandSandbox) -> Self {
         self.commands = commands;
