@@ -498,6 +498,9 @@ impl Gateway {
             return Ok(view);
         }
         crate::validate::start(self, &req)?;
+        // Checked before anything is created (no worktree), and again in the transaction that
+        // records the session, so concurrent starts cannot overshoot.
+        self.store.read(|tx| self.ensure_session_capacity(tx))?;
 
         let session_id = format!("ns_{}", uuid::Uuid::new_v4().simple());
         let (working_directory, workspace, worktree) =
@@ -537,6 +540,7 @@ impl Gateway {
         let lease_id = self.lease_id(&session_id, 1);
         let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
         let created = self.store.write(|tx| {
+            self.ensure_session_capacity(tx)?;
             self.claim(
                 tx,
                 "start",
@@ -604,6 +608,25 @@ impl Gateway {
         self.remember("start", &req.idempotency_key, &view, 1);
         view.recovery_token = Some(self.recovery_token(&session_id));
         Ok(view)
+    }
+
+    /// `busy` when `CLAUDE_TOOLS_MAX_LIVE_SESSIONS` sessions are already live (not terminal):
+    /// each holds a broker and a runner (about 180 MiB).
+    fn ensure_session_capacity(&self, tx: &Tx<'_>) -> ToolResult<()> {
+        let live = tx.live_session_count()?;
+        let max = self.config.max_live_sessions;
+        if live >= max {
+            return Err(ToolError::new(
+                ErrorCode::Busy,
+                format!(
+                    "{live} sessions are live and this gateway allows at most {max} at once; \
+                     nothing was started. Stop a session you no longer need with \
+                     native_session_stop (or let an idle one's lease expire), then start again; \
+                     the owner can raise CLAUDE_TOOLS_MAX_LIVE_SESSIONS"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Where a new session works: the directory itself (`read_only`, `direct_write`), or a new

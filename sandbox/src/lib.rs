@@ -12,6 +12,7 @@ pub mod env;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod path_policy;
+pub mod pinned_exe;
 pub mod seatbelt;
 pub mod spec;
 pub mod write_path;

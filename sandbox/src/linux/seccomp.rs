@@ -1,7 +1,8 @@
 //! The seccomp filters of commands and of the runner (deny → `EPERM`). Both: tracing and
 //! cross-process memory, io_uring, leaving the process group (setsid, setpgid), mounts, namespaces,
 //! bpf, perf, keyrings, kexec, modules and reboot. Commands also: every `socket()` (socketpair stays
-//! allowed) and the metadata calls Landlock cannot restrict (chmod, chown, xattrs, utime); the
+//! allowed), the metadata calls Landlock cannot restrict (chmod, chown, xattrs, utime) and shared
+//! memory that `RLIMIT_DATA` does not count (memfd_create, memfd_secret, shmget); the
 //! runner: `socket()` outside UNIX, IPv4, IPv6 and netlink. A second hand-written filter denies x32 syscall numbers
 //! (seccompiler's arch check misses them) and answers `clone3` with `ENOSYS` so libc falls back to
 //! `clone`, whose namespace flags the first filter can inspect.
@@ -75,6 +76,11 @@ const DENIED_COMMAND: &[libc::c_long] = &[
     463, // setxattrat
     466, // removexattrat
     libc::SYS_utimensat,
+    // Shared memory is not counted by RLIMIT_DATA: without these a command could allocate past
+    // its memory limit (files in its scratch tmpfs are bounded by the quota).
+    libc::SYS_memfd_create,
+    447, // memfd_secret
+    libc::SYS_shmget,
 ];
 
 /// Legacy syscalls that exist on x86_64 only, denied to both.
