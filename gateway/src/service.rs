@@ -571,7 +571,8 @@ impl Gateway {
         });
         if let Err(err) = created {
             if let Some(worktree) = &worktree {
-                crate::worktree::discard(Path::new(&req.working_directory), worktree);
+                crate::worktree::GitRunner::new(&self.config)
+                    .discard(Path::new(&req.working_directory), worktree);
             }
             // A concurrent identical start won the claim: answer as its replay.
             if let Some(view) = self.replayed("start", &req.idempotency_key, &req.request_hash)? {
@@ -651,9 +652,10 @@ impl Gateway {
                 let source = PathBuf::from(&root);
                 let dir = self.config.worktree_dir.clone();
                 let id = session_id.to_string();
+                let git = crate::worktree::GitRunner::new(&self.config);
                 let worktree = tokio::task::spawn_blocking(move || {
-                    let base = crate::worktree::check_source(&source)?;
-                    crate::worktree::create(&source, &dir, &id, &base)
+                    let base = git.check_source(&source)?;
+                    git.create(&source, &dir, &id, &base)
                 })
                 .await
                 .map_err(|err| {

@@ -327,9 +327,13 @@ fn helper_path(config: &CommandSandbox) -> Result<PathBuf, String> {
 /// Start the helper in its own process group with a cleared environment and the spec on stdin.
 #[cfg(target_os = "linux")]
 fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, String> {
-    let helper = helper_path(config)?;
+    spawn_helper(&helper_path(config)?, spec)
+}
+
+#[cfg(target_os = "linux")]
+fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, String> {
     let json = serde_json::to_vec(spec).map_err(|e| format!("encoding the spec: {e}"))?;
-    let mut child = std::process::Command::new(&helper)
+    let mut child = std::process::Command::new(helper)
         .arg("sandbox-exec")
         .env_clear()
         .current_dir("/")
@@ -390,6 +394,64 @@ fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, String> {
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 fn spawn(_config: &CommandSandbox, _spec: &ExecSpec) -> Result<Child, String> {
     Err("no command sandbox on this OS".into())
+}
+
+/// What a confined run of [`run_confined`] produced.
+#[derive(Debug)]
+pub struct ConfinedRun {
+    /// The exit code (`None`: killed by a signal, or timed out).
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// Up to 64 KiB of each stream; `truncated` when either had more.
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub truncated: bool,
+}
+
+/// Run `spec` through the pinned helper and wait at most `timeout` (the gateway's own confined
+/// Git). Err: the helper could not start, refused (nothing ran), or did not confirm its
+/// confinement (something may have run: the caller must treat its effects as unknown).
+#[cfg(target_os = "linux")]
+pub fn run_confined(
+    helper: &PinnedExe,
+    spec: &ExecSpec,
+    timeout: Duration,
+) -> Result<ConfinedRun, String> {
+    let path = helper.exec_path().map_err(|e| e.to_string())?;
+    let mut child = spawn_helper(&path, spec)?;
+    let run = supervise(&mut child, timeout, Instant::now());
+    if let Some(cgroup) = run.report.as_ref().and_then(|r| r.cgroup.clone()) {
+        remove_cgroup(&cgroup);
+    }
+    match &run.report {
+        None => {
+            return Err(format!(
+                "its confinement could not be confirmed ({}); it may have run",
+                run.report_problem
+                    .as_deref()
+                    .unwrap_or("the sandbox helper did not report")
+            ));
+        }
+        Some(report) => {
+            if let Some(problem) = &report.error {
+                return Err(format!(
+                    "not run: confinement could not be established ({problem})"
+                ));
+            }
+        }
+    }
+    let (exit_code, timed_out) = match run.ending {
+        Ending::Exited(code) => (Some(code), false),
+        Ending::TimedOut => (None, true),
+        Ending::Signaled(_) | Ending::Unknown => (None, false),
+    };
+    Ok(ConfinedRun {
+        exit_code,
+        timed_out,
+        truncated: run.stdout.truncated() || run.stderr.truncated(),
+        stdout: run.stdout.kept,
+        stderr: run.stderr.kept,
+    })
 }
 
 /// One stream's capture: the first [`STREAM_LIMIT`] bytes and the total seen.
