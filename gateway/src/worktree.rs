@@ -110,9 +110,24 @@ impl GitRunner {
         }
     }
 
+    /// A runner with an explicit helper and protected set (tests).
+    pub fn from_parts(
+        helper: std::sync::Arc<sandbox::pinned_exe::PinnedExe>,
+        owner_home: &Path,
+        state_dir: &Path,
+        policy: sandbox::path_policy::PathPolicy,
+    ) -> Self {
+        Self {
+            helper,
+            masked: sandbox::masked_paths(owner_home, state_dir, &[]),
+            scratch_root: state_dir.join("run").join("git"),
+            policy,
+        }
+    }
+
     /// Run `git <args>` in `dir`, confined, allowed to write only `writable`; stdout on success,
     /// a short reason otherwise.
-    fn run(&self, dir: &Path, args: &[&str], writable: &[PathBuf]) -> Result<String, String> {
+    pub fn run(&self, dir: &Path, args: &[&str], writable: &[PathBuf]) -> Result<String, String> {
         let mut argv: Vec<String> = vec!["git".into()];
         for (key, value) in COMMAND_LINE_CONFIG {
             argv.push("-c".into());
@@ -249,9 +264,18 @@ impl GitRunner {
 
     /// Refuse a repository whose effective config in `dir` (includes evaluated there: its branch,
     /// its git dir) would make git run a program or write elsewhere.
-    fn check_config(&self, dir: &Path, writable: &[PathBuf], context: &str) -> Result<(), ToolError> {
+    fn check_config(
+        &self,
+        dir: &Path,
+        writable: &[PathBuf],
+        context: &str,
+    ) -> Result<(), ToolError> {
         let keys = self
-            .run(dir, &["config", "--includes", "--name-only", "--list"], writable)
+            .run(
+                dir,
+                &["config", "--includes", "--name-only", "--list"],
+                writable,
+            )
             .map_err(|err| internal(format!("reading the repository's config failed: {err}")))?;
         if let Some((key, why)) = keys
             .lines()
@@ -360,9 +384,8 @@ impl GitRunner {
                             ),
                         ));
                     }
-                    Err(_) => std::fs::create_dir(&at).map_err(|err| {
-                        internal(format!("preparing {}: {err}", at.display()))
-                    })?,
+                    Err(_) => std::fs::create_dir(&at)
+                        .map_err(|err| internal(format!("preparing {}: {err}", at.display())))?,
                 }
             }
             use std::os::unix::fs::MetadataExt;
@@ -419,7 +442,9 @@ impl GitRunner {
             &writable,
         ) {
             let _ = std::fs::remove_dir(&path);
-            return Err(internal(format!("the worktree could not be created: {err}")));
+            return Err(internal(format!(
+                "the worktree could not be created: {err}"
+            )));
         }
         if let Err(err) = self.check_config(&path, &writable, "on the new branch ") {
             self.discard(source, &worktree);
@@ -449,8 +474,27 @@ impl GitRunner {
             let _ = std::fs::remove_dir_all(&worktree.path);
             let _ = self.run(source, &["worktree", "prune"], &writable);
         }
-        if let Err(err) = self.run(source, &["branch", "-D", &worktree.branch], &writable) {
-            tracing::warn!("discarding branch: {err}");
+        // Deleting a branch locks `packed-refs` in the git dir itself, which stays read-only: the
+        // branch was just created as a loose ref, so its files are removed directly (reftable
+        // repositories write only below `reftable/`, which is writable).
+        let reftable = writable.iter().any(|d| d.ends_with("reftable"));
+        if reftable {
+            if let Err(err) = self.run(source, &["branch", "-D", &worktree.branch], &writable) {
+                tracing::warn!("discarding branch: {err}");
+            }
+            return;
+        }
+        let name = worktree.branch.trim_start_matches("ngw/");
+        for dir in writable
+            .iter()
+            .filter(|d| d.ends_with("refs/heads/ngw") || d.ends_with("logs/refs/heads/ngw"))
+        {
+            let file = dir.join(name);
+            if std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file())
+                && let Err(err) = std::fs::remove_file(&file)
+            {
+                tracing::warn!("discarding branch: {err}");
+            }
         }
     }
 }

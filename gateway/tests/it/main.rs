@@ -25,5 +25,8 @@ mod runner_confinement;
 mod run_command;
 // The write tools end to end with the real runner: direct_write and worktree_write.
 mod writes;
+// The gateway's own Git and executable: repository config that would run programs, the pinned
+// helper, command limits and the live-session cap.
+mod exec_hardening;
 // Crashes of the broker and the gateway at every step of the durable write protocol.
 mod write_crashes;
