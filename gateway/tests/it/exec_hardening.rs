@@ -212,3 +212,142 @@ fn the_gateways_git_runs_confined() {
     assert_eq!(out, "write-refused\nkey-hidden\nno-socket\n", "{out}");
     assert!(!marker.exists());
 }
+
+/// The gateway is installed where a session could replace it (its install dir is the session's
+/// working directory). Replaced while the gateway runs — by rename, as a `Write` does, and then
+/// overwritten in place — the next RunCommand still runs through the verified helper, confined, and
+/// a new session's broker starts from the pinned image too: the replacement never runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replaced_gateway_install_never_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let install = tempfile::tempdir().unwrap();
+    let install = std::fs::canonicalize(install.path()).unwrap();
+    let exe = install.join("gateway");
+    std::fs::copy(GATEWAY, &exe).unwrap();
+    let gw = GatewayProcess::builder(&exe)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .spawn()
+        .await
+        .expect("gateway starts");
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let v = start_session(&chat, &install, "Run a command", "pin-1").await;
+
+    let marker = install.join("PWNED");
+    let fake = install.join("fake");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\ntouch '{}'\nprintf '\\036ngsbx1 {{\"error\":null,\"enforced\":{{}},\"cgroup\":null}}\\n'\nexec \"$@\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&fake, &exe).unwrap();
+
+    let calls = json!([{"name": "RunCommand", "arguments": {"argv": ["true"]}}]);
+    let r = chat
+        .reply(
+            &session_id(&v),
+            &lease_id(&v),
+            &turn_id(&v),
+            "pin-r1",
+            None,
+            Some(calls),
+        )
+        .await
+        .unwrap();
+    let v = view(&r);
+    let result = &v["pending_turn"]["tool_results"][0];
+    assert_eq!(result["status"], "ok", "{v}");
+    let output = result["output"].as_str().unwrap();
+    assert!(output.contains("sandbox: linux:userns"), "{output}");
+    assert!(!marker.exists(), "the replaced gateway ran");
+
+    // Overwritten in place as well: a new session's broker and its commands still come from the
+    // image pinned at start.
+    std::fs::write(&exe, b"#!/bin/sh\ntouch PWNED\n").unwrap();
+    let v2 = start_session(&chat, &install, "Run a command", "pin-2").await;
+    let calls = json!([{"name": "RunCommand", "arguments": {"argv": ["true"]}}]);
+    let r = chat
+        .reply(
+            &session_id(&v2),
+            &lease_id(&v2),
+            &turn_id(&v2),
+            "pin-r2",
+            None,
+            Some(calls),
+        )
+        .await
+        .unwrap();
+    let v2 = view(&r);
+    assert_eq!(
+        v2["pending_turn"]["tool_results"][0]["status"], "ok",
+        "{v2}"
+    );
+    assert!(!marker.exists(), "the replaced gateway ran");
+    for (v, key) in [(&v, "pin-s1"), (&v2, "pin-s2")] {
+        chat.stop(&session_id(v), &lease_id(v), key, None)
+            .await
+            .unwrap();
+    }
+}
+
+/// `CLAUDE_TOOLS_MAX_LIVE_SESSIONS`: the start beyond the cap gets `busy`, says how many are live
+/// and what to do, and leaves nothing behind (no session, no idempotency record, no worktree); a
+/// stopped session frees its place.
+#[tokio::test(flavor = "multi_thread")]
+async fn starts_beyond_the_live_session_cap_are_busy() {
+    let gw = gateway_with(&[("CLAUDE_TOOLS_MAX_LIVE_SESSIONS", "2")]).await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let a = start_session(&chat, dir.path(), "a", "cap-a").await;
+    let b = start_session(&chat, dir.path(), "b", "cap-b").await;
+    let sessions = count(&gw, "SELECT COUNT(*) FROM sessions");
+    let keys = count(&gw, "SELECT COUNT(*) FROM idempotency");
+    let (_repo_dir, source) = repo();
+    for (profile, key) in [("read_only", "cap-c"), ("worktree_write", "cap-d")] {
+        let r = chat
+            .start_with(
+                "c",
+                &source,
+                key,
+                json!({"capability_profile": profile, "wait_seconds": 0}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(tool_err_code(&r), "busy", "{r}");
+        let message = r["structuredContent"]["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(
+                "2 sessions are live and this gateway allows at most 2 at once; nothing was started"
+            ),
+            "{message}"
+        );
+        assert!(message.contains("native_session_stop"), "{message}");
+        assert!(
+            message.contains("CLAUDE_TOOLS_MAX_LIVE_SESSIONS"),
+            "{message}"
+        );
+        assert_eq!(count(&gw, "SELECT COUNT(*) FROM sessions"), sessions);
+        assert_eq!(count(&gw, "SELECT COUNT(*) FROM idempotency"), keys);
+        assert_eq!(
+            std::fs::read_dir(gw.state_dir().join("worktrees"))
+                .unwrap()
+                .count(),
+            0
+        );
+        assert_eq!(ngw_branches(&source), "");
+    }
+    chat.stop(&session_id(&a), &lease_id(&a), "cap-a-stop", None)
+        .await
+        .unwrap();
+    let c = start_session(&chat, dir.path(), "c", "cap-c").await;
+    for (v, key) in [(&b, "cap-b-stop"), (&c, "cap-c-stop")] {
+        chat.stop(&session_id(v), &lease_id(v), key, None)
+            .await
+            .unwrap();
+    }
+}
