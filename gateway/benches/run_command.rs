@@ -61,8 +61,11 @@ fn executor(
     if !namespaces {
         commands = commands.without_namespaces();
     }
+    // The limits a broker sets (host-sized memory and scratch quota: the scratch dir is a tmpfs).
     commands = commands.with_limits(sandbox::Limits {
         root_pids_cgroup: cgroup,
+        memory: Some(2048 << 20),
+        scratch: Some(512 << 20),
         ..sandbox::Limits::default()
     });
     Executor::new(PathPolicy::new(home, state.clone(), vec![]), wd).with_command_sandbox(commands)

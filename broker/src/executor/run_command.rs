@@ -179,7 +179,10 @@ pub(super) fn run(
             started,
         );
     }
-    let scratch = match Scratch::create(&config.scratch_root, action_id, &wd) {
+    // With namespaces and a quota the helper mounts a fresh tmpfs over the scratch dir and makes
+    // HOME and TMPDIR inside it: the on-disk subdirs would only be hidden (and cost mkdirs).
+    let subdirs = !(config.namespaces && support.namespaces && config.limits.scratch.is_some());
+    let scratch = match Scratch::create(&config.scratch_root, action_id, &wd, subdirs) {
         Ok(scratch) => scratch,
         Err(message) => {
             tracing::error!("RunCommand scratch: {message}");
@@ -267,7 +270,7 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn create(root: &Path, action_id: &str, wd: &Path) -> Result<Self, String> {
+    fn create(root: &Path, action_id: &str, wd: &Path, subdirs: bool) -> Result<Self, String> {
         use std::os::unix::fs::DirBuilderExt;
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         std::fs::DirBuilder::new()
@@ -295,6 +298,9 @@ impl Scratch {
             .create(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let scratch = Self { path };
+        if !subdirs {
+            return Ok(scratch);
+        }
         for sub in sandbox::env::SCRATCH_DIRS {
             std::fs::DirBuilder::new()
                 .mode(0o700)
