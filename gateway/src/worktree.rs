@@ -42,8 +42,10 @@ const COMMAND_LINE_CONFIG: &[(&str, &str)] = &[
 ];
 
 /// How long one git command may take (a large checkout included).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const GIT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The command's scratch (HOME, TMPDIR) quota.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const GIT_SCRATCH_BYTES: u64 = 64 << 20;
 
 /// Repository config keys that make git run a program, or write elsewhere, in the commands the
