@@ -5,7 +5,10 @@
 //!
 //! Bounds: wall time (default 120 s, at most 600 s; then the whole group gets SIGTERM, a short
 //! grace, SIGKILL), stdout and stderr up to 64 KiB each (the rest is drained and counted, not
-//! kept), the process count (RLIMIT_NPROC, or a pids cgroup as root). Once the main process has
+//! kept), the process count (RLIMIT_NPROC, or a pids cgroup as root), memory per process
+//! (RLIMIT_DATA; shared memory refused) and the scratch files together (a tmpfs of the quota's
+//! size). The helper is the gateway executable pinned at start, executed by descriptor; a missing
+//! or malformed report line is `confinement_unconfirmed`, never "not run". Once the main process has
 //! exited its group is killed, and pipes still held open are drained for at most
 //! [`DRAIN_AFTER_EXIT`]. Commands never write files for the session: the file system is read-only
 //! to them except their scratch dir.

@@ -7,9 +7,11 @@
 //!    helper forks and the command becomes pid 1 of the new pid namespace, so when it exits (or
 //!    the helper dies: `PR_SET_PDEATHSIG`) the kernel kills everything left in it.
 //! 3. In the mount namespace: masked paths covered (empty tmpfs for directories, `/dev/null` for
-//!    files), the scratch dir bind-mounted onto itself, a fresh `/proc`, then every mount made
-//!    read-only and nosuid (`mount_setattr(AT_RECURSIVE)`) except the scratch mount.
-//! 4. rlimits, all capabilities dropped, `no_new_privs`, Landlock (fully enforced or refused),
+//!    files), the scratch dir bind-mounted onto itself — or, with a quota, a private tmpfs of that
+//!    size over it, with HOME and TMPDIR made inside —, the spec's extra writable dirs (the
+//!    gateway's own Git) bound onto themselves, a fresh `/proc`, then every mount made read-only
+//!    and nosuid (`mount_setattr(AT_RECURSIVE)`) except the scratch and writable mounts.
+//! 4. rlimits (`RLIMIT_DATA` for the memory limit), all capabilities dropped, `no_new_privs`, Landlock (fully enforced or refused),
 //!    seccomp (two filters), then one report line on stdout and `execve`.
 //!
 //! Without namespaces (hosts that forbid them) the command runs under Landlock (with masked paths
