@@ -275,12 +275,12 @@ impl GitRunner {
         let keys = self
             .run(
                 dir,
-                &["config", "--includes", "--name-only", "--list"],
+                &["config", "--includes", "--null", "--name-only", "--list"],
                 writable,
             )
             .map_err(|err| internal(format!("reading the repository's config failed: {err}")))?;
         if let Some((key, why)) = keys
-            .lines()
+            .split(['\0', '\n'])
             .find_map(|key| refused_config_key(key).map(|why| (key, why)))
         {
             return Err(ToolError::new(
