@@ -351,3 +351,30 @@ async fn starts_beyond_the_live_session_cap_are_busy() {
             .unwrap();
     }
 }
+
+/// The parts of the source's git dir the confined git may write must be real directories: a
+/// symlink there (pointing where the gateway user could write) is refused before git runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn symlinks_where_worktree_add_writes_are_refused() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let outside = tempfile::tempdir().unwrap();
+    for (i, link) in ["worktrees", "refs/heads/ngw", "logs"].iter().enumerate() {
+        let (_dir, source) = repo();
+        let at = source.join(".git").join(link);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let _ = std::fs::remove_dir_all(&at);
+        std::os::unix::fs::symlink(outside.path(), &at).unwrap();
+        let r = start_worktree(&chat, &source, &format!("sym-{i}")).await;
+        assert_eq!(tool_err_code(&r), "not_permitted", "{link}: {r}");
+        let message = r["structuredContent"]["error"]["message"].as_str().unwrap();
+        assert!(message.contains("has a symlink or file at"), "{message}");
+        assert_eq!(
+            std::fs::read_dir(outside.path()).unwrap().count(),
+            0,
+            "{link}"
+        );
+    }
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM sessions"), 0);
+}
