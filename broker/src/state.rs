@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::Context;
 use common::protocol::{ApprovedCall, BrokerEvent, BrokerSpec, ReplyRelease};
 use common::tools::ActionOutcome;
 use tokio::sync::{Notify, watch};
@@ -100,7 +99,12 @@ impl BrokerState {
         // Writes: the same set, plus where the gateway and Claude Code are installed; inside the
         // state dir only this session's own managed worktree is open (never another session's).
         let own_worktree = own_worktree(&spec);
-        let exe = std::env::current_exe().context("locating the sandbox helper")?;
+        // The broker runs from the gateway's pinned copy: the install path comes from the spec.
+        let exe = match &spec.gateway_install_path {
+            Some(path) => PathBuf::from(path),
+            None => std::env::current_exe()
+                .map_err(|e| anyhow::anyhow!("locating the gateway executable: {e}"))?,
+        };
         let mut write_policy =
             policy
                 .clone()
@@ -114,16 +118,40 @@ impl BrokerState {
         if let Some(dir) = &spec.worktree_dir {
             policy = policy.with_open_subtree(PathBuf::from(dir));
         }
-        // Commands run through `<this executable> sandbox-exec`, with per-command scratch dirs
-        // under the session's runtime dir and the same protected paths masked.
+        // Commands run through `<this executable> sandbox-exec`, executed from this broker's own
+        // image (the gateway's sealed copy, never a path a session could replace), with
+        // per-command scratch dirs and the same protected paths masked. A broker re-adopted by a
+        // restarted gateway keeps the image it was started from.
+        // An image that cannot be verified leaves commands refused (`sandbox_unavailable`).
+        let helper =
+            match sandbox::pinned_exe::PinnedExe::adopt_own_image(spec.helper_sha256.as_deref()) {
+                Ok(helper) => {
+                    tracing::info!(
+                        "sandbox helper: {} ({} bytes, sha256 {})",
+                        helper.pinning_name(),
+                        helper.size(),
+                        spec.helper_sha256.as_deref().unwrap_or("unknown")
+                    );
+                    Some(std::sync::Arc::new(helper))
+                }
+                Err(err) => {
+                    tracing::error!("sandbox helper not verified, commands are refused: {err}");
+                    None
+                }
+            };
         let commands = crate::executor::CommandSandbox::new(
-            exe,
+            helper,
             command_scratch_root(&spec.state_dir, &spec.session_id),
             std::path::Path::new(&spec.owner_home),
             std::path::Path::new(&spec.state_dir),
             &extra_protected,
         )
-        .with_own_worktree(own_worktree);
+        .with_own_worktree(own_worktree)
+        .with_limits(sandbox::Limits {
+            memory: spec.command_limits.memory_mb.map(|mb| mb * 1024 * 1024),
+            scratch: spec.command_limits.scratch_mb.map(|mb| mb * 1024 * 1024),
+            ..sandbox::Limits::default()
+        });
         let mut executor = Executor::new(policy, PathBuf::from(&spec.working_directory))
             .with_command_sandbox(commands)
             .with_write_policy(write_policy);

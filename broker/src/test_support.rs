@@ -47,6 +47,9 @@ fn state_value(dir: &std::path::Path) -> BrokerState {
         extra_protected: Vec::new(),
         worktree_dir: None,
         runner_confinement: Default::default(),
+        helper_sha256: None,
+        gateway_install_path: None,
+        command_limits: Default::default(),
     };
     BrokerState::new(spec).unwrap()
 }

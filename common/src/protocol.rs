@@ -289,6 +289,28 @@ pub struct BrokerSpec {
     /// the runner when it cannot (the gateway reports exactly this in `network_boundary`).
     #[serde(default)]
     pub runner_confinement: RunnerConfinement,
+    /// SHA-256 of the gateway executable the gateway pinned at start (the broker runs from it and
+    /// executes the sandbox helper from it; an unsealed image must hash to this).
+    #[serde(default)]
+    pub helper_sha256: Option<String>,
+    /// Where the gateway executable is installed: writes refuse it (the broker itself runs from
+    /// the pinned copy, whose path says nothing about the install).
+    #[serde(default)]
+    pub gateway_install_path: Option<String>,
+    /// Per-command limits the gateway chose (from the host or the owner's environment).
+    #[serde(default)]
+    pub command_limits: CommandLimits,
+}
+
+/// Per-command resource limits (`None`: the built-in default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandLimits {
+    /// Memory a command may allocate, MiB (`RLIMIT_DATA`; as root also a memory cgroup).
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+    /// Size of the command's scratch file system, MiB (all its files together).
+    #[serde(default)]
+    pub scratch_mb: Option<u64>,
 }
 
 /// The runner's confinement the gateway asks for (what this host supports). The broker establishes

@@ -7,12 +7,13 @@
 //! Figures are recorded in `gateway/benches/RUN_COMMAND_RESULTS.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use broker::executor::{CommandSandbox, Executor};
 use common::tools::{RunCommandArgs, ToolArgs, ToolStatus};
 use sandbox::path_policy::PathPolicy;
+use sandbox::pinned_exe::PinnedExe;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -38,7 +39,12 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn executor(root: &std::path::Path, namespaces: bool, cgroup: bool) -> Executor {
+fn executor(
+    root: &std::path::Path,
+    helper: &Arc<PinnedExe>,
+    namespaces: bool,
+    cgroup: bool,
+) -> Executor {
     let wd = root.join("work");
     let home = root.join("home");
     let state = root.join("state");
@@ -46,7 +52,7 @@ fn executor(root: &std::path::Path, namespaces: bool, cgroup: bool) -> Executor 
         std::fs::create_dir_all(d).unwrap();
     }
     let mut commands = CommandSandbox::new(
-        PathBuf::from(env!("CARGO_BIN_EXE_gateway")),
+        Some(helper.clone()),
         state.join("run/bench/cmd"),
         &home,
         &state,
@@ -55,8 +61,11 @@ fn executor(root: &std::path::Path, namespaces: bool, cgroup: bool) -> Executor 
     if !namespaces {
         commands = commands.without_namespaces();
     }
+    // The limits a broker sets (host-sized memory and scratch quota: the scratch dir is a tmpfs).
     commands = commands.with_limits(sandbox::Limits {
         root_pids_cgroup: cgroup,
+        memory: Some(2048 << 20),
+        scratch: Some(512 << 20),
         ..sandbox::Limits::default()
     });
     Executor::new(PathPolicy::new(home, state.clone(), vec![]), wd).with_command_sandbox(commands)
@@ -90,18 +99,47 @@ fn main() {
         ms(plain50),
         ms(plain99)
     );
-    let mut rows = vec![("plain spawn", plain50, plain99)];
-    for (label, namespaces, cgroup) in [
-        ("RunCommand (namespaces)", true, true),
-        ("RunCommand (Landlock only)", false, true),
-        ("RunCommand (namespaces, no cgroup)", true, false),
-        ("RunCommand (Landlock only, no cgroup)", false, false),
+    let gateway = std::path::Path::new(env!("CARGO_BIN_EXE_gateway"));
+    let started = Instant::now();
+    let sealed = Arc::new(PinnedExe::pin(gateway).unwrap());
+    println!(
+        "pinning the gateway binary ({} bytes, {}): {:.1} ms",
+        sealed.size(),
+        sealed.pinning_name(),
+        ms(started.elapsed())
+    );
+    // Executing the installed file itself, as before pinning (plus one fstat per command).
+    let open_file = Arc::new(PinnedExe::pin_open_file(gateway).unwrap());
+    let mut rows = vec![("plain spawn".to_string(), plain50, plain99)];
+    for (label, helper, namespaces, cgroup) in [
+        ("RunCommand (namespaces)", &sealed, true, true),
+        (
+            "RunCommand (namespaces, helper from file)",
+            &open_file,
+            true,
+            true,
+        ),
+        ("RunCommand (Landlock only)", &sealed, false, true),
+        ("RunCommand (namespaces, no cgroup)", &sealed, true, false),
+        (
+            "RunCommand (namespaces, no cgroup, helper from file)",
+            &open_file,
+            true,
+            false,
+        ),
+        (
+            "RunCommand (Landlock only, no cgroup)",
+            &sealed,
+            false,
+            false,
+        ),
     ] {
         if !cgroup && !support.root {
             continue; // the cgroup is only used as root
         }
         let exec = executor(
             &root.join(label.replace([' ', ',', '(', ')'], "_")),
+            helper,
             namespaces,
             cgroup,
         );
@@ -116,20 +154,22 @@ fn main() {
             assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
         });
         println!(
-            "{label:<38} p50 {:7.2} ms  p99 {:7.2} ms  (added p50 {:+.2} ms)",
+            "{label:<52} p50 {:7.2} ms  p99 {:7.2} ms  (added p50 {:+.2} ms, {:.1}x plain)",
             ms(p50),
             ms(p99),
-            ms(p50) - ms(plain50)
+            ms(p50) - ms(plain50),
+            ms(p50) / ms(plain50)
         );
-        rows.push((label, p50, p99));
+        rows.push((label.to_string(), p50, p99));
     }
-    println!("\n| path | p50 ms | p99 ms | added p50 ms |\n|---|---|---|---|");
+    println!("\n| path | p50 ms | p99 ms | added p50 ms | p50 / plain |\n|---|---|---|---|---|");
     for (label, p50, p99) in &rows {
         println!(
-            "| {label} | {:.2} | {:.2} | {:+.2} |",
+            "| {label} | {:.2} | {:.2} | {:+.2} | {:.1}x |",
             ms(*p50),
             ms(*p99),
-            ms(*p50) - ms(plain50)
+            ms(*p50) - ms(plain50),
+            ms(*p50) / ms(plain50)
         );
     }
 }

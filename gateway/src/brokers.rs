@@ -158,6 +158,9 @@ async fn spawn(
             .collect(),
         worktree_dir: Some(config.worktree_dir.display().to_string()),
         runner_confinement: crate::boundary::runner_confinement(),
+        helper_sha256: Some(config.exe.sha256().to_string()),
+        gateway_install_path: Some(config.install_path.display().to_string()),
+        command_limits: config.command_limits,
     };
     let spec_path = runtime_dir.join("broker-spec.json");
     write_private_file(&spec_path, serde_json::to_string(&spec)?.as_bytes())?;
@@ -167,7 +170,9 @@ async fn spawn(
         .open(runtime_dir.join("broker.log"))
         .context("opening broker log")?;
 
-    let mut cmd = tokio::process::Command::new(&config.broker_exe);
+    // The pinned image, by descriptor: a replaced install file is never what starts.
+    let exe = config.exe.exec_path().context("the gateway executable")?;
+    let mut cmd = tokio::process::Command::new(&exe);
     cmd.arg("broker")
         .arg("--spec")
         .arg(&spec_path)

@@ -3,7 +3,10 @@
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use sandbox::pinned_exe::PinnedExe;
 
 use anyhow::{Context, bail};
 
@@ -16,8 +19,16 @@ pub struct Config {
     /// How long `reply_and_wait` waits for the next turn (kept under ChatGPT's ~60 s limit).
     pub reply_wait: Duration,
     pub claude_bin: PathBuf,
-    /// The executable started as `<exe> broker --spec <file>`.
-    pub broker_exe: PathBuf,
+    /// This gateway's own executable, pinned (hashed, sealed copy) at start: brokers are
+    /// started from it as `<exe> broker --spec <file>`, and it is the command sandbox helper.
+    pub exe: Arc<PinnedExe>,
+    /// Where this gateway's executable is installed (the path it was started from): never
+    /// writable by a session, although brokers and the helper run from the pinned copy.
+    pub install_path: PathBuf,
+    /// Per-command limits handed to every broker.
+    pub command_limits: common::protocol::CommandLimits,
+    /// Live sessions allowed at once (`CLAUDE_TOOLS_MAX_LIVE_SESSIONS`).
+    pub max_live_sessions: usize,
     pub owner_home: PathBuf,
     pub extra_protected: Vec<PathBuf>,
     /// Host header values accepted besides loopback.
@@ -114,7 +125,10 @@ impl Config {
             lease_ttl: Duration::from_secs(lease_ttl_seconds),
             reply_wait: Duration::from_secs(45),
             claude_bin,
-            broker_exe: std::env::current_exe().context("locating the gateway executable")?,
+            exe: Arc::new(PinnedExe::pin_own_image().context("pinning the gateway executable")?),
+            install_path: std::env::current_exe().context("locating the gateway executable")?,
+            command_limits: crate::limits::command_limits_from_env()?,
+            max_live_sessions: crate::limits::max_live_sessions_from_env()?,
             owner_home,
             extra_protected,
             allowed_hosts,
@@ -154,7 +168,7 @@ impl Config {
             self.extra_protected.clone(),
         )
         .with_write_protected(sandbox::protected::install_locations(
-            &self.broker_exe,
+            &self.install_path,
             &self.claude_bin,
         ));
         match own_worktree {

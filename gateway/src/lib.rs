@@ -16,6 +16,7 @@ pub mod boundary;
 pub mod brokers;
 pub mod config;
 pub mod error;
+pub mod limits;
 pub mod mcp;
 pub mod service;
 pub mod state;

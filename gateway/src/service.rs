@@ -501,6 +501,9 @@ impl Gateway {
         // The session works in the directory as resolved by identity (the path checked).
         let mut req = req;
         req.working_directory = resolved.display().to_string();
+        // Checked before anything is created (no worktree), and again in the transaction that
+        // records the session, so concurrent starts cannot overshoot.
+        self.store.read(|tx| self.ensure_session_capacity(tx))?;
 
         let session_id = format!("ns_{}", uuid::Uuid::new_v4().simple());
         let (working_directory, workspace, worktree) =
@@ -540,6 +543,7 @@ impl Gateway {
         let lease_id = self.lease_id(&session_id, 1);
         let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
         let created = self.store.write(|tx| {
+            self.ensure_session_capacity(tx)?;
             self.claim(
                 tx,
                 "start",
@@ -570,7 +574,8 @@ impl Gateway {
         });
         if let Err(err) = created {
             if let Some(worktree) = &worktree {
-                crate::worktree::discard(Path::new(&req.working_directory), worktree);
+                crate::worktree::GitRunner::new(&self.config)
+                    .discard(Path::new(&req.working_directory), worktree);
             }
             // A concurrent identical start won the claim: answer as its replay.
             if let Some(view) = self.replayed("start", &req.idempotency_key, &req.request_hash)? {
@@ -609,6 +614,25 @@ impl Gateway {
         Ok(view)
     }
 
+    /// `busy` when `CLAUDE_TOOLS_MAX_LIVE_SESSIONS` sessions are already live (not terminal):
+    /// each holds a broker and a runner (about 180 MiB).
+    fn ensure_session_capacity(&self, tx: &Tx<'_>) -> ToolResult<()> {
+        let live = tx.live_session_count()?;
+        let max = self.config.max_live_sessions;
+        if live >= max {
+            return Err(ToolError::new(
+                ErrorCode::Busy,
+                format!(
+                    "{live} sessions are live and this gateway allows at most {max} at once; \
+                     nothing was started. Stop a session you no longer need with \
+                     native_session_stop (or let an idle one's lease expire), then start again; \
+                     the owner can raise CLAUDE_TOOLS_MAX_LIVE_SESSIONS"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Where a new session works: the directory itself (`read_only`, `direct_write`), or a new
     /// managed worktree of it (`worktree_write`). Returns the working directory, the
     /// `workspace` record, and the worktree to discard if the session is not recorded.
@@ -631,9 +655,10 @@ impl Gateway {
                 let source = PathBuf::from(&root);
                 let dir = self.config.worktree_dir.clone();
                 let id = session_id.to_string();
+                let git = crate::worktree::GitRunner::new(&self.config);
                 let worktree = tokio::task::spawn_blocking(move || {
-                    let base = crate::worktree::check_source(&source)?;
-                    crate::worktree::create(&source, &dir, &id, &base)
+                    let base = git.check_source(&source)?;
+                    git.create(&source, &dir, &id, &base)
                 })
                 .await
                 .map_err(|err| {

@@ -13,6 +13,7 @@ pub mod escape;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod path_policy;
+pub mod pinned_exe;
 pub mod protected;
 pub mod seatbelt;
 pub mod spec;

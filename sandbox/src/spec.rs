@@ -26,6 +26,14 @@ pub struct Limits {
     /// `RLIMIT_NPROC` for root). Joining a cgroup-v1 hierarchy costs ~30 ms per command.
     #[serde(default = "default_true")]
     pub root_pids_cgroup: bool,
+    /// Memory each process of the command may allocate, bytes (`RLIMIT_DATA`: heap and private
+    /// writable mappings; root cannot raise it either, its capabilities are dropped).
+    #[serde(default)]
+    pub memory: Option<u64>,
+    /// Size of the command's scratch file system, bytes: with namespaces the scratch dir is a
+    /// tmpfs of this size (all of the command's files together); without, only `fsize` per file.
+    #[serde(default)]
+    pub scratch: Option<u64>,
 }
 
 fn default_true() -> bool {
@@ -39,6 +47,8 @@ impl Default for Limits {
             fsize: 256 * 1024 * 1024,
             nofile: 1024,
             root_pids_cgroup: true,
+            memory: None,
+            scratch: None,
         }
     }
 }
@@ -65,6 +75,11 @@ pub struct ExecSpec {
     /// over the mask; with Landlock only, added to the readable set.
     #[serde(default)]
     pub visible: Vec<PathBuf>,
+    /// Directories the command may write besides its scratch (the gateway's own confined Git:
+    /// the new worktree and the parts of the source's `.git` that `git worktree add` writes).
+    /// RunCommand never sets this.
+    #[serde(default)]
+    pub writable: Vec<PathBuf>,
     pub limits: Limits,
     /// Try user/mount/network/pid namespaces (tests turn this off to exercise the fallback).
     pub namespaces: bool,
@@ -91,6 +106,12 @@ pub struct Enforced {
     /// A pids cgroup bounds the process count (used when running as root, where the kernel does
     /// not enforce `RLIMIT_NPROC`).
     pub pids_cgroup: bool,
+    /// The memory limit set (`RLIMIT_DATA`), MiB.
+    #[serde(default)]
+    pub memory_limit_mb: Option<u64>,
+    /// The scratch dir is a tmpfs of this size, MiB (`None`: no quota beyond the per-file limit).
+    #[serde(default)]
+    pub scratch_quota_mb: Option<u64>,
 }
 
 impl Enforced {

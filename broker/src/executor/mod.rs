@@ -31,7 +31,9 @@ use common::tools::{
 use sandbox::path_policy::{PathPolicy, PathRefusal};
 use sandbox::write_path::WriteRoot;
 
-pub use run_command::CommandSandbox;
+#[cfg(target_os = "linux")]
+pub use run_command::run_confined;
+pub use run_command::{CONFINEMENT_UNCONFIRMED, CommandSandbox, ConfinedRun};
 
 /// Default wall-clock budget of one `FindFiles`/`SearchText` walk.
 pub const DEFAULT_TIME_BUDGET: Duration = Duration::from_secs(10);

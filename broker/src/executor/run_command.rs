@@ -5,7 +5,10 @@
 //!
 //! Bounds: wall time (default 120 s, at most 600 s; then the whole group gets SIGTERM, a short
 //! grace, SIGKILL), stdout and stderr up to 64 KiB each (the rest is drained and counted, not
-//! kept), the process count (RLIMIT_NPROC, or a pids cgroup as root). Once the main process has
+//! kept), the process count (RLIMIT_NPROC, or a pids cgroup as root), memory per process
+//! (RLIMIT_DATA; shared memory refused) and the scratch files together (a tmpfs of the quota's
+//! size). The helper is the gateway executable pinned at start, executed by descriptor; a missing
+//! or malformed report line is `confinement_unconfirmed`, never "not run". Once the main process has
 //! exited its group is killed, and pipes still held open are drained for at most
 //! [`DRAIN_AFTER_EXIT`]. Commands never write files for the session: the file system is read-only
 //! to them except their scratch dir.
@@ -16,11 +19,13 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::tools::{ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, RunCommandArgs, ToolStatus};
 use sandbox::command::CommandRefusal;
+use sandbox::pinned_exe::PinnedExe;
 use sandbox::spec::{Enforced, ExecSpec, Limits, REPORT_PREFIX, Report};
 
 use super::Executor;
@@ -31,6 +36,9 @@ const STREAM_LIMIT: usize = MAX_TOOL_OUTPUT_BYTES;
 const KILL_GRACE: Duration = Duration::from_millis(500);
 /// How long pipes are still read after the main process exited and its group was killed.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+/// The outcome code when the helper's report line is missing or malformed: the command may have
+/// run, and how it was confined is unknown.
+pub const CONFINEMENT_UNCONFIRMED: &str = "confinement_unconfirmed";
 /// Longest report line accepted from the helper.
 const MAX_REPORT_BYTES: usize = 16 * 1024;
 /// Room for the header and section markers within the 64 KiB output.
@@ -40,10 +48,11 @@ const HEADER_RESERVE: usize = 1024;
 /// [`Executor::with_command_sandbox`].
 #[derive(Debug, Clone)]
 pub struct CommandSandbox {
-    /// The `gateway` executable (it has the hidden `sandbox-exec` subcommand). `None`: this
-    /// process's own executable. (macOS runs `/usr/bin/sandbox-exec` instead.)
+    /// The `gateway` executable (it has the hidden `sandbox-exec` subcommand), pinned when the
+    /// gateway started: executed from its descriptor, never from a path. `None`: commands are
+    /// refused. (macOS runs `/usr/bin/sandbox-exec` instead.)
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    helper: Option<PathBuf>,
+    helper: Option<Arc<PinnedExe>>,
     /// Per-command scratch dirs are created below this (the session's runtime dir).
     scratch_root: PathBuf,
     /// Hidden from commands.
@@ -58,18 +67,18 @@ pub struct CommandSandbox {
 }
 
 impl CommandSandbox {
-    /// `helper`: the gateway executable; `scratch_root`: e.g. `<runtime_dir>/cmd`; `home` and
-    /// `state_dir`: the owner's home and the gateway state dir (masked, with the credential
+    /// `helper`: the pinned gateway executable; `scratch_root`: e.g. `<runtime_dir>/cmd`; `home`
+    /// and `state_dir`: the owner's home and the gateway state dir (masked, with the credential
     /// stores); `extra_masked`: the owner's extra protected paths.
     pub fn new(
-        helper: PathBuf,
+        helper: Option<Arc<PinnedExe>>,
         scratch_root: PathBuf,
         home: &Path,
         state_dir: &Path,
         extra_masked: &[PathBuf],
     ) -> Self {
         Self {
-            helper: Some(helper),
+            helper,
             scratch_root,
             masked: sandbox::masked_paths(home, state_dir, extra_masked),
             owner_home: home.to_path_buf(),
@@ -79,8 +88,8 @@ impl CommandSandbox {
         }
     }
 
-    /// The default when the broker configured nothing: this executable as helper, scratch under
-    /// `<state_dir>/run/cmd`.
+    /// The default when the broker configured nothing: no verified helper (commands are
+    /// refused), scratch under `<state_dir>/run/cmd`.
     pub(super) fn from_policy(policy: &sandbox::path_policy::PathPolicy) -> Self {
         Self {
             helper: None,
@@ -189,7 +198,16 @@ pub(super) fn run(
             started,
         );
     }
-    let scratch = match Scratch::create(&config.scratch_root, action_id, &wd, &config.masked) {
+    // With namespaces and a quota the helper mounts a fresh tmpfs over the scratch dir and makes
+    // HOME and TMPDIR inside it: the on-disk subdirs would only be hidden (and cost mkdirs).
+    let subdirs = !(config.namespaces && support.namespaces && config.limits.scratch.is_some());
+    let scratch = match Scratch::create(
+        &config.scratch_root,
+        action_id,
+        &wd,
+        &config.masked,
+        subdirs,
+    ) {
         Ok(scratch) => scratch,
         Err(message) => {
             tracing::error!("RunCommand scratch: {message}");
@@ -210,9 +228,20 @@ pub(super) fn run(
         masked: config.masked.clone(),
         // A managed worktree lives in the (masked) state dir; the command must still see it.
         visible: sandbox::visible_under_masks(&config.masked, &wd, config.own_worktree.as_deref()),
+        writable: Vec::new(),
         limits: config.limits,
         namespaces: config.namespaces,
     };
+    #[cfg(target_os = "linux")]
+    if let Err(problem) = helper_path(config) {
+        tracing::error!("RunCommand helper: {problem}");
+        return rejected(
+            action_id,
+            "sandbox_unavailable",
+            format!("the command was not run: {problem}"),
+            started,
+        );
+    }
     let mut child = match spawn(config, &spec) {
         Ok(child) => child,
         Err(message) => {
@@ -266,7 +295,13 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn create(root: &Path, action_id: &str, wd: &Path, masked: &[PathBuf]) -> Result<Self, String> {
+    fn create(
+        root: &Path,
+        action_id: &str,
+        wd: &Path,
+        masked: &[PathBuf],
+        subdirs: bool,
+    ) -> Result<Self, String> {
         use std::os::unix::fs::DirBuilderExt;
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         // The runtime area is in shared `/tmp`: it and the session's root must be ours, 0700.
@@ -299,6 +334,9 @@ impl Scratch {
             .create(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let scratch = Self { path };
+        if !subdirs {
+            return Ok(scratch);
+        }
         for sub in sandbox::env::SCRATCH_DIRS {
             std::fs::DirBuilder::new()
                 .mode(0o700)
@@ -317,15 +355,27 @@ impl Drop for Scratch {
     }
 }
 
+/// The pinned helper's path for `execve`, checked unchanged (see [`PinnedExe::exec_path`]).
+#[cfg(target_os = "linux")]
+fn helper_path(config: &CommandSandbox) -> Result<PathBuf, String> {
+    config
+        .helper
+        .as_ref()
+        .ok_or_else(|| "no verified sandbox helper is configured".to_string())?
+        .exec_path()
+        .map_err(|e| e.to_string())
+}
+
 /// Start the helper in its own process group with a cleared environment and the spec on stdin.
 #[cfg(target_os = "linux")]
 fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, String> {
-    let helper = match &config.helper {
-        Some(helper) => helper.clone(),
-        None => std::env::current_exe().map_err(|e| format!("locating the helper: {e}"))?,
-    };
+    spawn_helper(&helper_path(config)?, spec)
+}
+
+#[cfg(target_os = "linux")]
+fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, String> {
     let json = serde_json::to_vec(spec).map_err(|e| format!("encoding the spec: {e}"))?;
-    let mut child = std::process::Command::new(&helper)
+    let mut child = std::process::Command::new(helper)
         .arg("sandbox-exec")
         .env_clear()
         .current_dir("/")
@@ -388,6 +438,64 @@ fn spawn(_config: &CommandSandbox, _spec: &ExecSpec) -> Result<Child, String> {
     Err("no command sandbox on this OS".into())
 }
 
+/// What a confined run of [`run_confined`] produced.
+#[derive(Debug)]
+pub struct ConfinedRun {
+    /// The exit code (`None`: killed by a signal, or timed out).
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// Up to 64 KiB of each stream; `truncated` when either had more.
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub truncated: bool,
+}
+
+/// Run `spec` through the pinned helper and wait at most `timeout` (the gateway's own confined
+/// Git). Err: the helper could not start, refused (nothing ran), or did not confirm its
+/// confinement (something may have run: the caller must treat its effects as unknown).
+#[cfg(target_os = "linux")]
+pub fn run_confined(
+    helper: &PinnedExe,
+    spec: &ExecSpec,
+    timeout: Duration,
+) -> Result<ConfinedRun, String> {
+    let path = helper.exec_path().map_err(|e| e.to_string())?;
+    let mut child = spawn_helper(&path, spec)?;
+    let run = supervise(&mut child, timeout, Instant::now());
+    if let Some(cgroup) = run.report.as_ref().and_then(|r| r.cgroup.clone()) {
+        remove_cgroup(&cgroup);
+    }
+    match &run.report {
+        None => {
+            return Err(format!(
+                "its confinement could not be confirmed ({}); it may have run",
+                run.report_problem
+                    .as_deref()
+                    .unwrap_or("the sandbox helper did not report")
+            ));
+        }
+        Some(report) => {
+            if let Some(problem) = &report.error {
+                return Err(format!(
+                    "not run: confinement could not be established ({problem})"
+                ));
+            }
+        }
+    }
+    let (exit_code, timed_out) = match run.ending {
+        Ending::Exited(code) => (Some(code), false),
+        Ending::TimedOut => (None, true),
+        Ending::Signaled(_) | Ending::Unknown => (None, false),
+    };
+    Ok(ConfinedRun {
+        exit_code,
+        timed_out,
+        truncated: run.stdout.truncated() || run.stderr.truncated(),
+        stdout: run.stdout.kept,
+        stderr: run.stderr.kept,
+    })
+}
+
 /// One stream's capture: the first [`STREAM_LIMIT`] bytes and the total seen.
 #[derive(Default)]
 struct Capture {
@@ -420,6 +528,8 @@ enum Ending {
 
 struct RunResult {
     report: Option<Report>,
+    /// Bytes of stdout taken as the (attempted) report line.
+    report_bytes: usize,
     /// Set when the helper's first stdout line was missing or malformed.
     report_problem: Option<String>,
     stdout: Capture,
@@ -613,6 +723,7 @@ fn supervise(child: &mut Child, timeout: Duration, started: Instant) -> RunResul
     }
     RunResult {
         report,
+        report_bytes: report_buf.len(),
         report_problem,
         stdout,
         stderr,
@@ -665,12 +776,15 @@ fn finish(
 ) -> ActionOutcome {
     let duration_ms = millis(started.elapsed());
     let sandbox_text = sandbox_summary(run.report.as_ref());
-    let failure = match (&run.report, &run.report_problem) {
-        (Some(report), _) => report.error.clone(),
-        (None, Some(problem)) => Some(problem.clone()),
-        (None, None) => Some("the sandbox helper did not report".into()),
+    let Some(report) = &run.report else {
+        let problem = run
+            .report_problem
+            .clone()
+            .unwrap_or_else(|| "the sandbox helper did not report".into());
+        return unconfirmed(action_id, cwd, &run, &problem, duration_ms);
     };
-    if let Some(problem) = failure {
+    // The (pinned, verified) helper refused before executing anything: truly not run.
+    if let Some(problem) = report.error.clone() {
         let mut output = format!(
             "the command was not run: confinement could not be established ({problem}); \
              commands are refused rather than run unconfined\nsandbox: {sandbox_text}"
@@ -724,7 +838,18 @@ fn finish(
             "exit status unknown".to_string(),
         ),
     };
-    let header = format!("{ending_text}\nduration_ms: {duration_ms}\nsandbox: {sandbox_text}\n");
+    let mut header =
+        format!("{ending_text}\nduration_ms: {duration_ms}\nsandbox: {sandbox_text}\n");
+    header.push_str(&limits_line(&report.enforced));
+    if status != ToolStatus::Ok
+        && let Some(limit) = report.enforced.memory_limit_mb
+        && ran_out_of_memory(&run.stderr.kept)
+    {
+        header.push_str(&format!(
+            "note: the command reported running out of memory; each of its processes may \
+             allocate at most {limit} MiB (CLAUDE_TOOLS_COMMAND_MEMORY_MB)\n"
+        ));
+    }
     let budget = MAX_TOOL_OUTPUT_BYTES.saturating_sub(header.len() + HEADER_RESERVE);
     let (out_len, err_len) = split_budget(run.stdout.kept.len(), run.stderr.kept.len(), budget);
     let mut truncated = false;
@@ -766,6 +891,47 @@ fn finish(
     }
 }
 
+/// The helper's report line was missing or malformed: nothing says whether the command ran, nor
+/// how it was confined. The receipt says exactly that (never "not run"), and the output is
+/// withheld, since it may come from an unconfined process.
+fn unconfirmed(
+    action_id: &str,
+    cwd: &Path,
+    run: &RunResult,
+    problem: &str,
+    duration_ms: u64,
+) -> ActionOutcome {
+    let (ending, exit_code) = match run.ending {
+        Ending::Exited(code) => (format!("exit code {code}"), Some(code)),
+        Ending::Signaled(sig) => (
+            format!("killed by signal {sig} ({})", signal_name(sig)),
+            None,
+        ),
+        Ending::TimedOut => ("timed out; the process group was killed".to_string(), None),
+        Ending::Unknown => ("exit status unknown".to_string(), None),
+    };
+    let output = format!(
+        "the command's confinement could not be confirmed ({problem}): it may have run, possibly \
+         unconfined, so treat its effects as unknown. The helper ended with {ending}; its output \
+         is withheld ({} bytes on stdout, {} on stderr).\nsandbox: unconfirmed",
+        run.stdout.total + run.report_bytes as u64,
+        run.stderr.total
+    );
+    ActionOutcome {
+        status: ToolStatus::Error,
+        output,
+        truncated: false,
+        error_code: Some(CONFINEMENT_UNCONFIRMED.into()),
+        receipt: Receipt {
+            action_id: action_id.to_string(),
+            path: Some(cwd.display().to_string()),
+            exit_code,
+            duration_ms,
+            ..Receipt::default()
+        },
+    }
+}
+
 /// Share `budget` between two streams: each gets half, and what one does not use goes to the
 /// other.
 fn split_budget(out: usize, err: usize, budget: usize) -> (usize, usize) {
@@ -779,6 +945,34 @@ fn split_budget(out: usize, err: usize, budget: usize) -> (usize, usize) {
     } else {
         (half, budget - half)
     }
+}
+
+/// `limits: memory 512 MiB per process, scratch 256 MiB in total` (what the helper enforced).
+fn limits_line(enforced: &Enforced) -> String {
+    let memory = enforced.memory_limit_mb.map_or_else(
+        || "unbounded".to_string(),
+        |mb| format!("{mb} MiB per process"),
+    );
+    let scratch = enforced.scratch_quota_mb.map_or_else(
+        || "per file only".to_string(),
+        |mb| format!("{mb} MiB in total"),
+    );
+    format!("limits: memory {memory}, scratch {scratch}\n")
+}
+
+/// What common runtimes print when an allocation fails (Python, C/glibc, Rust, Node, Go, Java).
+fn ran_out_of_memory(stderr: &[u8]) -> bool {
+    const SIGNS: &[&str] = &[
+        "MemoryError",
+        "Cannot allocate memory",
+        "memory allocation of",
+        "out of memory",
+        "Out of memory",
+        "OutOfMemoryError",
+        "JavaScript heap out of memory",
+    ];
+    let text = String::from_utf8_lossy(stderr);
+    SIGNS.iter().any(|sign| text.contains(sign))
 }
 
 fn sandbox_summary(report: Option<&Report>) -> String {

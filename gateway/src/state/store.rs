@@ -157,6 +157,16 @@ impl Tx<'_> {
         data.map(|d| from_json(&d)).transpose()
     }
 
+    /// Sessions that are not terminal: each may hold a broker and a runner.
+    pub fn live_session_count(&self) -> Result<usize, StoreError> {
+        let n: i64 = self.0.query_row(
+            "SELECT COUNT(*) FROM sessions WHERE status NOT IN ('stopped', 'failed', 'expired')",
+            [],
+            |row| row.get(0),
+        )?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
     pub fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         let mut stmt = self
             .0

@@ -27,5 +27,8 @@ mod run_command;
 mod writes;
 // The one protected set through the public surface: start, reads, commands, writes, listings.
 mod protected;
+// The gateway's own Git and executable: repository config that would run programs, the pinned
+// helper, command limits and the live-session cap.
+mod exec_hardening;
 // Crashes of the broker and the gateway at every step of the durable write protocol.
 mod write_crashes;

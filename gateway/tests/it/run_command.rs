@@ -25,6 +25,13 @@ struct Fx {
 }
 
 fn fixture_with(namespaces: bool) -> Fx {
+    fixture_with_helper(namespaces, Some(pinned_gateway()))
+}
+
+fn fixture_with_helper(
+    namespaces: bool,
+    helper: Option<std::sync::Arc<sandbox::pinned_exe::PinnedExe>>,
+) -> Fx {
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap();
     let wd = root.join("work");
@@ -37,13 +44,7 @@ fn fixture_with(namespaces: bool) -> Fx {
     std::fs::write(state.join("gateway.sqlite3"), "STATE").unwrap();
     std::fs::write(wd.join("existing.txt"), "original").unwrap();
     let scratch_root = state.join("run/s1/cmd");
-    let mut commands = CommandSandbox::new(
-        PathBuf::from(env!("CARGO_BIN_EXE_gateway")),
-        scratch_root.clone(),
-        &home,
-        &state,
-        &[],
-    );
+    let mut commands = CommandSandbox::new(helper, scratch_root.clone(), &home, &state, &[]);
     if !namespaces {
         commands = commands.without_namespaces();
     }
@@ -745,7 +746,7 @@ fn a_worktree_inside_the_masked_state_dir_stays_visible_and_read_only() {
         std::fs::create_dir_all(tree.join("src")).unwrap();
         std::fs::write(tree.join("src/lib.rs"), "fn visible() {}\n").unwrap();
         let mut commands = CommandSandbox::new(
-            PathBuf::from(env!("CARGO_BIN_EXE_gateway")),
+            Some(pinned_gateway()),
             fx.scratch_root.clone(),
             &fx.home,
             &fx.state,
@@ -886,7 +887,7 @@ fn a_working_directory_under_a_mask_is_never_bound_back() {
     std::fs::write(auth.join("access-token"), "TOKEN-SHOULD-STAY-HIDDEN").unwrap();
     for own in [None, Some(fx.state.join("worktrees/ns_1"))] {
         let commands = CommandSandbox::new(
-            PathBuf::from(env!("CARGO_BIN_EXE_gateway")),
+            Some(pinned_gateway()),
             fx.scratch_root.clone(),
             &fx.home,
             &fx.state,
@@ -910,4 +911,266 @@ fn a_working_directory_under_a_mask_is_never_bound_back() {
             out.output
         );
     }
+}
+
+/// A helper whose report line is missing or malformed may have run the command, unconfined: the
+/// receipt says that (`confinement_unconfirmed`, status error), never "not run", and withholds
+/// the output.
+#[test]
+fn a_helper_that_does_not_report_is_never_called_a_refusal() {
+    use sandbox::pinned_exe::PinnedExe;
+    for (fake, problem) in [
+        ("/bin/echo", "the sandbox helper did not report"),
+        ("/bin/true", "the sandbox helper ended before reporting"),
+    ] {
+        let helper = std::sync::Arc::new(PinnedExe::pin(Path::new(fake)).unwrap());
+        let fx = fixture_with_helper(true, Some(helper));
+        let out = run(&fx, &["true"]);
+        assert_eq!(out.status, ToolStatus::Error, "{fake}: {out:?}");
+        assert_eq!(
+            out.error_code.as_deref(),
+            Some("confinement_unconfirmed"),
+            "{fake}: {out:?}"
+        );
+        assert!(out.output.contains(problem), "{fake}: {}", out.output);
+        assert!(out.output.contains("it may have run"), "{}", out.output);
+        assert!(!out.output.contains("not run"), "{}", out.output);
+        // /bin/echo printed "sandbox-exec": withheld, only counted.
+        assert!(!out.output.contains("sandbox-exec"), "{}", out.output);
+        assert!(out.output.contains("output is withheld"), "{}", out.output);
+    }
+}
+
+/// The helper is executed from what was pinned, never from the path: a sealed copy keeps running
+/// (confined) after the installed file is replaced; a helper pinned as an open file (the fallback
+/// where memfds cannot be executed) whose file changed in any way — replaced by rename, which
+/// drops its link count, or modified in place — is refused before anything runs.
+#[test]
+fn a_changed_helper_is_never_executed() {
+    use sandbox::pinned_exe::PinnedExe;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("pwned");
+    let replace = |install: &Path| {
+        let fake = dir.path().join("fake");
+        std::fs::write(&fake, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&fake, install).unwrap();
+    };
+    let installed = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::copy(GATEWAY, &path).unwrap();
+        path
+    };
+
+    let install = installed("sealed");
+    let fx = fixture_with_helper(
+        true,
+        Some(std::sync::Arc::new(PinnedExe::pin(&install).unwrap())),
+    );
+    if !confinable(&fx) {
+        return;
+    }
+    replace(&install);
+    let out = run(&fx, &["true"]);
+    assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+    assert!(out.output.contains("sandbox: linux:"), "{}", out.output);
+
+    let refused = |out: &ActionOutcome| {
+        assert_eq!(out.status, ToolStatus::Rejected, "{out:?}");
+        assert_eq!(out.error_code.as_deref(), Some("sandbox_unavailable"));
+        assert!(
+            out.output
+                .contains("the pinned executable changed since the gateway verified it"),
+            "{}",
+            out.output
+        );
+    };
+    let install = installed("open-file-renamed");
+    let fx = fixture_with_helper(
+        true,
+        Some(std::sync::Arc::new(
+            PinnedExe::pin_open_file(&install).unwrap(),
+        )),
+    );
+    replace(&install);
+    refused(&run(&fx, &["true"]));
+
+    let install = installed("open-file-modified");
+    let fx = fixture_with_helper(
+        true,
+        Some(std::sync::Arc::new(
+            PinnedExe::pin_open_file(&install).unwrap(),
+        )),
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&install)
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"\0").unwrap();
+    drop(f);
+    refused(&run(&fx, &["true"]));
+    assert!(!marker.exists(), "a replacement ran");
+
+    // No verified helper at all: refused, not run.
+    let fx = fixture_with_helper(true, None);
+    let out = run(&fx, &["true"]);
+    assert_eq!(
+        out.error_code.as_deref(),
+        Some("sandbox_unavailable"),
+        "{out:?}"
+    );
+    assert!(
+        out.output.contains("no verified sandbox helper"),
+        "{}",
+        out.output
+    );
+}
+
+fn limited_fixture(namespaces: bool, memory_mb: u64, scratch_mb: u64) -> Fx {
+    let mut fx = fixture_with(namespaces);
+    let commands = CommandSandbox::new(
+        Some(pinned_gateway()),
+        fx.scratch_root.clone(),
+        &fx.home,
+        &fx.state,
+        &[],
+    )
+    .with_limits(sandbox::Limits {
+        memory: Some(memory_mb << 20),
+        scratch: Some(scratch_mb << 20),
+        ..sandbox::Limits::default()
+    });
+    let commands = if namespaces {
+        commands
+    } else {
+        commands.without_namespaces()
+    };
+    fx.exec = Executor::new(
+        PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![]),
+        fx.wd.clone(),
+    )
+    .with_command_sandbox(commands);
+    fx
+}
+
+/// A command that allocates and touches more than its memory limit fails (the allocation is
+/// refused), and the result names the limit; shared memory, which `RLIMIT_DATA` does not count,
+/// is refused outright. Within the limit, allocation works.
+#[test]
+fn memory_beyond_the_limit_is_refused() {
+    for namespaces in [true, false] {
+        let fx = limited_fixture(namespaces, 256, 64);
+        if !confinable(&fx) {
+            return;
+        }
+        let out = py(
+            &fx,
+            "b = bytearray(512 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('allocated')",
+        );
+        assert_eq!(out.status, ToolStatus::Error, "{}", out.output);
+        assert_eq!(
+            out.error_code.as_deref(),
+            Some("nonzero_exit"),
+            "{}",
+            out.output
+        );
+        assert!(!out.output.contains("allocated\n"), "{}", out.output);
+        assert!(out.output.contains("MemoryError"), "{}", out.output);
+        assert!(
+            out.output.contains("limits: memory 256 MiB per process"),
+            "{}",
+            out.output
+        );
+        assert!(
+            out.output.contains(
+                "note: the command reported running out of memory; each of its processes may \
+                 allocate at most 256 MiB"
+            ),
+            "{}",
+            out.output
+        );
+        // Raw mappings: a private one is refused at the mapping (ENOMEM); a shared anonymous
+        // one, which RLIMIT_DATA would not count, is refused outright (EPERM).
+        let out = py(
+            &fx,
+            "import mmap\nfor name, flags in [('private', mmap.MAP_PRIVATE), ('shared', mmap.MAP_SHARED)]:\n    try:\n        m = mmap.mmap(-1, 512 << 20, flags=flags)\n        print(name, 'mapped')\n    except OSError as e:\n        print(name, e.errno)",
+        );
+        assert!(
+            stdout_of(&out).contains("private 12\nshared 1\n"),
+            "{}",
+            out.output
+        );
+        let out = run(
+            &fx,
+            &[
+                "python3",
+                "-c",
+                &probe_script(&[
+                    ("memfd", "os.memfd_create('x')".into()),
+                    (
+                        "shmget",
+                        "ctypes.CDLL(None, use_errno=True).shmget(0, 1 << 30, 0o1600) >= 0 or (_ for _ in ()).throw(OSError(ctypes.get_errno(), 'shmget'))".into(),
+                    ),
+                ]),
+            ],
+        );
+        assert_all_in(&out, 2, &["EPERM"]);
+        let out = py(&fx, "b = bytearray(64 * 1024 * 1024)\nprint('ok', len(b))");
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+    }
+}
+
+/// All of a command's scratch files together are bounded by the quota (a private tmpfs): writing
+/// past it fails with ENOSPC, though each file stays under the per-file limit. Without namespaces
+/// there is no quota, and the result says so.
+#[test]
+fn scratch_beyond_the_quota_fails_with_enospc() {
+    let fx = limited_fixture(true, 1024, 64);
+    if !confinable(&fx) {
+        return;
+    }
+    let code = "import os, errno\nfor i in range(4):\n    try:\n        with open(os.path.join(os.environ['TMPDIR'], f'f{i}'), 'wb') as f:\n            f.write(b'x' * (24 << 20))\n        print(i, 'ok')\n    except OSError as e:\n        print(i, errno.errorcode[e.errno])";
+    let out = py(&fx, code);
+    let printed = stdout_of(&out);
+    assert!(printed.contains("0 ok\n1 ok\n2 ENOSPC"), "{}", out.output);
+    assert!(
+        out.output
+            .contains("limits: memory 1024 MiB per process, scratch 64 MiB in total"),
+        "{}",
+        out.output
+    );
+    // HOME is there too, inside the same quota, and nothing of it reaches the host's scratch dir.
+    let out = run(
+        &fx,
+        &["sh", "-c", "echo hi > \"$HOME/x\" && cat \"$HOME/x\""],
+    );
+    assert!(stdout_of(&out).contains("hi"), "{}", out.output);
+    let left: Vec<_> = walk_files(&fx.scratch_root);
+    assert!(left.is_empty(), "{left:?}");
+
+    let fx = limited_fixture(false, 1024, 64);
+    let out = run(&fx, &["true"]);
+    assert!(
+        out.output.contains("scratch per file only"),
+        "{}",
+        out.output
+    );
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk_files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }

@@ -7,6 +7,21 @@ pub use tests::{GatewayProcess, ScriptedChatGpt, lease_id, session_id, tool_err_
 
 pub const GATEWAY: &str = env!("CARGO_BIN_EXE_gateway");
 
+/// The gateway binary pinned the way a gateway pins itself at start (hashed, sealed copy), once
+/// per test process: the command sandbox helper of in-process executors.
+pub fn pinned_gateway() -> std::sync::Arc<sandbox::pinned_exe::PinnedExe> {
+    static PINNED: std::sync::OnceLock<std::sync::Arc<sandbox::pinned_exe::PinnedExe>> =
+        std::sync::OnceLock::new();
+    PINNED
+        .get_or_init(|| {
+            std::sync::Arc::new(
+                sandbox::pinned_exe::PinnedExe::pin(Path::new(GATEWAY))
+                    .expect("pinning the gateway binary"),
+            )
+        })
+        .clone()
+}
+
 /// A gateway with the real, pinned Claude Code as its runner.
 pub async fn gateway() -> GatewayProcess {
     gateway_with(&[]).await

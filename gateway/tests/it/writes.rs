@@ -340,7 +340,7 @@ async fn direct_write_end_to_end_with_real_runner() {
         .unwrap();
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)

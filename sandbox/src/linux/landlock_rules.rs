@@ -112,12 +112,17 @@ pub fn create(domain: &Domain<'_>, kernel_abi: i32) -> Result<(RulesetCreated, i
     Ok((created, level))
 }
 
-/// Restrict the calling thread to read under `read_roots` and write only under `scratch`, with
-/// no TCP at all. Returns the ABI enforced.
-pub fn restrict(read_roots: &[PathBuf], scratch: &Path, kernel_abi: i32) -> Result<i32, String> {
+/// Restrict the calling thread to read under `read_roots` and write only under `writable` (the
+/// scratch dir, plus the gateway Git's own writable dirs), with no TCP at all. Returns the ABI
+/// enforced.
+pub fn restrict(
+    read_roots: &[PathBuf],
+    writable: &[&Path],
+    kernel_abi: i32,
+) -> Result<i32, String> {
     let domain = Domain {
         read_roots,
-        writable: &[scratch],
+        writable,
         readable_files: &[],
         connect_port: None,
     };

@@ -7,9 +7,11 @@
 //!    helper forks and the command becomes pid 1 of the new pid namespace, so when it exits (or
 //!    the helper dies: `PR_SET_PDEATHSIG`) the kernel kills everything left in it.
 //! 3. In the mount namespace: masked paths covered (empty tmpfs for directories, `/dev/null` for
-//!    files), the scratch dir bind-mounted onto itself, a fresh `/proc`, then every mount made
-//!    read-only and nosuid (`mount_setattr(AT_RECURSIVE)`) except the scratch mount.
-//! 4. rlimits, all capabilities dropped, `no_new_privs`, Landlock (fully enforced or refused),
+//!    files), the scratch dir bind-mounted onto itself — or, with a quota, a private tmpfs of that
+//!    size over it, with HOME and TMPDIR made inside —, the spec's extra writable dirs (the
+//!    gateway's own Git) bound onto themselves, a fresh `/proc`, then every mount made read-only
+//!    and nosuid (`mount_setattr(AT_RECURSIVE)`) except the scratch and writable mounts.
+//! 4. rlimits (`RLIMIT_DATA` for the memory limit), all capabilities dropped, `no_new_privs`, Landlock (fully enforced or refused),
 //!    seccomp (two filters), then one report line on stdout and `execve`.
 //!
 //! Without namespaces (hosts that forbid them) the command runs under Landlock (with masked paths
@@ -252,6 +254,12 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
             .map_err(|err| e(&format!("opening {}", path.display()), err))?;
         visible.push((path, dir));
     }
+    let mut writable = Vec::new();
+    for path in &spec.writable {
+        let dir = std::fs::File::open(path)
+            .map_err(|err| e(&format!("opening {}", path.display()), err))?;
+        writable.push((path, dir));
+    }
     let mut masked = 0;
     for path in &spec.masked {
         let Ok(meta) = std::fs::metadata(path) else {
@@ -299,15 +307,51 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
     if std::fs::metadata(&spec.scratch).is_err() {
         std::fs::create_dir_all(&spec.scratch).map_err(|err| e("scratch mount point", err))?;
     }
-    sys::mount(
-        Some(&scratch_fd_path),
-        &spec.scratch,
-        None,
-        libc::MS_BIND | libc::MS_REC,
-        None,
-    )
-    .map_err(|err| e("binding scratch", err))?;
+    if let Some(quota) = spec.limits.scratch {
+        // All of the command's files together: a private tmpfs of the quota's size (inodes
+        // bounded too, one per page), which nothing outside this mount namespace can see.
+        let options = format!(
+            "size={quota},nr_inodes={},mode=700",
+            (quota / 4096).max(1024)
+        );
+        sys::mount(
+            Some(Path::new("tmpfs")),
+            &spec.scratch,
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&options),
+        )
+        .map_err(|err| e("scratch tmpfs", err))?;
+        for sub in crate::env::SCRATCH_DIRS {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(spec.scratch.join(sub))
+                .map_err(|err| e("scratch dirs", err))?;
+        }
+        enforced.scratch_quota_mb = Some(quota / (1024 * 1024));
+    } else {
+        sys::mount(
+            Some(&scratch_fd_path),
+            &spec.scratch,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+        )
+        .map_err(|err| e("binding scratch", err))?;
+    }
     drop(scratch);
+    // Extra writable dirs (the gateway's confined Git), bound onto themselves from descriptors
+    // opened before the masks, like the scratch dir.
+    for (path, dir) in &writable {
+        if std::fs::metadata(path).is_err() {
+            std::fs::create_dir_all(path)
+                .map_err(|err| e(&format!("mount point for {}", path.display()), err))?;
+        }
+        let fd_path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        sys::mount(Some(&fd_path), path, None, libc::MS_BIND, None)
+            .map_err(|err| e(&format!("binding {}", path.display()), err))?;
+    }
     // A fresh /proc for the new pid namespace: other processes are not even visible. Hosts that
     // forbid it (overmounted /proc) keep the old one, whose other-process entries are guarded by
     // ptrace checks across user namespaces.
@@ -327,6 +371,11 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
     .map_err(|err| e("making / read-only", err))?;
     sys::mount_setattr(&spec.scratch, false, 0, sys::MOUNT_ATTR_RDONLY)
         .map_err(|err| e("making scratch writable", err))?;
+    for (path, _) in &writable {
+        sys::mount_setattr(path, false, 0, sys::MOUNT_ATTR_RDONLY)
+            .map_err(|err| e(&format!("making {} writable", path.display()), err))?;
+    }
+    drop(writable);
     enforced.mount_namespace = true;
     enforced.masked = masked;
     Ok(())
@@ -347,6 +396,7 @@ fn confine_and_exec(
         return fail(&enforced, cgroup, format!("rlimits: {err}"));
     }
     enforced.rlimits = true;
+    enforced.memory_limit_mb = spec.limits.memory.map(|bytes| bytes / (1024 * 1024));
     enforced.capabilities_dropped = sys::drop_capabilities();
     if !enforced.capabilities_dropped {
         return fail(
@@ -368,7 +418,9 @@ fn confine_and_exec(
                 roots.extend(spec.visible.iter().cloned());
                 roots
             };
-            match landlock_rules::restrict(&roots, &spec.scratch, abi) {
+            let mut writable: Vec<&Path> = vec![spec.scratch.as_path()];
+            writable.extend(spec.writable.iter().map(PathBuf::as_path));
+            match landlock_rules::restrict(&roots, &writable, abi) {
                 Ok(level) => enforced.landlock_abi = Some(level),
                 Err(message) => return fail(&enforced, cgroup, message),
             }

@@ -1,7 +1,9 @@
 //! The seccomp filters of commands and of the runner (deny → `EPERM`). Both: tracing and
 //! cross-process memory, io_uring, leaving the process group (setsid, setpgid), mounts, namespaces,
 //! bpf, perf, keyrings, kexec, modules and reboot. Commands also: every `socket()` (socketpair stays
-//! allowed) and the metadata calls Landlock cannot restrict (chmod, chown, xattrs, utime); the
+//! allowed), the metadata calls Landlock cannot restrict (chmod, chown, xattrs, utime) and shared
+//! memory that `RLIMIT_DATA` does not count (memfd_create, memfd_secret, shmget, shared anonymous
+//! `mmap`); the
 //! runner: `socket()` outside UNIX, IPv4, IPv6 and netlink. A second hand-written filter denies x32 syscall numbers
 //! (seccompiler's arch check misses them) and answers `clone3` with `ENOSYS` so libc falls back to
 //! `clone`, whose namespace flags the first filter can inspect.
@@ -75,6 +77,11 @@ const DENIED_COMMAND: &[libc::c_long] = &[
     463, // setxattrat
     466, // removexattrat
     libc::SYS_utimensat,
+    // Shared memory is not counted by RLIMIT_DATA: without these a command could allocate past
+    // its memory limit (files in its scratch tmpfs are bounded by the quota).
+    libc::SYS_memfd_create,
+    447, // memfd_secret
+    libc::SYS_shmget,
 ];
 
 /// Legacy syscalls that exist on x86_64 only, denied to both.
@@ -129,7 +136,21 @@ pub fn main_filter() -> Result<BpfProgram, String> {
         .chain(DENIED_ARCH)
         .chain(DENIED_COMMAND)
         .chain(DENIED_ARCH_COMMAND);
-    deny_filter(denied, BTreeMap::new())
+    // Shared anonymous mappings are shared memory too (not counted by RLIMIT_DATA).
+    let shared_anonymous = (libc::MAP_SHARED | libc::MAP_ANONYMOUS) as u64;
+    let condition = SeccompCondition::new(
+        3,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(shared_anonymous),
+        shared_anonymous,
+    )
+    .map_err(|e| format!("seccomp: {e}"))?;
+    let mut extra = BTreeMap::new();
+    extra.insert(
+        libc::SYS_mmap,
+        vec![SeccompRule::new(vec![condition]).map_err(|e| format!("seccomp: {e}"))?],
+    );
+    deny_filter(denied, extra)
 }
 
 /// The runner's main filter: the common deny list, and `socket()` only for

@@ -164,12 +164,16 @@ pub fn set_rlimits(limits: &Limits, own_user_namespace: bool) -> io::Result<()> 
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut current) } == 0 {
         nofile = nofile.min(current.rlim_max);
     }
-    for (resource, value) in [
+    let mut resources = vec![
         (libc::RLIMIT_NPROC, nproc),
         (libc::RLIMIT_FSIZE, limits.fsize),
         (libc::RLIMIT_CORE, 0),
         (libc::RLIMIT_NOFILE, nofile),
-    ] {
+    ];
+    if let Some(memory) = limits.memory {
+        resources.push((libc::RLIMIT_DATA, memory));
+    }
+    for (resource, value) in resources {
         let limit = libc::rlimit {
             rlim_cur: value,
             rlim_max: value,

@@ -1,0 +1,95 @@
+//! Resource limits sized from the host unless the owner sets them: per-command memory and scratch
+//! (handed to every broker in its spec) and the number of live sessions.
+
+use anyhow::{Context, bail};
+use common::protocol::CommandLimits;
+
+/// Physical memory of this host, MiB (0 when unknown).
+pub fn host_memory_mb() -> u64 {
+    // Safety: sysconf with constant names only reads system configuration.
+    let (pages, page_size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || page_size <= 0 {
+        return 0;
+    }
+    (pages as u64).saturating_mul(page_size as u64) / (1024 * 1024)
+}
+
+/// Default memory limit of one command: an eighth of the host's memory, within 512 MiB – 4 GiB.
+pub fn default_command_memory_mb(host_mb: u64) -> u64 {
+    (host_mb / 8).clamp(512, 4096)
+}
+
+/// Default scratch quota of one command (its files live in memory): a 32nd of the host's memory,
+/// within 128 – 512 MiB.
+pub fn default_command_scratch_mb(host_mb: u64) -> u64 {
+    (host_mb / 32).clamp(128, 512)
+}
+
+/// Default number of live sessions: one per 256 MiB of half the host's memory (a session with its
+/// runner takes about 180 MiB), within 2 – 64.
+pub fn default_max_live_sessions(host_mb: u64) -> usize {
+    usize::try_from((host_mb / 2 / 256).clamp(2, 64)).unwrap_or(2)
+}
+
+fn positive_env(name: &str, min: u64, max: u64) -> anyhow::Result<Option<u64>> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => {
+            let n: u64 = v
+                .trim()
+                .parse()
+                .with_context(|| format!("{name} must be a whole number, got {v:?}"))?;
+            if !(min..=max).contains(&n) {
+                bail!("{name} must be between {min} and {max}, got {n}");
+            }
+            Ok(Some(n))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// `CLAUDE_TOOLS_COMMAND_MEMORY_MB` and `CLAUDE_TOOLS_COMMAND_SCRATCH_MB`, or the host defaults.
+pub fn command_limits_from_env() -> anyhow::Result<CommandLimits> {
+    let host = host_memory_mb();
+    let memory = positive_env("CLAUDE_TOOLS_COMMAND_MEMORY_MB", 16, 1 << 22)?
+        .unwrap_or_else(|| default_command_memory_mb(host));
+    let scratch = positive_env("CLAUDE_TOOLS_COMMAND_SCRATCH_MB", 1, 1 << 22)?
+        .unwrap_or_else(|| default_command_scratch_mb(host));
+    Ok(CommandLimits {
+        memory_mb: Some(memory),
+        scratch_mb: Some(scratch),
+    })
+}
+
+/// `CLAUDE_TOOLS_MAX_LIVE_SESSIONS`, or the host default.
+pub fn max_live_sessions_from_env() -> anyhow::Result<usize> {
+    Ok(
+        match positive_env("CLAUDE_TOOLS_MAX_LIVE_SESSIONS", 1, 10_000)? {
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            None => default_max_live_sessions(host_memory_mb()),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_scale_with_the_host_within_bounds() {
+        assert_eq!(default_command_memory_mb(2048), 512);
+        assert_eq!(default_command_memory_mb(16384), 2048);
+        assert_eq!(default_command_memory_mb(1 << 20), 4096);
+        assert_eq!(default_command_scratch_mb(2048), 128);
+        assert_eq!(default_command_scratch_mb(8192), 256);
+        assert_eq!(default_command_scratch_mb(65536), 512);
+        assert_eq!(default_max_live_sessions(1024), 2);
+        assert_eq!(default_max_live_sessions(16384), 32);
+        assert_eq!(default_max_live_sessions(1 << 20), 64);
+        assert!(host_memory_mb() > 0);
+    }
+}
