@@ -117,13 +117,18 @@ async fn auth_and_host_checks() {
     };
     let bearer = format!("Bearer {}", gw.token());
 
-    // Missing or wrong token: 401 and nothing else.
+    // Missing or wrong token: 401 with a short JSON body that says nothing about the token.
+    let refusal = |text: &str| {
+        let body: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(body["error"], "invalid_token", "{body}");
+        assert!(!text.contains(gw.token()));
+    };
     let (status, text) = post(gw.url(), vec![]).await;
     assert_eq!(status.as_u16(), 401);
-    assert!(text.is_empty());
+    refusal(&text);
     let (status, text) = post(gw.url(), vec![("authorization", "Bearer wrong".into())]).await;
     assert_eq!(status.as_u16(), 401);
-    assert!(text.is_empty());
+    refusal(&text);
     let (status, _) = post(format!("{}/mcp/wrong-token", gw.base_url()), vec![]).await;
     assert_eq!(status.as_u16(), 401);
     // Right token by header or capability URL.
