@@ -56,7 +56,11 @@ async fn handshake_tools_and_protocol_errors() {
             "{}",
             tool["name"]
         );
-        assert!(tool["outputSchema"]["properties"]["pending_turn"].is_object());
+        // A SessionView, or the error shape of an isError result.
+        let output = &tool["outputSchema"];
+        assert_eq!(output["type"], "object");
+        assert!(output["anyOf"][0]["properties"]["pending_turn"].is_object());
+        assert_eq!(output["anyOf"][1]["required"], json!(["error"]));
         assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()));
     }
 
