@@ -152,6 +152,8 @@ fn main() -> std::process::ExitCode {
             }
         }
     });
+    // A blocking read of stdin (the stdio transport) never ends by itself: do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(code) => code,
         Err(err) => {
