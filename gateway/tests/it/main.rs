@@ -30,3 +30,5 @@ mod run_command;
 mod writes;
 // Crashes of the broker and the gateway at every step of the durable write protocol.
 mod write_crashes;
+// Read, Edit and RunCommand written only from the tools/list schemas run on the first try.
+mod discoverable_tools;
