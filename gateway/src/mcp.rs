@@ -352,7 +352,8 @@ fn wait_seconds(value: Option<u64>, default: u64) -> Result<u64, ToolError> {
     let seconds = value.unwrap_or(default);
     if seconds > 50 {
         return Err(ToolError::invalid(format!(
-            "wait_seconds must be between 0 and 50, got {seconds}"
+            "wait_seconds must be between 0 and 50 (ChatGPT abandons a call after about 60 s), \
+             got {seconds}; wait again with native_session_status"
         )));
     }
     Ok(seconds)
@@ -503,7 +504,13 @@ impl ServerHandler for GatewayMcp {
             Ok(view) => match serde_json::to_value(&view) {
                 Ok(value) => CallToolResult::structured(value),
                 Err(err) => CallToolResult::structured_error(
-                    ToolError::new(crate::error::ErrorCode::Internal, err.to_string()).to_json(),
+                    ToolError::new(
+                        crate::error::ErrorCode::Internal,
+                        format!(
+                            "the answer could not be encoded ({err}); call native_session_status"
+                        ),
+                    )
+                    .to_json(),
                 ),
             },
             Err(err) => CallToolResult::structured_error(err.to_json()),

@@ -268,8 +268,9 @@ impl Gateway {
             if lease.expires_at_ms <= now {
                 return Err(ToolError::new(
                     ErrorCode::LeaseExpired,
-                    "the lease has expired; call native_session_recover with the recovery token \
-                     to get a new lease",
+                    "the lease expired, and with it the session: its runner is stopped. Start a \
+                     new session; native_session_recover with the recovery token gives a lease to \
+                     read the final state",
                 ));
             }
             tx.renew_lease(&hash, now + ttl)?;
@@ -308,7 +309,10 @@ impl Gateway {
             serde_json::from_value(row.answer.clone()).map_err(|e| {
                 ToolError::new(
                     ErrorCode::Internal,
-                    format!("stored answer unreadable: {e}"),
+                    format!(
+                        "the stored answer of this request is unreadable ({e}); send the request \
+                         again with a new key"
+                    ),
                 )
             })?
         };
@@ -644,7 +648,13 @@ impl Gateway {
                 })
                 .await
                 .map_err(|err| {
-                    ToolError::new(ErrorCode::Internal, format!("worktree task: {err}"))
+                    ToolError::new(
+                        ErrorCode::Internal,
+                        format!(
+                            "creating the worktree failed ({err}); nothing was started. Retry, or \
+                             start with direct_write"
+                        ),
+                    )
                 })??;
                 let path = worktree.path.display().to_string();
                 let workspace = Workspace {
@@ -726,7 +736,9 @@ impl Gateway {
             return Ok(view);
         }
         if prompt.trim().is_empty() {
-            return Err(ToolError::invalid("prompt must not be empty"));
+            return Err(ToolError::invalid(
+                "prompt must not be empty; send the user's next request as prompt",
+            ));
         }
         if prompt.len() as u64 > REPLY_BUDGET_BYTES {
             return Err(ToolError::invalid(
@@ -905,7 +917,8 @@ impl Gateway {
                     format!("turn {turn_id:?} is not the pending turn; answer {pending:?}")
                 }
                 None => format!(
-                    "turn {turn_id:?} is not pending: the session has no turn waiting for a reply (status {})",
+                    "turn {turn_id:?} is not pending: the session has no turn waiting for a reply \
+                     (status {}); call native_session_status, or native_session_continue when idle",
                     session.status.as_str()
                 ),
             };
@@ -913,7 +926,7 @@ impl Gateway {
         }
         if calls.len() > MAX_CALLS_PER_REPLY {
             return Err(ToolError::invalid(format!(
-                "at most {MAX_CALLS_PER_REPLY} tool calls per reply"
+                "at most {MAX_CALLS_PER_REPLY} tool calls per reply; send the rest in the next turn"
             )));
         }
         let mut approved = Vec::with_capacity(calls.len());
@@ -966,7 +979,7 @@ impl Gateway {
                 ));
             }
             self.claim(tx, &scope, reply_id, request_hash, session_id, session.lease_generation)?;
-            let mut turn = tx.turn(turn_id)?.ok_or_else(|| ToolError::new(ErrorCode::TurnMismatch, "the turn vanished"))?;
+            let mut turn = tx.turn(turn_id)?.ok_or_else(|| ToolError::new(ErrorCode::TurnMismatch, "the turn is no longer pending; call native_session_status"))?;
             turn.status = TurnStatus::Answered;
             turn.reply_id = Some(reply_id.to_string());
             tx.put_turn(&turn)?;
@@ -1151,7 +1164,9 @@ impl Gateway {
         ) {
             return Err(ToolError::new(
                 ErrorCode::RecoveryDenied,
-                "the recovery token does not match this session; nothing was changed",
+                "the recovery token does not match this session; nothing was changed. Use the \
+                 recovery_token of native_session_start's answer for this native_session_id; \
+                 without it, start a new session",
             ));
         }
         if let Some(view) = self.replayed(&scope, recovery_id, request_hash)? {

@@ -32,3 +32,5 @@ mod writes;
 mod write_crashes;
 // Read, Edit and RunCommand written only from the tools/list schemas run on the first try.
 mod discoverable_tools;
+// Every stable error code with its message, snapshotted.
+mod error_messages;
