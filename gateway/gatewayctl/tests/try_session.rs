@@ -113,6 +113,25 @@ fn try_runs_one_read_only_session_with_the_real_runner() {
         "{out}"
     );
 
+    // --json: the same session as one document.
+    let mut cli = try_cli(gw.state_dir(), &dir_path, &gw.url(), None);
+    cli.json = true;
+    let (json, result) = run(cli);
+    assert!(result.is_ok(), "{result:?}\n{json}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["turns"].as_array().map(Vec::len), Some(3), "{doc}");
+    assert_eq!(
+        doc["turns"][0]["sent"]["tool_calls"][0]["name"],
+        "FindFiles"
+    );
+    assert_eq!(doc["turns"][1]["sent"]["tool_calls"][0]["name"], "Read");
+    assert_eq!(
+        doc["turns"][2]["pending"]["tool_results"][0]["receipt"]["sha256"],
+        sha.as_str()
+    );
+    assert_eq!(doc["settled"]["status"], "idle");
+    assert_eq!(doc["stopped"]["status"], "stopped");
+
     let session = out
         .split_whitespace()
         .find(|w| w.starts_with("ns_"))
