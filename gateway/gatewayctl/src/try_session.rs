@@ -33,6 +33,9 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 const MAX_TURNS: usize = 6;
 /// Lines of a tool's output shown per result.
 const SHOWN_LINES: usize = 8;
+/// How deep the listing goes: the directory's files and its subdirectories' (a deeper walk of a
+/// checkout lists `node_modules` and build output first, in path order).
+const LISTING_DEPTH: u32 = 2;
 /// Files larger than this are not picked for the Read.
 const SMALL_FILE_BYTES: u64 = 64 * 1024;
 
@@ -357,7 +360,11 @@ impl Script {
                 text: "Let me list the files first.".into(),
                 tool_calls: vec![json!({
                     "name": "FindFiles",
-                    "arguments": {"path": directory.to_string_lossy(), "max_results": 200},
+                    "arguments": {
+                        "path": directory.to_string_lossy(),
+                        "max_depth": LISTING_DEPTH,
+                        "max_results": 200,
+                    },
                 })],
             };
         }
