@@ -338,13 +338,14 @@ pub struct ErrorBody {
 /// result has `isError: true`. Strict clients (the TypeScript SDK) validate `structuredContent`
 /// of error results too, so the error shape must be part of it.
 ///
-/// Every tool repeats it, so descriptions stay only where a field's use is not obvious from its
-/// name and the tool descriptions (the SessionView's full reference is in DESIGN.md).
+/// Every tool repeats it, so it carries no field descriptions: what a model must know of the
+/// SessionView (keep lease_id and recovery_token, answer pending_turn, recover when
+/// recovery_required) is said once, in the tool descriptions.
 pub fn output_schema() -> Value {
     let mut view = schema_for::<SessionView>(Contract::Output);
     let mut error = schema_for::<ErrorResult>(Contract::Output);
-    strip_output_noise(&mut view, None);
-    strip_output_noise(&mut error, None);
+    strip_output_noise(&mut view);
+    strip_output_noise(&mut error);
     serde_json::json!({
         "type": "object",
         "description": "The SessionView; when isError, {error: {code, message}}.",
@@ -369,24 +370,13 @@ fn refuse_null(node: &mut Value) {
     }
 }
 
-/// SessionView fields whose description stays in the output schema.
-const DESCRIBED_VIEW_FIELDS: &[&str] = &[
-    "lease_id",
-    "recovery_token",
-    "recovery_required",
-    "pending_turn",
-    "allowed_tools",
-];
-
-/// Drop descriptions (but those of [`DESCRIBED_VIEW_FIELDS`]) and `minimum: 0` (a sender's
-/// bound says nothing to a reader) from an output schema.
-fn strip_output_noise(node: &mut Value, name: Option<&str>) {
+/// Drop descriptions and `minimum: 0` (a sender's bound says nothing to a reader) from an
+/// output schema.
+fn strip_output_noise(node: &mut Value) {
     let Some(map) = node.as_object_mut() else {
         return;
     };
-    if !name.is_some_and(|n| DESCRIBED_VIEW_FIELDS.contains(&n)) {
-        map.remove("description");
-    }
+    map.remove("description");
     if map.get("minimum") == Some(&Value::from(0)) {
         map.remove("minimum");
     }
@@ -402,7 +392,7 @@ fn strip_output_noise(node: &mut Value, name: Option<&str>) {
         .unwrap_or_default();
     if let Some(Value::Object(props)) = map.get_mut("properties") {
         for (key, value) in props.iter_mut() {
-            strip_output_noise(value, Some(key));
+            strip_output_noise(value);
             // A field that is not required is left out when empty, never sent as null.
             if !required.contains(key) {
                 refuse_null(value);
@@ -410,11 +400,11 @@ fn strip_output_noise(node: &mut Value, name: Option<&str>) {
         }
     }
     if let Some(items) = map.get_mut("items") {
-        strip_output_noise(items, None);
+        strip_output_noise(items);
     }
     if let Some(Value::Array(alts)) = map.get_mut("anyOf") {
         for alt in alts {
-            strip_output_noise(alt, None);
+            strip_output_noise(alt);
         }
     }
 }
