@@ -486,4 +486,43 @@ mod tests {
         };
         insta::assert_json_snapshot!(view);
     }
+
+    /// The typed records of a session that ended, as ChatGPT reads them.
+    #[test]
+    fn ended_session_records_snapshot() {
+        let at = "2026-11-29T19:00:00Z".to_string();
+        let mut indeterminate =
+            Terminal::write_indeterminate("act_1".into(), Some("/home/me/project/a.txt".into()));
+        indeterminate.at = at.clone();
+        let mut launch_terminal = Terminal::launch_error();
+        launch_terminal.at = at.clone();
+        let mut launch_error = LaunchError::now(
+            LaunchErrorCode::RunnerNotFound,
+            "the Claude Code binary was not found",
+        );
+        launch_error.at = at.clone();
+        let records = serde_json::json!({
+            "stopped": Terminal::stopped(None, Some(143), None, at.clone()),
+            "stopped_unattached": Terminal::stopped(Some("nothing was running"), None, None, at.clone()),
+            "lease_expired": Terminal::lease_expired(at.clone()),
+            "write_indeterminate": indeterminate,
+            "launch_error": launch_terminal,
+            "launch_error_record": launch_error,
+            "stop_request": StopRequest { reason: "done".into(), at },
+        });
+        insta::assert_json_snapshot!(records);
+    }
+
+    /// Records written before the typed shapes (`message` for a write_indeterminate's text)
+    /// still read back.
+    #[test]
+    fn stored_terminal_records_read_back() {
+        let stored = serde_json::json!({"reason": "write_indeterminate", "message": "m",
+            "action_id": "act_1", "path": null, "at": "t"});
+        let terminal: Terminal = serde_json::from_value(stored).unwrap();
+        assert_eq!(terminal.detail.as_deref(), Some("m"));
+        let stored = serde_json::json!({"reason": "lease_expired", "exit_code": null, "at": "t"});
+        let terminal: Terminal = serde_json::from_value(stored).unwrap();
+        assert_eq!(terminal.reason, TerminalReason::LeaseExpired);
+    }
 }
