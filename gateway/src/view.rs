@@ -338,13 +338,14 @@ pub struct ErrorBody {
 /// result has `isError: true`. Strict clients (the TypeScript SDK) validate `structuredContent`
 /// of error results too, so the error shape must be part of it.
 ///
-/// Every tool repeats it, so descriptions stay only where a field's use is not obvious from its
-/// name and the tool descriptions (the SessionView's full reference is in DESIGN.md).
+/// Every tool repeats it, so it carries no field descriptions: what a model must know of the
+/// SessionView (keep lease_id and recovery_token, answer pending_turn, recover when
+/// recovery_required) is said once, in the tool descriptions.
 pub fn output_schema() -> Value {
     let mut view = schema_for::<SessionView>(Contract::Output);
     let mut error = schema_for::<ErrorResult>(Contract::Output);
-    strip_output_noise(&mut view, None);
-    strip_output_noise(&mut error, None);
+    strip_output_noise(&mut view);
+    strip_output_noise(&mut error);
     serde_json::json!({
         "type": "object",
         "description": "The SessionView; when isError, {error: {code, message}}.",
@@ -369,24 +370,13 @@ fn refuse_null(node: &mut Value) {
     }
 }
 
-/// SessionView fields whose description stays in the output schema.
-const DESCRIBED_VIEW_FIELDS: &[&str] = &[
-    "lease_id",
-    "recovery_token",
-    "recovery_required",
-    "pending_turn",
-    "allowed_tools",
-];
-
-/// Drop descriptions (but those of [`DESCRIBED_VIEW_FIELDS`]) and `minimum: 0` (a sender's
-/// bound says nothing to a reader) from an output schema.
-fn strip_output_noise(node: &mut Value, name: Option<&str>) {
+/// Drop descriptions and `minimum: 0` (a sender's bound says nothing to a reader) from an
+/// output schema.
+fn strip_output_noise(node: &mut Value) {
     let Some(map) = node.as_object_mut() else {
         return;
     };
-    if !name.is_some_and(|n| DESCRIBED_VIEW_FIELDS.contains(&n)) {
-        map.remove("description");
-    }
+    map.remove("description");
     if map.get("minimum") == Some(&Value::from(0)) {
         map.remove("minimum");
     }
@@ -402,7 +392,7 @@ fn strip_output_noise(node: &mut Value, name: Option<&str>) {
         .unwrap_or_default();
     if let Some(Value::Object(props)) = map.get_mut("properties") {
         for (key, value) in props.iter_mut() {
-            strip_output_noise(value, Some(key));
+            strip_output_noise(value);
             // A field that is not required is left out when empty, never sent as null.
             if !required.contains(key) {
                 refuse_null(value);
@@ -410,11 +400,11 @@ fn strip_output_noise(node: &mut Value, name: Option<&str>) {
         }
     }
     if let Some(items) = map.get_mut("items") {
-        strip_output_noise(items, None);
+        strip_output_noise(items);
     }
     if let Some(Value::Array(alts)) = map.get_mut("anyOf") {
         for alt in alts {
-            strip_output_noise(alt, None);
+            strip_output_noise(alt);
         }
     }
 }
@@ -495,5 +485,44 @@ mod tests {
             active_deepseek_subsession_id: None,
         };
         insta::assert_json_snapshot!(view);
+    }
+
+    /// The typed records of a session that ended, as ChatGPT reads them.
+    #[test]
+    fn ended_session_records_snapshot() {
+        let at = "2026-11-29T19:00:00Z".to_string();
+        let mut indeterminate =
+            Terminal::write_indeterminate("act_1".into(), Some("/home/me/project/a.txt".into()));
+        indeterminate.at = at.clone();
+        let mut launch_terminal = Terminal::launch_error();
+        launch_terminal.at = at.clone();
+        let mut launch_error = LaunchError::now(
+            LaunchErrorCode::RunnerNotFound,
+            "the Claude Code binary was not found",
+        );
+        launch_error.at = at.clone();
+        let records = serde_json::json!({
+            "stopped": Terminal::stopped(None, Some(143), None, at.clone()),
+            "stopped_unattached": Terminal::stopped(Some("nothing was running"), None, None, at.clone()),
+            "lease_expired": Terminal::lease_expired(at.clone()),
+            "write_indeterminate": indeterminate,
+            "launch_error": launch_terminal,
+            "launch_error_record": launch_error,
+            "stop_request": StopRequest { reason: "done".into(), at },
+        });
+        insta::assert_json_snapshot!(records);
+    }
+
+    /// Records written before the typed shapes (`message` for a write_indeterminate's text)
+    /// still read back.
+    #[test]
+    fn stored_terminal_records_read_back() {
+        let stored = serde_json::json!({"reason": "write_indeterminate", "message": "m",
+            "action_id": "act_1", "path": null, "at": "t"});
+        let terminal: Terminal = serde_json::from_value(stored).unwrap();
+        assert_eq!(terminal.detail.as_deref(), Some("m"));
+        let stored = serde_json::json!({"reason": "lease_expired", "exit_code": null, "at": "t"});
+        let terminal: Terminal = serde_json::from_value(stored).unwrap();
+        assert_eq!(terminal.reason, TerminalReason::LeaseExpired);
     }
 }
