@@ -157,10 +157,24 @@ fn try_runs_one_read_only_session_with_the_real_runner() {
 
 #[test]
 fn try_without_a_gateway_says_how_to_start_one() {
-    // A port nothing listens on: bind one, then free it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
+    // A port nothing listens on: bound (so no other test's gateway can take it) but never
+    // listening, so a connection is refused.
+    use nix::sys::socket::{
+        AddressFamily, SockFlag, SockType, SockaddrIn, bind, getsockname, socket,
+    };
+    let reserved = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    bind(
+        std::os::fd::AsRawFd::as_raw_fd(&reserved),
+        &SockaddrIn::new(127, 0, 0, 1, 0),
+    )
+    .unwrap();
+    let port = getsockname::<SockaddrIn>(std::os::fd::AsRawFd::as_raw_fd(&reserved))
         .unwrap()
         .port();
     let dir = tempfile::tempdir().unwrap();
