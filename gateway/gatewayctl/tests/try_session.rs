@@ -206,3 +206,30 @@ fn regex_escape(text: &str) -> String {
     }
     escaped
 }
+
+#[test]
+fn try_shows_why_a_session_could_not_start() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let gw = runtime
+        .block_on(
+            GatewayProcess::builder(gateway_bin())
+                .env("CLAUDE_BIN", "/nonexistent/claude")
+                .spawn(),
+        )
+        .unwrap();
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let dir = tempfile::tempdir().unwrap();
+    let (out, result) = run(try_cli(
+        gw.state_dir(),
+        dir.path(),
+        &gw.url(),
+        Some(gw.token()),
+    ));
+    let err = result.unwrap_err();
+    assert!(err.contains("the session ended \"failed\""), "{err}\n{out}");
+    assert!(
+        out.contains("launch error") && out.contains("runner_not_found"),
+        "{out}"
+    );
+    assert!(!out.contains("ChatGPT sends"), "{out}");
+}
