@@ -1,6 +1,7 @@
 //! `gatewayctl try` against a real `gateway serve` with the real Claude Code runner: the printed
 //! session (snapshotted, ids, hashes, paths and times redacted), its receipts checked against
-//! the files, and the messages a newcomer gets when no gateway runs or the token is wrong.
+//! the files, and the messages a newcomer gets when no gateway runs, the token is wrong or the
+//! session cannot start.
 //!
 //! The gateway binary is `$GATEWAY_BIN`, else `target/debug/gateway` next to this test (built by
 //! `cargo test --workspace`, or `cargo build -p gateway`); a missing one fails the test.
