@@ -87,7 +87,23 @@ pub fn run(
             out: &mut *out,
             live: !json_output,
         };
-        let result = drive(&client, &url, &directory, &mut printer).await;
+        let mut session = None;
+        let result = drive(
+            &client,
+            &shown_url(&url),
+            &directory,
+            &mut printer,
+            &mut session,
+        )
+        .await;
+        if let (Err(_), Some(session)) = (&result, session) {
+            // Do not leave a runner behind for its lease's lifetime: best effort, the error that
+            // ended the script is what gets reported.
+            let mut args = session;
+            args["request_id"] = json!(format!("try-abort-{}", uuid::Uuid::new_v4()));
+            args["reason"] = json!("gatewayctl try failed");
+            let _ = call(&client, "native_session_stop", args).await;
+        }
         let _ = client.cancel().await;
         result
     })?;
@@ -138,6 +154,14 @@ fn token(state_dir: &Path, given: Option<&str>, url: &str) -> anyhow::Result<Opt
             path.display()
         ),
         Err(e) => Err(e).with_context(|| format!("reading the access token {}", path.display())),
+    }
+}
+
+/// The URL as printed: a capability URL's token is replaced by `<token>`.
+fn shown_url(url: &str) -> String {
+    match url.rsplit_once("/mcp/") {
+        Some((base, _)) if is_capability_url(url) => format!("{base}/mcp/<token>"),
+        _ => url.to_string(),
     }
 }
 
@@ -255,6 +279,7 @@ async fn drive<W: Write>(
     url: &str,
     directory: &Path,
     printer: &mut Printer<'_, W>,
+    session_out: &mut Option<Value>,
 ) -> anyhow::Result<Transcript> {
     let dir = directory.to_string_lossy().to_string();
     printer.print(&render_header(url, &dir))?;
@@ -276,6 +301,7 @@ async fn drive<W: Write>(
         "native_session_id": started["native_session_id"],
         "lease_id": started["lease_id"],
     });
+    *session_out = Some(session.clone());
     let mut script = Script::default();
     let mut turns = Vec::new();
     let mut view = settle(client, started.clone()).await?;
@@ -581,6 +607,15 @@ fn render_stopped(view: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capability_url_is_printed_without_its_token() {
+        assert_eq!(
+            shown_url("http://127.0.0.1:8787/mcp/s3cret"),
+            "http://127.0.0.1:8787/mcp/<token>"
+        );
+        assert_eq!(shown_url(DEFAULT_URL), DEFAULT_URL);
+    }
 
     #[test]
     fn capability_urls() {

@@ -114,12 +114,16 @@ fn try_runs_one_read_only_session_with_the_real_runner() {
         "{out}"
     );
 
-    // --json: the same session as one document.
-    let mut cli = try_cli(gw.state_dir(), &dir_path, &gw.url(), None);
+    // --json, through the capability URL without a token: the same session as one document,
+    // and the token in the URL is not printed.
+    let empty_state = tempfile::tempdir().unwrap();
+    let mut cli = try_cli(empty_state.path(), &dir_path, &gw.capability_url(), None);
     cli.json = true;
     let (json, result) = run(cli);
     assert!(result.is_ok(), "{result:?}\n{json}");
+    assert!(!json.contains(gw.token()), "the token is printed:\n{json}");
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["url"], format!("{}/<token>", gw.url()));
     assert_eq!(doc["turns"].as_array().map(Vec::len), Some(3), "{doc}");
     assert_eq!(
         doc["turns"][0]["sent"]["tool_calls"][0]["name"],
