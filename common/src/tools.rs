@@ -194,26 +194,21 @@ impl LogicalTool {
 
     /// JSON Schema of the tool's arguments.
     pub fn input_schema(self) -> Value {
-        let schema = match self {
-            Self::Read => schemars::schema_for!(ReadArgs),
-            Self::FindFiles => schemars::schema_for!(FindFilesArgs),
-            Self::SearchText => schemars::schema_for!(SearchTextArgs),
-            Self::RunCommand => schemars::schema_for!(RunCommandArgs),
-            Self::Edit => schemars::schema_for!(EditArgs),
-            Self::Write => schemars::schema_for!(WriteArgs),
-            Self::NotebookEdit => schemars::schema_for!(NotebookEditArgs),
+        use crate::schema::{Contract, schema_for};
+        match self {
+            Self::Read => schema_for::<ReadArgs>(Contract::Input),
+            Self::FindFiles => schema_for::<FindFilesArgs>(Contract::Input),
+            Self::SearchText => schema_for::<SearchTextArgs>(Contract::Input),
+            Self::RunCommand => schema_for::<RunCommandArgs>(Contract::Input),
+            Self::Edit => schema_for::<EditArgs>(Contract::Input),
+            Self::Write => schema_for::<WriteArgs>(Contract::Input),
+            Self::NotebookEdit => schema_for::<NotebookEditArgs>(Contract::Input),
             Self::DeepseekSubagentStart
             | Self::DeepseekSubagentGet
             | Self::DeepseekSubagentStop => {
-                return serde_json::json!({"type": "object"});
+                serde_json::json!({"type": "object", "additionalProperties": false})
             }
-        };
-        let mut value = serde_json::to_value(schema).unwrap_or(Value::Null);
-        if let Some(map) = value.as_object_mut() {
-            map.remove("$schema");
-            map.remove("title");
         }
-        value
     }
 
     /// Parse and validate arguments for this tool; the error says what is wrong.

@@ -3,7 +3,8 @@
 //! probe of the host, `sandbox::boundary`, which `gatewayctl doctor` uses too.
 
 use common::protocol::RunnerConfinement;
-use serde_json::Value;
+
+use crate::view::NetworkBoundary;
 
 /// The runner confinement this host supports; brokers must establish all of it.
 pub fn runner_confinement() -> RunnerConfinement {
@@ -16,7 +17,33 @@ pub fn runner_confinement() -> RunnerConfinement {
     }
 }
 
-/// `network_boundary` for a session started now on this host.
-pub fn network_boundary() -> Value {
-    sandbox::boundary::network_boundary()
+/// `network_boundary` for a session started now on this host. The probe's description is
+/// typed here; should it ever not fit, the view says the confinement is unknown and degraded
+/// rather than claiming any.
+pub fn network_boundary() -> NetworkBoundary {
+    let described = sandbox::boundary::network_boundary();
+    serde_json::from_value(described).unwrap_or_else(|err| {
+        tracing::error!("network_boundary does not fit its record: {err}");
+        let unknown = "unknown: the gateway could not describe this host's confinement";
+        NetworkBoundary {
+            runner: unknown.into(),
+            runner_writes: unknown.into(),
+            commands: unknown.into(),
+            enforced_by: "unknown".into(),
+            commands_enforced_by: "unknown".into(),
+            degraded: true,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The sandbox's description and the typed record must say the same fields: a field added
+    /// on one side only fails here, not silently in a SessionView.
+    #[test]
+    fn the_host_description_fits_the_record_exactly() {
+        let described = sandbox::boundary::network_boundary();
+        let typed = super::network_boundary();
+        assert_eq!(serde_json::to_value(&typed).unwrap(), described);
+    }
 }

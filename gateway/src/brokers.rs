@@ -14,13 +14,14 @@ use common::protocol::{
     PROTOCOL_VERSION_MIN,
 };
 use futures::{SinkExt, StreamExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::net::UnixStream;
 use tokio_util::codec::Framed;
 
 use crate::config::{private_dir, write_private_file};
 use crate::service::Gateway;
 use crate::state::{BrokerRecord, SessionRecord, StoreError};
+use crate::view::{LaunchError, LaunchErrorCode};
 
 /// Unix socket paths must fit `sun_path` (104 bytes on macOS, 108 on Linux).
 const MAX_SOCKET_PATH: usize = 100;
@@ -40,12 +41,12 @@ pub async fn launch(
     session: &mut SessionRecord,
     generation: u32,
     resume: bool,
-) -> Result<(), Value> {
-    let launch_error = |code: &str, message: &str| json!({"code": code, "message": message, "at": common::time::now_rfc3339()});
+) -> Result<(), LaunchError> {
+    let launch_error = LaunchError::now;
     let claude_bin = &gateway.config.claude_bin;
     if !is_executable(claude_bin) {
         return Err(launch_error(
-            "runner_not_found",
+            LaunchErrorCode::RunnerNotFound,
             "the Claude Code binary was not found or is not executable; set CLAUDE_BIN or run \
              scripts/install-claude-code, then start a new session",
         ));
@@ -72,7 +73,7 @@ pub async fn launch(
                 Ok(false) => {
                     kill_verified(&record);
                     return Err(launch_error(
-                        "session_terminal",
+                        LaunchErrorCode::SessionTerminal,
                         "the session ended while its runtime was starting; start a new session",
                     ));
                 }
@@ -80,7 +81,7 @@ pub async fn launch(
                     tracing::error!("recording broker: {err}");
                     kill_verified(&record);
                     return Err(launch_error(
-                        "internal",
+                        LaunchErrorCode::Internal,
                         "the gateway could not record the session's runtime",
                     ));
                 }
@@ -90,7 +91,7 @@ pub async fn launch(
                 Err(err) => {
                     tracing::error!(session = %session.id, "attaching broker: {err:#}");
                     Err(launch_error(
-                        "broker_unreachable",
+                        LaunchErrorCode::BrokerUnreachable,
                         "the session's runtime did not answer; start a new session",
                     ))
                 }
@@ -99,7 +100,7 @@ pub async fn launch(
         Err(err) => {
             tracing::error!(session = %session.id, "spawning broker: {err:#}");
             Err(launch_error(
-                "broker_spawn_failed",
+                LaunchErrorCode::BrokerSpawnFailed,
                 "the session's runtime could not be started; see the gateway log",
             ))
         }

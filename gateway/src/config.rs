@@ -36,6 +36,69 @@ pub struct Config {
     /// Where `worktree_write` sessions get their managed worktrees (`CLAUDE_TOOLS_WORKTREE_DIR`,
     /// default `<state>/worktrees`): the one part of the state dir the tools may read.
     pub worktree_dir: PathBuf,
+    /// Connection limits of the HTTP server.
+    pub http: HttpLimits,
+}
+
+/// How long HTTP clients may hold the server's resources (a slow or idle client must not hold a
+/// connection forever) and how many connections it serves at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// A connection must deliver each request head within this time of being ready for one: it
+    /// bounds half-sent heads and idle keep-alive connections alike
+    /// (`CLAUDE_TOOLS_HTTP_HEADER_TIMEOUT_SECONDS`, default 15).
+    pub header_read_timeout: Duration,
+    /// A request body must arrive within this time of its head
+    /// (`CLAUDE_TOOLS_HTTP_BODY_TIMEOUT_SECONDS`, default 30).
+    pub body_read_timeout: Duration,
+    /// Connections served at once; more get a 503 and are closed
+    /// (`CLAUDE_TOOLS_HTTP_MAX_CONNECTIONS`, default 256).
+    pub max_connections: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_read_timeout: Duration::from_secs(15),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections: 256,
+        }
+    }
+}
+
+/// A positive integer from the environment variable `name`, or `default` when it is unset.
+fn env_positive(name: &str, default: u64) -> anyhow::Result<u64> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .with_context(|| format!("{name} must be a positive integer, got {v:?}")),
+        Err(_) => Ok(default),
+    }
+}
+
+impl HttpLimits {
+    /// The limits from the environment, defaults for what is unset.
+    pub fn from_env() -> anyhow::Result<HttpLimits> {
+        let default = HttpLimits::default();
+        Ok(HttpLimits {
+            header_read_timeout: Duration::from_secs(env_positive(
+                "CLAUDE_TOOLS_HTTP_HEADER_TIMEOUT_SECONDS",
+                default.header_read_timeout.as_secs(),
+            )?),
+            body_read_timeout: Duration::from_secs(env_positive(
+                "CLAUDE_TOOLS_HTTP_BODY_TIMEOUT_SECONDS",
+                default.body_read_timeout.as_secs(),
+            )?),
+            max_connections: usize::try_from(env_positive(
+                "CLAUDE_TOOLS_HTTP_MAX_CONNECTIONS",
+                default.max_connections as u64,
+            )?)
+            .unwrap_or(usize::MAX),
+        })
+    }
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
@@ -132,6 +195,7 @@ impl Config {
             owner_home,
             extra_protected,
             allowed_hosts,
+            http: HttpLimits::from_env()?,
         })
     }
 

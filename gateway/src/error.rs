@@ -1,10 +1,11 @@
 //! Public tool errors: a stable code and a message that tells the caller what to do. Nothing in a
 //! message may name an internal path, a PID, a token or a secret.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// Stable error codes of the public contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     InvalidArgument,
@@ -60,9 +61,21 @@ impl ToolError {
         Self::new(ErrorCode::InvalidArgument, message)
     }
 
+    /// The tool error as its result shape, `{error: {code, message}}`.
+    pub fn to_result(&self) -> crate::view::ErrorResult {
+        crate::view::ErrorResult {
+            error: crate::view::ErrorBody {
+                code: self.code,
+                message: self.message.clone(),
+            },
+        }
+    }
+
     /// The JSON body of the tool error.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"error": {"code": self.code.as_str(), "message": self.message}})
+        serde_json::to_value(self.to_result()).unwrap_or_else(
+            |_| serde_json::json!({"error": {"code": self.code.as_str(), "message": self.message}}),
+        )
     }
 }
 

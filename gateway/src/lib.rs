@@ -9,13 +9,17 @@
 //! - `boundary`: the runner confinement brokers must establish, and `network_boundary`.
 //! - `state`: the SQLite store.
 //! - `config`, `error`, `validate`: configuration, public errors, start-input checks.
+//! - `http_server`: connection limits and graceful stop under the HTTP app; `drain`: the
+//!   graceful stop of tool calls.
 //! - `worktree`: managed Git worktrees of `worktree_write` sessions.
 //! - `write_recovery`: resolving writes a dead broker left `prepared`.
 
 pub mod boundary;
 pub mod brokers;
 pub mod config;
+pub mod drain;
 pub mod error;
+pub mod http_server;
 pub mod limits;
 pub mod mcp;
 pub mod service;
@@ -29,7 +33,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
@@ -60,7 +63,8 @@ pub async fn start_background(gateway: Arc<Gateway>, shutdown: CancellationToken
     });
 }
 
-/// Serve MCP over HTTP on `listen` until `shutdown`; prints the listening line on stdout.
+/// Serve MCP over HTTP on `listen` until `shutdown`, then stop gracefully: waits end at once,
+/// calls in flight finish (bounded), connections close. Prints the listening line on stdout.
 pub async fn serve_http(
     gateway: Arc<Gateway>,
     listen: SocketAddr,
@@ -70,26 +74,56 @@ pub async fn serve_http(
         .await
         .with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
-    let app = mcp::http_app(gateway, shutdown.child_token());
+    // rmcp's own token is cancelled only after the calls in flight have answered.
+    let mcp_shutdown = CancellationToken::new();
+    let app = mcp::http_app(gateway.clone(), mcp_shutdown.clone());
     println!("listening http://{addr}/mcp");
-    // Small SSE events must not wait for delayed ACKs (Nagle): set TCP_NODELAY on each connection.
-    axum::serve(
-        listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        }),
-        app,
-    )
-    .with_graceful_shutdown(async move { shutdown.cancelled().await })
-    .await
-    .context("serving HTTP")
+    let accepting = CancellationToken::new();
+    let stop = {
+        let gateway = gateway.clone();
+        let accepting = accepting.clone();
+        async move {
+            shutdown.cancelled().await;
+            tracing::info!("stopping: no new connections or calls; finishing calls in flight");
+            gateway.drain.start();
+            accepting.cancel();
+        }
+    };
+    tokio::spawn(stop);
+    let limits = gateway.config.http;
+    http_server::serve(listener, app, limits, accepting, drain::DRAIN_BOUND)
+        .await
+        .context("serving HTTP")?;
+    if !gateway.drain.settled(drain::DRAIN_BOUND).await {
+        tracing::warn!("tool calls still in flight after {:?}", drain::DRAIN_BOUND);
+    }
+    mcp_shutdown.cancel();
+    Ok(())
 }
 
-/// Serve MCP over stdio until the peer closes.
-pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
-    let running = mcp::GatewayMcp::new(gateway)
+/// Serve MCP over stdio until the peer closes or `shutdown`; then stop like HTTP: waits end at
+/// once, calls in flight answer (bounded), and the service ends.
+pub async fn serve_stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let running = mcp::GatewayMcp::new(gateway.clone())
         .serve(rmcp::transport::stdio())
         .await
         .context("starting stdio MCP")?;
-    running.waiting().await.context("serving stdio MCP")?;
+    let cancel = running.cancellation_token();
+    let stopping = async {
+        shutdown.cancelled().await;
+        gateway.drain.start();
+        if !gateway.drain.settled(drain::DRAIN_BOUND).await {
+            tracing::warn!("tool calls still in flight after {:?}", drain::DRAIN_BOUND);
+        }
+        // Let the answers of the last calls reach stdout before the service stops.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        cancel.cancel();
+    };
+    tokio::select! {
+        ended = running.waiting() => {
+            ended.context("serving stdio MCP")?;
+        }
+        () = stopping => {}
+    }
     Ok(())
 }

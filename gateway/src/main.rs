@@ -118,14 +118,22 @@ fn main() -> std::process::ExitCode {
                 let gateway = gateway::open(config)?;
                 let shutdown = CancellationToken::new();
                 gateway::start_background(gateway.clone(), shutdown.clone()).await;
+                // SIGTERM (launchd, systemd) and SIGINT stop the server gracefully; brokers and
+                // runners keep running for the next start to re-adopt.
+                let signal = shutdown.clone();
+                let mut terminate =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                        .context("installing the SIGTERM handler")?;
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = terminate.recv() => {}
+                        _ = tokio::signal::ctrl_c() => {}
+                    }
+                    signal.cancel();
+                });
                 if stdio {
-                    gateway::serve_stdio(gateway).await?;
+                    gateway::serve_stdio(gateway, shutdown).await?;
                 } else {
-                    let signal = shutdown.clone();
-                    tokio::spawn(async move {
-                        let _ = tokio::signal::ctrl_c().await;
-                        signal.cancel();
-                    });
                     gateway::serve_http(gateway, listen, shutdown).await?;
                 }
                 Ok(std::process::ExitCode::SUCCESS)
@@ -144,6 +152,8 @@ fn main() -> std::process::ExitCode {
             }
         }
     });
+    // A blocking read of stdin (the stdio transport) never ends by itself: do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(code) => code,
         Err(err) => {

@@ -25,8 +25,9 @@ use crate::state::{
     SessionStatus, Store, StoreError, TurnBody, TurnRecord, TurnStatus, Tx,
 };
 use crate::view::{
-    CurrentRunView, LastResultView, PendingTurn, REPLY_BUDGET_BYTES, SessionView, ToolResultView,
-    Workspace,
+    CurrentRunView, LastResultView, LaunchError, LaunchErrorCode, NetworkBoundary, PendingTurn,
+    REPLY_BUDGET_BYTES, SessionView, StopRequest, Terminal, ToolResultView, Workspace,
+    WorkspaceKind,
 };
 
 /// Broker events that are recorded in the ledger but change nothing ChatGPT sees, so they do not
@@ -137,6 +138,16 @@ pub struct Gateway {
     pub config: Config,
     server_key: String,
     live: Mutex<HashMap<String, Arc<LiveSession>>>,
+    /// Set when `gateway serve` is stopping: waits end at once, new calls are refused.
+    pub drain: crate::drain::Drain,
+}
+
+/// A skill to freeze into a new session (`skill_contexts` of `native_session_start`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillContext {
+    /// The skill's id.
+    pub skill_id: String,
 }
 
 /// Validated input of `native_session_start`.
@@ -147,7 +158,7 @@ pub struct StartRequest {
     pub capability_profile: CapabilityProfile,
     pub subagent_policy: SubagentPolicy,
     pub session_label: Option<String>,
-    pub skill_contexts: Vec<Value>,
+    pub skill_contexts: Vec<SkillContext>,
     pub wait_seconds: u64,
     /// Canonical hash of the request, without `wait_seconds`.
     pub request_hash: String,
@@ -172,6 +183,7 @@ impl Gateway {
             config,
             server_key,
             live: Mutex::new(HashMap::new()),
+            drain: crate::drain::Drain::default(),
         })
     }
 
@@ -256,8 +268,9 @@ impl Gateway {
             if lease.expires_at_ms <= now {
                 return Err(ToolError::new(
                     ErrorCode::LeaseExpired,
-                    "the lease has expired; call native_session_recover with the recovery token \
-                     to get a new lease",
+                    "the lease expired, and with it the session: its runner is stopped. Start a \
+                     new session; native_session_recover with the recovery token gives a lease to \
+                     read the final state",
                 ));
             }
             tx.renew_lease(&hash, now + ttl)?;
@@ -296,7 +309,10 @@ impl Gateway {
             serde_json::from_value(row.answer.clone()).map_err(|e| {
                 ToolError::new(
                     ErrorCode::Internal,
-                    format!("stored answer unreadable: {e}"),
+                    format!(
+                        "the stored answer of this request is unreadable ({e}); send the request \
+                         again with a new key"
+                    ),
                 )
             })?
         };
@@ -381,13 +397,7 @@ impl Gateway {
             subagent_policy: session.subagent_policy,
             source_directory: session.source_directory.clone(),
             working_directory: session.working_directory.clone(),
-            workspace: serde_json::from_value(session.workspace.clone()).unwrap_or(Workspace {
-                kind: "read_only".into(),
-                root: session.working_directory.clone(),
-                worktree_path: None,
-                branch: None,
-                base_commit: None,
-            }),
+            workspace: session.workspace.clone(),
             claude_session_id: session.claude_session_id.clone(),
             current_run: session.current_run.as_ref().map(|run| CurrentRunView {
                 generation: run.generation,
@@ -483,9 +493,13 @@ impl Gateway {
             if done(&session) || session.status.is_terminal() {
                 return Ok(session);
             }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => return Ok(session),
+            // A stopping gateway answers waits with the state as it is, at once.
+            tokio::select! {
+                changed = tokio::time::timeout_at(deadline, rx.changed()) => match changed {
+                    Ok(Ok(())) => continue,
+                    _ => return Ok(session),
+                },
+                () = self.drain.started() => return Ok(session),
             }
         }
     }
@@ -590,9 +604,8 @@ impl Gateway {
                 let mut current = self.session(tx, &session_id)?;
                 current.status = SessionStatus::Failed;
                 current.launch_error = Some(launch_error.clone());
-                current.terminal =
-                    Some(json!({"reason": "launch_error", "at": common::time::now_rfc3339()}));
-                self.commit(tx, &mut current, "launch_failed", launch_error.clone())?;
+                current.terminal = Some(Terminal::launch_error());
+                self.commit(tx, &mut current, "launch_failed", json!(launch_error))?;
                 session = current;
                 Ok::<_, ToolError>(())
             })?;
@@ -640,16 +653,17 @@ impl Gateway {
         &self,
         req: &StartRequest,
         session_id: &str,
-    ) -> ToolResult<(String, Value, Option<crate::worktree::Worktree>)> {
+    ) -> ToolResult<(String, Workspace, Option<crate::worktree::Worktree>)> {
         let root = req.working_directory.clone();
         match req.capability_profile {
             CapabilityProfile::ReadOnly => Ok((
                 root.clone(),
-                json!({"kind": "read_only", "root": root}),
+                Workspace::in_place(WorkspaceKind::ReadOnly, root.clone()),
                 None,
             )),
             CapabilityProfile::DirectWrite => {
-                Ok((root.clone(), json!({"kind": "direct", "root": root}), None))
+                let workspace = Workspace::in_place(WorkspaceKind::Direct, root.clone());
+                Ok((root, workspace, None))
             }
             CapabilityProfile::WorktreeWrite => {
                 let source = PathBuf::from(&root);
@@ -662,16 +676,22 @@ impl Gateway {
                 })
                 .await
                 .map_err(|err| {
-                    ToolError::new(ErrorCode::Internal, format!("worktree task: {err}"))
+                    ToolError::new(
+                        ErrorCode::Internal,
+                        format!(
+                            "creating the worktree failed ({err}); nothing was started. Retry, or \
+                             start with direct_write"
+                        ),
+                    )
                 })??;
                 let path = worktree.path.display().to_string();
-                let workspace = json!({
-                    "kind": "worktree",
-                    "root": root,
-                    "worktree_path": path,
-                    "branch": worktree.branch,
-                    "base_commit": worktree.base_commit,
-                });
+                let workspace = Workspace {
+                    kind: WorkspaceKind::Worktree,
+                    root,
+                    worktree_path: Some(path.clone()),
+                    branch: Some(worktree.branch.clone()),
+                    base_commit: Some(worktree.base_commit.clone()),
+                };
                 Ok((path, workspace, Some(worktree)))
             }
         }
@@ -744,7 +764,9 @@ impl Gateway {
             return Ok(view);
         }
         if prompt.trim().is_empty() {
-            return Err(ToolError::invalid("prompt must not be empty"));
+            return Err(ToolError::invalid(
+                "prompt must not be empty; send the user's next request as prompt",
+            ));
         }
         if prompt.len() as u64 > REPLY_BUDGET_BYTES {
             return Err(ToolError::invalid(
@@ -848,10 +870,7 @@ impl Gateway {
         if let Err(launch_error) =
             crate::brokers::launch(self, &mut session, generation, true).await
         {
-            let message = launch_error["message"]
-                .as_str()
-                .unwrap_or("the runner could not be started")
-                .to_string();
+            let message = launch_error.message.clone();
             let stored = self.store.write(|tx| {
                 let mut current = self.session(tx, &session.id)?;
                 current.launch_error = Some(launch_error.clone());
@@ -859,7 +878,7 @@ impl Gateway {
                     tx,
                     &mut current,
                     "generation_launch_failed",
-                    launch_error.clone(),
+                    json!(launch_error),
                 )?;
                 Ok::<_, ToolError>(current)
             })?;
@@ -926,7 +945,8 @@ impl Gateway {
                     format!("turn {turn_id:?} is not the pending turn; answer {pending:?}")
                 }
                 None => format!(
-                    "turn {turn_id:?} is not pending: the session has no turn waiting for a reply (status {})",
+                    "turn {turn_id:?} is not pending: the session has no turn waiting for a reply \
+                     (status {}); call native_session_status, or native_session_continue when idle",
                     session.status.as_str()
                 ),
             };
@@ -934,7 +954,7 @@ impl Gateway {
         }
         if calls.len() > MAX_CALLS_PER_REPLY {
             return Err(ToolError::invalid(format!(
-                "at most {MAX_CALLS_PER_REPLY} tool calls per reply"
+                "at most {MAX_CALLS_PER_REPLY} tool calls per reply; send the rest in the next turn"
             )));
         }
         let mut approved = Vec::with_capacity(calls.len());
@@ -987,7 +1007,7 @@ impl Gateway {
                 ));
             }
             self.claim(tx, &scope, reply_id, request_hash, session_id, session.lease_generation)?;
-            let mut turn = tx.turn(turn_id)?.ok_or_else(|| ToolError::new(ErrorCode::TurnMismatch, "the turn vanished"))?;
+            let mut turn = tx.turn(turn_id)?.ok_or_else(|| ToolError::new(ErrorCode::TurnMismatch, "the turn is no longer pending; call native_session_status"))?;
             turn.status = TurnStatus::Answered;
             turn.reply_id = Some(reply_id.to_string());
             tx.put_turn(&turn)?;
@@ -1090,17 +1110,35 @@ impl Gateway {
             let attached = live.attached();
             let session = self.store.write(|tx| {
                 let mut session = self.session(tx, session_id)?;
-                self.claim(tx, &scope, request_id, request_hash, session_id, session.lease_generation)?;
-                session.stop_request = Some(json!({"reason": reason, "at": common::time::now_rfc3339()}));
-                session.status = if attached { SessionStatus::Stopping } else { SessionStatus::Stopped };
+                self.claim(
+                    tx,
+                    &scope,
+                    request_id,
+                    request_hash,
+                    session_id,
+                    session.lease_generation,
+                )?;
+                session.stop_request = Some(StopRequest::now(reason.clone()));
+                session.status = if attached {
+                    SessionStatus::Stopping
+                } else {
+                    SessionStatus::Stopped
+                };
                 if !attached {
-                    session.terminal = Some(json!({
-                        "reason": "stopped", "detail": "the runtime was not attached; nothing was running to stop",
-                        "exit_code": null, "at": common::time::now_rfc3339(),
-                    }));
+                    session.terminal = Some(Terminal::stopped(
+                        Some("the runtime was not attached; nothing was running to stop"),
+                        None,
+                        None,
+                        common::time::now_rfc3339(),
+                    ));
                 }
                 session.pending_turn_id = None;
-                self.commit(tx, &mut session, "stop_requested", json!({"reason": reason}))?;
+                self.commit(
+                    tx,
+                    &mut session,
+                    "stop_requested",
+                    json!({"reason": reason}),
+                )?;
                 Ok::<_, ToolError>(session)
             })?;
             self.notify(&session);
@@ -1154,7 +1192,9 @@ impl Gateway {
         ) {
             return Err(ToolError::new(
                 ErrorCode::RecoveryDenied,
-                "the recovery token does not match this session; nothing was changed",
+                "the recovery token does not match this session; nothing was changed. Use the \
+                 recovery_token of native_session_start's answer for this native_session_id; \
+                 without it, start a new session",
             ));
         }
         if let Some(view) = self.replayed(&scope, recovery_id, request_hash)? {
@@ -1313,12 +1353,12 @@ impl Gateway {
                 )
             }
             BrokerEvent::RunnerLaunchFailed { message } => {
-                let error = json!({"code": "runner_launch_failed", "message": message, "at": common::time::now_rfc3339()});
-                session.launch_error = Some(error.clone());
+                let error = LaunchError::now(LaunchErrorCode::RunnerLaunchFailed, message);
+                let data = json!(error);
+                session.launch_error = Some(error);
                 session.status = SessionStatus::Failed;
-                session.terminal =
-                    Some(json!({"reason": "launch_error", "at": common::time::now_rfc3339()}));
-                ("launch_failed", error)
+                session.terminal = Some(Terminal::launch_error());
+                ("launch_failed", data)
             }
             BrokerEvent::TurnRequested(request) => {
                 if let Some(turn) = tx.turn_by_fingerprint(&session.id, &request.fingerprint)? {
@@ -1494,14 +1534,17 @@ impl Gateway {
                     // The lease ran out and the gateway stopped the runner: keep `expired`, add
                     // the exit it observed.
                     if let Some(terminal) = session.terminal.as_mut() {
-                        terminal["exit_code"] = json!(exit_code);
-                        terminal["signal"] = json!(signal);
+                        terminal.exit_code = exit_code;
+                        terminal.signal = signal;
                     }
                 } else if session.stop_request.is_some() {
                     session.status = SessionStatus::Stopped;
-                    session.terminal = Some(json!({
-                        "reason": "stopped", "exit_code": exit_code, "signal": signal, "at": rfc3339_ms(at_ms),
-                    }));
+                    session.terminal = Some(Terminal::stopped(
+                        None,
+                        exit_code,
+                        signal,
+                        rfc3339_ms(at_ms),
+                    ));
                 } else if !session.status.is_terminal() {
                     // The runner died on its own: say so. `continue` may start a new generation.
                     session.recovery_required = true;
@@ -1537,18 +1580,14 @@ pub(crate) fn stop_for_indeterminate_write(session: &mut SessionRecord, action: 
     session.status = SessionStatus::Failed;
     session.recovery_required = true;
     session.pending_turn_id = None;
-    session.terminal = Some(json!({
-        "reason": "write_indeterminate",
-        "message": "a write's file matches neither its old nor its new content; nothing more is \
-                    written in this session. Inspect the file, then start a new session.",
-        "action_id": action.action_id,
-        "path": path,
-        "at": common::time::now_rfc3339(),
-    }));
+    session.terminal = Some(Terminal::write_indeterminate(
+        action.action_id.clone(),
+        path,
+    ));
 }
 
 /// What confines the runner and commands on this host, said plainly.
-fn network_boundary() -> Value {
+fn network_boundary() -> NetworkBoundary {
     crate::boundary::network_boundary()
 }
 
@@ -1772,9 +1811,11 @@ impl Gateway {
                 let at = common::time::now_rfc3339();
                 current.status = SessionStatus::Expired;
                 current.pending_turn_id = None;
-                current.stop_request = Some(json!({"reason": "lease expired", "at": at}));
-                current.terminal =
-                    Some(json!({"reason": "lease_expired", "exit_code": null, "at": at}));
+                current.stop_request = Some(StopRequest {
+                    reason: "lease expired".into(),
+                    at: at.clone(),
+                });
+                current.terminal = Some(Terminal::lease_expired(at));
                 self.commit(tx, &mut current, "lease_expired", json!({}))?;
                 Ok(Some(current))
             });
@@ -1892,10 +1933,12 @@ impl Gateway {
             if let Some(run) = session.current_run.as_mut().filter(|r| r.state == "alive") {
                 run.state = "lost".into();
             }
-            session.terminal = Some(json!({
-                "reason": "stopped", "detail": detail, "exit_code": null,
-                "at": common::time::now_rfc3339(),
-            }));
+            session.terminal = Some(Terminal::stopped(
+                Some(detail),
+                None,
+                None,
+                common::time::now_rfc3339(),
+            ));
             self.commit(tx, &mut session, "stop_enforced", json!({"detail": detail}))?;
             Ok(Some(session))
         });
@@ -1931,7 +1974,9 @@ impl Gateway {
             return;
         }
         let res = self.store.write(|tx| {
-            let Some(mut session) = tx.session(session_id)? else { return Ok(None) };
+            let Some(mut session) = tx.session(session_id)? else {
+                return Ok(None);
+            };
             if session.status.is_terminal()
                 || session.broker.as_ref().is_some_and(|b| b.pid != broker_pid)
             {
@@ -1940,11 +1985,16 @@ impl Gateway {
             if session.stop_request.is_some() {
                 session.status = SessionStatus::Stopped;
                 if session.terminal.is_none() {
-                    let mut terminal = json!({"reason": "stopped", "exit_code": null, "at": common::time::now_rfc3339()});
-                    if self.live(session_id).stop_enforced.load(std::sync::atomic::Ordering::SeqCst) {
-                        terminal["detail"] = json!(FORCED_STOP_DETAIL);
-                    }
-                    session.terminal = Some(terminal);
+                    let forced = self
+                        .live(session_id)
+                        .stop_enforced
+                        .load(std::sync::atomic::Ordering::SeqCst);
+                    session.terminal = Some(Terminal::stopped(
+                        forced.then_some(FORCED_STOP_DETAIL),
+                        None,
+                        None,
+                        common::time::now_rfc3339(),
+                    ));
                 }
             } else {
                 session.recovery_required = true;
@@ -1953,15 +2003,16 @@ impl Gateway {
                 }
                 // A broker that is gone takes its runner's pending request with it: nobody can
                 // answer that turn any more. A live broker keeps it for a re-attach.
-                let broker_gone = session
-                    .broker
-                    .as_ref()
-                    .is_none_or(|b| crate::brokers::process_start_time(b.pid) != Some(b.start_time));
+                let broker_gone = session.broker.as_ref().is_none_or(|b| {
+                    crate::brokers::process_start_time(b.pid) != Some(b.start_time)
+                });
                 if broker_gone {
                     session.pending_turn_id = None;
                     if matches!(
                         session.status,
-                        SessionStatus::Running | SessionStatus::WaitingForGpt | SessionStatus::Starting
+                        SessionStatus::Running
+                            | SessionStatus::WaitingForGpt
+                            | SessionStatus::Starting
                     ) {
                         session.status = SessionStatus::Idle;
                     }

@@ -1,6 +1,7 @@
-//! The SessionView: the one answer shape of every successful tool call, with its JSON Schema
-//! (advertised as each tool's `outputSchema`).
+//! The SessionView (the answer shape of every successful tool call), the typed records it is made
+//! of, the error result shape, and the `outputSchema` advertising both.
 
+use common::schema::{Contract, schema_for};
 use common::tools::{CapabilityProfile, Receipt, SubagentPolicy, ToolStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -14,48 +15,54 @@ pub const REPLY_BUDGET_BYTES: u64 = 786_432;
 pub struct SessionView {
     pub native_session_id: String,
     pub session_label: Option<String>,
-    /// `starting`, `waiting_for_gpt`, `running`, `idle`, `stopping`, `stopped`, `failed`, `expired`.
+    #[schemars(extend("enum" = ["starting", "waiting_for_gpt", "running", "idle", "stopping", "stopped", "failed", "expired"]))]
     pub status: String,
-    /// Increases on every state change of the session.
+    /// Grows on every change.
     pub revision: u64,
-    /// True when this answer replays an earlier identical request.
+    /// This answer replays an earlier identical request.
     pub replay: bool,
-    /// Always `chatgpt-main`.
+    #[schemars(extend("const" = "chatgpt-main"))]
     pub route: String,
-    /// Always `none`.
+    #[schemars(extend("const" = "none"))]
     pub fallback: String,
+    /// Pass it to every later call.
     pub lease_id: Option<String>,
     pub lease_expires_at: Option<String>,
-    /// Only in the answer to `native_session_start` and its replays.
+    /// Only in start's answer; keep it for native_session_recover.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_token: Option<String>,
     pub capability_profile: CapabilityProfile,
     pub subagent_policy: SubagentPolicy,
     pub source_directory: String,
+    /// Where commands run and writes land.
     pub working_directory: String,
     pub workspace: Workspace,
     pub claude_session_id: String,
     pub current_run: Option<CurrentRunView>,
+    /// The gateway is connected to the session's runtime now.
     pub runtime_attached: bool,
+    /// Call native_session_recover before anything else (unless terminal is set).
     pub recovery_required: bool,
+    /// The turn to answer now with native_session_reply_and_wait.
     pub pending_turn: Option<PendingTurn>,
     pub last_result: Option<LastResultView>,
-    pub launch_error: Option<Value>,
-    pub stop_request: Option<Value>,
-    pub terminal: Option<Value>,
-    pub network_boundary: Value,
-    pub skill_snapshot: Vec<Value>,
-    /// `disabled` unless the session uses `deepseek_explicit`.
+    pub launch_error: Option<LaunchError>,
+    pub stop_request: Option<StopRequest>,
+    /// Why the session ended.
+    pub terminal: Option<Terminal>,
+    pub network_boundary: NetworkBoundary,
+    pub skill_snapshot: Vec<SkillSnapshotEntry>,
+    #[schemars(extend("enum" = ["disabled"]))]
     pub deepseek_route: String,
-    pub deepseek_subsessions: Vec<Value>,
+    pub deepseek_subsessions: Vec<DeepseekSubsession>,
     pub active_deepseek_subsession_id: Option<String>,
 }
 
 /// Where the session works.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Workspace {
-    /// `read_only`, `direct` or `worktree`.
-    pub kind: String,
+    pub kind: WorkspaceKind,
+    /// The user's directory.
     pub root: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_path: Option<String>,
@@ -65,11 +72,33 @@ pub struct Workspace {
     pub base_commit: Option<String>,
 }
 
+/// The kind of a session's workspace, from its capability profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceKind {
+    ReadOnly,
+    Direct,
+    Worktree,
+}
+
+impl Workspace {
+    /// A session working in its directory itself (`read_only`, `direct_write`).
+    pub fn in_place(kind: WorkspaceKind, root: String) -> Self {
+        Workspace {
+            kind,
+            root,
+            worktree_path: None,
+            branch: None,
+            base_commit: None,
+        }
+    }
+}
+
 /// The runner generation attached to the session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CurrentRunView {
     pub generation: u32,
-    /// `alive`, `exited` or `lost`.
+    #[schemars(extend("enum" = ["alive", "exited", "lost"]))]
     pub state: String,
     pub started_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,13 +110,17 @@ pub struct CurrentRunView {
 pub struct PendingTurn {
     pub turn_id: String,
     pub sequence: u64,
-    /// `prompt` or `tool_results`.
+    #[schemars(extend("enum" = ["prompt", "tool_results"]))]
     pub kind: String,
+    /// The user's prompt (kind prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// Results of your previous tool_calls, by call_index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_results: Option<Vec<ToolResultView>>,
+    /// Logical tools you may call; their arguments are in reply_and_wait's tool_calls schema.
     pub allowed_tools: Vec<String>,
+    /// Most bytes of text plus tool_calls in your reply.
     pub reply_budget_bytes: u64,
 }
 
@@ -112,13 +145,268 @@ pub struct LastResultView {
     pub at: String,
 }
 
-/// The `outputSchema` advertised for every tool.
-pub fn session_view_schema() -> Value {
-    let mut value = serde_json::to_value(schemars::schema_for!(SessionView)).unwrap_or(Value::Null);
-    if let Some(map) = value.as_object_mut() {
-        map.remove("$schema");
+/// Why the session's runtime could not be started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LaunchError {
+    pub code: LaunchErrorCode,
+    pub message: String,
+    pub at: String,
+}
+
+/// Stable codes of a [`LaunchError`] (`runner_not_found`: no executable Claude Code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LaunchErrorCode {
+    // No executable Claude Code binary.
+    RunnerNotFound,
+    // The broker started but Claude Code did not.
+    RunnerLaunchFailed,
+    BrokerSpawnFailed,
+    BrokerUnreachable,
+    // The session ended while its runtime was starting.
+    SessionTerminal,
+    Internal,
+}
+
+impl LaunchError {
+    /// A launch error observed now.
+    pub fn now(code: LaunchErrorCode, message: impl Into<String>) -> Self {
+        LaunchError {
+            code,
+            message: message.into(),
+            at: common::time::now_rfc3339(),
+        }
     }
-    value
+}
+
+/// Who asked the session to stop, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StopRequest {
+    pub reason: String,
+    pub at: String,
+}
+
+impl StopRequest {
+    /// A stop requested now.
+    pub fn now(reason: impl Into<String>) -> Self {
+        StopRequest {
+            reason: reason.into(),
+            at: common::time::now_rfc3339(),
+        }
+    }
+}
+
+/// How and when a session ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Terminal {
+    pub reason: TerminalReason,
+    /// What happened, when more than the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "message")]
+    pub detail: Option<String>,
+    /// The runner's exit code, when it was observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the runner, when it was observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The write action that ended the session (write_indeterminate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
+    /// The file of that write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub at: String,
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalReason {
+    // Its runtime could not be started (see launch_error).
+    LaunchError,
+    // It was stopped (see stop_request).
+    Stopped,
+    // Its lease ran out.
+    LeaseExpired,
+    // A write ended in an unknown state; nothing more is written.
+    WriteIndeterminate,
+}
+
+impl Terminal {
+    fn at(reason: TerminalReason, at: String) -> Self {
+        Terminal {
+            reason,
+            detail: None,
+            exit_code: None,
+            signal: None,
+            action_id: None,
+            path: None,
+            at,
+        }
+    }
+
+    /// The runtime could not be started.
+    pub fn launch_error() -> Self {
+        Self::at(TerminalReason::LaunchError, common::time::now_rfc3339())
+    }
+
+    /// The session stopped at `at`; `detail` says how when the runner's own exit was not seen.
+    pub fn stopped(
+        detail: Option<&str>,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        at: String,
+    ) -> Self {
+        Terminal {
+            detail: detail.map(str::to_string),
+            exit_code,
+            signal,
+            ..Self::at(TerminalReason::Stopped, at)
+        }
+    }
+
+    /// The lease ran out at `at`.
+    pub fn lease_expired(at: String) -> Self {
+        Self::at(TerminalReason::LeaseExpired, at)
+    }
+
+    /// A write's file matches neither its old nor its new content.
+    pub fn write_indeterminate(action_id: String, path: Option<String>) -> Self {
+        Terminal {
+            detail: Some(
+                "a write's file matches neither its old nor its new content; nothing more is \
+                 written in this session. Inspect the file, then start a new session."
+                    .into(),
+            ),
+            action_id: Some(action_id),
+            path,
+            ..Self::at(
+                TerminalReason::WriteIndeterminate,
+                common::time::now_rfc3339(),
+            )
+        }
+    }
+}
+
+/// What confines the runner and its commands on this host; degraded states say so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NetworkBoundary {
+    /// The runner's network.
+    pub runner: String,
+    /// Where the runner may write.
+    pub runner_writes: String,
+    /// RunCommand's network.
+    pub commands: String,
+    /// The runner's confinement layers.
+    pub enforced_by: String,
+    /// RunCommand's confinement layers.
+    pub commands_enforced_by: String,
+    /// Some confinement is missing on this host.
+    pub degraded: bool,
+}
+
+/// A skill frozen into the session at start: never its body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillSnapshotEntry {
+    pub skill_id: String,
+    pub content_sha256: String,
+}
+
+/// A DeepSeek sub-session (only with `deepseek_explicit`; not available in this build).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DeepseekSubsession {
+    pub subsession_id: String,
+    pub status: String,
+}
+
+/// A refused call: what `structuredContent` holds when `isError` is true.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorResult {
+    pub error: ErrorBody,
+}
+
+/// The stable code and what to do next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorBody {
+    pub code: crate::error::ErrorCode,
+    pub message: String,
+}
+
+/// The `outputSchema` advertised for every tool: a SessionView, or an [`ErrorResult`] when the
+/// result has `isError: true`. Strict clients (the TypeScript SDK) validate `structuredContent`
+/// of error results too, so the error shape must be part of it.
+///
+/// Every tool repeats it, so it carries no field descriptions: what a model must know of the
+/// SessionView (keep lease_id and recovery_token, answer pending_turn, recover when
+/// recovery_required) is said once, in the tool descriptions.
+pub fn output_schema() -> Value {
+    let mut view = schema_for::<SessionView>(Contract::Output);
+    let mut error = schema_for::<ErrorResult>(Contract::Output);
+    strip_output_noise(&mut view);
+    strip_output_noise(&mut error);
+    serde_json::json!({
+        "type": "object",
+        "description": "The SessionView; when isError, {error: {code, message}}.",
+        "anyOf": [view, error],
+    })
+}
+
+/// Undo `admit_null` for a field that is omitted rather than null.
+fn refuse_null(node: &mut Value) {
+    let Some(map) = node.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Array(types)) = map.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let only = types.remove(0);
+            map.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(values)) = map.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+}
+
+/// Drop descriptions and `minimum: 0` (a sender's bound says nothing to a reader) from an
+/// output schema.
+fn strip_output_noise(node: &mut Value) {
+    let Some(map) = node.as_object_mut() else {
+        return;
+    };
+    map.remove("description");
+    if map.get("minimum") == Some(&Value::from(0)) {
+        map.remove("minimum");
+    }
+    let required: Vec<String> = map
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(Value::Object(props)) = map.get_mut("properties") {
+        for (key, value) in props.iter_mut() {
+            strip_output_noise(value);
+            // A field that is not required is left out when empty, never sent as null.
+            if !required.contains(key) {
+                refuse_null(value);
+            }
+        }
+    }
+    if let Some(items) = map.get_mut("items") {
+        strip_output_noise(items);
+    }
+    if let Some(Value::Array(alts)) = map.get_mut("anyOf") {
+        for alt in alts {
+            strip_output_noise(alt);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -144,13 +432,7 @@ mod tests {
             subagent_policy: SubagentPolicy::None,
             source_directory: "/home/me/project".into(),
             working_directory: "/home/me/project".into(),
-            workspace: Workspace {
-                kind: "read_only".into(),
-                root: "/home/me/project".into(),
-                worktree_path: None,
-                branch: None,
-                base_commit: None,
-            },
+            workspace: Workspace::in_place(WorkspaceKind::ReadOnly, "/home/me/project".into()),
             claude_session_id: "6f1c0c1e-8d7e-4a53-9d44-0f2f4c1b2a10".into(),
             current_run: Some(CurrentRunView {
                 generation: 1,
@@ -189,12 +471,58 @@ mod tests {
             launch_error: None,
             stop_request: None,
             terminal: None,
-            network_boundary: serde_json::json!({"runner": "unconfined", "degraded": true}),
+            network_boundary: NetworkBoundary {
+                runner: "loopback:broker-port-only".into(),
+                runner_writes: "private-dirs-only".into(),
+                commands: "none: empty network namespace, no sockets".into(),
+                enforced_by: "linux:netns+landlock(v6)+seccomp+nnp+caps".into(),
+                commands_enforced_by: "linux:netns+landlock(v6)+seccomp".into(),
+                degraded: false,
+            },
             skill_snapshot: Vec::new(),
             deepseek_route: "disabled".into(),
             deepseek_subsessions: Vec::new(),
             active_deepseek_subsession_id: None,
         };
         insta::assert_json_snapshot!(view);
+    }
+
+    /// The typed records of a session that ended, as ChatGPT reads them.
+    #[test]
+    fn ended_session_records_snapshot() {
+        let at = "2026-11-29T19:00:00Z".to_string();
+        let mut indeterminate =
+            Terminal::write_indeterminate("act_1".into(), Some("/home/me/project/a.txt".into()));
+        indeterminate.at = at.clone();
+        let mut launch_terminal = Terminal::launch_error();
+        launch_terminal.at = at.clone();
+        let mut launch_error = LaunchError::now(
+            LaunchErrorCode::RunnerNotFound,
+            "the Claude Code binary was not found",
+        );
+        launch_error.at = at.clone();
+        let records = serde_json::json!({
+            "stopped": Terminal::stopped(None, Some(143), None, at.clone()),
+            "stopped_unattached": Terminal::stopped(Some("nothing was running"), None, None, at.clone()),
+            "lease_expired": Terminal::lease_expired(at.clone()),
+            "write_indeterminate": indeterminate,
+            "launch_error": launch_terminal,
+            "launch_error_record": launch_error,
+            "stop_request": StopRequest { reason: "done".into(), at },
+        });
+        insta::assert_json_snapshot!(records);
+    }
+
+    /// Records written before the typed shapes (`message` for a write_indeterminate's text)
+    /// still read back.
+    #[test]
+    fn stored_terminal_records_read_back() {
+        let stored = serde_json::json!({"reason": "write_indeterminate", "message": "m",
+            "action_id": "act_1", "path": null, "at": "t"});
+        let terminal: Terminal = serde_json::from_value(stored).unwrap();
+        assert_eq!(terminal.detail.as_deref(), Some("m"));
+        let stored = serde_json::json!({"reason": "lease_expired", "exit_code": null, "at": "t"});
+        let terminal: Terminal = serde_json::from_value(stored).unwrap();
+        assert_eq!(terminal.reason, TerminalReason::LeaseExpired);
     }
 }

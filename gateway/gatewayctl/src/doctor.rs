@@ -80,7 +80,7 @@ pub fn run(
     json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let mut checks = vec![claude_check(args)];
+    let mut checks = claude_checks(args);
     checks.extend(state_checks(state_dir, args));
     if !args.skip_host_probes {
         checks.push(userns_check());
@@ -186,27 +186,115 @@ fn first_line(text: &str) -> &str {
         .unwrap_or("")
 }
 
-fn claude_check(args: &DoctorArgs) -> Check {
+/// `scripts/install-claude-code`, whose `CLAUDE_CODE_VERSION` default is the one pin of the
+/// Claude Code version (the turn bridge is tested against it).
+const INSTALL_CLAUDE_CODE: &str = include_str!("../../../scripts/install-claude-code");
+
+/// The Claude Code version `scripts/install-claude-code` installs.
+pub fn pinned_claude_code_version() -> Option<&'static str> {
+    INSTALL_CLAUDE_CODE.lines().find_map(|line| {
+        line.trim()
+            .strip_prefix("CLAUDE_CODE_VERSION=\"${CLAUDE_CODE_VERSION:-")?
+            .strip_suffix("}\"")
+    })
+}
+
+/// Where `scripts/run` (through `scripts/install-claude-code`) installs Claude Code in a checkout.
+fn scripts_run_claude(checkout: &Path) -> PathBuf {
+    checkout.join(".tools/claude-code/node_modules/.bin/claude")
+}
+
+/// The checkout gatewayctl was built in (an ancestor of its binary holding
+/// `scripts/install-claude-code`), else the current directory.
+fn default_checkout() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors()
+        .find(|dir| dir.join("scripts/install-claude-code").is_file())
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+}
+
+/// Claude Code as the gateway finds it (`CLAUDE_BIN`, else `$HOME/.npm-global/bin/claude`), and
+/// the copy `scripts/run` installed, which it passes as `CLAUDE_BIN` when none is set.
+fn claude_checks(args: &DoctorArgs) -> Vec<Check> {
     const NAME: &str = "claude code";
+    const RUN_NAME: &str = "claude code (scripts/run)";
     const FIX: &str = "run scripts/install-claude-code and set CLAUDE_BIN to the path it prints";
-    let path = match (&args.claude_bin, &args.home) {
-        (Some(bin), _) if !bin.as_os_str().is_empty() => bin.clone(),
-        (_, Some(home)) => home.join(".npm-global").join("bin").join("claude"),
-        _ => return fail(NAME, "CLAUDE_BIN and HOME are both unset", FIX),
+    if let Some(bin) = args
+        .claude_bin
+        .as_ref()
+        .filter(|b| !b.as_os_str().is_empty())
+    {
+        return vec![claude_binary_check(NAME, bin)];
+    }
+    let installed = args
+        .checkout
+        .clone()
+        .or_else(default_checkout)
+        .map(|dir| scripts_run_claude(&dir))
+        .filter(|p| p.is_file());
+    let Some(home) = &args.home else {
+        return vec![fail(NAME, "CLAUDE_BIN and HOME are both unset", FIX)];
     };
+    let default = home.join(".npm-global").join("bin").join("claude");
+    match installed {
+        _ if default.exists() => {
+            let mut checks = vec![claude_binary_check(NAME, &default)];
+            if let Some(installed) = installed {
+                checks.push(claude_binary_check(RUN_NAME, &installed));
+            }
+            checks
+        }
+        Some(installed) => vec![
+            warn(
+                NAME,
+                format!(
+                    "CLAUDE_BIN is unset and {} does not exist: scripts/run uses the copy it \
+                     installed, but `gateway serve` started any other way (a service) finds none",
+                    default.display()
+                ),
+                format!("export CLAUDE_BIN={}", installed.display()),
+            ),
+            claude_binary_check(RUN_NAME, &installed),
+        ],
+        None => vec![fail(
+            NAME,
+            format!(
+                "{}: not found, CLAUDE_BIN is unset, and scripts/run has installed none",
+                default.display()
+            ),
+            FIX,
+        )],
+    }
+}
+
+fn claude_binary_check(name: &str, path: &Path) -> Check {
+    const FIX: &str = "run scripts/install-claude-code and set CLAUDE_BIN to the path it prints";
     let shown = path.display();
-    let Ok(meta) = std::fs::metadata(&path) else {
-        return fail(NAME, format!("{shown}: not found"), FIX);
+    let Ok(meta) = std::fs::metadata(path) else {
+        return fail(name, format!("{shown}: not found"), FIX);
     };
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        return fail(NAME, format!("{shown}: not an executable file"), FIX);
+        return fail(name, format!("{shown}: not an executable file"), FIX);
     }
-    match run_with_timeout(Command::new(&path).arg("--version"), VERSION_TIMEOUT) {
+    match run_with_timeout(Command::new(path).arg("--version"), VERSION_TIMEOUT) {
         Ok((true, out, _)) if !first_line(&out).is_empty() => {
-            ok(NAME, format!("{shown}: {}", first_line(&out)))
+            let line = first_line(&out);
+            let version = line.split_whitespace().next().unwrap_or("");
+            match pinned_claude_code_version() {
+                Some(pinned) if version != pinned => warn(
+                    name,
+                    format!("{shown}: {line}, not the pinned {pinned}"),
+                    format!(
+                        "the gateway is tested with Claude Code {pinned}: {FIX} \
+                         (scripts/install-claude-code holds the pin)"
+                    ),
+                ),
+                _ => ok(name, format!("{shown}: {line}")),
+            }
         }
         Ok((_, out, err)) => fail(
-            NAME,
+            name,
             format!(
                 "{shown} --version failed: {}",
                 crate::table::clip(
@@ -216,7 +304,7 @@ fn claude_check(args: &DoctorArgs) -> Check {
             ),
             FIX,
         ),
-        Err(e) => fail(NAME, format!("{shown} --version: {e}"), FIX),
+        Err(e) => fail(name, format!("{shown} --version: {e}"), FIX),
     }
 }
 
@@ -342,13 +430,13 @@ fn state_checks(state_dir: &Path, args: &DoctorArgs) -> Vec<Check> {
             first_start,
         )
     };
-    checks.push(private_check(
-        "access token",
-        &token_path,
-        false,
-        0o600,
-        missing,
-    ));
+    let mut token_check = private_check("access token", &token_path, false, 0o600, missing);
+    if token_in_env && token_path.exists() && token_check.status == Status::Ok {
+        token_check
+            .detail
+            .push_str(" (not used: the gateway takes CLAUDE_TOOLS_GATEWAY_TOKEN)");
+    }
+    checks.push(token_check);
     let key_path = state_dir.join("auth").join("server-key");
     let missing = warn(
         "server key",
@@ -869,6 +957,16 @@ fn launchd_checks(shown: &str, text: &str) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pin_comes_from_install_claude_code() {
+        let pinned =
+            pinned_claude_code_version().expect("CLAUDE_CODE_VERSION default in the script");
+        assert!(
+            pinned.split('.').count() == 3 && pinned.split('.').all(|p| p.parse::<u32>().is_ok()),
+            "{pinned}"
+        );
+    }
 
     #[test]
     fn finds_placeholders() {

@@ -1,4 +1,5 @@
-//! gatewayctl: the owner's read-only view of the gateway's sessions, brokers and host setup.
+//! gatewayctl: the owner's read-only view of the gateway's sessions, brokers and host setup, and
+//! `try`, a first session through the running gateway's public MCP tools.
 //!
 //! It opens the state database with `SQLITE_OPEN_READ_ONLY` and never writes to the state dir.
 //! It shows PIDs and paths (it is the owner's tool, not the public API) but never a secret: broker
@@ -21,6 +22,7 @@ pub mod plist;
 pub mod procfs;
 mod sessions;
 pub mod table;
+pub mod try_session;
 pub mod unit;
 
 /// Command line of `gatewayctl`.
@@ -74,6 +76,10 @@ pub enum Command {
     ConnectorUrl(ConnectorArgs),
     /// Check the Claude Code binary, state dir modes, sandbox support and service files.
     Doctor(DoctorArgs),
+    /// Run one read_only session on DIR through the running gateway, with a scripted ChatGPT
+    /// (FindFiles, Read, a final answer) and the real Claude Code, and print each turn.
+    #[command(verbatim_doc_comment)]
+    Try(TryArgs),
 }
 
 /// Options of `brokers`.
@@ -101,15 +107,39 @@ pub struct ConnectorArgs {
     pub token: Option<String>,
 }
 
+/// Options of `try`.
+#[derive(Debug, Clone, Args)]
+pub struct TryArgs {
+    /// Directory to look at (read-only). Default: the current directory.
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The gateway's MCP endpoint (a capability URL `…/mcp/<token>` needs no token).
+    #[arg(long, value_name = "URL", default_value = try_session::DEFAULT_URL)]
+    pub url: String,
+    /// The access token; default: <state>/auth/access-token.
+    #[arg(
+        long,
+        env = "CLAUDE_TOOLS_GATEWAY_TOKEN",
+        hide_env_values = true,
+        hide = true
+    )]
+    pub token: Option<String>,
+}
+
 /// Options of `doctor`.
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
     /// Service file to check (repeatable). Default: the installed launchd/systemd locations.
     #[arg(long, value_name = "PATH")]
     pub service_file: Vec<PathBuf>,
-    /// Claude Code binary. Default: $HOME/.npm-global/bin/claude.
-    #[arg(long, env = "CLAUDE_BIN", value_name = "PATH")]
+    /// Claude Code binary, as the gateway finds it: $CLAUDE_BIN, else
+    /// $HOME/.npm-global/bin/claude (and the one scripts/run installs under .tools/).
+    #[arg(long, env = "CLAUDE_BIN", value_name = "PATH", verbatim_doc_comment)]
     pub claude_bin: Option<PathBuf>,
+    /// The checkout whose `.tools/claude-code` scripts/run installed (default: the checkout
+    /// gatewayctl was built in, found from its own path, else the current directory).
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub checkout: Option<PathBuf>,
     /// Home directory (for defaults).
     #[arg(long, env = "HOME", hide = true)]
     pub home: Option<PathBuf>,
@@ -168,6 +198,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<()> {
         ),
         Command::ConnectorUrl(args) => connector::run(&state_dir, &args, json, out),
         Command::Doctor(args) => doctor::run(&state_dir, &args, json, out),
+        Command::Try(args) => try_session::run(&state_dir, &args, json, out),
     }
 }
 

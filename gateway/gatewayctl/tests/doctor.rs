@@ -57,6 +57,7 @@ fn doctor(f: &Fixture, service_files: Vec<PathBuf>) -> Command {
     Command::Doctor(DoctorArgs {
         service_file: service_files,
         claude_bin: Some(fake_claude(f.dir.path())),
+        checkout: Some(f.dir.path().to_path_buf()),
         home: Some(f.dir.path().to_path_buf()),
         token: None,
         skip_host_probes: true,
@@ -172,6 +173,7 @@ fn doctor_without_service_files_or_claude() {
         Command::Doctor(DoctorArgs {
             service_file: Vec::new(),
             claude_bin: None,
+            checkout: Some(f.dir.path().to_path_buf()),
             home: Some(f.dir.path().to_path_buf()),
             token: Some("ngw_from_env".into()),
             skip_host_probes: true,

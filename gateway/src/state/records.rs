@@ -6,6 +6,10 @@ use common::tools::{ActionOutcome, CapabilityProfile, SubagentPolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::view::{
+    LaunchError, NetworkBoundary, SkillSnapshotEntry, StopRequest, Terminal, Workspace,
+};
+
 /// Lifecycle of a session, as shown in the SessionView.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -86,7 +90,7 @@ pub struct SessionRecord {
     pub subagent_policy: SubagentPolicy,
     pub source_directory: String,
     pub working_directory: String,
-    pub workspace: Value,
+    pub workspace: Workspace,
     pub claude_session_id: String,
     pub created_at_ms: i64,
     pub lease_generation: u32,
@@ -94,12 +98,12 @@ pub struct SessionRecord {
     pub current_run: Option<CurrentRun>,
     pub pending_turn_id: Option<String>,
     pub last_result: Option<LastResult>,
-    pub launch_error: Option<Value>,
-    pub stop_request: Option<Value>,
-    pub terminal: Option<Value>,
+    pub launch_error: Option<LaunchError>,
+    pub stop_request: Option<StopRequest>,
+    pub terminal: Option<Terminal>,
     pub recovery_required: bool,
-    pub network_boundary: Value,
-    pub skill_snapshot: Vec<Value>,
+    pub network_boundary: NetworkBoundary,
+    pub skill_snapshot: Vec<SkillSnapshotEntry>,
     pub broker: Option<BrokerRecord>,
     /// Sequence number of the last turn created.
     pub turn_sequence: u64,

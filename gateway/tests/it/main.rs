@@ -13,6 +13,9 @@ mod bad_input;
 mod idempotency_lease;
 // MCP protocol surface: auth, Host check, unknown methods and tools, handshake revisions.
 mod protocol;
+// HTTP conventions (401 challenge, bearer scheme, trailing slashes, parse errors) and the limits
+// on slow, idle and too many connections.
+mod http_conventions;
 // No PID, path, token or secret in any public answer of a full session.
 mod leak;
 // Gateway restarts, re-adoption, forged records, lease expiry, runner loss.
@@ -32,3 +35,7 @@ mod protected;
 mod exec_hardening;
 // Crashes of the broker and the gateway at every step of the durable write protocol.
 mod write_crashes;
+// Read, Edit and RunCommand written only from the tools/list schemas run on the first try.
+mod discoverable_tools;
+// Every stable error code with its message, snapshotted.
+mod error_messages;

@@ -56,7 +56,11 @@ async fn handshake_tools_and_protocol_errors() {
             "{}",
             tool["name"]
         );
-        assert!(tool["outputSchema"]["properties"]["pending_turn"].is_object());
+        // A SessionView, or the error shape of an isError result.
+        let output = &tool["outputSchema"];
+        assert_eq!(output["type"], "object");
+        assert!(output["anyOf"][0]["properties"]["pending_turn"].is_object());
+        assert_eq!(output["anyOf"][1]["required"], json!(["error"]));
         assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()));
     }
 
@@ -117,13 +121,18 @@ async fn auth_and_host_checks() {
     };
     let bearer = format!("Bearer {}", gw.token());
 
-    // Missing or wrong token: 401 and nothing else.
+    // Missing or wrong token: 401 with a short JSON body that says nothing about the token.
+    let refusal = |text: &str| {
+        let body: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(body["error"], "invalid_token", "{body}");
+        assert!(!text.contains(gw.token()));
+    };
     let (status, text) = post(gw.url(), vec![]).await;
     assert_eq!(status.as_u16(), 401);
-    assert!(text.is_empty());
+    refusal(&text);
     let (status, text) = post(gw.url(), vec![("authorization", "Bearer wrong".into())]).await;
     assert_eq!(status.as_u16(), 401);
-    assert!(text.is_empty());
+    refusal(&text);
     let (status, _) = post(format!("{}/mcp/wrong-token", gw.base_url()), vec![]).await;
     assert_eq!(status.as_u16(), 401);
     // Right token by header or capability URL.
@@ -205,4 +214,45 @@ async fn stdio_serves_the_same_tools() {
         "invalid_argument"
     );
     assert_eq!(answers[&4]["error"]["code"], -32602);
+}
+
+/// SIGTERM to `gateway serve --stdio`: it answers what it was asked, then exits 0.
+#[tokio::test(flavor = "multi_thread")]
+async fn stdio_stops_gracefully_on_sigterm() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let state = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(GATEWAY)
+        .args(["serve", "--stdio"])
+        .env("CLAUDE_TOOLS_STATE_DIR", state.path().join("state"))
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    stdin
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["id"], 1);
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let started = Instant::now();
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("the gateway exits after SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(started.elapsed() < Duration::from_secs(12));
+    drop(stdin);
 }

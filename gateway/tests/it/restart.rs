@@ -585,3 +585,63 @@ async fn hung_brokers_are_reported_at_restart_and_killed_before_they_are_replace
     );
     assert_eq!(session_events(&gw, sid, "broker_killed"), 1);
 }
+
+/// SIGTERM to the gateway alone (systemd's default): a call waiting in flight answers with the
+/// current state at once, the gateway exits 0, the broker and runner live on, and the next
+/// gateway re-adopts the session with its pending turn.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_drains_calls_exits_zero_and_the_next_gateway_readopts() {
+    let mut gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "hello", "rs-term").await;
+    let (sid, lease, turn) = (session_id(&v), lease_id(&v), turn_id(&v));
+    let broker_pid = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
+    let runner = runner_pid(broker_pid).expect("runner running");
+
+    // A status call waits (up to 40 s) for a change that will not come.
+    let waiting = {
+        let (sid, lease) = (sid.clone(), lease.clone());
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let result = chat.status(&sid, &lease, 40).await;
+            (result, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    gw.signal(nix::sys::signal::Signal::SIGTERM).unwrap();
+    let (result, waited) = waiting.await.unwrap();
+    let v = view(&result.unwrap());
+    assert_eq!(v["pending_turn"]["turn_id"], turn.as_str(), "{v}");
+    assert!(
+        waited < Duration::from_secs(10),
+        "the waiting call was not ended by the stop: {waited:?}"
+    );
+    let status = gw.wait_exit(Duration::from_secs(15)).await.unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}\n{}", gw.stderr_log());
+    assert!(
+        alive(broker_pid) && alive(runner),
+        "SIGTERM must leave brokers and runners for the next start"
+    );
+
+    gw.start().await.unwrap();
+    let chat = chatgpt(&gw).await;
+    let v = view(&chat.status(&sid, &lease, 0).await.unwrap());
+    assert_eq!(v["runtime_attached"], true, "{v}");
+    assert_eq!(v["recovery_required"], false, "{v}");
+    assert_eq!(v["pending_turn"]["turn_id"], turn.as_str(), "{v}");
+    let v = view(
+        &chat
+            .reply(&sid, &lease, &turn, "rs-term-1", Some("hi"), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["status"], "idle", "{v}");
+    assert_eq!(
+        runner_pid(broker_pid),
+        Some(runner),
+        "the same runner answered"
+    );
+    chat.stop(&sid, &lease, "rs-term-stop", None).await.unwrap();
+}

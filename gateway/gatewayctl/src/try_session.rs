@@ -1,0 +1,670 @@
+//! `try [DIR]`: a newcomer's first session. A scripted ChatGPT drives one read_only session on a
+//! directory through the local gateway (MCP over Streamable HTTP, with the official Rust client)
+//! and the real Claude Code runner: FindFiles, then a Read of a small text file it found, then a
+//! final answer; each turn is printed as it happens — what ChatGPT sent, what ran, the receipts —
+//! and the session is stopped at the end.
+//!
+//! It talks to the gateway only through its public MCP tools, like ChatGPT does; it reads the
+//! state dir only for the access token (`connector-url` does the same).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::{TryArgs, write_json};
+
+/// The gateway's endpoint when `scripts/run` started it with its defaults.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:8787/mcp";
+/// The prompt the scripted ChatGPT starts the session with.
+pub const PROMPT: &str = "Look around this directory: list its files, read one small text file, \
+                          and tell me what it is.";
+/// A long-polling call waits at most 50 s on the server.
+const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Turns after which the script gives up (it needs three).
+const MAX_TURNS: usize = 6;
+/// Lines of a tool's output shown per result.
+const SHOWN_LINES: usize = 8;
+/// How deep the listing goes: the directory's files and its subdirectories' (a deeper walk of a
+/// checkout lists `node_modules` and build output first, in path order).
+const LISTING_DEPTH: u32 = 2;
+/// Files larger than this are not picked for the Read.
+const SMALL_FILE_BYTES: u64 = 64 * 1024;
+
+/// What the scripted ChatGPT sent in one reply.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sent {
+    pub text: String,
+    pub tool_calls: Vec<Value>,
+}
+
+/// One model turn of the runner and ChatGPT's answer to it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Turn {
+    /// The pending turn as the gateway showed it.
+    pub pending: Value,
+    pub sent: Sent,
+}
+
+/// Everything `try` saw, for `--json` and for the printed form.
+#[derive(Debug, Clone, Serialize)]
+pub struct Transcript {
+    pub url: String,
+    pub directory: String,
+    pub started: Value,
+    pub turns: Vec<Turn>,
+    /// The view once the runner's turn ended (`idle`) or the session ended on its own.
+    pub settled: Value,
+    /// The view after the stop, when the script stopped the session.
+    pub stopped: Option<Value>,
+}
+
+/// `try`.
+pub fn run(
+    state_dir: &Path,
+    args: &TryArgs,
+    json_output: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let directory = directory(args.dir.as_deref())?;
+    let url = args.url.trim_end_matches('/').to_string();
+    let token = token(state_dir, args.token.as_deref(), &url)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let transcript = runtime.block_on(async {
+        let client = connect(&url, token.as_deref()).await?;
+        let mut printer = Printer {
+            out: &mut *out,
+            live: !json_output,
+        };
+        let mut session = None;
+        let result = drive(
+            &client,
+            &shown_url(&url),
+            &directory,
+            &mut printer,
+            &mut session,
+        )
+        .await;
+        if let (Err(_), Some(session)) = (&result, session) {
+            // Do not leave a runner behind for its lease's lifetime: best effort, the error that
+            // ended the script is what gets reported.
+            let mut args = session;
+            args["request_id"] = json!(format!("try-abort-{}", uuid::Uuid::new_v4()));
+            args["reason"] = json!("gatewayctl try failed");
+            let _ = call(&client, "native_session_stop", args).await;
+        }
+        let _ = client.cancel().await;
+        result
+    })?;
+    if json_output {
+        write_json(out, &serde_json::to_value(&transcript)?)?;
+    }
+    let settled_ok = transcript.settled["status"] == "idle";
+    if !settled_ok {
+        return Err(crate::Reported(format!(
+            "try: the session ended {} instead of idle",
+            transcript.settled["status"]
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn directory(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let dir = match dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    let canonical = std::fs::canonicalize(&dir)
+        .with_context(|| format!("{}: no such directory", dir.display()))?;
+    if !canonical.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    Ok(canonical)
+}
+
+/// The token from `--token`/`CLAUDE_TOOLS_GATEWAY_TOKEN`, else `<state>/auth/access-token`; none
+/// is needed when the URL is already a capability URL (`…/mcp/<token>`).
+fn token(state_dir: &Path, given: Option<&str>, url: &str) -> anyhow::Result<Option<String>> {
+    if let Some(token) = given.filter(|t| !t.is_empty()) {
+        return Ok(Some(token.to_string()));
+    }
+    if is_capability_url(url) {
+        return Ok(None);
+    }
+    let path = state_dir.join("auth").join("access-token");
+    match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim().is_empty() => Ok(Some(text.trim().to_string())),
+        Ok(_) => bail!("{} is empty", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "no access token: {} does not exist. Start the gateway with scripts/run (it creates \
+             the token on first start), or give its state dir (--state-dir) or \
+             CLAUDE_TOOLS_GATEWAY_TOKEN",
+            path.display()
+        ),
+        Err(e) => Err(e).with_context(|| format!("reading the access token {}", path.display())),
+    }
+}
+
+/// The URL as printed: a capability URL's token is replaced by `<token>`.
+fn shown_url(url: &str) -> String {
+    match url.rsplit_once("/mcp/") {
+        Some((base, _)) if is_capability_url(url) => format!("{base}/mcp/<token>"),
+        _ => url.to_string(),
+    }
+}
+
+fn is_capability_url(url: &str) -> bool {
+    url.rsplit_once("/mcp/")
+        .is_some_and(|(_, tail)| !tail.is_empty() && !tail.contains('/'))
+}
+
+async fn connect(url: &str, token: Option<&str>) -> anyhow::Result<RunningService<RoleClient, ()>> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    if let Some(token) = token {
+        config = config.auth_header(token.to_string());
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
+    match tokio::time::timeout(CALL_TIMEOUT, ().serve(transport)).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(err)) => Err(connect_error(url, &format!("{err:#}"))),
+        Err(_) => bail!("the gateway at {url} did not answer within {CALL_TIMEOUT:?}"),
+    }
+}
+
+/// A failed connection in words a newcomer can act on.
+fn connect_error(url: &str, detail: &str) -> anyhow::Error {
+    let lower = detail.to_ascii_lowercase();
+    if lower.contains("401") || lower.contains("unauthorized") || lower.contains("auth required") {
+        anyhow::anyhow!(
+            "the gateway at {url} refused the access token. Use the token of the gateway that is \
+             running: CLAUDE_TOOLS_GATEWAY_TOKEN, or --state-dir pointing at its state dir \
+             (scripts/run uses ./state in the repository)"
+        )
+    } else if lower.contains("connect") || lower.contains("sending request") {
+        anyhow::anyhow!(
+            "no gateway is answering at {url}. Start it with scripts/run (in another terminal), \
+             wait for its `listening` line, then run gatewayctl try again; or pass --url"
+        )
+    } else {
+        anyhow::anyhow!("connecting to the gateway at {url}: {detail}")
+    }
+}
+
+/// Prints the session as it goes (unless the answer is JSON at the end).
+struct Printer<'a, W: Write> {
+    out: &'a mut W,
+    live: bool,
+}
+
+impl<W: Write> Printer<'_, W> {
+    fn print(&mut self, text: &str) -> anyhow::Result<()> {
+        if self.live {
+            self.out.write_all(text.as_bytes())?;
+            self.out.flush()?;
+        }
+        Ok(())
+    }
+}
+
+async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> anyhow::Result<Value> {
+    let Value::Object(arguments) = args else {
+        bail!("arguments of {tool} must be an object");
+    };
+    let mut params = CallToolRequestParams::new(tool.to_string());
+    params.arguments = Some(arguments);
+    let result: CallToolResult = tokio::time::timeout(CALL_TIMEOUT, client.call_tool(params))
+        .await
+        .with_context(|| format!("{tool}: no answer within {CALL_TIMEOUT:?}"))?
+        .with_context(|| format!("calling {tool}"))?;
+    let structured = result.structured_content.unwrap_or(Value::Null);
+    if result.is_error == Some(true) {
+        let code = structured["error"]["code"].as_str().unwrap_or("unknown");
+        let message = structured["error"]["message"].as_str().unwrap_or("");
+        bail!("{tool} was refused: {code}: {message}");
+    }
+    if !structured.is_object() {
+        bail!("{tool} answered without a SessionView");
+    }
+    Ok(structured)
+}
+
+fn is_terminal(view: &Value) -> bool {
+    matches!(
+        view["status"].as_str(),
+        Some("stopped" | "failed" | "expired")
+    )
+}
+
+/// Waits (status long-poll) until the session has a pending turn, is idle, or ended.
+async fn settle(client: &RunningService<RoleClient, ()>, mut view: Value) -> anyhow::Result<Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    while !matches!(view["status"].as_str(), Some("waiting_for_gpt" | "idle"))
+        && !is_terminal(&view)
+    {
+        if tokio::time::Instant::now() >= deadline {
+            bail!("the session stayed {} for 5 minutes", view["status"]);
+        }
+        view = call(
+            client,
+            "native_session_status",
+            json!({
+                "native_session_id": view["native_session_id"],
+                "lease_id": view["lease_id"],
+                "wait_seconds": 10,
+            }),
+        )
+        .await?;
+    }
+    Ok(view)
+}
+
+async fn drive<W: Write>(
+    client: &RunningService<RoleClient, ()>,
+    url: &str,
+    directory: &Path,
+    printer: &mut Printer<'_, W>,
+    session_out: &mut Option<Value>,
+) -> anyhow::Result<Transcript> {
+    let dir = directory.to_string_lossy().to_string();
+    printer.print(&render_header(url, &dir))?;
+    let started = call(
+        client,
+        "native_session_start",
+        json!({
+            "prompt": PROMPT,
+            "working_directory": dir,
+            "capability_profile": "read_only",
+            "session_label": "gatewayctl try",
+            "idempotency_key": format!("try-{}", uuid::Uuid::new_v4()),
+            "wait_seconds": 50,
+        }),
+    )
+    .await?;
+    printer.print(&render_started(&started))?;
+    let session = json!({
+        "native_session_id": started["native_session_id"],
+        "lease_id": started["lease_id"],
+    });
+    *session_out = Some(session.clone());
+    let mut script = Script::default();
+    let mut turns = Vec::new();
+    let mut view = settle(client, started.clone()).await?;
+    while view["status"] == "waiting_for_gpt" {
+        if turns.len() >= MAX_TURNS {
+            bail!("the runner asked for more than {MAX_TURNS} turns");
+        }
+        let pending = view["pending_turn"].clone();
+        let sent = script.answer(&pending, directory);
+        printer.print(&render_turn(turns.len() + 1, &pending, &sent))?;
+        let mut args = session.clone();
+        args["turn_id"] = pending["turn_id"].clone();
+        args["reply_id"] = json!(format!("try-reply-{}", turns.len() + 1));
+        args["text"] = json!(sent.text);
+        if !sent.tool_calls.is_empty() {
+            args["tool_calls"] = json!(sent.tool_calls);
+        }
+        turns.push(Turn { pending, sent });
+        let answer = call(client, "native_session_reply_and_wait", args).await?;
+        view = settle(client, answer).await?;
+    }
+    printer.print(&render_settled(&view))?;
+    let stopped = if is_terminal(&view) {
+        None
+    } else {
+        let mut args = session.clone();
+        args["request_id"] = json!(format!("try-stop-{}", uuid::Uuid::new_v4()));
+        args["reason"] = json!("gatewayctl try is done");
+        let stopped = call(client, "native_session_stop", args).await?;
+        printer.print(&render_stopped(&stopped))?;
+        Some(stopped)
+    };
+    Ok(Transcript {
+        url: url.to_string(),
+        directory: dir,
+        started,
+        turns,
+        settled: view,
+        stopped,
+    })
+}
+
+/// The scripted ChatGPT: FindFiles, then Read of a small text file from the listing, then a final
+/// answer built from what it saw.
+#[derive(Debug, Default)]
+struct Script {
+    files_found: Option<usize>,
+    read: Option<(String, Option<String>, usize)>,
+}
+
+impl Script {
+    fn answer(&mut self, pending: &Value, directory: &Path) -> Sent {
+        let results = pending["tool_results"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for result in &results {
+            match result["name"].as_str() {
+                Some("FindFiles") => {
+                    self.files_found = Some(listed_files(result).len());
+                    if let Some(file) = pick_small_text_file(&listed_files(result)) {
+                        return Sent {
+                            text: format!("Reading {}.", file_name(&file)),
+                            tool_calls: vec![json!({
+                                "name": "Read",
+                                "arguments": {"file_path": file, "limit": 40},
+                            })],
+                        };
+                    }
+                }
+                Some("Read") => {
+                    let file = result["receipt"]["path"].as_str().unwrap_or("").to_string();
+                    let sha = result["receipt"]["sha256"].as_str().map(str::to_string);
+                    let lines = result["output"].as_str().map_or(0, |o| o.lines().count());
+                    self.read = Some((file, sha, lines));
+                }
+                _ => {}
+            }
+        }
+        if pending["kind"] == "prompt" {
+            return Sent {
+                text: "Let me list the files first.".into(),
+                tool_calls: vec![json!({
+                    "name": "FindFiles",
+                    "arguments": {
+                        "path": directory.to_string_lossy(),
+                        "max_depth": LISTING_DEPTH,
+                        "max_results": 200,
+                    },
+                })],
+            };
+        }
+        Sent {
+            text: self.final_answer(directory),
+            tool_calls: Vec::new(),
+        }
+    }
+
+    fn final_answer(&self, directory: &Path) -> String {
+        let dir = directory.display();
+        let found = match self.files_found {
+            Some(n) => format!("FindFiles listed {n} file(s) in {dir}"),
+            None => format!("I could not list {dir}"),
+        };
+        match &self.read {
+            Some((file, sha, lines)) => format!(
+                "{found}. I read {} ({lines} line(s) shown, sha256 {}).",
+                file_name(file),
+                sha.as_deref().unwrap_or("unknown")
+            ),
+            None => format!("{found}; none of them looked like a small text file to read."),
+        }
+    }
+}
+
+/// The file paths in a FindFiles result (its notes in brackets and symlinks left out).
+fn listed_files(result: &Value) -> Vec<String> {
+    result["output"]
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .filter(|l| l.starts_with('/') && !l.ends_with(" -> (symlink)"))
+        .map(str::to_string)
+        .collect()
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// A README first, then other text-like names, then anything; small, non-empty files only.
+fn pick_small_text_file(files: &[String]) -> Option<String> {
+    const TEXT: &[&str] = &[
+        "md", "txt", "toml", "json", "yaml", "yml", "rs", "py", "js", "ts", "sh", "cfg", "ini",
+    ];
+    let rank = |path: &str| {
+        let name = file_name(path).to_ascii_lowercase();
+        let ext = name.rsplit_once('.').map(|(_, e)| e.to_string());
+        if name.starts_with("readme") {
+            0
+        } else if ext.as_deref().is_some_and(|e| TEXT.contains(&e)) {
+            1
+        } else {
+            2
+        }
+    };
+    let mut candidates: Vec<&String> = files
+        .iter()
+        .filter(|f| {
+            std::fs::symlink_metadata(f.as_str())
+                .is_ok_and(|m| m.is_file() && m.len() > 0 && m.len() <= SMALL_FILE_BYTES)
+        })
+        .collect();
+    candidates.sort_by_key(|f| (rank(f), f.matches('/').count()));
+    candidates.first().map(|f| (*f).clone())
+}
+
+// ---- printing ----
+
+fn render_header(url: &str, dir: &str) -> String {
+    format!(
+        "gatewayctl try: one read_only session, ChatGPT played by a script\n  \
+         gateway    {url}\n  directory  {dir}\n\n"
+    )
+}
+
+fn render_started(view: &Value) -> String {
+    let boundary = &view["network_boundary"];
+    format!(
+        "session {} started ({}; runner: Claude Code, generation {}; status {})\n  \
+         runner confinement: network {}, writes {}{}\n\n",
+        view["native_session_id"].as_str().unwrap_or("?"),
+        view["capability_profile"].as_str().unwrap_or("?"),
+        view["current_run"]["generation"],
+        view["status"].as_str().unwrap_or("?"),
+        boundary["runner"].as_str().unwrap_or("?"),
+        boundary["runner_writes"].as_str().unwrap_or("?"),
+        if boundary["degraded"] == true {
+            " (degraded on this host)"
+        } else {
+            ""
+        },
+    )
+}
+
+/// The names in `allowed_tools`, whether entries are names or objects with a `name`.
+fn allowed_names(pending: &Value) -> Vec<String> {
+    pending["allowed_tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_str().or_else(|| t["name"].as_str()))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn indent_lines(text: &str, prefix: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut shown: String = lines
+        .iter()
+        .take(SHOWN_LINES)
+        .map(|l| format!("{prefix}{}\n", crate::table::clip(l, 100)))
+        .collect();
+    if lines.len() > SHOWN_LINES {
+        shown.push_str(&format!(
+            "{prefix}… {} more line(s)\n",
+            lines.len() - SHOWN_LINES
+        ));
+    }
+    shown
+}
+
+fn render_turn(number: usize, pending: &Value, sent: &Sent) -> String {
+    let kind = pending["kind"].as_str().unwrap_or("?");
+    let what = match kind {
+        "prompt" => "Claude Code asks ChatGPT, its model, to answer the prompt",
+        "tool_results" => "the executor ran ChatGPT's calls; Claude Code asks what next",
+        _ => "Claude Code asks ChatGPT",
+    };
+    let mut s = format!("── turn {number} ({kind}) ──────────────────────────────\n  {what}\n");
+    if let Some(prompt) = pending["prompt"].as_str() {
+        s.push_str(&format!("  prompt        {prompt:?}\n"));
+        s.push_str(&format!(
+            "  may call      {}\n",
+            allowed_names(pending).join(", ")
+        ));
+    }
+    for result in pending["tool_results"].as_array().into_iter().flatten() {
+        let receipt = &result["receipt"];
+        s.push_str(&format!(
+            "  ran #{} {}: {}{}\n",
+            result["call_index"],
+            result["name"].as_str().unwrap_or("?"),
+            result["status"].as_str().unwrap_or("?"),
+            if result["truncated"] == true {
+                " (output truncated)"
+            } else {
+                ""
+            },
+        ));
+        s.push_str(&format!(
+            "    receipt     {} in {} ms\n",
+            receipt["action_id"].as_str().unwrap_or("?"),
+            receipt["duration_ms"]
+        ));
+        if let Some(path) = receipt["path"].as_str() {
+            s.push_str(&format!("    path        {path}\n"));
+        }
+        if let Some(sha) = receipt["sha256"].as_str() {
+            s.push_str(&format!("    sha256      {sha}\n"));
+        }
+        if let Some(code) = receipt["exit_code"].as_i64() {
+            s.push_str(&format!("    exit code   {code}\n"));
+        }
+        s.push_str(&indent_lines(
+            result["output"].as_str().unwrap_or(""),
+            "    │ ",
+        ));
+    }
+    s.push_str(&format!("  ChatGPT sends {:?}\n", sent.text));
+    for call in &sent.tool_calls {
+        s.push_str(&format!(
+            "                + {} {}\n",
+            call["name"].as_str().unwrap_or("?"),
+            call["arguments"]
+        ));
+    }
+    s.push('\n');
+    s
+}
+
+fn render_settled(view: &Value) -> String {
+    let mut s = format!(
+        "session {}: {}\n",
+        view["native_session_id"].as_str().unwrap_or("?"),
+        view["status"].as_str().unwrap_or("?")
+    );
+    if let Some(text) = view["last_result"]["text"].as_str() {
+        s.push_str(&format!("  final answer  {text:?}\n"));
+    }
+    if !view["launch_error"].is_null() {
+        s.push_str(&format!("  launch error  {}\n", view["launch_error"]));
+    }
+    if !view["terminal"].is_null() {
+        s.push_str(&format!("  terminal      {}\n", view["terminal"]));
+    }
+    s
+}
+
+fn render_stopped(view: &Value) -> String {
+    let id = view["native_session_id"].as_str().unwrap_or("?");
+    format!(
+        "stopped: status {}, runner {} (exit code {})\n\n\
+         The receipts and the ledger stay in the state dir: gatewayctl show {id}\n",
+        view["status"].as_str().unwrap_or("?"),
+        view["current_run"]["state"].as_str().unwrap_or("?"),
+        view["terminal"]["exit_code"],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capability_url_is_printed_without_its_token() {
+        assert_eq!(
+            shown_url("http://127.0.0.1:8787/mcp/s3cret"),
+            "http://127.0.0.1:8787/mcp/<token>"
+        );
+        assert_eq!(shown_url(DEFAULT_URL), DEFAULT_URL);
+    }
+
+    #[test]
+    fn capability_urls() {
+        assert!(is_capability_url("http://127.0.0.1:8787/mcp/abc"));
+        assert!(!is_capability_url("http://127.0.0.1:8787/mcp"));
+        assert!(!is_capability_url("http://127.0.0.1:8787/mcp/"));
+        assert!(!is_capability_url("http://127.0.0.1:8787/mcp/a/b"));
+    }
+
+    #[test]
+    fn connect_errors_say_what_to_do() {
+        let refused = connect_error(
+            DEFAULT_URL,
+            "Send message error Transport [..] error sending request: tcp connect error: Connection refused",
+        );
+        assert!(
+            refused.to_string().contains("Start it with scripts/run"),
+            "{refused}"
+        );
+        let unauthorized = connect_error(DEFAULT_URL, "Auth required");
+        assert!(
+            unauthorized
+                .to_string()
+                .contains("refused the access token")
+        );
+    }
+
+    #[test]
+    fn picks_a_readme_then_text_then_anything() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p.to_string_lossy().to_string()
+        };
+        let bin = write("a.bin", b"\x00\x01");
+        let notes = write("notes.txt", b"hello\n");
+        let empty = write("README.md", b"");
+        let big = write("big.md", &vec![b'x'; (SMALL_FILE_BYTES + 1) as usize]);
+        assert_eq!(
+            pick_small_text_file(&[bin.clone(), empty.clone(), big.clone(), notes.clone()]),
+            Some(notes.clone())
+        );
+        let readme = write("README", b"read me\n");
+        assert_eq!(
+            pick_small_text_file(&[bin.clone(), notes, readme.clone()]),
+            Some(readme)
+        );
+        assert_eq!(pick_small_text_file(std::slice::from_ref(&bin)), Some(bin));
+        assert_eq!(pick_small_text_file(&[empty, big]), None);
+    }
+}

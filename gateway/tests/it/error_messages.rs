@@ -1,0 +1,134 @@
+//! Every stable error code, triggered the way ChatGPT would meet it, with its message: each
+//! message says what to do next. Snapshotted: a changed message is a deliberate change.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const LEASE_TTL_SECONDS: u64 = 10;
+
+/// `code: message` of a tool error, with the ids of this run replaced by placeholders.
+fn line(result: &Value, ids: &[(&str, &str)]) -> String {
+    let code = tool_err_code(result);
+    let mut message = result["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (id, placeholder) in ids {
+        message = message.replace(id, placeholder);
+    }
+    // The text content says the same as the structured error, for clients that read only text.
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, result["structuredContent"], "{result}");
+    format!("{code}: {message}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_error_code_says_what_to_do_next() {
+    let ttl = LEASE_TTL_SECONDS.to_string();
+    let gw = gateway_with(&[("CLAUDE_TOOLS_LEASE_TTL_SECONDS", ttl.as_str())]).await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let mut lines = Vec::new();
+
+    let r = chat.start("hello", "relative/dir", "em-bad").await.unwrap();
+    lines.push(line(&r, &[]));
+    let r = chat.status("ns_nope", "lease_nope", 0).await.unwrap();
+    lines.push(line(&r, &[]));
+
+    let v = start_session(&chat, dir.path(), "hello", "em-1").await;
+    let (sid, lease, turn) = (session_id(&v), lease_id(&v), turn_id(&v));
+    let ids = [(sid.as_str(), "<session>"), (turn.as_str(), "<turn>")];
+    let r = chat
+        .start_with(
+            "another prompt",
+            dir.path(),
+            "em-1",
+            json!({"wait_seconds": 50}),
+        )
+        .await
+        .unwrap();
+    lines.push(line(&r, &ids));
+    let r = chat.status(&sid, "lease_wrong", 0).await.unwrap();
+    lines.push(line(&r, &ids));
+    let r = chat
+        .recover(&sid, "wrong-token", "em-rec", 0)
+        .await
+        .unwrap();
+    lines.push(line(&r, &ids));
+    let r = chat
+        .continue_(&sid, &lease, "more", "em-c1", Some(0))
+        .await
+        .unwrap();
+    lines.push(line(&r, &ids));
+    let r = chat
+        .reply(&sid, &lease, "turn_nope", "em-r1", Some("hi"), None)
+        .await
+        .unwrap();
+    lines.push(line(&r, &ids));
+    let edit = json!([{"name": "Edit", "arguments": {
+        "file_path": dir.path().join("notes.txt"), "old_string": "alpha", "new_string": "beta"}}]);
+    let r = chat
+        .reply(&sid, &lease, &turn, "em-r2", None, Some(edit))
+        .await
+        .unwrap();
+    let dir_text = dir.path().to_string_lossy().to_string();
+    let mut with_dir = ids.to_vec();
+    with_dir.push((dir_text.as_str(), "<dir>"));
+    lines.push(line(&r, &with_dir));
+    let huge = "x".repeat(800 * 1024);
+    let r = chat
+        .reply(&sid, &lease, &turn, "em-r3", Some(&huge), None)
+        .await
+        .unwrap();
+    lines.push(line(&r, &ids));
+    let bad_read = json!([{"name": "Read", "arguments": {"file_path": "notes.txt"}}]);
+    let r = chat
+        .reply(&sid, &lease, &turn, "em-r4", None, Some(bad_read))
+        .await
+        .unwrap();
+    lines.push(line(&r, &ids));
+
+    chat.stop(&sid, &lease, "em-stop", None).await.unwrap();
+    let r = chat
+        .continue_(&sid, &lease, "more", "em-c2", Some(0))
+        .await
+        .unwrap();
+    lines.push(line(&r, &ids));
+
+    // No call for longer than the lease lives.
+    tokio::time::sleep(Duration::from_secs(LEASE_TTL_SECONDS + 2)).await;
+    let r = chat.status(&sid, &lease, 0).await.unwrap();
+    lines.push(line(&r, &ids));
+
+    // `internal` cannot be provoked from outside without breaking the state store: its
+    // message, as the store failure maps to it.
+    let internal = gateway::error::ToolError::from(gateway::state::StoreError::Schema(
+        "/private/state/path".into(),
+    ));
+    assert!(!internal.message.contains("/private"));
+    lines.push(format!("{}: {}", internal.code.as_str(), internal.message));
+
+    let codes: std::collections::BTreeSet<&str> =
+        lines.iter().filter_map(|l| l.split(':').next()).collect();
+    for code in [
+        "invalid_argument",
+        "idempotency_conflict",
+        "lease_invalid",
+        "lease_expired",
+        "not_found",
+        "turn_mismatch",
+        "not_permitted",
+        "reply_too_large",
+        "session_terminal",
+        "recovery_denied",
+        "busy",
+        "internal",
+    ] {
+        assert!(codes.contains(code), "{code} not triggered: {lines:#?}");
+    }
+    insta::assert_snapshot!(lines.join("\n"));
+}

@@ -1,0 +1,268 @@
+//! HTTP as clients and the spec expect it: 401 with `WWW-Authenticate: Bearer` and a JSON body,
+//! a case-insensitive bearer scheme, trailing-slash endpoints, JSON-RPC parse errors for
+//! malformed bodies; and connections that cannot be held forever: half-sent heads and bodies and
+//! idle keep-alive connections are closed within their timeouts, and the connection cap holds.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::*;
+
+fn init_body() -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "http-conventions", "version": "1"}}})
+    .to_string()
+}
+
+async fn post(
+    url: &str,
+    body: &str,
+    auth: Option<&str>,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut req = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_string());
+    if let Some(auth) = auth {
+        req = req.header("authorization", auth);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    (status, headers, resp.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auth_challenges_schemes_and_trailing_slashes() {
+    let gw = gateway().await;
+    let body = init_body();
+    let token = gw.token().to_string();
+
+    // No token: a bare challenge. Wrong token: invalid_token. Both: a short JSON body.
+    let (status, headers, text) = post(&gw.url(), &body, None).await;
+    assert_eq!(status, 401);
+    assert_eq!(headers["www-authenticate"], "Bearer");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["error"], "invalid_token");
+    assert!(text.len() < 300, "{text}");
+    let (status, headers, text) = post(&gw.url(), &body, Some("Bearer wrong")).await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        headers["www-authenticate"],
+        "Bearer error=\"invalid_token\""
+    );
+    assert!(!text.contains(&token));
+    for wrong in ["Basic Zm9vOmJhcg==", "Bearer", "Bearer ", "Token abc"] {
+        let (status, _, _) = post(&gw.url(), &body, Some(wrong)).await;
+        assert_eq!(status, 401, "{wrong}");
+    }
+    let wrong_capability = format!("{}/mcp/wrong/", gw.base_url());
+    let (status, headers, _) = post(&wrong_capability, &body, None).await;
+    assert_eq!(status, 401);
+    assert!(headers.contains_key("www-authenticate"));
+
+    // The scheme is case-insensitive; `/mcp/` and `/mcp/<token>/` work like their bare forms.
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let auth = format!("{scheme} {token}");
+        let (status, _, text) = post(&gw.url(), &body, Some(&auth)).await;
+        assert_eq!(status, 200, "{scheme}: {text}");
+    }
+    let (status, _, text) = post(
+        &format!("{}/mcp/", gw.base_url()),
+        &body,
+        Some(&format!("Bearer {token}")),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    for url in [gw.capability_url(), format!("{}/", gw.capability_url())] {
+        let (status, _, text) = post(&url, &body, None).await;
+        assert_eq!(status, 200, "{url}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["result"]["protocolVersion"], "2025-06-18");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_bodies_get_json_rpc_errors() {
+    let gw = gateway().await;
+    let auth = format!("Bearer {}", gw.token());
+    for malformed in [
+        "{\"jsonrpc\": \"2.0\", \"id\": 1,",
+        "not json",
+        "",
+        "\u{7f}\u{0}",
+    ] {
+        let (status, _, text) = post(&gw.url(), malformed, Some(&auth)).await;
+        assert_eq!(status, 400, "{malformed:?}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["jsonrpc"], "2.0");
+        assert_eq!(v["error"]["code"], -32700, "{v}");
+        assert_eq!(v["id"], Value::Null);
+    }
+    // Well-formed JSON that is no JSON-RPC message: Invalid Request, with its id when it has one.
+    for (not_rpc, id) in [
+        (json!({"id": 7, "method": 12}), json!(7)),
+        (json!({"hello": "world"}), Value::Null),
+        (json!([1, 2]), Value::Null),
+        (json!("text"), Value::Null),
+    ] {
+        let (status, _, text) = post(&gw.url(), &not_rpc.to_string(), Some(&auth)).await;
+        assert_eq!(status, 400, "{not_rpc}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error"]["code"], -32600, "{v}");
+        assert_eq!(v["id"], id, "{v}");
+    }
+    // A body that is not JSON at all by its media type stays 415, and a bad Host stays 403.
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let resp = http
+        .post(gw.url())
+        .header("authorization", &auth)
+        .header("content-type", "text/plain")
+        .header("accept", "application/json, text/event-stream")
+        .body(init_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 415);
+    let resp = http
+        .post(gw.url())
+        .header("authorization", &auth)
+        .header("host", "evil.example.net")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 403);
+}
+
+/// Whether the server closes `stream` within `within` (reading and discarding what it sends).
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+const HEADER_TIMEOUT_SECONDS: u64 = 2;
+const BODY_TIMEOUT_SECONDS: u64 = 2;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_and_idle_connections_are_closed_within_their_timeouts() {
+    let header = HEADER_TIMEOUT_SECONDS.to_string();
+    let body = BODY_TIMEOUT_SECONDS.to_string();
+    let gw = gateway_with(&[
+        ("CLAUDE_TOOLS_HTTP_HEADER_TIMEOUT_SECONDS", header.as_str()),
+        ("CLAUDE_TOOLS_HTTP_BODY_TIMEOUT_SECONDS", body.as_str()),
+    ])
+    .await;
+    let addr = gw.addr();
+    let token = gw.token().to_string();
+    let started = Instant::now();
+    let mut held = Vec::new();
+    // Connected and silent.
+    for _ in 0..40 {
+        held.push(("idle", TcpStream::connect(&addr).await.unwrap()));
+    }
+    // Half a request head.
+    for _ in 0..40 {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: applic")
+            .await
+            .unwrap();
+        held.push(("half head", s));
+    }
+    // A whole head, then part of the announced body.
+    let rest = init_body();
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\n\r\n",
+            rest.len()
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.write_all(&rest.as_bytes()[..10]).await.unwrap();
+        held.push(("half body", s));
+    }
+    // A complete request answered, then the keep-alive connection left idle.
+    for _ in 0..10 {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\n\r\n{rest}",
+            rest.len()
+        );
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(
+            buf[..n].starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+        held.push(("idle after a request", s));
+    }
+    let bound = Duration::from_secs(HEADER_TIMEOUT_SECONDS.max(BODY_TIMEOUT_SECONDS) + 3);
+    for (kind, mut stream) in held {
+        let left = bound.saturating_sub(started.elapsed());
+        assert!(
+            closed_within(&mut stream, left).await,
+            "a {kind} connection was still open {:?} after it was opened",
+            started.elapsed()
+        );
+    }
+    // The server still serves.
+    let (status, _, _) = post(&gw.url(), &init_body(), Some(&format!("Bearer {token}"))).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_connection_cap_holds_and_frees_its_slots() {
+    const CAP: usize = 8;
+    let cap = CAP.to_string();
+    let gw = gateway_with(&[
+        ("CLAUDE_TOOLS_HTTP_MAX_CONNECTIONS", cap.as_str()),
+        ("CLAUDE_TOOLS_HTTP_HEADER_TIMEOUT_SECONDS", "60"),
+    ])
+    .await;
+    let addr = gw.addr();
+    let auth = format!("Bearer {}", gw.token());
+    let mut held = Vec::new();
+    for _ in 0..CAP {
+        held.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    // Give the server a moment to take them all in.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Over the cap: a clear 503, many times over, and the held connections stay served.
+    for _ in 0..20 {
+        let (status, headers, text) = post(&gw.url(), &init_body(), Some(&auth)).await;
+        assert_eq!(status, 503, "{text}");
+        assert_eq!(headers["retry-after"], "1");
+    }
+    // A slot freed is a slot usable again.
+    drop(held.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (status, _, _) = post(&gw.url(), &init_body(), Some(&auth)).await;
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no slot came free: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
