@@ -147,15 +147,13 @@ impl LogicalTool {
             Self::FindFiles => {
                 "List files under an absolute directory (default: the working directory), sorted, \
                  without following symlinks; optional literal name filter, depth and result bounds. \
-                 One line per entry: a path with control characters (e.g. a newline), invalid UTF-8, \
-                 a backslash or a leading `\"` is shown double-quoted with escapes \
-                 (\\n, \\t, \\\\, \\\", \\u{..}, \\xNN)."
+                 One entry per line; a path holding control characters, invalid UTF-8, `\\` or a \
+                 leading `\"` is shown quoted, with escapes (`\\n`, `\\xNN`...)."
             }
             Self::SearchText => {
                 "Search file contents for a literal UTF-8 string (no regex, no glob) under an absolute \
                  directory; results are `path:line: text`, sorted, bounded to 64 KiB. Paths are \
-                 escaped like FindFiles' (double-quoted when they hold control characters, invalid \
-                 UTF-8, a backslash or a leading `\"`)."
+                 quoted and escaped as in FindFiles."
             }
             Self::RunCommand => {
                 "Run an exact argv (no shell) in an OS sandbox: the file system is read-only except \
