@@ -79,7 +79,10 @@ pub fn start(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, ToolError
         ));
     }
     if req.skill_contexts.len() > 8 {
-        return Err(ToolError::invalid("skill_contexts holds at most 8 items"));
+        return Err(ToolError::invalid(
+            "skill_contexts holds at most 8 items; send 8 or fewer (skills are not available in \
+             this build yet, so omit them)",
+        ));
     }
     if !req.skill_contexts.is_empty() {
         return Err(ToolError::new(
