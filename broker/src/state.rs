@@ -108,9 +108,10 @@ impl BrokerState {
         let mut write_policy =
             policy
                 .clone()
-                .with_write_protected(sandbox::protected::install_locations(
+                .with_write_protected(sandbox::protected::write_protected(
                     &exe,
                     std::path::Path::new(&spec.claude_bin),
+                    std::path::Path::new(&spec.owner_home),
                 ));
         if let Some(own) = &own_worktree {
             write_policy = write_policy.with_open_subtree(own.clone());

@@ -231,9 +231,10 @@ impl Config {
             self.state_dir.clone(),
             self.extra_protected.clone(),
         )
-        .with_write_protected(sandbox::protected::install_locations(
+        .with_write_protected(sandbox::protected::write_protected(
             &self.install_path,
             &self.claude_bin,
+            &self.owner_home,
         ));
         match own_worktree {
             Some(own) => policy.with_open_subtree(own.to_path_buf()),

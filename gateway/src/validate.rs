@@ -63,6 +63,14 @@ pub fn start(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, ToolError
     if req.capability_profile == CapabilityProfile::DirectWrite {
         // The write root must itself be writable under the write policy: not protected, not an
         // install location, no `.git` or symlink component (the broker opens it the same way).
+        if let Some(reason) =
+            sandbox::protected::unfit_write_root(&resolved, &gateway.config.owner_home)
+        {
+            return Err(ToolError::new(
+                ErrorCode::NotPermitted,
+                format!("direct_write cannot use this working_directory: it {reason}"),
+            ));
+        }
         let policy = gateway.config.write_policy(None);
         if let Err(refusal) = sandbox::write_path::WriteRoot::open(&policy, &resolved) {
             return Err(ToolError::new(

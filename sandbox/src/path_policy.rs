@@ -49,6 +49,16 @@ use crate::protected::SSH_HOST_KEY_DIRS;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 const PROC_SECRET_NAMES: &[&str] = &["environ", "mem", "auxv", "pagemap", "kcore", "kmsg"];
 
+/// Whether a `/proc` entry is a process's directory (`<pid>`, `self`, `thread-self`): its maps,
+/// fds, cwd, cgroup and status show the gateway's, brokers' and runners' pids and internal paths,
+/// so the read tools refuse all of it (commands get a procfs of their own pid namespace).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn is_process_dir(name: &[u8]) -> bool {
+    name == b"self"
+        || name == b"thread-self"
+        || (!name.is_empty() && name.iter().all(u8::is_ascii_digit))
+}
+
 /// Why a path was refused. `code()` is the stable machine code; `Display` says which component and
 /// why, mentioning only the path the caller gave (or a prefix of it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -466,11 +476,11 @@ impl PathPolicy {
         }
         #[cfg(any(target_os = "linux", target_os = "android"))]
         if folded.first().is_some_and(|c| c.as_slice() == b"proc")
-            && folded[1..].iter().any(|c| {
+            && (folded[1..].iter().any(|c| {
                 PROC_SECRET_NAMES
                     .iter()
                     .any(|s| c.as_slice() == s.as_bytes())
-            })
+            }) || folded.get(1).is_some_and(|c| is_process_dir(c)))
         {
             return Some(Protection::Protected);
         }

@@ -494,6 +494,8 @@ fn proc_magic_links_refused_naming_the_link() {
         assert_eq!(err.code(), "not_permitted", "{path}: {err:?}");
         match &err {
             PathRefusal::Symlink { component: c, .. } => assert_eq!(c, &component, "{path}"),
+            // A process's own directory is refused as a whole, before any link in it.
+            PathRefusal::Protected { .. } if path.starts_with("/proc/") => {}
             other => panic!("{path}: expected a symlink refusal, got {other:?}"),
         }
     }
@@ -1147,8 +1149,9 @@ fn working_directories_are_resolved_by_identity() {
             s(&f.home.join("project/.git/objects")),
             WorkingDirRefusal::GitDir,
         ),
-        ("/proc/self".into(), WorkingDirRefusal::PseudoFileSystem),
-        ("/proc/self/fd".into(), WorkingDirRefusal::PseudoFileSystem),
+        ("/proc/self".into(), WorkingDirRefusal::Protected),
+        ("/proc/self/fd".into(), WorkingDirRefusal::Protected),
+        ("/proc/sys".into(), WorkingDirRefusal::PseudoFileSystem),
         ("/sys/kernel".into(), WorkingDirRefusal::PseudoFileSystem),
         (s(&f.root.join("missing")), WorkingDirRefusal::NotFound),
         (
@@ -1194,4 +1197,37 @@ fn a_working_directory_that_aliases_a_protected_dir_is_refused_by_identity() {
         f.policy.resolve_working_directory(&moved.join("run")),
         Err(WorkingDirRefusal::Protected)
     );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn process_directories_in_proc_are_refused_but_host_facts_are_not() {
+    let policy = PathPolicy::new(
+        PathBuf::from("/home/u"),
+        PathBuf::from("/srv/state"),
+        vec![],
+    );
+    for path in [
+        "/proc/1/maps",
+        "/proc/self/status",
+        "/proc/thread-self/cgroup",
+        "/proc/4242",
+        "/proc/4242/net/tcp",
+        "/proc/self/root/etc/hosts",
+    ] {
+        assert!(
+            matches!(
+                policy.check(Path::new(path)),
+                Err(PathRefusal::Protected { .. })
+            ),
+            "{path}"
+        );
+    }
+    for path in [
+        "/proc/cpuinfo",
+        "/proc/meminfo",
+        "/proc/sys/kernel/osrelease",
+    ] {
+        assert!(policy.check(Path::new(path)).is_ok(), "{path}");
+    }
 }

@@ -106,6 +106,22 @@ pub const CATALOGUE: &[Entry] = &[
     h(".boto", CloudClis),
     h(".config/rclone", CloudClis),
     h(".terraform.d/credentials.tfrc.json", CloudClis),
+    h(".terraformrc", CloudClis),
+    h(".tsh", CloudClis),
+    h(".wrangler", CloudClis),
+    h(".config/.wrangler", CloudClis),
+    h(".databrickscfg", CloudClis),
+    h(".snowsql", CloudClis),
+    h(".dbt/profiles.yml", CloudClis),
+    h(".circleci/cli.yml", CloudClis),
+    h(".sentryclirc", CloudClis),
+    h(".config/stripe", CloudClis),
+    h(".vercel", CloudClis),
+    h(".config/configstore/firebase-tools.json", CloudClis),
+    h(".config/sops/age", PasswordsAndTokens),
+    h("Library/Application Support/sops/age", PasswordsAndTokens),
+    h(".config/nix/nix.conf", PackageRegistries),
+    h(".local/share/jupyter/runtime", PasswordsAndTokens),
     h(".pulumi/credentials.json", CloudClis),
     h(".fly", CloudClis),
     h(".config/heroku", CloudClis),
@@ -340,11 +356,164 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The home directories of the host's other accounts (from `/etc/passwd`) that exist: a gateway
+/// running as root reaches them, and their credential stores are no less secret than the
+/// owner's. `/` and top-level system directories (`/bin`, `/var`...) used as service accounts'
+/// homes are skipped: the catalogue's entries under them mean nothing.
+pub fn other_homes(owner_home: &Path) -> Vec<PathBuf> {
+    let Ok(passwd) = std::fs::read_to_string("/etc/passwd") else {
+        return Vec::new();
+    };
+    let owner = std::fs::canonicalize(owner_home).unwrap_or_else(|_| owner_home.to_path_buf());
+    let mut out: Vec<PathBuf> = passwd
+        .lines()
+        .filter_map(|line| line.split(':').nth(5))
+        .map(PathBuf::from)
+        .filter(|home| {
+            home.is_absolute()
+                && (home.components().count() > 2 || home == Path::new("/root"))
+                && home.is_dir()
+        })
+        .filter(|home| *home != owner && home != owner_home)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The catalogue's home-anchored entries under every other account's home.
+fn other_homes_catalogue(owner_home: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for home in other_homes(owner_home) {
+        out.extend(
+            CATALOGUE
+                .iter()
+                .filter(|e| e.anchor == Anchor::Home)
+                .map(|e| home.join(e.path)),
+        );
+    }
+    out
+}
+
+/// Files and directories in a home that run code later, outside every sandbox, when changed:
+/// shell and session start-up files, autostart and service definitions, per-user executables,
+/// tool configs that name programs. Sessions never write them (in any account's home), whatever
+/// their write root; reading them stays allowed.
+pub const AUTORUN: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".kshrc",
+    ".cshrc",
+    ".tcshrc",
+    ".inputrc",
+    ".xinitrc",
+    ".xprofile",
+    ".xsession",
+    ".xsessionrc",
+    ".pam_environment",
+    ".config/fish",
+    ".config/autostart",
+    ".config/systemd",
+    ".config/environment.d",
+    ".config/git",
+    ".gitconfig",
+    ".local/bin",
+    ".local/share/systemd",
+    ".cargo/config",
+    ".cargo/config.toml",
+    ".cargo/bin",
+    ".npm-global",
+    ".npmrc",
+    ".yarnrc",
+    ".pip",
+    ".config/pip",
+    ".pythonrc",
+    ".vimrc",
+    ".vim",
+    ".config/nvim",
+    ".emacs",
+    ".emacs.d",
+    ".tmux.conf",
+    ".screenrc",
+    ".ssh",
+    ".gnupg",
+    "bin",
+    "Library/LaunchAgents",
+];
+
+/// What sessions never write although they may read it: where the gateway and Claude Code are
+/// installed ([`install_locations`]) and the [`AUTORUN`] entries of every account's home.
+pub fn write_protected(exe: &Path, claude_bin: &Path, owner_home: &Path) -> Vec<PathBuf> {
+    let mut out = install_locations(exe, claude_bin);
+    let mut homes = vec![owner_home.to_path_buf()];
+    homes.extend(other_homes(owner_home));
+    for home in homes {
+        out.extend(AUTORUN.iter().map(|entry| home.join(entry)));
+    }
+    out
+}
+
+/// Why `root` (canonical) cannot be a `direct_write` root, if it cannot: the whole file system,
+/// an account's home or a directory above one (its start-up files, keys and every project in
+/// it), or a system directory whose files run as or for other programs.
+pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> {
+    const SYSTEM: &[&str] = &[
+        "/etc",
+        "/usr",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/boot",
+        "/proc",
+        "/sys",
+        "/dev",
+        "/run",
+        "/var/lib",
+        "/var/spool",
+        "/var/run",
+        "/System",
+        "/Library",
+        "/Applications",
+        "/private/etc",
+        "/private/var/db",
+    ];
+    if root == Path::new("/") {
+        return Some("is the whole file system; choose the project's own directory");
+    }
+    let mut homes = vec![owner_home.to_path_buf()];
+    if let Ok(canonical) = std::fs::canonicalize(owner_home) {
+        homes.push(canonical);
+    }
+    homes.extend(other_homes(owner_home));
+    if homes.iter().any(|home| home.starts_with(root)) {
+        return Some(
+            "is a home directory or contains one (start-up files, keys, other projects); \
+             choose the project's own directory",
+        );
+    }
+    if SYSTEM.iter().any(|dir| root.starts_with(dir)) {
+        return Some("is a system directory; choose the project's own directory");
+    }
+    None
+}
+
 /// Every protected path of the set (catalogue, state dir and its command runtime area, owner
 /// extras; both spellings of the home are the caller's business), before aliases: what
 /// [`protected_paths`] extends.
 fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = catalogue_paths(home);
+    out.extend(other_homes_catalogue(home));
     out.push(state_dir.to_path_buf());
     out.push(command_runtime_area(state_dir));
     out.extend(extra.iter().filter(|p| p.is_absolute()).cloned());
@@ -386,6 +555,17 @@ pub fn install_locations(exe: &Path, claude_bin: &Path) -> Vec<PathBuf> {
         } else {
             real.parent().map(Path::to_path_buf)
         };
+        if npm {
+            // Also the `node_modules` holding the package (a new sibling package or a planted
+            // dependency would run inside Claude Code) and the directory of the link the
+            // gateway starts (`node_modules/.bin`, `~/.npm-global/bin`).
+            if let Some(modules) = real.ancestors().find(|dir| dir.ends_with("node_modules")) {
+                out.push(modules.to_path_buf());
+            }
+            if let Some(dir) = program.parent() {
+                out.push(dir.to_path_buf());
+            }
+        }
         out.push(real);
         // Never a whole system directory root: `/`, or a top-level one like `/usr`.
         if let Some(package) = package.filter(|p| p.components().count() > 2) {

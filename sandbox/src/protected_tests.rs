@@ -164,9 +164,16 @@ fn install_locations_cover_the_real_files_and_the_package() {
         bin.join("claude"),
         package.join("cli.js"),
         package.clone(),
+        // A new sibling package or the link's directory would run inside Claude Code too.
+        tmp.join("lib/node_modules"),
+        bin.clone(),
     ] {
         assert!(got.contains(&wanted), "{wanted:?} not in {got:?}");
     }
+    assert!(
+        !got.contains(&tmp.join("lib")),
+        "not the install prefix: {got:?}"
+    );
     // The write policy refuses them; the read policy does not.
     let policy =
         PathPolicy::new(tmp.join("home"), tmp.join("state"), vec![]).with_write_protected(got);
@@ -216,4 +223,83 @@ fn only_the_own_worktree_is_bound_back() {
     assert!(crate::visible_under_masks(&masked, &other, Some(&own)).is_empty());
     assert!(crate::visible_under_masks(&masked, &state.join("auth"), None).is_empty());
     assert!(crate::visible_under_masks(&masked, &state.join("auth"), Some(&own)).is_empty());
+}
+
+#[test]
+fn start_up_files_of_the_owner_are_never_written_but_stay_readable() {
+    let (_dir, tmp) = tmp();
+    let home = tmp.join("home");
+    let got = write_protected(
+        Path::new("/nonexistent/gateway"),
+        Path::new("/nonexistent/claude"),
+        &home,
+    );
+    for wanted in [
+        ".bashrc",
+        ".profile",
+        ".zshenv",
+        ".config/autostart",
+        ".local/bin",
+        ".gitconfig",
+    ] {
+        assert!(got.contains(&home.join(wanted)), "{wanted} not in {got:?}");
+    }
+    let policy = PathPolicy::new(home.clone(), tmp.join("state"), vec![]).with_write_protected(got);
+    assert!(policy.is_write_protected(&home.join(".bashrc")));
+    assert!(policy.is_write_protected(&home.join(".local/bin/git")));
+    assert!(policy.is_write_protected(&home.join(".config/systemd/user/x.service")));
+    assert!(!policy.is_write_protected(&home.join("project/.bashrc")));
+    assert!(
+        policy.check(&home.join(".bashrc")).is_ok(),
+        "reading stays allowed"
+    );
+}
+
+#[test]
+fn unfit_write_roots_are_named() {
+    let (_dir, tmp) = tmp();
+    let home = tmp.join("home/u");
+    std::fs::create_dir_all(home.join("project")).unwrap();
+    for (root, reason) in [
+        (Path::new("/").to_path_buf(), "whole file system"),
+        (home.clone(), "home directory"),
+        (tmp.join("home"), "home directory"),
+        (tmp.clone(), "home directory"),
+        (PathBuf::from("/etc"), "system directory"),
+        (PathBuf::from("/usr/local/bin"), "system directory"),
+        (PathBuf::from("/var/lib/x"), "system directory"),
+    ] {
+        let got = unfit_write_root(&root, &home);
+        assert!(got.is_some_and(|r| r.contains(reason)), "{root:?}: {got:?}");
+    }
+    assert_eq!(unfit_write_root(&home.join("project"), &home), None);
+    assert_eq!(unfit_write_root(&tmp.join("elsewhere"), &home), None);
+}
+
+#[test]
+fn other_accounts_homes_come_from_passwd_without_the_owner() {
+    // /root exists on every Linux host here and is an account's home in /etc/passwd.
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let homes = other_homes(Path::new("/nonexistent-owner"));
+    for line in passwd.lines() {
+        let Some(home) = line.split(':').nth(5).map(PathBuf::from) else {
+            continue;
+        };
+        if home == Path::new("/root") && home.is_dir() {
+            assert!(homes.contains(&home), "{homes:?}");
+        }
+        if home == Path::new("/") || home == Path::new("/bin") {
+            assert!(!homes.contains(&home), "{homes:?}");
+        }
+    }
+    assert!(!other_homes(Path::new("/root")).contains(&PathBuf::from("/root")));
+    // Their credential stores join the set the read policy and the masks use.
+    if homes.contains(&PathBuf::from("/root")) {
+        let set = protected_paths(
+            Path::new("/nonexistent-owner"),
+            Path::new("/nonexistent-state"),
+            &[],
+        );
+        assert!(set.contains(&PathBuf::from("/root/.ssh")), "{set:?}");
+    }
 }

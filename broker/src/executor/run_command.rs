@@ -323,9 +323,10 @@ impl Scratch {
             .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
             .take(64)
             .collect();
+        // No pid in the name: it is the command's HOME, which its output may show.
         let name = format!(
             "{safe}-{}-{}",
-            std::process::id(),
+            uuid::Uuid::new_v4().simple(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
         let path = root.join(name);

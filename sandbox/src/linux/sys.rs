@@ -286,7 +286,14 @@ pub fn no_new_privs() -> bool {
 /// As root (where the kernel does not enforce RLIMIT_NPROC), create a pids cgroup bounding the
 /// command and move this process into it. Returns the cgroup dir (removed by the broker).
 pub fn join_pids_cgroup(max: u64) -> Option<PathBuf> {
-    let name = format!("native-gateway-cmd-{}", std::process::id());
+    // A random name: the command can read its own cgroup path, and a pid there would be public.
+    let mut random = [0u8; 8];
+    // Safety: getrandom writes at most `random.len()` bytes into the buffer it is given.
+    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    if got != random.len() as isize {
+        return None;
+    }
+    let name = format!("native-gateway-cmd-{:016x}", u64::from_ne_bytes(random));
     for base in ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"] {
         let base = Path::new(base);
         if !base.join("cgroup.procs").exists() {
