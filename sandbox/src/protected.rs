@@ -121,6 +121,10 @@ pub const CATALOGUE: &[Entry] = &[
     h(".config/sops/age", PasswordsAndTokens),
     h("Library/Application Support/sops/age", PasswordsAndTokens),
     h(".config/nix/nix.conf", PackageRegistries),
+    h(".local/share/containers/auth.json", ContainersAndKubernetes),
+    h(".claude/settings.json", ModelClis),
+    h(".claude/settings.local.json", ModelClis),
+    h(".cursor/mcp.json", ModelClis),
     h(".local/share/jupyter/runtime", PasswordsAndTokens),
     h(".pulumi/credentials.json", CloudClis),
     h(".fly", CloudClis),
@@ -502,8 +506,39 @@ pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> 
              choose the project's own directory",
         );
     }
+    // A home's hidden directories hold tools' state and code (`~/.local`, `~/.pyenv`,
+    // `~/.cargo`...), where a planted file (a Python `.pth`, a shim) runs later, unconfined.
+    let in_hidden_dir = homes.iter().any(|home| {
+        root.strip_prefix(home)
+            .ok()
+            .and_then(|rest| rest.components().next())
+            .is_some_and(|first| first.as_os_str().as_encoded_bytes().starts_with(b"."))
+    });
+    if in_hidden_dir {
+        return Some(
+            "is inside a hidden directory of a home (tools' state and code that runs later); \
+             choose the project's own directory",
+        );
+    }
     if SYSTEM.iter().any(|dir| root.starts_with(dir)) {
         return Some("is a system directory; choose the project's own directory");
+    }
+    if ["/tmp", "/var/tmp", "/dev/shm"]
+        .iter()
+        .any(|shared| root == Path::new(shared))
+    {
+        return Some("is a directory shared by every account; choose the project's own directory");
+    }
+    // Root's override of permissions is not the session's: a root gateway writes only in
+    // directories of its own account (another account's files, state or gateway stay theirs).
+    use std::os::unix::fs::MetadataExt;
+    // Safety: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if std::fs::symlink_metadata(root).is_ok_and(|meta| meta.uid() != uid) {
+        return Some(
+            "belongs to another account; a session writes only in directories of the account \
+             the gateway runs as",
+        );
     }
     None
 }

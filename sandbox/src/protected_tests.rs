@@ -268,6 +268,9 @@ fn unfit_write_roots_are_named() {
         (PathBuf::from("/etc"), "system directory"),
         (PathBuf::from("/usr/local/bin"), "system directory"),
         (PathBuf::from("/var/lib/x"), "system directory"),
+        (home.join(".local"), "hidden directory"),
+        (home.join(".pyenv/versions/3"), "hidden directory"),
+        (PathBuf::from("/var/tmp"), "shared by every account"),
     ] {
         let got = unfit_write_root(&root, &home);
         assert!(got.is_some_and(|r| r.contains(reason)), "{root:?}: {got:?}");
@@ -302,4 +305,37 @@ fn other_accounts_homes_come_from_passwd_without_the_owner() {
         );
         assert!(set.contains(&PathBuf::from("/root/.ssh")), "{set:?}");
     }
+}
+
+#[test]
+fn a_directory_of_another_account_is_no_write_root() {
+    use std::os::unix::fs::MetadataExt;
+    let (_dir, tmp) = tmp();
+    let theirs = tmp.join("theirs");
+    std::fs::create_dir_all(&theirs).unwrap();
+    // Safety: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        // As root, hand the directory to another account (nobody) and it is refused.
+        std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+        assert_eq!(std::fs::metadata(&theirs).unwrap().uid(), 65534);
+        let got = unfit_write_root(&theirs, &tmp.join("home"));
+        assert!(
+            got.is_some_and(|r| r.contains("another account")),
+            "{got:?}"
+        );
+    } else {
+        // Elsewhere, a directory of root's (`/opt` or `/srv` when present) is refused.
+        for dir in ["/opt", "/srv"] {
+            let dir = Path::new(dir);
+            if std::fs::metadata(dir).is_ok_and(|m| m.uid() == 0) {
+                let got = unfit_write_root(dir, &tmp.join("home"));
+                assert!(
+                    got.is_some_and(|r| r.contains("another account")),
+                    "{got:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(unfit_write_root(&tmp.join("mine"), &tmp.join("home")), None);
 }

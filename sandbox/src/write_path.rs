@@ -51,7 +51,10 @@ pub enum WriteRefusal {
     ParentChanged { path: String },
     #[error("{path}: names a directory, not a file")]
     IsDirectory { path: String },
-    #[error("{path}: is where the gateway or Claude Code is installed; sessions never write there")]
+    #[error(
+        "{path}: is where the gateway or Claude Code is installed, or a start-up file or \
+         directory that runs code later outside the sandbox; sessions never write there"
+    )]
     InstallLocation { path: String },
     #[error(transparent)]
     Path(#[from] PathRefusal),

@@ -405,8 +405,8 @@ async fn a_direct_write_root_holding_the_state_dir_cannot_write_into_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn direct_write_never_reaches_code_that_runs_later() {
     // Red-team R1: a write root of `/` or a home would let a session plant start-up files that
-    // run later, outside every sandbox. Such roots are refused at start; inside an allowed root
-    // that holds them (`~/.config`), the start-up entries are refused to writes, the rest is not.
+    // run later, outside every sandbox. Such roots are refused at start, and so are a home's
+    // hidden directories and its `bin`.
     let tree = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tree.path()).unwrap();
     let home = root.join("home");
@@ -436,45 +436,33 @@ async fn direct_write_never_reaches_code_that_runs_later() {
         assert_eq!(tool_err_code(&r), "not_permitted", "{dir:?}: {r}");
         assert!(err_message(&r).contains(reason), "{dir:?}: {r}");
     }
-    let config = home.join(".config");
+    // Inside a home's hidden directories (tools' code: `.pth` files, shims) and in the home's
+    // `bin`: refused as roots too; the autorun entries are unit-tested in the sandbox crate.
+    std::fs::create_dir_all(home.join("bin")).unwrap();
+    std::fs::create_dir_all(home.join(".local/lib")).unwrap();
+    for (i, (dir, reason)) in [
+        (home.join(".config"), "hidden directory"),
+        (home.join(".local/lib"), "hidden directory"),
+        (home.join("bin"), "runs code later"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = chat
+            .start_with("Write", &dir, &format!("dw-hidden-{i}"), dw.clone())
+            .await
+            .unwrap();
+        assert_eq!(tool_err_code(&r), "not_permitted", "{dir:?}: {r}");
+        assert!(err_message(&r).contains(reason), "{dir:?}: {r}");
+    }
+    // A project in the home is fine.
+    std::fs::create_dir_all(home.join("project")).unwrap();
     let r = chat
-        .start_with("Write", &config, "dw-config", dw.clone())
+        .start_with("Write", &home.join("project"), "dw-project", dw.clone())
         .await
         .unwrap();
     let v = view(&r);
     assert_eq!(v["status"], "waiting_for_gpt", "{v}");
     let (sid, lease) = (session_id(&v), lease_id(&v));
-    let s = |p: &Path| p.display().to_string();
-    let calls = json!([
-        {"name": "Write", "arguments": {"file_path": s(&config.join("autostart/x.desktop")), "content": "[Desktop Entry]\n"}},
-        {"name": "Write", "arguments": {"file_path": s(&config.join("systemd/user/x.service")), "content": "[Service]\n"}},
-        {"name": "Write", "arguments": {"file_path": s(&config.join("git/config")), "content": "[core]\n"}},
-        {"name": "Write", "arguments": {"file_path": s(&config.join("app/settings.json")), "content": "{}\n"}},
-    ]);
-    let r = chat
-        .reply(
-            &sid,
-            &lease,
-            &turn_id(&v),
-            "dw-c1",
-            Some("Writing."),
-            Some(calls),
-        )
-        .await
-        .unwrap();
-    let v = view(&r);
-    let r = results(&v);
-    assert_eq!(r.len(), 4, "{v}");
-    for result in &r[..3] {
-        assert_eq!(result["status"], "error", "{result}");
-        assert!(output(result).starts_with("not_permitted"), "{result}");
-    }
-    assert_eq!(r[3]["status"], "ok", "{}", r[3]);
-    assert!(!config.join("autostart").exists());
-    assert!(!config.join("systemd").exists());
-    assert_eq!(
-        std::fs::read_to_string(config.join("app/settings.json")).unwrap(),
-        "{}\n"
-    );
     chat.stop(&sid, &lease, "dw-c-stop", None).await.unwrap();
 }
