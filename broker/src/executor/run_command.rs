@@ -801,12 +801,7 @@ fn finish(
             output,
             truncated: false,
             error_code: Some("sandbox_unavailable".into()),
-            receipt: Receipt {
-                action_id: action_id.to_string(),
-                path: Some(cwd.display().to_string()),
-                duration_ms,
-                ..Receipt::default()
-            },
+            receipt: command_receipt(action_id, cwd, None, duration_ms),
         };
     }
     let (status, error_code, exit_code, ending_text) = match run.ending {
@@ -882,13 +877,23 @@ fn finish(
         output,
         truncated,
         error_code: error_code.map(str::to_string),
-        receipt: Receipt {
-            action_id: action_id.to_string(),
-            path: Some(cwd.display().to_string()),
-            exit_code,
-            duration_ms,
-            ..Receipt::default()
-        },
+        receipt: command_receipt(action_id, cwd, exit_code, duration_ms),
+    }
+}
+
+/// The receipt of a command that reached the helper: where it ran, how it ended, how long it took.
+fn command_receipt(
+    action_id: &str,
+    cwd: &Path,
+    exit_code: Option<i32>,
+    duration_ms: u64,
+) -> Receipt {
+    Receipt {
+        action_id: action_id.to_string(),
+        path: Some(cwd.display().to_string()),
+        exit_code,
+        duration_ms,
+        ..Receipt::default()
     }
 }
 
@@ -923,13 +928,7 @@ fn unconfirmed(
         output,
         truncated: false,
         error_code: Some(CONFINEMENT_UNCONFIRMED.into()),
-        receipt: Receipt {
-            action_id: action_id.to_string(),
-            path: Some(cwd.display().to_string()),
-            exit_code,
-            duration_ms,
-            ..Receipt::default()
-        },
+        receipt: command_receipt(action_id, cwd, exit_code, duration_ms),
     }
 }
 
