@@ -1,18 +1,16 @@
 //! Native Gateway daemon: the public MCP endpoint for ChatGPT, the durable state (single writer),
 //! leases, idempotency and the ledger, and the supervision of one broker per session.
 //!
-//! Layout:
-//! - `mcp`: the six public tools (the only MCP-aware module).
-//! - `service`: session logic behind the tools, and broker events into state.
-//! - `view`: the SessionView and its schema.
-//! - `brokers`: spawning, verifying and linking brokers.
+//! Layout (ARCHITECTURE.md has the file map):
+//! - `mcp`: the MCP transport (HTTP app, auth, stdio); `tools`: the six public tools.
+//! - `session`: the session core behind the tools, and broker events into state.
+//! - `brokers`: the broker seam — processes (spawn, identity, signals) and verified links.
+//! - `view`: the SessionView's types and schema; `state`: the SQLite store and its records.
 //! - `boundary`: the runner confinement brokers must establish, and `network_boundary`.
-//! - `state`: the SQLite store.
-//! - `config`, `error`, `validate`: configuration, public errors, start-input checks.
+//! - `config`, `limits`, `error`: configuration, resource limits, public errors.
 //! - `http_server`: connection limits and graceful stop under the HTTP app; `drain`: the
 //!   graceful stop of tool calls.
 //! - `worktree`: managed Git worktrees of `worktree_write` sessions.
-//! - `write_recovery`: resolving writes a dead broker left `prepared`.
 
 pub mod boundary;
 pub mod brokers;
@@ -22,12 +20,11 @@ pub mod error;
 pub mod http_server;
 pub mod limits;
 pub mod mcp;
-pub mod service;
+pub mod session;
 pub mod state;
-pub mod validate;
+pub mod tools;
 pub mod view;
 pub mod worktree;
-pub mod write_recovery;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,13 +34,18 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 pub use config::Config;
-pub use service::Gateway;
+pub use session::Gateway;
 
 /// Open the state and build the gateway core.
 pub fn open(config: Config) -> anyhow::Result<Arc<Gateway>> {
     let store = state::Store::open(&config.state_dir).context("opening state database")?;
     let key = config::load_or_create_server_key(&config.state_dir)?;
-    Ok(Gateway::new(store, config, key))
+    Ok(Gateway::new(
+        store,
+        config,
+        key,
+        Arc::new(brokers::process::ProcessHost),
+    ))
 }
 
 /// How often leases are checked for expiry.

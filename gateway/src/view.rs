@@ -7,6 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::state::{RunState, SessionStatus};
+
 /// Largest reply (text plus tool calls) ChatGPT may send for one turn.
 pub const REPLY_BUDGET_BYTES: u64 = 786_432;
 
@@ -15,8 +17,7 @@ pub const REPLY_BUDGET_BYTES: u64 = 786_432;
 pub struct SessionView {
     pub native_session_id: String,
     pub session_label: Option<String>,
-    #[schemars(extend("enum" = ["starting", "waiting_for_gpt", "running", "idle", "stopping", "stopped", "failed", "expired"]))]
-    pub status: String,
+    pub status: SessionStatus,
     /// Grows on every change.
     pub revision: u64,
     /// This answer replays an earlier identical request.
@@ -98,8 +99,7 @@ impl Workspace {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CurrentRunView {
     pub generation: u32,
-    #[schemars(extend("enum" = ["alive", "exited", "lost"]))]
-    pub state: String,
+    pub state: RunState,
     pub started_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -110,8 +110,7 @@ pub struct CurrentRunView {
 pub struct PendingTurn {
     pub turn_id: String,
     pub sequence: u64,
-    #[schemars(extend("enum" = ["prompt", "tool_results"]))]
-    pub kind: String,
+    pub kind: TurnKind,
     /// The user's prompt (kind prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
@@ -122,6 +121,16 @@ pub struct PendingTurn {
     pub allowed_tools: Vec<String>,
     /// Most bytes of text plus tool_calls in your reply.
     pub reply_budget_bytes: u64,
+}
+
+/// What a pending turn asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnKind {
+    // A user prompt (`prompt` is set).
+    Prompt,
+    // The results of your previous tool_calls (`tool_results` is set).
+    ToolResults,
 }
 
 /// The result of one tool call of the previous reply.
@@ -420,7 +429,7 @@ mod tests {
         let view = SessionView {
             native_session_id: "ns_0123".into(),
             session_label: Some("demo".into()),
-            status: "waiting_for_gpt".into(),
+            status: SessionStatus::WaitingForGpt,
             revision: 7,
             replay: false,
             route: "chatgpt-main".into(),
@@ -436,7 +445,7 @@ mod tests {
             claude_session_id: "6f1c0c1e-8d7e-4a53-9d44-0f2f4c1b2a10".into(),
             current_run: Some(CurrentRunView {
                 generation: 1,
-                state: "alive".into(),
+                state: RunState::Alive,
                 started_at: "2026-11-29T18:30:00Z".into(),
                 exit_code: None,
             }),
@@ -445,7 +454,7 @@ mod tests {
             pending_turn: Some(PendingTurn {
                 turn_id: "turn_2".into(),
                 sequence: 2,
-                kind: "tool_results".into(),
+                kind: TurnKind::ToolResults,
                 prompt: None,
                 tool_results: Some(vec![ToolResultView {
                     call_index: 0,

@@ -418,7 +418,7 @@ impl GitRunner {
         base_commit: &str,
     ) -> Result<Worktree, ToolError> {
         let path = worktree_dir.join(session_id);
-        let branch = format!("ngw/{}", session_id.trim_start_matches("ns_"));
+        let branch = format!("ngw/{}", crate::state::id_suffix(session_id));
         let mut writable = self.git_dirs_written(source)?;
         // An empty directory is where the confined git may write the worktree.
         std::fs::create_dir(&path)

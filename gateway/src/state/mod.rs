@@ -1,9 +1,11 @@
 //! Durable state: the SQLite database the gateway alone writes (sessions, leases, idempotency
 //! records, turns, replies, actions and the append-only event ledger), and the records stored in it.
 
+mod ledger;
 mod records;
 mod schema;
 mod store;
 
+pub use ledger::{ActionEnd, ApprovedAction, LedgerEvent};
 pub use records::*;
 pub use store::{Store, StoreError, Tx};

@@ -3,6 +3,7 @@
 
 use common::protocol::RunnerToolResult;
 use common::tools::{ActionOutcome, CapabilityProfile, SubagentPolicy};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -11,7 +12,7 @@ use crate::view::{
 };
 
 /// Lifecycle of a session, as shown in the SessionView.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     Starting,
@@ -44,12 +45,23 @@ impl SessionStatus {
     }
 }
 
+/// Where a session's runner generation stands, as far as this gateway knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    // Its broker reported it running and the link to that broker is (or was last) up.
+    Alive,
+    // Its broker reported its exit.
+    Exited,
+    // The gateway lost sight of it (link or broker gone); a re-attach may find it alive.
+    Lost,
+}
+
 /// The runner generation currently or last attached to a session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CurrentRun {
     pub generation: u32,
-    /// `alive`, `exited` or `lost`.
-    pub state: String,
+    pub state: RunState,
     pub started_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -240,4 +252,9 @@ pub struct ActionRecord {
     pub outcome: Option<ActionOutcome>,
     /// A write's recorded intent, once it reached `prepared`.
     pub prepared: Option<common::protocol::PreparedWrite>,
+}
+
+/// A session id without its `ns_` prefix: the part names of its private files and branches use.
+pub fn id_suffix(session_id: &str) -> &str {
+    session_id.strip_prefix("ns_").unwrap_or(session_id)
 }

@@ -1,0 +1,98 @@
+//! The seam between session logic and broker processes: [`BrokerHost`] starts, verifies, signals
+//! and connects brokers, and a connected broker is a [`Link`] — messages out, [`LinkEvent`]s in.
+//! Nothing here knows the session state; `session::supervision` drives links. The real host is
+//! [`process::ProcessHost`]; tests substitute an in-process one.
+
+pub mod link;
+pub mod process;
+
+use std::time::Duration;
+
+use common::protocol::{BrokerEvent, GatewayToBroker};
+use futures::future::BoxFuture;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::state::{BrokerRecord, SessionRecord};
+use crate::view::LaunchError;
+
+/// How long a freshly spawned broker may take to open its socket.
+pub const SPAWN_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long re-adopting an existing broker may take (its socket exists or it is gone).
+pub const ADOPT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A signal the gateway sends a broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerSignal {
+    /// Stop: the broker stops its runner's group, reports, and exits.
+    Term,
+    /// For a broker that did not stop on `Term`; its runner dies with it.
+    Kill,
+}
+
+/// One broker runtime to start: runner generation `generation` of `session`; `resume` continues
+/// the recorded Claude Code conversation.
+pub struct LaunchSpec<'a> {
+    pub config: &'a Config,
+    pub session: &'a SessionRecord,
+    pub generation: u32,
+    pub resume: bool,
+}
+
+/// What a link reports.
+#[derive(Debug)]
+pub enum LinkEvent {
+    /// A broker event, to persist and then acknowledge with `GatewayToBroker::Ack { seq }`.
+    Event { seq: u64, event: Box<BrokerEvent> },
+    /// The link closed; `failed`: the gateway could not read what the broker sent.
+    Closed { failed: bool },
+}
+
+/// A verified connection to a broker.
+pub struct Link {
+    /// Messages to the broker, in order.
+    pub outgoing: mpsc::UnboundedSender<GatewayToBroker>,
+    /// What the broker reports, ending with one `Closed`.
+    pub incoming: mpsc::UnboundedReceiver<LinkEvent>,
+    /// Cancel to close the connection at once (the broker then re-sends everything it has not
+    /// had acknowledged on the next link).
+    pub close: CancellationToken,
+}
+
+/// Starts, finds and controls broker processes.
+pub trait BrokerHost: Send + Sync + 'static {
+    /// Start a broker for `spec`; the record to persist, or why it could not start.
+    fn spawn<'a>(
+        &'a self,
+        spec: LaunchSpec<'a>,
+    ) -> BoxFuture<'a, Result<BrokerRecord, LaunchError>>;
+
+    /// Connect to the recorded broker and verify it (identity, peer credentials, its secret).
+    fn connect<'a>(
+        &'a self,
+        record: &'a BrokerRecord,
+        timeout: Duration,
+    ) -> BoxFuture<'a, anyhow::Result<Link>>;
+
+    /// Whether the recorded broker process still exists (same boot, pid and start time).
+    fn is_alive(&self, record: &BrokerRecord) -> bool;
+
+    /// Send `signal` to the recorded broker if, and only if, it is still that process; whether
+    /// it was sent.
+    fn signal(&self, record: &BrokerRecord, signal: BrokerSignal) -> bool;
+}
+
+/// Wait until the recorded broker is gone (or `within` passes); whether it is gone.
+pub async fn wait_gone(host: &dyn BrokerHost, record: &BrokerRecord, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if !host.is_alive(record) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

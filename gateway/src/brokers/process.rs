@@ -1,0 +1,281 @@
+//! Broker processes: spawning one in its own session (setsid, so a gateway exit does not signal
+//! it) from the pinned gateway image, and checking and signalling it by identity (boot, pid, start
+//! time) so a reused pid is never mistaken for it. No session logic: see `session::supervision`.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use anyhow::{Context, bail};
+use common::protocol::BrokerSpec;
+use futures::future::BoxFuture;
+
+use super::{BrokerHost, BrokerSignal, LaunchSpec, Link};
+use crate::config::{private_dir, write_private_file};
+use crate::state::{BrokerRecord, id_suffix};
+use crate::view::{LaunchError, LaunchErrorCode};
+
+/// Unix socket paths must fit `sun_path` (104 bytes on macOS, 108 on Linux).
+const MAX_SOCKET_PATH: usize = 100;
+
+const SYSTEM_PROMPT: &str = "You are the local agent harness of Native Gateway. The user's messages \
+and your answers come from ChatGPT, which decides every step. Use only the mcp__gw__ tools you are \
+given, exactly as the assistant turn specifies, and do not add commentary of your own.";
+
+/// Brokers as real processes of this host.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ProcessHost;
+
+impl BrokerHost for ProcessHost {
+    fn spawn<'a>(
+        &'a self,
+        spec: LaunchSpec<'a>,
+    ) -> BoxFuture<'a, Result<BrokerRecord, LaunchError>> {
+        Box::pin(async move {
+            if !is_executable(&spec.config.claude_bin) {
+                return Err(LaunchError::now(
+                    LaunchErrorCode::RunnerNotFound,
+                    "the Claude Code binary was not found or is not executable; set CLAUDE_BIN or \
+                     run scripts/install-claude-code, then start a new session",
+                ));
+            }
+            spawn(&spec).await.map_err(|err| {
+                tracing::error!(session = %spec.session.id, "spawning broker: {err:#}");
+                LaunchError::now(
+                    LaunchErrorCode::BrokerSpawnFailed,
+                    "the session's runtime could not be started; see the gateway log",
+                )
+            })
+        })
+    }
+
+    fn connect<'a>(
+        &'a self,
+        record: &'a BrokerRecord,
+        timeout: std::time::Duration,
+    ) -> BoxFuture<'a, anyhow::Result<Link>> {
+        Box::pin(super::link::connect(record, timeout))
+    }
+
+    fn is_alive(&self, record: &BrokerRecord) -> bool {
+        process_start_time(record.pid) == Some(record.start_time) && boot_id() == record.boot_id
+    }
+
+    fn signal(&self, record: &BrokerRecord, signal: BrokerSignal) -> bool {
+        send_verified(record, signal)
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
+    let (config, session) = (launch.config, launch.session);
+    let (generation, resume) = (launch.generation, launch.resume);
+    // A short directory name keeps the socket path under the platform limit.
+    let short: String = id_suffix(&session.id).chars().take(12).collect();
+    let runtime_dir = config.state_dir.join("run").join(&short);
+    private_dir(&runtime_dir)?;
+    let socket_path = runtime_dir.join("b.sock");
+    if socket_path.as_os_str().len() > MAX_SOCKET_PATH {
+        bail!(
+            "socket path would be {} bytes; use a shorter CLAUDE_TOOLS_STATE_DIR",
+            socket_path.as_os_str().len()
+        );
+    }
+    let secret = common::hash::new_secret("brk");
+    let spec = BrokerSpec {
+        session_id: session.id.clone(),
+        claude_session_id: session.claude_session_id.clone(),
+        generation,
+        resume,
+        profile: session.profile,
+        subagent_policy: session.subagent_policy,
+        working_directory: session.working_directory.clone(),
+        runtime_dir: runtime_dir.display().to_string(),
+        socket_path: socket_path.display().to_string(),
+        secret: secret.clone(),
+        runner_token: common::hash::new_secret("rnr"),
+        claude_bin: config.claude_bin.display().to_string(),
+        system_prompt: SYSTEM_PROMPT.to_string(),
+        owner_home: config.owner_home.display().to_string(),
+        state_dir: config.state_dir.display().to_string(),
+        extra_protected: config
+            .extra_protected
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        worktree_dir: Some(config.worktree_dir.display().to_string()),
+        runner_confinement: crate::boundary::runner_confinement(),
+        helper_sha256: Some(config.exe.sha256().to_string()),
+        gateway_install_path: Some(config.install_path.display().to_string()),
+        command_limits: config.command_limits,
+    };
+    let spec_path = runtime_dir.join("broker-spec.json");
+    write_private_file(&spec_path, serde_json::to_string(&spec)?.as_bytes())?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(runtime_dir.join("broker.log"))
+        .context("opening broker log")?;
+
+    // The pinned image, by descriptor: a replaced install file is never what starts.
+    let exe = config.exe.exec_path().context("the gateway executable")?;
+    let mut cmd = tokio::process::Command::new(&exe);
+    cmd.arg("broker")
+        .arg("--spec")
+        .arg(&spec_path)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &config.owner_home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log.try_clone()?))
+        .stderr(Stdio::from(log))
+        .kill_on_drop(false);
+    if let Ok(filter) = std::env::var("RUST_LOG") {
+        cmd.env("RUST_LOG", filter);
+    }
+    // Crash tests arm the broker's write failpoints through the gateway's environment.
+    #[cfg(feature = "failpoints")]
+    if let Some(point) = std::env::var_os(broker::executor::failpoint::FAILPOINT_ENV) {
+        cmd.env(broker::executor::failpoint::FAILPOINT_ENV, point);
+    }
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent; it only detaches
+    // the child into its own session so signals to the gateway's group do not reach it.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = cmd.spawn().context("spawning broker")?;
+    let pid = child.id().context("broker exited at once")? as i32;
+    // Reap the broker when it exits, so it never lingers as a zombie of ours.
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
+    Ok(BrokerRecord {
+        pid,
+        start_time: process_start_time(pid)
+            .context("reading the broker's start time (needed to verify it later)")?,
+        boot_id: boot_id(),
+        socket_path: socket_path.display().to_string(),
+        runtime_dir: runtime_dir.display().to_string(),
+        secret,
+        next_event_seq: 1,
+    })
+}
+
+/// The kernel's start time of `pid`, to tell a reused PID apart (Linux: clock ticks since boot).
+#[cfg(target_os = "linux")]
+pub fn process_start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name (which may contain spaces): state is field 3,
+    // the start time field 22.
+    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
+    let state = fields.next()?;
+    if state == "Z" || state == "X" {
+        // Exited, not yet reaped: not a live process.
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
+}
+
+/// The kernel's start time of `pid` in microseconds since the epoch (macOS).
+#[cfg(target_os = "macos")]
+pub fn process_start_time(pid: i32) -> Option<u64> {
+    // SAFETY: proc_bsdinfo is plain data; proc_pidinfo writes at most `size` bytes into it.
+    let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
+    // SAFETY: the buffer is valid for `size` bytes for the duration of the call.
+    let written = unsafe {
+        libc::proc_pidinfo(
+            pid,
+            libc::PROC_PIDTBSDINFO,
+            0,
+            (&mut info as *mut libc::proc_bsdinfo).cast(),
+            size,
+        )
+    };
+    (written == size).then(|| info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec)
+}
+
+/// Without a way to read a process's start time, no process identity can be verified.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub fn process_start_time(_pid: i32) -> Option<u64> {
+    None
+}
+
+/// Send `signal` to the recorded broker if, and only if, it is still that process (same boot,
+/// pid and start time); whether it was sent. On Linux the check and the signal go through one
+/// pidfd, which pins the process: a pid freed and reused between them cannot be hit.
+fn send_verified(record: &BrokerRecord, signal: BrokerSignal) -> bool {
+    if boot_id() != record.boot_id {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{Pid, PidfdFlags, pidfd_open, pidfd_send_signal};
+        let Some(pid) = Pid::from_raw(record.pid) else {
+            return false;
+        };
+        let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else {
+            return false;
+        };
+        if process_start_time(record.pid) != Some(record.start_time) {
+            return false;
+        }
+        let signal = match signal {
+            BrokerSignal::Term => rustix::process::Signal::TERM,
+            BrokerSignal::Kill => rustix::process::Signal::KILL,
+        };
+        pidfd_send_signal(&pidfd, signal).is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let signal = match signal {
+            BrokerSignal::Term => nix::sys::signal::Signal::SIGTERM,
+            BrokerSignal::Kill => nix::sys::signal::Signal::SIGKILL,
+        };
+        process_start_time(record.pid) == Some(record.start_time)
+            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), signal).is_ok()
+    }
+}
+
+/// This boot's identity.
+#[cfg(target_os = "linux")]
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// This boot's identity (macOS: `kern.bootsessionuuid`).
+#[cfg(target_os = "macos")]
+pub fn boot_id() -> String {
+    let mut buf = [0u8; 64];
+    let mut len = buf.len();
+    // SAFETY: the name is NUL-terminated; buf and len describe a valid writable buffer.
+    let rc = unsafe {
+        libc::sysctlbyname(
+            c"kern.bootsessionuuid".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return String::new();
+    }
+    String::from_utf8_lossy(&buf[..len.min(buf.len())])
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub fn boot_id() -> String {
+    String::new()
+}

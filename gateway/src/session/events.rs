@@ -1,0 +1,279 @@
+//! Broker events into state: each event of the session's current broker is applied once (by its
+//! sequence number), in one transaction with its ledger entry, before the broker gets its
+//! acknowledgement; then waiters are woken and any follow-up (a re-sent reply, a stop) goes out.
+
+use broker::executor::failpoint::Failpoint;
+use common::protocol::{BrokerEvent, GatewayToBroker, ReplyRelease, TurnContent, WriteEnd};
+use common::time::now_unix_ms;
+use common::tools::{ActionOutcome, LogicalTool, ToolStatus};
+
+use super::Gateway;
+use crate::state::{
+    ActionEnd, ActionState, LedgerEvent, SessionRecord, SessionStatus, StoreError, TurnBody,
+    TurnRecord, TurnStatus, Tx,
+};
+
+/// What to do once a broker event is persisted.
+#[derive(Default)]
+struct AfterEvent {
+    /// Re-send this reply (the runner retried a request that already has one).
+    resend: Option<ReplyRelease>,
+    /// Stop the runner, for this reason.
+    stop: Option<String>,
+    /// Crash tests: the failpoint to hit after the record is durable.
+    failpoint: Option<Failpoint>,
+}
+
+/// The state a finished action settles in. A write reports how it ended; a write that failed
+/// without saying (refused before it was prepared, or before its temp file existed) changed
+/// nothing; everything else that ran is committed.
+pub(crate) fn settled_state(
+    is_write: bool,
+    write: Option<WriteEnd>,
+    status: ToolStatus,
+) -> ActionState {
+    match write {
+        Some(WriteEnd::Committed) => ActionState::Committed,
+        Some(WriteEnd::NotApplied) => ActionState::NotApplied,
+        Some(WriteEnd::Indeterminate) => ActionState::Indeterminate,
+        None if is_write && status != ToolStatus::Ok => ActionState::NotApplied,
+        None => ActionState::Committed,
+    }
+}
+
+impl Gateway {
+    /// Persist one event of broker `broker_pid`. Events of a broker that is no longer the
+    /// session's (an older generation winding down) and events already applied (re-sent after a
+    /// reconnect) are acknowledged without being applied.
+    pub fn on_broker_event(
+        &self,
+        session_id: &str,
+        broker_pid: i32,
+        seq: u64,
+        event: BrokerEvent,
+    ) -> Result<(), StoreError> {
+        let mut after = AfterEvent::default();
+        let session = self.store.write(|tx| {
+            let Some(mut session) = tx.session(session_id)? else {
+                return Ok(None);
+            };
+            let Some(broker) = session.broker.as_mut().filter(|b| b.pid == broker_pid) else {
+                return Ok(None);
+            };
+            if seq < broker.next_event_seq {
+                return Ok(None);
+            }
+            broker.next_event_seq = seq + 1;
+            let recorded = self.apply_event(tx, &mut session, event, &mut after)?;
+            if recorded.changes_view() {
+                self.commit(tx, &mut session, &recorded)?;
+            } else {
+                tx.put_session(&session)?;
+                tx.record(&session.id, &recorded)?;
+            }
+            Ok::<_, StoreError>(Some(session))
+        })?;
+        if let Some(point) = after.failpoint {
+            // Crash tests: the record is durable, the broker has no acknowledgement yet.
+            let _ = broker::executor::failpoint::hit(point);
+        }
+        if let Some(session) = session {
+            self.notify(&session);
+        }
+        if let Some(reply) = after.resend {
+            self.live(session_id).send(GatewayToBroker::Reply(reply));
+        }
+        if let Some(reason) = after.stop {
+            self.live(session_id).send(GatewayToBroker::Stop { reason });
+        }
+        Ok(())
+    }
+
+    fn apply_event(
+        &self,
+        tx: &Tx<'_>,
+        session: &mut SessionRecord,
+        event: BrokerEvent,
+        after: &mut AfterEvent,
+    ) -> Result<LedgerEvent, StoreError> {
+        after.failpoint = match &event {
+            BrokerEvent::WritePrepared(_) => Some(Failpoint::GatewayAfterPreparedPersisted),
+            BrokerEvent::ActionFinished { write: Some(_), .. } => {
+                Some(Failpoint::GatewayAfterFinishedPersisted)
+            }
+            _ => None,
+        };
+        Ok(match event {
+            BrokerEvent::RunnerStarted {
+                generation,
+                started_at_ms,
+                resumed,
+            } => session.runner_started(generation, started_at_ms, resumed),
+            BrokerEvent::RunnerLaunchFailed { message } => {
+                session.launch_failed(crate::view::LaunchError::now(
+                    crate::view::LaunchErrorCode::RunnerLaunchFailed,
+                    message,
+                ))
+            }
+            BrokerEvent::TurnRequested(request) => {
+                if let Some(turn) = tx.turn_by_fingerprint(&session.id, &request.fingerprint)? {
+                    // A retry of a request we already know: re-send the reply if it has one.
+                    if let Some(reply_id) = &turn.reply_id
+                        && let Some(reply) = tx.reply(&session.id, reply_id)?
+                    {
+                        after.resend = Some(ReplyRelease {
+                            turn_id: turn.turn_id.clone(),
+                            fingerprint: turn.fingerprint.clone(),
+                            text: reply.text,
+                            calls: reply.calls,
+                        });
+                    }
+                    return Ok(LedgerEvent::TurnRequestRetried {
+                        turn_id: turn.turn_id,
+                    });
+                }
+                if session.status.is_terminal() || session.status == SessionStatus::Stopping {
+                    return Ok(LedgerEvent::TurnRequestIgnored {
+                        reason: "session is stopping".into(),
+                    });
+                }
+                session.turn_sequence += 1;
+                let body = match request.content {
+                    TurnContent::Prompt { text } => {
+                        // The last turn's calls were answered by no tool-results turn.
+                        let interrupted = match &session.last_reply_turn_id {
+                            Some(id) if tx.turn_has_actions(id)? => Some(id.clone()),
+                            _ => None,
+                        };
+                        TurnBody::Prompt {
+                            text,
+                            interrupted_turn_id: interrupted,
+                        }
+                    }
+                    TurnContent::ToolResults { results } => TurnBody::ToolResults {
+                        previous_turn_id: session.last_reply_turn_id.clone().unwrap_or_default(),
+                        runner_results: results,
+                    },
+                };
+                let turn = TurnRecord {
+                    turn_id: format!("turn_{}", uuid::Uuid::new_v4().simple()),
+                    session_id: session.id.clone(),
+                    sequence: session.turn_sequence,
+                    fingerprint: request.fingerprint,
+                    status: TurnStatus::Pending,
+                    created_at_ms: now_unix_ms(),
+                    body,
+                    reply_id: None,
+                };
+                tx.put_turn(&turn)?;
+                session.pending_turn_id = Some(turn.turn_id.clone());
+                session.last_reply_turn_id = Some(turn.turn_id.clone());
+                session.status = SessionStatus::WaitingForGpt;
+                LedgerEvent::TurnPending {
+                    turn_id: turn.turn_id,
+                    sequence: turn.sequence,
+                }
+            }
+            BrokerEvent::ReplyDelivered { turn_id } => {
+                if session.undelivered_reply_turn.as_deref() == Some(turn_id.as_str()) {
+                    session.undelivered_reply_turn = None;
+                }
+                LedgerEvent::ReplyDelivered { turn_id }
+            }
+            BrokerEvent::PromptDelivered { prompt_id } => {
+                if session
+                    .undelivered_prompt
+                    .as_ref()
+                    .is_some_and(|p| p.prompt_id == prompt_id)
+                {
+                    session.undelivered_prompt = None;
+                }
+                LedgerEvent::PromptDelivered { prompt_id }
+            }
+            BrokerEvent::WritePrepared(prepared) => {
+                if let Some(mut action) = tx
+                    .action(&prepared.action_id)?
+                    .filter(|a| a.session_id == session.id && a.state == ActionState::Approved)
+                {
+                    action.state = ActionState::Prepared;
+                    action.prepared = Some(prepared.clone());
+                    tx.put_action(&action)?;
+                }
+                LedgerEvent::WritePrepared {
+                    action_id: prepared.action_id,
+                    path: prepared.path,
+                    pre_sha256: prepared.pre_sha256,
+                    post_sha256: prepared.post_sha256,
+                }
+            }
+            BrokerEvent::ActionFinished {
+                action_id,
+                outcome,
+                write,
+            } => self.action_finished(tx, session, action_id, outcome, write, after)?,
+            BrokerEvent::UnapprovedCall {
+                tool_use_id,
+                name,
+                reason,
+            } => LedgerEvent::UnapprovedCall {
+                tool_use_id,
+                name,
+                reason,
+            },
+            BrokerEvent::SideRequest {
+                purpose,
+                fingerprint,
+            } => LedgerEvent::SideRequestAnsweredLocally {
+                purpose,
+                fingerprint,
+            },
+            BrokerEvent::RunnerTurnEnded { subtype, is_error } => {
+                session.runner_turn_ended(subtype, is_error)
+            }
+            BrokerEvent::RunnerExited {
+                exit_code,
+                signal,
+                at_ms,
+            } => session.runner_exited(exit_code, signal, at_ms),
+            BrokerEvent::BrokerExiting { reason } => LedgerEvent::BrokerExiting { reason },
+            BrokerEvent::Unknown => LedgerEvent::UnknownBrokerEvent {},
+        })
+    }
+
+    /// Settle a finished action; an indeterminate write stops the session.
+    fn action_finished(
+        &self,
+        tx: &Tx<'_>,
+        session: &mut SessionRecord,
+        action_id: String,
+        outcome: ActionOutcome,
+        write: Option<WriteEnd>,
+        after: &mut AfterEvent,
+    ) -> Result<LedgerEvent, StoreError> {
+        let mut state = ActionState::Committed;
+        if let Some(mut action) = tx
+            .action(&action_id)?
+            .filter(|a| a.session_id == session.id)
+        {
+            let is_write = LogicalTool::from_name(&action.name).is_some_and(|t| t.writes());
+            state = settled_state(is_write, write, outcome.status);
+            action.state = state;
+            action.outcome = Some(outcome.clone());
+            tx.put_action(&action)?;
+            if state == ActionState::Indeterminate {
+                session.write_indeterminate(&action);
+                after.stop = Some("a write ended in an unknown state".into());
+            }
+        }
+        let end = ActionEnd {
+            action_id,
+            status: outcome.status,
+            receipt: outcome.receipt,
+        };
+        Ok(match state {
+            ActionState::NotApplied => LedgerEvent::WriteNotApplied(end),
+            ActionState::Indeterminate => LedgerEvent::WriteIndeterminate(end),
+            _ => LedgerEvent::ActionCommitted(end),
+        })
+    }
+}

@@ -1,0 +1,187 @@
+//! Answering a repeated request once: every mutating call claims its key inside the transaction
+//! that carries it out (so a concurrent duplicate never runs it twice), records its answer, and a
+//! resend with the same arguments replays that answer; different arguments are a conflict. Also
+//! the one wrapper the leased operations share: check the lease, serialise on the session, replay
+//! or act, wait, answer, remember.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Gateway, ToolResult, WaitFor, within_budget};
+use crate::error::{ErrorCode, ToolError};
+use crate::state::{SessionRecord, Tx};
+use crate::view::SessionView;
+
+/// Which operation a key belongs to: keys are unique per operation (and per session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    Start,
+    Continue,
+    Reply,
+    Stop,
+    Recover,
+}
+
+/// One idempotent request: its operation, session, key and canonical hash.
+#[derive(Debug, Clone)]
+pub(crate) struct Request<'a> {
+    scope: String,
+    kind: Scope,
+    pub key: &'a str,
+    pub hash: &'a str,
+}
+
+impl<'a> Request<'a> {
+    pub(crate) fn new(kind: Scope, session_id: &str, key: &'a str, hash: &'a str) -> Self {
+        let scope = match kind {
+            Scope::Start => "start".to_string(),
+            Scope::Continue => format!("continue:{session_id}"),
+            Scope::Reply => format!("reply:{session_id}"),
+            Scope::Stop => format!("stop:{session_id}"),
+            Scope::Recover => format!("recover:{session_id}"),
+        };
+        Request {
+            scope,
+            kind,
+            key,
+            hash,
+        }
+    }
+}
+
+/// What a leased operation asks the wrapper to wait for before answering.
+pub(crate) struct Settle {
+    pub wait: WaitFor,
+    pub timeout: Duration,
+}
+
+/// A leased operation on a session: who asks, and the request.
+pub(crate) struct Leased<'a> {
+    pub session_id: &'a str,
+    pub lease_id: &'a str,
+    pub request: Request<'a>,
+}
+
+impl Gateway {
+    /// The answer recorded for `request`: a replay of the same request, or a conflict.
+    /// A request still in progress (claimed, answer not yet recorded) replays the current view.
+    pub(crate) fn replayed(&self, request: &Request<'_>) -> ToolResult<Option<SessionView>> {
+        let row = self
+            .store
+            .read(|tx| tx.idempotency(&request.scope, request.key))?;
+        let Some(row) = row else { return Ok(None) };
+        if row.request_hash != request.hash {
+            return Err(ToolError::new(
+                ErrorCode::IdempotencyConflict,
+                format!(
+                    "{:?} was already used for a different request; use a new key for a new \
+                     request, or resend the original arguments to get its answer again",
+                    request.key
+                ),
+            ));
+        }
+        let mut view: SessionView = if row.answer.get("in_progress").is_some() {
+            let session = self.load(row.session_id.as_deref().unwrap_or_default())?;
+            self.view(&session, None)?
+        } else {
+            serde_json::from_value(row.answer.clone()).map_err(|e| {
+                ToolError::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "the stored answer of this request is unreadable ({e}); send the request \
+                         again with a new key"
+                    ),
+                )
+            })?
+        };
+        let generation = row.answer["lease_generation"].as_u64().unwrap_or(1) as u32;
+        view.replay = true;
+        view.lease_id = Some(self.lease_id(&view.native_session_id, generation));
+        if request.kind == Scope::Start {
+            view.recovery_token = Some(self.recovery_token(&view.native_session_id));
+        }
+        Ok(Some(view))
+    }
+
+    /// Claim `request` inside the transaction that carries it out. `busy` if already claimed
+    /// (a concurrent identical request is being handled).
+    pub(crate) fn claim(
+        &self,
+        tx: &Tx<'_>,
+        request: &Request<'_>,
+        session_id: &str,
+        generation: u32,
+    ) -> ToolResult<()> {
+        if tx.idempotency(&request.scope, request.key)?.is_some() {
+            return Err(ToolError::new(
+                ErrorCode::Busy,
+                "an identical request is already being handled; send it again to get its answer",
+            ));
+        }
+        tx.put_idempotency(
+            &request.scope,
+            request.key,
+            request.hash,
+            Some(session_id),
+            &json!({"in_progress": true, "lease_generation": generation}),
+        )?;
+        Ok(())
+    }
+
+    /// Record the answer of a claimed request. Lease id and recovery token are not stored; they
+    /// are derived again on replay.
+    pub(crate) fn remember(&self, request: &Request<'_>, view: &SessionView, generation: u32) {
+        let mut answer = serde_json::to_value(view).unwrap_or(Value::Null);
+        answer["lease_id"] = Value::Null;
+        answer["replay"] = json!(false);
+        if let Some(map) = answer.as_object_mut() {
+            map.remove("recovery_token");
+        }
+        answer["lease_generation"] = json!(generation);
+        if let Err(err) = self
+            .store
+            .write(|tx| tx.replace_idempotency_answer(&request.scope, request.key, &answer))
+        {
+            tracing::error!("recording idempotent answer: {err}");
+        }
+    }
+
+    /// Run a leased operation: the session must exist, then — holding its operation lock — the
+    /// lease is checked and renewed, a repeated request replays its answer, and otherwise `act`
+    /// runs (claiming the request in its own transaction). Then the answer waits as `act` asked,
+    /// within the call budget, and is recorded for replays.
+    pub(crate) async fn leased<'a, F, Fut>(
+        self: &Arc<Self>,
+        call: Leased<'a>,
+        act: F,
+    ) -> ToolResult<SessionView>
+    where
+        F: FnOnce(SessionRecord, Request<'a>) -> Fut,
+        Fut: Future<Output = ToolResult<Settle>>,
+    {
+        let started = tokio::time::Instant::now();
+        // Only a session that exists gets an in-memory entry.
+        self.load(call.session_id)?;
+        let live = self.live(call.session_id);
+        let op = live.op_lock.lock().await;
+        let session = self.authenticate(call.session_id, call.lease_id)?;
+        if let Some(view) = self.replayed(&call.request)? {
+            return Ok(view);
+        }
+        let settle = act(session, call.request.clone()).await?;
+        drop(op);
+        let session = self
+            .wait_until(
+                call.session_id,
+                within_budget(started, settle.timeout),
+                settle.wait,
+            )
+            .await?;
+        let view = self.view(&session, Some(call.lease_id.to_string()))?;
+        self.remember(&call.request, &view, session.lease_generation);
+        Ok(view)
+    }
+}

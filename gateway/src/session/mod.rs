@@ -1,0 +1,204 @@
+//! The session core behind the public tools: the [`Gateway`] (durable state, configuration, the
+//! live-session registry and the broker host), and the building blocks every tool and broker
+//! event goes through. Every state change is one SQLite transaction that also appends to the
+//! ledger, and wakes whoever waits on the session.
+//!
+//! - `live`: per-session memory (revision signal, broker link, operation lock).
+//! - `lease`, `idempotency`: who may act on a session, and answering a repeated request once.
+//! - `transitions`: the typed state changes of a session record (pure, unit-tested).
+//! - `events`: broker events into state; `supervision`: links, adoption, stops, expiry;
+//!   `runner`: launching runner generations; `write_recovery`: settling a dead broker's writes.
+//! - `view`: the SessionView of a session record.
+
+mod events;
+mod idempotency;
+mod lease;
+mod live;
+mod runner;
+mod supervision;
+mod transitions;
+mod view;
+mod write_recovery;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::brokers::BrokerHost;
+use crate::config::Config;
+use crate::error::{ErrorCode, ToolError};
+use crate::state::{LedgerEvent, SessionRecord, Store, StoreError, Tx};
+
+pub(crate) use idempotency::{Leased, Request, Scope, Settle};
+pub use live::LiveSession;
+pub(crate) use transitions::ensure_not_terminal;
+
+/// Every call answers within this budget, whatever it had to do first (launching a broker,
+/// re-attaching one): ChatGPT abandons a tool call after about 60 s.
+const CALL_BUDGET: Duration = Duration::from_secs(50);
+
+/// How long a call that began at `started` may still wait, at most `wanted`.
+pub(crate) fn within_budget(started: tokio::time::Instant, wanted: Duration) -> Duration {
+    wanted.min(CALL_BUDGET.saturating_sub(started.elapsed()))
+}
+
+pub(crate) type ToolResult<T> = Result<T, ToolError>;
+
+/// The gateway core shared by the MCP layer and the broker links.
+pub struct Gateway {
+    pub store: Store,
+    pub config: Config,
+    server_key: String,
+    live: live::LiveSessions,
+    host: Arc<dyn BrokerHost>,
+    /// Set when `gateway serve` is stopping: waits end at once, new calls are refused.
+    pub drain: crate::drain::Drain,
+}
+
+/// What a waiting call waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitFor {
+    /// A pending turn to answer, or the runner's turn ended (idle).
+    NextTurn,
+    /// Any change after `revision`.
+    ChangeAfter(u64),
+    /// The session ended.
+    Terminal,
+}
+
+impl WaitFor {
+    fn done(self, session: &SessionRecord) -> bool {
+        match self {
+            Self::NextTurn => {
+                session.pending_turn_id.is_some()
+                    || session.status == crate::state::SessionStatus::Idle
+            }
+            Self::ChangeAfter(revision) => session.revision != revision,
+            Self::Terminal => session.status.is_terminal(),
+        }
+    }
+}
+
+impl Gateway {
+    pub fn new(
+        store: Store,
+        config: Config,
+        server_key: String,
+        host: Arc<dyn BrokerHost>,
+    ) -> Arc<Gateway> {
+        Arc::new(Gateway {
+            store,
+            config,
+            server_key,
+            live: live::LiveSessions::default(),
+            host,
+            drain: crate::drain::Drain::default(),
+        })
+    }
+
+    /// The in-memory side of a session known to exist.
+    pub fn live(&self, session_id: &str) -> Arc<LiveSession> {
+        self.live.get_or_insert(session_id)
+    }
+
+    /// Load a session or answer `not_found`.
+    pub(crate) fn session(&self, tx: &Tx<'_>, session_id: &str) -> ToolResult<SessionRecord> {
+        tx.session(session_id)?.ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no session {session_id:?}; check native_session_id or start a new session"
+                ),
+            )
+        })
+    }
+
+    /// The session as stored now.
+    pub(crate) fn load(&self, session_id: &str) -> ToolResult<SessionRecord> {
+        self.store.read(|tx| self.session(tx, session_id))
+    }
+
+    /// Persist a changed session: bump its revision and append the ledger event.
+    pub(crate) fn commit(
+        &self,
+        tx: &Tx<'_>,
+        session: &mut SessionRecord,
+        event: &LedgerEvent,
+    ) -> Result<(), StoreError> {
+        session.revision += 1;
+        tx.put_session(session)?;
+        tx.record(&session.id, event)
+    }
+
+    /// Change the stored session with `change` (which says what happened, or `None` when nothing
+    /// applies) in one transaction, and wake its waiters; a failure is logged as `what`.
+    pub(crate) fn transition(
+        &self,
+        session_id: &str,
+        what: &str,
+        change: impl FnOnce(&mut SessionRecord) -> Option<LedgerEvent>,
+    ) {
+        let res = self.store.write(|tx| {
+            let Some(mut session) = tx.session(session_id)? else {
+                return Ok::<_, StoreError>(None);
+            };
+            let Some(event) = change(&mut session) else {
+                return Ok(None);
+            };
+            self.commit(tx, &mut session, &event)?;
+            Ok(Some(session))
+        });
+        match res {
+            Ok(Some(session)) => self.notify(&session),
+            Ok(None) => {}
+            Err(err) => tracing::error!("{what}: {err}"),
+        }
+    }
+
+    pub(crate) fn notify(&self, session: &SessionRecord) {
+        self.live(&session.id)
+            .revision
+            .send_replace(session.revision);
+    }
+
+    /// Append a ledger-only event (nothing ChatGPT sees changes); a failure is logged.
+    pub(crate) fn record_event(&self, session_id: &str, event: LedgerEvent) {
+        if let Err(err) = self.store.write(|tx| tx.record(session_id, &event)) {
+            tracing::error!("recording {event:?}: {err}");
+        }
+    }
+
+    /// Wait until `until` holds for the session, the timeout passes, the session ends, or the
+    /// gateway stops.
+    pub(crate) async fn wait_until(
+        &self,
+        session_id: &str,
+        timeout: Duration,
+        until: WaitFor,
+    ) -> ToolResult<SessionRecord> {
+        let mut rx = self.live(session_id).revision.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            rx.borrow_and_update();
+            let session = self.load(session_id)?;
+            if until.done(&session) || session.status.is_terminal() {
+                return Ok(session);
+            }
+            // A stopping gateway answers waits with the state as it is, at once.
+            tokio::select! {
+                changed = tokio::time::timeout_at(deadline, rx.changed()) => match changed {
+                    Ok(Ok(())) => continue,
+                    _ => return Ok(session),
+                },
+                () = self.drain.started() => return Ok(session),
+            }
+        }
+    }
+
+    /// The broker host (real processes, or a test's).
+    pub(crate) fn host(&self) -> &dyn BrokerHost {
+        self.host.as_ref()
+    }
+}

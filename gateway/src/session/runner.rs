@@ -1,0 +1,195 @@
+//! Runner generations: launching a session's broker (recorded in the transaction that checks the
+//! session is still live, then attached), and making sure a verified broker with a live runner
+//! is there before a prompt is released — re-attaching the recorded one, or starting a new
+//! generation that resumes the same Claude Code conversation once the old broker is gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::protocol::{GatewayToBroker, PromptRelease};
+
+use super::idempotency::Request;
+use super::supervision::BrokerStop;
+use super::{Gateway, ToolResult, ensure_not_terminal};
+use crate::brokers::{BrokerSignal, LaunchSpec, SPAWN_CONNECT_TIMEOUT};
+use crate::error::{ErrorCode, ToolError};
+use crate::state::{LedgerEvent, SessionRecord, SessionStatus, StoreError};
+use crate::view::{LaunchError, LaunchErrorCode};
+
+impl Gateway {
+    /// Start a broker for runner generation `generation` of `session` (`resume`: continue the
+    /// recorded conversation), record it, and attach to it. On failure, the launch error to
+    /// show; nothing is left running.
+    pub(crate) async fn launch(
+        self: &Arc<Self>,
+        session: &SessionRecord,
+        generation: u32,
+        resume: bool,
+    ) -> Result<(), LaunchError> {
+        let spec = LaunchSpec {
+            config: &self.config,
+            session,
+            generation,
+            resume,
+        };
+        let record = self.host.spawn(spec).await?;
+        // In the transaction that records it: a session that ended meanwhile (its lease expired
+        // during the launch) does not get a new runtime.
+        let saved = self.store.write(|tx| {
+            let Some(mut stored) = tx.session(&session.id)? else {
+                return Ok::<_, StoreError>(false);
+            };
+            if stored.status.is_terminal() {
+                return Ok(false);
+            }
+            stored.broker = Some(record.clone());
+            tx.put_session(&stored)?;
+            tx.record(&session.id, &LedgerEvent::BrokerSpawned {})?;
+            Ok(true)
+        });
+        match saved {
+            Ok(true) => {}
+            Ok(false) => {
+                self.host.signal(&record, BrokerSignal::Kill);
+                return Err(LaunchError::now(
+                    LaunchErrorCode::SessionTerminal,
+                    "the session ended while its runtime was starting; start a new session",
+                ));
+            }
+            Err(err) => {
+                tracing::error!("recording broker: {err}");
+                self.host.signal(&record, BrokerSignal::Kill);
+                return Err(LaunchError::now(
+                    LaunchErrorCode::Internal,
+                    "the gateway could not record the session's runtime",
+                ));
+            }
+        }
+        self.attach(&session.id, &record, SPAWN_CONNECT_TIMEOUT)
+            .await
+            .map_err(|err| {
+                tracing::error!(session = %session.id, "attaching broker: {err:#}");
+                LaunchError::now(
+                    LaunchErrorCode::BrokerUnreachable,
+                    "the session's runtime did not answer; start a new session",
+                )
+            })
+    }
+
+    /// Make sure a verified broker with a live runner is attached before a prompt is released:
+    /// re-attach the recorded broker if it is still ours, or start a new runner generation that
+    /// resumes the same Claude Code conversation.
+    pub(crate) async fn ensure_runner(self: &Arc<Self>, session_id: &str) -> ToolResult<()> {
+        if self.load(session_id)?.runner_alive() {
+            self.reattach_if_detached(session_id).await;
+        }
+        let session = self.load(session_id)?;
+        if session.runner_alive() && self.live(session_id).attached() {
+            return Ok(());
+        }
+        // The runner is gone: a new generation resumes the recorded conversation. Completed
+        // actions are in its transcript; nothing is re-executed.
+        if let Some(record) = &session.broker {
+            // Two runners must never share one transcript, and the old broker's prepared writes
+            // are settled only once it is gone: it gets 8 s, then SIGKILL.
+            let stopped = self
+                .stop_broker(session_id, record, Duration::ZERO, Duration::from_secs(8))
+                .await;
+            if stopped == BrokerStop::StillThere {
+                return Err(ToolError::new(
+                    ErrorCode::Busy,
+                    "the session's previous runtime did not exit even when killed (it may be stuck \
+                     in the kernel); no new runner is started beside it. Try again later or stop \
+                     the session",
+                ));
+            }
+        }
+        // Writes the old broker left `prepared` are settled from the files before anything new
+        // runs; an indeterminate one ends the session here.
+        self.resolve_prepared_writes(session_id);
+        let session = self.load(session_id)?;
+        ensure_not_terminal(&session)?;
+        let generation = session.current_run.as_ref().map_or(0, |run| run.generation) + 1;
+        // Releases of the old generation are not the new runner's: its broker approves nothing
+        // from before and gets only the prompt that follows.
+        let session = self.store.write(|tx| {
+            let mut current = self.session(tx, session_id)?;
+            current.undelivered_prompt = None;
+            current.undelivered_reply_turn = None;
+            tx.put_session(&current)?;
+            Ok::<_, ToolError>(current)
+        })?;
+        if let Err(launch_error) = self.launch(&session, generation, true).await {
+            let message = launch_error.message.clone();
+            let stored = self.store.write(|tx| {
+                let mut current = self.session(tx, session_id)?;
+                current.launch_error = Some(launch_error.clone());
+                self.commit(
+                    tx,
+                    &mut current,
+                    &LedgerEvent::GenerationLaunchFailed(launch_error),
+                )?;
+                Ok::<_, ToolError>(current)
+            })?;
+            self.notify(&stored);
+            return Err(ToolError::new(
+                ErrorCode::Internal,
+                format!("{message}; nothing was sent to the runner"),
+            ));
+        }
+        let stored = self.store.write(|tx| {
+            let mut current = self.session(tx, session_id)?;
+            current.recovery_required = false;
+            current.launch_error = None;
+            current.undelivered_prompt = None;
+            current.undelivered_reply_turn = None;
+            self.commit(
+                tx,
+                &mut current,
+                &LedgerEvent::RunnerGenerationStarted { generation },
+            )?;
+            Ok::<_, ToolError>(current)
+        })?;
+        self.notify(&stored);
+        Ok(())
+    }
+
+    /// Persist a prompt (claiming its request, if any) and release it to the broker.
+    pub(crate) fn release_prompt(
+        &self,
+        session_id: &str,
+        prompt_id: String,
+        text: String,
+        claim: Option<&Request<'_>>,
+    ) -> ToolResult<()> {
+        let session = self.store.write(|tx| {
+            let mut session = self.session(tx, session_id)?;
+            if let Some(request) = claim {
+                self.claim(tx, request, session_id, session.lease_generation)?;
+            }
+            session.status = SessionStatus::Running;
+            session.undelivered_prompt = Some(PromptRelease {
+                prompt_id: prompt_id.clone(),
+                text: text.clone(),
+            });
+            let event = LedgerEvent::PromptReleased {
+                prompt_id: prompt_id.clone(),
+                text: text.clone(),
+            };
+            self.commit(tx, &mut session, &event)?;
+            Ok::<_, ToolError>(session)
+        })?;
+        self.notify(&session);
+        if !self
+            .live(session_id)
+            .send(GatewayToBroker::Prompt(PromptRelease { prompt_id, text }))
+        {
+            return Err(ToolError::new(
+                ErrorCode::Busy,
+                "the session's runtime is not attached right now; call native_session_status, \
+                 and native_session_recover if it stays detached",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,11 @@
+//! In-process tests of the session core: the real store, leases, idempotency, turn hand-off,
+//! runner generations, stops, expiry, recovery and write settlement, against [`fake_host`]'s
+//! brokers instead of processes and Claude Code. The real runner's end-to-end tests are in
+//! `gateway/tests/it`.
+
+mod fake_host;
+mod harness;
+mod lifecycle;
+mod recovery;
+mod transitions;
+mod turns;

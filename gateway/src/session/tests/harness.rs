@@ -1,0 +1,259 @@
+//! A gateway over a temporary state dir and a [`FakeHost`], with the calls a scripted ChatGPT
+//! makes and the events a scripted broker sends.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::protocol::{BrokerEvent, GatewayToBroker, TurnContent, TurnRequest};
+use common::tools::CapabilityProfile;
+use serde_json::{Value, json};
+
+use super::fake_host::FakeHost;
+use crate::config::{Config, HttpLimits};
+use crate::error::{ErrorCode, ToolError};
+use crate::session::Gateway;
+use crate::state::Store;
+use crate::tools::PublicTool;
+use crate::view::SessionView;
+
+pub struct Harness {
+    pub gateway: Arc<Gateway>,
+    pub host: Arc<FakeHost>,
+    pub project: PathBuf,
+    /// Keeps the state dir, home and project alive.
+    _dir: tempfile::TempDir,
+}
+
+/// What to change in the default test configuration.
+pub struct Tuning {
+    pub lease_ttl: Duration,
+    pub max_live_sessions: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            lease_ttl: Duration::from_secs(600),
+            max_live_sessions: 8,
+        }
+    }
+}
+
+pub fn config(dir: &std::path::Path, tuning: &Tuning) -> Config {
+    let state_dir = dir.join("state");
+    for sub in ["auth", "run", "worktrees"] {
+        crate::config::private_dir(&state_dir.join(sub)).unwrap();
+    }
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    Config {
+        worktree_dir: state_dir.join("worktrees"),
+        state_dir,
+        access_token: "token".into(),
+        lease_ttl: tuning.lease_ttl,
+        reply_wait: Duration::from_millis(200),
+        claude_bin: PathBuf::from("/bin/true"),
+        exe: Arc::new(
+            sandbox::pinned_exe::PinnedExe::pin(std::path::Path::new("/bin/true")).unwrap(),
+        ),
+        install_path: PathBuf::from("/bin/true"),
+        command_limits: Default::default(),
+        max_live_sessions: tuning.max_live_sessions,
+        owner_home: home,
+        extra_protected: Vec::new(),
+        allowed_hosts: Vec::new(),
+        http: HttpLimits::default(),
+    }
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Self::with(Tuning::default())
+    }
+
+    pub fn with(tuning: Tuning) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join("a.txt"), "hello\n").unwrap();
+        let config = config(dir.path(), &tuning);
+        let store = Store::open(&config.state_dir).unwrap();
+        let host = FakeHost::new();
+        let gateway = Gateway::new(store, config, "k".repeat(40), host.clone());
+        Harness {
+            gateway,
+            host,
+            project,
+            _dir: dir,
+        }
+    }
+
+    /// A second gateway over the same state and brokers: a restarted gateway.
+    pub fn restarted(&self) -> Arc<Gateway> {
+        let config = self.gateway.config.clone();
+        let store = Store::open(&config.state_dir).unwrap();
+        Gateway::new(store, config, "k".repeat(40), self.host.clone())
+    }
+
+    pub async fn call(&self, tool: PublicTool, arguments: Value) -> Result<SessionView, ToolError> {
+        tool.call(&self.gateway, arguments).await
+    }
+
+    /// A start that does not wait; the profile as given.
+    pub async fn start_with(&self, key: &str, profile: CapabilityProfile) -> SessionView {
+        self.call(
+            PublicTool::Start,
+            json!({
+                "prompt": "look around",
+                "working_directory": self.project,
+                "idempotency_key": key,
+                "capability_profile": profile,
+                "wait_seconds": 0,
+            }),
+        )
+        .await
+        .unwrap()
+    }
+
+    pub async fn start(&self) -> SessionView {
+        self.start_with("k1", CapabilityProfile::ReadOnly).await
+    }
+
+    /// The broker of the session's latest spawn.
+    pub fn pid(&self, view: &SessionView) -> i32 {
+        self.host
+            .spawns()
+            .iter()
+            .rev()
+            .find(|s| s.session_id == view.native_session_id)
+            .expect("a broker was spawned")
+            .pid
+    }
+
+    /// The broker reports an event and the gateway acknowledges it; what it sent meanwhile.
+    pub async fn event(&self, pid: i32, seq: u64, event: BrokerEvent) -> Vec<GatewayToBroker> {
+        self.host.emit(pid, seq, event);
+        self.host.until_ack(pid, seq).await
+    }
+
+    /// The runner starts and asks for its first turn (events 1 and 2).
+    pub async fn runner_asks(&self, pid: i32, fingerprint: &str) {
+        self.event(
+            pid,
+            1,
+            BrokerEvent::RunnerStarted {
+                generation: 1,
+                started_at_ms: 0,
+                resumed: false,
+            },
+        )
+        .await;
+        self.event(pid, 2, prompt_turn(fingerprint, "look around"))
+            .await;
+    }
+
+    pub async fn status(&self, view: &SessionView) -> Result<SessionView, ToolError> {
+        self.call(
+            PublicTool::Status,
+            json!({
+                "native_session_id": view.native_session_id,
+                "lease_id": view.lease_id,
+            }),
+        )
+        .await
+    }
+
+    pub async fn reply(
+        &self,
+        view: &SessionView,
+        reply_id: &str,
+        text: &str,
+        calls: Value,
+    ) -> Result<SessionView, ToolError> {
+        let turn_id = view
+            .pending_turn
+            .as_ref()
+            .map(|t| t.turn_id.clone())
+            .unwrap_or_default();
+        self.call(
+            PublicTool::ReplyAndWait,
+            json!({
+                "native_session_id": view.native_session_id,
+                "lease_id": view.lease_id,
+                "turn_id": turn_id,
+                "reply_id": reply_id,
+                "text": text,
+                "tool_calls": calls,
+            }),
+        )
+        .await
+    }
+
+    pub async fn stop(
+        &self,
+        view: &SessionView,
+        request_id: &str,
+    ) -> Result<SessionView, ToolError> {
+        self.call(
+            PublicTool::Stop,
+            json!({
+                "native_session_id": view.native_session_id,
+                "lease_id": view.lease_id,
+                "request_id": request_id,
+            }),
+        )
+        .await
+    }
+
+    pub async fn recover(
+        &self,
+        view: &SessionView,
+        token: &str,
+        id: &str,
+    ) -> Result<SessionView, ToolError> {
+        self.call(
+            PublicTool::Recover,
+            json!({
+                "native_session_id": view.native_session_id,
+                "recovery_token": token,
+                "recovery_id": id,
+            }),
+        )
+        .await
+    }
+
+    /// The ledger's event kinds of a session, oldest first.
+    pub fn ledger(&self, session_id: &str) -> Vec<String> {
+        self.gateway
+            .store
+            .read(|tx| tx.events(session_id))
+            .unwrap()
+            .into_iter()
+            .map(|(_, _, kind, _)| kind)
+            .collect()
+    }
+}
+
+/// A runner request for a prompt turn.
+pub fn prompt_turn(fingerprint: &str, text: &str) -> BrokerEvent {
+    BrokerEvent::TurnRequested(TurnRequest {
+        fingerprint: fingerprint.into(),
+        content: TurnContent::Prompt { text: text.into() },
+    })
+}
+
+/// A runner request for a tool-results turn.
+pub fn results_turn(fingerprint: &str) -> BrokerEvent {
+    BrokerEvent::TurnRequested(TurnRequest {
+        fingerprint: fingerprint.into(),
+        content: TurnContent::ToolResults {
+            results: Vec::new(),
+        },
+    })
+}
+
+/// The refusal's code.
+pub fn code<T: std::fmt::Debug>(result: Result<T, ToolError>) -> ErrorCode {
+    result.expect_err("the call is refused").code
+}

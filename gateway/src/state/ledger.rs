@@ -1,0 +1,244 @@
+//! The ledger's events as one typed enum: each variant is one `kind` of the append-only `events`
+//! table, its fields the row's `data`. Nothing secret goes in (no lease ids, tokens or broker
+//! secrets); prompt and reply texts are recorded by hash, except a released prompt.
+
+use common::tools::{Receipt, ToolStatus};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{ActionState, StoreError, Tx};
+use crate::view::LaunchError;
+
+/// One approved action, as the reply that approved it is recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovedAction {
+    pub action_id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// Every event the gateway records, by kind.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LedgerEvent {
+    // ---- session lifecycle
+    SessionStarted {
+        profile: common::tools::CapabilityProfile,
+        working_directory: String,
+        prompt_id: String,
+        prompt_sha256: String,
+    },
+    /// The runtime of a new session could not be started.
+    LaunchFailed(LaunchError),
+    /// A new runner generation could not be started.
+    GenerationLaunchFailed(LaunchError),
+    RunnerGenerationStarted {
+        generation: u32,
+    },
+    BrokerSpawned {},
+    BrokerAdopted {},
+    PromptReleased {
+        prompt_id: String,
+        text: String,
+    },
+    ReplyAccepted {
+        turn_id: String,
+        reply_id: String,
+        text_sha256: String,
+        actions: Vec<ApprovedAction>,
+    },
+    StopRequested {
+        reason: String,
+    },
+    LeaseRotated {
+        generation: u32,
+        runtime_attached: bool,
+    },
+    LeaseExpired {},
+    RuntimeLost {
+        reason: String,
+    },
+    RuntimeReattached {},
+    RuntimeDetached {},
+    BrokerKilled {
+        after_seconds: u64,
+    },
+    BrokerDidNotExit {},
+    StopEnforced {
+        detail: String,
+    },
+    WriteResolvedAfterCrash {
+        action_id: String,
+        path: String,
+        resolution: ActionState,
+        pre_sha256: Option<String>,
+        post_sha256: String,
+    },
+
+    // ---- what brokers report
+    RunnerStarted {
+        generation: u32,
+        resumed: bool,
+    },
+    TurnPending {
+        turn_id: String,
+        sequence: u64,
+    },
+    TurnRequestRetried {
+        turn_id: String,
+    },
+    TurnRequestIgnored {
+        reason: String,
+    },
+    ReplyDelivered {
+        turn_id: String,
+    },
+    PromptDelivered {
+        prompt_id: String,
+    },
+    WritePrepared {
+        action_id: String,
+        path: String,
+        pre_sha256: Option<String>,
+        post_sha256: String,
+    },
+    ActionCommitted(ActionEnd),
+    WriteNotApplied(ActionEnd),
+    WriteIndeterminate(ActionEnd),
+    UnapprovedCall {
+        tool_use_id: String,
+        name: String,
+        reason: String,
+    },
+    SideRequestAnsweredLocally {
+        purpose: String,
+        fingerprint: String,
+    },
+    RunnerTurnEnded {
+        subtype: String,
+        is_error: bool,
+    },
+    RunnerExited {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+    },
+    BrokerExiting {
+        reason: String,
+    },
+    UnknownBrokerEvent {},
+}
+
+/// How an action ended, with its receipt.
+#[derive(Debug, Clone, Serialize)]
+pub struct ActionEnd {
+    pub action_id: String,
+    pub status: ToolStatus,
+    pub receipt: Receipt,
+}
+
+impl LedgerEvent {
+    /// Whether the event changes what ChatGPT sees (then it bumps the session's revision and
+    /// wakes waiters) or is recorded in the ledger only.
+    pub fn changes_view(&self) -> bool {
+        !matches!(
+            self,
+            Self::ReplyDelivered { .. }
+                | Self::PromptDelivered { .. }
+                | Self::ActionCommitted(_)
+                | Self::WritePrepared { .. }
+                | Self::WriteNotApplied(_)
+                | Self::UnapprovedCall { .. }
+                | Self::SideRequestAnsweredLocally { .. }
+                | Self::BrokerExiting { .. }
+                | Self::TurnRequestRetried { .. }
+                | Self::TurnRequestIgnored { .. }
+                | Self::UnknownBrokerEvent {}
+        )
+    }
+
+    /// The row's `kind` and `data`.
+    pub fn to_row(&self) -> Result<(String, Value), StoreError> {
+        let mut value = serde_json::to_value(self)?;
+        let kind = value
+            .as_object_mut()
+            .and_then(|map| map.remove("kind"))
+            .and_then(|kind| kind.as_str().map(str::to_string))
+            .unwrap_or_default();
+        Ok((kind, value))
+    }
+}
+
+impl Tx<'_> {
+    /// Append one typed event to the ledger.
+    pub fn record(&self, session_id: &str, event: &LedgerEvent) -> Result<(), StoreError> {
+        let (kind, data) = event.to_row()?;
+        self.append_event(Some(session_id), &kind, &data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rows keep the kinds and data shapes the ledger had before it was typed (gatewayctl and
+    /// older state directories read them).
+    #[test]
+    fn rows_keep_their_kind_and_shape() {
+        let (kind, data) = LedgerEvent::RunnerExited {
+            exit_code: None,
+            signal: Some(9),
+        }
+        .to_row()
+        .unwrap();
+        assert_eq!(kind, "runner_exited");
+        assert_eq!(data, serde_json::json!({"exit_code": null, "signal": 9}));
+        let (kind, data) = LedgerEvent::BrokerAdopted {}.to_row().unwrap();
+        assert_eq!(
+            (kind.as_str(), data),
+            ("broker_adopted", serde_json::json!({}))
+        );
+        let error = LaunchError {
+            code: crate::view::LaunchErrorCode::RunnerNotFound,
+            message: "m".into(),
+            at: "t".into(),
+        };
+        let (kind, data) = LedgerEvent::LaunchFailed(error).to_row().unwrap();
+        assert_eq!(kind, "launch_failed");
+        assert_eq!(
+            data,
+            serde_json::json!({"code": "runner_not_found", "message": "m", "at": "t"})
+        );
+        let (kind, _) = LedgerEvent::SideRequestAnsweredLocally {
+            purpose: "p".into(),
+            fingerprint: "f".into(),
+        }
+        .to_row()
+        .unwrap();
+        assert_eq!(kind, "side_request_answered_locally");
+    }
+
+    #[test]
+    fn delivery_reports_do_not_change_the_view_but_turns_do() {
+        assert!(
+            !LedgerEvent::ReplyDelivered {
+                turn_id: "t".into()
+            }
+            .changes_view()
+        );
+        assert!(
+            LedgerEvent::TurnPending {
+                turn_id: "t".into(),
+                sequence: 1
+            }
+            .changes_view()
+        );
+        assert!(
+            LedgerEvent::WriteIndeterminate(ActionEnd {
+                action_id: "a".into(),
+                status: ToolStatus::Error,
+                receipt: Receipt::default(),
+            })
+            .changes_view()
+        );
+    }
+}

@@ -1,0 +1,383 @@
+//! `native_session_start`: its arguments, the checks a start must pass before anything is created
+//! (the working directory resolved by identity against the protected set, the profile's write
+//! root, capacity), and the handler: record the session and its first lease, launch its runtime,
+//! release the first prompt, wait for the first turn.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::hash::sha256_hex;
+use common::time::now_unix_ms;
+use common::tools::{CapabilityProfile, SubagentPolicy};
+use sandbox::path_policy::WorkingDirRefusal;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{DEFAULT_START_WAIT, check_prompt, wait_seconds};
+use crate::error::{ErrorCode, ToolError};
+use crate::session::{Gateway, Scope, ToolResult, WaitFor, within_budget};
+use crate::state::{LedgerEvent, SessionRecord, SessionStatus, Tx};
+use crate::view::{SessionView, Workspace, WorkspaceKind};
+
+pub(super) const DESCRIPTION: &str = "Start a new Claude Code session on the owner's computer in \
+    which you are the only model: each of its turns comes back to you as pending_turn, answered \
+    with native_session_reply_and_wait. Use once per task; for a follow-up in an idle session use \
+    native_session_continue, to regain one use native_session_recover. Waits up to wait_seconds \
+    (default 30) for the first turn. Profiles: read_only (default) offers Read, FindFiles, \
+    SearchText and RunCommand (sandboxed: files read-only, no network); direct_write adds Edit, \
+    Write, NotebookEdit in working_directory; worktree_write the same in a new Git worktree of \
+    it. Keep lease_id (every later call) and recovery_token (shown only here).";
+
+/// Most skills one session may freeze.
+const MAX_SKILL_CONTEXTS: usize = 8;
+
+/// Input of `native_session_start`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartArgs {
+    /// The user's request: the session's first prompt.
+    pub prompt: String,
+    /// Absolute path of the directory to work in (the user's project).
+    pub working_directory: String,
+    /// New unique string per intended session; resending the same key and input replays the
+    /// first answer instead of starting a second session.
+    pub idempotency_key: String,
+    /// What the session may do, fixed for its life (see the tool description); default
+    /// `read_only`.
+    #[serde(default)]
+    pub capability_profile: Option<CapabilityProfile>,
+    /// `none` (default). `deepseek_explicit` is not available in this build.
+    #[serde(default)]
+    pub subagent_policy: Option<SubagentPolicy>,
+    /// Short human-readable name for the session.
+    #[serde(default)]
+    pub session_label: Option<String>,
+    /// Skills to freeze into the session (at most 8); not available in this build: omit.
+    #[serde(default)]
+    #[schemars(length(max = 8))]
+    pub skill_contexts: Option<Vec<SkillContext>>,
+    /// Seconds to wait for the first pending_turn (0-50, default 30).
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 50))]
+    pub wait_seconds: Option<u64>,
+}
+
+/// A skill to freeze into a new session (`skill_contexts` of `native_session_start`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillContext {
+    /// The skill's id.
+    pub skill_id: String,
+}
+
+/// Checked input of `native_session_start`.
+pub struct StartRequest {
+    pub prompt: String,
+    /// As given; the session works in it as resolved by identity.
+    pub working_directory: String,
+    pub idempotency_key: String,
+    pub capability_profile: CapabilityProfile,
+    pub subagent_policy: SubagentPolicy,
+    pub session_label: Option<String>,
+    pub skill_contexts: Vec<SkillContext>,
+    pub wait_seconds: u64,
+    /// Canonical hash of the request, without `wait_seconds`.
+    pub request_hash: String,
+}
+
+impl StartRequest {
+    /// The arguments with their defaults; nothing checked yet.
+    pub fn from_args(args: StartArgs, request_hash: String) -> Result<Self, ToolError> {
+        Ok(StartRequest {
+            wait_seconds: wait_seconds(args.wait_seconds, DEFAULT_START_WAIT)?,
+            prompt: args.prompt,
+            working_directory: args.working_directory,
+            idempotency_key: args.idempotency_key,
+            capability_profile: args
+                .capability_profile
+                .unwrap_or(CapabilityProfile::ReadOnly),
+            subagent_policy: args.subagent_policy.unwrap_or(SubagentPolicy::None),
+            session_label: args.session_label,
+            skill_contexts: args.skill_contexts.unwrap_or_default(),
+            request_hash,
+        })
+    }
+}
+
+pub(super) async fn handle(
+    gateway: &Arc<Gateway>,
+    args: StartArgs,
+    request_hash: String,
+) -> ToolResult<SessionView> {
+    start(gateway, StartRequest::from_args(args, request_hash)?).await
+}
+
+/// Start a session for a request whose arguments parsed.
+pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<SessionView> {
+    let started = tokio::time::Instant::now();
+    let request =
+        crate::session::Request::new(Scope::Start, "", &req.idempotency_key, &req.request_hash);
+    if let Some(view) = gateway.replayed(&request)? {
+        return Ok(view);
+    }
+    // The session works in the directory as resolved by identity (the path checked).
+    let resolved = check(gateway, &req)?;
+    let source_directory = resolved.display().to_string();
+    // Checked before anything is created (no worktree), and again in the transaction that
+    // records the session, so concurrent starts cannot overshoot.
+    gateway.store.read(|tx| ensure_capacity(gateway, tx))?;
+
+    let session_id = format!("ns_{}", uuid::Uuid::new_v4().simple());
+    let (workspace, worktree) =
+        prepare_workspace(gateway, &req, &source_directory, &session_id).await?;
+    let mut session = new_record(&req, &session_id, source_directory, workspace);
+    let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
+    let created = gateway.store.write(|tx| {
+        ensure_capacity(gateway, tx)?;
+        gateway.claim(tx, &request, &session_id, 1)?;
+        tx.put_session(&session)?;
+        let expires = gateway.grant_lease(tx, &session_id, 1)?;
+        session.lease_expires_at_ms = expires;
+        let event = LedgerEvent::SessionStarted {
+            profile: req.capability_profile,
+            working_directory: session.source_directory.clone(),
+            prompt_id: prompt_id.clone(),
+            prompt_sha256: sha256_hex(req.prompt.as_bytes()),
+        };
+        gateway.commit(tx, &mut session, &event)?;
+        Ok::<_, ToolError>(())
+    });
+    if let Err(err) = created {
+        if let Some(worktree) = &worktree {
+            crate::worktree::GitRunner::new(&gateway.config)
+                .discard(Path::new(&session.source_directory), worktree);
+        }
+        // A concurrent identical start won the claim: answer as its replay.
+        if let Some(view) = gateway.replayed(&request)? {
+            return Ok(view);
+        }
+        return Err(err);
+    }
+
+    if let Err(launch_error) = gateway.launch(&session, 1, false).await {
+        let session = gateway.store.write(|tx| {
+            let mut current = gateway.session(tx, &session_id)?;
+            let event = current.launch_failed(launch_error);
+            gateway.commit(tx, &mut current, &event)?;
+            Ok::<_, ToolError>(current)
+        })?;
+        gateway.notify(&session);
+    } else {
+        let prompt = std::mem::take(&mut req.prompt);
+        gateway.release_prompt(&session_id, prompt_id, prompt, None)?;
+    }
+
+    let session = gateway
+        .wait_until(
+            &session_id,
+            within_budget(started, Duration::from_secs(req.wait_seconds)),
+            WaitFor::NextTurn,
+        )
+        .await?;
+    let lease_id = gateway.lease_id(&session_id, 1);
+    let mut view = gateway.view(&session, Some(lease_id))?;
+    gateway.remember(&request, &view, 1);
+    view.recovery_token = Some(gateway.recovery_token(&session_id));
+    Ok(view)
+}
+
+/// The record of a new session, `starting`, with lease generation 1.
+fn new_record(
+    req: &StartRequest,
+    session_id: &str,
+    source_directory: String,
+    workspace: Workspace,
+) -> SessionRecord {
+    let working_directory = workspace
+        .worktree_path
+        .clone()
+        .unwrap_or_else(|| source_directory.clone());
+    SessionRecord {
+        id: session_id.to_string(),
+        label: req.session_label.clone(),
+        status: SessionStatus::Starting,
+        revision: 0,
+        profile: req.capability_profile,
+        subagent_policy: req.subagent_policy,
+        source_directory,
+        working_directory,
+        workspace,
+        claude_session_id: uuid::Uuid::new_v4().to_string(),
+        created_at_ms: now_unix_ms(),
+        lease_generation: 1,
+        lease_expires_at_ms: 0,
+        current_run: None,
+        pending_turn_id: None,
+        last_result: None,
+        launch_error: None,
+        stop_request: None,
+        terminal: None,
+        recovery_required: false,
+        network_boundary: crate::boundary::network_boundary(),
+        skill_snapshot: Vec::new(),
+        broker: None,
+        turn_sequence: 0,
+        last_reply_turn_id: None,
+        closing_reply: None,
+        undelivered_prompt: None,
+        undelivered_reply_turn: None,
+    }
+}
+
+/// Refuse a start this gateway cannot honour, before anything is created. Returns the working
+/// directory resolved by identity (canonical), which the session uses.
+pub(crate) fn check(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, ToolError> {
+    check_prompt(&req.prompt)?;
+    if req.idempotency_key.is_empty() || req.idempotency_key.len() > 200 {
+        return Err(ToolError::invalid(
+            "idempotency_key must be 1 to 200 characters",
+        ));
+    }
+    let dir = Path::new(&req.working_directory);
+    if !dir.is_absolute() {
+        return Err(ToolError::invalid(format!(
+            "working_directory must be an absolute path, got {:?}",
+            req.working_directory
+        )));
+    }
+    if dir
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(ToolError::invalid(
+            "working_directory must not contain `..` segments",
+        ));
+    }
+    // Every profile: resolved by identity (canonical, opened without following anything, every
+    // component's device and inode checked against the protected set and its mount aliases).
+    let resolved = match gateway.config.start_policy().resolve_working_directory(dir) {
+        Ok(resolved) => resolved,
+        Err(refusal @ (WorkingDirRefusal::NotFound | WorkingDirRefusal::NotADirectory)) => {
+            return Err(ToolError::invalid(format!(
+                "{refusal} ({:?})",
+                req.working_directory
+            )));
+        }
+        Err(refusal) if refusal.code() == "not_permitted" => {
+            return Err(ToolError::new(ErrorCode::NotPermitted, refusal.to_string()));
+        }
+        Err(refusal) => return Err(ToolError::invalid(refusal.to_string())),
+    };
+    if std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        return Err(ToolError::invalid(
+            "working_directory is a symlink; give the real directory path",
+        ));
+    }
+    if req.capability_profile == CapabilityProfile::DirectWrite {
+        // The write root must itself be writable under the write policy: not protected, not an
+        // install location, no `.git` or symlink component (the broker opens it the same way).
+        if let Some(reason) =
+            sandbox::protected::unfit_write_root(&resolved, &gateway.config.owner_home)
+        {
+            return Err(ToolError::new(
+                ErrorCode::NotPermitted,
+                format!("direct_write cannot use this working_directory: it {reason}"),
+            ));
+        }
+        let policy = gateway.config.write_policy(None);
+        if let Err(refusal) = sandbox::write_path::WriteRoot::open(&policy, &resolved) {
+            return Err(ToolError::new(
+                ErrorCode::NotPermitted,
+                format!("direct_write cannot write in this working_directory: {refusal}"),
+            ));
+        }
+    }
+    if req.subagent_policy != SubagentPolicy::None {
+        return Err(ToolError::new(
+            ErrorCode::NotPermitted,
+            "subagent_policy deepseek_explicit (DeepSeek sub-sessions) is not available in this \
+             build; use none",
+        ));
+    }
+    if req.skill_contexts.len() > MAX_SKILL_CONTEXTS {
+        return Err(ToolError::invalid(
+            "skill_contexts holds at most 8 items; send 8 or fewer (skills are not available in \
+             this build yet, so omit them)",
+        ));
+    }
+    if !req.skill_contexts.is_empty() {
+        return Err(ToolError::new(
+            ErrorCode::NotPermitted,
+            "skill_contexts are not available in this build yet; start without them",
+        ));
+    }
+    Ok(resolved)
+}
+
+/// `busy` when `CLAUDE_TOOLS_MAX_LIVE_SESSIONS` sessions are already live (not terminal): each
+/// holds a broker and a runner (about 180 MiB).
+fn ensure_capacity(gateway: &Gateway, tx: &Tx<'_>) -> ToolResult<()> {
+    let live = tx.live_session_count()?;
+    let max = gateway.config.max_live_sessions;
+    if live >= max {
+        return Err(ToolError::new(
+            ErrorCode::Busy,
+            format!(
+                "{live} sessions are live and this gateway allows at most {max} at once; nothing \
+                 was started. Stop a session you no longer need with native_session_stop (or let \
+                 an idle one's lease expire), then start again; the owner can raise \
+                 CLAUDE_TOOLS_MAX_LIVE_SESSIONS"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Where a new session works: the directory itself (`read_only`, `direct_write`), or a new
+/// managed worktree of it (`worktree_write`). Returns the `workspace` record and the worktree to
+/// discard if the session is not recorded.
+async fn prepare_workspace(
+    gateway: &Gateway,
+    req: &StartRequest,
+    root: &str,
+    session_id: &str,
+) -> ToolResult<(Workspace, Option<crate::worktree::Worktree>)> {
+    let root = root.to_string();
+    match req.capability_profile {
+        CapabilityProfile::ReadOnly => {
+            Ok((Workspace::in_place(WorkspaceKind::ReadOnly, root), None))
+        }
+        CapabilityProfile::DirectWrite => {
+            Ok((Workspace::in_place(WorkspaceKind::Direct, root), None))
+        }
+        CapabilityProfile::WorktreeWrite => {
+            let source = PathBuf::from(&root);
+            let dir = gateway.config.worktree_dir.clone();
+            let id = session_id.to_string();
+            let git = crate::worktree::GitRunner::new(&gateway.config);
+            let worktree = tokio::task::spawn_blocking(move || {
+                let base = git.check_source(&source)?;
+                git.create(&source, &dir, &id, &base)
+            })
+            .await
+            .map_err(|err| {
+                ToolError::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "creating the worktree failed ({err}); nothing was started. Retry, or \
+                         start with direct_write"
+                    ),
+                )
+            })??;
+            let workspace = Workspace {
+                kind: WorkspaceKind::Worktree,
+                root,
+                worktree_path: Some(worktree.path.display().to_string()),
+                branch: Some(worktree.branch.clone()),
+                base_commit: Some(worktree.base_commit.clone()),
+            };
+            Ok((workspace, Some(worktree)))
+        }
+    }
+}

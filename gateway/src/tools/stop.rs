@@ -1,0 +1,81 @@
+//! `native_session_stop`: end a session for good. The stop is recorded first; the broker is
+//! asked over its link (or signalled without one), and a broker that does not carry it out in
+//! time is stopped by the gateway.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::error::ToolError;
+use crate::session::{Gateway, Leased, Request, Scope, Settle, ToolResult, WaitFor};
+use crate::view::SessionView;
+
+pub(super) const DESCRIPTION: &str = "End a session for good: stops its runner (an unfinished turn \
+    is abandoned); status becomes stopped and terminal says how. The SessionView stays readable \
+    with status. Use when the task is done or must be abandoned.";
+
+/// Longest `stop` waits for the runner to exit.
+const STOP_WAIT: Duration = Duration::from_secs(15);
+
+/// Input of `native_session_stop`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StopArgs {
+    /// The session's id (`ns_…`).
+    pub native_session_id: String,
+    /// The current lease_id from the last SessionView.
+    pub lease_id: String,
+    /// New unique string per stop request; resending it replays the answer.
+    pub request_id: String,
+    /// Why, for the record (default "requested by ChatGPT").
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+pub(super) async fn handle(
+    gateway: &Arc<Gateway>,
+    args: StopArgs,
+    request_hash: &str,
+) -> ToolResult<SessionView> {
+    let session_id = args.native_session_id.as_str();
+    let call = Leased {
+        session_id,
+        lease_id: &args.lease_id,
+        request: Request::new(Scope::Stop, session_id, &args.request_id, request_hash),
+    };
+    let reason = args
+        .reason
+        .clone()
+        .unwrap_or_else(|| "requested by ChatGPT".to_string());
+    gateway
+        .leased(call, |session, request| async move {
+            if session.status.is_terminal() {
+                // Nothing to stop; the request is still recorded, for its replays.
+                gateway.store.write(|tx| {
+                    gateway.claim(tx, &request, session_id, session.lease_generation)
+                })?;
+                return Ok(Settle {
+                    wait: WaitFor::Terminal,
+                    timeout: Duration::ZERO,
+                });
+            }
+            let attached = gateway.live(session_id).attached();
+            let session = gateway.store.write(|tx| {
+                let mut session = gateway.session(tx, session_id)?;
+                gateway.claim(tx, &request, session_id, session.lease_generation)?;
+                let event = session.stop_requested(&reason, attached);
+                gateway.commit(tx, &mut session, &event)?;
+                Ok::<_, ToolError>(session)
+            })?;
+            gateway.notify(&session);
+            gateway.send_stop(session_id, session.broker.as_ref(), &reason);
+            gateway.enforce_stop(session_id);
+            Ok(Settle {
+                wait: WaitFor::Terminal,
+                timeout: STOP_WAIT,
+            })
+        })
+        .await
+}
