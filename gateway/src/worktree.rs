@@ -94,6 +94,23 @@ fn invalid(message: String) -> ToolError {
     ToolError::invalid(message)
 }
 
+/// Why a confined git command did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("this host cannot confine the gateway's git commands")]
+    CannotConfine,
+    /// The command could not be set up or started.
+    #[error("{0}")]
+    Setup(String),
+    #[error("git did not finish within {0} s")]
+    Timeout(u64),
+    #[error("git's output was larger than expected")]
+    OutputTooLarge,
+    /// Git ran and failed: its first line of stderr.
+    #[error("{0}")]
+    Failed(String),
+}
+
 fn internal(message: String) -> ToolError {
     ToolError::new(ErrorCode::Internal, message)
 }
@@ -129,7 +146,7 @@ impl GitRunner {
 
     /// Run `git <args>` in `dir`, confined, allowed to write only `writable`; stdout on success,
     /// a short reason otherwise.
-    pub fn run(&self, dir: &Path, args: &[&str], writable: &[PathBuf]) -> Result<String, String> {
+    pub fn run(&self, dir: &Path, args: &[&str], writable: &[PathBuf]) -> Result<String, GitError> {
         let mut argv: Vec<String> = vec!["git".into()];
         for (key, value) in COMMAND_LINE_CONFIG {
             argv.push("-c".into());
@@ -147,18 +164,18 @@ impl GitRunner {
         dir: &Path,
         argv: Vec<String>,
         writable: &[PathBuf],
-    ) -> Result<String, String> {
+    ) -> Result<String, GitError> {
         use std::os::unix::fs::DirBuilderExt;
         if !sandbox::host_support().can_confine() {
-            return Err("this host cannot confine the gateway's git commands".into());
+            return Err(GitError::CannotConfine);
         }
         let program = sandbox::command::resolve_executable("git", Path::new("/"), Path::new("/"))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| GitError::Setup(e.to_string()))?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.scratch_root)
-            .map_err(|e| format!("git scratch: {e}"))?;
+            .map_err(|e| GitError::Setup(format!("git scratch: {e}")))?;
         let scratch = Scratch(
             self.scratch_root
                 .join(uuid::Uuid::new_v4().simple().to_string()),
@@ -168,7 +185,7 @@ impl GitRunner {
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(&path)
-                .map_err(|e| format!("git scratch: {e}"))?;
+                .map_err(|e| GitError::Setup(format!("git scratch: {e}")))?;
         }
         let mut env: Vec<(String, String)> = sandbox::env::command_env(&scratch.0, None);
         env.extend(
@@ -205,27 +222,24 @@ impl GitRunner {
             namespaces: true,
         };
         let run = broker::executor::run_confined(&self.helper, &spec, GIT_TIMEOUT)
-            .map_err(|problem| format!("git: {problem}"))?;
+            .map_err(|problem| GitError::Setup(format!("git: {problem}")))?;
         drop(scratch);
         if run.timed_out {
-            return Err(format!(
-                "git did not finish within {} s",
-                GIT_TIMEOUT.as_secs()
-            ));
+            return Err(GitError::Timeout(GIT_TIMEOUT.as_secs()));
         }
         if run.truncated {
-            return Err("git's output was larger than expected".into());
+            return Err(GitError::OutputTooLarge);
         }
         if run.exit_code == Some(0) {
             return Ok(String::from_utf8_lossy(&run.stdout).into_owned());
         }
         let stderr = String::from_utf8_lossy(&run.stderr);
         let first = stderr.lines().next().unwrap_or("").trim();
-        Err(if first.is_empty() {
+        Err(GitError::Failed(if first.is_empty() {
             format!("git exited with {:?}", run.exit_code)
         } else {
             first.to_string()
-        })
+        }))
     }
 
     /// Other OSes: no command sandbox for the gateway's own git (macOS commands use Seatbelt
@@ -236,7 +250,7 @@ impl GitRunner {
         dir: &Path,
         argv: Vec<String>,
         _writable: &[PathBuf],
-    ) -> Result<String, String> {
+    ) -> Result<String, GitError> {
         let mut cmd = std::process::Command::new("git");
         cmd.env_clear()
             .env("PATH", sandbox::command::FIXED_PATH)
@@ -252,17 +266,17 @@ impl GitRunner {
             .stdin(std::process::Stdio::null());
         let out = cmd
             .output()
-            .map_err(|err| format!("git could not be started: {err}"))?;
+            .map_err(|err| GitError::Setup(format!("git could not be started: {err}")))?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let first = stderr.lines().next().unwrap_or("").trim();
-            Err(if first.is_empty() {
+            Err(GitError::Failed(if first.is_empty() {
                 format!("git exited with {}", out.status)
             } else {
                 first.to_string()
-            })
+            }))
         }
     }
 

@@ -8,4 +8,5 @@ mod store;
 
 pub use ledger::{ActionEnd, ApprovedAction, LedgerEvent};
 pub use records::*;
+pub use schema::MigrationError;
 pub use store::{Store, StoreError, Tx};

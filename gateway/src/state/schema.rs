@@ -9,24 +9,37 @@ pub const SCHEMA_VERSION: i64 = 2;
 /// Each entry migrates from version `index` to `index + 1`.
 const MIGRATIONS: &[&str] = &[common::state_schema::V1, common::state_schema::V2];
 
+/// Why the database cannot be brought to [`SCHEMA_VERSION`].
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    #[error(
+        "state database has schema version {found}, newer than this build's {SCHEMA_VERSION}; \
+         run the newer gateway or restore a backup"
+    )]
+    Newer { found: i64 },
+    #[error("reading schema version: {0}")]
+    Version(#[source] rusqlite::Error),
+    #[error("migrating state database to version {to}: {source}")]
+    Step { to: i64, source: rusqlite::Error },
+}
+
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
-pub fn migrate(conn: &mut Connection) -> Result<(), String> {
+pub fn migrate(conn: &mut Connection) -> Result<(), MigrationError> {
     let current: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .map_err(|e| format!("reading schema version: {e}"))?;
+        .map_err(MigrationError::Version)?;
     if current > SCHEMA_VERSION {
-        return Err(format!(
-            "state database has schema version {current}, newer than this build's {SCHEMA_VERSION}; \
-             run the newer gateway or restore a backup"
-        ));
+        return Err(MigrationError::Newer { found: current });
     }
     for version in current..SCHEMA_VERSION {
-        let tx = conn.transaction().map_err(|e| e.to_string())?;
+        let to = version + 1;
+        let step = |source| MigrationError::Step { to, source };
+        let tx = conn.transaction().map_err(step)?;
         let sql = MIGRATIONS[version as usize];
         tx.execute_batch(sql)
-            .and_then(|()| tx.pragma_update(None, "user_version", version + 1))
+            .and_then(|()| tx.pragma_update(None, "user_version", to))
             .and_then(|()| tx.commit())
-            .map_err(|e| format!("migrating state database to version {}: {e}", version + 1))?;
+            .map_err(step)?;
     }
     Ok(())
 }

@@ -22,6 +22,8 @@ pub enum StoreError {
     Json(#[from] serde_json::Error),
     #[error("state database schema: {0}")]
     Schema(String),
+    #[error(transparent)]
+    Migration(#[from] super::schema::MigrationError),
     #[error("state file {path}: {source}")]
     Io {
         path: String,
@@ -59,7 +61,7 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        schema::migrate(&mut conn).map_err(StoreError::Schema)?;
+        schema::migrate(&mut conn)?;
         Ok(Store {
             conn: Mutex::new(conn),
         })
