@@ -30,7 +30,7 @@ pub struct LoopbackNamespace {
 }
 
 fn namespace_flags() -> libc::c_int {
-    // Safety: geteuid cannot fail.
+    // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         // Root may create a network namespace directly; a user namespace would also take away
         // its access to files of unmapped owners, which the executor needs.
@@ -48,9 +48,9 @@ pub fn enter_loopback_namespace() -> Result<LoopbackNamespace, RunnerConfinement
     let e = |what: &str, err: std::io::Error| {
         RunnerConfinementError::Namespace(format!("{what}: {err}"))
     };
-    // Safety: getuid/getgid cannot fail.
+    // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    // Safety: unshare with constant flags.
+    // SAFETY: unshare with constant flags.
     if unsafe { libc::unshare(flags) } != 0 {
         return Err(e("unshare", std::io::Error::last_os_error()));
     }
@@ -71,10 +71,10 @@ pub fn loopback_namespace_supported() -> bool {
     static SUPPORTED: OnceLock<bool> = OnceLock::new();
     *SUPPORTED.get_or_init(|| {
         let flags = namespace_flags();
-        // Safety: the child only calls unshare and _exit (async-signal-safe).
+        // SAFETY: the child only calls unshare and _exit (async-signal-safe).
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            // Safety: see above; the child exits at once.
+            // SAFETY: see above; the child exits at once.
             unsafe { libc::_exit(i32::from(libc::unshare(flags) != 0)) };
         }
         if pid < 0 {
@@ -176,7 +176,7 @@ impl PreparedRunner {
             return Err(std::io::Error::from_raw_os_error(libc::EPERM));
         }
         if let Some(fd) = &self.ruleset {
-            // Safety: a valid Landlock ruleset fd (owned by self) and no flags.
+            // SAFETY: a valid Landlock ruleset fd (owned by self) and no flags.
             let ret =
                 unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) };
             if ret != 0 {
@@ -189,7 +189,7 @@ impl PreparedRunner {
                     len: filter.len() as u16,
                     filter: filter.as_ptr() as *mut libc::sock_filter,
                 };
-                // Safety: `prog` points at a filter that outlives the call; the kernel copies it.
+                // SAFETY: `prog` points at a filter that outlives the call; the kernel copies it.
                 let ret = unsafe {
                     libc::syscall(
                         libc::SYS_seccomp,
@@ -216,14 +216,14 @@ mod tests {
     /// in it (0: it succeeded).
     fn open_for_write_in_confined_child(prepared: &PreparedRunner, path: &Path) -> i32 {
         let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // Safety: the child makes raw syscalls only (apply_in_child, open, _exit) on memory
+        // SAFETY: the child makes raw syscalls only (apply_in_child, open, _exit) on memory
         // prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             let code = match prepared.apply_in_child() {
                 Err(_) => 250,
                 Ok(()) => {
-                    // Safety: a valid NUL-terminated path.
+                    // SAFETY: a valid NUL-terminated path.
                     let fd = unsafe {
                         libc::open(
                             c.as_ptr(),
@@ -240,11 +240,11 @@ mod tests {
                     }
                 }
             };
-            // Safety: leaving the forked child.
+            // SAFETY: leaving the forked child.
             unsafe { libc::_exit(code) };
         }
         let mut status = 0;
-        // Safety: waiting for our own child.
+        // SAFETY: waiting for our own child.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         assert!(libc::WIFEXITED(status));
         libc::WEXITSTATUS(status)
@@ -258,7 +258,7 @@ mod tests {
             eprintln!("no network namespaces on this host");
             return;
         }
-        // Safety: the child runs ordinary code (a forked copy of the test thread) and `_exit`s;
+        // SAFETY: the child runs ordinary code (a forked copy of the test thread) and `_exit`s;
         // nothing it touches is shared with the parent.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
@@ -280,11 +280,11 @@ mod tests {
                 Ok::<i32, i32>(0)
             })()
             .unwrap_or_else(|code| code);
-            // Safety: leaving the forked child.
+            // SAFETY: leaving the forked child.
             unsafe { libc::_exit(code) };
         }
         let mut status = 0;
-        // Safety: waiting for our own child.
+        // SAFETY: waiting for our own child.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         assert!(libc::WIFEXITED(status));
         assert_eq!(libc::WEXITSTATUS(status), 0);
