@@ -33,7 +33,9 @@ mod outcome;
 mod supervise;
 
 use outcome::finish;
-use supervise::{Ending, remove_cgroup, supervise};
+#[cfg(target_os = "linux")]
+use supervise::Ending;
+use supervise::{remove_cgroup, supervise};
 
 /// Bytes kept of each stream.
 const STREAM_LIMIT: usize = MAX_TOOL_OUTPUT_BYTES;
