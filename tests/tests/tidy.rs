@@ -1,7 +1,8 @@
 //! The tidy test: the workspace's source habits, checked on every `.rs` file. Each file opens with
 //! a `//!` line saying what it owns, no file is over 1,000 lines, no module is loaded through
-//! `#[path]` (tests live in `<module>/tests.rs` or inline), and every `unsafe` block, impl or fn
-//! says why it is sound (`// SAFETY:`, or a `# Safety` doc section for an `unsafe fn`) right above.
+//! `#[path]`, inline `mod tests {}` stay within about a screen (longer tests live in
+//! `<module>/tests.rs`), and every `unsafe` block, impl or fn says why it is sound (`// SAFETY:`,
+//! or a `# Safety` doc section for an `unsafe fn`) right above.
 //! The checker is tested on small bad inputs too, so it can fail.
 
 use std::fmt;
@@ -9,6 +10,9 @@ use std::path::{Path, PathBuf};
 
 /// Longest a source file may be.
 const MAX_LINES: usize = 1_000;
+/// Longest an inline `mod tests { … }` may be (about a screen); longer tests go in
+/// `<module>/tests.rs`.
+const MAX_INLINE_TEST_LINES: usize = 80;
 /// How many lines above an `unsafe` its `// SAFETY:` comment may be (a multi-line statement
 /// puts the `unsafe` on a later line than the comment).
 const SAFETY_LOOKBACK: usize = 3;
@@ -22,6 +26,7 @@ enum Finding {
     NoModuleDoc,
     TooLong { lines: usize },
     PathAttribute { line: usize },
+    LongInlineTests { line: usize, lines: usize },
     UndocumentedUnsafe { line: usize },
 }
 
@@ -41,6 +46,11 @@ impl fmt::Display for Finding {
                 f,
                 "line {line}: `#[path]` attribute (put tests in `<module>/tests.rs`, declared \
                  `#[cfg(test)] mod tests;`)"
+            ),
+            Finding::LongInlineTests { line, lines } => write!(
+                f,
+                "line {line}: inline `mod tests {{}}` of {lines} lines (at most \
+                 {MAX_INLINE_TEST_LINES}): move it to `<module>/tests.rs`"
             ),
             Finding::UndocumentedUnsafe { line } => write!(
                 f,
@@ -65,6 +75,15 @@ fn check_source(text: &str) -> Vec<Finding> {
     for (index, code_line) in code.iter().enumerate() {
         if has_path_attribute(code_line) {
             findings.push(Finding::PathAttribute { line: index + 1 });
+        }
+        if code_line.trim() == "mod tests {" {
+            let lines = block_lines(&code[index..]);
+            if lines > MAX_INLINE_TEST_LINES {
+                findings.push(Finding::LongInlineTests {
+                    line: index + 1,
+                    lines,
+                });
+            }
         }
         if let Some(kind) = unsafe_kind(code_line)
             && !safety_documented(&lines, index, kind)
@@ -183,6 +202,25 @@ fn starts_a_token(before: &[char]) -> bool {
         [.., p] => !word(p),
         [] => true,
     }
+}
+
+/// How many lines the block opened on the first line spans, through its closing brace (all of
+/// them when it never closes).
+fn block_lines(code: &[String]) -> usize {
+    let mut depth = 0i64;
+    for (index, line) in code.iter().enumerate() {
+        for c in line.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        if depth <= 0 {
+            return index + 1;
+        }
+    }
+    code.len()
 }
 
 /// `Some(n)` when `rest` (what follows an `r`) opens a raw string with `n` hashes: `#…#"`.
@@ -357,6 +395,30 @@ fn path_attributes_are_found_in_every_spelling() {
     // Named in prose or in a string, it is not an attribute.
     let prose = "//! Loaded without `#[path = \"x\"]`.\n// #[path = \"x\"]\nconst S: &str = \"#[path = \\\"x\\\"]\";\n";
     assert_eq!(check_source(prose), Vec::new());
+}
+
+#[test]
+fn long_inline_test_modules_are_found() {
+    // `mod tests {`, `body` lines, `}`.
+    let module = |body: usize| {
+        format!(
+            "//! M.\nfn f() {{}}\n#[cfg(test)]\nmod tests {{\n{}}}\n",
+            "    #[test] fn t() { let s = \"}\"; let c = '}'; }\n".repeat(body)
+        )
+    };
+    assert_eq!(check_source(&module(MAX_INLINE_TEST_LINES - 2)), Vec::new());
+    assert_eq!(
+        check_source(&module(MAX_INLINE_TEST_LINES - 1)),
+        vec![Finding::LongInlineTests {
+            line: 4,
+            lines: MAX_INLINE_TEST_LINES + 1
+        }]
+    );
+    // Declared `mod tests;` with the tests in their own file: nothing to measure.
+    assert_eq!(
+        check_source("//! M.\n#[cfg(test)]\nmod tests;\n"),
+        Vec::new()
+    );
 }
 
 #[test]
