@@ -472,5 +472,4 @@ fn sse(name: &str, data: &Value) -> Event {
 }
 
 #[cfg(test)]
-#[path = "bridge_tests.rs"]
 mod tests;

@@ -274,5 +274,4 @@ impl ServerHandler for ExecutorMcp {
 }
 
 #[cfg(test)]
-#[path = "executor_mcp_tests.rs"]
 mod tests;

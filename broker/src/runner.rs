@@ -134,7 +134,7 @@ pub async fn launch(
     // The runner must not outlive its broker: with the broker gone nobody can answer it, and it
     // would retry a dead port. (macOS has no equivalent; there the gateway's next generation
     // stops the old broker first.)
-    // Safety: prctl and the confinement's raw syscalls are async-signal-safe, allocate nothing and
+    // SAFETY: prctl and the confinement's raw syscalls are async-signal-safe, allocate nothing and
     // change only this child (its death signal, capabilities, Landlock domain, seccomp filter).
     unsafe {
         cmd.pre_exec(move || {

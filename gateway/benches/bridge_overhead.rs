@@ -15,7 +15,6 @@
 //! appends `request_sent <ns>` / `first_content <ns>` lines to the file named by its first prompt
 //! (`TIMING_FILE=<name> BENCH_PID=<pid>`; the file lands in the stand-in's private HOME).
 
-#[path = "support/mod.rs"]
 mod support;
 
 use std::io::Write;

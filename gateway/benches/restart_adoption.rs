@@ -25,7 +25,6 @@
 //! never fail the bench; the table says PASS/FAIL against the targets (≤ 1 s for 50 sessions,
 //! ≤ 30 MiB gateway RSS idle, ≤ 15 MiB per broker).
 
-#[path = "support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -14,7 +14,6 @@
 //! `gateway/benches/WRITE_RESULTS.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/mod.rs"]
 mod support;
 
 use std::io::{Read, Write};

@@ -600,5 +600,4 @@ fn wrapped_command<'a>(
 }
 
 #[cfg(test)]
-#[path = "command_tests.rs"]
 mod tests;

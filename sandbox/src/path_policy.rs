@@ -17,7 +17,7 @@
 //!   a symlink swapped into an ancestor cannot redirect the walk; `.git` and protected entries are
 //!   never entered, and files are opened relative to their directory's descriptor. Read-ahead
 //!   threads list directories (and `lstat` files) ahead of the visitor; the visitor still sees
-//!   every entry in path order (`path_policy_walk.rs`).
+//!   every entry in path order (`path_policy/walk.rs`).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Metadata};
@@ -647,7 +647,6 @@ impl PathPolicy {
     }
 }
 
-#[path = "path_policy_walk.rs"]
 mod walk;
 pub use walk::{
     EntryKind, MAX_WALK_DEPTH, WalkControl, WalkDir, WalkEntry, WalkOptions, WalkStats,
@@ -829,5 +828,4 @@ fn canonical_variant(path: &Path) -> Option<PathBuf> {
 }
 
 #[cfg(test)]
-#[path = "path_policy_tests.rs"]
 mod tests;

@@ -143,7 +143,7 @@ impl PinnedExe {
         let sha256 = hex::encode(hasher.finalize());
         #[cfg(target_os = "linux")]
         if let Some(memfd) = copy {
-            // Safety: fcntl on a memfd we own; F_ADD_SEALS only adds seals.
+            // SAFETY: fcntl on a memfd we own; F_ADD_SEALS only adds seals.
             if unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_ADD_SEALS, IMMUTABLE_SEALS) } != 0 {
                 return Err(PinError::Copy(std::io::Error::last_os_error()));
             }
@@ -220,7 +220,7 @@ impl PinnedExe {
                 path: "/proc/self/exe".into(),
                 source,
             })?;
-            // Safety: fcntl on a descriptor we own; F_GET_SEALS only reads.
+            // SAFETY: fcntl on a descriptor we own; F_GET_SEALS only reads.
             let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
             if seals >= 0 && seals & IMMUTABLE_SEALS == IMMUTABLE_SEALS {
                 let size = file.metadata().map(|m| m.size()).unwrap_or(0);
@@ -325,17 +325,17 @@ fn sealable_memfd() -> std::io::Result<File> {
     const MFD_EXEC: libc::c_uint = 0x0010;
     let name = c"ngw-gateway";
     let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
-    // Safety: a valid NUL-terminated name and flag bits; returns a new fd or -1.
+    // SAFETY: a valid NUL-terminated name and flag bits; returns a new fd or -1.
     let mut fd = unsafe { libc::memfd_create(name.as_ptr(), base | MFD_EXEC) };
     if fd < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
         // Kernels before 6.3 do not know MFD_EXEC; their memfds are executable.
-        // Safety: as above.
+        // SAFETY: as above.
         fd = unsafe { libc::memfd_create(name.as_ptr(), base) };
     }
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // Safety: memfd_create returned a new descriptor that nothing else owns.
+    // SAFETY: memfd_create returned a new descriptor that nothing else owns.
     Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
@@ -381,7 +381,7 @@ mod tests {
     fn the_copy_is_sealed() {
         let pinned = PinnedExe::pin(Path::new("/bin/true")).unwrap();
         assert_eq!(pinned.pinning_name(), "sealed-memfd");
-        // Safety: F_GET_SEALS on a descriptor the test owns.
+        // SAFETY: F_GET_SEALS on a descriptor the test owns.
         let seals = unsafe { libc::fcntl(pinned.file.as_raw_fd(), libc::F_GET_SEALS) };
         assert_eq!(seals & IMMUTABLE_SEALS, IMMUTABLE_SEALS);
         let mut writable = std::fs::OpenOptions::new()

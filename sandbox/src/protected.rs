@@ -332,7 +332,7 @@ pub fn command_runtime_area(state_dir: &Path) -> PathBuf {
         hash ^= u64::from(*byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-    // Safety: geteuid cannot fail.
+    // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     PathBuf::from("/tmp").join(format!("ngw-run-{uid}-{:012x}", hash & 0xffff_ffff_ffff))
 }
@@ -347,7 +347,7 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
         .create(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    // Safety: geteuid cannot fail.
+    // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
         return Err(format!(
@@ -532,7 +532,7 @@ pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> 
     // Root's override of permissions is not the session's: a root gateway writes only in
     // directories of its own account (another account's files, state or gateway stay theirs).
     use std::os::unix::fs::MetadataExt;
-    // Safety: geteuid cannot fail.
+    // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     if std::fs::symlink_metadata(root).is_ok_and(|meta| meta.uid() != uid) {
         return Some(
@@ -766,5 +766,4 @@ pub fn rows(home: &Path) -> Vec<Row> {
 }
 
 #[cfg(test)]
-#[path = "protected_tests.rs"]
 mod tests;

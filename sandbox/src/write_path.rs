@@ -495,5 +495,4 @@ pub fn mode_bits(bits: u32) -> Mode {
 }
 
 #[cfg(test)]
-#[path = "write_path_tests.rs"]
 mod tests;

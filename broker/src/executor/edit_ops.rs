@@ -379,5 +379,4 @@ fn serialize(notebook: &Value, indent: Option<usize>) -> Result<Vec<u8>, EditErr
 }
 
 #[cfg(test)]
-#[path = "edit_ops_tests.rs"]
 mod tests;

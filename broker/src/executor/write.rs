@@ -723,5 +723,4 @@ fn io_code(err: &std::io::Error) -> &'static str {
 }
 
 #[cfg(test)]
-#[path = "write_tests.rs"]
 mod tests;

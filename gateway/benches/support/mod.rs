@@ -1,4 +1,4 @@
-//! Shared by the process-level benches (`#[path = "support/mod.rs"] mod support;`): the gateway as
+//! Shared by the process-level benches (`mod support;`): the gateway as
 //! a child process, a scripted ChatGPT (stateless MCP JSON-RPC over HTTP), the stand-in runner,
 //! percentiles and the machine description for results files.
 // Each bench uses a subset of these helpers.

@@ -33,7 +33,7 @@ async fn gateway_with_binds(
     script.push_str(&format!("exec '{GATEWAY}' \"$@\"\n"));
     let inner = wrapper_dir.join("inner.sh");
     std::fs::write(&inner, script).unwrap();
-    // Safety: geteuid cannot fail.
+    // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     let user = if root { "" } else { "--user --map-root-user " };
     let outer = wrapper_dir.join("gateway-in-namespace.sh");

@@ -51,7 +51,7 @@ fn probe() -> HostSupport {
         landlock_abi: sys::landlock_abi(),
         seccomp,
         seatbelt: false,
-        // Safety: geteuid cannot fail.
+        // SAFETY: geteuid cannot fail.
         root: unsafe { libc::geteuid() } == 0,
     }
 }
@@ -71,12 +71,12 @@ fn probe_in_child() -> (bool, bool) {
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut libc::sock_filter,
     };
-    // Safety: fork in a possibly multi-threaded process; the child below only calls
+    // SAFETY: fork in a possibly multi-threaded process; the child below only calls
     // async-signal-safe functions (unshare, prctl, raw syscall, _exit) on memory prepared before
     // the fork.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        // Safety: see above; these calls affect only the child, which exits immediately.
+        // SAFETY: see above; these calls affect only the child, which exits immediately.
         unsafe {
             let mut code = 0;
             if libc::unshare(NAMESPACE_FLAGS) == 0 {
@@ -100,7 +100,7 @@ fn probe_in_child() -> (bool, bool) {
     }
     let mut status = 0;
     loop {
-        // Safety: waiting for our own child with a valid out-pointer.
+        // SAFETY: waiting for our own child with a valid out-pointer.
         let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
         if ret == pid {
             break;
@@ -129,7 +129,7 @@ pub fn helper_main() -> i32 {
     }
     sys::close_fds_from_3();
     let mut enforced = Enforced::default();
-    // Safety: geteuid cannot fail.
+    // SAFETY: geteuid cannot fail.
     let cgroup = if unsafe { libc::geteuid() } == 0 && spec.limits.root_pids_cgroup {
         sys::join_pids_cgroup(spec.limits.nproc)
     } else {
@@ -151,7 +151,7 @@ pub fn helper_main() -> i32 {
     if let Namespaces::Entered = entered {
         enforced.user_namespace = true;
         enforced.network_namespace = true;
-        // Safety: the helper is single-threaded (it runs before any runtime), so the child may
+        // SAFETY: the helper is single-threaded (it runs before any runtime), so the child may
         // run ordinary code.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
@@ -165,7 +165,7 @@ pub fn helper_main() -> i32 {
             return wait_and_forward(pid);
         }
         // The command's side: pid 1 of the new pid namespace.
-        // Safety: prctl with integer arguments only.
+        // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
         enforced.pid_namespace = true;
         if let Err(message) = setup_mounts(&spec, &mut enforced) {
@@ -215,9 +215,9 @@ enum Namespaces {
 }
 
 fn enter_namespaces() -> Namespaces {
-    // Safety: getuid/getgid cannot fail.
+    // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    // Safety: unshare with constant flags; the helper is single-threaded as CLONE_NEWUSER needs.
+    // SAFETY: unshare with constant flags; the helper is single-threaded as CLONE_NEWUSER needs.
     if unsafe { libc::unshare(NAMESPACE_FLAGS) } != 0 {
         return Namespaces::Unavailable;
     }
@@ -469,7 +469,7 @@ fn confine_and_exec(
         enforced,
         cgroup,
     });
-    // Safety: program, argv and envp are valid NUL-terminated strings in null-terminated arrays
+    // SAFETY: program, argv and envp are valid NUL-terminated strings in null-terminated arrays
     // that stay alive across the call; execve only returns on failure.
     unsafe { libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr()) };
     let err = std::io::Error::last_os_error();
@@ -496,7 +496,7 @@ fn wait_and_forward(pid: libc::pid_t) -> i32 {
     }
     if libc::WIFSIGNALED(status) {
         let sig = libc::WTERMSIG(status);
-        // Safety: restoring the default action and raising a signal on ourselves; core dumps are
+        // SAFETY: restoring the default action and raising a signal on ourselves; core dumps are
         // off (RLIMIT_CORE is 0 in the command, and the helper only re-raises).
         unsafe {
             let zero = libc::rlimit {

@@ -30,7 +30,7 @@ pub struct LoopbackNamespace {
 }
 
 fn namespace_flags() -> libc::c_int {
-    // Safety: geteuid cannot fail.
+    // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         // Root may create a network namespace directly; a user namespace would also take away
         // its access to files of unmapped owners, which the executor needs.
@@ -48,9 +48,9 @@ pub fn enter_loopback_namespace() -> Result<LoopbackNamespace, RunnerConfinement
     let e = |what: &str, err: std::io::Error| {
         RunnerConfinementError::Namespace(format!("{what}: {err}"))
     };
-    // Safety: getuid/getgid cannot fail.
+    // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    // Safety: unshare with constant flags.
+    // SAFETY: unshare with constant flags.
     if unsafe { libc::unshare(flags) } != 0 {
         return Err(e("unshare", std::io::Error::last_os_error()));
     }
@@ -71,10 +71,10 @@ pub fn loopback_namespace_supported() -> bool {
     static SUPPORTED: OnceLock<bool> = OnceLock::new();
     *SUPPORTED.get_or_init(|| {
         let flags = namespace_flags();
-        // Safety: the child only calls unshare and _exit (async-signal-safe).
+        // SAFETY: the child only calls unshare and _exit (async-signal-safe).
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            // Safety: see above; the child exits at once.
+            // SAFETY: see above; the child exits at once.
             unsafe { libc::_exit(i32::from(libc::unshare(flags) != 0)) };
         }
         if pid < 0 {
@@ -176,7 +176,7 @@ impl PreparedRunner {
             return Err(std::io::Error::from_raw_os_error(libc::EPERM));
         }
         if let Some(fd) = &self.ruleset {
-            // Safety: a valid Landlock ruleset fd (owned by self) and no flags.
+            // SAFETY: a valid Landlock ruleset fd (owned by self) and no flags.
             let ret =
                 unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) };
             if ret != 0 {
@@ -189,7 +189,7 @@ impl PreparedRunner {
                     len: filter.len() as u16,
                     filter: filter.as_ptr() as *mut libc::sock_filter,
                 };
-                // Safety: `prog` points at a filter that outlives the call; the kernel copies it.
+                // SAFETY: `prog` points at a filter that outlives the call; the kernel copies it.
                 let ret = unsafe {
                     libc::syscall(
                         libc::SYS_seccomp,
@@ -208,125 +208,4 @@ impl PreparedRunner {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::ffi::CString;
-
-    /// Fork, confine the child with `prepared`, and return the errno of `open(path, O_CREAT|O_WRONLY)`
-    /// in it (0: it succeeded).
-    fn open_for_write_in_confined_child(prepared: &PreparedRunner, path: &Path) -> i32 {
-        let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // Safety: the child makes raw syscalls only (apply_in_child, open, _exit) on memory
-        // prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            let code = match prepared.apply_in_child() {
-                Err(_) => 250,
-                Ok(()) => {
-                    // Safety: a valid NUL-terminated path.
-                    let fd = unsafe {
-                        libc::open(
-                            c.as_ptr(),
-                            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
-                            0o600,
-                        )
-                    };
-                    if fd >= 0 {
-                        0
-                    } else {
-                        std::io::Error::last_os_error()
-                            .raw_os_error()
-                            .unwrap_or(251)
-                    }
-                }
-            };
-            // Safety: leaving the forked child.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // Safety: waiting for our own child.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status));
-        libc::WEXITSTATUS(status)
-    }
-
-    /// In a forked child: enter the namespace, then check that `lo` is the only interface and that
-    /// a loopback listener is reachable. Exit code 0 on success.
-    #[test]
-    fn the_loopback_namespace_has_only_lo_and_it_is_up() {
-        if !loopback_namespace_supported() {
-            eprintln!("no network namespaces on this host");
-            return;
-        }
-        // Safety: the child runs ordinary code (a forked copy of the test thread) and `_exit`s;
-        // nothing it touches is shared with the parent.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            let code = (|| {
-                enter_loopback_namespace().map_err(|_| 1)?;
-                let dev = std::fs::read_to_string("/proc/self/net/dev").map_err(|_| 2)?;
-                let interfaces: Vec<&str> = dev
-                    .lines()
-                    .skip(2)
-                    .filter_map(|l| l.split(':').next())
-                    .map(str::trim)
-                    .collect();
-                if interfaces != ["lo"] {
-                    return Err(3);
-                }
-                let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|_| 4)?;
-                let addr = listener.local_addr().map_err(|_| 5)?;
-                std::net::TcpStream::connect(addr).map_err(|_| 6)?;
-                Ok::<i32, i32>(0)
-            })()
-            .unwrap_or_else(|code| code);
-            // Safety: leaving the forked child.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // Safety: waiting for our own child.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status));
-        assert_eq!(libc::WEXITSTATUS(status), 0);
-    }
-
-    #[test]
-    fn the_runner_writes_only_in_its_private_dirs() {
-        let Some(abi) = sys::landlock_abi() else {
-            eprintln!("no Landlock on this host");
-            return;
-        };
-        let root = tempfile::tempdir().unwrap();
-        let home = root.path().join("home");
-        let state = root.path().join("state");
-        let elsewhere = root.path().join("work");
-        for dir in [&home, &state, &elsewhere] {
-            std::fs::create_dir_all(dir).unwrap();
-        }
-        let masked = vec![state.clone()];
-        let prepared = prepare(&RunnerPolicy {
-            masked: &masked,
-            writable: &[home.as_path()],
-            readable_files: &[],
-            visible: &[],
-            broker_port: 9,
-            landlock_abi: Some(abi.min(super::super::MAX_LANDLOCK_ABI)),
-            seccomp: true,
-        })
-        .unwrap();
-        assert_eq!(
-            open_for_write_in_confined_child(&prepared, &home.join("ok")),
-            0
-        );
-        assert_eq!(
-            open_for_write_in_confined_child(&prepared, &elsewhere.join("no")),
-            libc::EACCES
-        );
-        assert_eq!(
-            open_for_write_in_confined_child(&prepared, &state.join("no")),
-            libc::EACCES
-        );
-        assert!(home.join("ok").exists());
-        assert!(!elsewhere.join("no").exists());
-    }
-}
+mod tests;

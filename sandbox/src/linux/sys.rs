@@ -46,7 +46,7 @@ pub fn mount_setattr(path: &Path, recursive: bool, set: u64, clear: u64) -> io::
         userns_fd: 0,
     };
     let flags = if recursive { AT_RECURSIVE } else { 0 };
-    // Safety: `c` is a valid NUL-terminated path and `attr` a properly sized, initialised
+    // SAFETY: `c` is a valid NUL-terminated path and `attr` a properly sized, initialised
     // `struct mount_attr` that outlives the call; the kernel only reads them.
     let ret = unsafe {
         libc::syscall(
@@ -78,7 +78,7 @@ pub fn mount(
         .map(|s| CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput)))
         .transpose()?;
     let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
-    // Safety: every pointer is either null or a valid NUL-terminated string owned above and
+    // SAFETY: every pointer is either null or a valid NUL-terminated string owned above and
     // alive for the duration of the call.
     let ret = unsafe {
         libc::mount(
@@ -99,7 +99,7 @@ pub fn mount(
 /// The Landlock ABI version the kernel offers, or `None`.
 pub fn landlock_abi() -> Option<i32> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // Safety: with a null attr, size 0 and the VERSION flag the call only returns a number.
+    // SAFETY: with a null attr, size 0 and the VERSION flag the call only returns a number.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,
@@ -115,7 +115,7 @@ pub fn landlock_abi() -> Option<i32> {
 pub fn stdin_to_dev_null() -> io::Result<()> {
     let null = std::fs::File::open("/dev/null")?;
     use std::os::fd::AsRawFd;
-    // Safety: both fds are valid; dup2 atomically replaces fd 0.
+    // SAFETY: both fds are valid; dup2 atomically replaces fd 0.
     if unsafe { libc::dup2(null.as_raw_fd(), 0) } < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -124,11 +124,11 @@ pub fn stdin_to_dev_null() -> io::Result<()> {
 
 /// Close every fd from 3 up: files opened before confinement would stay usable after it.
 pub fn close_fds_from_3() {
-    // Safety: close_range only closes descriptors; none of ours above 2 is in use here.
+    // SAFETY: close_range only closes descriptors; none of ours above 2 is in use here.
     let ret = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
     if ret < 0 {
         for fd in 3..4096 {
-            // Safety: closing a descriptor we do not use; EBADF is ignored.
+            // SAFETY: closing a descriptor we do not use; EBADF is ignored.
             unsafe { libc::close(fd) };
         }
     }
@@ -152,7 +152,7 @@ pub fn set_rlimits(limits: &Limits, own_user_namespace: bool) -> io::Result<()> 
     let nproc = if own_user_namespace {
         limits.nproc
     } else {
-        // Safety: getuid cannot fail.
+        // SAFETY: getuid cannot fail.
         processes_of(unsafe { libc::getuid() }) + limits.nproc
     };
     let mut nofile = limits.nofile;
@@ -160,7 +160,7 @@ pub fn set_rlimits(limits: &Limits, own_user_namespace: bool) -> io::Result<()> 
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // Safety: `current` is a valid out-pointer.
+    // SAFETY: `current` is a valid out-pointer.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut current) } == 0 {
         nofile = nofile.min(current.rlim_max);
     }
@@ -178,7 +178,7 @@ pub fn set_rlimits(limits: &Limits, own_user_namespace: bool) -> io::Result<()> 
             rlim_cur: value,
             rlim_max: value,
         };
-        // Safety: `limit` is a valid, initialised rlimit.
+        // SAFETY: `limit` is a valid, initialised rlimit.
         if unsafe { libc::setrlimit(resource, &limit) } != 0 {
             return Err(io::Error::last_os_error());
         }
@@ -221,11 +221,11 @@ pub fn drop_capabilities() -> bool {
 /// between fork and exec.
 pub fn drop_capabilities_to(last_cap: libc::c_ulong) -> bool {
     for cap in 0..=last_cap {
-        // Safety: prctl with integer arguments only; failure (no CAP_SETPCAP) is tolerated here
+        // SAFETY: prctl with integer arguments only; failure (no CAP_SETPCAP) is tolerated here
         // and checked below.
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     }
-    // Safety: prctl with integer arguments only.
+    // SAFETY: prctl with integer arguments only.
     unsafe {
         libc::prctl(
             libc::PR_CAP_AMBIENT,
@@ -240,7 +240,7 @@ pub fn drop_capabilities_to(last_cap: libc::c_ulong) -> bool {
         pid: 0,
     };
     let data = [CapData::default(); 2];
-    // Safety: header and a two-element data array, the layout capset(2) expects for version 3.
+    // SAFETY: header and a two-element data array, the layout capset(2) expects for version 3.
     let set = unsafe {
         libc::syscall(
             libc::SYS_capset,
@@ -252,7 +252,7 @@ pub fn drop_capabilities_to(last_cap: libc::c_ulong) -> bool {
         return false;
     }
     let mut now = [CapData::default(); 2];
-    // Safety: same layout, as an out-parameter.
+    // SAFETY: same layout, as an out-parameter.
     let got = unsafe {
         libc::syscall(
             libc::SYS_capget,
@@ -266,17 +266,17 @@ pub fn drop_capabilities_to(last_cap: libc::c_ulong) -> bool {
     // A non-empty bounding set only matters to a process that can gain capabilities at exec,
     // which no_new_privs prevents unless it is root in its namespace.
     let bounding_empty = (0..=last_cap).all(|cap| {
-        // Safety: prctl with integer arguments only.
+        // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) == 0 }
     });
-    // Safety: geteuid cannot fail.
+    // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     got == 0 && empty && (bounding_empty || !root)
 }
 
 /// Set `PR_SET_NO_NEW_PRIVS` and report whether it is on.
 pub fn no_new_privs() -> bool {
-    // Safety: prctl with integer arguments only.
+    // SAFETY: prctl with integer arguments only.
     unsafe {
         libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
@@ -288,7 +288,7 @@ pub fn no_new_privs() -> bool {
 pub fn join_pids_cgroup(max: u64) -> Option<PathBuf> {
     // A random name: the command can read its own cgroup path, and a pid there would be public.
     let mut random = [0u8; 8];
-    // Safety: getrandom writes at most `random.len()` bytes into the buffer it is given.
+    // SAFETY: getrandom writes at most `random.len()` bytes into the buffer it is given.
     let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
     if got != random.len() as isize {
         return None;
@@ -316,35 +316,35 @@ pub fn join_pids_cgroup(max: u64) -> Option<PathBuf> {
 /// Bring the loopback interface of the current network namespace up (`SIOCSIFFLAGS`), and check
 /// it is up.
 pub fn loopback_up() -> io::Result<()> {
-    // Safety: socket with constant arguments; the fd is closed below.
+    // SAFETY: socket with constant arguments; the fd is closed below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    // Safety: `fd` was just returned by socket(2) and is owned here only.
+    // SAFETY: `fd` was just returned by socket(2) and is owned here only.
     let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     use std::os::fd::AsRawFd;
-    // Safety: ifreq is plain data; all-zero is a valid value.
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
         *dst = *src as libc::c_char;
     }
-    // Safety: a valid socket and a valid, initialised ifreq naming `lo`.
+    // SAFETY: a valid socket and a valid, initialised ifreq naming `lo`.
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    // Safety: SIOCGIFFLAGS filled the flags member of the union.
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
     let flags = unsafe { req.ifr_ifru.ifru_flags };
     req.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
-    // Safety: as above; the kernel reads the name and flags.
+    // SAFETY: as above; the kernel reads the name and flags.
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    // Safety: as above.
+    // SAFETY: as above.
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    // Safety: SIOCGIFFLAGS filled the flags member.
+    // SAFETY: SIOCGIFFLAGS filled the flags member.
     let now = unsafe { req.ifr_ifru.ifru_flags };
     if now & libc::IFF_UP as libc::c_short == 0 {
         return Err(io::Error::other("loopback stayed down"));
@@ -356,7 +356,7 @@ pub fn loopback_up() -> io::Result<()> {
 pub fn wait_child(pid: libc::pid_t) -> io::Result<libc::c_int> {
     let mut status = 0;
     loop {
-        // Safety: waiting for our own child with a valid out-pointer.
+        // SAFETY: waiting for our own child with a valid out-pointer.
         let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
         if ret == pid {
             return Ok(status);

@@ -313,7 +313,7 @@ fn a_directory_of_another_account_is_no_write_root() {
     let (_dir, tmp) = tmp();
     let theirs = tmp.join("theirs");
     std::fs::create_dir_all(&theirs).unwrap();
-    // Safety: geteuid cannot fail.
+    // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     if uid == 0 {
         // As root, hand the directory to another account (nobody) and it is refused.

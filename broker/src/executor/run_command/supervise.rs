@@ -1,0 +1,286 @@
+//! Supervising one confined command: its pipes read without blocking into bounded captures, the
+//! helper's report line parsed from the head of stdout, the wall-time bound enforced on the whole
+//! process group (SIGTERM, grace, SIGKILL), and the pids cgroup removed afterwards.
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use sandbox::spec::{Enforced, REPORT_PREFIX, Report};
+
+use super::{DRAIN_AFTER_EXIT, KILL_GRACE, MAX_REPORT_BYTES, STREAM_LIMIT};
+
+/// One stream's capture: the first [`STREAM_LIMIT`] bytes and the total seen.
+#[derive(Default)]
+pub(super) struct Capture {
+    pub(super) kept: Vec<u8>,
+    pub(super) total: u64,
+    pub(super) eof: bool,
+}
+
+impl Capture {
+    fn push(&mut self, bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        let room = STREAM_LIMIT.saturating_sub(self.kept.len());
+        self.kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    pub(super) fn truncated(&self) -> bool {
+        self.total > self.kept.len() as u64
+    }
+}
+
+/// How the main process ended.
+pub(super) enum Ending {
+    Exited(i32),
+    Signaled(i32),
+    /// Killed by us after the wall-time bound.
+    TimedOut,
+    /// The helper could not be waited for.
+    Unknown,
+}
+
+pub(super) struct RunResult {
+    pub(super) report: Option<Report>,
+    /// Bytes of stdout taken as the (attempted) report line.
+    pub(super) report_bytes: usize,
+    /// Set when the helper's first stdout line was missing or malformed.
+    pub(super) report_problem: Option<String>,
+    pub(super) stdout: Capture,
+    pub(super) stderr: Capture,
+    pub(super) ending: Ending,
+}
+
+fn set_nonblocking(fd: i32) {
+    // SAFETY: fcntl on a pipe fd we own; only the status flags change.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
+
+/// Exited without reaping (`WNOWAIT`), so the zombie keeps the process group id reserved while
+/// we kill the group.
+fn exited_unreaped(pid: i32) -> bool {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid on our own child with a valid out-pointer; WNOWAIT leaves it waitable.
+    let ret = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is valid to read for a child state change reported by waitid.
+    ret == 0 && unsafe { info.si_pid() } == pid
+}
+
+fn kill_group(pgid: i32, signal: i32) {
+    // SAFETY: signalling a process group we created (the helper's pid is its pgid and, until we
+    // reap it, cannot be reused).
+    unsafe { libc::kill(-pgid, signal) };
+}
+
+/// Read both pipes until the main process exits (or the bound expires), kill the group, drain
+/// briefly, reap.
+pub(super) fn supervise(child: &mut Child, timeout: Duration, started: Instant) -> RunResult {
+    let pid = child.id() as i32;
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    for fd in [
+        out.as_ref().map(|o| o.as_raw_fd()),
+        err.as_ref().map(|e| e.as_raw_fd()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        set_nonblocking(fd);
+    }
+    let mut stdout = Capture::default();
+    let mut stderr = Capture::default();
+    let mut report_buf: Vec<u8> = Vec::new();
+    let mut report: Option<Report> = None;
+    let mut report_problem: Option<String> = None;
+    let mut report_done = false;
+    let deadline = started + timeout;
+    let mut term_sent: Option<Instant> = None;
+    let mut exited_at: Option<Instant> = None;
+    let mut timed_out = false;
+    let mut buf = vec![0u8; 64 * 1024];
+
+    loop {
+        let now = Instant::now();
+        if exited_at.is_none() && exited_unreaped(pid) {
+            kill_group(pid, libc::SIGKILL);
+            exited_at = Some(now);
+        }
+        if exited_at.is_none() {
+            if now >= deadline && term_sent.is_none() {
+                timed_out = true;
+                kill_group(pid, libc::SIGTERM);
+                term_sent = Some(now);
+            } else if let Some(sent) = term_sent
+                && now >= sent + KILL_GRACE
+            {
+                kill_group(pid, libc::SIGKILL);
+            }
+        }
+        let both_eof = stdout.eof && stderr.eof;
+        if let Some(at) = exited_at
+            && (both_eof || now >= at + DRAIN_AFTER_EXIT)
+        {
+            break;
+        }
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(2);
+        if let (Some(o), false) = (&out, stdout.eof) {
+            fds.push(libc::pollfd {
+                fd: o.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        if let (Some(e), false) = (&err, stderr.eof) {
+            fds.push(libc::pollfd {
+                fd: e.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        if fds.is_empty() {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        // SAFETY: `fds` is a valid array of pollfd of the given length for the call's duration.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 20) };
+        for pfd in &fds {
+            if pfd.revents == 0 {
+                continue;
+            }
+            let is_out = out.as_ref().is_some_and(|o| o.as_raw_fd() == pfd.fd);
+            loop {
+                use std::io::Read;
+                let read = if is_out {
+                    out.as_mut().map(|o| o.read(&mut buf))
+                } else {
+                    err.as_mut().map(|e| e.read(&mut buf))
+                };
+                let capture = if is_out { &mut stdout } else { &mut stderr };
+                match read {
+                    Some(Ok(0)) | None => {
+                        capture.eof = true;
+                        break;
+                    }
+                    Some(Ok(n)) => {
+                        let mut bytes = &buf[..n];
+                        if is_out && !report_done {
+                            let newline = bytes.iter().position(|b| *b == b'\n');
+                            let take = newline.map_or(bytes.len(), |p| p + 1);
+                            report_buf.extend_from_slice(&bytes[..take]);
+                            bytes = &bytes[take..];
+                            if newline.is_some() || report_buf.len() > MAX_REPORT_BYTES {
+                                report_done = true;
+                                match parse_report(&report_buf) {
+                                    Ok(parsed) => report = Some(parsed),
+                                    Err(problem) => report_problem = Some(problem),
+                                }
+                            }
+                        }
+                        capture.push(bytes);
+                        if n < buf.len() {
+                            break;
+                        }
+                    }
+                    Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Some(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Some(Err(_)) => {
+                        capture.eof = true;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    // Close our ends: a grandchild still holding the pipes gets EPIPE, we stop waiting for it.
+    drop(out);
+    drop(err);
+    kill_group(pid, libc::SIGKILL);
+    let ending = match child.wait() {
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            if timed_out {
+                Ending::TimedOut
+            } else if let Some(code) = status.code() {
+                Ending::Exited(code)
+            } else if let Some(sig) = status.signal() {
+                Ending::Signaled(sig)
+            } else {
+                Ending::Unknown
+            }
+        }
+        Err(_) => Ending::Unknown,
+    };
+    if !report_done {
+        if cfg!(target_os = "macos") {
+            report = Some(Report {
+                error: None,
+                enforced: Enforced::default(),
+                cgroup: None,
+            });
+            stdout.push(&report_buf);
+        } else {
+            report_problem = Some("the sandbox helper ended before reporting".into());
+        }
+    }
+    RunResult {
+        report,
+        report_bytes: report_buf.len(),
+        report_problem,
+        stdout,
+        stderr,
+        ending,
+    }
+}
+
+fn parse_report(line: &[u8]) -> Result<Report, String> {
+    let text = std::str::from_utf8(line).map_err(|_| "report is not UTF-8".to_string())?;
+    let json = text
+        .strip_prefix(REPORT_PREFIX)
+        .ok_or_else(|| "the sandbox helper did not report".to_string())?;
+    serde_json::from_str(json.trim_end()).map_err(|e| format!("malformed report: {e}"))
+}
+
+/// Remove the pids cgroup once its processes are gone.
+pub(super) fn remove_cgroup(dir: &Path) {
+    for _ in 0..100 {
+        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    tracing::warn!("could not remove command cgroup {}", dir.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_lines_are_parsed_strictly() {
+        assert!(parse_report(b"hello\n").is_err());
+        let line = format!(
+            "{REPORT_PREFIX}{}\n",
+            serde_json::to_string(&Report {
+                error: None,
+                enforced: Enforced::default(),
+                cgroup: None
+            })
+            .unwrap()
+        );
+        assert!(parse_report(line.as_bytes()).unwrap().error.is_none());
+    }
+}

@@ -1,0 +1,160 @@
+//! The Landlock-only fallback still confines; a worktree inside the masked state dir stays visible
+//! and read-only; a working directory under a mask is never bound back.
+
+use super::*;
+
+#[test]
+fn landlock_only_fallback_still_confines() {
+    let fx = fixture_with(false);
+    let support = sandbox::host_support();
+    if support.landlock_abi.is_none() || !support.seccomp {
+        let out = run(&fx, &["true"]);
+        assert_eq!(
+            out.error_code.as_deref(),
+            Some("sandbox_unavailable"),
+            "{}",
+            out.output
+        );
+        return;
+    }
+    let out = run(&fx, &["/bin/echo", "hi"]);
+    assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+    let header = out.output.lines().nth(2).unwrap();
+    assert!(header.starts_with("sandbox: linux:landlock(v"), "{header}");
+    assert!(!header.contains("mountns"), "{header}");
+    let wd_file = fx.wd.join("existing.txt");
+    let ops = write_ops(&fx.wd, &wd_file);
+    let out = py(&fx, &probe_script(&ops));
+    assert_all_in(&out, ops.len(), &["EROFS", "EPERM", "EACCES"]);
+    let key = fx.home.join(".ssh/id_ed25519");
+    let db = fx.state.join("gateway.sqlite3");
+    let ops = vec![
+        ("ssh_key", format!("open('{}').read()", key.display())),
+        ("state_db", format!("open('{}').read()", db.display())),
+        (
+            "tcp",
+            "socket.create_connection(('127.0.0.1', 9), timeout=2)".to_string(),
+        ),
+        ("kill", format!("os.kill({}, 0)", std::process::id())),
+    ];
+    let out = py(&fx, &probe_script(&ops));
+    assert_all_in(&out, ops.len(), &["EACCES", "EPERM"]);
+    assert_eq!(std::fs::read_to_string(&wd_file).unwrap(), "original");
+}
+
+/// A `worktree_write` session's working directory lives in the (masked) state dir: commands
+/// still see it, read-only, while the rest of the state dir stays hidden. With namespaces it is
+/// bound back over the mask; with Landlock only it is added to the readable set.
+#[test]
+fn a_worktree_inside_the_masked_state_dir_stays_visible_and_read_only() {
+    for namespaces in [true, false] {
+        let fx = fixture_with(namespaces);
+        let support = sandbox::host_support();
+        if !namespaces && (support.landlock_abi.is_none() || !support.seccomp) {
+            continue; // landlock_only_fallback_still_confines asserts the refusal there.
+        }
+        if !confinable(&fx) {
+            return;
+        }
+        let tree = fx.state.join("worktrees/ns_1");
+        std::fs::create_dir_all(tree.join("src")).unwrap();
+        std::fs::write(tree.join("src/lib.rs"), "fn visible() {}\n").unwrap();
+        let mut commands = CommandSandbox::new(
+            Some(pinned_gateway()),
+            fx.scratch_root.clone(),
+            &fx.home,
+            &fx.state,
+            &[],
+        );
+        if !namespaces {
+            commands = commands.without_namespaces();
+        }
+        let other = fx.state.join("worktrees/ns_2");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("theirs.rs"), "fn theirs() {}\n").unwrap();
+        // Only the session's own worktree is bound back over the state dir's mask.
+        let commands = commands.with_own_worktree(Some(tree.clone()));
+        let policy = PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![])
+            .with_open_subtree(fx.state.join("worktrees"));
+        let exec = Executor::new(policy, tree.clone()).with_command_sandbox(commands);
+        let run_here = |argv: &[&str]| {
+            exec.execute(
+                "act_tree",
+                &ToolArgs::RunCommand(RunCommandArgs {
+                    argv: argv.iter().map(|s| s.to_string()).collect(),
+                    cwd: None,
+                    timeout_seconds: None,
+                }),
+            )
+        };
+        let out = run_here(&["cat", "src/lib.rs"]);
+        assert_eq!(out.status, ToolStatus::Ok, "{namespaces}: {}", out.output);
+        assert!(stdout_of(&out).contains("fn visible()"), "{}", out.output);
+        let out = run_here(&["cat", &other.join("theirs.rs").display().to_string()]);
+        assert!(
+            !out.output.contains("fn theirs()"),
+            "{namespaces}: {}",
+            out.output
+        );
+        let db = fx.state.join("gateway.sqlite3");
+        let ops = vec![
+            (
+                "write_tree",
+                format!("open('{}', 'w')", tree.join("new.txt").display()),
+            ),
+            ("state_db", format!("open('{}').read()", db.display())),
+        ];
+        let out = run_here(&["python3", "-c", &probe_script(&ops)]);
+        let results = results(&out);
+        assert_eq!(results.len(), 2, "{}", out.output);
+        assert!(
+            ["EROFS", "EACCES"].contains(&results[0].1.as_str()),
+            "{namespaces}: {results:?}"
+        );
+        assert!(
+            ["ENOENT", "EACCES"].contains(&results[1].1.as_str()),
+            "{namespaces}: {results:?}"
+        );
+        assert!(!out.output.contains("STATE"));
+        assert!(!tree.join("new.txt").exists());
+    }
+}
+
+#[test]
+fn a_working_directory_under_a_mask_is_never_bound_back() {
+    // Issue 11, finding 1: a working directory inside the state dir (had a start let it through)
+    // must not be bound back over the state dir's mask; only a session's own worktree is.
+    let fx = fixture();
+    if !confinable(&fx) {
+        return;
+    }
+    let auth = fx.state.join("auth");
+    std::fs::create_dir_all(&auth).unwrap();
+    std::fs::write(auth.join("access-token"), "TOKEN-SHOULD-STAY-HIDDEN").unwrap();
+    for own in [None, Some(fx.state.join("worktrees/ns_1"))] {
+        let commands = CommandSandbox::new(
+            Some(pinned_gateway()),
+            fx.scratch_root.clone(),
+            &fx.home,
+            &fx.state,
+            &[],
+        )
+        .with_own_worktree(own.clone());
+        let policy = PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![]);
+        let exec = Executor::new(policy, auth.clone()).with_command_sandbox(commands);
+        let out = exec.execute(
+            "act_masked",
+            &ToolArgs::RunCommand(RunCommandArgs {
+                argv: vec!["sh".into(), "-c".into(), "cat * .* 2>&1; ls -a".into()],
+                cwd: None,
+                timeout_seconds: None,
+            }),
+        );
+        assert!(
+            !out.output.contains("TOKEN-SHOULD-STAY-HIDDEN")
+                && !out.output.contains("access-token"),
+            "{own:?}: {}",
+            out.output
+        );
+    }
+}

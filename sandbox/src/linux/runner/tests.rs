@@ -1,0 +1,123 @@
+//! Unit tests of the runner's Linux confinement, in forked children: the loopback-only network
+//! namespace, and writes only in the runner's private dirs.
+
+use super::*;
+use std::ffi::CString;
+
+/// Fork, confine the child with `prepared`, and return the errno of `open(path, O_CREAT|O_WRONLY)`
+/// in it (0: it succeeded).
+fn open_for_write_in_confined_child(prepared: &PreparedRunner, path: &Path) -> i32 {
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: the child makes raw syscalls only (apply_in_child, open, _exit) on memory
+    // prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = match prepared.apply_in_child() {
+            Err(_) => 250,
+            Ok(()) => {
+                // SAFETY: a valid NUL-terminated path.
+                let fd = unsafe {
+                    libc::open(
+                        c.as_ptr(),
+                        libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                        0o600,
+                    )
+                };
+                if fd >= 0 {
+                    0
+                } else {
+                    std::io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(251)
+                }
+            }
+        };
+        // SAFETY: leaving the forked child.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status));
+    libc::WEXITSTATUS(status)
+}
+
+/// In a forked child: enter the namespace, then check that `lo` is the only interface and that
+/// a loopback listener is reachable. Exit code 0 on success.
+#[test]
+fn the_loopback_namespace_has_only_lo_and_it_is_up() {
+    if !loopback_namespace_supported() {
+        eprintln!("no network namespaces on this host");
+        return;
+    }
+    // SAFETY: the child runs ordinary code (a forked copy of the test thread) and `_exit`s;
+    // nothing it touches is shared with the parent.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = (|| {
+            enter_loopback_namespace().map_err(|_| 1)?;
+            let dev = std::fs::read_to_string("/proc/self/net/dev").map_err(|_| 2)?;
+            let interfaces: Vec<&str> = dev
+                .lines()
+                .skip(2)
+                .filter_map(|l| l.split(':').next())
+                .map(str::trim)
+                .collect();
+            if interfaces != ["lo"] {
+                return Err(3);
+            }
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|_| 4)?;
+            let addr = listener.local_addr().map_err(|_| 5)?;
+            std::net::TcpStream::connect(addr).map_err(|_| 6)?;
+            Ok::<i32, i32>(0)
+        })()
+        .unwrap_or_else(|code| code);
+        // SAFETY: leaving the forked child.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status));
+    assert_eq!(libc::WEXITSTATUS(status), 0);
+}
+
+#[test]
+fn the_runner_writes_only_in_its_private_dirs() {
+    let Some(abi) = sys::landlock_abi() else {
+        eprintln!("no Landlock on this host");
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    let state = root.path().join("state");
+    let elsewhere = root.path().join("work");
+    for dir in [&home, &state, &elsewhere] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let masked = vec![state.clone()];
+    let prepared = prepare(&RunnerPolicy {
+        masked: &masked,
+        writable: &[home.as_path()],
+        readable_files: &[],
+        visible: &[],
+        broker_port: 9,
+        landlock_abi: Some(abi.min(super::super::MAX_LANDLOCK_ABI)),
+        seccomp: true,
+    })
+    .unwrap();
+    assert_eq!(
+        open_for_write_in_confined_child(&prepared, &home.join("ok")),
+        0
+    );
+    assert_eq!(
+        open_for_write_in_confined_child(&prepared, &elsewhere.join("no")),
+        libc::EACCES
+    );
+    assert_eq!(
+        open_for_write_in_confined_child(&prepared, &state.join("no")),
+        libc::EACCES
+    );
+    assert!(home.join("ok").exists());
+    assert!(!elsewhere.join("no").exists());
+}
