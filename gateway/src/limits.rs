@@ -6,7 +6,7 @@ use common::protocol::CommandLimits;
 
 /// Physical memory of this host, MiB (0 when unknown).
 pub fn host_memory_mb() -> u64 {
-    // Safety: sysconf with constant names only reads system configuration.
+    // SAFETY: sysconf with constant names only reads system configuration.
     let (pages, page_size) = unsafe {
         (
             libc::sysconf(libc::_SC_PHYS_PAGES),
