@@ -241,7 +241,7 @@ impl ServerHandler for ExecutorMcp {
             }
             other => {
                 let message = match other {
-                    Some(Err(message)) => message,
+                    Some(Err(message)) => message.to_string(),
                     _ => format!("{name} is not a tool of this session"),
                 };
                 crate::executor::Executed {

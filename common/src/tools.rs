@@ -210,12 +210,12 @@ impl LogicalTool {
     }
 
     /// Parse and validate arguments for this tool; the error says what is wrong.
-    pub fn parse_args(self, arguments: &Value) -> Result<ToolArgs, String> {
-        fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, String> {
-            serde_json::from_value(v.clone()).map_err(|e| e.to_string())
+    pub fn parse_args(self, arguments: &Value) -> Result<ToolArgs, ArgsError> {
+        fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, ArgsError> {
+            Ok(serde_json::from_value(v.clone())?)
         }
         if !arguments.is_object() {
-            return Err("arguments must be a JSON object".into());
+            return Err(ArgsError::NotAnObject);
         }
         let args = match self {
             Self::Read => ToolArgs::Read(parse(arguments)?),
@@ -228,12 +228,41 @@ impl LogicalTool {
             Self::DeepseekSubagentStart
             | Self::DeepseekSubagentGet
             | Self::DeepseekSubagentStop => {
-                return Err(format!("{} is not available in this build", self.name()));
+                return Err(ArgsError::NotAvailable(self.name()));
             }
         };
         args.validate()?;
         Ok(args)
     }
+}
+
+/// Why a logical tool's arguments were refused; the text says what to send instead.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    #[error("arguments must be a JSON object")]
+    NotAnObject,
+    /// They do not fit the tool's schema (serde says where).
+    #[error("{0}")]
+    Schema(#[from] serde_json::Error),
+    #[error("{0} is not available in this build")]
+    NotAvailable(&'static str),
+    #[error("{field} must be an absolute path, got {got:?}")]
+    NotAbsolute { field: &'static str, got: String },
+    #[error("expected_sha256 must be 64 hex digits (a SHA-256), got {0:?}")]
+    NotSha256(String),
+    #[error("{field} is larger than {MAX_WRITE_ARGUMENT_BYTES} bytes; split the change")]
+    TooLarge { field: &'static str },
+    #[error("argv must have between 1 and {MAX_ARGV_ITEMS} items, got {0}")]
+    ArgvCount(usize),
+    #[error("argv[{0}] contains a NUL byte")]
+    ArgvNul(usize),
+    #[error("argv[{0}] is longer than {MAX_ARG_BYTES} bytes")]
+    ArgvItemTooLong(usize),
+    #[error("timeout_seconds must be between 1 and {MAX_COMMAND_TIMEOUT_SECONDS}")]
+    Timeout,
+    /// A rule of one field or between fields, in words.
+    #[error("{0}")]
+    Rule(&'static str),
 }
 
 /// Arguments of `Read`.
@@ -427,27 +456,28 @@ pub enum ToolArgs {
 }
 
 impl ToolArgs {
-    fn validate(&self) -> Result<(), String> {
-        fn absolute(field: &str, path: &str) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ArgsError> {
+        fn absolute(field: &'static str, path: &str) -> Result<(), ArgsError> {
             if path.starts_with('/') {
                 Ok(())
             } else {
-                Err(format!("{field} must be an absolute path, got {path:?}"))
+                Err(ArgsError::NotAbsolute {
+                    field,
+                    got: path.to_string(),
+                })
             }
         }
-        fn sha256_arg(value: Option<&str>) -> Result<(), String> {
+        fn sha256_arg(value: Option<&str>) -> Result<(), ArgsError> {
             match value {
-                Some(v) if v.len() != 64 || !v.bytes().all(|b| b.is_ascii_hexdigit()) => Err(
-                    format!("expected_sha256 must be 64 hex digits (a SHA-256), got {v:?}"),
-                ),
+                Some(v) if v.len() != 64 || !v.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    Err(ArgsError::NotSha256(v.to_string()))
+                }
                 _ => Ok(()),
             }
         }
-        fn bounded(field: &str, value: &str) -> Result<(), String> {
+        fn bounded(field: &'static str, value: &str) -> Result<(), ArgsError> {
             if value.len() > MAX_WRITE_ARGUMENT_BYTES {
-                return Err(format!(
-                    "{field} is larger than {MAX_WRITE_ARGUMENT_BYTES} bytes; split the change"
-                ));
+                return Err(ArgsError::TooLarge { field });
             }
             Ok(())
         }
@@ -455,7 +485,9 @@ impl ToolArgs {
             Self::Read(a) => {
                 absolute("file_path", &a.file_path)?;
                 if a.offset == Some(0) || a.limit == Some(0) {
-                    return Err("offset and limit are 1-based and must be at least 1".into());
+                    return Err(ArgsError::Rule(
+                        "offset and limit are 1-based and must be at least 1",
+                    ));
                 }
             }
             Self::FindFiles(a) => {
@@ -463,34 +495,35 @@ impl ToolArgs {
                     absolute("path", p)?;
                 }
                 if matches!(a.max_depth, Some(d) if d == 0 || d > 64) {
-                    return Err("max_depth must be between 1 and 64".into());
+                    return Err(ArgsError::Rule("max_depth must be between 1 and 64"));
                 }
                 if matches!(a.max_results, Some(n) if n == 0 || n > 100_000) {
-                    return Err("max_results must be between 1 and 100000".into());
+                    return Err(ArgsError::Rule("max_results must be between 1 and 100000"));
                 }
             }
             Self::SearchText(a) => {
                 if a.query.is_empty() {
-                    return Err("query must not be empty".into());
+                    return Err(ArgsError::Rule("query must not be empty"));
                 }
                 if let Some(p) = &a.path {
                     absolute("path", p)?;
                 }
                 if matches!(a.max_results, Some(n) if n == 0 || n > 100_000) {
-                    return Err("max_results must be between 1 and 100000".into());
+                    return Err(ArgsError::Rule("max_results must be between 1 and 100000"));
                 }
             }
             Self::Edit(a) => {
                 absolute("file_path", &a.file_path)?;
                 sha256_arg(a.expected_sha256.as_deref())?;
                 if a.old_string.is_empty() {
-                    return Err(
-                        "old_string must not be empty (use Write to create or replace a whole file)"
-                            .into(),
-                    );
+                    return Err(ArgsError::Rule(
+                        "old_string must not be empty (use Write to create or replace a whole file)",
+                    ));
                 }
                 if a.old_string == a.new_string {
-                    return Err("old_string and new_string are identical; nothing to change".into());
+                    return Err(ArgsError::Rule(
+                        "old_string and new_string are identical; nothing to change",
+                    ));
                 }
                 bounded("new_string", &a.new_string)?;
             }
@@ -504,13 +537,15 @@ impl ToolArgs {
                 sha256_arg(a.expected_sha256.as_deref())?;
                 match a.edit_mode {
                     NotebookEditMode::Replace if a.cell_id.is_none() || a.new_source.is_none() => {
-                        return Err("edit_mode replace needs cell_id and new_source".into());
+                        return Err(ArgsError::Rule(
+                            "edit_mode replace needs cell_id and new_source",
+                        ));
                     }
                     NotebookEditMode::Insert if a.new_source.is_none() => {
-                        return Err("edit_mode insert needs new_source".into());
+                        return Err(ArgsError::Rule("edit_mode insert needs new_source"));
                     }
                     NotebookEditMode::Delete if a.cell_id.is_none() => {
-                        return Err("edit_mode delete needs cell_id".into());
+                        return Err(ArgsError::Rule("edit_mode delete needs cell_id"));
                     }
                     _ => {}
                 }
@@ -520,37 +555,34 @@ impl ToolArgs {
             }
             Self::RunCommand(a) => {
                 if a.argv.is_empty() || a.argv.len() > MAX_ARGV_ITEMS {
-                    return Err(format!(
-                        "argv must have between 1 and {MAX_ARGV_ITEMS} items, got {}",
-                        a.argv.len()
-                    ));
+                    return Err(ArgsError::ArgvCount(a.argv.len()));
                 }
                 if a.argv[0].is_empty() {
-                    return Err("argv[0] (the executable) must not be empty".into());
+                    return Err(ArgsError::Rule(
+                        "argv[0] (the executable) must not be empty",
+                    ));
                 }
                 for (i, arg) in a.argv.iter().enumerate() {
                     if arg.contains('\0') {
-                        return Err(format!("argv[{i}] contains a NUL byte"));
+                        return Err(ArgsError::ArgvNul(i));
                     }
                     if arg.len() > MAX_ARG_BYTES {
-                        return Err(format!("argv[{i}] is longer than {MAX_ARG_BYTES} bytes"));
+                        return Err(ArgsError::ArgvItemTooLong(i));
                     }
                 }
                 if let Some(cwd) = &a.cwd {
                     if cwd.is_empty() {
-                        return Err(
-                            "cwd must not be empty (omit it for the working directory)".into()
-                        );
+                        return Err(ArgsError::Rule(
+                            "cwd must not be empty (omit it for the working directory)",
+                        ));
                     }
                     if cwd.contains('\0') {
-                        return Err("cwd contains a NUL byte".into());
+                        return Err(ArgsError::Rule("cwd contains a NUL byte"));
                     }
                 }
                 if matches!(a.timeout_seconds, Some(t) if t == 0 || t > MAX_COMMAND_TIMEOUT_SECONDS)
                 {
-                    return Err(format!(
-                        "timeout_seconds must be between 1 and {MAX_COMMAND_TIMEOUT_SECONDS}"
-                    ));
+                    return Err(ArgsError::Timeout);
                 }
             }
         }

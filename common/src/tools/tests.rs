@@ -25,18 +25,45 @@ fn read_only_offers_only_read_tools() {
 }
 
 #[test]
-fn parse_args_refuses_unknown_fields_and_relative_paths() {
-    let err = LogicalTool::Read
-        .parse_args(&json!({"file_path": "/x", "bogus": 1}))
-        .unwrap_err();
-    assert!(err.contains("unknown field"), "{err}");
+fn refusals_are_typed_by_what_is_wrong() {
     let err = LogicalTool::Read
         .parse_args(&json!({"file_path": "x"}))
         .unwrap_err();
+    assert!(
+        matches!(&err, ArgsError::NotAbsolute { field: "file_path", got } if got == "x"),
+        "{err:?}"
+    );
+    let err = LogicalTool::Read.parse_args(&json!([])).unwrap_err();
+    assert!(matches!(err, ArgsError::NotAnObject), "{err:?}");
+    let err = LogicalTool::RunCommand
+        .parse_args(&json!({"argv": ["a", "b\0"]}))
+        .unwrap_err();
+    assert!(matches!(err, ArgsError::ArgvNul(1)), "{err:?}");
+    let err = LogicalTool::DeepseekSubagentGet
+        .parse_args(&json!({}))
+        .unwrap_err();
+    assert!(
+        matches!(err, ArgsError::NotAvailable("deepseek_subagent_get")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn parse_args_refuses_unknown_fields_and_relative_paths() {
+    let err = LogicalTool::Read
+        .parse_args(&json!({"file_path": "/x", "bogus": 1}))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown field"), "{err}");
+    let err = LogicalTool::Read
+        .parse_args(&json!({"file_path": "x"}))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("absolute"), "{err}");
     let err = LogicalTool::SearchText
         .parse_args(&json!({"query": ""}))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("empty"), "{err}");
     assert!(
         LogicalTool::Read
@@ -77,13 +104,17 @@ fn run_command_args_are_validated() {
         (json!({"argv": "true"}), "invalid type"),
         (json!({"argv": ["true"], "shell": true}), "unknown field"),
     ] {
-        let err = LogicalTool::RunCommand.parse_args(&bad).unwrap_err();
+        let err = LogicalTool::RunCommand
+            .parse_args(&bad)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(needle), "{bad}: {err}");
     }
     let too_many: Vec<String> = (0..4097).map(|i| i.to_string()).collect();
     let err = LogicalTool::RunCommand
         .parse_args(&json!({ "argv": too_many }))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("4097"), "{err}");
     let schema = LogicalTool::RunCommand.input_schema();
     assert_eq!(schema["required"], json!(["argv"]));
@@ -178,7 +209,7 @@ fn write_args_are_validated() {
             "unknown variant",
         ),
     ] {
-        let err = tool.parse_args(&bad).unwrap_err();
+        let err = tool.parse_args(&bad).unwrap_err().to_string();
         assert!(err.contains(needle), "{bad}: {err}");
     }
     let schema = LogicalTool::NotebookEdit.input_schema();
