@@ -153,8 +153,19 @@ pub struct PreparedWrite {
 }
 
 /// How a write that reached `prepared` ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum WriteEnd {
     /// The file holds the new content, durably.
     Committed,
@@ -166,11 +177,7 @@ pub enum WriteEnd {
 
 impl WriteEnd {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Committed => "committed",
-            Self::NotApplied => "not_applied",
-            Self::Indeterminate => "indeterminate",
-        }
+        self.into()
     }
 }
 

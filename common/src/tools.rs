@@ -9,8 +9,20 @@ use serde_json::Value;
 pub const MAX_TOOL_OUTPUT_BYTES: usize = 64 * 1024;
 
 /// What a session may do; fixed at start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CapabilityProfile {
     ReadOnly,
     DirectWrite,
@@ -19,17 +31,25 @@ pub enum CapabilityProfile {
 
 impl CapabilityProfile {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ReadOnly => "read_only",
-            Self::DirectWrite => "direct_write",
-            Self::WorktreeWrite => "worktree_write",
-        }
+        self.into()
     }
 }
 
 /// Whether the session may delegate to sub-sessions; fixed at start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum SubagentPolicy {
     None,
     DeepseekExplicit,
@@ -37,10 +57,7 @@ pub enum SubagentPolicy {
 
 impl SubagentPolicy {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::DeepseekExplicit => "deepseek_explicit",
-        }
+        self.into()
     }
 }
 
@@ -399,8 +416,20 @@ pub enum NotebookEditMode {
 }
 
 /// Kind of a notebook cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CellType {
     Code,
     Markdown,
@@ -409,11 +438,7 @@ pub enum CellType {
 
 impl CellType {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Code => "code",
-            Self::Markdown => "markdown",
-            Self::Raw => "raw",
-        }
+        self.into()
     }
 }
 

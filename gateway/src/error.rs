@@ -5,8 +5,20 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Stable error codes of the public contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
     InvalidArgument,
     IdempotencyConflict,
@@ -24,20 +36,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::InvalidArgument => "invalid_argument",
-            Self::IdempotencyConflict => "idempotency_conflict",
-            Self::LeaseInvalid => "lease_invalid",
-            Self::LeaseExpired => "lease_expired",
-            Self::NotFound => "not_found",
-            Self::TurnMismatch => "turn_mismatch",
-            Self::NotPermitted => "not_permitted",
-            Self::ReplyTooLarge => "reply_too_large",
-            Self::SessionTerminal => "session_terminal",
-            Self::RecoveryDenied => "recovery_denied",
-            Self::Busy => "busy",
-            Self::Internal => "internal",
-        }
+        self.into()
     }
 }
 

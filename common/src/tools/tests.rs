@@ -231,3 +231,37 @@ fn clip_utf8_respects_char_boundaries() {
     assert!(clip_utf8(&mut s, 4));
     assert_eq!(s, "aéa");
 }
+
+/// `as_str` (strum) and the wire name (serde) are one name for every variant.
+#[test]
+fn enum_names_match_their_serde_names() {
+    fn wire<T: serde::Serialize>(value: T) -> String {
+        serde_json::to_value(value)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+    for p in [
+        CapabilityProfile::ReadOnly,
+        CapabilityProfile::DirectWrite,
+        CapabilityProfile::WorktreeWrite,
+    ] {
+        assert_eq!(p.as_str(), wire(p));
+        assert_eq!(p.as_str().parse::<CapabilityProfile>().unwrap(), p);
+    }
+    for p in [SubagentPolicy::None, SubagentPolicy::DeepseekExplicit] {
+        assert_eq!(p.as_str(), wire(p));
+    }
+    for c in [CellType::Code, CellType::Markdown, CellType::Raw] {
+        assert_eq!(c.as_str(), wire(c));
+    }
+    use crate::protocol::WriteEnd;
+    for w in [
+        WriteEnd::Committed,
+        WriteEnd::NotApplied,
+        WriteEnd::Indeterminate,
+    ] {
+        assert_eq!(w.as_str(), wire(w));
+    }
+}

@@ -12,8 +12,20 @@ use crate::view::{
 };
 
 /// Lifecycle of a session, as shown in the SessionView.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum SessionStatus {
     Starting,
     WaitingForGpt,
@@ -27,16 +39,7 @@ pub enum SessionStatus {
 
 impl SessionStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Starting => "starting",
-            Self::WaitingForGpt => "waiting_for_gpt",
-            Self::Running => "running",
-            Self::Idle => "idle",
-            Self::Stopping => "stopping",
-            Self::Stopped => "stopped",
-            Self::Failed => "failed",
-            Self::Expired => "expired",
-        }
+        self.into()
     }
 
     /// No further work can happen in this session.
@@ -136,8 +139,19 @@ pub struct SessionRecord {
 }
 
 /// Where a turn stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum TurnStatus {
     Pending,
     Answered,
@@ -145,10 +159,7 @@ pub enum TurnStatus {
 
 impl TurnStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Answered => "answered",
-        }
+        self.into()
     }
 }
 
@@ -197,8 +208,19 @@ pub struct ReplyRecord {
 }
 
 /// Where an action stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ActionState {
     /// ChatGPT approved it; the runner may call it once.
     Approved,
@@ -225,17 +247,11 @@ impl ActionState {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Approved => "approved",
-            Self::Prepared => "prepared",
-            Self::Committed => "committed",
-            Self::NotApplied => "not_applied",
-            Self::Indeterminate => "indeterminate",
-        }
+        self.into()
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
+        name.parse().ok()
     }
 }
 

@@ -326,3 +326,47 @@ fn a_request_hash_ignores_only_what_does_not_change_the_request() {
     assert_eq!(a, b);
     assert_ne!(a, c);
 }
+
+/// The names stored in columns and written in messages are the serde names.
+#[test]
+fn record_enum_names_match_their_serde_names() {
+    fn wire<T: serde::Serialize>(value: T) -> String {
+        serde_json::to_value(value)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+    for state in ActionState::ALL {
+        assert_eq!(state.as_str(), wire(state));
+        assert_eq!(ActionState::from_name(state.as_str()), Some(state));
+    }
+    assert_eq!(ActionState::from_name("bogus"), None);
+    use SessionStatus::*;
+    for status in [
+        Starting,
+        WaitingForGpt,
+        Running,
+        Idle,
+        Stopping,
+        Stopped,
+        Failed,
+        Expired,
+    ] {
+        assert_eq!(status.as_str(), wire(status));
+    }
+    use crate::error::ErrorCode;
+    for code in [
+        ErrorCode::InvalidArgument,
+        ErrorCode::LeaseExpired,
+        ErrorCode::Busy,
+    ] {
+        assert_eq!(code.as_str(), wire(code));
+    }
+    for status in [
+        crate::state::TurnStatus::Pending,
+        crate::state::TurnStatus::Answered,
+    ] {
+        assert_eq!(status.as_str(), wire(status));
+    }
+}
