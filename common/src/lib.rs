@@ -6,6 +6,7 @@
 //! - `codec`: the only place that turns wire messages into bytes and back.
 //! - `tools`: logical tool names, capability profiles, argument types and their schemas.
 //! - `schema`: how the public JSON Schemas are generated, and their hygiene rules.
+//! - `skills`: skill ids, the normalisation and pin of a SKILL.md, its instruction body.
 //! - `hash`: SHA-256, canonical JSON, HMAC proofs and secret generation.
 //! - `time`: RFC 3339 timestamps.
 //! - `state_schema`: the SQL of the gateway's state database.
@@ -17,6 +18,7 @@ pub mod codec;
 pub mod hash;
 pub mod protocol;
 pub mod schema;
+pub mod skills;
 pub mod state_schema;
 pub mod time;
 pub mod tools;
