@@ -62,14 +62,19 @@ pub async fn launch(
     });
     let mcp_config_path = runtime.join("mcp.json");
     write_private(&mcp_config_path, mcp_config.to_string().as_bytes())?;
-    // Writes only to its private dirs (HOME holds the config dir); its MCP config is the one file
-    // it reads under the protected state dir.
+    // The system prompt (with a session's frozen skills: up to 256 KiB of text from the user's
+    // skill files) goes by file, not argv: an argument is readable by every local user in
+    // /proc/<pid>/cmdline, and Linux caps one argument at 128 KiB.
+    let system_prompt_path = runtime.join("system-prompt.md");
+    write_private(&system_prompt_path, spec.system_prompt.as_bytes())?;
+    // Writes only to its private dirs (HOME holds the config dir); its MCP config and system
+    // prompt are the files it reads under the protected state dir.
     let confinement = crate::confine::prepare(
         spec,
         isolation,
         port,
         &[home.as_path(), tmp.as_path()],
-        &[mcp_config_path.as_path()],
+        &[mcp_config_path.as_path(), system_prompt_path.as_path()],
     )
     .context("confining the runner")?;
 
@@ -104,7 +109,8 @@ pub async fn launch(
         .arg(allowed.join(","))
         .args(["--setting-sources", ""])
         .arg("--disable-slash-commands")
-        .args(["--system-prompt", &spec.system_prompt]);
+        .arg("--system-prompt-file")
+        .arg(&system_prompt_path);
     cmd.env_clear()
         .env("HOME", &home)
         .env("CLAUDE_CONFIG_DIR", &config)

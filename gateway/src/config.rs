@@ -38,6 +38,9 @@ pub struct Config {
     pub worktree_dir: PathBuf,
     /// Connection limits of the HTTP server.
     pub http: HttpLimits,
+    /// The skills sessions may freeze, each pinned by hash
+    /// (`CLAUDE_TOOLS_NATIVE_SKILL_ALLOWLIST_JSON`); malformed, the gateway does not start.
+    pub skill_allowlist: crate::skills::SkillAllowlist,
 }
 
 /// How long HTTP clients may hold the server's resources (a slow or idle client must not hold a
@@ -137,6 +140,9 @@ pub fn write_private_file(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
 impl Config {
     /// Resolve configuration from the environment. `CLAUDE_TOOLS_STATE_DIR` must be absolute.
     pub fn from_env(allowed_hosts: Vec<String>) -> anyhow::Result<Config> {
+        // Checked first: a malformed allowlist stops the start before anything is created.
+        let skill_allowlist =
+            crate::skills::SkillAllowlist::from_env().context("refusing to start")?;
         let state_dir = match env_path("CLAUDE_TOOLS_STATE_DIR") {
             Some(dir) if dir.is_absolute() => dir,
             Some(dir) => bail!(
@@ -196,6 +202,7 @@ impl Config {
             extra_protected,
             allowed_hosts,
             http: HttpLimits::from_env()?,
+            skill_allowlist,
         })
     }
 

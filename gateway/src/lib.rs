@@ -21,6 +21,7 @@ pub mod http_server;
 pub mod limits;
 pub mod mcp;
 pub mod session;
+pub mod skills;
 pub mod state;
 pub mod tools;
 pub mod view;

@@ -117,6 +117,9 @@ pub struct PendingTurn {
     /// Results of your previous tool_calls, by call_index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_results: Option<Vec<ToolResultView>>,
+    /// Skills frozen at start (kind prompt): follow their instructions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skill_contexts: Vec<SkillContextView>,
     /// Logical tools you may call; their arguments are in reply_and_wait's tool_calls schema.
     pub allowed_tools: Vec<String>,
     /// Most bytes of text plus tool_calls in your reply.
@@ -319,6 +322,14 @@ pub struct NetworkBoundary {
 pub struct SkillSnapshotEntry {
     pub skill_id: String,
     pub content_sha256: String,
+}
+
+/// A skill frozen at start, with its instructions (only in `kind: prompt` pending turns).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillContextView {
+    pub skill_id: String,
+    pub content_sha256: String,
+    pub instructions: String,
 }
 
 /// A DeepSeek sub-session (only with `deepseek_explicit`; not available in this build).

@@ -38,6 +38,9 @@ pub struct LaunchSpec<'a> {
     pub session: &'a SessionRecord,
     pub generation: u32,
     pub resume: bool,
+    /// The runner's whole system prompt (ours plus the session's frozen skills), the same text
+    /// for every generation.
+    pub system_prompt: &'a str,
 }
 
 /// What a link reports.

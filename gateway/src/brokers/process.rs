@@ -17,10 +17,6 @@ use crate::view::{LaunchError, LaunchErrorCode};
 /// Unix socket paths must fit `sun_path` (104 bytes on macOS, 108 on Linux).
 const MAX_SOCKET_PATH: usize = 100;
 
-const SYSTEM_PROMPT: &str = "You are the local agent harness of Native Gateway. The user's messages \
-and your answers come from ChatGPT, which decides every step. Use only the mcp__gw__ tools you are \
-given, exactly as the assistant turn specifies, and do not add commentary of your own.";
-
 /// Brokers as real processes of this host.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ProcessHost;
@@ -98,7 +94,7 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
         secret: secret.clone(),
         runner_token: common::hash::new_secret("rnr"),
         claude_bin: config.claude_bin.display().to_string(),
-        system_prompt: SYSTEM_PROMPT.to_string(),
+        system_prompt: launch.system_prompt.to_string(),
         owner_home: config.owner_home.display().to_string(),
         state_dir: config.state_dir.display().to_string(),
         extra_protected: config

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::{Gateway, ToolResult, WaitFor, within_budget};
 use crate::error::{ErrorCode, ToolError};
 use crate::state::{SessionRecord, Tx};
-use crate::view::SessionView;
+use crate::view::{SessionView, TurnKind};
 
 /// Which operation a key belongs to: keys are unique per operation (and per session).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +98,15 @@ impl Gateway {
             })?
         };
         let generation = row.answer["lease_generation"].as_u64().unwrap_or(1) as u32;
+        if let Some(turn) = view
+            .pending_turn
+            .as_mut()
+            .filter(|t| t.kind == TurnKind::Prompt)
+        {
+            // Stored answers hold no skill bodies; the frozen snapshot gives them back.
+            let session = self.load(&view.native_session_id)?;
+            turn.skill_contexts = self.skill_contexts(&session)?;
+        }
         view.replay = true;
         view.lease_id = Some(self.lease_id(&view.native_session_id, generation));
         if request.kind == Scope::Start {
@@ -132,9 +141,16 @@ impl Gateway {
     }
 
     /// Record the answer of a claimed request. Lease id and recovery token are not stored; they
-    /// are derived again on replay.
+    /// are derived again on replay, and so are a prompt turn's skill bodies (the database holds
+    /// skill ids and hashes only).
     pub(crate) fn remember(&self, request: &Request<'_>, view: &SessionView, generation: u32) {
         let mut answer = serde_json::to_value(view).unwrap_or(Value::Null);
+        if let Some(turn) = answer
+            .get_mut("pending_turn")
+            .and_then(Value::as_object_mut)
+        {
+            turn.remove("skill_contexts");
+        }
         answer["lease_id"] = Value::Null;
         answer["replay"] = json!(false);
         if let Some(map) = answer.as_object_mut() {

@@ -16,6 +16,11 @@ use crate::error::{ErrorCode, ToolError};
 use crate::state::{LedgerEvent, SessionRecord, SessionStatus, StoreError};
 use crate::view::{LaunchError, LaunchErrorCode};
 
+/// Our part of the runner's system prompt; the session's frozen skills follow it.
+const SYSTEM_PROMPT: &str = "You are the local agent harness of Native Gateway. The user's messages \
+and your answers come from ChatGPT, which decides every step. Use only the mcp__gw__ tools you are \
+given, exactly as the assistant turn specifies, and do not add commentary of your own.";
+
 impl Gateway {
     /// Start a broker for runner generation `generation` of `session` (`resume`: continue the
     /// recorded conversation), record it, and attach to it. On failure, the launch error to
@@ -26,11 +31,22 @@ impl Gateway {
         generation: u32,
         resume: bool,
     ) -> Result<(), LaunchError> {
+        // Every generation gets the snapshot frozen at start, never the skill files as they are.
+        let skills =
+            crate::skills::load_snapshot(&self.config.state_dir, session).map_err(|err| {
+                tracing::error!(session = %session.id, "{err:#}");
+                LaunchError::now(
+                    LaunchErrorCode::Internal,
+                    "the session's frozen skills could not be read; see the gateway log",
+                )
+            })?;
+        let system_prompt = crate::skills::system_prompt(SYSTEM_PROMPT, &skills);
         let spec = LaunchSpec {
             config: &self.config,
             session,
             generation,
             resume,
+            system_prompt: &system_prompt,
         };
         let record = self.host.spawn(spec).await?;
         // In the transaction that records it: a session that ended meanwhile (its lease expired

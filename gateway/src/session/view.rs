@@ -1,15 +1,17 @@
 //! The SessionView of a session record: what ChatGPT reads after every call, built from the
-//! stored session, its pending turn and the ledger's record of the actions that turn reports.
+//! stored session, its pending turn (a prompt turn with the session's frozen skills) and the
+//! ledger's record of the actions that turn reports.
 
 use common::protocol::RunnerToolResult;
 use common::time::rfc3339_ms;
 use common::tools::{LogicalTool, ToolStatus};
 
 use super::{Gateway, ToolResult};
+use crate::error::{ErrorCode, ToolError};
 use crate::state::{ActionRecord, SessionRecord, TurnBody, Tx};
 use crate::view::{
-    CurrentRunView, LastResultView, PendingTurn, REPLY_BUDGET_BYTES, SessionView, ToolResultView,
-    TurnKind,
+    CurrentRunView, LastResultView, PendingTurn, REPLY_BUDGET_BYTES, SessionView, SkillContextView,
+    ToolResultView, TurnKind,
 };
 
 impl Gateway {
@@ -67,6 +69,25 @@ impl Gateway {
         })
     }
 
+    /// The session's frozen skills as a prompt turn carries them (none without skills). A
+    /// snapshot that cannot be read is an error, never a turn without its skills.
+    pub(crate) fn skill_contexts(
+        &self,
+        session: &SessionRecord,
+    ) -> ToolResult<Vec<SkillContextView>> {
+        match crate::skills::load_snapshot(&self.config.state_dir, session) {
+            Ok(skills) => Ok(skills.iter().map(|s| s.context_view()).collect()),
+            Err(err) => {
+                tracing::error!(session = %session.id, "{err:#}");
+                Err(ToolError::new(
+                    ErrorCode::Internal,
+                    "the session's frozen skills could not be read; the owner should check the \
+                     gateway log. Stop this session and start a new one",
+                ))
+            }
+        }
+    }
+
     fn pending_turn_view(
         &self,
         tx: &Tx<'_>,
@@ -110,12 +131,17 @@ impl Gateway {
                 (TurnKind::ToolResults, None, Some(results))
             }
         };
+        let skill_contexts = match kind {
+            TurnKind::Prompt => self.skill_contexts(session)?,
+            TurnKind::ToolResults => Vec::new(),
+        };
         Ok(Some(PendingTurn {
             turn_id: turn.turn_id,
             sequence: turn.sequence,
             kind,
             prompt,
             tool_results,
+            skill_contexts,
             allowed_tools,
             reply_budget_bytes: REPLY_BUDGET_BYTES,
         }))

@@ -27,6 +27,9 @@ pub enum LedgerEvent {
         working_directory: String,
         prompt_id: String,
         prompt_sha256: String,
+        /// Skills frozen at start: ids and hashes, never bodies.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        skills: Vec<crate::view::SkillSnapshotEntry>,
     },
     /// The runtime of a new session could not be started.
     LaunchFailed(LaunchError),

@@ -1,7 +1,8 @@
 //! `native_session_start`: its arguments, the checks a start must pass before anything is created
 //! (the working directory resolved by identity against the protected set, the profile's write
-//! root, capacity), and the handler: record the session and its first lease, launch its runtime,
-//! release the first prompt, wait for the first turn.
+//! root, skill contexts frozen, capacity), and the handler: write the skill snapshot, record the
+//! session and its first lease, launch its runtime, release the first prompt, wait for the first
+//! turn.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,9 +30,6 @@ pub(super) const DESCRIPTION: &str = "Start a new Claude Code session on the own
     Write, NotebookEdit in working_directory; worktree_write the same in a new Git worktree of \
     it. Keep lease_id (every later call) and recovery_token (shown only here).";
 
-/// Most skills one session may freeze.
-const MAX_SKILL_CONTEXTS: usize = 8;
-
 /// Input of `native_session_start`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -53,7 +51,8 @@ pub struct StartArgs {
     /// Short human-readable name for the session.
     #[serde(default)]
     pub session_label: Option<String>,
-    /// Skills to freeze into the session (at most 8); not available in this build: omit.
+    /// Skills for the whole session (at most 8, each pinned by the owner); prompt turns carry
+    /// their instructions.
     #[serde(default)]
     #[schemars(length(max = 8))]
     pub skill_contexts: Option<Vec<SkillContext>>,
@@ -67,7 +66,8 @@ pub struct StartArgs {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillContext {
-    /// The skill's id.
+    /// `personal:<name>` (~/.claude/skills/<name>/SKILL.md) or `project:<name>` (the same in
+    /// working_directory).
     pub skill_id: String,
 }
 
@@ -123,15 +123,35 @@ pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<
     }
     // The session works in the directory as resolved by identity (the path checked).
     let resolved = check(gateway, &req)?;
+    // Frozen now, from the resolved directory: nothing later reads the skill files again.
+    let skills = freeze_skills(gateway, &req, &resolved)?;
     let source_directory = resolved.display().to_string();
     // Checked before anything is created (no worktree), and again in the transaction that
     // records the session, so concurrent starts cannot overshoot.
     gateway.store.read(|tx| ensure_capacity(gateway, tx))?;
 
     let session_id = format!("ns_{}", uuid::Uuid::new_v4().simple());
+    let state_dir = gateway.config.state_dir.clone();
+    if !skills.is_empty() {
+        // Before the session is recorded: a recorded session always finds its snapshot.
+        crate::skills::write_snapshot(&state_dir, &session_id, &skills).map_err(|err| {
+            tracing::error!(session = %session_id, "writing the skill snapshot: {err:#}");
+            ToolError::new(
+                ErrorCode::Internal,
+                "the skill snapshot could not be saved; nothing was started. Try again",
+            )
+        })?;
+    }
     let (workspace, worktree) =
-        prepare_workspace(gateway, &req, &source_directory, &session_id).await?;
+        match prepare_workspace(gateway, &req, &source_directory, &session_id).await {
+            Ok(prepared) => prepared,
+            Err(err) => {
+                crate::skills::discard_snapshot(&state_dir, &session_id);
+                return Err(err);
+            }
+        };
     let mut session = new_record(&req, &session_id, source_directory, workspace);
+    session.skill_snapshot = skills.iter().map(|s| s.entry()).collect();
     let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
     let created = gateway.store.write(|tx| {
         ensure_capacity(gateway, tx)?;
@@ -144,11 +164,13 @@ pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<
             working_directory: session.source_directory.clone(),
             prompt_id: prompt_id.clone(),
             prompt_sha256: sha256_hex(req.prompt.as_bytes()),
+            skills: session.skill_snapshot.clone(),
         };
         gateway.commit(tx, &mut session, &event)?;
         Ok::<_, ToolError>(())
     });
     if let Err(err) = created {
+        crate::skills::discard_snapshot(&state_dir, &session_id);
         if let Some(worktree) = &worktree {
             crate::worktree::GitRunner::new(&gateway.config)
                 .discard(Path::new(&session.source_directory), worktree);
@@ -300,19 +322,32 @@ pub(crate) fn check(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, To
              build; use none",
         ));
     }
-    if req.skill_contexts.len() > MAX_SKILL_CONTEXTS {
-        return Err(ToolError::invalid(
-            "skill_contexts holds at most 8 items; send 8 or fewer (skills are not available in \
-             this build yet, so omit them)",
-        ));
-    }
-    if !req.skill_contexts.is_empty() {
-        return Err(ToolError::new(
-            ErrorCode::NotPermitted,
-            "skill_contexts are not available in this build yet; start without them",
-        ));
-    }
     Ok(resolved)
+}
+
+/// The start's skill contexts checked and frozen (see [`crate::skills::freeze`]): `personal:`
+/// under the owner's HOME, `project:` under the resolved source directory.
+fn freeze_skills(
+    gateway: &Gateway,
+    req: &StartRequest,
+    source_directory: &Path,
+) -> Result<Vec<crate::skills::FrozenSkill>, ToolError> {
+    if req.skill_contexts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = req
+        .skill_contexts
+        .iter()
+        .map(|s| s.skill_id.clone())
+        .collect();
+    let policy = gateway.config.path_policy();
+    let sources = crate::skills::SkillSources {
+        allowlist: &gateway.config.skill_allowlist,
+        policy: &policy,
+        owner_home: &gateway.config.owner_home,
+        source_directory,
+    };
+    crate::skills::freeze(&sources, &ids)
 }
 
 /// `busy` when `CLAUDE_TOOLS_MAX_LIVE_SESSIONS` sessions are already live (not terminal): each

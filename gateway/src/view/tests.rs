@@ -52,6 +52,7 @@ fn session_view_snapshot() {
                     ..Receipt::default()
                 }),
             }]),
+            skill_contexts: Vec::new(),
             allowed_tools: vec!["Read".into(), "FindFiles".into(), "SearchText".into()],
             reply_budget_bytes: REPLY_BUDGET_BYTES,
         }),
@@ -67,12 +68,37 @@ fn session_view_snapshot() {
             commands_enforced_by: "linux:netns+landlock(v6)+seccomp".into(),
             degraded: false,
         },
-        skill_snapshot: Vec::new(),
+        skill_snapshot: vec![SkillSnapshotEntry {
+            skill_id: "project:review".into(),
+            content_sha256: PIN.into(),
+        }],
         deepseek_route: "disabled".into(),
         deepseek_subsessions: Vec::new(),
         active_deepseek_subsession_id: None,
     };
     insta::assert_json_snapshot!(view);
+}
+
+const PIN: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+/// A prompt turn of a session with skills: each frozen body comes with it.
+#[test]
+fn prompt_turn_with_skill_contexts_snapshot() {
+    let turn = PendingTurn {
+        turn_id: "turn_1".into(),
+        sequence: 1,
+        kind: TurnKind::Prompt,
+        prompt: Some("Review the parser".into()),
+        tool_results: None,
+        skill_contexts: vec![SkillContextView {
+            skill_id: "project:review".into(),
+            content_sha256: PIN.into(),
+            instructions: "Check error paths first.\n".into(),
+        }],
+        allowed_tools: vec!["Read".into()],
+        reply_budget_bytes: REPLY_BUDGET_BYTES,
+    };
+    insta::assert_json_snapshot!(turn);
 }
 
 /// The typed records of a session that ended, as ChatGPT reads them.

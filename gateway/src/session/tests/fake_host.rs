@@ -23,6 +23,7 @@ pub struct Spawned {
     pub pid: i32,
     pub generation: u32,
     pub resume: bool,
+    pub system_prompt: String,
 }
 
 /// The test's side of one fake broker.
@@ -160,6 +161,7 @@ impl BrokerHost for FakeHost {
                 pid,
                 generation: spec.generation,
                 resume: spec.resume,
+                system_prompt: spec.system_prompt.to_string(),
             });
             self.brokers.lock().unwrap().insert(
                 pid,

@@ -29,6 +29,7 @@ pub struct Harness {
 pub struct Tuning {
     pub lease_ttl: Duration,
     pub max_live_sessions: usize,
+    pub skill_allowlist: crate::skills::SkillAllowlist,
 }
 
 impl Default for Tuning {
@@ -36,6 +37,7 @@ impl Default for Tuning {
         Tuning {
             lease_ttl: Duration::from_secs(600),
             max_live_sessions: 8,
+            skill_allowlist: Default::default(),
         }
     }
 }
@@ -64,6 +66,7 @@ pub fn config(dir: &std::path::Path, tuning: &Tuning) -> Config {
         extra_protected: Vec::new(),
         allowed_hosts: Vec::new(),
         http: HttpLimits::default(),
+        skill_allowlist: tuning.skill_allowlist.clone(),
     }
 }
 

@@ -1,0 +1,366 @@
+//! Skill contexts: the owner's allowlist (`CLAUDE_TOOLS_NATIVE_SKILL_ALLOWLIST_JSON`), freezing a
+//! start's `skill_contexts` (syntax, allowlist, the file read through Read's no-follow path
+//! policy, bounds, the hash pin), the snapshot file in the session's private state, and the
+//! runner's system prompt with the frozen bodies. Bodies are untrusted text (project skills come
+//! from the repository being worked on): they leave this module only for that snapshot file, the
+//! runner's system prompt and `kind: prompt` pending turns; errors and logs name ids and reasons.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use common::skills::{
+    MAX_SKILL_CONTEXTS, MAX_SKILL_FILE_BYTES, MAX_SKILL_TOTAL_BYTES, SkillId, SkillScope, is_pin,
+    parse_skill_file,
+};
+use sandbox::path_policy::{PathPolicy, PathRefusal};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ErrorCode, ToolError};
+use crate::state::SessionRecord;
+use crate::view::{SkillContextView, SkillSnapshotEntry};
+
+/// The environment variable holding the allowlist.
+pub const ALLOWLIST_ENV: &str = "CLAUDE_TOOLS_NATIVE_SKILL_ALLOWLIST_JSON";
+
+/// The skills this gateway may freeze, each pinned to the SHA-256 of its normalised SKILL.md.
+/// An id may be pinned to several hashes (e.g. while a skill is being updated).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SkillAllowlist {
+    pins: Vec<SkillSnapshotEntry>,
+}
+
+/// Why the allowlist is refused (the gateway does not start).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllowlistError {
+    #[error(
+        "{ALLOWLIST_ENV} is not a JSON array of {{\"skill_id\", \"content_sha256\"}} objects: {0}"
+    )]
+    Json(String),
+    #[error("{ALLOWLIST_ENV} item {index}: skill_id {id:?} is not valid: {reason}")]
+    Id {
+        index: usize,
+        id: String,
+        reason: common::skills::SkillIdError,
+    },
+    #[error(
+        "{ALLOWLIST_ENV} item {index} ({id}): content_sha256 must be 64 lowercase hex digits (compute it with `gatewayctl skill-hash <SKILL.md>`)"
+    )]
+    Hash { index: usize, id: String },
+}
+
+impl SkillAllowlist {
+    /// The allowlist of `value`; empty (or only whitespace) means no skill is allowed.
+    pub fn parse(value: &str) -> Result<SkillAllowlist, AllowlistError> {
+        if value.trim().is_empty() {
+            return Ok(SkillAllowlist::default());
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Pin {
+            skill_id: String,
+            content_sha256: String,
+        }
+        let pins: Vec<Pin> =
+            serde_json::from_str(value).map_err(|e| AllowlistError::Json(e.to_string()))?;
+        let mut out = Vec::with_capacity(pins.len());
+        for (index, pin) in pins.into_iter().enumerate() {
+            if let Err(reason) = SkillId::parse(&pin.skill_id) {
+                return Err(AllowlistError::Id {
+                    index,
+                    id: pin.skill_id,
+                    reason,
+                });
+            }
+            if !is_pin(&pin.content_sha256) {
+                return Err(AllowlistError::Hash {
+                    index,
+                    id: pin.skill_id,
+                });
+            }
+            out.push(SkillSnapshotEntry {
+                skill_id: pin.skill_id,
+                content_sha256: pin.content_sha256,
+            });
+        }
+        Ok(SkillAllowlist { pins: out })
+    }
+
+    /// The allowlist from the environment (unset: empty).
+    pub fn from_env() -> anyhow::Result<SkillAllowlist> {
+        match std::env::var(ALLOWLIST_ENV) {
+            Ok(value) => Ok(Self::parse(&value)?),
+            Err(std::env::VarError::NotPresent) => Ok(SkillAllowlist::default()),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                anyhow::bail!("{ALLOWLIST_ENV} is not valid UTF-8")
+            }
+        }
+    }
+
+    /// Number of pins.
+    pub fn len(&self) -> usize {
+        self.pins.len()
+    }
+
+    /// No skill is allowed.
+    pub fn is_empty(&self) -> bool {
+        self.pins.is_empty()
+    }
+
+    fn lists(&self, id: &str) -> bool {
+        self.pins.iter().any(|p| p.skill_id == id)
+    }
+
+    fn pins(&self, id: &str, hash: &str) -> bool {
+        self.pins
+            .iter()
+            .any(|p| p.skill_id == id && p.content_sha256 == hash)
+    }
+}
+
+/// One skill as frozen at start: what the snapshot file holds, and what prompt turns carry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrozenSkill {
+    pub skill_id: String,
+    pub content_sha256: String,
+    pub instructions: String,
+}
+
+impl FrozenSkill {
+    /// The public record: id and hash, never the body.
+    pub fn entry(&self) -> SkillSnapshotEntry {
+        SkillSnapshotEntry {
+            skill_id: self.skill_id.clone(),
+            content_sha256: self.content_sha256.clone(),
+        }
+    }
+
+    pub fn context_view(&self) -> SkillContextView {
+        SkillContextView {
+            skill_id: self.skill_id.clone(),
+            content_sha256: self.content_sha256.clone(),
+            instructions: self.instructions.clone(),
+        }
+    }
+}
+
+/// What freezing needs to know of the gateway and the session.
+pub struct SkillSources<'a> {
+    pub allowlist: &'a SkillAllowlist,
+    /// Read's path policy (the protected set, no-follow opening).
+    pub policy: &'a PathPolicy,
+    /// `personal:` skills live under this HOME (the owner's, not the runner's).
+    pub owner_home: &'a Path,
+    /// `project:` skills live under this directory (the session's resolved source directory).
+    pub source_directory: &'a Path,
+}
+
+/// Check and freeze `ids`, in order. `invalid_argument` for the shape (count, duplicates, id
+/// syntax), checked for every item first; then `not_permitted` naming the first id refused and
+/// why. Reads files only; creates nothing.
+pub fn freeze(sources: &SkillSources<'_>, ids: &[String]) -> Result<Vec<FrozenSkill>, ToolError> {
+    if ids.len() > MAX_SKILL_CONTEXTS {
+        return Err(ToolError::invalid(format!(
+            "skill_contexts holds at most {MAX_SKILL_CONTEXTS} items, got {}; send 8 or fewer",
+            ids.len()
+        )));
+    }
+    let mut seen = HashSet::new();
+    let mut parsed = Vec::with_capacity(ids.len());
+    for id in ids {
+        let skill = SkillId::parse(id).map_err(|reason| {
+            ToolError::invalid(format!(
+                "skill_contexts: skill_id {:?} is not valid: {reason}; use personal:<name> or \
+                 project:<name>",
+                shown(id)
+            ))
+        })?;
+        if !seen.insert(id.as_str()) {
+            return Err(ToolError::invalid(format!(
+                "skill_contexts: {id} is listed twice; list each skill once"
+            )));
+        }
+        parsed.push((id, skill));
+    }
+    let mut total = 0u64;
+    let mut frozen = Vec::with_capacity(parsed.len());
+    for (id, skill) in parsed {
+        let refuse = |reason: String| {
+            ToolError::new(
+                ErrorCode::NotPermitted,
+                format!("skill_contexts: {id} is not permitted: {reason}; nothing was started"),
+            )
+        };
+        if !sources.allowlist.lists(id) {
+            return Err(refuse(format!(
+                "it is not on this gateway's skill allowlist ({ALLOWLIST_ENV}); the owner must \
+                 pin it first, or start without it"
+            )));
+        }
+        let path = skill_path(sources, &skill);
+        let bytes =
+            read_bounded(sources.policy, &path, MAX_SKILL_TOTAL_BYTES - total).map_err(refuse)?;
+        total += bytes.len() as u64;
+        let file = parse_skill_file(&bytes).map_err(|e| refuse(e.to_string()))?;
+        if !sources.allowlist.pins(id, &file.content_sha256) {
+            return Err(refuse(
+                "its SKILL.md differs from the pinned version (its SHA-256 is not the \
+                 allowlisted one); the owner must review it and pin the new hash"
+                    .to_string(),
+            ));
+        }
+        frozen.push(FrozenSkill {
+            skill_id: id.clone(),
+            content_sha256: file.content_sha256,
+            instructions: file.instructions,
+        });
+    }
+    Ok(frozen)
+}
+
+/// An id as shown in a refusal: bounded and escaped (it may be anything ChatGPT sent).
+fn shown(id: &str) -> String {
+    id.chars().take(120).collect()
+}
+
+fn skill_path(sources: &SkillSources<'_>, skill: &SkillId) -> PathBuf {
+    let base = match skill.scope {
+        SkillScope::Personal => sources.owner_home,
+        SkillScope::Project => sources.source_directory,
+    };
+    base.join(".claude")
+        .join("skills")
+        .join(&skill.name)
+        .join("SKILL.md")
+}
+
+/// Read the SKILL.md at `path` as Read does (no symlink followed, protected set, one link), at
+/// most 64 KiB and at most `remaining` bytes. The error is a reason without the path or content.
+fn read_bounded(policy: &PathPolicy, path: &Path, remaining: u64) -> Result<Vec<u8>, String> {
+    let (file, meta) = policy.open_file_no_follow(path).map_err(|r| refusal(&r))?;
+    let limit = MAX_SKILL_FILE_BYTES.min(remaining);
+    let too_large = |size: u64| {
+        if size > MAX_SKILL_FILE_BYTES {
+            format!(
+                "its SKILL.md is {size} bytes; a skill may have at most {MAX_SKILL_FILE_BYTES} \
+                 bytes (64 KiB)"
+            )
+        } else {
+            format!(
+                "the skills together exceed {MAX_SKILL_TOTAL_BYTES} bytes (256 KiB); start with \
+                 fewer"
+            )
+        }
+    };
+    if meta.len() > limit {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("its SKILL.md could not be read ({})", e.kind()))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Why the path policy refused a SKILL.md, without the path (an owner's home, a project layout).
+fn refusal(refusal: &PathRefusal) -> String {
+    match refusal {
+        PathRefusal::NotFound { .. } => "it has no SKILL.md (the file does not exist)".into(),
+        PathRefusal::Symlink { .. } => "its SKILL.md or one of its parent directories is a \
+                                        symbolic link, and symlinks are never followed"
+            .into(),
+        PathRefusal::Protected { .. } | PathRefusal::GitDir { .. } => {
+            "its SKILL.md is in a protected location".into()
+        }
+        PathRefusal::HardLinked { .. } => {
+            "its SKILL.md has several hard links, which are refused".into()
+        }
+        PathRefusal::NotAFile { kind, .. } => format!("its SKILL.md is not a file (it is {kind})"),
+        PathRefusal::NotADirectory { .. } => "a parent of its SKILL.md is not a directory".into(),
+        PathRefusal::PermissionDenied { .. } => {
+            "its SKILL.md cannot be read (permission denied)".into()
+        }
+        other => format!("its SKILL.md cannot be opened ({})", other.code()),
+    }
+}
+
+/// The snapshot file of a session: `<state>/sessions/<id>/skills.json`.
+pub fn snapshot_path(state_dir: &Path, session_id: &str) -> PathBuf {
+    state_dir
+        .join("sessions")
+        .join(session_id)
+        .join("skills.json")
+}
+
+/// Write a session's snapshot (0600, in 0700 directories), before the session is recorded.
+pub fn write_snapshot(
+    state_dir: &Path,
+    session_id: &str,
+    skills: &[FrozenSkill],
+) -> anyhow::Result<()> {
+    let path = snapshot_path(state_dir, session_id);
+    crate::config::private_dir(state_dir.join("sessions").as_path())?;
+    if let Some(dir) = path.parent() {
+        crate::config::private_dir(dir)?;
+    }
+    crate::config::write_private_file(&path, &serde_json::to_vec(skills)?)
+}
+
+/// Remove the snapshot of a session that was not recorded.
+pub fn discard_snapshot(state_dir: &Path, session_id: &str) {
+    let dir = state_dir.join("sessions").join(session_id);
+    if let Err(err) = std::fs::remove_dir_all(&dir)
+        && err.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(session = %session_id, "removing an unused skill snapshot: {err}");
+    }
+}
+
+/// The frozen skills of `session`, verbatim, checked against the ids and hashes its record
+/// holds. A session without skills has none (no file is read).
+pub fn load_snapshot(
+    state_dir: &Path,
+    session: &SessionRecord,
+) -> anyhow::Result<Vec<FrozenSkill>> {
+    if session.skill_snapshot.is_empty() {
+        return Ok(Vec::new());
+    }
+    let path = snapshot_path(state_dir, &session.id);
+    let bytes = std::fs::read(&path)
+        .map_err(|e| anyhow::anyhow!("reading the skill snapshot: {}", e.kind()))?;
+    let skills: Vec<FrozenSkill> = serde_json::from_slice(&bytes)
+        .map_err(|e| anyhow::anyhow!("the skill snapshot is not readable: {e}"))?;
+    let entries: Vec<SkillSnapshotEntry> = skills.iter().map(FrozenSkill::entry).collect();
+    if entries != session.skill_snapshot {
+        anyhow::bail!("the skill snapshot does not match the session's recorded ids and hashes");
+    }
+    Ok(skills)
+}
+
+/// The runner's system prompt: `base`, then each frozen skill's instructions, so the runner's
+/// transcript holds the same text ChatGPT is given.
+pub fn system_prompt(base: &str, skills: &[FrozenSkill]) -> String {
+    if skills.is_empty() {
+        return base.to_string();
+    }
+    let mut prompt = format!(
+        "{base}\n\nThis session was started with these skills, frozen at its start; their \
+         instructions apply to the whole session:"
+    );
+    for skill in skills {
+        prompt.push_str(&format!(
+            "\n\n<skill id=\"{}\" sha256=\"{}\">\n{}\n</skill>",
+            skill.skill_id,
+            skill.content_sha256,
+            skill.instructions.trim_end_matches('\n')
+        ));
+    }
+    prompt
+}
+
+#[cfg(test)]
+mod tests;
