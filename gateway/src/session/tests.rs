@@ -1,5 +1,5 @@
 //! In-process tests of the session core: the real store, leases, idempotency, turn hand-off,
-//! runner generations, stops, expiry, recovery and write settlement, against [`fake_host`]'s
+//! runner generations, stops, expiry, recovery, write settlement and skill contexts, against [`fake_host`]'s
 //! brokers instead of processes and Claude Code. The real runner's end-to-end tests are in
 //! `gateway/tests/it`.
 
@@ -7,5 +7,6 @@ mod fake_host;
 mod harness;
 mod lifecycle;
 mod recovery;
+mod skills;
 mod transitions;
 mod turns;

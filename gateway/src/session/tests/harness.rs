@@ -30,6 +30,8 @@ pub struct Tuning {
     pub lease_ttl: Duration,
     pub max_live_sessions: usize,
     pub skill_allowlist: crate::skills::SkillAllowlist,
+    /// Protected entries, relative to the test's temporary directory.
+    pub extra_protected: Vec<PathBuf>,
 }
 
 impl Default for Tuning {
@@ -38,6 +40,7 @@ impl Default for Tuning {
             lease_ttl: Duration::from_secs(600),
             max_live_sessions: 8,
             skill_allowlist: Default::default(),
+            extra_protected: Vec::new(),
         }
     }
 }
@@ -63,7 +66,7 @@ pub fn config(dir: &std::path::Path, tuning: &Tuning) -> Config {
         command_limits: Default::default(),
         max_live_sessions: tuning.max_live_sessions,
         owner_home: home,
-        extra_protected: Vec::new(),
+        extra_protected: tuning.extra_protected.iter().map(|p| dir.join(p)).collect(),
         allowed_hosts: Vec::new(),
         http: HttpLimits::default(),
         skill_allowlist: tuning.skill_allowlist.clone(),
