@@ -87,6 +87,8 @@ pub struct Session {
     pub terminal: Option<Value>,
     pub recovery_required: Option<bool>,
     pub network_boundary: Option<Value>,
+    /// Skills frozen at start: ids and hashes (the record holds no bodies).
+    pub skill_snapshot: Option<Value>,
     pub broker: Option<BrokerInfo>,
     /// Why `data` could not be read, if it could not.
     pub data_error: Option<String>,
@@ -207,6 +209,7 @@ impl Db {
                 session.terminal = field(&d, "terminal");
                 session.recovery_required = field(&d, "recovery_required");
                 session.network_boundary = field(&d, "network_boundary");
+                session.skill_snapshot = field(&d, "skill_snapshot");
                 session.broker = field(&d, "broker");
             }
             Err(err) => session.data_error = Some(format!("session data is not JSON: {err}")),

@@ -21,6 +21,7 @@ mod handshake;
 pub mod plist;
 pub mod procfs;
 mod sessions;
+mod skill_hash;
 pub mod table;
 pub mod try_session;
 pub mod unit;
@@ -80,6 +81,13 @@ pub enum Command {
     /// (FindFiles, Read, a final answer) and the real Claude Code, and print each turn.
     #[command(verbatim_doc_comment)]
     Try(TryArgs),
+    /// Print the pin of a SKILL.md for CLAUDE_TOOLS_NATIVE_SKILL_ALLOWLIST_JSON: the SHA-256 of
+    /// the file with a UTF-8 BOM removed and CRLF and CR turned into LF.
+    #[command(verbatim_doc_comment)]
+    SkillHash {
+        /// The SKILL.md to pin.
+        path: PathBuf,
+    },
 }
 
 /// Options of `brokers`.
@@ -199,6 +207,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<()> {
         Command::ConnectorUrl(args) => connector::run(&state_dir, &args, json, out),
         Command::Doctor(args) => doctor::run(&state_dir, &args, json, out),
         Command::Try(args) => try_session::run(&state_dir, &args, json, out),
+        Command::SkillHash { path } => skill_hash::run(&path, json, out),
     }
 }
 

@@ -218,6 +218,7 @@ pub fn show(
                 "terminal": s.terminal,
                 "recovery_required": s.recovery_required,
                 "network_boundary": s.network_boundary,
+                "skill_snapshot": s.skill_snapshot,
                 "broker": s.broker,
                 "runtime": runtime_json(&s),
                 "data_error": s.data_error,
@@ -326,6 +327,9 @@ pub fn show(
             field(name, table::summary(v, 100));
         }
     }
+    for skill in skill_entries(&s) {
+        field("skill", skill);
+    }
     match &s.broker {
         Some(b) => {
             field(
@@ -385,6 +389,25 @@ pub fn show(
         }
     }
     Ok(())
+}
+
+/// `<id> sha256:<hash>` of each frozen skill; ids and hashes only, as the record holds.
+fn skill_entries(s: &Session) -> Vec<String> {
+    let Some(Value::Array(entries)) = &s.skill_snapshot else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .map(|e| {
+            let text = |key: &str| {
+                e.get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            format!("{} sha256:{}", text("skill_id"), text("content_sha256"))
+        })
+        .collect()
 }
 
 /// How `events` follows the ledger.
