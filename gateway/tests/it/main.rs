@@ -39,3 +39,5 @@ mod write_crashes;
 mod discoverable_tools;
 // Every stable error code with its message, snapshotted.
 mod error_messages;
+// Skill contexts: frozen at start, in every prompt turn and runner generation, nowhere else.
+mod skills;
