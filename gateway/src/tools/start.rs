@@ -181,6 +181,11 @@ pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<
         }
         return Err(err);
     }
+    for skill in &session.skill_snapshot {
+        // Ids and hashes only: a body is the user's (or the repository's) text.
+        tracing::info!(session = %session_id, skill = %skill.skill_id,
+            sha256 = %skill.content_sha256, "skill frozen");
+    }
 
     if let Err(launch_error) = gateway.launch(&session, 1, false).await {
         let session = gateway.store.write(|tx| {

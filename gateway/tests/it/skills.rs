@@ -240,6 +240,10 @@ async fn frozen_skills_reach_every_prompt_turn_and_runner_generation_and_nowhere
         "{names:?}"
     );
     assert!(!gw.stderr_log().contains(MARK) && !gw.stdout_log().contains(MARK));
+    assert!(
+        gw.stderr_log().contains(&content_sha256(PERSONAL)),
+        "the log names the hashes"
+    );
 
     let shown = gatewayctl_json(&gw, &["show", &sid, "--events", "100"]);
     assert_eq!(shown["session"]["skill_snapshot"], v["skill_snapshot"]);
