@@ -313,3 +313,42 @@ async fn sessions_without_skills_carry_none() {
     assert!(json.get("skill_contexts").is_none(), "omitted when empty");
     assert!(!h.host.spawns()[0].system_prompt.contains("skill"));
 }
+
+#[tokio::test]
+async fn a_lost_snapshot_fails_closed_instead_of_going_on_without_the_skills() {
+    let h = harness(Vec::new(), &[]);
+    let view = start(&h, &["project:review"]).await.unwrap();
+    let pid = h.pid(&view);
+    h.runner_asks(pid, "f1").await;
+    let state = h.gateway.config.state_dir.clone();
+    std::fs::remove_file(crate::skills::snapshot_path(
+        &state,
+        &view.native_session_id,
+    ))
+    .unwrap();
+    let err = h
+        .status(&view)
+        .await
+        .expect_err("no turn without its skills");
+    assert_eq!(err.code, ErrorCode::Internal);
+    assert!(
+        err.message.contains("frozen skills could not be read"),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains(state.to_str().unwrap()));
+    let exited = BrokerEvent::RunnerExited {
+        exit_code: Some(1),
+        signal: None,
+        at_ms: 0,
+    };
+    h.event(pid, 3, exited).await;
+    let args = json!({"native_session_id": view.native_session_id, "lease_id": view.lease_id,
+                      "prompt": "next", "idempotency_key": "c1", "wait_seconds": 0});
+    let err = h
+        .call(PublicTool::Continue, args)
+        .await
+        .expect_err("no runner without them");
+    assert_eq!(err.code, ErrorCode::Internal);
+    assert_eq!(h.host.spawns().len(), 1, "no new generation started");
+}
