@@ -58,16 +58,10 @@ pub fn session_processes(state_dir: &Path) -> Vec<i32> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let (Ok(cmdline), Ok(stat)) = (
-            std::fs::read(entry.path().join("cmdline")),
-            std::fs::read_to_string(entry.path().join("stat")),
-        ) else {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
-        let zombie = stat
-            .rfind(')')
-            .and_then(|at| stat.get(at + 2..at + 3))
-            .is_some_and(|state| state == "Z" || state == "X");
+        let zombie = sandbox::process::process_start_time(pid).is_none();
         if !zombie && String::from_utf8_lossy(&cmdline).contains(&needle) {
             pids.push(pid);
         }
