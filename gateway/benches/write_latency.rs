@@ -243,7 +243,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
             let t = Instant::now();
             floor_buffer.clear();
             std::fs::File::open(&local)?.read_to_end(&mut floor_buffer)?;
-            std::hint::black_box(broker::executor::write::sha256_hex(&floor_buffer));
+            std::hint::black_box(common::hash::sha256_hex(&floor_buffer));
             let floor_ms = t.elapsed().as_secs_f64() * 1e3;
 
             // 2. The executor alone.

@@ -219,7 +219,8 @@ mod tests {
     fn this_process_has_a_stable_identity() {
         let pid = own_pid();
         let me = stat(pid).unwrap();
-        assert_eq!(me.state, 'R');
+        // The main thread's state: it may be waiting for this test's thread.
+        assert!(!me.is_dead(), "{me:?}");
         assert_eq!(process_start_time(pid), Some(me.start_time));
         assert_eq!(process_start_time(pid), Some(me.start_time));
         let boot = boot_id().unwrap();
