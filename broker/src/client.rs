@@ -286,15 +286,7 @@ mod tests {
 
         let seq =
             state.push_event(common::protocol::BrokerEvent::BrokerExiting { reason: "x".into() });
-        let frame = tokio::time::timeout(Duration::from_secs(5), link.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        match decode::<BrokerToGateway>(&frame).unwrap() {
-            BrokerToGateway::Event { seq: got, .. } => assert_eq!(got, seq),
-            other => panic!("unexpected {other:?}"),
-        }
+        assert_eq!(crate::test_support::next_event_seq(&mut link).await, seq);
         state.shutdown.cancel();
     }
 
