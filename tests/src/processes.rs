@@ -77,7 +77,13 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = i32::try_from(child.id()).unwrap();
-        let found = processes_naming(&marker.to_string_lossy());
+        // Until the child has executed `sleep`, its command line is this test's.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut found = processes_naming(&marker.to_string_lossy());
+        while found.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            found = processes_naming(&marker.to_string_lossy());
+        }
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0, pid);
         assert_eq!(
