@@ -17,7 +17,7 @@ mod paths;
 pub mod processes;
 
 pub use chatgpt::{ScriptedChatGpt, lease_id, session_id};
-pub use gateway::{ExitOutcome, GatewayBuilder, GatewayProcess, LISTEN_TIMEOUT};
+pub use gateway::{ExitOutcome, GatewayBuilder, GatewayProcess, LISTEN_TIMEOUT, StartTiming};
 pub use mcp::{
     DEFAULT_PROTOCOL_VERSION, McpClient, McpClientBuilder, SseEvent, parse_mcp_body,
     parse_sse_events, rpc_error_code, tool_err_code, tool_ok,
