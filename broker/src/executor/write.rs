@@ -38,10 +38,10 @@ use rustix::io::Errno;
 use sandbox::path_policy::PathPolicy;
 use sandbox::write_path::{FileIdentity, Parents, WriteRefusal, WriteRoot, WriteTarget};
 
-pub use super::content::sha256_hex;
 use super::content::{self, NewContent};
 use super::edit_ops::{self, Computed, EditError, MAX_EDIT_FILE_BYTES, NotebookEdit};
 use super::failpoint::{self, Failpoint};
+use common::hash::sha256_hex;
 
 /// Temp files are named `<TEMP_PREFIX><32 lowercase hex><TEMP_SUFFIX>` in the target's directory.
 pub const TEMP_PREFIX: &str = ".ng-write-";

@@ -20,6 +20,7 @@
 //! file system.
 
 mod landlock_rules;
+mod namespaces;
 pub mod runner;
 mod seccomp;
 mod sys;
@@ -215,21 +216,12 @@ enum Namespaces {
 }
 
 fn enter_namespaces() -> Namespaces {
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    // SAFETY: unshare with constant flags; the helper is single-threaded as CLONE_NEWUSER needs.
-    if unsafe { libc::unshare(NAMESPACE_FLAGS) } != 0 {
-        return Namespaces::Unavailable;
+    // The helper is single-threaded (it runs before any runtime), as CLONE_NEWUSER needs.
+    match namespaces::unshare_as_self(NAMESPACE_FLAGS) {
+        Ok(()) => Namespaces::Entered,
+        Err(namespaces::UnshareError::Unshare(_)) => Namespaces::Unavailable,
+        Err(err @ namespaces::UnshareError::IdMap { .. }) => Namespaces::Broken(err.to_string()),
     }
-    // Map our own ids onto themselves (a process inside the namespace may map only itself).
-    let _ = std::fs::write("/proc/self/setgroups", "deny");
-    if let Err(err) = std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")) {
-        return Namespaces::Broken(format!("writing uid_map: {err}"));
-    }
-    if let Err(err) = std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")) {
-        return Namespaces::Broken(format!("writing gid_map: {err}"));
-    }
-    Namespaces::Entered
 }
 
 /// Mount setup inside the new mount namespace (runs as pid 1 of the new pid namespace).
