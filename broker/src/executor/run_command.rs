@@ -589,4 +589,20 @@ mod tests {
             r#"cwd "escape" is outside the session's working directory"#
         );
     }
+
+    /// The gateway's own Git quotes these after "git: ".
+    #[test]
+    fn confined_run_errors_keep_their_words() {
+        let unconfirmed = CommandError::Unconfirmed(ReportProblem::EndedEarly);
+        assert_eq!(
+            unconfirmed.to_string(),
+            "its confinement could not be confirmed (the sandbox helper ended before \
+             reporting); it may have run"
+        );
+        let refused = CommandError::NotConfined("landlock: no_new_privs not set".into());
+        assert_eq!(
+            refused.to_string(),
+            "not run: confinement could not be established (landlock: no_new_privs not set)"
+        );
+    }
 }
