@@ -66,25 +66,19 @@ pub enum LandlockError {
     /// `no_new_privs` was not set with the restriction.
     #[error("landlock: no_new_privs not set")]
     NoNewPrivs,
-}
-
-/// The helper's report (`linux/mod.rs`) and `RunnerConfinementError` (`runner.rs`) still carry
-/// the reason as text; [`create`] and [`restrict`] convert into whichever the caller holds.
-impl From<LandlockError> for String {
-    fn from(error: LandlockError) -> Self {
-        error.to_string()
-    }
+    /// The kernel created no ruleset descriptor to hand to the runner.
+    #[error("landlock: the kernel gave no ruleset")]
+    NoRuleset,
 }
 
 /// Build the ruleset for `domain` at the ABI the kernel offers (capped at [`MAX_ABI`]), with
 /// `HardRequirement`: every right requested is enforced or this fails. Nothing is restricted yet;
-/// the caller applies it ([`restrict`], or the ruleset fd between fork and exec). `E`:
-/// [`LandlockError`], or the caller's text.
-pub fn create<E: From<LandlockError>>(
+/// the caller applies it ([`restrict`], or the ruleset fd between fork and exec).
+pub fn create(
     domain: &Domain<'_>,
     kernel_abi: i32,
-) -> Result<(RulesetCreated, i32), E> {
-    Ok(build(domain, kernel_abi)?)
+) -> Result<(RulesetCreated, i32), LandlockError> {
+    build(domain, kernel_abi)
 }
 
 fn build(domain: &Domain<'_>, kernel_abi: i32) -> Result<(RulesetCreated, i32), LandlockError> {
@@ -156,13 +150,13 @@ fn build(domain: &Domain<'_>, kernel_abi: i32) -> Result<(RulesetCreated, i32), 
 
 /// Restrict the calling thread to read under `read_roots` and write only under `writable` (the
 /// scratch dir, plus the gateway Git's own writable dirs), with no TCP at all. Returns the ABI
-/// enforced. `E`: [`LandlockError`], or the caller's text.
-pub fn restrict<E: From<LandlockError>>(
+/// enforced.
+pub fn restrict(
     read_roots: &[PathBuf],
     writable: &[&Path],
     kernel_abi: i32,
-) -> Result<i32, E> {
-    Ok(enter(read_roots, writable, kernel_abi)?)
+) -> Result<i32, LandlockError> {
+    enter(read_roots, writable, kernel_abi)
 }
 
 fn enter(
@@ -250,7 +244,7 @@ mod tests {
             readable_files: &[],
             connect_port: None,
         };
-        let refused = create::<LandlockError>(&domain, abi).err().unwrap();
+        let refused = create(&domain, abi).err().unwrap();
         assert!(matches!(
             refused,
             LandlockError::Open {

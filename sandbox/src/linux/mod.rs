@@ -139,7 +139,7 @@ pub fn helper_main() -> i32 {
     enforced.pids_cgroup = cgroup.is_some();
     let filters = match seccomp::main_filter() {
         Ok(main) => (main, seccomp::guard_filter()),
-        Err(message) => return fail(&enforced, cgroup, message),
+        Err(error) => return fail(&enforced, cgroup, error.to_string()),
     };
     let entered = if spec.namespaces {
         enter_namespaces()
@@ -414,7 +414,7 @@ fn confine_and_exec(
             writable.extend(spec.writable.iter().map(PathBuf::as_path));
             match landlock_rules::restrict(&roots, &writable, abi) {
                 Ok(level) => enforced.landlock_abi = Some(level),
-                Err(message) => return fail(&enforced, cgroup, message),
+                Err(error) => return fail(&enforced, cgroup, error.to_string()),
             }
         }
         None if in_namespaces => {}
@@ -427,8 +427,8 @@ fn confine_and_exec(
             );
         }
     }
-    if let Err(message) = seccomp::apply(&filters.0, &filters.1) {
-        return fail(&enforced, cgroup, message);
+    if let Err(error) = seccomp::apply(&filters.0, &filters.1) {
+        return fail(&enforced, cgroup, error.to_string());
     }
     enforced.seccomp = true;
     if !enforced.meets_minimum() {

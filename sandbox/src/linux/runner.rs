@@ -16,10 +16,10 @@ use super::{landlock_rules, namespaces, seccomp, sys};
 pub enum RunnerConfinementError {
     #[error("network namespace: {0}")]
     Namespace(String),
-    #[error("landlock: {0}")]
-    Landlock(String),
-    #[error("seccomp: {0}")]
-    Seccomp(String),
+    #[error(transparent)]
+    Landlock(#[from] landlock_rules::LandlockError),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
 }
 
 /// The network namespace the broker entered.
@@ -113,18 +113,15 @@ pub fn prepare(policy: &RunnerPolicy<'_>) -> Result<PreparedRunner, RunnerConfin
                 readable_files: policy.readable_files,
                 connect_port: Some(policy.broker_port),
             };
-            let (created, level) = landlock_rules::create(&domain, kernel_abi)
-                .map_err(RunnerConfinementError::Landlock)?;
+            let (created, level) = landlock_rules::create(&domain, kernel_abi)?;
             let fd: Option<OwnedFd> = created.into();
-            let fd = fd.ok_or_else(|| {
-                RunnerConfinementError::Landlock("the kernel gave no ruleset".into())
-            })?;
+            let fd = fd.ok_or(landlock_rules::LandlockError::NoRuleset)?;
             (Some(fd), Some(level))
         }
         None => (None, None),
     };
     let filters = if policy.seccomp {
-        let main = seccomp::runner_filter().map_err(RunnerConfinementError::Seccomp)?;
+        let main = seccomp::runner_filter()?;
         Some((main, seccomp::guard_filter()))
     } else {
         None

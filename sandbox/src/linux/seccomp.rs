@@ -139,28 +139,19 @@ pub enum SeccompError {
     InstallGuard(seccompiler::Error),
 }
 
-/// The helper's report (`linux/mod.rs`) and `RunnerConfinementError` (`runner.rs`) still carry
-/// the reason as text; the public functions below convert into whichever the caller holds.
-impl From<SeccompError> for String {
-    fn from(error: SeccompError) -> Self {
-        error.to_string()
-    }
-}
-
-/// The command's main deny-list filter (`E`: [`SeccompError`], or the caller's text).
-pub fn main_filter<E: From<SeccompError>>() -> Result<BpfProgram, E> {
-    Ok(command_filter()?)
+/// The command's main deny-list filter.
+pub fn main_filter() -> Result<BpfProgram, SeccompError> {
+    command_filter()
 }
 
 /// The runner's main filter: the common deny list, and `socket()` only for
-/// [`RUNNER_SOCKET_FAMILIES`] (`E`: [`SeccompError`], or the caller's text).
-pub fn runner_filter<E: From<SeccompError>>() -> Result<BpfProgram, E> {
-    Ok(runner_only_filter()?)
+/// [`RUNNER_SOCKET_FAMILIES`].
+pub fn runner_filter() -> Result<BpfProgram, SeccompError> {
+    runner_only_filter()
 }
 
-/// Install both filters on the calling thread (no_new_privs must already be set; `E`:
-/// [`SeccompError`], or the caller's text).
-pub fn apply<E: From<SeccompError>>(main: &BpfProgram, guard: &BpfProgram) -> Result<(), E> {
+/// Install both filters on the calling thread (no_new_privs must already be set).
+pub fn apply(main: &BpfProgram, guard: &BpfProgram) -> Result<(), SeccompError> {
     seccompiler::apply_filter(main).map_err(SeccompError::Install)?;
     seccompiler::apply_filter(guard).map_err(SeccompError::InstallGuard)?;
     Ok(())
@@ -287,12 +278,12 @@ mod tests {
 
     #[test]
     fn filters_compile() {
-        let main = main_filter::<SeccompError>().unwrap();
+        let main = main_filter().unwrap();
         assert!(main.len() > DENIED_COMMON.len());
         assert!(main.len() < 4096);
         let guard = guard_filter();
         assert_eq!(guard.last().unwrap().k, SECCOMP_RET_ALLOW);
-        let runner = runner_filter::<SeccompError>().unwrap();
+        let runner = runner_filter().unwrap();
         assert!(runner.len() > DENIED_COMMON.len());
         assert!(runner.len() < main.len() + 16);
     }
