@@ -25,6 +25,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use crate::executor::write::{JournalError, WriteJournal};
 use crate::state::BrokerState;
 
 /// How long a write waits for the gateway to record its intent; after that nothing is written.
@@ -37,13 +38,11 @@ struct GatewayJournal {
     runtime: tokio::runtime::Handle,
 }
 
-impl crate::executor::write::WriteJournal for GatewayJournal {
-    fn prepared(&mut self, prepared: &common::protocol::PreparedWrite) -> Result<(), String> {
+impl WriteJournal for GatewayJournal {
+    fn prepared(&mut self, prepared: &common::protocol::PreparedWrite) -> Result<(), JournalError> {
         let version = self.state.link_version();
         if version < common::protocol::WRITES_SINCE_VERSION {
-            return Err(format!(
-                "the gateway speaks protocol {version}, which does not record writes"
-            ));
+            return Err(JournalError::ProtocolTooOld { version });
         }
         let seq = self
             .state
@@ -54,7 +53,7 @@ impl crate::executor::write::WriteJournal for GatewayJournal {
         {
             Ok(())
         } else {
-            Err("the gateway did not acknowledge the intent in time".into())
+            Err(JournalError::NotAcknowledged)
         }
     }
 }

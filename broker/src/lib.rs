@@ -6,6 +6,7 @@
 //! Layout:
 //! - `state`: what the broker holds in memory (outbox of events, turns, approved actions).
 //! - `link`: the gateway connection (handshake, events out, releases in).
+//! - `client`: the other end of that handshake, for the gateway and gatewayctl.
 //! - `bridge`: `POST /v1/messages` and `count_tokens` for the runner.
 //! - `executor_mcp`: the MCP server the runner calls tools through; runs approved actions only.
 //! - `executor`: the logical tools themselves.
@@ -14,6 +15,7 @@
 //!   runner's Landlock domain and seccomp filter), established in full or the runner not started.
 
 mod bridge;
+pub mod client;
 pub mod confine;
 pub mod executor;
 mod executor_mcp;

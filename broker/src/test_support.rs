@@ -76,3 +76,23 @@ pub fn post(
         (status, String::from_utf8_lossy(&bytes).to_string())
     }
 }
+
+/// The sequence number of the next frame on a gateway link, which must be an event and arrive
+/// within 5 s.
+pub async fn next_event_seq(
+    link: &mut tokio_util::codec::Framed<
+        tokio::net::UnixStream,
+        tokio_util::codec::LengthDelimitedCodec,
+    >,
+) -> u64 {
+    use futures::StreamExt;
+    let frame = tokio::time::timeout(std::time::Duration::from_secs(5), link.next())
+        .await
+        .expect("no frame within 5 s")
+        .expect("the link closed")
+        .expect("unreadable frame");
+    match common::codec::decode::<common::protocol::BrokerToGateway>(&frame) {
+        Ok(common::protocol::BrokerToGateway::Event { seq, .. }) => seq,
+        other => panic!("expected an event, got {other:?}"),
+    }
+}

@@ -93,16 +93,28 @@ pub struct BrokerHello {
     pub refused: Option<String>,
 }
 
+/// Why a broker's hello was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HelloRejected {
+    /// The broker refused (no common protocol version); it closes after its hello.
+    #[error("broker refused the handshake: {0}")]
+    Refused(String),
+    /// The proof is not the HMAC of our nonce under the recorded secret.
+    #[error("broker failed the secret proof")]
+    BadProof,
+}
+
 impl BrokerHello {
     /// Check a broker's answer to our `nonce`: not refused, and proving it holds `secret`.
-    /// Used by the gateway and by `gatewayctl brokers --handshake`, so both judge alike.
-    pub fn verify(&self, secret: &str, nonce: &str) -> Result<(), String> {
+    /// Used by the gateway and by `gatewayctl brokers --handshake` (through
+    /// `broker::client`), so both judge alike.
+    pub fn verify(&self, secret: &str, nonce: &str) -> Result<(), HelloRejected> {
         if let Some(reason) = &self.refused {
-            return Err(format!("broker refused the handshake: {reason}"));
+            return Err(HelloRejected::Refused(reason.clone()));
         }
         let expected = crate::hash::broker_proof(secret, nonce);
         if !crate::hash::constant_time_eq(expected.as_bytes(), self.proof.as_bytes()) {
-            return Err("broker failed the secret proof".into());
+            return Err(HelloRejected::BadProof);
         }
         Ok(())
     }

@@ -26,8 +26,8 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use support::{
-    Chat, GatewayProcess, http_client, machine, ns_to_ms, pending_turn_id, quantile, text_of,
-    today, unix_nanos,
+    GatewayProcess, McpClient, chat, http_client, machine, ns_to_ms, pending_turn_id, quantile,
+    text_of, today, unix_nanos,
 };
 
 const DEFAULT_TURNS: usize = 200;
@@ -176,7 +176,7 @@ mod bench {
 
     /// One session of `turns` measured tool turns, each answered `think` after it became visible.
     async fn session(
-        chat: &Chat,
+        chat: &McpClient,
         work_dir: &Path,
         timing_path: &Path,
         key: &str,
@@ -191,7 +191,7 @@ mod bench {
             .to_string();
         let prompt = format!("TIMING_FILE={name} BENCH_PID={}", std::process::id());
         let view = chat
-            .call(
+            .call_tool_ok(
                 "native_session_start",
                 json!({
                     "prompt": prompt,
@@ -217,7 +217,7 @@ mod bench {
         )
         .await;
         let stop = chat
-            .call(
+            .call_tool_ok(
                 "native_session_stop",
                 json!({
                     "native_session_id": session_id, "lease_id": lease_id,
@@ -240,7 +240,7 @@ mod bench {
         think: Duration,
     }
 
-    async fn drive(chat: &Chat, run: Turns<'_>) -> anyhow::Result<Measured> {
+    async fn drive(chat: &McpClient, run: Turns<'_>) -> anyhow::Result<Measured> {
         let Turns {
             session_id,
             lease_id,
@@ -262,7 +262,7 @@ mod bench {
             }
             let sent = unix_nanos();
             let view = chat
-                .call(
+                .call_tool_ok(
                     "native_session_reply_and_wait",
                     json!({
                         "native_session_id": session_id, "lease_id": lease_id,
@@ -293,7 +293,7 @@ mod bench {
         let mut status_ms = Vec::with_capacity(STATUS_ROUND_TRIPS);
         for _ in 0..STATUS_ROUND_TRIPS {
             let start = Instant::now();
-            chat.call(
+            chat.call_tool_ok(
                 "native_session_status",
                 json!({"native_session_id": session_id, "lease_id": lease_id, "wait_seconds": 0}),
             )
@@ -302,7 +302,7 @@ mod bench {
         }
 
         // End the runner's turn with a text-only reply, so it is idle when stopped.
-        chat.call(
+        chat.call_tool_ok(
             "native_session_reply_and_wait",
             json!({
                 "native_session_id": session_id, "lease_id": lease_id,
@@ -392,8 +392,8 @@ mod bench {
         let log_path = root.path().join("gateway.log");
         let token = format!("bench-{}", uuid::Uuid::new_v4().simple());
 
-        let gateway = GatewayProcess::start(&state_dir, &token, &log_path, "warn")?;
-        let chat = Chat::new(http_client()?, gateway.url.clone(), token);
+        let gateway = GatewayProcess::start(&runtime, &state_dir, &token, &log_path, "warn")?;
+        let chat = chat(&http_client()?, &gateway.url, &token)?;
         let think_turns = options.turns.min(THINK_TURNS);
         println!(
             "bridge_overhead: {} turns (+{WARMUP_TURNS} warm-up) answered at once, then {think_turns} \

@@ -37,7 +37,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use support::{
-    Chat, GatewayProcess, http_client, kill_leftovers, machine, p50_max, pending_turn_id,
+    GatewayProcess, McpClient, http_client, kill_leftovers, machine, p50_max, pending_turn_id,
     processes_naming, stand_in, text_of, today,
 };
 
@@ -225,8 +225,8 @@ impl Bench {
         self.root.join(format!("{name}.log"))
     }
 
-    fn chat(&self, gateway: &GatewayProcess) -> Chat {
-        Chat::new(self.client.clone(), gateway.url.clone(), self.token.clone())
+    fn chat(&self, gateway: &GatewayProcess) -> anyhow::Result<McpClient> {
+        support::chat(&self.client, &gateway.url, &self.token)
     }
 
     /// Zero sessions: the first start on an empty state dir (cold, creates the database and
@@ -234,15 +234,18 @@ impl Bench {
     fn baseline(&self, repeats: usize) -> anyhow::Result<(f64, Phase)> {
         let state_dir = self.root.join("s0");
         let log = self.log("s0");
-        let mut gateway = GatewayProcess::start(&state_dir, &self.token, &log, RUST_LOG)?;
+        let mut gateway =
+            GatewayProcess::start(&self.runtime, &state_dir, &self.token, &log, RUST_LOG)?;
         let cold = ms(gateway.listening_at - gateway.spawned_at);
         let mut listening = Vec::new();
         let mut attached = Vec::new();
         for _ in 0..repeats {
             gateway.sigkill();
-            gateway = GatewayProcess::start(&state_dir, &self.token, &log, RUST_LOG)?;
-            let chat = self.chat(&gateway);
-            self.runtime.block_on(chat.rpc("tools/list", json!({})))?;
+            gateway =
+                GatewayProcess::start(&self.runtime, &state_dir, &self.token, &log, RUST_LOG)?;
+            let chat = self.chat(&gateway)?;
+            self.runtime
+                .block_on(chat.request("tools/list", json!({})))?;
             listening.push(ms(gateway.listening_at - gateway.spawned_at));
             attached.push(ms(Instant::now() - gateway.spawned_at));
         }
@@ -274,13 +277,14 @@ impl Bench {
         let state_dir = self.root.join(&name);
         let log = self.log(&name);
         let mut gateway = Some(GatewayProcess::start(
+            &self.runtime,
             &state_dir,
             &self.token,
             &log,
             RUST_LOG,
         )?);
         let result = (|| {
-            let chat = self.chat(gateway.as_ref().context("no gateway running")?);
+            let chat = self.chat(gateway.as_ref().context("no gateway running")?)?;
             let started = Instant::now();
             let sessions = self.runtime.block_on(start_sessions(&chat, n, work_dir))?;
             let started_ms = ms(started.elapsed());
@@ -299,10 +303,10 @@ impl Bench {
                 repeats,
                 "waiting_for_gpt",
             )?;
-            let chat = self.chat(gateway.as_ref().context("no gateway running")?);
+            let chat = self.chat(gateway.as_ref().context("no gateway running")?)?;
             self.runtime.block_on(answer_all(&chat, &sessions))?;
             let idle = self.restarts(&mut gateway, &state_dir, &log, &sessions, repeats, "idle")?;
-            let chat = self.chat(gateway.as_ref().context("no gateway running")?);
+            let chat = self.chat(gateway.as_ref().context("no gateway running")?)?;
             self.runtime.block_on(stop_all(&chat, &sessions))?;
             // Stopped sessions' brokers and runners exit on their own; give them the time.
             let end = Instant::now() + Duration::from_secs(10);
@@ -355,12 +359,13 @@ impl Bench {
                 old.sigkill();
             }
             let started = gateway.insert(GatewayProcess::start(
+                &self.runtime,
                 state_dir,
                 &self.token,
                 log,
                 RUST_LOG,
             )?);
-            let chat = self.chat(started);
+            let chat = self.chat(started)?;
             let done = self
                 .runtime
                 .block_on(all_attached(&chat, sessions, status))?;
@@ -397,14 +402,18 @@ fn print_log_tail(log: &Path) {
 }
 
 /// Start `n` sessions, a few at a time; each returns once its first turn is pending.
-async fn start_sessions(chat: &Chat, n: usize, work_dir: &Path) -> anyhow::Result<Vec<Session>> {
+async fn start_sessions(
+    chat: &McpClient,
+    n: usize,
+    work_dir: &Path,
+) -> anyhow::Result<Vec<Session>> {
     let prompt = format!("say hello BENCH_PID={}", std::process::id());
     let results: Vec<anyhow::Result<Session>> = futures::stream::iter(0..n)
         .map(|i| {
             let prompt = prompt.clone();
             async move {
                 let view = chat
-                    .call(
+                    .call_tool_ok(
                         "native_session_start",
                         json!({
                             "prompt": prompt,
@@ -428,10 +437,10 @@ async fn start_sessions(chat: &Chat, n: usize, work_dir: &Path) -> anyhow::Resul
 }
 
 /// Answer each session's first turn with text only, then wait until each is idle.
-async fn answer_all(chat: &Chat, sessions: &[Session]) -> anyhow::Result<()> {
+async fn answer_all(chat: &McpClient, sessions: &[Session]) -> anyhow::Result<()> {
     let results: Vec<anyhow::Result<()>> = futures::stream::iter(sessions)
         .map(|s| async move {
-            chat.call(
+            chat.call_tool_ok(
                 "native_session_reply_and_wait",
                 json!({
                     "native_session_id": s.id, "lease_id": s.lease, "turn_id": s.turn,
@@ -442,7 +451,7 @@ async fn answer_all(chat: &Chat, sessions: &[Session]) -> anyhow::Result<()> {
             let end = Instant::now() + Duration::from_secs(30);
             loop {
                 let view = chat
-                    .call(
+                    .call_tool_ok(
                         "native_session_status",
                         json!({"native_session_id": s.id, "lease_id": s.lease, "wait_seconds": 5}),
                     )
@@ -463,7 +472,11 @@ async fn answer_all(chat: &Chat, sessions: &[Session]) -> anyhow::Result<()> {
 
 /// Poll every session's status at once until each answers `runtime_attached: true` with the
 /// expected status; the instant the last one did.
-async fn all_attached(chat: &Chat, sessions: &[Session], status: &str) -> anyhow::Result<Instant> {
+async fn all_attached(
+    chat: &McpClient,
+    sessions: &[Session],
+    status: &str,
+) -> anyhow::Result<Instant> {
     let chat = Arc::new(chat);
     let polls = sessions.iter().map(|s| {
         let chat = chat.clone();
@@ -471,7 +484,7 @@ async fn all_attached(chat: &Chat, sessions: &[Session], status: &str) -> anyhow
             let end = Instant::now() + Duration::from_secs(60);
             loop {
                 let view = chat
-                    .call(
+                    .call_tool_ok(
                         "native_session_status",
                         json!({"native_session_id": s.id, "lease_id": s.lease, "wait_seconds": 0}),
                     )
@@ -497,17 +510,17 @@ async fn all_attached(chat: &Chat, sessions: &[Session], status: &str) -> anyhow
         }
     }
     if sessions.is_empty() {
-        chat.rpc("tools/list", json!({})).await?;
+        chat.request("tools/list", json!({})).await?;
         last = Instant::now();
     }
     Ok(last)
 }
 
 /// Stop every session.
-async fn stop_all(chat: &Chat, sessions: &[Session]) -> anyhow::Result<()> {
+async fn stop_all(chat: &McpClient, sessions: &[Session]) -> anyhow::Result<()> {
     let results: Vec<anyhow::Result<Value>> = futures::stream::iter(sessions)
         .map(|s| {
-            chat.call(
+            chat.call_tool_ok(
                 "native_session_stop",
                 json!({
                     "native_session_id": s.id, "lease_id": s.lease,

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use support::{Chat, GatewayProcess, http_client, pending_turn_id, quantile, text_of};
+use support::{GatewayProcess, chat, http_client, pending_turn_id, quantile, text_of};
 
 const DEFAULT_RUNS: usize = 100;
 const WARMUP: usize = 5;
@@ -180,11 +180,11 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     let (state, work) = (root.join("state"), root.join("work"));
     std::fs::create_dir_all(&work)?;
     let token = "bench-token-0123456789abcdef";
-    let gateway = GatewayProcess::start(&state, token, &root.join("gateway.log"), "warn")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let chat = Chat::new(http_client()?, gateway.url.clone(), token);
+    let gateway = GatewayProcess::start(&rt, &state, token, &root.join("gateway.log"), "warn")?;
+    let chat = chat(&http_client()?, &gateway.url, token)?;
 
     let mut rows = Vec::new();
     let mut memory = Vec::new();
@@ -212,7 +212,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         let journaled = dir.join("journaled.txt");
         std::fs::write(&journaled, content(size, 0))?;
 
-        let view = rt.block_on(chat.call(
+        let view = rt.block_on(chat.call_tool_ok(
             "native_session_start",
             json!({
                 "prompt": format!("TIMING_FILE={timing_name} BENCH_PID={}", std::process::id()),
@@ -242,7 +242,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
             let t = Instant::now();
             floor_buffer.clear();
             std::fs::File::open(&local)?.read_to_end(&mut floor_buffer)?;
-            std::hint::black_box(broker::executor::write::sha256_hex(&floor_buffer));
+            std::hint::black_box(common::hash::sha256_hex(&floor_buffer));
             let floor_ms = t.elapsed().as_secs_f64() * 1e3;
 
             // 2. The executor alone.
@@ -272,7 +272,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
             }
 
             // 4. The whole protocol, one Edit per ChatGPT turn (timed by the stand-in runner).
-            let view = rt.block_on(chat.call(
+            let view = rt.block_on(chat.call_tool_ok(
                 "native_session_reply_and_wait",
                 json!({
                     "native_session_id": session, "lease_id": lease, "turn_id": turn,
@@ -291,7 +291,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         // The session's broker after all its edits (a spare read buffer of up to 4 MiB + 64 KiB
         // stays; an idle broker's target is 15 MiB).
         let broker_rss = support::broker_rss_mib(&state);
-        rt.block_on(chat.call(
+        rt.block_on(chat.call_tool_ok(
             "native_session_stop",
             json!({"native_session_id": session, "lease_id": lease, "request_id": format!("stop-{size}")}),
         ))?;

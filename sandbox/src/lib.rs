@@ -14,6 +14,7 @@ pub mod escape;
 pub mod linux;
 pub mod path_policy;
 pub mod pinned_exe;
+pub mod process;
 pub mod protected;
 pub mod seatbelt;
 pub mod spec;

@@ -337,25 +337,52 @@ pub fn command_runtime_area(state_dir: &Path) -> PathBuf {
     PathBuf::from("/tmp").join(format!("ngw-run-{uid}-{:012x}", hash & 0xffff_ffff_ffff))
 }
 
+/// Why [`ensure_private_dir`] would not accept a directory. Each refusal of the directory itself
+/// says the same words ("not a private directory of this user") and what was found.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateDirError {
+    /// It could not be created or examined.
+    #[error("{}: {source}", dir.display())]
+    Io {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// Something other than a directory (a symlink, a file) holds the name.
+    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
+    NotADirectory { dir: PathBuf, owner: u32, mode: u32 },
+    /// Another user owns it (the name was squatted in shared `/tmp`).
+    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
+    WrongOwner { dir: PathBuf, owner: u32, mode: u32 },
+    /// It is open to the group or to others.
+    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
+    OpenMode { dir: PathBuf, owner: u32, mode: u32 },
+}
+
 /// Create `dir` (and missing parents) 0700 and insist that it is a real directory (no symlink)
 /// owned by this user and open to no one else: `/tmp` is shared, a name there can be squatted.
-pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
+pub fn ensure_private_dir(dir: &Path) -> Result<(), PrivateDirError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let io = |source| PrivateDirError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        .map_err(io)?;
+    let meta = std::fs::symlink_metadata(dir).map_err(io)?;
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "{}: not a private directory of this user (owner {}, mode {:o})",
-            dir.display(),
-            meta.uid(),
-            meta.mode() & 0o7777
-        ));
+    let (dir, owner, mode) = (dir.to_path_buf(), meta.uid(), meta.mode() & 0o7777);
+    if !meta.is_dir() {
+        return Err(PrivateDirError::NotADirectory { dir, owner, mode });
+    }
+    if owner != uid {
+        return Err(PrivateDirError::WrongOwner { dir, owner, mode });
+    }
+    if mode & 0o077 != 0 {
+        return Err(PrivateDirError::OpenMode { dir, owner, mode });
     }
     Ok(())
 }

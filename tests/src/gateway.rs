@@ -6,7 +6,7 @@ use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use tempfile::TempDir;
@@ -27,9 +27,17 @@ pub struct GatewayBuilder {
     token: Option<String>,
     listen: String,
     listen_timeout: Duration,
+    stderr_path: Option<PathBuf>,
 }
 
 impl GatewayBuilder {
+    /// Appends the gateway's stderr to this file instead of one in the fixture's work dir (a
+    /// bench keeps it beside its results).
+    pub fn stderr_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.stderr_path = Some(path.into());
+        self
+    }
+
     /// An extra environment variable for the gateway.
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((key.into(), value.into()));
@@ -108,6 +116,7 @@ impl GatewayBuilder {
             url: String::new(),
             token: String::new(),
             generation: 0,
+            started: None,
         };
         gw.start().await?;
         Ok(gw)
@@ -177,6 +186,16 @@ pub struct GatewayProcess {
     url: String,
     token: String,
     generation: u32,
+    started: Option<StartTiming>,
+}
+
+/// When the latest start spawned the process and when it reported its address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartTiming {
+    /// Just before the spawn.
+    pub spawned_at: Instant,
+    /// When the `listening` line was read.
+    pub listening_at: Instant,
 }
 
 impl GatewayProcess {
@@ -192,6 +211,7 @@ impl GatewayProcess {
             token: Some(random_token()),
             listen: "127.0.0.1:0".to_owned(),
             listen_timeout: LISTEN_TIMEOUT,
+            stderr_path: None,
         }
     }
 
@@ -257,7 +277,15 @@ impl GatewayProcess {
 
     /// Path of the captured stderr.
     pub fn stderr_path(&self) -> PathBuf {
-        self.work.path().join("gateway.stderr.log")
+        self.config
+            .stderr_path
+            .clone()
+            .unwrap_or_else(|| self.work.path().join("gateway.stderr.log"))
+    }
+
+    /// When the latest (re)start spawned the gateway and when it was listening.
+    pub fn start_timing(&self) -> Option<StartTiming> {
+        self.started
     }
 
     fn stdout_path(&self) -> PathBuf {
@@ -359,6 +387,7 @@ impl GatewayProcess {
             .stderr(Stdio::from(stderr))
             .process_group(0)
             .kill_on_drop(true);
+        let spawned_at = Instant::now();
         let mut child = cmd
             .spawn()
             .with_context(|| format!("spawning {}", c.bin.display()))?;
@@ -375,14 +404,14 @@ impl GatewayProcess {
             while let Some(line) = lines.next_line().await? {
                 stdout_log.write_all(format!("{line}\n").as_bytes()).ok();
                 if let Some(url) = parse_listening_line(&line) {
-                    return Ok::<_, std::io::Error>(Some(url));
+                    return Ok::<_, std::io::Error>(Some((url, Instant::now())));
                 }
             }
             Ok(None)
         })
         .await;
-        let url = match found {
-            Ok(Ok(Some(url))) => url,
+        let (url, listening_at) = match found {
+            Ok(Ok(Some(found))) => found,
             Ok(Ok(None)) | Ok(Err(_)) => {
                 let status = match self.child.as_mut() {
                     Some(ch) => tokio::time::timeout(Duration::from_secs(5), ch.wait())
@@ -418,6 +447,10 @@ impl GatewayProcess {
             }
         });
         self.url = url;
+        self.started = Some(StartTiming {
+            spawned_at,
+            listening_at,
+        });
         self.token = match &self.config.token {
             Some(t) => t.clone(),
             None => {

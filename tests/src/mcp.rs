@@ -25,9 +25,18 @@ pub struct McpClientBuilder {
     timeout: Duration,
     headers: Vec<(String, String)>,
     client_name: String,
+    http: Option<reqwest::Client>,
 }
 
 impl McpClientBuilder {
+    /// Sends through this HTTP client (its pool, timeouts and socket options, e.g. a bench's
+    /// keep-alive HTTP/1.1 client shared by many clients) instead of a new one; [`Self::timeout`]
+    /// then does not apply.
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http = Some(client);
+        self
+    }
+
     /// Bearer token for `Authorization`; without it no header is sent (capability URL).
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
@@ -60,11 +69,14 @@ impl McpClientBuilder {
 
     /// Builds the client without any handshake (for protocol tests).
     pub fn build(self) -> anyhow::Result<McpClient> {
-        let http = reqwest::Client::builder()
-            .timeout(self.timeout)
-            .no_proxy()
-            .build()
-            .context("building reqwest client")?;
+        let http = match self.http {
+            Some(http) => http,
+            None => reqwest::Client::builder()
+                .timeout(self.timeout)
+                .no_proxy()
+                .build()
+                .context("building reqwest client")?,
+        };
         Ok(McpClient {
             http,
             url: self.url,
@@ -112,6 +124,7 @@ impl McpClient {
             timeout: Duration::from_secs(120),
             headers: Vec::new(),
             client_name: "openai-mcp".to_owned(),
+            http: None,
         }
     }
 
@@ -191,6 +204,28 @@ impl McpClient {
             return Ok(error.clone());
         }
         bail!("tools/call {name}: response has neither result nor error: {body}")
+    }
+
+    /// `tools/call` that must succeed: the `structuredContent` of the result; an error result
+    /// (`isError`), a JSON-RPC error or a non-2xx answer is Err, with the answer in the message.
+    pub async fn call_tool_ok(&self, name: &str, args: Value) -> anyhow::Result<Value> {
+        let result = self.call_tool(name, args).await?;
+        if result["isError"].as_bool().unwrap_or(false) || result.get("code").is_some() {
+            bail!("{name} failed: {result}");
+        }
+        result
+            .get("structuredContent")
+            .cloned()
+            .ok_or_else(|| anyhow!("{name}: the result has no structuredContent: {result}"))
+    }
+
+    /// One JSON-RPC request that must get a 2xx answer: the whole JSON-RPC response.
+    pub async fn request(&self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let (status, body) = self.raw(method, Some(params)).await?;
+        if !status.is_success() {
+            bail!("{method}: HTTP {status}: {body}");
+        }
+        Ok(body)
     }
 
     /// Sends one JSON-RPC request; returns the HTTP status and the whole JSON-RPC response

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+use common::hash::sha256_hex;
 use sha2::{Digest, Sha256};
 
 /// Distance between two saved hash states of the old bytes.
@@ -143,11 +144,6 @@ fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
         .zip(&b[at..n])
         .take_while(|(x, y)| x == y)
         .count()
-}
-
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 /// Hash states of the old bytes at offsets 0, [`CHECKPOINT`], 2 × [`CHECKPOINT`], …, published

@@ -29,11 +29,13 @@ use common::tools::{
     ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, ToolArgs, ToolStatus, clip_utf8,
 };
 use sandbox::path_policy::{PathPolicy, PathRefusal};
-use sandbox::write_path::WriteRoot;
+use sandbox::write_path::{WriteRefusal, WriteRoot};
 
 #[cfg(target_os = "linux")]
 pub use run_command::run_confined;
-pub use run_command::{CONFINEMENT_UNCONFIRMED, CommandSandbox, ConfinedRun};
+pub use run_command::{
+    CONFINEMENT_UNCONFIRMED, CommandError, CommandSandbox, ConfinedRun, ReportProblem,
+};
 
 /// Default wall-clock budget of one `FindFiles`/`SearchText` walk.
 pub const DEFAULT_TIME_BUDGET: Duration = Duration::from_secs(10);
@@ -54,7 +56,7 @@ pub struct Executor {
     commands: CommandSandbox,
     /// Where writes may go: the working directory held open, or why it could not be opened
     /// (`None`: this session has no write profile, every write is refused).
-    write_root: Option<Arc<Result<WriteRoot, String>>>,
+    write_root: Option<Arc<Result<WriteRoot, WriteRefusal>>>,
 }
 
 /// One executed action, and for a write that reached `prepared`, how it ended.
@@ -68,8 +70,8 @@ pub struct Executed {
 pub struct NoJournal;
 
 impl write::WriteJournal for NoJournal {
-    fn prepared(&mut self, _prepared: &write::PreparedWrite) -> Result<(), String> {
-        Err("no gateway records writes here".into())
+    fn prepared(&mut self, _prepared: &write::PreparedWrite) -> Result<(), write::JournalError> {
+        Err(write::JournalError::NoGateway)
     }
 }
 
@@ -89,8 +91,7 @@ impl Executor {
     /// Allow writes below the working directory (the write profiles). The root is opened now,
     /// without following symlinks; if that fails every write says why.
     pub fn with_writes(mut self) -> Self {
-        let root = WriteRoot::open(&self.write_policy, &self.working_directory)
-            .map_err(|refusal| format!("the working directory cannot be written: {refusal}"));
+        let root = WriteRoot::open(&self.write_policy, &self.working_directory);
         self.write_root = Some(Arc::new(root));
         self
     }
@@ -166,8 +167,10 @@ impl Executor {
             Some(Ok(root)) => root,
             refused => {
                 let message = match refused {
-                    Some(Err(message)) => message.as_str(),
-                    _ => "this session's capability profile does not allow writes",
+                    Some(Err(refusal)) => {
+                        format!("the working directory cannot be written: {refusal}")
+                    }
+                    _ => "this session's capability profile does not allow writes".into(),
                 };
                 let failure = Failure::new("not_permitted", Path::new(op.path()), message);
                 return Executed {

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use common::tools::{ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, RunCommandArgs, ToolStatus};
 use sandbox::command::CommandRefusal;
-use sandbox::pinned_exe::PinnedExe;
+use sandbox::pinned_exe::{PinError, PinnedExe};
+use sandbox::protected::PrivateDirError;
 use sandbox::spec::{ExecSpec, Limits};
 
 use super::Executor;
@@ -35,6 +36,7 @@ mod supervise;
 use outcome::finish;
 #[cfg(target_os = "linux")]
 use supervise::Ending;
+pub use supervise::ReportProblem;
 use supervise::{remove_cgroup, supervise};
 
 /// Bytes kept of each stream.
@@ -50,6 +52,48 @@ pub const CONFINEMENT_UNCONFIRMED: &str = "confinement_unconfirmed";
 const MAX_REPORT_BYTES: usize = 16 * 1024;
 /// Room for the header and section markers within the 64 KiB output.
 const HEADER_RESERVE: usize = 1024;
+
+/// Why a command was not run, or why its run cannot be trusted ([`run_confined`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("cwd {given:?} does not exist")]
+    CwdMissing { given: String },
+    #[error("cwd {given:?} is outside the session's working directory")]
+    CwdOutside { given: String },
+    #[error("cwd {given:?} is not a directory")]
+    CwdNotADirectory { given: String },
+    /// The runtime area or the session's scratch root is not a private directory of ours.
+    #[error(transparent)]
+    PrivateDir(#[from] PrivateDirError),
+    /// A scratch dir could not be made or resolved.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the scratch root overlaps the working directory")]
+    ScratchOverlapsWorkingDirectory,
+    #[error("no verified sandbox helper is configured")]
+    NoHelper,
+    /// The pinned helper changed (or cannot be checked) since the gateway started.
+    #[error(transparent)]
+    Helper(#[from] PinError),
+    #[error("encoding the spec: {0}")]
+    EncodeSpec(serde_json::Error),
+    #[error("spawning {}: {source}", program.display())]
+    Spawn {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no command sandbox on this OS")]
+    Unsupported,
+    /// The helper's report was missing or malformed: something may have run.
+    #[error("its confinement could not be confirmed ({0}); it may have run")]
+    Unconfirmed(ReportProblem),
+    /// The helper refused before executing anything (its report's words): nothing ran.
+    #[error("not run: confinement could not be established ({0})")]
+    NotConfined(String),
+}
 
 /// Where and how commands are confined. Built by the broker from its spec; see
 /// [`Executor::with_command_sandbox`].
@@ -178,7 +222,9 @@ pub(super) fn run(
     };
     let cwd = match resolve_cwd(&wd, args.cwd.as_deref()) {
         Ok(cwd) => cwd,
-        Err(message) => return rejected(action_id, "invalid_argument", message, started),
+        Err(refusal) => {
+            return rejected(action_id, "invalid_argument", refusal.to_string(), started);
+        }
     };
     let resolved = match sandbox::command::check(&args.argv, &wd, &cwd) {
         Ok(resolved) => resolved,
@@ -274,7 +320,7 @@ fn refusal_message(refusal: &CommandRefusal) -> String {
 }
 
 /// `cwd`: absolute inside the working directory, or relative to it; must be a directory.
-fn resolve_cwd(wd: &Path, cwd: Option<&str>) -> Result<PathBuf, String> {
+fn resolve_cwd(wd: &Path, cwd: Option<&str>) -> Result<PathBuf, CommandError> {
     let Some(given) = cwd else {
         return Ok(wd.to_path_buf());
     };
@@ -283,15 +329,15 @@ fn resolve_cwd(wd: &Path, cwd: Option<&str>) -> Result<PathBuf, String> {
     } else {
         wd.join(given)
     };
-    let canonical =
-        std::fs::canonicalize(&joined).map_err(|_| format!("cwd {given:?} does not exist"))?;
+    let given = given.to_string();
+    let Ok(canonical) = std::fs::canonicalize(&joined) else {
+        return Err(CommandError::CwdMissing { given });
+    };
     if !canonical.starts_with(wd) {
-        return Err(format!(
-            "cwd {given:?} is outside the session's working directory"
-        ));
+        return Err(CommandError::CwdOutside { given });
     }
     if !canonical.is_dir() {
-        return Err(format!("cwd {given:?} is not a directory"));
+        return Err(CommandError::CwdNotADirectory { given });
     }
     Ok(canonical)
 }
@@ -308,7 +354,7 @@ impl Scratch {
         wd: &Path,
         masked: &[PathBuf],
         subdirs: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, CommandError> {
         use std::os::unix::fs::DirBuilderExt;
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         // The runtime area is in shared `/tmp`: it and the session's root must be ours, 0700.
@@ -316,14 +362,17 @@ impl Scratch {
             sandbox::protected::ensure_private_dir(area)?;
         }
         sandbox::protected::ensure_private_dir(root)?;
-        let root = std::fs::canonicalize(root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let root = std::fs::canonicalize(root).map_err(|source| CommandError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
         // A scratch root inside the working directory is fine only where the command's
         // writes stay invisible to the session: inside a masked (protected) place, e.g. the
         // runtime dir in a state dir that lies in a direct-write checkout.
         if wd.starts_with(&root)
             || (root.starts_with(wd) && !masked.iter().any(|m| root.starts_with(m)))
         {
-            return Err("the scratch root overlaps the working directory".into());
+            return Err(CommandError::ScratchOverlapsWorkingDirectory);
         }
         let safe: String = action_id
             .chars()
@@ -340,7 +389,10 @@ impl Scratch {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|source| CommandError::Io {
+                path: path.clone(),
+                source,
+            })?;
         let scratch = Self { path };
         if !subdirs {
             return Ok(scratch);
@@ -349,7 +401,10 @@ impl Scratch {
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(scratch.path.join(sub))
-                .map_err(|e| format!("{sub}: {e}"))?;
+                .map_err(|source| CommandError::Io {
+                    path: PathBuf::from(sub),
+                    source,
+                })?;
         }
         Ok(scratch)
     }
@@ -365,24 +420,23 @@ impl Drop for Scratch {
 
 /// The pinned helper's path for `execve`, checked unchanged (see [`PinnedExe::exec_path`]).
 #[cfg(target_os = "linux")]
-fn helper_path(config: &CommandSandbox) -> Result<PathBuf, String> {
-    config
+fn helper_path(config: &CommandSandbox) -> Result<PathBuf, CommandError> {
+    Ok(config
         .helper
         .as_ref()
-        .ok_or_else(|| "no verified sandbox helper is configured".to_string())?
-        .exec_path()
-        .map_err(|e| e.to_string())
+        .ok_or(CommandError::NoHelper)?
+        .exec_path()?)
 }
 
 /// Start the helper in its own process group with a cleared environment and the spec on stdin.
 #[cfg(target_os = "linux")]
-fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, String> {
+fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, CommandError> {
     spawn_helper(&helper_path(config)?, spec)
 }
 
 #[cfg(target_os = "linux")]
-fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, String> {
-    let json = serde_json::to_vec(spec).map_err(|e| format!("encoding the spec: {e}"))?;
+fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, CommandError> {
+    let json = serde_json::to_vec(spec).map_err(CommandError::EncodeSpec)?;
     let mut child = std::process::Command::new(helper)
         .arg("sandbox-exec")
         .env_clear()
@@ -392,7 +446,10 @@ fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, String> {
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("spawning {}: {e}", helper.display()))?;
+        .map_err(|source| CommandError::Spawn {
+            program: helper.to_path_buf(),
+            source,
+        })?;
     if let Some(mut stdin) = child.stdin.take()
         && let Err(err) = stdin.write_all(&json)
     {
@@ -404,9 +461,12 @@ fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, String> {
 
 /// macOS: `/usr/bin/sandbox-exec` with the generated profile; its report is synthesised.
 #[cfg(target_os = "macos")]
-fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, String> {
+fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, CommandError> {
     let seatbelt = sandbox::seatbelt::SeatbeltSpec {
-        scratch: std::fs::canonicalize(&spec.scratch).map_err(|e| e.to_string())?,
+        scratch: std::fs::canonicalize(&spec.scratch).map_err(|source| CommandError::Io {
+            path: spec.scratch.clone(),
+            source,
+        })?,
         denied: spec
             .masked
             .iter()
@@ -437,13 +497,15 @@ fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    cmd.spawn()
-        .map_err(|e| format!("spawning sandbox-exec: {e}"))
+    cmd.spawn().map_err(|source| CommandError::Spawn {
+        program: PathBuf::from("sandbox-exec"),
+        source,
+    })
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-fn spawn(_config: &CommandSandbox, _spec: &ExecSpec) -> Result<Child, String> {
-    Err("no command sandbox on this OS".into())
+fn spawn(_config: &CommandSandbox, _spec: &ExecSpec) -> Result<Child, CommandError> {
+    Err(CommandError::Unsupported)
 }
 
 /// What a confined run of [`run_confined`] produced.
@@ -466,8 +528,8 @@ pub fn run_confined(
     helper: &PinnedExe,
     spec: &ExecSpec,
     timeout: Duration,
-) -> Result<ConfinedRun, String> {
-    let path = helper.exec_path().map_err(|e| e.to_string())?;
+) -> Result<ConfinedRun, CommandError> {
+    let path = helper.exec_path()?;
     let mut child = spawn_helper(&path, spec)?;
     let run = supervise(&mut child, timeout, Instant::now());
     if let Some(cgroup) = run.report.as_ref().and_then(|r| r.cgroup.clone()) {
@@ -475,18 +537,12 @@ pub fn run_confined(
     }
     match &run.report {
         None => {
-            return Err(format!(
-                "its confinement could not be confirmed ({}); it may have run",
-                run.report_problem
-                    .as_deref()
-                    .unwrap_or("the sandbox helper did not report")
-            ));
+            let problem = run.report_problem.unwrap_or(ReportProblem::Missing);
+            return Err(CommandError::Unconfirmed(problem));
         }
         Some(report) => {
             if let Some(problem) = &report.error {
-                return Err(format!(
-                    "not run: confinement could not be established ({problem})"
-                ));
+                return Err(CommandError::NotConfined(problem.clone()));
             }
         }
     }
@@ -518,27 +574,35 @@ mod tests {
         assert_eq!(resolve_cwd(&wd, Some("sub")).unwrap(), wd.join("sub"));
         let abs = wd.join("sub").display().to_string();
         assert_eq!(resolve_cwd(&wd, Some(&abs)).unwrap(), wd.join("sub"));
-        assert!(
-            resolve_cwd(&wd, Some(".."))
-                .unwrap_err()
-                .contains("outside")
-        );
-        assert!(resolve_cwd(&wd, Some("/")).unwrap_err().contains("outside"));
-        assert!(
-            resolve_cwd(&wd, Some("nope"))
-                .unwrap_err()
-                .contains("does not exist")
-        );
-        assert!(
-            resolve_cwd(&wd, Some("file"))
-                .unwrap_err()
-                .contains("not a directory")
+        let refused = |cwd: &str| resolve_cwd(&wd, Some(cwd)).unwrap_err();
+        for outside in ["..", "/"] {
+            assert!(matches!(refused(outside), CommandError::CwdOutside { .. }));
+        }
+        assert_eq!(refused("nope").to_string(), r#"cwd "nope" does not exist"#);
+        assert_eq!(
+            refused("file").to_string(),
+            r#"cwd "file" is not a directory"#
         );
         std::os::unix::fs::symlink("/", wd.join("escape")).unwrap();
-        assert!(
-            resolve_cwd(&wd, Some("escape"))
-                .unwrap_err()
-                .contains("outside")
+        assert_eq!(
+            refused("escape").to_string(),
+            r#"cwd "escape" is outside the session's working directory"#
+        );
+    }
+
+    /// The gateway's own Git quotes these after "git: ".
+    #[test]
+    fn confined_run_errors_keep_their_words() {
+        let unconfirmed = CommandError::Unconfirmed(ReportProblem::EndedEarly);
+        assert_eq!(
+            unconfirmed.to_string(),
+            "its confinement could not be confirmed (the sandbox helper ended before \
+             reporting); it may have run"
+        );
+        let refused = CommandError::NotConfined("landlock: no_new_privs not set".into());
+        assert_eq!(
+            refused.to_string(),
+            "not run: confinement could not be established (landlock: no_new_privs not set)"
         );
     }
 }

@@ -1,6 +1,6 @@
 //! Unit tests of the executor: Read, FindFiles and SearchText against real temp dirs (symlinks,
-//! hard links, FIFOs, `.git`, protected dirs, binary files), each asserting the exact error code.
-//! This file holds the shared fixture and helpers; each tool's tests are a submodule.
+//! hard links, FIFOs, `.git`, protected dirs, binary files), each asserting the exact error code;
+//! and why a write is refused without a profile, a write root or a journal. This file holds the shared fixture and helpers; each tool's tests are a submodule.
 
 use super::*;
 use common::tools::{FindFilesArgs, ReadArgs, SearchTextArgs};
@@ -119,4 +119,42 @@ fn search_max(exec: &Executor, path: &Path, query: &str, max_results: u32) -> Ac
             max_results: Some(max_results),
         }),
     )
+}
+
+#[test]
+fn writes_say_why_they_cannot_be_made_durable() {
+    let f = fixture();
+    let target = f.root.join("work/new.txt");
+    let args = ToolArgs::Write(common::tools::WriteArgs {
+        file_path: target.display().to_string(),
+        content: "x".into(),
+        expected_sha256: None,
+    });
+    let outcome = f.exec.execute("act-1", &args);
+    assert_error(&outcome, "not_permitted");
+    assert!(
+        outcome.output.contains("does not allow writes"),
+        "{outcome:?}"
+    );
+    // A write profile, but no gateway to record the intent: refused before anything is written.
+    let outcome = f.exec.clone().with_writes().execute("act-2", &args);
+    assert_error(&outcome, "journal_failed");
+    assert!(
+        outcome
+            .output
+            .contains("(no gateway records writes here); nothing was written"),
+        "{outcome:?}"
+    );
+    assert!(!target.exists());
+    // A working directory that cannot be opened as the write root: every write says why.
+    let policy = PathPolicy::new(f.home.clone(), f.state.clone(), vec![]);
+    let gone = Executor::new(policy, f.root.join("gone")).with_writes();
+    let outcome = gone.execute("act-3", &args);
+    assert_error(&outcome, "not_permitted");
+    assert!(
+        outcome
+            .output
+            .contains("the working directory cannot be written: "),
+        "{outcome:?}"
+    );
 }

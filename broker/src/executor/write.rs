@@ -38,10 +38,10 @@ use rustix::io::Errno;
 use sandbox::path_policy::PathPolicy;
 use sandbox::write_path::{FileIdentity, Parents, WriteRefusal, WriteRoot, WriteTarget};
 
-pub use super::content::sha256_hex;
 use super::content::{self, NewContent};
 use super::edit_ops::{self, Computed, EditError, MAX_EDIT_FILE_BYTES, NotebookEdit};
 use super::failpoint::{self, Failpoint};
+use common::hash::sha256_hex;
 
 /// Temp files are named `<TEMP_PREFIX><32 lowercase hex><TEMP_SUFFIX>` in the target's directory.
 pub const TEMP_PREFIX: &str = ".ng-write-";
@@ -51,18 +51,37 @@ const NEW_FILE_MODE: u32 = 0o644;
 
 pub use common::protocol::PreparedWrite;
 
+/// Why a write's intent could not be made durable; the write is then refused with nothing
+/// written (`journal_failed`, quoting these words).
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// An executor without a gateway: nothing records writes.
+    #[error("no gateway records writes here")]
+    NoGateway,
+    /// The gateway's protocol predates write records.
+    #[error("the gateway speaks protocol {version}, which does not record writes")]
+    ProtocolTooOld { version: u32 },
+    /// The gateway did not confirm it stored the intent within the bound.
+    #[error("the gateway did not acknowledge the intent in time")]
+    NotAcknowledged,
+    /// A journal closure's own reason (in-process journals: tests, benches), in its words.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Persists a write's intent durably before it happens (the broker sends it to the gateway and
 /// waits for the acknowledgement). An error aborts the write with nothing written.
 pub trait WriteJournal {
-    fn prepared(&mut self, prepared: &PreparedWrite) -> Result<(), String>;
+    fn prepared(&mut self, prepared: &PreparedWrite) -> Result<(), JournalError>;
 }
 
+/// A closure journal says why it failed in its own words ([`JournalError::Failed`]).
 impl<F> WriteJournal for F
 where
     F: FnMut(&PreparedWrite) -> Result<(), String>,
 {
-    fn prepared(&mut self, prepared: &PreparedWrite) -> Result<(), String> {
-        self(prepared)
+    fn prepared(&mut self, prepared: &PreparedWrite) -> Result<(), JournalError> {
+        self(prepared).map_err(JournalError::Failed)
     }
 }
 

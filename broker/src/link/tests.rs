@@ -77,15 +77,7 @@ async fn an_unproven_peer_cannot_release_or_take_over() {
 
     // The verified gateway still gets events.
     let seq = state.push_event(common::protocol::BrokerEvent::BrokerExiting { reason: "x".into() });
-    let frame = tokio::time::timeout(Duration::from_secs(5), gateway.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    match decode::<BrokerToGateway>(&frame).unwrap() {
-        BrokerToGateway::Event { seq: got, .. } => assert_eq!(got, seq),
-        other => panic!("unexpected {other:?}"),
-    }
+    assert_eq!(crate::test_support::next_event_seq(&mut gateway).await, seq);
     state.shutdown.cancel();
 }
 

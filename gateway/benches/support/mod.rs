@@ -1,18 +1,18 @@
 //! Shared by the process-level benches (`mod support;`): the gateway as
-//! a child process, a scripted ChatGPT (stateless MCP JSON-RPC over HTTP), the stand-in runner,
-//! percentiles and the machine description for results files.
+//! a child process and a scripted ChatGPT (the `tests` crate's fixture and MCP client, driven from
+//! synchronous bench code), the stand-in runner, percentiles and the machine description for
+//! results files.
 // Each bench uses a subset of these helpers.
 #![allow(dead_code)]
 
 pub mod stand_in;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, bail};
-use serde_json::{Value, json};
+use anyhow::Context;
+use serde_json::Value;
+pub use tests::McpClient;
 
 /// The `main` of a bench that may be launched as the stand-in runner: play the runner when the
 /// broker started this executable as `CLAUDE_BIN`, else run the bench `run`.
@@ -83,12 +83,13 @@ pub fn http_client() -> anyhow::Result<reqwest::Client> {
         .context("building the HTTP client")
 }
 
-/// The gateway child (`serve --listen 127.0.0.1:0`, this bench executable as `CLAUDE_BIN`). When
-/// dropped it is stopped (SIGINT, then SIGKILL) and every process whose command line names its state
-/// dir is killed; [`GatewayProcess::sigkill`] kills the gateway alone and leaves its brokers.
+/// The gateway child (`serve --listen 127.0.0.1:0`, this bench executable as `CLAUDE_BIN`): the
+/// tests' fixture ([`tests::GatewayProcess`]) driven from a bench's synchronous code. When dropped
+/// it is stopped (SIGINT, then SIGKILL) and every process whose command line names its state dir
+/// is killed; [`GatewayProcess::sigkill`] kills the gateway alone and leaves its brokers.
 pub struct GatewayProcess {
-    child: Child,
-    state_dir: PathBuf,
+    inner: tests::GatewayProcess,
+    runtime: tokio::runtime::Handle,
     /// The MCP endpoint from the `listening` line.
     pub url: String,
     /// Just before the spawn.
@@ -103,69 +104,43 @@ impl GatewayProcess {
     /// Start a gateway on `state_dir` and wait (up to 60 s) for its `listening` line. Its stderr
     /// is appended to `log`.
     pub fn start(
+        runtime: &tokio::runtime::Runtime,
         state_dir: &Path,
         token: &str,
         log: &Path,
         rust_log: &str,
     ) -> anyhow::Result<GatewayProcess> {
         let stand_in = std::env::current_exe().context("locating the bench executable")?;
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .context("opening the gateway log")?;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
-        command
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .env("CLAUDE_TOOLS_STATE_DIR", state_dir)
-            .env("CLAUDE_TOOLS_GATEWAY_TOKEN", token)
-            .env("CLAUDE_BIN", &stand_in)
-            .env("RUST_LOG", rust_log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log_file);
-        let spawned_at = Instant::now();
-        let child = command.spawn().context("starting the gateway")?;
-        let mut process = GatewayProcess {
-            child,
-            state_dir: state_dir.to_path_buf(),
-            url: String::new(),
-            spawned_at,
-            listening_at: spawned_at,
+        let inner = runtime.block_on(
+            tests::GatewayProcess::builder(env!("CARGO_BIN_EXE_gateway"))
+                .state_dir(state_dir)
+                .token(token)
+                .env("CLAUDE_BIN", &stand_in)
+                .env("RUST_LOG", rust_log)
+                .stderr_path(log)
+                .spawn(),
+        )?;
+        let timing = inner
+            .start_timing()
+            .context("the gateway fixture recorded no start")?;
+        Ok(GatewayProcess {
+            url: inner.url(),
+            spawned_at: timing.spawned_at,
+            listening_at: timing.listening_at,
+            inner,
+            runtime: runtime.handle().clone(),
             armed: true,
-        };
-        let stdout = process.child.stdout.take().context("no gateway stdout")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let read = reader.read_line(&mut line).map(|_| line);
-            let _ = tx.send((Instant::now(), read));
-            // Keep draining so the gateway never blocks on a full pipe.
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let (at, line) = rx
-            .recv_timeout(Duration::from_secs(60))
-            .context("the gateway did not report its address")?;
-        let line = line?;
-        process.url = line
-            .trim()
-            .strip_prefix("listening ")
-            .with_context(|| format!("unexpected gateway output {line:?}"))?
-            .to_string();
-        process.listening_at = at;
-        Ok(process)
+        })
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.inner.pid().unwrap_or(0)
     }
 
     /// SIGKILL the gateway only (its brokers run in their own sessions and survive) and reap it.
     pub fn sigkill(mut self) {
         self.armed = false;
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.runtime.block_on(self.inner.kill());
     }
 }
 
@@ -174,117 +149,39 @@ impl Drop for GatewayProcess {
         if !self.armed {
             return;
         }
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                break;
+        let inner = &mut self.inner;
+        self.runtime.block_on(async {
+            if inner.signal(nix::sys::signal::Signal::SIGINT).is_err()
+                || inner.wait_exit(Duration::from_secs(5)).await.is_err()
+            {
+                inner.kill().await;
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        kill_leftovers(&self.state_dir);
+        });
+        kill_leftovers(self.inner.state_dir());
     }
 }
 
-/// The pids of live processes whose command line contains `needle`, with their arguments.
-pub fn processes_naming(needle: &str) -> Vec<(i32, Vec<String>)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&cmdline);
-        if text.contains(needle) {
-            let args = text
-                .split('\0')
-                .filter(|a| !a.is_empty())
-                .map(str::to_string)
-                .collect();
-            found.push((pid, args));
-        }
-    }
-    found
-}
+pub use tests::processes::processes_naming;
 
 /// Brokers outlive their gateway by design, and runners live in their own process group.
 /// After a normal stop there are none; after a failure, end those this run started: the
 /// processes whose command line names this run's private state dir.
 pub fn kill_leftovers(state_dir: &Path) -> usize {
-    let needle = state_dir.display().to_string();
-    let leftovers = processes_naming(&needle);
-    for (pid, _) in &leftovers {
-        eprintln!("bench: ending leftover process {pid}");
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+    let leftovers = tests::processes::kill_session_processes(state_dir);
+    if leftovers > 0 {
+        eprintln!("bench: ended {leftovers} leftover processes");
     }
-    leftovers.len()
+    leftovers
 }
 
-/// A scripted ChatGPT: stateless MCP JSON-RPC over HTTP.
-pub struct Chat {
-    pub client: reqwest::Client,
-    pub url: String,
-    pub token: String,
-    pub next_id: std::sync::atomic::AtomicU64,
-}
-
-impl Chat {
-    pub fn new(client: reqwest::Client, url: impl Into<String>, token: impl Into<String>) -> Chat {
-        Chat {
-            client,
-            url: url.into(),
-            token: token.into(),
-            next_id: std::sync::atomic::AtomicU64::new(1),
-        }
-    }
-
-    /// One JSON-RPC request; the whole answer message.
-    pub async fn rpc(&self, method: &str, params: Value) -> anyhow::Result<Value> {
-        let id = self
-            .next_id
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let response = self
-            .client
-            .post(&self.url)
-            .bearer_auth(&self.token)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .header("mcp-protocol-version", "2025-06-18")
-            .body(body.to_string())
-            .send()
-            .await?;
-        let status = response.status();
-        let text = response.text().await?;
-        if !status.is_success() {
-            bail!("{method}: HTTP {status}: {text}");
-        }
-        serde_json::from_str(&text).with_context(|| format!("{method}: answer is not JSON: {text}"))
-    }
-
-    /// `tools/call`; the structured content of a successful result.
-    pub async fn call(&self, tool: &str, arguments: Value) -> anyhow::Result<Value> {
-        let message = self
-            .rpc("tools/call", json!({"name": tool, "arguments": arguments}))
-            .await
-            .with_context(|| format!("calling {tool}"))?;
-        let result = &message["result"];
-        if result["isError"].as_bool().unwrap_or(false) || result.is_null() {
-            bail!("{tool} failed: {message}");
-        }
-        Ok(result["structuredContent"].clone())
-    }
+/// A scripted ChatGPT: stateless MCP JSON-RPC over HTTP on the shared client, like the bench's
+/// runner side (the tests' [`tests::McpClient`], no `initialize`).
+pub fn chat(client: &reqwest::Client, url: &str, token: &str) -> anyhow::Result<McpClient> {
+    McpClient::builder(url)
+        .token(token)
+        .http_client(client.clone())
+        .header("mcp-protocol-version", tests::DEFAULT_PROTOCOL_VERSION)
+        .build()
 }
 
 pub fn text_of(view: &Value, key: &str) -> anyhow::Result<String> {

@@ -8,9 +8,10 @@ use serde_json::{Value, json};
 
 use crate::BrokersArgs;
 use crate::db::Db;
-use crate::procfs::{self, Identity};
+use crate::procfs;
 use crate::table::{self, Table};
 use crate::{handshake, write_json};
+use sandbox::process::{self, Identity};
 
 /// `brokers [--handshake]`.
 pub fn run(
@@ -35,7 +36,7 @@ pub fn run(
     ]);
     for s in sessions.iter().filter(|s| !s.is_terminal()) {
         let Some(b) = &s.broker else { continue };
-        let identity = procfs::verify(b.pid, b.start_time, &b.boot_id);
+        let identity = process::identify(b.pid, b.start_time, &b.boot_id);
         let alive = identity == Identity::Verified;
         let uptime = alive
             .then(|| procfs::process_uptime_seconds(b.start_time))
@@ -68,7 +69,7 @@ pub fn run(
             s.id.clone(),
             s.status.clone(),
             format!("pid {}", b.pid),
-            identity.describe().to_string(),
+            procfs::describe(identity).to_string(),
             uptime.map_or("-".to_string(), table::duration),
             rss.map_or("-".to_string(), table::kib),
             match (first_runner, runners.len()) {
@@ -102,7 +103,7 @@ pub fn run(
                 "runtime_dir": b.runtime_dir,
             },
             "verified": alive,
-            "identity": identity.as_str(),
+            "identity": identity,
             "uptime_seconds": uptime,
             "rss_kib": rss,
             "runner_alive": !runners.is_empty(),

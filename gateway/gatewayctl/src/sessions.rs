@@ -7,16 +7,16 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::db::{Action, Db, Event, Session};
-use crate::procfs::{self, Identity};
 use crate::table::{self, Table, or_dash};
 use crate::write_json;
+use sandbox::process::{self, Identity};
 
 /// Liveness of a session's broker, by `/proc` identity.
 fn runtime(session: &Session) -> Option<(i32, Identity)> {
     let broker = session.broker.as_ref()?;
     Some((
         broker.pid,
-        procfs::verify(broker.pid, broker.start_time, &broker.boot_id),
+        process::identify(broker.pid, broker.start_time, &broker.boot_id),
     ))
 }
 
@@ -25,7 +25,7 @@ fn runtime_json(session: &Session) -> Value {
         Some((pid, identity)) => json!({
             "broker_pid": pid,
             "alive": identity == Identity::Verified,
-            "identity": identity.as_str(),
+            "identity": identity,
         }),
         None => Value::Null,
     }

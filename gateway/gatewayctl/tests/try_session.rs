@@ -67,10 +67,6 @@ fn run(cli: Cli) -> (String, Result<(), String>) {
     (String::from_utf8(out).unwrap(), result)
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    common::hash::sha256_hex(bytes)
-}
-
 #[test]
 fn try_runs_one_read_only_session_with_the_real_runner() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -102,7 +98,7 @@ fn try_runs_one_read_only_session_with_the_real_runner() {
 
     // What ran is real: the Read's receipt is the README's SHA-256, the session was stopped and
     // Claude Code ended on SIGTERM.
-    let sha = sha256_hex(&std::fs::read(&readme).unwrap());
+    let sha = common::hash::sha256_hex(&std::fs::read(&readme).unwrap());
     assert!(out.contains(&format!("sha256      {sha}")), "{out}");
     assert!(out.contains("+ FindFiles"), "{out}");
     assert!(

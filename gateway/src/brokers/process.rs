@@ -8,6 +8,7 @@ use std::process::Stdio;
 use anyhow::{Context, bail};
 use common::protocol::BrokerSpec;
 use futures::future::BoxFuture;
+use sandbox::process::{Identity, boot_id, identify, process_start_time};
 
 use super::{BrokerHost, BrokerSignal, LaunchSpec, Link};
 use crate::config::{private_dir, write_private_file};
@@ -53,7 +54,7 @@ impl BrokerHost for ProcessHost {
     }
 
     fn is_alive(&self, record: &BrokerRecord) -> bool {
-        process_start_time(record.pid) == Some(record.start_time) && boot_id() == record.boot_id
+        identify(record.pid, record.start_time, &record.boot_id) == Identity::Verified
     }
 
     fn signal(&self, record: &BrokerRecord, signal: BrokerSignal) -> bool {
@@ -156,7 +157,7 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
         pid,
         start_time: process_start_time(pid)
             .context("reading the broker's start time (needed to verify it later)")?,
-        boot_id: boot_id(),
+        boot_id: boot_id().context("reading this boot's id (needed to verify the broker later)")?,
         socket_path: socket_path.display().to_string(),
         runtime_dir: runtime_dir.display().to_string(),
         secret,
@@ -164,51 +165,11 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
     })
 }
 
-/// The kernel's start time of `pid`, to tell a reused PID apart (Linux: clock ticks since boot).
-#[cfg(target_os = "linux")]
-pub fn process_start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the parenthesised command name (which may contain spaces): state is field 3,
-    // the start time field 22.
-    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
-    let state = fields.next()?;
-    if state == "Z" || state == "X" {
-        // Exited, not yet reaped: not a live process.
-        return None;
-    }
-    fields.nth(18)?.parse().ok()
-}
-
-/// The kernel's start time of `pid` in microseconds since the epoch (macOS).
-#[cfg(target_os = "macos")]
-pub fn process_start_time(pid: i32) -> Option<u64> {
-    // SAFETY: proc_bsdinfo is plain data; proc_pidinfo writes at most `size` bytes into it.
-    let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
-    // SAFETY: the buffer is valid for `size` bytes for the duration of the call.
-    let written = unsafe {
-        libc::proc_pidinfo(
-            pid,
-            libc::PROC_PIDTBSDINFO,
-            0,
-            (&mut info as *mut libc::proc_bsdinfo).cast(),
-            size,
-        )
-    };
-    (written == size).then(|| info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec)
-}
-
-/// Without a way to read a process's start time, no process identity can be verified.
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-pub fn process_start_time(_pid: i32) -> Option<u64> {
-    None
-}
-
 /// Send `signal` to the recorded broker if, and only if, it is still that process (same boot,
 /// pid and start time); whether it was sent. On Linux the check and the signal go through one
 /// pidfd, which pins the process: a pid freed and reused between them cannot be hit.
 fn send_verified(record: &BrokerRecord, signal: BrokerSignal) -> bool {
-    if boot_id() != record.boot_id {
+    if boot_id().as_deref() != Some(record.boot_id.as_str()) {
         return false;
     }
     #[cfg(target_os = "linux")]
@@ -238,40 +199,4 @@ fn send_verified(record: &BrokerRecord, signal: BrokerSignal) -> bool {
         process_start_time(record.pid) == Some(record.start_time)
             && nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), signal).is_ok()
     }
-}
-
-/// This boot's identity.
-#[cfg(target_os = "linux")]
-pub fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
-/// This boot's identity (macOS: `kern.bootsessionuuid`).
-#[cfg(target_os = "macos")]
-pub fn boot_id() -> String {
-    let mut buf = [0u8; 64];
-    let mut len = buf.len();
-    // SAFETY: the name is NUL-terminated; buf and len describe a valid writable buffer.
-    let rc = unsafe {
-        libc::sysctlbyname(
-            c"kern.bootsessionuuid".as_ptr(),
-            buf.as_mut_ptr().cast(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if rc != 0 {
-        return String::new();
-    }
-    String::from_utf8_lossy(&buf[..len.min(buf.len())])
-        .trim_end_matches('\0')
-        .to_string()
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-pub fn boot_id() -> String {
-    String::new()
 }

@@ -22,14 +22,7 @@ fn broker_record(gw: &GatewayProcess, session_id: &str) -> Value {
 }
 
 fn alive(pid: i64) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
+    i32::try_from(pid).is_ok_and(|pid| sandbox::process::process_start_time(pid).is_some())
 }
 
 /// The runner: the broker's direct child.
@@ -39,15 +32,8 @@ fn runner_pid(broker_pid: i64) -> Option<i64> {
         .flatten()
         .find_map(|entry| {
             let pid: i64 = entry.file_name().to_string_lossy().parse().ok()?;
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            let ppid: i64 = stat
-                .rsplit(')')
-                .next()?
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            (ppid == broker_pid && alive(pid)).then_some(pid)
+            let ppid = sandbox::process::stat(i32::try_from(pid).ok()?)?.ppid;
+            (i64::from(ppid) == broker_pid && alive(pid)).then_some(pid)
         })
 }
 

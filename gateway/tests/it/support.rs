@@ -1,8 +1,9 @@
 //! Shared setup of the integration tests.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
+pub use tests::processes::{Cleanup, kill_session_processes, session_processes};
 pub use tests::{GatewayProcess, ScriptedChatGpt, lease_id, session_id, tool_err_code, tool_ok};
 
 pub const GATEWAY: &str = env!("CARGO_BIN_EXE_gateway");
@@ -48,51 +49,6 @@ pub fn work_dir() -> tempfile::TempDir {
     std::fs::create_dir(dir.path().join("src")).unwrap();
     std::fs::write(dir.path().join("src/lib.rs"), "fn needle() {}\n").unwrap();
     dir
-}
-
-/// The live (not zombie) brokers and runners started under this gateway's state dir.
-pub fn session_processes(state_dir: &Path) -> Vec<i32> {
-    let needle = state_dir.to_string_lossy().to_string();
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let (Ok(cmdline), Ok(stat)) = (
-            std::fs::read(entry.path().join("cmdline")),
-            std::fs::read_to_string(entry.path().join("stat")),
-        ) else {
-            continue;
-        };
-        let zombie = stat
-            .rfind(')')
-            .and_then(|at| stat.get(at + 2..at + 3))
-            .is_some_and(|state| state == "Z" || state == "X");
-        if !zombie && String::from_utf8_lossy(&cmdline).contains(&needle) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-/// Kill every broker and runner started under this gateway's state dir. Brokers deliberately
-/// outlive the gateway, so tests must end them.
-pub fn kill_session_processes(state_dir: &Path) {
-    for pid in session_processes(state_dir) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-}
-
-/// Ends session processes when dropped, even if the test panics.
-pub struct Cleanup(pub PathBuf);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        kill_session_processes(&self.0);
-    }
 }
 
 /// The SessionView of a successful call.

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
-    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    PathFd, PathFdError, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError,
+    RulesetStatus, Scope,
 };
 
 /// Device files a command may read and write.
@@ -41,28 +42,63 @@ pub struct Domain<'a> {
     pub connect_port: Option<u16>,
 }
 
+/// Why a Landlock domain could not be built or entered.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    /// A step of building or entering the ruleset failed (`step`: "fs", "net", "scope",
+    /// "create", "rule", "writable rule", "readable file rule", "device rule", "port rule",
+    /// "restrict_self").
+    #[error("landlock {step}: {source}")]
+    Ruleset {
+        step: &'static str,
+        source: RulesetError,
+    },
+    /// A path the domain names could not be opened (`what`: "writable dir", "readable file",
+    /// or the device file).
+    #[error("landlock {what}: {source}")]
+    Open {
+        what: &'static str,
+        source: PathFdError,
+    },
+    /// The kernel enforced less than every right requested.
+    #[error("landlock ruleset not fully enforced ({0:?})")]
+    NotFullyEnforced(RulesetStatus),
+    /// `no_new_privs` was not set with the restriction.
+    #[error("landlock: no_new_privs not set")]
+    NoNewPrivs,
+    /// The kernel created no ruleset descriptor to hand to the runner.
+    #[error("landlock: the kernel gave no ruleset")]
+    NoRuleset,
+}
+
 /// Build the ruleset for `domain` at the ABI the kernel offers (capped at [`MAX_ABI`]), with
 /// `HardRequirement`: every right requested is enforced or this fails. Nothing is restricted yet;
 /// the caller applies it ([`restrict`], or the ruleset fd between fork and exec).
-pub fn create(domain: &Domain<'_>, kernel_abi: i32) -> Result<(RulesetCreated, i32), String> {
+pub fn create(
+    domain: &Domain<'_>,
+    kernel_abi: i32,
+) -> Result<(RulesetCreated, i32), LandlockError> {
+    build(domain, kernel_abi)
+}
+
+fn build(domain: &Domain<'_>, kernel_abi: i32) -> Result<(RulesetCreated, i32), LandlockError> {
     let level = kernel_abi.min(MAX_ABI);
     let abi = ABI::from(level);
-    let err = |what: &str, e: &dyn std::fmt::Display| format!("landlock {what}: {e}");
+    let err = |step: &'static str| move |source| LandlockError::Ruleset { step, source };
+    let open = |what: &'static str| move |source| LandlockError::Open { what, source };
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))
-        .map_err(|e| err("fs", &e))?;
+        .map_err(err("fs"))?;
     if level >= 4 {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(abi))
-            .map_err(|e| err("net", &e))?;
+            .map_err(err("net"))?;
     }
     if level >= 6 {
-        ruleset = ruleset
-            .scope(Scope::from_all(abi))
-            .map_err(|e| err("scope", &e))?;
+        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err("scope"))?;
     }
-    let mut created = ruleset.create().map_err(|e| err("create", &e))?;
+    let mut created = ruleset.create().map_err(err("create"))?;
     let read = AccessFs::from_read(abi);
     let file_rights = AccessFs::from_file(abi);
     for root in domain.read_roots {
@@ -78,19 +114,19 @@ pub fn create(domain: &Domain<'_>, kernel_abi: i32) -> Result<(RulesetCreated, i
         };
         created = created
             .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| err("rule", &e))?;
+            .map_err(err("rule"))?;
     }
     for dir in domain.writable {
-        let fd = PathFd::new(dir).map_err(|e| err("writable dir", &e))?;
+        let fd = PathFd::new(dir).map_err(open("writable dir"))?;
         created = created
             .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
-            .map_err(|e| err("writable rule", &e))?;
+            .map_err(err("writable rule"))?;
     }
     for file in domain.readable_files {
-        let fd = PathFd::new(file).map_err(|e| err("readable file", &e))?;
+        let fd = PathFd::new(file).map_err(open("readable file"))?;
         created = created
             .add_rule(PathBeneath::new(fd, read & file_rights))
-            .map_err(|e| err("readable file rule", &e))?;
+            .map_err(err("readable file rule"))?;
     }
     let device_rights: BitFlags<AccessFs> = file_rights
         & (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev);
@@ -99,15 +135,15 @@ pub fn create(domain: &Domain<'_>, kernel_abi: i32) -> Result<(RulesetCreated, i
         if !path.exists() {
             continue;
         }
-        let fd = PathFd::new(path).map_err(|e| err(device, &e))?;
+        let fd = PathFd::new(path).map_err(open(device))?;
         created = created
             .add_rule(PathBeneath::new(fd, device_rights))
-            .map_err(|e| err("device rule", &e))?;
+            .map_err(err("device rule"))?;
     }
     if let (Some(port), true) = (domain.connect_port, level >= 4) {
         created = created
             .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
-            .map_err(|e| err("port rule", &e))?;
+            .map_err(err("port rule"))?;
     }
     Ok((created, level))
 }
@@ -119,26 +155,33 @@ pub fn restrict(
     read_roots: &[PathBuf],
     writable: &[&Path],
     kernel_abi: i32,
-) -> Result<i32, String> {
+) -> Result<i32, LandlockError> {
+    enter(read_roots, writable, kernel_abi)
+}
+
+fn enter(
+    read_roots: &[PathBuf],
+    writable: &[&Path],
+    kernel_abi: i32,
+) -> Result<i32, LandlockError> {
     let domain = Domain {
         read_roots,
         writable,
         readable_files: &[],
         connect_port: None,
     };
-    let (created, level) = create(&domain, kernel_abi)?;
-    let err = |what: &str, e: &dyn std::fmt::Display| format!("landlock {what}: {e}");
+    let (created, level) = build(&domain, kernel_abi)?;
     let status = created
         .restrict_self()
-        .map_err(|e| err("restrict_self", &e))?;
+        .map_err(|source| LandlockError::Ruleset {
+            step: "restrict_self",
+            source,
+        })?;
     if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(format!(
-            "landlock ruleset not fully enforced ({:?})",
-            status.ruleset
-        ));
+        return Err(LandlockError::NotFullyEnforced(status.ruleset));
     }
     if !status.no_new_privs {
-        return Err("landlock: no_new_privs not set".into());
+        return Err(LandlockError::NoNewPrivs);
     }
     Ok(level)
 }
@@ -189,6 +232,31 @@ fn expand(dir: &Path, masked: &[PathBuf], out: &mut Vec<PathBuf>, depth: usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_writable_dir_fails_closed_and_says_which() {
+        let abi = super::super::sys::landlock_abi().expect("this test needs Landlock");
+        let tmp = tempfile::tempdir().unwrap();
+        let gone = tmp.path().join("gone");
+        let domain = Domain {
+            read_roots: &[],
+            writable: &[gone.as_path()],
+            readable_files: &[],
+            connect_port: None,
+        };
+        let refused = create(&domain, abi).err().unwrap();
+        assert!(matches!(
+            refused,
+            LandlockError::Open {
+                what: "writable dir",
+                ..
+            }
+        ));
+        assert!(
+            refused.to_string().starts_with("landlock writable dir: "),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn read_roots_leave_out_masked_paths_and_symlinks() {

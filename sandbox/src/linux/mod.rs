@@ -20,6 +20,7 @@
 //! file system.
 
 mod landlock_rules;
+mod namespaces;
 pub mod runner;
 mod seccomp;
 mod sys;
@@ -138,7 +139,7 @@ pub fn helper_main() -> i32 {
     enforced.pids_cgroup = cgroup.is_some();
     let filters = match seccomp::main_filter() {
         Ok(main) => (main, seccomp::guard_filter()),
-        Err(message) => return fail(&enforced, cgroup, message),
+        Err(error) => return fail(&enforced, cgroup, error.to_string()),
     };
     let entered = if spec.namespaces {
         enter_namespaces()
@@ -215,21 +216,12 @@ enum Namespaces {
 }
 
 fn enter_namespaces() -> Namespaces {
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    // SAFETY: unshare with constant flags; the helper is single-threaded as CLONE_NEWUSER needs.
-    if unsafe { libc::unshare(NAMESPACE_FLAGS) } != 0 {
-        return Namespaces::Unavailable;
+    // The helper is single-threaded (it runs before any runtime), as CLONE_NEWUSER needs.
+    match namespaces::unshare_as_self(NAMESPACE_FLAGS) {
+        Ok(()) => Namespaces::Entered,
+        Err(namespaces::UnshareError::Unshare(_)) => Namespaces::Unavailable,
+        Err(err @ namespaces::UnshareError::IdMap { .. }) => Namespaces::Broken(err.to_string()),
     }
-    // Map our own ids onto themselves (a process inside the namespace may map only itself).
-    let _ = std::fs::write("/proc/self/setgroups", "deny");
-    if let Err(err) = std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")) {
-        return Namespaces::Broken(format!("writing uid_map: {err}"));
-    }
-    if let Err(err) = std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")) {
-        return Namespaces::Broken(format!("writing gid_map: {err}"));
-    }
-    Namespaces::Entered
 }
 
 /// Mount setup inside the new mount namespace (runs as pid 1 of the new pid namespace).
@@ -422,7 +414,7 @@ fn confine_and_exec(
             writable.extend(spec.writable.iter().map(PathBuf::as_path));
             match landlock_rules::restrict(&roots, &writable, abi) {
                 Ok(level) => enforced.landlock_abi = Some(level),
-                Err(message) => return fail(&enforced, cgroup, message),
+                Err(error) => return fail(&enforced, cgroup, error.to_string()),
             }
         }
         None if in_namespaces => {}
@@ -435,8 +427,8 @@ fn confine_and_exec(
             );
         }
     }
-    if let Err(message) = seccomp::apply(&filters.0, &filters.1) {
-        return fail(&enforced, cgroup, message);
+    if let Err(error) = seccomp::apply(&filters.0, &filters.1) {
+        return fail(&enforced, cgroup, error.to_string());
     }
     enforced.seccomp = true;
     if !enforced.meets_minimum() {

@@ -9,17 +9,17 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::{landlock_rules, seccomp, sys};
+use super::{landlock_rules, namespaces, seccomp, sys};
 
 /// Why the runner's confinement could not be established.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerConfinementError {
     #[error("network namespace: {0}")]
     Namespace(String),
-    #[error("landlock: {0}")]
-    Landlock(String),
-    #[error("seccomp: {0}")]
-    Seccomp(String),
+    #[error(transparent)]
+    Landlock(#[from] landlock_rules::LandlockError),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
 }
 
 /// The network namespace the broker entered.
@@ -45,24 +45,11 @@ fn namespace_flags() -> libc::c_int {
 /// sockets keep working across namespaces; TCP reaches only this namespace's loopback.
 pub fn enter_loopback_namespace() -> Result<LoopbackNamespace, RunnerConfinementError> {
     let flags = namespace_flags();
-    let e = |what: &str, err: std::io::Error| {
-        RunnerConfinementError::Namespace(format!("{what}: {err}"))
-    };
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    // SAFETY: unshare with constant flags.
-    if unsafe { libc::unshare(flags) } != 0 {
-        return Err(e("unshare", std::io::Error::last_os_error()));
-    }
+    namespaces::unshare_as_self(flags)
+        .map_err(|err| RunnerConfinementError::Namespace(err.to_string()))?;
     let user_namespace = flags & libc::CLONE_NEWUSER != 0;
-    if user_namespace {
-        let _ = std::fs::write("/proc/self/setgroups", "deny");
-        std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))
-            .map_err(|err| e("uid_map", err))?;
-        std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))
-            .map_err(|err| e("gid_map", err))?;
-    }
-    sys::loopback_up().map_err(|err| e("bringing lo up", err))?;
+    sys::loopback_up()
+        .map_err(|err| RunnerConfinementError::Namespace(format!("bringing lo up: {err}")))?;
     Ok(LoopbackNamespace { user_namespace })
 }
 
@@ -126,18 +113,15 @@ pub fn prepare(policy: &RunnerPolicy<'_>) -> Result<PreparedRunner, RunnerConfin
                 readable_files: policy.readable_files,
                 connect_port: Some(policy.broker_port),
             };
-            let (created, level) = landlock_rules::create(&domain, kernel_abi)
-                .map_err(RunnerConfinementError::Landlock)?;
+            let (created, level) = landlock_rules::create(&domain, kernel_abi)?;
             let fd: Option<OwnedFd> = created.into();
-            let fd = fd.ok_or_else(|| {
-                RunnerConfinementError::Landlock("the kernel gave no ruleset".into())
-            })?;
+            let fd = fd.ok_or(landlock_rules::LandlockError::NoRuleset)?;
             (Some(fd), Some(level))
         }
         None => (None, None),
     };
     let filters = if policy.seccomp {
-        let main = seccomp::runner_filter().map_err(RunnerConfinementError::Seccomp)?;
+        let main = seccomp::runner_filter()?;
         Some((main, seccomp::guard_filter()))
     } else {
         None

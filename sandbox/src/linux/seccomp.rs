@@ -125,12 +125,39 @@ const CLONE_NS_FLAGS: &[u64] = &[
     libc::CLONE_NEWNET as u64,
 ];
 
-fn target_arch() -> Result<TargetArch, String> {
-    TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))
+/// Why a seccomp filter could not be built or installed.
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    /// A filter could not be compiled (this architecture, a condition or a rule).
+    #[error("seccomp: {0}")]
+    Build(#[from] seccompiler::BackendError),
+    /// The main filter could not be installed.
+    #[error("seccomp: {0}")]
+    Install(seccompiler::Error),
+    /// The x32 / `clone3` guard could not be installed (the main filter already was).
+    #[error("seccomp guard: {0}")]
+    InstallGuard(seccompiler::Error),
 }
 
 /// The command's main deny-list filter.
-pub fn main_filter() -> Result<BpfProgram, String> {
+pub fn main_filter() -> Result<BpfProgram, SeccompError> {
+    command_filter()
+}
+
+/// The runner's main filter: the common deny list, and `socket()` only for
+/// [`RUNNER_SOCKET_FAMILIES`].
+pub fn runner_filter() -> Result<BpfProgram, SeccompError> {
+    runner_only_filter()
+}
+
+/// Install both filters on the calling thread (no_new_privs must already be set).
+pub fn apply(main: &BpfProgram, guard: &BpfProgram) -> Result<(), SeccompError> {
+    seccompiler::apply_filter(main).map_err(SeccompError::Install)?;
+    seccompiler::apply_filter(guard).map_err(SeccompError::InstallGuard)?;
+    Ok(())
+}
+
+fn command_filter() -> Result<BpfProgram, SeccompError> {
     let denied = DENIED_COMMON
         .iter()
         .chain(DENIED_ARCH)
@@ -143,31 +170,24 @@ pub fn main_filter() -> Result<BpfProgram, String> {
         SeccompCmpArgLen::Dword,
         SeccompCmpOp::MaskedEq(shared_anonymous),
         shared_anonymous,
-    )
-    .map_err(|e| format!("seccomp: {e}"))?;
+    )?;
     let mut extra = BTreeMap::new();
-    extra.insert(
-        libc::SYS_mmap,
-        vec![SeccompRule::new(vec![condition]).map_err(|e| format!("seccomp: {e}"))?],
-    );
+    extra.insert(libc::SYS_mmap, vec![SeccompRule::new(vec![condition])?]);
     deny_filter(denied, extra)
 }
 
-/// The runner's main filter: the common deny list, and `socket()` only for
-/// [`RUNNER_SOCKET_FAMILIES`].
-pub fn runner_filter() -> Result<BpfProgram, String> {
+fn runner_only_filter() -> Result<BpfProgram, SeccompError> {
     let mut conditions = Vec::new();
     for family in RUNNER_SOCKET_FAMILIES {
-        conditions.push(
-            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *family as u64)
-                .map_err(|e| format!("seccomp: {e}"))?,
-        );
+        conditions.push(SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            *family as u64,
+        )?);
     }
     let mut extra = BTreeMap::new();
-    extra.insert(
-        libc::SYS_socket,
-        vec![SeccompRule::new(conditions).map_err(|e| format!("seccomp: {e}"))?],
-    );
+    extra.insert(libc::SYS_socket, vec![SeccompRule::new(conditions)?]);
     deny_filter(DENIED_COMMON.iter().chain(DENIED_ARCH), extra)
 }
 
@@ -176,7 +196,7 @@ pub fn runner_filter() -> Result<BpfProgram, String> {
 fn deny_filter<'a>(
     denied: impl Iterator<Item = &'a libc::c_long>,
     extra: BTreeMap<i64, Vec<SeccompRule>>,
-) -> Result<BpfProgram, String> {
+) -> Result<BpfProgram, SeccompError> {
     let mut rules = extra;
     for nr in denied {
         rules.insert(*nr, Vec::new());
@@ -188,19 +208,17 @@ fn deny_filter<'a>(
             SeccompCmpArgLen::Qword,
             SeccompCmpOp::MaskedEq(*flag),
             *flag,
-        )
-        .map_err(|e| format!("seccomp: {e}"))?;
-        clone_rules.push(SeccompRule::new(vec![condition]).map_err(|e| format!("seccomp: {e}"))?);
+        )?;
+        clone_rules.push(SeccompRule::new(vec![condition])?);
     }
     rules.insert(libc::SYS_clone, clone_rules);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
-        target_arch()?,
-    )
-    .map_err(|e| format!("seccomp: {e}"))?;
-    BpfProgram::try_from(filter).map_err(|e| format!("seccomp: {e}"))
+        TargetArch::try_from(std::env::consts::ARCH)?,
+    )?;
+    Ok(BpfProgram::try_from(filter)?)
 }
 
 /// BPF_LD | BPF_W | BPF_ABS (BPF_LD and BPF_W are 0).
@@ -252,12 +270,6 @@ pub fn guard_filter() -> BpfProgram {
             stmt(BPF_RET_K, SECCOMP_RET_ALLOW),
         ]
     }
-}
-
-/// Install both filters on the calling thread (no_new_privs must already be set).
-pub fn apply(main: &BpfProgram, guard: &BpfProgram) -> Result<(), String> {
-    seccompiler::apply_filter(main).map_err(|e| format!("seccomp: {e}"))?;
-    seccompiler::apply_filter(guard).map_err(|e| format!("seccomp guard: {e}"))
 }
 
 #[cfg(test)]

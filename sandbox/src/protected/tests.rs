@@ -195,11 +195,30 @@ fn the_command_runtime_area_is_stable_and_private() {
     std::fs::create_dir(&open).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let refused = ensure_private_dir(&open).unwrap_err();
+    assert!(matches!(
+        refused,
+        PrivateDirError::OpenMode { mode: 0o755, .. }
+    ));
     assert!(
-        ensure_private_dir(&open)
-            .unwrap_err()
-            .contains("not a private directory")
+        refused
+            .to_string()
+            .contains("not a private directory of this user")
     );
+    // A symlink to a private directory of ours is still not the directory itself.
+    let target = tmp.join("target");
+    ensure_private_dir(&target).unwrap();
+    let link = tmp.join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let refused = ensure_private_dir(&link).unwrap_err();
+    assert!(
+        matches!(refused, PrivateDirError::NotADirectory { .. }),
+        "{refused:?}"
+    );
+    let file = tmp.join("file");
+    std::fs::write(&file, "x").unwrap();
+    let refused = ensure_private_dir(&file).unwrap_err();
+    assert!(matches!(refused, PrivateDirError::Io { .. }), "{refused:?}");
     let private = tmp.join("private/deeper");
     ensure_private_dir(&private).unwrap();
     let mode = std::fs::metadata(&private).unwrap().permissions().mode();

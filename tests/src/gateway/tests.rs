@@ -46,14 +46,40 @@ async fn spawn_parses_the_listening_line_and_restarts_on_the_same_state() {
     );
     assert_eq!(gw.addr(), "127.0.0.1:5555");
     let state = gw.state_dir().to_path_buf();
+    let first = gw.start_timing().unwrap();
+    assert!(first.listening_at >= first.spawned_at);
     gw.restart().await.unwrap();
     assert_eq!(gw.state_dir(), state);
     assert_eq!(gw.generation(), 2);
+    let second = gw.start_timing().unwrap();
+    assert!(second.spawned_at > first.listening_at);
+    assert!(second.listening_at >= second.spawned_at);
     let log = gw.stderr_log();
     assert!(log.contains(&format!("state={}", state.display())), "{log}");
     assert!(log.contains("serve --listen 127.0.0.1:0 --extra"), "{log}");
     assert!(log.contains("restart #2"));
     assert!(gw.kill().await.is_some());
+}
+
+#[tokio::test]
+async fn stderr_goes_to_the_chosen_file() {
+    let (dir, bin) = script(
+        "echo 'to the chosen log' >&2\necho 'listening http://127.0.0.1:5556/mcp'\nexec sleep 60",
+    );
+    let log = dir.path().join("bench.log");
+    let mut gw = GatewayProcess::builder(&bin)
+        .stderr_path(&log)
+        .spawn()
+        .await
+        .unwrap();
+    assert_eq!(gw.stderr_path(), log);
+    assert!(gw.kill().await.is_some());
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("to the chosen log")
+    );
+    assert!(!gw.work_dir().join("gateway.stderr.log").exists());
 }
 
 #[tokio::test]

@@ -153,3 +153,40 @@ async fn raw_http_overrides_and_drops_default_headers() {
     assert!(!seen.contains("authorization"));
     assert!(seen.contains("host: evil.example"), "{seen}");
 }
+
+/// A stateless client on a shared HTTP client: `call_tool_ok` gives the structured content of
+/// a success and refuses an error result or a JSON-RPC error; `request` refuses a non-2xx.
+#[tokio::test]
+async fn stateless_calls_on_a_shared_http_client() {
+    let ok = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[],\"structuredContent\":{\"status\":\"idle\"},\"isError\":false}}".to_owned();
+    let tool_error = "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":[],\"structuredContent\":{\"error\":{\"code\":\"busy\",\"message\":\"m\"}},\"isError\":true}}".to_owned();
+    let rpc_error = "{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32602,\"message\":\"Unknown tool: nope\"}}".to_owned();
+    let (url, server) = fake_server(vec![
+        (200, "application/json", ok),
+        (200, "application/json", tool_error),
+        (200, "application/json", rpc_error),
+        (500, "text/plain", "down".to_owned()),
+    ])
+    .await;
+    let shared = reqwest::Client::builder().no_proxy().build().unwrap();
+    let client = McpClient::builder(&url)
+        .token("tok")
+        .http_client(shared)
+        .header("mcp-protocol-version", DEFAULT_PROTOCOL_VERSION)
+        .build()
+        .unwrap();
+    let view = client.call_tool_ok("status", json!({})).await.unwrap();
+    assert_eq!(view, json!({"status": "idle"}));
+    let err = client.call_tool_ok("status", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("\"busy\""), "{err}");
+    let err = client.call_tool_ok("nope", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("-32602"), "{err}");
+    let err = client.request("tools/list", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("HTTP 500"), "{err}");
+    let seen = server.await.unwrap();
+    assert!(
+        seen[0]
+            .to_ascii_lowercase()
+            .contains("mcp-protocol-version: 2025-06-18")
+    );
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::tools::{ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, ToolStatus};
 use sandbox::spec::{Enforced, Report};
 
-use super::supervise::{Ending, RunResult};
+use super::supervise::{Ending, ReportProblem, RunResult};
 use super::{CONFINEMENT_UNCONFIRMED, HEADER_RESERVE, millis};
 
 fn signal_name(sig: i32) -> &'static str {
@@ -40,8 +40,9 @@ pub(super) fn finish(
     let Some(report) = &run.report else {
         let problem = run
             .report_problem
-            .clone()
-            .unwrap_or_else(|| "the sandbox helper did not report".into());
+            .as_ref()
+            .unwrap_or(&ReportProblem::Missing)
+            .to_string();
         return unconfirmed(action_id, cwd, &run, &problem, duration_ms);
     };
     // The (pinned, verified) helper refused before executing anything: truly not run.

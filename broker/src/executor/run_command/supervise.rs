@@ -41,12 +41,28 @@ pub(super) enum Ending {
     Unknown,
 }
 
+/// Why the helper's report line cannot be taken as its word: the command may have run, and how
+/// it was confined is unknown.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportProblem {
+    #[error("report is not UTF-8")]
+    NotUtf8,
+    /// The first stdout line is not a report.
+    #[error("the sandbox helper did not report")]
+    Missing,
+    #[error("malformed report: {0}")]
+    Malformed(serde_json::Error),
+    /// The helper's stdout closed before a whole report line.
+    #[error("the sandbox helper ended before reporting")]
+    EndedEarly,
+}
+
 pub(super) struct RunResult {
     pub(super) report: Option<Report>,
     /// Bytes of stdout taken as the (attempted) report line.
     pub(super) report_bytes: usize,
     /// Set when the helper's first stdout line was missing or malformed.
-    pub(super) report_problem: Option<String>,
+    pub(super) report_problem: Option<ReportProblem>,
     pub(super) stdout: Capture,
     pub(super) stderr: Capture,
     pub(super) ending: Ending,
@@ -105,7 +121,7 @@ pub(super) fn supervise(child: &mut Child, timeout: Duration, started: Instant) 
     let mut stderr = Capture::default();
     let mut report_buf: Vec<u8> = Vec::new();
     let mut report: Option<Report> = None;
-    let mut report_problem: Option<String> = None;
+    let mut report_problem: Option<ReportProblem> = None;
     let mut report_done = false;
     let deadline = started + timeout;
     let mut term_sent: Option<Instant> = None;
@@ -233,7 +249,7 @@ pub(super) fn supervise(child: &mut Child, timeout: Duration, started: Instant) 
             });
             stdout.push(&report_buf);
         } else {
-            report_problem = Some("the sandbox helper ended before reporting".into());
+            report_problem = Some(ReportProblem::EndedEarly);
         }
     }
     RunResult {
@@ -246,12 +262,12 @@ pub(super) fn supervise(child: &mut Child, timeout: Duration, started: Instant) 
     }
 }
 
-fn parse_report(line: &[u8]) -> Result<Report, String> {
-    let text = std::str::from_utf8(line).map_err(|_| "report is not UTF-8".to_string())?;
+fn parse_report(line: &[u8]) -> Result<Report, ReportProblem> {
+    let text = std::str::from_utf8(line).map_err(|_| ReportProblem::NotUtf8)?;
     let json = text
         .strip_prefix(REPORT_PREFIX)
-        .ok_or_else(|| "the sandbox helper did not report".to_string())?;
-    serde_json::from_str(json.trim_end()).map_err(|e| format!("malformed report: {e}"))
+        .ok_or(ReportProblem::Missing)?;
+    serde_json::from_str(json.trim_end()).map_err(ReportProblem::Malformed)
 }
 
 /// Remove the pids cgroup once its processes are gone.
@@ -271,7 +287,17 @@ mod tests {
 
     #[test]
     fn report_lines_are_parsed_strictly() {
-        assert!(parse_report(b"hello\n").is_err());
+        assert!(matches!(
+            parse_report(b"hello\n"),
+            Err(ReportProblem::Missing)
+        ));
+        assert!(matches!(
+            parse_report(b"\xff\n"),
+            Err(ReportProblem::NotUtf8)
+        ));
+        let malformed = parse_report(format!("{REPORT_PREFIX}{{\n").as_bytes()).unwrap_err();
+        assert!(matches!(malformed, ReportProblem::Malformed(_)));
+        assert!(malformed.to_string().starts_with("malformed report: "));
         let line = format!(
             "{REPORT_PREFIX}{}\n",
             serde_json::to_string(&Report {

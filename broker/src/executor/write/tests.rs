@@ -288,6 +288,7 @@ fn journal_failure_writes_nothing() {
         .run(&write(f.path("src/lib.rs"), "x"), None, &mut journal)
         .unwrap_err();
     assert_eq!(err.code, "journal_failed");
+    assert!(err.message.contains("(gateway gone)"), "{}", err.message);
     assert_eq!(err.disposition, Disposition::NotPrepared);
     assert_eq!(
         std::fs::read_to_string(f.root.join("src/lib.rs")).unwrap(),

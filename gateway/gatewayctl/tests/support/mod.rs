@@ -56,8 +56,8 @@ fn private_file(path: &Path, contents: &[u8]) {
 /// This process's `/proc` identity: `(pid, start time, boot id)`.
 pub fn own_identity() -> (i32, u64, String) {
     let pid = std::process::id() as i32;
-    let st = gatewayctl::procfs::stat(pid).unwrap();
-    (pid, st.start_time, gatewayctl::procfs::boot_id().unwrap())
+    let st = sandbox::process::stat(pid).unwrap();
+    (pid, st.start_time, sandbox::process::boot_id().unwrap())
 }
 
 pub fn broker(pid: i32, start_time: u64, boot_id: &str, short: &str) -> Value {

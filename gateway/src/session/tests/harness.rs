@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::protocol::{BrokerEvent, GatewayToBroker, TurnContent, TurnRequest};
+use common::protocol::{BrokerEvent, GatewayToBroker, ReplyRelease, TurnContent, TurnRequest};
 use common::tools::CapabilityProfile;
 use serde_json::{Value, json};
 
@@ -227,6 +227,30 @@ impl Harness {
             }),
         )
         .await
+    }
+
+    /// The next reply the gateway released to broker `pid`.
+    pub async fn next_reply(&self, pid: i32) -> ReplyRelease {
+        loop {
+            if let GatewayToBroker::Reply(release) = self.host.next_sent(pid).await {
+                return release;
+            }
+        }
+    }
+
+    /// A direct_write session whose first reply approved one Write of `content` to `a.txt`:
+    /// its view, its broker, and the write's action id.
+    pub async fn approved_write(&self, content: &str) -> (SessionView, i32, String) {
+        let view = self.start_with("k1", CapabilityProfile::DirectWrite).await;
+        let pid = self.pid(&view);
+        self.runner_asks(pid, "f1").await;
+        let view = self.status(&view).await.unwrap();
+        let path = self.project.join("a.txt");
+        let write =
+            json!([{"name": "Write", "arguments": {"file_path": path, "content": content}}]);
+        self.reply(&view, "r1", "w", write).await.unwrap();
+        let action_id = self.next_reply(pid).await.calls[0].action_id.clone();
+        (view, pid, action_id)
     }
 
     /// The ledger's event kinds of a session, oldest first.

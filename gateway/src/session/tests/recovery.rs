@@ -179,25 +179,8 @@ async fn a_restarted_gateway_readopts_live_brokers_and_reports_dead_ones() {
 /// `on_disk`; the action's settled state.
 async fn settle(on_disk: &str) -> (ActionState, Option<TerminalReason>) {
     let h = Harness::new();
-    let view = h.start_with("k1", CapabilityProfile::DirectWrite).await;
-    let pid = h.pid(&view);
-    h.runner_asks(pid, "f1").await;
-    let view = h.status(&view).await.unwrap();
+    let (view, pid, action_id) = h.approved_write("new\n").await;
     let path = h.project.join("a.txt");
-    h.reply(
-        &view,
-        "r1",
-        "w",
-        json!([{"name": "Write", "arguments": {"file_path": path, "content": "new\n"}}]),
-    )
-    .await
-    .unwrap();
-    let release = loop {
-        if let GatewayToBroker::Reply(release) = h.host.next_sent(pid).await {
-            break release;
-        }
-    };
-    let action_id = release.calls[0].action_id.clone();
     let prepared = PreparedWrite {
         action_id: action_id.clone(),
         path: path.display().to_string(),

@@ -1,7 +1,7 @@
 //! The turn hand-off: pending turns, replies and their approvals, tool results, duplicates.
 
 use common::protocol::{BrokerEvent, GatewayToBroker, WriteEnd};
-use common::tools::{ActionOutcome, CapabilityProfile, Receipt, ToolStatus};
+use common::tools::{ActionOutcome, Receipt, ToolStatus};
 use serde_json::json;
 
 use super::harness::{Harness, code, prompt_turn, results_turn};
@@ -64,11 +64,7 @@ async fn an_approved_call_is_released_and_its_result_comes_back_with_its_receipt
         .await
         .unwrap();
     assert_eq!(answered.status, SessionStatus::Running);
-    let release = loop {
-        if let GatewayToBroker::Reply(release) = h.host.next_sent(pid).await {
-            break release;
-        }
-    };
+    let release = h.next_reply(pid).await;
     assert_eq!(release.calls.len(), 1);
     assert_eq!(release.calls[0].name, "Read");
     let action_id = release.calls[0].action_id.clone();
@@ -218,25 +214,7 @@ async fn a_retried_runner_request_gets_the_same_reply_again() {
 #[tokio::test]
 async fn an_indeterminate_write_fails_the_session_and_stops_the_runner() {
     let h = Harness::new();
-    let view = h.start_with("k1", CapabilityProfile::DirectWrite).await;
-    let pid = h.pid(&view);
-    h.runner_asks(pid, "f1").await;
-    let view = h.status(&view).await.unwrap();
-    let path = h.project.join("a.txt");
-    h.reply(
-        &view,
-        "r1",
-        "w",
-        json!([{"name": "Write", "arguments": {"file_path": path, "content": "x"}}]),
-    )
-    .await
-    .unwrap();
-    let release = loop {
-        if let GatewayToBroker::Reply(release) = h.host.next_sent(pid).await {
-            break release;
-        }
-    };
-    let action_id = release.calls[0].action_id.clone();
+    let (view, pid, action_id) = h.approved_write("x").await;
     let sent = h
         .event(
             pid,

@@ -1,0 +1,198 @@
+//! The gateway's end of a broker's socket handshake, the one copy the gateway (attaching) and
+//! gatewayctl (probing) share: the recorded process identity (boot, pid, start time) is checked,
+//! the socket is connected, its peer must be our uid and the recorded pid, the identity is checked
+//! again (the pid could have been reused meanwhile), then a hello with a fresh nonce must come
+//! back with the HMAC proof of the recorded secret. Attaching also proves the gateway to the
+//! broker; probing never does, so a probe cannot displace the gateway's verified link.
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::codec::{CodecError, decode, encode, frame_codec};
+use common::protocol::{
+    BrokerHello, BrokerToGateway, GatewayHello, GatewayToBroker, HelloRejected, PROTOCOL_VERSION,
+    PROTOCOL_VERSION_MIN,
+};
+use futures::{SinkExt, StreamExt};
+use sandbox::process::Identity;
+use tokio::net::UnixStream;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+/// A verified link to a broker: length-delimited frames of JSON (`common::codec`).
+pub type BrokerLink = Framed<UnixStream, LengthDelimitedCodec>;
+
+/// The least time a broker gets to answer the hello, however short the connect window.
+const MIN_HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a socket that is not there yet (a broker still starting) is tried again.
+const CONNECT_RETRY: Duration = Duration::from_millis(20);
+
+/// Why a broker link was not made. None of these names a path, pid or secret.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerLinkError {
+    /// The recorded process is not the one running (before connecting, or after the peer check).
+    #[error("broker process identity (boot, pid, start time) does not match the record")]
+    IdentityMismatch(Identity),
+    /// The socket could not be connected within the connect window.
+    #[error("connecting to the broker socket: {0}")]
+    Connect(std::io::Error),
+    /// The socket's peer credentials could not be read.
+    #[error("reading the broker socket's peer credentials: {0}")]
+    PeerCredentials(std::io::Error),
+    #[error("the broker socket's peer runs as another user")]
+    PeerUid,
+    #[error("the broker socket's peer is not the recorded broker process")]
+    PeerPid,
+    #[error("the broker handshake timed out")]
+    Timeout,
+    #[error("the broker closed the connection during the handshake")]
+    Closed,
+    #[error("the broker did not answer with a hello")]
+    NotHello,
+    #[error(transparent)]
+    Verify(#[from] HelloRejected),
+    #[error("broker link: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("broker link: {0}")]
+    Codec(#[from] CodecError),
+}
+
+/// Connect to the broker recorded as `(pid, start_time, boot_id)` at `socket_path`, verify it
+/// holds `secret`, and prove the gateway holds it too. The socket is tried again until
+/// `connect_timeout` passes (a broker just spawned may not have opened it yet); the hello gets at
+/// least 5 s. `build` is the version text sent in the hello.
+pub async fn connect_broker(
+    socket_path: &Path,
+    pid: i32,
+    start_time: u64,
+    boot_id: &str,
+    secret: &str,
+    connect_timeout: Duration,
+    build: &str,
+) -> Result<BrokerLink, BrokerLinkError> {
+    let expected = Expected {
+        pid,
+        start_time,
+        boot_id,
+    };
+    let (mut link, hello) = open_and_hello(
+        socket_path,
+        &expected,
+        secret,
+        connect_timeout,
+        connect_timeout.max(MIN_HELLO_TIMEOUT),
+        build,
+    )
+    .await?;
+    link.send(encode(&GatewayToBroker::Proof {
+        proof: common::hash::gateway_proof(secret, &hello.challenge),
+    })?)
+    .await?;
+    Ok(link)
+}
+
+/// Check the broker recorded as `(pid, start_time, boot_id)` the same way, but send no proof of
+/// our own and close at once: the broker keeps its verified gateway link, and answers with the
+/// version and build it runs. One connection attempt; the whole probe takes at most `timeout`.
+pub async fn probe_broker(
+    socket_path: &Path,
+    pid: i32,
+    start_time: u64,
+    boot_id: &str,
+    secret: &str,
+    timeout: Duration,
+    build: &str,
+) -> Result<BrokerHello, BrokerLinkError> {
+    let expected = Expected {
+        pid,
+        start_time,
+        boot_id,
+    };
+    let probe = open_and_hello(
+        socket_path,
+        &expected,
+        secret,
+        Duration::ZERO,
+        timeout,
+        build,
+    );
+    let (link, hello) = tokio::time::timeout(timeout, probe)
+        .await
+        .map_err(|_| BrokerLinkError::Timeout)??;
+    drop(link);
+    Ok(hello)
+}
+
+struct Expected<'a> {
+    pid: i32,
+    start_time: u64,
+    boot_id: &'a str,
+}
+
+impl Expected<'_> {
+    fn check(&self) -> Result<(), BrokerLinkError> {
+        match sandbox::process::identify(self.pid, self.start_time, self.boot_id) {
+            Identity::Verified => Ok(()),
+            other => Err(BrokerLinkError::IdentityMismatch(other)),
+        }
+    }
+}
+
+/// Everything up to and including the verified hello.
+async fn open_and_hello(
+    socket_path: &Path,
+    expected: &Expected<'_>,
+    secret: &str,
+    connect_timeout: Duration,
+    hello_timeout: Duration,
+    build: &str,
+) -> Result<(BrokerLink, BrokerHello), BrokerLinkError> {
+    // Identity first: never talk to a process that merely reuses the recorded pid.
+    expected.check()?;
+    let stream = connect(socket_path, connect_timeout).await?;
+    let cred = stream
+        .peer_cred()
+        .map_err(BrokerLinkError::PeerCredentials)?;
+    if cred.uid() != nix::unistd::getuid().as_raw() {
+        return Err(BrokerLinkError::PeerUid);
+    }
+    if cred.pid() != Some(expected.pid) {
+        return Err(BrokerLinkError::PeerPid);
+    }
+    // The peer is the recorded pid now; that pid must still be the recorded process.
+    expected.check()?;
+    let mut link = Framed::new(stream, frame_codec());
+    let nonce = common::hash::new_secret("nonce");
+    link.send(encode(&GatewayToBroker::Hello(GatewayHello {
+        protocol_min: PROTOCOL_VERSION_MIN,
+        protocol_max: PROTOCOL_VERSION,
+        build: build.to_string(),
+        nonce: nonce.clone(),
+    }))?)
+    .await?;
+    let frame = tokio::time::timeout(hello_timeout, link.next())
+        .await
+        .map_err(|_| BrokerLinkError::Timeout)?
+        .ok_or(BrokerLinkError::Closed)??;
+    let BrokerToGateway::Hello(hello) = decode::<BrokerToGateway>(&frame)? else {
+        return Err(BrokerLinkError::NotHello);
+    };
+    hello.verify(secret, &nonce)?;
+    Ok((link, hello))
+}
+
+/// Connect, trying again until `within` passes.
+async fn connect(socket_path: &Path, within: Duration) -> Result<UnixStream, BrokerLinkError> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match UnixStream::connect(socket_path).await {
+            Ok(stream) => return Ok(stream),
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(CONNECT_RETRY).await;
+            }
+            Err(err) => return Err(BrokerLinkError::Connect(err)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
