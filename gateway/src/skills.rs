@@ -352,11 +352,14 @@ pub fn system_prompt(base: &str, skills: &[FrozenSkill]) -> String {
          instructions apply to the whole session:"
     );
     for skill in skills {
+        // A body cannot close its own block and open a forged one: its closing tags are escaped.
+        let body = skill
+            .instructions
+            .trim_end_matches('\n')
+            .replace("</skill", "<\\/skill");
         prompt.push_str(&format!(
-            "\n\n<skill id=\"{}\" sha256=\"{}\">\n{}\n</skill>",
-            skill.skill_id,
-            skill.content_sha256,
-            skill.instructions.trim_end_matches('\n')
+            "\n\n<skill id=\"{}\" sha256=\"{}\">\n{body}\n</skill>",
+            skill.skill_id, skill.content_sha256,
         ));
     }
     prompt

@@ -50,6 +50,16 @@ pub fn enter_loopback_namespace() -> Result<LoopbackNamespace, RunnerConfinement
     let user_namespace = flags & libc::CLONE_NEWUSER != 0;
     sys::loopback_up()
         .map_err(|err| RunnerConfinementError::Namespace(format!("bringing lo up: {err}")))?;
+    // The new user namespace gave this process every capability over the files its own account
+    // owns (`CAP_DAC_OVERRIDE` on mapped owners): the broker's in-process tools would then read a
+    // mode-000 file and write into a read-only directory of the owner that the owner's shell and
+    // RunCommand cannot. Nothing after this point needs them; still single-threaded, so every
+    // later thread starts without them.
+    if user_namespace && !sys::drop_capabilities() {
+        return Err(RunnerConfinementError::Namespace(
+            "the capabilities of the new user namespace could not be dropped".into(),
+        ));
+    }
     Ok(LoopbackNamespace { user_namespace })
 }
 

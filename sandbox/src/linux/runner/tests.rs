@@ -3,6 +3,7 @@
 
 use super::*;
 use std::ffi::CString;
+use std::os::unix::fs::PermissionsExt;
 
 /// Fork, confine the child with `prepared`, and return the errno of `open(path, O_CREAT|O_WRONLY)`
 /// in it (0: it succeeded).
@@ -120,4 +121,80 @@ fn the_runner_writes_only_in_its_private_dirs() {
     );
     assert!(home.join("ok").exists());
     assert!(!elsewhere.join("no").exists());
+}
+
+/// In a forked child running as an ordinary account: after entering the namespace (a user
+/// namespace for a non-root account), the process holds no capability, so the account's own
+/// mode-000 file stays unreadable to it, as it is to the account's shell.
+#[test]
+fn the_loopback_namespace_leaves_no_capabilities_over_the_owners_files() {
+    if !loopback_namespace_supported() {
+        eprintln!("no network namespaces on this host");
+        return;
+    }
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("private");
+    std::fs::write(&file, "secret").unwrap();
+    // SAFETY: getuid cannot fail.
+    let own_uid = unsafe { libc::getuid() };
+    let account: libc::uid_t = if root { 65534 } else { own_uid };
+    if root {
+        // The account's own file, in a directory it may enter.
+        std::os::unix::fs::chown(&file, Some(account), Some(account)).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let path = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: the child runs ordinary code (a forked copy of the test thread) and `_exit`s;
+    // nothing it touches is shared with the parent.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = (|| {
+            if root {
+                // SAFETY: integer arguments; a failure is reported by the exit code.
+                let dropped = unsafe {
+                    libc::setgroups(0, std::ptr::null()) == 0
+                        && libc::setgid(account) == 0
+                        && libc::setuid(account) == 0
+                        // A changed identity makes /proc/self root's, uid_map included.
+                        && libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) == 0
+                };
+                if !dropped {
+                    return Err(10);
+                }
+            }
+            enter_loopback_namespace().map_err(|_| 1)?;
+            let status = std::fs::read_to_string("/proc/self/status").map_err(|_| 2)?;
+            let effective = status
+                .lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .map(str::trim)
+                .ok_or(3)?;
+            if !effective.trim_start_matches('0').is_empty() {
+                return Err(4);
+            }
+            // SAFETY: a NUL-terminated path; the descriptor, if any, is closed below.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if fd >= 0 {
+                // SAFETY: our own descriptor.
+                unsafe { libc::close(fd) };
+                return Err(5);
+            }
+            Ok::<i32, i32>(0)
+        })()
+        .unwrap_or_else(|code| code);
+        // SAFETY: leaving the forked child.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status));
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "1: no namespace, 4: capabilities left, 5: the mode-000 file was opened"
+    );
 }
