@@ -7,7 +7,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{DEFAULT_START_WAIT, check_prompt, wait_seconds};
+use super::{DEFAULT_START_WAIT, check_key, check_prompt, wait_seconds};
 use crate::error::{ErrorCode, ToolError};
 use crate::session::{
     Gateway, Leased, Request, Scope, Settle, ToolResult, WaitFor, ensure_not_terminal,
@@ -43,6 +43,7 @@ pub(super) async fn handle(
     args: ContinueArgs,
     request_hash: &str,
 ) -> ToolResult<SessionView> {
+    check_key("idempotency_key", &args.idempotency_key)?;
     let wait = wait_seconds(args.wait_seconds, DEFAULT_START_WAIT)?;
     let session_id = args.native_session_id.as_str();
     let call = Leased {

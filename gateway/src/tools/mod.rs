@@ -234,3 +234,16 @@ fn check_prompt(prompt: &str) -> Result<(), ToolError> {
     }
     Ok(())
 }
+
+/// An idempotency key, reply, request or recovery id: 1 to 200 bytes, like the start's key.
+fn check_key(field: &str, key: &str) -> Result<(), ToolError> {
+    if key.is_empty() || key.len() > MAX_KEY_BYTES {
+        return Err(ToolError::invalid(format!(
+            "{field} must be 1 to {MAX_KEY_BYTES} characters; send a new short unique string"
+        )));
+    }
+    Ok(())
+}
+
+/// Longest idempotency key or request id.
+const MAX_KEY_BYTES: usize = 200;

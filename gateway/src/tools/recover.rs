@@ -7,7 +7,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::wait_seconds;
+use super::{check_key, wait_seconds};
 use crate::error::ToolError;
 use crate::session::{Gateway, Request, Scope, ToolResult, WaitFor, within_budget};
 use crate::view::SessionView;
@@ -39,6 +39,7 @@ pub(super) async fn handle(
     args: RecoverArgs,
     request_hash: &str,
 ) -> ToolResult<SessionView> {
+    check_key("recovery_id", &args.recovery_id)?;
     let started = tokio::time::Instant::now();
     let wait = wait_seconds(args.wait_seconds, 0)?;
     let session_id = args.native_session_id.as_str();

@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::check_key;
 use crate::error::{ErrorCode, ToolError};
 use crate::session::{
     Gateway, Leased, Request, Scope, Settle, ToolResult, WaitFor, ensure_not_terminal,
@@ -125,6 +126,7 @@ pub(super) async fn handle(
     args: ReplyArgs,
     request_hash: &str,
 ) -> ToolResult<SessionView> {
+    check_key("reply_id", &args.reply_id)?;
     let session_id = args.native_session_id.as_str();
     let call = Leased {
         session_id,

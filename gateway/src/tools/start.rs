@@ -15,7 +15,7 @@ use sandbox::path_policy::WorkingDirRefusal;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{DEFAULT_START_WAIT, check_prompt, wait_seconds};
+use super::{DEFAULT_START_WAIT, check_key, check_prompt, wait_seconds};
 use crate::error::{ErrorCode, ToolError};
 use crate::session::{Gateway, Scope, ToolResult, WaitFor, within_budget};
 use crate::state::{LedgerEvent, SessionRecord, SessionStatus, Tx};
@@ -261,11 +261,7 @@ fn new_record(
 /// directory resolved by identity (canonical), which the session uses.
 pub(crate) fn check(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, ToolError> {
     check_prompt(&req.prompt)?;
-    if req.idempotency_key.is_empty() || req.idempotency_key.len() > 200 {
-        return Err(ToolError::invalid(
-            "idempotency_key must be 1 to 200 characters",
-        ));
-    }
+    check_key("idempotency_key", &req.idempotency_key)?;
     let dir = Path::new(&req.working_directory);
     if !dir.is_absolute() {
         return Err(ToolError::invalid(format!(

@@ -8,6 +8,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::check_key;
 use crate::error::ToolError;
 use crate::session::{Gateway, Leased, Request, Scope, Settle, ToolResult, WaitFor};
 use crate::view::SessionView;
@@ -39,6 +40,7 @@ pub(super) async fn handle(
     args: StopArgs,
     request_hash: &str,
 ) -> ToolResult<SessionView> {
+    check_key("request_id", &args.request_id)?;
     let session_id = args.native_session_id.as_str();
     let call = Leased {
         session_id,

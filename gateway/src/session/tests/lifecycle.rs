@@ -354,3 +354,60 @@ pub async fn wait_for(done: impl Fn() -> bool) {
     }
     panic!("condition not reached in time");
 }
+
+#[tokio::test]
+async fn every_key_and_request_id_is_bounded_and_a_refused_one_changes_nothing() {
+    let h = Harness::new();
+    let view = h.start().await;
+    let before = h.ledger(&view.native_session_id);
+    let (id, lease) = (view.native_session_id.clone(), view.lease_id.clone());
+    let token = view.recovery_token.clone();
+    for key in [String::new(), "k".repeat(201)] {
+        let cases = [
+            (
+                PublicTool::Continue,
+                "idempotency_key",
+                json!({"native_session_id": id, "lease_id": lease, "prompt": "p",
+                       "idempotency_key": key}),
+            ),
+            (
+                PublicTool::ReplyAndWait,
+                "reply_id",
+                json!({"native_session_id": id, "lease_id": lease, "turn_id": "t",
+                       "reply_id": key}),
+            ),
+            (
+                PublicTool::Stop,
+                "request_id",
+                json!({"native_session_id": id, "lease_id": lease, "request_id": key}),
+            ),
+            (
+                PublicTool::Recover,
+                "recovery_id",
+                json!({"native_session_id": id, "recovery_token": token, "recovery_id": key}),
+            ),
+            (
+                PublicTool::Start,
+                "idempotency_key",
+                json!({"prompt": "p", "working_directory": h.project, "idempotency_key": key}),
+            ),
+        ];
+        for (tool, field, args) in cases {
+            let refused = h.call(tool, args).await.unwrap_err();
+            assert_eq!(refused.code, ErrorCode::InvalidArgument, "{tool:?}");
+            assert!(
+                refused
+                    .message
+                    .starts_with(&format!("{field} must be 1 to 200")),
+                "{tool:?}: {}",
+                refused.message
+            );
+        }
+    }
+    assert_eq!(h.ledger(&view.native_session_id), before);
+    assert_eq!(h.host.spawns().len(), 1);
+    assert_eq!(
+        h.status(&view).await.unwrap().status,
+        SessionStatus::Running
+    );
+}
