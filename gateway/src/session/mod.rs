@@ -133,13 +133,14 @@ impl Gateway {
     }
 
     /// Change the stored session with `change` (which says what happened, or `None` when nothing
-    /// applies) in one transaction, and wake its waiters; a failure is logged as `what`.
+    /// applies) in one transaction, and wake its waiters; a failure is logged as `what`. Returns
+    /// the session as changed, if it was.
     pub(crate) fn transition(
         &self,
         session_id: &str,
         what: &str,
         change: impl FnOnce(&mut SessionRecord) -> Option<LedgerEvent>,
-    ) {
+    ) -> Option<SessionRecord> {
         let res = self.store.write(|tx| {
             let Some(mut session) = tx.session(session_id)? else {
                 return Ok::<_, StoreError>(None);
@@ -151,9 +152,15 @@ impl Gateway {
             Ok(Some(session))
         });
         match res {
-            Ok(Some(session)) => self.notify(&session),
-            Ok(None) => {}
-            Err(err) => tracing::error!("{what}: {err}"),
+            Ok(Some(session)) => {
+                self.notify(&session);
+                Some(session)
+            }
+            Ok(None) => None,
+            Err(err) => {
+                tracing::error!("{what}: {err}");
+                None
+            }
         }
     }
 

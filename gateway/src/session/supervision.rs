@@ -297,18 +297,11 @@ impl Gateway {
             if session.lease_expires_at_ms > now {
                 continue;
             }
-            let expired = self.store.write(|tx| {
-                let Some(mut current) = tx.session(&session.id)? else {
-                    return Ok::<_, StoreError>(None);
-                };
-                let Some(event) = current.expire(now) else {
-                    return Ok(None);
-                };
-                self.commit(tx, &mut current, &event)?;
-                Ok(Some(current))
-            });
-            let Ok(Some(current)) = expired else { continue };
-            self.notify(&current);
+            let Some(current) =
+                self.transition(&session.id, "recording an expired lease", |s| s.expire(now))
+            else {
+                continue;
+            };
             self.send_stop(&current.id, current.broker.as_ref(), "lease expired");
             self.enforce_stop(&current.id);
         }

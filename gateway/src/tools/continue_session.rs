@@ -40,10 +40,11 @@ pub struct ContinueArgs {
 
 pub(super) async fn handle(
     gateway: &Arc<Gateway>,
-    args: ContinueArgs,
+    mut args: ContinueArgs,
     request_hash: &str,
 ) -> ToolResult<SessionView> {
     check_key("idempotency_key", &args.idempotency_key)?;
+    let prompt = std::mem::take(&mut args.prompt);
     let wait = wait_seconds(args.wait_seconds, DEFAULT_START_WAIT)?;
     let session_id = args.native_session_id.as_str();
     let call = Leased {
@@ -56,7 +57,6 @@ pub(super) async fn handle(
             request_hash,
         ),
     };
-    let prompt = args.prompt.clone();
     gateway
         .leased(call, |session, request| async move {
             check_prompt(&prompt)?;

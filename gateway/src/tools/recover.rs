@@ -48,7 +48,7 @@ pub(super) async fn handle(
     gateway.check_recovery_token(session_id, &args.recovery_token)?;
     let live = gateway.live(session_id);
     let op = live.op_lock.lock().await;
-    let session = gateway.check_recovery_token(session_id, &args.recovery_token)?;
+    let session = gateway.load(session_id)?;
     if let Some(view) = gateway.replayed(&request)? {
         return Ok(view);
     }

@@ -37,7 +37,7 @@ const MAX_CALLS_PER_REPLY: usize = 64;
 /// One tool call of a reply. Its advertised schema is [`tool_calls_schema`]: one alternative per
 /// logical tool; this type only carries the call to the service, which checks name and
 /// arguments and answers with a specific error.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCallArg {
     pub name: String,
@@ -123,21 +123,14 @@ pub struct ReplyCall {
 
 pub(super) async fn handle(
     gateway: &Arc<Gateway>,
-    args: ReplyArgs,
+    mut args: ReplyArgs,
     request_hash: &str,
 ) -> ToolResult<SessionView> {
     check_key("reply_id", &args.reply_id)?;
-    let session_id = args.native_session_id.as_str();
-    let call = Leased {
-        session_id,
-        lease_id: &args.lease_id,
-        request: Request::new(Scope::Reply, session_id, &args.reply_id, request_hash),
-    };
-    let turn_id = args.turn_id.as_str();
-    let text = args.text.clone().unwrap_or_default();
+    let text = args.text.take().unwrap_or_default();
     let calls: Vec<ReplyCall> = args
         .tool_calls
-        .clone()
+        .take()
         .unwrap_or_default()
         .into_iter()
         .map(|c| ReplyCall {
@@ -145,6 +138,13 @@ pub(super) async fn handle(
             arguments: Value::Object(c.arguments),
         })
         .collect();
+    let session_id = args.native_session_id.as_str();
+    let call = Leased {
+        session_id,
+        lease_id: &args.lease_id,
+        request: Request::new(Scope::Reply, session_id, &args.reply_id, request_hash),
+    };
+    let turn_id = args.turn_id.as_str();
     gateway
         .leased(call, |session, request| async move {
             ensure_not_terminal(&session)?;

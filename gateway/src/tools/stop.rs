@@ -37,20 +37,20 @@ pub struct StopArgs {
 
 pub(super) async fn handle(
     gateway: &Arc<Gateway>,
-    args: StopArgs,
+    mut args: StopArgs,
     request_hash: &str,
 ) -> ToolResult<SessionView> {
     check_key("request_id", &args.request_id)?;
+    let reason = args
+        .reason
+        .take()
+        .unwrap_or_else(|| "requested by ChatGPT".to_string());
     let session_id = args.native_session_id.as_str();
     let call = Leased {
         session_id,
         lease_id: &args.lease_id,
         request: Request::new(Scope::Stop, session_id, &args.request_id, request_hash),
     };
-    let reason = args
-        .reason
-        .clone()
-        .unwrap_or_else(|| "requested by ChatGPT".to_string());
     gateway
         .leased(call, |session, request| async move {
             if session.status.is_terminal() {
