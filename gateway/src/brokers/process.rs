@@ -169,9 +169,8 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
 /// pid and start time); whether it was sent. On Linux the check and the signal go through one
 /// pidfd, which pins the process: a pid freed and reused between them cannot be hit.
 fn send_verified(record: &BrokerRecord, signal: BrokerSignal) -> bool {
-    if boot_id().as_deref() != Some(record.boot_id.as_str()) {
-        return false;
-    }
+    let verified =
+        || identify(record.pid, record.start_time, &record.boot_id) == Identity::Verified;
     #[cfg(target_os = "linux")]
     {
         use rustix::process::{Pid, PidfdFlags, pidfd_open, pidfd_send_signal};
@@ -181,7 +180,8 @@ fn send_verified(record: &BrokerRecord, signal: BrokerSignal) -> bool {
         let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else {
             return false;
         };
-        if process_start_time(record.pid) != Some(record.start_time) {
+        // Checked with the process pinned by its pidfd.
+        if !verified() {
             return false;
         }
         let signal = match signal {
@@ -196,7 +196,6 @@ fn send_verified(record: &BrokerRecord, signal: BrokerSignal) -> bool {
             BrokerSignal::Term => nix::sys::signal::Signal::SIGTERM,
             BrokerSignal::Kill => nix::sys::signal::Signal::SIGKILL,
         };
-        process_start_time(record.pid) == Some(record.start_time)
-            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), signal).is_ok()
+        verified() && nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), signal).is_ok()
     }
 }
