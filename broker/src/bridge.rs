@@ -28,6 +28,10 @@ const MAX_FORWARDED_TEXT: usize = 800 * 1024;
 /// runner's own words only for a call that never ran.
 const MAX_FORWARDED_RESULT_TEXT: usize = 4 * 1024;
 
+/// How long a sub-session's model request may take through the gateway (its own upstream
+/// timeout is shorter).
+const EGRESS_TIMEOUT: Duration = Duration::from_secs(660);
+
 /// Largest model request accepted from the runner. Its history grows with every turn (the
 /// runner does not compact), so this is far above axum's 2 MiB default.
 const MAX_REQUEST_BYTES: usize = 256 * 1024 * 1024;
@@ -267,6 +271,9 @@ async fn messages(
             drop(tx);
             answer.send(state, rx, false).await
         }
+        RequestKind::MainLoop(_) if state.spec.delegation.is_some() => {
+            forward_to_deepseek(&state, body).await
+        }
         RequestKind::MainLoop(content) => {
             let (slot, new) = state.turn_slot(&fingerprint);
             let rx = slot.reply.subscribe();
@@ -278,6 +285,41 @@ async fn messages(
             }
             answer.send(state, rx, true).await
         }
+    }
+}
+
+/// A DeepSeek sub-session's model request: through the gateway (which holds the key and the
+/// only route out), answered with exactly what DeepSeek answered. A request whose link drops is
+/// answered `overloaded` so the runner retries it once the gateway is back.
+async fn forward_to_deepseek(state: &BrokerState, body: String) -> Response {
+    if body.len() + 1024 > common::codec::MAX_FRAME_BYTES / 2 {
+        return api_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            "the sub-session's conversation is too large to forward",
+        );
+    }
+    let answer = state.queue_egress(body);
+    let response = tokio::select! {
+        response = tokio::time::timeout(EGRESS_TIMEOUT, answer) => response.ok().and_then(Result::ok),
+        () = state.shutdown.cancelled() => None,
+    };
+    match response {
+        Some(response) => {
+            let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::BAD_GATEWAY);
+            let mut reply = (status, response.body).into_response();
+            if let Ok(value) = http::HeaderValue::from_str(&response.content_type) {
+                reply
+                    .headers_mut()
+                    .insert(http::header::CONTENT_TYPE, value);
+            }
+            reply
+        }
+        None => api_error(
+            StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+            "overloaded_error",
+            "the gateway did not answer this model request; retry",
+        ),
     }
 }
 

@@ -194,6 +194,9 @@ impl ServerHandler for ExecutorMcp {
             });
             Ok(refusal(format!("[unapproved_call] {reason}")))
         };
+        if state.spec.delegation.is_some() {
+            return self.delegated_call(&tool_use_id, &name, arguments).await;
+        }
         let Some(action_id) = tool_use_id.strip_prefix("toolu_") else {
             return refuse("the call carries no tool use id of an approved action".into());
         };
@@ -212,6 +215,75 @@ impl ServerHandler for ExecutorMcp {
             return refuse("the arguments differ from the approved ones".into());
         }
 
+        self.run_approved(action_id, &name, &arguments).await
+    }
+}
+
+impl ExecutorMcp {
+    /// A DeepSeek sub-session's call: the delegation approves any tool the sub-session offers,
+    /// but only once the gateway has recorded it (an action of the sub-session, by a stable id
+    /// per tool use, so a repeat runs nothing twice). Then it runs as any approved action.
+    async fn delegated_call(
+        &self,
+        tool_use_id: &str,
+        name: &str,
+        arguments: Value,
+    ) -> Result<CallToolResponse, McpError> {
+        let state = &self.state;
+        let offered = LogicalTool::offered(state.spec.profile, state.spec.subagent_policy);
+        if tool_use_id.is_empty()
+            || !LogicalTool::from_name(name).is_some_and(|t| offered.contains(&t))
+        {
+            state.push_event(BrokerEvent::UnapprovedCall {
+                tool_use_id: tool_use_id.to_string(),
+                name: name.to_string(),
+                reason: "not a tool of this sub-session, or no tool use id".into(),
+            });
+            return Ok(refusal(format!(
+                "[unapproved_call] {name} is not a tool of this sub-session"
+            )));
+        }
+        let action_id = delegated_action_id(&state.spec.session_id, tool_use_id);
+        if state.action(&action_id).is_none() {
+            let seq = state.push_event(BrokerEvent::DelegatedCall {
+                action_id: action_id.clone(),
+                tool_use_id: tool_use_id.to_string(),
+                name: name.to_string(),
+                arguments: arguments.clone(),
+            });
+            if !state.wait_acked(seq, state.action_ack_timeout).await {
+                return Err(not_recorded());
+            }
+            state.approve_delegated(common::protocol::ApprovedCall {
+                action_id: action_id.clone(),
+                call_index: 0,
+                name: name.to_string(),
+                arguments: arguments.clone(),
+                outcome: None,
+            });
+        }
+        let Some(slot) = state.action(&action_id) else {
+            return Err(not_recorded());
+        };
+        if slot.call.name != name
+            || common::hash::canonical_json(&slot.call.arguments)
+                != common::hash::canonical_json(&arguments)
+        {
+            return Ok(refusal(
+                "[unapproved_call] this tool use id was already used for another call".into(),
+            ));
+        }
+        self.run_approved(&action_id, name, &arguments).await
+    }
+
+    /// Run an approved action once and report it; a repeat gets the recorded outcome.
+    async fn run_approved(
+        &self,
+        action_id: &str,
+        name: &str,
+        arguments: &Value,
+    ) -> Result<CallToolResponse, McpError> {
+        let state = &self.state;
         // One execution at a time, so a concurrent duplicate waits and then sees the outcome.
         let _guard = state.action_lock.lock().await;
         if let Some((outcome, seq)) = state.action(action_id).and_then(|slot| slot.outcome) {
@@ -222,7 +294,7 @@ impl ServerHandler for ExecutorMcp {
                 Err(not_recorded())
             };
         }
-        let executed = match LogicalTool::from_name(&name).map(|tool| tool.parse_args(&arguments)) {
+        let executed = match LogicalTool::from_name(name).map(|tool| tool.parse_args(arguments)) {
             Some(Ok(args)) => {
                 let mut journal = GatewayJournal {
                     state: state.clone(),
@@ -270,6 +342,12 @@ impl ServerHandler for ExecutorMcp {
         }
         Ok(outcome_response(&outcome))
     }
+}
+
+/// The action id of a sub-session's tool use: the same for a repeat of the same call.
+fn delegated_action_id(session_id: &str, tool_use_id: &str) -> String {
+    let digest = common::hash::sha256_hex(format!("{session_id}\n{tool_use_id}").as_bytes());
+    format!("act_{}", &digest[..32])
 }
 
 #[cfg(test)]

@@ -109,12 +109,26 @@ async fn connection(
 
     // Everything not yet acknowledged goes again, in order.
     let mut sent_upto = state.acked_upto();
+    // Egress requests this link carries: failed to the runner if the link ends first.
+    let mut carried = EgressCarried {
+        state: state.clone(),
+        ids: Vec::new(),
+    };
     loop {
         for (seq, event) in state.events_after(sent_upto) {
             framed
                 .send(encode(&BrokerToGateway::Event { seq, event })?)
                 .await?;
             sent_upto = seq;
+        }
+        for (request_id, body) in state.take_queued_egress() {
+            carried.ids.push(request_id);
+            framed
+                .send(encode(&BrokerToGateway::EgressRequest {
+                    request_id,
+                    body,
+                })?)
+                .await?;
         }
         tokio::select! {
             () = state.outbox_changed.notified() => {}
@@ -132,6 +146,18 @@ async fn connection(
 }
 
 /// Apply one message from the gateway; returns a direct answer when one is due.
+/// Fails the egress requests a link carried when it ends (answered ones are already gone).
+struct EgressCarried {
+    state: Arc<BrokerState>,
+    ids: Vec<u64>,
+}
+
+impl Drop for EgressCarried {
+    fn drop(&mut self) {
+        self.state.fail_egress(&self.ids);
+    }
+}
+
 async fn apply(state: &Arc<BrokerState>, message: GatewayToBroker) -> Option<BrokerToGateway> {
     match message {
         GatewayToBroker::Hello(_) | GatewayToBroker::Proof { .. } => {
@@ -155,6 +181,10 @@ async fn apply(state: &Arc<BrokerState>, message: GatewayToBroker) -> Option<Bro
         GatewayToBroker::Stop { reason } => {
             let state = state.clone();
             tokio::spawn(async move { crate::runner::stop(&state, &reason).await });
+            None
+        }
+        GatewayToBroker::EgressResponse(response) => {
+            state.answer_egress(response);
             None
         }
         GatewayToBroker::Unknown => Some(BrokerToGateway::Unsupported {

@@ -101,6 +101,9 @@ pub async fn launch(
     } else {
         cmd.args(["--session-id", &spec.claude_session_id]);
     }
+    if let Some(delegation) = &spec.delegation {
+        cmd.args(["--model", &delegation.runner_model]);
+    }
     cmd.args(["--tools", ""])
         .arg("--strict-mcp-config")
         .arg("--mcp-config")
@@ -230,6 +233,9 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Longest final text of a sub-session kept.
+const MAX_RESULT_TEXT: usize = 64 * 1024;
+
 /// Report the runner's `result` events: the end of each of its turns.
 async fn read_stdout(state: Arc<BrokerState>, stdout: tokio::process::ChildStdout) {
     let mut lines = BufReader::new(stdout).lines();
@@ -238,7 +244,19 @@ async fn read_stdout(state: Arc<BrokerState>, stdout: tokio::process::ChildStdou
             continue;
         };
         if event.get("type").and_then(|t| t.as_str()) == Some("result") {
+            // A sub-session's final text is its result; the main runner's is ChatGPT's own
+            // words, already recorded, so it is not sent again.
+            let result = state.spec.delegation.as_ref().map(|_| {
+                let mut text = event
+                    .get("result")
+                    .and_then(|r| r.as_str())
+                    .unwrap_or("")
+                    .to_string();
+                common::tools::clip_utf8(&mut text, MAX_RESULT_TEXT);
+                text
+            });
             state.push_event(BrokerEvent::RunnerTurnEnded {
+                result,
                 subtype: event
                     .get("subtype")
                     .and_then(|s| s.as_str())

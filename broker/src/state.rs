@@ -54,7 +54,12 @@ pub fn own_worktree(spec: &BrokerSpec) -> Option<PathBuf> {
     if spec.profile != common::tools::CapabilityProfile::WorktreeWrite {
         return None;
     }
-    let expected = PathBuf::from(spec.worktree_dir.as_ref()?).join(&spec.session_id);
+    // A DeepSeek sub-session works in its delegating session's worktree.
+    let owner = spec
+        .delegation
+        .as_ref()
+        .map_or(&spec.session_id, |d| &d.parent_session_id);
+    let expected = PathBuf::from(spec.worktree_dir.as_ref()?).join(owner);
     let canonical = |p: &std::path::Path| std::fs::canonicalize(p).ok();
     let wd = canonical(std::path::Path::new(&spec.working_directory))?;
     (canonical(&expected)? == wd).then_some(wd)
@@ -85,6 +90,18 @@ pub struct BrokerState {
     pub action_ack_timeout: Duration,
     /// Protocol version negotiated with the gateway on the latest link (0: never linked).
     link_version: std::sync::atomic::AtomicU32,
+    /// A sub-session's model requests: queued for the link, then waiting for their answer.
+    egress: Mutex<Egress>,
+}
+
+/// Model requests of a DeepSeek sub-session's runner on their way through the gateway.
+#[derive(Default)]
+struct Egress {
+    next_id: u64,
+    /// Not yet sent on a link.
+    queued: Vec<(u64, String)>,
+    /// Sent (or queued), waiting for the gateway's answer.
+    waiting: HashMap<u64, tokio::sync::oneshot::Sender<common::protocol::EgressResponse>>,
 }
 
 impl BrokerState {
@@ -176,6 +193,7 @@ impl BrokerState {
             delivered_prompts: Mutex::new(std::collections::HashSet::new()),
             shutdown: CancellationToken::new(),
             link_version: std::sync::atomic::AtomicU32::new(0),
+            egress: Mutex::default(),
             action_ack_timeout: Duration::from_secs(600),
         })
     }
@@ -258,16 +276,66 @@ impl BrokerState {
         {
             let mut actions = lock(&self.actions);
             for call in &reply.calls {
+                // A call the gateway carried out has its outcome already: it is durable, so
+                // it needs no acknowledgement (event 0).
                 actions
                     .entry(call.action_id.clone())
                     .or_insert_with(|| ActionSlot {
                         call: call.clone(),
-                        outcome: None,
+                        outcome: call.outcome.clone().map(|outcome| (outcome, 0)),
                     });
             }
         }
         let (slot, _) = self.turn_slot(&reply.fingerprint);
         slot.reply.send_replace(Some(reply));
+    }
+
+    /// Approve a call a DeepSeek sub-session's runner made (the gateway recorded it).
+    pub fn approve_delegated(&self, call: ApprovedCall) {
+        lock(&self.actions)
+            .entry(call.action_id.clone())
+            .or_insert(ActionSlot {
+                call,
+                outcome: None,
+            });
+    }
+
+    /// Queue a sub-session's model request for the gateway; the receiver gets its answer, or
+    /// is dropped when the link that carried it closes.
+    pub fn queue_egress(
+        &self,
+        body: String,
+    ) -> tokio::sync::oneshot::Receiver<common::protocol::EgressResponse> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        {
+            let mut egress = lock(&self.egress);
+            egress.next_id += 1;
+            let id = egress.next_id;
+            egress.queued.push((id, body));
+            egress.waiting.insert(id, tx);
+        }
+        self.outbox_changed.notify_one();
+        rx
+    }
+
+    /// Requests to send on the link now.
+    pub fn take_queued_egress(&self) -> Vec<(u64, String)> {
+        std::mem::take(&mut lock(&self.egress).queued)
+    }
+
+    /// The gateway's answer to a request.
+    pub fn answer_egress(&self, response: common::protocol::EgressResponse) {
+        if let Some(waiter) = lock(&self.egress).waiting.remove(&response.request_id) {
+            let _ = waiter.send(response);
+        }
+    }
+
+    /// The link that carried requests `ids` closed: they fail (the runner may retry them).
+    pub fn fail_egress(&self, ids: &[u64]) {
+        let mut egress = lock(&self.egress);
+        for id in ids {
+            egress.waiting.remove(id);
+        }
     }
 
     pub fn action(&self, action_id: &str) -> Option<ActionSlot> {

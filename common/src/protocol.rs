@@ -44,6 +44,9 @@ pub enum GatewayToBroker {
     /// Stop the runner (group SIGTERM, grace, SIGKILL) and exit. The broker answers with a
     /// `RunnerExited` event, then a `BrokerExiting` event.
     Stop { reason: String },
+    /// A DeepSeek sub-session's broker only: the answer to its [`BrokerToGateway::EgressRequest`]
+    /// `request_id` — the upstream's status, content type and body, passed to the runner as is.
+    EgressResponse(EgressResponse),
     /// A message type this build does not know (sent by a newer gateway). Answered with
     /// [`BrokerToGateway::Unsupported`].
     #[serde(other)]
@@ -61,6 +64,11 @@ pub enum BrokerToGateway {
     Event { seq: u64, event: BrokerEvent },
     /// The broker did not understand a message of this type.
     Unsupported { message_type: String },
+    /// A DeepSeek sub-session's broker only: one model request of its runner, for the gateway to
+    /// send to DeepSeek on the fixed route (the broker has no network and no key). Not an event:
+    /// nothing durable, answered with [`GatewayToBroker::EgressResponse`]; a request whose link
+    /// drops is failed to the runner, which may retry it.
+    EgressRequest { request_id: u64, body: String },
     /// A message type this build does not know (sent by a newer broker).
     #[serde(other)]
     Unknown,
@@ -140,6 +148,19 @@ pub struct ApprovedCall {
     /// Logical tool name (`Read`, ...).
     pub name: String,
     pub arguments: Value,
+    /// A call the gateway itself carried out when it accepted the reply (the DeepSeek
+    /// sub-session controls): the broker answers the runner with this outcome and runs nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<ActionOutcome>,
+}
+
+/// The gateway's answer to one egress request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressResponse {
+    pub request_id: u64,
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
 }
 
 /// A persisted user prompt released to the runner.
@@ -238,7 +259,23 @@ pub enum BrokerEvent {
         fingerprint: String,
     },
     /// The runner finished its turn (its `result` event).
-    RunnerTurnEnded { subtype: String, is_error: bool },
+    RunnerTurnEnded {
+        subtype: String,
+        is_error: bool,
+        /// The runner's final text (a DeepSeek sub-session's broker only: there it is the
+        /// sub-session's result; ChatGPT's own text is already recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<String>,
+    },
+    /// A DeepSeek sub-session's runner called a tool: the delegation is its approval. The gateway
+    /// records the action (approved, in the sub-session) before the acknowledgement; only then
+    /// does the broker run it, as any approved action.
+    DelegatedCall {
+        action_id: String,
+        tool_use_id: String,
+        name: String,
+        arguments: Value,
+    },
     /// The runner process exited.
     RunnerExited {
         exit_code: Option<i32>,
@@ -319,6 +356,20 @@ pub struct BrokerSpec {
     /// Per-command limits the gateway chose (from the host or the owner's environment).
     #[serde(default)]
     pub command_limits: CommandLimits,
+    /// Set for a DeepSeek sub-session's broker: its runner's model requests go to the gateway's
+    /// egress, not to ChatGPT, and its tool calls are approved by the delegation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<DelegationSpec>,
+}
+
+/// What makes a broker a DeepSeek sub-session's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelegationSpec {
+    /// The delegating session: its managed worktree is this runner's working directory.
+    pub parent_session_id: String,
+    /// The Claude Code model the runner is started with (`--model`); its family picks the
+    /// DeepSeek tier on the gateway's fixed route.
+    pub runner_model: String,
 }
 
 /// Per-command resource limits (`None`: the built-in default).
@@ -391,6 +442,7 @@ mod tests {
                     call_index: 0,
                     name: "Read".into(),
                     arguments: serde_json::json!({"file_path": "/x"}),
+                    outcome: None,
                 }],
             }))
             .unwrap(),

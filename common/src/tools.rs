@@ -129,10 +129,10 @@ impl LogicalTool {
         }
     }
 
-    /// Tools this build can execute. A permitted tool that is not implemented yet is still refused
-    /// (`not_permitted`, with a message saying so) rather than approved and then failing.
-    pub fn implemented(self) -> bool {
-        !matches!(
+    /// The DeepSeek sub-session controls: carried out by the gateway when it accepts the reply
+    /// (their outcome travels with the approval), never by the broker's executor.
+    pub fn executed_by_gateway(self) -> bool {
+        matches!(
             self,
             Self::DeepseekSubagentStart | Self::DeepseekSubagentGet | Self::DeepseekSubagentStop
         )
@@ -143,11 +143,11 @@ impl LogicalTool {
         matches!(self, Self::Edit | Self::Write | Self::NotebookEdit)
     }
 
-    /// The tools a session offers: permitted and implemented, in a fixed order.
+    /// The tools a session offers, in a fixed order.
     pub fn offered(profile: CapabilityProfile, policy: SubagentPolicy) -> Vec<LogicalTool> {
         Self::ALL
             .into_iter()
-            .filter(|tool| tool.permitted(profile, policy) && tool.implemented())
+            .filter(|tool| tool.permitted(profile, policy))
             .collect()
     }
 
@@ -199,10 +199,21 @@ impl LogicalTool {
                  `cell_id`), or delete it. Other cells, metadata and outputs are kept; nothing is \
                  executed. Durable compare-and-swap write with a SHA-256 receipt."
             }
-            Self::DeepseekSubagentStart
-            | Self::DeepseekSubagentGet
-            | Self::DeepseekSubagentStop => {
-                "DeepSeek sub-session control (not available in this build)."
+            Self::DeepseekSubagentStart => {
+                "Delegate one task to a DeepSeek sub-session: a second, confined Claude Code in this \
+                 session's worktree whose model is DeepSeek, with our audited tools (writes only in \
+                 the worktree). Must be the only call in its reply. While it runs, Edit, Write, \
+                 NotebookEdit, RunCommand and another start are refused (busy); read tools, get and \
+                 stop stay allowed. Returns its subsession_id."
+            }
+            Self::DeepseekSubagentGet => {
+                "Status of a DeepSeek sub-session of this session: starting, running, succeeded, \
+                 failed, stopped or lost; times, its final text (bounded), every action it took \
+                 with receipts, and the error if any."
+            }
+            Self::DeepseekSubagentStop => {
+                "Stop a DeepSeek sub-session of this session (its process group); returns its \
+                 final status once the stop is recorded."
             }
         }
     }
@@ -218,10 +229,9 @@ impl LogicalTool {
             Self::Edit => schema_for::<EditArgs>(Contract::Input),
             Self::Write => schema_for::<WriteArgs>(Contract::Input),
             Self::NotebookEdit => schema_for::<NotebookEditArgs>(Contract::Input),
-            Self::DeepseekSubagentStart
-            | Self::DeepseekSubagentGet
-            | Self::DeepseekSubagentStop => {
-                serde_json::json!({"type": "object", "additionalProperties": false})
+            Self::DeepseekSubagentStart => schema_for::<DeepseekStartArgs>(Contract::Input),
+            Self::DeepseekSubagentGet | Self::DeepseekSubagentStop => {
+                schema_for::<SubsessionArgs>(Contract::Input)
             }
         }
     }
@@ -242,10 +252,9 @@ impl LogicalTool {
             Self::Edit => ToolArgs::Edit(parse(arguments)?),
             Self::Write => ToolArgs::Write(parse(arguments)?),
             Self::NotebookEdit => ToolArgs::NotebookEdit(parse(arguments)?),
-            Self::DeepseekSubagentStart
-            | Self::DeepseekSubagentGet
-            | Self::DeepseekSubagentStop => {
-                return Err(ArgsError::NotAvailable(self.name()));
+            Self::DeepseekSubagentStart => ToolArgs::DeepseekStart(parse(arguments)?),
+            Self::DeepseekSubagentGet | Self::DeepseekSubagentStop => {
+                ToolArgs::Subsession(parse(arguments)?)
             }
         };
         args.validate()?;
@@ -261,8 +270,6 @@ pub enum ArgsError {
     /// They do not fit the tool's schema (serde says where).
     #[error("{0}")]
     Schema(#[from] serde_json::Error),
-    #[error("{0} is not available in this build")]
-    NotAvailable(&'static str),
     #[error("{field} must be an absolute path, got {got:?}")]
     NotAbsolute { field: &'static str, got: String },
     #[error("expected_sha256 must be 64 hex digits (a SHA-256), got {0:?}")]
@@ -478,6 +485,30 @@ pub enum ToolArgs {
     Edit(EditArgs),
     Write(WriteArgs),
     NotebookEdit(NotebookEditArgs),
+    /// `deepseek_subagent_start` (carried out by the gateway).
+    DeepseekStart(DeepseekStartArgs),
+    /// `deepseek_subagent_get` and `_stop` (carried out by the gateway).
+    Subsession(SubsessionArgs),
+}
+
+/// Longest task a DeepSeek sub-session is given.
+pub const MAX_DEEPSEEK_TASK_BYTES: usize = 32 * 1024;
+
+/// Arguments of `deepseek_subagent_start`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeepseekStartArgs {
+    /// The one task for the sub-session, self-contained (it sees the worktree, not this
+    /// conversation). 1 to 32768 bytes.
+    pub task: String,
+}
+
+/// Arguments of `deepseek_subagent_get` and `deepseek_subagent_stop`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubsessionArgs {
+    /// The `subsession_id` `deepseek_subagent_start` returned (`ds_…`).
+    pub subsession_id: String,
 }
 
 impl ToolArgs {
@@ -507,6 +538,24 @@ impl ToolArgs {
             Ok(())
         }
         match self {
+            Self::DeepseekStart(a) => {
+                if a.task.trim().is_empty() {
+                    return Err(ArgsError::Rule("task must not be empty"));
+                }
+                if a.task.len() > MAX_DEEPSEEK_TASK_BYTES {
+                    return Err(ArgsError::Rule(
+                        "task is larger than 32768 bytes; give the sub-session a shorter, \
+                         self-contained task (it can read the worktree itself)",
+                    ));
+                }
+            }
+            Self::Subsession(a) => {
+                if a.subsession_id.is_empty() || a.subsession_id.len() > 64 {
+                    return Err(ArgsError::Rule(
+                        "subsession_id must be the id deepseek_subagent_start returned",
+                    ));
+                }
+            }
             Self::Read(a) => {
                 absolute("file_path", &a.file_path)?;
                 if a.offset == Some(0) || a.limit == Some(0) {

@@ -41,6 +41,9 @@ pub struct Config {
     /// The skills sessions may freeze, each pinned by hash
     /// (`CLAUDE_TOOLS_NATIVE_SKILL_ALLOWLIST_JSON`); malformed, the gateway does not start.
     pub skill_allowlist: crate::skills::SkillAllowlist,
+    /// Where DeepSeek sub-sessions' model requests go, and with which key
+    /// (`CLAUDE_TOOLS_DEEPSEEK_*`, `DEEPSEEK_API_KEY`); malformed, the gateway does not start.
+    pub deepseek: crate::deepseek::route::DeepseekRoute,
 }
 
 /// How long HTTP clients may hold the server's resources (a slow or idle client must not hold a
@@ -203,6 +206,8 @@ impl Config {
             allowed_hosts,
             http: HttpLimits::from_env()?,
             skill_allowlist,
+            deepseek: crate::deepseek::route::DeepseekRoute::from_env()
+                .context("refusing to start")?,
         })
     }
 

@@ -15,6 +15,7 @@
 pub mod boundary;
 pub mod brokers;
 pub mod config;
+pub mod deepseek;
 pub mod drain;
 pub mod error;
 pub mod http_server;

@@ -332,11 +332,18 @@ pub struct SkillContextView {
     pub instructions: String,
 }
 
-/// A DeepSeek sub-session (only with `deepseek_explicit`; not available in this build).
+/// A DeepSeek sub-session of the session, summarised (`deepseek_subagent_get` has the rest).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DeepseekSubsession {
     pub subsession_id: String,
-    pub status: String,
+    pub status: crate::state::SubsessionStatus,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// Actions it took (its tool calls, each in the ledger with its receipt).
+    pub action_count: usize,
+    /// Of which writes that changed a file.
+    pub write_count: usize,
 }
 
 /// A refused call: what `structuredContent` holds when `isError` is true.

@@ -11,6 +11,7 @@
 //! ```
 
 mod chatgpt;
+pub mod deepseek;
 mod gateway;
 mod mcp;
 mod paths;

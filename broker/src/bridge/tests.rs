@@ -114,6 +114,7 @@ fn reply_becomes_text_then_tool_use_blocks() {
             call_index: 0,
             name: "Read".into(),
             arguments: json!({"file_path": "/etc/hostname"}),
+            outcome: None,
         }],
     };
     let answer = Answer {

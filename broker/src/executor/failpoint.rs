@@ -35,13 +35,17 @@ pub enum Failpoint {
     /// Gateway: a write's `committed` (or `not_applied`) record is committed, not yet
     /// acknowledged.
     GatewayAfterFinishedPersisted,
+    /// Gateway: a DeepSeek delegation (the start action and the sub-session's record) is
+    /// committed; its sub-session is not launched yet.
+    GatewayAfterDelegationPersisted,
 }
 
 impl Failpoint {
     /// The gateway's points, after it persisted a write's records.
-    pub const GATEWAY: [Failpoint; 2] = [
+    pub const GATEWAY: [Failpoint; 3] = [
         Self::GatewayAfterPreparedPersisted,
         Self::GatewayAfterFinishedPersisted,
+        Self::GatewayAfterDelegationPersisted,
     ];
 
     /// The broker's points, in the order of the write protocol.
@@ -66,6 +70,7 @@ impl Failpoint {
             Self::AfterDirFsync => "after_dir_fsync",
             Self::GatewayAfterPreparedPersisted => "gateway_after_prepared_persisted",
             Self::GatewayAfterFinishedPersisted => "gateway_after_finished_persisted",
+            Self::GatewayAfterDelegationPersisted => "gateway_after_delegation_persisted",
         }
     }
 

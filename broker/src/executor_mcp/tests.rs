@@ -64,6 +64,7 @@ fn approve_read(state: &crate::state::BrokerState, args: &Value) {
             call_index: 0,
             name: "Read".into(),
             arguments: args.clone(),
+            outcome: None,
         }],
     });
 }

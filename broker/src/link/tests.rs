@@ -63,6 +63,7 @@ async fn an_unproven_peer_cannot_release_or_take_over() {
             call_index: 0,
             name: "Read".into(),
             arguments: serde_json::json!({"file_path": "/etc/hostname"}),
+            outcome: None,
         }],
     });
     impostor.send(encode(&forged).unwrap()).await.unwrap();

@@ -42,10 +42,30 @@ fn refusals_are_typed_by_what_is_wrong() {
     let err = LogicalTool::DeepseekSubagentGet
         .parse_args(&json!({}))
         .unwrap_err();
+    assert!(err.to_string().contains("subsession_id"), "{err}");
+    for task in ["", "  \n"] {
+        let err = LogicalTool::DeepseekSubagentStart
+            .parse_args(&json!({ "task": task }))
+            .unwrap_err();
+        assert_eq!(err.to_string(), "task must not be empty");
+    }
+    let big = "x".repeat(common_task_limit() + 1);
+    let err = LogicalTool::DeepseekSubagentStart
+        .parse_args(&json!({ "task": big }))
+        .unwrap_err();
     assert!(
-        matches!(err, ArgsError::NotAvailable("deepseek_subagent_get")),
-        "{err:?}"
+        err.to_string().starts_with("task is larger than 32768"),
+        "{err}"
     );
+    assert!(
+        LogicalTool::DeepseekSubagentStart
+            .parse_args(&json!({ "task": "x".repeat(common_task_limit()) }))
+            .is_ok()
+    );
+}
+
+fn common_task_limit() -> usize {
+    crate::tools::MAX_DEEPSEEK_TASK_BYTES
 }
 
 #[test]

@@ -66,6 +66,11 @@ pub async fn connect(record: &BrokerRecord, timeout: Duration) -> anyhow::Result
                         break false;
                     }
                 }
+                Ok(BrokerToGateway::EgressRequest { request_id, body }) => {
+                    if events.send(LinkEvent::Egress { request_id, body }).is_err() {
+                        break false;
+                    }
+                }
                 Ok(other) => tracing::debug!("broker said {other:?}"),
                 Err(err) => {
                     tracing::warn!("undecodable broker frame: {err}");

@@ -48,6 +48,9 @@ pub struct LaunchSpec<'a> {
 pub enum LinkEvent {
     /// A broker event, to persist and then acknowledge with `GatewayToBroker::Ack { seq }`.
     Event { seq: u64, event: Box<BrokerEvent> },
+    /// A DeepSeek sub-session's model request (not an event: nothing durable), to answer with
+    /// `GatewayToBroker::EgressResponse`.
+    Egress { request_id: u64, body: String },
     /// The link closed; `failed`: the gateway could not read what the broker sent.
     Closed { failed: bool },
 }

@@ -108,6 +108,13 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
         helper_sha256: Some(config.exe.sha256().to_string()),
         gateway_install_path: Some(config.install_path.display().to_string()),
         command_limits: config.command_limits,
+        delegation: session
+            .delegation
+            .as_ref()
+            .map(|d| common::protocol::DelegationSpec {
+                parent_session_id: d.parent_session_id.clone(),
+                runner_model: d.runner_model.clone(),
+            }),
     };
     let spec_path = runtime_dir.join("broker-spec.json");
     write_private_file(&spec_path, serde_json::to_string(&spec)?.as_bytes())?;

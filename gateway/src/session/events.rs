@@ -7,6 +7,8 @@ use common::protocol::{BrokerEvent, GatewayToBroker, ReplyRelease, TurnContent, 
 use common::time::now_unix_ms;
 use common::tools::{ActionOutcome, LogicalTool, ToolStatus};
 
+use std::sync::Arc;
+
 use super::Gateway;
 use crate::state::{
     ActionEnd, ActionState, LedgerEvent, SessionRecord, SessionStatus, StoreError, TurnBody,
@@ -22,6 +24,8 @@ struct AfterEvent {
     stop: Option<String>,
     /// Crash tests: the failpoint to hit after the record is durable.
     failpoint: Option<Failpoint>,
+    /// A DeepSeek sub-session's runner ended its turn: its result text and whether in error.
+    subsession_done: Option<(Option<String>, bool)>,
 }
 
 /// The state a finished action settles in. A write reports how it ended; a write that failed
@@ -46,7 +50,7 @@ impl Gateway {
     /// session's (an older generation winding down) and events already applied (re-sent after a
     /// reconnect) are acknowledged without being applied.
     pub fn on_broker_event(
-        &self,
+        self: &Arc<Self>,
         session_id: &str,
         broker_pid: i32,
         seq: u64,
@@ -86,6 +90,9 @@ impl Gateway {
         if let Some(reason) = after.stop {
             self.live(session_id).send(GatewayToBroker::Stop { reason });
         }
+        if let Some((result, is_error)) = after.subsession_done {
+            self.on_subsession_turn_ended(session_id, result, is_error);
+        }
         Ok(())
     }
 
@@ -115,12 +122,19 @@ impl Gateway {
                     message,
                 ))
             }
+            BrokerEvent::TurnRequested(_) if session.delegation.is_some() => {
+                // A sub-session's model requests go to DeepSeek, never to ChatGPT.
+                LedgerEvent::TurnRequestIgnored {
+                    reason: "a DeepSeek sub-session does not ask ChatGPT for turns".into(),
+                }
+            }
             BrokerEvent::TurnRequested(request) => {
                 if let Some(turn) = tx.turn_by_fingerprint(&session.id, &request.fingerprint)? {
                     // A retry of a request we already know: re-send the reply if it has one.
                     if let Some(reply_id) = &turn.reply_id
-                        && let Some(reply) = tx.reply(&session.id, reply_id)?
+                        && let Some(mut reply) = tx.reply(&session.id, reply_id)?
                     {
+                        crate::deepseek::attach_outcomes(tx, &mut reply.calls)?;
                         after.resend = Some(ReplyRelease {
                             turn_id: turn.turn_id.clone(),
                             fingerprint: turn.fingerprint.clone(),
@@ -227,8 +241,33 @@ impl Gateway {
                 purpose,
                 fingerprint,
             },
-            BrokerEvent::RunnerTurnEnded { subtype, is_error } => {
+            BrokerEvent::RunnerTurnEnded {
+                subtype,
+                is_error,
+                result,
+            } => {
+                if session.delegation.is_some() {
+                    after.subsession_done = Some((result, is_error));
+                }
                 session.runner_turn_ended(subtype, is_error)
+            }
+            BrokerEvent::DelegatedCall {
+                action_id,
+                tool_use_id,
+                name,
+                arguments,
+            } => {
+                let call = crate::deepseek::DelegatedCall {
+                    action_id,
+                    tool_use_id,
+                    name,
+                    arguments,
+                };
+                let (event, stop) = self.delegated_call(tx, session, call)?;
+                if stop {
+                    after.stop = Some("the sub-session called a tool it does not have".into());
+                }
+                event
             }
             BrokerEvent::RunnerExited {
                 exit_code,

@@ -52,6 +52,16 @@ impl Gateway {
         let ttl = self.config.lease_ttl.as_millis() as i64;
         self.store.write(|tx| {
             let mut session = self.session(tx, session_id)?;
+            if session.delegation.is_some() {
+                // A sub-session has no lease: it is reached through its session's tools.
+                return Err(ToolError::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "{session_id:?} is a DeepSeek sub-session, not a session; use \
+                         deepseek_subagent_get in the session that started it"
+                    ),
+                ));
+            }
             let hash = sha256_hex(lease_id.as_bytes());
             let lease = tx.lease(&hash)?;
             let Some(lease) = lease.filter(|l| l.session_id == session_id && !l.revoked) else {

@@ -55,6 +55,8 @@ pub struct Gateway {
     host: Arc<dyn BrokerHost>,
     /// Set when `gateway serve` is stopping: waits end at once, new calls are refused.
     pub drain: crate::drain::Drain,
+    /// The DeepSeek egress's HTTP client (one connection pool for all sub-sessions).
+    pub(crate) egress_client: reqwest::Client,
 }
 
 /// What a waiting call waits for.
@@ -95,6 +97,7 @@ impl Gateway {
             live: live::LiveSessions::default(),
             host,
             drain: crate::drain::Drain::default(),
+            egress_client: crate::deepseek::egress::client(),
         })
     }
 

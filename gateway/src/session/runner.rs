@@ -31,16 +31,22 @@ impl Gateway {
         generation: u32,
         resume: bool,
     ) -> Result<(), LaunchError> {
-        // Every generation gets the snapshot frozen at start, never the skill files as they are.
-        let skills =
-            crate::skills::load_snapshot(&self.config.state_dir, session).map_err(|err| {
-                tracing::error!(session = %session.id, "{err:#}");
-                LaunchError::now(
-                    LaunchErrorCode::Internal,
-                    "the session's frozen skills could not be read; see the gateway log",
-                )
-            })?;
-        let system_prompt = crate::skills::system_prompt(SYSTEM_PROMPT, &skills);
+        let system_prompt = if session.delegation.is_some() {
+            // A DeepSeek sub-session: its task is its prompt; skills are ChatGPT's.
+            crate::deepseek::SUBSESSION_PROMPT.to_string()
+        } else {
+            // Every generation gets the snapshot frozen at start, never the skill files as
+            // they are.
+            let skills =
+                crate::skills::load_snapshot(&self.config.state_dir, session).map_err(|err| {
+                    tracing::error!(session = %session.id, "{err:#}");
+                    LaunchError::now(
+                        LaunchErrorCode::Internal,
+                        "the session's frozen skills could not be read; see the gateway log",
+                    )
+                })?;
+            crate::skills::system_prompt(SYSTEM_PROMPT, &skills)
+        };
         let spec = LaunchSpec {
             config: &self.config,
             session,

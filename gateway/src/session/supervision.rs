@@ -77,6 +77,14 @@ impl Gateway {
                             }
                         }
                     }
+                    LinkEvent::Egress { request_id, body } => {
+                        let (gateway, outgoing) = (gateway.clone(), outgoing.clone());
+                        let session_id = session_id.clone();
+                        tokio::spawn(async move {
+                            let response = gateway.egress(&session_id, request_id, &body).await;
+                            let _ = outgoing.send(GatewayToBroker::EgressResponse(response));
+                        });
+                    }
                     LinkEvent::Closed { failed: unreadable } => {
                         failed = unreadable;
                         break;
@@ -147,8 +155,9 @@ impl Gateway {
             if let Some(turn_id) = &session.undelivered_reply_turn
                 && let Some(turn) = tx.turn(turn_id)?
                 && let Some(reply_id) = &turn.reply_id
-                && let Some(stored) = tx.reply(session_id, reply_id)?
+                && let Some(mut stored) = tx.reply(session_id, reply_id)?
             {
+                crate::deepseek::attach_outcomes(tx, &mut stored.calls)?;
                 reply = Some(ReplyRelease {
                     turn_id: turn.turn_id.clone(),
                     fingerprint: turn.fingerprint.clone(),
@@ -186,22 +195,30 @@ impl Gateway {
             return;
         }
         let forced = live.stop_enforced();
-        self.transition(session_id, "recording lost runtime", |session| {
+        let mut gone = false;
+        let lost = self.transition(session_id, "recording lost runtime", |session| {
             let broker_gone = session
                 .broker
                 .as_ref()
                 .is_none_or(|b| !self.host.is_alive(b));
+            gone = broker_gone;
             session.link_lost(broker_pid, broker_gone, forced)
         });
+        if gone && lost.is_some_and(|s| s.delegation.is_some()) {
+            self.on_subsession_lost(session_id, "its broker exited");
+        }
         // Only if the broker itself is gone (a live one finishes its writes and reports).
         self.resolve_prepared_writes(session_id);
     }
 
     /// The session's runtime is gone or failed verification: report it, do not hide it.
     pub(crate) fn mark_runtime_lost(&self, session_id: &str, why: &str) {
-        self.transition(session_id, "recording lost runtime", |session| {
+        let lost = self.transition(session_id, "recording lost runtime", |session| {
             session.runtime_lost(why)
         });
+        if lost.is_some_and(|s| s.delegation.is_some()) {
+            self.on_subsession_lost(session_id, "its broker is gone or failed verification");
+        }
         self.resolve_prepared_writes(session_id);
     }
 
@@ -209,6 +226,8 @@ impl Gateway {
     /// report the others as lost. Brokers re-send the events the gateway has not acknowledged,
     /// which reconciles what happened while it was away.
     pub async fn adopt_all(self: &Arc<Self>) {
+        // A delegation recorded but never launched is reported, not launched late.
+        self.settle_unlaunched_subsessions();
         let sessions = match self.store.read(|tx| tx.sessions()) {
             Ok(sessions) => sessions,
             Err(err) => {
@@ -316,6 +335,10 @@ impl Gateway {
         let gateway = self.clone();
         let session_id = session_id.to_string();
         tokio::spawn(async move {
+            // Its sub-sessions stop first (a no-op when the stop already saw to them).
+            gateway
+                .stop_subsessions(&session_id, "its session is stopping")
+                .await;
             let Ok(Some(record)) = gateway
                 .store
                 .read(|tx| tx.session(&session_id))

@@ -27,6 +27,25 @@ impl Gateway {
                 .read(|tx| self.pending_turn_view(tx, session, turn_id))?,
             None => None,
         };
+        let (deepseek_route, deepseek_subsessions, active_deepseek_subsession_id) =
+            if session.subagent_policy == common::tools::SubagentPolicy::DeepseekExplicit {
+                let subsessions = self
+                    .store
+                    .read(|tx| crate::deepseek::summaries(tx, session))?;
+                let active = subsessions
+                    .iter()
+                    .find(|s| {
+                        matches!(
+                            s.status,
+                            crate::state::SubsessionStatus::Starting
+                                | crate::state::SubsessionStatus::Running
+                        )
+                    })
+                    .map(|s| s.subsession_id.clone());
+                (self.config.deepseek.describe(), subsessions, active)
+            } else {
+                ("disabled".to_string(), Vec::new(), None)
+            };
         Ok(SessionView {
             native_session_id: session.id.clone(),
             session_label: session.label.clone(),
@@ -63,9 +82,9 @@ impl Gateway {
             terminal: session.terminal.clone(),
             network_boundary: session.network_boundary.clone(),
             skill_snapshot: session.skill_snapshot.clone(),
-            deepseek_route: "disabled".into(),
-            deepseek_subsessions: Vec::new(),
-            active_deepseek_subsession_id: None,
+            deepseek_route,
+            deepseek_subsessions,
+            active_deepseek_subsession_id,
         })
     }
 

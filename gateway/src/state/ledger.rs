@@ -129,6 +129,42 @@ pub enum LedgerEvent {
         reason: String,
     },
     UnknownBrokerEvent {},
+
+    // ---- DeepSeek sub-sessions
+    /// In the delegating session: the delegation is persisted (before the sub-session starts).
+    SubsessionDelegated {
+        subsession_id: String,
+        action_id: String,
+        task_sha256: String,
+        route: String,
+    },
+    /// In the delegating session: the sub-session's runtime started, or could not.
+    SubsessionLaunched {
+        subsession_id: String,
+    },
+    /// In both: how the sub-session ended.
+    SubsessionEnded {
+        subsession_id: String,
+        status: crate::state::SubsessionStatus,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// In the sub-session: its runner called a tool; the delegation approved it.
+    DelegatedCallApproved {
+        action_id: String,
+        tool_use_id: String,
+        name: String,
+        arguments: Value,
+    },
+    /// In the sub-session: one model request through the egress (never the key or bodies).
+    DeepseekRequest {
+        requested_model: String,
+        sent_model: Option<String>,
+        status: u16,
+        duration_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
 }
 
 /// How an action ended, with its receipt.
@@ -156,6 +192,7 @@ impl LedgerEvent {
                 | Self::TurnRequestRetried { .. }
                 | Self::TurnRequestIgnored { .. }
                 | Self::UnknownBrokerEvent {}
+                | Self::DeepseekRequest { .. }
         )
     }
 

@@ -136,6 +136,81 @@ pub struct SessionRecord {
     /// The turn whose persisted reply is not yet confirmed delivered to the runner.
     #[serde(default)]
     pub undelivered_reply_turn: Option<String>,
+    /// A delegating session: its DeepSeek sub-sessions, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subsessions: Vec<String>,
+    /// A DeepSeek sub-session (a record of its own, with its own broker, actions and ledger):
+    /// what it was delegated, and how it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<Delegation>,
+}
+
+/// Where a DeepSeek sub-session stands, as `deepseek_subagent_get` shows it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum SubsessionStatus {
+    Starting,
+    Running,
+    Succeeded,
+    Failed,
+    Stopped,
+    Lost,
+}
+
+impl SubsessionStatus {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// How a sub-session ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubsessionEnd {
+    pub status: SubsessionStatus,
+    pub at_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A sub-session's delegation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delegation {
+    pub parent_session_id: String,
+    /// The parent's `deepseek_subagent_start` action (its arguments hold the task).
+    pub start_action_id: String,
+    pub task_sha256: String,
+    /// The Claude model its runner requests; the route maps its family.
+    pub runner_model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<SubsessionEnd>,
+}
+
+impl SessionRecord {
+    /// A sub-session's status: how it ended, else where its runtime is.
+    pub fn subsession_status(&self) -> SubsessionStatus {
+        if let Some(end) = self.delegation.as_ref().and_then(|d| d.end.as_ref()) {
+            return end.status;
+        }
+        match self.status {
+            SessionStatus::Starting => SubsessionStatus::Starting,
+            // Ended without an outcome recorded: its runtime went away.
+            status if status.is_terminal() => SubsessionStatus::Lost,
+            _ => SubsessionStatus::Running,
+        }
+    }
+
+    /// A sub-session that has not ended.
+    pub fn subsession_active(&self) -> bool {
+        matches!(
+            self.subsession_status(),
+            SubsessionStatus::Starting | SubsessionStatus::Running
+        )
+    }
 }
 
 /// Where a turn stands.

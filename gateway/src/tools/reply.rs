@@ -76,8 +76,10 @@ fn offered_in(tool: LogicalTool) -> &'static str {
     .all(|profile| tool.permitted(profile, SubagentPolicy::None));
     if everywhere {
         "All profiles."
-    } else {
+    } else if tool.permitted(CapabilityProfile::DirectWrite, SubagentPolicy::None) {
         "direct_write and worktree_write only."
+    } else {
+        "worktree_write sessions started with subagent_policy deepseek_explicit only."
     }
 }
 
@@ -87,7 +89,6 @@ fn offered_in(tool: LogicalTool) -> &'static str {
 fn tool_calls_schema(_generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let alternatives: Vec<Value> = LogicalTool::ALL
         .into_iter()
-        .filter(|tool| tool.implemented())
         .map(|tool| {
             let mut arguments = tool.input_schema();
             // The alternative's description says it all.
@@ -151,7 +152,11 @@ pub(super) async fn handle(
             check_size(&text, &calls)?;
             check_turn(&session, turn_id)?;
             let approved = approve(&session, &calls)?;
-            let release = accept(gateway, &request, session_id, turn_id, text, approved)?;
+            let mut release = accept(gateway, &request, session_id, turn_id, text, approved)?;
+            // The DeepSeek controls are carried out here, their outcomes released with the rest.
+            gateway
+                .carry_out_gateway_calls(session_id, &mut release)
+                .await?;
             gateway
                 .live(session_id)
                 .send(GatewayToBroker::Reply(release));
@@ -243,6 +248,7 @@ pub(crate) fn approve(
             call_index: index as u32,
             name: call.name.clone(),
             arguments: call.arguments.clone(),
+            outcome: None,
         });
     }
     Ok(approved)
@@ -268,6 +274,8 @@ fn accept(
                 format!("turn {turn_id:?} is no longer pending; call native_session_status"),
             ));
         }
+        // Barrier, write lock and ownership of sub-sessions, where no other reply can interleave.
+        crate::deepseek::check_reply(tx, &session, &approved)?;
         gateway.claim(tx, request, session_id, session.lease_generation)?;
         let mut turn = tx.turn(turn_id)?.ok_or_else(|| {
             ToolError::new(
@@ -300,6 +308,7 @@ fn accept(
                 prepared: None,
             })?;
         }
+        crate::deepseek::persist_delegation(gateway, tx, &mut session, &approved)?;
         session.pending_turn_id = None;
         session.status = SessionStatus::Running;
         session.undelivered_reply_turn = Some(turn_id.to_string());

@@ -45,7 +45,9 @@ pub struct StartArgs {
     /// `read_only`.
     #[serde(default)]
     pub capability_profile: Option<CapabilityProfile>,
-    /// `none` (default). `deepseek_explicit` is not available in this build.
+    /// `none` (default). `deepseek_explicit` (worktree_write only) adds the
+    /// deepseek_subagent_start/get/stop tools: one delegated task at a time, run by DeepSeek in
+    /// this session's worktree, audited like the session's own actions.
     #[serde(default)]
     pub subagent_policy: Option<SubagentPolicy>,
     /// Short human-readable name for the session.
@@ -254,6 +256,8 @@ fn new_record(
         closing_reply: None,
         undelivered_prompt: None,
         undelivered_reply_turn: None,
+        subsessions: Vec::new(),
+        delegation: None,
     }
 }
 
@@ -262,6 +266,15 @@ fn new_record(
 pub(crate) fn check(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, ToolError> {
     check_prompt(&req.prompt)?;
     check_key("idempotency_key", &req.idempotency_key)?;
+    if req.subagent_policy == SubagentPolicy::DeepseekExplicit
+        && req.capability_profile != CapabilityProfile::WorktreeWrite
+    {
+        return Err(ToolError::invalid(format!(
+            "subagent_policy deepseek_explicit needs capability_profile worktree_write (a \
+             sub-session writes only in the session's own worktree), got {}",
+            req.capability_profile.as_str()
+        )));
+    }
     let dir = Path::new(&req.working_directory);
     if !dir.is_absolute() {
         return Err(ToolError::invalid(format!(
@@ -315,13 +328,6 @@ pub(crate) fn check(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, To
                 format!("direct_write cannot write in this working_directory: {refusal}"),
             ));
         }
-    }
-    if req.subagent_policy != SubagentPolicy::None {
-        return Err(ToolError::new(
-            ErrorCode::NotPermitted,
-            "subagent_policy deepseek_explicit (DeepSeek sub-sessions) is not available in this \
-             build; use none",
-        ));
     }
     Ok(resolved)
 }

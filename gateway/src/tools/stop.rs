@@ -63,6 +63,10 @@ pub(super) async fn handle(
                     timeout: Duration::ZERO,
                 });
             }
+            // Its DeepSeek sub-sessions first, each observed gone before the session stops.
+            gateway
+                .stop_subsessions(session_id, "its session was stopped")
+                .await;
             let attached = gateway.live(session_id).attached();
             let session = gateway.store.write(|tx| {
                 let mut session = gateway.session(tx, session_id)?;

@@ -100,14 +100,16 @@ fn every_input_parameter_is_described() {
 /// The listing goes into every ChatGPT conversation: keep it within budget. It was 36.7 KB
 /// with four untyped fields, 16 undescribed parameters and no logical tool schemas; with
 /// those, 49.6 KB before the outputSchema was compacted, 44.5 KB after; 46.1 KB with
-/// `pending_turn.skill_contexts` (about 215 bytes in each of the six outputSchemas).
+/// `pending_turn.skill_contexts` (about 215 bytes in each of the six outputSchemas); 49.5 KB
+/// with the three DeepSeek sub-session controls in `tool_calls` and their summary in the
+/// outputSchemas.
 #[test]
 fn the_listing_stays_compact() {
     let listing = serde_json::json!({"tools": tools()});
     let bytes = serde_json::to_vec(&listing).unwrap().len();
     assert!(bytes <= LISTING_BUDGET_BYTES, "tools/list is {bytes} bytes");
 }
-const LISTING_BUDGET_BYTES: usize = 46_500;
+const LISTING_BUDGET_BYTES: usize = 50_000;
 
 /// The descriptions as ChatGPT reads them, one per line: any change is deliberate.
 #[test]

@@ -41,3 +41,5 @@ mod discoverable_tools;
 mod error_messages;
 // Skill contexts: frozen at start, in every prompt turn and runner generation, nowhere else.
 mod skills;
+// DeepSeek explicit sub-sessions: the real runner against a scripted fake DeepSeek.
+mod deepseek;

@@ -32,6 +32,8 @@ pub struct Tuning {
     pub skill_allowlist: crate::skills::SkillAllowlist,
     /// Protected entries, relative to the test's temporary directory.
     pub extra_protected: Vec<PathBuf>,
+    /// `DEEPSEEK_API_KEY` as the gateway read it.
+    pub deepseek_key: Option<&'static str>,
 }
 
 impl Default for Tuning {
@@ -41,6 +43,7 @@ impl Default for Tuning {
             max_live_sessions: 8,
             skill_allowlist: Default::default(),
             extra_protected: Vec::new(),
+            deepseek_key: Some("sk-test-key"),
         }
     }
 }
@@ -70,6 +73,10 @@ pub fn config(dir: &std::path::Path, tuning: &Tuning) -> Config {
         allowed_hosts: Vec::new(),
         http: HttpLimits::default(),
         skill_allowlist: tuning.skill_allowlist.clone(),
+        deepseek: crate::deepseek::route::DeepseekRoute::for_tests(
+            "http://127.0.0.1:9/anthropic",
+            tuning.deepseek_key,
+        ),
     }
 }
 

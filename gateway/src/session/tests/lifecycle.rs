@@ -155,7 +155,12 @@ async fn bad_start_input_is_refused_before_anything_is_created() {
         (
             json!({"prompt": "p", "working_directory": h.project, "idempotency_key": "a",
                 "subagent_policy": "deepseek_explicit"}),
-            ErrorCode::NotPermitted,
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            json!({"prompt": "p", "working_directory": h.project, "idempotency_key": "a",
+                "subagent_policy": "deepseek_explicit", "capability_profile": "direct_write"}),
+            ErrorCode::InvalidArgument,
         ),
         (
             json!({"prompt": "p", "working_directory": h.project, "idempotency_key": "a",

@@ -254,6 +254,7 @@ async fn the_snapshot_is_frozen_and_every_prompt_turn_and_generation_gets_it() {
         pid,
         3,
         BrokerEvent::RunnerTurnEnded {
+            result: None,
             subtype: "success".into(),
             is_error: false,
         },

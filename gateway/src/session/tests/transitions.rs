@@ -58,6 +58,8 @@ fn session(status: SessionStatus) -> SessionRecord {
         closing_reply: None,
         undelivered_prompt: None,
         undelivered_reply_turn: None,
+        subsessions: Vec::new(),
+        delegation: None,
     }
 }
 

@@ -96,6 +96,7 @@ async fn a_text_only_reply_ends_the_turn_and_becomes_the_last_result() {
         pid,
         3,
         BrokerEvent::RunnerTurnEnded {
+            result: None,
             subtype: "success".into(),
             is_error: false,
         },

@@ -1,0 +1,188 @@
+//! The route (families, base URLs) and the egress against a local upstream: answers passed
+//! through as they came, streaming or not; every failure one non-retryable error; the key sent
+//! upstream and nowhere else.
+
+use std::time::Duration;
+
+use super::egress::forward;
+use super::route::{DeepseekRoute, Tier, check_base_url};
+
+#[test]
+fn families_map_to_fixed_tiers_and_nothing_else_is_routed() {
+    for (model, tier) in [
+        ("claude-sonnet-4-5-20250929", Some(Tier::Flash)),
+        ("sonnet", Some(Tier::Flash)),
+        ("claude-opus-4-1", Some(Tier::Flash)),
+        ("Claude-Fable-1", Some(Tier::Pro)),
+        ("claude-haiku-4-5", None),
+        ("gpt-5", None),
+        ("deepseek-flash", None),
+        ("", None),
+    ] {
+        assert_eq!(DeepseekRoute::tier(model), tier, "{model}");
+    }
+    let route = DeepseekRoute::for_tests("https://api.deepseek.com/anthropic", None);
+    assert_eq!(route.model_for("opus"), Some("deepseek-flash"));
+    assert_eq!(route.model_for("fable"), Some("deepseek-v4-pro"));
+    assert_eq!(route.model_for("haiku"), None);
+    assert_eq!(
+        route.messages_url(),
+        "https://api.deepseek.com/anthropic/v1/messages"
+    );
+}
+
+#[test]
+fn base_urls_are_tls_or_literal_loopback() {
+    for ok in [
+        "https://api.deepseek.com/anthropic",
+        "http://127.0.0.1:8080/anthropic",
+        "http://[::1]:9/x",
+    ] {
+        assert!(check_base_url(ok).is_ok(), "{ok}");
+    }
+    for (bad, why) in [
+        ("http://api.deepseek.com/anthropic", "plain http"),
+        ("http://localhost:8080", "plain http"),
+        ("http://10.0.0.1/", "plain http"),
+        ("ftp://127.0.0.1/", "scheme"),
+        ("https://user:pw@api.deepseek.com/", "credentials"),
+        ("https://api.deepseek.com/?key=1", "query"),
+        ("not a url", "not a URL"),
+    ] {
+        let err = check_base_url(bad).unwrap_err().to_string();
+        assert!(err.contains(why), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn the_key_never_shows_in_debug_output() {
+    let route = DeepseekRoute::for_tests("https://api.deepseek.com/anthropic", Some("sk-secret-1"));
+    let shown = format!("{route:?}");
+    assert!(!shown.contains("sk-secret-1"), "{shown}");
+    assert!(shown.contains("redacted"));
+}
+
+/// An upstream that answers with `status`, `content_type` and `body` after `delay`, and records
+/// the key and model it got.
+async fn upstream(
+    status: u16,
+    content_type: &'static str,
+    body: &'static str,
+    delay: Duration,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+) {
+    use axum::routing::post;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let app = axum::Router::new().route(
+        "/anthropic/v1/messages",
+        post(move |headers: axum::http::HeaderMap, body_in: String| {
+            let record = record.clone();
+            async move {
+                let key = headers
+                    .get("x-api-key")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                let model = serde_json::from_str::<serde_json::Value>(&body_in).unwrap()["model"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                record.lock().unwrap().push((key, model));
+                tokio::time::sleep(delay).await;
+                (
+                    axum::http::StatusCode::from_u16(status).unwrap(),
+                    [("content-type", content_type)],
+                    body,
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/anthropic"), seen)
+}
+
+const SSE: &str = "event: message_start\ndata: {\"type\":\"message_start\"}\n\n";
+const JSON: &str = r#"{"type":"message","content":[{"type":"text","text":"hi"}]}"#;
+
+#[tokio::test]
+async fn answers_pass_through_as_they_came_with_the_explicit_model_and_key() {
+    let client = super::egress::client();
+    for (content_type, body, stream) in [
+        ("text/event-stream", SSE, true),
+        ("application/json", JSON, false),
+    ] {
+        let (base, seen) = upstream(200, content_type, body, Duration::ZERO).await;
+        let route = DeepseekRoute::for_tests(&base, Some("sk-up"));
+        let request =
+            serde_json::json!({"model": "claude-sonnet-4-5", "stream": stream, "messages": []});
+        let (response, record) = forward(&client, &route, 7, &request.to_string()).await;
+        assert_eq!(response.request_id, 7);
+        assert_eq!(response.status, 200);
+        assert_eq!(response.content_type, content_type);
+        assert_eq!(response.body, body);
+        assert_eq!(record.sent_model.as_deref(), Some("deepseek-flash"));
+        assert_eq!(record.error, None);
+        assert_eq!(
+            seen.lock().unwrap().clone(),
+            vec![("sk-up".to_string(), "deepseek-flash".to_string())]
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_failure_is_one_non_retryable_error_and_nothing_else_is_asked() {
+    let client = super::egress::client();
+    let request = serde_json::json!({"model": "sonnet", "messages": []}).to_string();
+    // An HTTP error from DeepSeek.
+    let (base, seen) = upstream(529, "application/json", "{}", Duration::ZERO).await;
+    let route = DeepseekRoute::for_tests(&base, Some("k"));
+    let (response, record) = forward(&client, &route, 1, &request).await;
+    assert_eq!(response.status, 400);
+    assert!(
+        response.body.contains("DeepSeek answered HTTP 529"),
+        "{}",
+        response.body
+    );
+    assert!(response.body.contains("invalid_request_error"));
+    assert_eq!(record.status, 400);
+    assert_eq!(seen.lock().unwrap().len(), 1, "asked once");
+    // A timeout.
+    let (base, _) = upstream(200, "application/json", JSON, Duration::from_secs(5)).await;
+    let mut route = DeepseekRoute::for_tests(&base, Some("k"));
+    route.timeout = Duration::from_millis(300);
+    let (response, _) = forward(&client, &route, 2, &request).await;
+    assert_eq!(response.status, 400);
+    assert!(response.body.contains("timed out"), "{}", response.body);
+    // Another family, and no key: refused before anything is sent.
+    let (base, seen) = upstream(200, "application/json", JSON, Duration::ZERO).await;
+    let route = DeepseekRoute::for_tests(&base, Some("k"));
+    let haiku = serde_json::json!({"model": "claude-haiku-4-5", "messages": []}).to_string();
+    let (response, record) = forward(&client, &route, 3, &haiku).await;
+    assert_eq!(response.status, 400);
+    assert!(
+        response
+            .body
+            .contains("not on this sub-session's DeepSeek route")
+    );
+    assert_eq!(record.sent_model, None);
+    let keyless = DeepseekRoute::for_tests(&base, None);
+    let (response, _) = forward(&client, &keyless, 4, &request).await;
+    assert!(response.body.contains("DEEPSEEK_API_KEY is not set"));
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "nothing reached the upstream"
+    );
+    // Nothing listening: a connect error.
+    let route = DeepseekRoute::for_tests("http://127.0.0.1:9/anthropic", Some("k"));
+    let (response, _) = forward(&client, &route, 5, &request).await;
+    assert!(
+        response.body.contains("could not connect"),
+        "{}",
+        response.body
+    );
+}

@@ -1,0 +1,454 @@
+//! DeepSeek explicit sub-sessions with the real runner: the pinned Claude Code as the
+//! sub-session's runner against a scripted fake DeepSeek reached through the configured base URL.
+//! A delegated task writes in the worktree with receipts (result verified), the barrier and the
+//! write lock, the fixed route with no fallback on an HTTP error, a gateway killed while the
+//! sub-session runs (re-adopted, result delivered once), a crash between recording the
+//! delegation and launching it (reported not started, never launched), and a scan proving the key
+//! is in no state file, process environment, command line or public answer.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tests::deepseek::{FakeDeepseek, Step};
+
+use crate::support::*;
+use crate::writes::{repo, sha_of};
+
+/// A key of the test's own: the scan for it must not find another test's gateway.
+fn new_key() -> String {
+    format!("sk-fake-{}", uuid::Uuid::new_v4().simple())
+}
+
+fn deepseek_env(fake: &FakeDeepseek, key: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("CLAUDE_TOOLS_DEEPSEEK_BASE_URL", fake.base_url()),
+        ("DEEPSEEK_API_KEY", key.to_string()),
+    ]
+}
+
+async fn gateway_for(fake: &FakeDeepseek, key: &str, extra: &[(&str, &str)]) -> GatewayProcess {
+    let env = deepseek_env(fake, key);
+    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.extend_from_slice(extra);
+    gateway_with(&all).await
+}
+
+async fn start_delegating(chat: &ScriptedChatGpt, root: &Path, key: &str) -> Value {
+    let r = chat
+        .start_with(
+            "Delegate a task",
+            root,
+            key,
+            json!({"capability_profile": "worktree_write", "subagent_policy": "deepseek_explicit", "wait_seconds": 50}),
+        )
+        .await
+        .unwrap();
+    let v = view(&r);
+    assert_eq!(v["status"], "waiting_for_gpt", "{v}");
+    v
+}
+
+/// Reply with `calls`; the view with the next pending turn.
+async fn reply_turn(chat: &ScriptedChatGpt, v: &Value, reply_id: &str, calls: Value) -> Value {
+    crate::writes::reply_calls(chat, v, reply_id, calls).await
+}
+
+/// A reply that must be refused with `code`; the refusal's message.
+async fn reply_refused(
+    chat: &ScriptedChatGpt,
+    v: &Value,
+    reply_id: &str,
+    calls: Value,
+    code: &str,
+) -> String {
+    let r = chat
+        .reply(
+            &session_id(v),
+            &lease_id(v),
+            &turn_id(v),
+            reply_id,
+            None,
+            Some(calls),
+        )
+        .await
+        .unwrap();
+    assert_eq!(tests::tool_err_code(&r), code, "{r}");
+    r.to_string()
+}
+
+/// The first tool result's output, parsed (the gateway's report of a sub-session).
+fn report(v: &Value) -> Value {
+    let output = v["pending_turn"]["tool_results"][0]["output"]
+        .as_str()
+        .unwrap_or("");
+    serde_json::from_str(output).unwrap_or_else(|_| panic!("not a report: {v}"))
+}
+
+/// Ask for the sub-session's report until it has ended (each ask is one reply and turn).
+async fn until_ended(chat: &ScriptedChatGpt, mut v: Value, id: &str, tag: &str) -> (Value, Value) {
+    for round in 0..40 {
+        let get = json!([{"name": "deepseek_subagent_get", "arguments": {"subsession_id": id}}]);
+        v = reply_turn(chat, &v, &format!("{tag}-get-{round}"), get).await;
+        let report = report(&v);
+        if !matches!(report["status"].as_str(), Some("starting" | "running")) {
+            return (v, report);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    panic!("the sub-session did not end: {v}");
+}
+
+fn subsession_id(start_turn: &Value) -> String {
+    report(start_turn)["subsession_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Every file under `dir`, recursively, that holds `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            found.extend(files_holding(&path, needle));
+        } else if meta.is_file()
+            && let Ok(bytes) = std::fs::read(&path)
+            && bytes.windows(needle.len()).any(|w| w == needle)
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}
+
+/// Processes other than `except` whose environment or command line holds `needle`.
+fn processes_holding(needle: &[u8], except: u32) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == except || pid == std::process::id() {
+            continue;
+        }
+        for file in ["environ", "cmdline"] {
+            if let Ok(bytes) = std::fs::read(entry.path().join(file))
+                && bytes.windows(needle.len()).any(|w| w == needle)
+            {
+                found.push(format!("{pid}/{file}"));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_delegated_task_runs_on_deepseek_confined_and_audited() {
+    let fake = FakeDeepseek::start(Vec::new()).await.unwrap();
+    let key = new_key();
+    let gw = gateway_for(&fake, &key, &[]).await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let mut public = Vec::new();
+    let v = start_delegating(&chat, &root, "ds-e2e").await;
+    public.push(v.to_string());
+    assert!(
+        v["deepseek_route"]
+            .as_str()
+            .is_some_and(|r| r.contains("sonnet,opus->deepseek-flash") && r.contains("no fallback")),
+        "{v}"
+    );
+    assert_eq!(v["deepseek_subsessions"], json!([]));
+    let worktree = v["workspace"]["worktree_path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let target = Path::new(&worktree).join("from_deepseek.txt");
+    // DeepSeek thinks a while first, so the write lock is seen in force.
+    let write = Step::ToolUse {
+        name: "Write".into(),
+        input: json!({"file_path": target.to_string_lossy(), "content": "written by the sub-session\n"}),
+    };
+    fake.push(Step::Delay(Duration::from_secs(4), Box::new(write)));
+    fake.push(Step::Text("I wrote from_deepseek.txt.".into()));
+
+    // The barrier: a start must be alone in its reply.
+    let barrier = json!([
+        {"name": "deepseek_subagent_start", "arguments": {"task": "write a file"}},
+        {"name": "Read", "arguments": {"file_path": format!("{worktree}/notes.txt")}},
+    ]);
+    let refused = reply_refused(&chat, &v, "ds-barrier", barrier, "invalid_argument").await;
+    assert!(refused.contains("must be the only call"), "{refused}");
+
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "Create from_deepseek.txt in the worktree."}}]);
+    let v = reply_turn(&chat, &v, "ds-start", start).await;
+    public.push(v.to_string());
+    let started = report(&v);
+    assert!(
+        matches!(started["status"].as_str(), Some("starting" | "running")),
+        "{started}"
+    );
+    let id = subsession_id(&v);
+    assert!(id.starts_with("ds_"), "{id}");
+
+    // The write lock: while it runs, no writes, commands or second start; reads stay allowed.
+    let running = chat
+        .status(&session_id(&v), &lease_id(&v), 0)
+        .await
+        .unwrap();
+    assert_eq!(view(&running)["active_deepseek_subsession_id"], json!(id));
+    for (n, locked) in [
+        json!({"name": "Write", "arguments": {"file_path": format!("{worktree}/x.txt"), "content": "x"}}),
+        json!({"name": "RunCommand", "arguments": {"argv": ["true"]}}),
+        json!({"name": "deepseek_subagent_start", "arguments": {"task": "a second one"}}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let busy = reply_refused(&chat, &v, &format!("ds-locked-{n}"), json!([locked]), "busy").await;
+        assert!(busy.contains(&id), "{busy}");
+    }
+    assert!(!Path::new(&worktree).join("x.txt").exists());
+
+    let (v, ended) = until_ended(&chat, v, &id, "e2e").await;
+    public.push(v.to_string());
+    assert_eq!(ended["status"], "succeeded", "{ended}");
+    assert_eq!(
+        ended["result_text"], "I wrote from_deepseek.txt.",
+        "{ended}"
+    );
+    let actions = ended["actions"].as_array().unwrap();
+    let write = actions
+        .iter()
+        .find(|a| a["name"] == "Write")
+        .expect("a Write action");
+    assert_eq!(write["status"], "ok", "{ended}");
+    assert_eq!(write["post_sha256"], json!(sha_of(&target)), "{ended}");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "written by the sub-session\n"
+    );
+    // The source repository is untouched: the sub-session wrote in the worktree only.
+    assert!(!root.join("from_deepseek.txt").exists());
+
+    // The route: every request reached the fake with the Flash id and the key, none a
+    // sub-session control tool.
+    let seen = fake.seen();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(
+        seen.iter().any(|r| r.stream),
+        "Claude Code streams: {seen:?}"
+    );
+    for request in &seen {
+        assert_eq!(request.model, "deepseek-flash", "{request:?}");
+        assert_eq!(request.api_key.as_deref(), Some(key.as_str()));
+        assert!(request.tool_names.iter().any(|t| t == "mcp__gw__Write"));
+        assert!(!request.tool_names.iter().any(|t| t.contains("deepseek")));
+    }
+
+    // Audited: the sub-session's ledger has its approved call, its receipt and its requests.
+    let delegated = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'delegated_call_approved'",
+        &id,
+    );
+    assert_eq!(delegated, 1);
+    let requests = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'deepseek_request'",
+        &id,
+    );
+    assert_eq!(requests as usize, seen.len());
+    let ended_events = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE kind = 'subsession_ended' AND session_id = ?1",
+        &id,
+    );
+    assert_eq!(ended_events, 1, "the end is recorded once");
+
+    // The SessionView summarises it.
+    let now = view(
+        &chat
+            .status(&session_id(&v), &lease_id(&v), 0)
+            .await
+            .unwrap(),
+    );
+    public.push(now.to_string());
+    assert_eq!(now["active_deepseek_subsession_id"], Value::Null, "{now}");
+    assert_eq!(now["deepseek_subsessions"][0]["subsession_id"], json!(id));
+    assert_eq!(now["deepseek_subsessions"][0]["status"], "succeeded");
+    assert_eq!(now["deepseek_subsessions"][0]["write_count"], 1);
+
+    // The key: nowhere but in the gateway's own environment.
+    assert_eq!(
+        files_holding(gw.state_dir(), key.as_bytes()),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        files_holding(Path::new(&worktree), key.as_bytes()),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        processes_holding(key.as_bytes(), gw.pid().unwrap()),
+        Vec::<String>::new()
+    );
+    for answer in &public {
+        assert!(!answer.contains(&key), "{answer}");
+    }
+    assert!(!gw.stderr_log().contains(&key));
+
+    let stopped = chat
+        .stop(&session_id(&v), &lease_id(&v), "ds-stop", None)
+        .await
+        .unwrap();
+    assert_eq!(view(&stopped)["status"], "stopped", "{stopped}");
+}
+
+#[tokio::test]
+async fn an_http_error_fails_the_subsession_and_nothing_falls_back() {
+    let fake = FakeDeepseek::start(vec![Step::Status(503)]).await.unwrap();
+    let gw = gateway_for(&fake, &new_key(), &[]).await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let v = start_delegating(&chat, &root, "ds-err").await;
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "anything"}}]);
+    let v = reply_turn(&chat, &v, "ds-err-start", start).await;
+    let id = subsession_id(&v);
+    let (v, ended) = until_ended(&chat, v, &id, "err").await;
+    assert_eq!(ended["status"], "failed", "{ended}");
+    assert!(
+        ended["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("HTTP 503")),
+        "{ended}"
+    );
+    // One request, to DeepSeek only: no retry, no other tier, no other provider.
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].model, "deepseek-flash");
+    let failures = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'deepseek_request' \
+         AND json_extract(data, '$.status') = 400 AND json_extract(data, '$.error') LIKE '%HTTP 503%'",
+        &id,
+    );
+    assert_eq!(failures, 1);
+    // The session goes on: a read still works.
+    let read = json!([{"name": "Read", "arguments": {"file_path": root.join("notes.txt").to_string_lossy()}}]);
+    let v = reply_turn(&chat, &v, "ds-err-read", read).await;
+    assert_eq!(v["pending_turn"]["tool_results"][0]["status"], "ok", "{v}");
+}
+
+#[tokio::test]
+async fn a_gateway_killed_while_it_runs_readopts_it_and_delivers_the_result_once() {
+    let fake = FakeDeepseek::start(Vec::new()).await.unwrap();
+    let mut gw = gateway_for(&fake, &new_key(), &[]).await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let v = start_delegating(&chat, &root, "ds-kill").await;
+    let worktree = v["workspace"]["worktree_path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let target = Path::new(&worktree).join("after_restart.txt");
+    fake.push(Step::ToolUse {
+        name: "Write".into(),
+        input: json!({"file_path": target.to_string_lossy(), "content": "survived\n"}),
+    });
+    fake.push(Step::Text("done after the restart".into()));
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "write after_restart.txt"}}]);
+    let v = reply_turn(&chat, &v, "ds-kill-start", start).await;
+    let id = subsession_id(&v);
+    // kill -9 at once: the sub-session's first model request finds no gateway and waits.
+    gw.kill().await;
+    gw.restart().await.unwrap();
+    let chat = chatgpt(&gw).await;
+    let adopted = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'broker_adopted'",
+        &id,
+    );
+    assert_eq!(adopted, 1, "the sub-session's broker is re-adopted");
+    let (_v, ended) = until_ended(&chat, v, &id, "kill").await;
+    assert_eq!(ended["status"], "succeeded", "{ended}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "survived\n");
+    let ends = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'subsession_ended'",
+        &id,
+    );
+    assert_eq!(ends, 1, "the result is delivered once");
+    assert_eq!(fake.remaining(), 0);
+}
+
+#[tokio::test]
+async fn a_crash_between_recording_and_launching_reports_it_not_started() {
+    let fake = FakeDeepseek::start(vec![Step::Text("must never be asked".into())])
+        .await
+        .unwrap();
+    let mut gw = gateway_for(
+        &fake,
+        &new_key(),
+        &[(
+            "NATIVE_GATEWAY_FAILPOINT",
+            "gateway_after_delegation_persisted:abort",
+        )],
+    )
+    .await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let v = start_delegating(&chat, &root, "ds-crash").await;
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "never run"}}]);
+    let crashed = chat
+        .reply(
+            &session_id(&v),
+            &lease_id(&v),
+            &turn_id(&v),
+            "ds-crash-start",
+            None,
+            Some(start),
+        )
+        .await;
+    assert!(
+        crashed.is_err(),
+        "the gateway aborted before answering: {crashed:?}"
+    );
+    gw.wait_exit(Duration::from_secs(10)).await.unwrap();
+    gw.restart().await.unwrap();
+    let chat = chatgpt(&gw).await;
+    let now = chat
+        .wait_until(
+            &session_id(&v),
+            &lease_id(&v),
+            Duration::from_secs(60),
+            |v| !v["pending_turn"].is_null(),
+        )
+        .await
+        .unwrap();
+    let summary = &now["deepseek_subsessions"][0];
+    assert_eq!(summary["status"], "failed", "{now}");
+    assert_eq!(now["active_deepseek_subsession_id"], Value::Null);
+    let report = report(&now);
+    assert!(
+        report["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not started")),
+        "{report}"
+    );
+    assert!(fake.seen().is_empty(), "it was never launched");
+    let id = summary["subsession_id"].as_str().unwrap();
+    let spawned = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'broker_spawned'",
+        id,
+    );
+    assert_eq!(spawned, 0);
+}
