@@ -656,6 +656,12 @@ impl Gateway {
     /// Stop a sub-session and wait until its broker is gone (killed after a grace period), so
     /// the stop is observed before it is recorded.
     pub(crate) async fn stop_subsession(self: &Arc<Self>, child_id: &str, reason: &str) {
+        let attached = self.live(child_id).attached();
+        // Durable first: the broker's exit that follows is then a stop, not a lost runtime.
+        self.transition(child_id, "recording a sub-session's stop", |child| {
+            (child.subsession_active() && child.stop_request.is_none())
+                .then(|| child.stop_requested(reason, attached))
+        });
         let Ok(child) = self.load(child_id) else {
             return;
         };
@@ -666,14 +672,13 @@ impl Gateway {
                     .await;
             }
         }
-        if child.subsession_active() {
-            self.finish_subsession(
-                child_id,
-                SubsessionStatus::Stopped,
-                None,
-                Some(reason.to_string()),
-            );
-        }
+        // Recorded once the broker is gone (a sub-session that ended by itself keeps its end).
+        self.finish_subsession(
+            child_id,
+            SubsessionStatus::Stopped,
+            None,
+            Some(reason.to_string()),
+        );
         self.resolve_prepared_writes(child_id);
     }
 
@@ -761,17 +766,14 @@ impl Gateway {
         }
         if tx.action(&call.action_id)?.is_none() {
             child.turn_sequence += 1;
-            tx.put_action(&ActionRecord {
+            let approved = ApprovedCall {
                 action_id: call.action_id.clone(),
-                session_id: child.id.clone(),
-                turn_id: child.id.clone(),
                 call_index: u32::try_from(child.turn_sequence).unwrap_or(u32::MAX),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
-                state: ActionState::Approved,
                 outcome: None,
-                prepared: None,
-            })?;
+            };
+            tx.put_action(&ActionRecord::approved(&approved, &child.id, &child.id))?;
         }
         Ok((
             LedgerEvent::DelegatedCallApproved {

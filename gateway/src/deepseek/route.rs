@@ -19,6 +19,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 pub struct ApiKey(String);
 
 impl ApiKey {
+    pub fn new(key: String) -> ApiKey {
+        ApiKey(key)
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }

@@ -186,3 +186,66 @@ async fn every_failure_is_one_non_retryable_error_and_nothing_else_is_asked() {
         response.body
     );
 }
+
+fn write_action(
+    path: &std::path::Path,
+    post: &str,
+    state: crate::state::ActionState,
+) -> crate::state::ActionRecord {
+    crate::state::ActionRecord {
+        action_id: format!("act_{post}"),
+        session_id: "ds_x".into(),
+        turn_id: "ds_x".into(),
+        call_index: 1,
+        name: "Write".into(),
+        arguments: serde_json::json!({}),
+        state,
+        outcome: Some(common::tools::ActionOutcome {
+            status: common::tools::ToolStatus::Ok,
+            output: String::new(),
+            truncated: false,
+            error_code: None,
+            receipt: common::tools::Receipt {
+                action_id: "a".into(),
+                path: Some(path.display().to_string()),
+                post_sha256: Some(post.to_string()),
+                ..Default::default()
+            },
+        }),
+        prepared: None,
+    }
+}
+
+#[test]
+fn results_are_verified_against_each_paths_last_write_receipt() {
+    use crate::state::ActionState::{Committed, NotApplied, Prepared};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f.txt");
+    std::fs::write(&file, "second").unwrap();
+    let first = common::hash::sha256_hex(b"first");
+    let second = common::hash::sha256_hex(b"second");
+    // The later write supersedes the earlier one; a write that changed nothing is not checked.
+    let actions = vec![
+        write_action(&file, &first, Committed),
+        write_action(&file, &second, Committed),
+        write_action(&file, &first, NotApplied),
+    ];
+    assert_eq!(super::verify_receipts(&actions), Ok(()));
+    // Changed behind its back: the path is named, with both hashes.
+    std::fs::write(&file, "third").unwrap();
+    let err = super::verify_receipts(&actions).unwrap_err();
+    assert!(
+        err.contains(&file.display().to_string()) && err.contains(&second),
+        "{err}"
+    );
+    // Gone, or replaced by a symlink to the right bytes: refused, not followed.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::write(&elsewhere, "second").unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
+    let err = super::verify_receipts(&actions).unwrap_err();
+    assert!(err.contains("missing or unreadable"), "{err}");
+    // A write that never finished fails it too.
+    let err = super::verify_receipts(&[write_action(&elsewhere, &second, Prepared)]).unwrap_err();
+    assert!(err.contains("did not finish"), "{err}");
+}

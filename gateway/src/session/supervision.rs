@@ -204,7 +204,7 @@ impl Gateway {
             gone = broker_gone;
             session.link_lost(broker_pid, broker_gone, forced)
         });
-        if gone && lost.is_some_and(|s| s.delegation.is_some()) {
+        if gone && lost.is_some_and(|s| s.delegation.is_some() && s.stop_request.is_none()) {
             self.on_subsession_lost(session_id, "its broker exited");
         }
         // Only if the broker itself is gone (a live one finishes its writes and reports).
@@ -216,7 +216,7 @@ impl Gateway {
         let lost = self.transition(session_id, "recording lost runtime", |session| {
             session.runtime_lost(why)
         });
-        if lost.is_some_and(|s| s.delegation.is_some()) {
+        if lost.is_some_and(|s| s.delegation.is_some() && s.stop_request.is_none()) {
             self.on_subsession_lost(session_id, "its broker is gone or failed verification");
         }
         self.resolve_prepared_writes(session_id);

@@ -198,6 +198,10 @@ impl SessionRecord {
         }
         match self.status {
             SessionStatus::Starting => SubsessionStatus::Starting,
+            // Stopped, its end not recorded yet.
+            SessionStatus::Stopping | SessionStatus::Stopped if self.stop_request.is_some() => {
+                SubsessionStatus::Stopped
+            }
             // Ended without an outcome recorded: its runtime went away.
             status if status.is_terminal() => SubsessionStatus::Lost,
             _ => SubsessionStatus::Running,
@@ -343,6 +347,27 @@ pub struct ActionRecord {
     pub outcome: Option<ActionOutcome>,
     /// A write's recorded intent, once it reached `prepared`.
     pub prepared: Option<common::protocol::PreparedWrite>,
+}
+
+impl ActionRecord {
+    /// An action approved (by ChatGPT's reply, or by a delegation) and not yet run.
+    pub fn approved(
+        call: &common::protocol::ApprovedCall,
+        session_id: &str,
+        turn_id: &str,
+    ) -> ActionRecord {
+        ActionRecord {
+            action_id: call.action_id.clone(),
+            session_id: session_id.to_string(),
+            turn_id: turn_id.to_string(),
+            call_index: call.call_index,
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            state: ActionState::Approved,
+            outcome: None,
+            prepared: None,
+        }
+    }
 }
 
 /// A session id without its `ns_` prefix: the part names of its private files and branches use.

@@ -19,7 +19,7 @@ use crate::session::{
     Gateway, Leased, Request, Scope, Settle, ToolResult, WaitFor, ensure_not_terminal,
 };
 use crate::state::{
-    ActionRecord, ActionState, ApprovedAction, LastResult, LedgerEvent, ReplyRecord, SessionRecord,
+    ActionRecord, ApprovedAction, LastResult, LedgerEvent, ReplyRecord, SessionRecord,
     SessionStatus, TurnStatus,
 };
 use crate::view::{REPLY_BUDGET_BYTES, SessionView};
@@ -296,17 +296,7 @@ fn accept(
             created_at_ms: now_unix_ms(),
         })?;
         for call in &approved {
-            tx.put_action(&ActionRecord {
-                action_id: call.action_id.clone(),
-                session_id: session_id.to_string(),
-                turn_id: turn_id.to_string(),
-                call_index: call.call_index,
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                state: ActionState::Approved,
-                outcome: None,
-                prepared: None,
-            })?;
+            tx.put_action(&ActionRecord::approved(call, session_id, turn_id))?;
         }
         crate::deepseek::persist_delegation(gateway, tx, &mut session, &approved)?;
         session.pending_turn_id = None;

@@ -93,15 +93,20 @@ async fn start_refuses_bad_input_with_specific_codes() {
         start_err(&chat, base(json!({"working_directory": state}))).await,
         "not_permitted"
     );
-    // A policy this build cannot honour is refused, not faked.
-    assert_eq!(
-        start_err(
-            &chat,
-            base(json!({"capability_profile": "worktree_write", "subagent_policy": "deepseek_explicit"}))
-        )
-        .await,
-        "not_permitted"
-    );
+    // DeepSeek sub-sessions write only in a managed worktree: any other profile is bad input.
+    for profile in ["read_only", "direct_write"] {
+        assert_eq!(
+            start_err(
+                &chat,
+                base(
+                    json!({"capability_profile": profile, "subagent_policy": "deepseek_explicit"})
+                )
+            )
+            .await,
+            "invalid_argument",
+            "{profile}"
+        );
+    }
     // An unknown profile is bad input.
     assert_eq!(
         start_err(&chat, base(json!({"capability_profile": "root_write"}))).await,

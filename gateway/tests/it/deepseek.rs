@@ -6,7 +6,7 @@
 //! delegation and launching it (reported not started, never launched), and a scan proving the key
 //! is in no state file, process environment, command line or public answer.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -104,29 +104,6 @@ fn subsession_id(start_turn: &Value) -> String {
         .as_str()
         .unwrap()
         .to_string()
-}
-
-/// Every file under `dir`, recursively, that holds `needle`.
-fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            found.extend(files_holding(&path, needle));
-        } else if meta.is_file()
-            && let Ok(bytes) = std::fs::read(&path)
-            && bytes.windows(needle.len()).any(|w| w == needle)
-        {
-            found.push(path.display().to_string());
-        }
-    }
-    found
 }
 
 /// Processes other than `except` whose environment or command line holds `needle`.
@@ -290,11 +267,11 @@ async fn a_delegated_task_runs_on_deepseek_confined_and_audited() {
     // The key: nowhere but in the gateway's own environment.
     assert_eq!(
         files_holding(gw.state_dir(), key.as_bytes()),
-        Vec::<String>::new()
+        Vec::<PathBuf>::new()
     );
     assert_eq!(
         files_holding(Path::new(&worktree), key.as_bytes()),
-        Vec::<String>::new()
+        Vec::<PathBuf>::new()
     );
     assert_eq!(
         processes_holding(key.as_bytes(), gw.pid().unwrap()),
@@ -451,4 +428,292 @@ async fn a_crash_between_recording_and_launching_reports_it_not_started() {
         id,
     );
     assert_eq!(spawned, 0);
+}
+
+/// The sub-session's broker pid, from the state database.
+fn broker_pid(gw: &GatewayProcess, subsession: &str) -> i32 {
+    state_db(gw)
+        .query_row(
+            "SELECT json_extract(data, '$.broker.pid') FROM sessions WHERE id = ?1",
+            [subsession],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+fn actions_of(gw: &GatewayProcess, session: &str) -> i64 {
+    count_with(
+        gw,
+        "SELECT COUNT(*) FROM actions WHERE session_id = ?1",
+        session,
+    )
+}
+
+#[tokio::test]
+async fn bad_sub_session_controls_are_refused_and_nothing_is_approved() {
+    let fake = FakeDeepseek::start(vec![Step::Text("done".into())])
+        .await
+        .unwrap();
+    let gw = gateway_for(&fake, &new_key(), &[]).await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    // Another session's sub-session: its id is foreign to the first session.
+    let other = start_delegating(&chat, &root, "ds-other").await;
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "say done"}}]);
+    let other = reply_turn(&chat, &other, "ds-other-start", start).await;
+    let foreign = subsession_id(&other);
+
+    let v = start_delegating(&chat, &root, "ds-bad").await;
+    let sid = session_id(&v);
+    let cases = [
+        (
+            json!([{"name": "deepseek_subagent_get", "arguments": {"subsession_id": foreign}}]),
+            "not_found",
+            "is not a sub-session of this session",
+        ),
+        (
+            json!([{"name": "deepseek_subagent_stop", "arguments": {"subsession_id": foreign}}]),
+            "not_found",
+            "is not a sub-session of this session",
+        ),
+        (
+            json!([{"name": "deepseek_subagent_get", "arguments": {"subsession_id": "ds_nope"}}]),
+            "not_found",
+            "is not a sub-session of this session",
+        ),
+        (
+            json!([{"name": "deepseek_subagent_get", "arguments": {"subsession_id": sid}}]),
+            "not_found",
+            "is not a sub-session of this session",
+        ),
+        (
+            json!([{"name": "deepseek_subagent_start", "arguments": {"task": ""}}]),
+            "invalid_argument",
+            "task must not be empty",
+        ),
+        (
+            json!([{"name": "deepseek_subagent_start", "arguments": {"task": "x".repeat(32 * 1024 + 1)}}]),
+            "invalid_argument",
+            "larger than 32768",
+        ),
+        (
+            json!([{"name": "deepseek_subagent_start", "arguments": {"task": "t", "model": "gpt-5"}}]),
+            "invalid_argument",
+            "unknown field",
+        ),
+        (
+            json!([{"name": "deepseek_subagent_start", "arguments": {"task": "t"}}, {"name": "deepseek_subagent_get", "arguments": {"subsession_id": foreign}}]),
+            "invalid_argument",
+            "must be the only call",
+        ),
+    ];
+    for (n, (calls, code, words)) in cases.into_iter().enumerate() {
+        let message = reply_refused(&chat, &v, &format!("ds-bad-{n}"), calls, code).await;
+        assert!(message.contains(words), "{words}: {message}");
+    }
+    assert_eq!(actions_of(&gw, &sid), 0, "nothing was approved");
+    let now = view(&chat.status(&sid, &lease_id(&v), 0).await.unwrap());
+    assert_eq!(now["deepseek_subsessions"], json!([]), "{now}");
+
+    // Without deepseek_explicit the controls are not the session's tools.
+    let plain = chat
+        .start_with(
+            "p",
+            &root,
+            "ds-plain",
+            json!({"capability_profile": "worktree_write", "wait_seconds": 50}),
+        )
+        .await
+        .unwrap();
+    let plain = view(&plain);
+    assert_eq!(plain["deepseek_route"], "disabled");
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "t"}}]);
+    let message = reply_refused(&chat, &plain, "ds-plain-start", start, "not_permitted").await;
+    assert!(message.contains("deepseek_subagent_start"), "{message}");
+    // deepseek_explicit needs worktree_write.
+    let wrong = chat
+        .start_with(
+            "p",
+            &root,
+            "ds-wrong",
+            json!({"capability_profile": "read_only", "subagent_policy": "deepseek_explicit"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(tests::tool_err_code(&wrong), "invalid_argument", "{wrong}");
+}
+
+#[tokio::test]
+async fn without_a_key_the_start_fails_and_the_session_goes_on() {
+    let fake = FakeDeepseek::start(Vec::new()).await.unwrap();
+    let gw = GatewayProcess::builder(env!("CARGO_BIN_EXE_gateway"))
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("CLAUDE_TOOLS_DEEPSEEK_BASE_URL", fake.base_url())
+        .env_remove("DEEPSEEK_API_KEY")
+        .spawn()
+        .await
+        .unwrap();
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let v = start_delegating(&chat, &root, "ds-nokey").await;
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "anything"}}]);
+    let v = reply_turn(&chat, &v, "ds-nokey-start", start).await;
+    let result = &v["pending_turn"]["tool_results"][0];
+    assert_eq!(result["status"], "error", "{result}");
+    let report = report(&v);
+    assert_eq!(report["status"], "failed", "{report}");
+    assert!(
+        report["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("DEEPSEEK_API_KEY is not set")),
+        "{report}"
+    );
+    assert_eq!(v["status"], "waiting_for_gpt", "the session goes on: {v}");
+    assert!(fake.seen().is_empty());
+    let spawned = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'broker_spawned'",
+        report["subsession_id"].as_str().unwrap(),
+    );
+    assert_eq!(spawned, 0, "nothing was started");
+}
+
+#[tokio::test]
+async fn stops_end_a_running_sub_session_before_its_session() {
+    let long = || Step::Delay(Duration::from_secs(60), Box::new(Step::Text("late".into())));
+    let fake = FakeDeepseek::start(vec![long(), long()]).await.unwrap();
+    let gw = gateway_for(&fake, &new_key(), &[]).await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let v = start_delegating(&chat, &root, "ds-stop").await;
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "think long"}}]);
+    let v = reply_turn(&chat, &v, "ds-stop-start", start).await;
+    let first = subsession_id(&v);
+    let pid = broker_pid(&gw, &first);
+    let stop = json!([{"name": "deepseek_subagent_stop", "arguments": {"subsession_id": first}}]);
+    let v = reply_turn(&chat, &v, "ds-stop-1", stop).await;
+    assert_eq!(report(&v)["status"], "stopped", "{v}");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "its broker is gone"
+    );
+
+    // A second one, stopped with its session.
+    let start =
+        json!([{"name": "deepseek_subagent_start", "arguments": {"task": "think long again"}}]);
+    let v = reply_turn(&chat, &v, "ds-stop-start-2", start).await;
+    let second = subsession_id(&v);
+    let pid = broker_pid(&gw, &second);
+    let stopped = chat
+        .stop(&session_id(&v), &lease_id(&v), "ds-stop-session", None)
+        .await
+        .unwrap();
+    let stopped = view(&stopped);
+    assert_eq!(stopped["status"], "stopped", "{stopped}");
+    assert_eq!(
+        stopped["deepseek_subsessions"][1]["status"], "stopped",
+        "{stopped}"
+    );
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "its broker is gone"
+    );
+    // The sub-session's end is recorded before the session's stop.
+    let db = state_db(&gw);
+    let order: Vec<String> = db
+        .prepare("SELECT kind FROM events WHERE session_id = ?1 AND kind IN ('subsession_ended', 'stop_requested') ORDER BY seq")
+        .unwrap()
+        .query_map([session_id(&v)], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        order,
+        ["subsession_ended", "subsession_ended", "stop_requested"]
+    );
+}
+
+#[tokio::test]
+async fn a_sub_session_whose_broker_dies_is_lost_and_never_run_again() {
+    let long = Step::Delay(Duration::from_secs(60), Box::new(Step::Text("late".into())));
+    let fake = FakeDeepseek::start(vec![long]).await.unwrap();
+    let gw = gateway_for(&fake, &new_key(), &[]).await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let v = start_delegating(&chat, &root, "ds-lost").await;
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "think long"}}]);
+    let v = reply_turn(&chat, &v, "ds-lost-start", start).await;
+    let id = subsession_id(&v);
+    let pid = broker_pid(&gw, &id);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let (v, ended) = until_ended(&chat, v, &id, "lost").await;
+    assert_eq!(ended["status"], "lost", "{ended}");
+    assert!(
+        ended["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not run again")),
+        "{ended}"
+    );
+    let spawned = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'broker_spawned'",
+        &id,
+    );
+    assert_eq!(spawned, 1, "never re-run");
+    // The write lock is released: the session may write again.
+    let worktree = v["workspace"]["worktree_path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let write = json!([{"name": "Write", "arguments": {"file_path": format!("{worktree}/after.txt"), "content": "ok"}}]);
+    let v = reply_turn(&chat, &v, "ds-lost-write", write).await;
+    assert_eq!(v["pending_turn"]["tool_results"][0]["status"], "ok", "{v}");
+}
+
+#[tokio::test]
+async fn a_file_changed_behind_the_receipts_fails_the_result_naming_it() {
+    let fake = FakeDeepseek::start(Vec::new()).await.unwrap();
+    let gw = gateway_for(&fake, &new_key(), &[]).await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let v = start_delegating(&chat, &root, "ds-verify").await;
+    let worktree = v["workspace"]["worktree_path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let target = Path::new(&worktree).join("checked.txt");
+    fake.push(Step::ToolUse {
+        name: "Write".into(),
+        input: json!({"file_path": target.to_string_lossy(), "content": "by the sub-session\n"}),
+    });
+    fake.push(Step::Delay(
+        Duration::from_secs(5),
+        Box::new(Step::Text("done".into())),
+    ));
+    let start =
+        json!([{"name": "deepseek_subagent_start", "arguments": {"task": "write checked.txt"}}]);
+    let v = reply_turn(&chat, &v, "ds-verify-start", start).await;
+    let id = subsession_id(&v);
+    // Someone else changes the file after the sub-session wrote it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !target.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sub-session never wrote"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    std::fs::write(&target, "changed behind its back\n").unwrap();
+    let (_v, ended) = until_ended(&chat, v, &id, "verify").await;
+    assert_eq!(ended["status"], "failed", "{ended}");
+    let error = ended["error"].as_str().unwrap_or("");
+    assert!(error.contains("result verification"), "{ended}");
+    assert!(
+        error.contains(&target.to_string_lossy().to_string()),
+        "{ended}"
+    );
 }

@@ -58,27 +58,13 @@ fn without_skill_contexts(result: &Value) -> String {
 
 /// Every file under `dir` holding a skill body, with its mode.
 fn files_with_bodies(dir: &Path) -> Vec<(PathBuf, u32)> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            found.extend(files_with_bodies(&path));
-        } else if meta.is_file()
-            && std::fs::read(&path)
-                .unwrap_or_default()
-                .windows(MARK.len())
-                .any(|w| w == MARK.as_bytes())
-        {
-            found.push((path, meta.permissions().mode() & 0o777));
-        }
-    }
-    found
+    files_holding(dir, MARK.as_bytes())
+        .into_iter()
+        .map(|path| {
+            let mode = std::fs::symlink_metadata(&path).map_or(0, |m| m.permissions().mode());
+            (path, mode & 0o777)
+        })
+        .collect()
 }
 
 /// The runner: the broker's direct child.

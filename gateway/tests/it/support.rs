@@ -116,3 +116,26 @@ pub fn gatewayctl_json(gw: &GatewayProcess, args: &[&str]) -> Value {
         )
     })
 }
+
+/// Every regular file under `dir` (recursively, symlinks not followed) whose bytes hold `needle`.
+pub fn files_holding(dir: &Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            found.extend(files_holding(&path, needle));
+        } else if meta.is_file()
+            && let Ok(bytes) = std::fs::read(&path)
+            && bytes.windows(needle.len()).any(|w| w == needle)
+        {
+            found.push(path);
+        }
+    }
+    found
+}
