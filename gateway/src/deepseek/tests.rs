@@ -230,10 +230,10 @@ fn results_are_verified_against_each_paths_last_write_receipt() {
         write_action(&file, &second, Committed),
         write_action(&file, &first, NotApplied),
     ];
-    assert_eq!(super::verify_receipts(&actions), Ok(()));
+    assert_eq!(super::lifecycle::verify_receipts(&actions), Ok(()));
     // Changed behind its back: the path is named, with both hashes.
     std::fs::write(&file, "third").unwrap();
-    let err = super::verify_receipts(&actions).unwrap_err();
+    let err = super::lifecycle::verify_receipts(&actions).unwrap_err();
     assert!(
         err.contains(&file.display().to_string()) && err.contains(&second),
         "{err}"
@@ -243,9 +243,10 @@ fn results_are_verified_against_each_paths_last_write_receipt() {
     std::fs::write(&elsewhere, "second").unwrap();
     std::fs::remove_file(&file).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
-    let err = super::verify_receipts(&actions).unwrap_err();
+    let err = super::lifecycle::verify_receipts(&actions).unwrap_err();
     assert!(err.contains("missing or unreadable"), "{err}");
     // A write that never finished fails it too.
-    let err = super::verify_receipts(&[write_action(&elsewhere, &second, Prepared)]).unwrap_err();
+    let err = super::lifecycle::verify_receipts(&[write_action(&elsewhere, &second, Prepared)])
+        .unwrap_err();
     assert!(err.contains("did not finish"), "{err}");
 }

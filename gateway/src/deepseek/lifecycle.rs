@@ -1,0 +1,596 @@
+//! A sub-session's life after its delegation is persisted: the gateway's calls (start, get,
+//! stop) carried out and recorded, launching it, delegated calls, its end (verified against its
+//! receipts), lost runtimes, stops, settling a delegation a crash left unlaunched, and forwarding
+//! its model requests on the route.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::hash::sha256_hex;
+use common::protocol::{ApprovedCall, ReplyRelease};
+use common::time::{now_unix_ms, rfc3339_ms};
+use common::tools::{ActionOutcome, LogicalTool, Receipt, ToolStatus};
+use serde_json::{Value, json};
+
+use super::{DelegatedCall, egress, subsession_id_of};
+use crate::error::ToolError;
+use crate::session::{Gateway, ToolResult};
+use crate::state::{
+    ActionEnd, ActionRecord, ActionState, LedgerEvent, SessionRecord, SessionStatus, StoreError,
+    SubsessionEnd, SubsessionStatus, Tx,
+};
+use crate::view::Terminal;
+
+/// Longest final text a `deepseek_subagent_get` carries.
+const MAX_RESULT_TEXT: usize = 16 * 1024;
+/// Most actions a `deepseek_subagent_get` lists (it says how many there were).
+const MAX_LISTED_ACTIONS: usize = 200;
+/// How long stopping a sub-session may take before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(8);
+
+/// Mark `child` ended; the event for its own ledger (the caller also records it in the
+/// parent's). A sub-session that ended is final: its record becomes terminal.
+fn end_subsession(
+    child: &mut SessionRecord,
+    status: SubsessionStatus,
+    result_text: Option<String>,
+    error: Option<String>,
+) -> Option<LedgerEvent> {
+    let delegation = child.delegation.as_mut()?;
+    if delegation.end.is_some() {
+        return None;
+    }
+    delegation.end = Some(SubsessionEnd {
+        status,
+        at_ms: now_unix_ms(),
+        result_text,
+        error: error.clone(),
+    });
+    if !child.status.is_terminal() {
+        child.status = match status {
+            SubsessionStatus::Succeeded | SubsessionStatus::Stopped => SessionStatus::Stopped,
+            _ => SessionStatus::Failed,
+        };
+        child.pending_turn_id = None;
+        child.terminal = Some(Terminal::stopped(
+            Some(&format!("DeepSeek sub-session {}", status.as_str())),
+            None,
+            None,
+            common::time::now_rfc3339(),
+        ));
+    }
+    Some(LedgerEvent::SubsessionEnded {
+        subsession_id: child.id.clone(),
+        status,
+        error,
+    })
+}
+
+/// Check the files a sub-session changed against its receipts: each path's last committed
+/// write must be what the file holds now. The first mismatch, in words naming the path.
+pub(super) fn verify_receipts(actions: &[ActionRecord]) -> Result<(), String> {
+    let mut last: Vec<(String, String)> = Vec::new();
+    for action in actions {
+        let is_write = LogicalTool::from_name(&action.name).is_some_and(LogicalTool::writes);
+        if !is_write {
+            continue;
+        }
+        match action.state {
+            ActionState::Committed => {}
+            ActionState::NotApplied => continue,
+            other => {
+                let path = action
+                    .prepared
+                    .as_ref()
+                    .map_or("(unknown path)", |p| p.path.as_str());
+                return Err(format!(
+                    "the write to {path} is {} (it did not finish)",
+                    other.as_str()
+                ));
+            }
+        }
+        let Some(receipt) = action.outcome.as_ref().map(|o| &o.receipt) else {
+            continue;
+        };
+        if let (Some(path), Some(post)) = (&receipt.path, &receipt.post_sha256) {
+            last.retain(|(p, _)| p != path);
+            last.push((path.clone(), post.clone()));
+        }
+    }
+    for (path, expected) in last {
+        let found = read_nofollow(&path).map(|bytes| sha256_hex(&bytes));
+        match found {
+            Some(found) if found == expected => {}
+            Some(found) => {
+                return Err(format!(
+                    "{path} holds sha256 {found}, not {expected} as the sub-session's last write \
+                     receipt says"
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "{path} is missing or unreadable, but the sub-session's last write receipt \
+                     says sha256 {expected}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn read_nofollow(path: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// What `deepseek_subagent_get` shows of a sub-session.
+fn report(gateway: &Gateway, tx: &Tx<'_>, child: &SessionRecord) -> Result<Value, StoreError> {
+    let actions = tx.actions_for_turn(&child.id)?;
+    let end = child.delegation.as_ref().and_then(|d| d.end.as_ref());
+    let listed: Vec<Value> = actions
+        .iter()
+        .take(MAX_LISTED_ACTIONS)
+        .map(|a| {
+            let receipt = a.outcome.as_ref().map(|o| &o.receipt);
+            let path = receipt
+                .and_then(|r| r.path.clone())
+                .or_else(|| a.prepared.as_ref().map(|p| p.path.clone()));
+            json!({
+                "name": a.name,
+                "path": path,
+                "pre_sha256": receipt.and_then(|r| r.pre_sha256.clone()),
+                "post_sha256": receipt.and_then(|r| r.post_sha256.clone()),
+                "status": a.outcome.as_ref().map_or(json!(a.state.as_str()), |o| json!(o.status)),
+            })
+        })
+        .collect();
+    let mut result_text = end.and_then(|e| e.result_text.clone());
+    let mut truncated = false;
+    if let Some(text) = result_text.as_mut() {
+        truncated = common::tools::clip_utf8(text, MAX_RESULT_TEXT);
+    }
+    Ok(json!({
+        "subsession_id": child.id,
+        "status": child.subsession_status().as_str(),
+        "started_at": rfc3339_ms(child.created_at_ms),
+        "ended_at": end.map(|e| rfc3339_ms(e.at_ms)),
+        "result_text": result_text,
+        "result_truncated": truncated,
+        "actions": listed,
+        "actions_total": actions.len(),
+        "error": end.and_then(|e| e.error.clone()),
+        "route": gateway.config.deepseek.describe(),
+        "egress": format!(
+            "model requests only, through the gateway to {} (the runner has no network and no key)",
+            gateway.config.deepseek.public_endpoint()
+        ),
+    }))
+}
+
+fn outcome(action_id: &str, status: ToolStatus, value: &Value, started: i64) -> ActionOutcome {
+    let mut output = serde_json::to_string_pretty(value).unwrap_or_default();
+    let truncated = common::tools::clip_utf8(&mut output, common::tools::MAX_TOOL_OUTPUT_BYTES);
+    ActionOutcome {
+        status,
+        output,
+        truncated,
+        error_code: (status != ToolStatus::Ok).then(|| "subagent_failed".to_string()),
+        receipt: Receipt {
+            action_id: action_id.to_string(),
+            duration_ms: u64::try_from(now_unix_ms() - started).unwrap_or(0),
+            ..Receipt::default()
+        },
+    }
+}
+
+impl Gateway {
+    /// Carry out the reply's gateway calls (start, get, stop) once the reply is persisted and
+    /// before it is released: each outcome is recorded, then travels with the release.
+    pub(crate) async fn carry_out_gateway_calls(
+        self: &Arc<Self>,
+        parent_id: &str,
+        release: &mut ReplyRelease,
+    ) -> ToolResult<()> {
+        for call in &mut release.calls {
+            let Some(tool) = LogicalTool::from_name(&call.name).filter(|t| t.executed_by_gateway())
+            else {
+                continue;
+            };
+            let started = now_unix_ms();
+            let (status, child_id) = match tool {
+                LogicalTool::DeepseekSubagentStart => {
+                    let child_id = self.store.read(|tx| {
+                        let parent = self.session(tx, parent_id)?;
+                        Ok::<_, ToolError>(parent.subsessions.last().cloned().unwrap_or_default())
+                    })?;
+                    // Crash tests: the delegation is durable, nothing is launched.
+                    let _ = broker::executor::failpoint::hit(
+                        broker::executor::failpoint::Failpoint::GatewayAfterDelegationPersisted,
+                    );
+                    (self.launch_subsession(&child_id).await, child_id)
+                }
+                LogicalTool::DeepseekSubagentStop => {
+                    let child_id = subsession_id_of(call).to_string();
+                    self.stop_subsession(&child_id, "stopped by deepseek_subagent_stop")
+                        .await;
+                    (ToolStatus::Ok, child_id)
+                }
+                _ => (ToolStatus::Ok, subsession_id_of(call).to_string()),
+            };
+            call.outcome = Some(self.record_gateway_outcome(
+                parent_id,
+                &call.action_id,
+                &child_id,
+                status,
+                started,
+            )?);
+        }
+        Ok(())
+    }
+
+    /// Record a gateway call's outcome (the sub-session's report) on its action.
+    fn record_gateway_outcome(
+        &self,
+        parent_id: &str,
+        action_id: &str,
+        child_id: &str,
+        status: ToolStatus,
+        started: i64,
+    ) -> ToolResult<ActionOutcome> {
+        let recorded = self.store.write(|tx| {
+            let child = self.session(tx, child_id)?;
+            let value = report(self, tx, &child)?;
+            let outcome = outcome(action_id, status, &value, started);
+            if let Some(mut action) = tx.action(action_id)? {
+                action.state = ActionState::Committed;
+                action.outcome = Some(outcome.clone());
+                tx.put_action(&action)?;
+            }
+            tx.record(
+                parent_id,
+                &LedgerEvent::ActionCommitted(ActionEnd {
+                    action_id: action_id.to_string(),
+                    status: outcome.status,
+                    receipt: outcome.receipt.clone(),
+                }),
+            )?;
+            Ok::<_, ToolError>(outcome)
+        })?;
+        Ok(recorded)
+    }
+
+    /// Start a persisted sub-session: its broker and runner, then its task as the first prompt.
+    /// Failing to start fails the sub-session (not its session): `Error` and the reason.
+    async fn launch_subsession(self: &Arc<Self>, child_id: &str) -> ToolStatus {
+        let Ok(child) = self.load(child_id) else {
+            return ToolStatus::Error;
+        };
+        if child.status != SessionStatus::Starting {
+            return ToolStatus::Error;
+        }
+        let failed = |why: String| {
+            self.finish_subsession(child_id, SubsessionStatus::Failed, None, Some(why));
+            ToolStatus::Error
+        };
+        if self.config.deepseek.api_key.is_none() {
+            return failed(
+                "DEEPSEEK_API_KEY is not set in the gateway's environment: the owner sets it and \
+                 restarts the gateway. Nothing was started; the session goes on."
+                    .into(),
+            );
+        }
+        if let Err(error) = self.launch(&child, 1, false).await {
+            return failed(format!(
+                "the sub-session could not start: {}",
+                error.message
+            ));
+        }
+        let task = self
+            .store
+            .read(|tx| {
+                let start = child.delegation.as_ref().map(|d| d.start_action_id.clone());
+                Ok::<_, StoreError>(match start {
+                    Some(id) => tx.action(&id)?,
+                    None => None,
+                })
+            })
+            .ok()
+            .flatten()
+            .and_then(|a| {
+                a.arguments
+                    .get("task")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
+        let Some(task) = task else {
+            return failed("the delegated task could not be read back".into());
+        };
+        let prompt_id = format!("prm_{}", uuid::Uuid::new_v4().simple());
+        if let Err(err) = self.release_prompt(child_id, prompt_id, task, None) {
+            return failed(format!(
+                "the task could not be handed over: {}",
+                err.message
+            ));
+        }
+        if let Some(parent) = child.delegation.as_ref().map(|d| &d.parent_session_id) {
+            self.record_event(
+                parent,
+                LedgerEvent::SubsessionLaunched {
+                    subsession_id: child_id.to_string(),
+                },
+            );
+        }
+        ToolStatus::Ok
+    }
+
+    /// Record how a sub-session ended (once), in its ledger and its session's, and wake the
+    /// session's waiters.
+    pub(crate) fn finish_subsession(
+        &self,
+        child_id: &str,
+        status: SubsessionStatus,
+        result_text: Option<String>,
+        error: Option<String>,
+    ) {
+        let done = self.store.write(|tx| {
+            let Some(mut child) = tx.session(child_id)? else {
+                return Ok::<_, StoreError>(None);
+            };
+            let Some(event) = end_subsession(&mut child, status, result_text, error) else {
+                return Ok(None);
+            };
+            self.commit(tx, &mut child, &event)?;
+            let parent_id = child
+                .delegation
+                .as_ref()
+                .map(|d| d.parent_session_id.clone())
+                .unwrap_or_default();
+            let parent = match tx.session(&parent_id)? {
+                Some(mut parent) => {
+                    self.commit(tx, &mut parent, &event)?;
+                    Some(parent)
+                }
+                None => None,
+            };
+            Ok(Some((child, parent)))
+        });
+        match done {
+            Ok(Some((child, parent))) => {
+                self.notify(&child);
+                if let Some(parent) = parent {
+                    self.notify(&parent);
+                }
+            }
+            Ok(None) => {}
+            Err(err) => tracing::error!(subsession = %child_id, "recording its end: {err}"),
+        }
+    }
+
+    /// The sub-session's runner ended its turn: the task is done. Its writes are checked
+    /// against their receipts (a mismatch fails it, naming the path), then it is stopped.
+    pub(crate) fn on_subsession_turn_ended(
+        self: &Arc<Self>,
+        child_id: &str,
+        result: Option<String>,
+        is_error: bool,
+    ) {
+        let actions = self
+            .store
+            .read(|tx| tx.actions_for_turn(child_id))
+            .unwrap_or_default();
+        let (status, error) = match verify_receipts(&actions) {
+            Err(why) => (
+                SubsessionStatus::Failed,
+                Some(format!("result verification: {why}")),
+            ),
+            Ok(()) if is_error => (
+                SubsessionStatus::Failed,
+                Some("the sub-session's runner ended with an error (see result_text)".into()),
+            ),
+            Ok(()) => (SubsessionStatus::Succeeded, None),
+        };
+        self.finish_subsession(child_id, status, result, error);
+        let record = self.load(child_id).ok().and_then(|c| c.broker);
+        self.send_stop(child_id, record.as_ref(), "the delegated task is finished");
+        self.enforce_stop(child_id);
+    }
+
+    /// The sub-session's runtime is gone (its broker died or failed verification): it is
+    /// `lost`, never re-run; its prepared writes are settled from the files by the caller.
+    pub(crate) fn on_subsession_lost(&self, child_id: &str, why: &str) {
+        self.finish_subsession(
+            child_id,
+            SubsessionStatus::Lost,
+            None,
+            Some(format!("its runtime is gone ({why}); it is not run again")),
+        );
+    }
+
+    /// Stop a sub-session and wait until its broker is gone (killed after a grace period), so
+    /// the stop is observed before it is recorded.
+    pub(crate) async fn stop_subsession(self: &Arc<Self>, child_id: &str, reason: &str) {
+        let attached = self.live(child_id).attached();
+        // Durable first: the broker's exit that follows is then a stop, not a lost runtime.
+        self.transition(child_id, "recording a sub-session's stop", |child| {
+            (child.subsession_active() && child.stop_request.is_none())
+                .then(|| child.stop_requested(reason, attached))
+        });
+        let Ok(child) = self.load(child_id) else {
+            return;
+        };
+        if let Some(record) = &child.broker {
+            self.send_stop(child_id, Some(record), reason);
+            if !crate::brokers::wait_gone(self.host(), record, STOP_GRACE).await {
+                self.stop_broker(child_id, record, STOP_GRACE, Duration::from_secs(2))
+                    .await;
+            }
+        }
+        // Recorded once the broker is gone (a sub-session that ended by itself keeps its end).
+        self.finish_subsession(
+            child_id,
+            SubsessionStatus::Stopped,
+            None,
+            Some(reason.to_string()),
+        );
+        self.resolve_prepared_writes(child_id);
+    }
+
+    /// Stop every running sub-session of `parent_id` (before the session itself stops).
+    pub(crate) async fn stop_subsessions(self: &Arc<Self>, parent_id: &str, reason: &str) {
+        let Ok(parent) = self.load(parent_id) else {
+            return;
+        };
+        for child_id in &parent.subsessions {
+            if self.load(child_id).is_ok_and(|c| c.subsession_active()) {
+                self.stop_subsession(child_id, reason).await;
+            }
+        }
+    }
+
+    /// At gateway start, before re-adoption: a delegation persisted but never launched (the
+    /// gateway stopped in between) is reported not started — it is never launched late, so
+    /// never twice — and every start action gets its outcome.
+    pub(crate) fn settle_unlaunched_subsessions(&self) {
+        let Ok(sessions) = self.store.read(|tx| tx.sessions()) else {
+            return;
+        };
+        for child in sessions.iter().filter(|s| s.delegation.is_some()) {
+            if child.status == SessionStatus::Starting && child.broker.is_none() {
+                self.finish_subsession(
+                    &child.id,
+                    SubsessionStatus::Failed,
+                    None,
+                    Some(
+                        "not started: the gateway stopped between recording the delegation and \
+                         launching it; it is not launched again. Start a new one if needed."
+                            .into(),
+                    ),
+                );
+            }
+            let Some(delegation) = &child.delegation else {
+                continue;
+            };
+            let missing = self
+                .store
+                .read(|tx| tx.action(&delegation.start_action_id))
+                .ok()
+                .flatten()
+                .is_some_and(|a| a.outcome.is_none());
+            if missing {
+                let status = match self.load(&child.id).map(|c| c.subsession_status()) {
+                    Ok(SubsessionStatus::Failed | SubsessionStatus::Lost) => ToolStatus::Error,
+                    _ => ToolStatus::Ok,
+                };
+                let _ = self.record_gateway_outcome(
+                    &delegation.parent_session_id,
+                    &delegation.start_action_id,
+                    &child.id,
+                    status,
+                    now_unix_ms(),
+                );
+            }
+        }
+    }
+
+    /// A sub-session's runner called a tool: recorded as an approved action of the sub-session
+    /// (the delegation is its approval) if it is one of the sub-session's tools. Anything else
+    /// is refused and stops the sub-session: its broker checks the same list, so only a broken
+    /// or hostile broker sends one.
+    pub(crate) fn delegated_call(
+        &self,
+        tx: &Tx<'_>,
+        child: &mut SessionRecord,
+        call: DelegatedCall,
+    ) -> Result<(LedgerEvent, bool), StoreError> {
+        let offered = LogicalTool::offered(child.profile, child.subagent_policy);
+        let allowed = child.delegation.is_some()
+            && child.subsession_active()
+            && LogicalTool::from_name(&call.name).is_some_and(|t| offered.contains(&t))
+            && call.action_id.starts_with("act_");
+        if !allowed {
+            return Ok((
+                LedgerEvent::UnapprovedCall {
+                    tool_use_id: call.tool_use_id,
+                    name: call.name,
+                    reason: "not a tool of this sub-session, or it has ended".into(),
+                },
+                true,
+            ));
+        }
+        if tx.action(&call.action_id)?.is_none() {
+            child.turn_sequence += 1;
+            let approved = ApprovedCall {
+                action_id: call.action_id.clone(),
+                call_index: u32::try_from(child.turn_sequence).unwrap_or(u32::MAX),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                outcome: None,
+            };
+            tx.put_action(&ActionRecord::approved(&approved, &child.id, &child.id))?;
+        }
+        Ok((
+            LedgerEvent::DelegatedCallApproved {
+                action_id: call.action_id,
+                tool_use_id: call.tool_use_id,
+                name: call.name,
+                arguments: call.arguments,
+            },
+            false,
+        ))
+    }
+
+    /// One model request of a sub-session's runner, forwarded on the route; recorded in the
+    /// sub-session's ledger. Only a live sub-session's broker gets an answer from DeepSeek: any
+    /// other broker's request is refused without leaving the gateway.
+    pub(crate) async fn egress(
+        &self,
+        session_id: &str,
+        request_id: u64,
+        body: &str,
+    ) -> common::protocol::EgressResponse {
+        let allowed = self
+            .load(session_id)
+            .is_ok_and(|s| s.delegation.is_some() && s.subsession_active());
+        let (response, record) = if allowed {
+            egress::forward(&self.egress_client, &self.config.deepseek, request_id, body).await
+        } else {
+            let mut refused = egress::refused(
+                "only a running DeepSeek sub-session may send model requests through the gateway",
+            );
+            refused.0.request_id = request_id;
+            refused
+        };
+        let failure = record.error.clone();
+        self.record_event(
+            session_id,
+            LedgerEvent::DeepseekRequest {
+                requested_model: record.requested_model,
+                sent_model: record.sent_model,
+                status: record.status,
+                duration_ms: record.duration_ms,
+                error: record.error,
+            },
+        );
+        // A failed request fails the sub-session before its runner hears of it: no retry
+        // leaves the gateway (the runner's own retries are refused above), nothing falls back.
+        if allowed && let Some(why) = failure {
+            self.finish_subsession(
+                session_id,
+                SubsessionStatus::Failed,
+                None,
+                Some(format!("a DeepSeek request failed: {why}")),
+            );
+            let record = self.load(session_id).ok().and_then(|c| c.broker);
+            self.send_stop(session_id, record.as_ref(), "a DeepSeek request failed");
+        }
+        response
+    }
+}
