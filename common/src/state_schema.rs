@@ -82,3 +82,47 @@ pub const V2: &str = r#"
 ALTER TABLE actions ADD COLUMN prepared TEXT;
 CREATE INDEX actions_by_state ON actions(session_id, state);
 "#;
+
+/// Schema version 3: OAuth 2.1 for the ChatGPT connector. Registered clients, the grants the owner
+/// approved, authorization codes and access/refresh tokens. Every secret is stored as its SHA-256
+/// only. Only new tables: nothing of versions 1 and 2 changes.
+pub const V3: &str = r#"
+CREATE TABLE oauth_clients (
+    client_id TEXT PRIMARY KEY,
+    client_name TEXT,
+    redirect_uris TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    revoked_at_ms INTEGER
+);
+CREATE TABLE oauth_grants (
+    grant_id TEXT PRIMARY KEY,
+    client_id TEXT NOT NULL REFERENCES oauth_clients(client_id),
+    resource TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    refreshed_at_ms INTEGER,
+    revoked_at_ms INTEGER,
+    revoked_reason TEXT
+);
+CREATE INDEX oauth_grants_by_client ON oauth_grants(client_id);
+CREATE TABLE oauth_codes (
+    code_hash TEXT PRIMARY KEY,
+    client_id TEXT NOT NULL REFERENCES oauth_clients(client_id),
+    redirect_uri TEXT NOT NULL,
+    code_challenge TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    expires_at_ms INTEGER NOT NULL,
+    grant_id TEXT REFERENCES oauth_grants(grant_id)
+);
+CREATE TABLE oauth_tokens (
+    token_hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('access', 'refresh')),
+    grant_id TEXT NOT NULL REFERENCES oauth_grants(grant_id),
+    audience TEXT NOT NULL,
+    expires_at_ms INTEGER NOT NULL,
+    rotated_at_ms INTEGER
+);
+CREATE INDEX oauth_tokens_by_grant ON oauth_tokens(grant_id);
+"#;

@@ -3,6 +3,8 @@
 //!
 //! Layout (ARCHITECTURE.md has the file map):
 //! - `mcp`: the MCP transport (HTTP app, auth, stdio); `tools`: the six public tools.
+//! - `oauth`: OAuth 2.1 for the connector (the gateway as its own authorization server) and the
+//!   owner's admin socket.
 //! - `session`: the session core behind the tools, and broker events into state.
 //! - `brokers`: the broker seam — processes (spawn, identity, signals) and verified links.
 //! - `view`: the SessionView's types and schema; `state`: the SQLite store and its records.
@@ -21,6 +23,7 @@ pub mod error;
 pub mod http_server;
 pub mod limits;
 pub mod mcp;
+pub mod oauth;
 pub mod session;
 pub mod skills;
 pub mod state;
@@ -69,18 +72,49 @@ pub async fn start_background(gateway: Arc<Gateway>, shutdown: CancellationToken
 
 /// Serve MCP over HTTP on `listen` until `shutdown`, then stop gracefully: waits end at once,
 /// calls in flight finish (bounded), connections close. Prints the listening line on stdout.
+/// Also serves the OAuth endpoints (unless `--auth token`) and the owner's admin socket.
 pub async fn serve_http(
     gateway: Arc<Gateway>,
     listen: SocketAddr,
+    auth: &oauth::AuthSettings,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
+    let oauth = if auth.mode.oauth() {
+        Some(oauth::OAuth::open(auth, addr, &gateway.config.state_dir)?)
+    } else {
+        None
+    };
+    let admin_listener = oauth::admin::bind(&gateway.config.state_dir)?;
+    tokio::spawn(oauth::admin::serve(
+        admin_listener,
+        oauth::admin::Admin {
+            mode: auth.mode,
+            oauth: oauth.clone(),
+        },
+        oauth::admin::socket_path(&gateway.config.state_dir),
+        shutdown.clone(),
+    ));
     // rmcp's own token is cancelled only after the calls in flight have answered.
     let mcp_shutdown = CancellationToken::new();
-    let app = mcp::http_app(gateway.clone(), mcp_shutdown.clone());
+    let app = mcp::http_app(
+        gateway.clone(),
+        mcp_shutdown.clone(),
+        auth.mode,
+        oauth.clone(),
+        &auth.public_hosts(),
+    );
+    match &oauth {
+        Some(oauth) => tracing::info!(
+            auth = auth.mode.as_str(),
+            issuer = %oauth.issuer,
+            "OAuth is on; approve a client with `gatewayctl oauth approve`"
+        ),
+        None => tracing::info!(auth = auth.mode.as_str(), "OAuth is off"),
+    }
     println!("listening http://{addr}/mcp");
     let accepting = CancellationToken::new();
     let stop = {

@@ -43,6 +43,19 @@ enum Command {
         /// Log format on stderr.
         #[arg(long, default_value = "text", value_parser = ["text", "json"])]
         log_format: String,
+        /// Which credentials /mcp accepts: `token` (the static token, header or capability URL),
+        /// `oauth` (OAuth access tokens only), or `both`.
+        #[arg(
+            long,
+            env = "CLAUDE_TOOLS_GATEWAY_AUTH",
+            default_value = "both",
+            value_parser = ["token", "oauth", "both"]
+        )]
+        auth: String,
+        /// Public HTTPS origin of the tunnel, e.g. https://gw.example.net: the base of the OAuth
+        /// URLs (issuer, resource). Default: the loopback address the gateway listens on.
+        #[arg(long, env = "CLAUDE_TOOLS_GATEWAY_PUBLIC_BASE", value_name = "URL")]
+        public_base: Option<String>,
     },
     /// Run one session's broker (started by the gateway).
     #[command(hide = true)]
@@ -106,9 +119,19 @@ fn main() -> std::process::ExitCode {
                 stdio,
                 allowed_hosts,
                 log_format,
+                auth,
+                public_base,
             } => {
                 init_tracing(log_format == "json");
-                let config = match gateway::Config::from_env(allowed_hosts) {
+                let settings = auth
+                    .parse::<gateway::oauth::AuthMode>()
+                    .map_err(anyhow::Error::from)
+                    .and_then(|mode| {
+                        gateway::oauth::AuthSettings::new(mode, public_base.as_deref())
+                    });
+                let config = settings
+                    .and_then(|settings| Ok((gateway::Config::from_env(allowed_hosts)?, settings)));
+                let (config, auth) = match config {
                     Ok(config) => config,
                     Err(err) => {
                         eprintln!("gateway: {err:#}");
@@ -134,7 +157,7 @@ fn main() -> std::process::ExitCode {
                 if stdio {
                     gateway::serve_stdio(gateway, shutdown).await?;
                 } else {
-                    gateway::serve_http(gateway, listen, shutdown).await?;
+                    gateway::serve_http(gateway, listen, &auth, shutdown).await?;
                 }
                 Ok(std::process::ExitCode::SUCCESS)
             }

@@ -21,6 +21,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
+use crate::oauth::{AuthMode, OAuth};
 use crate::session::Gateway;
 use crate::tools::PublicTool;
 
@@ -98,8 +99,14 @@ impl ServerHandler for GatewayMcp {
     }
 }
 
+/// What the MCP endpoint accepts: the static token (unless `--auth oauth`), OAuth access tokens
+/// (unless `--auth token`).
 #[derive(Clone)]
-struct AccessToken(Arc<str>);
+struct Credentials {
+    /// The static token, when the auth mode accepts it.
+    static_token: Option<Arc<str>>,
+    oauth: Option<Arc<OAuth>>,
+}
 
 /// The token of an `Authorization` header with the `Bearer` scheme (case-insensitive, RFC 9110).
 fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
@@ -111,36 +118,68 @@ fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
         .filter(|token| !token.is_empty())
 }
 
-/// 401 as RFC 6750 words it: `WWW-Authenticate: Bearer` (with `error="invalid_token"` when a
-/// wrong token was presented) and a short JSON body. OAuth will add `resource_metadata` here.
-fn unauthorized(presented: bool) -> Response {
-    let challenge = if presented {
-        "Bearer error=\"invalid_token\""
+/// The `WWW-Authenticate` challenge of a 401 (RFC 6750 §3), with `resource_metadata` (RFC 9728
+/// §5.1) when OAuth is on so that clients can discover the authorization server.
+fn challenge(credentials: &Credentials, presented: bool) -> String {
+    let mut params = Vec::new();
+    if let Some(oauth) = &credentials.oauth {
+        params.push(format!(
+            "resource_metadata=\"{}\"",
+            oauth.resource_metadata_url()
+        ));
+        params.push(format!("scope=\"{}\"", crate::oauth::SCOPE));
+    }
+    if presented {
+        params.push("error=\"invalid_token\"".to_string());
+    }
+    if params.is_empty() {
+        "Bearer".to_string()
     } else {
-        "Bearer"
+        format!("Bearer {}", params.join(", "))
+    }
+}
+
+/// 401 as RFC 6750 words it: the challenge (with `error="invalid_token"` when a wrong, expired or
+/// revoked token was presented) and a short JSON body.
+fn unauthorized(credentials: &Credentials, presented: bool) -> Response {
+    let how = match (
+        credentials.static_token.is_some(),
+        credentials.oauth.is_some(),
+    ) {
+        (true, true) => {
+            "an OAuth access token or the gateway's token (Authorization: Bearer \
+                         <token>), or the capability URL"
+        }
+        (false, _) => "an OAuth access token (Authorization: Bearer <token>)",
+        (true, false) => "Authorization: Bearer <token>, or the capability URL",
     };
     let body = serde_json::json!({
         "error": "invalid_token",
-        "error_description": "a valid access token is required: send Authorization: Bearer \
-                              <token>, or use the capability URL",
+        "error_description": format!("a valid access token is required: {how}"),
     });
-    (
-        StatusCode::UNAUTHORIZED,
-        [(http::header::WWW_AUTHENTICATE, challenge)],
-        axum::Json(body),
-    )
-        .into_response()
+    let mut response = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+    if let Ok(value) = http::HeaderValue::from_str(&challenge(credentials, presented)) {
+        response
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, value);
+    }
+    response
 }
 
-/// `Authorization: Bearer <token>` on `/mcp` (or `/mcp/`), or the capability URL `/mcp/<token>`
-/// (or `/mcp/<token>/`); else 401. Compared in constant time.
+/// `Authorization: Bearer <token>` on `/mcp` (or `/mcp/`) with the static token or an OAuth access
+/// token, or the capability URL `/mcp/<token>` (or `/mcp/<token>/`) with the static token; else
+/// 401. The static token is compared in constant time; an OAuth token is looked up by its hash,
+/// so a revocation holds from the next request on.
 async fn require_access_token(
-    State(token): State<AccessToken>,
+    State(credentials): State<Credentials>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    let matches =
-        |presented: &str| common::hash::constant_time_eq(presented.as_bytes(), token.0.as_bytes());
+    let static_matches = |presented: &str| {
+        credentials.static_token.as_ref().is_some_and(|token| {
+            common::hash::constant_time_eq(presented.as_bytes(), token.as_bytes())
+        })
+    };
     let in_path = req
         .uri()
         .path()
@@ -148,14 +187,28 @@ async fn require_access_token(
         .map(|rest| rest.strip_suffix('/').unwrap_or(rest))
         .filter(|rest| !rest.is_empty());
     let (presented, ok) = match in_path {
-        Some(presented) => (true, matches(presented)),
+        Some(presented) => (true, static_matches(presented)),
         None => match bearer_token(req.headers()) {
-            Some(presented) => (true, matches(presented)),
+            Some(presented) if static_matches(presented) => (true, true),
+            Some(presented) => match &credentials.oauth {
+                Some(oauth) => match oauth.access_token_valid(presented) {
+                    Ok(valid) => (true, valid),
+                    Err(err) => {
+                        tracing::error!("checking an OAuth access token: {err}");
+                        let body = serde_json::json!({
+                            "error": "temporarily_unavailable",
+                            "error_description": "the gateway could not check the token; retry",
+                        });
+                        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+                    }
+                },
+                None => (true, false),
+            },
             None => (false, false),
         },
     };
     if !ok {
-        return unauthorized(presented);
+        return unauthorized(&credentials, presented);
     }
     // Keep the token out of anything downstream that might log the path.
     *req.uri_mut() = Uri::from_static("/mcp");
@@ -258,10 +311,18 @@ async fn json_rpc_body(State(limits): State<BodyLimits>, req: Request, next: Nex
     }
 }
 
-/// The HTTP app: `/mcp` and `/mcp/{token}`, each also with a trailing slash.
-pub fn http_app(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
+/// The HTTP app: `/mcp` and `/mcp/{token}`, each also with a trailing slash, and the OAuth
+/// endpoints when `oauth` is given. `mode` says which credentials `/mcp` accepts.
+pub fn http_app(
+    gateway: Arc<Gateway>,
+    shutdown: CancellationToken,
+    mode: AuthMode,
+    oauth: Option<Arc<OAuth>>,
+    public_hosts: &[String],
+) -> Router {
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     hosts.extend(gateway.config.allowed_hosts.iter().cloned());
+    hosts.extend(public_hosts.iter().cloned());
     let limits = BodyLimits {
         read_timeout: gateway.config.http.body_read_timeout,
         max_bytes: MAX_REQUEST_BODY_BYTES,
@@ -272,20 +333,32 @@ pub fn http_app(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Router {
         .with_allowed_hosts(hosts)
         .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES)
         .with_cancellation_token(shutdown);
-    let token = AccessToken(gateway.config.access_token.as_str().into());
+    let credentials = Credentials {
+        static_token: mode
+            .static_token()
+            .then(|| gateway.config.access_token.as_str().into()),
+        oauth: oauth.clone().filter(|_| mode.oauth()),
+    };
     let handler = GatewayMcp::new(gateway);
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    Router::new()
+    let mcp = Router::new()
         .route_service("/mcp", service.clone())
         .route_service("/mcp/", service.clone())
         .route_service("/mcp/{token}", service.clone())
         .route_service("/mcp/{token}/", service)
         .route_layer(middleware::from_fn_with_state(limits, json_rpc_body))
-        .route_layer(middleware::from_fn_with_state(token, require_access_token))
+        .route_layer(middleware::from_fn_with_state(
+            credentials,
+            require_access_token,
+        ));
+    match oauth.filter(|_| mode.oauth()) {
+        Some(oauth) => mcp.merge(crate::oauth::routes(oauth)),
+        None => mcp,
+    }
 }
 
 /// Largest request body: a reply's 768 KiB budget, JSON-escaped, fits with room to spare.

@@ -14,7 +14,7 @@ use serde_json::Value;
 pub const DATABASE_FILE: &str = "gateway.sqlite3";
 
 /// Schema version this build of gatewayctl was written against.
-pub const KNOWN_SCHEMA_VERSION: i64 = 2;
+pub const KNOWN_SCHEMA_VERSION: i64 = 3;
 
 /// A read-only connection to the state database.
 pub struct Db {

@@ -9,4 +9,4 @@ mod store;
 pub use ledger::{ActionEnd, ApprovedAction, LedgerEvent};
 pub use records::*;
 pub use schema::MigrationError;
-pub use store::{Store, StoreError, Tx};
+pub use store::{DATABASE_FILE, Store, StoreError, Tx};

@@ -44,10 +44,19 @@ async fn auth_challenges_schemes_and_trailing_slashes() {
     let body = init_body();
     let token = gw.token().to_string();
 
-    // No token: a bare challenge. Wrong token: invalid_token. Both: a short JSON body.
+    // No token: a challenge naming the OAuth resource metadata (`--auth both`, the default; a
+    // bare `Bearer` with `--auth token`, see the oauth tests). Wrong token: invalid_token. Both:
+    // a short JSON body.
+    let metadata = format!(
+        "resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\", scope=\"mcp\"",
+        gw.base_url()
+    );
     let (status, headers, text) = post(&gw.url(), &body, None).await;
     assert_eq!(status, 401);
-    assert_eq!(headers["www-authenticate"], "Bearer");
+    assert_eq!(
+        headers["www-authenticate"],
+        format!("Bearer {metadata}").as_str()
+    );
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["error"], "invalid_token");
     assert!(text.len() < 300, "{text}");
@@ -55,7 +64,7 @@ async fn auth_challenges_schemes_and_trailing_slashes() {
     assert_eq!(status, 401);
     assert_eq!(
         headers["www-authenticate"],
-        "Bearer error=\"invalid_token\""
+        format!("Bearer {metadata}, error=\"invalid_token\"").as_str()
     );
     assert!(!text.contains(&token));
     for wrong in ["Basic Zm9vOmJhcg==", "Bearer", "Bearer ", "Token abc"] {

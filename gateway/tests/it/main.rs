@@ -11,6 +11,9 @@ mod e2e;
 mod bad_input;
 // Idempotency keys, reply ids, request ids; leases issued, renewed, checked, expired.
 mod idempotency_lease;
+// OAuth 2.1 for the connector: discovery, registration, consent with the owner's approval code,
+// tokens, rotation, revocation, auth modes, and every refusal.
+mod oauth;
 // MCP protocol surface: auth, Host check, unknown methods and tools, handshake revisions.
 mod protocol;
 // HTTP conventions (401 challenge, bearer scheme, trailing slashes, parse errors) and the limits

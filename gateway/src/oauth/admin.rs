@@ -1,0 +1,183 @@
+//! The owner's admin socket, `<state>/run/admin.sock`: how `gatewayctl` asks the running gateway
+//! for what only the database's single writer may do (an approval code, a revocation) and what
+//! only the running process knows (its auth mode and public base). Unix socket, mode 0600 in a
+//! 0700 dir, and each peer's uid must be the gateway's own. One JSON request line, one JSON
+//! answer line.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
+
+use super::{AuthMode, OAuth};
+
+/// The socket's path under a state dir.
+pub fn socket_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("run").join("admin.sock")
+}
+
+/// Longest request line.
+const MAX_REQUEST_BYTES: u64 = 4096;
+/// How long a peer may take to send its request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One request on the socket.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AdminRequest {
+    /// Auth mode, issuer and resource of the running gateway.
+    Status,
+    /// A new one-time approval code for the consent page.
+    Approve,
+    /// Revoke a grant, or a client with all its grants.
+    Revoke { id: String },
+}
+
+/// What the admin socket serves: the auth mode always, OAuth when it is on.
+#[derive(Clone)]
+pub struct Admin {
+    pub mode: AuthMode,
+    pub oauth: Option<Arc<OAuth>>,
+}
+
+impl Admin {
+    /// The answer to one request (a JSON object with `ok`).
+    pub fn answer(&self, request: AdminRequest) -> Value {
+        match request {
+            AdminRequest::Status => json!({
+                "ok": true,
+                "auth": self.mode.as_str(),
+                "issuer": self.oauth.as_ref().map(|o| o.issuer.clone()),
+                "resource": self.oauth.as_ref().map(|o| o.resource.clone()),
+            }),
+            AdminRequest::Approve => match &self.oauth {
+                None => oauth_off(),
+                Some(oauth) => {
+                    let (code, ttl) = oauth.new_approval_code();
+                    let waiting: Vec<Value> = oauth
+                        .waiting_requests()
+                        .into_iter()
+                        .map(|(client, host)| json!({"client_name": client, "redirect_host": host}))
+                        .collect();
+                    tracing::info!("oauth: the owner asked for an approval code");
+                    json!({
+                        "ok": true,
+                        "approval_code": code,
+                        "expires_in_seconds": ttl.as_secs(),
+                        "waiting": waiting,
+                    })
+                }
+            },
+            AdminRequest::Revoke { id } => match &self.oauth {
+                None => oauth_off(),
+                Some(oauth) => match oauth.store.revoke(&id, common::time::now_unix_ms()) {
+                    Ok(Some(kind)) => {
+                        tracing::info!(id = %id, kind = kind.as_str(), "oauth: revoked by the owner");
+                        json!({"ok": true, "revoked": kind.as_str(), "id": id})
+                    }
+                    Ok(None) => json!({
+                        "ok": false,
+                        "error": "not_found",
+                        "message": format!("no OAuth client or grant has the id {id:?}"),
+                    }),
+                    Err(err) => json!({
+                        "ok": false,
+                        "error": "internal",
+                        "message": err.description,
+                    }),
+                },
+            },
+        }
+    }
+}
+
+fn oauth_off() -> Value {
+    json!({
+        "ok": false,
+        "error": "oauth_off",
+        "message": "OAuth is off on this gateway (--auth token); start it with --auth both or --auth oauth",
+    })
+}
+
+/// Bind the socket (replacing a stale one) with mode 0600.
+pub fn bind(state_dir: &Path) -> anyhow::Result<UnixListener> {
+    let path = socket_path(state_dir);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
+        Ok(_) => anyhow::bail!(
+            "{} exists and is not a socket; refusing to replace it",
+            path.display()
+        ),
+        Err(_) => {}
+    }
+    let listener =
+        UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("restricting {}", path.display()))?;
+    Ok(listener)
+}
+
+/// Serve the socket until `shutdown`, then remove it.
+pub async fn serve(
+    listener: UnixListener,
+    admin: Admin,
+    path: PathBuf,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    tracing::warn!("admin socket: accepting: {err}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            if let Err(err) = handle(stream, &admin).await {
+                tracing::debug!("admin socket: {err:#}");
+            }
+        });
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+async fn handle(stream: UnixStream, admin: &Admin) -> anyhow::Result<()> {
+    let peer = stream
+        .peer_cred()
+        .context("reading the peer's credentials")?;
+    let own = nix::unistd::geteuid().as_raw();
+    let (read, mut write) = stream.into_split();
+    if peer.uid() != own {
+        let answer = json!({"ok": false, "error": "forbidden", "message": "only the gateway's own user may use this socket"});
+        write.write_all(format!("{answer}\n").as_bytes()).await?;
+        anyhow::bail!("refused a peer with uid {}", peer.uid());
+    }
+    let mut line = String::new();
+    let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST_BYTES));
+    tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
+        .await
+        .context("no request in time")??;
+    let answer = match serde_json::from_str::<AdminRequest>(line.trim()) {
+        Ok(request) => admin.answer(request),
+        Err(err) => {
+            json!({"ok": false, "error": "invalid_request", "message": format!("not a request: {err}")})
+        }
+    };
+    write.write_all(format!("{answer}\n").as_bytes()).await?;
+    write.shutdown().await?;
+    Ok(())
+}

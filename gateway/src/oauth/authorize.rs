@@ -1,0 +1,432 @@
+//! The authorization endpoint: `GET` checks the request and shows the consent page; `POST` takes
+//! the owner's decision. Approving needs the owner's one-time approval code; the form is bound to
+//! the browser that loaded it (a CSRF token in the form and in a `SameSite=Strict` cookie) and
+//! must come from this gateway's own origin.
+//!
+//! Errors about the client or its redirect URI are shown on a page and never redirected (RFC 6749
+//! §4.1.2.1: the redirect target is not trusted yet); every later error goes back to the client.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::consent::{self, ConsentView};
+use super::pending::{ApprovalCheck, AuthorizationRequest, REQUEST_TTL};
+use super::store::CodeRow;
+use super::token::{challenge_well_formed, parse_form};
+use super::{OAuth, SCOPE};
+
+/// Longest `state` a client may send (it is echoed back).
+const MAX_STATE_LEN: usize = 1024;
+/// Largest decision form.
+const MAX_DECISION_BYTES: usize = 16 * 1024;
+/// Name prefix of the CSRF cookie (one per authorization request).
+const CSRF_COOKIE: &str = "ngw_csrf_";
+
+fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
+    consent::html_response(status, consent::error_page(title, message), None)
+}
+
+/// The origin (`scheme://host[:port]`) of an absolute URL.
+fn origin_of(uri: &str) -> Option<String> {
+    let url = url::Url::parse(uri).ok()?;
+    Some(url.origin().ascii_serialization()).filter(|o| o != "null")
+}
+
+/// A redirect to the client: `redirect_uri` with `params`, `state` and `iss` added to its query.
+fn redirect_to_client(
+    oauth: &OAuth,
+    redirect_uri: &str,
+    state: Option<&str>,
+    params: &[(&str, &str)],
+    status: StatusCode,
+) -> Response {
+    let Ok(mut url) = url::Url::parse(redirect_uri) else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Cannot continue",
+            "The client's redirect URI is not a valid URL.",
+        );
+    };
+    {
+        let mut query = url.query_pairs_mut();
+        for (key, value) in params {
+            query.append_pair(key, value);
+        }
+        if let Some(state) = state {
+            query.append_pair("state", state);
+        }
+        query.append_pair("iss", &oauth.issuer);
+    }
+    let mut response = status.into_response();
+    if let Ok(location) = http::HeaderValue::from_str(url.as_str()) {
+        response
+            .headers_mut()
+            .insert(http::header::LOCATION, location);
+    }
+    super::error::no_store(&mut response);
+    response
+}
+
+fn redirect_error(
+    oauth: &OAuth,
+    redirect_uri: &str,
+    state: Option<&str>,
+    error: &str,
+    description: &str,
+) -> Response {
+    redirect_to_client(
+        oauth,
+        redirect_uri,
+        state,
+        &[("error", error), ("error_description", description)],
+        StatusCode::FOUND,
+    )
+}
+
+fn cookie_name(request_id: &str) -> String {
+    let tag: String = request_id.chars().skip(4).take(16).collect();
+    format!("{CSRF_COOKIE}{tag}")
+}
+
+fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
+/// `GET /oauth/authorize`: check the request; show the consent page.
+pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQuery) -> Response {
+    let params = match parse_form(query.unwrap_or_default().as_bytes()) {
+        Ok(params) => params,
+        Err(err) => {
+            return error_page(StatusCode::BAD_REQUEST, "Invalid request", &err.description);
+        }
+    };
+    let get = |key: &str| {
+        params
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    let Some(client_id) = get("client_id") else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Invalid request",
+            "client_id is required.",
+        );
+    };
+    let client = match oauth.store.client(client_id) {
+        Ok(Some(client)) => client,
+        Ok(None) => {
+            return error_page(
+                StatusCode::BAD_REQUEST,
+                "Unknown client",
+                "This client is not registered with this gateway (or was revoked). Connect again \
+                 from the client.",
+            );
+        }
+        Err(err) => {
+            tracing::error!("oauth state: {err}");
+            return error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Gateway error",
+                "The gateway could not read its state; try again.",
+            );
+        }
+    };
+    let Some(redirect_uri) = get("redirect_uri") else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Invalid request",
+            "redirect_uri is required.",
+        );
+    };
+    if !client.redirect_uris.iter().any(|r| r == redirect_uri) {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Redirect URI mismatch",
+            "redirect_uri is not one the client registered (it must match exactly).",
+        );
+    }
+    let state = get("state");
+    if state.is_some_and(|s| s.len() > MAX_STATE_LEN) {
+        return redirect_error(
+            &oauth,
+            redirect_uri,
+            None,
+            "invalid_request",
+            "state is too long",
+        );
+    }
+    let refuse = |error: &str, description: &str| {
+        redirect_error(&oauth, redirect_uri, state, error, description)
+    };
+    if get("response_type") != Some("code") {
+        return refuse(
+            "unsupported_response_type",
+            "response_type must be \"code\"",
+        );
+    }
+    let Some(challenge) = get("code_challenge") else {
+        return refuse("invalid_request", "code_challenge is required (PKCE)");
+    };
+    if get("code_challenge_method") != Some("S256") {
+        return refuse("invalid_request", "code_challenge_method must be S256");
+    }
+    if !challenge_well_formed(challenge) {
+        return refuse(
+            "invalid_request",
+            "code_challenge must be the 43-character base64url SHA-256 of the verifier",
+        );
+    }
+    if let Some(resource) = get("resource")
+        && resource != oauth.resource
+    {
+        return refuse(
+            "invalid_target",
+            "resource is not this gateway's MCP endpoint",
+        );
+    }
+    if let Some(scope) = get("scope")
+        && scope.split(' ').any(|s| !s.is_empty() && s != SCOPE)
+    {
+        return refuse("invalid_scope", "the only scope is \"mcp\"");
+    }
+    let now = common::time::now_unix_ms();
+    let csrf = common::hash::new_secret("csrf");
+    let request = AuthorizationRequest {
+        csrf: csrf.clone(),
+        client_id: client.client_id.clone(),
+        client_name: client
+            .client_name
+            .clone()
+            .unwrap_or_else(|| "an unnamed client".to_string()),
+        redirect_uri: redirect_uri.to_string(),
+        state: state.map(str::to_string),
+        code_challenge: challenge.to_string(),
+        resource: oauth.resource.clone(),
+        scope: SCOPE.to_string(),
+        expires_at_ms: now + i64::try_from(REQUEST_TTL.as_millis()).unwrap_or(i64::MAX),
+    };
+    let request_id = oauth.pending().insert(request.clone(), now);
+    let mut response = render_consent(&oauth, &request_id, &request, None, StatusCode::OK);
+    let secure = if oauth.issuer.starts_with("https://") {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!(
+        "{}={csrf}; Path=/oauth/authorize; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+        cookie_name(&request_id),
+        REQUEST_TTL.as_secs()
+    );
+    if let Ok(value) = http::HeaderValue::from_str(&cookie) {
+        response
+            .headers_mut()
+            .append(http::header::SET_COOKIE, value);
+    }
+    response
+}
+
+fn render_consent(
+    oauth: &OAuth,
+    request_id: &str,
+    request: &AuthorizationRequest,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
+    let _ = oauth;
+    let host = url::Url::parse(&request.redirect_uri)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_default();
+    let view = ConsentView {
+        request_id,
+        csrf: &request.csrf,
+        client_name: &request.client_name,
+        client_id: &request.client_id,
+        redirect_uri: &request.redirect_uri,
+        redirect_host: &host,
+        error,
+    };
+    consent::html_response(
+        status,
+        consent::consent_page(&view),
+        origin_of(&request.redirect_uri).as_deref(),
+    )
+}
+
+/// Whether the browser says the form came from another site: an `Origin` other than the issuer's,
+/// or `Sec-Fetch-Site: cross-site`.
+fn cross_site(oauth: &OAuth, headers: &HeaderMap) -> bool {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(origin) = header("origin")
+        && Some(origin.to_string()) != origin_of(&oauth.issuer)
+    {
+        return true;
+    }
+    matches!(header("sec-fetch-site"), Some("cross-site" | "same-site"))
+}
+
+/// `POST /oauth/authorize`: the owner's Approve (with the approval code) or Deny.
+pub async fn decide(State(oauth): State<Arc<OAuth>>, headers: HeaderMap, body: Bytes) -> Response {
+    if cross_site(&oauth, &headers) {
+        return error_page(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "This form was sent from another site. Open the authorization page from your client \
+             and decide there.",
+        );
+    }
+    if body.len() > MAX_DECISION_BYTES {
+        return error_page(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Invalid request",
+            "The form is too large.",
+        );
+    }
+    let params: HashMap<String, String> = match parse_form(&body) {
+        Ok(params) => params,
+        Err(err) => {
+            return error_page(StatusCode::BAD_REQUEST, "Invalid request", &err.description);
+        }
+    };
+    let field = |key: &str| params.get(key).map(String::as_str).unwrap_or_default();
+    let request_id = field("request_id");
+    let now = common::time::now_unix_ms();
+    let Some(request) = oauth.pending().get(request_id, now) else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Request expired",
+            "This authorization request is unknown or expired. Start again from your client.",
+        );
+    };
+    let csrf_ok = common::hash::constant_time_eq(field("csrf").as_bytes(), request.csrf.as_bytes())
+        && cookie_value(&headers, &cookie_name(request_id))
+            .is_some_and(|c| common::hash::constant_time_eq(c.as_bytes(), request.csrf.as_bytes()));
+    if !csrf_ok {
+        return error_page(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "This form does not belong to this browser's authorization page. Start again from \
+             your client.",
+        );
+    }
+    match field("decision") {
+        "deny" => {
+            oauth.pending().remove(request_id);
+            tracing::info!(client_id = %request.client_id, "oauth: the owner denied a client");
+            redirect_to_client(
+                &oauth,
+                &request.redirect_uri,
+                request.state.as_deref(),
+                &[
+                    ("error", "access_denied"),
+                    ("error_description", "the owner denied the request"),
+                ],
+                StatusCode::SEE_OTHER,
+            )
+        }
+        "approve" => approve(&oauth, request_id, &request, field("approval_code"), now),
+        _ => error_page(
+            StatusCode::BAD_REQUEST,
+            "Invalid request",
+            "Choose Approve or Deny.",
+        ),
+    }
+}
+
+fn approve(
+    oauth: &OAuth,
+    request_id: &str,
+    request: &AuthorizationRequest,
+    typed_code: &str,
+    now: i64,
+) -> Response {
+    let check = oauth.pending().check_approval_code(typed_code, now);
+    match check {
+        ApprovalCheck::Accepted => {}
+        ApprovalCheck::Rejected { attempts_left } => {
+            tracing::warn!(client_id = %request.client_id, "oauth: wrong approval code");
+            let message = format!(
+                "That approval code is not valid (wrong, expired or already used). {attempts_left} \
+                 attempt{} left before every outstanding code is void.",
+                if attempts_left == 1 { "" } else { "s" }
+            );
+            return render_consent(
+                oauth,
+                request_id,
+                request,
+                Some(&message),
+                StatusCode::BAD_REQUEST,
+            );
+        }
+        ApprovalCheck::Locked => {
+            oauth.pending().remove(request_id);
+            tracing::warn!("oauth: too many wrong approval codes; every outstanding code is void");
+            return error_page(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many attempts",
+                "Too many wrong approval codes: every outstanding code is void. Run `gatewayctl \
+                 oauth approve` for a new one, then start again from your client.",
+            );
+        }
+    }
+    oauth.pending().remove(request_id);
+    let code = common::hash::new_secret(super::token::CODE_KIND);
+    let row = CodeRow {
+        client_id: request.client_id.clone(),
+        redirect_uri: request.redirect_uri.clone(),
+        code_challenge: request.code_challenge.clone(),
+        resource: request.resource.clone(),
+        scope: request.scope.clone(),
+        expires_at_ms: now + i64::try_from(super::CODE_TTL.as_millis()).unwrap_or(i64::MAX),
+    };
+    match oauth.store.client(&request.client_id) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return error_page(
+                StatusCode::BAD_REQUEST,
+                "Unknown client",
+                "This client was revoked meanwhile.",
+            );
+        }
+        Err(err) => {
+            tracing::error!("oauth state: {err}");
+            return error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Gateway error",
+                "The gateway could not read its state; try again.",
+            );
+        }
+    }
+    if oauth
+        .store
+        .insert_code(&common::hash::sha256_hex(code.as_bytes()), &row)
+        .is_err()
+    {
+        return error_page(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Gateway error",
+            "The gateway could not write its state; try again.",
+        );
+    }
+    tracing::info!(client_id = %request.client_id, "oauth: the owner approved a client");
+    redirect_to_client(
+        oauth,
+        &request.redirect_uri,
+        request.state.as_deref(),
+        &[("code", &code)],
+        StatusCode::SEE_OTHER,
+    )
+}

@@ -1,0 +1,271 @@
+//! OAuth 2.1 for the ChatGPT connector: the gateway is its own authorization server for its one
+//! protected resource, `<public base>/mcp`. This module owns the auth mode, the public URLs, and the
+//! shared state of the endpoints (metadata, registration, authorize + consent, token) and of the
+//! owner's admin socket.
+//!
+//! Submodules: `metadata` (RFC 9728 and RFC 8414 documents), `registration` (RFC 7591 DCR),
+//! `authorize` (the authorization endpoint and the owner's consent), `consent` (the HTML page),
+//! `token` (code exchange and refresh rotation), `store` (SQLite rows, hashes only), `pending`
+//! (in-memory authorization requests and approval codes), `admin` (the owner-only Unix socket).
+
+pub mod admin;
+mod authorize;
+mod consent;
+mod error;
+pub mod metadata;
+mod pending;
+mod registration;
+pub mod store;
+mod token;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use axum::Router;
+use axum::routing::{get, post};
+
+pub use error::OAuthError;
+pub use store::OAuthStore;
+
+/// Which credentials the MCP endpoint accepts.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::Display,
+)]
+#[strum(serialize_all = "lowercase")]
+pub enum AuthMode {
+    /// The static token only (bearer header or capability URL `/mcp/<token>`); no OAuth endpoints.
+    Token,
+    /// OAuth access tokens only: the static token and the capability URL are refused.
+    #[strum(serialize = "oauth")]
+    OAuth,
+    /// Both: OAuth for ChatGPT, the static token for scripts and other clients.
+    Both,
+}
+
+impl AuthMode {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The static token (header or capability URL) is accepted.
+    pub fn static_token(self) -> bool {
+        matches!(self, AuthMode::Token | AuthMode::Both)
+    }
+
+    /// OAuth endpoints are served and OAuth access tokens accepted.
+    pub fn oauth(self) -> bool {
+        matches!(self, AuthMode::OAuth | AuthMode::Both)
+    }
+}
+
+/// How the owner configured authentication (`--auth`, `--public-base`).
+#[derive(Debug, Clone)]
+pub struct AuthSettings {
+    pub mode: AuthMode,
+    /// `https://host[:port]` the tunnel serves this gateway at; `None`: the loopback address the
+    /// gateway listens on (local clients only).
+    pub public_base: Option<url::Url>,
+    /// Lifetime of access tokens (`CLAUDE_TOOLS_OAUTH_ACCESS_TOKEN_TTL_SECONDS`, default 3600).
+    pub access_token_ttl: Duration,
+}
+
+/// Lifetime of an access token unless configured.
+pub const DEFAULT_ACCESS_TOKEN_TTL: Duration = Duration::from_secs(3600);
+/// Lifetime of a refresh token; every refresh rotates it and starts a new one.
+pub const REFRESH_TOKEN_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Lifetime of an authorization code (RFC 6749 recommends at most 10 minutes).
+pub const CODE_TTL: Duration = Duration::from_secs(60);
+/// The one scope: calling the gateway's MCP tools.
+pub const SCOPE: &str = "mcp";
+
+impl AuthSettings {
+    /// Settings from the flags; `public_base` must be `https://host[:port]` (`http` only for a
+    /// loopback host), without path, query or fragment.
+    pub fn new(mode: AuthMode, public_base: Option<&str>) -> anyhow::Result<AuthSettings> {
+        let public_base = public_base
+            .filter(|s| !s.trim().is_empty())
+            .map(parse_public_base)
+            .transpose()?;
+        let ttl = match std::env::var("CLAUDE_TOOLS_OAUTH_ACCESS_TOKEN_TTL_SECONDS") {
+            Ok(v) => Duration::from_secs(
+                v.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=86_400).contains(n))
+                    .with_context(|| {
+                        format!(
+                            "CLAUDE_TOOLS_OAUTH_ACCESS_TOKEN_TTL_SECONDS must be 1 to 86400, got {v:?}"
+                        )
+                    })?,
+            ),
+            Err(_) => DEFAULT_ACCESS_TOKEN_TTL,
+        };
+        Ok(AuthSettings {
+            mode,
+            public_base,
+            access_token_ttl: ttl,
+        })
+    }
+
+    /// The issuer (also the public base) given the address the server is bound to.
+    pub fn issuer(&self, bound: SocketAddr) -> String {
+        match &self.public_base {
+            Some(base) => base.as_str().trim_end_matches('/').to_string(),
+            None => {
+                let ip = if bound.ip().is_unspecified() {
+                    std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+                } else {
+                    bound.ip()
+                };
+                format!("http://{}", SocketAddr::new(ip, bound.port()))
+            }
+        }
+    }
+
+    /// Host header values the public base adds to the accepted ones.
+    pub fn public_hosts(&self) -> Vec<String> {
+        let Some(base) = &self.public_base else {
+            return Vec::new();
+        };
+        let Some(host) = base.host_str() else {
+            return Vec::new();
+        };
+        let mut hosts = vec![host.to_string()];
+        if let Some(port) = base.port() {
+            hosts.push(format!("{host}:{port}"));
+        }
+        hosts
+    }
+}
+
+fn is_loopback_host(host: &url::Host<&str>) -> bool {
+    match host {
+        url::Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
+        url::Host::Ipv4(ip) => ip.is_loopback(),
+        url::Host::Ipv6(ip) => ip.is_loopback(),
+    }
+}
+
+fn parse_public_base(text: &str) -> anyhow::Result<url::Url> {
+    let url = url::Url::parse(text.trim())
+        .with_context(|| format!("--public-base {text:?} is not a URL"))?;
+    let Some(host) = url.host() else {
+        bail!("--public-base {text:?} has no host");
+    };
+    match url.scheme() {
+        "https" => {}
+        "http" if is_loopback_host(&host) => {}
+        _ => bail!("--public-base must be https://… (http only for a loopback host), got {text:?}"),
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        bail!(
+            "--public-base must be an origin like https://gw.example.net, without path, query or fragment; got {text:?}"
+        );
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        bail!("--public-base must not carry credentials");
+    }
+    Ok(url)
+}
+
+/// The OAuth authorization server and its state, shared by the HTTP endpoints, the MCP auth layer
+/// and the admin socket.
+pub struct OAuth {
+    pub mode: AuthMode,
+    /// `https://host`: the issuer, and the base of every public URL.
+    pub issuer: String,
+    /// `<issuer>/mcp`: the protected resource, the audience of every access token.
+    pub resource: String,
+    pub access_token_ttl: Duration,
+    pub store: OAuthStore,
+    pending: Mutex<pending::Pending>,
+}
+
+impl OAuth {
+    /// The authorization server for `settings` bound at `bound`, over the state database in
+    /// `state_dir` (already migrated by the gateway's store).
+    pub fn open(
+        settings: &AuthSettings,
+        bound: SocketAddr,
+        state_dir: &std::path::Path,
+    ) -> anyhow::Result<Arc<OAuth>> {
+        let issuer = settings.issuer(bound);
+        let resource = format!("{issuer}/mcp");
+        let store = OAuthStore::open(state_dir).context("opening the OAuth tables")?;
+        Ok(Arc::new(OAuth {
+            mode: settings.mode,
+            issuer,
+            resource,
+            access_token_ttl: settings.access_token_ttl,
+            store,
+            pending: Mutex::new(pending::Pending::default()),
+        }))
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, pending::Pending> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A new one-time approval code for the consent page (the owner's proof), as shown to them.
+    pub fn new_approval_code(&self) -> (String, Duration) {
+        self.pending()
+            .new_approval_code(common::time::now_unix_ms())
+    }
+
+    /// Authorization requests waiting for the owner: (client name, redirect host).
+    pub fn waiting_requests(&self) -> Vec<(String, String)> {
+        self.pending().waiting(common::time::now_unix_ms())
+    }
+
+    /// Where the protected resource's metadata is (the path-suffixed form of RFC 9728 §3.1).
+    pub fn resource_metadata_url(&self) -> String {
+        format!("{}/.well-known/oauth-protected-resource/mcp", self.issuer)
+    }
+
+    /// Whether `token` is a live access token for this resource: issued here, not expired, its
+    /// grant and client not revoked, and its audience this gateway's resource.
+    pub fn access_token_valid(&self, token: &str) -> Result<bool, store::OAuthStoreError> {
+        if !token.starts_with(token::ACCESS_TOKEN_KIND) {
+            return Ok(false);
+        }
+        self.store.access_token_valid(
+            &common::hash::sha256_hex(token.as_bytes()),
+            &self.resource,
+            common::time::now_unix_ms(),
+        )
+    }
+}
+
+/// The OAuth endpoints: metadata documents, registration, authorization with the consent page,
+/// and the token endpoint.
+pub fn routes(oauth: Arc<OAuth>) -> Router {
+    Router::new()
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(metadata::protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(metadata::protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(metadata::authorization_server),
+        )
+        .route("/oauth/register", post(registration::register))
+        .route(
+            "/oauth/authorize",
+            get(authorize::show_consent).post(authorize::decide),
+        )
+        .route("/oauth/token", post(token::token))
+        // Each handler bounds its own body far below this; past it axum answers 413 unread.
+        .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+        .with_state(oauth)
+}

@@ -1,0 +1,539 @@
+//! The OAuth rows of the state database (schema v3): clients, grants, authorization codes, and
+//! access/refresh tokens, every secret as its SHA-256 only. Each protocol step (registration, code
+//! exchange, refresh, revocation) is one immediate transaction, so a refusal leaves nothing behind
+//! and two racing requests cannot both use one code or one refresh token.
+//!
+//! The gateway opens its own connection for these tables beside the session store's (same file,
+//! WAL): the gateway process stays the database's only writer; OAuth traffic just does not queue
+//! behind session work on the session store's lock.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::OAuthError;
+
+/// Failures of the OAuth tables (the endpoints answer `server_error` without detail).
+#[derive(Debug, thiserror::Error)]
+pub enum OAuthStoreError {
+    #[error("state database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("state record is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// A registered client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientRow {
+    pub client_id: String,
+    pub client_name: Option<String>,
+    pub redirect_uris: Vec<String>,
+    pub created_at_ms: i64,
+}
+
+/// An authorization code as the consent step stores it.
+#[derive(Debug, Clone)]
+pub struct CodeRow {
+    pub client_id: String,
+    pub redirect_uri: String,
+    pub code_challenge: String,
+    pub resource: String,
+    pub scope: String,
+    pub expires_at_ms: i64,
+}
+
+/// What a token request presents besides its code or refresh token.
+#[derive(Debug, Clone)]
+pub struct TokenRequest<'a> {
+    pub client_id: &'a str,
+    /// `resource` (RFC 8707), if the client sent one.
+    pub resource: Option<&'a str>,
+    /// This gateway's resource: the audience of every token it issues.
+    pub our_resource: &'a str,
+    pub now_ms: i64,
+    pub access_ttl_ms: i64,
+    pub refresh_ttl_ms: i64,
+}
+
+/// A fresh access/refresh token pair (the plain values, returned once and never stored).
+#[derive(Debug, Clone)]
+pub struct IssuedTokens {
+    pub access_token: String,
+    pub refresh_token: String,
+    pub expires_in_s: i64,
+    pub scope: String,
+}
+
+/// What `revoke` found under an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revoked {
+    Grant,
+    Client,
+}
+
+impl Revoked {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Revoked::Grant => "grant",
+            Revoked::Client => "client",
+        }
+    }
+}
+
+/// Clients kept at once; registration is open to anyone who can reach the gateway.
+pub const MAX_CLIENTS: i64 = 100;
+/// A client that never got a grant is forgotten after this long.
+const UNUSED_CLIENT_TTL_MS: i64 = 24 * 3600 * 1000;
+
+/// The OAuth tables, on the gateway's own connection.
+pub struct OAuthStore {
+    conn: Mutex<Connection>,
+}
+
+type Outcome<T> = Result<Result<T, OAuthError>, OAuthStoreError>;
+
+impl OAuthStore {
+    /// Open the state database of `state_dir` (created and migrated by the session store first).
+    pub fn open(state_dir: &Path) -> Result<OAuthStore, OAuthStoreError> {
+        let conn = Connection::open(state_dir.join(crate::state::DATABASE_FILE))?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(OAuthStore {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// Run `f` in an immediate transaction, committed when `f` returns `Ok` (whatever the OAuth
+    /// outcome inside: a detected reuse revokes a grant *and* refuses the request).
+    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Outcome<T>) -> Result<T, OAuthError> {
+        let mut conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(OAuthStoreError::from)?;
+        let outcome = f(&tx)?;
+        tx.commit().map_err(OAuthStoreError::from)?;
+        outcome
+    }
+
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, OAuthStoreError>,
+    ) -> Result<T, OAuthStoreError> {
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&conn)
+    }
+
+    /// Store a new client, first forgetting clients that never got a grant within a day; refused
+    /// when [`MAX_CLIENTS`] are registered.
+    pub fn register_client(&self, client: &ClientRow) -> Result<(), OAuthError> {
+        self.write(|tx| {
+            let stale_before = client.created_at_ms - UNUSED_CLIENT_TTL_MS;
+            let unused = "SELECT client_id FROM oauth_clients c WHERE created_at_ms < ?1
+                 AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.client_id)";
+            tx.execute(
+                &format!("DELETE FROM oauth_codes WHERE client_id IN ({unused})"),
+                [stale_before],
+            )?;
+            tx.execute(
+                &format!("DELETE FROM oauth_clients WHERE client_id IN ({unused})"),
+                [stale_before],
+            )?;
+            let count: i64 =
+                tx.query_row("SELECT COUNT(*) FROM oauth_clients", [], |r| r.get(0))?;
+            if count >= MAX_CLIENTS {
+                return Ok(Err(OAuthError::new(
+                    http::StatusCode::BAD_REQUEST,
+                    "invalid_client_metadata",
+                    format!(
+                        "{MAX_CLIENTS} clients are registered already; the owner can remove \
+                         some with `gatewayctl oauth revoke <client id>`"
+                    ),
+                )));
+            }
+            tx.execute(
+                "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at_ms)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    client.client_id,
+                    client.client_name,
+                    serde_json::to_string(&client.redirect_uris)?,
+                    client.created_at_ms
+                ],
+            )?;
+            Ok(Ok(()))
+        })
+    }
+
+    /// A registered, unrevoked client.
+    pub fn client(&self, client_id: &str) -> Result<Option<ClientRow>, OAuthStoreError> {
+        self.read(|conn| active_client(conn, client_id))
+    }
+
+    /// Store an authorization code the owner approved.
+    pub fn insert_code(&self, code_hash: &str, code: &CodeRow) -> Result<(), OAuthError> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO oauth_codes
+                 (code_hash, client_id, redirect_uri, code_challenge, resource, scope, expires_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    code_hash,
+                    code.client_id,
+                    code.redirect_uri,
+                    code.code_challenge,
+                    code.resource,
+                    code.scope,
+                    code.expires_at_ms
+                ],
+            )?;
+            Ok(Ok(()))
+        })
+    }
+
+    /// Exchange an authorization code: every check, then the grant and its first tokens, in one
+    /// transaction. A code presented again revokes the grant it created (RFC 6749 §4.1.2).
+    pub fn exchange_code(
+        &self,
+        code_hash: &str,
+        redirect_uri: &str,
+        verifier: &str,
+        request: &TokenRequest<'_>,
+    ) -> Result<IssuedTokens, OAuthError> {
+        self.write(|tx| {
+            if active_client(tx, request.client_id)?.is_none() {
+                return Ok(Err(unknown_client()));
+            }
+            let row = tx
+                .query_row(
+                    "SELECT client_id, redirect_uri, code_challenge, resource, scope,
+                            expires_at_ms, grant_id
+                     FROM oauth_codes WHERE code_hash = ?1",
+                    [code_hash],
+                    |r| {
+                        Ok((
+                            CodeRow {
+                                client_id: r.get(0)?,
+                                redirect_uri: r.get(1)?,
+                                code_challenge: r.get(2)?,
+                                resource: r.get(3)?,
+                                scope: r.get(4)?,
+                                expires_at_ms: r.get(5)?,
+                            },
+                            r.get::<_, Option<String>>(6)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            let Some((code, used_by)) = row else {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the authorization code is not valid",
+                )));
+            };
+            if code.client_id != request.client_id {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the authorization code was issued to another client",
+                )));
+            }
+            if let Some(grant_id) = used_by {
+                revoke_grant(tx, &grant_id, request.now_ms, "authorization code reused")?;
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the authorization code was already used; the tokens issued for it are \
+                     revoked: authorize again",
+                )));
+            }
+            if code.expires_at_ms <= request.now_ms {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the authorization code has expired: authorize again",
+                )));
+            }
+            if code.redirect_uri != redirect_uri {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "redirect_uri does not match the one of the authorization request",
+                )));
+            }
+            if !super::token::pkce_matches(verifier, &code.code_challenge) {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "code_verifier does not match the code_challenge of the authorization request",
+                )));
+            }
+            if let Err(err) = same_resource(request, &code.resource) {
+                return Ok(Err(err));
+            }
+            let grant_id = format!("grant_{}", uuid::Uuid::new_v4().simple());
+            tx.execute(
+                "INSERT INTO oauth_grants
+                 (grant_id, client_id, resource, scope, redirect_uri, created_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    grant_id,
+                    code.client_id,
+                    code.resource,
+                    code.scope,
+                    code.redirect_uri,
+                    request.now_ms
+                ],
+            )?;
+            tx.execute(
+                "UPDATE oauth_codes SET grant_id = ?2 WHERE code_hash = ?1",
+                params![code_hash, grant_id],
+            )?;
+            let tokens = issue_tokens(tx, &grant_id, &code.scope, request)?;
+            Ok(Ok(tokens))
+        })
+    }
+
+    /// Rotate a refresh token: the old one is spent, a new pair is issued. A spent refresh token
+    /// presented again revokes the whole grant (reuse detection).
+    pub fn refresh(
+        &self,
+        refresh_hash: &str,
+        request: &TokenRequest<'_>,
+    ) -> Result<IssuedTokens, OAuthError> {
+        self.write(|tx| {
+            if active_client(tx, request.client_id)?.is_none() {
+                return Ok(Err(unknown_client()));
+            }
+            let row = tx
+                .query_row(
+                    "SELECT t.grant_id, t.expires_at_ms, t.rotated_at_ms, g.client_id,
+                            g.resource, g.scope, g.revoked_at_ms
+                     FROM oauth_tokens t JOIN oauth_grants g ON g.grant_id = t.grant_id
+                     WHERE t.token_hash = ?1 AND t.kind = 'refresh'",
+                    [refresh_hash],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, Option<i64>>(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get::<_, String>(4)?,
+                            r.get::<_, String>(5)?,
+                            r.get::<_, Option<i64>>(6)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            let Some((grant_id, expires_at_ms, rotated, client_id, resource, scope, revoked)) = row
+            else {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the refresh token is not valid",
+                )));
+            };
+            if client_id != request.client_id {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the refresh token was issued to another client",
+                )));
+            }
+            if revoked.is_some() {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the grant of this refresh token was revoked: authorize again",
+                )));
+            }
+            if rotated.is_some() {
+                revoke_grant(tx, &grant_id, request.now_ms, "refresh token reused")?;
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the refresh token was already used; the whole grant is revoked: authorize \
+                     again",
+                )));
+            }
+            if expires_at_ms <= request.now_ms {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the refresh token has expired: authorize again",
+                )));
+            }
+            if let Err(err) = same_resource(request, &resource) {
+                return Ok(Err(err));
+            }
+            tx.execute(
+                "UPDATE oauth_tokens SET rotated_at_ms = ?2 WHERE token_hash = ?1",
+                params![refresh_hash, request.now_ms],
+            )?;
+            tx.execute(
+                "UPDATE oauth_grants SET refreshed_at_ms = ?2 WHERE grant_id = ?1",
+                params![grant_id, request.now_ms],
+            )?;
+            let tokens = issue_tokens(tx, &grant_id, &scope, request)?;
+            Ok(Ok(tokens))
+        })
+    }
+
+    /// Whether the access token with this hash is live for `audience` at `now_ms`.
+    pub fn access_token_valid(
+        &self,
+        token_hash: &str,
+        audience: &str,
+        now_ms: i64,
+    ) -> Result<bool, OAuthStoreError> {
+        self.read(|conn| {
+            let row = conn
+                .query_row(
+                    "SELECT t.audience, t.expires_at_ms, g.revoked_at_ms, c.revoked_at_ms
+                     FROM oauth_tokens t
+                     JOIN oauth_grants g ON g.grant_id = t.grant_id
+                     JOIN oauth_clients c ON c.client_id = g.client_id
+                     WHERE t.token_hash = ?1 AND t.kind = 'access'",
+                    [token_hash],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, Option<i64>>(2)?,
+                            r.get::<_, Option<i64>>(3)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            Ok(matches!(row, Some((aud, expires, None, None))
+                if aud == audience && expires > now_ms))
+        })
+    }
+
+    /// Revoke the grant or the client (with all its grants) named `id`; `None` if neither exists.
+    pub fn revoke(&self, id: &str, now_ms: i64) -> Result<Option<Revoked>, OAuthError> {
+        self.write(|tx| {
+            let grant: Option<String> = tx
+                .query_row(
+                    "SELECT grant_id FROM oauth_grants WHERE grant_id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if grant.is_some() {
+                revoke_grant(tx, id, now_ms, "revoked by the owner")?;
+                return Ok(Ok(Some(Revoked::Grant)));
+            }
+            let client: Option<String> = tx
+                .query_row(
+                    "SELECT client_id FROM oauth_clients WHERE client_id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if client.is_none() {
+                return Ok(Ok(None));
+            }
+            tx.execute(
+                "UPDATE oauth_clients SET revoked_at_ms = ?2
+                 WHERE client_id = ?1 AND revoked_at_ms IS NULL",
+                params![id, now_ms],
+            )?;
+            tx.execute(
+                "UPDATE oauth_grants SET revoked_at_ms = ?2, revoked_reason = 'client revoked by the owner'
+                 WHERE client_id = ?1 AND revoked_at_ms IS NULL",
+                params![id, now_ms],
+            )?;
+            Ok(Ok(Some(Revoked::Client)))
+        })
+    }
+}
+
+fn unknown_client() -> OAuthError {
+    OAuthError::invalid_client("client_id is not a registered client of this gateway")
+}
+
+/// The resource a token request names (if any) and the one the grant was made for must both be
+/// this gateway's resource.
+fn same_resource(request: &TokenRequest<'_>, granted: &str) -> Result<(), OAuthError> {
+    if let Some(asked) = request.resource
+        && asked != granted
+    {
+        return Err(OAuthError::invalid_target(
+            "resource is not the resource this grant was made for",
+        ));
+    }
+    if granted != request.our_resource {
+        return Err(OAuthError::invalid_target(
+            "this grant was made for another resource (the gateway's public address changed): \
+             authorize again",
+        ));
+    }
+    Ok(())
+}
+
+fn active_client(conn: &Connection, client_id: &str) -> Result<Option<ClientRow>, OAuthStoreError> {
+    let row = conn
+        .query_row(
+            "SELECT client_id, client_name, redirect_uris, created_at_ms FROM oauth_clients
+             WHERE client_id = ?1 AND revoked_at_ms IS NULL",
+            [client_id],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            },
+        )
+        .optional()?;
+    row.map(|(client_id, client_name, uris, created_at_ms)| {
+        Ok(ClientRow {
+            client_id,
+            client_name,
+            redirect_uris: serde_json::from_str(&uris)?,
+            created_at_ms,
+        })
+    })
+    .transpose()
+}
+
+fn revoke_grant(
+    tx: &Transaction<'_>,
+    grant_id: &str,
+    now_ms: i64,
+    reason: &str,
+) -> Result<(), OAuthStoreError> {
+    tx.execute(
+        "UPDATE oauth_grants SET revoked_at_ms = ?2, revoked_reason = ?3
+         WHERE grant_id = ?1 AND revoked_at_ms IS NULL",
+        params![grant_id, now_ms, reason],
+    )?;
+    Ok(())
+}
+
+fn issue_tokens(
+    tx: &Transaction<'_>,
+    grant_id: &str,
+    scope: &str,
+    request: &TokenRequest<'_>,
+) -> Result<IssuedTokens, OAuthStoreError> {
+    // Spent and expired tokens past any use: an expired refresh token is refused either way.
+    tx.execute(
+        "DELETE FROM oauth_tokens WHERE expires_at_ms < ?1",
+        [request.now_ms],
+    )?;
+    let access_token = common::hash::new_secret(super::token::ACCESS_TOKEN_KIND);
+    let refresh_token = common::hash::new_secret(super::token::REFRESH_TOKEN_KIND);
+    let mut insert = tx.prepare(
+        "INSERT INTO oauth_tokens (token_hash, kind, grant_id, audience, expires_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    insert.execute(params![
+        common::hash::sha256_hex(access_token.as_bytes()),
+        "access",
+        grant_id,
+        request.our_resource,
+        request.now_ms + request.access_ttl_ms
+    ])?;
+    insert.execute(params![
+        common::hash::sha256_hex(refresh_token.as_bytes()),
+        "refresh",
+        grant_id,
+        request.our_resource,
+        request.now_ms + request.refresh_ttl_ms
+    ])?;
+    Ok(IssuedTokens {
+        access_token,
+        refresh_token,
+        expires_in_s: request.access_ttl_ms / 1000,
+        scope: scope.to_string(),
+    })
+}
