@@ -340,3 +340,87 @@ impl Db {
         Ok((events, total))
     }
 }
+
+/// One registered OAuth client (schema v3).
+#[derive(Debug, Clone)]
+pub struct OAuthClient {
+    pub client_id: String,
+    pub client_name: Option<String>,
+    pub redirect_uris: Vec<String>,
+    pub created_at_ms: i64,
+    pub revoked_at_ms: Option<i64>,
+    pub active_grants: i64,
+}
+
+/// One OAuth grant: a client the owner approved (schema v3). No token or hash is read.
+#[derive(Debug, Clone)]
+pub struct OAuthGrant {
+    pub grant_id: String,
+    pub client_id: String,
+    pub client_name: Option<String>,
+    pub resource: String,
+    pub scope: String,
+    pub created_at_ms: i64,
+    pub refreshed_at_ms: Option<i64>,
+    pub revoked_at_ms: Option<i64>,
+    pub revoked_reason: Option<String>,
+}
+
+impl Db {
+    /// Whether the OAuth tables exist (a state dir last served by a gateway before v3 has none).
+    fn has_oauth_tables(&self) -> anyhow::Result<bool> {
+        Ok(self.schema_version()? >= 3)
+    }
+
+    /// OAuth clients, oldest first.
+    pub fn oauth_clients(&self) -> anyhow::Result<Vec<OAuthClient>> {
+        if !self.has_oauth_tables()? {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT c.client_id, c.client_name, c.redirect_uris, c.created_at_ms, c.revoked_at_ms,
+                    (SELECT COUNT(*) FROM oauth_grants g
+                     WHERE g.client_id = c.client_id AND g.revoked_at_ms IS NULL)
+             FROM oauth_clients c ORDER BY c.created_at_ms, c.client_id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            let uris: String = r.get(2)?;
+            Ok(OAuthClient {
+                client_id: r.get(0)?,
+                client_name: r.get(1)?,
+                redirect_uris: serde_json::from_str(&uris).unwrap_or_default(),
+                created_at_ms: r.get(3)?,
+                revoked_at_ms: r.get(4)?,
+                active_grants: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// OAuth grants, oldest first.
+    pub fn oauth_grants(&self) -> anyhow::Result<Vec<OAuthGrant>> {
+        if !self.has_oauth_tables()? {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT g.grant_id, g.client_id, c.client_name, g.resource, g.scope, g.created_at_ms,
+                    g.refreshed_at_ms, g.revoked_at_ms, g.revoked_reason
+             FROM oauth_grants g LEFT JOIN oauth_clients c ON c.client_id = g.client_id
+             ORDER BY g.created_at_ms, g.grant_id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(OAuthGrant {
+                grant_id: r.get(0)?,
+                client_id: r.get(1)?,
+                client_name: r.get(2)?,
+                resource: r.get(3)?,
+                scope: r.get(4)?,
+                created_at_ms: r.get(5)?,
+                refreshed_at_ms: r.get(6)?,
+                revoked_at_ms: r.get(7)?,
+                revoked_reason: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}

@@ -6,6 +6,8 @@
 //! secrets and lease hashes are not printed. Brokers are verified by their `/proc` identity; the
 //! live handshake (`brokers --handshake`) is opt-in: it proves the broker holds its secret, and
 //! since it never proves itself in return, the broker keeps its link to the running gateway.
+//! What only the database's writer may do (`oauth approve`, `oauth revoke`) it asks the running
+//! gateway for, over the gateway's owner-only admin socket.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,6 +20,7 @@ mod connector;
 pub mod db;
 mod doctor;
 mod handshake;
+pub mod oauth;
 pub mod plist;
 pub mod procfs;
 mod sessions;
@@ -81,6 +84,9 @@ pub enum Command {
     /// (FindFiles, Read, a final answer) and the real Claude Code, and print each turn.
     #[command(verbatim_doc_comment)]
     Try(TryArgs),
+    /// OAuth clients and grants of the ChatGPT connector; approve a client, revoke access.
+    #[command(subcommand, name = "oauth")]
+    OAuth(OAuthCommand),
     /// Print the pin of a SKILL.md for CLAUDE_TOOLS_NATIVE_SKILL_ALLOWLIST_JSON: the SHA-256 of
     /// the file with a UTF-8 BOM removed and CRLF and CR turned into LF.
     #[command(verbatim_doc_comment)]
@@ -88,6 +94,24 @@ pub enum Command {
         /// The SKILL.md to pin.
         path: PathBuf,
     },
+}
+
+/// The `oauth` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum OAuthCommand {
+    /// Registered OAuth clients: name, where their answers go, active grants.
+    Clients,
+    /// Grants the owner approved: client, when, last refresh, revoked or active.
+    Grants,
+    /// Revoke a grant (`grant_…`), or a client (`client_…`) with all its grants, in the running
+    /// gateway; their tokens stop working at the next request.
+    Revoke {
+        /// A grant id or a client id.
+        id: String,
+    },
+    /// Ask the running gateway for a one-time approval code to type on the consent page
+    /// (10 minutes, once; a few wrong attempts void every outstanding code).
+    Approve,
 }
 
 /// Options of `brokers`.
@@ -208,6 +232,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<()> {
         Command::Doctor(args) => doctor::run(&state_dir, &args, json, out),
         Command::Try(args) => try_session::run(&state_dir, &args, json, out),
         Command::SkillHash { path } => skill_hash::run(&path, json, out),
+        Command::OAuth(command) => oauth::run(&state_dir, &command, json, out),
     }
 }
 

@@ -36,8 +36,9 @@ fn admin(gw: &GatewayProcess, request: Value) -> Value {
     serde_json::from_str(&line).unwrap()
 }
 
+/// A fresh approval code, the way the owner gets one: `gatewayctl oauth approve`.
 fn approval_code(gw: &GatewayProcess) -> String {
-    let answer = admin(gw, json!({"op": "approve"}));
+    let answer = gatewayctl_json(gw, &["oauth", "approve"]);
     assert_eq!(answer["ok"], true, "{answer}");
     answer["approval_code"].as_str().unwrap().to_string()
 }
@@ -477,7 +478,16 @@ async fn full_flow_refresh_rotation_reuse_and_revocation() {
             |r| r.get(0),
         )
         .unwrap();
-    let answer = admin(&gw, json!({"op": "revoke", "id": grant}));
+    let listed = gatewayctl_json(&gw, &["oauth", "grants"]);
+    let active: Vec<&Value> = listed["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["revoked_at"].is_null())
+        .collect();
+    assert_eq!(active.len(), 1, "{listed}");
+    assert_eq!(active[0]["grant_id"], grant.as_str());
+    let answer = gatewayctl_json(&gw, &["oauth", "revoke", &grant]);
     assert_eq!(answer, json!({"ok": true, "revoked": "grant", "id": grant}));
     assert_eq!(mcp_status(&gw, &access_4).await, 401);
     let (status, body) = refresh(&gw, &client, &refresh_4).await;
@@ -487,8 +497,11 @@ async fn full_flow_refresh_rotation_reuse_and_revocation() {
 
     // Revoking the client ends its registration: authorize and token both refuse it.
     let code = authorize(&gw, &client).await;
-    let answer = admin(&gw, json!({"op": "revoke", "id": client}));
+    let answer = gatewayctl_json(&gw, &["oauth", "revoke", &client]);
     assert_eq!(answer["revoked"], "client");
+    let listed = gatewayctl_json(&gw, &["oauth", "clients"]);
+    assert_eq!(listed["clients"][0]["revoked"], true, "{listed}");
+    assert_eq!(listed["clients"][0]["active_grants"], 0, "{listed}");
     let (status, body) = exchange(&gw, &client, &code).await;
     assert_oauth_error(status, &body, 401, "invalid_client");
     let resp = http()
@@ -921,6 +934,21 @@ async fn auth_modes_turn_the_static_token_or_oauth_off() {
         200
     );
     assert_eq!(admin(&gw, json!({"op": "status"}))["auth"], "oauth");
+    let check = doctor_auth_check(&gw);
+    assert_eq!(check["status"], "WARN", "{check}");
+    assert_eq!(
+        check["detail"],
+        format!(
+            "oauth: OAuth issuer {}; the static token and the capability URL are refused",
+            gw.base_url()
+        )
+    );
+    assert!(
+        check["fix"]
+            .as_str()
+            .unwrap()
+            .contains("--public-base https://")
+    );
     drop(gw);
 
     // --auth token: no OAuth endpoints, the bare challenge, approve refused.
@@ -948,6 +976,12 @@ async fn auth_modes_turn_the_static_token_or_oauth_off() {
     let answer = admin(&gw, json!({"op": "approve"}));
     assert_eq!(answer["error"], "oauth_off");
     assert_eq!(admin(&gw, json!({"op": "status"}))["auth"], "token");
+    let check = doctor_auth_check(&gw);
+    assert_eq!(check["status"], "OK", "{check}");
+    assert_eq!(
+        check["detail"],
+        "token: the static token and the capability URL only; OAuth is off"
+    );
     // A bad mode does not start.
     let outcome = GatewayProcess::builder(GATEWAY)
         .env("CLAUDE_BIN", tests::claude_bin())
@@ -957,6 +991,30 @@ async fn auth_modes_turn_the_static_token_or_oauth_off() {
         .await
         .unwrap();
     assert_eq!(outcome.code(), Some(2));
+}
+
+/// The `auth mode` check of `gatewayctl doctor --json` (other checks may fail on a test host).
+fn doctor_auth_check(gw: &GatewayProcess) -> Value {
+    use clap::Parser;
+    let state = gw.state_dir().to_string_lossy().to_string();
+    let argv = [
+        "gatewayctl",
+        "--state-dir",
+        state.as_str(),
+        "--json",
+        "doctor",
+        "--skip-host-probes",
+    ];
+    let mut out = Vec::new();
+    let _ = gatewayctl::run(gatewayctl::Cli::parse_from(argv), &mut out);
+    let report: Value = serde_json::from_slice(&out).unwrap();
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "auth mode")
+        .cloned()
+        .unwrap_or_else(|| panic!("no auth mode check in {report}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,0 +1,263 @@
+//! `oauth clients|grants|revoke <id>|approve`: the OAuth clients and grants of the state database
+//! (read-only, as every listing), and the two actions only the running gateway may take (it is
+//! the database's single writer), asked for over its owner-only admin socket
+//! `<state>/run/admin.sock`. No token or code hash is ever read or printed; `approve` prints the
+//! one-time approval code, which is meant for the owner's eyes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::db::Db;
+use crate::table::{Table, time_s};
+use crate::{OAuthCommand, write_json};
+
+/// The admin socket under a state dir (as the gateway names it).
+pub fn socket_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("run").join("admin.sock")
+}
+
+/// How long the gateway may take to answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the running gateway could not be asked.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error(
+        "the gateway is not running with this state dir (no admin socket at {0}); start it, \
+         then try again"
+    )]
+    NotRunning(String),
+    #[error("asking the gateway over {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the gateway's answer is not JSON: {0}")]
+    Answer(String),
+}
+
+/// Send one request to the running gateway's admin socket; its JSON answer.
+pub fn admin_request(state_dir: &Path, request: &Value) -> Result<Value, AdminError> {
+    let path = socket_path(state_dir);
+    let shown = path.display().to_string();
+    let io = |source| AdminError::Io {
+        path: shown.clone(),
+        source,
+    };
+    let mut stream = match UnixStream::connect(&path) {
+        Ok(stream) => stream,
+        Err(err)
+            if matches!(
+                err.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Err(AdminError::NotRunning(shown));
+        }
+        Err(err) => return Err(io(err)),
+    };
+    stream.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
+    stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
+    writeln!(stream, "{request}").map_err(io)?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).map_err(io)?;
+    serde_json::from_str(&line).map_err(|_| AdminError::Answer(line.trim().to_string()))
+}
+
+/// The answer's `ok: true`, or its message as the error.
+fn expect_ok(answer: Value) -> anyhow::Result<Value> {
+    if answer["ok"] == true {
+        return Ok(answer);
+    }
+    bail!(
+        "the gateway refused: {} ({})",
+        answer["message"].as_str().unwrap_or("no message"),
+        answer["error"].as_str().unwrap_or("error")
+    )
+}
+
+/// `oauth …`.
+pub fn run(
+    state_dir: &Path,
+    command: &OAuthCommand,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    match command {
+        OAuthCommand::Clients => clients(state_dir, json, out),
+        OAuthCommand::Grants => grants(state_dir, json, out),
+        OAuthCommand::Approve => {
+            let answer = expect_ok(admin_request(state_dir, &json!({"op": "approve"}))?)?;
+            if json {
+                return write_json(out, &answer);
+            }
+            let code = answer["approval_code"].as_str().unwrap_or_default();
+            let minutes = answer["expires_in_seconds"].as_u64().unwrap_or(0) / 60;
+            writeln!(out, "Approval code: {code}")?;
+            writeln!(
+                out,
+                "Type it on the consent page. It works once, within {minutes} minutes."
+            )?;
+            let waiting = answer["waiting"].as_array().cloned().unwrap_or_default();
+            if waiting.is_empty() {
+                writeln!(out, "No consent page is open right now.")?;
+            } else {
+                writeln!(out, "Consent pages open now:")?;
+                for w in waiting {
+                    writeln!(
+                        out,
+                        "  {} (answer goes to {})",
+                        w["client_name"].as_str().unwrap_or("?"),
+                        w["redirect_host"].as_str().unwrap_or("?")
+                    )?;
+                }
+            }
+            writeln!(
+                out,
+                "Approve only a connection you started yourself just now."
+            )?;
+            Ok(())
+        }
+        OAuthCommand::Revoke { id } => {
+            let answer = expect_ok(admin_request(
+                state_dir,
+                &json!({"op": "revoke", "id": id}),
+            )?)?;
+            if json {
+                return write_json(out, &answer);
+            }
+            let what = answer["revoked"].as_str().unwrap_or("?");
+            let effect = if what == "client" {
+                "the client and all its grants are revoked"
+            } else {
+                "the grant is revoked"
+            };
+            writeln!(
+                out,
+                "Revoked {what} {id}: {effect}; its tokens stop working at the next request."
+            )?;
+            Ok(())
+        }
+    }
+}
+
+fn redirect_hosts(uris: &[String]) -> String {
+    let mut hosts: Vec<String> = uris
+        .iter()
+        .map(|u| {
+            let rest = u.split_once("://").map(|(_, r)| r).unwrap_or(u);
+            rest.split(['/', '?'])
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    hosts.dedup();
+    hosts.join(", ")
+}
+
+fn clients(state_dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let db = Db::open(state_dir)?;
+    let clients = db.oauth_clients()?;
+    if json {
+        let rows: Vec<Value> = clients
+            .iter()
+            .map(|c| {
+                json!({
+                    "client_id": c.client_id,
+                    "client_name": c.client_name,
+                    "redirect_uris": c.redirect_uris,
+                    "registered_at": common::time::rfc3339_ms(c.created_at_ms),
+                    "active_grants": c.active_grants,
+                    "revoked": c.revoked_at_ms.is_some(),
+                })
+            })
+            .collect();
+        return write_json(out, &json!({"clients": rows}));
+    }
+    if clients.is_empty() {
+        writeln!(out, "no OAuth clients registered")?;
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "CLIENT",
+        "NAME",
+        "REDIRECT TO",
+        "REGISTERED",
+        "GRANTS",
+        "STATUS",
+    ]);
+    for c in &clients {
+        table.row(vec![
+            c.client_id.clone(),
+            c.client_name.clone().unwrap_or_else(|| "-".into()),
+            redirect_hosts(&c.redirect_uris),
+            time_s(c.created_at_ms),
+            c.active_grants.to_string(),
+            if c.revoked_at_ms.is_some() {
+                "revoked".into()
+            } else {
+                "registered".into()
+            },
+        ]);
+    }
+    table.write(out).context("writing the table")?;
+    Ok(())
+}
+
+fn grants(state_dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let db = Db::open(state_dir)?;
+    let grants = db.oauth_grants()?;
+    if json {
+        let rows: Vec<Value> = grants
+            .iter()
+            .map(|g| {
+                json!({
+                    "grant_id": g.grant_id,
+                    "client_id": g.client_id,
+                    "client_name": g.client_name,
+                    "resource": g.resource,
+                    "scope": g.scope,
+                    "approved_at": common::time::rfc3339_ms(g.created_at_ms),
+                    "refreshed_at": g.refreshed_at_ms.map(common::time::rfc3339_ms),
+                    "revoked_at": g.revoked_at_ms.map(common::time::rfc3339_ms),
+                    "revoked_reason": g.revoked_reason,
+                })
+            })
+            .collect();
+        return write_json(out, &json!({"grants": rows}));
+    }
+    if grants.is_empty() {
+        writeln!(out, "no OAuth grants")?;
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "GRANT",
+        "CLIENT",
+        "NAME",
+        "APPROVED",
+        "LAST REFRESH",
+        "STATUS",
+    ]);
+    for g in &grants {
+        table.row(vec![
+            g.grant_id.clone(),
+            g.client_id.clone(),
+            g.client_name.clone().unwrap_or_else(|| "-".into()),
+            time_s(g.created_at_ms),
+            g.refreshed_at_ms.map(time_s).unwrap_or_else(|| "-".into()),
+            match (&g.revoked_at_ms, &g.revoked_reason) {
+                (None, _) => "active".into(),
+                (Some(_), Some(reason)) => format!("revoked: {reason}"),
+                (Some(_), None) => "revoked".into(),
+            },
+        ]);
+    }
+    table.write(out).context("writing the table")?;
+    Ok(())
+}
