@@ -10,7 +10,7 @@ use base64::Engine;
 /// The page's only style, allowed by its hash in the CSP.
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:36rem;margin:2rem auto;\
 padding:0 1rem;line-height:1.5;color:#111;background:#fff}\
-h1{font-size:1.4rem}dt{font-weight:600}dd{margin:0 0 .6rem 0;word-break:break-all}\
+h1{font-size:1.4rem}dt{font-weight:600}dd{margin:0 0 .6rem 0;overflow-wrap:anywhere}\
 .warn{border-left:4px solid #b45309;padding:.4rem .8rem;background:#fffbeb}\
 .error{border-left:4px solid #b91c1c;padding:.4rem .8rem;background:#fef2f2}\
 label{display:block;font-weight:600;margin-top:1rem}\
@@ -75,7 +75,10 @@ pub fn html_response(status: StatusCode, body: String, form_origin: Option<&str>
     );
     set(headers, http::header::X_FRAME_OPTIONS, "DENY");
     set(headers, http::header::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    set(headers, http::header::REFERRER_POLICY, "no-referrer");
+    // Not `no-referrer`: with it a browser sends `Origin: null` on the page's own form post,
+    // which the decision endpoint refuses as from another site. `same-origin` still gives the
+    // client's site no Referer.
+    set(headers, http::header::REFERRER_POLICY, "same-origin");
     set(headers, http::header::CACHE_CONTROL, "no-store");
     response
 }
