@@ -1,1 +1,370 @@
-//! Unit tests of the OAuth pieces.
+//! Unit tests of the OAuth pieces that need no HTTP: PKCE, redirect URIs, registration requests,
+//! the public base, approval codes and their attempt limit, the consent page's escaping and CSP,
+//! and the store's one-use codes and refresh rotation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::pending::{ApprovalCheck, MAX_APPROVAL_ATTEMPTS, Pending};
+use super::registration::{check_redirect_uri, parse_registration};
+use super::store::{ClientRow, CodeRow, OAuthStore, TokenRequest};
+use super::token::{challenge_well_formed, pkce_matches, verifier_well_formed};
+use super::*;
+
+#[test]
+fn pkce_s256_matches_the_rfc_7636_example() {
+    // RFC 7636 appendix B.
+    let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+    let challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+    assert!(verifier_well_formed(verifier));
+    assert!(challenge_well_formed(challenge));
+    assert!(pkce_matches(verifier, challenge));
+    assert!(!pkce_matches(&verifier.replace('d', "e"), challenge));
+    assert!(!verifier_well_formed(&"a".repeat(42)));
+    assert!(!verifier_well_formed(&"a".repeat(129)));
+    assert!(!verifier_well_formed(&format!("{}+", "a".repeat(43))));
+    assert!(!challenge_well_formed(&format!("{challenge}=")));
+}
+
+#[test]
+fn redirect_uris_must_be_https_or_loopback_http() {
+    for good in [
+        "https://chatgpt.com/connector_platform_oauth_redirect",
+        "http://127.0.0.1:33418/callback",
+        "http://localhost/cb",
+        "http://[::1]:8080/cb",
+        "https://a.example/cb?x=1",
+    ] {
+        assert!(check_redirect_uri(good).is_ok(), "{good}");
+    }
+    for bad in [
+        "http://a.example/cb",
+        "http://127.0.0.1.evil.example/cb",
+        "https://a.example/cb#f",
+        "https://u:p@a.example/cb",
+        "javascript:alert(1)",
+        "data:text/html,hi",
+        "custom-scheme://cb",
+        "/relative",
+        "",
+    ] {
+        let err = check_redirect_uri(bad).unwrap_err();
+        assert_eq!(err.error, "invalid_redirect_uri", "{bad}");
+    }
+}
+
+#[test]
+fn registration_keeps_redirect_uris_verbatim_and_names_bounded() {
+    let body = br#"{"redirect_uris": ["https://a.example/cb/"], "client_name": "  ChatGPT  "}"#;
+    let client = parse_registration(body, 5).unwrap();
+    assert_eq!(client.redirect_uris, ["https://a.example/cb/"]);
+    assert_eq!(client.client_name.as_deref(), Some("ChatGPT"));
+    assert!(client.client_id.starts_with("client_"));
+    assert_eq!(client.created_at_ms, 5);
+    let many = serde_json::json!({"redirect_uris": vec!["https://a.example/cb"; 9]});
+    let err = parse_registration(many.to_string().as_bytes(), 0).unwrap_err();
+    assert_eq!(err.error, "invalid_redirect_uri");
+    let big = vec![b' '; registration::MAX_REGISTRATION_BYTES + 1];
+    let err = parse_registration(&big, 0).unwrap_err();
+    assert_eq!(err.status, http::StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[test]
+fn public_base_is_an_origin_and_the_loopback_default_follows_the_listener() {
+    let settings = AuthSettings::new(AuthMode::Both, Some("https://gw.example.net/")).unwrap();
+    let bound: std::net::SocketAddr = "127.0.0.1:8787".parse().unwrap();
+    assert_eq!(settings.issuer(bound), "https://gw.example.net");
+    assert_eq!(settings.public_hosts(), ["gw.example.net"]);
+    let settings = AuthSettings::new(AuthMode::Both, Some("https://gw.example.net:8443")).unwrap();
+    assert_eq!(settings.issuer(bound), "https://gw.example.net:8443");
+    assert_eq!(
+        settings.public_hosts(),
+        ["gw.example.net", "gw.example.net:8443"]
+    );
+    let local = AuthSettings::new(AuthMode::Both, None).unwrap();
+    assert_eq!(local.issuer(bound), "http://127.0.0.1:8787");
+    let any: std::net::SocketAddr = "0.0.0.0:9000".parse().unwrap();
+    assert_eq!(local.issuer(any), "http://127.0.0.1:9000");
+    assert!(AuthSettings::new(AuthMode::Both, Some("http://localhost:8787")).is_ok());
+    for bad in [
+        "http://gw.example.net",
+        "https://gw.example.net/mcp",
+        "https://gw.example.net?x",
+        "https://u@gw.example.net",
+        "gw.example.net",
+    ] {
+        assert!(
+            AuthSettings::new(AuthMode::Both, Some(bad)).is_err(),
+            "{bad}"
+        );
+    }
+    assert_eq!("oauth".parse::<AuthMode>().unwrap(), AuthMode::OAuth);
+    assert_eq!(AuthMode::OAuth.as_str(), "oauth");
+    assert!("none".parse::<AuthMode>().is_err());
+    assert!(AuthMode::Both.static_token() && AuthMode::Both.oauth());
+    assert!(!AuthMode::OAuth.static_token() && !AuthMode::Token.oauth());
+}
+
+#[test]
+fn approval_codes_are_single_use_expire_and_lock_after_the_attempt_limit() {
+    let mut pending = Pending::default();
+    let (code, ttl) = pending.new_approval_code(1_000);
+    assert_eq!(code.len(), 9);
+    assert_eq!(ttl, pending::APPROVAL_CODE_TTL);
+    assert_eq!(
+        pending.check_approval_code(&code.to_lowercase(), 2_000),
+        ApprovalCheck::Accepted
+    );
+    assert_eq!(
+        pending.check_approval_code(&code, 2_000),
+        ApprovalCheck::Rejected {
+            attempts_left: MAX_APPROVAL_ATTEMPTS - 1
+        }
+    );
+    // Expired.
+    let (late, _) = pending.new_approval_code(10_000);
+    let expiry = 10_000 + i64::try_from(ttl.as_millis()).unwrap();
+    assert!(matches!(
+        pending.check_approval_code(&late, expiry),
+        ApprovalCheck::Rejected { .. }
+    ));
+    // The limit voids every outstanding code, until the owner asks for a new one.
+    let (live, _) = pending.new_approval_code(20_000);
+    for _ in 1..MAX_APPROVAL_ATTEMPTS {
+        assert!(matches!(
+            pending.check_approval_code("ZZZZ-ZZZZ", 20_001),
+            ApprovalCheck::Rejected { .. }
+        ));
+    }
+    assert_eq!(
+        pending.check_approval_code("ZZZZ-ZZZZ", 20_001),
+        ApprovalCheck::Locked
+    );
+    assert_eq!(
+        pending.check_approval_code(&live, 20_002),
+        ApprovalCheck::Locked
+    );
+    let (fresh, _) = pending.new_approval_code(20_003);
+    assert_eq!(
+        pending.check_approval_code(&live, 20_004),
+        ApprovalCheck::Rejected {
+            attempts_left: MAX_APPROVAL_ATTEMPTS - 1
+        }
+    );
+    assert_eq!(
+        pending.check_approval_code(&fresh, 20_005),
+        ApprovalCheck::Accepted
+    );
+}
+
+#[test]
+fn waiting_requests_are_bounded_and_expire() {
+    let mut pending = Pending::default();
+    let request = |expires_at_ms| pending::AuthorizationRequest {
+        csrf: "c".into(),
+        client_id: "client_x".into(),
+        client_name: "X".into(),
+        redirect_uri: "https://a.example/cb".into(),
+        state: None,
+        code_challenge: "c".into(),
+        resource: "r".into(),
+        scope: SCOPE.into(),
+        expires_at_ms,
+    };
+    let first = pending.insert(request(100), 0);
+    for _ in 0..pending::MAX_REQUESTS {
+        pending.insert(request(200), 0);
+    }
+    assert!(
+        pending.get(&first, 0).is_none(),
+        "the oldest was not dropped"
+    );
+    assert_eq!(pending.waiting(0).len(), pending::MAX_REQUESTS);
+    assert_eq!(pending.waiting(0)[0], ("X".into(), "a.example".into()));
+    assert!(pending.waiting(200).is_empty());
+}
+
+#[test]
+fn consent_page_escapes_what_the_client_chose() {
+    let page = consent::consent_page(&consent::ConsentView {
+        request_id: "req_1",
+        csrf: "csrf_1",
+        client_name: "<script>alert(1)</script>\"'&",
+        client_id: "client_1",
+        redirect_uri: "https://a.example/cb?x=\"><img>",
+        redirect_host: "a.example",
+        error: Some("<b>"),
+    });
+    assert!(!page.contains("<script>alert"));
+    assert!(!page.contains("<img>"));
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;"));
+    assert!(page.contains("&lt;b&gt;"));
+    let csp = consent::content_security_policy(Some("https://chatgpt.com"));
+    assert!(csp.starts_with("default-src 'none'; style-src 'sha256-"));
+    assert!(csp.contains("form-action 'self' https://chatgpt.com;"));
+    assert!(csp.contains("frame-ancestors 'none'"));
+    assert!(!csp.contains("unsafe"));
+}
+
+fn store() -> (tempfile::TempDir, OAuthStore) {
+    let dir = tempfile::tempdir().unwrap();
+    crate::state::Store::open(dir.path()).unwrap();
+    let store = OAuthStore::open(dir.path()).unwrap();
+    (dir, store)
+}
+
+const RESOURCE: &str = "https://gw.example.net/mcp";
+const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+
+fn request(now_ms: i64) -> TokenRequest<'static> {
+    TokenRequest {
+        client_id: "client_a",
+        resource: None,
+        our_resource: RESOURCE,
+        now_ms,
+        access_ttl_ms: 3_600_000,
+        refresh_ttl_ms: 86_400_000,
+    }
+}
+
+fn client_with_code(store: &OAuthStore, code_hash: &str) {
+    store
+        .register_client(&ClientRow {
+            client_id: "client_a".into(),
+            client_name: None,
+            redirect_uris: vec!["https://a.example/cb".into()],
+            created_at_ms: 0,
+        })
+        .unwrap();
+    store
+        .insert_code(
+            code_hash,
+            &CodeRow {
+                client_id: "client_a".into(),
+                redirect_uri: "https://a.example/cb".into(),
+                code_challenge: CHALLENGE.into(),
+                resource: RESOURCE.into(),
+                scope: SCOPE.into(),
+                expires_at_ms: 60_000,
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn store_codes_expire_and_are_used_once() {
+    let (_dir, store) = store();
+    client_with_code(&store, "h1");
+    let err = store
+        .exchange_code("h1", "https://a.example/cb", VERIFIER, &request(60_000))
+        .unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(err.description.contains("expired"));
+    let tokens = store
+        .exchange_code("h1", "https://a.example/cb", VERIFIER, &request(1_000))
+        .unwrap();
+    let access = common::hash::sha256_hex(tokens.access_token.as_bytes());
+    assert!(store.access_token_valid(&access, RESOURCE, 2_000).unwrap());
+    assert!(
+        !store
+            .access_token_valid(&access, "https://other/mcp", 2_000)
+            .unwrap()
+    );
+    assert!(
+        !store
+            .access_token_valid(&access, RESOURCE, 3_601_000)
+            .unwrap()
+    );
+    let err = store
+        .exchange_code("h1", "https://a.example/cb", VERIFIER, &request(2_000))
+        .unwrap_err();
+    assert!(err.description.contains("already used"));
+    assert!(!store.access_token_valid(&access, RESOURCE, 2_000).unwrap());
+}
+
+#[test]
+fn store_refresh_rotates_and_a_reuse_revokes_the_grant() {
+    let (_dir, store) = store();
+    client_with_code(&store, "h2");
+    let first = store
+        .exchange_code("h2", "https://a.example/cb", VERIFIER, &request(1_000))
+        .unwrap();
+    let hash = |t: &str| common::hash::sha256_hex(t.as_bytes());
+    let second = store
+        .refresh(&hash(&first.refresh_token), &request(2_000))
+        .unwrap();
+    assert!(
+        store
+            .access_token_valid(&hash(&second.access_token), RESOURCE, 2_500)
+            .unwrap()
+    );
+    let err = store
+        .refresh(&hash(&first.refresh_token), &request(3_000))
+        .unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    for token in [&first.access_token, &second.access_token] {
+        assert!(
+            !store
+                .access_token_valid(&hash(token), RESOURCE, 3_001)
+                .unwrap()
+        );
+    }
+    let err = store
+        .refresh(&hash(&second.refresh_token), &request(3_002))
+        .unwrap_err();
+    assert!(err.description.contains("revoked"));
+    // Another resource asked for at refresh: invalid_target, nothing rotated.
+    client_with_code_2(&store);
+    let third = store
+        .exchange_code("h3", "https://a.example/cb", VERIFIER, &request(4_000))
+        .unwrap();
+    let mut other = request(5_000);
+    other.resource = Some("https://other.example/mcp");
+    let err = store
+        .refresh(&hash(&third.refresh_token), &other)
+        .unwrap_err();
+    assert_eq!(err.error, "invalid_target");
+    assert!(
+        store
+            .refresh(&hash(&third.refresh_token), &request(5_001))
+            .is_ok()
+    );
+}
+
+fn client_with_code_2(store: &OAuthStore) {
+    store
+        .insert_code(
+            "h3",
+            &CodeRow {
+                client_id: "client_a".into(),
+                redirect_uri: "https://a.example/cb".into(),
+                code_challenge: CHALLENGE.into(),
+                resource: RESOURCE.into(),
+                scope: SCOPE.into(),
+                expires_at_ms: 60_000,
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn store_caps_registered_clients_and_forgets_unused_ones() {
+    let (_dir, store) = store();
+    let client = |i: i64, at: i64| ClientRow {
+        client_id: format!("client_{i}"),
+        client_name: None,
+        redirect_uris: vec!["https://a.example/cb".into()],
+        created_at_ms: at,
+    };
+    for i in 0..store::MAX_CLIENTS {
+        store.register_client(&client(i, 1_000)).unwrap();
+    }
+    let err = store.register_client(&client(1_000, 2_000)).unwrap_err();
+    assert_eq!(err.error, "invalid_client_metadata");
+    // A day later the unused ones are forgotten and registration works again.
+    store
+        .register_client(&client(1_001, 1_000 + 24 * 3600 * 1000 + 1))
+        .unwrap();
+    assert!(store.client("client_0").unwrap().is_none());
+    assert!(store.client("client_1001").unwrap().is_some());
+}
