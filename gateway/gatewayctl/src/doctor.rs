@@ -44,7 +44,7 @@ pub struct Check {
     pub fix: Option<String>,
 }
 
-fn ok(name: &str, detail: impl Into<String>) -> Check {
+pub(crate) fn ok(name: &str, detail: impl Into<String>) -> Check {
     Check {
         name: name.to_string(),
         status: Status::Ok,
@@ -53,7 +53,7 @@ fn ok(name: &str, detail: impl Into<String>) -> Check {
     }
 }
 
-fn warn(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+pub(crate) fn warn(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
     Check {
         name: name.to_string(),
         status: Status::Warn,
@@ -73,50 +73,6 @@ fn fail(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check 
 
 const VERSION_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The running gateway's auth mode, asked over its admin socket (only the running process knows
-/// its flags).
-fn auth_check(state_dir: &Path) -> Check {
-    const NAME: &str = "auth mode";
-    match crate::oauth::admin_request(state_dir, &json!({"op": "status"})) {
-        Err(crate::oauth::AdminError::NotRunning(_)) => ok(
-            NAME,
-            "gateway not running with this state dir; it starts with --auth both (OAuth and the \
-             static token) unless --auth or CLAUDE_TOOLS_GATEWAY_AUTH says otherwise",
-        ),
-        Err(err) => warn(
-            NAME,
-            format!("could not ask the running gateway: {err}"),
-            "run gatewayctl as the user the gateway runs as",
-        ),
-        Ok(answer) => match answer["auth"].as_str() {
-            Some("token") => ok(
-                NAME,
-                "token: the static token and the capability URL only; OAuth is off",
-            ),
-            Some(mode @ ("oauth" | "both")) => {
-                let issuer = answer["issuer"].as_str().unwrap_or("?");
-                let rest = if mode == "both" {
-                    "; the static token and the capability URL also work"
-                } else {
-                    "; the static token and the capability URL are refused"
-                };
-                let fix = issuer.starts_with("http://").then_some(
-                    "ChatGPT needs HTTPS: start the gateway with --public-base https://<tunnel host>",
-                );
-                match fix {
-                    Some(fix) => warn(NAME, format!("{mode}: OAuth issuer {issuer}{rest}"), fix),
-                    None => ok(NAME, format!("{mode}: OAuth issuer {issuer}{rest}")),
-                }
-            }
-            _ => warn(
-                NAME,
-                format!("the gateway answered {answer}"),
-                "update gatewayctl to the gateway's version",
-            ),
-        },
-    }
-}
-
 /// `doctor`.
 pub fn run(
     state_dir: &Path,
@@ -134,7 +90,7 @@ pub fn run(
         checks.extend(protected_set_checks(state_dir, args.home.as_deref()));
     }
     checks.extend(service_checks(args));
-    checks.push(auth_check(state_dir));
+    checks.push(crate::oauth::auth_check(state_dir));
 
     let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
     let (oks, warns, fails) = (count(Status::Ok), count(Status::Warn), count(Status::Fail));

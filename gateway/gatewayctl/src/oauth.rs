@@ -13,6 +13,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::db::Db;
+use crate::doctor::{Check, ok, warn};
 use crate::table::{Table, time_s};
 use crate::{OAuthCommand, write_json};
 
@@ -260,4 +261,48 @@ fn grants(state_dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result<
     }
     table.write(out).context("writing the table")?;
     Ok(())
+}
+
+/// `doctor`'s check of the running gateway's auth mode, asked over its admin socket (only the
+/// running process knows its flags).
+pub(crate) fn auth_check(state_dir: &Path) -> Check {
+    const NAME: &str = "auth mode";
+    match admin_request(state_dir, &json!({"op": "status"})) {
+        Err(AdminError::NotRunning(_)) => ok(
+            NAME,
+            "gateway not running with this state dir; it starts with --auth both (OAuth and the \
+             static token) unless --auth or CLAUDE_TOOLS_GATEWAY_AUTH says otherwise",
+        ),
+        Err(err) => warn(
+            NAME,
+            format!("could not ask the running gateway: {err}"),
+            "run gatewayctl as the user the gateway runs as",
+        ),
+        Ok(answer) => match answer["auth"].as_str() {
+            Some("token") => ok(
+                NAME,
+                "token: the static token and the capability URL only; OAuth is off",
+            ),
+            Some(mode @ ("oauth" | "both")) => {
+                let issuer = answer["issuer"].as_str().unwrap_or("?");
+                let rest = if mode == "both" {
+                    "; the static token and the capability URL also work"
+                } else {
+                    "; the static token and the capability URL are refused"
+                };
+                let fix = issuer.starts_with("http://").then_some(
+                    "ChatGPT needs HTTPS: start the gateway with --public-base https://<tunnel host>",
+                );
+                match fix {
+                    Some(fix) => warn(NAME, format!("{mode}: OAuth issuer {issuer}{rest}"), fix),
+                    None => ok(NAME, format!("{mode}: OAuth issuer {issuer}{rest}")),
+                }
+            }
+            _ => warn(
+                NAME,
+                format!("the gateway answered {answer}"),
+                "update gatewayctl to the gateway's version",
+            ),
+        },
+    }
 }

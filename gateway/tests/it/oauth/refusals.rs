@@ -1,0 +1,287 @@
+//! Refusals before any token: approval codes (single use, attempt limit), the consent form
+//! against other sites, authorization requests, and registration requests.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approval_codes_are_single_use_short_and_attempt_limited() {
+    let gw = gateway().await;
+    let client = client_id(&gw).await;
+    let consent = open_consent(&gw, &client).await;
+    assert!(consent.html.contains("Test client"));
+    assert!(consent.html.contains("127.0.0.1"));
+
+    // No code issued yet: wrong. Then a wrong code: the page again with attempts left.
+    let (status, location, body) = decide(&gw, &consent, "approve", "", None).await;
+    assert_eq!(status, 400);
+    assert!(location.is_none());
+    assert!(body.contains("4 attempts left"), "{body}");
+    let code = approval_code(&gw);
+    assert!(code.len() == 9 && code.as_bytes()[4] == b'-', "{code}");
+    // A code the owner just asked for restores the attempt budget.
+    let (status, _, body) = decide(&gw, &consent, "approve", "AAAA-AAAA", None).await;
+    assert_eq!(status, 400);
+    assert!(body.contains("4 attempts left"), "{body}");
+    let (status, _, body) = decide(&gw, &consent, "approve", "AAAA-AAAB", None).await;
+    assert_eq!(status, 400);
+    assert!(body.contains("3 attempts left"), "{body}");
+    // Typed in lower case without the dash, the right code works, once.
+    let typed = code.replace('-', "").to_lowercase();
+    let (status, location, _) = decide(&gw, &consent, "approve", &typed, None).await;
+    assert_eq!(status, 303);
+    assert!(query(&location.unwrap(), "code").is_some());
+    let consent = open_consent(&gw, &client).await;
+    let (status, _, body) = decide(&gw, &consent, "approve", &code, None).await;
+    assert_eq!(status, 400, "a spent approval code worked again");
+    assert!(body.contains("not valid"), "{body}");
+
+    // A fresh code restores the budget; five wrong attempts void every outstanding code.
+    let live = approval_code(&gw);
+    for left in (1..=4).rev() {
+        let (status, _, body) = decide(&gw, &consent, "approve", "WRONG-CODE", None).await;
+        assert_eq!(status, 400);
+        let plural = if left == 1 { "" } else { "s" };
+        assert!(
+            body.contains(&format!("{left} attempt{plural} left")),
+            "{body}"
+        );
+    }
+    let (status, _, body) = decide(&gw, &consent, "approve", "WRONG-CODE", None).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("Too many wrong approval codes"), "{body}");
+    // The request is gone, and the code that was live is void too.
+    let (status, _, body) = decide(&gw, &consent, "approve", &live, None).await;
+    assert_eq!(status, 400);
+    assert!(body.contains("unknown or expired"), "{body}");
+    let consent = open_consent(&gw, &client).await;
+    let (status, _, _) = decide(&gw, &consent, "approve", &live, None).await;
+    assert_eq!(status, 429, "a voided code must not work");
+    // Only a new code from the owner works again.
+    let consent = open_consent(&gw, &client).await;
+    let fresh = approval_code(&gw);
+    let (status, _, _) = decide(&gw, &consent, "approve", &fresh, None).await;
+    assert_eq!(status, 303);
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 2);
+    assert_eq!(grants_and_tokens(&gw), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn consent_form_refuses_other_sites_and_deny_answers_access_denied() {
+    let gw = gateway().await;
+    let client = client_id(&gw).await;
+    let consent = open_consent(&gw, &client).await;
+    let code = approval_code(&gw);
+
+    // From another origin: refused, nothing spent.
+    let (status, location, body) = decide(
+        &gw,
+        &consent,
+        "approve",
+        &code,
+        Some("https://evil.example"),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(location.is_none());
+    // Without the browser's cookie (another browser, or a cross-site post that drops it).
+    let stolen = Consent {
+        cookie: "ngw_csrf_other=x".into(),
+        request_id: consent.request_id.clone(),
+        csrf: consent.csrf.clone(),
+        html: String::new(),
+    };
+    let (status, _, _) = decide(&gw, &stolen, "approve", &code, None).await;
+    assert_eq!(status, 403);
+    // With a wrong CSRF field.
+    let forged = Consent {
+        csrf: "csrf_forged".into(),
+        cookie: consent.cookie.clone(),
+        request_id: consent.request_id.clone(),
+        html: String::new(),
+    };
+    let (status, _, _) = decide(&gw, &forged, "approve", &code, None).await;
+    assert_eq!(status, 403);
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 0);
+
+    // Deny: back to the client with access_denied, and the request is gone.
+    let (status, location, _) = decide(&gw, &consent, "deny", "", Some(&gw.base_url())).await;
+    assert_eq!(status, 303);
+    let location = location.unwrap();
+    assert_eq!(query(&location, "error").as_deref(), Some("access_denied"));
+    assert_eq!(query(&location, "state").as_deref(), Some("st-1"));
+    let (status, _, _) = decide(&gw, &consent, "approve", &code, None).await;
+    assert_eq!(status, 400);
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 0);
+    // The approval code was not spent by any of this.
+    let consent = open_consent(&gw, &client).await;
+    let (status, _, _) = decide(&gw, &consent, "approve", &code, None).await;
+    assert_eq!(status, 303);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn authorization_requests_are_checked_before_the_page() {
+    let gw = gateway().await;
+    let client = client_id(&gw).await;
+
+    // Unknown client or redirect mismatch: a page, never a redirect.
+    for url in [
+        authorize_url(&gw, "client_unknown", &[]),
+        authorize_url(&gw, &client, &[]).replace("%2Fcallback", "%2Fother"),
+    ] {
+        let resp = http().get(&url).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 400, "{url}");
+        assert!(resp.headers().get("location").is_none(), "{url}");
+        assert_eq!(resp.headers()["x-frame-options"], "DENY");
+    }
+    // Anything else: back to the client with the error and its state.
+    let base = format!("{}/oauth/authorize", gw.base_url());
+    let good = authorize_url(&gw, &client, &[]);
+    let cases = [
+        (
+            good.replace("response_type=code", "response_type=token"),
+            "unsupported_response_type",
+        ),
+        (
+            good.replace("code_challenge_method=S256", "code_challenge_method=plain"),
+            "invalid_request",
+        ),
+        (
+            good.replace(
+                &format!("code_challenge={}", challenge(VERIFIER)),
+                "code_challenge=short",
+            ),
+            "invalid_request",
+        ),
+        (
+            authorize_url(&gw, &client, &[("scope", "admin")]),
+            "invalid_scope",
+        ),
+        (
+            good.replace(
+                "resource=http",
+                "resource=https%3A%2F%2Fother.example%2Fmcp&x=http",
+            ),
+            "invalid_target",
+        ),
+    ];
+    for (url, error) in cases {
+        assert!(url.starts_with(&base));
+        let resp = http().get(&url).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 302, "{url}");
+        let location = url::Url::parse(resp.headers()["location"].to_str().unwrap()).unwrap();
+        assert!(location.as_str().starts_with(REDIRECT));
+        assert_eq!(query(&location, "error").as_deref(), Some(error), "{url}");
+        assert_eq!(query(&location, "state").as_deref(), Some("st-1"));
+    }
+    // Without PKCE at all.
+    let no_pkce = good
+        .split('&')
+        .filter(|p| !p.starts_with("code_challenge"))
+        .collect::<Vec<_>>()
+        .join("&");
+    let resp = http().get(&no_pkce).send().await.unwrap();
+    let location = url::Url::parse(resp.headers()["location"].to_str().unwrap()).unwrap();
+    assert_eq!(
+        query(&location, "error").as_deref(),
+        Some("invalid_request")
+    );
+    // No scope (ChatGPT on a reconnect) is the one scope.
+    let resp = http().get(&good).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registration_refuses_bad_and_oversized_requests() {
+    let gw = gateway().await;
+    let cases = [
+        (json!({"redirect_uris": []}), "invalid_redirect_uri"),
+        (json!({"client_name": "x"}), "invalid_redirect_uri"),
+        (
+            json!({"redirect_uris": "https://a.example/cb"}),
+            "invalid_client_metadata",
+        ),
+        (
+            json!({"redirect_uris": ["http://a.example/cb"]}),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({"redirect_uris": ["https://a.example/cb#frag"]}),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({"redirect_uris": ["https://user:pw@a.example/cb"]}),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({"redirect_uris": ["/relative"]}),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({"redirect_uris": ["javascript:alert(1)"]}),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({"redirect_uris": [format!("https://a.example/{}", "x".repeat(2100))]}),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({"redirect_uris": ["https://a.example/cb"], "grant_types": ["client_credentials"]}),
+            "invalid_client_metadata",
+        ),
+        (
+            json!({"redirect_uris": ["https://a.example/cb"], "response_types": ["token"]}),
+            "invalid_client_metadata",
+        ),
+        (
+            json!({"redirect_uris": ["https://a.example/cb"], "client_name": "x".repeat(101)}),
+            "invalid_client_metadata",
+        ),
+        (
+            json!({"redirect_uris": ["https://a.example/cb"], "client_name": "a\u{7}b"}),
+            "invalid_client_metadata",
+        ),
+        (json!(["https://a.example/cb"]), "invalid_client_metadata"),
+    ];
+    for (body, error) in cases {
+        let (status, answer) = register(&gw, &body).await;
+        assert_oauth_error(status, &answer, 400, error);
+    }
+    let raw = |body: String, content_type: &'static str| {
+        http()
+            .post(format!("{}/oauth/register", gw.base_url()))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    let resp = raw("{not json".into(), "application/json").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["error"], "invalid_client_metadata");
+    let resp = raw("{}".into(), "text/plain").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let big = json!({"redirect_uris": ["https://a.example/cb"], "pad": "x".repeat(20_000)});
+    let resp = raw(big.to_string(), "application/json").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 413);
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["error"], "invalid_client_metadata");
+    let huge = json!({"pad": "x".repeat(200_000)});
+    let resp = raw(huge.to_string(), "application/json").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 413);
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_clients"), 0);
+
+    // A good one: https, and http on loopback; any requested auth method is answered "none".
+    let (status, answer) = register(
+        &gw,
+        &json!({"redirect_uris": ["https://chatgpt.com/connector_platform_oauth_redirect",
+                                  "http://localhost:3000/cb"],
+                "token_endpoint_auth_method": "client_secret_post", "unknown_field": 1}),
+    )
+    .await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(answer["token_endpoint_auth_method"], "none");
+    assert!(answer.get("client_secret").is_none());
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_clients"), 1);
+}
