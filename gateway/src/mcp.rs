@@ -356,7 +356,7 @@ pub fn http_app(
             require_access_token,
         ));
     match oauth.filter(|_| mode.oauth()) {
-        Some(oauth) => mcp.merge(crate::oauth::routes(oauth)),
+        Some(oauth) => mcp.merge(crate::oauth::routes(oauth, limits.read_timeout)),
         None => mcp,
     }
 }

@@ -106,11 +106,19 @@ fn oauth_off() -> Value {
     })
 }
 
-/// Bind the socket (replacing a stale one) with mode 0600.
+/// Bind the socket (replacing a stale one) with mode 0600. A socket that still answers belongs
+/// to another gateway serving this state dir: refused rather than taken over.
 pub fn bind(state_dir: &Path) -> anyhow::Result<UnixListener> {
     let path = socket_path(state_dir);
     match std::fs::symlink_metadata(&path) {
         Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+                anyhow::bail!(
+                    "another gateway is serving this state dir (its admin socket {} answers); \
+                     stop it first",
+                    path.display()
+                );
+            }
             std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
         }
         Ok(_) => anyhow::bail!(

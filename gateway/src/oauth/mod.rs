@@ -243,9 +243,53 @@ impl OAuth {
     }
 }
 
+/// Largest body any OAuth endpoint reads (each bounds its own far below).
+const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Read each request body within `timeout` and [`MAX_BODY_BYTES`] before a handler sees it, so
+/// a slow or endless body cannot hold a connection (the MCP layer bounds its bodies the same way).
+async fn bounded_body(
+    axum::extract::State(timeout): axum::extract::State<Duration>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = req.into_parts();
+    let bytes =
+        match tokio::time::timeout(timeout, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(_)) => {
+                return OAuthError::new(
+                    http::StatusCode::PAYLOAD_TOO_LARGE,
+                    "invalid_request",
+                    format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
+                )
+                .into_response();
+            }
+            Err(_) => {
+                let mut response = OAuthError::new(
+                    http::StatusCode::REQUEST_TIMEOUT,
+                    "invalid_request",
+                    "the request body was not received in time",
+                )
+                .into_response();
+                response.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+                return response;
+            }
+        };
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
+}
+
 /// The OAuth endpoints: metadata documents, registration, authorization with the consent page,
-/// and the token endpoint.
-pub fn routes(oauth: Arc<OAuth>) -> Router {
+/// and the token endpoint. Bodies must arrive within `body_timeout`.
+pub fn routes(oauth: Arc<OAuth>, body_timeout: Duration) -> Router {
     Router::new()
         .route(
             "/.well-known/oauth-protected-resource",
@@ -265,7 +309,9 @@ pub fn routes(oauth: Arc<OAuth>) -> Router {
             get(authorize::show_consent).post(authorize::decide),
         )
         .route("/oauth/token", post(token::token))
-        // Each handler bounds its own body far below this; past it axum answers 413 unread.
-        .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+        .layer(axum::middleware::from_fn_with_state(
+            body_timeout,
+            bounded_body,
+        ))
         .with_state(oauth)
 }

@@ -464,4 +464,21 @@ async fn admin_socket_is_owner_only() {
     assert_eq!(dir_mode, 0o700);
     let answer = admin(&gw, json!({"op": "drop_tables"}));
     assert_eq!(answer["error"], "invalid_request");
+
+    // A second gateway on the same state dir does not take the socket over.
+    let outcome = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .state_dir(gw.state_dir())
+        .run_to_exit(std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_ne!(outcome.code(), Some(0));
+    assert!(
+        outcome
+            .stderr
+            .contains("another gateway is serving this state dir"),
+        "{}",
+        outcome.stderr
+    );
+    assert_eq!(admin(&gw, json!({"op": "status"}))["auth"], "both");
 }

@@ -285,3 +285,30 @@ async fn registration_refuses_bad_and_oversized_requests() {
     assert!(answer.get("client_secret").is_none());
     assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_clients"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_body_cannot_hold_an_oauth_endpoint() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = gateway_with(&[("CLAUDE_TOOLS_HTTP_BODY_TIMEOUT_SECONDS", "1")]).await;
+    for path in ["/oauth/token", "/oauth/register", "/oauth/authorize"] {
+        let mut tcp = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: \
+             application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ngrant_type="
+        );
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        let started = std::time::Instant::now();
+        let mut answer = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            tcp.read_to_end(&mut answer),
+        )
+        .await
+        .expect("the connection was held")
+        .unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{path}: {answer}");
+        assert!(answer.contains("\"error\":\"invalid_request\""), "{answer}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+}
