@@ -205,6 +205,27 @@ fn consent_page_escapes_what_the_client_chose() {
     assert!(!csp.contains("unsafe"));
 }
 
+#[test]
+fn consent_and_error_pages_read_as_written() {
+    let page = consent::consent_page(&consent::ConsentView {
+        request_id: "req_0123",
+        csrf: "csrf_4567",
+        client_name: "ChatGPT",
+        client_id: "client_89ab",
+        redirect_uri: "https://chatgpt.com/connector_platform_oauth_redirect",
+        redirect_host: "chatgpt.com",
+        error: Some("That approval code is not valid (wrong, expired or already used)."),
+    });
+    insta::assert_snapshot!("consent_page", page);
+    insta::assert_snapshot!(
+        "error_page",
+        consent::error_page(
+            "Redirect URI mismatch",
+            "redirect_uri is not one the client registered."
+        )
+    );
+}
+
 fn store() -> (tempfile::TempDir, OAuthStore) {
     let dir = tempfile::tempdir().unwrap();
     crate::state::Store::open(dir.path()).unwrap();

@@ -83,6 +83,7 @@ async fn full_flow_refresh_rotation_reuse_and_revocation() {
     // Each refusal of the exchange: its error and status, nothing stored, the code still usable.
     // (parameters replaced, or removed when empty; HTTP status; OAuth error)
     type Case<'a> = (Vec<(&'a str, &'a str)>, u16, &'a str);
+    let mut answers = Vec::new();
     let cases: Vec<Case> = vec![
         (vec![("client_id", "client_unknown")], 401, "invalid_client"),
         (vec![("code", "ngw_code_wrong")], 400, "invalid_grant"),
@@ -134,7 +135,10 @@ async fn full_flow_refresh_rotation_reuse_and_revocation() {
             (0, 0),
             "{overrides:?} stored something"
         );
+        answers
+            .push(json!({"changed": format!("{overrides:?}"), "status": status, "answer": body}));
     }
+    insta::assert_json_snapshot!("token_exchange_refusals", answers);
     // A parameter given twice is refused.
     let (status, body) = token(
         &gw,
