@@ -1,6 +1,7 @@
 //! The public MCP surface for ChatGPT: the six tools of `tools` over Streamable HTTP
-//! (token-guarded, stateless, JSON responses) or stdio. The only module that knows the MCP
-//! transport; the tools themselves are in `tools`, the session logic in `session`.
+//! (guarded by the static token or an OAuth access token, stateless, JSON responses) or stdio.
+//! The only module that knows the MCP transport; the tools themselves are in `tools`, the session
+//! logic in `session`, the OAuth authorization server in `oauth`.
 
 use std::sync::Arc;
 

@@ -219,7 +219,7 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
         expires_at_ms: now + i64::try_from(REQUEST_TTL.as_millis()).unwrap_or(i64::MAX),
     };
     let request_id = oauth.pending().insert(request.clone(), now);
-    let mut response = render_consent(&oauth, &request_id, &request, None, StatusCode::OK);
+    let mut response = render_consent(&request_id, &request, None, StatusCode::OK);
     let secure = if oauth.issuer.starts_with("https://") {
         "; Secure"
     } else {
@@ -239,13 +239,11 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
 }
 
 fn render_consent(
-    oauth: &OAuth,
     request_id: &str,
     request: &AuthorizationRequest,
     error: Option<&str>,
     status: StatusCode,
 ) -> Response {
-    let _ = oauth;
     let host = url::Url::parse(&request.redirect_uri)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))
@@ -363,13 +361,7 @@ fn approve(
                  attempt{} left before every outstanding code is void.",
                 if attempts_left == 1 { "" } else { "s" }
             );
-            return render_consent(
-                oauth,
-                request_id,
-                request,
-                Some(&message),
-                StatusCode::BAD_REQUEST,
-            );
+            return render_consent(request_id, request, Some(&message), StatusCode::BAD_REQUEST);
         }
         ApprovalCheck::Locked => {
             oauth.pending().remove(request_id);
