@@ -307,3 +307,14 @@ pub(super) fn doctor_auth_check(gw: &GatewayProcess) -> Value {
         .cloned()
         .unwrap_or_else(|| panic!("no auth mode check in {report}"))
 }
+
+/// `gatewayctl <args>` as the owner reads it (no `--json`): its output, or its error.
+pub(super) fn gatewayctl_text(gw: &GatewayProcess, args: &[&str]) -> Result<String, String> {
+    use clap::Parser;
+    let state = gw.state_dir().to_string_lossy().to_string();
+    let mut argv = vec!["gatewayctl", "--state-dir", state.as_str()];
+    argv.extend_from_slice(args);
+    let mut out = Vec::new();
+    gatewayctl::run(gatewayctl::Cli::parse_from(argv), &mut out).map_err(|e| format!("{e:#}"))?;
+    Ok(String::from_utf8(out).unwrap())
+}

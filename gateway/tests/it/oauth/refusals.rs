@@ -14,7 +14,26 @@ async fn approval_codes_are_single_use_short_and_attempt_limited() {
     assert!(consent.html.contains("Test client"));
     assert!(consent.html.contains("127.0.0.1"));
 
-    // No code issued yet: wrong. Then a wrong code: the page again with attempts left.
+    // What the owner reads: the code, how long it works, and the consent page waiting for it.
+    let printed = gatewayctl_text(&gw, &["oauth", "approve"]).unwrap();
+    let shown = printed
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("Approval code: "))
+        .unwrap()
+        .to_string();
+    insta::assert_snapshot!(
+        "gatewayctl_oauth_approve",
+        printed.replace(&shown, "[CODE]")
+    );
+    // Revoking what does not exist says so, and names the id.
+    let err = gatewayctl_text(&gw, &["oauth", "revoke", "grant_nope"]).unwrap_err();
+    assert_eq!(
+        err,
+        "the gateway refused: no OAuth client or grant has the id \"grant_nope\" (not_found)"
+    );
+
+    // An empty code, then a wrong one: the page again, with the attempts left.
     let (status, location, body) = decide(&gw, &consent, "approve", "", None).await;
     assert_eq!(status, 400);
     assert!(location.is_none());
