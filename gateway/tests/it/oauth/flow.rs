@@ -197,6 +197,14 @@ async fn full_flow_refresh_rotation_reuse_and_revocation() {
     assert_oauth_error(status, &body, 400, "invalid_grant");
     let (status, body) = refresh(&gw, "client_other", &refresh_2).await;
     assert_oauth_error(status, &body, 401, "invalid_client");
+    // Those refusals rotated nothing: only the first refresh token is spent.
+    assert_eq!(
+        count(
+            &gw,
+            "SELECT COUNT(*) FROM oauth_tokens WHERE rotated_at_ms IS NOT NULL"
+        ),
+        1
+    );
     let (status, body) = refresh(&gw, &client, &refresh_1).await;
     assert_oauth_error(status, &body, 400, "invalid_grant");
     assert!(

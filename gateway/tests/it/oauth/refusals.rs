@@ -195,6 +195,9 @@ async fn authorization_requests_are_checked_before_the_page() {
         assert_eq!(query(&location, "error").as_deref(), Some(error), "{url}");
         assert_eq!(query(&location, "state").as_deref(), Some("st-1"));
     }
+    // No refusal left a code or a grant behind.
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 0);
+    assert_eq!(grants_and_tokens(&gw), (0, 0));
     // Without PKCE at all.
     let no_pkce = good
         .split('&')
