@@ -367,9 +367,18 @@ pub struct OAuthGrant {
 }
 
 impl Db {
-    /// Whether the OAuth tables exist (a state dir last served by a gateway before v3 has none).
+    /// Whether the OAuth tables exist (a state dir last served by a gateway from before them has
+    /// none). Asked of the schema itself, not inferred from the version number.
     fn has_oauth_tables(&self) -> anyhow::Result<bool> {
-        Ok(self.schema_version()? >= 3)
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'oauth_grants'",
+                [],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
     }
 
     /// OAuth clients, oldest first.
