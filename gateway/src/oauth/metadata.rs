@@ -43,20 +43,10 @@ pub fn authorization_server_document(oauth: &OAuth) -> Value {
     })
 }
 
-fn document(value: Value) -> Response {
-    let mut response = axum::Json(value).into_response();
-    // Public, and the same for everyone: any origin may read it (browser-based MCP clients).
-    response.headers_mut().insert(
-        http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        http::HeaderValue::from_static("*"),
-    );
-    response
-}
-
 pub async fn protected_resource(State(oauth): State<Arc<OAuth>>) -> Response {
-    document(protected_resource_document(&oauth))
+    axum::Json(protected_resource_document(&oauth)).into_response()
 }
 
 pub async fn authorization_server(State(oauth): State<Arc<OAuth>>) -> Response {
-    document(authorization_server_document(&oauth))
+    axum::Json(authorization_server_document(&oauth)).into_response()
 }

@@ -287,10 +287,45 @@ async fn bounded_body(
     .await
 }
 
+/// Let browser-based MCP clients call the endpoints a client calls itself (discovery,
+/// registration, token): any origin may read their answers (`*`, never with credentials), and a
+/// preflight is answered. The authorization endpoint is left out: it is a page the browser
+/// navigates to, and another site must not read its form.
+async fn open_cors(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let any_origin = http::HeaderValue::from_static("*");
+    if req.method() == http::Method::OPTIONS {
+        let mut response = http::StatusCode::NO_CONTENT.into_response();
+        let headers = response.headers_mut();
+        headers.insert(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, any_origin);
+        headers.insert(
+            http::header::ACCESS_CONTROL_ALLOW_METHODS,
+            http::HeaderValue::from_static("GET, POST"),
+        );
+        headers.insert(
+            http::header::ACCESS_CONTROL_ALLOW_HEADERS,
+            http::HeaderValue::from_static("authorization, content-type, mcp-protocol-version"),
+        );
+        headers.insert(
+            http::header::ACCESS_CONTROL_MAX_AGE,
+            http::HeaderValue::from_static("600"),
+        );
+        return response;
+    }
+    let mut response = next.run(req).await;
+    response
+        .headers_mut()
+        .insert(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, any_origin);
+    response
+}
+
 /// The OAuth endpoints: metadata documents, registration, authorization with the consent page,
 /// and the token endpoint. Bodies must arrive within `body_timeout`.
 pub fn routes(oauth: Arc<OAuth>, body_timeout: Duration) -> Router {
-    Router::new()
+    let client_facing = Router::new()
         .route(
             "/.well-known/oauth-protected-resource",
             get(metadata::protected_resource),
@@ -304,11 +339,14 @@ pub fn routes(oauth: Arc<OAuth>, body_timeout: Duration) -> Router {
             get(metadata::authorization_server),
         )
         .route("/oauth/register", post(registration::register))
+        .route("/oauth/token", post(token::token))
+        .route_layer(axum::middleware::from_fn(open_cors));
+    Router::new()
         .route(
             "/oauth/authorize",
             get(authorize::show_consent).post(authorize::decide),
         )
-        .route("/oauth/token", post(token::token))
+        .merge(client_facing)
         .layer(axum::middleware::from_fn_with_state(
             body_timeout,
             bounded_body,

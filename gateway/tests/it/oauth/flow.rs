@@ -40,6 +40,56 @@ async fn metadata_documents_come_from_the_public_base_only() {
     );
     insta::assert_json_snapshot!("oauth_metadata_documents", documents);
 
+    // Browser-based clients may read what a client calls itself, never the consent page.
+    for path in [
+        "/oauth/register",
+        "/oauth/token",
+        "/.well-known/oauth-authorization-server",
+    ] {
+        let resp = http()
+            .request(reqwest::Method::OPTIONS, format!("{}{path}", gw.base_url()))
+            .header("origin", "http://localhost:6274")
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 204, "{path}");
+        assert_eq!(resp.headers()["access-control-allow-origin"], "*");
+        assert!(
+            resp.headers()
+                .get("access-control-allow-credentials")
+                .is_none()
+        );
+    }
+    let (_, registered) = register(&gw, &json!({"redirect_uris": [REDIRECT]})).await;
+    let resp = http()
+        .post(format!("{}/oauth/register", gw.base_url()))
+        .json(&json!({"redirect_uris": [REDIRECT]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["access-control-allow-origin"], "*");
+    let client = registered["client_id"].as_str().unwrap();
+    let resp = http()
+        .get(authorize_url(&gw, client, &[]))
+        .header("origin", "http://localhost:6274")
+        .send()
+        .await
+        .unwrap();
+    // (302 invalid_target: the URL names the loopback resource, this gateway's is the public one.)
+    assert_eq!(resp.status().as_u16(), 302);
+    assert!(resp.headers().get("access-control-allow-origin").is_none());
+    let resp = http()
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/oauth/authorize", gw.base_url()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.headers().get("access-control-allow-origin").is_none());
+
     // The 401 challenge points at the resource metadata.
     let resp = http().post(gw.url()).send().await.unwrap();
     assert_eq!(resp.status().as_u16(), 401);
