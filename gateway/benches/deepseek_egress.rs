@@ -4,9 +4,11 @@
 //! - Direct: an HTTP client posts the request to a local Anthropic-compatible upstream (a fake
 //!   DeepSeek answering a small streamed message) and reads the whole answer.
 //! - Egress: the request takes the sub-session's path from its broker on: a link frame over a Unix
-//!   socket (the real codec, `BrokerToGateway::EgressRequest`), the gateway's
-//!   `deepseek::egress::forward` (parse, route to the explicit model id, add the key, post to the
-//!   same upstream, read the answer), and the answer back as a frame. The runner → broker hop is
+//!   socket (the real codec, `BrokerToGateway::EgressRequest`), the ledger's durable record that
+//!   it is leaving (a SQLite transaction, `synchronous=FULL`, as the gateway writes it), the
+//!   gateway's `deepseek::egress::forward` (parse, route to the explicit model id, add the key,
+//!   post to the same upstream, read and check the answer), the ledger's record of the answer,
+//!   and the answer back as a frame. The runner → broker hop is
 //!   left out: it is a loopback request the runner makes either way, in place of the direct one.
 //!
 //! The request is sized like a real Claude Code main-loop request (system prompt, our tool
@@ -108,16 +110,38 @@ async fn measure(requests: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
     route.api_key = Some(gateway::deepseek::route::ApiKey::new("sk-bench".into()));
     let egress_client = gateway::deepseek::egress::client();
 
-    // The gateway's end of a broker link: frames in, `forward`, frames out.
+    // The gateway's end of a broker link: frames in, the ledger, `forward`, frames out.
+    let state_dir = tempfile::tempdir()?;
+    let store = gateway::state::Store::open(state_dir.path())?;
     let (broker_end, gateway_end) = tokio::net::UnixStream::pair()?;
     tokio::spawn(async move {
+        let _state_dir = state_dir;
         let mut framed = Framed::new(gateway_end, frame_codec());
         while let Some(Ok(frame)) = framed.next().await {
             let Ok(BrokerToGateway::EgressRequest { request_id, body }) = decode(&frame) else {
                 continue;
             };
-            let (response, _record) =
+            let request_sha256 = common::hash::sha256_hex(body.as_bytes());
+            let sent = gateway::state::LedgerEvent::DeepseekRequestSent {
+                request_sha256: request_sha256.clone(),
+                resent: false,
+            };
+            if store.write(|tx| tx.record("ds_bench", &sent)).is_err() {
+                break;
+            }
+            let (response, record) =
                 gateway::deepseek::egress::forward(&egress_client, &route, request_id, &body).await;
+            let answered = gateway::state::LedgerEvent::DeepseekRequest {
+                request_sha256,
+                requested_model: record.requested_model,
+                sent_model: record.sent_model,
+                status: record.status,
+                duration_ms: record.duration_ms,
+                error: record.error,
+            };
+            if store.write(|tx| tx.record("ds_bench", &answered)).is_err() {
+                break;
+            }
             let Ok(bytes) = encode(&GatewayToBroker::EgressResponse(response)) else {
                 break;
             };
@@ -195,8 +219,9 @@ fn table(direct: &[f64], egress: &[f64], requests: usize) -> String {
          {size} bytes each path, alternating, after {WARMUP} warm-up; 2 cores).\n\n\
          | path | p50 ms | p90 ms | p99 ms |\n|---|---|---|---|\n{}{}\n\
          **Added at p50: {added:.3} ms** (egress / direct = {ratio:.2}×; target ≤ 2 ms).\n\n\
-         The egress path is the link frame over a Unix socket, the gateway's route and key, and \
-         the same upstream request; the direct path is that upstream request alone.\n",
+         The egress path is the link frame over a Unix socket, the ledger's two durable records \
+         (the request leaving, its answer), the gateway's route, key and answer check, and the \
+         same upstream request; the direct path is that upstream request alone.\n",
         row("direct loopback request", direct),
         row("through the gateway egress", egress),
     )

@@ -138,6 +138,16 @@ fn main() -> std::process::ExitCode {
                         return Ok(std::process::ExitCode::from(2));
                     }
                 };
+                // Other gateways on this host protect this one's state dir once it is listed.
+                if let Err(err) =
+                    sandbox::protected::instances::register(&config.owner_home, &config.state_dir)
+                {
+                    tracing::warn!(
+                        "listing the state dir in {}: {err}; other gateways on this host will \
+                         not protect it",
+                        sandbox::protected::instances::REGISTRY
+                    );
+                }
                 let gateway = gateway::open(config)?;
                 let shutdown = CancellationToken::new();
                 gateway::start_background(gateway.clone(), shutdown.clone()).await;

@@ -570,7 +570,7 @@ pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> 
     None
 }
 
-/// Every protected path of the set (catalogue, state dir and its command runtime area, owner
+/// Every protected path of the set (catalogue, state dir and its command runtime area, other gateways' state dirs and the registries listing them, owner
 /// extras; both spellings of the home are the caller's business), before aliases: what
 /// [`protected_paths`] extends.
 fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
@@ -578,6 +578,14 @@ fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> 
     out.extend(other_homes_catalogue(home));
     out.push(state_dir.to_path_buf());
     out.push(command_runtime_area(state_dir));
+    // Every other gateway's state on this host (the registries say where), and the registries.
+    let mut homes = vec![home.to_path_buf()];
+    homes.extend(other_homes(home));
+    for other in instances::other_state_dirs(&homes, state_dir) {
+        out.push(command_runtime_area(&other));
+        out.push(other);
+    }
+    out.extend(homes.iter().map(|h| instances::registry_path(h)));
     out.extend(extra.iter().filter(|p| p.is_absolute()).cloned());
     out
 }
@@ -791,6 +799,8 @@ pub fn rows(home: &Path) -> Vec<Row> {
     }
     rows
 }
+
+pub mod instances;
 
 #[cfg(test)]
 mod tests;

@@ -167,7 +167,7 @@ async fn forward_inner(
         );
         return failure(requested, Some(model), started, message);
     }
-    let Ok(body) = String::from_utf8(bytes) else {
+    let Ok(mut body) = String::from_utf8(bytes) else {
         return failure(
             requested,
             Some(model),
@@ -175,6 +175,18 @@ async fn forward_inner(
             "DeepSeek's answer is not UTF-8".into(),
         );
     };
+    // A 200 can still carry a failure (an `error` event, a stream cut short): that fails the
+    // request here, once, rather than reach the runner, which would retry it.
+    if let Err(why) = check_answer(&content_type, &body) {
+        let message =
+            format!("DeepSeek's answer {why}; the request fails and nothing falls back or retries");
+        return failure(requested, Some(model), started, message);
+    }
+    // The key never travels back, even if the endpoint echoes it.
+    let key = key.expose();
+    if !key.is_empty() && body.contains(key) {
+        body = body.replace(key, "[redacted]");
+    }
     (
         EgressResponse {
             request_id: 0,
@@ -190,6 +202,40 @@ async fn forward_inner(
             error: None,
         },
     )
+}
+
+/// Whether a 2xx answer is a whole message: JSON of type `message`, or an event stream that
+/// reaches `message_stop` without an `error` event.
+pub fn check_answer(content_type: &str, body: &str) -> Result<(), String> {
+    if content_type
+        .to_ascii_lowercase()
+        .starts_with("text/event-stream")
+    {
+        let mut stopped = false;
+        for line in body.lines() {
+            let Some(data) = line.strip_prefix("data:") else {
+                continue;
+            };
+            let kind = serde_json::from_str::<Value>(data.trim())
+                .ok()
+                .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string));
+            match kind.as_deref() {
+                Some("error") => return Err("carried an error event".into()),
+                Some("message_stop") => stopped = true,
+                _ => {}
+            }
+        }
+        return if stopped {
+            Ok(())
+        } else {
+            Err("broke off before its end (no message_stop)".into())
+        };
+    }
+    match serde_json::from_str::<Value>(body) {
+        Ok(message) if message.get("type").and_then(Value::as_str) == Some("message") => Ok(()),
+        Ok(_) => Err("is not a message".into()),
+        Err(_) => Err("is not JSON".into()),
+    }
 }
 
 async fn read_bounded(mut upstream: reqwest::Response) -> Result<Vec<u8>, String> {

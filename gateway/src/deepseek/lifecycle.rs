@@ -93,6 +93,16 @@ pub(super) fn verify_receipts(actions: &[ActionRecord]) -> Result<(), String> {
             continue;
         };
         if let (Some(path), Some(post)) = (&receipt.path, &receipt.post_sha256) {
+            // Its writes to one file chain: each found what the one before left.
+            if let Some((_, previous)) = last.iter().find(|(p, _)| p == path)
+                && receipt.pre_sha256.as_ref() != Some(previous)
+            {
+                return Err(format!(
+                    "{path} changed between the sub-session's writes: one left sha256 \
+                     {previous}, the next found {}",
+                    receipt.pre_sha256.as_deref().unwrap_or("no file")
+                ));
+            }
             last.retain(|(p, _)| p != path);
             last.push((path.clone(), post.clone()));
         }
@@ -556,9 +566,35 @@ impl Gateway {
         request_id: u64,
         body: &str,
     ) -> common::protocol::EgressResponse {
-        let allowed = self
-            .load(session_id)
-            .is_ok_and(|s| s.delegation.is_some() && s.subsession_active());
+        let request_sha256 = sha256_hex(body.as_bytes());
+        // Durable before anything leaves: a gateway that dies while the request is out leaves
+        // it in the ledger, and the runner's resend after the restart is recorded as one.
+        let sent = self.store.write(|tx| {
+            let Some(mut child) = tx.session(session_id)? else {
+                return Ok::<_, StoreError>(None);
+            };
+            let active = child.subsession_active();
+            let Some(delegation) = child.delegation.as_mut().filter(|_| active) else {
+                return Ok(None);
+            };
+            let resent = delegation.in_flight.contains(&request_sha256);
+            if !resent {
+                delegation.in_flight.push(request_sha256.clone());
+            }
+            tx.put_session(&child)?;
+            tx.record(
+                session_id,
+                &LedgerEvent::DeepseekRequestSent {
+                    request_sha256: request_sha256.clone(),
+                    resent,
+                },
+            )?;
+            Ok(Some(resent))
+        });
+        let allowed = matches!(sent, Ok(Some(_)));
+        if let Err(err) = &sent {
+            tracing::error!(subsession = %session_id, "recording a DeepSeek request: {err}");
+        }
         let (response, record) = if allowed {
             egress::forward(&self.egress_client, &self.config.deepseek, request_id, body).await
         } else {
@@ -569,16 +605,27 @@ impl Gateway {
             refused
         };
         let failure = record.error.clone();
-        self.record_event(
-            session_id,
-            LedgerEvent::DeepseekRequest {
-                requested_model: record.requested_model,
-                sent_model: record.sent_model,
-                status: record.status,
-                duration_ms: record.duration_ms,
-                error: record.error,
-            },
-        );
+        let answered = LedgerEvent::DeepseekRequest {
+            request_sha256: request_sha256.clone(),
+            requested_model: record.requested_model,
+            sent_model: record.sent_model,
+            status: record.status,
+            duration_ms: record.duration_ms,
+            error: record.error,
+        };
+        let recorded = self.store.write(|tx| {
+            if let Some(mut child) = tx.session(session_id)?
+                && let Some(delegation) = child.delegation.as_mut()
+                && delegation.in_flight.contains(&request_sha256)
+            {
+                delegation.in_flight.retain(|h| h != &request_sha256);
+                tx.put_session(&child)?;
+            }
+            tx.record(session_id, &answered)
+        });
+        if let Err(err) = recorded {
+            tracing::error!(subsession = %session_id, "recording a DeepSeek answer: {err}");
+        }
         // A failed request fails the sub-session before its runner hears of it: no retry
         // leaves the gateway (the runner's own retries are refused above), nothing falls back.
         if allowed && let Some(why) = failure {

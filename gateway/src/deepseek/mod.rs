@@ -75,6 +75,7 @@ pub(crate) fn check_reply(
     tx: &Tx<'_>,
     parent: &SessionRecord,
     calls: &[ApprovedCall],
+    max_live_sessions: usize,
 ) -> ToolResult<()> {
     let tools: Vec<LogicalTool> = calls
         .iter()
@@ -121,6 +122,19 @@ pub(crate) fn check_reply(
                 call.name,
                 active.id,
                 active.subsession_status().as_str()
+            ),
+        ));
+    }
+    // A sub-session is a runner like a session's: it counts against the same limit.
+    if tools.contains(&LogicalTool::DeepseekSubagentStart)
+        && tx.live_session_count()? >= max_live_sessions
+    {
+        return Err(ToolError::new(
+            ErrorCode::Busy,
+            format!(
+                "the gateway already runs its limit of {max_live_sessions} live sessions and \
+                 sub-sessions (CLAUDE_TOOLS_MAX_LIVE_SESSIONS); stop one first. Nothing was \
+                 approved."
             ),
         ));
     }
@@ -202,6 +216,7 @@ fn new_subsession(parent: &SessionRecord, start: &ApprovedCall, task: &str) -> S
         task_sha256: sha256_hex(task.as_bytes()),
         runner_model: SUBSESSION_RUNNER_MODEL.into(),
         end: None,
+        in_flight: Vec::new(),
     });
     child
 }

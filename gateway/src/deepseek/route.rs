@@ -60,8 +60,8 @@ impl DeepseekRoute {
     pub fn from_env() -> anyhow::Result<DeepseekRoute> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let base = var("CLAUDE_TOOLS_DEEPSEEK_BASE_URL").unwrap_or(DEFAULT_BASE_URL.into());
-        let base_url = check_base_url(&base)
-            .with_context(|| format!("CLAUDE_TOOLS_DEEPSEEK_BASE_URL {base:?}"))?;
+        // The refusal never repeats the value: it may hold credentials.
+        let base_url = check_base_url(&base).context("CLAUDE_TOOLS_DEEPSEEK_BASE_URL")?;
         let model = |name: &str, default: &str| -> anyhow::Result<String> {
             let value = var(name).unwrap_or(default.into());
             let ok = value.len() <= 128

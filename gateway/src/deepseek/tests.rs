@@ -106,7 +106,7 @@ async fn upstream(
     (format!("http://{addr}/anthropic"), seen)
 }
 
-const SSE: &str = "event: message_start\ndata: {\"type\":\"message_start\"}\n\n";
+const SSE: &str = "event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
 const JSON: &str = r#"{"type":"message","content":[{"type":"text","text":"hi"}]}"#;
 
 #[tokio::test]
@@ -189,6 +189,7 @@ async fn every_failure_is_one_non_retryable_error_and_nothing_else_is_asked() {
 
 fn write_action(
     path: &std::path::Path,
+    pre: Option<&str>,
     post: &str,
     state: crate::state::ActionState,
 ) -> crate::state::ActionRecord {
@@ -208,6 +209,7 @@ fn write_action(
             receipt: common::tools::Receipt {
                 action_id: "a".into(),
                 path: Some(path.display().to_string()),
+                pre_sha256: pre.map(str::to_string),
                 post_sha256: Some(post.to_string()),
                 ..Default::default()
             },
@@ -226,11 +228,22 @@ fn results_are_verified_against_each_paths_last_write_receipt() {
     let second = common::hash::sha256_hex(b"second");
     // The later write supersedes the earlier one; a write that changed nothing is not checked.
     let actions = vec![
-        write_action(&file, &first, Committed),
-        write_action(&file, &second, Committed),
-        write_action(&file, &first, NotApplied),
+        write_action(&file, None, &first, Committed),
+        write_action(&file, Some(&first), &second, Committed),
+        write_action(&file, Some(&second), &first, NotApplied),
     ];
     assert_eq!(super::lifecycle::verify_receipts(&actions), Ok(()));
+    // Changed by someone else between two of its writes: the chain breaks, naming the path.
+    let other = common::hash::sha256_hex(b"other");
+    let broken = vec![
+        write_action(&file, None, &first, Committed),
+        write_action(&file, Some(&other), &second, Committed),
+    ];
+    let err = super::lifecycle::verify_receipts(&broken).unwrap_err();
+    assert!(
+        err.contains("changed between the sub-session's writes") && err.contains(&first),
+        "{err}"
+    );
     // Changed behind its back: the path is named, with both hashes.
     std::fs::write(&file, "third").unwrap();
     let err = super::lifecycle::verify_receipts(&actions).unwrap_err();
@@ -246,7 +259,49 @@ fn results_are_verified_against_each_paths_last_write_receipt() {
     let err = super::lifecycle::verify_receipts(&actions).unwrap_err();
     assert!(err.contains("missing or unreadable"), "{err}");
     // A write that never finished fails it too.
-    let err = super::lifecycle::verify_receipts(&[write_action(&elsewhere, &second, Prepared)])
-        .unwrap_err();
+    let err =
+        super::lifecycle::verify_receipts(&[write_action(&elsewhere, None, &second, Prepared)])
+            .unwrap_err();
     assert!(err.contains("did not finish"), "{err}");
+}
+
+#[test]
+fn a_200_answer_must_be_a_whole_message() {
+    use super::egress::check_answer;
+    let sse = "text/event-stream; charset=utf-8";
+    let start = "event: message_start\ndata: {\"type\":\"message_start\"}\n\n";
+    let stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let error =
+        "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\n\n";
+    assert_eq!(check_answer(sse, &format!("{start}{stop}")), Ok(()));
+    assert_eq!(
+        check_answer(sse, start).unwrap_err(),
+        "broke off before its end (no message_stop)"
+    );
+    assert_eq!(
+        check_answer(sse, &format!("{start}{error}{stop}")).unwrap_err(),
+        "carried an error event"
+    );
+    assert_eq!(check_answer("application/json", JSON), Ok(()));
+    assert_eq!(
+        check_answer("application/json", r#"{"type":"error"}"#).unwrap_err(),
+        "is not a message"
+    );
+    assert_eq!(
+        check_answer("application/json", "{").unwrap_err(),
+        "is not JSON"
+    );
+}
+
+#[tokio::test]
+async fn an_endpoint_that_echoes_the_key_never_gets_it_back_to_the_runner() {
+    const ECHO: &str =
+        r#"{"type":"message","content":[{"type":"text","text":"your key is sk-echo-1"}]}"#;
+    let (base, _) = upstream(200, "application/json", ECHO, Duration::ZERO).await;
+    let route = DeepseekRoute::for_tests(&base, Some("sk-echo-1"));
+    let request = serde_json::json!({"model": "sonnet", "messages": []}).to_string();
+    let (response, _) = forward(&super::egress::client(), &route, 1, &request).await;
+    assert_eq!(response.status, 200);
+    assert!(!response.body.contains("sk-echo-1"), "{}", response.body);
+    assert!(response.body.contains("your key is [redacted]"));
 }

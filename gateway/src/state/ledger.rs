@@ -156,8 +156,17 @@ pub enum LedgerEvent {
         name: String,
         arguments: Value,
     },
-    /// In the sub-session: one model request through the egress (never the key or bodies).
+    /// In the sub-session: a model request is about to leave for DeepSeek (recorded first, so
+    /// one a stopped gateway never saw answered stays in the ledger); `resent`: the runner sent
+    /// it again after such a stop.
+    DeepseekRequestSent {
+        request_sha256: String,
+        resent: bool,
+    },
+    /// In the sub-session: one model request through the egress, answered or refused (never the
+    /// key or bodies).
     DeepseekRequest {
+        request_sha256: String,
         requested_model: String,
         sent_model: Option<String>,
         status: u16,
@@ -193,6 +202,7 @@ impl LedgerEvent {
                 | Self::TurnRequestIgnored { .. }
                 | Self::UnknownBrokerEvent {}
                 | Self::DeepseekRequest { .. }
+                | Self::DeepseekRequestSent { .. }
         )
     }
 

@@ -188,6 +188,9 @@ pub struct Delegation {
     pub runner_model: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<SubsessionEnd>,
+    /// SHA-256 of the model requests sent to DeepSeek and not yet answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_flight: Vec<String>,
 }
 
 impl SessionRecord {

@@ -275,7 +275,7 @@ fn accept(
             ));
         }
         // Barrier, write lock and ownership of sub-sessions, where no other reply can interleave.
-        crate::deepseek::check_reply(tx, &session, &approved)?;
+        crate::deepseek::check_reply(tx, &session, &approved, gateway.config.max_live_sessions)?;
         gateway.claim(tx, request, session_id, session.lease_generation)?;
         let mut turn = tx.turn(turn_id)?.ok_or_else(|| {
             ToolError::new(

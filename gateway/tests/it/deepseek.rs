@@ -366,6 +366,67 @@ async fn a_gateway_killed_while_it_runs_readopts_it_and_delivers_the_result_once
     assert_eq!(fake.remaining(), 0);
 }
 
+/// A model request out at DeepSeek when the gateway is killed (red-team F2): it is in the ledger
+/// (recorded before it left), the runner's resend after the restart is recorded as a resend, and
+/// the sub-session finishes once.
+#[tokio::test]
+async fn a_request_in_flight_when_the_gateway_dies_stays_in_the_ledger() {
+    let fake = FakeDeepseek::start(vec![
+        Step::Delay(
+            Duration::from_secs(6),
+            Box::new(Step::Text("lost with the gateway".into())),
+        ),
+        Step::Text("answered after the restart".into()),
+    ])
+    .await
+    .unwrap();
+    let mut gw = gateway_for(&fake, &new_key(), &[]).await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let v = start_delegating(&chat, &root, "ds-inflight").await;
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "answer"}}]);
+    let v = reply_turn(&chat, &v, "ds-inflight-start", start).await;
+    let id = subsession_id(&v);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while fake.seen().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no model request arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gw.kill().await;
+    gw.restart().await.unwrap();
+    let chat = chatgpt(&gw).await;
+    let (_v, ended) = until_ended(&chat, v, &id, "inflight").await;
+    assert_eq!(ended["status"], "succeeded", "{ended}");
+    assert_eq!(
+        ended["result_text"], "answered after the restart",
+        "{ended}"
+    );
+    let db = state_db(&gw);
+    let sent: Vec<(String, bool)> = db
+        .prepare(
+            "SELECT json_extract(data, '$.request_sha256'), json_extract(data, '$.resent') \
+             FROM events WHERE session_id = ?1 AND kind = 'deepseek_request_sent' ORDER BY seq",
+        )
+        .unwrap()
+        .query_map([&id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent[0].0, sent[1].0, "the same request, sent again");
+    assert_eq!((sent[0].1, sent[1].1), (false, true), "{sent:?}");
+    let answered = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE session_id = ?1 AND kind = 'deepseek_request'",
+        &id,
+    );
+    assert_eq!(answered, 1, "only the resend was answered to this gateway");
+    assert_eq!(fake.seen().len(), 2);
+}
+
 #[tokio::test]
 async fn a_crash_between_recording_and_launching_reports_it_not_started() {
     let fake = FakeDeepseek::start(vec![Step::Text("must never be asked".into())])

@@ -466,3 +466,47 @@ async fn direct_write_never_reaches_code_that_runs_later() {
     let (sid, lease) = (session_id(&v), lease_id(&v));
     chat.stop(&sid, &lease, "dw-c-stop", None).await.unwrap();
 }
+
+/// Another gateway of the same account on this host (red-team F3): its state dir — token, server
+/// key, database, transcripts — is as protected as this gateway's own, for the read tools and
+/// for commands, because every gateway lists its state dir in the account's registry.
+#[tokio::test]
+async fn another_gateways_state_dir_is_protected_too() {
+    let other = gateway().await;
+    let key_file = other.state_dir().join("auth/server-key");
+    let secret = std::fs::read_to_string(&key_file).unwrap();
+    assert!(
+        secret.trim().len() >= 32,
+        "the other gateway has a server key"
+    );
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "look around", "k-other-gw").await;
+    let key = key_file.to_string_lossy().to_string();
+    let state = other.state_dir().to_string_lossy().to_string();
+    let calls = json!([
+        {"name": "Read", "arguments": {"file_path": key}},
+        {"name": "FindFiles", "arguments": {"path": state}},
+        {"name": "SearchText", "arguments": {"query": secret.trim(), "path": state}},
+        {"name": "RunCommand", "arguments": {"argv": ["cat", key]}},
+        {"name": "RunCommand", "arguments": {"argv": ["ls", "-la", state]}},
+    ]);
+    let v = crate::writes::reply_calls(&chat, &v, "r-other-gw", calls).await;
+    let results = results(&v);
+    for read in &results[..3] {
+        assert_eq!(read["status"], "error", "{read}");
+        assert!(output(read).starts_with("not_permitted"), "{read}");
+    }
+    // The key cannot be read; the state dir shows as an empty mask.
+    assert_ne!(results[3]["receipt"]["exit_code"], 0, "{}", results[3]);
+    let listing = output(&results[4]);
+    assert!(
+        !listing.contains("auth") && !listing.contains("run"),
+        "{listing}"
+    );
+    assert!(
+        !v.to_string().contains(secret.trim()),
+        "the key leaked: {v}"
+    );
+}

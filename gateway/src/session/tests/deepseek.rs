@@ -54,6 +54,7 @@ async fn a_sub_session_id_is_not_a_session_to_the_public_tools() {
         task_sha256: "0".repeat(64),
         runner_model: "sonnet".into(),
         end: None,
+        in_flight: Vec::new(),
     });
     h.gateway.store.write(|tx| tx.put_session(&child)).unwrap();
     let lease = view.lease_id.clone().unwrap();
