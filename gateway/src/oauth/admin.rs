@@ -59,21 +59,30 @@ impl Admin {
             }),
             AdminRequest::Approve => match &self.oauth {
                 None => oauth_off(),
-                Some(oauth) => {
-                    let (code, ttl) = oauth.new_approval_code();
-                    let waiting: Vec<Value> = oauth
-                        .waiting_requests()
-                        .into_iter()
-                        .map(|(client, host)| json!({"client_name": client, "redirect_host": host}))
-                        .collect();
-                    tracing::info!("oauth: the owner asked for an approval code");
-                    json!({
-                        "ok": true,
-                        "approval_code": code,
-                        "expires_in_seconds": ttl.as_secs(),
-                        "waiting": waiting,
-                    })
-                }
+                Some(oauth) => match oauth.new_approval_code() {
+                    Ok((code, ttl, covered)) => {
+                        let waiting: Vec<Value> = covered
+                            .into_iter()
+                            .map(|(client, host)| {
+                                json!({"client_name": client, "redirect_host": host})
+                            })
+                            .collect();
+                        tracing::info!("oauth: the owner asked for an approval code");
+                        json!({
+                            "ok": true,
+                            "approval_code": code,
+                            "expires_in_seconds": ttl.as_secs(),
+                            "waiting": waiting,
+                        })
+                    }
+                    Err(super::pending::NothingWaiting) => json!({
+                        "ok": false,
+                        "error": "nothing_waiting",
+                        "message": "no consent page is open: start the connection in your \
+                                    client first, and run this again when its consent page asks \
+                                    for a code (a code approves only pages open when it is issued)",
+                    }),
+                },
             },
             AdminRequest::Revoke { id } => match &self.oauth {
                 None => oauth_off(),

@@ -351,26 +351,27 @@ fn approve(
     typed_code: &str,
     now: i64,
 ) -> Response {
-    let check = oauth.pending().check_approval_code(typed_code, now);
+    let check = oauth
+        .pending()
+        .check_approval_code(request_id, typed_code, now);
     match check {
         ApprovalCheck::Accepted => {}
         ApprovalCheck::Rejected { attempts_left } => {
             tracing::warn!(client_id = %request.client_id, "oauth: wrong approval code");
             let message = format!(
-                "That approval code is not valid (wrong, expired or already used). {attempts_left} \
-                 attempt{} left before every outstanding code is void.",
+                "That approval code is not valid for this page (wrong, expired, already used, \
+                 or issued before this page opened). {attempts_left} attempt{} left on this page.",
                 if attempts_left == 1 { "" } else { "s" }
             );
             return render_consent(request_id, request, Some(&message), StatusCode::BAD_REQUEST);
         }
         ApprovalCheck::Locked => {
-            oauth.pending().remove(request_id);
-            tracing::warn!("oauth: too many wrong approval codes; every outstanding code is void");
+            tracing::warn!(client_id = %request.client_id, "oauth: too many wrong approval codes; the consent page is void");
             return error_page(
                 StatusCode::TOO_MANY_REQUESTS,
                 "Too many attempts",
-                "Too many wrong approval codes: every outstanding code is void. Run `gatewayctl \
-                 oauth approve` for a new one, then start again from your client.",
+                "Too many wrong approval codes on this page: it is void. Start again from your \
+                 client, then run `gatewayctl oauth approve` for a new code.",
             );
         }
     }

@@ -135,8 +135,9 @@ pub fn consent_page(view: &ConsentView<'_>) -> String {
          <input type=\"hidden\" name=\"request_id\" value=\"{request_id}\">\n\
          <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\n\
          <label for=\"approval_code\">Approval code</label>\n\
-         <p id=\"code-help\">Run <code>gatewayctl oauth approve</code> on the computer running \
-         the gateway and type the code it prints. A code works once, for 10 minutes.</p>\n\
+         <p id=\"code-help\">Keep this page open, run <code>gatewayctl oauth approve</code> on \
+         the computer running the gateway, and type the code it prints. A code works once, for \
+         10 minutes, and only for pages open when it was printed.</p>\n\
          <input id=\"approval_code\" name=\"approval_code\" type=\"text\" \
          autocomplete=\"one-time-code\" autocapitalize=\"characters\" spellcheck=\"false\" \
          maxlength=\"20\" aria-describedby=\"{described_by}\">\n\

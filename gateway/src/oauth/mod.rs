@@ -213,15 +213,14 @@ impl OAuth {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A new one-time approval code for the consent page (the owner's proof), as shown to them.
-    pub fn new_approval_code(&self) -> (String, Duration) {
+    /// A new one-time approval code for the consent pages waiting now (the owner's proof), as
+    /// shown to them, with those pages: (client name, redirect host).
+    #[allow(clippy::type_complexity)]
+    pub fn new_approval_code(
+        &self,
+    ) -> Result<(String, Duration, Vec<(String, String)>), pending::NothingWaiting> {
         self.pending()
             .new_approval_code(common::time::now_unix_ms())
-    }
-
-    /// Authorization requests waiting for the owner: (client name, redirect host).
-    pub fn waiting_requests(&self) -> Vec<(String, String)> {
-        self.pending().waiting(common::time::now_unix_ms())
     }
 
     /// Where the protected resource's metadata is (the path-suffixed form of RFC 9728 §3.1).

@@ -1,6 +1,13 @@
 //! In-memory state of the consent step: authorization requests waiting for the owner's decision
-//! (each with its CSRF token), and the owner's one-time approval codes (hashes only) with the
-//! attempt limit. Nothing here needs to survive a restart: a client simply authorizes again.
+//! (each with its CSRF token and its own attempt limit), and the owner's one-time approval codes
+//! (hashes only), each good only for the requests that were waiting when the owner asked for it
+//! — the ones `gatewayctl oauth approve` listed. Nothing here needs to survive a restart: a
+//! client simply authorizes again.
+//!
+//! Binding codes to requests is what keeps strangers out of the owner's way (red-team O-2..O-4):
+//! wrong codes typed on their own pages spend only their own pages' attempts, never the owner's
+//! codes; a code cannot approve a page opened after it was issued; and the pages a live code
+//! covers are never pushed out by a flood of new ones.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -15,7 +22,7 @@ pub const MAX_REQUESTS: usize = 64;
 pub const APPROVAL_CODE_TTL: Duration = Duration::from_secs(10 * 60);
 /// Approval codes alive at once.
 const MAX_APPROVAL_CODES: usize = 4;
-/// Wrong approval codes tolerated before every outstanding code is void.
+/// Wrong approval codes tolerated on one consent page before that page is void.
 pub const MAX_APPROVAL_ATTEMPTS: u32 = 5;
 /// Letters and digits that cannot be mistaken for one another (no 0/O, 1/I/L).
 const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
@@ -40,18 +47,31 @@ pub struct AuthorizationRequest {
 pub enum ApprovalCheck {
     /// The code was live and is now spent.
     Accepted,
-    /// Wrong, expired or spent; this many attempts remain.
+    /// Wrong, expired, spent or not issued for this page; this many attempts remain on it.
     Rejected { attempts_left: u32 },
-    /// The attempt limit is reached: every outstanding code is now void.
+    /// The page's attempt limit is reached: the page is void.
     Locked,
 }
+
+/// One live approval code.
+#[derive(Debug)]
+struct ApprovalCode {
+    sha256: String,
+    expires_at_ms: i64,
+    /// The requests waiting when it was issued: the only ones it approves.
+    covers: Vec<String>,
+}
+
+/// No consent page is waiting: a code would approve nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NothingWaiting;
 
 #[derive(Debug, Default)]
 pub struct Pending {
     requests: HashMap<String, AuthorizationRequest>,
-    /// SHA-256 of each live approval code, with its expiry.
-    approval_codes: Vec<(String, i64)>,
-    failed_attempts: u32,
+    /// Wrong codes typed on each waiting request.
+    failed_attempts: HashMap<String, u32>,
+    approval_codes: Vec<ApprovalCode>,
 }
 
 fn ms(d: Duration) -> i64 {
@@ -69,20 +89,33 @@ fn normalize(code: &str) -> String {
 impl Pending {
     fn purge(&mut self, now_ms: i64) {
         self.requests.retain(|_, r| r.expires_at_ms > now_ms);
-        self.approval_codes.retain(|(_, exp)| *exp > now_ms);
+        self.approval_codes.retain(|c| c.expires_at_ms > now_ms);
+        let requests = &self.requests;
+        self.failed_attempts
+            .retain(|id, _| requests.contains_key(id));
     }
 
-    /// Keep `request` under a new id; the oldest goes when [`MAX_REQUESTS`] are waiting.
+    fn covered(&self, request_id: &str) -> bool {
+        self.approval_codes
+            .iter()
+            .any(|c| c.covers.iter().any(|id| id == request_id))
+    }
+
+    /// Keep `request` under a new id. When [`MAX_REQUESTS`] are waiting, the oldest one no live
+    /// code covers makes way (a page the owner asked a code for stays).
     pub fn insert(&mut self, request: AuthorizationRequest, now_ms: i64) -> String {
         self.purge(now_ms);
-        if self.requests.len() >= MAX_REQUESTS
-            && let Some(oldest) = self
-                .requests
-                .iter()
-                .min_by_key(|(_, r)| r.expires_at_ms)
-                .map(|(id, _)| id.clone())
-        {
-            self.requests.remove(&oldest);
+        if self.requests.len() >= MAX_REQUESTS {
+            let oldest = |covered: bool| {
+                self.requests
+                    .iter()
+                    .filter(|(id, _)| covered || !self.covered(id))
+                    .min_by_key(|(_, r)| r.expires_at_ms)
+                    .map(|(id, _)| id.clone())
+            };
+            if let Some(id) = oldest(false).or_else(|| oldest(true)) {
+                self.remove(&id);
+            }
         }
         let id = common::hash::new_secret("req");
         self.requests.insert(id.clone(), request);
@@ -95,30 +128,30 @@ impl Pending {
     }
 
     pub fn remove(&mut self, id: &str) -> Option<AuthorizationRequest> {
+        self.failed_attempts.remove(id);
         self.requests.remove(id)
     }
 
     /// (client name, redirect host) of each waiting request.
+    #[cfg(test)]
     pub fn waiting(&mut self, now_ms: i64) -> Vec<(String, String)> {
         self.purge(now_ms);
-        let mut out: Vec<_> = self
-            .requests
-            .values()
-            .map(|r| {
-                let host = url::Url::parse(&r.redirect_uri)
-                    .ok()
-                    .and_then(|u| u.host_str().map(str::to_string))
-                    .unwrap_or_default();
-                (r.client_name.clone(), host)
-            })
-            .collect();
+        let mut out: Vec<_> = self.requests.values().map(describe).collect();
         out.sort();
         out
     }
 
-    /// A new approval code `XXXX-XXXX`; a fresh code also restores the attempt budget.
-    pub fn new_approval_code(&mut self, now_ms: i64) -> (String, Duration) {
+    /// A new approval code `XXXX-XXXX` for the requests waiting now, and those requests as the
+    /// owner must see them; none waiting: nothing to approve, no code.
+    #[allow(clippy::type_complexity)]
+    pub fn new_approval_code(
+        &mut self,
+        now_ms: i64,
+    ) -> Result<(String, Duration, Vec<(String, String)>), NothingWaiting> {
         self.purge(now_ms);
+        if self.requests.is_empty() {
+            return Err(NothingWaiting);
+        }
         let mut rng = rand::rng();
         let code: String = (0..CODE_LEN)
             .map(|_| char::from(CODE_ALPHABET[rng.random_range(0..CODE_ALPHABET.len())]))
@@ -126,27 +159,38 @@ impl Pending {
         if self.approval_codes.len() >= MAX_APPROVAL_CODES {
             self.approval_codes.remove(0);
         }
-        self.approval_codes.push((
-            common::hash::sha256_hex(code.as_bytes()),
-            now_ms + ms(APPROVAL_CODE_TTL),
-        ));
-        self.failed_attempts = 0;
+        self.approval_codes.push(ApprovalCode {
+            sha256: common::hash::sha256_hex(code.as_bytes()),
+            expires_at_ms: now_ms + ms(APPROVAL_CODE_TTL),
+            covers: self.requests.keys().cloned().collect(),
+        });
+        let mut covered: Vec<_> = self.requests.values().map(describe).collect();
+        covered.sort();
         let shown = format!("{}-{}", &code[..4], &code[4..]);
-        (shown, APPROVAL_CODE_TTL)
+        Ok((shown, APPROVAL_CODE_TTL, covered))
     }
 
-    /// Check and spend an approval code. Wrong attempts count across all codes; at the limit every
-    /// outstanding code is void until the owner asks for a new one.
-    pub fn check_approval_code(&mut self, typed: &str, now_ms: i64) -> ApprovalCheck {
+    /// Check and spend an approval code typed on request `request_id`'s page. Only a live code
+    /// issued while that request waited approves it; wrong attempts count on that page alone,
+    /// and at the limit the page is void.
+    pub fn check_approval_code(
+        &mut self,
+        request_id: &str,
+        typed: &str,
+        now_ms: i64,
+    ) -> ApprovalCheck {
         self.purge(now_ms);
-        if self.failed_attempts >= MAX_APPROVAL_ATTEMPTS {
+        let failed = self.failed_attempts.get(request_id).copied().unwrap_or(0);
+        if failed >= MAX_APPROVAL_ATTEMPTS {
+            self.remove(request_id);
             return ApprovalCheck::Locked;
         }
         let hash = common::hash::sha256_hex(normalize(typed).as_bytes());
         let mut found = None;
-        for (i, (live, _)) in self.approval_codes.iter().enumerate() {
+        for (i, code) in self.approval_codes.iter().enumerate() {
             // Every live code is compared (no early exit), each in constant time.
-            if common::hash::constant_time_eq(live.as_bytes(), hash.as_bytes()) {
+            let matches = common::hash::constant_time_eq(code.sha256.as_bytes(), hash.as_bytes());
+            if matches && code.covers.iter().any(|id| id == request_id) {
                 found = Some(i);
             }
         }
@@ -154,13 +198,23 @@ impl Pending {
             self.approval_codes.remove(i);
             return ApprovalCheck::Accepted;
         }
-        self.failed_attempts += 1;
-        if self.failed_attempts >= MAX_APPROVAL_ATTEMPTS {
-            self.approval_codes.clear();
+        let failed = failed + 1;
+        if failed >= MAX_APPROVAL_ATTEMPTS {
+            self.remove(request_id);
             return ApprovalCheck::Locked;
         }
+        self.failed_attempts.insert(request_id.to_string(), failed);
         ApprovalCheck::Rejected {
-            attempts_left: MAX_APPROVAL_ATTEMPTS - self.failed_attempts,
+            attempts_left: MAX_APPROVAL_ATTEMPTS - failed,
         }
     }
+}
+
+/// (client name, redirect host) of a request, as the owner reads it.
+fn describe(r: &AuthorizationRequest) -> (String, String) {
+    let host = url::Url::parse(&r.redirect_uri)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_default();
+    (r.client_name.clone(), host)
 }

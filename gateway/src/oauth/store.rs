@@ -131,8 +131,9 @@ impl OAuthStore {
         f(&conn)
     }
 
-    /// Store a new client, first forgetting clients that never got a grant within a day; refused
-    /// when [`MAX_CLIENTS`] are registered.
+    /// Store a new client, first forgetting clients that never got a grant within a day, and when
+    /// [`MAX_CLIENTS`] unrevoked ones are registered, the oldest that never got a grant; refused
+    /// only when every one of them holds a grant.
     pub fn register_client(&self, client: &ClientRow) -> Result<(), OAuthError> {
         self.write(|tx| {
             let stale_before = client.created_at_ms - UNUSED_CLIENT_TTL_MS;
@@ -146,15 +147,37 @@ impl OAuthStore {
                 &format!("DELETE FROM oauth_clients WHERE client_id IN ({unused})"),
                 [stale_before],
             )?;
-            let count: i64 =
-                tx.query_row("SELECT COUNT(*) FROM oauth_clients", [], |r| r.get(0))?;
-            if count >= MAX_CLIENTS {
+            // Revoked clients stay for the record but take no room. When the room is full, the
+            // oldest registration that never got a grant makes way: anonymous registrations can
+            // only push out each other, never block the owner's next client (red-team O-1).
+            let count = |tx: &Transaction<'_>| -> rusqlite::Result<i64> {
+                tx.query_row(
+                    "SELECT COUNT(*) FROM oauth_clients WHERE revoked_at_ms IS NULL",
+                    [],
+                    |r| r.get(0),
+                )
+            };
+            if count(tx)? >= MAX_CLIENTS {
+                let oldest_unused = "SELECT client_id FROM oauth_clients c
+                     WHERE revoked_at_ms IS NULL AND NOT EXISTS
+                       (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.client_id)
+                     ORDER BY created_at_ms LIMIT 1";
+                tx.execute(
+                    &format!("DELETE FROM oauth_codes WHERE client_id IN ({oldest_unused})"),
+                    [],
+                )?;
+                tx.execute(
+                    &format!("DELETE FROM oauth_clients WHERE client_id IN ({oldest_unused})"),
+                    [],
+                )?;
+            }
+            if count(tx)? >= MAX_CLIENTS {
                 return Ok(Err(OAuthError::new(
                     http::StatusCode::BAD_REQUEST,
                     "invalid_client_metadata",
                     format!(
-                        "{MAX_CLIENTS} clients are registered already; the owner can remove \
-                         some with `gatewayctl oauth revoke <client id>`"
+                        "{MAX_CLIENTS} clients hold grants already; the owner can revoke some \
+                         with `gatewayctl oauth revoke <client id>`"
                     ),
                 )));
             }

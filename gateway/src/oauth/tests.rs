@@ -104,54 +104,94 @@ fn public_base_is_an_origin_and_the_loopback_default_follows_the_listener() {
     assert!(!AuthMode::OAuth.static_token() && !AuthMode::Token.oauth());
 }
 
+fn waiting_request(expires_at_ms: i64) -> pending::AuthorizationRequest {
+    pending::AuthorizationRequest {
+        csrf: "c".into(),
+        client_id: "client_x".into(),
+        client_name: "X".into(),
+        redirect_uri: "https://a.example/cb".into(),
+        state: None,
+        code_challenge: "c".into(),
+        resource: "r".into(),
+        scope: SCOPE.into(),
+        expires_at_ms,
+    }
+}
+
 #[test]
 fn approval_codes_are_single_use_expire_and_lock_after_the_attempt_limit() {
     let mut pending = Pending::default();
-    let (code, ttl) = pending.new_approval_code(1_000);
+    // Nothing waiting: no code (it would approve nothing).
+    assert_eq!(pending.new_approval_code(0), Err(pending::NothingWaiting));
+    let page = pending.insert(waiting_request(1_000_000), 0);
+    let (code, ttl, covered) = pending.new_approval_code(1_000).unwrap();
     assert_eq!(code.len(), 9);
     assert_eq!(ttl, pending::APPROVAL_CODE_TTL);
+    assert_eq!(covered, vec![("X".to_string(), "a.example".to_string())]);
+    // A page opened after the code was issued: the code does not approve it.
+    let later = pending.insert(waiting_request(1_000_000), 1_500);
     assert_eq!(
-        pending.check_approval_code(&code.to_lowercase(), 2_000),
-        ApprovalCheck::Accepted
-    );
-    assert_eq!(
-        pending.check_approval_code(&code, 2_000),
+        pending.check_approval_code(&later, &code, 1_600),
         ApprovalCheck::Rejected {
             attempts_left: MAX_APPROVAL_ATTEMPTS - 1
         }
     );
+    assert_eq!(
+        pending.check_approval_code(&page, &code.to_lowercase(), 2_000),
+        ApprovalCheck::Accepted
+    );
+    assert_eq!(
+        pending.check_approval_code(&later, &code, 2_000),
+        ApprovalCheck::Rejected {
+            attempts_left: MAX_APPROVAL_ATTEMPTS - 2
+        }
+    );
     // Expired.
-    let (late, _) = pending.new_approval_code(10_000);
+    let (late, _, _) = pending.new_approval_code(10_000).unwrap();
     let expiry = 10_000 + i64::try_from(ttl.as_millis()).unwrap();
     assert!(matches!(
-        pending.check_approval_code(&late, expiry),
+        pending.check_approval_code(&later, &late, expiry),
         ApprovalCheck::Rejected { .. }
     ));
-    // The limit voids every outstanding code, until the owner asks for a new one.
-    let (live, _) = pending.new_approval_code(20_000);
+    // Wrong codes on a stranger's page spend that page only: the owner's code for the owner's
+    // page still works (red-team O-2, O-4).
+    let owners = pending.insert(waiting_request(1_000_000), 20_000);
+    let strangers = pending.insert(waiting_request(1_000_000), 20_000);
+    let (live, _, _) = pending.new_approval_code(20_000).unwrap();
     for _ in 1..MAX_APPROVAL_ATTEMPTS {
         assert!(matches!(
-            pending.check_approval_code("ZZZZ-ZZZZ", 20_001),
+            pending.check_approval_code(&strangers, "ZZZZ-ZZZZ", 20_001),
             ApprovalCheck::Rejected { .. }
         ));
     }
     assert_eq!(
-        pending.check_approval_code("ZZZZ-ZZZZ", 20_001),
+        pending.check_approval_code(&strangers, "ZZZZ-ZZZZ", 20_001),
         ApprovalCheck::Locked
     );
-    assert_eq!(
-        pending.check_approval_code(&live, 20_002),
-        ApprovalCheck::Locked
-    );
-    let (fresh, _) = pending.new_approval_code(20_003);
-    assert_eq!(
-        pending.check_approval_code(&live, 20_004),
-        ApprovalCheck::Rejected {
-            attempts_left: MAX_APPROVAL_ATTEMPTS - 1
-        }
+    assert!(
+        pending.get(&strangers, 20_001).is_none(),
+        "the page is void"
     );
     assert_eq!(
-        pending.check_approval_code(&fresh, 20_005),
+        pending.check_approval_code(&owners, &live, 20_002),
+        ApprovalCheck::Accepted
+    );
+}
+
+#[test]
+fn a_flood_of_pages_never_pushes_out_one_a_live_code_covers() {
+    let mut pending = Pending::default();
+    let owners = pending.insert(waiting_request(1_000_000), 0);
+    let (code, _, _) = pending.new_approval_code(1).unwrap();
+    for _ in 0..3 * pending::MAX_REQUESTS {
+        pending.insert(waiting_request(1_000_000), 2);
+    }
+    assert!(
+        pending.get(&owners, 3).is_some(),
+        "the covered page was pushed out"
+    );
+    assert_eq!(
+        pending.check_approval_code(&owners, &code, 4),
         ApprovalCheck::Accepted
     );
 }
@@ -378,14 +418,18 @@ fn store_caps_registered_clients_and_forgets_unused_ones() {
         created_at_ms: at,
     };
     for i in 0..store::MAX_CLIENTS {
-        store.register_client(&client(i, 1_000)).unwrap();
+        store.register_client(&client(i, 1_000 + i)).unwrap();
     }
-    let err = store.register_client(&client(1_000, 2_000)).unwrap_err();
-    assert_eq!(err.error, "invalid_client_metadata");
-    // A day later the unused ones are forgotten and registration works again.
-    store
-        .register_client(&client(1_001, 1_000 + 24 * 3600 * 1000 + 1))
-        .unwrap();
+    // Full of registrations that never got a grant (anyone can make them): the oldest makes way,
+    // so a flood never blocks the owner's next client (red-team O-1).
+    store.register_client(&client(1_000, 2_000)).unwrap();
     assert!(store.client("client_0").unwrap().is_none());
+    assert!(store.client("client_1").unwrap().is_some());
+    assert!(store.client("client_1000").unwrap().is_some());
+    // A day later the unused ones are forgotten anyway.
+    store
+        .register_client(&client(1_001, 2_000 + 24 * 3600 * 1000 + 1))
+        .unwrap();
+    assert!(store.client("client_1").unwrap().is_none());
     assert!(store.client("client_1001").unwrap().is_some());
 }

@@ -215,6 +215,8 @@ describe('consent page in headless Chromium', () => {
     const consent = await fetch(authorizeUrl('forged'));
     const html = await consent.text();
     const field = (name) => html.match(new RegExp(`name="${name}" value="([^"]+)"`))[1];
+    // The owner's own page is open too when the code is issued (a code approves only those).
+    const own = await openConsent('after-attack');
     const code = await approvalCode(gw.stateDir);
     site.pages.set(
       '/attack',
@@ -232,7 +234,6 @@ describe('consent page in headless Chromium', () => {
     assert.equal(site.landed.length, 0, 'the forged post reached the client');
 
     // The code was not spent: the owner's own page still takes it.
-    const own = await openConsent('after-attack');
     await own.getByLabel('Approval code').fill(code);
     await Promise.all([own.waitForURL(`${site.callback}?**`), own.getByRole('button', { name: 'Approve' }).click()]);
     assert.ok(site.landed.pop().code);

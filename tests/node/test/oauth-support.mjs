@@ -41,7 +41,8 @@ function hidden(html, name) {
 }
 
 /**
- * Opens the consent page at `authorizationUrl` and submits `decision` with `code`; resolves to the
+ * Opens the consent page at `authorizationUrl` and submits `decision` with `code` (or, given a
+ * function, the code it resolves to once the page is open); resolves to the
  * URL the gateway redirected to (the client's redirect URI with `code` or `error`).
  */
 export async function consentOverHttp(authorizationUrl, decision, code) {
@@ -50,6 +51,8 @@ export async function consentOverHttp(authorizationUrl, decision, code) {
   const cookie = page.headers.get('set-cookie')?.split(';')[0];
   assert.ok(cookie, 'the consent page set no CSRF cookie');
   const html = await page.text();
+  // A code approves only pages open when it was issued: the owner asks for it now (a function).
+  if (typeof code === 'function') code = await code();
   const form = new URLSearchParams({
     request_id: hidden(html, 'request_id'),
     csrf: hidden(html, 'csrf'),

@@ -33,18 +33,15 @@ async fn approval_codes_are_single_use_short_and_attempt_limited() {
         "the gateway refused: no OAuth client or grant has the id \"grant_nope\" (not_found)"
     );
 
-    // An empty code, then a wrong one: the page again, with the attempts left.
+    // An empty code, then a wrong one: the page again, with the attempts left on it.
     let (status, location, body) = decide(&gw, &consent, "approve", "", None).await;
     assert_eq!(status, 400);
     assert!(location.is_none());
-    assert!(body.contains("4 attempts left"), "{body}");
+    assert!(body.contains("4 attempts left on this page"), "{body}");
     let code = approval_code(&gw);
     assert!(code.len() == 9 && code.as_bytes()[4] == b'-', "{code}");
-    // A code the owner just asked for restores the attempt budget.
+    // A new code does not restore the page's attempts.
     let (status, _, body) = decide(&gw, &consent, "approve", "AAAA-AAAA", None).await;
-    assert_eq!(status, 400);
-    assert!(body.contains("4 attempts left"), "{body}");
-    let (status, _, body) = decide(&gw, &consent, "approve", "AAAA-AAAB", None).await;
     assert_eq!(status, 400);
     assert!(body.contains("3 attempts left"), "{body}");
     // Typed in lower case without the dash, the right code works, once.
@@ -57,10 +54,13 @@ async fn approval_codes_are_single_use_short_and_attempt_limited() {
     assert_eq!(status, 400, "a spent approval code worked again");
     assert!(body.contains("not valid"), "{body}");
 
-    // A fresh code restores the budget; five wrong attempts void every outstanding code.
+    // A stranger's page: wrong codes typed there spend only its own attempts (red-team O-2,
+    // O-4), and the owner's code still approves the owner's page.
+    let owners = open_consent(&gw, &client).await;
+    let strangers = open_consent(&gw, &client).await;
     let live = approval_code(&gw);
     for left in (1..=4).rev() {
-        let (status, _, body) = decide(&gw, &consent, "approve", "WRONG-CODE", None).await;
+        let (status, _, body) = decide(&gw, &strangers, "approve", "WRONG-CODE", None).await;
         assert_eq!(status, 400);
         let plural = if left == 1 { "" } else { "s" };
         assert!(
@@ -68,22 +68,34 @@ async fn approval_codes_are_single_use_short_and_attempt_limited() {
             "{body}"
         );
     }
-    let (status, _, body) = decide(&gw, &consent, "approve", "WRONG-CODE", None).await;
+    let (status, _, body) = decide(&gw, &strangers, "approve", "WRONG-CODE", None).await;
     assert_eq!(status, 429, "{body}");
-    assert!(body.contains("Too many wrong approval codes"), "{body}");
-    // The request is gone, and the code that was live is void too.
-    let (status, _, body) = decide(&gw, &consent, "approve", &live, None).await;
+    assert!(
+        body.contains("Too many wrong approval codes on this page"),
+        "{body}"
+    );
+    // That page is gone; the owner's page takes the owner's code.
+    let (status, _, body) = decide(&gw, &strangers, "approve", &live, None).await;
     assert_eq!(status, 400);
     assert!(body.contains("unknown or expired"), "{body}");
-    let consent = open_consent(&gw, &client).await;
-    let (status, _, _) = decide(&gw, &consent, "approve", &live, None).await;
-    assert_eq!(status, 429, "a voided code must not work");
-    // Only a new code from the owner works again.
-    let consent = open_consent(&gw, &client).await;
-    let fresh = approval_code(&gw);
-    let (status, _, _) = decide(&gw, &consent, "approve", &fresh, None).await;
+    let (status, _, _) = decide(&gw, &owners, "approve", &live, None).await;
     assert_eq!(status, 303);
-    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 2);
+    // A page opened after a code was issued is not approved by it.
+    let first = open_consent(&gw, &client).await;
+    let issued = approval_code(&gw);
+    let (status, _, _) = decide(&gw, &first, "approve", &issued, None).await;
+    assert_eq!(status, 303);
+    let after = open_consent(&gw, &client).await;
+    let (status, _, body) = decide(&gw, &after, "approve", &issued, None).await;
+    assert_eq!(status, 400, "{body}");
+    // Nothing waiting: the owner gets no code, and is told why.
+    for page in [&after, &consent] {
+        let (status, _, _) = decide(&gw, page, "deny", "", None).await;
+        assert_eq!(status, 303);
+    }
+    let err = gatewayctl_text(&gw, &["oauth", "approve"]).unwrap_err();
+    assert!(err.contains("no consent page is open"), "{err}");
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 3);
     assert_eq!(grants_and_tokens(&gw), (0, 0));
 }
 
@@ -92,6 +104,8 @@ async fn consent_form_refuses_other_sites_and_deny_answers_access_denied() {
     let gw = gateway().await;
     let client = client_id(&gw).await;
     let consent = open_consent(&gw, &client).await;
+    // A second page of the owner's, open when the code is issued (a code approves only those).
+    let spare = open_consent(&gw, &client).await;
     let code = approval_code(&gw);
 
     // From another origin: refused, nothing spent.
@@ -135,8 +149,7 @@ async fn consent_form_refuses_other_sites_and_deny_answers_access_denied() {
     assert_eq!(status, 400);
     assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 0);
     // The approval code was not spent by any of this.
-    let consent = open_consent(&gw, &client).await;
-    let (status, _, _) = decide(&gw, &consent, "approve", &code, None).await;
+    let (status, _, _) = decide(&gw, &spare, "approve", &code, None).await;
     assert_eq!(status, 303);
 }
 
