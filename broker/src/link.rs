@@ -109,10 +109,10 @@ async fn connection(
 
     // Everything not yet acknowledged goes again, in order.
     let mut sent_upto = state.acked_upto();
-    // Egress requests this link carries: failed to the runner if the link ends first.
-    let mut carried = EgressCarried {
+    // Egress requests this link carries are failed to the runner if the link ends first.
+    let carried = EgressCarried {
+        link: state.new_egress_link(),
         state: state.clone(),
-        ids: Vec::new(),
     };
     loop {
         for (seq, event) in state.events_after(sent_upto) {
@@ -121,8 +121,7 @@ async fn connection(
                 .await?;
             sent_upto = seq;
         }
-        for (request_id, body) in state.take_queued_egress() {
-            carried.ids.push(request_id);
+        for (request_id, body) in state.take_queued_egress(carried.link) {
             framed
                 .send(encode(&BrokerToGateway::EgressRequest {
                     request_id,
@@ -145,19 +144,19 @@ async fn connection(
     }
 }
 
-/// Apply one message from the gateway; returns a direct answer when one is due.
 /// Fails the egress requests a link carried when it ends (answered ones are already gone).
 struct EgressCarried {
+    link: u64,
     state: Arc<BrokerState>,
-    ids: Vec<u64>,
 }
 
 impl Drop for EgressCarried {
     fn drop(&mut self) {
-        self.state.fail_egress(&self.ids);
+        self.state.fail_egress_of(self.link);
     }
 }
 
+/// Apply one message from the gateway; returns a direct answer when one is due.
 async fn apply(state: &Arc<BrokerState>, message: GatewayToBroker) -> Option<BrokerToGateway> {
     match message {
         GatewayToBroker::Hello(_) | GatewayToBroker::Proof { .. } => {

@@ -98,10 +98,18 @@ pub struct BrokerState {
 #[derive(Default)]
 struct Egress {
     next_id: u64,
+    /// Numbers the links that carry requests, so a closing link fails only its own.
+    next_link: u64,
     /// Not yet sent on a link.
     queued: Vec<(u64, String)>,
-    /// Sent (or queued), waiting for the gateway's answer.
-    waiting: HashMap<u64, tokio::sync::oneshot::Sender<common::protocol::EgressResponse>>,
+    /// Waiting for the gateway's answer, with the link that carried each (none: still queued).
+    waiting: HashMap<
+        u64,
+        (
+            tokio::sync::oneshot::Sender<common::protocol::EgressResponse>,
+            Option<u64>,
+        ),
+    >,
 }
 
 impl BrokerState {
@@ -312,30 +320,44 @@ impl BrokerState {
             egress.next_id += 1;
             let id = egress.next_id;
             egress.queued.push((id, body));
-            egress.waiting.insert(id, tx);
+            egress.waiting.insert(id, (tx, None));
         }
         self.outbox_changed.notify_one();
         rx
     }
 
-    /// Requests to send on the link now.
-    pub fn take_queued_egress(&self) -> Vec<(u64, String)> {
-        std::mem::take(&mut lock(&self.egress).queued)
+    /// A number for a new link carrying egress requests.
+    pub fn new_egress_link(&self) -> u64 {
+        let mut egress = lock(&self.egress);
+        egress.next_link += 1;
+        egress.next_link
+    }
+
+    /// Requests for `link` to send now; they are its own from here on.
+    pub fn take_queued_egress(&self, link: u64) -> Vec<(u64, String)> {
+        let mut egress = lock(&self.egress);
+        let taken = std::mem::take(&mut egress.queued);
+        for (id, _) in &taken {
+            if let Some((_, carrier)) = egress.waiting.get_mut(id) {
+                *carrier = Some(link);
+            }
+        }
+        taken
     }
 
     /// The gateway's answer to a request.
     pub fn answer_egress(&self, response: common::protocol::EgressResponse) {
-        if let Some(waiter) = lock(&self.egress).waiting.remove(&response.request_id) {
+        if let Some((waiter, _)) = lock(&self.egress).waiting.remove(&response.request_id) {
             let _ = waiter.send(response);
         }
     }
 
-    /// The link that carried requests `ids` closed: they fail (the runner may retry them).
-    pub fn fail_egress(&self, ids: &[u64]) {
-        let mut egress = lock(&self.egress);
-        for id in ids {
-            egress.waiting.remove(id);
-        }
+    /// `link` closed: the requests it carried and no answer came for fail (the runner may retry
+    /// them).
+    pub fn fail_egress_of(&self, link: u64) {
+        lock(&self.egress)
+            .waiting
+            .retain(|_, (_, carrier)| *carrier != Some(link));
     }
 
     pub fn action(&self, action_id: &str) -> Option<ActionSlot> {

@@ -108,7 +108,8 @@ async fn measure(requests: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
     let mut route = gateway::deepseek::route::DeepseekRoute::from_env()?;
     route.base_url = gateway::deepseek::route::check_base_url(&base)?;
     route.api_key = Some(gateway::deepseek::route::ApiKey::new("sk-bench".into()));
-    let egress_client = gateway::deepseek::egress::client();
+    let egress_client = gateway::deepseek::egress::client()
+        .ok_or_else(|| anyhow::anyhow!("the egress's HTTP client could not start"))?;
 
     // The gateway's end of a broker link: frames in, the ledger, `forward`, frames out.
     let state_dir = tempfile::tempdir()?;

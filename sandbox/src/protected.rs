@@ -413,9 +413,9 @@ pub fn other_homes(owner_home: &Path) -> Vec<PathBuf> {
 }
 
 /// The catalogue's home-anchored entries under every other account's home.
-fn other_homes_catalogue(owner_home: &Path) -> Vec<PathBuf> {
+fn other_homes_catalogue(homes: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for home in other_homes(owner_home) {
+    for home in homes {
         out.extend(
             CATALOGUE
                 .iter()
@@ -574,13 +574,15 @@ pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> 
 /// extras; both spellings of the home are the caller's business), before aliases: what
 /// [`protected_paths`] extends.
 fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
+    // `/etc/passwd` is read once: the other homes serve the catalogue and the registries.
+    let others = other_homes(home);
     let mut out = catalogue_paths(home);
-    out.extend(other_homes_catalogue(home));
+    out.extend(other_homes_catalogue(&others));
     out.push(state_dir.to_path_buf());
     out.push(command_runtime_area(state_dir));
     // Every other gateway's state on this host (the registries say where), and the registries.
     let mut homes = vec![home.to_path_buf()];
-    homes.extend(other_homes(home));
+    homes.extend(others);
     for other in instances::other_state_dirs(&homes, state_dir) {
         out.push(command_runtime_area(&other));
         out.push(other);

@@ -489,6 +489,12 @@ impl Drop for GatewayProcess {
             // Reap without blocking the runtime for long; the kernel finishes the kill anyway.
             let _ = child.try_wait();
         }
+        // Brokers and runners outlive their gateway by design; those of a state dir this
+        // fixture made (and deletes now) can belong to no one else, so they go with it — a
+        // test need not remember a `Cleanup` (a state dir the test chose stays the test's).
+        if self._state.is_some() {
+            crate::processes::kill_session_processes(self.state_dir());
+        }
         if std::thread::panicking() {
             eprintln!("{}", self.stderr_tail());
         }

@@ -27,18 +27,15 @@ pub struct EgressRecord {
 }
 
 /// The HTTP client of the egress: TLS with the built-in web roots, no proxy from the
-/// environment (the route is the configured base URL and nothing else), no redirects.
-pub fn client() -> reqwest::Client {
+/// environment (the route is the configured base URL and nothing else), no redirects. `None`
+/// when the TLS backend cannot start: then every request is refused, never sent another way.
+pub fn client() -> Option<reqwest::Client> {
     reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        // Building fails only when the TLS backend cannot initialise; then every request
-        // fails (and says so) rather than the gateway.
-        .unwrap_or_else(|err| {
-            tracing::error!("DeepSeek egress client: {err}");
-            reqwest::Client::new()
-        })
+        .inspect_err(|err| tracing::error!("DeepSeek egress client: {err}"))
+        .ok()
 }
 
 fn failure(

@@ -408,9 +408,14 @@ impl Gateway {
             Ok(()) => (SubsessionStatus::Succeeded, None),
         };
         self.finish_subsession(child_id, status, result, error);
-        let record = self.load(child_id).ok().and_then(|c| c.broker);
-        self.send_stop(child_id, record.as_ref(), "the delegated task is finished");
+        self.stop_ended_runtime(child_id, "the delegated task is finished");
         self.enforce_stop(child_id);
+    }
+
+    /// Tell an ended sub-session's broker to stop its runner and exit.
+    fn stop_ended_runtime(&self, child_id: &str, reason: &str) {
+        let record = self.load(child_id).ok().and_then(|c| c.broker);
+        self.send_stop(child_id, record.as_ref(), reason);
     }
 
     /// The sub-session's runtime is gone (its broker died or failed verification): it is
@@ -595,14 +600,20 @@ impl Gateway {
         if let Err(err) = &sent {
             tracing::error!(subsession = %session_id, "recording a DeepSeek request: {err}");
         }
-        let (response, record) = if allowed {
-            egress::forward(&self.egress_client, &self.config.deepseek, request_id, body).await
-        } else {
-            let mut refused = egress::refused(
-                "only a running DeepSeek sub-session may send model requests through the gateway",
-            );
-            refused.0.request_id = request_id;
-            refused
+        let (response, record) = match &self.egress_client {
+            Some(client) if allowed => {
+                egress::forward(client, &self.config.deepseek, request_id, body).await
+            }
+            _ => {
+                let why = if allowed {
+                    "the gateway's HTTPS client could not start; see the gateway log"
+                } else {
+                    "only a running DeepSeek sub-session may send model requests through the gateway"
+                };
+                let mut refused = egress::refused(why);
+                refused.0.request_id = request_id;
+                refused
+            }
         };
         let failure = record.error.clone();
         let answered = LedgerEvent::DeepseekRequest {
@@ -635,8 +646,7 @@ impl Gateway {
                 None,
                 Some(format!("a DeepSeek request failed: {why}")),
             );
-            let record = self.load(session_id).ok().and_then(|c| c.broker);
-            self.send_stop(session_id, record.as_ref(), "a DeepSeek request failed");
+            self.stop_ended_runtime(session_id, "a DeepSeek request failed");
         }
         response
     }

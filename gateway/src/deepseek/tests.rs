@@ -111,7 +111,7 @@ const JSON: &str = r#"{"type":"message","content":[{"type":"text","text":"hi"}]}
 
 #[tokio::test]
 async fn answers_pass_through_as_they_came_with_the_explicit_model_and_key() {
-    let client = super::egress::client();
+    let client = super::egress::client().unwrap();
     for (content_type, body, stream) in [
         ("text/event-stream", SSE, true),
         ("application/json", JSON, false),
@@ -136,7 +136,7 @@ async fn answers_pass_through_as_they_came_with_the_explicit_model_and_key() {
 
 #[tokio::test]
 async fn every_failure_is_one_non_retryable_error_and_nothing_else_is_asked() {
-    let client = super::egress::client();
+    let client = super::egress::client().unwrap();
     let request = serde_json::json!({"model": "sonnet", "messages": []}).to_string();
     // An HTTP error from DeepSeek.
     let (base, seen) = upstream(529, "application/json", "{}", Duration::ZERO).await;
@@ -300,7 +300,7 @@ async fn an_endpoint_that_echoes_the_key_never_gets_it_back_to_the_runner() {
     let (base, _) = upstream(200, "application/json", ECHO, Duration::ZERO).await;
     let route = DeepseekRoute::for_tests(&base, Some("sk-echo-1"));
     let request = serde_json::json!({"model": "sonnet", "messages": []}).to_string();
-    let (response, _) = forward(&super::egress::client(), &route, 1, &request).await;
+    let (response, _) = forward(&super::egress::client().unwrap(), &route, 1, &request).await;
     assert_eq!(response.status, 200);
     assert!(!response.body.contains("sk-echo-1"), "{}", response.body);
     assert!(response.body.contains("your key is [redacted]"));

@@ -136,12 +136,7 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
             );
         }
         Err(err) => {
-            tracing::error!("oauth state: {err}");
-            return error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Gateway error",
-                "The gateway could not read its state; try again.",
-            );
+            return state_unreadable(&err);
         }
     };
     let Some(redirect_uri) = get("redirect_uri") else {
@@ -395,12 +390,7 @@ fn approve(
             );
         }
         Err(err) => {
-            tracing::error!("oauth state: {err}");
-            return error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Gateway error",
-                "The gateway could not read its state; try again.",
-            );
+            return state_unreadable(&err);
         }
     }
     if oauth
@@ -421,5 +411,15 @@ fn approve(
         request.state.as_deref(),
         &[("code", &code)],
         StatusCode::SEE_OTHER,
+    )
+}
+
+/// The page for a state read that failed (the detail goes to the log only).
+fn state_unreadable(err: &dyn std::fmt::Display) -> Response {
+    tracing::error!("oauth state: {err}");
+    error_page(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Gateway error",
+        "The gateway could not read its state; try again.",
     )
 }

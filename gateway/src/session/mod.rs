@@ -55,8 +55,9 @@ pub struct Gateway {
     host: Arc<dyn BrokerHost>,
     /// Set when `gateway serve` is stopping: waits end at once, new calls are refused.
     pub drain: crate::drain::Drain,
-    /// The DeepSeek egress's HTTP client (one connection pool for all sub-sessions).
-    pub(crate) egress_client: reqwest::Client,
+    /// The DeepSeek egress's HTTP client (one connection pool for all sub-sessions); none when
+    /// it could not start (then the egress refuses every request).
+    pub(crate) egress_client: Option<reqwest::Client>,
 }
 
 /// What a waiting call waits for.
