@@ -182,7 +182,8 @@ impl BrokerState {
             .with_command_sandbox(commands)
             .with_write_policy(write_policy);
         if spec.profile != common::tools::CapabilityProfile::ReadOnly {
-            executor = executor.with_writes();
+            let expected = spec.working_directory_identity.map(|id| (id.dev, id.ino));
+            executor = executor.with_writes(expected);
         }
         Ok(BrokerState {
             spec,

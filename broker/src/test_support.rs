@@ -36,6 +36,7 @@ fn state_value(dir: &std::path::Path) -> BrokerState {
         profile: CapabilityProfile::ReadOnly,
         subagent_policy: SubagentPolicy::None,
         working_directory: dir.display().to_string(),
+        working_directory_identity: None,
         runtime_dir: dir.display().to_string(),
         socket_path: dir.join("b.sock").display().to_string(),
         secret: "brk_secret".into(),

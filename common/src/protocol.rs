@@ -315,6 +315,26 @@ pub struct RunnerToolResult {
     pub text: String,
 }
 
+/// A directory's identity on this host: device and inode, as `stat` reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirIdentity {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl DirIdentity {
+    /// The identity of the directory at `path`, without following a final symlink; None when it
+    /// is missing or not a directory.
+    pub fn of(path: &std::path::Path) -> Option<DirIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        meta.is_dir().then(|| DirIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+}
+
 /// Everything a broker needs to run one session, written by the gateway as a 0600 file in the
 /// session's 0700 runtime dir and read once by the broker at start.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -327,6 +347,10 @@ pub struct BrokerSpec {
     pub profile: crate::tools::CapabilityProfile,
     pub subagent_policy: crate::tools::SubagentPolicy,
     pub working_directory: String,
+    /// The working directory's identity recorded at the session's start: the broker writes only
+    /// if the directory it opens is that one (older gateways: none, not checked).
+    #[serde(default)]
+    pub working_directory_identity: Option<DirIdentity>,
     pub runtime_dir: String,
     pub socket_path: String,
     pub secret: String,

@@ -158,8 +158,10 @@ impl LogicalTool {
     pub fn description(self) -> &'static str {
         match self {
             Self::Read => {
-                "Read a UTF-8 text file by absolute path. Optional 1-based line offset and line limit. \
-                 Output is at most 64 KiB; the receipt carries the SHA-256 of the bytes read."
+                "Read a UTF-8 text file by absolute path, anywhere on the computer except protected \
+                 places (credential stores, the gateway's state, .git), which are refused. Optional \
+                 1-based line offset and line limit. Output is at most 64 KiB; the receipt carries \
+                 the SHA-256 of the bytes read."
             }
             Self::FindFiles => {
                 "List files under an absolute directory (default: the working directory), sorted, \
@@ -178,7 +180,9 @@ impl LogicalTool {
                  The executable is an absolute path, a name on the fixed PATH \
                  /usr/local/bin:/usr/bin:/bin, or a relative path inside the working directory. \
                  `cwd` defaults to the working directory; timeout 120 s by default, at most 600 s. \
-                 stdout and stderr are kept up to 64 KiB each; the receipt has the exit code."
+                 stdout and stderr share one 64 KiB result (each gets half of what the other does \
+                 not use; `truncated` says when cut): narrow noisy commands. The receipt has the \
+                 exit code."
             }
             Self::Edit => {
                 "Replace an exact string in a UTF-8 file inside the working directory. \
@@ -202,9 +206,12 @@ impl LogicalTool {
             Self::DeepseekSubagentStart => {
                 "Delegate one task to a DeepSeek sub-session: a second, confined Claude Code in this \
                  session's worktree whose model is DeepSeek, with our audited tools (writes only in \
-                 the worktree). Must be the only call in its reply. While it runs, Edit, Write, \
-                 NotebookEdit, RunCommand and another start are refused (busy); read tools, get and \
-                 stop stay allowed. Returns its subsession_id."
+                 the worktree). `tier` picks the model: sonnet (default) or opus -> DeepSeek Flash, \
+                 fable -> DeepSeek Pro; no fallback. Must be the only call in its reply. While it \
+                 runs, Edit, Write, NotebookEdit, RunCommand and another start are refused (busy); \
+                 read tools, get and stop stay allowed. Returns its subsession_id; poll with \
+                 deepseek_subagent_get, end it early with deepseek_subagent_stop (stopping the \
+                 session stops it too)."
             }
             Self::DeepseekSubagentGet => {
                 "Status of a DeepSeek sub-session of this session: starting, running, succeeded, \
@@ -501,6 +508,40 @@ pub struct DeepseekStartArgs {
     /// The one task for the sub-session, self-contained (it sees the worktree, not this
     /// conversation). 1 to 32768 bytes.
     pub task: String,
+    /// The Claude tier the sub-session's Claude Code runs as, which picks the DeepSeek model on
+    /// the fixed route: `sonnet` (default) or `opus` -> the Flash model, `fable` -> the Pro
+    /// model (for harder tasks). Nothing else is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<ClaudeTier>,
+}
+
+/// The Claude tier a DeepSeek sub-session's runner runs as.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum ClaudeTier {
+    #[default]
+    Sonnet,
+    Opus,
+    Fable,
+}
+
+impl ClaudeTier {
+    /// The name given to the runner's `--model` (Claude Code's alias of the tier).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// Arguments of `deepseek_subagent_get` and `deepseek_subagent_stop`.

@@ -202,7 +202,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
             sandbox::path_policy::PathPolicy::new(root.join("home"), state.clone(), vec![]),
             dir.clone(),
         )
-        .with_writes();
+        .with_writes(None);
         let local = dir.join("local.txt");
         std::fs::write(&local, content(size, 0))?;
         // The same executor with both ledger records written the gateway's way (a real state

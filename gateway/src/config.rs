@@ -146,6 +146,20 @@ impl Config {
         // Checked first: a malformed allowlist stops the start before anything is created.
         let skill_allowlist =
             crate::skills::SkillAllowlist::from_env().context("refusing to start")?;
+        let allowed_hosts: Vec<String> = allowed_hosts
+            .into_iter()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .collect();
+        if let Some(bad) = allowed_hosts
+            .iter()
+            .find(|h| !crate::host_guard::is_valid_entry(h))
+        {
+            bail!(
+                "--allowed-host (CLAUDE_TOOLS_GATEWAY_ALLOWED_HOSTS): {bad:?} is not a host name, \
+                 address or host:port (e.g. gw.example.net); refusing to start"
+            );
+        }
         let state_dir = match env_path("CLAUDE_TOOLS_STATE_DIR") {
             Some(dir) if dir.is_absolute() => dir,
             Some(dir) => bail!(

@@ -31,6 +31,8 @@ pub enum ErrorCode {
     SessionTerminal,
     RecoveryDenied,
     Busy,
+    // The directory the session works in was replaced or moved since it started.
+    WorkspaceChanged,
     Internal,
 }
 

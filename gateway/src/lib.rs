@@ -9,7 +9,8 @@
 //! - `brokers`: the broker seam — processes (spawn, identity, signals) and verified links.
 //! - `view`: the SessionView's types and schema; `state`: the SQLite store and its records.
 //! - `boundary`: the runner confinement brokers must establish, and `network_boundary`.
-//! - `config`, `limits`, `error`: configuration, resource limits, public errors.
+//! - `config`, `limits`, `error`: configuration, resource limits, public errors;
+//!   `host_guard`: the Host allow-list in front of every HTTP route.
 //! - `http_server`: connection limits and graceful stop under the HTTP app; `drain`: the
 //!   graceful stop of tool calls.
 //! - `worktree`: managed Git worktrees of `worktree_write` sessions.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod deepseek;
 pub mod drain;
 pub mod error;
+pub mod host_guard;
 pub mod http_server;
 pub mod limits;
 pub mod mcp;

@@ -22,6 +22,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
+use crate::host_guard::{AllowedHosts, require_allowed_host};
 use crate::oauth::{AuthMode, OAuth};
 use crate::session::Gateway;
 use crate::tools::PublicTool;
@@ -313,7 +314,8 @@ async fn json_rpc_body(State(limits): State<BodyLimits>, req: Request, next: Nex
 }
 
 /// The HTTP app: `/mcp` and `/mcp/{token}`, each also with a trailing slash, and the OAuth
-/// endpoints when `oauth` is given. `mode` says which credentials `/mcp` accepts.
+/// endpoints when `oauth` is given, all behind the Host allow-list. `mode` says which
+/// credentials `/mcp` accepts.
 pub fn http_app(
     gateway: Arc<Gateway>,
     shutdown: CancellationToken,
@@ -324,6 +326,7 @@ pub fn http_app(
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     hosts.extend(gateway.config.allowed_hosts.iter().cloned());
     hosts.extend(public_hosts.iter().cloned());
+    let allowed_hosts = AllowedHosts::new(hosts.iter().map(String::as_str));
     let limits = BodyLimits {
         read_timeout: gateway.config.http.body_read_timeout,
         max_bytes: MAX_REQUEST_BODY_BYTES,
@@ -356,10 +359,16 @@ pub fn http_app(
             credentials,
             require_access_token,
         ));
-    match oauth.filter(|_| mode.oauth()) {
+    let app = match oauth.filter(|_| mode.oauth()) {
         Some(oauth) => mcp.merge(crate::oauth::routes(oauth, limits.read_timeout)),
         None => mcp,
-    }
+    };
+    // Outermost: no route (credentials or not, OAuth, metadata, unknown paths) answers a Host
+    // that is not ours. rmcp's own check on /mcp stays as a second line.
+    app.layer(middleware::from_fn_with_state(
+        allowed_hosts,
+        require_allowed_host,
+    ))
 }
 
 /// Largest request body: a reply's 768 KiB budget, JSON-escaped, fits with room to spare.

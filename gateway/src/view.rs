@@ -53,11 +53,30 @@ pub struct SessionView {
     pub terminal: Option<Terminal>,
     pub network_boundary: NetworkBoundary,
     pub skill_snapshot: Vec<SkillSnapshotEntry>,
-    #[schemars(extend("enum" = ["disabled"]))]
+    /// `"disabled"`, or for a `deepseek_explicit` session the fixed route in words (which Claude
+    /// tier goes to which DeepSeek model, the endpoint, no fallback).
     pub deepseek_route: String,
     pub deepseek_subsessions: Vec<DeepseekSubsession>,
     pub active_deepseek_subsession_id: Option<String>,
+    /// Set when a new runner generation could not resume the conversation (no transcript was
+    /// saved) and started a new one: the runner remembers nothing from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_restarted: Option<ConversationRestart>,
 }
+
+/// A runner generation that started a new Claude Code conversation instead of resuming.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ConversationRestart {
+    pub generation: u32,
+    pub at: String,
+    pub message: String,
+}
+
+/// What the restarted conversation means for ChatGPT (the SessionView and the next turn).
+pub const CONVERSATION_RESTART_NOTICE: &str = "The runner's earlier conversation could not be resumed (it had saved no transcript), so this \
+     turn starts a new Claude Code conversation: the runner remembers nothing said before it. \
+     Files written and actions taken before are unchanged (see the ledger). Restate what it needs \
+     to know in your reply.";
 
 /// Where the session works.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -124,6 +143,9 @@ pub struct PendingTurn {
     pub allowed_tools: Vec<String>,
     /// Most bytes of text plus tool_calls in your reply.
     pub reply_budget_bytes: u64,
+    /// Read before answering: something changed that the turn itself does not show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }
 
 /// What a pending turn asks for.

@@ -56,6 +56,11 @@ pub enum WriteRefusal {
          directory that runs code later outside the sandbox; sessions never write there"
     )]
     InstallLocation { path: String },
+    #[error(
+        "{path}: is no longer the directory this session started in (it was replaced or moved); \
+         nothing is written here. Start a new session on the directory"
+    )]
+    RootReplaced { path: String },
     #[error(transparent)]
     Path(#[from] PathRefusal),
 }
@@ -68,7 +73,8 @@ impl WriteRefusal {
             Self::OutsideRoot { .. }
             | Self::GitDir { .. }
             | Self::CrossesMount { .. }
-            | Self::InstallLocation { .. } => "not_permitted",
+            | Self::InstallLocation { .. }
+            | Self::RootReplaced { .. } => "not_permitted",
             Self::ParentChanged { .. } => "conflict",
             Self::IsDirectory { .. } => "not_a_file",
             Self::Path(refusal) => refusal.code(),
@@ -146,6 +152,29 @@ impl WriteRoot {
         &self.path
     }
 
+    /// The root directory's (device, inode), as opened.
+    pub fn identity(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
+    /// Whether the root's path still names the directory held open.
+    fn path_names_root(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|m| m.is_dir() && (m.dev(), m.ino()) == self.identity())
+    }
+
+    /// Refuse the root when it is not the directory `expected` names (recorded when the session
+    /// started): a directory replaced at the same path is never written.
+    pub fn expecting(self, expected: Option<(u64, u64)>) -> Result<Self, WriteRefusal> {
+        match expected {
+            Some(identity) if identity != self.identity() => Err(WriteRefusal::RootReplaced {
+                path: show(&self.path),
+            }),
+            _ => Ok(self),
+        }
+    }
+
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
@@ -172,6 +201,13 @@ impl WriteRoot {
                 root: show(&self.path),
             });
         };
+        // The root is held open, but the path a receipt names must be the file written: when
+        // the root's path names another directory now (replaced or moved), nothing is written.
+        if !self.path_names_root() {
+            return Err(WriteRefusal::RootReplaced {
+                path: show(&self.path),
+            });
+        }
         let comps = normal_components(relative);
         let Some((name, dirs)) = comps.split_last() else {
             return Err(WriteRefusal::IsDirectory { path: shown });

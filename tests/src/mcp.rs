@@ -2,8 +2,9 @@
 //! shares no code with the server's rmcp: it behaves like ChatGPT's connector (legacy
 //! `initialize`, protocol 2025-06-18, stateless, `Accept: application/json, text/event-stream`).
 
-use std::sync::Mutex;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
@@ -88,6 +89,7 @@ impl McpClientBuilder {
             session_id: Mutex::new(None),
             init_result: Mutex::new(Value::Null),
             next_id: AtomicI64::new(1),
+            output_schemas: Mutex::new(None),
         })
     }
 
@@ -112,6 +114,59 @@ pub struct McpClient {
     session_id: Mutex<Option<String>>,
     init_result: Mutex<Value>,
     next_id: AtomicI64,
+    /// The advertised `outputSchema` of each tool, compiled on the first result to check.
+    output_schemas: Mutex<Option<Arc<OutputSchemas>>>,
+}
+
+/// Validators for the `outputSchema` of every tool `tools/list` advertised, by tool name.
+struct OutputSchemas(HashMap<String, jsonschema::Validator>);
+
+impl std::fmt::Debug for OutputSchemas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+impl OutputSchemas {
+    /// Compile the `outputSchema` of each tool in a `tools/list` result.
+    fn compile(tools: &Value) -> anyhow::Result<Self> {
+        let mut by_name = HashMap::new();
+        for tool in tools["tools"].as_array().into_iter().flatten() {
+            let name = tool["name"]
+                .as_str()
+                .ok_or_else(|| anyhow!("tools/list: a tool without a name: {tool}"))?;
+            let schema = tool
+                .get("outputSchema")
+                .ok_or_else(|| anyhow!("tools/list: {name} advertises no outputSchema"))?;
+            let validator = jsonschema::validator_for(schema)
+                .map_err(|e| anyhow!("tools/list: {name}'s outputSchema is not a schema: {e}"))?;
+            by_name.insert(name.to_owned(), validator);
+        }
+        Ok(OutputSchemas(by_name))
+    }
+
+    /// Every error of `structured` against `tool`'s advertised schema, as one message.
+    fn check(&self, tool: &str, structured: &Value) -> anyhow::Result<()> {
+        let validator = self
+            .0
+            .get(tool)
+            .ok_or_else(|| anyhow!("{tool} answered, but tools/list does not advertise it"))?;
+        let errors: Vec<String> = validator
+            .iter_errors(structured)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            bail!(
+                "{tool}: structuredContent does not validate against the advertised \
+                 outputSchema (a validating client such as the TypeScript or Python SDK would \
+                 reject it): {}\n{}",
+                errors.join("; "),
+                pretty(structured)
+            )
+        }
+    }
 }
 
 impl McpClient {
@@ -190,6 +245,11 @@ impl McpClient {
 
     /// `tools/call`: the JSON-RPC `result` (a CallToolResult, maybe `isError`), or the JSON-RPC
     /// `error` object (`{"code": -32602, "message": ...}`) for protocol errors. Non-2xx HTTP is Err.
+    ///
+    /// Like a validating client (the TypeScript and Python SDKs), every result's
+    /// `structuredContent`, error results included, is checked against the `outputSchema` that
+    /// `tools/list` advertises for the tool, with a JSON Schema validator: a result that does not
+    /// validate is Err, so every test that calls a tool also checks the contract.
     pub async fn call_tool(&self, name: &str, args: Value) -> anyhow::Result<Value> {
         let (status, body) = self
             .raw("tools/call", Some(json!({"name": name, "arguments": args})))
@@ -198,12 +258,42 @@ impl McpClient {
             bail!("tools/call {name}: HTTP {status}: {body}");
         }
         if let Some(result) = body.get("result") {
+            self.check_output(name, result).await?;
             return Ok(result.clone());
         }
         if let Some(error) = body.get("error") {
             return Ok(error.clone());
         }
         bail!("tools/call {name}: response has neither result nor error: {body}")
+    }
+
+    /// Checks a `tools/call` result against the tool's advertised `outputSchema`: a result must
+    /// carry `structuredContent` (the gateway advertises an output schema for every tool) and the
+    /// text content must be the same JSON.
+    async fn check_output(&self, name: &str, result: &Value) -> anyhow::Result<()> {
+        let structured = result
+            .get("structuredContent")
+            .ok_or_else(|| anyhow!("{name}: the result has no structuredContent: {result}"))?;
+        let text = result
+            .pointer("/content/0/text")
+            .and_then(Value::as_str)
+            .ok_or_else(|| anyhow!("{name}: the result has no text content: {result}"))?;
+        let from_text: Value = serde_json::from_str(text)
+            .with_context(|| format!("{name}: the text content is not JSON: {text}"))?;
+        if &from_text != structured {
+            bail!("{name}: the text content and structuredContent differ: {result}");
+        }
+        self.output_schemas().await?.check(name, structured)
+    }
+
+    /// The compiled output schemas, from one `tools/list` the first time they are needed.
+    async fn output_schemas(&self) -> anyhow::Result<Arc<OutputSchemas>> {
+        if let Some(schemas) = lock(&self.output_schemas).clone() {
+            return Ok(schemas);
+        }
+        let schemas = Arc::new(OutputSchemas::compile(&self.list_tools().await?)?);
+        *lock(&self.output_schemas) = Some(schemas.clone());
+        Ok(schemas)
     }
 
     /// `tools/call` that must succeed: the `structuredContent` of the result; an error result

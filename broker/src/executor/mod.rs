@@ -89,9 +89,11 @@ impl Executor {
     }
 
     /// Allow writes below the working directory (the write profiles). The root is opened now,
-    /// without following symlinks; if that fails every write says why.
-    pub fn with_writes(mut self) -> Self {
-        let root = WriteRoot::open(&self.write_policy, &self.working_directory);
+    /// without following symlinks, and must be the directory `expected` names (device, inode)
+    /// when given; if that fails every write says why.
+    pub fn with_writes(mut self, expected: Option<(u64, u64)>) -> Self {
+        let root = WriteRoot::open(&self.write_policy, &self.working_directory)
+            .and_then(|root| root.expecting(expected));
         self.write_root = Some(Arc::new(root));
         self
     }

@@ -137,7 +137,7 @@ fn writes_say_why_they_cannot_be_made_durable() {
         "{outcome:?}"
     );
     // A write profile, but no gateway to record the intent: refused before anything is written.
-    let outcome = f.exec.clone().with_writes().execute("act-2", &args);
+    let outcome = f.exec.clone().with_writes(None).execute("act-2", &args);
     assert_error(&outcome, "journal_failed");
     assert!(
         outcome
@@ -148,7 +148,7 @@ fn writes_say_why_they_cannot_be_made_durable() {
     assert!(!target.exists());
     // A working directory that cannot be opened as the write root: every write says why.
     let policy = PathPolicy::new(f.home.clone(), f.state.clone(), vec![]);
-    let gone = Executor::new(policy, f.root.join("gone")).with_writes();
+    let gone = Executor::new(policy, f.root.join("gone")).with_writes(None);
     let outcome = gone.execute("act-3", &args);
     assert_error(&outcome, "not_permitted");
     assert!(

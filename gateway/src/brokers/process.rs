@@ -90,6 +90,7 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
         profile: session.profile,
         subagent_policy: session.subagent_policy,
         working_directory: session.working_directory.clone(),
+        working_directory_identity: session.workspace_identity.map(|w| w.working_directory),
         runtime_dir: runtime_dir.display().to_string(),
         socket_path: socket_path.display().to_string(),
         secret: secret.clone(),

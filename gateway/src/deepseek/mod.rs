@@ -16,7 +16,7 @@ mod tests;
 use common::hash::sha256_hex;
 use common::protocol::ApprovedCall;
 use common::time::{now_unix_ms, rfc3339_ms};
-use common::tools::{LogicalTool, SubagentPolicy};
+use common::tools::{ClaudeTier, LogicalTool, SubagentPolicy};
 use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolError};
@@ -24,10 +24,6 @@ use crate::session::{Gateway, ToolResult};
 use crate::state::{
     ActionState, Delegation, LedgerEvent, SessionRecord, SessionStatus, StoreError, Tx,
 };
-
-/// The Claude model a sub-session's runner is started with: the Sonnet family, DeepSeek's
-/// Flash tier on the fixed route.
-pub const SUBSESSION_RUNNER_MODEL: &str = "sonnet";
 
 /// The sub-session runner's system prompt: its task comes as the user prompt.
 pub const SUBSESSION_PROMPT: &str = "You are a DeepSeek sub-session of Native Gateway. ChatGPT \
@@ -183,7 +179,13 @@ pub(crate) fn attach_outcomes(tx: &Tx<'_>, calls: &mut [ApprovedCall]) -> Result
 }
 
 /// The record of a new sub-session of `parent`, delegated by action `start`.
-fn new_subsession(parent: &SessionRecord, start: &ApprovedCall, task: &str) -> SessionRecord {
+/// Its runner runs as `tier` (the `--model` alias), which the route maps to a DeepSeek model.
+fn new_subsession(
+    parent: &SessionRecord,
+    start: &ApprovedCall,
+    task: &str,
+    tier: ClaudeTier,
+) -> SessionRecord {
     let mut child = parent.clone();
     child.id = format!("ds_{}", uuid::Uuid::new_v4().simple());
     child.label = None;
@@ -214,7 +216,7 @@ fn new_subsession(parent: &SessionRecord, start: &ApprovedCall, task: &str) -> S
         parent_session_id: parent.id.clone(),
         start_action_id: start.action_id.clone(),
         task_sha256: sha256_hex(task.as_bytes()),
-        runner_model: SUBSESSION_RUNNER_MODEL.into(),
+        runner_model: tier.as_str().into(),
         end: None,
         in_flight: Vec::new(),
     });
@@ -240,7 +242,13 @@ pub(crate) fn persist_delegation(
         .get("task")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let child = new_subsession(parent, start, task);
+    // The arguments were validated when the reply was accepted; absent means the default.
+    let tier: ClaudeTier = start
+        .arguments
+        .get("tier")
+        .and_then(|t| serde_json::from_value(t.clone()).ok())
+        .unwrap_or_default();
+    let child = new_subsession(parent, start, task, tier);
     tx.put_session(&child)?;
     // The sub-session's actions belong to one turn of its own: the delegated task (its id is
     // the sub-session's).
@@ -256,6 +264,7 @@ pub(crate) fn persist_delegation(
             interrupted_turn_id: None,
         },
         reply_id: None,
+        notice: None,
     })?;
     parent.subsessions.push(child.id.clone());
     let delegation = child.delegation.as_ref();
@@ -268,6 +277,12 @@ pub(crate) fn persist_delegation(
                 .map(|d| d.task_sha256.clone())
                 .unwrap_or_default(),
             route: gateway.config.deepseek.describe(),
+            tier,
+            deepseek_model: gateway
+                .config
+                .deepseek
+                .model_for(tier.as_str())
+                .map(str::to_string),
         },
     )
 }

@@ -178,6 +178,8 @@ impl Gateway {
                     created_at_ms: now_unix_ms(),
                     body,
                     reply_id: None,
+                    notice: std::mem::take(&mut session.restart_notice_pending)
+                        .then(|| crate::view::CONVERSATION_RESTART_NOTICE.to_string()),
                 };
                 tx.put_turn(&turn)?;
                 session.pending_turn_id = Some(turn.turn_id.clone());

@@ -98,6 +98,39 @@ impl Gateway {
             })
     }
 
+    /// Refuse to go on in a session whose working directory (or managed worktree's Git
+    /// directory) is no longer the one recorded at start: replaced or moved, it is another
+    /// directory, and nothing of the session runs or writes there.
+    pub(crate) fn check_workspace(session: &SessionRecord) -> ToolResult<()> {
+        let Some(recorded) = session.workspace_identity else {
+            return Ok(());
+        };
+        let worktree = recorded.git_dir.is_some();
+        let now = crate::state::WorkspaceIdentity::measure(
+            std::path::Path::new(&session.working_directory),
+            worktree,
+        );
+        if now == Some(recorded) {
+            return Ok(());
+        }
+        let what = match now {
+            None => "is gone",
+            Some(now) if now.working_directory != recorded.working_directory => {
+                "is another directory now (replaced or moved since the session started)"
+            }
+            Some(_) => "has another Git directory now (its worktree registration was replaced)",
+        };
+        Err(ToolError::new(
+            ErrorCode::WorkspaceChanged,
+            format!(
+                "the session's working directory {} {what}; the session cannot go on there and \
+                 nothing was changed. Start a new session on the directory you want (and stop \
+                 this one if you still hold its lease)",
+                session.working_directory
+            ),
+        ))
+    }
+
     /// Make sure a verified broker with a live runner is attached before a prompt is released:
     /// re-attach the recorded broker if it is still ours, or start a new runner generation that
     /// resumes the same Claude Code conversation.
@@ -131,6 +164,7 @@ impl Gateway {
         self.resolve_prepared_writes(session_id);
         let session = self.load(session_id)?;
         ensure_not_terminal(&session)?;
+        Self::check_workspace(&session)?;
         let generation = session.current_run.as_ref().map_or(0, |run| run.generation) + 1;
         // Releases of the old generation are not the new runner's: its broker approves nothing
         // from before and gets only the prompt that follows.

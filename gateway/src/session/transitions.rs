@@ -230,6 +230,16 @@ impl SessionRecord {
             exit_code: None,
             signal: None,
         });
+        // Later generations are launched to resume; one that could not (its predecessor saved no
+        // transcript) is a new conversation, and ChatGPT must be told, never left to assume.
+        if generation > 1 && !resumed {
+            self.conversation_restart = Some(crate::view::ConversationRestart {
+                generation,
+                at: rfc3339_ms(started_at_ms),
+                message: crate::view::CONVERSATION_RESTART_NOTICE.to_string(),
+            });
+            self.restart_notice_pending = true;
+        }
         LedgerEvent::RunnerStarted {
             generation,
             resumed,

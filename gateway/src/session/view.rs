@@ -85,6 +85,7 @@ impl Gateway {
             deepseek_route,
             deepseek_subsessions,
             active_deepseek_subsession_id,
+            conversation_restarted: session.conversation_restart.clone(),
         })
     }
 
@@ -163,6 +164,7 @@ impl Gateway {
             skill_contexts,
             allowed_tools,
             reply_budget_bytes: REPLY_BUDGET_BYTES,
+            notice: turn.notice,
         }))
     }
 }

@@ -137,6 +137,12 @@ pub enum LedgerEvent {
         action_id: String,
         task_sha256: String,
         route: String,
+        /// The Claude tier its runner runs as (older records: the default, Sonnet).
+        #[serde(default)]
+        tier: common::tools::ClaudeTier,
+        /// The DeepSeek model that tier maps to on the route.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deepseek_model: Option<String>,
     },
     /// In the delegating session: the sub-session's runtime started, or could not.
     SubsessionLaunched {

@@ -139,10 +139,60 @@ pub struct SessionRecord {
     /// A delegating session: its DeepSeek sub-sessions, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subsessions: Vec<String>,
+    /// The runner generation that had to start a new conversation because the earlier one
+    /// could not be resumed (no transcript), and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_restart: Option<crate::view::ConversationRestart>,
+    /// That restart is not yet told in a pending turn: the next turn created carries the notice.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restart_notice_pending: bool,
+    /// The identity of the directories the session works in, recorded at start: a directory
+    /// replaced at the same path is never recovered into or written (older records: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_identity: Option<WorkspaceIdentity>,
     /// A DeepSeek sub-session (a record of its own, with its own broker, actions and ledger):
     /// what it was delegated, and how it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegation: Option<Delegation>,
+}
+
+/// Which directories a session works in, by identity (device, inode), not by path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceIdentity {
+    /// The working directory (the write root, the managed worktree for `worktree_write`).
+    pub working_directory: common::protocol::DirIdentity,
+    /// A managed worktree's Git directory (`<source>/.git/worktrees/<name>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_dir: Option<common::protocol::DirIdentity>,
+}
+
+impl WorkspaceIdentity {
+    /// The identity of `working_directory` now (and of its Git directory when `worktree`); None
+    /// when the directory is missing.
+    pub fn measure(working_directory: &std::path::Path, worktree: bool) -> Option<Self> {
+        Some(WorkspaceIdentity {
+            working_directory: common::protocol::DirIdentity::of(working_directory)?,
+            git_dir: if worktree {
+                worktree_git_dir(working_directory)
+                    .and_then(|dir| common::protocol::DirIdentity::of(&dir))
+            } else {
+                None
+            },
+        })
+    }
+}
+
+/// The Git directory a linked worktree's `.git` file points at (`gitdir: <path>`).
+fn worktree_git_dir(worktree: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(worktree.join(".git"))
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    let path = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    Some(std::path::PathBuf::from(path))
 }
 
 /// Where a DeepSeek sub-session stands, as `deepseek_subagent_get` shows it.
@@ -275,6 +325,9 @@ pub struct TurnRecord {
     pub body: TurnBody,
     #[serde(default)]
     pub reply_id: Option<String>,
+    /// Something ChatGPT must know before answering this turn (the conversation restarted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }
 
 /// A reply ChatGPT gave to a turn.

@@ -15,7 +15,11 @@ use crate::view::SessionView;
 pub(super) const DESCRIPTION: &str = "Regain a session with its recovery_token: when you lost its \
     lease_id (lease_invalid), or when recovery_required is true. Re-verifies the session's \
     runtime and issues a new lease_id (the old one stops working); then continue or reply as the \
-    SessionView says. Not for new tasks (start) or follow-ups (continue).";
+    SessionView says. If the runner is gone the answer says so (current_run.state lost or \
+    exited, recovery_required) and continue starts a new runner in the same conversation. It \
+    fails with recovery_denied for a wrong token (nothing changes; use the token from start's \
+    answer) and workspace_changed when the session's directory was replaced since it started \
+    (start a new session). Not for new tasks (start) or follow-ups (continue).";
 
 /// Input of `native_session_recover`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -51,6 +55,11 @@ pub(super) async fn handle(
     let session = gateway.load(session_id)?;
     if let Some(view) = gateway.replayed(&request)? {
         return Ok(view);
+    }
+    // Recovered into a directory that is not the session's own, the session would read, run
+    // and write somewhere else; a terminal session only reports its final state.
+    if !session.status.is_terminal() {
+        Gateway::check_workspace(&session)?;
     }
     gateway.reattach_if_detached(session_id).await;
     let attached = live.attached();

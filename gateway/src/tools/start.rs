@@ -26,9 +26,13 @@ pub(super) const DESCRIPTION: &str = "Start a new Claude Code session on the own
     with native_session_reply_and_wait. Use once per task; for a follow-up in an idle session use \
     native_session_continue, to regain one use native_session_recover. Waits up to wait_seconds \
     (default 30) for the first turn. Profiles: read_only (default) offers Read, FindFiles, \
-    SearchText and RunCommand (sandboxed: files read-only, no network); direct_write adds Edit, \
-    Write, NotebookEdit in working_directory; worktree_write the same in a new Git worktree of \
-    it. Keep lease_id (every later call) and recovery_token (shown only here).";
+    SearchText (anywhere on the computer except protected places such as credential stores, \
+    the gateway's state and .git) and RunCommand (sandboxed, no network); direct_write adds \
+    Edit, Write, NotebookEdit that change files in working_directory itself: use it only when \
+    the user explicitly asks for edits in place; worktree_write (preferred for changes) makes \
+    them in a new Git worktree on a new branch, leaving the checkout untouched, and needs \
+    working_directory to be the top level of a Git repository with no uncommitted changes. \
+    Keep lease_id (every later call) and recovery_token (shown only here).";
 
 /// Input of `native_session_start`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -227,6 +231,10 @@ fn new_record(
         .worktree_path
         .clone()
         .unwrap_or_else(|| source_directory.clone());
+    let workspace_identity = crate::state::WorkspaceIdentity::measure(
+        std::path::Path::new(&working_directory),
+        req.capability_profile == CapabilityProfile::WorktreeWrite,
+    );
     SessionRecord {
         id: session_id.to_string(),
         label: req.session_label.clone(),
@@ -248,6 +256,9 @@ fn new_record(
         stop_request: None,
         terminal: None,
         recovery_required: false,
+        workspace_identity,
+        conversation_restart: None,
+        restart_notice_pending: false,
         network_boundary: crate::boundary::network_boundary(),
         skill_snapshot: Vec::new(),
         broker: None,

@@ -14,8 +14,9 @@ use crate::session::{Gateway, Leased, Request, Scope, Settle, ToolResult, WaitFo
 use crate::view::SessionView;
 
 pub(super) const DESCRIPTION: &str = "End a session for good: stops its runner (an unfinished turn \
-    is abandoned); status becomes stopped and terminal says how. The SessionView stays readable \
-    with status. Use when the task is done or must be abandoned.";
+    is abandoned) and any running DeepSeek sub-session first; status becomes stopped and \
+    terminal says how. The SessionView stays readable with status. Use when the task is done or \
+    must be abandoned; to stop only a sub-session, reply with deepseek_subagent_stop.";
 
 /// Longest `stop` waits for the runner to exit.
 const STOP_WAIT: Duration = Duration::from_secs(15);

@@ -102,14 +102,16 @@ fn every_input_parameter_is_described() {
 /// those, 49.6 KB before the outputSchema was compacted, 44.5 KB after; 46.1 KB with
 /// `pending_turn.skill_contexts` (about 215 bytes in each of the six outputSchemas); 49.5 KB
 /// with the three DeepSeek sub-session controls in `tool_calls` and their summary in the
-/// outputSchemas.
+/// outputSchemas; 52.5 KB with `conversation_restarted`, `pending_turn.notice` and
+/// `workspace_changed` in the outputSchemas and the design's guidance back in the descriptions
+/// (profiles, protected places, what recover does when it fails, stopping a sub-session).
 #[test]
 fn the_listing_stays_compact() {
     let listing = serde_json::json!({"tools": tools()});
     let bytes = serde_json::to_vec(&listing).unwrap().len();
     assert!(bytes <= LISTING_BUDGET_BYTES, "tools/list is {bytes} bytes");
 }
-const LISTING_BUDGET_BYTES: usize = 50_000;
+const LISTING_BUDGET_BYTES: usize = 53_000;
 
 /// The descriptions as ChatGPT reads them, one per line: any change is deliberate.
 #[test]

@@ -55,6 +55,7 @@ fn session_view_snapshot() {
             skill_contexts: Vec::new(),
             allowed_tools: vec!["Read".into(), "FindFiles".into(), "SearchText".into()],
             reply_budget_bytes: REPLY_BUDGET_BYTES,
+            notice: None,
         }),
         last_result: None,
         launch_error: None,
@@ -75,6 +76,7 @@ fn session_view_snapshot() {
         deepseek_route: "disabled".into(),
         deepseek_subsessions: Vec::new(),
         active_deepseek_subsession_id: None,
+        conversation_restarted: None,
     };
     insta::assert_json_snapshot!(view);
 }
@@ -97,6 +99,7 @@ fn prompt_turn_with_skill_contexts_snapshot() {
         }],
         allowed_tools: vec!["Read".into()],
         reply_budget_bytes: REPLY_BUDGET_BYTES,
+        notice: None,
     };
     insta::assert_json_snapshot!(turn);
 }

@@ -324,6 +324,36 @@ async fn an_http_error_fails_the_subsession_and_nothing_falls_back() {
     assert_eq!(v["pending_turn"]["tool_results"][0]["status"], "ok", "{v}");
 }
 
+/// The delegation picks the tier its runner runs as: Fable reaches the Pro model (Sonnet and Opus
+/// the Flash one), the ledger records the tier and the model, and a failed Pro request falls
+/// back to nothing.
+#[tokio::test]
+async fn a_fable_delegation_runs_on_the_pro_model_and_the_ledger_says_so() {
+    let fake = FakeDeepseek::start(vec![Step::Status(503)]).await.unwrap();
+    let gw = gateway_for(&fake, &new_key(), &[]).await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let v = start_delegating(&chat, &root, "ds-pro").await;
+    let start = json!([{"name": "deepseek_subagent_start",
+        "arguments": {"task": "anything hard", "tier": "fable"}}]);
+    let v = reply_turn(&chat, &v, "ds-pro-start", start).await;
+    let id = subsession_id(&v);
+    let (_v, ended) = until_ended(&chat, v, &id, "pro").await;
+    assert_eq!(ended["status"], "failed", "{ended}");
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].model, "deepseek-v4-pro", "{seen:?}");
+    let delegated = count_with(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE kind = 'subsession_delegated' \
+         AND json_extract(data, '$.subsession_id') = ?1 \
+         AND json_extract(data, '$.tier') = 'fable' \
+         AND json_extract(data, '$.deepseek_model') = 'deepseek-v4-pro'",
+        &id,
+    );
+    assert_eq!(delegated, 1, "the ledger records the tier and the model");
+}
+
 #[tokio::test]
 async fn a_gateway_killed_while_it_runs_readopts_it_and_delivers_the_result_once() {
     let fake = FakeDeepseek::start(Vec::new()).await.unwrap();
@@ -561,6 +591,11 @@ async fn bad_sub_session_controls_are_refused_and_nothing_is_approved() {
             json!([{"name": "deepseek_subagent_start", "arguments": {"task": "t", "model": "gpt-5"}}]),
             "invalid_argument",
             "unknown field",
+        ),
+        (
+            json!([{"name": "deepseek_subagent_start", "arguments": {"task": "t", "tier": "haiku"}}]),
+            "invalid_argument",
+            "unknown variant",
         ),
         (
             json!([{"name": "deepseek_subagent_start", "arguments": {"task": "t"}}, {"name": "deepseek_subagent_get", "arguments": {"subsession_id": foreign}}]),

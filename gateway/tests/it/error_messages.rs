@@ -92,6 +92,32 @@ async fn every_error_code_says_what_to_do_next() {
         .unwrap();
     lines.push(line(&r, &ids));
 
+    // A session whose directory was replaced at the same path is not recovered into.
+    let parent = work_dir();
+    let swapped = std::fs::canonicalize(parent.path())
+        .unwrap()
+        .join("swapped");
+    std::fs::create_dir(&swapped).unwrap();
+    let v2 = start_session(&chat, &swapped, "hello", "em-2").await;
+    let sid2 = session_id(&v2);
+    std::fs::rename(&swapped, swapped.with_extension("old")).unwrap();
+    std::fs::create_dir(&swapped).unwrap();
+    let r = chat
+        .recover(&sid2, v2["recovery_token"].as_str().unwrap(), "em-rec2", 0)
+        .await
+        .unwrap();
+    let swapped_text = swapped.to_string_lossy().to_string();
+    lines.push(line(
+        &r,
+        &[
+            (sid2.as_str(), "<session 2>"),
+            (swapped_text.as_str(), "<dir 2>"),
+        ],
+    ));
+    chat.stop(&sid2, &lease_id(&v2), "em-stop2", None)
+        .await
+        .unwrap();
+
     chat.stop(&sid, &lease, "em-stop", None).await.unwrap();
     let r = chat
         .continue_(&sid, &lease, "more", "em-c2", Some(0))
@@ -126,6 +152,7 @@ async fn every_error_code_says_what_to_do_next() {
         "session_terminal",
         "recovery_denied",
         "busy",
+        "workspace_changed",
         "internal",
     ] {
         assert!(codes.contains(code), "{code} not triggered: {lines:#?}");

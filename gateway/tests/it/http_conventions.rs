@@ -275,3 +275,104 @@ async fn the_connection_cap_holds_and_frees_its_slots() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The Host allow-list guards every route, not only authenticated `/mcp`: a DNS-rebinding page
+/// (any Host that is not loopback, an `--allowed-host` or the public base's host) reaches no
+/// handler, with or without credentials, and learns nothing from the refusal.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_route_refuses_a_foreign_host() {
+    let gw = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .arg("--public-base")
+        .arg("https://gw.example.net")
+        .arg("--allowed-host")
+        .arg("other.example:8443")
+        .spawn()
+        .await
+        .unwrap();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let bearer = format!("Bearer {}", gw.token());
+    let routes: Vec<(reqwest::Method, String, Option<&str>)> = vec![
+        (reqwest::Method::POST, "/mcp".into(), None),
+        (reqwest::Method::POST, "/mcp".into(), Some(bearer.as_str())),
+        (reqwest::Method::POST, format!("/mcp/{}", gw.token()), None),
+        (reqwest::Method::GET, "/mcp".into(), None),
+        (reqwest::Method::POST, "/oauth/register".into(), None),
+        (
+            reqwest::Method::GET,
+            "/oauth/authorize?client_id=x".into(),
+            None,
+        ),
+        (reqwest::Method::POST, "/oauth/authorize".into(), None),
+        (reqwest::Method::POST, "/oauth/token".into(), None),
+        (reqwest::Method::OPTIONS, "/oauth/token".into(), None),
+        (
+            reqwest::Method::GET,
+            "/.well-known/oauth-protected-resource".into(),
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            "/.well-known/oauth-protected-resource/mcp".into(),
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            "/.well-known/oauth-authorization-server".into(),
+            None,
+        ),
+        (reqwest::Method::GET, "/no/such/route".into(), None),
+    ];
+    let send = |method: reqwest::Method, path: &str, auth: Option<&str>, host: &str| {
+        let mut req = http
+            .request(method, format!("{}{path}", gw.base_url()))
+            .header("host", host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(init_body());
+        if let Some(auth) = auth {
+            req = req.header("authorization", auth);
+        }
+        req.send()
+    };
+    for (method, path, auth) in &routes {
+        for foreign in [
+            "evil.example",
+            "gw.example.net.evil.example",
+            "other.example",
+            "other.example:443",
+            "127.0.0.2",
+        ] {
+            let resp = send(method.clone(), path, *auth, foreign).await.unwrap();
+            let status = resp.status().as_u16();
+            let body = resp.text().await.unwrap();
+            assert_eq!(status, 403, "{method} {path} Host {foreign}: {body}");
+            assert!(body.contains("Host is not allowed"), "{body}");
+            assert!(!body.contains(gw.token()), "{body}");
+        }
+        for ours in [
+            "gw.example.net".to_string(),
+            "other.example:8443".to_string(),
+            gw.addr(),
+            "localhost".to_string(),
+        ] {
+            let resp = send(method.clone(), path, *auth, &ours).await.unwrap();
+            let status = resp.status().as_u16();
+            let body = resp.text().await.unwrap();
+            assert!(
+                !body.contains("Host is not allowed") && !body.contains("Host header"),
+                "{method} {path} Host {ours}: {status} {body}"
+            );
+        }
+    }
+    // A Host that is not a host at all is a bad request, not a pass.
+    let resp = send(
+        reqwest::Method::POST,
+        "/mcp",
+        Some(&bearer),
+        "user@localhost",
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+}

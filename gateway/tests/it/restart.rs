@@ -386,6 +386,9 @@ async fn a_killed_runner_is_reported_and_continue_resumes_a_new_generation() {
     assert_eq!(v["current_run"]["state"], "alive");
     assert_eq!(v["recovery_required"], false);
     assert_eq!(v["claude_session_id"], claude_session_id);
+    // Resumed for real: nothing to warn about.
+    assert!(v.get("conversation_restarted").is_none(), "{v}");
+    assert!(v["pending_turn"].get("notice").is_none(), "{v}");
     let new_broker = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
     assert_ne!(new_broker, broker_pid);
     // The first turn's reply was not delivered twice and nothing ran again.
@@ -630,4 +633,97 @@ async fn sigterm_drains_calls_exits_zero_and_the_next_gateway_readopts() {
         "the same runner answered"
     );
     chat.stop(&sid, &lease, "rs-term-stop", None).await.unwrap();
+}
+
+/// A runner whose transcript is gone cannot resume: the new generation starts a new
+/// conversation, and ChatGPT is told so in the SessionView and in the next pending turn (only
+/// that one), never left to believe the runner remembers.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_resumed_without_its_transcript_says_the_conversation_restarted() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    std::fs::write(dir.path().join("notes.txt"), "x\n").unwrap();
+    let v = start_session(&chat, dir.path(), "remember the word plum", "rs-lost").await;
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let claude_session_id = v["claude_session_id"].as_str().unwrap().to_string();
+    let v = view(
+        &chat
+            .reply(&sid, &lease, &turn_id(&v), "rs-l1", Some("Noted."), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["status"], "idle");
+    let broker_pid = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
+    let runner = runner_pid(broker_pid).expect("runner running");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(runner as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    chat.wait_until(&sid, &lease, Duration::from_secs(20), |v| {
+        v["recovery_required"] == true
+    })
+    .await
+    .unwrap();
+    // The conversation's transcript is lost (a wiped private HOME, a disk problem).
+    let transcripts = transcripts_of(gw.state_dir(), &claude_session_id);
+    assert!(!transcripts.is_empty(), "the runner saved a transcript");
+    for file in &transcripts {
+        std::fs::remove_file(file).unwrap();
+    }
+
+    let v = view(
+        &chat
+            .continue_(&sid, &lease, "which word?", "rs-l2", Some(50))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["current_run"]["generation"], 2, "{v}");
+    assert_eq!(v["conversation_restarted"]["generation"], 2, "{v}");
+    let told = v["conversation_restarted"]["message"].as_str().unwrap();
+    assert!(told.contains("could not be resumed"), "{told}");
+    assert_eq!(v["pending_turn"]["kind"], "prompt", "{v}");
+    assert_eq!(v["pending_turn"]["notice"].as_str(), Some(told), "{v}");
+    // Told once: the turn after it carries no notice, the view still says what happened.
+    let read = serde_json::json!([{"name": "Read", "arguments": {
+        "file_path": dir.path().join("notes.txt").to_string_lossy()}}]);
+    let v = view(
+        &chat
+            .reply(&sid, &lease, &turn_id(&v), "rs-l3", None, Some(read))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["pending_turn"]["kind"], "tool_results", "{v}");
+    assert!(v["pending_turn"].get("notice").is_none(), "{v}");
+    assert_eq!(v["conversation_restarted"]["generation"], 2, "{v}");
+    let started = count(
+        &gw,
+        "SELECT COUNT(*) FROM events WHERE kind = 'runner_started' \
+         AND json_extract(data, '$.resumed') = 0",
+    );
+    assert_eq!(started, 2, "generation 1 and the restarted generation 2");
+    chat.stop(&sid, &lease, "rs-l-stop", None).await.unwrap();
+}
+
+/// The runner's transcript files of conversation `claude_session_id` under `root`.
+fn transcripts_of(root: &std::path::Path, claude_session_id: &str) -> Vec<std::path::PathBuf> {
+    let name = format!("{claude_session_id}.jsonl");
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == name.as_str()) {
+                found.push(path);
+            }
+        }
+    }
+    found
 }

@@ -541,3 +541,73 @@ async fn read_only_sessions_cannot_write() {
         .await
         .unwrap();
 }
+
+/// A `direct_write` directory replaced by another at the same path (renamed away, a new one made
+/// in its place) is not the session's any more: a write through the live session is refused,
+/// naming why, and writes nowhere; recover refuses with `workspace_changed`. Both directories
+/// keep exactly their bytes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replaced_working_directory_is_never_written_or_recovered_into() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let parent = work_dir();
+    let parent = std::fs::canonicalize(parent.path()).unwrap();
+    let root = parent.join("project");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "original\n").unwrap();
+    let r = chat
+        .start_with(
+            "Edit some files",
+            &root,
+            "wr-swap",
+            json!({"capability_profile": "direct_write", "wait_seconds": 50}),
+        )
+        .await
+        .unwrap();
+    let v = view(&r);
+    assert_eq!(v["status"], "waiting_for_gpt", "{v}");
+    let (sid, token) = (
+        session_id(&v),
+        v["recovery_token"].as_str().unwrap().to_string(),
+    );
+
+    // Swap: the session's directory moves away, another takes its path.
+    let moved = parent.join("project.old");
+    std::fs::rename(&root, &moved).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "someone else's\n").unwrap();
+
+    let write = json!([{"name": "Write", "arguments": {
+        "file_path": root.join("a.txt").to_string_lossy(), "content": "from the session\n"}}]);
+    let v = reply_calls(&chat, &v, "wr-swap-1", write).await;
+    let result = &v["pending_turn"]["tool_results"][0];
+    assert_eq!(result["status"], "error", "{v}");
+    let output = result["output"].as_str().unwrap();
+    assert!(output.contains("not_permitted"), "{output}");
+    assert!(output.contains("no longer the directory"), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "someone else's\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(moved.join("a.txt")).unwrap(),
+        "original\n"
+    );
+
+    let refused = chat.recover(&sid, &token, "wr-swap-rec", 0).await.unwrap();
+    assert_eq!(tool_err_code(&refused), "workspace_changed", "{refused}");
+    let message = refused["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(message.contains("is another directory now"), "{message}");
+    assert!(message.contains("Start a new session"), "{message}");
+
+    // The directory back in place is the session's again: recover works.
+    std::fs::remove_dir_all(&root).unwrap();
+    std::fs::rename(&moved, &root).unwrap();
+    let v = view(&chat.recover(&sid, &token, "wr-swap-rec2", 0).await.unwrap());
+    chat.stop(&sid, v["lease_id"].as_str().unwrap(), "wr-swap-stop", None)
+        .await
+        .unwrap();
+}

@@ -424,3 +424,60 @@ fn install_locations_are_never_written() {
     w.resolve(&policy, &f.root.join("src/ok.rs"), Parents::Create)
         .unwrap();
 }
+
+#[test]
+fn a_root_replaced_at_its_path_is_never_resolved_into() {
+    let f = fixture();
+    let root = WriteRoot::open(&f.policy, &f.root).unwrap();
+    let target = f.root.join("src/lib.rs");
+    assert!(root.resolve(&f.policy, &target, Parents::MustExist).is_ok());
+    // Moved away, another directory in its place: the held descriptor is the old one, the path
+    // names the new one; writing either would make the receipt's path lie.
+    std::fs::rename(&f.root, f.base.join("work.old")).unwrap();
+    std::fs::create_dir_all(f.root.join("src")).unwrap();
+    let refusal = root
+        .resolve(&f.policy, &target, Parents::MustExist)
+        .unwrap_err();
+    assert!(
+        matches!(refusal, WriteRefusal::RootReplaced { .. }),
+        "{refusal:?}"
+    );
+    assert_eq!(refusal.code(), "not_permitted");
+    assert!(
+        refusal.to_string().contains("no longer the directory"),
+        "{refusal}"
+    );
+    // Gone altogether: the same.
+    std::fs::remove_dir_all(&f.root).unwrap();
+    assert!(matches!(
+        root.resolve(&f.policy, &target, Parents::MustExist),
+        Err(WriteRefusal::RootReplaced { .. })
+    ));
+}
+
+#[test]
+fn a_root_opened_as_another_directory_than_recorded_is_refused() {
+    let f = fixture();
+    let identity = WriteRoot::open(&f.policy, &f.root).unwrap().identity();
+    assert!(
+        WriteRoot::open(&f.policy, &f.root)
+            .unwrap()
+            .expecting(Some(identity))
+            .is_ok()
+    );
+    assert!(
+        WriteRoot::open(&f.policy, &f.root)
+            .unwrap()
+            .expecting(None)
+            .is_ok()
+    );
+    let other = (identity.0, identity.1 + 1);
+    let refusal = WriteRoot::open(&f.policy, &f.root)
+        .unwrap()
+        .expecting(Some(other))
+        .unwrap_err();
+    assert!(
+        matches!(refusal, WriteRefusal::RootReplaced { .. }),
+        "{refusal:?}"
+    );
+}

@@ -42,6 +42,9 @@ fn session(status: SessionStatus) -> SessionRecord {
         stop_request: None,
         terminal: None,
         recovery_required: false,
+        workspace_identity: None,
+        conversation_restart: None,
+        restart_notice_pending: false,
         network_boundary: crate::boundary::network_boundary(),
         skill_snapshot: Vec::new(),
         broker: Some(BrokerRecord {
