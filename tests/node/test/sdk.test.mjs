@@ -1,12 +1,16 @@
 // The official TypeScript MCP SDK client (@modelcontextprotocol/sdk, pinned in package.json)
 // against the real gateway over Streamable HTTP: it lists the tools (the SDK compiles every
 // outputSchema), gets tool errors with their stable code, and drives a whole read_only session
-// with the real Claude Code runner. Every callTool result is validated by the SDK against the
-// tool's outputSchema (callTool throws -32602 on a mismatch), errors included.
+// with the real Claude Code runner, and a worktree_write + deepseek_explicit session whose
+// delegated task runs on a second real Claude Code against a scripted local DeepSeek. Every
+// callTool result is validated by the SDK against the tool's outputSchema (callTool throws
+// -32602 on a mismatch), errors included.
 
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
@@ -266,6 +270,153 @@ describe('TypeScript SDK client', () => {
         wait_seconds: 0,
       });
       assert.equal(errorCode(more, 'continue after stop'), 'session_terminal');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/**
+ * A scripted DeepSeek (Anthropic-compatible Messages API on 127.0.0.1): every request is
+ * answered with one text-only assistant message, as SSE when asked to stream. Records the model
+ * and key of each request.
+ */
+async function fakeDeepseek(answer) {
+  const seen = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk) => { body += chunk; });
+    req.on('end', () => {
+      if (req.method !== 'POST' || !req.url.endsWith('/v1/messages')) {
+        res.writeHead(404).end();
+        return;
+      }
+      const request = JSON.parse(body);
+      seen.push({ model: request.model, key: req.headers['x-api-key'] });
+      const id = `msg_fake_${seen.length}`;
+      const message = { id, type: 'message', role: 'assistant', model: request.model };
+      if (!request.stream) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({
+          ...message, content: [{ type: 'text', text: answer }], stop_reason: 'end_turn',
+          stop_sequence: null, usage: { input_tokens: 10, output_tokens: 5 },
+        }));
+        return;
+      }
+      const events = [
+        ['message_start', { type: 'message_start', message: { ...message, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 10, output_tokens: 1 } } }],
+        ['content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }],
+        ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: answer } }],
+        ['content_block_stop', { type: 'content_block_stop', index: 0 }],
+        ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 5 } }],
+        ['message_stop', { type: 'message_stop' }],
+      ];
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(events.map(([name, data]) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`).join(''));
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    baseUrl: `http://127.0.0.1:${server.address().port}`,
+    seen,
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+/** The JSON report a deepseek_subagent_* call returned as its tool result. */
+function report(v) {
+  const result = v.pending_turn?.tool_results?.[0];
+  assert.equal(result?.status, 'ok', JSON.stringify(v));
+  return JSON.parse(result.output);
+}
+
+describe('TypeScript SDK client, a deepseek_explicit session', () => {
+  const KEY = `sk-test-${randomUUID()}`;
+  let fake;
+  let gw;
+  let client;
+
+  before(async () => {
+    fake = await fakeDeepseek('Nothing needed changing.');
+    gw = await startGateway({
+      extraEnv: { CLAUDE_TOOLS_DEEPSEEK_BASE_URL: fake.baseUrl, DEEPSEEK_API_KEY: KEY },
+    });
+    client = await connect(gw.url, gw.token);
+    await client.listTools();
+  });
+
+  after(async () => {
+    await client?.close();
+    if (gw) await gw.stop();
+    await fake?.close();
+  });
+
+  test('start, delegate on the Pro tier, poll, stop: every answer valid for the SDK', async () => {
+    const dir = tempDir('gw-node-ds-');
+    try {
+      writeFileSync(join(dir, 'README.md'), 'a project\n');
+      const git = (...args) => execFileSync('git', args, {
+        cwd: dir,
+        env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.net', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.net' },
+      });
+      git('init', '-q');
+      git('add', '.');
+      git('commit', '-q', '-m', 'init');
+
+      // The start's answer (lease, recovery token) validates: the client is never orphaned.
+      let v = view(
+        await call(client, 'native_session_start', {
+          prompt: 'Delegate a check of the README',
+          working_directory: dir,
+          idempotency_key: randomUUID(),
+          capability_profile: 'worktree_write',
+          subagent_policy: 'deepseek_explicit',
+          wait_seconds: 50,
+        }),
+        'start',
+      );
+      v = await settle(client, v);
+      assert.equal(v.status, 'waiting_for_gpt', JSON.stringify(v));
+      assert.ok(v.lease_id && v.recovery_token, JSON.stringify(v));
+      assert.match(v.deepseek_route, /fable->deepseek-v4-pro/);
+      assert.match(v.deepseek_route, /no fallback/);
+      assert.ok(!JSON.stringify(v).includes(KEY), 'the key never appears in an answer');
+      const session = { native_session_id: v.native_session_id, lease_id: v.lease_id };
+      const reply = async (toolCalls, what) => settle(client, view(
+        await call(client, 'native_session_reply_and_wait', {
+          ...session, turn_id: v.pending_turn.turn_id, reply_id: randomUUID(), tool_calls: toolCalls,
+        }),
+        what,
+      ));
+
+      v = await reply([{ name: 'deepseek_subagent_start', arguments: { task: 'Check the README.', tier: 'fable' } }], 'delegate');
+      const { subsession_id: id } = report(v);
+      assert.match(id, /^ds_/);
+      assert.equal(v.active_deepseek_subsession_id ?? id, id);
+      let status = report(v).status;
+      for (let round = 0; ['starting', 'running'].includes(status); round++) {
+        assert.ok(round < 40, `the sub-session did not end: ${JSON.stringify(v)}`);
+        await new Promise((resolve) => setTimeout(resolve, 2000));
+        v = await reply([{ name: 'deepseek_subagent_get', arguments: { subsession_id: id } }], 'get');
+        status = report(v).status;
+      }
+      const ended = report(v);
+      assert.equal(ended.status, 'succeeded', JSON.stringify(ended));
+      assert.match(ended.result_text, /Nothing needed changing/);
+      assert.equal(v.deepseek_subsessions.length, 1, JSON.stringify(v));
+      assert.equal(v.deepseek_subsessions[0].status, 'succeeded');
+      assert.equal(v.active_deepseek_subsession_id, null);
+
+      // The Fable tier reached the Pro model, with the key the gateway added; nothing else.
+      assert.ok(fake.seen.length >= 1, 'DeepSeek was asked');
+      for (const request of fake.seen) {
+        assert.equal(request.model, 'deepseek-v4-pro', JSON.stringify(fake.seen));
+        assert.equal(request.key, KEY);
+      }
+
+      v = view(await call(client, 'native_session_stop', { ...session, request_id: randomUUID() }), 'stop');
+      assert.equal(v.status, 'stopped', JSON.stringify(v));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
