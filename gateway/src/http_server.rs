@@ -1,9 +1,12 @@
 //! The HTTP/1.1 server under the MCP app: accepts loopback (or tunnel) connections up to a cap,
 //! bounds how long a client may take to send a request head (which also ends idle keep-alive
-//! connections), and stops gracefully: no new connections, requests in flight finish (bounded),
-//! idle connections close.
+//! connections), keeps the owner's way in when strangers fill every slot (the oldest connection
+//! that is not serving an authenticated request makes way), and stops gracefully: no new
+//! connections, requests in flight finish (bounded), idle connections close.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -22,6 +25,82 @@ use crate::config::HttpLimits;
 const OVERFLOW_ANSWERS: usize = 64;
 const OVERFLOW_ANSWER_BOUND: Duration = Duration::from_secs(2);
 
+/// How long a new connection waits for the slot of the connection it evicted.
+const EVICTION_WAIT: Duration = Duration::from_millis(500);
+
+/// One served connection, as its requests see it (a request extension): whether it is serving an
+/// authenticated request now, and the signal that closes it to make way for another.
+#[derive(Debug, Default)]
+struct ConnectionState {
+    authenticated_in_flight: AtomicUsize,
+    evict: CancellationToken,
+}
+
+/// The connection a request arrived on; the auth layer marks its authenticated requests with it.
+#[derive(Debug, Clone)]
+pub struct ConnectionHandle(Arc<ConnectionState>);
+
+impl ConnectionHandle {
+    /// Mark the connection as serving an authenticated request until the guard is dropped: it is
+    /// not evicted meanwhile.
+    pub fn authenticated(&self) -> AuthenticatedRequest {
+        self.0
+            .authenticated_in_flight
+            .fetch_add(1, Ordering::SeqCst);
+        AuthenticatedRequest(self.0.clone())
+    }
+}
+
+/// An authenticated request in flight on a connection (see [`ConnectionHandle::authenticated`]).
+#[derive(Debug)]
+pub struct AuthenticatedRequest(Arc<ConnectionState>);
+
+impl Drop for AuthenticatedRequest {
+    fn drop(&mut self) {
+        self.0
+            .authenticated_in_flight
+            .fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The connections being served, oldest first.
+#[derive(Debug, Default)]
+struct Connections {
+    next_id: u64,
+    by_age: BTreeMap<u64, Arc<ConnectionState>>,
+}
+
+impl Connections {
+    fn insert(&mut self, state: Arc<ConnectionState>) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.by_age.insert(id, state);
+        id
+    }
+
+    /// Close the oldest connection that serves no authenticated request (silent, a half-sent
+    /// head, idle keep-alive, an anonymous request): whoever holds slots without credentials
+    /// cannot keep the owner out. False when every connection is serving the owner.
+    fn evict_oldest_anonymous(&mut self) -> bool {
+        let victim = self.by_age.iter().find(|(_, state)| {
+            !state.evict.is_cancelled() && state.authenticated_in_flight.load(Ordering::SeqCst) == 0
+        });
+        match victim {
+            Some((_, state)) => {
+                state.evict.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+fn lock(connections: &Mutex<Connections>) -> std::sync::MutexGuard<'_, Connections> {
+    connections
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Serve `app` on `listener` until `shutdown`, then stop gracefully within `drain_bound`.
 pub async fn serve(
     listener: TcpListener,
@@ -32,6 +111,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let overflow = Arc::new(Semaphore::new(OVERFLOW_ANSWERS));
+    let connections = Arc::new(Mutex::new(Connections::default()));
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
     builder
@@ -53,15 +133,42 @@ pub async fn serve(
         };
         // Small SSE events must not wait for delayed ACKs (Nagle).
         let _ = tcp.set_nodelay(true);
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            answer_overflow(tcp, &overflow);
-            continue;
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) if lock(&connections).evict_oldest_anonymous() => {
+                match tokio::time::timeout(EVICTION_WAIT, slots.clone().acquire_owned()).await {
+                    Ok(Ok(slot)) => slot,
+                    _ => {
+                        answer_overflow(tcp, &overflow);
+                        continue;
+                    }
+                }
+            }
+            Err(_) => {
+                answer_overflow(tcp, &overflow);
+                continue;
+            }
         };
-        let service = TowerToHyperService::new(app.clone());
+        let state = Arc::new(ConnectionState::default());
+        let id = lock(&connections).insert(state.clone());
+        let handle = ConnectionHandle(state.clone());
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            app.clone(),
+            move |mut req: http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(handle.clone());
+                req
+            },
+        ));
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(tcp), service));
+        let connections = connections.clone();
         tokio::spawn(async move {
-            // Errors here are clients going away or timing out: nothing to report.
-            let _ = connection.await;
+            // Errors here are clients going away or timing out: nothing to report. An evicted
+            // connection is dropped, which closes it.
+            tokio::select! {
+                _ = connection => {}
+                () = state.evict.cancelled() => {}
+            }
+            lock(&connections).by_age.remove(&id);
             drop(slot);
         });
     }
@@ -104,4 +211,34 @@ fn answer_overflow(tcp: tokio::net::TcpStream, overflow: &Arc<Semaphore>) {
         let _ = tokio::time::timeout(OVERFLOW_ANSWER_BOUND, connection).await;
         drop(permit);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_connection_serving_no_authenticated_request_makes_way() {
+        let mut connections = Connections::default();
+        let states: Vec<Arc<ConnectionState>> = (0..3)
+            .map(|_| Arc::new(ConnectionState::default()))
+            .collect();
+        for state in &states {
+            connections.insert(state.clone());
+        }
+        let owner = ConnectionHandle(states[0].clone()).authenticated();
+        assert!(connections.evict_oldest_anonymous());
+        assert!(
+            !states[0].evict.is_cancelled(),
+            "the owner's request is served"
+        );
+        assert!(states[1].evict.is_cancelled());
+        assert!(connections.evict_oldest_anonymous());
+        assert!(states[2].evict.is_cancelled());
+        // Only the owner's connection is left: nothing to evict.
+        assert!(!connections.evict_oldest_anonymous());
+        drop(owner);
+        assert!(connections.evict_oldest_anonymous());
+        assert!(states[0].evict.is_cancelled());
+    }
 }

@@ -214,6 +214,11 @@ async fn require_access_token(
     }
     // Keep the token out of anything downstream that might log the path.
     *req.uri_mut() = Uri::from_static("/mcp");
+    // The owner's request: its connection is not evicted for another while it is served.
+    let _served = req
+        .extensions()
+        .get::<crate::http_server::ConnectionHandle>()
+        .map(crate::http_server::ConnectionHandle::authenticated);
     next.run(req).await
 }
 

@@ -152,6 +152,88 @@ async fn malformed_bodies_get_json_rpc_errors() {
     assert_eq!(resp.status().as_u16(), 403);
 }
 
+/// A connection that sent a whole request head for `path` (with the bearer `token`, if any) and
+/// the first bytes of its body.
+async fn half_body(addr: &str, path: &str, token: Option<&str>) -> TcpStream {
+    let rest = init_body();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        rest.len()
+    );
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&rest.as_bytes()[..10]).await.unwrap();
+    s
+}
+
+/// Strangers who fill every connection slot (silent connections, half-sent heads, anonymous
+/// half-sent bodies) and keep opening more never keep the owner out: the oldest connection that
+/// serves no authenticated request makes way for a new one. Behind a tunnel every client is
+/// 127.0.0.1, so nothing per address could tell them apart.
+#[tokio::test(flavor = "multi_thread")]
+async fn strangers_holding_every_slot_cannot_keep_the_owner_out() {
+    const CAP: usize = 16;
+    let cap = CAP.to_string();
+    let gw = gateway_with(&[
+        ("CLAUDE_TOOLS_HTTP_MAX_CONNECTIONS", cap.as_str()),
+        ("CLAUDE_TOOLS_HTTP_HEADER_TIMEOUT_SECONDS", "60"),
+        ("CLAUDE_TOOLS_HTTP_BODY_TIMEOUT_SECONDS", "60"),
+    ])
+    .await;
+    let addr = gw.addr();
+    let auth = format!("Bearer {}", gw.token());
+    let stop = tokio_util::sync::CancellationToken::new();
+    // The attacker: bounded in time and count, re-opens connections as fast as they are closed.
+    let attacker = {
+        let (addr, stop) = (addr.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut held = std::collections::VecDeque::new();
+            let mut opened = 0usize;
+            while !stop.is_cancelled() && opened < 5_000 {
+                let s = match opened % 3 {
+                    0 => TcpStream::connect(&addr).await.unwrap(),
+                    1 => {
+                        let mut s = TcpStream::connect(&addr).await.unwrap();
+                        let _ = s
+                            .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                            .await;
+                        s
+                    }
+                    _ => half_body(&addr, "/oauth/register", None).await,
+                };
+                opened += 1;
+                held.push_back(s);
+                if held.len() > 3 * CAP {
+                    held.pop_front();
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            opened
+        })
+    };
+    // Let the flood fill every slot first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        let (status, _, _) = post(&gw.url(), &init_body(), Some(&auth)).await;
+        statuses.push(status);
+    }
+    stop.cancel();
+    let opened = attacker.await.unwrap();
+    assert!(
+        opened > 3 * CAP,
+        "the attacker opened only {opened} connections"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 200),
+        "the owner got {statuses:?} while {opened} connections were opened against it"
+    );
+}
+
 /// Whether the server closes `stream` within `within` (reading and discarding what it sends).
 async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + within;
@@ -252,8 +334,9 @@ async fn the_connection_cap_holds_and_frees_its_slots() {
     let addr = gw.addr();
     let auth = format!("Bearer {}", gw.token());
     let mut held = Vec::new();
+    // The owner's own requests in flight (a whole head, part of the body): these fill the cap.
     for _ in 0..CAP {
-        held.push(TcpStream::connect(&addr).await.unwrap());
+        held.push(half_body(&addr, "/mcp", Some(gw.token())).await);
     }
     // Give the server a moment to take them all in.
     tokio::time::sleep(Duration::from_millis(300)).await;
