@@ -154,15 +154,43 @@ async fn raw_http_overrides_and_drops_default_headers() {
     assert!(seen.contains("host: evil.example"), "{seen}");
 }
 
+/// One JSON-RPC `result` answer with `structured` as a tool result (and its text).
+fn tool_result(id: u32, structured: serde_json::Value, is_error: bool) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "result": {
+        "content": [{"type": "text", "text": structured.to_string()}],
+        "structuredContent": structured,
+        "isError": is_error,
+    }})
+    .to_string()
+}
+
+/// A `tools/list` answer advertising `status` with an output schema that admits `{status}` or
+/// `{error: {code, message}}`.
+fn listing(id: u32) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [{
+        "name": "status",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "anyOf": [
+            {"type": "object", "required": ["status"], "properties": {"status": {"enum": ["idle", "running"]}}},
+            {"type": "object", "required": ["error"], "properties": {"error": {
+                "type": "object", "required": ["code", "message"],
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+        ]},
+    }]}})
+    .to_string()
+}
+
 /// A stateless client on a shared HTTP client: `call_tool_ok` gives the structured content of
-/// a success and refuses an error result or a JSON-RPC error; `request` refuses a non-2xx.
+/// a success (checked against the advertised outputSchema, fetched once) and refuses an error
+/// result or a JSON-RPC error; `request` refuses a non-2xx.
 #[tokio::test]
 async fn stateless_calls_on_a_shared_http_client() {
-    let ok = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[],\"structuredContent\":{\"status\":\"idle\"},\"isError\":false}}".to_owned();
-    let tool_error = "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":[],\"structuredContent\":{\"error\":{\"code\":\"busy\",\"message\":\"m\"}},\"isError\":true}}".to_owned();
-    let rpc_error = "{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32602,\"message\":\"Unknown tool: nope\"}}".to_owned();
+    let ok = tool_result(1, json!({"status": "idle"}), false);
+    let tool_error = tool_result(3, json!({"error": {"code": "busy", "message": "m"}}), true);
+    let rpc_error = "{\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"code\":-32602,\"message\":\"Unknown tool: nope\"}}".to_owned();
     let (url, server) = fake_server(vec![
         (200, "application/json", ok),
+        (200, "application/json", listing(2)),
         (200, "application/json", tool_error),
         (200, "application/json", rpc_error),
         (500, "text/plain", "down".to_owned()),
@@ -188,5 +216,60 @@ async fn stateless_calls_on_a_shared_http_client() {
         seen[0]
             .to_ascii_lowercase()
             .contains("mcp-protocol-version: 2025-06-18")
+    );
+    assert!(seen[1].contains("tools/list"), "{}", seen[1]);
+}
+
+/// A result the advertised outputSchema does not admit, or whose text says something else than
+/// its structuredContent, is an error of the call, as a validating client would make it.
+#[tokio::test]
+async fn results_that_break_the_advertised_schema_are_errors() {
+    let (url, server) = fake_server(vec![
+        (
+            200,
+            "application/json",
+            tool_result(1, json!({"status": "idle"}), false),
+        ),
+        (200, "application/json", listing(2)),
+        (
+            200,
+            "application/json",
+            tool_result(3, json!({"status": "asleep"}), false),
+        ),
+        (
+            200,
+            "application/json",
+            tool_result(4, json!({"error": {"code": "busy"}}), true),
+        ),
+        (
+            200,
+            "application/json",
+            json!({"jsonrpc": "2.0", "id": 5, "result": {
+                "content": [{"type": "text", "text": "{\"status\":\"running\"}"}],
+                "structuredContent": {"status": "idle"}, "isError": false}})
+            .to_string(),
+        ),
+        (
+            200,
+            "application/json",
+            tool_result(6, json!({"status": "idle"}), false),
+        ),
+    ])
+    .await;
+    let client = McpClient::builder(&url).token("tok").build().unwrap();
+    client.call_tool("status", json!({})).await.unwrap();
+    let err = client.call_tool("status", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("does not validate"), "{err}");
+    let err = client.call_tool("status", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("does not validate"), "{err}");
+    let err = client.call_tool("status", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("differ"), "{err}");
+    // A tool the listing does not advertise.
+    let err = client.call_tool("stop", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("does not advertise"), "{err}");
+    assert_eq!(
+        server.await.unwrap().len(),
+        6,
+        "the listing was fetched once"
     );
 }
