@@ -13,6 +13,7 @@ use gatewayctl::{Command, DoctorArgs};
 use support::*;
 
 const GATEWAY_BIN: &str = "/opt/native-gateway/bin/gateway";
+const PUBLIC_BASE: &str = "https://gw.example.net";
 
 fn fake_claude(dir: &Path) -> PathBuf {
     // Written by a child shell, so no writable descriptor of ours can leak into a concurrently
@@ -39,7 +40,7 @@ fn install_service(f: &Fixture, kind: &str) -> PathBuf {
         "native-gateway.service"
     });
     let status = std::process::Command::new(repo_root().join("scripts/install-service"))
-        .args([kind, "--out"])
+        .args([kind, "--public-base", PUBLIC_BASE, "--out"])
         .arg(&out)
         .env("CLAUDE_TOOLS_STATE_DIR", &f.state)
         .env("GATEWAY_BIN", GATEWAY_BIN)
