@@ -1,6 +1,6 @@
-//! `doctor`: checks of the Claude Code binary, the state dir's modes and owner, this host's sandbox
-//! support and the confinement a session started now would get, and the launchd/systemd service
-//! files. Each check is OK, WARN or FAIL with a one-line fix; any FAIL makes the command fail.
+//! `doctor`: checks of the Claude Code binary, the state dir's modes and owner, the user it runs
+//! as (root is warned about), this host's sandbox support and the confinement a session started
+//! now would get, and the launchd/systemd service files (`service_file`). Each check is OK, WARN or FAIL with a one-line fix; any FAIL makes the command fail.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -81,6 +81,7 @@ pub fn run(
     let mut checks = claude_checks(args);
     checks.extend(state_checks(state_dir, args));
     if !args.skip_host_probes {
+        checks.push(user_check(nix::unistd::geteuid().as_raw()));
         checks.push(userns_check());
         checks.push(landlock_check());
         checks.push(seccomp_check());
@@ -452,6 +453,26 @@ fn state_checks(state_dir: &Path, args: &DoctorArgs) -> Vec<Check> {
     checks
 }
 
+// ---- user ----
+
+/// Root is not the owner the design assumes: a gateway run as root reads what root can read.
+fn user_check(euid: u32) -> Check {
+    const NAME: &str = "user";
+    if euid == 0 {
+        warn(
+            NAME,
+            "running as root: a gateway run as root reads what root can read (other accounts' \
+             private files outside the protected set, another gateway's token) and its sessions \
+             act as root outside the sandbox's masks; these checks also describe root's setup, \
+             not your account's",
+            "run the gateway and gatewayctl as the account whose files the sessions work on (and \
+             that holds the state dir), not as root",
+        )
+    } else {
+        ok(NAME, format!("uid {euid}, not root"))
+    }
+}
+
 // ---- sandbox support ----
 
 fn read_trimmed(path: &str) -> Option<String> {
@@ -647,8 +668,14 @@ fn protected_set_checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
         _ => path.display().to_string(),
     };
     let rows = protected::rows(home);
-    let mut categories: Vec<&str> = rows.iter().map(|r| r.category).collect();
-    categories.dedup();
+    // Each category once, in the order it first appears (a category's entries are not all
+    // adjacent in the catalogue).
+    let mut categories: Vec<&str> = Vec::new();
+    for row in &rows {
+        if !categories.contains(&row.category) {
+            categories.push(row.category);
+        }
+    }
     let mut checks = Vec::new();
     for category in categories {
         let in_category: Vec<_> = rows.iter().filter(|r| r.category == category).collect();
@@ -703,6 +730,13 @@ mod tests {
             pinned.split('.').count() == 3 && pinned.split('.').all(|p| p.parse::<u32>().is_ok()),
             "{pinned}"
         );
+    }
+
+    #[test]
+    fn warns_as_root() {
+        assert_eq!(user_check(0).status, Status::Warn);
+        assert!(user_check(0).detail.starts_with("running as root"));
+        assert_eq!(user_check(1000).status, Status::Ok);
     }
 
     #[test]

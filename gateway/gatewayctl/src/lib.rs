@@ -52,7 +52,7 @@ pub struct Cli {
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// List sessions: status, profile, working dir, current run, broker liveness, lease.
-    #[command(alias = "list")]
+    #[command(visible_alias = "list")]
     Sessions,
     /// One session in detail: fields, turns, actions with receipts, last events.
     Show {

@@ -237,6 +237,15 @@ fn doctor_host_probes_answer() {
             assert_ne!(check["status"], "FAIL", "{check}");
         }
     }
+    // Run as root (as CI is), doctor says so.
+    let user = value["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "user")
+        .unwrap();
+    let root = nix::unistd::geteuid().is_root();
+    assert_eq!(user["status"], if root { "WARN" } else { "OK" }, "{user}");
 }
 
 #[test]
@@ -274,9 +283,14 @@ fn doctor_shows_the_protected_set() {
     assert!(detail("protected: model CLIs").contains("~/.claude/.credentials.json"));
     assert!(detail("protected: shell and REPL histories").contains("entries; present here: none"));
     assert!(detail("protected: gateway").contains("/tmp/ngw-run-"));
+    let mut names = Vec::new();
     for check in checks {
-        if check["name"].as_str().unwrap().starts_with("protected:") {
+        let name = check["name"].as_str().unwrap();
+        if name.starts_with("protected:") {
             assert_eq!(check["status"], "OK", "{check}");
+            // Each category once (they used to repeat when its entries were not adjacent).
+            assert!(!names.contains(&name), "{name} shown twice");
+            names.push(name);
         }
     }
 }
