@@ -701,18 +701,20 @@ fn protected_set_checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
         .filter(|p| p.starts_with('/'))
         .map(PathBuf::from)
         .collect();
+    // The whole set also holds the catalogue under other accounts' homes, other gateways' state
+    // dirs and registries, and mount-table aliases: shown as one total, not taken apart.
     let all = protected::protected_paths(home, state_dir, &extra);
-    let base = protected::catalogue_paths(home).len() + 2 + extra.len();
     checks.push(ok(
         "protected: gateway",
         format!(
             "the state dir, the command runtime area {}, {} owner extra(s) (CLAUDE_TOOLS_PROTECTED_PATHS), \
-             {} host key file(s) and {} mount alias(es); install locations of the gateway and \
-             Claude Code are never writable by a session",
+             {} host key file(s); {} paths in all with other accounts' homes, other gateways' \
+             state dirs and mount aliases; install locations of the gateway and Claude Code are \
+             never writable by a session",
             protected::command_runtime_area(state_dir).display(),
             extra.len(),
             protected::host_key_files().len(),
-            all.len().saturating_sub(base + protected::host_key_files().len()),
+            all.len(),
         ),
     ));
     checks
