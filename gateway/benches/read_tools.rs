@@ -3,14 +3,18 @@
 //!
 //! Run: `cargo bench -p gateway --bench read_tools [-- --dir DIR --files N --runs N --keep]`
 //! (or `scripts/bench-reads`; `--only search|find` runs one pair; `--warm-only` leaves the
-//! machine's caches alone, for a machine others are measuring on). Needs `rg` (ripgrep) on `PATH`: `apt-get install ripgrep`,
-//! `brew install ripgrep` or `cargo install ripgrep`; the bench fails when it is missing.
+//! machine's caches alone, for a machine others are measuring on). Needs `rg` (ripgrep) on
+//! `PATH`: `apt-get install ripgrep`, `brew install ripgrep` or `cargo install ripgrep`; the bench
+//! fails when it is missing.
 //!
-//! The tree (default under `/work/.bench-reads`, else the temp dir): `--files` text files of
-//! 2–20 KiB (default 100 000, ≈1.07 GiB), one in 50 binary (a NUL byte up front), one in 25 with a
-//! line containing the needle, a `.git` directory in every top-level directory (files with the
-//! needle; both tools skip them), and a few symlinks (neither tool follows them). It is deleted at
-//! the end unless `--keep`; a kept tree is reused when its marker matches.
+//! The tree: `--files` text files of 2–20 KiB (default 100 000, ≈1.07 GiB), one in 50 binary (a
+//! NUL byte up front), one in 25 with a line containing the needle, a `.git` directory in every
+//! top-level directory (files with the needle; both tools skip them), and a few symlinks (neither
+//! tool follows them). It is generated in a directory of its own, `DIR/native-gateway-read-bench`
+//! (`--dir DIR`, default `/work/.bench-reads`, else one in the temp dir), marked as the bench's
+//! before anything is written into it. The bench deletes only that directory (at the end unless
+//! `--keep`; a kept tree is reused when its marker matches) and refuses to touch one it did not
+//! mark: nothing else in `DIR` is changed or removed, so `--dir` may name any existing directory.
 //!
 //! Like for like:
 //! - SearchText (`max_results` 100 000, time budget 10 min, so it searches every file) vs
@@ -41,6 +45,10 @@ const FILES_PER_DIR: usize = 100;
 const DIRS_PER_TOP: usize = 10;
 const GIT_FILES_PER_TOP: usize = 30;
 const MARKER: &str = ".bench-tree-v1";
+/// The marker's text starts with this; the rest says what tree it is (or `generating`).
+const MARKER_PREFIX: &str = "native-gateway read_tools bench tree: ";
+/// The bench's own directory under `--dir`.
+const OWN_DIR: &str = "native-gateway-read-bench";
 const SEARCH_TARGET: f64 = 1.5;
 const FIND_TARGET: f64 = 1.2;
 
@@ -106,20 +114,17 @@ fn run() -> anyhow::Result<()> {
     println!("rg: {} ({})", rg.display(), tool_version(&rg));
     println!("find: {} ({})", find.display(), tool_version(&find));
 
-    let tree = opts.dir.join("tree");
-    let marker = format!("files={} needle={NEEDLE}", opts.files);
-    let reuse = std::fs::read_to_string(opts.dir.join(MARKER)).is_ok_and(|m| m == marker);
-    if reuse {
+    let own = BenchDir::open(&opts)?;
+    let tree = own.path.join("tree");
+    let marker = format!("{MARKER_PREFIX}files={} needle={NEEDLE}", opts.files);
+    if own.marker.as_deref() == Some(marker.as_str()) {
         println!("reusing the tree at {}", tree.display());
     } else {
         check_free_space(&opts)?;
-        if opts.dir.exists() {
-            std::fs::remove_dir_all(&opts.dir)
-                .with_context(|| format!("removing old {}", opts.dir.display()))?;
-        }
+        own.recreate()?;
         let t = Instant::now();
         let stats = generate(&tree, opts.files)?;
-        std::fs::write(opts.dir.join(MARKER), &marker)?;
+        std::fs::write(own.path.join(MARKER), &marker)?;
         println!(
             "generated {} files ({} binary, {} with the needle, {} in .git), {:.2} GiB, in {:.1} s",
             stats.files,
@@ -132,13 +137,91 @@ fn run() -> anyhow::Result<()> {
     }
     let result = measure(&opts, &tree, &rg, &find);
     if opts.keep {
-        println!("kept {}", opts.dir.display());
+        println!("kept {}", own.path.display());
     } else {
-        std::fs::remove_dir_all(&opts.dir)
-            .with_context(|| format!("removing {}", opts.dir.display()))?;
-        println!("removed {}", opts.dir.display());
+        own.remove()?;
     }
     result
+}
+
+/// The bench's own directory, `DIR/native-gateway-read-bench`: the only thing it ever deletes.
+/// `DIR` itself (`--dir`) is never removed, except when this run created it and it is empty again
+/// at the end. An existing own directory is the bench's only when it holds the bench's marker
+/// (written before the first generated file, so an interrupted run is recognised too); otherwise
+/// the bench refuses to touch it.
+struct BenchDir {
+    /// `--dir`, created by this run when it was missing.
+    parent: PathBuf,
+    created_parent: bool,
+    /// `parent/OWN_DIR`.
+    path: PathBuf,
+    /// The marker's text when the own directory exists and is the bench's.
+    marker: Option<String>,
+}
+
+impl BenchDir {
+    fn open(opts: &Options) -> anyhow::Result<Self> {
+        let parent = opts.dir.clone();
+        let created_parent = !parent.exists();
+        if created_parent {
+            std::fs::create_dir_all(&parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        } else if !parent.is_dir() {
+            bail!("--dir {} is not a directory", parent.display());
+        }
+        let path = parent.join(OWN_DIR);
+        let marker = match std::fs::symlink_metadata(&path) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(err) => {
+                return Err(err).with_context(|| format!("inspecting {}", path.display()));
+            }
+            Ok(meta) if !meta.is_dir() => bail!(
+                "{} exists and is not a directory this bench made; move it away or pick another \
+                 --dir",
+                path.display()
+            ),
+            Ok(_) => match std::fs::read_to_string(path.join(MARKER)) {
+                Ok(m) if m.starts_with(MARKER_PREFIX) => Some(m),
+                _ => bail!(
+                    "{} exists but holds no marker of this bench ({MARKER}), so it was not made \
+                     by it; the bench deletes only what it generated: move it away or pick \
+                     another --dir",
+                    path.display()
+                ),
+            },
+        };
+        println!("bench directory: {}", path.display());
+        Ok(Self {
+            parent,
+            created_parent,
+            path,
+            marker,
+        })
+    }
+
+    /// Removes a stale tree of the bench (marker checked in `open`) and starts a fresh one, marked
+    /// as the bench's before anything else is written into it.
+    fn recreate(&self) -> anyhow::Result<()> {
+        if self.marker.is_some() {
+            std::fs::remove_dir_all(&self.path)
+                .with_context(|| format!("removing the old tree {}", self.path.display()))?;
+        }
+        std::fs::create_dir(&self.path)
+            .with_context(|| format!("creating {}", self.path.display()))?;
+        std::fs::write(self.path.join(MARKER), format!("{MARKER_PREFIX}generating"))
+            .with_context(|| format!("marking {}", self.path.display()))?;
+        Ok(())
+    }
+
+    fn remove(&self) -> anyhow::Result<()> {
+        std::fs::remove_dir_all(&self.path)
+            .with_context(|| format!("removing {}", self.path.display()))?;
+        println!("removed {}", self.path.display());
+        if self.created_parent && std::fs::remove_dir(&self.parent).is_ok() {
+            println!("removed {} (created by this run)", self.parent.display());
+        }
+        Ok(())
+    }
 }
 
 fn measure(opts: &Options, tree: &Path, rg: &Path, find: &Path) -> anyhow::Result<()> {
@@ -440,13 +523,8 @@ fn tool_version(bin: &Path) -> String {
 }
 
 fn check_free_space(opts: &Options) -> anyhow::Result<()> {
-    let parent = opts
-        .dir
-        .parent()
-        .context("the bench dir has no parent")?
-        .to_path_buf();
-    std::fs::create_dir_all(&parent)?;
-    let st = nix::sys::statvfs::statvfs(&parent).context("statvfs")?;
+    let parent = opts.dir.as_path();
+    let st = nix::sys::statvfs::statvfs(parent).context("statvfs")?;
     let free = st.blocks_available() as u64 * st.fragment_size() as u64;
     let need = (opts.files as u64) * 16 * 1024 + (1 << 30);
     println!(

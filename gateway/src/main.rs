@@ -68,11 +68,23 @@ enum Command {
     SandboxExec,
 }
 
+/// Colours only for a person at a terminal: a log file (a service's, a broker's) or a pipe gets
+/// plain text, and so does anyone who sets `NO_COLOR`.
+fn log_colours(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 fn init_tracing(json: bool) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    let ansi = log_colours(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR"),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();
@@ -193,5 +205,18 @@ fn main() -> std::process::ExitCode {
             eprintln!("gateway: {err:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colours;
+
+    #[test]
+    fn colours_only_at_a_terminal_without_no_color() {
+        assert!(log_colours(true, None));
+        assert!(log_colours(true, Some("".into())));
+        assert!(!log_colours(true, Some("1".into())));
+        assert!(!log_colours(false, None));
     }
 }

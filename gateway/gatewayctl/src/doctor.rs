@@ -1,6 +1,6 @@
-//! `doctor`: checks of the Claude Code binary, the state dir's modes and owner, this host's sandbox
-//! support and the confinement a session started now would get, and the launchd/systemd service
-//! files. Each check is OK, WARN or FAIL with a one-line fix; any FAIL makes the command fail.
+//! `doctor`: checks of the Claude Code binary, the state dir's modes and owner, the user it runs
+//! as (root is warned about), this host's sandbox support and the confinement a session started
+//! now would get, and the launchd/systemd service files (`service_file`). Each check is OK, WARN or FAIL with a one-line fix; any FAIL makes the command fail.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -12,8 +12,6 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::db::{DATABASE_FILE, Db, KNOWN_SCHEMA_VERSION};
-use crate::plist::{self, Plist};
-use crate::unit::{self, Unit};
 use crate::{DoctorArgs, Reported, write_json};
 
 /// Verdict of one check.
@@ -62,7 +60,7 @@ pub(crate) fn warn(name: &str, detail: impl Into<String>, fix: impl Into<String>
     }
 }
 
-fn fail(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+pub(crate) fn fail(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
     Check {
         name: name.to_string(),
         status: Status::Fail,
@@ -83,13 +81,14 @@ pub fn run(
     let mut checks = claude_checks(args);
     checks.extend(state_checks(state_dir, args));
     if !args.skip_host_probes {
+        checks.push(user_check(nix::unistd::geteuid().as_raw()));
         checks.push(userns_check());
         checks.push(landlock_check());
         checks.push(seccomp_check());
         checks.push(runner_check());
         checks.extend(protected_set_checks(state_dir, args.home.as_deref()));
     }
-    checks.extend(service_checks(args));
+    checks.extend(crate::service_file::checks(args));
     checks.push(crate::oauth::auth_check(state_dir));
 
     let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
@@ -454,6 +453,26 @@ fn state_checks(state_dir: &Path, args: &DoctorArgs) -> Vec<Check> {
     checks
 }
 
+// ---- user ----
+
+/// Root is not the owner the design assumes: a gateway run as root reads what root can read.
+fn user_check(euid: u32) -> Check {
+    const NAME: &str = "user";
+    if euid == 0 {
+        warn(
+            NAME,
+            "running as root: a gateway run as root reads what root can read (other accounts' \
+             private files outside the protected set, another gateway's token) and its sessions \
+             act as root outside the sandbox's masks; these checks also describe root's setup, \
+             not your account's",
+            "run the gateway and gatewayctl as the account whose files the sessions work on (and \
+             that holds the state dir), not as root",
+        )
+    } else {
+        ok(NAME, format!("uid {euid}, not root"))
+    }
+}
+
 // ---- sandbox support ----
 
 fn read_trimmed(path: &str) -> Option<String> {
@@ -649,8 +668,14 @@ fn protected_set_checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
         _ => path.display().to_string(),
     };
     let rows = protected::rows(home);
-    let mut categories: Vec<&str> = rows.iter().map(|r| r.category).collect();
-    categories.dedup();
+    // Each category once, in the order it first appears (a category's entries are not all
+    // adjacent in the catalogue).
+    let mut categories: Vec<&str> = Vec::new();
+    for row in &rows {
+        if !categories.contains(&row.category) {
+            categories.push(row.category);
+        }
+    }
     let mut checks = Vec::new();
     for category in categories {
         let in_category: Vec<_> = rows.iter().filter(|r| r.category == category).collect();
@@ -676,282 +701,22 @@ fn protected_set_checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
         .filter(|p| p.starts_with('/'))
         .map(PathBuf::from)
         .collect();
+    // The whole set also holds the catalogue under other accounts' homes, other gateways' state
+    // dirs and registries, and mount-table aliases: shown as one total, not taken apart.
     let all = protected::protected_paths(home, state_dir, &extra);
-    let base = protected::catalogue_paths(home).len() + 2 + extra.len();
     checks.push(ok(
         "protected: gateway",
         format!(
             "the state dir, the command runtime area {}, {} owner extra(s) (CLAUDE_TOOLS_PROTECTED_PATHS), \
-             {} host key file(s) and {} mount alias(es); install locations of the gateway and \
-             Claude Code are never writable by a session",
+             {} host key file(s); {} paths in all with other accounts' homes, other gateways' \
+             state dirs and mount aliases; install locations of the gateway and Claude Code are \
+             never writable by a session",
             protected::command_runtime_area(state_dir).display(),
             extra.len(),
             protected::host_key_files().len(),
-            all.len().saturating_sub(base + protected::host_key_files().len()),
+            all.len(),
         ),
     ));
-    checks
-}
-
-// ---- service files ----
-
-fn default_service_files(home: Option<&Path>) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    if let Some(home) = home {
-        let unit = home.join(".config/systemd/user/native-gateway.service");
-        if unit.is_file() {
-            found.push(unit);
-        }
-        if let Ok(dir) = std::fs::read_dir(home.join("Library/LaunchAgents")) {
-            let mut plists: Vec<PathBuf> = dir
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.extension().is_some_and(|e| e == "plist")
-                        && p.file_name()
-                            .is_some_and(|n| n.to_string_lossy().contains("native-gateway"))
-                })
-                .collect();
-            plists.sort();
-            found.extend(plists);
-        }
-    }
-    let system = PathBuf::from("/etc/systemd/system/native-gateway.service");
-    if system.is_file() {
-        found.push(system);
-    }
-    found
-}
-
-/// `@NAME@` placeholders left in a template.
-fn placeholders(text: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find('@') {
-        let after = &rest[start + 1..];
-        match after.find('@') {
-            Some(end) => {
-                let name = &after[..end];
-                if !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
-                    let p = format!("@{name}@");
-                    if !found.contains(&p) {
-                        found.push(p);
-                    }
-                    rest = &after[end + 1..];
-                } else {
-                    rest = after;
-                }
-            }
-            None => break,
-        }
-    }
-    found
-}
-
-fn service_checks(args: &DoctorArgs) -> Vec<Check> {
-    let files = if args.service_file.is_empty() {
-        default_service_files(args.home.as_deref())
-    } else {
-        args.service_file.clone()
-    };
-    if files.is_empty() {
-        return vec![warn(
-            "service file",
-            "none installed (checked ~/.config/systemd/user, /etc/systemd/system, ~/Library/LaunchAgents)",
-            "to run as a service see README \"Running as a service\"; or pass --service-file PATH",
-        )];
-    }
-    let mut checks = Vec::new();
-    for file in files {
-        let shown = file.display().to_string();
-        let text = match std::fs::read(&file) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(e) => {
-                checks.push(fail(
-                    "service file",
-                    format!("{shown}: {e}"),
-                    "check the path",
-                ));
-                continue;
-            }
-        };
-        let holes = placeholders(&text);
-        if !holes.is_empty() {
-            checks.push(fail(
-                "service file",
-                format!("{shown}: unfilled placeholders {}", holes.join(" ")),
-                "fill it with scripts/install-service",
-            ));
-        }
-        let is_plist = file.extension().is_some_and(|e| e == "plist")
-            || text.starts_with("bplist")
-            || text.contains("<plist");
-        if is_plist {
-            checks.extend(launchd_checks(&shown, &text));
-        } else {
-            checks.extend(systemd_checks(&shown, &text));
-        }
-    }
-    checks
-}
-
-fn systemd_checks(shown: &str, text: &str) -> Vec<Check> {
-    let unit = Unit::parse(text);
-    let mut checks = Vec::new();
-    checks.push(match unit.get("Service", "KillMode") {
-        Some("process") => ok("systemd KillMode", format!("{shown}: KillMode=process")),
-        other => fail(
-            "systemd KillMode",
-            format!(
-                "{shown}: KillMode={} kills the brokers when the gateway stops or restarts",
-                other.unwrap_or("control-group (default)")
-            ),
-            "set KillMode=process in [Service]",
-        ),
-    });
-    checks.push(match unit.env("CLAUDE_TOOLS_STATE_DIR") {
-        Some(dir) if unit::is_absolute_unit_path(&dir) => ok(
-            "systemd state dir",
-            format!("{shown}: CLAUDE_TOOLS_STATE_DIR={dir}"),
-        ),
-        Some(dir) => fail(
-            "systemd state dir",
-            format!(
-                "{shown}: CLAUDE_TOOLS_STATE_DIR={dir} is not absolute (the gateway refuses it)"
-            ),
-            "use an absolute path in Environment=CLAUDE_TOOLS_STATE_DIR=",
-        ),
-        None if unit.get("Service", "EnvironmentFile").is_some() => warn(
-            "systemd state dir",
-            format!(
-                "{shown}: CLAUDE_TOOLS_STATE_DIR not in Environment= (maybe in EnvironmentFile=)"
-            ),
-            "set Environment=CLAUDE_TOOLS_STATE_DIR=/absolute/path in the unit",
-        ),
-        None => fail(
-            "systemd state dir",
-            format!("{shown}: CLAUDE_TOOLS_STATE_DIR not set (the gateway would use ./state)"),
-            "add Environment=CLAUDE_TOOLS_STATE_DIR=/absolute/path to [Service]",
-        ),
-    });
-    checks.push(match unit.get("Service", "ExecStart") {
-        None => fail(
-            "systemd ExecStart",
-            format!("{shown}: no ExecStart="),
-            "add ExecStart=/absolute/path/to/gateway serve",
-        ),
-        Some(line) => {
-            let words = unit::exec_words(line);
-            let program = words.first().map(String::as_str).unwrap_or("");
-            if !program.starts_with('/') {
-                warn(
-                    "systemd ExecStart",
-                    format!("{shown}: program {program:?} is not an absolute path"),
-                    "use the gateway binary's absolute path",
-                )
-            } else if !words.iter().any(|w| w == "serve") {
-                warn(
-                    "systemd ExecStart",
-                    format!("{shown}: {program} without `serve`"),
-                    "run `gateway serve`",
-                )
-            } else {
-                ok("systemd ExecStart", format!("{shown}: {program} serve"))
-            }
-        }
-    });
-    checks.push(match unit.get("Service", "Restart") {
-        Some(r @ ("always" | "on-failure" | "on-abnormal")) => {
-            ok("systemd Restart", format!("{shown}: Restart={r}"))
-        }
-        other => warn(
-            "systemd Restart",
-            format!("{shown}: Restart={}", other.unwrap_or("no (default)")),
-            "set Restart=always",
-        ),
-    });
-    checks
-}
-
-fn launchd_checks(shown: &str, text: &str) -> Vec<Check> {
-    let job = match plist::parse(text) {
-        Ok(p) => p,
-        Err(e) => {
-            return vec![fail(
-                "launchd plist",
-                format!("{shown}: cannot read: {e}"),
-                "check it with `plutil -lint FILE`",
-            )];
-        }
-    };
-    let mut checks = Vec::new();
-    checks.push(match job.get("AbandonProcessGroup") {
-        Some(Plist::Bool(true)) => ok(
-            "launchd AbandonProcessGroup",
-            format!("{shown}: true"),
-        ),
-        other => fail(
-            "launchd AbandonProcessGroup",
-            format!(
-                "{shown}: {} (launchd kills the job's process group, brokers included, when the gateway exits)",
-                if other.is_some() { "not true" } else { "missing" }
-            ),
-            "add <key>AbandonProcessGroup</key><true/>",
-        ),
-    });
-    checks.push(match job.get("KeepAlive") {
-        Some(Plist::Bool(true)) => ok("launchd KeepAlive", format!("{shown}: true")),
-        Some(Plist::Dict(_)) => ok("launchd KeepAlive", format!("{shown}: conditions")),
-        other => fail(
-            "launchd KeepAlive",
-            format!(
-                "{shown}: {} (the gateway is not restarted when it exits)",
-                if other.is_some() { "false" } else { "missing" }
-            ),
-            "add <key>KeepAlive</key><true/>",
-        ),
-    });
-    let state_dir = job
-        .get("EnvironmentVariables")
-        .and_then(|env| env.get("CLAUDE_TOOLS_STATE_DIR"))
-        .and_then(Plist::as_str);
-    checks.push(match state_dir {
-        Some(dir) if dir.starts_with('/') => ok(
-            "launchd state dir",
-            format!("{shown}: CLAUDE_TOOLS_STATE_DIR={dir}"),
-        ),
-        Some(dir) => fail(
-            "launchd state dir",
-            format!("{shown}: CLAUDE_TOOLS_STATE_DIR={dir} is not absolute (launchd expands neither ~ nor $HOME)"),
-            "use an absolute path under EnvironmentVariables",
-        ),
-        None => fail(
-            "launchd state dir",
-            format!("{shown}: EnvironmentVariables has no CLAUDE_TOOLS_STATE_DIR"),
-            "add CLAUDE_TOOLS_STATE_DIR with an absolute path to EnvironmentVariables",
-        ),
-    });
-    let program: Vec<&str> = match job.get("ProgramArguments") {
-        Some(Plist::Array(items)) => items.iter().filter_map(Plist::as_str).collect(),
-        _ => Vec::new(),
-    };
-    checks.push(match program.first() {
-        None => fail(
-            "launchd ProgramArguments",
-            format!("{shown}: missing"),
-            "add ProgramArguments: the gateway's absolute path, then serve",
-        ),
-        Some(p) if !p.starts_with('/') => warn(
-            "launchd ProgramArguments",
-            format!("{shown}: {p:?} is not an absolute path"),
-            "use the gateway binary's absolute path",
-        ),
-        Some(p) if !program.contains(&"serve") => warn(
-            "launchd ProgramArguments",
-            format!("{shown}: {p} without `serve`"),
-            "add serve after the program",
-        ),
-        Some(p) => ok("launchd ProgramArguments", format!("{shown}: {p} serve")),
-    });
     checks
 }
 
@@ -970,12 +735,10 @@ mod tests {
     }
 
     #[test]
-    fn finds_placeholders() {
-        assert_eq!(
-            placeholders("a @GATEWAY_BIN@ b user@example.com @STATE_DIR@ @GATEWAY_BIN@"),
-            vec!["@GATEWAY_BIN@", "@STATE_DIR@"]
-        );
-        assert!(placeholders("mail me: a@b.c").is_empty());
+    fn warns_as_root() {
+        assert_eq!(user_check(0).status, Status::Warn);
+        assert!(user_check(0).detail.starts_with("running as root"));
+        assert_eq!(user_check(1000).status, Status::Ok);
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod handshake;
 pub mod oauth;
 pub mod plist;
 pub mod procfs;
+mod service_file;
 mod sessions;
 mod skill_hash;
 pub mod table;
@@ -51,6 +52,7 @@ pub struct Cli {
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// List sessions: status, profile, working dir, current run, broker liveness, lease.
+    #[command(visible_alias = "list")]
     Sessions,
     /// One session in detail: fields, turns, actions with receipts, last events.
     Show {

@@ -375,7 +375,7 @@ impl Script {
                 Some("Read") => {
                     let file = result["receipt"]["path"].as_str().unwrap_or("").to_string();
                     let sha = result["receipt"]["sha256"].as_str().map(str::to_string);
-                    let lines = result["output"].as_str().map_or(0, |o| o.lines().count());
+                    let lines = result["output"].as_str().map_or(0, numbered_lines);
                     self.read = Some((file, sha, lines));
                 }
                 _ => {}
@@ -415,6 +415,33 @@ impl Script {
             None => format!("{found}; none of them looked like a small text file to read."),
         }
     }
+}
+
+/// How many of the file's lines a Read result shows: its numbered lines (`     3\t…`), not the
+/// notes it adds (`[truncated: showing lines 1-40 of 120]`, `[empty file]`).
+fn numbered_lines(output: &str) -> usize {
+    output
+        .lines()
+        .filter(|line| {
+            line.split_once('\t').is_some_and(|(number, _)| {
+                let number = number.trim_start();
+                !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())
+            })
+        })
+        .count()
+}
+
+/// An exit code as a person reads it: a shell and the runner report a process killed by signal N
+/// as 128 + N, so 143 is "killed by SIGTERM (128 + 15)".
+fn explain_exit_code(code: i64) -> String {
+    let Some(signal) = code.checked_sub(128).filter(|n| (1..=64).contains(n)) else {
+        return code.to_string();
+    };
+    let name = i32::try_from(signal)
+        .ok()
+        .and_then(|n| nix::sys::signal::Signal::try_from(n).ok())
+        .map_or_else(|| format!("signal {signal}"), |s| s.as_str().to_string());
+    format!("{code}: killed by {name} (128 + {signal})")
 }
 
 /// The file paths in a FindFiles result (its notes in brackets and symlinks left out).
@@ -556,7 +583,7 @@ fn render_turn(number: usize, pending: &Value, sent: &Sent) -> String {
             s.push_str(&format!("    sha256      {sha}\n"));
         }
         if let Some(code) = receipt["exit_code"].as_i64() {
-            s.push_str(&format!("    exit code   {code}\n"));
+            s.push_str(&format!("    exit code   {}\n", explain_exit_code(code)));
         }
         s.push_str(&indent_lines(
             result["output"].as_str().unwrap_or(""),
@@ -595,76 +622,22 @@ fn render_settled(view: &Value) -> String {
 
 fn render_stopped(view: &Value) -> String {
     let id = view["native_session_id"].as_str().unwrap_or("?");
+    let exit = match view["terminal"]["exit_code"].as_i64() {
+        // The stop ends the runner's process group with SIGTERM: the expected end, not a crash.
+        Some(143) => format!(
+            "exit code {}, as native_session_stop ends it",
+            explain_exit_code(143)
+        ),
+        Some(code) => format!("exit code {}", explain_exit_code(code)),
+        None => "no exit code".to_string(),
+    };
     format!(
-        "stopped: status {}, runner {} (exit code {})\n\n\
+        "stopped: status {}, runner {} ({exit})\n\n\
          The receipts and the ledger stay in the state dir: gatewayctl show {id}\n",
         view["status"].as_str().unwrap_or("?"),
         view["current_run"]["state"].as_str().unwrap_or("?"),
-        view["terminal"]["exit_code"],
     )
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_capability_url_is_printed_without_its_token() {
-        assert_eq!(
-            shown_url("http://127.0.0.1:8787/mcp/s3cret"),
-            "http://127.0.0.1:8787/mcp/<token>"
-        );
-        assert_eq!(shown_url(DEFAULT_URL), DEFAULT_URL);
-    }
-
-    #[test]
-    fn capability_urls() {
-        assert!(is_capability_url("http://127.0.0.1:8787/mcp/abc"));
-        assert!(!is_capability_url("http://127.0.0.1:8787/mcp"));
-        assert!(!is_capability_url("http://127.0.0.1:8787/mcp/"));
-        assert!(!is_capability_url("http://127.0.0.1:8787/mcp/a/b"));
-    }
-
-    #[test]
-    fn connect_errors_say_what_to_do() {
-        let refused = connect_error(
-            DEFAULT_URL,
-            "Send message error Transport [..] error sending request: tcp connect error: Connection refused",
-        );
-        assert!(
-            refused.to_string().contains("Start it with scripts/run"),
-            "{refused}"
-        );
-        let unauthorized = connect_error(DEFAULT_URL, "Auth required");
-        assert!(
-            unauthorized
-                .to_string()
-                .contains("refused the access token")
-        );
-    }
-
-    #[test]
-    fn picks_a_readme_then_text_then_anything() {
-        let dir = tempfile::tempdir().unwrap();
-        let write = |name: &str, bytes: &[u8]| {
-            let p = dir.path().join(name);
-            std::fs::write(&p, bytes).unwrap();
-            p.to_string_lossy().to_string()
-        };
-        let bin = write("a.bin", b"\x00\x01");
-        let notes = write("notes.txt", b"hello\n");
-        let empty = write("README.md", b"");
-        let big = write("big.md", &vec![b'x'; (SMALL_FILE_BYTES + 1) as usize]);
-        assert_eq!(
-            pick_small_text_file(&[bin.clone(), empty.clone(), big.clone(), notes.clone()]),
-            Some(notes.clone())
-        );
-        let readme = write("README", b"read me\n");
-        assert_eq!(
-            pick_small_text_file(&[bin.clone(), notes, readme.clone()]),
-            Some(readme)
-        );
-        assert_eq!(pick_small_text_file(std::slice::from_ref(&bin)), Some(bin));
-        assert_eq!(pick_small_text_file(&[empty, big]), None);
-    }
-}
+mod tests;

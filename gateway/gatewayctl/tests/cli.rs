@@ -52,6 +52,14 @@ fn sessions_table() {
 }
 
 #[test]
+fn list_is_an_alias_of_sessions() {
+    use clap::Parser;
+    let cli = gatewayctl::Cli::try_parse_from(["gatewayctl", "list", "--json"]).unwrap();
+    assert!(matches!(cli.command, Command::Sessions), "{cli:?}");
+    assert!(cli.json);
+}
+
+#[test]
 fn sessions_json() {
     let f = Fixture::new();
     let value = f.json(Command::Sessions);

@@ -13,6 +13,7 @@ use gatewayctl::{Command, DoctorArgs};
 use support::*;
 
 const GATEWAY_BIN: &str = "/opt/native-gateway/bin/gateway";
+const PUBLIC_BASE: &str = "https://gw.example.net";
 
 fn fake_claude(dir: &Path) -> PathBuf {
     // Written by a child shell, so no writable descriptor of ours can leak into a concurrently
@@ -39,7 +40,7 @@ fn install_service(f: &Fixture, kind: &str) -> PathBuf {
         "native-gateway.service"
     });
     let status = std::process::Command::new(repo_root().join("scripts/install-service"))
-        .args([kind, "--out"])
+        .args([kind, "--public-base", PUBLIC_BASE, "--out"])
         .arg(&out)
         .env("CLAUDE_TOOLS_STATE_DIR", &f.state)
         .env("GATEWAY_BIN", GATEWAY_BIN)
@@ -236,6 +237,15 @@ fn doctor_host_probes_answer() {
             assert_ne!(check["status"], "FAIL", "{check}");
         }
     }
+    // Run as root (as CI is), doctor says so.
+    let user = value["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "user")
+        .unwrap();
+    let root = nix::unistd::geteuid().is_root();
+    assert_eq!(user["status"], if root { "WARN" } else { "OK" }, "{user}");
 }
 
 #[test]
@@ -273,9 +283,14 @@ fn doctor_shows_the_protected_set() {
     assert!(detail("protected: model CLIs").contains("~/.claude/.credentials.json"));
     assert!(detail("protected: shell and REPL histories").contains("entries; present here: none"));
     assert!(detail("protected: gateway").contains("/tmp/ngw-run-"));
+    let mut names = Vec::new();
     for check in checks {
-        if check["name"].as_str().unwrap().starts_with("protected:") {
+        let name = check["name"].as_str().unwrap();
+        if name.starts_with("protected:") {
             assert_eq!(check["status"], "OK", "{check}");
+            // Each category once (they used to repeat when its entries were not adjacent).
+            assert!(!names.contains(&name), "{name} shown twice");
+            names.push(name);
         }
     }
 }

@@ -106,7 +106,10 @@ fn try_runs_one_read_only_session_with_the_real_runner() {
         "{out}"
     );
     assert!(
-        out.contains("stopped: status stopped, runner exited (exit code 143)"),
+        out.contains(
+            "stopped: status stopped, runner exited (exit code 143: killed by SIGTERM (128 + 15), \
+             as native_session_stop ends it)"
+        ),
         "{out}"
     );
 

@@ -2,6 +2,7 @@
 //! a case-insensitive bearer scheme, trailing-slash endpoints, JSON-RPC parse errors for
 //! malformed bodies; and connections that cannot be held forever: half-sent heads and bodies and
 //! idle keep-alive connections are closed within their timeouts, and the connection cap holds.
+//! The log written to a file carries no colour codes.
 
 use std::time::{Duration, Instant};
 
@@ -95,6 +96,18 @@ async fn auth_challenges_schemes_and_trailing_slashes() {
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["result"]["protocolVersion"], "2025-06-18");
     }
+}
+
+/// A log file (here the fixture's captured stderr, as a service's log) is plain text: no ANSI
+/// colour codes when stderr is not a terminal.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_log_file_has_no_colour_codes() {
+    let gw = gateway().await;
+    let (status, _, _) = post(&gw.url(), &init_body(), None).await;
+    assert_eq!(status, 401);
+    let log = gw.stderr_log();
+    assert!(log.contains("INFO"), "the gateway logged nothing:\n{log}");
+    assert!(!log.contains('\u{1b}'), "ANSI escapes in the log:\n{log:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

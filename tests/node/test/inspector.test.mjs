@@ -1,10 +1,13 @@
-// The MCP Inspector's CLI mode (@modelcontextprotocol/inspector --cli, pinned in package.json),
-// run as a user would: tools/list over Streamable HTTP (bearer header) and over stdio
-// (`gateway serve --stdio`), and a tools/call that fails, printed with its stable error code.
-// The Inspector exits non-zero when the SDK under it rejects what the gateway sent.
+// The MCP Inspector's CLI mode (@modelcontextprotocol/inspector --cli, v2, pinned in
+// package.json), run as a user would: tools/list over Streamable HTTP (bearer header) and over
+// stdio (`gateway serve --stdio`), each with `--strict` (the Inspector's tool-schema portability
+// check: it exits 6 on an error-severity problem; warnings are only printed), and a tools/call
+// that fails, printed with its stable error code (the Inspector exits 5 for a tool result with
+// isError). It exits non-zero too when the SDK under it rejects what the gateway sent. Each run
+// gets a home of its own, so the Inspector's catalog and storage never land in the user's.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
@@ -19,8 +22,18 @@ const TOOLS = [
   'native_session_stop',
 ];
 
-function inspector(args, env) {
-  return run(clientBinary('mcp-inspector'), ['--cli', ...args], { env: { ...process.env, ...env } });
+/** The Inspector's exit code for a tools/call whose result has `isError: true`. */
+const EXIT_TOOL_IS_ERROR = 5;
+
+async function inspector(args, env) {
+  const home = tempDir('gw-inspector-home-');
+  try {
+    return await run(clientBinary('mcp-inspector'), ['--cli', ...args], {
+      env: { ...process.env, HOME: home, ...env },
+    });
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
 }
 
 function assertToolList(out, what) {
@@ -31,8 +44,10 @@ function assertToolList(out, what) {
     assert.equal(tool.outputSchema?.type, 'object', `${what}: ${tool.name} outputSchema`);
   }
   // The Inspector warns on stderr about schema keywords its validator does not know
-  // (e.g. a non-standard `format`); a clean listing prints none.
+  // (e.g. a non-standard `format`); a clean listing prints none. `--strict` made it exit 6 on any
+  // error-severity portability problem (checked above); its warnings are advice only.
   assert.doesNotMatch(out.stderr, /unknown format|strict mode/i, `${what}: schema warnings\n${out.stderr}`);
+  assert.doesNotMatch(out.stderr, /^Error: tool /m, `${what}: schema portability errors\n${out.stderr}`);
 }
 
 describe('MCP Inspector CLI', () => {
@@ -52,6 +67,7 @@ describe('MCP Inspector CLI', () => {
       '--transport', 'http',
       '--header', `Authorization: Bearer ${gw.token}`,
       '--method', 'tools/list',
+      '--strict',
     ]);
     assertToolList(out, 'tools/list over HTTP');
   });
@@ -61,11 +77,18 @@ describe('MCP Inspector CLI', () => {
     const state = join(work, 'state');
     mkdirSync(state, { mode: 0o700 });
     try {
-      const out = await inspector(
-        [requiredBinary('GATEWAY_BIN'), 'serve', '--stdio', '--method', 'tools/list'],
-        { CLAUDE_TOOLS_STATE_DIR: state, CLAUDE_BIN: requiredBinary('CLAUDE_BIN') },
-      );
+      // Inspector v2 does not hand its own environment to a stdio server: the gateway's
+      // variables go with -e, and it runs in the temporary directory.
+      const out = await inspector([
+        '-e', `CLAUDE_TOOLS_STATE_DIR=${state}`,
+        '-e', `CLAUDE_BIN=${requiredBinary('CLAUDE_BIN')}`,
+        '--cwd', work,
+        requiredBinary('GATEWAY_BIN'), 'serve', '--stdio',
+        '--method', 'tools/list', '--strict',
+      ]);
       assertToolList(out, 'tools/list over stdio');
+      // The gateway used the state dir it was given.
+      assert.ok(existsSync(join(state, 'auth', 'access-token')), 'the stdio gateway ignored CLAUDE_TOOLS_STATE_DIR');
     } finally {
       rmSync(work, { recursive: true, force: true });
     }
@@ -82,7 +105,9 @@ describe('MCP Inspector CLI', () => {
       '--tool-arg', 'working_directory=relative/dir',
       '--tool-arg', 'idempotency_key=inspector-1',
     ]);
-    assert.equal(out.code, 0, `inspector exited ${out.code}\n${out.stdout}\n${out.stderr}`);
+    assert.equal(out.code, EXIT_TOOL_IS_ERROR, `inspector exited ${out.code}\n${out.stdout}\n${out.stderr}`);
+    // The error envelope on stderr names why it exited so.
+    assert.match(out.stderr, /"code":"tool_is_error"/, out.stderr);
     const result = parseJsonOutput(out.stdout, 'tools/call');
     assert.equal(result.isError, true, JSON.stringify(result));
     assert.equal(result.structuredContent?.error?.code, 'invalid_argument', JSON.stringify(result));

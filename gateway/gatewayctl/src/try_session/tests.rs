@@ -1,0 +1,92 @@
+//! Unit tests of `try`: URLs shown without tokens, connect errors, the file it picks, the lines a
+//! Read shows, and exit codes explained.
+
+use super::*;
+
+#[test]
+fn a_read_counts_its_numbered_lines_not_its_notes() {
+    let output = "     1\t# Demo\n     2\t\n     3\tA line\n[truncated: showing lines 1-3 of 9]";
+    assert_eq!(numbered_lines(output), 3);
+    assert_eq!(numbered_lines("[empty file]"), 0);
+    assert_eq!(numbered_lines("    12\ttab\tinside"), 1);
+}
+
+#[test]
+fn exit_codes_above_128_name_their_signal() {
+    assert_eq!(explain_exit_code(0), "0");
+    assert_eq!(explain_exit_code(1), "1");
+    assert_eq!(explain_exit_code(128), "128");
+    assert_eq!(explain_exit_code(143), "143: killed by SIGTERM (128 + 15)");
+    assert_eq!(explain_exit_code(137), "137: killed by SIGKILL (128 + 9)");
+    assert_eq!(explain_exit_code(255), "255");
+    let stopped = render_stopped(&serde_json::json!({
+        "native_session_id": "ns_1", "status": "stopped",
+        "current_run": {"state": "exited"}, "terminal": {"exit_code": 143},
+    }));
+    assert!(
+        stopped.contains(
+            "(exit code 143: killed by SIGTERM (128 + 15), as native_session_stop ends it)"
+        ),
+        "{stopped}"
+    );
+}
+
+#[test]
+fn a_capability_url_is_printed_without_its_token() {
+    assert_eq!(
+        shown_url("http://127.0.0.1:8787/mcp/s3cret"),
+        "http://127.0.0.1:8787/mcp/<token>"
+    );
+    assert_eq!(shown_url(DEFAULT_URL), DEFAULT_URL);
+}
+
+#[test]
+fn capability_urls() {
+    assert!(is_capability_url("http://127.0.0.1:8787/mcp/abc"));
+    assert!(!is_capability_url("http://127.0.0.1:8787/mcp"));
+    assert!(!is_capability_url("http://127.0.0.1:8787/mcp/"));
+    assert!(!is_capability_url("http://127.0.0.1:8787/mcp/a/b"));
+}
+
+#[test]
+fn connect_errors_say_what_to_do() {
+    let refused = connect_error(
+        DEFAULT_URL,
+        "Send message error Transport [..] error sending request: tcp connect error: Connection refused",
+    );
+    assert!(
+        refused.to_string().contains("Start it with scripts/run"),
+        "{refused}"
+    );
+    let unauthorized = connect_error(DEFAULT_URL, "Auth required");
+    assert!(
+        unauthorized
+            .to_string()
+            .contains("refused the access token")
+    );
+}
+
+#[test]
+fn picks_a_readme_then_text_then_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.to_string_lossy().to_string()
+    };
+    let bin = write("a.bin", b"\x00\x01");
+    let notes = write("notes.txt", b"hello\n");
+    let empty = write("README.md", b"");
+    let big = write("big.md", &vec![b'x'; (SMALL_FILE_BYTES + 1) as usize]);
+    assert_eq!(
+        pick_small_text_file(&[bin.clone(), empty.clone(), big.clone(), notes.clone()]),
+        Some(notes.clone())
+    );
+    let readme = write("README", b"read me\n");
+    assert_eq!(
+        pick_small_text_file(&[bin.clone(), notes, readme.clone()]),
+        Some(readme)
+    );
+    assert_eq!(pick_small_text_file(std::slice::from_ref(&bin)), Some(bin));
+    assert_eq!(pick_small_text_file(&[empty, big]), None);
+}
