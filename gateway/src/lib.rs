@@ -13,6 +13,7 @@
 //! - `http_server`: connection limits and graceful stop under the HTTP app; `drain`: the
 //!   graceful stop of tool calls.
 //! - `worktree`: managed Git worktrees of `worktree_write` sessions.
+//! - `instance_lock`: one gateway per state dir.
 
 pub mod boundary;
 pub mod brokers;
@@ -21,6 +22,7 @@ pub mod deepseek;
 pub mod drain;
 pub mod error;
 pub mod http_server;
+pub mod instance_lock;
 pub mod limits;
 pub mod mcp;
 pub mod oauth;

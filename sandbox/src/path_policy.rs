@@ -148,6 +148,8 @@ pub struct PathPolicy {
     write_protected: Vec<Vec<Vec<u8>>>,
     /// `(dev, ino)` of the write-only entries that exist.
     write_identities: Vec<(u64, u64)>,
+    /// The auto-run classes the owner allowed writes to (none by default).
+    autorun_allowed: crate::protected::autorun::AutorunAllowed,
 }
 
 /// Why a session's working directory was refused at start. Messages name the reason, never the
@@ -262,7 +264,25 @@ impl PathPolicy {
             insensitive,
             write_protected: Vec::new(),
             write_identities: Vec::new(),
+            autorun_allowed: crate::protected::autorun::AutorunAllowed::NONE,
         }
+    }
+
+    /// Allow writes to these auto-run classes (the owner's opt-in,
+    /// [`crate::protected::autorun::ALLOW_ENV`]).
+    pub fn with_autorun_allowed(
+        mut self,
+        allowed: crate::protected::autorun::AutorunAllowed,
+    ) -> Self {
+        self.autorun_allowed = allowed;
+        self
+    }
+
+    /// The auto-run class a write to `path` would create or change, unless the owner allowed it
+    /// ([`crate::protected::autorun`]).
+    pub fn autorun_refused(&self, path: &Path) -> Option<crate::protected::autorun::AutorunClass> {
+        crate::protected::autorun::autorun_class(path)
+            .filter(|class| !self.autorun_allowed.allows(*class))
     }
 
     /// Add entries only writes refuse (install locations, [`crate::protected::install_locations`]):
@@ -769,7 +789,7 @@ fn fold(name: &OsStr, insensitive: bool) -> Vec<u8> {
 /// case folded per character (upper case, then lower case: `ß`/`SS`, `σ`/`ς`/`Σ` and the Kelvin
 /// sign/`k` all meet) and decomposed again. It may equate names the file system keeps apart;
 /// for protected paths that refuses more, never less.
-fn fold_insensitive(name: &[u8]) -> Vec<u8> {
+pub(crate) fn fold_insensitive(name: &[u8]) -> Vec<u8> {
     if name.is_ascii() {
         return name.to_ascii_lowercase();
     }

@@ -56,6 +56,18 @@ pub enum WriteRefusal {
          directory that runs code later outside the sandbox; sessions never write there"
     )]
     InstallLocation { path: String },
+    #[error(
+        "{path}: is an auto-run place ({class}: {places}); files there run by themselves when \
+         the project is next opened or used, outside every sandbox, so sessions do not write \
+         them. If editing it is the task, the owner can allow the class by starting the gateway \
+         with {env}={class}"
+    )]
+    AutorunPlace {
+        path: String,
+        class: &'static str,
+        places: &'static str,
+        env: &'static str,
+    },
     #[error(transparent)]
     Path(#[from] PathRefusal),
 }
@@ -68,7 +80,8 @@ impl WriteRefusal {
             Self::OutsideRoot { .. }
             | Self::GitDir { .. }
             | Self::CrossesMount { .. }
-            | Self::InstallLocation { .. } => "not_permitted",
+            | Self::InstallLocation { .. }
+            | Self::AutorunPlace { .. } => "not_permitted",
             Self::ParentChanged { .. } => "conflict",
             Self::IsDirectory { .. } => "not_a_file",
             Self::Path(refusal) => refusal.code(),
@@ -178,6 +191,15 @@ impl WriteRoot {
         };
         if comps.iter().any(|c| is_git_name(c)) {
             return Err(WriteRefusal::GitDir { path: shown });
+        }
+        // By the whole path: a root inside an auto-run place makes every file in it one.
+        if let Some(class) = policy.autorun_refused(path) {
+            return Err(WriteRefusal::AutorunPlace {
+                path: shown,
+                class: class.name(),
+                places: class.places(),
+                env: crate::protected::autorun::ALLOW_ENV,
+            });
         }
         let parent = self.open_parent(policy, dirs, path, parents)?;
         self.check_ancestors(policy, &parent, dirs.len(), path)?;
