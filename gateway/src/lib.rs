@@ -96,6 +96,7 @@ pub async fn serve_http(
         oauth::admin::Admin {
             mode: auth.mode,
             oauth: oauth.clone(),
+            autorun_allowed: gateway.config.autorun_allowed,
         },
         oauth::admin::socket_path(&gateway.config.state_dir),
         shutdown.clone(),

@@ -91,6 +91,7 @@ pub fn run(
     }
     checks.extend(service_checks(args));
     checks.push(crate::oauth::auth_check(state_dir));
+    checks.extend(crate::autorun::checks(state_dir));
 
     let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
     let (oks, warns, fails) = (count(Status::Ok), count(Status::Warn), count(Status::Fail));

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
+mod autorun;
 mod brokers;
 mod connector;
 pub mod db;

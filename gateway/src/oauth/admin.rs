@@ -45,6 +45,8 @@ pub enum AdminRequest {
 pub struct Admin {
     pub mode: AuthMode,
     pub oauth: Option<Arc<OAuth>>,
+    /// The auto-run classes sessions may write (`gatewayctl doctor` shows them).
+    pub autorun_allowed: sandbox::protected::autorun::AutorunAllowed,
 }
 
 impl Admin {
@@ -56,6 +58,7 @@ impl Admin {
                 "auth": self.mode.as_str(),
                 "issuer": self.oauth.as_ref().map(|o| o.issuer.clone()),
                 "resource": self.oauth.as_ref().map(|o| o.resource.clone()),
+                "autorun_allowed": self.autorun_allowed.names(),
             }),
             AdminRequest::Approve => match &self.oauth {
                 None => oauth_off(),
