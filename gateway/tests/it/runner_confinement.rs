@@ -200,6 +200,12 @@ async fn probe_in_the_runners_place_reaches_only_the_broker_port() {
         "{boundary}"
     );
     assert_eq!(boundary["degraded"], false, "{boundary}");
+    // One truth (issue 23): commands are described with the ABI they enforce, the runner's.
+    let commands = boundary["commands_enforced_by"].as_str().unwrap();
+    assert!(
+        commands.contains(&format!("landlock(v{})", plan.landlock_abi.unwrap())),
+        "{boundary}"
+    );
 
     let report = probe_report(gw.state_dir()).await;
     let expect = |key: &str, want: &str| {
