@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use std::fmt::Write;
 
 /// Whether `c` would act on a terminal, hide text or reorder it rather than show as itself.
+/// Emoji variation selectors are not in the set: they only choose a glyph's presentation.
 pub fn is_unsafe(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -23,7 +24,6 @@ pub fn is_unsafe(c: char) -> bool {
                 | '\u{2028}'..='\u{202e}'
                 | '\u{2060}'..='\u{206f}'
                 | '\u{3164}'
-                | '\u{fe00}'..='\u{fe0f}'
                 | '\u{feff}'
                 | '\u{ffa0}'
                 | '\u{fff0}'..='\u{fffb}'
@@ -96,6 +96,7 @@ mod tests {
     #[test]
     fn hostile_characters_are_escaped_visibly() {
         assert_eq!(one_line("plain label é ✓"), "plain label é ✓");
+        assert_eq!(one_line("ok \u{2714}\u{fe0f}"), "ok \u{2714}\u{fe0f}");
         assert_eq!(one_line("a\nb\tc\rd"), "a\\nb\\tc\\rd");
         assert_eq!(one_line("\u{1b}]0;pwned\u{7}x"), "\\u{1b}]0;pwned\\u{7}x");
         assert_eq!(one_line("\u{9b}2J\u{7f}"), "\\u{9b}2J\\u{7f}");
