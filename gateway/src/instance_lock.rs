@@ -14,9 +14,14 @@ pub const LOCK_FILE: &str = "gateway.lock";
 /// Held for the gateway's lifetime; the kernel releases it when the process ends (also on a
 /// crash). The descriptor is close-on-exec: brokers never inherit it, so a broker that outlives
 /// its gateway does not keep the next one out.
-#[derive(Debug)]
 pub struct InstanceLock {
-    _file: std::fs::File,
+    _file: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl std::fmt::Debug for InstanceLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InstanceLock")
+    }
 }
 
 /// Why the lock was not taken.
@@ -41,7 +46,7 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
         path: path.display().to_string(),
         source,
     };
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
@@ -50,9 +55,10 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(io)?;
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => {}
-        Err(rustix::io::Errno::WOULDBLOCK) => {
+    use nix::fcntl::{Flock, FlockArg};
+    let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(locked) => locked,
+        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
             let mut text = String::new();
             // Bounded: the file is ours, but a damaged one must not flood the message.
             let _ = (&mut file).take(256).read_to_string(&mut text);
@@ -71,8 +77,8 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
                 state_dir: state_dir.display().to_string(),
             });
         }
-        Err(err) => return Err(io(err.into())),
-    }
+        Err((_, err)) => return Err(io(err.into())),
+    };
     let holder = format!(
         "pid {}, started {}",
         std::process::id(),
