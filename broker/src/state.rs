@@ -130,14 +130,16 @@ impl BrokerState {
             None => std::env::current_exe()
                 .map_err(|e| anyhow::anyhow!("locating the gateway executable: {e}"))?,
         };
-        let mut write_policy =
-            policy
-                .clone()
-                .with_write_protected(sandbox::protected::write_protected(
-                    &exe,
-                    std::path::Path::new(&spec.claude_bin),
-                    std::path::Path::new(&spec.owner_home),
-                ));
+        let mut write_policy = policy
+            .clone()
+            .with_write_protected(sandbox::protected::write_protected(
+                &exe,
+                std::path::Path::new(&spec.claude_bin),
+                std::path::Path::new(&spec.owner_home),
+            ))
+            .with_autorun_allowed(sandbox::protected::autorun::AutorunAllowed::from_names(
+                spec.autorun_allowed.iter().map(String::as_str),
+            ));
         if let Some(own) = &own_worktree {
             write_policy = write_policy.with_open_subtree(own.clone());
         }

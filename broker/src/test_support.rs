@@ -51,6 +51,7 @@ fn state_value(dir: &std::path::Path) -> BrokerState {
         helper_sha256: None,
         gateway_install_path: None,
         command_limits: Default::default(),
+        autorun_allowed: Vec::new(),
         delegation: None,
     };
     BrokerState::new(spec).unwrap()

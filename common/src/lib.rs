@@ -9,12 +9,14 @@
 //! - `skills`: skill ids, the normalisation and pin of a SKILL.md, its instruction body.
 //! - `hash`: SHA-256, canonical JSON, HMAC proofs and secret generation.
 //! - `time`: RFC 3339 timestamps.
+//! - `display`: the one display sanitiser (what never reaches a terminal raw).
 //! - `state_schema`: the SQL of the gateway's state database.
 //!
 //! Architecture invariant: this crate depends on no other workspace crate, starts no runtime and
 //! spawns no process.
 
 pub mod codec;
+pub mod display;
 pub mod hash;
 pub mod protocol;
 pub mod schema;

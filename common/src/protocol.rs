@@ -380,6 +380,10 @@ pub struct BrokerSpec {
     /// Per-command limits the gateway chose (from the host or the owner's environment).
     #[serde(default)]
     pub command_limits: CommandLimits,
+    /// Auto-run classes the owner allowed sessions to write (`CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES`,
+    /// class names): none when absent, so an older gateway's broker refuses them all.
+    #[serde(default)]
+    pub autorun_allowed: Vec<String>,
     /// Set for a DeepSeek sub-session's broker: its runner's model requests go to the gateway's
     /// egress, not to ChatGPT, and its tool calls are approved by the delegation.
     #[serde(default, skip_serializing_if = "Option::is_none")]

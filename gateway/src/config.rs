@@ -31,6 +31,11 @@ pub struct Config {
     pub max_live_sessions: usize,
     pub owner_home: PathBuf,
     pub extra_protected: Vec<PathBuf>,
+    /// Auto-run classes sessions may write (`CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES`; none by
+    /// default, an unknown class name refuses the start).
+    pub autorun_allowed: sandbox::protected::autorun::AutorunAllowed,
+    /// This gateway's exclusive hold on its state dir (none in in-process tests).
+    pub instance_lock: Option<Arc<crate::instance_lock::InstanceLock>>,
     /// Host header values accepted besides loopback.
     pub allowed_hosts: Vec<String>,
     /// Where `worktree_write` sessions get their managed worktrees (`CLAUDE_TOOLS_WORKTREE_DIR`,
@@ -170,6 +175,8 @@ impl Config {
                 .join("state"),
         };
         private_dir(&state_dir)?;
+        // Before anything in the state dir is read or created: one gateway per state dir.
+        let instance_lock = crate::instance_lock::acquire(&state_dir)?;
         for sub in ["auth", "run"] {
             private_dir(&state_dir.join(sub))?;
         }
@@ -217,6 +224,8 @@ impl Config {
             max_live_sessions: crate::limits::max_live_sessions_from_env()?,
             owner_home,
             extra_protected,
+            autorun_allowed: autorun_allowed_from_env()?,
+            instance_lock: Some(Arc::new(instance_lock)),
             allowed_hosts,
             http: HttpLimits::from_env()?,
             skill_allowlist,
@@ -261,7 +270,8 @@ impl Config {
             &self.install_path,
             &self.claude_bin,
             &self.owner_home,
-        ));
+        ))
+        .with_autorun_allowed(self.autorun_allowed);
         match own_worktree {
             Some(own) => policy.with_open_subtree(own.to_path_buf()),
             None => policy,
@@ -271,6 +281,19 @@ impl Config {
     /// Where the access token lives when it is not given in the environment.
     pub fn token_file(&self) -> PathBuf {
         self.state_dir.join("auth").join("access-token")
+    }
+}
+
+/// The owner's opt-in to auto-run writes, per class; a value naming an unknown class refuses the
+/// start (a typo must not silently leave the owner's intent unapplied or apply more).
+fn autorun_allowed_from_env() -> anyhow::Result<sandbox::protected::autorun::AutorunAllowed> {
+    use sandbox::protected::autorun::{ALLOW_ENV, AutorunAllowed};
+    match std::env::var(ALLOW_ENV) {
+        Ok(value) => AutorunAllowed::parse(&value).map_err(|err| anyhow::anyhow!(err)),
+        Err(std::env::VarError::NotPresent) => Ok(AutorunAllowed::NONE),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            anyhow::bail!("{ALLOW_ENV} is not valid UTF-8")
+        }
     }
 }
 

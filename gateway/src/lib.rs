@@ -14,6 +14,7 @@
 //! - `http_server`: connection limits and graceful stop under the HTTP app; `drain`: the
 //!   graceful stop of tool calls.
 //! - `worktree`: managed Git worktrees of `worktree_write` sessions.
+//! - `instance_lock`: one gateway per state dir.
 
 pub mod boundary;
 pub mod brokers;
@@ -23,6 +24,7 @@ pub mod drain;
 pub mod error;
 pub mod host_guard;
 pub mod http_server;
+pub mod instance_lock;
 pub mod limits;
 pub mod mcp;
 pub mod oauth;
@@ -96,6 +98,7 @@ pub async fn serve_http(
         oauth::admin::Admin {
             mode: auth.mode,
             oauth: oauth.clone(),
+            autorun_allowed: gateway.config.autorun_allowed,
         },
         oauth::admin::socket_path(&gateway.config.state_dir),
         shutdown.clone(),

@@ -153,6 +153,7 @@ fn main() -> std::process::ExitCode {
                 // Other gateways on this host protect this one's state dir once it is listed.
                 if let Err(err) =
                     sandbox::protected::instances::register(&config.owner_home, &config.state_dir)
+                        .map(|_| ())
                 {
                     tracing::warn!(
                         "listing the state dir in {}: {err}; other gateways on this host will \

@@ -352,17 +352,37 @@ pub fn system_prompt(base: &str, skills: &[FrozenSkill]) -> String {
          instructions apply to the whole session:"
     );
     for skill in skills {
-        // A body cannot close its own block and open a forged one: its closing tags are escaped.
-        let body = skill
-            .instructions
-            .trim_end_matches('\n')
-            .replace("</skill", "<\\/skill");
+        // A body cannot close its own block or open a forged one: see `escape_skill_tags`.
+        let body = escape_skill_tags(skill.instructions.trim_end_matches('\n'));
         prompt.push_str(&format!(
             "\n\n<skill id=\"{}\" sha256=\"{}\">\n{body}\n</skill>",
             skill.skill_id, skill.content_sha256,
         ));
     }
     prompt
+}
+
+/// Every `<` that starts a `skill` tag — opening or closing, in any ASCII case, with spaces
+/// after `<` or `/` — becomes `&lt;`, so no body text can end its block or forge another; all
+/// other text is kept as written.
+pub fn escape_skill_tags(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    for (i, c) in body.char_indices() {
+        if c == '<' && starts_skill_tag(&body[i + 1..]) {
+            out.push_str("&lt;");
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether `rest` (the text after a `<`) is `[ws]* [/]? [ws]* skill`, case-insensitively.
+fn starts_skill_tag(rest: &str) -> bool {
+    let rest = rest.trim_start();
+    let rest = rest.strip_prefix('/').unwrap_or(rest).trim_start();
+    rest.get(..5)
+        .is_some_and(|word| word.eq_ignore_ascii_case("skill"))
 }
 
 #[cfg(test)]

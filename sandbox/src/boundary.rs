@@ -26,9 +26,7 @@ pub fn runner_layers() -> RunnerLayers {
         let host = crate::host_support();
         RunnerLayers {
             network_namespace: crate::linux::runner::loopback_namespace_supported(),
-            landlock_abi: host
-                .landlock_abi
-                .map(|abi| abi.min(crate::linux::MAX_LANDLOCK_ABI)),
+            landlock_abi: host.enforced_landlock_abi(),
             seccomp: host.seccomp,
             seatbelt: false,
         }
@@ -178,5 +176,29 @@ mod tests {
 
         let no_seccomp = describe_runner(&plan(true, Some(6), false), "linux");
         assert!(no_seccomp.degraded);
+    }
+
+    #[test]
+    fn commands_and_runner_name_the_same_enforced_landlock_abi() {
+        // A 6.18 kernel offers v7; the sandboxes enforce (and the helper reports) v6.
+        let host = crate::HostSupport {
+            os: "linux".into(),
+            namespaces: true,
+            landlock_abi: Some(7),
+            seccomp: true,
+            seatbelt: false,
+            root: false,
+        };
+        assert_eq!(
+            host.enforced_landlock_abi(),
+            Some(crate::spec::MAX_LANDLOCK_ABI)
+        );
+        assert!(
+            host.enforced_by().contains("landlock(v6)"),
+            "{}",
+            host.enforced_by()
+        );
+        let runner = describe_runner(&plan(true, host.enforced_landlock_abi(), true), "linux");
+        assert!(runner.enforced_by.contains("landlock(v6)"));
     }
 }

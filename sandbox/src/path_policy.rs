@@ -95,6 +95,11 @@ pub enum PathRefusal {
     NotADirectory { path: String, component: String },
     #[error("{path}: permission denied at `{component}`")]
     PermissionDenied { path: String, component: String },
+    #[error(
+        "{path}: is on a kernel pseudo file system ({fs}); the read tools never read process or \
+         kernel state there (RunCommand sees its own sandbox's /proc)"
+    )]
+    PseudoFileSystem { path: String, fs: &'static str },
     #[error("{path}: {message}")]
     Io { path: String, message: String },
 }
@@ -106,7 +111,8 @@ impl PathRefusal {
             Self::GitDir { .. }
             | Self::Protected { .. }
             | Self::Symlink { .. }
-            | Self::HardLinked { .. } => "not_permitted",
+            | Self::HardLinked { .. }
+            | Self::PseudoFileSystem { .. } => "not_permitted",
             Self::Relative { .. }
             | Self::Traversal { .. }
             | Self::EmptyComponent { .. }
@@ -148,6 +154,8 @@ pub struct PathPolicy {
     write_protected: Vec<Vec<Vec<u8>>>,
     /// `(dev, ino)` of the write-only entries that exist.
     write_identities: Vec<(u64, u64)>,
+    /// The auto-run classes the owner allowed writes to (none by default).
+    autorun_allowed: crate::protected::autorun::AutorunAllowed,
 }
 
 /// Why a session's working directory was refused at start. Messages name the reason, never the
@@ -262,7 +270,25 @@ impl PathPolicy {
             insensitive,
             write_protected: Vec::new(),
             write_identities: Vec::new(),
+            autorun_allowed: crate::protected::autorun::AutorunAllowed::NONE,
         }
+    }
+
+    /// Allow writes to these auto-run classes (the owner's opt-in,
+    /// [`crate::protected::autorun::ALLOW_ENV`]).
+    pub fn with_autorun_allowed(
+        mut self,
+        allowed: crate::protected::autorun::AutorunAllowed,
+    ) -> Self {
+        self.autorun_allowed = allowed;
+        self
+    }
+
+    /// The auto-run class a write to `path` would create or change, unless the owner allowed it
+    /// ([`crate::protected::autorun`]).
+    pub fn autorun_refused(&self, path: &Path) -> Option<crate::protected::autorun::AutorunClass> {
+        crate::protected::autorun::autorun_class(path)
+            .filter(|class| !self.autorun_allowed.allows(*class))
     }
 
     /// Add entries only writes refuse (install locations, [`crate::protected::install_locations`]):
@@ -323,6 +349,7 @@ impl PathPolicy {
                 PathRefusal::Protected { .. } => WorkingDirRefusal::Protected,
                 PathRefusal::GitDir { .. } => WorkingDirRefusal::GitDir,
                 PathRefusal::NotADirectory { .. } => WorkingDirRefusal::NotADirectory,
+                PathRefusal::PseudoFileSystem { .. } => WorkingDirRefusal::PseudoFileSystem,
                 PathRefusal::Symlink { .. } => WorkingDirRefusal::Changed,
                 _ => WorkingDirRefusal::NotFound,
             })?;
@@ -586,6 +613,9 @@ impl PathPolicy {
         if self.is_protected_identity(dev, ino) {
             return Err(PathRefusal::Protected { path: shown });
         }
+        if let Some(fs) = pseudo_fs(&fd) {
+            return Err(PathRefusal::PseudoFileSystem { path: shown, fs });
+        }
         let file = File::from(fd);
         let meta = file.metadata().map_err(|err| PathRefusal::Io {
             path: shown,
@@ -644,6 +674,52 @@ impl PathPolicy {
             current = next;
         }
         Ok((current, Some(last.to_os_string())))
+    }
+}
+
+/// The kernel pseudo file system an opened object lies on, by `fstatfs` magic (Linux): procfs
+/// (every mount of it, wherever: a second procfs showed the gateway's `/proc/<pid>/maps`),
+/// sysfs, debugfs, tracefs, securityfs, bpffs, cgroup, configfs, pstore, efivarfs, the LSMs'
+/// file systems, nsfs, binfmt_misc, fusectl, devpts, mqueue. By type, not path, so no mount point
+/// or bind mount reaches them. `None` elsewhere, or when `fstatfs` fails on another OS.
+pub(crate) fn pseudo_fs(fd: &impl std::os::fd::AsFd) -> Option<&'static str> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        const KINDS: &[(i64, &str)] = &[
+            (0x9fa0, "proc"),
+            (0x6265_6572, "sysfs"),
+            (0x6462_6720, "debugfs"),
+            (0x7472_6163, "tracefs"),
+            (0x7363_6673, "securityfs"),
+            (0xcafe_4a11, "bpf"),
+            (0x0027_e0eb, "cgroup"),
+            (0x6367_7270, "cgroup2"),
+            (0x6265_6570, "configfs"),
+            (0x6165_676c, "pstore"),
+            (0xde5e_81e4, "efivarfs"),
+            (0xf97c_ff8c, "selinuxfs"),
+            (0x4341_5d53, "smackfs"),
+            (0x6e73_6673, "nsfs"),
+            (0x4249_4e4d, "binfmt_misc"),
+            (0x6573_5543, "fusectl"),
+            (0x1cd1, "devpts"),
+            (0x1980_0202, "mqueue"),
+        ];
+        // An unreadable file system type is refused like a pseudo one: fail closed.
+        let Ok(stat) = rustix::fs::fstatfs(fd) else {
+            return Some("unknown");
+        };
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        let kind = stat.f_type as i64;
+        KINDS
+            .iter()
+            .find(|(magic, _)| *magic == kind)
+            .map(|(_, name)| *name)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = fd;
+        None
     }
 }
 
@@ -769,7 +845,7 @@ fn fold(name: &OsStr, insensitive: bool) -> Vec<u8> {
 /// case folded per character (upper case, then lower case: `ß`/`SS`, `σ`/`ς`/`Σ` and the Kelvin
 /// sign/`k` all meet) and decomposed again. It may equate names the file system keeps apart;
 /// for protected paths that refuses more, never less.
-fn fold_insensitive(name: &[u8]) -> Vec<u8> {
+pub(crate) fn fold_insensitive(name: &[u8]) -> Vec<u8> {
     if name.is_ascii() {
         return name.to_ascii_lowercase();
     }

@@ -802,6 +802,7 @@ pub fn rows(home: &Path) -> Vec<Row> {
     rows
 }
 
+pub mod autorun;
 pub mod instances;
 
 #[cfg(test)]

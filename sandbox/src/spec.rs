@@ -176,6 +176,10 @@ pub struct Report {
     pub cgroup: Option<PathBuf>,
 }
 
+/// Highest Landlock ABI whose rights the sandboxes request (V7 adds only audit controls): what
+/// the runner and every command enforce is `min(kernel ABI, this)`, and what the view says too.
+pub const MAX_LANDLOCK_ABI: i32 = 6;
+
 /// What the host offers for confinement (probed once).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostSupport {
@@ -205,6 +209,12 @@ impl HostSupport {
         }
     }
 
+    /// The Landlock ABI a sandbox here enforces (the kernel's, capped at [`MAX_LANDLOCK_ABI`]):
+    /// the one number the view, the runner and a command's report all give (issue 23).
+    pub fn enforced_landlock_abi(&self) -> Option<i32> {
+        self.landlock_abi.map(|abi| abi.min(MAX_LANDLOCK_ABI))
+    }
+
     /// Recommended `network_boundary.enforced_by` text for commands on this host.
     pub fn enforced_by(&self) -> String {
         match self.os.as_str() {
@@ -213,7 +223,7 @@ impl HostSupport {
                 if self.namespaces {
                     parts.push("userns+mountns+netns+pidns".to_string());
                 }
-                if let Some(abi) = self.landlock_abi {
+                if let Some(abi) = self.enforced_landlock_abi() {
                     parts.push(format!("landlock(v{abi})"));
                 }
                 if self.seccomp {

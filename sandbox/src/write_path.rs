@@ -61,6 +61,18 @@ pub enum WriteRefusal {
          nothing is written here. Start a new session on the directory"
     )]
     RootReplaced { path: String },
+    #[error(
+        "{path}: is an auto-run place ({class}: {places}); files there run by themselves when \
+         the project is next opened or used, outside every sandbox, so sessions do not write \
+         them. If editing it is the task, the owner can allow the class by starting the gateway \
+         with {env}={class}"
+    )]
+    AutorunPlace {
+        path: String,
+        class: &'static str,
+        places: &'static str,
+        env: &'static str,
+    },
     #[error(transparent)]
     Path(#[from] PathRefusal),
 }
@@ -74,7 +86,8 @@ impl WriteRefusal {
             | Self::GitDir { .. }
             | Self::CrossesMount { .. }
             | Self::InstallLocation { .. }
-            | Self::RootReplaced { .. } => "not_permitted",
+            | Self::RootReplaced { .. }
+            | Self::AutorunPlace { .. } => "not_permitted",
             Self::ParentChanged { .. } => "conflict",
             Self::IsDirectory { .. } => "not_a_file",
             Self::Path(refusal) => refusal.code(),
@@ -214,6 +227,15 @@ impl WriteRoot {
         };
         if comps.iter().any(|c| is_git_name(c)) {
             return Err(WriteRefusal::GitDir { path: shown });
+        }
+        // By the whole path: a root inside an auto-run place makes every file in it one.
+        if let Some(class) = policy.autorun_refused(path) {
+            return Err(WriteRefusal::AutorunPlace {
+                path: shown,
+                class: class.name(),
+                places: class.places(),
+                env: crate::protected::autorun::ALLOW_ENV,
+            });
         }
         let parent = self.open_parent(policy, dirs, path, parents)?;
         self.check_ancestors(policy, &parent, dirs.len(), path)?;

@@ -90,6 +90,7 @@ pub fn run(
     }
     checks.extend(crate::service_file::checks(args));
     checks.push(crate::oauth::auth_check(state_dir));
+    checks.extend(crate::autorun::checks(state_dir));
 
     let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
     let (oks, warns, fails) = (count(Status::Ok), count(Status::Warn), count(Status::Fail));
@@ -553,10 +554,9 @@ fn landlock_check() -> Check {
     const NAME: &str = "sandbox: landlock";
     #[cfg(target_os = "linux")]
     {
-        // landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) answers the ABI version.
         const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-        // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel only
-        // returns a number (or an error); no memory is read or written.
+        // SAFETY: landlock_create_ruleset with a null attribute pointer, size 0 and the VERSION flag
+        // only returns the ABI number (or an error); no memory is read or written.
         let abi = unsafe {
             libc::syscall(
                 libc::SYS_landlock_create_ruleset,
@@ -566,7 +566,11 @@ fn landlock_check() -> Check {
             )
         };
         if abi > 0 {
-            return ok(NAME, format!("available, ABI v{abi}"));
+            let used = abi.min(i64::from(sandbox::spec::MAX_LANDLOCK_ABI));
+            return ok(
+                NAME,
+                format!("available, ABI v{abi} (sandboxes enforce v{used})"),
+            );
         }
         let errno = std::io::Error::last_os_error().raw_os_error();
         match errno {

@@ -15,9 +15,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
+mod autorun;
 mod brokers;
 mod connector;
 pub mod db;
+pub mod display;
 mod doctor;
 mod handshake;
 pub mod oauth;
@@ -205,6 +207,8 @@ impl std::error::Error for Reported {}
 
 /// Run one command, writing its report to `out`.
 pub fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<()> {
+    // Every byte printed from here on passes the display sanitiser.
+    let out = &mut display::SafeWriter::new(out, cli.json);
     let state_dir = resolve_state_dir(
         cli.state_dir.as_deref(),
         std::env::var_os("CLAUDE_TOOLS_STATE_DIR").map(PathBuf::from),

@@ -13,11 +13,12 @@ fn main() -> ExitCode {
         Err(err) => {
             use std::io::Write;
             let _ = out.flush();
-            if let Some(reported) = err.downcast_ref::<gatewayctl::Reported>() {
-                eprintln!("gatewayctl: {reported}");
-            } else {
-                eprintln!("gatewayctl: {err:#}");
-            }
+            // Errors may quote data (an answer of the gateway, a row): sanitised like stdout.
+            let text = match err.downcast_ref::<gatewayctl::Reported>() {
+                Some(reported) => reported.to_string(),
+                None => format!("{err:#}"),
+            };
+            eprintln!("gatewayctl: {}", common::display::multi_line(&text));
             ExitCode::FAILURE
         }
     }

@@ -113,8 +113,8 @@ pub fn run(
                     writeln!(
                         out,
                         "  {} (answer goes to {})",
-                        w["client_name"].as_str().unwrap_or("?"),
-                        w["redirect_host"].as_str().unwrap_or("?")
+                        common::display::one_line(w["client_name"].as_str().unwrap_or("?")),
+                        common::display::one_line(w["redirect_host"].as_str().unwrap_or("?"))
                     )?;
                 }
             }

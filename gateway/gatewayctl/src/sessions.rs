@@ -167,8 +167,8 @@ fn event_line(e: &Event) -> String {
         "{:>6}  {}  {:<18}  {}",
         e.seq,
         table::time_s(e.at_ms),
-        e.kind,
-        table::summary(&e.data, 100)
+        common::display::one_line(&e.kind),
+        common::display::one_line(&table::summary(&e.data, 100))
     )
     .trim_end()
     .to_string()

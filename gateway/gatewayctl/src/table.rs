@@ -18,8 +18,15 @@ impl Table {
         }
     }
 
+    /// Each cell is shown on one line with unsafe characters escaped
+    /// ([`common::display::one_line`]): a value cannot forge a row or act on the terminal.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|cell| common::display::one_line(&cell).into_owned())
+                .collect(),
+        );
     }
 
     pub fn is_empty(&self) -> bool {

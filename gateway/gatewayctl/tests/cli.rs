@@ -250,3 +250,53 @@ fn state_dir_resolution() {
     assert!(r(None, Some(PathBuf::from("rel"))).is_err());
     assert!(r(None, None).unwrap().ends_with("state"));
 }
+
+/// Issue 23, item 4: a label, a working directory, an event and a reply id holding escape
+/// sequences, C1 controls, DEL, a forged row and bidi controls are shown escaped, in tables, the
+/// `show` view, event lines and JSON alike; nothing reaches the terminal raw.
+#[test]
+fn hostile_data_is_shown_escaped() {
+    let f = Fixture::new();
+    let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31mred\u{7f}\nns_forged  idle\u{202e}gnp.exe";
+    let db = f.writer();
+    db.execute(
+        "UPDATE sessions SET data = json_set(data, '$.label', ?1, '$.working_directory', ?1) \
+         WHERE id = ?2",
+        rusqlite::params![hostile, ACTIVE],
+    )
+    .unwrap();
+    db.execute(
+        "INSERT INTO events (session_id, at_ms, kind, data) VALUES (?1, ?2, ?3, json_object('reply_id', ?3))",
+        rusqlite::params![ACTIVE, T0 + 20_000, hostile],
+    )
+    .unwrap();
+    let raw = |text: &str| {
+        text.chars()
+            .any(|c| c != '\n' && common::display::is_unsafe(c))
+    };
+    let table = f.ok(false, Command::Sessions);
+    let show = f.ok(
+        false,
+        Command::Show {
+            id: ACTIVE.into(),
+            events: 5,
+        },
+    );
+    let events = f.ok(false, events(ACTIVE, false, None));
+    let json = f.ok(true, Command::Sessions);
+    for out in [&table, &show, &events, &json] {
+        assert!(!raw(out), "raw control or bidi character in:\n{out}");
+        assert!(
+            !out.lines().any(|l| l.starts_with("ns_forged")),
+            "forged row:\n{out}"
+        );
+    }
+    // The JSON is still the same value.
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(value.to_string().contains('\u{202e}'));
+    let ours = table.lines().find(|l| l.starts_with(ACTIVE)).unwrap();
+    insta::assert_snapshot!(
+        "sessions_table_hostile_label",
+        squeeze(&redact_after(ours, "pid "))
+    );
+}

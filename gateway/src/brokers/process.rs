@@ -109,6 +109,12 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
         helper_sha256: Some(config.exe.sha256().to_string()),
         gateway_install_path: Some(config.install_path.display().to_string()),
         command_limits: config.command_limits,
+        autorun_allowed: config
+            .autorun_allowed
+            .names()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
         delegation: session
             .delegation
             .as_ref()

@@ -1,8 +1,9 @@
 //! The owner's admin socket, `<state>/run/admin.sock`: how `gatewayctl` asks the running gateway
 //! for what only the database's single writer may do (an approval code, a revocation) and what
 //! only the running process knows (its auth mode and public base). Unix socket, mode 0600 in a
-//! 0700 dir, and each peer's uid must be the gateway's own. One JSON request line, one JSON
-//! answer line.
+//! 0700 dir; each peer's uid must be the gateway's own, and the peer no more confined than the
+//! gateway (a runner's or command's process is refused). One JSON request line, one JSON answer
+//! line.
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -45,6 +46,8 @@ pub enum AdminRequest {
 pub struct Admin {
     pub mode: AuthMode,
     pub oauth: Option<Arc<OAuth>>,
+    /// The auto-run classes sessions may write (`gatewayctl doctor` shows them).
+    pub autorun_allowed: sandbox::protected::autorun::AutorunAllowed,
 }
 
 impl Admin {
@@ -56,6 +59,7 @@ impl Admin {
                 "auth": self.mode.as_str(),
                 "issuer": self.oauth.as_ref().map(|o| o.issuer.clone()),
                 "resource": self.oauth.as_ref().map(|o| o.resource.clone()),
+                "autorun_allowed": self.autorun_allowed.names(),
             }),
             AdminRequest::Approve => match &self.oauth {
                 None => oauth_off(),
@@ -105,6 +109,49 @@ impl Admin {
             },
         }
     }
+}
+
+/// Whether the peer is no more confined than the gateway itself (Linux; issue 23): in the
+/// gateway's network namespace, with no seccomp filter and no `no_new_privs` the gateway does not
+/// have. Every runner (and each process it starts) lives in its broker's namespace under its own
+/// seccomp filter and `no_new_privs`, as does every command, so an admin request from any of
+/// them is refused even if it reached the socket (the runner's seccomp filter already denies it
+/// UNIX sockets). Unknown (no pid, `/proc` unreadable: a non-dumpable peer) is refused too.
+#[cfg(target_os = "linux")]
+fn peer_is_unconfined(pid: Option<i32>) -> Result<(), String> {
+    let pid = pid.filter(|p| *p > 0).ok_or("has no known process id")?;
+    let status = |who: &str| -> Result<(u64, u64), String> {
+        let text = std::fs::read_to_string(format!("/proc/{who}/status"))
+            .map_err(|_| "cannot be inspected".to_string())?;
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        // `Seccomp_filters` (5.9+) counts filters; older kernels: `Seccomp` mode 2 counts as one.
+        let filters = field("Seccomp_filters:")
+            .or_else(|| field("Seccomp:").map(|mode| u64::from(mode == 2)))
+            .ok_or("cannot be inspected")?;
+        let nnp = field("NoNewPrivs:").ok_or("cannot be inspected")?;
+        Ok((filters, nnp))
+    };
+    let netns = |who: &str| std::fs::read_link(format!("/proc/{who}/ns/net")).ok();
+    let peer = pid.to_string();
+    let (own_filters, own_nnp) = status("self")?;
+    let (filters, nnp) = status(&peer)?;
+    if netns(&peer).is_none() || netns(&peer) != netns("self") {
+        return Err("is in another network namespace (a session's runner or command)".into());
+    }
+    if filters > own_filters || nnp > own_nnp {
+        return Err("runs under a sandbox (seccomp or no_new_privs) the gateway does not".into());
+    }
+    Ok(())
+}
+
+/// Elsewhere the runner's Seatbelt profile denies connecting to Unix sockets.
+#[cfg(not(target_os = "linux"))]
+fn peer_is_unconfined(_pid: Option<i32>) -> Result<(), String> {
+    Ok(())
 }
 
 fn oauth_off() -> Value {
@@ -182,6 +229,14 @@ async fn handle(stream: UnixStream, admin: &Admin) -> anyhow::Result<()> {
         let answer = json!({"ok": false, "error": "forbidden", "message": "only the gateway's own user may use this socket"});
         write.write_all(format!("{answer}\n").as_bytes()).await?;
         anyhow::bail!("refused a peer with uid {}", peer.uid());
+    }
+    if let Err(why) = peer_is_unconfined(peer.pid()) {
+        let answer = json!({"ok": false, "error": "forbidden", "message": format!(
+            "the admin socket serves only the owner's unconfined processes (run gatewayctl from \
+             an ordinary shell); this one {why}")});
+        write.write_all(format!("{answer}\n").as_bytes()).await?;
+        tracing::warn!("admin socket: refused a confined peer: it {why}");
+        anyhow::bail!("refused a confined peer: it {why}");
     }
     let mut line = String::new();
     let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST_BYTES));

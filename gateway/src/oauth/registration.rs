@@ -134,9 +134,11 @@ pub fn parse_registration(bytes: &[u8], now_ms: i64) -> Result<ClientRow, OAuthE
                     "client_name is longer than {MAX_CLIENT_NAME_CHARS} characters"
                 )));
             }
-            if name.chars().any(char::is_control) {
+            // The owner reads the name on the consent page and in `gatewayctl oauth clients`:
+            // no control, bidi or invisible format character may disguise it.
+            if name.chars().any(common::display::is_unsafe) {
                 return Err(invalid_metadata(
-                    "client_name must not contain control characters",
+                    "client_name must not contain control, bidi or invisible format characters",
                 ));
             }
             (!name.is_empty()).then(|| name.to_string())

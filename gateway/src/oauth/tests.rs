@@ -63,6 +63,19 @@ fn registration_keeps_redirect_uris_verbatim_and_names_bounded() {
     let many = serde_json::json!({"redirect_uris": vec!["https://a.example/cb"; 9]});
     let err = parse_registration(many.to_string().as_bytes(), 0).unwrap_err();
     assert_eq!(err.error, "invalid_redirect_uri");
+    // Issue 23: a name the owner reads cannot carry controls or bidi tricks, nor be long.
+    for name in [
+        "Chat\u{1b}[2JGPT",
+        "ChatGPT\u{202e}gnp.exe",
+        "Chat\u{200b}GPT",
+        "Chat\u{9b}GPT",
+        &"n".repeat(101),
+    ] {
+        let body =
+            serde_json::json!({"redirect_uris": ["https://a.example/cb"], "client_name": name});
+        let err = parse_registration(body.to_string().as_bytes(), 0).unwrap_err();
+        assert_eq!(err.error, "invalid_client_metadata", "{name:?}");
+    }
     let big = vec![b' '; registration::MAX_REGISTRATION_BYTES + 1];
     let err = parse_registration(&big, 0).unwrap_err();
     assert_eq!(err.status, http::StatusCode::PAYLOAD_TOO_LARGE);

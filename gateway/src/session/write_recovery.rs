@@ -35,7 +35,12 @@ impl Gateway {
         }
         let own_worktree = (session.profile == common::tools::CapabilityProfile::WorktreeWrite)
             .then(|| Path::new(&session.working_directory));
-        let policy = self.config.write_policy(own_worktree);
+        // Settling only hashes the file and removes our temp file: a write the broker prepared
+        // under the opt-in of its start is settled even if the owner withdrew it since.
+        let policy = self
+            .config
+            .write_policy(own_worktree)
+            .with_autorun_allowed(sandbox::protected::autorun::AutorunAllowed::all());
         let root = WriteRoot::open(&policy, Path::new(&session.working_directory));
         let mut resolved = 0;
         for action in prepared {

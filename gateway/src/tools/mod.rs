@@ -235,12 +235,40 @@ fn check_prompt(prompt: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// An idempotency key, reply, request or recovery id: 1 to 200 bytes, like the start's key.
+/// An idempotency key, reply, request or recovery id: 1 to 200 printable ASCII characters
+/// without spaces (a UUID, `reply-3`): it is stored, compared and shown to the owner, so nothing
+/// in it may act on a terminal.
 fn check_key(field: &str, key: &str) -> Result<(), ToolError> {
     if key.is_empty() || key.len() > MAX_KEY_BYTES {
         return Err(ToolError::invalid(format!(
             "{field} must be 1 to {MAX_KEY_BYTES} characters; send a new short unique string"
         )));
+    }
+    if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ToolError::invalid(format!(
+            "{field} may hold only printable ASCII characters without spaces (letters, digits, \
+             punctuation such as - _ . :); send a new short unique string such as a UUID"
+        )));
+    }
+    Ok(())
+}
+
+/// Longest `session_label`, in characters.
+pub const MAX_LABEL_CHARS: usize = 200;
+
+/// A session label: at most 200 characters, none of them a control, bidi or invisible format
+/// character ([`common::display::is_unsafe`]): the owner sees it in `gatewayctl`.
+pub(crate) fn check_label(label: &str) -> Result<(), ToolError> {
+    if label.chars().count() > MAX_LABEL_CHARS {
+        return Err(ToolError::invalid(format!(
+            "session_label is longer than {MAX_LABEL_CHARS} characters; give a short name"
+        )));
+    }
+    if label.chars().any(common::display::is_unsafe) {
+        return Err(ToolError::invalid(
+            "session_label must be printable text on one line (no control, bidi or invisible \
+             format characters); give a plain short name",
+        ));
     }
     Ok(())
 }

@@ -277,6 +277,9 @@ fn new_record(
 pub(crate) fn check(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, ToolError> {
     check_prompt(&req.prompt)?;
     check_key("idempotency_key", &req.idempotency_key)?;
+    if let Some(label) = &req.session_label {
+        super::check_label(label)?;
+    }
     if req.subagent_policy == SubagentPolicy::DeepseekExplicit
         && req.capability_profile != CapabilityProfile::WorktreeWrite
     {

@@ -21,6 +21,8 @@ mod protocol;
 mod http_conventions;
 // No PID, path, token or secret in any public answer of a full session.
 mod leak;
+// One gateway per state dir: a second one exits, the first's sessions go on.
+mod instance_lock;
 // Gateway restarts, re-adoption, forged records, lease expiry, runner loss.
 mod restart;
 // The read tools across / with the real runner: bounded, sorted answers, protected paths refused.
@@ -31,6 +33,8 @@ mod runner_confinement;
 mod run_command;
 // The write tools end to end with the real runner: direct_write and worktree_write.
 mod writes;
+// Auto-run places: writes that would run by themselves later are refused, per-class opt-in.
+mod autorun;
 // The one protected set through the public surface: start, reads, commands, writes, listings.
 mod protected;
 // The gateway's own Git and executable: repository config that would run programs, the pinned

@@ -510,3 +510,34 @@ async fn another_gateways_state_dir_is_protected_too() {
         "the key leaked: {v}"
     );
 }
+
+/// Issue 23, item 8: the registry is the account's, not `$HOME`'s. A gateway started with another
+/// HOME lists its state dir in the account's registry (the passwd home of its uid), so a gateway
+/// of the same account with the usual HOME still protects it.
+#[tokio::test]
+async fn a_gateway_started_with_another_home_is_protected_too() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("HOME", elsewhere.path())
+        .spawn()
+        .await
+        .expect("gateway starts");
+    let key_file = other.state_dir().join("auth/server-key");
+    assert!(
+        !elsewhere
+            .path()
+            .join(sandbox::protected::instances::REGISTRY)
+            .exists(),
+        "registered under $HOME instead of the account's home"
+    );
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "look around", "k-other-home").await;
+    let calls = json!([{"name": "Read", "arguments": {"file_path": key_file.to_string_lossy()}}]);
+    let v = crate::writes::reply_calls(&chat, &v, "r-other-home", calls).await;
+    let read = &results(&v)[0];
+    assert_eq!(read["status"], "error", "{read}");
+    assert!(output(read).starts_with("not_permitted"), "{read}");
+}

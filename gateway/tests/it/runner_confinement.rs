@@ -73,6 +73,20 @@ def bind():
     finally:
         s.close()
 
+def unix_connect(path):
+    def f():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+            s.sendall(b'{{"op": "approve"}}\n')
+        finally:
+            s.close()
+    return attempt(f)
+
+def pair():
+    for s in socket.socketpair():
+        s.close()
+
 def status(field):
     for line in open("/proc/self/status"):
         if line.startswith(field + ":"):
@@ -96,6 +110,8 @@ report = {{
     "read_work_dir": read(os.path.join({work_dir:?}, "notes.txt")),
     "read_server_key": read(os.path.join({state_dir:?}, "auth", "server-key")),
     "signal_gateway": attempt(lambda: os.kill({gateway_pid}, 0)),
+    "admin_socket": unix_connect(os.path.join({state_dir:?}, "run", "admin.sock")),
+    "socketpair": attempt(pair),
     "no_new_privs": status("NoNewPrivs"),
     "cap_eff": status("CapEff"),
 }}
@@ -184,6 +200,12 @@ async fn probe_in_the_runners_place_reaches_only_the_broker_port() {
         "{boundary}"
     );
     assert_eq!(boundary["degraded"], false, "{boundary}");
+    // One truth (issue 23): commands are described with the ABI they enforce, the runner's.
+    let commands = boundary["commands_enforced_by"].as_str().unwrap();
+    assert!(
+        commands.contains(&format!("landlock(v{})", plan.landlock_abi.unwrap())),
+        "{boundary}"
+    );
 
     let report = probe_report(gw.state_dir()).await;
     let expect = |key: &str, want: &str| {
@@ -208,6 +230,10 @@ async fn probe_in_the_runners_place_reaches_only_the_broker_port() {
     expect("read_server_key", "EACCES");
     // Landlock's signal scope: no signal reaches a process outside the runner's domain.
     expect("signal_gateway", "EPERM");
+    // Issue 23: no UNIX socket at all (the gateway's admin socket, brokers', D-Bus are pathname
+    // sockets Landlock cannot scope); its own socket pairs still work.
+    expect("admin_socket", "EPERM");
+    expect("socketpair", "ok");
     expect("no_new_privs", "1");
     expect("cap_eff", "0000000000000000");
     assert!(

@@ -27,7 +27,7 @@ const DEVICES: &[&str] = &[
 ];
 
 /// Highest ABI whose rights we request (V7 adds only audit controls).
-pub const MAX_ABI: i32 = 6;
+pub const MAX_ABI: i32 = crate::spec::MAX_LANDLOCK_ABI;
 
 /// One Landlock domain: what may be read, written and connected to.
 pub struct Domain<'a> {

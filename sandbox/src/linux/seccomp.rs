@@ -1,12 +1,12 @@
 //! The seccomp filters of commands and of the runner (deny → `EPERM`). Both: tracing and
-//! cross-process memory, io_uring, leaving the process group (setsid, setpgid), mounts, namespaces,
-//! bpf, perf, keyrings, kexec, modules and reboot. Commands also: every `socket()` (socketpair stays
-//! allowed), the metadata calls Landlock cannot restrict (chmod, chown, xattrs, utime) and shared
-//! memory that `RLIMIT_DATA` does not count (memfd_create, memfd_secret, shmget, shared anonymous
-//! `mmap`); the
-//! runner: `socket()` outside UNIX, IPv4, IPv6 and netlink. A second hand-written filter denies x32 syscall numbers
-//! (seccompiler's arch check misses them) and answers `clone3` with `ENOSYS` so libc falls back to
-//! `clone`, whose namespace flags the first filter can inspect.
+//! cross-process memory and descriptors, io_uring, leaving the process group (setsid, setpgid),
+//! mounts, namespaces, bpf, perf, keyrings, kexec, modules and reboot. Commands also: every
+//! `socket()` (socketpair stays allowed), the metadata calls Landlock cannot restrict (chmod,
+//! chown, xattrs, utime) and shared memory that `RLIMIT_DATA` does not count (memfd_create,
+//! memfd_secret, shmget, shared anonymous `mmap`); the runner: `socket()` outside IPv4, IPv6 and
+//! netlink (no UNIX socket, see `RUNNER_SOCKET_FAMILIES`). A second hand-written filter denies
+//! x32 syscall numbers (seccompiler's arch check misses them) and answers `clone3` with `ENOSYS`
+//! so libc falls back to `clone`, whose namespace flags the first filter can inspect.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +20,7 @@ const DENIED_COMMON: &[libc::c_long] = &[
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
     libc::SYS_process_vm_writev,
+    438, // pidfd_getfd: another process's descriptors (a socket it holds)
     libc::SYS_io_uring_setup,
     libc::SYS_io_uring_enter,
     libc::SYS_io_uring_register,
@@ -103,16 +104,14 @@ const DENIED_ARCH_COMMAND: &[libc::c_long] = &[
 #[cfg(not(target_arch = "x86_64"))]
 const DENIED_ARCH_COMMAND: &[libc::c_long] = &[];
 
-/// Socket families the runner may create: UNIX (local IPC), IPv4/IPv6 (the broker's port; the
-/// network namespace and Landlock bound where they lead) and netlink (interface queries, which see
-/// only the namespace's loopback). Packet, vsock (which crosses network namespaces), Bluetooth and
-/// the rest are refused.
-const RUNNER_SOCKET_FAMILIES: &[libc::c_int] = &[
-    libc::AF_UNIX,
-    libc::AF_INET,
-    libc::AF_INET6,
-    libc::AF_NETLINK,
-];
+/// Socket families the runner may create: IPv4/IPv6 (the broker's port; the network namespace and
+/// Landlock bound where they lead) and netlink (interface queries, which see only the namespace's
+/// loopback). Not UNIX (issue 23): Landlock below ABI 9 cannot restrict connecting to pathname
+/// sockets, and every one on the host — the gateway's admin socket, brokers' sockets, D-Bus (a
+/// session bus starts programs), Docker — works across network namespaces; `socketpair` stays
+/// allowed (the runner's own pipes), and a connected pair cannot be pointed elsewhere. Packet,
+/// vsock (which crosses network namespaces), Bluetooth and the rest are refused.
+const RUNNER_SOCKET_FAMILIES: &[libc::c_int] = &[libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
 
 /// `clone` flags that create namespaces.
 const CLONE_NS_FLAGS: &[u64] = &[

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 mod adversarial;
 mod case_folding;
 mod opening;
+mod pseudo_fs;
 mod walk;
 mod working_directories;
 

@@ -102,6 +102,9 @@ pub struct WalkDir {
     path: PathBuf,
     /// Whether entries below may be protected by name (false when no protected entry lies below).
     check_children: bool,
+    /// Its device: a child on another one crossed a mount, and is checked for a pseudo file
+    /// system (`super::pseudo_fs`) before the walk enters or opens it.
+    dev: u64,
 }
 
 impl WalkDir {
@@ -760,7 +763,7 @@ impl PathPolicy {
         options: WalkOptions,
         mut visit: impl FnMut(WalkEntry<'_>) -> WalkControl,
     ) -> Result<WalkStats, PathRefusal> {
-        let (file, _) = self.open_dir_no_follow(root)?;
+        let (file, meta) = self.open_dir_no_follow(root)?;
         let mut stats = WalkStats::default();
         let max_depth = options.max_depth.min(MAX_WALK_DEPTH);
         if max_depth == 0 {
@@ -770,6 +773,10 @@ impl PathPolicy {
             fd: OwnedFd::from(file),
             path: root.to_path_buf(),
             check_children: self.subtree_needs_checks(root),
+            dev: {
+                use std::os::unix::fs::MetadataExt;
+                meta.dev()
+            },
         });
         let mut walker = Walker {
             policy: self,
@@ -845,11 +852,15 @@ impl PathPolicy {
         if self.is_protected_identity(dev, ino) {
             return Ok(None);
         }
+        if dev != parent.dev && super::pseudo_fs(&fd).is_some() {
+            return Ok(None);
+        }
         let check_children = parent.check_children && self.subtree_needs_checks(&path);
         Ok(Some(WalkDir {
             fd,
             path,
             check_children,
+            dev,
         }))
     }
 
@@ -871,6 +882,12 @@ impl PathPolicy {
         };
         let st = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&shown(), err))?;
         self.check_opened_file(&st, path)?;
+        // A file on another device than its directory is a mount point (a bind-mounted file).
+        if ident(&st).0 != parent.dev
+            && let Some(fs) = super::pseudo_fs(&fd)
+        {
+            return Err(PathRefusal::PseudoFileSystem { path: shown(), fs });
+        }
         #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
         let size = st.st_size as u64;
         Ok((File::from(fd), size))

@@ -481,3 +481,79 @@ fn a_root_opened_as_another_directory_than_recorded_is_refused() {
         "{refusal:?}"
     );
 }
+
+#[test]
+fn auto_run_places_are_refused_and_nothing_is_created() {
+    let f = fixture();
+    for rel in [
+        ".claude/settings.json",
+        ".claude/commands/deploy.md",
+        "sub/project/.claude/settings.local.json",
+        ".mcp.json",
+        ".vscode/tasks.json",
+        ".VSCode/tasks.json",
+        ".idea/workspace.xml",
+        ".envrc",
+        ".venv/lib/python3.12/site-packages/evil.pth",
+        ".bashrc",
+    ] {
+        let path = f.root.join(rel);
+        let err = resolve(&f, &path, Parents::Create).unwrap_err();
+        assert_eq!(err.code(), "not_permitted", "{rel}");
+        assert!(
+            matches!(err, WriteRefusal::AutorunPlace { .. }),
+            "{rel}: {err}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("auto-run place"), "{text}");
+        assert!(
+            text.contains("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES="),
+            "{text}"
+        );
+        // Write's parent creation never ran: the refusal comes before any directory is made.
+        let first = Path::new(rel).components().next().unwrap();
+        if Path::new(rel).components().count() > 1 {
+            assert!(
+                !f.root.join(first).exists(),
+                "{rel}: a directory was created"
+            );
+        }
+    }
+    let err = resolve(&f, &f.root.join(".claude/settings.json"), Parents::Create).unwrap_err();
+    assert!(err.to_string().contains("(agent_config:"), "{err}");
+}
+
+#[test]
+fn ordinary_files_with_auto_run_like_names_stay_writable() {
+    let f = fixture();
+    for rel in [
+        "docs/.vscode.md",
+        "src/settings.json",
+        "claude/settings.json",
+        "evil.pth",
+        "lib/packages/x.pth",
+        ".envrc.example",
+    ] {
+        resolve(&f, &f.root.join(rel), Parents::Create)
+            .unwrap_or_else(|err| panic!("{rel}: {err}"));
+    }
+}
+
+#[test]
+fn the_owner_can_allow_one_class() {
+    use crate::protected::autorun::AutorunAllowed;
+    let mut f = fixture();
+    f.policy = f
+        .policy
+        .clone()
+        .with_autorun_allowed(AutorunAllowed::parse("editor_config").unwrap());
+    resolve(&f, &f.root.join(".vscode/tasks.json"), Parents::Create).unwrap();
+    let err = resolve(&f, &f.root.join(".claude/settings.json"), Parents::Create).unwrap_err();
+    assert!(matches!(
+        err,
+        WriteRefusal::AutorunPlace {
+            class: "agent_config",
+            ..
+        }
+    ));
+}

@@ -70,6 +70,8 @@ pub fn config(dir: &std::path::Path, tuning: &Tuning) -> Config {
         max_live_sessions: tuning.max_live_sessions,
         owner_home: home,
         extra_protected: tuning.extra_protected.iter().map(|p| dir.join(p)).collect(),
+        autorun_allowed: Default::default(),
+        instance_lock: None,
         allowed_hosts: Vec::new(),
         http: HttpLimits::default(),
         skill_allowlist: tuning.skill_allowlist.clone(),

@@ -367,7 +367,18 @@ async fn every_key_and_request_id_is_bounded_and_a_refused_one_changes_nothing()
     let before = h.ledger(&view.native_session_id);
     let (id, lease) = (view.native_session_id.clone(), view.lease_id.clone());
     let token = view.recovery_token.clone();
-    for key in [String::new(), "k".repeat(201)] {
+    let bounded = "must be 1 to 200";
+    let printable = "may hold only printable ASCII";
+    for (key, why) in [
+        (String::new(), bounded),
+        ("k".repeat(201), bounded),
+        // Issue 23: ids reach the owner's terminal; nothing in them may act on it.
+        ("k\u{1b}]0;pwned\u{7}".to_string(), printable),
+        ("reply\nforged".to_string(), printable),
+        ("id\u{202e}gnp".to_string(), printable),
+        ("with space".to_string(), printable),
+        ("\u{9b}2J".to_string(), printable),
+    ] {
         let cases = [
             (
                 PublicTool::Continue,
@@ -401,9 +412,7 @@ async fn every_key_and_request_id_is_bounded_and_a_refused_one_changes_nothing()
             let refused = h.call(tool, args).await.unwrap_err();
             assert_eq!(refused.code, ErrorCode::InvalidArgument, "{tool:?}");
             assert!(
-                refused
-                    .message
-                    .starts_with(&format!("{field} must be 1 to 200")),
+                refused.message.starts_with(&format!("{field} {why}")),
                 "{tool:?}: {}",
                 refused.message
             );
@@ -414,5 +423,48 @@ async fn every_key_and_request_id_is_bounded_and_a_refused_one_changes_nothing()
     assert_eq!(
         h.status(&view).await.unwrap().status,
         SessionStatus::Running
+    );
+}
+
+#[tokio::test]
+async fn a_session_label_is_short_printable_text() {
+    let h = Harness::new();
+    for (i, label) in [
+        "x".repeat(201),
+        "ok\u{1b}]0;pwned\u{7}".to_string(),
+        "two\nlines".to_string(),
+        "client\u{202e}gnp.exe".to_string(),
+        "zero\u{200b}width".to_string(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let refused = h
+            .call(
+                PublicTool::Start,
+                json!({"prompt": "p", "working_directory": h.project,
+                       "idempotency_key": format!("label-{i}"), "session_label": label}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code, ErrorCode::InvalidArgument, "{label:?}");
+        assert!(
+            refused.message.starts_with("session_label "),
+            "{}",
+            refused.message
+        );
+    }
+    assert!(h.host.spawns().is_empty(), "nothing started");
+    let ok = h
+        .call(
+            PublicTool::Start,
+            json!({"prompt": "p", "working_directory": h.project, "idempotency_key": "label-ok",
+                   "session_label": "Refactor the parser — étape 2 ✓"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ok.session_label.as_deref(),
+        Some("Refactor the parser — étape 2 ✓")
     );
 }

@@ -347,3 +347,43 @@ async fn a_slow_body_cannot_hold_an_oauth_endpoint() {
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 }
+
+/// Issue 23, item 3: the admin socket answers only the owner's unconfined processes. A process
+/// of the same uid under `no_new_privs` (as every runner and command is) or in another network
+/// namespace (a broker's) is refused, whatever it asks; the owner's own request still works.
+#[tokio::test]
+async fn the_admin_socket_refuses_sandboxed_peers() {
+    let gw = gateway().await;
+    let socket = gw.state_dir().join("run/admin.sock");
+    // The gateway may answer and close before the request is sent: read whatever it said.
+    let client = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({socket:?})\n\
+         try:\n    s.sendall(b'{{\"op\": \"approve\"}}\\n')\nexcept OSError:\n    pass\n\
+         print(s.makefile().readline())\n"
+    );
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())
+        .expect("python3");
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut wrappers = vec![vec!["setpriv", "--no-new-privs"]];
+    if root {
+        wrappers.push(vec!["unshare", "--net"]);
+    }
+    for wrapper in wrappers {
+        let out = std::process::Command::new(wrapper[0])
+            .args(&wrapper[1..])
+            .args([python, "-c", &client])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{wrapper:?}: {out:?}");
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(answer["error"], "forbidden", "{wrapper:?}: {answer}");
+        assert!(
+            answer["message"].as_str().unwrap().contains("unconfined"),
+            "{answer}"
+        );
+    }
+    assert_eq!(admin(&gw, json!({"op": "status"}))["ok"], true);
+}

@@ -1,0 +1,155 @@
+//! Auto-run places with the real runner (issue 23, item 1): a `direct_write` and a
+//! `worktree_write` session cannot create or change files that run by themselves later
+//! (`.claude/settings.json` with a hook, `.mcp.json`, `.vscode/tasks.json`, `.envrc`, a `.pth` in
+//! a venv's `site-packages`, a subproject's `.claude/`), through Write (also creating the
+//! parent), Edit or NotebookEdit; ordinary files with similar names stay writable; the owner's
+//! per-class opt-in opens exactly its class.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+use crate::writes::{NOTEBOOK, reply_calls, start_profile};
+
+fn results(v: &Value) -> Vec<Value> {
+    v["pending_turn"]["tool_results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tool results in {v}"))
+        .clone()
+}
+
+fn write(path: &Path, content: &str) -> Value {
+    json!({"name": "Write", "arguments": {"file_path": path.to_string_lossy(), "content": content}})
+}
+
+const HOOK: &str =
+    r#"{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /tmp/pwned"}]}]}}"#;
+
+/// The places the test tries, relative to the root, with the class each must be refused as.
+const PLACES: &[(&str, &str)] = &[
+    (".claude/settings.json", "agent_config"),
+    ("sub/app/.claude/commands/x.md", "agent_config"),
+    (".mcp.json", "agent_config"),
+    (".vscode/tasks.json", "editor_config"),
+    (".envrc", "directory_hooks"),
+    (
+        ".venv/lib/python3.12/site-packages/evil.pth",
+        "python_startup",
+    ),
+];
+
+/// Ordinary files with similar names: written.
+const ORDINARY: &[&str] = &["docs/.vscode.md", "src/settings.json", "evil.pth"];
+
+/// Tries every place and every ordinary file in `root` in one reply, plus an Edit of an
+/// existing `.claude/settings.local.json` and a NotebookEdit of `.idea/n.ipynb`; checks each
+/// answer and that no auto-run file changed. `allowed` is the class the owner opened.
+async fn try_places(chat: &ScriptedChatGpt, v: &Value, root: &Path, key: &str, allowed: &str) {
+    let mut calls: Vec<Value> = PLACES
+        .iter()
+        .map(|(rel, _)| write(&root.join(rel), HOOK))
+        .collect();
+    calls.extend(ORDINARY.iter().map(|rel| write(&root.join(rel), "plain\n")));
+    calls.push(json!({"name": "Edit", "arguments": {
+        "file_path": root.join(".claude/settings.local.json").to_string_lossy(),
+        "old_string": "{}", "new_string": HOOK}}));
+    calls.push(json!({"name": "NotebookEdit", "arguments": {
+        "notebook_path": root.join(".idea/n.ipynb").to_string_lossy(),
+        "cell_id": "c2", "edit_mode": "replace", "new_source": "import os"}}));
+    let v = reply_calls(chat, v, key, Value::Array(calls)).await;
+    let got = results(&v);
+    let classes = PLACES
+        .iter()
+        .copied()
+        .chain([
+            (".claude/settings.local.json", "agent_config"),
+            (".idea/n.ipynb", "editor_config"),
+        ])
+        .map(|(rel, class)| (rel, Some(class)))
+        .collect::<Vec<_>>();
+    let expected: Vec<(&str, Option<&str>)> = classes[..PLACES.len()]
+        .iter()
+        .copied()
+        .chain(ORDINARY.iter().map(|rel| (*rel, None)))
+        .chain(classes[PLACES.len()..].iter().copied())
+        .collect();
+    assert_eq!(got.len(), expected.len(), "{v}");
+    for (result, (rel, class)) in got.iter().zip(&expected) {
+        let output = result["output"].as_str().unwrap_or_default();
+        match class {
+            Some(class) if *class != allowed => {
+                assert_eq!(result["status"], "error", "{rel}: {result}");
+                assert!(output.starts_with("not_permitted"), "{rel}: {output}");
+                assert!(output.contains("auto-run place"), "{rel}: {output}");
+                assert!(output.contains(&format!("({class}:")), "{rel}: {output}");
+                assert!(
+                    output.contains(&format!("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES={class}")),
+                    "{rel}: {output}"
+                );
+            }
+            _ => assert_eq!(result["status"], "ok", "{rel}: {result}"),
+        }
+    }
+    // Nothing refused exists or changed; the parents Write would have created were not made.
+    for (rel, class) in PLACES {
+        if *class != allowed {
+            assert!(!root.join(rel).exists(), "{rel} was written");
+        }
+    }
+    if allowed != "agent_config" {
+        assert!(!root.join("sub/app/.claude").exists());
+        let local = std::fs::read_to_string(root.join(".claude/settings.local.json")).unwrap();
+        assert_eq!(local, "{}");
+    }
+    if allowed == "editor_config" {
+        assert_eq!(
+            std::fs::read_to_string(root.join(".vscode/tasks.json")).unwrap(),
+            HOOK
+        );
+    } else {
+        assert_eq!(
+            std::fs::read_to_string(root.join(".idea/n.ipynb")).unwrap(),
+            NOTEBOOK
+        );
+        assert!(!root.join(".vscode").exists());
+    }
+}
+
+/// Files the test edits in place: an existing Claude Code local settings file and a notebook in
+/// an IDE's directory.
+fn plant(root: &Path) {
+    std::fs::create_dir_all(root.join(".claude")).unwrap();
+    std::fs::write(root.join(".claude/settings.local.json"), "{}").unwrap();
+    std::fs::create_dir_all(root.join(".idea")).unwrap();
+    std::fs::write(root.join(".idea/n.ipynb"), NOTEBOOK).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_never_write_auto_run_places_unless_the_owner_allows_the_class() {
+    // direct_write, nothing allowed.
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    plant(&root);
+    let v = start_profile(&chat, &root, "direct_write", "ar-direct").await;
+    try_places(&chat, &v, &root, "ar-direct-r", "").await;
+    chat.stop(&session_id(&v), &lease_id(&v), "ar-direct-stop", None)
+        .await
+        .unwrap();
+
+    // worktree_write, with the owner's opt-in for editor configuration only.
+    let gw = gateway_with(&[("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES", "editor_config")]).await;
+    let chat = chatgpt(&gw).await;
+    let (_repo, source) = crate::writes::repo();
+    plant(&source);
+    crate::writes::git(&source, &["add", "-A"]);
+    crate::writes::git(&source, &["commit", "-q", "-m", "planted"]);
+    let v = start_profile(&chat, &source, "worktree_write", "ar-tree").await;
+    let worktree = std::path::PathBuf::from(v["working_directory"].as_str().unwrap());
+    try_places(&chat, &v, &worktree, "ar-tree-r", "editor_config").await;
+    chat.stop(&session_id(&v), &lease_id(&v), "ar-tree-stop", None)
+        .await
+        .unwrap();
+}
