@@ -35,6 +35,9 @@ struct Outbox {
     acked_upto: u64,
 }
 
+/// The layer budget when the gateway named none (an older gateway): 4 GiB.
+const DEFAULT_LAYER_MB: u64 = 4096;
+
 /// Per-session root of the commands' scratch dirs: in the gateway's command runtime area
 /// ([`sandbox::protected::command_runtime_area`]: 0700, protected like the state dir, in `/tmp` so
 /// a command's HOME reveals no state path), so no other session reaches it with Read (refused)
@@ -177,7 +180,18 @@ impl BrokerState {
             memory: spec.command_limits.memory_mb.map(|mb| mb * 1024 * 1024),
             scratch: spec.command_limits.scratch_mb.map(|mb| mb * 1024 * 1024),
             ..sandbox::Limits::default()
-        });
+        })
+        .with_search_path(
+            spec.command_path
+                .clone()
+                .unwrap_or_else(|| sandbox::command::FIXED_PATH.to_string()),
+        )
+        .with_layer(
+            spec.command_limits
+                .layer_mb
+                .unwrap_or(DEFAULT_LAYER_MB)
+                .saturating_mul(1024 * 1024),
+        );
         let mut executor = Executor::new(policy, PathBuf::from(&spec.working_directory))
             .with_command_sandbox(commands)
             .with_write_policy(write_policy);

@@ -50,6 +50,7 @@ fn state_value(dir: &std::path::Path) -> BrokerState {
         helper_sha256: None,
         gateway_install_path: None,
         command_limits: Default::default(),
+        command_path: None,
         delegation: None,
     };
     BrokerState::new(spec).unwrap()

@@ -356,6 +356,10 @@ pub struct BrokerSpec {
     /// Per-command limits the gateway chose (from the host or the owner's environment).
     #[serde(default)]
     pub command_limits: CommandLimits,
+    /// The PATH commands search (the owner's, filtered by the gateway at start); `None`: the
+    /// fixed system PATH.
+    #[serde(default)]
+    pub command_path: Option<String>,
     /// Set for a DeepSeek sub-session's broker: its runner's model requests go to the gateway's
     /// egress, not to ChatGPT, and its tool calls are approved by the delegation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -381,6 +385,9 @@ pub struct CommandLimits {
     /// Size of the command's scratch file system, MiB (all its files together).
     #[serde(default)]
     pub scratch_mb: Option<u64>,
+    /// Budget of the session's copy-on-write layer, MiB (every command's writes together).
+    #[serde(default)]
+    pub layer_mb: Option<u64>,
 }
 
 /// The runner's confinement the gateway asks for (what this host supports). The broker establishes

@@ -88,6 +88,7 @@ fn main() {
         argv: vec!["true".into()],
         cwd: None,
         timeout_seconds: None,
+        fresh_layer: false,
     });
 
     let (plain50, plain99) = measure(runs, || {

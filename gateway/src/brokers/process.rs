@@ -108,6 +108,7 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
         helper_sha256: Some(config.exe.sha256().to_string()),
         gateway_install_path: Some(config.install_path.display().to_string()),
         command_limits: config.command_limits,
+        command_path: Some(config.command_path.clone()),
         delegation: session
             .delegation
             .as_ref()
