@@ -356,11 +356,9 @@ pub const MAX_COMMAND_TIMEOUT_SECONDS: u32 = 600;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunCommandArgs {
-    /// The exact argv; `argv[0]` is the executable (absolute path, a name on the owner's PATH, or
-    /// a relative path containing `/` inside the working directory, run as given: a venv's
-    /// interpreter keeps its venv). No shell is involved. Commands see a copy-on-write view: their
-    /// writes land in a layer private to the session and kept across its commands (incremental
-    /// builds); real files change only through Edit/Write/NotebookEdit.
+    /// The exact argv, no shell; `argv[0]`: absolute path, name on the owner's PATH, or relative
+    /// path inside the working directory, run as given (a venv keeps its venv). Writes land in
+    /// the session's copy-on-write layer, kept across its commands; real files stay unchanged.
     #[schemars(length(min = 1, max = 4096))]
     pub argv: Vec<String>,
     /// Directory to run in: absolute inside the working directory, or relative to it. Default:
@@ -372,8 +370,8 @@ pub struct RunCommandArgs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 600))]
     pub timeout_seconds: Option<u32>,
-    /// Discard everything earlier commands of this session wrote (build outputs, caches) and run
-    /// on a clean copy-on-write layer; also the way out when the layer is over its budget.
+    /// Discard what earlier commands wrote (builds, caches): run on a clean layer, also when it
+    /// is over its budget.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fresh_layer: bool,
 }

@@ -204,9 +204,8 @@ impl Config {
             state_dir.clone(),
             extra_protected.clone(),
         );
-        let command_path = sandbox::command::command_path(owner_path.as_deref(), |p| {
-            protected.is_protected(p)
-        });
+        let command_path =
+            sandbox::command::command_path(owner_path.as_deref(), |p| protected.is_protected(p));
         Ok(Config {
             worktree_dir,
             state_dir,

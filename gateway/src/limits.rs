@@ -42,7 +42,10 @@ pub fn free_disk_mb(path: &std::path::Path) -> u64 {
     if unsafe { libc::statvfs(c.as_ptr(), &mut stat) } != 0 {
         return 0;
     }
-    u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)) / (1024 * 1024)
+    // The field types differ between OSes (u32 blocks on macOS).
+    #[allow(clippy::useless_conversion)]
+    let (blocks, size) = (u64::from(stat.f_bavail), u64::from(stat.f_frsize));
+    blocks.saturating_mul(size) / (1024 * 1024)
 }
 
 /// Default budget of one session's copy-on-write layer (build outputs, caches, tool state): a

@@ -175,7 +175,7 @@ impl GitRunner {
             Path::new("/"),
             sandbox::command::FIXED_PATH,
         )
-            .map_err(|e| GitError::Setup(e.to_string()))?;
+        .map_err(|e| GitError::Setup(e.to_string()))?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)

@@ -214,7 +214,7 @@ mod tests {
         std::fs::create_dir(&work).unwrap();
         std::fs::write(work.join("f"), vec![1u8; 10_000]).unwrap();
         assert!(usage(&dir) >= 10_000);
-        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0)).unwrap();
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o000)).unwrap();
         remove(&dir);
         assert!(!dir.exists());
     }

@@ -75,7 +75,13 @@ fn absolute_and_relative_paths() {
     // argv[0] as asked: a venv's interpreter finds its venv from it.
     assert_eq!(ok.argv, ["./script.sh", "a"]);
     // Relative to cwd, which is inside the working directory.
-    let ok = check(&argv(&["../script.sh"]), &f.wd, &f.wd.join("sub"), FIXED_PATH).unwrap();
+    let ok = check(
+        &argv(&["../script.sh"]),
+        &f.wd,
+        &f.wd.join("sub"),
+        FIXED_PATH,
+    )
+    .unwrap();
     assert_eq!(ok.program, f.wd.join("script.sh"));
     let err = refused(&f, &["../../../bin/true"]);
     assert!(
@@ -335,7 +341,10 @@ fn the_owners_path_keeps_only_absolute_private_unprotected_dirs() {
     assert_eq!(ok.program, tools.join("mytool"));
     assert_eq!(ok.argv, ["mytool"]);
     // Nothing usable: the fixed PATH.
-    assert_eq!(command_path(Some("rel:/nonexistent"), |_| false), FIXED_PATH);
+    assert_eq!(
+        command_path(Some("rel:/nonexistent"), |_| false),
+        FIXED_PATH
+    );
     assert_eq!(command_path(None, |_| false), FIXED_PATH);
     let err = refused(&f, &["mytool"]);
     assert!(err.to_string().contains("command PATH"), "{err}");

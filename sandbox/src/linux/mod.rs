@@ -394,8 +394,12 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
     drop(writable);
     if let Some(layer) = &layer {
         for root in &layer.roots {
-            sys::mount_setattr(&root.path, false, 0, sys::MOUNT_ATTR_RDONLY)
-                .map_err(|err| e(&format!("making the layer over {} writable", root.path.display()), err))?;
+            sys::mount_setattr(&root.path, false, 0, sys::MOUNT_ATTR_RDONLY).map_err(|err| {
+                e(
+                    &format!("making the layer over {} writable", root.path.display()),
+                    err,
+                )
+            })?;
         }
         enforced.layer_roots = layer.roots.len();
     }

@@ -93,7 +93,10 @@ impl SessionLayer {
         if fresh {
             sandbox::layer::remove(&self.dir);
             if std::fs::symlink_metadata(&self.dir).is_ok() {
-                tracing::error!("the command layer {} could not be removed", self.dir.display());
+                tracing::error!(
+                    "the command layer {} could not be removed",
+                    self.dir.display()
+                );
                 return Err(LayerRefusal::Broken);
             }
             state.written.clear();
@@ -185,9 +188,13 @@ pub fn roots(
     layer_dir: &Path,
 ) -> Vec<PathBuf> {
     let mut candidates: Vec<PathBuf> = Vec::new();
-    for path in [Some(home.to_path_buf()), Some(wd.to_path_buf()), git_common_dir(wd)]
-        .into_iter()
-        .flatten()
+    for path in [
+        Some(home.to_path_buf()),
+        Some(wd.to_path_buf()),
+        git_common_dir(wd),
+    ]
+    .into_iter()
+    .flatten()
     {
         if let Ok(canonical) = std::fs::canonicalize(&path)
             && canonical.is_dir()
@@ -240,10 +247,11 @@ mod tests {
             std::fs::create_dir_all(dir).unwrap();
         }
         let layer = base.join("tmp/layer");
+        let masks = [state.clone()];
         // A project under HOME: HOME alone.
         assert_eq!(
-            roots(&home, &project, None, &[state.clone()], &layer),
-            [home.clone()]
+            roots(&home, &project, None, &masks, &layer),
+            vec![home.clone()]
         );
         // The worktree under the masked state dir keeps its own overlay, and its Git dir too.
         std::fs::write(
@@ -252,14 +260,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            roots(&home, &worktree, Some(&worktree), &[state.clone()], &layer),
+            roots(&home, &worktree, Some(&worktree), &masks, &layer),
             [home.clone(), worktree.clone(), repo_git.clone()]
         );
         // Another place under a mask is not a root; `/` and a root holding the layer neither.
         assert_eq!(
-            roots(&home, &worktree, None, &[state.clone()], &layer),
+            roots(&home, &worktree, None, &masks, &layer),
             [home.clone(), repo_git.clone()]
         );
-        assert_eq!(roots(Path::new("/"), &base, None, &[], &layer), Vec::<PathBuf>::new());
+        assert_eq!(
+            roots(Path::new("/"), &base, None, &[], &layer),
+            Vec::<PathBuf>::new()
+        );
     }
 }

@@ -58,7 +58,10 @@ fn snapshot(root: &Path) -> Vec<(String, u32, Vec<u8>)> {
             let bytes = if meta.is_file() {
                 std::fs::read(&path).unwrap()
             } else if meta.file_type().is_symlink() {
-                std::fs::read_link(&path).unwrap().into_os_string().into_encoded_bytes()
+                std::fs::read_link(&path)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes()
             } else {
                 stack.push(path.clone());
                 Vec::new()
@@ -97,9 +100,17 @@ fn commands_write_into_the_layer_and_keep_it_across_the_session() {
         print('home', home)";
     let out = cmd(&exec, &["python3", "-c", script], false);
     assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
-    assert!(out.output.contains("writes: copy-on-write layer"), "{}", out.output);
+    assert!(
+        out.output.contains("writes: copy-on-write layer"),
+        "{}",
+        out.output
+    );
     assert!(out.output.contains("+overlay"), "{}", out.output);
-    assert!(stdout_of(&out).contains(&format!("home {}", fx.home.display())), "{}", out.output);
+    assert!(
+        stdout_of(&out).contains(&format!("home {}", fx.home.display())),
+        "{}",
+        out.output
+    );
     // Nothing real changed: not the tree, not a mode, not HOME.
     assert_eq!(snapshot(&fx.wd), wd_before);
     assert_eq!(snapshot(&fx.home), home_before);
@@ -109,9 +120,18 @@ fn commands_write_into_the_layer_and_keep_it_across_the_session() {
               oct(stat.S_IMODE(os.stat('existing.txt').st_mode)),\n\
               open(os.environ['HOME'] + '/.cache/tool/state').read())";
     let again = cmd(&exec, &["python3", "-c", check], false);
-    assert_eq!(stdout_of(&again), "built original+more 0o755 cached\n", "{}", again.output);
+    assert_eq!(
+        stdout_of(&again),
+        "built original+more 0o755 cached\n",
+        "{}",
+        again.output
+    );
     // A clean layer on request.
-    let fresh = cmd(&exec, &["python3", "-c", "import os; print(os.path.exists('build'))"], true);
+    let fresh = cmd(
+        &exec,
+        &["python3", "-c", "import os; print(os.path.exists('build'))"],
+        true,
+    );
     assert_eq!(stdout_of(&fresh), "False\n", "{}", fresh.output);
     assert!(fresh.output.contains("clean layer"), "{}", fresh.output);
     assert_eq!(snapshot(&fx.wd), wd_before);
@@ -131,7 +151,11 @@ fn a_file_written_by_edit_or_write_is_seen_fresh_by_the_next_command() {
     // The command copies existing.txt up and removes `sub` in its layer.
     let out = cmd(
         &exec,
-        &["python3", "-c", "import shutil; open('existing.txt','a').write('+cmd'); shutil.rmtree('sub')"],
+        &[
+            "python3",
+            "-c",
+            "import shutil; open('existing.txt','a').write('+cmd'); shutil.rmtree('sub')",
+        ],
         false,
     );
     assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
@@ -159,12 +183,24 @@ fn the_layer_has_a_budget_and_fresh_layer_is_the_way_out() {
     let big = "open('big.bin', 'wb').write(b'x' * (3 * 1024 * 1024))";
     let out = cmd(&exec, &["python3", "-c", big], false);
     assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
-    assert!(out.output.contains("over its budget of 1 MiB"), "{}", out.output);
+    assert!(
+        out.output.contains("over its budget of 1 MiB"),
+        "{}",
+        out.output
+    );
     let refused = cmd(&exec, &["true"], false);
     assert_eq!(refused.status, ToolStatus::Rejected, "{}", refused.output);
     assert_eq!(refused.error_code.as_deref(), Some("layer_over_budget"));
-    assert!(refused.output.contains("fresh_layer: true"), "{}", refused.output);
-    assert!(refused.output.contains("CLAUDE_TOOLS_COMMAND_LAYER_MB"), "{}", refused.output);
+    assert!(
+        refused.output.contains("fresh_layer: true"),
+        "{}",
+        refused.output
+    );
+    assert!(
+        refused.output.contains("CLAUDE_TOOLS_COMMAND_LAYER_MB"),
+        "{}",
+        refused.output
+    );
     let fresh = cmd(&exec, &["true"], true);
     assert_eq!(fresh.status, ToolStatus::Ok, "{}", fresh.output);
     assert!(!fx.wd.join("big.bin").exists());
@@ -178,22 +214,39 @@ fn the_layer_leaks_nothing_and_no_session_sees_anothers() {
     assert!(layer_available());
     let one = layered(&fx, "s1", 1 << 30);
     let two = layered(&fx, "s2", 1 << 30);
-    let out = cmd(&two, &["python3", "-c", "open('from_two.txt','w').write('two')"], false);
+    let out = cmd(
+        &two,
+        &["python3", "-c", "open('from_two.txt','w').write('two')"],
+        false,
+    );
     assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
     let two_layer = fx.state.join("run/s2/cmd/layer");
     assert!(two_layer.is_dir());
     let key = fx.ssh_key();
     let probes = probe_script(&[
         ("other_session_file", "open('from_two.txt')".into()),
-        ("other_layer", format!("os.listdir('{}')", two_layer.display())),
+        (
+            "other_layer",
+            format!("os.listdir('{}')", two_layer.display()),
+        ),
         ("key_read", format!("open('{}').read()", key.display())),
-        ("key_dir_write", format!("open('{}/planted', 'w')", key.parent().unwrap().display())),
-        ("state_read", format!("open('{}/gateway.sqlite3').read()", fx.state.display())),
+        (
+            "key_dir_write",
+            format!("open('{}/planted', 'w')", key.parent().unwrap().display()),
+        ),
+        (
+            "state_read",
+            format!("open('{}/gateway.sqlite3').read()", fx.state.display()),
+        ),
     ]);
     let out = cmd(&one, &["python3", "-c", &probes], false);
     assert_all_in(&out, 5, &["ENOENT", "EROFS", "EACCES", "EPERM"]);
     // A masked directory is an empty tmpfs: nothing of the key is there to copy up.
-    let listed = cmd(&one, &["ls", "-A", &key.parent().unwrap().display().to_string()], false);
+    let listed = cmd(
+        &one,
+        &["ls", "-A", &key.parent().unwrap().display().to_string()],
+        false,
+    );
     assert_eq!(stdout_of(&listed), "", "{}", listed.output);
     // And nothing reached the real files.
     assert!(!fx.wd.join("from_two.txt").exists());
