@@ -23,6 +23,7 @@ mod layer;
 mod limits;
 mod masks_and_fallback;
 mod ordinary;
+mod projects;
 
 struct Fx {
     _tmp: tempfile::TempDir,
