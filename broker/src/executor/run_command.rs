@@ -394,15 +394,31 @@ pub(super) fn run(
             );
         }
     };
-    let run = supervise(&mut child, args.timeout(), started);
+    let mut guard = turn.as_ref().map(layer::LayerTurn::guard);
+    let run = supervise(&mut child, args.timeout(), started, &mut || {
+        guard.as_mut().is_some_and(|g| g.over_budget())
+    });
+    let stopped_by_guard = run.stopped_by_guard;
     if let Some(cgroup) = run.report.as_ref().and_then(|r| r.cgroup.clone()) {
         remove_cgroup(&cgroup);
     }
     drop(scratch);
+    if stopped_by_guard && let Some(layer) = layer {
+        notes.push(format!(
+            "the command was stopped: its writes took the session's layer over its budget of \
+             {} MiB",
+            layer.budget() / (1024 * 1024)
+        ));
+    }
     if let Some(over) = turn.and_then(layer::LayerTurn::finish) {
         notes.push(over);
     }
-    finish(action_id, &cwd, run, args.timeout(), started, &notes)
+    let mut outcome = finish(action_id, &cwd, run, args.timeout(), started, &notes);
+    if stopped_by_guard && outcome.status != ToolStatus::Rejected {
+        outcome.status = ToolStatus::Error;
+        outcome.error_code = Some("layer_over_budget".into());
+    }
+    outcome
 }
 
 fn refusal_message(refusal: &CommandRefusal) -> String {
@@ -621,7 +637,7 @@ pub fn run_confined(
 ) -> Result<ConfinedRun, CommandError> {
     let path = helper.exec_path()?;
     let mut child = spawn_helper(&path, spec)?;
-    let run = supervise(&mut child, timeout, Instant::now());
+    let run = supervise(&mut child, timeout, Instant::now(), &mut || false);
     if let Some(cgroup) = run.report.as_ref().and_then(|r| r.cgroup.clone()) {
         remove_cgroup(&cgroup);
     }

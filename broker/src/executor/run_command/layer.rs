@@ -157,7 +157,59 @@ impl SessionLayer {
     }
 }
 
+/// Watches a running command's writes: free space on the layer's file system is cheap to read
+/// (every 250 ms); only once it fell by more than the budget left is the layer measured (at most
+/// every 2 s), so other writers on the disk cost a walk, never a wrongly stopped command.
+pub struct LayerGuard {
+    dir: PathBuf,
+    budget: u64,
+    left: u64,
+    free_at_start: u64,
+    last_look: std::time::Instant,
+    last_walk: Option<std::time::Instant>,
+}
+
+impl LayerGuard {
+    pub fn over_budget(&mut self) -> bool {
+        use std::time::Duration;
+        if self.last_look.elapsed() < Duration::from_millis(250) {
+            return false;
+        }
+        self.last_look = std::time::Instant::now();
+        let fell = self.free_at_start.saturating_sub(free_bytes(&self.dir));
+        if fell <= self.left {
+            return false;
+        }
+        if self
+            .last_walk
+            .is_some_and(|at| at.elapsed() < Duration::from_secs(2))
+        {
+            return false;
+        }
+        self.last_walk = Some(std::time::Instant::now());
+        sandbox::layer::usage(&self.dir) > self.budget
+    }
+}
+
+fn free_bytes(dir: &Path) -> u64 {
+    rustix::fs::statvfs(dir)
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+        .unwrap_or(0)
+}
+
 impl LayerTurn<'_> {
+    /// The guard for this command's run.
+    pub fn guard(&self) -> LayerGuard {
+        LayerGuard {
+            dir: self.layer.dir.clone(),
+            budget: self.layer.budget,
+            left: self.layer.budget.saturating_sub(self._state.used),
+            free_at_start: free_bytes(&self.layer.dir),
+            last_look: std::time::Instant::now(),
+            last_walk: None,
+        }
+    }
+
     /// After the command: measure the layer; past the budget, the words for the result.
     pub fn finish(mut self) -> Option<String> {
         let used = sandbox::layer::usage(&self.layer.dir);

@@ -111,7 +111,16 @@ fn commands_write_into_the_layer_and_keep_it_across_the_session() {
         "{}",
         out.output
     );
-    // Nothing real changed: not the tree, not a mode, not HOME.
+    // Nothing real changed: not the tree, not a mode, not HOME; Read sees the real files only.
+    let read = exec.execute(
+        "act_read",
+        &ToolArgs::Read(common::tools::ReadArgs {
+            file_path: fx.wd.join("build/out.txt").display().to_string(),
+            offset: None,
+            limit: None,
+        }),
+    );
+    assert_ne!(read.status, ToolStatus::Ok, "{read:?}");
     assert_eq!(snapshot(&fx.wd), wd_before);
     assert_eq!(snapshot(&fx.home), home_before);
     // The next command of the session sees what the first wrote (incremental builds).
@@ -204,6 +213,34 @@ fn the_layer_has_a_budget_and_fresh_layer_is_the_way_out() {
     let fresh = cmd(&exec, &["true"], true);
     assert_eq!(fresh.status, ToolStatus::Ok, "{}", fresh.output);
     assert!(!fx.wd.join("big.bin").exists());
+}
+
+#[test]
+fn a_command_that_fills_the_layer_past_its_budget_is_stopped() {
+    let fx = fixture();
+    assert!(layer_available());
+    let exec = layered(&fx, "s1", 4 * 1024 * 1024);
+    // 100 MiB, one a tenth of a second: ten seconds unless stopped.
+    let fill = "import time\n\
+        for i in range(100):\n    open(f'fill{i}', 'wb').write(b'x' * (1024 * 1024)); time.sleep(0.1)\n\
+        print('done')";
+    let started = Instant::now();
+    let out = cmd(&exec, &["python3", "-c", fill], false);
+    assert!(started.elapsed() < Duration::from_secs(8), "{}", out.output);
+    assert_eq!(out.status, ToolStatus::Error, "{}", out.output);
+    assert_eq!(
+        out.error_code.as_deref(),
+        Some("layer_over_budget"),
+        "{}",
+        out.output
+    );
+    assert!(
+        out.output.contains("the command was stopped"),
+        "{}",
+        out.output
+    );
+    assert!(!stdout_of(&out).contains("done"), "{}", out.output);
+    assert!(!fx.wd.join("fill0").exists());
 }
 
 /// Adversarial: the layer is no way around the masks, into the real tree, or into another
