@@ -2,6 +2,8 @@
 //! support and the confinement a session started now would get, and the launchd/systemd service
 //! files. Each check is OK, WARN or FAIL with a one-line fix; any FAIL makes the command fail.
 
+mod commands;
+
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -87,8 +89,8 @@ pub fn run(
         checks.push(landlock_check());
         checks.push(seccomp_check());
         checks.push(runner_check());
-        checks.push(command_layer_check());
-        checks.extend(command_path_checks(state_dir, args.home.as_deref()));
+        checks.push(commands::layer_check());
+        checks.extend(commands::path_checks(state_dir, args.home.as_deref()));
         checks.extend(protected_set_checks(state_dir, args.home.as_deref()));
     }
     checks.extend(service_checks(args));
@@ -636,66 +638,6 @@ fn runner_check() -> Check {
              namespaces (or root), Landlock ABI 4+ and seccomp on Linux, or sandbox-exec on macOS",
         )
     }
-}
-
-/// Whether commands get the session's copy-on-write layer (overlays in their user namespace).
-fn command_layer_check() -> Check {
-    const NAME: &str = "sandbox: command layer";
-    let host = sandbox::host_support();
-    if host.copy_on_write() {
-        ok(
-            NAME,
-            "copy-on-write: commands write into a layer private to their session (overlayfs in \
-             the command's user namespace), kept across its commands, discarded at stop",
-        )
-    } else {
-        warn(
-            NAME,
-            "unavailable: commands see the file system read-only, so builds and tests that \
-             write (cargo, make, npm) fail",
-            "Linux >= 5.11 with overlayfs and user namespaces allowed for the gateway's user",
-        )
-    }
-}
-
-/// The PATH commands get (from gatewayctl's own environment, as the gateway takes it from its
-/// own at start: a service's environment may differ) and where the usual tools resolve on it.
-fn command_path_checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
-    let owner = std::env::var("CLAUDE_TOOLS_COMMAND_PATH")
-        .ok()
-        .filter(|p| !p.trim().is_empty())
-        .or_else(|| std::env::var("PATH").ok());
-    let home = home
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/"));
-    let policy = sandbox::path_policy::PathPolicy::new(home, state_dir.to_path_buf(), vec![]);
-    let search = sandbox::command::command_path(owner.as_deref(), |p| policy.is_protected(p));
-    let tools: Vec<String> = ["cargo", "python3", "node", "npm", "go", "make", "git"]
-        .iter()
-        .map(|tool| {
-            match sandbox::command::resolve_executable(
-                tool,
-                Path::new("/"),
-                Path::new("/"),
-                &search,
-            ) {
-                Ok(path) => format!("{tool} {}", sandbox::escape::path_for_display(&path)),
-                Err(_) => format!("{tool} not found"),
-            }
-        })
-        .collect();
-    vec![
-        ok(
-            "commands: PATH",
-            format!(
-                "{} (CLAUDE_TOOLS_COMMAND_PATH or the gateway's PATH at start; relative, \
-                 world-writable and protected directories dropped)",
-                sandbox::escape::path_for_display(Path::new(&search))
-            ),
-        ),
-        ok("commands: tools", tools.join(", ")),
-    ]
 }
 
 // ---- protected set ----
