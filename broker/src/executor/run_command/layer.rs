@@ -35,6 +35,8 @@ pub struct LayerTurn<'a> {
     pub spec: LayerSpec,
     /// What changed in the layer before this command, for its header (`None`: nothing).
     pub note: Option<String>,
+    /// Free bytes on the layer's file system when the command started.
+    free_at_start: u64,
 }
 
 /// Why a command cannot run on the layer.
@@ -146,6 +148,7 @@ impl SessionLayer {
                 roots,
             },
             note: (!notes.is_empty()).then(|| notes.join("; ")),
+            free_at_start: free_bytes(&self.dir),
         })
     }
 
@@ -204,15 +207,26 @@ impl LayerTurn<'_> {
             dir: self.layer.dir.clone(),
             budget: self.layer.budget,
             left: self.layer.budget.saturating_sub(self._state.used),
-            free_at_start: free_bytes(&self.layer.dir),
+            free_at_start: self.free_at_start,
             last_look: std::time::Instant::now(),
             last_walk: None,
         }
     }
 
-    /// After the command: measure the layer; past the budget, the words for the result.
+    /// After the command: the layer's size; past the budget, the words for the result. Walking
+    /// a build's layer after every command costs tens of milliseconds, so the size is first
+    /// estimated from the free space the command took (other writers only make it larger), and
+    /// measured exactly only when the estimate passes the budget.
     pub fn finish(mut self) -> Option<String> {
-        let used = sandbox::layer::usage(&self.layer.dir);
+        let fell = self
+            .free_at_start
+            .saturating_sub(free_bytes(&self.layer.dir));
+        let estimate = self._state.used.saturating_add(fell);
+        let used = if estimate <= self.layer.budget {
+            estimate
+        } else {
+            sandbox::layer::usage(&self.layer.dir)
+        };
         let state = &mut self._state;
         state.used = used;
         (used > self.layer.budget).then(|| {
