@@ -18,12 +18,13 @@ pub struct SessionLayer {
     /// Bytes the layer may take (every command's writes together).
     budget: u64,
     state: Mutex<LayerState>,
+    /// Paths Edit/Write/NotebookEdit wrote since the last command: a lock of its own, so a
+    /// write never waits for a running command.
+    written: Mutex<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Default)]
 struct LayerState {
-    /// Paths Edit/Write/NotebookEdit wrote since the last command.
-    written: Vec<PathBuf>,
     /// The layer's size after the last command.
     used: u64,
 }
@@ -58,6 +59,7 @@ impl SessionLayer {
             dir,
             budget,
             state: Mutex::new(LayerState::default()),
+            written: Mutex::new(Vec::new()),
         }
     }
 
@@ -79,7 +81,20 @@ impl SessionLayer {
                 .unwrap_or_else(|_| path.to_path_buf()),
             _ => path.to_path_buf(),
         };
-        self.lock().written.push(path);
+        self.written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(path);
+    }
+
+    fn take_written(&self) -> Vec<PathBuf> {
+        std::mem::take(&mut *self.written.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn give_back_written(&self, paths: Vec<PathBuf>) {
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        let newer = std::mem::replace(&mut *written, paths);
+        written.extend(newer);
     }
 
     fn lock(&self) -> MutexGuard<'_, LayerState> {
@@ -101,11 +116,11 @@ impl SessionLayer {
                 );
                 return Err(LayerRefusal::Broken);
             }
-            state.written.clear();
+            self.take_written();
             state.used = 0;
             notes.push("started from a clean layer (fresh_layer)".to_string());
         }
-        let written = std::mem::take(&mut state.written);
+        let written = self.take_written();
         for path in &written {
             let Some(root) = roots
                 .iter()
@@ -125,7 +140,7 @@ impl SessionLayer {
                 Err(err) => {
                     tracing::error!("dropping the layer's copy of {}: {err}", path.display());
                     // Keep the path: the next command tries again, and is refused until then.
-                    state.written = written.clone();
+                    self.give_back_written(written.clone());
                     return Err(LayerRefusal::Broken);
                 }
             }
