@@ -176,8 +176,10 @@ impl SessionLayer {
 }
 
 /// Watches a running command's writes: free space on the layer's file system is cheap to read
-/// (every 250 ms); only once it fell by more than the budget left is the layer measured (at most
-/// every 2 s), so other writers on the disk cost a walk, never a wrongly stopped command.
+/// (every 250 ms); once it fell by more than the budget left the layer is measured (at most every
+/// 2 s), so other writers on the disk cost a walk, never a wrongly stopped command; and it is
+/// measured every 3 s anyway (longer if walks are slow), since others freeing space would hide
+/// the command's writes from the free-space test.
 pub struct LayerGuard {
     dir: PathBuf,
     budget: u64,
@@ -185,6 +187,7 @@ pub struct LayerGuard {
     free_at_start: u64,
     last_look: std::time::Instant,
     last_walk: Option<std::time::Instant>,
+    walk_every: std::time::Duration,
 }
 
 impl LayerGuard {
@@ -195,17 +198,19 @@ impl LayerGuard {
         }
         self.last_look = std::time::Instant::now();
         let fell = self.free_at_start.saturating_sub(free_bytes(&self.dir));
-        if fell <= self.left {
+        let since_walk = self.last_walk.map(|at| at.elapsed());
+        // Free space can hide the command's writes when others free space meanwhile, so the
+        // layer is also measured now and then: every 3 s, or 20 walks' time if walks are slow.
+        let due = since_walk.is_none_or(|since| since >= self.walk_every);
+        let suspicious = fell > self.left && since_walk.is_none_or(|s| s >= Duration::from_secs(2));
+        if !(due || suspicious) {
             return false;
         }
-        if self
-            .last_walk
-            .is_some_and(|at| at.elapsed() < Duration::from_secs(2))
-        {
-            return false;
-        }
+        let walk = std::time::Instant::now();
+        let used = sandbox::layer::usage(&self.dir);
+        self.walk_every = (walk.elapsed() * 20).max(Duration::from_secs(3));
         self.last_walk = Some(std::time::Instant::now());
-        sandbox::layer::usage(&self.dir) > self.budget
+        used > self.budget
     }
 }
 
@@ -224,7 +229,9 @@ impl LayerTurn<'_> {
             left: self.layer.budget.saturating_sub(self._state.used),
             free_at_start: self.free_at_start,
             last_look: std::time::Instant::now(),
-            last_walk: None,
+            // The first walk after 3 s: most commands end before it.
+            last_walk: Some(std::time::Instant::now()),
+            walk_every: std::time::Duration::from_secs(3),
         }
     }
 
