@@ -278,6 +278,14 @@ fn the_layer_leaks_nothing_and_no_session_sees_anothers() {
     ]);
     let out = cmd(&one, &["python3", "-c", &probes], false);
     assert_all_in(&out, 5, &["ENOENT", "EROFS", "EACCES", "EPERM"]);
+    // The layer's own location is not even named: its overlays are mounted from descriptors.
+    let mounts = cmd(&one, &["cat", "/proc/self/mountinfo"], false);
+    assert!(
+        stdout_of(&mounts).contains(" overlay "),
+        "{}",
+        mounts.output
+    );
+    assert!(!stdout_of(&mounts).contains("/layer"), "{}", mounts.output);
     // A masked directory is an empty tmpfs: nothing of the key is there to copy up.
     let listed = cmd(
         &one,

@@ -143,10 +143,12 @@ fn calls() -> Value {
         {"name": "RunCommand", "arguments": {"argv": [".venv/bin/python", "-m", "unittest", "-v"], "cwd": "py"}},
         {"name": "RunCommand", "arguments": {"argv": ["make", "test"], "cwd": "mk"}},
         {"name": "RunCommand", "arguments": {"argv": ["npm", "test"], "cwd": "node"}},
+        // Git reads the checkout (its index included) and must change nothing real.
+        {"name": "RunCommand", "arguments": {"argv": ["git", "status", "--porcelain"]}},
     ])
 }
 
-/// Reply with the four commands; their results once the runner asks again.
+/// Reply with the five commands; their results once the runner asks again.
 async fn round(chat: &ScriptedChatGpt, sid: &str, lease: &str, view: &Value, key: &str) -> Value {
     let r = chat
         .reply(
@@ -172,7 +174,7 @@ async fn round(chat: &ScriptedChatGpt, sid: &str, lease: &str, view: &Value, key
 
 fn outputs(v: &Value) -> Vec<String> {
     let results = v["pending_turn"]["tool_results"].as_array().unwrap();
-    assert_eq!(results.len(), 4, "{v}");
+    assert_eq!(results.len(), 5, "{v}");
     results
         .iter()
         .map(|r| {
@@ -234,6 +236,8 @@ async fn verify_twice(profile: &str) {
     assert!(first[2].contains("cc -o build/hello"), "{}", first[2]);
     assert!(first[2].contains("hello from make"), "{}", first[2]);
     assert!(first[3].contains("node runs: 1, dep 1"), "{}", first[3]);
+    // The builds' outputs are untracked files in the layer, not in the real tree.
+    assert!(first[4].contains("?? rust/Cargo.lock"), "{}", first[4]);
     assert_eq!(
         changes(&before, &tree(&real)),
         Vec::<String>::new(),
