@@ -243,6 +243,40 @@ fn a_command_that_fills_the_layer_past_its_budget_is_stopped() {
     assert!(!fx.wd.join("fill0").exists());
 }
 
+/// Where no layer can be mounted (here: no namespaces, the Landlock-only fallback) commands keep
+/// the read-only view and the result says so; nothing is written anywhere.
+#[test]
+fn without_a_layer_commands_stay_read_only_and_say_so() {
+    let fx = fixture();
+    let scratch_root = fx.state.join("run/s3/cmd");
+    let commands = CommandSandbox::new(
+        Some(pinned_gateway()),
+        scratch_root,
+        &fx.home,
+        &fx.state,
+        &[],
+    )
+    .without_namespaces()
+    .with_layer(1 << 30);
+    let policy = PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![]);
+    let exec = Executor::new(policy, fx.wd.clone()).with_command_sandbox(commands);
+    let before = snapshot(&fx.wd);
+    let probes = probe_script(&[
+        ("create", "open('new.txt', 'w')".into()),
+        ("append", "open('existing.txt', 'a')".into()),
+    ]);
+    let out = cmd(&exec, &["python3", "-c", &probes], true);
+    assert_all_in(&out, 2, &["EROFS", "EACCES", "EPERM"]);
+    assert!(
+        out.output.contains("writes: read-only file system"),
+        "{}",
+        out.output
+    );
+    assert!(out.output.contains("no layer to discard"), "{}", out.output);
+    assert!(!fx.state.join("run/s3/cmd/layer").exists());
+    assert_eq!(snapshot(&fx.wd), before);
+}
+
 /// Adversarial: the layer is no way around the masks, into the real tree, or into another
 /// session's layer.
 #[test]
