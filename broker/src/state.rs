@@ -198,6 +198,12 @@ impl BrokerState {
         if spec.profile != common::tools::CapabilityProfile::ReadOnly {
             executor = executor.with_writes();
         }
+        // A layer left by an earlier broker of this session (a generation whose broker was
+        // killed) goes: which real files that broker's writes changed since its last command is
+        // lost with it, so its layer could hold stale copies.
+        if let Some(layer) = executor.command_layer() {
+            layer.discard();
+        }
         Ok(BrokerState {
             spec,
             executor,
@@ -398,4 +404,27 @@ impl BrokerState {
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    /// A layer an earlier broker of the session left (killed before its stop) is discarded
+    /// when the next one starts: its record of written paths is gone.
+    #[test]
+    fn a_new_broker_discards_a_layer_left_by_an_earlier_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let state_dir = dir.path().join("state");
+        let root = super::command_scratch_root(&state_dir.display().to_string(), "ns_test");
+        let leftover = root.join("layer/k/upper/stale.txt");
+        std::fs::create_dir_all(leftover.parent().unwrap()).unwrap();
+        std::fs::write(&leftover, "stale").unwrap();
+        let state = crate::test_support::state(dir.path());
+        assert_eq!(
+            state.executor.command_layer().unwrap().dir(),
+            root.join("layer")
+        );
+        assert!(!root.join("layer").exists());
+        // The runtime area is this temp state dir's own (named by its hash).
+        let _ = std::fs::remove_dir_all(root.parent().unwrap());
+    }
 }
