@@ -32,7 +32,8 @@ struct LayerState {
 /// Held while a command runs on the layer.
 pub struct LayerTurn<'a> {
     layer: &'a SessionLayer,
-    _state: MutexGuard<'a, LayerState>,
+    /// The session's layer lock, held for the whole command.
+    state: MutexGuard<'a, LayerState>,
     pub spec: LayerSpec,
     /// What changed in the layer before this command, for its header (`None`: nothing).
     pub note: Option<String>,
@@ -157,7 +158,7 @@ impl SessionLayer {
         }
         Ok(LayerTurn {
             layer: self,
-            _state: state,
+            state,
             spec: LayerSpec {
                 dir: self.dir.clone(),
                 roots,
@@ -226,7 +227,7 @@ impl LayerTurn<'_> {
         LayerGuard {
             dir: self.layer.dir.clone(),
             budget: self.layer.budget,
-            left: self.layer.budget.saturating_sub(self._state.used),
+            left: self.layer.budget.saturating_sub(self.state.used),
             free_at_start: self.free_at_start,
             last_look: std::time::Instant::now(),
             // The first walk after 3 s: most commands end before it.
@@ -243,13 +244,13 @@ impl LayerTurn<'_> {
         let fell = self
             .free_at_start
             .saturating_sub(free_bytes(&self.layer.dir));
-        let estimate = self._state.used.saturating_add(fell);
+        let estimate = self.state.used.saturating_add(fell);
         let used = if estimate <= self.layer.budget {
             estimate
         } else {
             sandbox::layer::usage(&self.layer.dir)
         };
-        let state = &mut self._state;
+        let state = &mut self.state;
         state.used = used;
         (used > self.layer.budget).then(|| {
             format!(
