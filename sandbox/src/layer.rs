@@ -4,7 +4,8 @@
 //! the rule that keeps it honest after the executor wrote a real file (an overlay's copy would
 //! otherwise hide the new content): the layer's entry for that path is dropped, and where an
 //! ancestor in the layer hides the real path (a whiteout, a file, an opaque directory), that
-//! root's whole layer is dropped.
+//! root's whole layer is dropped; and any entry whose real file changed after it was made (writes
+//! the broker did not see) is dropped too.
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -124,6 +125,48 @@ pub fn forget_written(dir: &Path, root: &Path, path: &Path) -> io::Result<Forgot
     }
 }
 
+/// Drop the layer's entries whose real counterpart changed after the entry was made (its
+/// ctime is later: a copy-up or a command's change stamps the entry's ctime, and real writes —
+/// Edit/Write, a DeepSeek sub-session's writes, the owner's editor — stamp the real file's):
+/// the newest wins, so writes the broker never saw do not leave stale copies either. Only
+/// directories present on both sides are walked (a build's new `target/` is skipped whole).
+/// Returns how many entries were dropped.
+pub fn forget_changed(dir: &Path, root: &Path) -> io::Result<usize> {
+    let upper = dir.join(layer_key(root)).join("upper");
+    if std::fs::symlink_metadata(&upper).is_err() {
+        return Ok(0);
+    }
+    let mut dropped = 0;
+    let mut stack = vec![(upper, root.to_path_buf())];
+    while let Some((layer_dir, real_dir)) = stack.pop() {
+        for entry in std::fs::read_dir(&layer_dir)? {
+            let entry = entry?;
+            let layered = entry.path();
+            let real = real_dir.join(entry.file_name());
+            let Ok(real_meta) = std::fs::symlink_metadata(&real) else {
+                continue;
+            };
+            let layer_meta = std::fs::symlink_metadata(&layered)?;
+            if layer_meta.is_dir() {
+                if real_meta.is_dir() {
+                    stack.push((layered, real));
+                }
+                continue;
+            }
+            if ctime(&real_meta) > ctime(&layer_meta) {
+                std::fs::remove_file(&layered)?;
+                dropped += 1;
+            }
+        }
+    }
+    Ok(dropped)
+}
+
+fn ctime(meta: &std::fs::Metadata) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.ctime(), meta.ctime_nsec())
+}
+
 fn reset_root(pair: &Path) -> io::Result<Forgot> {
     remove(pair);
     if std::fs::symlink_metadata(pair).is_ok() {
@@ -185,6 +228,31 @@ mod tests {
             forget_written(&dir, root, Path::new("/elsewhere/x")).unwrap(),
             Forgot::Nothing
         );
+    }
+
+    #[test]
+    fn an_entry_older_than_its_real_file_is_dropped_and_new_build_dirs_are_left() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("layer");
+        let root = tmp.path().join("real");
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join("src/a.rs"), "real a").unwrap();
+        std::fs::write(root.join("src/b.rs"), "real b").unwrap();
+        prepare(&dir, std::slice::from_ref(&root)).unwrap();
+        let upper = dir.join(layer_key(&root)).join("upper");
+        std::fs::create_dir_all(upper.join("src")).unwrap();
+        std::fs::create_dir_all(upper.join("target")).unwrap();
+        std::fs::write(upper.join("src/a.rs"), "layer a").unwrap();
+        std::fs::write(upper.join("target/out"), "built").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // The real b.rs changes after the layer's copies were made; a.rs does not.
+        std::fs::write(upper.join("src/b.rs"), "layer b").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(root.join("src/b.rs"), "edited b").unwrap();
+        assert_eq!(forget_changed(&dir, &root).unwrap(), 1);
+        assert!(!upper.join("src/b.rs").exists());
+        assert!(upper.join("src/a.rs").exists());
+        assert!(upper.join("target/out").exists());
     }
 
     #[test]

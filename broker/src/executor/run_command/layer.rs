@@ -50,7 +50,10 @@ pub enum LayerRefusal {
          outputs and caches are discarded), or the owner raises CLAUDE_TOOLS_COMMAND_LAYER_MB"
     )]
     OverBudget { used_mb: u64, budget_mb: u64 },
-    #[error("the session's command layer could not be prepared")]
+    #[error(
+        "the session's command layer could not be prepared; `fresh_layer: true` starts from a \
+         clean one"
+    )]
     Broken,
 }
 
@@ -142,6 +145,16 @@ impl SessionLayer {
                     tracing::error!("dropping the layer's copy of {}: {err}", path.display());
                     // Keep the path: the next command tries again, and is refused until then.
                     self.give_back_written(written.clone());
+                    return Err(LayerRefusal::Broken);
+                }
+            }
+        }
+        // Real files changed after the layer's copies of them were made (by anyone).
+        for root in &roots {
+            match sandbox::layer::forget_changed(&self.dir, root) {
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::error!("checking the layer against {}: {err}", root.display());
                     return Err(LayerRefusal::Broken);
                 }
             }

@@ -184,6 +184,23 @@ fn a_file_written_by_edit_or_write_is_seen_fresh_by_the_next_command() {
     assert!(next.output.contains("were discarded"), "{}", next.output);
 }
 
+/// Writes the broker never saw (the owner's editor, a DeepSeek sub-session's broker): the newer
+/// real file wins over the layer's older copy.
+#[test]
+fn a_real_file_changed_behind_the_brokers_back_wins_over_an_older_layer_copy() {
+    let fx = fixture();
+    assert!(layer_available());
+    let exec = layered(&fx, "s1", 1 << 30);
+    let touch = "open('existing.txt','a').write('+cmd'); open('mine.txt','w').write('cmd')";
+    let out = cmd(&exec, &["python3", "-c", touch], false);
+    assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(fx.wd.join("existing.txt"), "owner's edit").unwrap();
+    let read = "print(open('existing.txt').read(), open('mine.txt').read())";
+    let next = cmd(&exec, &["python3", "-c", read], false);
+    assert_eq!(stdout_of(&next), "owner's edit cmd\n", "{}", next.output);
+}
+
 #[test]
 fn the_layer_has_a_budget_and_fresh_layer_is_the_way_out() {
     let fx = fixture();
