@@ -394,6 +394,13 @@ impl BrokerState {
     /// Stop everything: the runner first, then the broker.
     pub async fn finish(&self, reason: &str) {
         tracing::info!("broker finishing: {reason}");
+        // The session's copy-on-write layer goes before the gateway hears this broker is
+        // leaving (it may then kill it); a command still running keeps it for the final sweep.
+        if let Some(layer) = self.executor.command_layer()
+            && !layer.discard_if_idle()
+        {
+            tracing::info!("a command is still running: the layer is removed at exit");
+        }
         let seq = self.push_event(BrokerEvent::BrokerExiting {
             reason: reason.to_string(),
         });

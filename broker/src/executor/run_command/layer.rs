@@ -181,11 +181,22 @@ impl SessionLayer {
         })
     }
 
-    /// Remove the whole layer (the session stops).
+    /// Remove the whole layer (a new broker starts), waiting for a running command.
     pub fn discard(&self) {
         let mut state = self.lock();
         sandbox::layer::remove(&self.dir);
         state.used = 0;
+    }
+
+    /// Remove the whole layer unless a command is running on it (the session stops: its broker
+    /// must not wait for a command that may run for minutes). Whether it was removed.
+    pub fn discard_if_idle(&self) -> bool {
+        let Ok(mut state) = self.state.try_lock() else {
+            return false;
+        };
+        sandbox::layer::remove(&self.dir);
+        state.used = 0;
+        true
     }
 }
 

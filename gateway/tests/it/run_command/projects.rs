@@ -243,6 +243,13 @@ async fn verify_twice(profile: &str) {
         Vec::<String>::new(),
         "first round"
     );
+    // The writes are in the session's layer (the broker's runtime dir in the protected command
+    // area, named by the session).
+    let short: String = sid.trim_start_matches("ns_").chars().take(12).collect();
+    let layer = sandbox::protected::command_runtime_area(gw.state_dir())
+        .join(short)
+        .join("layer");
+    assert!(layer.is_dir(), "no layer at {}", layer.display());
     // The same commands again: incremental, on what the first round wrote.
     let second = outputs(&round(&chat, &sid, &lease, &v, &format!("proj-{profile}-2")).await);
     assert!(!second[0].contains("Compiling demo"), "{}", second[0]);
@@ -254,6 +261,12 @@ async fn verify_twice(profile: &str) {
     chat.stop(&sid, &lease, &format!("proj-{profile}-stop"), None)
         .await
         .unwrap();
+    // The session's layer is discarded at stop.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while layer.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!layer.exists(), "{} kept after stop", layer.display());
     // Every file, mode and .git byte of the real tree as it was.
     assert_eq!(
         changes(&before, &tree(&real)),
