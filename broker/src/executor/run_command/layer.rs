@@ -27,6 +27,8 @@ pub struct SessionLayer {
 struct LayerState {
     /// The layer's size after the last command.
     used: u64,
+    /// The exact size, being measured off the result's path after the last command.
+    measuring: Option<std::thread::JoinHandle<u64>>,
 }
 
 /// Held while a command runs on the layer.
@@ -110,6 +112,11 @@ impl SessionLayer {
     /// roots' upper/work dirs. Holds the layer until the returned turn is finished.
     pub fn begin(&self, roots: Vec<PathBuf>, fresh: bool) -> Result<LayerTurn<'_>, LayerRefusal> {
         let mut state = self.lock();
+        // The last command's exact size, if it is still being measured.
+        if let Some(measuring) = state.measuring.take() {
+            let provisional = state.used;
+            state.used = measuring.join().unwrap_or(provisional);
+        }
         let mut notes = Vec::new();
         if fresh {
             sandbox::layer::remove(&self.dir);
@@ -184,6 +191,9 @@ impl SessionLayer {
     /// Remove the whole layer (a new broker starts), waiting for a running command.
     pub fn discard(&self) {
         let mut state = self.lock();
+        if let Some(measuring) = state.measuring.take() {
+            let _ = measuring.join();
+        }
         sandbox::layer::remove(&self.dir);
         state.used = 0;
     }
@@ -194,6 +204,9 @@ impl SessionLayer {
         let Ok(mut state) = self.state.try_lock() else {
             return false;
         };
+        if let Some(measuring) = state.measuring.take() {
+            let _ = measuring.join();
+        }
         sandbox::layer::remove(&self.dir);
         state.used = 0;
         true
@@ -270,6 +283,10 @@ impl LayerTurn<'_> {
             .saturating_sub(free_bytes(&self.layer.dir));
         let estimate = self.state.used.saturating_add(fell);
         let used = if estimate <= self.layer.budget {
+            // Others freeing space meanwhile make the estimate low: the exact size is measured
+            // off the result's path, and the next command waits for it before its budget check.
+            let dir = self.layer.dir.clone();
+            self.state.measuring = Some(std::thread::spawn(move || sandbox::layer::usage(&dir)));
             estimate
         } else {
             sandbox::layer::usage(&self.layer.dir)
