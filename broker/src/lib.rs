@@ -121,6 +121,12 @@ pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> an
     let _ = http.await;
     // The session's dir in the command runtime area, empty once no command runs (never
     // recursive: a command still being reaped keeps its scratch until it is gone).
+    // The session's copy-on-write layer, if a command kept it past `finish` (a broker that
+    // died without getting here leaves it in the protected runtime area until the session's
+    // next broker starts).
+    if let Some(layer) = state.executor.command_layer() {
+        layer.discard_if_idle();
+    }
     let _ = std::fs::remove_dir(state.executor.command_scratch_root());
     Ok(())
 }

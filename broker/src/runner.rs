@@ -283,6 +283,12 @@ async fn wait_exit(
         Err(_) => (None, None),
     };
     exited.send_replace(true);
+    // The session's copy-on-write layer goes with its runner, before the gateway hears of the
+    // exit (a stopped session's broker may be killed soon after); a command still running
+    // keeps it until the broker's final sweep.
+    if let Some(layer) = state.executor.command_layer() {
+        layer.discard_if_idle();
+    }
     let seq = state.push_event(BrokerEvent::RunnerExited {
         exit_code,
         signal,

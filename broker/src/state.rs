@@ -35,6 +35,9 @@ struct Outbox {
     acked_upto: u64,
 }
 
+/// The layer budget when the gateway named none (an older gateway): 4 GiB.
+const DEFAULT_LAYER_MB: u64 = 4096;
+
 /// Per-session root of the commands' scratch dirs: in the gateway's command runtime area
 /// ([`sandbox::protected::command_runtime_area`]: 0700, protected like the state dir, in `/tmp` so
 /// a command's HOME reveals no state path), so no other session reaches it with Read (refused)
@@ -179,13 +182,30 @@ impl BrokerState {
             memory: spec.command_limits.memory_mb.map(|mb| mb * 1024 * 1024),
             scratch: spec.command_limits.scratch_mb.map(|mb| mb * 1024 * 1024),
             ..sandbox::Limits::default()
-        });
+        })
+        .with_search_path(
+            spec.command_path
+                .clone()
+                .unwrap_or_else(|| sandbox::command::FIXED_PATH.to_string()),
+        )
+        .with_layer(
+            spec.command_limits
+                .layer_mb
+                .unwrap_or(DEFAULT_LAYER_MB)
+                .saturating_mul(1024 * 1024),
+        );
         let mut executor = Executor::new(policy, PathBuf::from(&spec.working_directory))
             .with_command_sandbox(commands)
             .with_write_policy(write_policy);
         if spec.profile != common::tools::CapabilityProfile::ReadOnly {
             let expected = spec.working_directory_identity.map(|id| (id.dev, id.ino));
             executor = executor.with_writes(expected);
+        }
+        // A layer left by an earlier broker of this session (a generation whose broker was
+        // killed) goes: which real files that broker's writes changed since its last command is
+        // lost with it, so its layer could hold stale copies.
+        if let Some(layer) = executor.command_layer() {
+            layer.discard();
         }
         Ok(BrokerState {
             spec,
@@ -377,6 +397,13 @@ impl BrokerState {
     /// Stop everything: the runner first, then the broker.
     pub async fn finish(&self, reason: &str) {
         tracing::info!("broker finishing: {reason}");
+        // The session's copy-on-write layer goes before the gateway hears this broker is
+        // leaving (it may then kill it); a command still running keeps it for the final sweep.
+        if let Some(layer) = self.executor.command_layer()
+            && !layer.discard_if_idle()
+        {
+            tracing::info!("a command is still running: the layer is removed at exit");
+        }
         let seq = self.push_event(BrokerEvent::BrokerExiting {
             reason: reason.to_string(),
         });
@@ -387,4 +414,27 @@ impl BrokerState {
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    /// A layer an earlier broker of the session left (killed before its stop) is discarded
+    /// when the next one starts: its record of written paths is gone.
+    #[test]
+    fn a_new_broker_discards_a_layer_left_by_an_earlier_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let state_dir = dir.path().join("state");
+        let root = super::command_scratch_root(&state_dir.display().to_string(), "ns_test");
+        let leftover = root.join("layer/k/upper/stale.txt");
+        std::fs::create_dir_all(leftover.parent().unwrap()).unwrap();
+        std::fs::write(&leftover, "stale").unwrap();
+        let state = crate::test_support::state(dir.path());
+        assert_eq!(
+            state.executor.command_layer().unwrap().dir(),
+            root.join("layer")
+        );
+        assert!(!root.join("layer").exists());
+        // The runtime area is this temp state dir's own (named by its hash).
+        let _ = std::fs::remove_dir_all(root.parent().unwrap());
+    }
 }

@@ -52,6 +52,7 @@ fn state_value(dir: &std::path::Path) -> BrokerState {
         gateway_install_path: None,
         command_limits: Default::default(),
         autorun_allowed: Vec::new(),
+        command_path: None,
         delegation: None,
     };
     BrokerState::new(spec).unwrap()

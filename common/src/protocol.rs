@@ -384,6 +384,10 @@ pub struct BrokerSpec {
     /// class names): none when absent, so an older gateway's broker refuses them all.
     #[serde(default)]
     pub autorun_allowed: Vec<String>,
+    /// The PATH commands search (the owner's, filtered by the gateway at start); `None`: the
+    /// fixed system PATH.
+    #[serde(default)]
+    pub command_path: Option<String>,
     /// Set for a DeepSeek sub-session's broker: its runner's model requests go to the gateway's
     /// egress, not to ChatGPT, and its tool calls are approved by the delegation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -409,6 +413,9 @@ pub struct CommandLimits {
     /// Size of the command's scratch file system, MiB (all its files together).
     #[serde(default)]
     pub scratch_mb: Option<u64>,
+    /// Budget of the session's copy-on-write layer, MiB (every command's writes together).
+    #[serde(default)]
+    pub layer_mb: Option<u64>,
 }
 
 /// The runner's confinement the gateway asks for (what this host supports). The broker establishes

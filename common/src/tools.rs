@@ -175,14 +175,16 @@ impl LogicalTool {
                  quoted and escaped as in FindFiles."
             }
             Self::RunCommand => {
-                "Run an exact argv (no shell) in an OS sandbox: the file system is read-only except \
-                 a private scratch dir (HOME/TMPDIR), no network, no signals outside the command. \
-                 The executable is an absolute path, a name on the fixed PATH \
-                 /usr/local/bin:/usr/bin:/bin, or a relative path inside the working directory. \
-                 `cwd` defaults to the working directory; timeout 120 s by default, at most 600 s. \
-                 stdout and stderr share one 64 KiB result (each gets half of what the other does \
-                 not use; `truncated` says when cut): narrow noisy commands. The receipt has the \
-                 exit code."
+                "Run an exact argv (no shell) in an OS sandbox to build, test or inspect: no \
+                 network, no signals outside the command, protected places hidden. The executable \
+                 is an absolute path, a name on the owner's PATH, or a relative path inside the \
+                 working directory, run as given. Writes (builds, caches) land in the session's \
+                 private copy-on-write layer, kept across its commands and discarded at stop; \
+                 real files change only through Edit, Write and NotebookEdit (network_boundary \
+                 says when a host gives a read-only view instead). `cwd` defaults to the working \
+                 directory; timeout 120 s by default, at most 600 s. stdout and stderr share one \
+                 64 KiB result (each gets half of what the other does not use; `truncated` says \
+                 when cut). The receipt has the exit code."
             }
             Self::Edit => {
                 "Replace an exact string in a UTF-8 file inside the working directory. \
@@ -363,8 +365,9 @@ pub const MAX_COMMAND_TIMEOUT_SECONDS: u32 = 600;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunCommandArgs {
-    /// The exact argv; `argv[0]` is the executable (absolute path, a name on the fixed system
-    /// PATH, or a relative path containing `/` inside the working directory). No shell is involved.
+    /// The exact argv, no shell; `argv[0]`: absolute path, name on the owner's PATH, or relative
+    /// path inside the working directory, run as given (a venv keeps its venv). Writes land in
+    /// the session's copy-on-write layer, kept across its commands; real files stay unchanged.
     #[schemars(length(min = 1, max = 4096))]
     pub argv: Vec<String>,
     /// Directory to run in: absolute inside the working directory, or relative to it. Default:
@@ -376,6 +379,10 @@ pub struct RunCommandArgs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 600))]
     pub timeout_seconds: Option<u32>,
+    /// Discard what earlier commands wrote (builds, caches): run on a clean layer, also when it
+    /// is over its budget.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fresh_layer: bool,
 }
 
 impl RunCommandArgs {

@@ -27,6 +27,9 @@ pub struct Config {
     pub install_path: PathBuf,
     /// Per-command limits handed to every broker.
     pub command_limits: common::protocol::CommandLimits,
+    /// The PATH commands search: `CLAUDE_TOOLS_COMMAND_PATH`, else this gateway's `PATH` at
+    /// start, filtered (`sandbox::command::command_path`).
+    pub command_path: String,
     /// Live sessions allowed at once (`CLAUDE_TOOLS_MAX_LIVE_SESSIONS`).
     pub max_live_sessions: usize,
     pub owner_home: PathBuf,
@@ -195,7 +198,7 @@ impl Config {
         let owner_home = env_path("HOME").unwrap_or_else(|| PathBuf::from("/"));
         let claude_bin = env_path("CLAUDE_BIN")
             .unwrap_or_else(|| owner_home.join(".npm-global").join("bin").join("claude"));
-        let extra_protected = std::env::var("CLAUDE_TOOLS_PROTECTED_PATHS")
+        let extra_protected: Vec<PathBuf> = std::env::var("CLAUDE_TOOLS_PROTECTED_PATHS")
             .unwrap_or_default()
             .split(':')
             .filter(|p| p.starts_with('/'))
@@ -211,6 +214,19 @@ impl Config {
         private_dir(&worktree_dir)?;
         // The write root of a worktree session must have no symlink component.
         let worktree_dir = std::fs::canonicalize(&worktree_dir).unwrap_or(worktree_dir);
+        // The owner's toolchains: their PATH (or the one they name for commands), minus what
+        // a command must not search (relative, world-writable, protected directories).
+        let owner_path = std::env::var("CLAUDE_TOOLS_COMMAND_PATH")
+            .ok()
+            .filter(|p| !p.trim().is_empty())
+            .or_else(|| std::env::var("PATH").ok());
+        let protected = sandbox::path_policy::PathPolicy::new(
+            owner_home.clone(),
+            state_dir.clone(),
+            extra_protected.clone(),
+        );
+        let command_path =
+            sandbox::command::command_path(owner_path.as_deref(), |p| protected.is_protected(p));
         Ok(Config {
             worktree_dir,
             state_dir,
@@ -221,6 +237,7 @@ impl Config {
             exe: Arc::new(PinnedExe::pin_own_image().context("pinning the gateway executable")?),
             install_path: std::env::current_exe().context("locating the gateway executable")?,
             command_limits: crate::limits::command_limits_from_env()?,
+            command_path,
             max_live_sessions: crate::limits::max_live_sessions_from_env()?,
             owner_home,
             extra_protected,

@@ -30,6 +30,30 @@ pub fn default_command_scratch_mb(host_mb: u64) -> u64 {
     (host_mb / 32).clamp(128, 512)
 }
 
+/// Free space of the file system holding `path`, MiB (0 when unknown).
+pub fn free_disk_mb(path: &std::path::Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return 0;
+    };
+    // SAFETY: an all-zero statvfs is a valid value for the kernel to fill.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid NUL-terminated path and a properly sized out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut stat) } != 0 {
+        return 0;
+    }
+    // The field types differ between OSes (u32 blocks on macOS).
+    #[allow(clippy::useless_conversion)]
+    let (blocks, size) = (u64::from(stat.f_bavail), u64::from(stat.f_frsize));
+    blocks.saturating_mul(size) / (1024 * 1024)
+}
+
+/// Default budget of one session's copy-on-write layer (build outputs, caches, tool state): a
+/// quarter of the free space where layers live, within 256 MiB – 16 GiB.
+pub fn default_command_layer_mb(free_mb: u64) -> u64 {
+    (free_mb / 4).clamp(256, 16 * 1024)
+}
+
 /// Default number of live sessions: one per 256 MiB of half the host's memory (a session with its
 /// runner takes about 180 MiB), within 2 – 64.
 pub fn default_max_live_sessions(host_mb: u64) -> usize {
@@ -52,16 +76,21 @@ fn positive_env(name: &str, min: u64, max: u64) -> anyhow::Result<Option<u64>> {
     }
 }
 
-/// `CLAUDE_TOOLS_COMMAND_MEMORY_MB` and `CLAUDE_TOOLS_COMMAND_SCRATCH_MB`, or the host defaults.
+/// `CLAUDE_TOOLS_COMMAND_MEMORY_MB`, `CLAUDE_TOOLS_COMMAND_SCRATCH_MB` and
+/// `CLAUDE_TOOLS_COMMAND_LAYER_MB`, or the host defaults.
 pub fn command_limits_from_env() -> anyhow::Result<CommandLimits> {
     let host = host_memory_mb();
     let memory = positive_env("CLAUDE_TOOLS_COMMAND_MEMORY_MB", 16, 1 << 22)?
         .unwrap_or_else(|| default_command_memory_mb(host));
     let scratch = positive_env("CLAUDE_TOOLS_COMMAND_SCRATCH_MB", 1, 1 << 22)?
         .unwrap_or_else(|| default_command_scratch_mb(host));
+    // Layers live in the command runtime area, in /tmp.
+    let layer = positive_env("CLAUDE_TOOLS_COMMAND_LAYER_MB", 1, 1 << 30)?
+        .unwrap_or_else(|| default_command_layer_mb(free_disk_mb(std::path::Path::new("/tmp"))));
     Ok(CommandLimits {
         memory_mb: Some(memory),
         scratch_mb: Some(scratch),
+        layer_mb: Some(layer),
     })
 }
 
@@ -87,6 +116,9 @@ mod tests {
         assert_eq!(default_command_scratch_mb(2048), 128);
         assert_eq!(default_command_scratch_mb(8192), 256);
         assert_eq!(default_command_scratch_mb(65536), 512);
+        assert_eq!(default_command_layer_mb(0), 256);
+        assert_eq!(default_command_layer_mb(8 * 1024), 2048);
+        assert_eq!(default_command_layer_mb(1 << 30), 16 * 1024);
         assert_eq!(default_max_live_sessions(1024), 2);
         assert_eq!(default_max_live_sessions(16384), 32);
         assert_eq!(default_max_live_sessions(1 << 20), 64);

@@ -169,8 +169,13 @@ impl GitRunner {
         if !sandbox::host_support().can_confine() {
             return Err(GitError::CannotConfine);
         }
-        let program = sandbox::command::resolve_executable("git", Path::new("/"), Path::new("/"))
-            .map_err(|e| GitError::Setup(e.to_string()))?;
+        let program = sandbox::command::resolve_executable(
+            "git",
+            Path::new("/"),
+            Path::new("/"),
+            sandbox::command::FIXED_PATH,
+        )
+        .map_err(|e| GitError::Setup(e.to_string()))?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -187,7 +192,14 @@ impl GitRunner {
                 .create(&path)
                 .map_err(|e| GitError::Setup(format!("git scratch: {e}")))?;
         }
-        let mut env: Vec<(String, String)> = sandbox::env::command_env(&scratch.0, None);
+        let mut env: Vec<(String, String)> = sandbox::env::command_env(
+            &scratch.0,
+            sandbox::env::EnvShape {
+                owner_home: None,
+                layered: false,
+                path: sandbox::command::FIXED_PATH,
+            },
+        );
         env.extend(
             [
                 ("GIT_ALLOW_PROTOCOL", ""),
@@ -219,6 +231,8 @@ impl GitRunner {
                 scratch: Some(GIT_SCRATCH_BYTES),
                 ..sandbox::Limits::default()
             },
+            // The gateway's git writes exactly the dirs above, for real.
+            layer: None,
             namespaces: true,
         };
         let run = broker::executor::run_confined(&self.helper, &spec, GIT_TIMEOUT)

@@ -47,10 +47,19 @@ pub fn runner_layers() -> RunnerLayers {
 /// `network_boundary` for a session started now on this host.
 pub fn network_boundary() -> Value {
     let host = crate::host_support();
-    let commands = match host.status() {
+    let network = match host.status() {
         "enforced" => "none: empty network namespace, no sockets",
         "degraded" => "degraded: partial confinement (see commands_enforced_by); no sockets",
         _ => "refused: this host cannot confine commands, so RunCommand refuses to run",
+    };
+    // Where a command's writes go: the session's layer, or nowhere (the read-only fallback).
+    let commands = match (host.can_confine(), host.copy_on_write()) {
+        (false, _) => network.to_string(),
+        (true, true) => format!("{network}; writes go to the session's copy-on-write layer"),
+        (true, false) => format!(
+            "{network}; writes: read-only file system (this host cannot mount a copy-on-write \
+             layer for commands)"
+        ),
     };
     let runner = describe_runner(&runner_layers(), std::env::consts::OS);
     json!({

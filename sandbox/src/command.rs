@@ -8,10 +8,11 @@
 
 use std::path::{Component, Path, PathBuf};
 
-/// The fixed search path for bare executable names (never the caller's `PATH`).
+/// The search path for bare executable names when the owner's PATH gives none (never the caller's
+/// `PATH`).
 #[cfg(not(target_os = "macos"))]
 pub const FIXED_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-/// The fixed search path for bare executable names (never the caller's `PATH`).
+/// The search path for bare executable names when the owner's PATH gives none.
 #[cfg(target_os = "macos")]
 pub const FIXED_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/opt/homebrew/bin";
 
@@ -88,8 +89,8 @@ pub enum CommandRefusal {
     WrapperOption { wrapper: String, option: String },
     #[error("wrappers nest too deeply")]
     TooDeep,
-    #[error("executable `{name}` was not found on the fixed PATH {FIXED_PATH}")]
-    NotFound { name: String },
+    #[error("executable `{name}` was not found on the command PATH {search}")]
+    NotFound { name: String, search: String },
     #[error("executable `{path}` does not exist")]
     Missing { path: String },
     #[error("`{path}` is not an executable regular file")]
@@ -118,7 +119,7 @@ pub struct ResolvedCommand {
     pub program: PathBuf,
     /// The canonical target of `program` (every symlink followed).
     pub canonical: PathBuf,
-    /// argv with `argv[0]` replaced by the basename of `program`.
+    /// argv as asked (`argv[0]` kept: the path or name the caller gave).
     pub argv: Vec<String>,
 }
 
@@ -128,21 +129,23 @@ pub fn check(
     argv: &[String],
     working_directory: &Path,
     cwd: &Path,
+    search: &str,
 ) -> Result<ResolvedCommand, CommandRefusal> {
     let first = argv.first().ok_or(CommandRefusal::Empty)?;
-    let program = resolve_executable(first, working_directory, cwd)?;
+    let program = resolve_executable(first, working_directory, cwd, search)?;
     let canonical = std::fs::canonicalize(&program).map_err(|_| CommandRefusal::Missing {
         path: program.display().to_string(),
     })?;
-    let name = file_name(&program);
-    let mut resolved_argv = argv.to_vec();
-    resolved_argv[0] = name.clone();
+    // argv[0] stays as asked: a venv's `python` finds its venv from it, rustup's proxies their
+    // tool; the deny rules look at the resolved program's names, not at argv[0].
+    let resolved_argv = argv.to_vec();
     check_words(
         &program,
         &canonical,
         &resolved_argv,
         working_directory,
         cwd,
+        search,
         0,
     )?;
     Ok(ResolvedCommand {
@@ -153,11 +156,12 @@ pub fn check(
 }
 
 /// Find an executable: absolute, relative with `/` (inside the working directory), or a bare name
-/// on [`FIXED_PATH`].
+/// on `search` (the command PATH, see [`command_path`]).
 pub fn resolve_executable(
     word: &str,
     working_directory: &Path,
     cwd: &Path,
+    search: &str,
 ) -> Result<PathBuf, CommandRefusal> {
     if word.is_empty() {
         return Err(CommandRefusal::Empty);
@@ -174,12 +178,14 @@ pub fn resolve_executable(
         }
         joined
     } else {
-        return FIXED_PATH
+        return search
             .split(':')
+            .filter(|dir| dir.starts_with('/'))
             .map(|dir| Path::new(dir).join(word))
             .find(|candidate| is_executable_file(candidate))
             .ok_or_else(|| CommandRefusal::NotFound {
                 name: word.to_string(),
+                search: search.to_string(),
             });
     };
     match std::fs::metadata(&path) {
@@ -190,6 +196,31 @@ pub fn resolve_executable(
             path: word.to_string(),
         }),
         Ok(_) => Ok(path),
+    }
+}
+
+/// The PATH commands get: the owner's (`CLAUDE_TOOLS_COMMAND_PATH`, else the gateway's own `PATH`
+/// at start), without relative, missing, world-writable (anyone could plant a `cargo` there) or
+/// protected directories, and without repeats; [`FIXED_PATH`] when nothing is left.
+pub fn command_path(owner: Option<&str>, is_protected: impl Fn(&Path) -> bool) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let mut kept: Vec<&str> = Vec::new();
+    for dir in owner.unwrap_or("").split(':') {
+        let path = Path::new(dir);
+        let usable = dir.starts_with('/')
+            && !kept.contains(&dir)
+            && std::fs::metadata(path)
+                .is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o002 == 0)
+            && !is_protected(path)
+            && std::fs::canonicalize(path).is_ok_and(|c| !is_protected(&c));
+        if usable {
+            kept.push(dir);
+        }
+    }
+    if kept.is_empty() {
+        FIXED_PATH.to_string()
+    } else {
+        kept.join(":")
     }
 }
 
@@ -226,6 +257,7 @@ fn check_words(
     argv: &[String],
     working_directory: &Path,
     cwd: &Path,
+    search: &str,
     depth: usize,
 ) -> Result<(), CommandRefusal> {
     if depth > MAX_WRAPPER_DEPTH {
@@ -241,12 +273,12 @@ fn check_words(
             // `busybox rm …`: the applet is the first argument (options like `--list` are harmless).
             return match args.first() {
                 Some(applet) if !applet.starts_with('-') => {
-                    check_wrapped(args, working_directory, cwd, depth, true)
+                    check_wrapped(args, working_directory, cwd, search, depth, true)
                 }
                 _ => Ok(()),
             };
         }
-        return check_name_rules(&invoked, args, working_directory, cwd, depth);
+        return check_name_rules(&invoked, args, working_directory, cwd, search, depth);
     }
     if canonical_name == "coreutils"
         && let Some(prog) = args
@@ -264,6 +296,7 @@ fn check_words(
                 &rest,
                 working_directory,
                 cwd,
+                search,
                 depth,
             );
         }
@@ -274,6 +307,7 @@ fn check_words(
             args,
             working_directory,
             cwd,
+            search,
             depth,
         )?;
     }
@@ -286,6 +320,7 @@ fn check_name_rules(
     args: &[String],
     working_directory: &Path,
     cwd: &Path,
+    search: &str,
     depth: usize,
 ) -> Result<(), CommandRefusal> {
     if let Some((_, reason)) = DENIED_NAMES.iter().find(|(denied, _)| *denied == name) {
@@ -333,7 +368,7 @@ fn check_name_rules(
         _ => {}
     }
     if let Some(rest) = wrapped_command(name, args)? {
-        return check_wrapped(rest, working_directory, cwd, depth, false);
+        return check_wrapped(rest, working_directory, cwd, search, depth, false);
     }
     Ok(())
 }
@@ -344,6 +379,7 @@ fn check_wrapped(
     argv: &[String],
     working_directory: &Path,
     cwd: &Path,
+    search: &str,
     depth: usize,
     applet: bool,
 ) -> Result<(), CommandRefusal> {
@@ -356,16 +392,17 @@ fn check_wrapped(
             &argv[1..],
             working_directory,
             cwd,
+            search,
             depth + 1,
         );
     }
     // Name rules first, so a denied name is refused even where it would not resolve.
     let base = word.rsplit('/').next().unwrap_or(word).to_ascii_lowercase();
-    check_name_rules(&base, &argv[1..], working_directory, cwd, depth + 1)?;
+    check_name_rules(&base, &argv[1..], working_directory, cwd, search, depth + 1)?;
     if MULTI_CALL.contains(&base.as_str()) {
         match argv.get(1) {
             Some(next) if !next.starts_with('-') => {
-                check_wrapped(&argv[1..], working_directory, cwd, depth + 1, true)?;
+                check_wrapped(&argv[1..], working_directory, cwd, search, depth + 1, true)?;
             }
             _ => {}
         }
@@ -373,7 +410,7 @@ fn check_wrapped(
     let resolved = if word.starts_with('/') {
         Some(PathBuf::from(word))
     } else {
-        resolve_executable(word, working_directory, cwd).ok()
+        resolve_executable(word, working_directory, cwd, search).ok()
     };
     if let Some(program) = resolved
         && let Ok(canonical) = std::fs::canonicalize(&program)
@@ -385,6 +422,7 @@ fn check_wrapped(
                 argv,
                 working_directory,
                 cwd,
+                search,
                 depth + 1,
             )?;
         }

@@ -1,10 +1,10 @@
 //! The fixed environment of a command: nothing is inherited (no `LD_PRELOAD`, `BASH_ENV`, `ENV`,
-//! `GIT_DIR`, `RIPGREP_CONFIG_PATH`, …); `HOME`, `TMPDIR` and caches point into the per-command
-//! scratch dir; Git runs without optional locks, pagers, prompts, hooks or fsmonitor.
+//! `GIT_DIR`, `RIPGREP_CONFIG_PATH`, …) but the owner's filtered PATH; `TMPDIR` points into the
+//! per-command scratch dir, `HOME` is the owner's seen through the session's copy-on-write layer
+//! (without a layer: the scratch dir, with caches and build outputs); Git runs without optional
+//! locks, pagers, prompts, hooks or fsmonitor.
 
 use std::path::Path;
-
-use crate::command::FIXED_PATH;
 
 /// Subdirectories of the scratch dir the broker creates (`HOME`, `TMPDIR`); the XDG and build
 /// directories under `home` are created by the tools that want them (each mkdir costs).
@@ -33,28 +33,51 @@ pub const GIT_OVERRIDES: &[(&str, &str)] = &[
     ("protocol.allow", "never"),
 ];
 
-/// The complete environment for a command whose scratch dir is `scratch`. `owner_home` is used
-/// only to let Rust toolchains installed by rustup find themselves (read-only).
-pub fn command_env(scratch: &Path, owner_home: Option<&Path>) -> Vec<(String, String)> {
+/// How a command's environment is shaped.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvShape<'a> {
+    /// The owner's home: with the layer, the command's `HOME` (seen copy-on-write); without,
+    /// only rustup's and cargo's homes are named in it (read-only).
+    pub owner_home: Option<&'a Path>,
+    /// The command runs over the session's copy-on-write layer.
+    pub layered: bool,
+    /// The search path (the owner's, filtered: [`crate::command::command_path`]).
+    pub path: &'a str,
+}
+
+/// The complete environment for a command whose scratch dir is `scratch`. With the layer, HOME
+/// is the owner's (tool state such as `~/.cargo/registry` and caches are written into the layer,
+/// and build outputs stay where the project puts them, so the next command is incremental);
+/// without it, HOME, caches and build outputs point into the scratch dir.
+pub fn command_env(scratch: &Path, shape: EnvShape<'_>) -> Vec<(String, String)> {
     let s = |sub: &str| scratch.join(sub).display().to_string();
     let mut env: Vec<(String, String)> = vec![
-        ("PATH".into(), FIXED_PATH.into()),
+        ("PATH".into(), shape.path.into()),
         ("LANG".into(), "C.UTF-8".into()),
         ("LC_ALL".into(), "C.UTF-8".into()),
         ("TERM".into(), "dumb".into()),
         ("NO_COLOR".into(), "1".into()),
-        ("HOME".into(), s("home")),
         ("TMPDIR".into(), s("tmp")),
         ("TMP".into(), s("tmp")),
         ("TEMP".into(), s("tmp")),
-        ("XDG_CACHE_HOME".into(), s("home/.cache")),
-        ("XDG_CONFIG_HOME".into(), s("home/.config")),
-        ("XDG_DATA_HOME".into(), s("home/.local/share")),
-        ("XDG_STATE_HOME".into(), s("home/.local/state")),
-        ("CARGO_TARGET_DIR".into(), s("tmp/cargo-target")),
-        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
-        ("PYTHONPYCACHEPREFIX".into(), s("home/.cache/pycache")),
-        ("npm_config_cache".into(), s("home/.cache/npm")),
+    ];
+    match shape.owner_home {
+        Some(home) if shape.layered => {
+            env.push(("HOME".into(), home.display().to_string()));
+        }
+        _ => env.extend([
+            ("HOME".into(), s("home")),
+            ("XDG_CACHE_HOME".into(), s("home/.cache")),
+            ("XDG_CONFIG_HOME".into(), s("home/.config")),
+            ("XDG_DATA_HOME".into(), s("home/.local/share")),
+            ("XDG_STATE_HOME".into(), s("home/.local/state")),
+            ("CARGO_TARGET_DIR".into(), s("tmp/cargo-target")),
+            ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+            ("PYTHONPYCACHEPREFIX".into(), s("home/.cache/pycache")),
+            ("npm_config_cache".into(), s("home/.cache/npm")),
+        ]),
+    }
+    env.extend([
         ("GIT_OPTIONAL_LOCKS".into(), "0".into()),
         ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
         ("GIT_CONFIG_GLOBAL".into(), "/dev/null".into()),
@@ -63,13 +86,13 @@ pub fn command_env(scratch: &Path, owner_home: Option<&Path>) -> Vec<(String, St
         ("GIT_EDITOR".into(), "true".into()),
         ("GIT_ASKPASS".into(), "true".into()),
         ("PAGER".into(), "cat".into()),
-    ];
+    ]);
     env.push(("GIT_CONFIG_COUNT".into(), GIT_OVERRIDES.len().to_string()));
     for (i, (key, value)) in GIT_OVERRIDES.iter().enumerate() {
         env.push((format!("GIT_CONFIG_KEY_{i}"), (*key).into()));
         env.push((format!("GIT_CONFIG_VALUE_{i}"), (*value).into()));
     }
-    if let Some(home) = owner_home {
+    if let Some(home) = shape.owner_home {
         for (var, dir) in [("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")] {
             let path = home.join(dir);
             if path.is_dir() {
@@ -81,59 +104,4 @@ pub fn command_env(scratch: &Path, owner_home: Option<&Path>) -> Vec<(String, St
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn env_is_fixed_and_points_into_scratch() {
-        let env = command_env(Path::new("/s"), None);
-        let get = |k: &str| {
-            env.iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.as_str())
-        };
-        assert_eq!(get("PATH"), Some(FIXED_PATH));
-        assert_eq!(get("HOME"), Some("/s/home"));
-        assert_eq!(get("TMPDIR"), Some("/s/tmp"));
-        assert_eq!(get("XDG_CACHE_HOME"), Some("/s/home/.cache"));
-        assert_eq!(get("CARGO_TARGET_DIR"), Some("/s/tmp/cargo-target"));
-        assert_eq!(get("LANG"), Some("C.UTF-8"));
-        assert_eq!(get("GIT_OPTIONAL_LOCKS"), Some("0"));
-        assert_eq!(get("GIT_CONFIG_NOSYSTEM"), Some("1"));
-        assert_eq!(get("GIT_TERMINAL_PROMPT"), Some("0"));
-        assert_eq!(get("GIT_PAGER"), Some("cat"));
-        assert_eq!(get("PAGER"), Some("cat"));
-        for bad in [
-            "LD_PRELOAD",
-            "LD_LIBRARY_PATH",
-            "BASH_ENV",
-            "ENV",
-            "GIT_DIR",
-            "GIT_CONFIG_PARAMETERS",
-            "RIPGREP_CONFIG_PATH",
-            "NODE_OPTIONS",
-            "PYTHONSTARTUP",
-        ] {
-            assert_eq!(get(bad), None, "{bad}");
-        }
-        let count: usize = get("GIT_CONFIG_COUNT").unwrap().parse().unwrap();
-        let pairs: Vec<(&str, &str)> = (0..count)
-            .map(|i| {
-                (
-                    get(&format!("GIT_CONFIG_KEY_{i}")).unwrap(),
-                    get(&format!("GIT_CONFIG_VALUE_{i}")).unwrap(),
-                )
-            })
-            .collect();
-        assert!(pairs.contains(&("core.fsmonitor", "false")));
-        assert!(pairs.contains(&("core.hooksPath", "/dev/null")));
-        assert!(pairs.contains(&("core.pager", "cat")));
-        // Every scratch path the env names lies in a directory the broker creates.
-        for (_, value) in &env {
-            if let Some(sub) = value.strip_prefix("/s/") {
-                let top = sub.split('/').next().unwrap();
-                assert!(SCRATCH_DIRS.contains(&top), "{sub}");
-            }
-        }
-    }
-}
+mod tests;

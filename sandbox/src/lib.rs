@@ -10,6 +10,7 @@ pub mod boundary;
 pub mod command;
 pub mod env;
 pub mod escape;
+pub mod layer;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod path_policy;
@@ -82,6 +83,7 @@ pub fn host_support() -> HostSupport {
             seccomp: false,
             seatbelt: std::path::Path::new(seatbelt::SANDBOX_EXEC).exists(),
             root: false,
+            overlay: false,
         }
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
@@ -93,6 +95,7 @@ pub fn host_support() -> HostSupport {
             seccomp: false,
             seatbelt: false,
             root: false,
+            overlay: false,
         }
     }
 }

@@ -81,8 +81,34 @@ pub struct ExecSpec {
     #[serde(default)]
     pub writable: Vec<PathBuf>,
     pub limits: Limits,
+    /// The session's copy-on-write layer (namespaces only): every `roots` directory is an overlay
+    /// whose writes land in the layer. `None`: the file system is read-only but for the scratch.
+    #[serde(default)]
+    pub layer: Option<LayerSpec>,
     /// Try user/mount/network/pid namespaces (tests turn this off to exercise the fallback).
     pub namespaces: bool,
+}
+
+/// A session's copy-on-write layer: `dir` holds one `<key>/upper` + `<key>/work` pair per root
+/// ([`layer_key`]), made by the broker; the helper mounts an overlay of each root over itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerSpec {
+    pub dir: PathBuf,
+    /// Directories the command sees copy-on-write, none inside another, none holding `dir`.
+    pub roots: Vec<PathBuf>,
+}
+
+/// The name of a root's upper/work pair in the layer dir: stable for the session, so a root's
+/// writes persist across its commands.
+pub fn layer_key(root: &std::path::Path) -> String {
+    // FNV-1a over the path's bytes: stable across processes and builds (std's hasher is not
+    // promised to be), collisions only between roots of one session.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in root.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
 }
 
 /// The layers the helper established for one command.
@@ -112,6 +138,9 @@ pub struct Enforced {
     /// The scratch dir is a tmpfs of this size, MiB (`None`: no quota beyond the per-file limit).
     #[serde(default)]
     pub scratch_quota_mb: Option<u64>,
+    /// How many directories the command saw copy-on-write (the session's layer); 0: none.
+    #[serde(default)]
+    pub layer_roots: usize,
 }
 
 impl Enforced {
@@ -140,6 +169,7 @@ impl Enforced {
             (self.capabilities_dropped, "caps"),
             (self.rlimits, "rlimits"),
             (self.pids_cgroup, "pids-cgroup"),
+            (self.layer_roots > 0, "overlay"),
         ];
         parts.extend(
             rest.iter()
@@ -195,6 +225,10 @@ pub struct HostSupport {
     pub seatbelt: bool,
     /// The process runs as root (RLIMIT_NPROC is not enforced; a pids cgroup is used instead).
     pub root: bool,
+    /// Overlays can be mounted in a command's user namespace (Linux): commands get a
+    /// copy-on-write layer; without it they see the file system read-only.
+    #[serde(default)]
+    pub overlay: bool,
 }
 
 impl HostSupport {
@@ -230,11 +264,19 @@ impl HostSupport {
                     parts.push("seccomp".to_string());
                 }
                 parts.push("nnp+caps+rlimits".to_string());
+                if self.copy_on_write() {
+                    parts.push("overlay".to_string());
+                }
                 format!("linux:{}", parts.join("+"))
             }
             "macos" if self.seatbelt => "macos:seatbelt".to_string(),
             other => format!("{other}:none"),
         }
+    }
+
+    /// Whether commands get the session's copy-on-write layer (overlays in their namespaces).
+    pub fn copy_on_write(&self) -> bool {
+        self.os == "linux" && self.namespaces && self.overlay
     }
 
     /// `enforced`, `degraded` or `unavailable`, for `network_boundary.status`.

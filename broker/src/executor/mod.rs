@@ -188,6 +188,11 @@ impl Executor {
                 };
             }
         };
+        // Whatever the outcome, the next command must see the real file, not a layer copy made
+        // by an earlier command (a refused write changed nothing, and forgetting costs little).
+        if let Some(layer) = self.commands.layer() {
+            layer.note_written(Path::new(op.path()));
+        }
         match write::run_write(&self.write_policy, root, action_id, op, expected, journal) {
             Ok(receipt) => {
                 let (pre, post) = (receipt.pre_sha256.clone(), receipt.post_sha256.clone());

@@ -10,8 +10,9 @@
 //! size). The helper is the gateway executable pinned at start, executed by descriptor; a missing
 //! or malformed report line is `confinement_unconfirmed`, never "not run". Once the main process has
 //! exited its group is killed, and pipes still held open are drained for at most
-//! [`DRAIN_AFTER_EXIT`]. Commands never write files for the session: the file system is read-only
-//! to them except their scratch dir.
+//! [`DRAIN_AFTER_EXIT`]. Commands never write files for the session: where the host can mount
+//! overlays they write into the session's copy-on-write layer (`layer`), kept across its commands
+//! and discarded at stop; elsewhere the file system is read-only to them except their scratch dir.
 
 #[cfg(target_os = "linux")]
 use std::io::Write;
@@ -30,8 +31,11 @@ use sandbox::spec::{ExecSpec, Limits};
 
 use super::Executor;
 
+mod layer;
 mod outcome;
 mod supervise;
+
+pub use layer::SessionLayer;
 
 use outcome::finish;
 #[cfg(target_os = "linux")]
@@ -115,6 +119,10 @@ pub struct CommandSandbox {
     limits: Limits,
     /// The session's own managed worktree: the one directory bound back over the masks.
     own_worktree: Option<PathBuf>,
+    /// Where bare executable names are looked up (the owner's filtered PATH).
+    search_path: String,
+    /// The session's copy-on-write layer (`None`: commands see the file system read-only).
+    layer: Option<Arc<SessionLayer>>,
 }
 
 impl CommandSandbox {
@@ -136,6 +144,8 @@ impl CommandSandbox {
             namespaces: true,
             limits: Limits::default(),
             own_worktree: None,
+            search_path: sandbox::command::FIXED_PATH.to_string(),
+            layer: None,
         }
     }
 
@@ -150,6 +160,8 @@ impl CommandSandbox {
             namespaces: true,
             limits: Limits::default(),
             own_worktree: None,
+            search_path: sandbox::command::FIXED_PATH.to_string(),
+            layer: None,
         }
     }
 
@@ -170,12 +182,38 @@ impl CommandSandbox {
         self.limits = limits;
         self
     }
+
+    /// Where bare executable names are found (`sandbox::command::command_path`).
+    pub fn with_search_path(mut self, search_path: String) -> Self {
+        self.search_path = search_path;
+        self
+    }
+
+    /// Give the session a copy-on-write layer of `budget` bytes, in `<scratch root>/layer`
+    /// (used where the host can mount overlays; see [`SessionLayer`]).
+    pub fn with_layer(mut self, budget: u64) -> Self {
+        self.layer = Some(Arc::new(SessionLayer::new(
+            self.scratch_root.join("layer"),
+            budget,
+        )));
+        self
+    }
+
+    /// The session's layer, if it has one.
+    pub fn layer(&self) -> Option<&SessionLayer> {
+        self.layer.as_deref()
+    }
 }
 
 impl Executor {
     /// Where this session's command scratch dirs are made.
     pub fn command_scratch_root(&self) -> &Path {
         &self.commands.scratch_root
+    }
+
+    /// The session's copy-on-write layer, if commands have one.
+    pub fn command_layer(&self) -> Option<&SessionLayer> {
+        self.commands.layer()
     }
 
     /// Configure how `RunCommand` is confined (helper executable, scratch root, masks).
@@ -226,7 +264,7 @@ pub(super) fn run(
             return rejected(action_id, "invalid_argument", refusal.to_string(), started);
         }
     };
-    let resolved = match sandbox::command::check(&args.argv, &wd, &cwd) {
+    let resolved = match sandbox::command::check(&args.argv, &wd, &cwd, &config.search_path) {
         Ok(resolved) => resolved,
         Err(refusal) => {
             return rejected(
@@ -250,6 +288,47 @@ pub(super) fn run(
             ),
             started,
         );
+    }
+    // The copy-on-write layer, where this host can mount it (else today's read-only view).
+    let layer = config
+        .layer
+        .as_deref()
+        .filter(|_| config.namespaces && support.copy_on_write());
+    let mut notes = Vec::new();
+    let turn = match layer {
+        Some(layer) => {
+            let roots = layer::roots(
+                &config.owner_home,
+                &wd,
+                config.own_worktree.as_deref(),
+                &config.masked,
+                layer.dir(),
+            );
+            match layer.begin(roots, args.fresh_layer) {
+                Ok(turn) => Some(turn),
+                Err(refusal) => {
+                    let code = match refusal {
+                        layer::LayerRefusal::OverBudget { .. } => "layer_over_budget",
+                        layer::LayerRefusal::Broken => "sandbox_unavailable",
+                    };
+                    return rejected(
+                        action_id,
+                        code,
+                        format!("the command was not run: {refusal}"),
+                        started,
+                    );
+                }
+            }
+        }
+        None => {
+            if args.fresh_layer {
+                notes.push("fresh_layer: this host gives commands no layer to discard".into());
+            }
+            None
+        }
+    };
+    if let Some(note) = turn.as_ref().and_then(|t| t.note.clone()) {
+        notes.push(note);
     }
     // With namespaces and a quota the helper mounts a fresh tmpfs over the scratch dir and makes
     // HOME and TMPDIR inside it: the on-disk subdirs would only be hidden (and cost mkdirs).
@@ -276,13 +355,21 @@ pub(super) fn run(
         program: resolved.program.clone(),
         argv: resolved.argv.clone(),
         cwd: cwd.clone(),
-        env: sandbox::env::command_env(&scratch.path, Some(&config.owner_home)),
+        env: sandbox::env::command_env(
+            &scratch.path,
+            sandbox::env::EnvShape {
+                owner_home: Some(&config.owner_home),
+                layered: turn.is_some(),
+                path: &config.search_path,
+            },
+        ),
         scratch: scratch.path.clone(),
         masked: config.masked.clone(),
         // A managed worktree lives in the (masked) state dir; the command must still see it.
         visible: sandbox::visible_under_masks(&config.masked, &wd, config.own_worktree.as_deref()),
         writable: Vec::new(),
         limits: config.limits,
+        layer: turn.as_ref().map(|t| t.spec.clone()),
         namespaces: config.namespaces,
     };
     #[cfg(target_os = "linux")]
@@ -307,12 +394,31 @@ pub(super) fn run(
             );
         }
     };
-    let run = supervise(&mut child, args.timeout(), started);
+    let mut guard = turn.as_ref().map(layer::LayerTurn::guard);
+    let run = supervise(&mut child, args.timeout(), started, &mut || {
+        guard.as_mut().is_some_and(|g| g.over_budget())
+    });
+    let stopped_by_guard = run.stopped_by_guard;
     if let Some(cgroup) = run.report.as_ref().and_then(|r| r.cgroup.clone()) {
         remove_cgroup(&cgroup);
     }
     drop(scratch);
-    finish(action_id, &cwd, run, args.timeout(), started)
+    if stopped_by_guard && let Some(layer) = layer {
+        notes.push(format!(
+            "the command was stopped: its writes took the session's layer over its budget of \
+             {} MiB",
+            layer.budget() / (1024 * 1024)
+        ));
+    }
+    if let Some(over) = turn.and_then(layer::LayerTurn::finish) {
+        notes.push(over);
+    }
+    let mut outcome = finish(action_id, &cwd, run, args.timeout(), started, &notes);
+    if stopped_by_guard && outcome.status != ToolStatus::Rejected {
+        outcome.status = ToolStatus::Error;
+        outcome.error_code = Some("layer_over_budget".into());
+    }
+    outcome
 }
 
 fn refusal_message(refusal: &CommandRefusal) -> String {
@@ -531,7 +637,7 @@ pub fn run_confined(
 ) -> Result<ConfinedRun, CommandError> {
     let path = helper.exec_path()?;
     let mut child = spawn_helper(&path, spec)?;
-    let run = supervise(&mut child, timeout, Instant::now());
+    let run = supervise(&mut child, timeout, Instant::now(), &mut || false);
     if let Some(cgroup) = run.report.as_ref().and_then(|r| r.cgroup.clone()) {
         remove_cgroup(&cgroup);
     }

@@ -2,6 +2,8 @@
 //! as (root is warned about), this host's sandbox support and the confinement a session started
 //! now would get, and the launchd/systemd service files (`service_file`). Each check is OK, WARN or FAIL with a one-line fix; any FAIL makes the command fail.
 
+mod commands;
+
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -86,6 +88,8 @@ pub fn run(
         checks.push(landlock_check());
         checks.push(seccomp_check());
         checks.push(runner_check());
+        checks.push(commands::layer_check());
+        checks.extend(commands::path_checks(state_dir, args.home.as_deref()));
         checks.extend(protected_set_checks(state_dir, args.home.as_deref()));
     }
     checks.extend(crate::service_file::checks(args));

@@ -215,9 +215,38 @@ fn doctor_host_probes_answer() {
             "sandbox: user namespaces",
             "sandbox: landlock",
             "sandbox: seccomp",
-            "sandbox: runner confinement"
+            "sandbox: runner confinement",
+            "sandbox: command layer"
         ]
     );
+    let check = |name: &str| {
+        value["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} check"))
+            .clone()
+    };
+    // This host mounts overlays in user namespaces: commands get their copy-on-write layer.
+    let layer = check("sandbox: command layer");
+    assert_eq!(layer["status"], "OK", "{layer}");
+    // The PATH commands get, and where the usual tools resolve on it (`sh`-level tools this
+    // test host surely has: git and make).
+    let path = check("commands: PATH");
+    assert!(
+        path["detail"].as_str().unwrap().contains("/usr/bin"),
+        "{path}"
+    );
+    let tools = check("commands: tools")["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for tool in ["cargo", "python3", "node", "npm", "go", "make", "git"] {
+        assert!(tools.contains(&format!("{tool} ")), "{tools}");
+    }
+    assert!(tools.contains("git /"), "{tools}");
+    assert!(tools.contains("make /"), "{tools}");
     // This host confines runners fully (as the runner-confinement probe test asserts too): the
     // check says so in the SessionView's words.
     let runner = value["checks"]

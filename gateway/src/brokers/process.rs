@@ -115,6 +115,7 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
             .into_iter()
             .map(str::to_string)
             .collect(),
+        command_path: Some(config.command_path.clone()),
         delegation: session
             .delegation
             .as_ref()

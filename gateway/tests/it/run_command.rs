@@ -19,9 +19,11 @@ use crate::support::*;
 mod adversarial;
 mod end_to_end;
 mod helper_integrity;
+mod layer;
 mod limits;
 mod masks_and_fallback;
 mod ordinary;
+mod projects;
 
 struct Fx {
     _tmp: tempfile::TempDir,
@@ -79,6 +81,7 @@ fn run_in(fx: &Fx, argv: &[&str], cwd: Option<&str>, timeout: Option<u32>) -> Ac
             argv: argv.iter().map(|s| s.to_string()).collect(),
             cwd: cwd.map(str::to_string),
             timeout_seconds: timeout,
+            fresh_layer: false,
         }),
     )
 }

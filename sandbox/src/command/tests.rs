@@ -27,7 +27,7 @@ fn argv(words: &[&str]) -> Vec<String> {
 }
 
 fn run(f: &Fixture, words: &[&str]) -> Result<ResolvedCommand, CommandRefusal> {
-    check(&argv(words), &f.wd, &f.wd)
+    check(&argv(words), &f.wd, &f.wd, FIXED_PATH)
 }
 
 fn refused(f: &Fixture, words: &[&str]) -> CommandRefusal {
@@ -45,7 +45,7 @@ fn denied_name(f: &Fixture, words: &[&str]) -> String {
 }
 
 #[test]
-fn bare_names_resolve_on_the_fixed_path_only() {
+fn bare_names_resolve_on_the_command_path_only() {
     let f = fixture();
     let ok = run(&f, &["true"]).unwrap();
     assert!(
@@ -72,9 +72,16 @@ fn absolute_and_relative_paths() {
     exe(&f.wd.join("script.sh"));
     let ok = run(&f, &["./script.sh", "a"]).unwrap();
     assert_eq!(ok.program, f.wd.join("script.sh"));
-    assert_eq!(ok.argv, ["script.sh", "a"]);
+    // argv[0] as asked: a venv's interpreter finds its venv from it.
+    assert_eq!(ok.argv, ["./script.sh", "a"]);
     // Relative to cwd, which is inside the working directory.
-    let ok = check(&argv(&["../script.sh"]), &f.wd, &f.wd.join("sub")).unwrap();
+    let ok = check(
+        &argv(&["../script.sh"]),
+        &f.wd,
+        &f.wd.join("sub"),
+        FIXED_PATH,
+    )
+    .unwrap();
     assert_eq!(ok.program, f.wd.join("script.sh"));
     let err = refused(&f, &["../../../bin/true"]);
     assert!(
@@ -308,4 +315,37 @@ fn model_clis_are_refused() {
         ],
     );
     assert!(matches!(err, CommandRefusal::ModelCli { .. }), "{err:?}");
+}
+
+#[test]
+fn the_owners_path_keeps_only_absolute_private_unprotected_dirs() {
+    let f = fixture();
+    let tools = f.wd.join("tools/bin");
+    let open = f.wd.join("open");
+    let secret = f.wd.join("secret");
+    for dir in [&tools, &open, &secret] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    exe(&tools.join("mytool"));
+    let owner = format!(
+        "relative/bin:{}:{}:{}:/nonexistent:{}:/usr/bin",
+        tools.display(),
+        open.display(),
+        secret.display(),
+        tools.display()
+    );
+    let search = command_path(Some(&owner), |p| p.starts_with(&secret));
+    assert_eq!(search, format!("{}:/usr/bin", tools.display()));
+    let ok = check(&argv(&["mytool"]), &f.wd, &f.wd, &search).unwrap();
+    assert_eq!(ok.program, tools.join("mytool"));
+    assert_eq!(ok.argv, ["mytool"]);
+    // Nothing usable: the fixed PATH.
+    assert_eq!(
+        command_path(Some("rel:/nonexistent"), |_| false),
+        FIXED_PATH
+    );
+    assert_eq!(command_path(None, |_| false), FIXED_PATH);
+    let err = refused(&f, &["mytool"]);
+    assert!(err.to_string().contains("command PATH"), "{err}");
 }

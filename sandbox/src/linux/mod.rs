@@ -21,6 +21,7 @@
 
 mod landlock_rules;
 mod namespaces;
+mod overlay;
 pub mod runner;
 mod seccomp;
 mod sys;
@@ -54,6 +55,7 @@ fn probe() -> HostSupport {
         seatbelt: false,
         // SAFETY: geteuid cannot fail.
         root: unsafe { libc::geteuid() } == 0,
+        overlay: namespaces && overlay::probe(),
     }
 }
 
@@ -137,7 +139,7 @@ pub fn helper_main() -> i32 {
         None
     };
     enforced.pids_cgroup = cgroup.is_some();
-    let filters = match seccomp::main_filter() {
+    let filters = match seccomp::main_filter(false) {
         Ok(main) => (main, seccomp::guard_filter()),
         Err(error) => return fail(&enforced, cgroup, error.to_string()),
     };
@@ -252,6 +254,18 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
             .map_err(|err| e(&format!("opening {}", path.display()), err))?;
         writable.push((path, dir));
     }
+    // The copy-on-write layer: roots a mask covers (the managed worktree in the state dir) are
+    // mounted after the masks, the others before, so masks inside them stay on top.
+    let layer = match &spec.layer {
+        Some(layer) => Some(overlay::OpenLayer::open(layer)?),
+        None => None,
+    };
+    let under_mask = |path: &Path| spec.masked.iter().any(|m| path.starts_with(m));
+    if let Some(layer) = &layer {
+        for root in layer.roots.iter().filter(|r| !under_mask(&r.path)) {
+            layer.mount(root)?;
+        }
+    }
     let mut masked = 0;
     for path in &spec.masked {
         let Ok(meta) = std::fs::metadata(path) else {
@@ -279,7 +293,17 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
     }
     // Bind the visible dirs back over the masks (still writable tmpfs: mount points can be made);
     // the read-only remount of `/` below covers them.
-    for (path, dir) in &visible {
+    if let Some(layer) = &layer {
+        for root in layer.roots.iter().filter(|r| under_mask(&r.path)) {
+            layer.mount(root)?;
+        }
+    }
+    let layered = |path: &Path| {
+        layer
+            .as_ref()
+            .is_some_and(|l| l.roots.iter().any(|r| r.path == path))
+    };
+    for (path, dir) in visible.iter().filter(|(path, _)| !layered(path)) {
         if std::fs::metadata(path).is_err() {
             std::fs::create_dir_all(path)
                 .map_err(|err| e(&format!("mount point for {}", path.display()), err))?;
@@ -368,6 +392,17 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
             .map_err(|err| e(&format!("making {} writable", path.display()), err))?;
     }
     drop(writable);
+    if let Some(layer) = &layer {
+        for root in &layer.roots {
+            sys::mount_setattr(&root.path, false, 0, sys::MOUNT_ATTR_RDONLY).map_err(|err| {
+                e(
+                    &format!("making the layer over {} writable", root.path.display()),
+                    err,
+                )
+            })?;
+        }
+        enforced.layer_roots = layer.roots.len();
+    }
     enforced.mount_namespace = true;
     enforced.masked = masked;
     Ok(())
@@ -412,6 +447,12 @@ fn confine_and_exec(
             };
             let mut writable: Vec<&Path> = vec![spec.scratch.as_path()];
             writable.extend(spec.writable.iter().map(PathBuf::as_path));
+            if in_namespaces && enforced.layer_roots > 0 {
+                // Only mounted layers: without namespaces the roots are the real directories.
+                if let Some(layer) = &spec.layer {
+                    writable.extend(layer.roots.iter().map(PathBuf::as_path));
+                }
+            }
             match landlock_rules::restrict(&roots, &writable, abi) {
                 Ok(level) => enforced.landlock_abi = Some(level),
                 Err(error) => return fail(&enforced, cgroup, error.to_string()),
@@ -427,7 +468,19 @@ fn confine_and_exec(
             );
         }
     }
-    if let Err(error) = seccomp::apply(&filters.0, &filters.1) {
+    let layered;
+    let main = if enforced.layer_roots > 0 {
+        match seccomp::main_filter(true) {
+            Ok(filter) => {
+                layered = filter;
+                &layered
+            }
+            Err(error) => return fail(&enforced, cgroup, error.to_string()),
+        }
+    } else {
+        &filters.0
+    };
+    if let Err(error) = seccomp::apply(main, &filters.1) {
         return fail(&enforced, cgroup, error.to_string());
     }
     enforced.seccomp = true;

@@ -138,10 +138,30 @@ pub enum SeccompError {
     InstallGuard(seccompiler::Error),
 }
 
-/// The command's main deny-list filter.
-pub fn main_filter() -> Result<BpfProgram, SeccompError> {
-    command_filter()
+/// The command's main deny-list filter. `layered`: the command's writable mounts are its
+/// scratch and the session's copy-on-write layer, never a real file, so changing modes and
+/// times there is harmless and builds need it (`touch`, `install`, `cp -p`, std's `fs::copy`);
+/// without the layer (and always in the Landlock-only fallback, where the real files are
+/// mounted) they stay denied.
+pub fn main_filter(layered: bool) -> Result<BpfProgram, SeccompError> {
+    command_filter(layered)
 }
+
+/// Mode and time changes, allowed to a command that writes only to its scratch and its layer.
+const LAYER_METADATA: &[libc::c_long] = &[
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    452, // fchmodat2
+    libc::SYS_utimensat,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chmod,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_utime,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_utimes,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_futimesat,
+];
 
 /// The runner's main filter: the common deny list, and `socket()` only for
 /// [`RUNNER_SOCKET_FAMILIES`].
@@ -156,12 +176,13 @@ pub fn apply(main: &BpfProgram, guard: &BpfProgram) -> Result<(), SeccompError> 
     Ok(())
 }
 
-fn command_filter() -> Result<BpfProgram, SeccompError> {
+fn command_filter(layered: bool) -> Result<BpfProgram, SeccompError> {
     let denied = DENIED_COMMON
         .iter()
         .chain(DENIED_ARCH)
         .chain(DENIED_COMMAND)
-        .chain(DENIED_ARCH_COMMAND);
+        .chain(DENIED_ARCH_COMMAND)
+        .filter(|nr| !(layered && LAYER_METADATA.contains(nr)));
     // Shared anonymous mappings are shared memory too (not counted by RLIMIT_DATA).
     let shared_anonymous = (libc::MAP_SHARED | libc::MAP_ANONYMOUS) as u64;
     let condition = SeccompCondition::new(
@@ -277,8 +298,10 @@ mod tests {
 
     #[test]
     fn filters_compile() {
-        let main = main_filter().unwrap();
+        let main = main_filter(false).unwrap();
         assert!(main.len() > DENIED_COMMON.len());
+        let layered = main_filter(true).unwrap();
+        assert!(layered.len() < main.len());
         assert!(main.len() < 4096);
         let guard = guard_filter();
         assert_eq!(guard.last().unwrap().k, SECCOMP_RET_ALLOW);

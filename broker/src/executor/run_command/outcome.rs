@@ -34,6 +34,7 @@ pub(super) fn finish(
     run: RunResult,
     timeout: Duration,
     started: Instant,
+    notes: &[String],
 ) -> ActionOutcome {
     let duration_ms = millis(started.elapsed());
     let sandbox_text = sandbox_summary(run.report.as_ref());
@@ -98,6 +99,10 @@ pub(super) fn finish(
     let mut header =
         format!("{ending_text}\nduration_ms: {duration_ms}\nsandbox: {sandbox_text}\n");
     header.push_str(&limits_line(&report.enforced));
+    header.push_str(&writes_line(&report.enforced));
+    for note in notes {
+        header.push_str(&format!("note: {note}\n"));
+    }
     if status != ToolStatus::Ok
         && let Some(limit) = report.enforced.memory_limit_mb
         && ran_out_of_memory(&run.stderr.kept)
@@ -219,6 +224,18 @@ fn limits_line(enforced: &Enforced) -> String {
         |mb| format!("{mb} MiB in total"),
     );
     format!("limits: memory {memory}, scratch {scratch}\n")
+}
+
+/// Where the command's writes went: the session's layer (kept for its next commands) or nowhere
+/// but the scratch dir.
+fn writes_line(enforced: &Enforced) -> String {
+    if enforced.layer_roots > 0 {
+        "writes: copy-on-write layer of this session (kept for its next commands; real files \
+         unchanged)\n"
+            .into()
+    } else {
+        "writes: read-only file system, TMPDIR only (no copy-on-write layer)\n".into()
+    }
 }
 
 /// What common runtimes print when an allocation fails (Python, C/glibc, Rust, Node, Go, Java).

@@ -66,6 +66,8 @@ pub(super) struct RunResult {
     pub(super) stdout: Capture,
     pub(super) stderr: Capture,
     pub(super) ending: Ending,
+    /// The guard stopped the command (its layer went over budget).
+    pub(super) stopped_by_guard: bool,
 }
 
 fn set_nonblocking(fd: i32) {
@@ -104,7 +106,14 @@ fn kill_group(pgid: i32, signal: i32) {
 
 /// Read both pipes until the main process exits (or the bound expires), kill the group, drain
 /// briefly, reap.
-pub(super) fn supervise(child: &mut Child, timeout: Duration, started: Instant) -> RunResult {
+/// `guard` is asked now and then while the command runs; `true` kills the group (the session's
+/// layer went over its budget).
+pub(super) fn supervise(
+    child: &mut Child,
+    timeout: Duration,
+    started: Instant,
+    guard: &mut dyn FnMut() -> bool,
+) -> RunResult {
     let pid = child.id() as i32;
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
@@ -128,9 +137,14 @@ pub(super) fn supervise(child: &mut Child, timeout: Duration, started: Instant) 
     let mut exited_at: Option<Instant> = None;
     let mut timed_out = false;
     let mut buf = vec![0u8; 64 * 1024];
+    let mut stopped_by_guard = false;
 
     loop {
         let now = Instant::now();
+        if exited_at.is_none() && !stopped_by_guard && guard() {
+            stopped_by_guard = true;
+            kill_group(pid, libc::SIGKILL);
+        }
         if exited_at.is_none() && exited_unreaped(pid) {
             kill_group(pid, libc::SIGKILL);
             exited_at = Some(now);
@@ -259,6 +273,7 @@ pub(super) fn supervise(child: &mut Child, timeout: Duration, started: Instant) 
         stdout,
         stderr,
         ending,
+        stopped_by_guard,
     }
 }
 

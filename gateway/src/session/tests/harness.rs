@@ -67,6 +67,7 @@ pub fn config(dir: &std::path::Path, tuning: &Tuning) -> Config {
         ),
         install_path: PathBuf::from("/bin/true"),
         command_limits: Default::default(),
+        command_path: sandbox::command::FIXED_PATH.into(),
         max_live_sessions: tuning.max_live_sessions,
         owner_home: home,
         extra_protected: tuning.extra_protected.iter().map(|p| dir.join(p)).collect(),

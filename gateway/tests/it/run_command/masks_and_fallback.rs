@@ -84,6 +84,7 @@ fn a_worktree_inside_the_masked_state_dir_stays_visible_and_read_only() {
                     argv: argv.iter().map(|s| s.to_string()).collect(),
                     cwd: None,
                     timeout_seconds: None,
+                    fresh_layer: false,
                 }),
             )
         };
@@ -148,6 +149,7 @@ fn a_working_directory_under_a_mask_is_never_bound_back() {
                 argv: vec!["sh".into(), "-c".into(), "cat * .* 2>&1; ls -a".into()],
                 cwd: None,
                 timeout_seconds: None,
+                fresh_layer: false,
             }),
         );
         assert!(

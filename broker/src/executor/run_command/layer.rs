@@ -1,0 +1,406 @@
+//! The session's copy-on-write layer, as the broker keeps it: which directories a command sees
+//! copy-on-write (the owner's HOME, the working directory or managed worktree, a worktree's Git
+//! dir), the paths the executor wrote since the last command (their layer copies are dropped
+//! before the next one, see `sandbox::layer::forget_written`), the budget, and one command at a
+//! time (two overlays on one upper dir are undefined behaviour).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use sandbox::layer::Forgot;
+use sandbox::spec::LayerSpec;
+
+/// One session's layer. Shared (`Arc`) by the executor's clones.
+#[derive(Debug)]
+pub struct SessionLayer {
+    /// `<command runtime area>/<session>/layer`: protected and masked like the whole area.
+    dir: PathBuf,
+    /// Bytes the layer may take (every command's writes together).
+    budget: u64,
+    state: Mutex<LayerState>,
+    /// Paths Edit/Write/NotebookEdit wrote since the last command: a lock of its own, so a
+    /// write never waits for a running command.
+    written: Mutex<Vec<PathBuf>>,
+}
+
+#[derive(Debug, Default)]
+struct LayerState {
+    /// The layer's size after the last command.
+    used: u64,
+    /// The exact size, being measured off the result's path after the last command.
+    measuring: Option<std::thread::JoinHandle<u64>>,
+}
+
+/// Held while a command runs on the layer.
+pub struct LayerTurn<'a> {
+    layer: &'a SessionLayer,
+    /// The session's layer lock, held for the whole command.
+    state: MutexGuard<'a, LayerState>,
+    pub spec: LayerSpec,
+    /// What changed in the layer before this command, for its header (`None`: nothing).
+    pub note: Option<String>,
+    /// Free bytes on the layer's file system when the command started.
+    free_at_start: u64,
+}
+
+/// Why a command cannot run on the layer.
+#[derive(Debug, thiserror::Error)]
+pub enum LayerRefusal {
+    #[error(
+        "the session's command layer holds {used_mb} MiB, over its budget of {budget_mb} MiB: \
+         run the command with `fresh_layer: true` to start from a clean layer (earlier build \
+         outputs and caches are discarded), or the owner raises CLAUDE_TOOLS_COMMAND_LAYER_MB"
+    )]
+    OverBudget { used_mb: u64, budget_mb: u64 },
+    #[error(
+        "the session's command layer could not be prepared; `fresh_layer: true` starts from a \
+         clean one"
+    )]
+    Broken,
+}
+
+impl SessionLayer {
+    pub fn new(dir: PathBuf, budget: u64) -> Self {
+        Self {
+            dir,
+            budget,
+            state: Mutex::new(LayerState::default()),
+            written: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// The executor wrote `path` for real: the next command must see it, not a layer copy.
+    pub fn note_written(&self, path: &Path) {
+        // The layer's roots are canonical; a path given through a symlinked parent is mapped
+        // the same way (the file itself is never a symlink: writes refuse them).
+        let path = match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) => std::fs::canonicalize(parent)
+                .map(|p| p.join(name))
+                .unwrap_or_else(|_| path.to_path_buf()),
+            _ => path.to_path_buf(),
+        };
+        self.written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(path);
+    }
+
+    fn take_written(&self) -> Vec<PathBuf> {
+        std::mem::take(&mut *self.written.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn give_back_written(&self, paths: Vec<PathBuf>) {
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        let newer = std::mem::replace(&mut *written, paths);
+        written.extend(newer);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, LayerState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bring the layer up to date for one command over `roots`: drop it if asked (`fresh`),
+    /// forget the layer's copies of paths the executor wrote, check the budget, make the
+    /// roots' upper/work dirs. Holds the layer until the returned turn is finished.
+    pub fn begin(&self, roots: Vec<PathBuf>, fresh: bool) -> Result<LayerTurn<'_>, LayerRefusal> {
+        let mut state = self.lock();
+        // The last command's exact size, if it is still being measured.
+        if let Some(measuring) = state.measuring.take() {
+            let provisional = state.used;
+            state.used = measuring.join().unwrap_or(provisional);
+        }
+        let mut notes = Vec::new();
+        if fresh {
+            sandbox::layer::remove(&self.dir);
+            if std::fs::symlink_metadata(&self.dir).is_ok() {
+                tracing::error!(
+                    "the command layer {} could not be removed",
+                    self.dir.display()
+                );
+                return Err(LayerRefusal::Broken);
+            }
+            self.take_written();
+            state.used = 0;
+            notes.push("started from a clean layer (fresh_layer)".to_string());
+        }
+        let written = self.take_written();
+        for path in &written {
+            let Some(root) = roots
+                .iter()
+                .filter(|r| path.starts_with(r))
+                .max_by_key(|r| r.as_os_str().len())
+            else {
+                continue;
+            };
+            match sandbox::layer::forget_written(&self.dir, root, path) {
+                Ok(Forgot::Nothing | Forgot::Entry) => {}
+                Ok(Forgot::Root) => notes.push(format!(
+                    "earlier commands' changes under {} were discarded: a file there was \
+                     written with Edit/Write where a command had replaced or removed a parent \
+                     directory",
+                    sandbox::escape::path_for_display(root)
+                )),
+                Err(err) => {
+                    tracing::error!("dropping the layer's copy of {}: {err}", path.display());
+                    // Keep the path: the next command tries again, and is refused until then.
+                    self.give_back_written(written.clone());
+                    return Err(LayerRefusal::Broken);
+                }
+            }
+        }
+        // Real files changed after the layer's copies of them were made (by anyone).
+        for root in &roots {
+            match sandbox::layer::forget_changed(&self.dir, root) {
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::error!("checking the layer against {}: {err}", root.display());
+                    return Err(LayerRefusal::Broken);
+                }
+            }
+        }
+        if state.used > self.budget {
+            return Err(LayerRefusal::OverBudget {
+                used_mb: state.used.div_ceil(1024 * 1024),
+                budget_mb: self.budget / (1024 * 1024),
+            });
+        }
+        if let Err(err) = sandbox::layer::prepare(&self.dir, &roots) {
+            tracing::error!("preparing the command layer: {err}");
+            return Err(LayerRefusal::Broken);
+        }
+        Ok(LayerTurn {
+            layer: self,
+            state,
+            spec: LayerSpec {
+                dir: self.dir.clone(),
+                roots,
+            },
+            note: (!notes.is_empty()).then(|| notes.join("; ")),
+            free_at_start: free_bytes(&self.dir),
+        })
+    }
+
+    /// Remove the whole layer (a new broker starts), waiting for a running command.
+    pub fn discard(&self) {
+        let mut state = self.lock();
+        if let Some(measuring) = state.measuring.take() {
+            let _ = measuring.join();
+        }
+        sandbox::layer::remove(&self.dir);
+        state.used = 0;
+    }
+
+    /// Remove the whole layer unless a command is running on it (the session stops: its broker
+    /// must not wait for a command that may run for minutes). Whether it was removed.
+    pub fn discard_if_idle(&self) -> bool {
+        let Ok(mut state) = self.state.try_lock() else {
+            return false;
+        };
+        if let Some(measuring) = state.measuring.take() {
+            let _ = measuring.join();
+        }
+        sandbox::layer::remove(&self.dir);
+        state.used = 0;
+        true
+    }
+}
+
+/// Watches a running command's writes: free space on the layer's file system is cheap to read
+/// (every 250 ms); once it fell by more than the budget left the layer is measured (at most every
+/// 2 s), so other writers on the disk cost a walk, never a wrongly stopped command; and it is
+/// measured every 3 s anyway (longer if walks are slow), since others freeing space would hide
+/// the command's writes from the free-space test.
+pub struct LayerGuard {
+    dir: PathBuf,
+    budget: u64,
+    left: u64,
+    free_at_start: u64,
+    last_look: std::time::Instant,
+    last_walk: Option<std::time::Instant>,
+    walk_every: std::time::Duration,
+}
+
+impl LayerGuard {
+    pub fn over_budget(&mut self) -> bool {
+        use std::time::Duration;
+        if self.last_look.elapsed() < Duration::from_millis(250) {
+            return false;
+        }
+        self.last_look = std::time::Instant::now();
+        let fell = self.free_at_start.saturating_sub(free_bytes(&self.dir));
+        let since_walk = self.last_walk.map(|at| at.elapsed());
+        // Free space can hide the command's writes when others free space meanwhile, so the
+        // layer is also measured now and then: every 3 s, or 20 walks' time if walks are slow.
+        let due = since_walk.is_none_or(|since| since >= self.walk_every);
+        let suspicious = fell > self.left && since_walk.is_none_or(|s| s >= Duration::from_secs(2));
+        if !(due || suspicious) {
+            return false;
+        }
+        let walk = std::time::Instant::now();
+        let used = sandbox::layer::usage(&self.dir);
+        self.walk_every = (walk.elapsed() * 20).max(Duration::from_secs(3));
+        self.last_walk = Some(std::time::Instant::now());
+        used > self.budget
+    }
+}
+
+fn free_bytes(dir: &Path) -> u64 {
+    rustix::fs::statvfs(dir)
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+        .unwrap_or(0)
+}
+
+impl LayerTurn<'_> {
+    /// The guard for this command's run.
+    pub fn guard(&self) -> LayerGuard {
+        LayerGuard {
+            dir: self.layer.dir.clone(),
+            budget: self.layer.budget,
+            left: self.layer.budget.saturating_sub(self.state.used),
+            free_at_start: self.free_at_start,
+            last_look: std::time::Instant::now(),
+            // The first walk after 3 s: most commands end before it.
+            last_walk: Some(std::time::Instant::now()),
+            walk_every: std::time::Duration::from_secs(3),
+        }
+    }
+
+    /// After the command: the layer's size; past the budget, the words for the result. Walking
+    /// a build's layer after every command costs tens of milliseconds, so the size is first
+    /// estimated from the free space the command took (other writers only make it larger), and
+    /// measured exactly only when the estimate passes the budget.
+    pub fn finish(mut self) -> Option<String> {
+        let fell = self
+            .free_at_start
+            .saturating_sub(free_bytes(&self.layer.dir));
+        let estimate = self.state.used.saturating_add(fell);
+        let used = if estimate <= self.layer.budget {
+            // Others freeing space meanwhile make the estimate low: the exact size is measured
+            // off the result's path, and the next command waits for it before its budget check.
+            let dir = self.layer.dir.clone();
+            self.state.measuring = Some(std::thread::spawn(move || sandbox::layer::usage(&dir)));
+            estimate
+        } else {
+            sandbox::layer::usage(&self.layer.dir)
+        };
+        let state = &mut self.state;
+        state.used = used;
+        (used > self.layer.budget).then(|| {
+            format!(
+                "the session's command layer now holds {} MiB, over its budget of {} MiB: the \
+                 next command is refused unless it passes `fresh_layer: true` (a clean layer), \
+                 or the owner raises CLAUDE_TOOLS_COMMAND_LAYER_MB",
+                used.div_ceil(1024 * 1024),
+                self.layer.budget / (1024 * 1024)
+            )
+        })
+    }
+}
+
+/// The directories a command sees copy-on-write: the owner's HOME, the working directory (the
+/// managed worktree in a worktree session) and, for a linked worktree, its repository's Git
+/// dir (so `git commit` in a command lands in the layer too). Nested ones are covered by their
+/// ancestor; `/`, a root holding the layer itself (overlayfs refuses overlapping layers) and a
+/// root inside a masked place other than the session's own worktree stay read-only.
+pub fn roots(
+    home: &Path,
+    wd: &Path,
+    own_worktree: Option<&Path>,
+    masked: &[PathBuf],
+    layer_dir: &Path,
+) -> Vec<PathBuf> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    for path in [
+        Some(home.to_path_buf()),
+        Some(wd.to_path_buf()),
+        git_common_dir(wd),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if let Ok(canonical) = std::fs::canonicalize(&path)
+            && canonical.is_dir()
+        {
+            candidates.push(canonical);
+        }
+    }
+    let allowed = |root: &Path| {
+        root != Path::new("/")
+            && !layer_dir.starts_with(root)
+            && (own_worktree.is_some_and(|w| root == w)
+                || !masked.iter().any(|m| root.starts_with(m)))
+    };
+    // A root inside an ancestor root is covered by the ancestor's overlay — unless a mask lies
+    // over it (the worktree in the state dir), which would hide it there.
+    let under_mask = |root: &Path| masked.iter().any(|m| root.starts_with(m));
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for root in candidates.into_iter().filter(|r| allowed(r)) {
+        if kept.iter().any(|k| root.starts_with(k)) && !under_mask(&root) {
+            continue;
+        }
+        kept.retain(|k| !k.starts_with(&root) || under_mask(k));
+        kept.push(root);
+    }
+    kept
+}
+
+/// A linked worktree's repository Git dir (`<repo>/.git` for `.git` = `gitdir: <repo>/.git/worktrees/<name>`).
+fn git_common_dir(wd: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(wd.join(".git")).ok()?;
+    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+    let worktrees = gitdir.parent()?;
+    (worktrees.file_name()? == "worktrees").then(|| worktrees.parent().map(Path::to_path_buf))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_nest_under_home_and_keep_the_worktree_under_its_mask() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let home = base.join("home");
+        let project = home.join("project");
+        let state = home.join("state");
+        let worktree = state.join("worktrees/s1");
+        let repo_git = base.join("repo/.git");
+        for dir in [&project, &worktree, &repo_git.join("worktrees/s1")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let layer = base.join("tmp/layer");
+        let masks = [state.clone()];
+        // A project under HOME: HOME alone.
+        assert_eq!(
+            roots(&home, &project, None, &masks, &layer),
+            vec![home.clone()]
+        );
+        // The worktree under the masked state dir keeps its own overlay, and its Git dir too.
+        std::fs::write(
+            worktree.join(".git"),
+            format!("gitdir: {}/worktrees/s1\n", repo_git.display()),
+        )
+        .unwrap();
+        assert_eq!(
+            roots(&home, &worktree, Some(&worktree), &masks, &layer),
+            [home.clone(), worktree.clone(), repo_git.clone()]
+        );
+        // Another place under a mask is not a root; `/` and a root holding the layer neither.
+        assert_eq!(
+            roots(&home, &worktree, None, &masks, &layer),
+            [home.clone(), repo_git.clone()]
+        );
+        assert_eq!(
+            roots(Path::new("/"), &base, None, &[], &layer),
+            Vec::<PathBuf>::new()
+        );
+    }
+}

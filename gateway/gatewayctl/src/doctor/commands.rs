@@ -1,0 +1,65 @@
+//! What RunCommand gets on this host: the copy-on-write layer, the PATH and the usual tools on it.
+
+use std::path::{Path, PathBuf};
+
+use super::{Check, ok, warn};
+
+/// Whether commands get the session's copy-on-write layer (overlays in their user namespace).
+pub(super) fn layer_check() -> Check {
+    const NAME: &str = "sandbox: command layer";
+    let host = sandbox::host_support();
+    if host.copy_on_write() {
+        ok(
+            NAME,
+            "copy-on-write: commands write into a layer private to their session (overlayfs in \
+             the command's user namespace), kept across its commands, discarded at stop",
+        )
+    } else {
+        warn(
+            NAME,
+            "unavailable: commands see the file system read-only, so builds and tests that \
+             write (cargo, make, npm) fail",
+            "Linux >= 5.11 with overlayfs and user namespaces allowed for the gateway's user",
+        )
+    }
+}
+
+/// The PATH commands get (from gatewayctl's own environment, as the gateway takes it from its
+/// own at start: a service's environment may differ) and where the usual tools resolve on it.
+pub(super) fn path_checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
+    let owner = std::env::var("CLAUDE_TOOLS_COMMAND_PATH")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+        .or_else(|| std::env::var("PATH").ok());
+    let home = home
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let policy = sandbox::path_policy::PathPolicy::new(home, state_dir.to_path_buf(), vec![]);
+    let search = sandbox::command::command_path(owner.as_deref(), |p| policy.is_protected(p));
+    let tools: Vec<String> = ["cargo", "python3", "node", "npm", "go", "make", "git"]
+        .iter()
+        .map(|tool| {
+            match sandbox::command::resolve_executable(
+                tool,
+                Path::new("/"),
+                Path::new("/"),
+                &search,
+            ) {
+                Ok(path) => format!("{tool} {}", sandbox::escape::path_for_display(&path)),
+                Err(_) => format!("{tool} not found"),
+            }
+        })
+        .collect();
+    vec![
+        ok(
+            "commands: PATH",
+            format!(
+                "{} (CLAUDE_TOOLS_COMMAND_PATH or the gateway's PATH at start; relative, \
+                 world-writable and protected directories dropped)",
+                sandbox::escape::path_for_display(Path::new(&search))
+            ),
+        ),
+        ok("commands: tools", tools.join(", ")),
+    ]
+}

@@ -1,0 +1,85 @@
+//! The command environment: fixed, with and without the layer.
+
+use super::*;
+use crate::command::FIXED_PATH;
+
+#[test]
+fn with_the_layer_home_is_the_owners_and_builds_stay_in_the_project() {
+    let home = Path::new("/home/o");
+    let shape = EnvShape {
+        owner_home: Some(home),
+        layered: true,
+        path: "/home/o/.cargo/bin:/usr/bin",
+    };
+    let env = command_env(Path::new("/s"), shape);
+    let get = |k: &str| {
+        env.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(get("HOME"), Some("/home/o"));
+    assert_eq!(get("PATH"), Some("/home/o/.cargo/bin:/usr/bin"));
+    assert_eq!(get("TMPDIR"), Some("/s/tmp"));
+    assert_eq!(get("GIT_OPTIONAL_LOCKS"), Some("0"));
+    for absent in ["CARGO_TARGET_DIR", "XDG_CACHE_HOME", "npm_config_cache"] {
+        assert_eq!(get(absent), None, "{absent}");
+    }
+}
+
+#[test]
+fn env_is_fixed_and_points_into_scratch() {
+    let shape = EnvShape {
+        owner_home: None,
+        layered: false,
+        path: FIXED_PATH,
+    };
+    let env = command_env(Path::new("/s"), shape);
+    let get = |k: &str| {
+        env.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(get("PATH"), Some(FIXED_PATH));
+    assert_eq!(get("HOME"), Some("/s/home"));
+    assert_eq!(get("TMPDIR"), Some("/s/tmp"));
+    assert_eq!(get("XDG_CACHE_HOME"), Some("/s/home/.cache"));
+    assert_eq!(get("CARGO_TARGET_DIR"), Some("/s/tmp/cargo-target"));
+    assert_eq!(get("LANG"), Some("C.UTF-8"));
+    assert_eq!(get("GIT_OPTIONAL_LOCKS"), Some("0"));
+    assert_eq!(get("GIT_CONFIG_NOSYSTEM"), Some("1"));
+    assert_eq!(get("GIT_TERMINAL_PROMPT"), Some("0"));
+    assert_eq!(get("GIT_PAGER"), Some("cat"));
+    assert_eq!(get("PAGER"), Some("cat"));
+    for bad in [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "BASH_ENV",
+        "ENV",
+        "GIT_DIR",
+        "GIT_CONFIG_PARAMETERS",
+        "RIPGREP_CONFIG_PATH",
+        "NODE_OPTIONS",
+        "PYTHONSTARTUP",
+    ] {
+        assert_eq!(get(bad), None, "{bad}");
+    }
+    let count: usize = get("GIT_CONFIG_COUNT").unwrap().parse().unwrap();
+    let pairs: Vec<(&str, &str)> = (0..count)
+        .map(|i| {
+            (
+                get(&format!("GIT_CONFIG_KEY_{i}")).unwrap(),
+                get(&format!("GIT_CONFIG_VALUE_{i}")).unwrap(),
+            )
+        })
+        .collect();
+    assert!(pairs.contains(&("core.fsmonitor", "false")));
+    assert!(pairs.contains(&("core.hooksPath", "/dev/null")));
+    assert!(pairs.contains(&("core.pager", "cat")));
+    // Every scratch path the env names lies in a directory the broker creates.
+    for (_, value) in &env {
+        if let Some(sub) = value.strip_prefix("/s/") {
+            let top = sub.split('/').next().unwrap();
+            assert!(SCRATCH_DIRS.contains(&top), "{sub}");
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The session's copy-on-write layer inside a command's mount namespace: each root directory gets
+//! an overlay of itself (lower: the real directory, upper/work: the session's pair in the layer
+//! dir), so the command may write there while the real files stay untouched. Paths go to the
+//! kernel as `/proc/self/fd/N` of descriptors opened in this mount namespace: no option escaping
+//! (`,` `:` `\` in a path), and roots or a layer dir hidden by a mask are still reached.
+//! Also the host probe: can this kernel mount an overlay in a user namespace at all.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::spec::{LayerSpec, layer_key};
+
+use super::{namespaces, sys};
+
+/// One root, opened before the masks: mounted over its own path.
+pub struct OpenRoot {
+    pub path: PathBuf,
+    dir: File,
+}
+
+/// The layer dir and its roots, opened (in the new mount namespace) before anything is masked.
+pub struct OpenLayer {
+    dir: File,
+    pub roots: Vec<OpenRoot>,
+}
+
+impl OpenLayer {
+    pub fn open(spec: &LayerSpec) -> Result<Self, String> {
+        let dir = File::open(&spec.dir).map_err(|e| format!("opening the layer: {e}"))?;
+        let mut roots = Vec::new();
+        for path in &spec.roots {
+            let root = File::open(path)
+                .map_err(|e| format!("opening layer root {}: {e}", path.display()))?;
+            roots.push(OpenRoot {
+                path: path.clone(),
+                dir: root,
+            });
+        }
+        Ok(Self { dir, roots })
+    }
+
+    /// Mount `root`'s overlay over its path (creating the mount point in a mask's tmpfs if a mask
+    /// hid it).
+    pub fn mount(&self, root: &OpenRoot) -> Result<(), String> {
+        if std::fs::metadata(&root.path).is_err() {
+            std::fs::create_dir_all(&root.path)
+                .map_err(|e| format!("mount point for {}: {e}", root.path.display()))?;
+        }
+        let key = layer_key(&root.path);
+        let layer = format!("/proc/self/fd/{}/{key}", self.dir.as_raw_fd());
+        let options = format!(
+            "lowerdir=/proc/self/fd/{},upperdir={layer}/upper,workdir={layer}/work,userxattr",
+            root.dir.as_raw_fd()
+        );
+        sys::mount(
+            Some(Path::new("overlay")),
+            &root.path,
+            Some("overlay"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&options),
+        )
+        .map_err(|e| format!("mounting the layer over {}: {e}", root.path.display()))
+    }
+}
+
+/// Whether an overlay (upper on disk, in `std::env::temp_dir()`) mounts in a new user + mount
+/// namespace and takes a write: a forked child tries, in a scratch dir removed afterwards.
+pub fn probe() -> bool {
+    let Ok(tmp) = tempdir() else {
+        return false;
+    };
+    let ok = probe_in(&tmp);
+    remove_tree(&tmp);
+    ok
+}
+
+fn probe_in(tmp: &Path) -> bool {
+    for sub in ["lower", "upper", "work", "merged"] {
+        if std::fs::create_dir(tmp.join(sub)).is_err() {
+            return false;
+        }
+    }
+    let options = format!(
+        "lowerdir={0}/lower,upperdir={0}/upper,workdir={0}/work,userxattr",
+        tmp.display()
+    );
+    // SAFETY: the child only enters namespaces, mounts and writes a file, then leaves with
+    // _exit; glibc keeps malloc usable in a forked child (fork takes its locks).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = namespaces::unshare_as_self(libc::CLONE_NEWUSER | libc::CLONE_NEWNS).is_ok()
+            && sys::mount(
+                None,
+                Path::new("/"),
+                None,
+                libc::MS_REC | libc::MS_PRIVATE,
+                None,
+            )
+            .is_ok()
+            && sys::mount(
+                Some(Path::new("overlay")),
+                &tmp.join("merged"),
+                Some("overlay"),
+                0,
+                Some(&options),
+            )
+            .is_ok()
+            && std::fs::write(tmp.join("merged/probe"), b"x").is_ok();
+        // SAFETY: leaves the forked child at once.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    if pid < 0 {
+        return false;
+    }
+    matches!(sys::wait_child(pid), Ok(status) if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
+        && tmp.join("upper/probe").exists()
+}
+
+fn tempdir() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let name = format!(
+        "ngw-overlay-probe-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    );
+    let path = std::env::temp_dir().join(name);
+    std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+    Ok(path)
+}
+
+/// Remove a tree that may hold an overlay work dir (`work/work` is mode 0, which even its owner
+/// cannot list without making it readable first).
+pub fn remove_tree(path: &Path) {
+    crate::layer::remove(path);
+}
