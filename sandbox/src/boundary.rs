@@ -197,6 +197,7 @@ mod tests {
             seccomp: true,
             seatbelt: false,
             root: false,
+            overlay: true,
         };
         assert_eq!(
             host.enforced_landlock_abi(),

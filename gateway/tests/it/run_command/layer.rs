@@ -20,7 +20,7 @@ fn layered(fx: &Fx, session: &str, budget: u64) -> Executor {
     let policy = PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![]);
     Executor::new(policy, fx.wd.clone())
         .with_command_sandbox(commands)
-        .with_writes()
+        .with_writes(None)
 }
 
 fn cmd(exec: &Executor, argv: &[&str], fresh: bool) -> ActionOutcome {
