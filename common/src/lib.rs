@@ -10,12 +10,14 @@
 //! - `hash`: SHA-256, canonical JSON, HMAC proofs and secret generation.
 //! - `time`: RFC 3339 timestamps.
 //! - `state_schema`: the SQL of the gateway's state database.
+//! - `ledger_chain`: the ledger's hash chain, its signed head, and their check.
 //!
 //! Architecture invariant: this crate depends on no other workspace crate, starts no runtime and
 //! spawns no process.
 
 pub mod codec;
 pub mod hash;
+pub mod ledger_chain;
 pub mod protocol;
 pub mod schema;
 pub mod skills;
