@@ -272,6 +272,14 @@ impl Db {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Run `f` inside one read transaction: every query it makes sees the same snapshot.
+    pub fn snapshot<T>(&self, f: impl FnOnce(&Db) -> anyhow::Result<T>) -> anyhow::Result<T> {
+        self.conn.execute_batch("BEGIN DEFERRED")?;
+        let out = f(self);
+        self.conn.execute_batch("COMMIT")?;
+        out
+    }
+
     /// Every event in `seq` order with its chain hash (`None` before schema version 4), for
     /// `verify`: streamed to `each`, so a long ledger is never held in memory.
     pub fn each_chain_row(

@@ -11,14 +11,10 @@ use serde_json::json;
 use crate::db::Db;
 use crate::{Reported, write_json};
 
-/// Check the state dir's ledger.
+/// Check the state dir's ledger. Safe beside a running gateway: the head is read first (the
+/// gateway writes it only after its commit, so it never names a row this read cannot see), and
+/// the rows are read in one read transaction (one consistent snapshot of events and actions).
 pub fn check(state_dir: &Path) -> anyhow::Result<Report> {
-    let db = Db::open(state_dir)?;
-    let mut verifier = Verifier::new();
-    db.each_chain_row(|row| verifier.event(row))?;
-    for (action_id, session_id, outcome) in db.action_outcomes()? {
-        verifier.action(&action_id, &session_id, outcome.as_deref());
-    }
     let head = match std::fs::read_to_string(state_dir.join(HEAD_FILE)) {
         Ok(text) => match Head::parse(&text) {
             Ok(head) => HeadFile::Present(head),
@@ -28,6 +24,15 @@ pub fn check(state_dir: &Path) -> anyhow::Result<Report> {
         Err(err) => HeadFile::Unreadable(format!("reading it: {err}")),
     };
     let key = std::fs::read_to_string(state_dir.join("auth").join("server-key")).ok();
+    let db = Db::open(state_dir)?;
+    let mut verifier = Verifier::new();
+    db.snapshot(|db| {
+        db.each_chain_row(|row| verifier.event(row))?;
+        for (action_id, session_id, outcome) in db.action_outcomes()? {
+            verifier.action(&action_id, &session_id, outcome.as_deref());
+        }
+        Ok(())
+    })?;
     Ok(verifier.finish(&head, key.as_deref().map(str::trim)))
 }
 

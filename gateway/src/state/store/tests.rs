@@ -119,3 +119,40 @@ fn failed_transaction_leaves_nothing() {
         .unwrap();
     assert_eq!(n, 0);
 }
+
+/// The cost of the chain per event: `cargo test -p gateway --lib -- --ignored chain_cost
+/// --nocapture`. Prints the time of a one-event transaction (SQLite's full sync included) and of
+/// the signed head's write alone.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn chain_cost() {
+    let (_dir, store) = open();
+    let n = 300u32;
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        store
+            .write::<_, StoreError>(|tx| tx.append_event(Some("ns_a"), "k", &json!({"i": i})))
+            .unwrap();
+    }
+    let per_tx = start.elapsed() / n;
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        store
+            .write_head(i64::from(i), common::ledger_chain::GENESIS)
+            .unwrap();
+    }
+    let per_head = start.elapsed() / n;
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        let _ = common::ledger_chain::link_hash(
+            common::ledger_chain::GENESIS,
+            i64::from(i),
+            Some("ns_a"),
+            1,
+            "k",
+            r#"{"i":1}"#,
+        );
+    }
+    let per_hash = start.elapsed() / n;
+    println!("one-event transaction {per_tx:?}, head write {per_head:?}, link hash {per_hash:?}");
+}
