@@ -56,14 +56,9 @@ proptest! {
         let mut buf = BytesMut::new();
         for chunk in chunks {
             buf.extend_from_slice(&chunk);
-            loop {
-                match codec.decode(&mut buf) {
-                    Ok(Some(frame)) => {
-                        let _ = decode::<GatewayToBroker>(&frame);
-                        let _ = decode::<BrokerToGateway>(&frame);
-                    }
-                    Ok(None) | Err(_) => break,
-                }
+            while let Ok(Some(frame)) = codec.decode(&mut buf) {
+                let _ = decode::<GatewayToBroker>(&frame);
+                let _ = decode::<BrokerToGateway>(&frame);
             }
         }
     }

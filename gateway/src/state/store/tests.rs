@@ -102,6 +102,60 @@ fn events_are_chained_and_the_head_is_signed_after_commit() {
     assert_eq!(report.chained_events, 6);
 }
 
+/// A version-3 database with events migrates to 4: its rows stay unchained, the chain starts with
+/// the first event written after the migration, and the whole ledger verifies.
+#[test]
+fn a_database_from_before_the_chain_migrates_and_chains_new_rows() {
+    use common::ledger_chain::{EventRow, Head, HeadFile, Verifier};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Connection::open(dir.path().join(DATABASE_FILE)).unwrap();
+        for sql in [
+            common::state_schema::V1,
+            common::state_schema::V2,
+            common::state_schema::V3,
+        ] {
+            db.execute_batch(sql).unwrap();
+        }
+        db.pragma_update(None, "user_version", 3).unwrap();
+        db.execute(
+            "INSERT INTO events (session_id, at_ms, kind, data) VALUES ('ns_a', 1, 'old', '{}')",
+            [],
+        )
+        .unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    store
+        .write::<_, StoreError>(|tx| tx.append_event(Some("ns_a"), "new", &json!({})))
+        .unwrap();
+    let rows: Vec<EventRow> = store
+        .read::<_, StoreError>(|tx| {
+            let mut stmt = tx.0.prepare(
+                "SELECT seq, session_id, at_ms, kind, data, hash FROM events ORDER BY seq",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(EventRow {
+                    seq: r.get(0)?,
+                    session_id: r.get(1)?,
+                    at_ms: r.get(2)?,
+                    kind: r.get(3)?,
+                    data: r.get(4)?,
+                    hash: r.get(5)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .unwrap();
+    assert_eq!((rows[0].hash.is_none(), rows[1].seq), (true, 2));
+    let head = Head::parse(&std::fs::read_to_string(dir.path().join("ledger-head")).unwrap());
+    let key = std::fs::read_to_string(dir.path().join("auth/server-key")).unwrap();
+    let mut verifier = Verifier::new();
+    rows.iter().for_each(|row| verifier.event(row));
+    let report = verifier.finish(&HeadFile::Present(head.unwrap()), Some(key.trim()));
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!((report.unchained_events, report.chained_events), (1, 1));
+}
+
 #[test]
 fn failed_transaction_leaves_nothing() {
     let (_dir, store) = open();
