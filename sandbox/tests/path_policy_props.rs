@@ -15,8 +15,13 @@ use sandbox::path_policy::PathPolicy;
 const HOME: &str = "/home/owner";
 const STATE: &str = "/home/owner/.local/state/native-gateway";
 
-fn policy() -> PathPolicy {
-    PathPolicy::new(PathBuf::from(HOME), PathBuf::from(STATE), Vec::new())
+/// Built once: building a policy looks up the protected set's identities, which costs far more
+/// than a check.
+fn policy() -> &'static PathPolicy {
+    static POLICY: std::sync::LazyLock<PathPolicy> = std::sync::LazyLock::new(|| {
+        PathPolicy::new(PathBuf::from(HOME), PathBuf::from(STATE), Vec::new())
+    });
+    &POLICY
 }
 
 /// One path segment: ordinary names, the tricky ones, and any bytes.
