@@ -514,4 +514,6 @@ fn sse(name: &str, data: &Value) -> Event {
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;

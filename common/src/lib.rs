@@ -11,6 +11,7 @@
 //! - `time`: RFC 3339 timestamps.
 //! - `display`: the one display sanitiser (what never reaches a terminal raw).
 //! - `state_schema`: the SQL of the gateway's state database.
+//! - `ledger_chain`: the ledger's hash chain, its signed head, and their check.
 //!
 //! Architecture invariant: this crate depends on no other workspace crate, starts no runtime and
 //! spawns no process.
@@ -18,6 +19,7 @@
 pub mod codec;
 pub mod display;
 pub mod hash;
+pub mod ledger_chain;
 pub mod protocol;
 pub mod schema;
 pub mod skills;

@@ -126,3 +126,9 @@ CREATE TABLE oauth_tokens (
 );
 CREATE INDEX oauth_tokens_by_grant ON oauth_tokens(grant_id);
 "#;
+
+/// Schema version 4: the ledger's hash chain (`common::ledger_chain`). Rows already present keep
+/// no hash: the chain starts with the first event written after this migration.
+pub const V4: &str = r#"
+ALTER TABLE events ADD COLUMN hash TEXT;
+"#;

@@ -14,7 +14,7 @@ use serde_json::Value;
 pub const DATABASE_FILE: &str = "gateway.sqlite3";
 
 /// Schema version this build of gatewayctl was written against.
-pub const KNOWN_SCHEMA_VERSION: i64 = 3;
+pub const KNOWN_SCHEMA_VERSION: i64 = 4;
 
 /// A read-only connection to the state database.
 pub struct Db {
@@ -269,6 +269,51 @@ impl Db {
                 reply_id: field(&data, "reply_id"),
             })
         })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Run `f` inside one read transaction: every query it makes sees the same snapshot.
+    pub fn snapshot<T>(&self, f: impl FnOnce(&Db) -> anyhow::Result<T>) -> anyhow::Result<T> {
+        self.conn.execute_batch("BEGIN DEFERRED")?;
+        let out = f(self);
+        self.conn.execute_batch("COMMIT")?;
+        out
+    }
+
+    /// Every event in `seq` order with its chain hash (`None` before schema version 4), for
+    /// `verify`: streamed to `each`, so a long ledger is never held in memory.
+    pub fn each_chain_row(
+        &self,
+        mut each: impl FnMut(&common::ledger_chain::EventRow),
+    ) -> anyhow::Result<()> {
+        let hash = if self.schema_version()? >= 4 {
+            "hash"
+        } else {
+            "NULL"
+        };
+        let sql =
+            format!("SELECT seq, session_id, at_ms, kind, data, {hash} FROM events ORDER BY seq");
+        let mut stmt = self.conn.prepare(&sql)?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            each(&common::ledger_chain::EventRow {
+                seq: row.get(0)?,
+                session_id: row.get(1)?,
+                at_ms: row.get(2)?,
+                kind: row.get(3)?,
+                data: row.get(4)?,
+                hash: row.get(5)?,
+            });
+        }
+        Ok(())
+    }
+
+    /// Every action's id, session and stored outcome (JSON text), for `verify`.
+    pub fn action_outcomes(&self) -> anyhow::Result<Vec<(String, String, Option<String>)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT action_id, session_id, outcome FROM actions ORDER BY action_id")?;
+        let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -31,6 +31,7 @@ mod skill_hash;
 pub mod table;
 pub mod try_session;
 pub mod unit;
+pub mod verify;
 
 /// Command line of `gatewayctl`.
 #[derive(Debug, Clone, Parser)]
@@ -91,6 +92,10 @@ pub enum Command {
     /// OAuth clients and grants of the ChatGPT connector; approve a client, revoke access.
     #[command(subcommand, name = "oauth")]
     OAuth(OAuthCommand),
+    /// Check the ledger's hash chain, the action receipts and the signed head (read-only);
+    /// names the first bad row and exits non-zero if anything is wrong.
+    #[command(verbatim_doc_comment)]
+    Verify,
     /// Print the pin of a SKILL.md for CLAUDE_TOOLS_NATIVE_SKILL_ALLOWLIST_JSON: the SHA-256 of
     /// the file with a UTF-8 BOM removed and CRLF and CR turned into LF.
     #[command(verbatim_doc_comment)]
@@ -237,6 +242,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<()> {
         Command::ConnectorUrl(args) => connector::run(&state_dir, &args, json, out),
         Command::Doctor(args) => doctor::run(&state_dir, &args, json, out),
         Command::Try(args) => try_session::run(&state_dir, &args, json, out),
+        Command::Verify => verify::run(&state_dir, json, out),
         Command::SkillHash { path } => skill_hash::run(&path, json, out),
         Command::OAuth(command) => oauth::run(&state_dir, &command, json, out),
     }

@@ -179,6 +179,26 @@ fn event_header() -> String {
 }
 
 /// `show <id>`.
+/// What is wrong with the session's part of the ledger, if anything: a bad row of its own, or a
+/// bad signed head (which may hide dropped rows of any session).
+fn chain_problem(state_dir: &Path, id: &str) -> Option<String> {
+    let report = match crate::verify::check(state_dir) {
+        Ok(report) => report,
+        Err(err) => return Some(format!("cannot be checked: {err:#}")),
+    };
+    report
+        .problems
+        .iter()
+        .find(|p| {
+            p.session_id.as_deref() == Some(id)
+                || p.table == common::ledger_chain::Table::LedgerHead
+        })
+        .map(|p| {
+            let table = serde_json::to_value(&p.table).unwrap_or_default();
+            format!("{} {}: {}", table.as_str().unwrap_or("?"), p.id, p.what)
+        })
+}
+
 pub fn show(
     state_dir: &Path,
     id: &str,
@@ -192,8 +212,9 @@ pub fn show(
     let actions = db.actions(id)?;
     let (events, total) = db.last_events(id, last)?;
     let now = common::time::now_unix_ms();
+    let broken = chain_problem(state_dir, id);
     if json {
-        let value = json!({
+        let mut value = json!({
             "session": {
                 "id": s.id,
                 "label": s.label,
@@ -253,12 +274,21 @@ pub fn show(
                 "last": events.iter().map(event_json).collect::<Vec<_>>(),
             },
         });
+        if let Some(problem) = &broken {
+            value["session"]["ledger_broken"] = json!(problem);
+        }
         return write_json(out, &value);
     }
 
     let mut kv = Table::new(&["FIELD", "VALUE"]);
     let mut field = |k: &str, v: String| kv.row(vec![k.to_string(), v]);
     field("id", s.id.clone());
+    if let Some(problem) = &broken {
+        field(
+            "LEDGER",
+            format!("BROKEN: {problem} (see gatewayctl verify)"),
+        );
+    }
     field("label", or_dash(s.label.as_deref()));
     field("status", format!("{} (revision {})", s.status, s.revision));
     field(

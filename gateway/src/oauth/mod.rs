@@ -19,6 +19,8 @@ pub mod store;
 mod token;
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;
 
 use std::net::SocketAddr;

@@ -153,6 +153,7 @@ pub(crate) fn settle_after_crash(
         resolution: state,
         pre_sha256: intent.pre_sha256,
         post_sha256: intent.post_sha256,
+        receipt: action.outcome.as_ref().map(|o| o.receipt.clone()),
     };
     Some((action, event))
 }

@@ -76,6 +76,9 @@ pub enum LedgerEvent {
         resolution: ActionState,
         pre_sha256: Option<String>,
         post_sha256: String,
+        /// The receipt stored with the action (chained here like every other receipt).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        receipt: Option<Receipt>,
     },
 
     // ---- what brokers report

@@ -4,13 +4,14 @@
 use rusqlite::Connection;
 
 /// Version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Each entry migrates from version `index` to `index + 1`.
 const MIGRATIONS: &[&str] = &[
     common::state_schema::V1,
     common::state_schema::V2,
     common::state_schema::V3,
+    common::state_schema::V4,
 ];
 
 /// Why the database cannot be brought to [`SCHEMA_VERSION`].

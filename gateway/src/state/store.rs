@@ -1,7 +1,7 @@
 //! The SQLite store: opening it safely (modes, WAL, full sync, migrations) and typed access to its
 //! rows inside transactions. One connection behind a mutex: the gateway is the single writer.
 
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -34,6 +34,10 @@ pub enum StoreError {
 /// The gateway's durable state.
 pub struct Store {
     conn: Mutex<Connection>,
+    /// Where the signed ledger head is written after each commit that appended events, and the
+    /// server key that signs it.
+    head_path: std::path::PathBuf,
+    key: String,
 }
 
 /// Name of the database file inside the state dir.
@@ -62,8 +66,21 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         schema::migrate(&mut conn)?;
+        let auth = state_dir.join("auth");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&auth)
+            .map_err(|source| StoreError::Io {
+                path: auth.display().to_string(),
+                source,
+            })?;
+        let key = crate::config::load_or_create_server_key(state_dir)
+            .map_err(|err| StoreError::Schema(format!("server key: {err:#}")))?;
         Ok(Store {
             conn: Mutex::new(conn),
+            head_path: state_dir.join(common::ledger_chain::HEAD_FILE),
+            key,
         })
     }
 
@@ -79,9 +96,45 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(StoreError::from)?;
-        let out = f(&Tx(&tx))?;
+        let typed = Tx(&tx, std::cell::RefCell::new(None));
+        let out = f(&typed)?;
+        let head = typed.1.into_inner();
         tx.commit().map_err(StoreError::from)?;
+        if let Some((seq, hash)) = head {
+            // After the commit, still under the lock so heads are written in order. A crash in
+            // between leaves the head one commit behind: `verify` reports those rows as not yet
+            // anchored, not as tampering.
+            // Failing to write it does not undo the commit: the rows stay, unanchored, and
+            // `verify` says so.
+            if let Err(err) = self.write_head(seq, &hash) {
+                tracing::error!(error = %err, "writing the signed ledger head");
+            }
+        }
         Ok(out)
+    }
+
+    /// Replace the signed head atomically (temporary file, fsync, rename).
+    fn write_head(&self, seq: i64, hash: &str) -> Result<(), StoreError> {
+        use std::io::Write;
+        let head = common::ledger_chain::Head::sign(&self.key, seq, hash);
+        let tmp = self.head_path.with_extension("tmp");
+        let io = |source| StoreError::Io {
+            path: self.head_path.display().to_string(),
+            source,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io)?;
+        file.write_all(head.to_text().as_bytes()).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        // No fsync of the directory: a rename lost to a power cut leaves an older head, which
+        // `verify` accepts (rows after it are reported as not anchored). The database is
+        // synced before the head is written, so a head can never be ahead of it.
+        std::fs::rename(&tmp, &self.head_path).map_err(io)
     }
 
     /// Run `f` in a read transaction.
@@ -94,12 +147,16 @@ impl Store {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let tx = conn.transaction().map_err(StoreError::from)?;
-        f(&Tx(&tx))
+        f(&Tx(&tx, std::cell::RefCell::new(None)))
     }
 }
 
-/// Typed access to the database inside one transaction.
-pub struct Tx<'a>(&'a Transaction<'a>);
+/// Typed access to the database inside one transaction, and the newest event it appended
+/// (`seq`, hash): the head to sign once it commits.
+pub struct Tx<'a>(
+    &'a Transaction<'a>,
+    std::cell::RefCell<Option<(i64, String)>>,
+);
 
 fn to_json<T: Serialize>(value: &T) -> Result<String, StoreError> {
     Ok(serde_json::to_string(value)?)
@@ -490,22 +547,49 @@ impl Tx<'_> {
 
     // ---- ledger ----
 
-    /// Append one event to the ledger. `data` must hold nothing secret.
+    /// Append one event to the ledger, chained to the previous one (`common::ledger_chain`).
+    /// `data` must hold nothing secret.
     pub fn append_event(
         &self,
         session_id: Option<&str>,
         kind: &str,
         data: &Value,
     ) -> Result<(), StoreError> {
+        let prev = match self.1.borrow().as_ref() {
+            Some((seq, hash)) => Some((*seq, Some(hash.clone()))),
+            None => self
+                .0
+                .query_row(
+                    "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1",
+                    [],
+                    |row| Ok((row.get::<_, i64>(0)?, row.get::<_, Option<String>>(1)?)),
+                )
+                .optional()?,
+        };
+        // AUTOINCREMENT never reuses a seq: the next one is past both the newest row and the
+        // highest ever handed out.
+        let issued: Option<i64> = self
+            .0
+            .query_row(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'events'",
+                [],
+                |row| row.get(0),
+            )
+            .optional()?;
+        let newest = prev.as_ref().map_or(0, |(seq, _)| *seq);
+        let seq = newest.max(issued.unwrap_or(0)) + 1;
+        let prev_hash = prev
+            .and_then(|(_, hash)| hash)
+            .unwrap_or_else(|| common::ledger_chain::GENESIS.to_string());
+        let at_ms = common::time::now_unix_ms();
+        let text = to_json(data)?;
+        let hash = common::ledger_chain::link_hash(&prev_hash, seq, session_id, at_ms, kind, &text);
         self.0.execute(
-            "INSERT INTO events (session_id, at_ms, kind, data) VALUES (?1, ?2, ?3, ?4)",
-            params![
-                session_id,
-                common::time::now_unix_ms(),
-                kind,
-                to_json(data)?
-            ],
+            "INSERT INTO events (seq, session_id, at_ms, kind, data, hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![seq, session_id, at_ms, kind, text, hash],
         )?;
+        *self.1.borrow_mut() = Some((seq, hash));
         Ok(())
     }
 
@@ -532,79 +616,4 @@ impl Tx<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn open() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        (dir, store)
-    }
-
-    #[test]
-    fn database_file_is_private_and_schema_current() {
-        let (dir, store) = open();
-        let mode = std::fs::metadata(dir.path().join(DATABASE_FILE))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
-        let version: i64 = store
-            .read::<_, StoreError>(|tx| {
-                Ok(tx.0.query_row("PRAGMA user_version", [], |r| r.get(0))?)
-            })
-            .unwrap();
-        assert_eq!(version, schema::SCHEMA_VERSION);
-        drop(store);
-        // Reopening an up-to-date database is a no-op migration.
-        Store::open(dir.path()).unwrap();
-    }
-
-    #[test]
-    fn newer_schema_is_refused() {
-        let (dir, store) = open();
-        store
-            .write::<_, StoreError>(|tx| Ok(tx.0.pragma_update(None, "user_version", 99)?))
-            .unwrap();
-        drop(store);
-        let err = Store::open(dir.path()).err().unwrap().to_string();
-        assert!(err.contains("newer than this build"), "{err}");
-    }
-
-    #[test]
-    fn ledger_is_append_only() {
-        let (_dir, store) = open();
-        store
-            .write::<_, StoreError>(|tx| tx.append_event(None, "test", &json!({"a": 1})))
-            .unwrap();
-        let err = store
-            .write::<_, StoreError>(|tx| Ok(tx.0.execute("DELETE FROM events", [])?))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("append-only"), "{err}");
-        let err = store
-            .write::<_, StoreError>(|tx| Ok(tx.0.execute("UPDATE events SET kind = 'x'", [])?))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("append-only"), "{err}");
-    }
-
-    #[test]
-    fn failed_transaction_leaves_nothing() {
-        let (_dir, store) = open();
-        let res = store.write::<(), StoreError>(|tx| {
-            tx.append_event(None, "half", &json!({}))?;
-            Err(StoreError::Schema("boom".into()))
-        });
-        assert!(res.is_err());
-        let n: i64 = store
-            .read::<_, StoreError>(|tx| {
-                Ok(tx
-                    .0
-                    .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?)
-            })
-            .unwrap();
-        assert_eq!(n, 0);
-    }
-}
+mod tests;

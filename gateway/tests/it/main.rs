@@ -7,6 +7,8 @@ mod support;
 
 // A whole read_only session end to end with the real runner.
 mod e2e;
+// The ledger chain of a real session verifies; edits of events and receipts are named.
+mod ledger_verify;
 // Bad input: each refusal with its specific code, state left consistent.
 mod bad_input;
 // Idempotency keys, reply ids, request ids; leases issued, renewed, checked, expired.

@@ -1,0 +1,109 @@
+//! `gatewayctl verify`: checks the ledger's hash chain, every action receipt against the chained
+//! event that recorded it, and the signed head (`common::ledger_chain`), read-only. It names the
+//! first bad row and fails when anything is wrong.
+
+use std::io::Write;
+use std::path::Path;
+
+use common::ledger_chain::{HEAD_FILE, Head, HeadFile, Report, Verifier};
+use serde_json::json;
+
+use crate::db::Db;
+use crate::{Reported, write_json};
+
+/// Check the state dir's ledger. Safe beside a running gateway: the head is read first (the
+/// gateway writes it only after its commit, so it never names a row this read cannot see), and
+/// the rows are read in one read transaction (one consistent snapshot of events and actions).
+pub fn check(state_dir: &Path) -> anyhow::Result<Report> {
+    let head = match std::fs::read_to_string(state_dir.join(HEAD_FILE)) {
+        Ok(text) => match Head::parse(&text) {
+            Ok(head) => HeadFile::Present(head),
+            Err(err) => HeadFile::Unreadable(format!("not a ledger head: {err}")),
+        },
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => HeadFile::Missing,
+        Err(err) => HeadFile::Unreadable(format!("reading it: {err}")),
+    };
+    let key = std::fs::read_to_string(state_dir.join("auth").join("server-key")).ok();
+    let db = Db::open(state_dir)?;
+    let mut verifier = Verifier::new();
+    db.snapshot(|db| {
+        db.each_chain_row(|row| verifier.event(row))?;
+        for (action_id, session_id, outcome) in db.action_outcomes()? {
+            verifier.action(&action_id, &session_id, outcome.as_deref());
+        }
+        Ok(())
+    })?;
+    Ok(verifier.finish(&head, key.as_deref().map(str::trim)))
+}
+
+/// `gatewayctl verify`.
+pub fn run(state_dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let report = check(state_dir)?;
+    if json {
+        let value = json!({
+            "ok": report.ok(),
+            "first_problem": report.problems.first(),
+            "report": report,
+        });
+        write_json(out, &value)?;
+    } else {
+        write_text(&report, out)?;
+    }
+    if report.ok() {
+        Ok(())
+    } else {
+        Err(Reported(format!(
+            "verify: the ledger fails its check ({} problem(s))",
+            report.problems.len()
+        ))
+        .into())
+    }
+}
+
+fn write_text(r: &Report, out: &mut impl Write) -> anyhow::Result<()> {
+    writeln!(out, "ledger: {}", if r.ok() { "OK" } else { "BROKEN" })?;
+    if let Some(p) = r.problems.first() {
+        let table = serde_json::to_value(&p.table)?;
+        let session = p
+            .session_id
+            .as_deref()
+            .map_or(String::new(), |s| format!(" (session {s})"));
+        writeln!(
+            out,
+            "  first bad row   {} {}{session}: {}",
+            table.as_str().unwrap_or("?"),
+            p.id,
+            p.what
+        )?;
+        let sessions: Vec<&str> = r.broken_sessions.iter().map(String::as_str).collect();
+        writeln!(
+            out,
+            "  problems        {}; sessions affected: {}",
+            r.problems.len(),
+            if sessions.is_empty() {
+                "-".to_string()
+            } else {
+                sessions.join(", ")
+            }
+        )?;
+    }
+    writeln!(
+        out,
+        "  events          {} ({} chained, {} from before the chain)",
+        r.events, r.chained_events, r.unchained_events
+    )?;
+    writeln!(
+        out,
+        "  receipts        {} checked, {} from before the chain",
+        r.receipts_checked, r.receipts_unchained
+    )?;
+    match r.head_seq {
+        Some(seq) => writeln!(
+            out,
+            "  signed head     seq {seq}, {} newer row(s) not yet anchored",
+            r.rows_after_head
+        )?,
+        None => writeln!(out, "  signed head     none")?,
+    }
+    Ok(())
+}
