@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, Sse};
@@ -19,6 +20,9 @@ use futures::stream;
 use serde_json::{Value, json};
 
 use crate::state::BrokerState;
+use request::Request;
+
+mod request;
 
 /// Interval of `ping` events while a turn waits for ChatGPT.
 const PING_INTERVAL: Duration = Duration::from_secs(5);
@@ -37,11 +41,15 @@ const EGRESS_TIMEOUT: Duration = Duration::from_secs(660);
 const MAX_REQUEST_BYTES: usize = 256 * 1024 * 1024;
 
 pub fn router(state: Arc<BrokerState>) -> Router {
+    let bridge = Arc::new(Bridge {
+        state,
+        memo: std::sync::Mutex::new(None),
+    });
     Router::new()
         .route("/v1/messages", post(messages))
         .route("/v1/messages/count_tokens", post(count_tokens))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BYTES))
-        .with_state(state)
+        .with_state(bridge)
 }
 
 fn api_error(status: StatusCode, kind: &str, message: &str) -> Response {
@@ -74,11 +82,11 @@ fn estimate_tokens(bytes: usize) -> u64 {
 }
 
 async fn count_tokens(
-    State(state): State<Arc<BrokerState>>,
+    State(bridge): State<Arc<Bridge>>,
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    if !authorized(&state, &headers) {
+    if !authorized(&bridge.state, &headers) {
         return api_error(
             StatusCode::UNAUTHORIZED,
             "authentication_error",
@@ -123,22 +131,14 @@ fn clip_to(mut text: String, max: usize) -> String {
 
 /// Classify a request and reduce a main-loop request to the new user content since the last
 /// assistant message. Parses leniently: unknown fields and `role: "system"` entries are ignored.
-fn classify(body: &Value, headers: &HeaderMap) -> RequestKind {
+fn classify(request: &Request, headers: &HeaderMap) -> RequestKind {
     let betas = headers
         .get("anthropic-beta")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let last_assistant = messages
+    let new_user: Vec<&Value> = request
+        .tail
         .iter()
-        .rposition(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
-    let new_user: Vec<&Value> = messages
-        .iter()
-        .skip(last_assistant.map_or(0, |i| i + 1))
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
         .collect();
     let last_text = new_user
@@ -155,16 +155,10 @@ fn classify(body: &Value, headers: &HeaderMap) -> RequestKind {
     if betas.contains("fallback-credit-") {
         return RequestKind::Side("forked_request");
     }
-    let has_gateway_tools = body
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|tools| {
-            tools.iter().any(|t| {
-                t.get("name")
-                    .and_then(Value::as_str)
-                    .is_some_and(|n| n.starts_with(RUNNER_TOOL_PREFIX))
-            })
-        });
+    let has_gateway_tools = request
+        .tool_names
+        .iter()
+        .any(|n| n.starts_with(RUNNER_TOOL_PREFIX));
     if !has_gateway_tools {
         return RequestKind::Side("no_gateway_tools");
     }
@@ -212,21 +206,34 @@ fn classify(body: &Value, headers: &HeaderMap) -> RequestKind {
     }
 }
 
-/// Hash of the conversation a request carries: a retry of the same request has the same one.
-/// `cache_control` markers are left out: the runner moves them between requests, and they say
-/// nothing about the conversation.
-fn fingerprint(body: &Value) -> String {
-    common::hash::canonical_sha256_without(
-        body.get("messages").unwrap_or(&Value::Null),
-        &["cache_control"],
-    )
+/// The bridge's state: the broker's, and what the previous request's reading left for the next.
+struct Bridge {
+    state: Arc<BrokerState>,
+    /// Taken while a request is read (a concurrent one reads without it) and put back after.
+    memo: std::sync::Mutex<Option<request::Memo>>,
 }
 
-async fn messages(
-    State(state): State<Arc<BrokerState>>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
+impl Bridge {
+    /// Read a request body. Its fingerprint is the hash of the conversation it carries, so a
+    /// retry of the same request has the same one; `cache_control` markers are left out (the
+    /// runner moves them between requests, and they say nothing about the conversation).
+    fn read(&self, body: Bytes) -> Result<Request, request::NotJson> {
+        let memo = self
+            .memo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let (request, memo) = request::read(body, memo)?;
+        *self
+            .memo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(memo);
+        Ok(request)
+    }
+}
+
+async fn messages(State(bridge): State<Arc<Bridge>>, headers: HeaderMap, body: Bytes) -> Response {
+    let state = bridge.state.clone();
     if !authorized(&state, &headers) {
         return api_error(
             StatusCode::UNAUTHORIZED,
@@ -234,7 +241,8 @@ async fn messages(
             "invalid x-api-key",
         );
     }
-    let Ok(request) = serde_json::from_str::<Value>(&body) else {
+    let body_len = body.len();
+    let Ok(request) = bridge.read(body.clone()) else {
         return api_error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
@@ -242,18 +250,11 @@ async fn messages(
         );
     };
     let answer = Answer {
-        streaming: request
-            .get("stream")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        model: request
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or("gateway")
-            .to_string(),
-        input_tokens: estimate_tokens(body.len()),
+        streaming: request.stream,
+        model: request.model.clone().unwrap_or_else(|| "gateway".into()),
+        input_tokens: estimate_tokens(body_len),
     };
-    let fingerprint = fingerprint(&request);
+    let fingerprint = request.fingerprint.clone();
 
     match classify(&request, &headers) {
         RequestKind::Side(purpose) => {
@@ -291,7 +292,7 @@ async fn messages(
 /// A DeepSeek sub-session's model request: through the gateway (which holds the key and the
 /// only route out), answered with exactly what DeepSeek answered. A request whose link drops is
 /// answered `overloaded` so the runner retries it once the gateway is back.
-async fn forward_to_deepseek(state: &BrokerState, body: String) -> Response {
+async fn forward_to_deepseek(state: &BrokerState, body: Bytes) -> Response {
     if body.len() + 1024 > common::codec::MAX_FRAME_BYTES / 2 {
         return api_error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -299,7 +300,8 @@ async fn forward_to_deepseek(state: &BrokerState, body: String) -> Response {
             "the sub-session's conversation is too large to forward",
         );
     }
-    let answer = state.queue_egress(body);
+    // Forwarded as text: the runner sends UTF-8.
+    let answer = state.queue_egress(String::from_utf8_lossy(&body).into_owned());
     let response = tokio::select! {
         response = tokio::time::timeout(EGRESS_TIMEOUT, answer) => response.ok().and_then(Result::ok),
         () = state.shutdown.cancelled() => None,

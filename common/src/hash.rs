@@ -39,6 +39,19 @@ pub fn canonical_sha256_without(value: &Value, skip_keys: &[&str]) -> String {
     hex::encode(writer.0.finalize())
 }
 
+/// Feed the canonical JSON form of `value`, without `skip_keys`, into `hasher`: a fingerprint
+/// computed a part at a time equals [`canonical_sha256_without`] of the whole.
+pub fn canonical_sha256_update(value: &Value, skip_keys: &[&str], hasher: &mut Sha256) {
+    struct HashWriter<'a>(&'a mut Sha256);
+    impl std::fmt::Write for HashWriter<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.update(s.as_bytes());
+            Ok(())
+        }
+    }
+    write_canonical_to(value, skip_keys, &mut HashWriter(hasher));
+}
+
 fn write_canonical_to(value: &Value, skip_keys: &[&str], out: &mut impl std::fmt::Write) {
     // Writing into a hasher or a String cannot fail.
     let _ = match value {

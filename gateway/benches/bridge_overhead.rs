@@ -41,8 +41,12 @@ const FSYNC_PROBES: usize = 200;
 /// Hand-written notes in RESULTS.md start at this heading and survive `--save`.
 const NOTES_HEADING: &str = "## Notes";
 /// Targets, in milliseconds above the baseline.
-const TARGET_P50_MS: f64 = 2.0;
-const TARGET_P99_MS: f64 = 10.0;
+const TARGET_P50_MS: f64 = 1.0;
+const TARGET_P99_MS: f64 = 3.0;
+/// Target: A's p50 over the last window of turns at most this many times the first window's.
+const TARGET_GROWTH: f64 = 1.25;
+/// Turns per row of the table by history length.
+const HISTORY_WINDOW: usize = 100;
 
 fn main() -> ExitCode {
     support::bench_main("bridge_overhead", bench::run)
@@ -154,6 +158,8 @@ mod bench {
     }
 
     struct Measured {
+        /// Size of the request body each A was measured on.
+        request_bytes: Vec<usize>,
         a_ms: Vec<f64>,
         b_ms: Vec<f64>,
         cycle_ms: Vec<f64>,
@@ -161,17 +167,19 @@ mod bench {
         status_ms: Vec<f64>,
     }
 
-    /// Timing lines of the stand-in: (request_sent, first_content) per model request, in order.
-    fn read_timing(path: &Path) -> anyhow::Result<(Vec<i128>, Vec<i128>)> {
-        let (mut sent, mut first) = (Vec::new(), Vec::new());
+    /// Timing lines of the stand-in: (request_sent, first_content, request_bytes) per model
+    /// request, in order.
+    fn read_timing(path: &Path) -> anyhow::Result<(Vec<i128>, Vec<i128>, Vec<i128>)> {
+        let (mut sent, mut first, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
         for (kind, value) in super::support::timing_lines(path)? {
             match kind.as_str() {
                 "request_sent" => sent.push(value),
                 "first_content" => first.push(value),
+                "request_bytes" => bytes.push(value),
                 _ => {}
             }
         }
-        Ok((sent, first))
+        Ok((sent, first, bytes))
     }
 
     /// One session of `turns` measured tool turns, each answered `think` after it became visible.
@@ -311,7 +319,7 @@ mod bench {
         )
         .await?;
 
-        let (sent, first) = read_timing(&super::support::runner_home_file(timing_path)?)?;
+        let (sent, first, bytes) = read_timing(&super::support::runner_home_file(timing_path)?)?;
         // Request k is answered by reply k (k = 0 is the prompt's request); reply i's tool
         // results come back as request i + 1.
         if sent.len() < total + 1 || first.len() < total {
@@ -325,12 +333,15 @@ mod bench {
         let mut a_ms = Vec::with_capacity(turns);
         let mut b_ms = Vec::with_capacity(turns);
         let mut tool_ms = Vec::with_capacity(turns);
+        let mut request_bytes = Vec::with_capacity(turns);
         for i in WARMUP_TURNS..total {
+            request_bytes.push(bytes.get(i + 1).map_or(0, |&b| b as usize));
             b_ms.push(ns_to_ms(first[i] - t_reply[i]));
             a_ms.push(ns_to_ms(t_visible[i] - sent[i + 1]));
             tool_ms.push(ns_to_ms(sent[i + 1] - first[i]));
         }
         Ok(Measured {
+            request_bytes,
             a_ms,
             b_ms,
             cycle_ms,
@@ -378,6 +389,54 @@ mod bench {
         out
     }
 
+    /// A and B by history length: one row per window of turns, with the request's size.
+    fn history_table(base: &Stat, measured: &Measured) -> String {
+        let n = measured.a_ms.len();
+        let window = if n >= 2 * HISTORY_WINDOW {
+            HISTORY_WINDOW
+        } else {
+            (n / 4).max(1)
+        };
+        let mut out = String::from(
+            "| turns (history) | request KiB (mean) | A p50 − base | A p99 − base | B p50 − base | B p99 − base | verdict |\n\
+             |---|---:|---:|---:|---:|---:|---|\n",
+        );
+        let mut a_p50 = Vec::new();
+        for from in (0..n).step_by(window) {
+            let to = (from + window).min(n);
+            let a = stat("", measured.a_ms[from..to].to_vec());
+            let b = stat("", measured.b_ms[from..to].to_vec());
+            let kib = measured.request_bytes[from..to].iter().sum::<usize>() as f64
+                / (to - from) as f64
+                / 1024.0;
+            let pass = [a.p50 - base.p50, b.p50 - base.p50]
+                .iter()
+                .all(|d| *d <= TARGET_P50_MS)
+                && [a.p99 - base.p99, b.p99 - base.p99]
+                    .iter()
+                    .all(|d| *d <= TARGET_P99_MS);
+            out.push_str(&format!(
+                "| {}–{} | {kib:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {} |\n",
+                from + WARMUP_TURNS + 1,
+                to + WARMUP_TURNS,
+                a.p50 - base.p50,
+                a.p99 - base.p99,
+                b.p50 - base.p50,
+                b.p99 - base.p99,
+                if pass { "PASS" } else { "FAIL" }
+            ));
+            a_p50.push(a.p50);
+        }
+        if let (Some(first), Some(last)) = (a_p50.first(), a_p50.last()) {
+            let growth = last / first;
+            out.push_str(&format!(
+                "\nA p50, last window / first window: {growth:.2}× (target ≤ {TARGET_GROWTH}×): {}\n",
+                if growth <= TARGET_GROWTH { "PASS" } else { "FAIL" }
+            ));
+        }
+        out
+    }
+
     pub fn run(args: &[String]) -> anyhow::Result<()> {
         let options = options(args)?;
         let runtime = tokio::runtime::Runtime::new()?;
@@ -392,7 +451,8 @@ mod bench {
         let log_path = root.path().join("gateway.log");
         let token = format!("bench-{}", uuid::Uuid::new_v4().simple());
 
-        let gateway = GatewayProcess::start(&runtime, &state_dir, &token, &log_path, "warn")?;
+        // Two sessions, one after the other.
+        let gateway = GatewayProcess::start(&runtime, &state_dir, &token, &log_path, "warn", 2)?;
         let chat = chat(&http_client()?, &gateway.url, &token)?;
         let think_turns = options.turns.min(THINK_TURNS);
         println!(
@@ -448,6 +508,7 @@ mod bench {
         }
 
         let base = stat("bare loopback HTTP round trip", base);
+        let history = history_table(&base, &measured);
         // The runner resends the whole conversation each request: show how A grows with it.
         let window = (measured.a_ms.len() / 4).max(1);
         let a_early = stat(
@@ -493,7 +554,10 @@ mod bench {
             ),
             stat("4 KiB append + fdatasync on the state dir's disk", fsync),
         ];
-        let table = table(&base, &rows, &context);
+        let table = format!(
+            "{}\nBy history length (ms above the baseline):\n\n{history}",
+            table(&base, &rows, &context)
+        );
         println!("\n{table}");
         let machine = machine();
         println!("machine: {machine}");

@@ -235,14 +235,14 @@ impl Bench {
         let state_dir = self.root.join("s0");
         let log = self.log("s0");
         let mut gateway =
-            GatewayProcess::start(&self.runtime, &state_dir, &self.token, &log, RUST_LOG)?;
+            GatewayProcess::start(&self.runtime, &state_dir, &self.token, &log, RUST_LOG, 1)?;
         let cold = ms(gateway.listening_at - gateway.spawned_at);
         let mut listening = Vec::new();
         let mut attached = Vec::new();
         for _ in 0..repeats {
             gateway.sigkill();
             gateway =
-                GatewayProcess::start(&self.runtime, &state_dir, &self.token, &log, RUST_LOG)?;
+                GatewayProcess::start(&self.runtime, &state_dir, &self.token, &log, RUST_LOG, 1)?;
             let chat = self.chat(&gateway)?;
             self.runtime
                 .block_on(chat.request("tools/list", json!({})))?;
@@ -282,6 +282,7 @@ impl Bench {
             &self.token,
             &log,
             RUST_LOG,
+            n,
         )?);
         let result = (|| {
             let chat = self.chat(gateway.as_ref().context("no gateway running")?)?;
@@ -364,6 +365,7 @@ impl Bench {
                 &self.token,
                 log,
                 RUST_LOG,
+                sessions.len(),
             )?);
             let chat = self.chat(started)?;
             let done = self

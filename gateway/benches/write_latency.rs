@@ -183,7 +183,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let gateway = GatewayProcess::start(&rt, &state, token, &root.join("gateway.log"), "warn")?;
+    let gateway = GatewayProcess::start(&rt, &state, token, &root.join("gateway.log"), "warn", 1)?;
     let chat = chat(&http_client()?, &gateway.url, token)?;
 
     let mut rows = Vec::new();

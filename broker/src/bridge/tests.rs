@@ -24,10 +24,17 @@ fn fixture(name: &str) -> (Value, HeaderMap) {
     (body, headers)
 }
 
+/// A request read on its own (no earlier request to reuse).
+fn read(body: &Value) -> Request {
+    request::read(Bytes::from(serde_json::to_vec(body).unwrap()), None)
+        .unwrap()
+        .0
+}
+
 #[test]
 fn first_prompt_is_a_prompt_turn() {
     let (body, headers) = fixture("main_first_prompt.json");
-    match classify(&body, &headers) {
+    match classify(&read(&body), &headers) {
         RequestKind::MainLoop(TurnContent::Prompt { text }) => {
             assert_eq!(text, "Please USE_TOOL to read the hostname")
         }
@@ -38,7 +45,7 @@ fn first_prompt_is_a_prompt_turn() {
 #[test]
 fn tool_result_request_carries_the_results() {
     let (body, headers) = fixture("main_tool_result.json");
-    match classify(&body, &headers) {
+    match classify(&read(&body), &headers) {
         RequestKind::MainLoop(TurnContent::ToolResults { results }) => {
             assert_eq!(results.len(), 1);
             assert_eq!(results[0].tool_use_id, "toolu_act1");
@@ -48,7 +55,7 @@ fn tool_result_request_carries_the_results() {
         other => panic!("unexpected {other:?}"),
     }
     let (body, headers) = fixture("main_tool_result_is_error.json");
-    match classify(&body, &headers) {
+    match classify(&read(&body), &headers) {
         RequestKind::MainLoop(TurnContent::ToolResults { results }) => assert!(results[0].is_error),
         other => panic!("unexpected {other:?}"),
     }
@@ -57,7 +64,8 @@ fn tool_result_request_carries_the_results() {
 #[test]
 fn second_prompt_takes_only_new_user_content() {
     let (body, headers) = fixture("main_second_prompt.json");
-    let RequestKind::MainLoop(TurnContent::Prompt { text }) = classify(&body, &headers) else {
+    let RequestKind::MainLoop(TurnContent::Prompt { text }) = classify(&read(&body), &headers)
+    else {
         panic!("not a prompt turn");
     };
     let last = body["messages"].as_array().unwrap().last().unwrap();
@@ -77,14 +85,14 @@ fn side_requests_are_recognised() {
     ] {
         let (body, headers) = fixture(name);
         assert_eq!(
-            classify(&body, &headers),
+            classify(&read(&body), &headers),
             RequestKind::Side(purpose),
             "{name}"
         );
     }
     let (body, headers) = fixture("main_first_prompt_mcp_failed.json");
     assert_eq!(
-        classify(&body, &headers),
+        classify(&read(&body), &headers),
         RequestKind::Side("no_gateway_tools")
     );
 }
@@ -97,10 +105,10 @@ fn fingerprint_ignores_cache_markers_but_not_content() {
         .as_object_mut()
         .unwrap()
         .remove("cache_control");
-    assert_eq!(fingerprint(&body), fingerprint(&moved));
+    assert_eq!(read(&body).fingerprint, read(&moved).fingerprint);
     let mut changed = body.clone();
     changed["messages"][0]["content"] = json!("something else");
-    assert_ne!(fingerprint(&body), fingerprint(&changed));
+    assert_ne!(read(&body).fingerprint, read(&changed).fingerprint);
 }
 
 #[test]

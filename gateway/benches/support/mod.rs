@@ -102,21 +102,32 @@ pub struct GatewayProcess {
 
 impl GatewayProcess {
     /// Start a gateway on `state_dir` and wait (up to 60 s) for its `listening` line. Its stderr
-    /// is appended to `log`.
+    /// is appended to `log`. `live_sessions` is the most sessions the bench holds at once: the
+    /// gateway's live-session cap is set to it, so the host's default (from its memory) never
+    /// refuses a start the bench needs.
     pub fn start(
         runtime: &tokio::runtime::Runtime,
         state_dir: &Path,
         token: &str,
         log: &Path,
         rust_log: &str,
+        live_sessions: usize,
     ) -> anyhow::Result<GatewayProcess> {
         let stand_in = std::env::current_exe().context("locating the bench executable")?;
+        // `BENCH_GATEWAY_BIN`: another build of the gateway (e.g. the baseline of an A/B run),
+        // driven by this same harness.
+        let exe = std::env::var_os("BENCH_GATEWAY_BIN")
+            .map_or_else(|| env!("CARGO_BIN_EXE_gateway").into(), PathBuf::from);
         let inner = runtime.block_on(
-            tests::GatewayProcess::builder(env!("CARGO_BIN_EXE_gateway"))
+            tests::GatewayProcess::builder(exe)
                 .state_dir(state_dir)
                 .token(token)
                 .env("CLAUDE_BIN", &stand_in)
                 .env("RUST_LOG", rust_log)
+                .env(
+                    "CLAUDE_TOOLS_MAX_LIVE_SESSIONS",
+                    live_sessions.max(1).to_string(),
+                )
                 .stderr_path(log)
                 .spawn(),
         )?;

@@ -4,8 +4,8 @@
 //! A bench executable becomes the stand-in when its arguments contain `--strict-mcp-config` (see
 //! [`is_stand_in`]). It then speaks stream-json on stdin/stdout, streams `/v1/messages` from the
 //! broker's bridge, and calls tools through the MCP server of `--mcp-config`. Words in its first
-//! prompt configure it: `TIMING_FILE=<name>` appends `request_sent <ns>` / `first_content <ns>`
-//! lines (and `tool_call_sent <ns>` / `tool_call_done <ns>` around each executor call) to that
+//! prompt configure it: `TIMING_FILE=<name>` appends `request_bytes <n>` / `request_sent <ns>` /
+//! `first_content <ns>` lines (and `tool_call_sent <ns>` / `tool_call_done <ns>` around each executor call) to that
 //! file in its private HOME (it is confined like the real runner; see
 //! [`super::runner_home_file`]); `BENCH_PID=<pid>` makes it exit once that process is gone, so a
 //! crashed bench leaves no runner behind.
@@ -181,13 +181,15 @@ impl Runner {
             "messages": self.messages,
             "tools": [{"name": "mcp__gw__Read", "description": "d", "input_schema": {"type": "object"}}],
         });
+        let body = body.to_string();
+        self.record("request_bytes", body.len() as i128)?;
         let request = self
             .client
             .post(format!("{}/v1/messages", self.base_url))
             .header("x-api-key", &self.api_key)
             .header("anthropic-version", "2023-06-01")
             .header("content-type", "application/json")
-            .body(body.to_string());
+            .body(body);
         self.record("request_sent", unix_nanos())?;
         let response = request.send().await?;
         if !response.status().is_success() {
