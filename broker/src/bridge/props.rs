@@ -102,7 +102,10 @@ proptest! {
             headers.insert("anthropic-beta", http::HeaderValue::from_static("fallback-credit-1"));
         }
         let suffix = "\n[truncated by the gateway]".len();
-        match classify(&body, &headers) {
+        let Ok((read, _)) = request::read(Bytes::from(body.to_string()), None) else {
+            return Err(TestCaseError::fail(format!("a JSON object was refused: {body}")));
+        };
+        match classify(&read, &headers) {
             RequestKind::MainLoop(TurnContent::Prompt { text }) => {
                 prop_assert!(text.len() <= MAX_FORWARDED_TEXT + suffix);
             }
@@ -113,14 +116,49 @@ proptest! {
             }
             _ => {}
         }
-        let _ = fingerprint(&body);
     }
 
-    /// Any JSON at all (not only request-shaped).
+    /// Any bytes at all (the reader scans them without parsing): a request or NotJson, never a
+    /// panic; valid JSON of any kind is never refused.
     #[test]
-    fn classify_of_anything_never_panics(s in ".{0,200}") {
-        let body = serde_json::from_str::<Value>(&s).unwrap_or(Value::String(s));
-        let _ = classify(&body, &HeaderMap::new());
+    fn reading_any_bytes_never_panics(raw in prop::collection::vec(any::<u8>(), 0..300), s in ".{0,200}") {
+        let _ = request::read(Bytes::from(raw), None);
+        let valid = serde_json::from_str::<Value>(&s).is_ok();
+        let read = request::read(Bytes::from(s.clone()), None);
+        if valid {
+            prop_assert!(read.is_ok(), "valid JSON refused: {s:?}");
+        }
+    }
+
+    /// The fingerprint read with the previous request's memo is the one read from scratch, for a
+    /// next request that extends, cuts, edits or reformats the previous one's messages.
+    #[test]
+    fn a_memo_never_changes_the_fingerprint(first in request(), second in request(), cut in 0usize..6, pretty in any::<bool>()) {
+        let mut next = first.clone();
+        if let (Some(mine), Some(more)) = (
+            next.get_mut("messages").and_then(Value::as_array_mut),
+            second.get("messages").and_then(Value::as_array),
+        ) {
+            let keep = mine.len().saturating_sub(cut);
+            mine.truncate(keep);
+            mine.extend(more.iter().cloned());
+        }
+        let text = |v: &Value| if pretty {
+            serde_json::to_string_pretty(v).unwrap_or_default()
+        } else {
+            v.to_string()
+        };
+        let (Ok((_, memo)), Ok((fresh, _))) = (
+            request::read(Bytes::from(first.to_string()), None),
+            request::read(Bytes::from(text(&next)), None),
+        ) else {
+            return Err(TestCaseError::fail("a JSON object was refused"));
+        };
+        let Ok((resumed, _)) = request::read(Bytes::from(text(&next)), Some(memo)) else {
+            return Err(TestCaseError::fail("refused with a memo"));
+        };
+        prop_assert_eq!(resumed.fingerprint, fresh.fingerprint);
+        prop_assert_eq!(resumed.tail, fresh.tail);
     }
 
     /// Clipping cuts on a character boundary, keeps a prefix, and marks what it cut.
