@@ -64,18 +64,26 @@ fn write_text(r: &Report, out: &mut impl Write) -> anyhow::Result<()> {
     writeln!(out, "ledger: {}", if r.ok() { "OK" } else { "BROKEN" })?;
     if let Some(p) = r.problems.first() {
         let table = serde_json::to_value(&p.table)?;
+        // Ids and descriptions come from the rows themselves: each on one line (the output
+        // writer escapes control and bidi characters; newlines are escaped here so a value
+        // cannot forge a line such as "ledger: OK").
+        use common::display::one_line;
         let session = p
             .session_id
             .as_deref()
-            .map_or(String::new(), |s| format!(" (session {s})"));
+            .map_or(String::new(), |s| format!(" (session {})", one_line(s)));
         writeln!(
             out,
             "  first bad row   {} {}{session}: {}",
             table.as_str().unwrap_or("?"),
-            p.id,
-            p.what
+            one_line(&p.id.to_string()),
+            one_line(&p.what)
         )?;
-        let sessions: Vec<&str> = r.broken_sessions.iter().map(String::as_str).collect();
+        let sessions: Vec<String> = r
+            .broken_sessions
+            .iter()
+            .map(|s| one_line(s).into_owned())
+            .collect();
         writeln!(
             out,
             "  problems        {}; sessions affected: {}",

@@ -250,3 +250,31 @@ fn show_marks_a_session_whose_chain_is_broken() {
             .is_none()
     );
 }
+
+/// Hostile values in a tampered row (escape sequences, a bidi override, a newline followed by a
+/// forged verdict) reach neither the terminal raw nor a line of their own.
+#[test]
+fn hostile_row_values_are_shown_escaped_on_one_line() {
+    let fx = chained();
+    let seq = last_seq(&fx) - 1;
+    attacker(&fx)
+        .execute(
+            "UPDATE events SET session_id = ?1 WHERE seq = ?2",
+            params![
+                "ns_\u{1b}[2J\u{1b}]0;pwned\u{7}\nledger: OK\r\u{202e}\u{9b}",
+                seq
+            ],
+        )
+        .unwrap();
+    for json in [false, true] {
+        let (out, result) = fx.run(json, Command::Verify);
+        assert!(result.is_err(), "{out}");
+        for raw in ['\u{1b}', '\u{7}', '\r', '\u{202e}', '\u{9b}', '\u{7f}'] {
+            assert!(!out.contains(raw), "{raw:?} reached the output: {out:?}");
+        }
+        assert!(
+            !out.lines().any(|l| l.trim() == "ledger: OK"),
+            "a forged line: {out}"
+        );
+    }
+}
