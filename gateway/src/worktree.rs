@@ -402,6 +402,10 @@ impl GitRunner {
         for dir in &dirs {
             let relative = dir.strip_prefix(&common).unwrap_or(dir);
             let mut at = common.clone();
+            // Whether `dir` existed before: a directory made here is a new object, no alias of a
+            // protected one, and a protected identity it happens to share is a deleted entry's
+            // reused inode number (seen with parallel gateways that delete their state dirs).
+            let mut existed = true;
             for part in relative.components() {
                 at.push(part);
                 match std::fs::symlink_metadata(&at) {
@@ -416,13 +420,19 @@ impl GitRunner {
                             ),
                         ));
                     }
-                    Err(_) => std::fs::create_dir(&at)
-                        .map_err(|err| internal(format!("preparing {}: {err}", at.display())))?,
+                    Err(_) => {
+                        std::fs::create_dir(&at).map_err(|err| {
+                            internal(format!("preparing {}: {err}", at.display()))
+                        })?;
+                        existed = false;
+                    }
                 }
             }
             use std::os::unix::fs::MetadataExt;
             let identity = std::fs::metadata(dir).map(|m| (m.dev(), m.ino()));
-            if identity.is_ok_and(|(dev, ino)| self.policy.is_protected_identity(dev, ino)) {
+            if existed
+                && identity.is_ok_and(|(dev, ino)| self.policy.is_protected_identity(dev, ino))
+            {
                 return Err(ToolError::new(
                     ErrorCode::NotPermitted,
                     format!(
