@@ -29,6 +29,8 @@ pub struct Config {
     pub command_limits: common::protocol::CommandLimits,
     /// Live sessions allowed at once (`CLAUDE_TOOLS_MAX_LIVE_SESSIONS`).
     pub max_live_sessions: usize,
+    /// The state dir's disk budget, MiB (`CLAUDE_TOOLS_STATE_MAX_MB`).
+    pub state_max_mb: u64,
     pub owner_home: PathBuf,
     pub extra_protected: Vec<PathBuf>,
     /// Auto-run classes sessions may write (`CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES`; none by
@@ -211,6 +213,7 @@ impl Config {
         private_dir(&worktree_dir)?;
         // The write root of a worktree session must have no symlink component.
         let worktree_dir = std::fs::canonicalize(&worktree_dir).unwrap_or(worktree_dir);
+        let state_max_mb = crate::state_budget::max_mb_from_env(&state_dir)?;
         Ok(Config {
             worktree_dir,
             state_dir,
@@ -222,6 +225,7 @@ impl Config {
             install_path: std::env::current_exe().context("locating the gateway executable")?,
             command_limits: crate::limits::command_limits_from_env()?,
             max_live_sessions: crate::limits::max_live_sessions_from_env()?,
+            state_max_mb,
             owner_home,
             extra_protected,
             autorun_allowed: autorun_allowed_from_env()?,

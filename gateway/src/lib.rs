@@ -31,6 +31,7 @@ pub mod oauth;
 pub mod session;
 pub mod skills;
 pub mod state;
+pub mod state_budget;
 pub mod tools;
 pub mod view;
 pub mod worktree;

@@ -68,6 +68,7 @@ pub fn config(dir: &std::path::Path, tuning: &Tuning) -> Config {
         install_path: PathBuf::from("/bin/true"),
         command_limits: Default::default(),
         max_live_sessions: tuning.max_live_sessions,
+        state_max_mb: 1 << 20,
         owner_home: home,
         extra_protected: tuning.extra_protected.iter().map(|p| dir.join(p)).collect(),
         autorun_allowed: Default::default(),

@@ -132,6 +132,50 @@ async fn starts_beyond_the_live_session_limit_are_busy_and_persist_nothing() {
 }
 
 #[tokio::test]
+async fn past_the_state_budget_new_work_is_refused_while_status_and_stop_work() {
+    let h = Harness::new();
+    let view = h.start().await;
+    // The state dir is past its budget (issue 24).
+    h.gateway.state_budget.set_max_bytes(1);
+    h.gateway.state_budget.refresh_now();
+    let second = h
+        .call(
+            PublicTool::Start,
+            json!({"prompt": "p", "working_directory": h.project, "idempotency_key": "k2",
+                   "wait_seconds": 0}),
+        )
+        .await;
+    let err = second.unwrap_err();
+    assert_eq!(err.code, ErrorCode::StorageFull);
+    assert!(
+        err.message.contains("CLAUDE_TOOLS_STATE_MAX_MB"),
+        "{}",
+        err.message
+    );
+    let continued = h
+        .call(
+            PublicTool::Continue,
+            json!({"native_session_id": view.native_session_id, "lease_id": view.lease_id,
+                   "prompt": "more", "idempotency_key": "c1"}),
+        )
+        .await;
+    assert_eq!(code(continued), ErrorCode::StorageFull);
+    assert_eq!(h.gateway.store.read(|tx| tx.sessions()).unwrap().len(), 1);
+    // The existing session: status and stop still work (a stop reason is bounded too).
+    h.status(&view).await.unwrap();
+    let long_reason = h
+        .call(
+            PublicTool::Stop,
+            json!({"native_session_id": view.native_session_id, "lease_id": view.lease_id,
+                   "request_id": "s0", "reason": "r".repeat(501)}),
+        )
+        .await;
+    assert_eq!(code(long_reason), ErrorCode::InvalidArgument);
+    let stopped = h.stop(&view, "s1").await.unwrap();
+    assert_eq!(stopped.status, SessionStatus::Stopped);
+}
+
+#[tokio::test]
 async fn bad_start_input_is_refused_before_anything_is_created() {
     let h = Harness::new();
     let cases = [
