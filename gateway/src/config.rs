@@ -31,6 +31,8 @@ pub struct Config {
     pub max_live_sessions: usize,
     /// The state dir's disk budget, MiB (`CLAUDE_TOOLS_STATE_MAX_MB`).
     pub state_max_mb: u64,
+    /// How long ended sessions' files are kept (`CLAUDE_TOOLS_RETENTION_DAYS`).
+    pub retention: Duration,
     pub owner_home: PathBuf,
     pub extra_protected: Vec<PathBuf>,
     /// Auto-run classes sessions may write (`CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES`; none by
@@ -226,6 +228,7 @@ impl Config {
             command_limits: crate::limits::command_limits_from_env()?,
             max_live_sessions: crate::limits::max_live_sessions_from_env()?,
             state_max_mb,
+            retention: crate::prune::retention_from_env()?,
             owner_home,
             extra_protected,
             autorun_allowed: autorun_allowed_from_env()?,

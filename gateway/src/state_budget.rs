@@ -160,8 +160,9 @@ impl StateBudget {
             format!(
                 "the gateway's state dir holds {} MiB, at or past its budget of {} MiB \
                  (CLAUDE_TOOLS_STATE_MAX_MB); {what}. Status, stop and recover of existing \
-                 sessions still work. The owner can free space by removing ended sessions' runner \
-                 homes and transcripts, or raise CLAUDE_TOOLS_STATE_MAX_MB",
+                 sessions still work. The owner can free space with `gatewayctl prune --older-than \
+                 1d` (ended sessions' runner homes and transcripts) or raise \
+                 CLAUDE_TOOLS_STATE_MAX_MB",
                 used / MIB,
                 max / MIB
             ),
