@@ -32,6 +32,10 @@ pub struct Config {
     pub command_path: String,
     /// Live sessions allowed at once (`CLAUDE_TOOLS_MAX_LIVE_SESSIONS`).
     pub max_live_sessions: usize,
+    /// The state dir's disk budget, MiB (`CLAUDE_TOOLS_STATE_MAX_MB`).
+    pub state_max_mb: u64,
+    /// How long ended sessions' files are kept (`CLAUDE_TOOLS_RETENTION_DAYS`).
+    pub retention: Duration,
     pub owner_home: PathBuf,
     pub extra_protected: Vec<PathBuf>,
     /// Auto-run classes sessions may write (`CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES`; none by
@@ -227,6 +231,7 @@ impl Config {
         );
         let command_path =
             sandbox::command::command_path(owner_path.as_deref(), |p| protected.is_protected(p));
+        let state_max_mb = crate::state_budget::max_mb_from_env(&state_dir)?;
         Ok(Config {
             worktree_dir,
             state_dir,
@@ -239,6 +244,8 @@ impl Config {
             command_limits: crate::limits::command_limits_from_env()?,
             command_path,
             max_live_sessions: crate::limits::max_live_sessions_from_env()?,
+            state_max_mb,
+            retention: crate::prune::retention_from_env()?,
             owner_home,
             extra_protected,
             autorun_allowed: autorun_allowed_from_env()?,

@@ -33,6 +33,8 @@ pub enum ErrorCode {
     Busy,
     // The directory the session works in was replaced or moved since it started.
     WorkspaceChanged,
+    // The state dir is at its disk budget (CLAUDE_TOOLS_STATE_MAX_MB): new work is refused.
+    StorageFull,
     Internal,
 }
 

@@ -28,9 +28,11 @@ pub mod instance_lock;
 pub mod limits;
 pub mod mcp;
 pub mod oauth;
+pub mod prune;
 pub mod session;
 pub mod skills;
 pub mod state;
+pub mod state_budget;
 pub mod tools;
 pub mod view;
 pub mod worktree;
@@ -57,12 +59,36 @@ pub fn open(config: Config) -> anyhow::Result<Arc<Gateway>> {
     ))
 }
 
+/// How often ended sessions' files are checked against the retention.
+const PRUNE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// How often leases are checked for expiry.
 const LEASE_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Re-adopt the brokers of live sessions, then keep enforcing leases in the background.
 pub async fn start_background(gateway: Arc<Gateway>, shutdown: CancellationToken) {
     gateway.adopt_all().await;
+    // Retention: ended sessions' files older than `CLAUDE_TOOLS_RETENTION_DAYS` go, every hour.
+    tokio::spawn({
+        let (gateway, shutdown) = (gateway.clone(), shutdown.clone());
+        async move {
+            let mut ticks = tokio::time::interval(PRUNE_INTERVAL);
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    () = shutdown.cancelled() => return,
+                }
+                let gateway = gateway.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    let retention = gateway.config.retention;
+                    if let Err(err) = prune::prune(&gateway, retention, false) {
+                        tracing::warn!("automatic prune: {err:#}");
+                    }
+                })
+                .await;
+            }
+        }
+    });
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(LEASE_SWEEP_INTERVAL);
         loop {
@@ -99,6 +125,7 @@ pub async fn serve_http(
             mode: auth.mode,
             oauth: oauth.clone(),
             autorun_allowed: gateway.config.autorun_allowed,
+            gateway: gateway.clone(),
         },
         oauth::admin::socket_path(&gateway.config.state_dir),
         shutdown.clone(),

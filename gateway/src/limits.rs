@@ -60,7 +60,7 @@ pub fn default_max_live_sessions(host_mb: u64) -> usize {
     usize::try_from((host_mb / 2 / 256).clamp(2, 64)).unwrap_or(2)
 }
 
-fn positive_env(name: &str, min: u64, max: u64) -> anyhow::Result<Option<u64>> {
+pub(crate) fn positive_env(name: &str, min: u64, max: u64) -> anyhow::Result<Option<u64>> {
     match std::env::var(name) {
         Ok(v) if !v.trim().is_empty() => {
             let n: u64 = v

@@ -6,8 +6,8 @@
 //! secrets and lease hashes are not printed. Brokers are verified by their `/proc` identity; the
 //! live handshake (`brokers --handshake`) is opt-in: it proves the broker holds its secret, and
 //! since it never proves itself in return, the broker keeps its link to the running gateway.
-//! What only the database's writer may do (`oauth approve`, `oauth revoke`) it asks the running
-//! gateway for, over the gateway's owner-only admin socket.
+//! What only the database's writer may do (`oauth approve`, `oauth revoke`, `prune`) it asks the
+//! running gateway for, over the gateway's owner-only admin socket.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,6 +25,7 @@ mod handshake;
 pub mod oauth;
 pub mod plist;
 pub mod procfs;
+mod prune;
 mod service_file;
 mod sessions;
 mod skill_hash;
@@ -96,6 +97,10 @@ pub enum Command {
     /// names the first bad row and exits non-zero if anything is wrong.
     #[command(verbatim_doc_comment)]
     Verify,
+    /// Remove ended sessions' files (runner HOME, transcript) untouched for an age, through the
+    /// running gateway; the ledger stays. Default age: CLAUDE_TOOLS_RETENTION_DAYS (14 days).
+    #[command(verbatim_doc_comment)]
+    Prune(PruneArgs),
     /// Print the pin of a SKILL.md for CLAUDE_TOOLS_NATIVE_SKILL_ALLOWLIST_JSON: the SHA-256 of
     /// the file with a UTF-8 BOM removed and CRLF and CR turned into LF.
     #[command(verbatim_doc_comment)]
@@ -121,6 +126,17 @@ pub enum OAuthCommand {
     /// Ask the running gateway for a one-time approval code to type on the consent page
     /// (10 minutes, once; a few wrong attempts void every outstanding code).
     Approve,
+}
+
+/// Options of `prune`.
+#[derive(Debug, Clone, Args)]
+pub struct PruneArgs {
+    /// Only sessions untouched for this long: 14d, 12h, 30m, 45s.
+    #[arg(long, value_name = "DURATION")]
+    pub older_than: Option<String>,
+    /// Say what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Options of `brokers`.
@@ -245,6 +261,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<()> {
         Command::Verify => verify::run(&state_dir, json, out),
         Command::SkillHash { path } => skill_hash::run(&path, json, out),
         Command::OAuth(command) => oauth::run(&state_dir, &command, json, out),
+        Command::Prune(args) => prune::run(&state_dir, &args, json, out),
     }
 }
 

@@ -71,7 +71,7 @@ pub fn admin_request(state_dir: &Path, request: &Value) -> Result<Value, AdminEr
 }
 
 /// The answer's `ok: true`, or its message as the error.
-fn expect_ok(answer: Value) -> anyhow::Result<Value> {
+pub(crate) fn expect_ok(answer: Value) -> anyhow::Result<Value> {
     if answer["ok"] == true {
         return Ok(answer);
     }

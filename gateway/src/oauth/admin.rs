@@ -39,6 +39,13 @@ pub enum AdminRequest {
     Approve,
     /// Revoke a grant, or a client with all its grants.
     Revoke { id: String },
+    /// Remove ended sessions' files untouched for `older_than_seconds` (default: the retention).
+    Prune {
+        #[serde(default)]
+        older_than_seconds: Option<u64>,
+        #[serde(default)]
+        dry_run: bool,
+    },
 }
 
 /// What the admin socket serves: the auth mode always, OAuth when it is on.
@@ -48,6 +55,8 @@ pub struct Admin {
     pub oauth: Option<Arc<OAuth>>,
     /// The auto-run classes sessions may write (`gatewayctl doctor` shows them).
     pub autorun_allowed: sandbox::protected::autorun::AutorunAllowed,
+    /// The sessions, for `prune` (the gateway is the state dir's single writer).
+    pub gateway: Arc<crate::session::Gateway>,
 }
 
 impl Admin {
@@ -88,6 +97,32 @@ impl Admin {
                     }),
                 },
             },
+            AdminRequest::Prune {
+                older_than_seconds,
+                dry_run,
+            } => {
+                let older_than =
+                    older_than_seconds.map_or(self.gateway.config.retention, Duration::from_secs);
+                match crate::prune::prune(&self.gateway, older_than, dry_run) {
+                    Ok(report) => json!({
+                        "ok": true,
+                        "dry_run": report.dry_run,
+                        "older_than_seconds": older_than.as_secs(),
+                        "bytes": report.bytes,
+                        "sessions": report.sessions.iter()
+                            .map(|(id, bytes)| json!({"session_id": id, "bytes": bytes}))
+                            .collect::<Vec<_>>(),
+                    }),
+                    Err(err) => {
+                        tracing::error!("prune: {err:#}");
+                        json!({
+                            "ok": false,
+                            "error": "internal",
+                            "message": "the gateway could not read its sessions; see its log",
+                        })
+                    }
+                }
+            }
             AdminRequest::Revoke { id } => match &self.oauth {
                 None => oauth_off(),
                 Some(oauth) => match oauth.store.revoke(&id, common::time::now_unix_ms()) {

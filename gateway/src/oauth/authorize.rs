@@ -213,7 +213,16 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
         scope: SCOPE.to_string(),
         expires_at_ms: now + i64::try_from(REQUEST_TTL.as_millis()).unwrap_or(i64::MAX),
     };
-    let request_id = oauth.pending().insert(request.clone(), now);
+    if let Err(seconds) = oauth
+        .limits()
+        .open_page(&client.client_id, std::time::Instant::now())
+    {
+        return too_many_pages(seconds);
+    }
+    let request_id = match oauth.pending().insert(request.clone(), now) {
+        Ok(id) => id,
+        Err(seconds) => return too_many_pages(seconds),
+    };
     let mut response = render_consent(&request_id, &request, None, StatusCode::OK);
     let secure = if oauth.issuer.starts_with("https://") {
         "; Secure"
@@ -231,6 +240,22 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
             .append(http::header::SET_COOKIE, value);
     }
     response
+}
+
+/// 429 with `Retry-After`: this client opened too many consent pages (the limit is per client,
+/// so a stranger's flood never refuses the owner's client).
+fn too_many_pages(seconds: u64) -> Response {
+    tracing::warn!("oauth: consent page refused: too many pages for one client");
+    super::OAuthError::rate_limited(
+        seconds,
+        format!(
+            "this client opened too many authorization pages; try again in {seconds} s (at most \
+             {} at once, then one every {} s)",
+            super::limiter::PAGES_BURST,
+            super::limiter::PAGES_EVERY.as_secs()
+        ),
+    )
+    .into_response()
 }
 
 fn render_consent(

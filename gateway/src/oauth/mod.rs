@@ -12,6 +12,7 @@ pub mod admin;
 mod authorize;
 mod consent;
 mod error;
+pub mod limiter;
 pub mod metadata;
 mod pending;
 mod registration;
@@ -186,6 +187,7 @@ pub struct OAuth {
     pub access_token_ttl: Duration,
     pub store: OAuthStore,
     pending: Mutex<pending::Pending>,
+    limits: Mutex<limiter::Limits>,
 }
 
 impl OAuth {
@@ -206,11 +208,18 @@ impl OAuth {
             access_token_ttl: settings.access_token_ttl,
             store,
             pending: Mutex::new(pending::Pending::default()),
+            limits: Mutex::new(limiter::Limits::new(std::time::Instant::now())),
         }))
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, pending::Pending> {
         self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn limits(&self) -> std::sync::MutexGuard<'_, limiter::Limits> {
+        self.limits
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }

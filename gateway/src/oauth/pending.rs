@@ -7,7 +7,8 @@
 //! Binding codes to requests is what keeps strangers out of the owner's way (red-team O-2..O-4):
 //! wrong codes typed on their own pages spend only their own pages' attempts, never the owner's
 //! codes; a code cannot approve a page opened after it was issued; and the pages a live code
-//! covers are never pushed out by a flood of new ones.
+//! covers are never pushed out by a flood of new ones; nor is a page pushed out by pages of
+//! another client (issue 24).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -16,8 +17,12 @@ use rand::Rng;
 
 /// How long a consent page stays usable.
 pub const REQUEST_TTL: Duration = Duration::from_secs(10 * 60);
-/// Authorization requests kept at once (the authorization page is public).
-pub const MAX_REQUESTS: usize = 64;
+/// Consent pages one client may keep waiting at once.
+pub const MAX_PAGES_PER_CLIENT: usize = super::limiter::PAGES_BURST as usize;
+/// Authorization requests kept at once (the authorization page is public): room for every client
+/// the store keeps, each with its pages, so the cap never pushes a page out; it only refuses.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub const MAX_REQUESTS: usize = super::store::MAX_CLIENTS as usize * MAX_PAGES_PER_CLIENT;
 /// How long an approval code stays usable.
 pub const APPROVAL_CODE_TTL: Duration = Duration::from_secs(10 * 60);
 /// Approval codes alive at once.
@@ -101,25 +106,62 @@ impl Pending {
             .any(|c| c.covers.iter().any(|id| id == request_id))
     }
 
-    /// Keep `request` under a new id. When [`MAX_REQUESTS`] are waiting, the oldest one no live
-    /// code covers makes way (a page the owner asked a code for stays).
-    pub fn insert(&mut self, request: AuthorizationRequest, now_ms: i64) -> String {
+    /// Keep `request` under a new id, or say in how many seconds a page may open. Pages of one
+    /// client make way only for pages of the same client: when [`MAX_PAGES_PER_CLIENT`] of its
+    /// pages wait, its oldest page no live code covers makes way; no page of another client is
+    /// ever pushed out, so a stranger's flood cannot touch the owner's page (issue 24). When every
+    /// page of the client is covered, or [`MAX_REQUESTS`] wait in all, the new page is refused.
+    pub fn insert(&mut self, request: AuthorizationRequest, now_ms: i64) -> Result<String, u64> {
         self.purge(now_ms);
-        if self.requests.len() >= MAX_REQUESTS {
-            let oldest = |covered: bool| {
-                self.requests
-                    .iter()
-                    .filter(|(id, _)| covered || !self.covered(id))
-                    .min_by_key(|(_, r)| r.expires_at_ms)
-                    .map(|(id, _)| id.clone())
-            };
-            if let Some(id) = oldest(false).or_else(|| oldest(true)) {
-                self.remove(&id);
+        let own: Vec<(&String, &AuthorizationRequest)> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.client_id == request.client_id)
+            .collect();
+        if own.len() >= MAX_PAGES_PER_CLIENT {
+            let oldest_uncovered = own
+                .iter()
+                .filter(|(id, _)| !self.covered(id))
+                .min_by_key(|(_, r)| r.expires_at_ms)
+                .map(|(id, _)| (*id).clone());
+            match oldest_uncovered {
+                Some(id) => {
+                    self.remove(&id);
+                }
+                None => return Err(self.seconds_until_one_expires(now_ms)),
             }
+        }
+        if self.requests.len() >= MAX_REQUESTS {
+            return Err(self.seconds_until_one_expires(now_ms));
         }
         let id = common::hash::new_secret("req");
         self.requests.insert(id.clone(), request);
-        id
+        Ok(id)
+    }
+
+    fn seconds_until_one_expires(&self, now_ms: i64) -> u64 {
+        let soonest = self
+            .requests
+            .values()
+            .map(|r| r.expires_at_ms)
+            .min()
+            .unwrap_or(now_ms);
+        u64::try_from((soonest - now_ms) / 1000 + 1)
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// The clients with a consent page waiting: none of them may be forgotten meanwhile.
+    pub fn live_clients(&mut self, now_ms: i64) -> Vec<String> {
+        self.purge(now_ms);
+        let mut ids: Vec<String> = self
+            .requests
+            .values()
+            .map(|r| r.client_id.clone())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
     }
 
     pub fn get(&mut self, id: &str, now_ms: i64) -> Option<AuthorizationRequest> {

@@ -180,7 +180,20 @@ pub async fn register(
         ));
     }
     let client = parse_registration(&body, common::time::now_unix_ms())?;
-    oauth.store.register_client(&client)?;
+    if let Err(seconds) = oauth.limits().register(std::time::Instant::now()) {
+        tracing::warn!("oauth: registration refused: too many registrations");
+        return Err(OAuthError::rate_limited(
+            seconds,
+            format!(
+                "too many client registrations; try again in {seconds} s (at most {} at once, \
+                 then one every {} s)",
+                super::limiter::REGISTRATION_BURST,
+                super::limiter::REGISTRATION_EVERY.as_secs()
+            ),
+        ));
+    }
+    let keep = oauth.pending().live_clients(client.created_at_ms);
+    oauth.store.register_client(&client, &keep)?;
     tracing::info!(
         client_id = %client.client_id,
         "oauth: client registered (it still needs the owner's approval)"

@@ -85,6 +85,10 @@ impl Revoked {
 pub const MAX_CLIENTS: i64 = 100;
 /// A client that never got a grant is forgotten after this long.
 const UNUSED_CLIENT_TTL_MS: i64 = 24 * 3600 * 1000;
+/// A client younger than the consent window may still be waiting for the owner's approval: it is
+/// never pushed out to make room.
+#[allow(clippy::cast_possible_truncation)]
+const CONSENT_WINDOW_MS: i64 = super::pending::REQUEST_TTL.as_millis() as i64;
 
 /// The OAuth tables, on the gateway's own connection.
 pub struct OAuthStore {
@@ -132,11 +136,15 @@ impl OAuthStore {
     }
 
     /// Store a new client, first forgetting clients that never got a grant within a day, and when
-    /// [`MAX_CLIENTS`] unrevoked ones are registered, the oldest that never got a grant; refused
-    /// only when every one of them holds a grant.
-    pub fn register_client(&self, client: &ClientRow) -> Result<(), OAuthError> {
+    /// [`MAX_CLIENTS`] unrevoked ones are registered, the oldest that never got a grant, is older
+    /// than the consent window and has no consent page waiting (`keep`): the client the owner is
+    /// connecting is never pushed out (issue 24). Refused when no client may make way: 429 while
+    /// young clients fill the room (the registration limit keeps that from happening), 400 when
+    /// every client holds a grant.
+    pub fn register_client(&self, client: &ClientRow, keep: &[String]) -> Result<(), OAuthError> {
         self.write(|tx| {
-            let stale_before = client.created_at_ms - UNUSED_CLIENT_TTL_MS;
+            let now = client.created_at_ms;
+            let stale_before = now - UNUSED_CLIENT_TTL_MS;
             let unused = "SELECT client_id FROM oauth_clients c WHERE created_at_ms < ?1
                  AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.client_id)";
             tx.execute(
@@ -149,7 +157,8 @@ impl OAuthStore {
             )?;
             // Revoked clients stay for the record but take no room. When the room is full, the
             // oldest registration that never got a grant makes way: anonymous registrations can
-            // only push out each other, never block the owner's next client (red-team O-1).
+            // only push out each other, never block the owner's next client (red-team O-1) — and
+            // never one young enough to be waiting for the owner's approval (issue 24).
             let count = |tx: &Transaction<'_>| -> rusqlite::Result<i64> {
                 tx.query_row(
                     "SELECT COUNT(*) FROM oauth_clients WHERE revoked_at_ms IS NULL",
@@ -158,18 +167,38 @@ impl OAuthStore {
                 )
             };
             if count(tx)? >= MAX_CLIENTS {
-                let oldest_unused = "SELECT client_id FROM oauth_clients c
+                let mut unused = tx.prepare(
+                    "SELECT client_id, created_at_ms FROM oauth_clients c
                      WHERE revoked_at_ms IS NULL AND NOT EXISTS
                        (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.client_id)
-                     ORDER BY created_at_ms LIMIT 1";
-                tx.execute(
-                    &format!("DELETE FROM oauth_codes WHERE client_id IN ({oldest_unused})"),
-                    [],
+                     ORDER BY created_at_ms",
                 )?;
-                tx.execute(
-                    &format!("DELETE FROM oauth_clients WHERE client_id IN ({oldest_unused})"),
-                    [],
-                )?;
+                let rows = unused
+                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                let young_after = now - CONSENT_WINDOW_MS;
+                let victim = rows
+                    .iter()
+                    .find(|(id, created)| *created < young_after && !keep.contains(id));
+                match victim {
+                    Some((id, _)) => {
+                        tx.execute("DELETE FROM oauth_codes WHERE client_id = ?1", [id])?;
+                        tx.execute("DELETE FROM oauth_clients WHERE client_id = ?1", [id])?;
+                    }
+                    None => {
+                        if let Some((_, oldest_young)) =
+                            rows.iter().find(|(_, created)| *created >= young_after)
+                        {
+                            let wait_ms = oldest_young - young_after;
+                            return Ok(Err(OAuthError::rate_limited(
+                                u64::try_from(wait_ms / 1000 + 1).unwrap_or(1),
+                                format!(
+                                    "{MAX_CLIENTS} clients are registered and none may make way                                      yet (each is kept for its consent window); try again later"
+                                ),
+                            )));
+                        }
+                    }
+                }
             }
             if count(tx)? >= MAX_CLIENTS {
                 return Ok(Err(OAuthError::new(

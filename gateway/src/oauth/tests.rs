@@ -136,13 +136,13 @@ fn approval_codes_are_single_use_expire_and_lock_after_the_attempt_limit() {
     let mut pending = Pending::default();
     // Nothing waiting: no code (it would approve nothing).
     assert_eq!(pending.new_approval_code(0), Err(pending::NothingWaiting));
-    let page = pending.insert(waiting_request(1_000_000), 0);
+    let page = pending.insert(waiting_request(1_000_000), 0).unwrap();
     let (code, ttl, covered) = pending.new_approval_code(1_000).unwrap();
     assert_eq!(code.len(), 9);
     assert_eq!(ttl, pending::APPROVAL_CODE_TTL);
     assert_eq!(covered, vec![("X".to_string(), "a.example".to_string())]);
     // A page opened after the code was issued: the code does not approve it.
-    let later = pending.insert(waiting_request(1_000_000), 1_500);
+    let later = pending.insert(waiting_request(1_000_000), 1_500).unwrap();
     assert_eq!(
         pending.check_approval_code(&later, &code, 1_600),
         ApprovalCheck::Rejected {
@@ -168,8 +168,8 @@ fn approval_codes_are_single_use_expire_and_lock_after_the_attempt_limit() {
     ));
     // Wrong codes on a stranger's page spend that page only: the owner's code for the owner's
     // page still works (red-team O-2, O-4).
-    let owners = pending.insert(waiting_request(1_000_000), 20_000);
-    let strangers = pending.insert(waiting_request(1_000_000), 20_000);
+    let owners = pending.insert(waiting_request(1_000_000), 20_000).unwrap();
+    let strangers = pending.insert(waiting_request(1_000_000), 20_000).unwrap();
     let (live, _, _) = pending.new_approval_code(20_000).unwrap();
     for _ in 1..MAX_APPROVAL_ATTEMPTS {
         assert!(matches!(
@@ -191,13 +191,21 @@ fn approval_codes_are_single_use_expire_and_lock_after_the_attempt_limit() {
     );
 }
 
+fn page_of(client_id: &str, expires_at_ms: i64) -> pending::AuthorizationRequest {
+    pending::AuthorizationRequest {
+        client_id: client_id.into(),
+        ..waiting_request(expires_at_ms)
+    }
+}
+
 #[test]
 fn a_flood_of_pages_never_pushes_out_one_a_live_code_covers() {
     let mut pending = Pending::default();
-    let owners = pending.insert(waiting_request(1_000_000), 0);
+    let owners = pending.insert(waiting_request(1_000_000), 0).unwrap();
     let (code, _, _) = pending.new_approval_code(1).unwrap();
-    for _ in 0..3 * pending::MAX_REQUESTS {
-        pending.insert(waiting_request(1_000_000), 2);
+    // Pages of the same client push out only its uncovered ones.
+    for _ in 0..3 * pending::MAX_PAGES_PER_CLIENT {
+        pending.insert(waiting_request(1_000_000), 2).unwrap();
     }
     assert!(
         pending.get(&owners, 3).is_some(),
@@ -210,30 +218,68 @@ fn a_flood_of_pages_never_pushes_out_one_a_live_code_covers() {
 }
 
 #[test]
+fn pages_of_other_clients_never_push_out_the_owners_page() {
+    let mut pending = Pending::default();
+    // The owner's page, before any code was asked for (issue 24).
+    let owners = pending
+        .insert(page_of("client_owner", 1_000_000), 0)
+        .unwrap();
+    let mut refused = 0;
+    for i in 0..2 * pending::MAX_REQUESTS {
+        let stranger = format!("client_{}", i % 150);
+        if pending.insert(page_of(&stranger, 1_000_000), 1).is_err() {
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "the global cap refuses, it does not evict");
+    assert!(
+        pending.get(&owners, 2).is_some(),
+        "the owner's page was pushed out"
+    );
+    assert!(
+        pending
+            .live_clients(2)
+            .contains(&"client_owner".to_string())
+    );
+    let (code, _, _) = pending.new_approval_code(3).unwrap();
+    assert_eq!(
+        pending.check_approval_code(&owners, &code, 4),
+        ApprovalCheck::Accepted
+    );
+}
+
+#[test]
 fn waiting_requests_are_bounded_and_expire() {
     let mut pending = Pending::default();
-    let request = |expires_at_ms| pending::AuthorizationRequest {
-        csrf: "c".into(),
-        client_id: "client_x".into(),
-        client_name: "X".into(),
-        redirect_uri: "https://a.example/cb".into(),
-        state: None,
-        code_challenge: "c".into(),
-        resource: "r".into(),
-        scope: SCOPE.into(),
-        expires_at_ms,
-    };
-    let first = pending.insert(request(100), 0);
-    for _ in 0..pending::MAX_REQUESTS {
-        pending.insert(request(200), 0);
+    let first = pending.insert(waiting_request(100), 0).unwrap();
+    for _ in 0..pending::MAX_PAGES_PER_CLIENT {
+        pending.insert(waiting_request(200), 0).unwrap();
     }
     assert!(
         pending.get(&first, 0).is_none(),
         "the oldest was not dropped"
     );
-    assert_eq!(pending.waiting(0).len(), pending::MAX_REQUESTS);
+    assert_eq!(pending.waiting(0).len(), pending::MAX_PAGES_PER_CLIENT);
     assert_eq!(pending.waiting(0)[0], ("X".into(), "a.example".into()));
     assert!(pending.waiting(200).is_empty());
+}
+
+#[test]
+fn token_buckets_refuse_with_the_wait_and_refill() {
+    use super::limiter::{Limits, PAGES_BURST, REGISTRATION_BURST, REGISTRATION_EVERY};
+    let t0 = std::time::Instant::now();
+    let mut limits = Limits::new(t0);
+    for _ in 0..REGISTRATION_BURST {
+        limits.register(t0).unwrap();
+    }
+    assert_eq!(limits.register(t0), Err(REGISTRATION_EVERY.as_secs()));
+    limits.register(t0 + REGISTRATION_EVERY).unwrap();
+    // Per client: a stranger's pages spend only its own bucket.
+    for _ in 0..PAGES_BURST {
+        limits.open_page("client_stranger", t0).unwrap();
+    }
+    assert!(limits.open_page("client_stranger", t0).is_err());
+    limits.open_page("client_owner", t0).unwrap();
 }
 
 #[test]
@@ -303,12 +349,15 @@ fn request(now_ms: i64) -> TokenRequest<'static> {
 
 fn client_with_code(store: &OAuthStore, code_hash: &str) {
     store
-        .register_client(&ClientRow {
-            client_id: "client_a".into(),
-            client_name: None,
-            redirect_uris: vec!["https://a.example/cb".into()],
-            created_at_ms: 0,
-        })
+        .register_client(
+            &ClientRow {
+                client_id: "client_a".into(),
+                client_name: None,
+                redirect_uris: vec!["https://a.example/cb".into()],
+                created_at_ms: 0,
+            },
+            &[],
+        )
         .unwrap();
     store
         .insert_code(
@@ -430,19 +479,38 @@ fn store_caps_registered_clients_and_forgets_unused_ones() {
         redirect_uris: vec!["https://a.example/cb".into()],
         created_at_ms: at,
     };
+    let window = 10 * 60 * 1000;
     for i in 0..store::MAX_CLIENTS {
-        store.register_client(&client(i, 1_000 + i)).unwrap();
+        store.register_client(&client(i, 1_000 + i), &[]).unwrap();
     }
-    // Full of registrations that never got a grant (anyone can make them): the oldest makes way,
-    // so a flood never blocks the owner's next client (red-team O-1).
-    store.register_client(&client(1_000, 2_000)).unwrap();
-    assert!(store.client("client_0").unwrap().is_none());
-    assert!(store.client("client_1").unwrap().is_some());
+    // Full of young registrations: none makes way, whoever waits for the owner (issue 24).
+    let err = store.register_client(&client(999, 2_000), &[]).unwrap_err();
+    assert_eq!(
+        (err.status.as_u16(), err.error),
+        (429, "temporarily_unavailable")
+    );
+    assert!(
+        err.retry_after.is_some_and(|s| s > 0 && s <= 600),
+        "{err:?}"
+    );
+    assert!(store.client("client_0").unwrap().is_some());
+    // Past the consent window, the oldest unused one makes way, except a client with a live
+    // consent page (`keep`), so a flood never blocks the owner's next client (red-team O-1).
+    let later = 2_000 + window;
+    store
+        .register_client(&client(1_000, later), &["client_0".to_string()])
+        .unwrap();
+    assert!(
+        store.client("client_0").unwrap().is_some(),
+        "a client with a live page was evicted"
+    );
+    assert!(store.client("client_1").unwrap().is_none());
+    assert!(store.client("client_2").unwrap().is_some());
     assert!(store.client("client_1000").unwrap().is_some());
     // A day later the unused ones are forgotten anyway.
     store
-        .register_client(&client(1_001, 2_000 + 24 * 3600 * 1000 + 1))
+        .register_client(&client(1_001, 2_000 + 24 * 3600 * 1000 + 1), &[])
         .unwrap();
-    assert!(store.client("client_1").unwrap().is_none());
+    assert!(store.client("client_2").unwrap().is_none());
     assert!(store.client("client_1001").unwrap().is_some());
 }

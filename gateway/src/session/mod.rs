@@ -58,6 +58,8 @@ pub struct Gateway {
     /// The DeepSeek egress's HTTP client (one connection pool for all sub-sessions); none when
     /// it could not start (then the egress refuses every request).
     pub(crate) egress_client: Option<reqwest::Client>,
+    /// The state dir's disk budget and its last measurement.
+    pub state_budget: crate::state_budget::StateBudget,
 }
 
 /// What a waiting call waits for.
@@ -91,7 +93,10 @@ impl Gateway {
         server_key: String,
         host: Arc<dyn BrokerHost>,
     ) -> Arc<Gateway> {
+        let state_budget =
+            crate::state_budget::StateBudget::new(&config.state_dir, config.state_max_mb);
         Arc::new(Gateway {
+            state_budget,
             store,
             config,
             server_key,

@@ -61,6 +61,9 @@ pub(super) async fn handle(
         .leased(call, |session, request| async move {
             check_prompt(&prompt)?;
             ensure_not_terminal(&session)?;
+            gateway
+                .state_budget
+                .check("the prompt was not sent; the session stays idle")?;
             if session.status != SessionStatus::Idle {
                 return Err(ToolError::new(
                     ErrorCode::Busy,

@@ -150,6 +150,12 @@ pub(super) async fn handle(
         .leased(call, |session, request| async move {
             ensure_not_terminal(&session)?;
             check_size(&text, &calls)?;
+            if text.len() > crate::state_budget::LARGE_REPLY_BYTES {
+                gateway.state_budget.check(&format!(
+                    "a reply larger than {} KiB was not delivered; a shorter one still is",
+                    crate::state_budget::LARGE_REPLY_BYTES / 1024
+                ))?;
+            }
             check_turn(&session, turn_id)?;
             let approved = approve(&session, &calls)?;
             let mut release = accept(gateway, &request, session_id, turn_id, text, approved)?;

@@ -135,6 +135,7 @@ pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<
     // Checked before anything is created (no worktree), and again in the transaction that
     // records the session, so concurrent starts cannot overshoot.
     gateway.store.read(|tx| ensure_capacity(gateway, tx))?;
+    gateway.state_budget.check("nothing was started")?;
 
     let session_id = format!("ns_{}", uuid::Uuid::new_v4().simple());
     let state_dir = gateway.config.state_dir.clone();

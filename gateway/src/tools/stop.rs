@@ -36,12 +36,35 @@ pub struct StopArgs {
     pub reason: Option<String>,
 }
 
+/// Longest stop `reason`, in characters: it is stored in the ledger and shown to the owner.
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// A stop reason: at most [`MAX_REASON_CHARS`] characters, none of them a control, bidi or
+/// invisible format character (issue 24: every free-text input is bounded).
+fn check_reason(reason: &str) -> ToolResult<()> {
+    if reason.chars().count() > MAX_REASON_CHARS {
+        return Err(ToolError::invalid(format!(
+            "reason is longer than {MAX_REASON_CHARS} characters; say it in a sentence"
+        )));
+    }
+    if reason.chars().any(common::display::is_unsafe) {
+        return Err(ToolError::invalid(
+            "reason must be printable text on one line (no control, bidi or invisible format \
+             characters)",
+        ));
+    }
+    Ok(())
+}
+
 pub(super) async fn handle(
     gateway: &Arc<Gateway>,
     mut args: StopArgs,
     request_hash: &str,
 ) -> ToolResult<SessionView> {
     check_key("request_id", &args.request_id)?;
+    if let Some(reason) = &args.reason {
+        check_reason(reason)?;
+    }
     let reason = args
         .reason
         .take()

@@ -104,14 +104,15 @@ fn every_input_parameter_is_described() {
 /// with the three DeepSeek sub-session controls in `tool_calls` and their summary in the
 /// outputSchemas; 52.5 KB with `conversation_restarted`, `pending_turn.notice` and
 /// `workspace_changed` in the outputSchemas and the design's guidance back in the descriptions
-/// (profiles, protected places, what recover does when it fails, stopping a sub-session).
+/// (profiles, protected places, what recover does when it fails, stopping a sub-session); 53.0
+/// KB with `storage_full` and RunCommand's layer (`fresh_layer`).
 #[test]
 fn the_listing_stays_compact() {
     let listing = serde_json::json!({"tools": tools()});
     let bytes = serde_json::to_vec(&listing).unwrap().len();
     assert!(bytes <= LISTING_BUDGET_BYTES, "tools/list is {bytes} bytes");
 }
-const LISTING_BUDGET_BYTES: usize = 53_000;
+const LISTING_BUDGET_BYTES: usize = 54_000;
 
 /// The descriptions as ChatGPT reads them, one per line: any change is deliberate.
 #[test]

@@ -130,6 +130,34 @@ async fn every_error_code_says_what_to_do_next() {
     let r = chat.status(&sid, &lease, 0).await.unwrap();
     lines.push(line(&r, &ids));
 
+    // `storage_full`: a gateway whose state dir is past its budget (issue 24) refuses a start.
+    let full = tempfile::tempdir().unwrap();
+    std::fs::write(full.path().join("ballast"), vec![7u8; 65 << 20]).unwrap();
+    let small = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("CLAUDE_TOOLS_STATE_MAX_MB", "64")
+        .state_dir(full.path())
+        .spawn()
+        .await
+        .unwrap();
+    let small_chat = chatgpt(&small).await;
+    let r = small_chat
+        .start("hello", dir.path(), "em-full")
+        .await
+        .unwrap();
+    let used = r["structuredContent"]["error"]["message"]
+        .as_str()
+        .and_then(|m| m.split(" holds ").nth(1))
+        .and_then(|m| m.split(' ').next())
+        .unwrap_or_default()
+        .to_string();
+    lines.push(line(
+        &r,
+        &[(&format!("holds {used} MiB"), "holds <used> MiB")],
+    ));
+    drop(small_chat);
+    drop(small);
+
     // `internal` cannot be provoked from outside without breaking the state store: its
     // message, as the store failure maps to it.
     let internal = gateway::error::ToolError::from(gateway::state::StoreError::Schema(
@@ -153,6 +181,7 @@ async fn every_error_code_says_what_to_do_next() {
         "recovery_denied",
         "busy",
         "workspace_changed",
+        "storage_full",
         "internal",
     ] {
         assert!(codes.contains(code), "{code} not triggered: {lines:#?}");

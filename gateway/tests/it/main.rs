@@ -35,6 +35,8 @@ mod runner_confinement;
 mod run_command;
 // The write tools end to end with the real runner: direct_write and worktree_write.
 mod writes;
+// Retention: `gatewayctl prune` removes ended sessions' files, keeps the ledger (issue 24).
+mod prune;
 // Auto-run places: writes that would run by themselves later are refused, per-class opt-in.
 mod autorun;
 // The one protected set through the public surface: start, reads, commands, writes, listings.

@@ -69,6 +69,8 @@ pub fn config(dir: &std::path::Path, tuning: &Tuning) -> Config {
         command_limits: Default::default(),
         command_path: sandbox::command::FIXED_PATH.into(),
         max_live_sessions: tuning.max_live_sessions,
+        state_max_mb: 1 << 20,
+        retention: Duration::from_secs(14 * 24 * 3600),
         owner_home: home,
         extra_protected: tuning.extra_protected.iter().map(|p| dir.join(p)).collect(),
         autorun_allowed: Default::default(),

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use common::protocol::{BrokerEvent, GatewayToBroker};
+use common::tools::CapabilityProfile;
 use serde_json::json;
 
 use super::fake_host::runner_not_found;
@@ -129,6 +130,100 @@ async fn starts_beyond_the_live_session_limit_are_busy_and_persist_nothing() {
     assert_eq!(code(second), ErrorCode::Busy);
     assert_eq!(h.gateway.store.read(|tx| tx.sessions()).unwrap().len(), 1);
     assert_eq!(h.host.spawns().len(), 1);
+}
+
+#[tokio::test]
+async fn past_the_state_budget_new_work_is_refused_while_status_and_stop_work() {
+    let h = Harness::new();
+    let view = h.start().await;
+    // The state dir is past its budget (issue 24).
+    h.gateway.state_budget.set_max_bytes(1);
+    h.gateway.state_budget.refresh_now();
+    let second = h
+        .call(
+            PublicTool::Start,
+            json!({"prompt": "p", "working_directory": h.project, "idempotency_key": "k2",
+                   "wait_seconds": 0}),
+        )
+        .await;
+    let err = second.unwrap_err();
+    assert_eq!(err.code, ErrorCode::StorageFull);
+    assert!(
+        err.message.contains("CLAUDE_TOOLS_STATE_MAX_MB"),
+        "{}",
+        err.message
+    );
+    let continued = h
+        .call(
+            PublicTool::Continue,
+            json!({"native_session_id": view.native_session_id, "lease_id": view.lease_id,
+                   "prompt": "more", "idempotency_key": "c1"}),
+        )
+        .await;
+    assert_eq!(code(continued), ErrorCode::StorageFull);
+    assert_eq!(h.gateway.store.read(|tx| tx.sessions()).unwrap().len(), 1);
+    // The existing session: status and stop still work (a stop reason is bounded too).
+    h.status(&view).await.unwrap();
+    let long_reason = h
+        .call(
+            PublicTool::Stop,
+            json!({"native_session_id": view.native_session_id, "lease_id": view.lease_id,
+                   "request_id": "s0", "reason": "r".repeat(501)}),
+        )
+        .await;
+    assert_eq!(code(long_reason), ErrorCode::InvalidArgument);
+    let stopped = h.stop(&view, "s1").await.unwrap();
+    assert_eq!(stopped.status, SessionStatus::Stopped);
+}
+
+#[tokio::test]
+async fn prune_removes_an_ended_sessions_files_keeps_its_ledger_and_never_a_live_one() {
+    let h = Harness::with(Tuning {
+        max_live_sessions: 4,
+        ..Tuning::default()
+    });
+    let ended = h.start_with("k1", CapabilityProfile::ReadOnly).await;
+    let live = h.start_with("k2", CapabilityProfile::ReadOnly).await;
+    h.stop(&ended, "s1").await.unwrap();
+    let run = h.gateway.config.state_dir.join("run");
+    let dir_of = |id: &str| run.join(&id.trim_start_matches("ns_")[..12]);
+    for view in [&ended, &live] {
+        let dir = dir_of(&view.native_session_id);
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        std::fs::write(dir.join("home/transcript.jsonl"), vec![1u8; 64 << 10]).unwrap();
+    }
+    // A symlink inside points outside: removed as a link, its target stays.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("keep"), "x").unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir_of(&ended.native_session_id).join("out"))
+        .unwrap();
+    // Not old enough: nothing goes.
+    let report = crate::prune::prune(&h.gateway, Duration::from_secs(3600), false).unwrap();
+    assert!(report.sessions.is_empty(), "{report:?}");
+    let dry = crate::prune::prune(&h.gateway, Duration::ZERO, true).unwrap();
+    assert_eq!(dry.sessions.len(), 1);
+    assert!(
+        dir_of(&ended.native_session_id).exists(),
+        "a dry run removed files"
+    );
+    let report = crate::prune::prune(&h.gateway, Duration::ZERO, false).unwrap();
+    assert_eq!(report.sessions.len(), 1, "{report:?}");
+    assert_eq!(report.sessions[0].0, ended.native_session_id);
+    assert!(report.bytes >= 64 << 10);
+    assert!(!dir_of(&ended.native_session_id).exists());
+    assert!(
+        dir_of(&live.native_session_id)
+            .join("home/transcript.jsonl")
+            .exists()
+    );
+    assert!(
+        outside.path().join("keep").exists(),
+        "a symlink was followed"
+    );
+    // The ended session's record and ledger stay readable.
+    let stopped = h.status(&ended).await.unwrap();
+    assert_eq!(stopped.status, SessionStatus::Stopped);
+    h.status(&live).await.unwrap();
 }
 
 #[tokio::test]

@@ -6,6 +6,8 @@
 
 // The flow end to end, rotation, reuse, revocation, expiry, auth modes, the admin socket.
 mod flow;
+// Registration and consent-page floods: the owner still gets through (issue 24).
+mod floods;
 // Each refusal of the consent step, authorization and registration.
 mod refusals;
 

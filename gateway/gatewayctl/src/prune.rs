@@ -1,0 +1,73 @@
+//! `prune`: ask the running gateway to remove ended sessions' files (runner HOME, transcript)
+//! untouched for an age; the database, the ledger included, is kept. The gateway does it (the
+//! state dir's single writer, and the one that knows which sessions are live).
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use crate::PruneArgs;
+use crate::oauth::{admin_request, expect_ok};
+
+/// `14d`, `12h`, `30m`, `45s` (or a bare number of seconds): seconds.
+pub fn parse_duration(text: &str) -> anyhow::Result<u64> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c),
+        _ => (text, 's'),
+    };
+    let n: u64 = number
+        .parse()
+        .with_context(|| format!("--older-than {text:?}: use a number with d, h, m or s (14d)"))?;
+    let unit = match unit {
+        'd' => 86_400,
+        'h' => 3600,
+        'm' => 60,
+        's' => 1,
+        _ => bail!("--older-than {text:?}: the unit must be d, h, m or s (14d)"),
+    };
+    Ok(n.saturating_mul(unit))
+}
+
+/// `prune [--older-than DURATION] [--dry-run]`.
+pub fn run(
+    state_dir: &Path,
+    args: &PruneArgs,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let older_than = args.older_than.as_deref().map(parse_duration).transpose()?;
+    let answer = expect_ok(admin_request(
+        state_dir,
+        &json!({"op": "prune", "older_than_seconds": older_than, "dry_run": args.dry_run}),
+    )?)?;
+    if json {
+        return crate::write_json(out, &answer);
+    }
+    let sessions = answer["sessions"].as_array().cloned().unwrap_or_default();
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let days = answer["older_than_seconds"].as_u64().unwrap_or(0) as f64 / 86_400.0;
+    let verb = if args.dry_run {
+        "Would remove"
+    } else {
+        "Removed"
+    };
+    writeln!(
+        out,
+        "{verb} the files of {} ended session{} untouched for {days:.1} days ({:.1} MiB); their ledgers stay.",
+        sessions.len(),
+        if sessions.len() == 1 { "" } else { "s" },
+        mib(answer["bytes"].as_u64().unwrap_or(0)),
+    )?;
+    for s in sessions {
+        writeln!(
+            out,
+            "  {}  {:.1} MiB",
+            common::display::one_line(s["session_id"].as_str().unwrap_or("?")),
+            mib(s["bytes"].as_u64().unwrap_or(0))
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! The state dir's disk budget, `CLAUDE_TOOLS_STATE_MAX_MB` (issue 24): past it, new starts,
+//! continues and large replies are refused (`storage_full`) while status, stop and recover of
+//! existing sessions keep working. Measured cheaply: the tree is walked once at start and then at
+//! most every [`REFRESH`], on a background thread, never on a call's path; a call reads the last
+//! measurement. The walk never follows a symlink and counts allocated blocks.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::error::{ErrorCode, ToolError};
+
+/// How stale a measurement may be before a call starts a new one in the background. Between
+/// two measurements a client can add at most what its calls carry (768 KiB per prompt or reply).
+pub const REFRESH: Duration = Duration::from_secs(30);
+/// Replies larger than this are refused past the budget; smaller ones (a verdict, a short answer)
+/// still let a waiting session finish its turn.
+pub const LARGE_REPLY_BYTES: usize = 64 * 1024;
+
+const MIB: u64 = 1024 * 1024;
+
+/// Default budget: a tenth of the file system holding the state dir, within 1 – 20 GiB.
+pub fn default_max_mb(fs_total_mb: u64) -> u64 {
+    (fs_total_mb / 10).clamp(1024, 20 * 1024)
+}
+
+/// Size of the file system holding `path`, MiB (0 when unknown).
+pub fn fs_total_mb(path: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return 0;
+    };
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: a valid NUL-terminated path and a buffer of the right type.
+    if unsafe { libc::statvfs(c_path.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return 0;
+    }
+    // SAFETY: statvfs succeeded and filled the buffer.
+    let st = unsafe { st.assume_init() };
+    #[allow(clippy::useless_conversion)]
+    let total = u64::from(st.f_blocks).saturating_mul(u64::from(st.f_frsize));
+    total / MIB
+}
+
+/// `CLAUDE_TOOLS_STATE_MAX_MB`, or the default sized from the state dir's file system.
+pub fn max_mb_from_env(state_dir: &Path) -> anyhow::Result<u64> {
+    Ok(
+        match crate::limits::positive_env("CLAUDE_TOOLS_STATE_MAX_MB", 64, 1 << 30)? {
+            Some(mb) => mb,
+            None => default_max_mb(fs_total_mb(state_dir)),
+        },
+    )
+}
+
+/// Bytes allocated under `dir`, symlinks counted as themselves and never followed; entries that
+/// vanish or cannot be read meanwhile are skipped.
+pub fn measure(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        total = total.saturating_add(meta.blocks().saturating_mul(512));
+        if meta.is_dir()
+            && let Ok(entries) = std::fs::read_dir(&path)
+        {
+            stack.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    total
+}
+
+struct Inner {
+    dir: PathBuf,
+    max_bytes: AtomicU64,
+    used_bytes: AtomicU64,
+    measured_at_ms: AtomicI64,
+    refreshing: AtomicBool,
+}
+
+/// The budget and the last measurement.
+#[derive(Clone)]
+pub struct StateBudget {
+    inner: Arc<Inner>,
+}
+
+impl StateBudget {
+    /// A budget of `max_mb` MiB over `dir`, measured now.
+    pub fn new(dir: &Path, max_mb: u64) -> StateBudget {
+        let budget = StateBudget {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                max_bytes: AtomicU64::new(max_mb.saturating_mul(MIB)),
+                used_bytes: AtomicU64::new(0),
+                measured_at_ms: AtomicI64::new(i64::MIN),
+                refreshing: AtomicBool::new(false),
+            }),
+        };
+        budget.refresh_now();
+        budget
+    }
+
+    /// Measure now, on this thread.
+    pub fn refresh_now(&self) {
+        let used = measure(&self.inner.dir);
+        self.inner.used_bytes.store(used, Ordering::SeqCst);
+        self.inner
+            .measured_at_ms
+            .store(common::time::now_unix_ms(), Ordering::SeqCst);
+    }
+
+    /// The budget in bytes.
+    pub fn max_bytes(&self) -> u64 {
+        self.inner.max_bytes.load(Ordering::SeqCst)
+    }
+
+    #[cfg(test)]
+    pub fn set_max_bytes(&self, bytes: u64) {
+        self.inner.max_bytes.store(bytes, Ordering::SeqCst);
+    }
+
+    /// The last measurement, starting a new one in the background when it is stale.
+    pub fn used_bytes(&self) -> u64 {
+        let age = common::time::now_unix_ms()
+            .saturating_sub(self.inner.measured_at_ms.load(Ordering::SeqCst));
+        let stale = u128::try_from(age).unwrap_or(u128::MAX) > REFRESH.as_millis();
+        if stale && !self.inner.refreshing.swap(true, Ordering::SeqCst) {
+            let budget = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("state-budget".into())
+                .spawn(move || {
+                    budget.refresh_now();
+                    budget.inner.refreshing.store(false, Ordering::SeqCst);
+                });
+            if spawned.is_err() {
+                self.inner.refreshing.store(false, Ordering::SeqCst);
+            }
+        }
+        self.inner.used_bytes.load(Ordering::SeqCst)
+    }
+
+    /// `storage_full` when the state dir is at or past its budget; `what` is what was refused
+    /// ("nothing was started").
+    pub fn check(&self, what: &str) -> Result<(), ToolError> {
+        let used = self.used_bytes();
+        let max = self.max_bytes();
+        if used < max {
+            return Ok(());
+        }
+        tracing::warn!(
+            used_mb = used / MIB,
+            max_mb = max / MIB,
+            "state dir over its budget: refusing new work"
+        );
+        Err(ToolError::new(
+            ErrorCode::StorageFull,
+            format!(
+                "the gateway's state dir holds {} MiB, at or past its budget of {} MiB \
+                 (CLAUDE_TOOLS_STATE_MAX_MB); {what}. Status, stop and recover of existing \
+                 sessions still work. The owner can free space with `gatewayctl prune --older-than \
+                 1d` (ended sessions' runner homes and transcripts) or raise \
+                 CLAUDE_TOOLS_STATE_MAX_MB",
+                used / MIB,
+                max / MIB
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_budget_is_a_tenth_of_the_disk_within_bounds() {
+        assert_eq!(default_max_mb(0), 1024);
+        assert_eq!(default_max_mb(100 * 1024), 10 * 1024);
+        assert_eq!(default_max_mb(10 << 20), 20 * 1024);
+        assert!(fs_total_mb(Path::new("/")) > 0);
+    }
+
+    #[test]
+    fn past_the_budget_new_work_is_refused_and_symlinks_are_not_followed() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("big"), vec![1u8; 4 << 20]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let budget = StateBudget::new(dir.path(), 1);
+        assert!(budget.used_bytes() < MIB, "a symlink was followed");
+        budget.check("nothing was started").unwrap();
+        std::fs::write(dir.path().join("big"), vec![1u8; 2 << 20]).unwrap();
+        budget.refresh_now();
+        let err = budget.check("nothing was started").unwrap_err();
+        assert_eq!(err.code, ErrorCode::StorageFull);
+        assert!(
+            err.message.contains("CLAUDE_TOOLS_STATE_MAX_MB"),
+            "{}",
+            err.message
+        );
+    }
+}
