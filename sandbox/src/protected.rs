@@ -318,6 +318,11 @@ pub fn host_key_files() -> Vec<PathBuf> {
     out
 }
 
+/// Device directories hidden from commands and the runner (masked like the protected set): the
+/// owner's terminals (`/dev/pts`: a pts the owner's uid may read gives away what is typed in it),
+/// input devices, sound (microphones) and video capture (cameras).
+pub const PRIVATE_DEVICE_DIRS: &[&str] = &["/dev/pts", "/dev/input", "/dev/snd", "/dev/v4l"];
+
 /// The gateway's command runtime area for `state_dir`: where every session's command scratch
 /// dirs live. In `/tmp` (a fixed base: the gateway and its brokers must agree, whatever their
 /// `TMPDIR`), so that a command's HOME and TMPDIR reveal no state path; named from the owner's

@@ -160,3 +160,45 @@ fn a_working_directory_under_a_mask_is_never_bound_back() {
         );
     }
 }
+
+/// The owner's terminals are not a command's to read: with namespaces `/dev/pts` is an empty
+/// mask, with Landlock only it is outside the readable set. A pty the test holds open (as an
+/// owner's terminal would be) can be neither listed nor opened.
+#[test]
+fn the_owners_terminals_are_hidden_from_commands() {
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let name = nix::unistd::ttyname(&pty.slave).unwrap();
+    assert!(name.starts_with("/dev/pts/"), "{name:?}");
+    for namespaces in [true, false] {
+        let fx = fixture_with(namespaces);
+        if !confinable(&fx) {
+            continue;
+        }
+        let script = format!(
+            "import os, errno\n\
+             try:\n    listed = os.listdir('/dev/pts')\nexcept OSError as e:\n    listed = errno.errorcode[e.errno]\n\
+             print('listed', listed)\n\
+             try:\n    os.close(os.open('{}', os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)); print('OPENED')\n\
+             except OSError as e:\n    print('refused', errno.errorcode[e.errno])\n",
+            name.display()
+        );
+        let out = py(&fx, &script);
+        let stdout = stdout_of(&out);
+        assert!(
+            stdout.contains("refused"),
+            "namespaces {namespaces}: {}",
+            out.output
+        );
+        assert!(
+            !stdout.contains("OPENED"),
+            "namespaces {namespaces}: {}",
+            out.output
+        );
+        let number = name.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            !stdout.contains(&format!("'{number}'")),
+            "namespaces {namespaces}: the pty is listed: {}",
+            out.output
+        );
+    }
+}
