@@ -226,13 +226,18 @@ impl PathPolicy {
             );
         }
 
+        let name_only = crate::protected::name_only_paths(&home, &state_dir);
         let mut all = Vec::new();
         let mut identities = Vec::new();
         for entry in entries {
             if !entry.is_absolute() {
                 continue;
             }
-            if let Ok(meta) = std::fs::metadata(&entry) {
+            let by_identity = !name_only.iter().any(|p| entry.starts_with(p));
+            if let Some(meta) = by_identity
+                .then(|| std::fs::metadata(&entry).ok())
+                .flatten()
+            {
                 use std::os::unix::fs::MetadataExt;
                 identities.push((meta.dev(), meta.ino()));
             }

@@ -588,13 +588,31 @@ fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> 
     // Every other gateway's state on this host (the registries say where), and the registries.
     let mut homes = vec![home.to_path_buf()];
     homes.extend(others);
-    for other in instances::other_state_dirs(&homes, state_dir) {
-        out.push(command_runtime_area(&other));
-        out.push(other);
-    }
+    out.extend(gateway_paths(&homes, state_dir));
     out.extend(homes.iter().map(|h| instances::registry_path(h)));
     out.extend(extra.iter().filter(|p| p.is_absolute()).cloned());
     out
+}
+
+/// Other gateways' state dirs and command runtime areas, from the registries under `homes`.
+fn gateway_paths(homes: &[PathBuf], state_dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for other in instances::other_state_dirs(homes, state_dir) {
+        out.push(command_runtime_area(&other));
+        out.push(other);
+    }
+    out
+}
+
+/// The entries of the protected set protected by name only, never by `(dev, ino)`: other
+/// gateways' state dirs and runtime areas. They come and go (a gateway's state dir may be
+/// deleted while this policy lives, and its inode number then reused by any new directory, which
+/// an identity would wrongly refuse); an alias of one through a mount is still in the set by name
+/// (the mount-table aliases).
+pub fn name_only_paths(home: &Path, state_dir: &Path) -> Vec<PathBuf> {
+    let mut homes = vec![home.to_path_buf()];
+    homes.extend(other_homes(home));
+    gateway_paths(&homes, state_dir)
 }
 
 /// The whole protected set as paths: the catalogue under `home`, the state dir, the owner's
