@@ -71,7 +71,7 @@ pub fn prune(
         if !meta.is_dir() || meta.modified().map_or(true, |m| m > cutoff) {
             continue;
         }
-        let bytes = crate::state_budget::measure(&dir);
+        let bytes = sandbox::allocated_bytes(&dir);
         // `remove_dir_all` removes symlinks inside as links, never what they point to.
         if !dry_run && let Err(err) = std::fs::remove_dir_all(&dir) {
             tracing::warn!(session = %session.id, "prune: removing the runtime dir: {err}");

@@ -53,26 +53,6 @@ pub fn max_mb_from_env(state_dir: &Path) -> anyhow::Result<u64> {
     )
 }
 
-/// Bytes allocated under `dir`, symlinks counted as themselves and never followed; entries that
-/// vanish or cannot be read meanwhile are skipped.
-pub fn measure(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = 0u64;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        total = total.saturating_add(meta.blocks().saturating_mul(512));
-        if meta.is_dir()
-            && let Ok(entries) = std::fs::read_dir(&path)
-        {
-            stack.extend(entries.flatten().map(|e| e.path()));
-        }
-    }
-    total
-}
-
 struct Inner {
     dir: PathBuf,
     max_bytes: AtomicU64,
@@ -105,7 +85,7 @@ impl StateBudget {
 
     /// Measure now, on this thread.
     pub fn refresh_now(&self) {
-        let used = measure(&self.inner.dir);
+        let used = sandbox::allocated_bytes(&self.inner.dir);
         self.inner.used_bytes.store(used, Ordering::SeqCst);
         self.inner
             .measured_at_ms

@@ -55,25 +55,6 @@ fn make_dirs_searchable(dir: &Path) {
     }
 }
 
-/// Bytes the layer takes on disk (allocated blocks, symlinks not followed).
-pub fn usage(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = 0u64;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        total = total.saturating_add(meta.blocks().saturating_mul(512));
-        if meta.is_dir()
-            && let Ok(entries) = std::fs::read_dir(&path)
-        {
-            stack.extend(entries.flatten().map(|e| e.path()));
-        }
-    }
-    total
-}
-
 /// What [`forget_written`] did for one written path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Forgot {

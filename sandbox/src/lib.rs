@@ -108,3 +108,24 @@ pub fn host_support() -> HostSupport {
         }
     }
 }
+
+/// Bytes allocated under `dir` (blocks on disk), symlinks counted as themselves and never
+/// followed; entries that vanish or cannot be read meanwhile are skipped. Sizes a session's
+/// command layer and the state dir's budget.
+pub fn allocated_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        total = total.saturating_add(meta.blocks().saturating_mul(512));
+        if meta.is_dir()
+            && let Ok(entries) = std::fs::read_dir(&path)
+        {
+            stack.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    total
+}

@@ -356,20 +356,7 @@ async fn a_killed_runner_is_reported_and_continue_resumes_a_new_generation() {
             .unwrap(),
     );
     assert_eq!(v["status"], "idle");
-    let broker_pid = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
-    let runner = runner_pid(broker_pid).expect("runner running");
-
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(runner as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let v = chat
-        .wait_until(&sid, &lease, Duration::from_secs(20), |v| {
-            v["recovery_required"] == true
-        })
-        .await
-        .unwrap();
+    let (broker_pid, v) = kill_runner(&gw, &chat, &sid, &lease).await;
     assert_eq!(v["current_run"]["state"], "exited", "{v}");
     assert_eq!(v["current_run"]["generation"], 1);
 
@@ -655,18 +642,7 @@ async fn a_runner_resumed_without_its_transcript_says_the_conversation_restarted
             .unwrap(),
     );
     assert_eq!(v["status"], "idle");
-    let broker_pid = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
-    let runner = runner_pid(broker_pid).expect("runner running");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(runner as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    chat.wait_until(&sid, &lease, Duration::from_secs(20), |v| {
-        v["recovery_required"] == true
-    })
-    .await
-    .unwrap();
+    kill_runner(&gw, &chat, &sid, &lease).await;
     // The conversation's transcript is lost (a wiped private HOME, a disk problem).
     let transcripts = transcripts_of(gw.state_dir(), &claude_session_id);
     assert!(!transcripts.is_empty(), "the runner saved a transcript");
@@ -705,6 +681,30 @@ async fn a_runner_resumed_without_its_transcript_says_the_conversation_restarted
     );
     assert_eq!(started, 2, "generation 1 and the restarted generation 2");
     chat.stop(&sid, &lease, "rs-l-stop", None).await.unwrap();
+}
+
+/// SIGKILL the session's runner (its broker stays) and wait until the session asks for recovery;
+/// the broker's pid and that view.
+async fn kill_runner(
+    gw: &GatewayProcess,
+    chat: &ScriptedChatGpt,
+    sid: &str,
+    lease: &str,
+) -> (i64, Value) {
+    let broker_pid = broker_record(gw, sid)["pid"].as_i64().unwrap();
+    let runner = runner_pid(broker_pid).expect("runner running");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(runner as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let v = chat
+        .wait_until(sid, lease, Duration::from_secs(20), |v| {
+            v["recovery_required"] == true
+        })
+        .await
+        .unwrap();
+    (broker_pid, v)
 }
 
 /// The runner's transcript files of conversation `claude_session_id` under `root`.

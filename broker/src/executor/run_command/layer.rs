@@ -245,7 +245,7 @@ impl LayerGuard {
             return false;
         }
         let walk = std::time::Instant::now();
-        let used = sandbox::layer::usage(&self.dir);
+        let used = sandbox::allocated_bytes(&self.dir);
         self.walk_every = (walk.elapsed() * 20).max(Duration::from_secs(3));
         self.last_walk = Some(std::time::Instant::now());
         used > self.budget
@@ -286,10 +286,10 @@ impl LayerTurn<'_> {
             // Others freeing space meanwhile make the estimate low: the exact size is measured
             // off the result's path, and the next command waits for it before its budget check.
             let dir = self.layer.dir.clone();
-            self.state.measuring = Some(std::thread::spawn(move || sandbox::layer::usage(&dir)));
+            self.state.measuring = Some(std::thread::spawn(move || sandbox::allocated_bytes(&dir)));
             estimate
         } else {
-            sandbox::layer::usage(&self.layer.dir)
+            sandbox::allocated_bytes(&self.layer.dir)
         };
         let state = &mut self.state;
         state.used = used;

@@ -57,7 +57,7 @@ fn ledger_is_append_only() {
 
 #[test]
 fn events_are_chained_and_the_head_is_signed_after_commit() {
-    use common::ledger_chain::{EventRow, Head, HeadFile, Verifier};
+    use common::ledger_chain::{Head, HeadFile, Verifier};
     let (dir, store) = open();
     for i in 0..3 {
         store
@@ -67,24 +67,7 @@ fn events_are_chained_and_the_head_is_signed_after_commit() {
             })
             .unwrap();
     }
-    let rows: Vec<EventRow> = store
-        .read::<_, StoreError>(|tx| {
-            let mut stmt = tx.0.prepare(
-                "SELECT seq, session_id, at_ms, kind, data, hash FROM events ORDER BY seq",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok(EventRow {
-                    seq: r.get(0)?,
-                    session_id: r.get(1)?,
-                    at_ms: r.get(2)?,
-                    kind: r.get(3)?,
-                    data: r.get(4)?,
-                    hash: r.get(5)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .unwrap();
+    let rows = event_rows(&store);
     assert_eq!(rows.len(), 6);
     let text = std::fs::read_to_string(dir.path().join("ledger-head")).unwrap();
     let head = Head::parse(&text).unwrap();
@@ -106,7 +89,7 @@ fn events_are_chained_and_the_head_is_signed_after_commit() {
 /// the first event written after the migration, and the whole ledger verifies.
 #[test]
 fn a_database_from_before_the_chain_migrates_and_chains_new_rows() {
-    use common::ledger_chain::{EventRow, Head, HeadFile, Verifier};
+    use common::ledger_chain::{Head, HeadFile, Verifier};
     let dir = tempfile::tempdir().unwrap();
     {
         let db = Connection::open(dir.path().join(DATABASE_FILE)).unwrap();
@@ -128,24 +111,7 @@ fn a_database_from_before_the_chain_migrates_and_chains_new_rows() {
     store
         .write::<_, StoreError>(|tx| tx.append_event(Some("ns_a"), "new", &json!({})))
         .unwrap();
-    let rows: Vec<EventRow> = store
-        .read::<_, StoreError>(|tx| {
-            let mut stmt = tx.0.prepare(
-                "SELECT seq, session_id, at_ms, kind, data, hash FROM events ORDER BY seq",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok(EventRow {
-                    seq: r.get(0)?,
-                    session_id: r.get(1)?,
-                    at_ms: r.get(2)?,
-                    kind: r.get(3)?,
-                    data: r.get(4)?,
-                    hash: r.get(5)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .unwrap();
+    let rows = event_rows(&store);
     assert_eq!((rows[0].hash.is_none(), rows[1].seq), (true, 2));
     let head = Head::parse(&std::fs::read_to_string(dir.path().join("ledger-head")).unwrap());
     let key = std::fs::read_to_string(dir.path().join("auth/server-key")).unwrap();
@@ -209,4 +175,26 @@ fn chain_cost() {
     }
     let per_hash = start.elapsed() / n;
     println!("one-event transaction {per_tx:?}, head write {per_head:?}, link hash {per_hash:?}");
+}
+
+/// Every ledger row, oldest first, as the chain verifier reads them.
+fn event_rows(store: &Store) -> Vec<common::ledger_chain::EventRow> {
+    store
+        .read::<_, StoreError>(|tx| {
+            let mut stmt = tx.0.prepare(
+                "SELECT seq, session_id, at_ms, kind, data, hash FROM events ORDER BY seq",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(common::ledger_chain::EventRow {
+                    seq: r.get(0)?,
+                    session_id: r.get(1)?,
+                    at_ms: r.get(2)?,
+                    kind: r.get(3)?,
+                    data: r.get(4)?,
+                    hash: r.get(5)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .unwrap()
 }
