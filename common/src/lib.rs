@@ -12,10 +12,12 @@
 //! - `display`: the one display sanitiser (what never reaches a terminal raw).
 //! - `state_schema`: the SQL of the gateway's state database.
 //! - `ledger_chain`: the ledger's hash chain, its signed head, and their check.
+//! - `admin`: the owner's admin socket protocol (gatewayctl ↔ the running gateway).
 //!
 //! Architecture invariant: this crate depends on no other workspace crate, starts no runtime and
 //! spawns no process.
 
+pub mod admin;
 pub mod codec;
 pub mod display;
 pub mod hash;

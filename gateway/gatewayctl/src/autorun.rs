@@ -6,23 +6,16 @@
 use std::path::Path;
 
 use sandbox::protected::autorun::{ALLOW_ENV, AutorunAllowed, AutorunClass};
-use serde_json::{Value, json};
 
 use crate::doctor::{Check, ok, warn};
 
 /// One check per class: refused (the default) is OK, allowed is a warning naming the opt-in.
 pub(crate) fn checks(state_dir: &Path) -> Vec<Check> {
-    let (allowed, source) = match crate::oauth::admin_request(state_dir, &json!({"op": "status"})) {
-        Ok(answer) => match answer.get("autorun_allowed").and_then(Value::as_array) {
-            Some(names) => (
-                AutorunAllowed::from_names(names.iter().filter_map(Value::as_str)),
-                "the running gateway",
-            ),
-            None => (
-                AutorunAllowed::NONE,
-                "the running gateway (an older version)",
-            ),
-        },
+    let (allowed, source) = match crate::oauth::gateway_status(state_dir) {
+        Ok(status) => (
+            AutorunAllowed::from_names(status.autorun_allowed.iter().map(String::as_str)),
+            "the running gateway",
+        ),
         Err(_) => match AutorunAllowed::parse(&std::env::var(ALLOW_ENV).unwrap_or_default()) {
             Ok(allowed) => (allowed, "this shell's environment (gateway not running)"),
             Err(err) => {

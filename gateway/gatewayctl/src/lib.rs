@@ -283,7 +283,7 @@ pub fn resolve_state_dir(flag: Option<&Path>, env: Option<PathBuf>) -> anyhow::R
 }
 
 /// Write a value as pretty JSON and a newline.
-fn write_json(out: &mut impl Write, value: &serde_json::Value) -> anyhow::Result<()> {
+fn write_json(out: &mut impl Write, value: &impl serde::Serialize) -> anyhow::Result<()> {
     serde_json::to_writer_pretty(&mut *out, value)?;
     writeln!(out)?;
     Ok(())

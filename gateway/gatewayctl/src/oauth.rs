@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use common::admin::{self, AdminAnswer, AdminCall, AdminRequest, GatewayStatus, RevokedKind};
 use serde_json::{Value, json};
 
 use crate::db::Db;
@@ -38,12 +39,14 @@ pub enum AdminError {
         path: String,
         source: std::io::Error,
     },
-    #[error("the gateway's answer is not JSON: {0}")]
+    #[error(
+        "the gateway's answer is not one this gatewayctl understands (update gatewayctl to the gateway's version): {0}"
+    )]
     Answer(String),
 }
 
-/// Send one request to the running gateway's admin socket; its JSON answer.
-pub fn admin_request(state_dir: &Path, request: &Value) -> Result<Value, AdminError> {
+/// Send one request to the running gateway's admin socket; its answer.
+pub fn admin_request(state_dir: &Path, request: AdminRequest) -> Result<AdminAnswer, AdminError> {
     let path = socket_path(state_dir);
     let shown = path.display().to_string();
     let io = |source| AdminError::Io {
@@ -64,21 +67,42 @@ pub fn admin_request(state_dir: &Path, request: &Value) -> Result<Value, AdminEr
     };
     stream.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
     stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
-    writeln!(stream, "{request}").map_err(io)?;
+    writeln!(stream, "{}", admin::encode(&AdminCall::new(request))).map_err(io)?;
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line).map_err(io)?;
-    serde_json::from_str(&line).map_err(|_| AdminError::Answer(line.trim().to_string()))
+    admin::decode_answer(&line)
+        .map_err(|_| AdminError::Answer(common::display::one_line(line.trim()).to_string()))
 }
 
-/// The answer's `ok: true`, or its message as the error.
-pub(crate) fn expect_ok(answer: Value) -> anyhow::Result<Value> {
-    if answer["ok"] == true {
-        return Ok(answer);
+/// The answer, or its refusal as the error.
+pub(crate) fn expect_answer(answer: AdminAnswer) -> anyhow::Result<AdminAnswer> {
+    match answer {
+        AdminAnswer::Refused(refusal) => bail!(
+            "the gateway refused: {} ({})",
+            common::display::one_line(&refusal.message),
+            refusal.error
+        ),
+        answer => Ok(answer),
     }
-    bail!(
-        "the gateway refused: {} ({})",
-        answer["message"].as_str().unwrap_or("no message"),
-        answer["error"].as_str().unwrap_or("error")
+}
+
+/// An answer as `--json` prints it: its fields and `"ok": true` (the shape scripts already read).
+pub(crate) fn write_answer_json(
+    out: &mut impl Write,
+    answer: &impl serde::Serialize,
+) -> anyhow::Result<()> {
+    let mut value = serde_json::to_value(answer)?;
+    if let Some(map) = value.as_object_mut() {
+        map.insert("ok".into(), Value::Bool(true));
+    }
+    write_json(out, &value)
+}
+
+/// An answer that is not the one asked for: a gateway of another version.
+pub(crate) fn unexpected(answer: &AdminAnswer) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the gateway answered {}; update gatewayctl to the gateway's version",
+        common::display::one_line(&admin::encode(answer))
     )
 }
 
@@ -93,18 +117,21 @@ pub fn run(
         OAuthCommand::Clients => clients(state_dir, json, out),
         OAuthCommand::Grants => grants(state_dir, json, out),
         OAuthCommand::Approve => {
-            let answer = expect_ok(admin_request(state_dir, &json!({"op": "approve"}))?)?;
+            let answer = expect_answer(admin_request(state_dir, AdminRequest::Approve)?)?;
+            let AdminAnswer::ApprovalCode(answer) = answer else {
+                return Err(unexpected(&answer));
+            };
             if json {
-                return write_json(out, &answer);
+                return write_answer_json(out, &answer);
             }
-            let code = answer["approval_code"].as_str().unwrap_or_default();
-            let minutes = answer["expires_in_seconds"].as_u64().unwrap_or(0) / 60;
+            let code = &answer.approval_code;
+            let minutes = answer.expires_in_seconds / 60;
             writeln!(out, "Approval code: {code}")?;
             writeln!(
                 out,
                 "Type it on the consent page. It works once, within {minutes} minutes."
             )?;
-            let waiting = answer["waiting"].as_array().cloned().unwrap_or_default();
+            let waiting = answer.waiting;
             if waiting.is_empty() {
                 writeln!(out, "No consent page is open right now.")?;
             } else {
@@ -113,8 +140,8 @@ pub fn run(
                     writeln!(
                         out,
                         "  {} (answer goes to {})",
-                        common::display::one_line(w["client_name"].as_str().unwrap_or("?")),
-                        common::display::one_line(w["redirect_host"].as_str().unwrap_or("?"))
+                        common::display::one_line(&w.client_name),
+                        common::display::one_line(&w.redirect_host)
                     )?;
                 }
             }
@@ -125,18 +152,19 @@ pub fn run(
             Ok(())
         }
         OAuthCommand::Revoke { id } => {
-            let answer = expect_ok(admin_request(
+            let answer = expect_answer(admin_request(
                 state_dir,
-                &json!({"op": "revoke", "id": id}),
+                AdminRequest::Revoke { id: id.clone() },
             )?)?;
+            let AdminAnswer::Revoked(answer) = answer else {
+                return Err(unexpected(&answer));
+            };
             if json {
-                return write_json(out, &answer);
+                return write_answer_json(out, &answer);
             }
-            let what = answer["revoked"].as_str().unwrap_or("?");
-            let effect = if what == "client" {
-                "the client and all its grants are revoked"
-            } else {
-                "the grant is revoked"
+            let (what, effect) = match answer.revoked {
+                RevokedKind::Client => ("client", "the client and all its grants are revoked"),
+                RevokedKind::Grant => ("grant", "the grant is revoked"),
             };
             writeln!(
                 out,
@@ -267,7 +295,7 @@ fn grants(state_dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result<
 /// running process knows its flags).
 pub(crate) fn auth_check(state_dir: &Path) -> Check {
     const NAME: &str = "auth mode";
-    match admin_request(state_dir, &json!({"op": "status"})) {
+    match gateway_status(state_dir) {
         Err(AdminError::NotRunning(_)) => ok(
             NAME,
             "gateway not running with this state dir; it starts with --auth both (OAuth and the \
@@ -278,13 +306,13 @@ pub(crate) fn auth_check(state_dir: &Path) -> Check {
             format!("could not ask the running gateway: {err}"),
             "run gatewayctl as the user the gateway runs as",
         ),
-        Ok(answer) => match answer["auth"].as_str() {
-            Some("token") => ok(
+        Ok(status) => match status.auth.as_str() {
+            "token" => ok(
                 NAME,
                 "token: the static token and the capability URL only; OAuth is off",
             ),
-            Some(mode @ ("oauth" | "both")) => {
-                let issuer = answer["issuer"].as_str().unwrap_or("?");
+            mode @ ("oauth" | "both") => {
+                let issuer = status.issuer.as_deref().unwrap_or("?");
                 let rest = if mode == "both" {
                     "; the static token and the capability URL also work"
                 } else {
@@ -298,11 +326,22 @@ pub(crate) fn auth_check(state_dir: &Path) -> Check {
                     None => ok(NAME, format!("{mode}: OAuth issuer {issuer}{rest}")),
                 }
             }
-            _ => warn(
+            other => warn(
                 NAME,
-                format!("the gateway answered {answer}"),
+                format!(
+                    "the gateway runs with an auth mode this gatewayctl does not know: {}",
+                    common::display::one_line(other)
+                ),
                 "update gatewayctl to the gateway's version",
             ),
         },
+    }
+}
+
+/// The running gateway's status (auth mode, OAuth issuer, auto-run classes it allows).
+pub(crate) fn gateway_status(state_dir: &Path) -> Result<GatewayStatus, AdminError> {
+    match admin_request(state_dir, AdminRequest::Status)? {
+        AdminAnswer::Status(status) => Ok(status),
+        other => Err(AdminError::Answer(admin::encode(&other))),
     }
 }

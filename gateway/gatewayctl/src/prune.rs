@@ -6,10 +6,11 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use serde_json::json;
 
 use crate::PruneArgs;
-use crate::oauth::{admin_request, expect_ok};
+use common::admin::{AdminAnswer, AdminRequest};
+
+use crate::oauth::{admin_request, expect_answer, unexpected, write_answer_json};
 
 /// `14d`, `12h`, `30m`, `45s` (or a bare number of seconds): seconds.
 pub fn parse_duration(text: &str) -> anyhow::Result<u64> {
@@ -39,16 +40,22 @@ pub fn run(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let older_than = args.older_than.as_deref().map(parse_duration).transpose()?;
-    let answer = expect_ok(admin_request(
+    let answer = expect_answer(admin_request(
         state_dir,
-        &json!({"op": "prune", "older_than_seconds": older_than, "dry_run": args.dry_run}),
+        AdminRequest::Prune {
+            older_than_seconds: older_than,
+            dry_run: args.dry_run,
+        },
     )?)?;
+    let AdminAnswer::Pruned(answer) = answer else {
+        return Err(unexpected(&answer));
+    };
     if json {
-        return crate::write_json(out, &answer);
+        return write_answer_json(out, &answer);
     }
-    let sessions = answer["sessions"].as_array().cloned().unwrap_or_default();
+    let sessions = &answer.sessions;
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    let days = answer["older_than_seconds"].as_u64().unwrap_or(0) as f64 / 86_400.0;
+    let days = answer.older_than_seconds as f64 / 86_400.0;
     let verb = if args.dry_run {
         "Would remove"
     } else {
@@ -59,14 +66,14 @@ pub fn run(
         "{verb} the files of {} ended session{} untouched for {days:.1} days ({:.1} MiB); their ledgers stay.",
         sessions.len(),
         if sessions.len() == 1 { "" } else { "s" },
-        mib(answer["bytes"].as_u64().unwrap_or(0)),
+        mib(answer.bytes),
     )?;
     for s in sessions {
         writeln!(
             out,
             "  {}  {:.1} MiB",
-            common::display::one_line(s["session_id"].as_str().unwrap_or("?")),
-            mib(s["bytes"].as_u64().unwrap_or(0))
+            common::display::one_line(&s.session_id),
+            mib(s.bytes)
         )?;
     }
     Ok(())

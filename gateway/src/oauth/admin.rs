@@ -11,8 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use common::admin::{
+    self, AdminAnswer, AdminErrorCode, AdminRequest, ApprovalCode, GatewayStatus,
+    MAX_REQUEST_BYTES, Pruned, PrunedSession, Revoked, WaitingPage,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
@@ -24,29 +26,8 @@ pub fn socket_path(state_dir: &Path) -> PathBuf {
     state_dir.join("run").join("admin.sock")
 }
 
-/// Longest request line.
-const MAX_REQUEST_BYTES: u64 = 4096;
 /// How long a peer may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// One request on the socket.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-pub enum AdminRequest {
-    /// Auth mode, issuer and resource of the running gateway.
-    Status,
-    /// A new one-time approval code for the consent page.
-    Approve,
-    /// Revoke a grant, or a client with all its grants.
-    Revoke { id: String },
-    /// Remove ended sessions' files untouched for `older_than_seconds` (default: the retention).
-    Prune {
-        #[serde(default)]
-        older_than_seconds: Option<u64>,
-        #[serde(default)]
-        dry_run: bool,
-    },
-}
 
 /// What the admin socket serves: the auth mode always, OAuth when it is on.
 #[derive(Clone)]
@@ -60,41 +41,43 @@ pub struct Admin {
 }
 
 impl Admin {
-    /// The answer to one request (a JSON object with `ok`).
-    pub fn answer(&self, request: AdminRequest) -> Value {
+    /// The answer to one request.
+    pub fn answer(&self, request: AdminRequest) -> AdminAnswer {
         match request {
-            AdminRequest::Status => json!({
-                "ok": true,
-                "auth": self.mode.as_str(),
-                "issuer": self.oauth.as_ref().map(|o| o.issuer.clone()),
-                "resource": self.oauth.as_ref().map(|o| o.resource.clone()),
-                "autorun_allowed": self.autorun_allowed.names(),
+            AdminRequest::Status => AdminAnswer::Status(GatewayStatus {
+                auth: self.mode.as_str().to_string(),
+                issuer: self.oauth.as_ref().map(|o| o.issuer.clone()),
+                resource: self.oauth.as_ref().map(|o| o.resource.clone()),
+                autorun_allowed: self
+                    .autorun_allowed
+                    .names()
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
             }),
             AdminRequest::Approve => match &self.oauth {
                 None => oauth_off(),
                 Some(oauth) => match oauth.new_approval_code() {
                     Ok((code, ttl, covered)) => {
-                        let waiting: Vec<Value> = covered
-                            .into_iter()
-                            .map(|(client, host)| {
-                                json!({"client_name": client, "redirect_host": host})
-                            })
-                            .collect();
                         tracing::info!("oauth: the owner asked for an approval code");
-                        json!({
-                            "ok": true,
-                            "approval_code": code,
-                            "expires_in_seconds": ttl.as_secs(),
-                            "waiting": waiting,
+                        AdminAnswer::ApprovalCode(ApprovalCode {
+                            approval_code: code,
+                            expires_in_seconds: ttl.as_secs(),
+                            waiting: covered
+                                .into_iter()
+                                .map(|(client_name, redirect_host)| WaitingPage {
+                                    client_name,
+                                    redirect_host,
+                                })
+                                .collect(),
                         })
                     }
-                    Err(super::pending::NothingWaiting) => json!({
-                        "ok": false,
-                        "error": "nothing_waiting",
-                        "message": "no consent page is open: start the connection in your \
-                                    client first, and run this again when its consent page asks \
-                                    for a code (a code approves only pages open when it is issued)",
-                    }),
+                    Err(super::pending::NothingWaiting) => AdminAnswer::refused(
+                        AdminErrorCode::NothingWaiting,
+                        "no consent page is open: start the connection in your client first, and \
+                         run this again when its consent page asks for a code (a code approves \
+                         only pages open when it is issued)",
+                    ),
                 },
             },
             AdminRequest::Prune {
@@ -104,42 +87,37 @@ impl Admin {
                 let older_than =
                     older_than_seconds.map_or(self.gateway.config.retention, Duration::from_secs);
                 match crate::prune::prune(&self.gateway, older_than, dry_run) {
-                    Ok(report) => json!({
-                        "ok": true,
-                        "dry_run": report.dry_run,
-                        "older_than_seconds": older_than.as_secs(),
-                        "bytes": report.bytes,
-                        "sessions": report.sessions.iter()
-                            .map(|(id, bytes)| json!({"session_id": id, "bytes": bytes}))
-                            .collect::<Vec<_>>(),
+                    Ok(report) => AdminAnswer::Pruned(Pruned {
+                        dry_run: report.dry_run,
+                        older_than_seconds: older_than.as_secs(),
+                        bytes: report.bytes,
+                        sessions: report
+                            .sessions
+                            .into_iter()
+                            .map(|(session_id, bytes)| PrunedSession { session_id, bytes })
+                            .collect(),
                     }),
                     Err(err) => {
                         tracing::error!("prune: {err:#}");
-                        json!({
-                            "ok": false,
-                            "error": "internal",
-                            "message": "the gateway could not read its sessions; see its log",
-                        })
+                        AdminAnswer::refused(
+                            AdminErrorCode::Internal,
+                            "the gateway could not read its sessions; see its log",
+                        )
                     }
                 }
             }
             AdminRequest::Revoke { id } => match &self.oauth {
                 None => oauth_off(),
                 Some(oauth) => match oauth.store.revoke(&id, common::time::now_unix_ms()) {
-                    Ok(Some(kind)) => {
-                        tracing::info!(id = %id, kind = kind.as_str(), "oauth: revoked by the owner");
-                        json!({"ok": true, "revoked": kind.as_str(), "id": id})
+                    Ok(Some(revoked)) => {
+                        tracing::info!(id = %id, kind = ?revoked, "oauth: revoked by the owner");
+                        AdminAnswer::Revoked(Revoked { revoked, id })
                     }
-                    Ok(None) => json!({
-                        "ok": false,
-                        "error": "not_found",
-                        "message": format!("no OAuth client or grant has the id {id:?}"),
-                    }),
-                    Err(err) => json!({
-                        "ok": false,
-                        "error": "internal",
-                        "message": err.description,
-                    }),
+                    Ok(None) => AdminAnswer::refused(
+                        AdminErrorCode::NotFound,
+                        format!("no OAuth client or grant has the id {id:?}"),
+                    ),
+                    Err(err) => AdminAnswer::refused(AdminErrorCode::Internal, err.description),
                 },
             },
         }
@@ -189,12 +167,11 @@ fn peer_is_unconfined(_pid: Option<i32>) -> Result<(), String> {
     Ok(())
 }
 
-fn oauth_off() -> Value {
-    json!({
-        "ok": false,
-        "error": "oauth_off",
-        "message": "OAuth is off on this gateway (--auth token); start it with --auth both or --auth oauth",
-    })
+fn oauth_off() -> AdminAnswer {
+    AdminAnswer::refused(
+        AdminErrorCode::OauthOff,
+        "OAuth is off on this gateway (--auth token); start it with --auth both or --auth oauth",
+    )
 }
 
 /// Bind the socket (replacing a stale one) with mode 0600. A socket that still answers belongs
@@ -254,6 +231,10 @@ pub async fn serve(
     let _ = std::fs::remove_file(&path);
 }
 
+fn line_of(answer: &AdminAnswer) -> String {
+    format!("{}\n", admin::encode(answer))
+}
+
 async fn handle(stream: UnixStream, admin: &Admin) -> anyhow::Result<()> {
     let peer = stream
         .peer_cred()
@@ -261,15 +242,22 @@ async fn handle(stream: UnixStream, admin: &Admin) -> anyhow::Result<()> {
     let own = nix::unistd::geteuid().as_raw();
     let (read, mut write) = stream.into_split();
     if peer.uid() != own {
-        let answer = json!({"ok": false, "error": "forbidden", "message": "only the gateway's own user may use this socket"});
-        write.write_all(format!("{answer}\n").as_bytes()).await?;
+        let answer = AdminAnswer::refused(
+            AdminErrorCode::Forbidden,
+            "only the gateway's own user may use this socket",
+        );
+        write.write_all(line_of(&answer).as_bytes()).await?;
         anyhow::bail!("refused a peer with uid {}", peer.uid());
     }
     if let Err(why) = peer_is_unconfined(peer.pid()) {
-        let answer = json!({"ok": false, "error": "forbidden", "message": format!(
-            "the admin socket serves only the owner's unconfined processes (run gatewayctl from \
-             an ordinary shell); this one {why}")});
-        write.write_all(format!("{answer}\n").as_bytes()).await?;
+        let answer = AdminAnswer::refused(
+            AdminErrorCode::Forbidden,
+            format!(
+                "the admin socket serves only the owner's unconfined processes (run gatewayctl \
+                 from an ordinary shell); this one {why}"
+            ),
+        );
+        write.write_all(line_of(&answer).as_bytes()).await?;
         tracing::warn!("admin socket: refused a confined peer: it {why}");
         anyhow::bail!("refused a confined peer: it {why}");
     }
@@ -278,13 +266,11 @@ async fn handle(stream: UnixStream, admin: &Admin) -> anyhow::Result<()> {
     tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
         .await
         .context("no request in time")??;
-    let answer = match serde_json::from_str::<AdminRequest>(line.trim()) {
+    let answer = match admin::decode_call(line.trim()) {
         Ok(request) => admin.answer(request),
-        Err(err) => {
-            json!({"ok": false, "error": "invalid_request", "message": format!("not a request: {err}")})
-        }
+        Err(refusal) => refusal,
     };
-    write.write_all(format!("{answer}\n").as_bytes()).await?;
+    write.write_all(line_of(&answer).as_bytes()).await?;
     write.shutdown().await?;
     Ok(())
 }

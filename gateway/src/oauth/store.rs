@@ -7,6 +7,7 @@
 //! WAL): the gateway process stays the database's only writer; OAuth traffic just does not queue
 //! behind session work on the session store's lock.
 
+use common::admin::RevokedKind;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -63,22 +64,6 @@ pub struct IssuedTokens {
     pub refresh_token: String,
     pub expires_in_s: i64,
     pub scope: String,
-}
-
-/// What `revoke` found under an id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Revoked {
-    Grant,
-    Client,
-}
-
-impl Revoked {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Revoked::Grant => "grant",
-            Revoked::Client => "client",
-        }
-    }
 }
 
 /// Clients kept at once; registration is open to anyone who can reach the gateway.
@@ -449,7 +434,7 @@ impl OAuthStore {
     }
 
     /// Revoke the grant or the client (with all its grants) named `id`; `None` if neither exists.
-    pub fn revoke(&self, id: &str, now_ms: i64) -> Result<Option<Revoked>, OAuthError> {
+    pub fn revoke(&self, id: &str, now_ms: i64) -> Result<Option<RevokedKind>, OAuthError> {
         self.write(|tx| {
             let grant: Option<String> = tx
                 .query_row(
@@ -460,7 +445,7 @@ impl OAuthStore {
                 .optional()?;
             if grant.is_some() {
                 revoke_grant(tx, id, now_ms, "revoked by the owner")?;
-                return Ok(Ok(Some(Revoked::Grant)));
+                return Ok(Ok(Some(RevokedKind::Grant)));
             }
             let client: Option<String> = tx
                 .query_row(
@@ -482,7 +467,7 @@ impl OAuthStore {
                  WHERE client_id = ?1 AND revoked_at_ms IS NULL",
                 params![id, now_ms],
             )?;
-            Ok(Ok(Some(Revoked::Client)))
+            Ok(Ok(Some(RevokedKind::Client)))
         })
     }
 }

@@ -8,11 +8,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
 use super::{Gateway, ToolResult, WaitFor, within_budget};
 use crate::error::{ErrorCode, ToolError};
-use crate::state::{SessionRecord, Tx};
+use crate::state::{IdempotentAnswer, SessionRecord, Tx};
 use crate::view::{SessionView, TurnKind};
 
 /// Which operation a key belongs to: keys are unique per operation (and per session).
@@ -83,21 +81,16 @@ impl Gateway {
                 ),
             ));
         }
-        let mut view: SessionView = if row.answer.get("in_progress").is_some() {
-            let session = self.load(row.session_id.as_deref().unwrap_or_default())?;
-            self.view(&session, None)?
-        } else {
-            serde_json::from_value(row.answer.clone()).map_err(|e| {
-                ToolError::new(
-                    ErrorCode::Internal,
-                    format!(
-                        "the stored answer of this request is unreadable ({e}); send the request \
-                         again with a new key"
-                    ),
-                )
-            })?
+        let (mut view, generation) = match row.answer {
+            IdempotentAnswer::InProgress { lease_generation } => {
+                let session = self.load(row.session_id.as_deref().unwrap_or_default())?;
+                (self.view(&session, None)?, lease_generation)
+            }
+            IdempotentAnswer::Done {
+                lease_generation,
+                view,
+            } => (*view, lease_generation),
         };
-        let generation = row.answer["lease_generation"].as_u64().unwrap_or(1) as u32;
         if let Some(turn) = view
             .pending_turn
             .as_mut()
@@ -135,7 +128,9 @@ impl Gateway {
             request.key,
             request.hash,
             Some(session_id),
-            &json!({"in_progress": true, "lease_generation": generation}),
+            &IdempotentAnswer::InProgress {
+                lease_generation: generation,
+            },
         )?;
         Ok(())
     }
@@ -144,19 +139,17 @@ impl Gateway {
     /// are derived again on replay, and so are a prompt turn's skill bodies (the database holds
     /// skill ids and hashes only).
     pub(crate) fn remember(&self, request: &Request<'_>, view: &SessionView, generation: u32) {
-        let mut answer = serde_json::to_value(view).unwrap_or(Value::Null);
-        if let Some(turn) = answer
-            .get_mut("pending_turn")
-            .and_then(Value::as_object_mut)
-        {
-            turn.remove("skill_contexts");
+        let mut view = view.clone();
+        if let Some(turn) = view.pending_turn.as_mut() {
+            turn.skill_contexts.clear();
         }
-        answer["lease_id"] = Value::Null;
-        answer["replay"] = json!(false);
-        if let Some(map) = answer.as_object_mut() {
-            map.remove("recovery_token");
-        }
-        answer["lease_generation"] = json!(generation);
+        view.lease_id = None;
+        view.replay = false;
+        view.recovery_token = None;
+        let answer = IdempotentAnswer::Done {
+            lease_generation: generation,
+            view: Box::new(view),
+        };
         if let Err(err) = self
             .store
             .write(|tx| tx.replace_idempotency_answer(&request.scope, request.key, &answer))

@@ -426,6 +426,62 @@ impl ActionRecord {
     }
 }
 
+/// What an idempotency key answers. Stored as JSON in the `idempotency` table: `{"in_progress":
+/// true, "lease_generation": g}` while the claimed request is carried out, then the SessionView it
+/// answered (without lease id, recovery token or skill bodies, which are derived again on replay)
+/// with `lease_generation` beside its fields. Rows written before `lease_generation` was stored
+/// read as generation 1.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IdempotentAnswer {
+    /// Claimed in the transaction that carries the request out; its answer is not recorded yet.
+    InProgress { lease_generation: u32 },
+    /// The answer the request gave, under the lease generation it was given with.
+    Done {
+        lease_generation: u32,
+        view: Box<crate::view::SessionView>,
+    },
+}
+
+impl IdempotentAnswer {
+    const GENERATION: &'static str = "lease_generation";
+
+    pub fn to_json(&self) -> Result<Value, serde_json::Error> {
+        Ok(match self {
+            IdempotentAnswer::InProgress { lease_generation } => {
+                serde_json::json!({"in_progress": true, Self::GENERATION: lease_generation})
+            }
+            IdempotentAnswer::Done {
+                lease_generation,
+                view,
+            } => {
+                let mut value = serde_json::to_value(view)?;
+                if let Some(map) = value.as_object_mut() {
+                    map.insert(Self::GENERATION.into(), (*lease_generation).into());
+                }
+                value
+            }
+        })
+    }
+
+    pub fn from_json(mut value: Value) -> Result<Self, serde_json::Error> {
+        let lease_generation = value
+            .get(Self::GENERATION)
+            .and_then(Value::as_u64)
+            .and_then(|g| u32::try_from(g).ok())
+            .unwrap_or(1);
+        if value.get("in_progress").is_some() {
+            return Ok(IdempotentAnswer::InProgress { lease_generation });
+        }
+        if let Some(map) = value.as_object_mut() {
+            map.remove(Self::GENERATION);
+        }
+        Ok(IdempotentAnswer::Done {
+            lease_generation,
+            view: Box::new(serde_json::from_value(value)?),
+        })
+    }
+}
+
 /// A session id without its `ns_` prefix: the part names of its private files and branches use.
 pub fn id_suffix(session_id: &str) -> &str {
     session_id.strip_prefix("ns_").unwrap_or(session_id)

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::records::{ActionRecord, ReplyRecord, SessionRecord, TurnRecord};
+use super::records::{ActionRecord, IdempotentAnswer, ReplyRecord, SessionRecord, TurnRecord};
 use super::schema;
 
 /// Failures of the state store.
@@ -175,12 +175,12 @@ pub struct LeaseRow {
     pub revoked: bool,
 }
 
-/// A stored idempotent answer.
+/// A claimed idempotency key: the hash of the request that claimed it, its session, its answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdempotencyRow {
     pub request_hash: String,
     pub session_id: Option<String>,
-    pub answer: Value,
+    pub answer: IdempotentAnswer,
 }
 
 /// An action row before its JSON columns are decoded: record, arguments, outcome, prepared.
@@ -307,7 +307,7 @@ impl Tx<'_> {
             Ok(IdempotencyRow {
                 request_hash,
                 session_id,
-                answer: from_json(&answer)?,
+                answer: IdempotentAnswer::from_json(from_json(&answer)?)?,
             })
         })
         .transpose()
@@ -319,7 +319,7 @@ impl Tx<'_> {
         key: &str,
         request_hash: &str,
         session_id: Option<&str>,
-        answer: &Value,
+        answer: &IdempotentAnswer,
     ) -> Result<(), StoreError> {
         self.0.execute(
             "INSERT INTO idempotency (scope, key, request_hash, session_id, answer, created_at_ms)
@@ -329,7 +329,7 @@ impl Tx<'_> {
                 key,
                 request_hash,
                 session_id,
-                to_json(answer)?,
+                to_json(&answer.to_json()?)?,
                 common::time::now_unix_ms()
             ],
         )?;
@@ -340,11 +340,11 @@ impl Tx<'_> {
         &self,
         scope: &str,
         key: &str,
-        answer: &Value,
+        answer: &IdempotentAnswer,
     ) -> Result<(), StoreError> {
         self.0.execute(
             "UPDATE idempotency SET answer = ?3 WHERE scope = ?1 AND key = ?2",
-            params![scope, key, to_json(answer)?],
+            params![scope, key, to_json(&answer.to_json()?)?],
         )?;
         Ok(())
     }

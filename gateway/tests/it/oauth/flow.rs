@@ -525,7 +525,23 @@ async fn admin_socket_is_owner_only() {
         & 0o777;
     assert_eq!(dir_mode, 0o700);
     let answer = admin(&gw, json!({"op": "drop_tables"}));
+    assert_eq!(answer["answer"], "refused");
     assert_eq!(answer["error"], "invalid_request");
+    // A gatewayctl of another protocol version is told so, not misread.
+    for line in [
+        r#"{"op": "status"}"#,
+        r#"{"version": 99, "request": {"op": "status"}}"#,
+    ] {
+        let answer = admin_line(&gw, line);
+        assert_eq!(answer["error"], "version_mismatch", "{answer}");
+        assert!(
+            answer["message"]
+                .as_str()
+                .unwrap()
+                .contains("use the gatewayctl built with this gateway"),
+            "{answer}"
+        );
+    }
 
     // A second gateway on the same state dir does not take the socket over.
     let outcome = GatewayProcess::builder(GATEWAY)
@@ -543,4 +559,30 @@ async fn admin_socket_is_owner_only() {
         outcome.stderr
     );
     assert_eq!(admin(&gw, json!({"op": "status"}))["auth"], "both");
+}
+
+/// `doctor` asks the running gateway over the admin socket which auto-run classes its sessions may
+/// write: the gateway's own opt-in, not this shell's environment, decides the lines.
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_shows_the_running_gateways_autorun_opt_in() {
+    let gw = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES", "editor_config")
+        .spawn()
+        .await
+        .unwrap();
+    let status = admin(&gw, json!({"op": "status"}));
+    assert_eq!(status["answer"], "status", "{status}");
+    assert_eq!(status["autorun_allowed"], json!(["editor_config"]));
+    let editor = doctor_check(&gw, "auto-run: editor_config");
+    assert_eq!(editor["status"], "WARN", "{editor}");
+    assert!(
+        editor["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("(per the running gateway)"),
+        "{editor}"
+    );
+    let hooks = doctor_check(&gw, "auto-run: agent_config");
+    assert_eq!(hooks["status"], "OK", "{hooks}");
 }

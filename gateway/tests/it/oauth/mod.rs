@@ -35,10 +35,18 @@ pub(super) fn http() -> reqwest::Client {
         .unwrap()
 }
 
-/// One request on the owner's admin socket.
+/// One request on the owner's admin socket, in the protocol version this build speaks.
 pub(super) fn admin(gw: &GatewayProcess, request: Value) -> Value {
+    admin_line(
+        gw,
+        &json!({"version": common::admin::ADMIN_PROTOCOL_VERSION, "request": request}).to_string(),
+    )
+}
+
+/// One raw line on the owner's admin socket; its answer.
+pub(super) fn admin_line(gw: &GatewayProcess, line: &str) -> Value {
     let mut stream = UnixStream::connect(gw.state_dir().join("run/admin.sock")).unwrap();
-    writeln!(stream, "{request}").unwrap();
+    writeln!(stream, "{line}").unwrap();
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line).unwrap();
     serde_json::from_str(&line).unwrap()
@@ -288,6 +296,11 @@ pub(super) fn assert_no_secret_in_log(gw: &GatewayProcess, secrets: &[&str]) {
 }
 
 pub(super) fn doctor_auth_check(gw: &GatewayProcess) -> Value {
+    doctor_check(gw, "auth mode")
+}
+
+/// One check of `gatewayctl doctor --json` by name.
+pub(super) fn doctor_check(gw: &GatewayProcess, name: &str) -> Value {
     use clap::Parser;
     let state = gw.state_dir().to_string_lossy().to_string();
     let argv = [
@@ -305,9 +318,9 @@ pub(super) fn doctor_auth_check(gw: &GatewayProcess) -> Value {
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["name"] == "auth mode")
+        .find(|c| c["name"] == name)
         .cloned()
-        .unwrap_or_else(|| panic!("no auth mode check in {report}"))
+        .unwrap_or_else(|| panic!("no {name} check in {report}"))
 }
 
 /// `gatewayctl <args>` as the owner reads it (no `--json`): its output, or its error.

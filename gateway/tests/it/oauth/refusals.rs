@@ -385,5 +385,5 @@ async fn the_admin_socket_refuses_sandboxed_peers() {
             "{answer}"
         );
     }
-    assert_eq!(admin(&gw, json!({"op": "status"}))["ok"], true);
+    assert_eq!(admin(&gw, json!({"op": "status"}))["answer"], "status");
 }

@@ -1,0 +1,263 @@
+//! The owner's admin socket protocol (`<state>/run/admin.sock`): what `gatewayctl` asks the running
+//! gateway, and what it answers. One JSON line each way; the codec is `encode`/`decode` here, used
+//! by both ends. Each request carries the protocol version, so a gatewayctl of another version is
+//! told so instead of being misread.
+
+use serde::{Deserialize, Serialize};
+
+/// The version both ends speak. A request of another version is refused with
+/// [`AdminErrorCode::VersionMismatch`].
+pub const ADMIN_PROTOCOL_VERSION: u32 = 1;
+
+/// Longest request line the gateway reads.
+pub const MAX_REQUEST_BYTES: u64 = 4096;
+
+/// gatewayctl → gateway: one request line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminCall {
+    pub version: u32,
+    pub request: AdminRequest,
+}
+
+impl AdminCall {
+    /// A request in this build's protocol version.
+    pub fn new(request: AdminRequest) -> Self {
+        AdminCall {
+            version: ADMIN_PROTOCOL_VERSION,
+            request,
+        }
+    }
+}
+
+/// What the owner asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AdminRequest {
+    /// Auth mode, issuer and resource of the running gateway, and the auto-run classes it allows.
+    Status,
+    /// A new one-time approval code for the consent pages open now.
+    Approve,
+    /// Revoke a grant, or a client with all its grants.
+    Revoke { id: String },
+    /// Remove ended sessions' files untouched for `older_than_seconds` (default: the retention).
+    Prune {
+        #[serde(default)]
+        older_than_seconds: Option<u64>,
+        #[serde(default)]
+        dry_run: bool,
+    },
+}
+
+/// gateway → gatewayctl: one answer line, a variant per request, or a refusal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AdminAnswer {
+    Status(GatewayStatus),
+    ApprovalCode(ApprovalCode),
+    Revoked(Revoked),
+    Pruned(Pruned),
+    Refused(Refusal),
+}
+
+/// The running gateway's auth mode (`token`, `oauth` or `both`), its OAuth issuer and resource
+/// when OAuth is on, and the auto-run classes its sessions may write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayStatus {
+    pub auth: String,
+    pub issuer: Option<String>,
+    pub resource: Option<String>,
+    pub autorun_allowed: Vec<String>,
+}
+
+/// A one-time approval code and the consent pages it approves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalCode {
+    pub approval_code: String,
+    pub expires_in_seconds: u64,
+    pub waiting: Vec<WaitingPage>,
+}
+
+/// A consent page open when the code was issued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitingPage {
+    pub client_name: String,
+    pub redirect_host: String,
+}
+
+/// What a revocation removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Revoked {
+    pub revoked: RevokedKind,
+    pub id: String,
+}
+
+/// A grant alone, or a client with all its grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RevokedKind {
+    Client,
+    Grant,
+}
+
+/// What a prune removed (or, with `dry_run`, would remove).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pruned {
+    pub dry_run: bool,
+    pub older_than_seconds: u64,
+    pub bytes: u64,
+    pub sessions: Vec<PrunedSession>,
+}
+
+/// One ended session whose files a prune removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrunedSession {
+    pub session_id: String,
+    pub bytes: u64,
+}
+
+/// A refused request: a stable code and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refusal {
+    pub error: AdminErrorCode,
+    pub message: String,
+}
+
+/// Why the gateway refused an admin request.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::Display,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum AdminErrorCode {
+    /// Another user, or a confined process (a runner or a command).
+    Forbidden,
+    /// Not a request of this protocol.
+    InvalidRequest,
+    /// gatewayctl and the gateway speak different protocol versions.
+    VersionMismatch,
+    /// OAuth is off on this gateway.
+    OauthOff,
+    /// No consent page is open to approve.
+    NothingWaiting,
+    /// No client or grant has that id.
+    NotFound,
+    /// The gateway failed; its log says why.
+    Internal,
+}
+
+impl AdminAnswer {
+    /// A refusal with its code and message.
+    pub fn refused(error: AdminErrorCode, message: impl Into<String>) -> Self {
+        AdminAnswer::Refused(Refusal {
+            error,
+            message: message.into(),
+        })
+    }
+}
+
+/// One line of the protocol (without its newline).
+pub fn encode<T: Serialize>(message: &T) -> String {
+    // These types hold only strings, numbers and lists: serialising them cannot fail.
+    serde_json::to_string(message).unwrap_or_else(|_| String::from("{}"))
+}
+
+/// A request line as the gateway reads it: the call, or the refusal to answer.
+pub fn decode_call(line: &str) -> Result<AdminRequest, AdminAnswer> {
+    #[derive(Deserialize)]
+    struct Versioned {
+        version: Option<u32>,
+    }
+    let version = serde_json::from_str::<Versioned>(line)
+        .ok()
+        .and_then(|v| v.version);
+    if version != Some(ADMIN_PROTOCOL_VERSION) {
+        return Err(AdminAnswer::refused(
+            AdminErrorCode::VersionMismatch,
+            format!(
+                "this gateway speaks admin protocol version {ADMIN_PROTOCOL_VERSION} and the \
+                 request is {}; use the gatewayctl built with this gateway",
+                version.map_or_else(|| "unversioned".to_string(), |v| format!("version {v}"))
+            ),
+        ));
+    }
+    serde_json::from_str::<AdminCall>(line)
+        .map(|call| call.request)
+        .map_err(|err| {
+            AdminAnswer::refused(
+                AdminErrorCode::InvalidRequest,
+                format!("not an admin request: {err}"),
+            )
+        })
+}
+
+/// An answer line as gatewayctl reads it.
+pub fn decode_answer(line: &str) -> Result<AdminAnswer, serde_json::Error> {
+    serde_json::from_str(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_round_trips_and_other_versions_are_refused() {
+        let call = AdminCall::new(AdminRequest::Prune {
+            older_than_seconds: Some(60),
+            dry_run: true,
+        });
+        let line = encode(&call);
+        assert_eq!(decode_call(&line), Ok(call.request));
+        let old = r#"{"op":"status"}"#;
+        let refused = |line: &str| match decode_call(line) {
+            Err(AdminAnswer::Refused(r)) => r.error,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        assert_eq!(refused(old), AdminErrorCode::VersionMismatch);
+        assert_eq!(
+            refused(r#"{"version":2,"request":{"op":"status"}}"#),
+            AdminErrorCode::VersionMismatch
+        );
+        assert_eq!(
+            refused(r#"{"version":1,"request":{"op":"drop_tables"}}"#),
+            AdminErrorCode::InvalidRequest
+        );
+        assert_eq!(
+            refused(r#"{"version":1,"request":{"op":"status"},"extra":1}"#),
+            AdminErrorCode::InvalidRequest
+        );
+    }
+
+    #[test]
+    fn answers_round_trip() {
+        for answer in [
+            AdminAnswer::refused(AdminErrorCode::OauthOff, "off"),
+            AdminAnswer::Revoked(Revoked {
+                revoked: RevokedKind::Client,
+                id: "client_x".into(),
+            }),
+            AdminAnswer::Pruned(Pruned {
+                dry_run: false,
+                older_than_seconds: 5,
+                bytes: 7,
+                sessions: vec![PrunedSession {
+                    session_id: "ns_a".into(),
+                    bytes: 7,
+                }],
+            }),
+        ] {
+            assert_eq!(decode_answer(&encode(&answer)).unwrap(), answer);
+        }
+        assert_eq!(
+            encode(&AdminAnswer::refused(AdminErrorCode::NothingWaiting, "m")),
+            r#"{"answer":"refused","error":"nothing_waiting","message":"m"}"#
+        );
+    }
+}
