@@ -1,7 +1,6 @@
 //! Gateway configuration: the state dir and its layout, the access token, and tunables, read from
 //! flags and environment once at start.
 
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +8,8 @@ use std::time::Duration;
 use sandbox::pinned_exe::PinnedExe;
 
 use anyhow::{Context, bail};
+
+use crate::private_files::{private_dir, write_private_file};
 
 /// Settled configuration of one gateway process.
 #[derive(Debug, Clone)]
@@ -125,33 +126,6 @@ fn env_path(name: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Create `dir` (and parents) with mode 0700, and insist it is 0700 and ours.
-pub fn private_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .with_context(|| format!("restricting {}", dir.display()))?;
-    Ok(())
-}
-
-/// Write a new private file (0600) holding `contents`.
-pub fn write_private_file(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    file.write_all(contents)?;
-    file.sync_all()?;
-    Ok(())
-}
-
 impl Config {
     /// Resolve configuration from the environment. `CLAUDE_TOOLS_STATE_DIR` must be absolute.
     pub fn from_env(allowed_hosts: Vec<String>) -> anyhow::Result<Config> {
@@ -245,7 +219,7 @@ impl Config {
             command_path,
             max_live_sessions: crate::limits::max_live_sessions_from_env()?,
             state_max_mb,
-            retention: crate::prune::retention_from_env()?,
+            retention: crate::limits::retention_from_env()?,
             owner_home,
             extra_protected,
             autorun_allowed: autorun_allowed_from_env()?,

@@ -1,4 +1,5 @@
-//! Public tool errors: a stable code and a message that tells the caller what to do. Nothing in a
+//! Public tool errors: a stable code and a message that tells the caller what to do, and their
+//! result shape. Nothing in a
 //! message may name an internal path, a PID, a token or a secret.
 
 use schemars::JsonSchema;
@@ -44,6 +45,21 @@ impl ErrorCode {
     }
 }
 
+/// A refused call: what `structuredContent` holds when `isError` is true.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorResult {
+    pub error: ErrorBody,
+}
+
+/// The stable code and what to do next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
 /// A refusal returned to ChatGPT as a tool error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {message}", code.as_str())]
@@ -65,9 +81,9 @@ impl ToolError {
     }
 
     /// The tool error as its result shape, `{error: {code, message}}`.
-    pub fn to_result(&self) -> crate::view::ErrorResult {
-        crate::view::ErrorResult {
-            error: crate::view::ErrorBody {
+    pub fn to_result(&self) -> ErrorResult {
+        ErrorResult {
+            error: ErrorBody {
                 code: self.code,
                 message: self.message.clone(),
             },

@@ -28,6 +28,7 @@ pub mod instance_lock;
 pub mod limits;
 pub mod mcp;
 pub mod oauth;
+pub mod private_files;
 pub mod prune;
 pub mod session;
 pub mod skills;

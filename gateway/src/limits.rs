@@ -1,5 +1,8 @@
 //! Resource limits sized from the host unless the owner sets them: per-command memory and scratch
-//! (handed to every broker in its spec) and the number of live sessions.
+//! (handed to every broker in its spec), the number of live sessions, and how long ended
+//! sessions' files are kept.
+
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use common::protocol::CommandLimits;
@@ -102,6 +105,16 @@ pub fn max_live_sessions_from_env() -> anyhow::Result<usize> {
             None => default_max_live_sessions(host_memory_mb()),
         },
     )
+}
+
+/// Default retention of ended sessions' files.
+pub const DEFAULT_RETENTION_DAYS: u64 = 14;
+
+/// `CLAUDE_TOOLS_RETENTION_DAYS`, or the default.
+pub fn retention_from_env() -> anyhow::Result<Duration> {
+    let days = crate::limits::positive_env("CLAUDE_TOOLS_RETENTION_DAYS", 1, 36_500)?
+        .unwrap_or(DEFAULT_RETENTION_DAYS);
+    Ok(Duration::from_secs(days * 24 * 3600))
 }
 
 #[cfg(test)]

@@ -11,9 +11,6 @@ use std::time::{Duration, SystemTime};
 
 use crate::session::Gateway;
 
-/// Default retention of ended sessions' files.
-pub const DEFAULT_RETENTION_DAYS: u64 = 14;
-
 /// What a prune removed (or would remove, in a dry run).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct PruneReport {
@@ -21,13 +18,6 @@ pub struct PruneReport {
     pub sessions: Vec<(String, u64)>,
     pub bytes: u64,
     pub dry_run: bool,
-}
-
-/// `CLAUDE_TOOLS_RETENTION_DAYS`, or the default.
-pub fn retention_from_env() -> anyhow::Result<Duration> {
-    let days = crate::limits::positive_env("CLAUDE_TOOLS_RETENTION_DAYS", 1, 36_500)?
-        .unwrap_or(DEFAULT_RETENTION_DAYS);
-    Ok(Duration::from_secs(days * 24 * 3600))
 }
 
 /// The runtime dir of a session (as the broker host names it).

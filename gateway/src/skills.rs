@@ -303,11 +303,11 @@ pub fn write_snapshot(
     skills: &[FrozenSkill],
 ) -> anyhow::Result<()> {
     let path = snapshot_path(state_dir, session_id);
-    crate::config::private_dir(state_dir.join("sessions").as_path())?;
+    crate::private_files::private_dir(state_dir.join("sessions").as_path())?;
     if let Some(dir) = path.parent() {
-        crate::config::private_dir(dir)?;
+        crate::private_files::private_dir(dir)?;
     }
-    crate::config::write_private_file(&path, &serde_json::to_vec(skills)?)
+    crate::private_files::write_private_file(&path, &serde_json::to_vec(skills)?)
 }
 
 /// Remove the snapshot of a session that was not recorded.

@@ -1,5 +1,5 @@
 //! The SessionView (the answer shape of every successful tool call), the typed records it is made
-//! of, the error result shape, and the `outputSchema` advertising both.
+//! of, and the `outputSchema` advertising it beside the error result shape (`crate::error`).
 
 use common::schema::{Contract, schema_for};
 use common::tools::{CapabilityProfile, Receipt, SubagentPolicy, ToolStatus};
@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::ErrorResult;
 use crate::state::{RunState, SessionStatus};
 
 /// Largest reply (text plus tool calls) ChatGPT may send for one turn.
@@ -366,21 +367,6 @@ pub struct DeepseekSubsession {
     pub action_count: usize,
     /// Of which writes that changed a file.
     pub write_count: usize,
-}
-
-/// A refused call: what `structuredContent` holds when `isError` is true.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ErrorResult {
-    pub error: ErrorBody,
-}
-
-/// The stable code and what to do next.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ErrorBody {
-    pub code: crate::error::ErrorCode,
-    pub message: String,
 }
 
 /// The `outputSchema` advertised for every tool: a SessionView, or an [`ErrorResult`] when the

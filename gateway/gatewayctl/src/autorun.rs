@@ -7,7 +7,7 @@ use std::path::Path;
 
 use sandbox::protected::autorun::{ALLOW_ENV, AutorunAllowed, AutorunClass};
 
-use crate::doctor::{Check, ok, warn};
+use crate::check::{Check, ok, warn};
 
 /// One check per class: refused (the default) is OK, allowed is a warning naming the opt-in.
 pub(crate) fn checks(state_dir: &Path) -> Vec<Check> {

@@ -10,66 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::json;
 
+use crate::check::{Check, Status, fail, ok, warn};
 use crate::db::{DATABASE_FILE, Db, KNOWN_SCHEMA_VERSION};
 use crate::{DoctorArgs, Reported, write_json};
-
-/// Verdict of one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Status {
-    Ok,
-    Warn,
-    Fail,
-}
-
-impl Status {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Ok => "OK",
-            Self::Warn => "WARN",
-            Self::Fail => "FAIL",
-        }
-    }
-}
-
-/// One check's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: String,
-    pub status: Status,
-    pub detail: String,
-    pub fix: Option<String>,
-}
-
-pub(crate) fn ok(name: &str, detail: impl Into<String>) -> Check {
-    Check {
-        name: name.to_string(),
-        status: Status::Ok,
-        detail: detail.into(),
-        fix: None,
-    }
-}
-
-pub(crate) fn warn(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check {
-        name: name.to_string(),
-        status: Status::Warn,
-        detail: detail.into(),
-        fix: Some(fix.into()),
-    }
-}
-
-pub(crate) fn fail(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check {
-        name: name.to_string(),
-        status: Status::Fail,
-        detail: detail.into(),
-        fix: Some(fix.into()),
-    }
-}
 
 const VERSION_TIMEOUT: Duration = Duration::from_secs(15);
 

@@ -17,6 +17,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod autorun;
 mod brokers;
+mod check;
 mod connector;
 pub mod db;
 pub mod display;

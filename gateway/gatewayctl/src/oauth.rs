@@ -13,8 +13,8 @@ use anyhow::{Context, bail};
 use common::admin::{self, AdminAnswer, AdminCall, AdminRequest, GatewayStatus, RevokedKind};
 use serde_json::{Value, json};
 
+use crate::check::{Check, ok, warn};
 use crate::db::Db;
-use crate::doctor::{Check, ok, warn};
 use crate::table::{Table, time_s};
 use crate::{OAuthCommand, write_json};
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::DoctorArgs;
-use crate::doctor::{Check, fail, ok, warn};
+use crate::check::{Check, fail, ok, warn};
 use crate::plist::{self, Plist};
 use crate::unit::{self, Unit};
 
@@ -379,7 +379,7 @@ fn public_base_check(name: &str, shown: &str, base: PublicBase, env_file: bool) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::Status;
+    use crate::check::Status;
 
     fn words(line: &str) -> Vec<String> {
         unit::exec_words(line)

@@ -11,7 +11,7 @@ use futures::future::BoxFuture;
 use sandbox::process::{Identity, boot_id, identify, process_start_time};
 
 use super::{BrokerHost, BrokerSignal, LaunchSpec, Link};
-use crate::config::{private_dir, write_private_file};
+use crate::private_files::{private_dir, write_private_file};
 use crate::state::{BrokerRecord, id_suffix};
 use crate::view::{LaunchError, LaunchErrorCode};
 

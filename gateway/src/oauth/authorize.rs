@@ -15,9 +15,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::consent::{self, ConsentView};
+use super::credentials::challenge_well_formed;
 use super::pending::{ApprovalCheck, AuthorizationRequest, REQUEST_TTL};
 use super::store::CodeRow;
-use super::token::{challenge_well_formed, parse_form};
+use super::token::parse_form;
 use super::{OAuth, SCOPE};
 
 /// Longest `state` a client may send (it is echoed back).
@@ -396,7 +397,7 @@ fn approve(
         }
     }
     oauth.pending().remove(request_id);
-    let code = common::hash::new_secret(super::token::CODE_KIND);
+    let code = common::hash::new_secret(super::credentials::CODE_KIND);
     let row = CodeRow {
         client_id: request.client_id.clone(),
         redirect_uri: request.redirect_uri.clone(),

@@ -1,4 +1,5 @@
-//! Rate limits of the anonymous OAuth endpoints. Behind a tunnel every client is 127.0.0.1, so
+//! How much of the OAuth surface strangers may take: the caps and windows of clients and consent
+//! pages, and the rate limits of the anonymous endpoints. Behind a tunnel every client is 127.0.0.1, so
 //! limits are not per address: registration has one global token bucket, and consent pages one
 //! bucket per registered client (a stranger's flood of pages spends only its own clients'
 //! buckets, never the one of the client the owner is connecting). A refusal is 429 with
@@ -7,6 +8,11 @@
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+/// Clients kept at once; registration is open to anyone who can reach the gateway.
+pub const MAX_CLIENTS: i64 = 100;
+/// How long a consent page stays usable: also the window in which a new client is never evicted.
+pub const REQUEST_TTL: Duration = Duration::from_secs(10 * 60);
 
 /// Registrations allowed in a burst.
 pub const REGISTRATION_BURST: u32 = 10;

@@ -6,11 +6,13 @@
 //! Submodules: `metadata` (RFC 9728 and RFC 8414 documents), `registration` (RFC 7591 DCR),
 //! `authorize` (the authorization endpoint and the owner's consent), `consent` (the HTML page),
 //! `token` (code exchange and refresh rotation), `store` (SQLite rows, hashes only), `pending`
-//! (in-memory authorization requests and approval codes), `admin` (the owner-only Unix socket).
+//! (in-memory authorization requests and approval codes), `credentials` (token prefixes, PKCE),
+//! `limiter` (caps, windows and rate limits), `admin` (the owner-only Unix socket).
 
 pub mod admin;
 mod authorize;
 mod consent;
+mod credentials;
 mod error;
 pub mod limiter;
 pub mod metadata;
@@ -242,7 +244,7 @@ impl OAuth {
     /// Whether `token` is a live access token for this resource: issued here, not expired, its
     /// grant and client not revoked, and its audience this gateway's resource.
     pub fn access_token_valid(&self, token: &str) -> Result<bool, store::OAuthStoreError> {
-        if !token.starts_with(token::ACCESS_TOKEN_KIND) {
+        if !token.starts_with(credentials::ACCESS_TOKEN_KIND) {
             return Ok(false);
         }
         self.store.access_token_valid(

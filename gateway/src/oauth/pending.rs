@@ -15,14 +15,13 @@ use std::time::Duration;
 
 use rand::Rng;
 
-/// How long a consent page stays usable.
-pub const REQUEST_TTL: Duration = Duration::from_secs(10 * 60);
+pub use super::limiter::REQUEST_TTL;
 /// Consent pages one client may keep waiting at once.
 pub const MAX_PAGES_PER_CLIENT: usize = super::limiter::PAGES_BURST as usize;
 /// Authorization requests kept at once (the authorization page is public): room for every client
 /// the store keeps, each with its pages, so the cap never pushes a page out; it only refuses.
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-pub const MAX_REQUESTS: usize = super::store::MAX_CLIENTS as usize * MAX_PAGES_PER_CLIENT;
+pub const MAX_REQUESTS: usize = super::limiter::MAX_CLIENTS as usize * MAX_PAGES_PER_CLIENT;
 /// How long an approval code stays usable.
 pub const APPROVAL_CODE_TTL: Duration = Duration::from_secs(10 * 60);
 /// Approval codes alive at once.

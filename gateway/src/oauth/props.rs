@@ -6,8 +6,9 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use super::credentials::{challenge_well_formed, pkce_matches, verifier_well_formed};
 use super::registration::{check_redirect_uri, parse_registration};
-use super::token::{challenge_well_formed, parse_form, pkce_matches, verifier_well_formed};
+use super::token::parse_form;
 
 fn redirect_uri() -> impl Strategy<Value = String> {
     prop_oneof![

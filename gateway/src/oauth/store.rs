@@ -66,14 +66,13 @@ pub struct IssuedTokens {
     pub scope: String,
 }
 
-/// Clients kept at once; registration is open to anyone who can reach the gateway.
-pub const MAX_CLIENTS: i64 = 100;
+pub use super::limiter::MAX_CLIENTS;
 /// A client that never got a grant is forgotten after this long.
 const UNUSED_CLIENT_TTL_MS: i64 = 24 * 3600 * 1000;
 /// A client younger than the consent window may still be waiting for the owner's approval: it is
 /// never pushed out to make room.
 #[allow(clippy::cast_possible_truncation)]
-const CONSENT_WINDOW_MS: i64 = super::pending::REQUEST_TTL.as_millis() as i64;
+const CONSENT_WINDOW_MS: i64 = super::limiter::REQUEST_TTL.as_millis() as i64;
 
 /// The OAuth tables, on the gateway's own connection.
 pub struct OAuthStore {
@@ -296,7 +295,7 @@ impl OAuthStore {
                     "redirect_uri does not match the one of the authorization request",
                 )));
             }
-            if !super::token::pkce_matches(verifier, &code.code_challenge) {
+            if !super::credentials::pkce_matches(verifier, &code.code_challenge) {
                 return Ok(Err(OAuthError::invalid_grant(
                     "code_verifier does not match the code_challenge of the authorization request",
                 )));
@@ -547,8 +546,8 @@ fn issue_tokens(
         "DELETE FROM oauth_tokens WHERE expires_at_ms < ?1",
         [request.now_ms],
     )?;
-    let access_token = common::hash::new_secret(super::token::ACCESS_TOKEN_KIND);
-    let refresh_token = common::hash::new_secret(super::token::REFRESH_TOKEN_KIND);
+    let access_token = common::hash::new_secret(super::credentials::ACCESS_TOKEN_KIND);
+    let refresh_token = common::hash::new_secret(super::credentials::REFRESH_TOKEN_KIND);
     let mut insert = tx.prepare(
         "INSERT INTO oauth_tokens (token_hash, kind, grant_id, audience, expires_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5)",

@@ -4,10 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use super::credentials::{challenge_well_formed, pkce_matches, verifier_well_formed};
 use super::pending::{ApprovalCheck, MAX_APPROVAL_ATTEMPTS, Pending};
 use super::registration::{check_redirect_uri, parse_registration};
 use super::store::{ClientRow, CodeRow, OAuthStore, TokenRequest};
-use super::token::{challenge_well_formed, pkce_matches, verifier_well_formed};
 use super::*;
 
 #[test]

@@ -12,41 +12,12 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde_json::json;
 
+use super::credentials::verifier_well_formed;
 use super::store::TokenRequest;
 use super::{OAuth, OAuthError};
 
-/// Prefix of access tokens (a leaked value says what it is).
-pub const ACCESS_TOKEN_KIND: &str = "ngw_at";
-/// Prefix of refresh tokens.
-pub const REFRESH_TOKEN_KIND: &str = "ngw_rt";
-/// Prefix of authorization codes.
-pub const CODE_KIND: &str = "ngw_code";
 /// Largest token request.
 const MAX_TOKEN_REQUEST_BYTES: usize = 16 * 1024;
-
-/// A PKCE verifier as RFC 7636 §4.1 defines it: 43 to 128 unreserved characters.
-pub fn verifier_well_formed(verifier: &str) -> bool {
-    (43..=128).contains(&verifier.len())
-        && verifier
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
-}
-
-/// A S256 code challenge: base64url (no padding) of a SHA-256, 43 characters.
-pub fn challenge_well_formed(challenge: &str) -> bool {
-    challenge.len() == 43
-        && challenge
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
-}
-
-/// `BASE64URL(SHA256(verifier)) == challenge`, compared in constant time.
-pub fn pkce_matches(verifier: &str, challenge: &str) -> bool {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(verifier.as_bytes());
-    let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
-    common::hash::constant_time_eq(computed.as_bytes(), challenge.as_bytes())
-}
 
 /// Form parameters, each present at most once (RFC 6749 §3.2).
 pub fn parse_form(bytes: &[u8]) -> Result<HashMap<String, String>, OAuthError> {

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Check, ok, warn};
+use crate::check::{Check, ok, warn};
 
 /// Whether commands get the session's copy-on-write layer (overlays in their user namespace).
 pub(super) fn layer_check() -> Check {

@@ -51,7 +51,7 @@ impl Default for Tuning {
 pub fn config(dir: &std::path::Path, tuning: &Tuning) -> Config {
     let state_dir = dir.join("state");
     for sub in ["auth", "run", "worktrees"] {
-        crate::config::private_dir(&state_dir.join(sub)).unwrap();
+        crate::private_files::private_dir(&state_dir.join(sub)).unwrap();
     }
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
