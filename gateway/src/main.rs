@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use gateway::oauth::AuthMode;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
@@ -41,17 +42,12 @@ enum Command {
         )]
         allowed_hosts: Vec<String>,
         /// Log format on stderr.
-        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-        log_format: String,
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
         /// Which credentials /mcp accepts: `token` (the static token, header or capability URL),
         /// `oauth` (OAuth access tokens only), or `both`.
-        #[arg(
-            long,
-            env = "CLAUDE_TOOLS_GATEWAY_AUTH",
-            default_value = "both",
-            value_parser = ["token", "oauth", "both"]
-        )]
-        auth: String,
+        #[arg(long, env = "CLAUDE_TOOLS_GATEWAY_AUTH", value_enum, default_value_t = AuthMode::Both)]
+        auth: AuthMode,
         /// Public HTTPS origin of the tunnel, e.g. https://gw.example.net: the base of the OAuth
         /// URLs (issuer, resource). Default: the loopback address the gateway listens on.
         #[arg(long, env = "CLAUDE_TOOLS_GATEWAY_PUBLIC_BASE", value_name = "URL")]
@@ -66,6 +62,13 @@ enum Command {
     /// Confine and execute one command (started by the broker; the spec arrives on stdin).
     #[command(hide = true)]
     SandboxExec,
+}
+
+/// How the gateway logs on stderr.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Colours only for a person at a terminal: a log file (a service's, a broker's) or a pipe gets
@@ -134,13 +137,8 @@ fn main() -> std::process::ExitCode {
                 auth,
                 public_base,
             } => {
-                init_tracing(log_format == "json");
-                let settings = auth
-                    .parse::<gateway::oauth::AuthMode>()
-                    .map_err(anyhow::Error::from)
-                    .and_then(|mode| {
-                        gateway::oauth::AuthSettings::new(mode, public_base.as_deref())
-                    });
+                init_tracing(log_format == LogFormat::Json);
+                let settings = gateway::oauth::AuthSettings::new(auth, public_base.as_deref());
                 let config = settings
                     .and_then(|settings| Ok((gateway::Config::from_env(allowed_hosts)?, settings)));
                 let (config, auth) = match config {

@@ -39,14 +39,24 @@ pub use store::OAuthStore;
 
 /// Which credentials the MCP endpoint accepts.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::Display,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    clap::ValueEnum,
 )]
 #[strum(serialize_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum AuthMode {
     /// The static token only (bearer header or capability URL `/mcp/<token>`); no OAuth endpoints.
     Token,
     /// OAuth access tokens only: the static token and the capability URL are refused.
     #[strum(serialize = "oauth")]
+    #[value(name = "oauth")]
     OAuth,
     /// Both: OAuth for ChatGPT, the static token for scripts and other clients.
     Both,
