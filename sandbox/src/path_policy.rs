@@ -292,8 +292,15 @@ impl PathPolicy {
     /// The auto-run class a write to `path` would create or change, unless the owner allowed it
     /// ([`crate::protected::autorun`]).
     pub fn autorun_refused(&self, path: &Path) -> Option<crate::protected::autorun::AutorunClass> {
-        crate::protected::autorun::autorun_class(path)
-            .filter(|class| !self.autorun_allowed.allows(*class))
+        self.autorun_refused_class(crate::protected::autorun::autorun_class(path))
+    }
+
+    /// `class` unless the owner allowed it.
+    pub fn autorun_refused_class(
+        &self,
+        class: Option<crate::protected::autorun::AutorunClass>,
+    ) -> Option<crate::protected::autorun::AutorunClass> {
+        class.filter(|class| !self.autorun_allowed.allows(*class))
     }
 
     /// Add entries only writes refuse (install locations, [`crate::protected::install_locations`]):
