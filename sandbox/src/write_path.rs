@@ -34,6 +34,9 @@ use rustix::io::Errno;
 use crate::path_policy::{PathPolicy, PathRefusal, classify, ident, io_refusal, is_git_name, show};
 use crate::protected::autorun::symlinks::{self, Incomplete, Symlinks};
 
+/// A root's symlinks as scanned, or why the scan could not finish.
+type ScannedLinks = Arc<Result<Symlinks, Incomplete>>;
+
 /// Mode of directories created for a write (before the umask).
 const NEW_DIR_MODE: u32 = 0o755;
 
@@ -150,7 +153,7 @@ pub struct WriteRoot {
     dev: u64,
     ino: u64,
     /// The root's symlinks as last scanned, and when (see [`symlinks`]).
-    symlinks: Mutex<Option<(Instant, Arc<Result<Symlinks, Incomplete>>)>>,
+    symlinks: Mutex<Option<(Instant, ScannedLinks)>>,
 }
 
 impl WriteRoot {
@@ -319,7 +322,7 @@ impl WriteRoot {
 
     /// The root's symlinks, rescanned when the last scan is older than
     /// [`symlinks::MAX_AGE`].
-    fn symlinks(&self) -> Arc<Result<Symlinks, Incomplete>> {
+    fn symlinks(&self) -> ScannedLinks {
         let mut cache = self
             .symlinks
             .lock()

@@ -149,11 +149,12 @@ impl Scan<'_> {
                 continue;
             }
             let kind = match entry.file_type() {
-                FileType::Unknown => match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
-                {
-                    Ok(st) => FileType::from_raw_mode(st.st_mode),
-                    Err(_) => continue,
-                },
+                FileType::Unknown => {
+                    match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => FileType::from_raw_mode(st.st_mode),
+                        Err(_) => continue,
+                    }
+                }
                 kind => kind,
             };
             match kind {
