@@ -546,7 +546,8 @@ impl WriteTarget {
 
     /// Re-resolve the parent from the root and require the descriptor held since resolution:
     /// refuses ([`WriteRefusal::ParentChanged`]) when the parent was moved or replaced (e.g. by
-    /// a symlink) in the meantime.
+    /// a symlink) in the meantime, and ([`WriteRefusal::AutorunPlace`]) when the directories on
+    /// the way now make the target an auto-run place by their content.
     pub fn verify_parent(&self, root: &WriteRoot, policy: &PathPolicy) -> Result<(), WriteRefusal> {
         let dirs = normal_components(&self.parent_rel);
         let changed = || WriteRefusal::ParentChanged {
@@ -556,10 +557,18 @@ impl WriteTarget {
             .open_parent(policy, &dirs, &self.path, Parents::MustExist)
             .map_err(|_| changed())?;
         let st = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&show(&self.path), err))?;
-        if ident(&st) == self.parent_ident {
-            Ok(())
-        } else {
-            Err(changed())
+        if ident(&st) != self.parent_ident {
+            return Err(changed());
+        }
+        // What the directories hold may have changed since resolution (another session on the
+        // same root writing the piece that completes a git directory): checked again.
+        let content = crate::protected::autorun::repository::content_class(
+            root.path(),
+            &self.parent_rel.join(&self.name),
+        );
+        match policy.autorun_refused_class(content) {
+            Some(class) => Err(autorun_refusal(show(&self.path), String::new(), class)),
+            None => Ok(()),
         }
     }
 }

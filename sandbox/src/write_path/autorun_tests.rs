@@ -226,3 +226,27 @@ fn a_virtual_environment_s_programs_are_refused() {
     f.link(".venv/bin", "../programs");
     f.refused("programs/pip", "python_startup");
 }
+
+#[test]
+fn a_repository_completed_after_resolution_is_caught_before_the_rename() {
+    let f = fixture();
+    f.mkdir("tools/objects");
+    let root = WriteRoot::open(&f.policy, &f.root).unwrap();
+    let target = root
+        .resolve(&f.policy, &f.root.join("tools/HEAD"), Parents::Create)
+        .unwrap();
+    target.verify_parent(&root, &f.policy).unwrap();
+    // Another writer adds the third piece meanwhile.
+    f.mkdir("tools/refs");
+    let err = target.verify_parent(&root, &f.policy).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            WriteRefusal::AutorunPlace {
+                class: "vcs_config",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
