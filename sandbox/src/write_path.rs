@@ -354,7 +354,7 @@ impl WriteRoot {
         for _ in 0..depth {
             let st = rustix::fs::fstat(&current).map_err(|err| io_refusal(&shown(), err))?;
             let (dev, ino) = ident(&st);
-            if policy.is_protected_identity(dev, ino) {
+            if policy.is_protected_object(&current, dev, ino) {
                 return Err(PathRefusal::Protected { path: shown() }.into());
             }
             if policy.is_write_protected_identity(dev, ino) {
@@ -474,7 +474,7 @@ impl WriteRoot {
                 component: show(component),
             });
         }
-        if policy.is_protected_identity(dev, ino) {
+        if policy.is_protected_object(fd, dev, ino) {
             return Err(PathRefusal::Protected { path: show(path) }.into());
         }
         Ok(())
