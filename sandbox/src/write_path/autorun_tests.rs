@@ -5,25 +5,7 @@
 use super::*;
 use std::os::unix::fs::symlink;
 
-struct Fixture {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    policy: PathPolicy,
-}
-
-fn fixture() -> Fixture {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let root = base.join("work");
-    std::fs::create_dir_all(root.join("src")).unwrap();
-    std::fs::write(root.join("src/lib.rs"), "fn main() {}\n").unwrap();
-    let policy = PathPolicy::new(base.join("home"), base.join("state"), vec![]);
-    Fixture {
-        _tmp: tmp,
-        root,
-        policy,
-    }
-}
+use super::tests::{Fixture, fixture};
 
 impl Fixture {
     fn mkdir(&self, rel: &str) {
@@ -205,7 +187,7 @@ fn the_write_that_would_complete_a_repository_is_refused_in_any_order() {
 #[test]
 fn a_root_inside_a_repository_is_refused() {
     let f = fixture();
-    let base = f.root.parent().unwrap();
+    let base = &f.base;
     std::fs::create_dir_all(base.join("objects")).unwrap();
     std::fs::create_dir_all(base.join("refs")).unwrap();
     std::fs::write(base.join("HEAD"), "ref: refs/heads/main\n").unwrap();
