@@ -301,7 +301,7 @@ impl WriteRoot {
             path: shown.to_string(),
             reason: reason.to_string(),
         };
-        let links = self.symlinks();
+        let links = self.symlinks(policy);
         let links = links.as_ref().as_ref().map_err(unknown)?;
         if links.is_empty() {
             return Ok(());
@@ -322,7 +322,7 @@ impl WriteRoot {
 
     /// The root's symlinks, rescanned when the last scan is older than
     /// [`symlinks::MAX_AGE`].
-    fn symlinks(&self) -> ScannedLinks {
+    fn symlinks(&self, policy: &PathPolicy) -> ScannedLinks {
         let mut cache = self
             .symlinks
             .lock()
@@ -332,7 +332,8 @@ impl WriteRoot {
         {
             return links.clone();
         }
-        let fresh = Arc::new(Symlinks::scan(self.fd.as_fd(), &self.path));
+        let skip = |dev, ino| policy.is_protected_identity(dev, ino);
+        let fresh = Arc::new(Symlinks::scan(self.fd.as_fd(), &self.path, &skip));
         *cache = Some((Instant::now(), fresh.clone()));
         fresh
     }

@@ -232,3 +232,15 @@ fn a_repository_completed_after_resolution_is_caught_before_the_rename() {
         "{err}"
     );
 }
+
+#[test]
+fn protected_directories_inside_the_root_are_not_scanned() {
+    let mut f = fixture();
+    let secret = f.root.join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    f.policy = PathPolicy::new(f.base.join("home"), f.base.join("state"), vec![secret]);
+    f.link("secret/.claude", "../cfg");
+    f.allowed("cfg/settings.json");
+    f.link("open/.claude", "../cfg");
+    f.refused("cfg/settings.json", "agent_config");
+}

@@ -4,8 +4,8 @@
 //! a target when any name it is reachable as is an auto-run place.
 //!
 //! [`Symlinks::scan`] lists every symlink below the root (not following any, not crossing
-//! mounts, skipping `.git`: a clone never brings symlinks there, so those are the owner's own
-//! set-up) and resolves each to the real path it names, root-relative: chains, `..` and
+//! mounts, skipping `.git` — a clone never brings symlinks there, so those are the owner's own
+//! set-up — and protected directories) and resolves each to the real path it names, root-relative: chains, `..` and
 //! absolute targets are followed through the real file system, a missing part is taken
 //! lexically (a later Write may create it as a real directory), and a target outside the root
 //! is dropped (nothing outside is ever written). [`Symlinks::aliases`] then gives every path
@@ -67,13 +67,20 @@ pub struct Symlinks {
 }
 
 impl Symlinks {
-    /// List and resolve every symlink below `root` (held open; `root_path` is its real path).
-    pub fn scan(root: BorrowedFd<'_>, root_path: &Path) -> Result<Self, Incomplete> {
+    /// List and resolve every symlink below `root` (held open; `root_path` is its real path),
+    /// not descending into directories `skip` names by `(dev, ino)` (the protected set: the
+    /// state dir inside a root is no project content, and its listing is private).
+    pub fn scan(
+        root: BorrowedFd<'_>,
+        root_path: &Path,
+        skip: &dyn Fn(u64, u64) -> bool,
+    ) -> Result<Self, Incomplete> {
         let io = |err: rustix::io::Errno| Incomplete::Io(err.to_string());
         let dev = rustix::fs::fstat(root).map_err(io)?.st_dev;
         let top = rustix::fs::openat(root, ".", dir_flags(), Mode::empty()).map_err(io)?;
         let mut scan = Scan {
             root_path,
+            skip,
             dev,
             dirs: 0,
             links: Vec::new(),
@@ -123,6 +130,7 @@ impl Symlinks {
 
 struct Scan<'a> {
     root_path: &'a Path,
+    skip: &'a dyn Fn(u64, u64) -> bool,
     dev: u64,
     dirs: usize,
     links: Vec<Link>,
@@ -183,7 +191,9 @@ impl Scan<'_> {
                 continue;
             };
             match rustix::fs::fstat(&sub) {
-                Ok(st) if (st.st_dev as u64) == (self.dev as u64) => {}
+                Ok(st)
+                    if (st.st_dev as u64) == (self.dev as u64)
+                        && !(self.skip)(st.st_dev as u64, st.st_ino as u64) => {}
                 _ => continue,
             }
             self.walk(sub, &rel.join(&name), depth + 1)?;
