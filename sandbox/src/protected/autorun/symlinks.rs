@@ -76,7 +76,7 @@ impl Symlinks {
         skip: &dyn Fn(u64, u64) -> bool,
     ) -> Result<Self, Incomplete> {
         let io = |err: rustix::io::Errno| Incomplete::Io(err.to_string());
-        let dev = rustix::fs::fstat(root).map_err(io)?.st_dev;
+        let (dev, _) = crate::path_policy::ident(&rustix::fs::fstat(root).map_err(io)?);
         let top = rustix::fs::openat(root, ".", dir_flags(), Mode::empty()).map_err(io)?;
         let mut scan = Scan {
             root_path,
@@ -138,7 +138,6 @@ struct Scan<'a> {
 
 impl Scan<'_> {
     /// Depth first, one open directory per level.
-    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
     fn walk(&mut self, dir: OwnedFd, rel: &Path, depth: usize) -> Result<(), Incomplete> {
         if depth > MAX_DEPTH {
             return Err(Incomplete::TooDeep);
@@ -148,7 +147,7 @@ impl Scan<'_> {
             return Err(Incomplete::TooManyDirs);
         }
         let io = |err: rustix::io::Errno| Incomplete::Io(err.to_string());
-        let listing = rustix::fs::Dir::read_from(&dir).map_err(io)?;
+        let listing = rustix::fs::Dir::new(rustix::io::dup(&dir).map_err(io)?).map_err(io)?;
         let mut subdirs: Vec<OsString> = Vec::new();
         for entry in listing {
             let entry = entry.map_err(io)?;
@@ -190,10 +189,8 @@ impl Scan<'_> {
             let Ok(sub) = rustix::fs::openat(&dir, &name, dir_flags(), Mode::empty()) else {
                 continue;
             };
-            match rustix::fs::fstat(&sub) {
-                Ok(st)
-                    if (st.st_dev as u64) == (self.dev as u64)
-                        && !(self.skip)(st.st_dev as u64, st.st_ino as u64) => {}
+            match rustix::fs::fstat(&sub).map(|st| crate::path_policy::ident(&st)) {
+                Ok((dev, ino)) if dev == self.dev && !(self.skip)(dev, ino) => {}
                 _ => continue,
             }
             self.walk(sub, &rel.join(&name), depth + 1)?;
