@@ -145,6 +145,8 @@ pub struct PathPolicy {
     host_key_dirs: Vec<Vec<Vec<u8>>>,
     /// `(dev, ino)` of protected entries that existed when the policy was built.
     identities: Vec<(u64, u64)>,
+    /// Their birth times where known, sorted by identity ([`birth`]).
+    identity_births: Vec<((u64, u64), birth::Birth)>,
     /// Names compare case- and normalisation-insensitively ([`fold_insensitive`]): on macOS,
     /// whose default file systems match names that way.
     insensitive: bool,
@@ -229,6 +231,7 @@ impl PathPolicy {
         let name_only = crate::protected::name_only_paths(&home, &state_dir);
         let mut all = Vec::new();
         let mut identities = Vec::new();
+        let mut identity_births = Vec::new();
         for entry in entries {
             if !entry.is_absolute() {
                 continue;
@@ -240,6 +243,9 @@ impl PathPolicy {
             {
                 use std::os::unix::fs::MetadataExt;
                 identities.push((meta.dev(), meta.ino()));
+                if let Some(born) = birth::of_metadata(&meta) {
+                    identity_births.push(((meta.dev(), meta.ino()), born));
+                }
             }
             if let Some(canonical) = canonical_variant(&entry) {
                 all.push(canonical);
@@ -254,6 +260,8 @@ impl PathPolicy {
         protected.dedup();
         identities.sort_unstable();
         identities.dedup();
+        identity_births.sort_unstable();
+        identity_births.dedup_by_key(|(identity, _)| *identity);
 
         let mut host_key_dirs = Vec::new();
         for dir in SSH_HOST_KEY_DIRS {
@@ -271,6 +279,7 @@ impl PathPolicy {
             protected,
             host_key_dirs,
             identities,
+            identity_births,
             open_subtree: None,
             insensitive,
             write_protected: Vec::new(),
@@ -292,8 +301,15 @@ impl PathPolicy {
     /// The auto-run class a write to `path` would create or change, unless the owner allowed it
     /// ([`crate::protected::autorun`]).
     pub fn autorun_refused(&self, path: &Path) -> Option<crate::protected::autorun::AutorunClass> {
-        crate::protected::autorun::autorun_class(path)
-            .filter(|class| !self.autorun_allowed.allows(*class))
+        self.autorun_refused_class(crate::protected::autorun::autorun_class(path))
+    }
+
+    /// `class` unless the owner allowed it.
+    pub fn autorun_refused_class(
+        &self,
+        class: Option<crate::protected::autorun::AutorunClass>,
+    ) -> Option<crate::protected::autorun::AutorunClass> {
+        class.filter(|class| !self.autorun_allowed.allows(*class))
     }
 
     /// Add entries only writes refuse (install locations, [`crate::protected::install_locations`]):
@@ -473,6 +489,21 @@ impl PathPolicy {
         self.identities.binary_search(&(dev, ino)).is_ok()
     }
 
+    /// [`Self::is_protected_identity`] for an object open as `fd`: not when its birth time,
+    /// and the entry's, are known and differ (the number was reused after the entry was
+    /// deleted; [`birth`]).
+    pub fn is_protected_object(&self, fd: impl std::os::fd::AsFd, dev: u64, ino: u64) -> bool {
+        if !self.is_protected_identity(dev, ino) {
+            return false;
+        }
+        let recorded = self
+            .identity_births
+            .binary_search_by_key(&(dev, ino), |(identity, _)| *identity)
+            .ok()
+            .map(|i| self.identity_births[i].1);
+        birth::same_object(recorded, recorded.and_then(|_| birth::of_fd(fd.as_fd())))
+    }
+
     fn protection(&self, path: &Path) -> Option<Protection> {
         if !path.is_absolute() {
             return Some(Protection::Protected);
@@ -615,7 +646,7 @@ impl PathPolicy {
         shown: String,
     ) -> Result<(File, Metadata), PathRefusal> {
         let (dev, ino) = ident(st);
-        if self.is_protected_identity(dev, ino) {
+        if self.is_protected_object(&fd, dev, ino) {
             return Err(PathRefusal::Protected { path: shown });
         }
         if let Some(fs) = pseudo_fs(&fd) {
@@ -728,6 +759,7 @@ pub(crate) fn pseudo_fs(fd: &impl std::os::fd::AsFd) -> Option<&'static str> {
     }
 }
 
+mod birth;
 mod walk;
 pub use walk::{
     EntryKind, MAX_WALK_DEPTH, WalkControl, WalkDir, WalkEntry, WalkOptions, WalkStats,

@@ -25,11 +25,17 @@ use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use crate::path_policy::{PathPolicy, PathRefusal, classify, ident, io_refusal, is_git_name, show};
+use crate::protected::autorun::symlinks::{self, Incomplete, Symlinks};
+
+/// A root's symlinks as scanned, or why the scan could not finish.
+type ScannedLinks = Arc<Result<Symlinks, Incomplete>>;
 
 /// Mode of directories created for a write (before the umask).
 const NEW_DIR_MODE: u32 = 0o755;
@@ -62,17 +68,24 @@ pub enum WriteRefusal {
     )]
     RootReplaced { path: String },
     #[error(
-        "{path}: is an auto-run place ({class}: {places}); files there run by themselves when \
-         the project is next opened or used, outside every sandbox, so sessions do not write \
-         them. If editing it is the task, the owner can allow the class by starting the gateway \
-         with {env}={class}"
+        "{path}: is an auto-run place{via} ({class}: {places}); files there run by themselves \
+         when the project is next opened or used, outside every sandbox, so sessions do not \
+         write them. If editing it is the task, the owner can allow the class by starting the \
+         gateway with {env}={class}"
     )]
     AutorunPlace {
         path: String,
+        /// Empty, or how a symlink makes the path one (` (reachable as … through a symlink)`).
+        via: String,
         class: &'static str,
         places: &'static str,
         env: &'static str,
     },
+    #[error(
+        "{path}: could not tell whether it is an auto-run place reached through a symlink \
+         ({reason}); nothing was written"
+    )]
+    AutorunUnknown { path: String, reason: String },
     #[error(transparent)]
     Path(#[from] PathRefusal),
 }
@@ -87,7 +100,8 @@ impl WriteRefusal {
             | Self::CrossesMount { .. }
             | Self::InstallLocation { .. }
             | Self::RootReplaced { .. }
-            | Self::AutorunPlace { .. } => "not_permitted",
+            | Self::AutorunPlace { .. }
+            | Self::AutorunUnknown { .. } => "not_permitted",
             Self::ParentChanged { .. } => "conflict",
             Self::IsDirectory { .. } => "not_a_file",
             Self::Path(refusal) => refusal.code(),
@@ -138,6 +152,8 @@ pub struct WriteRoot {
     path: PathBuf,
     dev: u64,
     ino: u64,
+    /// The root's symlinks as last scanned, and when (see [`symlinks`]).
+    symlinks: Mutex<Option<(Instant, ScannedLinks)>>,
 }
 
 impl WriteRoot {
@@ -158,6 +174,7 @@ impl WriteRoot {
             path: root.to_path_buf(),
             dev,
             ino,
+            symlinks: Mutex::new(None),
         })
     }
 
@@ -228,15 +245,12 @@ impl WriteRoot {
         if comps.iter().any(|c| is_git_name(c)) {
             return Err(WriteRefusal::GitDir { path: shown });
         }
-        // By the whole path: a root inside an auto-run place makes every file in it one.
+        // By the whole path: a root inside an auto-run place makes every file in it one; then by
+        // what the directories on the way hold and by every name the target is reachable as.
         if let Some(class) = policy.autorun_refused(path) {
-            return Err(WriteRefusal::AutorunPlace {
-                path: shown,
-                class: class.name(),
-                places: class.places(),
-                env: crate::protected::autorun::ALLOW_ENV,
-            });
+            return Err(autorun_refusal(shown, String::new(), class));
         }
+        self.check_reachable_autorun(policy, &comps.iter().collect::<PathBuf>(), &shown)?;
         let parent = self.open_parent(policy, dirs, path, parents)?;
         self.check_ancestors(policy, &parent, dirs.len(), path)?;
         let parent_st = rustix::fs::fstat(&parent).map_err(|err| io_refusal(&shown, err))?;
@@ -263,6 +277,67 @@ impl WriteRoot {
         })
     }
 
+    /// Refuse a target that is an auto-run place by its directories' content (an embedded git
+    /// repository, a virtual environment's `bin/`) or through a symlink of the root
+    /// ([`crate::protected::autorun::symlinks`]); skipped when the owner allowed every class.
+    fn check_reachable_autorun(
+        &self,
+        policy: &PathPolicy,
+        relative: &Path,
+        shown: &str,
+    ) -> Result<(), WriteRefusal> {
+        use crate::protected::autorun::{AutorunClass, autorun_class, repository};
+        if AutorunClass::ALL
+            .iter()
+            .all(|class| policy.autorun_refused_class(Some(*class)).is_none())
+        {
+            return Ok(());
+        }
+        let content = repository::content_class(&self.path, relative);
+        if let Some(class) = policy.autorun_refused_class(content) {
+            return Err(autorun_refusal(shown.to_string(), String::new(), class));
+        }
+        let unknown = |reason: &Incomplete| WriteRefusal::AutorunUnknown {
+            path: shown.to_string(),
+            reason: reason.to_string(),
+        };
+        let links = self.symlinks(policy);
+        let links = links.as_ref().as_ref().map_err(unknown)?;
+        if links.is_empty() {
+            return Ok(());
+        }
+        for alias in links.aliases(relative).map_err(|err| unknown(&err))? {
+            let class = autorun_class(&self.path.join(&alias))
+                .or_else(|| repository::venv_class(&self.path, &alias));
+            if let Some(class) = policy.autorun_refused_class(class) {
+                let via = format!(
+                    " (reachable as {} through a symlink)",
+                    show(&self.path.join(&alias))
+                );
+                return Err(autorun_refusal(shown.to_string(), via, class));
+            }
+        }
+        Ok(())
+    }
+
+    /// The root's symlinks, rescanned when the last scan is older than
+    /// [`symlinks::MAX_AGE`].
+    fn symlinks(&self, policy: &PathPolicy) -> ScannedLinks {
+        let mut cache = self
+            .symlinks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((at, links)) = cache.as_ref()
+            && at.elapsed() < symlinks::MAX_AGE
+        {
+            return links.clone();
+        }
+        let skip = |dev, ino| policy.is_protected_identity(dev, ino);
+        let fresh = Arc::new(Symlinks::scan(self.fd.as_fd(), &self.path, &skip));
+        *cache = Some((Instant::now(), fresh.clone()));
+        fresh
+    }
+
     /// Refuse by identity: walk from `parent` up `depth` levels (`..`, never a name) to the
     /// root, refusing when a directory on the way is protected (the state dir reached inside a
     /// direct-write root, whatever it is called there) or write-protected (an install location),
@@ -280,7 +355,7 @@ impl WriteRoot {
         for _ in 0..depth {
             let st = rustix::fs::fstat(&current).map_err(|err| io_refusal(&shown(), err))?;
             let (dev, ino) = ident(&st);
-            if policy.is_protected_identity(dev, ino) {
+            if policy.is_protected_object(&current, dev, ino) {
                 return Err(PathRefusal::Protected { path: shown() }.into());
             }
             if policy.is_write_protected_identity(dev, ino) {
@@ -400,7 +475,7 @@ impl WriteRoot {
                 component: show(component),
             });
         }
-        if policy.is_protected_identity(dev, ino) {
+        if policy.is_protected_object(fd, dev, ino) {
             return Err(PathRefusal::Protected { path: show(path) }.into());
         }
         Ok(())
@@ -472,7 +547,8 @@ impl WriteTarget {
 
     /// Re-resolve the parent from the root and require the descriptor held since resolution:
     /// refuses ([`WriteRefusal::ParentChanged`]) when the parent was moved or replaced (e.g. by
-    /// a symlink) in the meantime.
+    /// a symlink) in the meantime, and ([`WriteRefusal::AutorunPlace`]) when the directories on
+    /// the way now make the target an auto-run place by their content.
     pub fn verify_parent(&self, root: &WriteRoot, policy: &PathPolicy) -> Result<(), WriteRefusal> {
         let dirs = normal_components(&self.parent_rel);
         let changed = || WriteRefusal::ParentChanged {
@@ -482,10 +558,18 @@ impl WriteTarget {
             .open_parent(policy, &dirs, &self.path, Parents::MustExist)
             .map_err(|_| changed())?;
         let st = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&show(&self.path), err))?;
-        if ident(&st) == self.parent_ident {
-            Ok(())
-        } else {
-            Err(changed())
+        if ident(&st) != self.parent_ident {
+            return Err(changed());
+        }
+        // What the directories hold may have changed since resolution (another session on the
+        // same root writing the piece that completes a git directory): checked again.
+        let content = crate::protected::autorun::repository::content_class(
+            root.path(),
+            &self.parent_rel.join(&self.name),
+        );
+        match policy.autorun_refused_class(content) {
+            Some(class) => Err(autorun_refusal(show(&self.path), String::new(), class)),
+            None => Ok(()),
         }
     }
 }
@@ -538,6 +622,21 @@ fn normal_components(path: &Path) -> Vec<&OsStr> {
         .collect()
 }
 
+/// The refusal of a write to an auto-run place of `class`.
+fn autorun_refusal(
+    path: String,
+    via: String,
+    class: crate::protected::autorun::AutorunClass,
+) -> WriteRefusal {
+    WriteRefusal::AutorunPlace {
+        path,
+        via,
+        class: class.name(),
+        places: class.places(),
+        env: crate::protected::autorun::ALLOW_ENV,
+    }
+}
+
 /// The policy's `.git` refusal, worded for writes.
 fn git_refusal(refusal: PathRefusal) -> WriteRefusal {
     match refusal {
@@ -552,5 +651,7 @@ pub fn mode_bits(bits: u32) -> Mode {
     Mode::from_bits_truncate(bits as rustix::fs::RawMode)
 }
 
+#[cfg(test)]
+mod autorun_tests;
 #[cfg(test)]
 mod tests;

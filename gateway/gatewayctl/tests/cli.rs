@@ -300,3 +300,35 @@ fn hostile_data_is_shown_escaped() {
         squeeze(&redact_after(ours, "pid "))
     );
 }
+
+/// Issue 23, F9: invisible, blank-looking and stacked characters in a label (combining grapheme
+/// joiner, a lone variation selector, braille blank, ideographic and no-break spaces, a mark
+/// pile) are shown escaped in the sessions table; a mark on a letter and an emoji's variation
+/// selector stay as they are.
+#[test]
+fn visual_spoofing_characters_are_shown_escaped() {
+    let f = Fixture::new();
+    let label = "a\u{34f}b \u{fe0f}c\u{2800}d\u{3000}e\u{a0}f\u{e000}g\u{301}\u{302}\u{303}\u{304}\u{305} \
+                 Vie\u{323}\u{302}t \u{2714}\u{fe0f}";
+    f.writer()
+        .execute(
+            "UPDATE sessions SET data = json_set(data, '$.label', ?1) WHERE id = ?2",
+            rusqlite::params![label, ACTIVE],
+        )
+        .unwrap();
+    let table = f.ok(false, Command::Sessions);
+    let ours = table.lines().find(|l| l.starts_with(ACTIVE)).unwrap();
+    for escaped in [
+        "a\\u{34f}b",
+        "\\u{fe0f}c",
+        "c\\u{2800}d",
+        "d\\u{3000}e",
+        "e\\u{a0}f",
+        "f\\u{e000}g",
+        "g\u{301}\u{302}\u{303}\\u{304}\\u{305}",
+        "Vie\u{323}\u{302}t",
+        "\u{2714}\u{fe0f}",
+    ] {
+        assert!(ours.contains(escaped), "{escaped:?} not in {ours:?}");
+    }
+}

@@ -136,9 +136,11 @@ pub fn parse_registration(bytes: &[u8], now_ms: i64) -> Result<ClientRow, OAuthE
             }
             // The owner reads the name on the consent page and in `gatewayctl oauth clients`:
             // no control, bidi or invisible format character may disguise it.
-            if name.chars().any(common::display::is_unsafe) {
+            if !common::display::is_plain(name) {
                 return Err(invalid_metadata(
-                    "client_name must not contain control, bidi or invisible format characters",
+                    "client_name must be plain text on one line (no control, bidi, format or \
+                     invisible characters, no spaces other than U+0020, no stacked combining \
+                     marks)",
                 ));
             }
             (!name.is_empty()).then(|| name.to_string())

@@ -256,19 +256,22 @@ fn check_key(field: &str, key: &str) -> Result<(), ToolError> {
 /// Longest `session_label`, in characters.
 pub const MAX_LABEL_CHARS: usize = 200;
 
-/// A session label: at most 200 characters, none of them a control, bidi or invisible format
-/// character ([`common::display::is_unsafe`]): the owner sees it in `gatewayctl`.
+/// A session label: at most 200 characters of plain one-line text
+/// ([`common::display::is_plain`]): the owner sees it in `gatewayctl`.
 pub(crate) fn check_label(label: &str) -> Result<(), ToolError> {
     if label.chars().count() > MAX_LABEL_CHARS {
         return Err(ToolError::invalid(format!(
             "session_label is longer than {MAX_LABEL_CHARS} characters; give a short name"
         )));
     }
-    if label.chars().any(common::display::is_unsafe) {
-        return Err(ToolError::invalid(
-            "session_label must be printable text on one line (no control, bidi or invisible \
-             format characters); give a plain short name",
-        ));
+    if !common::display::is_plain(label) {
+        return Err(ToolError::invalid(format!(
+            "session_label must be plain text on one line: letters, digits, punctuation, \
+             symbols, emoji and ordinary spaces (U+0020), at most {} combining marks on a \
+             character; no control, bidi, format or invisible characters, no other kind of \
+             space, no private-use or unassigned code points. Give a plain short name",
+            common::display::MAX_MARKS
+        )));
     }
     Ok(())
 }

@@ -47,10 +47,10 @@ fn check_reason(reason: &str) -> ToolResult<()> {
             "reason is longer than {MAX_REASON_CHARS} characters; say it in a sentence"
         )));
     }
-    if reason.chars().any(common::display::is_unsafe) {
+    if !common::display::is_plain(reason) {
         return Err(ToolError::invalid(
-            "reason must be printable text on one line (no control, bidi or invisible format \
-             characters)",
+            "reason must be plain text on one line (no control, bidi, format or invisible \
+             characters, no spaces other than U+0020, no stacked combining marks)",
         ));
     }
     Ok(())

@@ -3,7 +3,9 @@
 //! (`.claude/settings.json` with a hook, `.mcp.json`, `.vscode/tasks.json`, `.envrc`, a `.pth` in
 //! a venv's `site-packages`, a subproject's `.claude/`), through Write (also creating the
 //! parent), Edit or NotebookEdit; ordinary files with similar names stay writable; the owner's
-//! per-class opt-in opens exactly its class.
+//! per-class opt-in opens exactly its class. Also (F2, F3, F6): paths reachable from an auto-run
+//! name through a repository's symlinks, embedded git repositories, a venv's `bin/`, and what a
+//! command makes in its layer (never the real tree).
 
 use std::path::Path;
 
@@ -150,6 +152,150 @@ async fn sessions_never_write_auto_run_places_unless_the_owner_allows_the_class(
     let worktree = std::path::PathBuf::from(v["working_directory"].as_str().unwrap());
     try_places(&chat, &v, &worktree, "ar-tree-r", "editor_config").await;
     chat.stop(&session_id(&v), &lease_id(&v), "ar-tree-stop", None)
+        .await
+        .unwrap();
+}
+
+/// Asserts that `result` is the refusal of an auto-run place of `class`.
+fn assert_refused(result: &Value, rel: &str, class: &str) {
+    let output = result["output"].as_str().unwrap_or_default();
+    assert_eq!(result["status"], "error", "{rel}: {result}");
+    assert!(output.starts_with("not_permitted"), "{rel}: {output}");
+    assert!(output.contains("auto-run place"), "{rel}: {output}");
+    assert!(output.contains(&format!("({class}:")), "{rel}: {output}");
+}
+
+/// A repository with what an attacker would commit to make ordinary paths auto-run places
+/// (issue 23, F2, F3, F6): symlinks from auto-run names to ordinary paths, an embedded bare
+/// repository, a virtual environment.
+fn hostile_repo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (dir, source) = crate::writes::repo();
+    let put = |rel: &str, content: &str| {
+        let path = source.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    };
+    std::os::unix::fs::symlink("cfg/cl", source.join(".claude")).unwrap();
+    put("notes/x", "plain\n");
+    std::os::unix::fs::symlink("notes/x", source.join(".envrc")).unwrap();
+    put("tools/HEAD", "ref: refs/heads/main\n");
+    put("tools/objects/info/keep", "");
+    put("tools/refs/heads/keep", "");
+    put("bare2/objects/keep", "");
+    put("bare2/refs/keep", "");
+    put(".venv/pyvenv.cfg", "home = /usr/bin\n");
+    crate::writes::git(&source, &["add", "-A"]);
+    crate::writes::git(&source, &["commit", "-q", "-m", "hostile"]);
+    (dir, source)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn symlinks_embedded_repositories_and_environments_do_not_open_auto_run_places() {
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let (_repo, source) = hostile_repo();
+    let v = start_profile(&chat, &source, "worktree_write", "arl-start").await;
+    let tree = std::path::PathBuf::from(v["working_directory"].as_str().unwrap());
+    assert!(
+        tree.join(".claude").is_symlink(),
+        "the checkout has the link"
+    );
+    let refused = [
+        ("cfg/cl/settings.json", "agent_config"),
+        ("notes/x", "directory_hooks"),
+        ("tools/config", "vcs_config"),
+        ("tools/hooks/pre-commit", "vcs_config"),
+        ("bare2/HEAD", "vcs_config"),
+        (".venv/bin/pip", "python_startup"),
+        (".cargo/config.toml", "toolchain_config"),
+        (".cursor/hooks.json", "agent_config"),
+    ];
+    let written = [
+        "CLAUDE.md",
+        "AGENTS.md",
+        ".cursor/rules/style.mdc",
+        "cfg/cl/CLAUDE.md",
+        "cfg/other.json",
+    ];
+    let calls: Vec<Value> = refused
+        .iter()
+        .map(|(rel, _)| write(&tree.join(rel), HOOK))
+        .chain(
+            written
+                .iter()
+                .map(|rel| write(&tree.join(rel), "# notes\n")),
+        )
+        .collect();
+    let v = reply_calls(&chat, &v, "arl-r1", Value::Array(calls)).await;
+    let got = results(&v);
+    assert_eq!(got.len(), refused.len() + written.len(), "{v}");
+    for (result, (rel, class)) in got.iter().zip(&refused) {
+        assert_refused(result, rel, class);
+    }
+    let through = got[0]["output"].as_str().unwrap_or_default();
+    assert!(
+        through.contains(&format!(
+            "reachable as {} through a symlink",
+            tree.join(".claude/settings.json").display()
+        )),
+        "{through}"
+    );
+    for (result, rel) in got[refused.len()..].iter().zip(written) {
+        assert_eq!(result["status"], "ok", "{rel}: {result}");
+    }
+    // Nothing refused was written; `cfg/cl/CLAUDE.md` is `.claude/CLAUDE.md` through the link,
+    // an instruction file.
+    assert!(!tree.join("cfg/cl/settings.json").exists());
+    assert_eq!(
+        std::fs::read_to_string(tree.join("notes/x")).unwrap(),
+        "plain\n"
+    );
+    for rel in [
+        "tools/config",
+        "tools/hooks",
+        "bare2/HEAD",
+        ".venv/bin",
+        ".cargo",
+    ] {
+        assert!(!tree.join(rel).exists(), "{rel}");
+    }
+    assert!(tree.join(".claude/CLAUDE.md").is_file());
+    chat.stop(&session_id(&v), &lease_id(&v), "arl-stop", None)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn symlinks_and_repositories_a_command_makes_stay_in_its_layer() {
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let v = start_profile(&chat, &root, "direct_write", "arc-start").await;
+    let run = |argv: &[&str]| json!({"name": "RunCommand", "arguments": {"argv": argv}});
+    let calls = json!([
+        run(&["ln", "-s", "cfg2", ".vscode"]),
+        run(&["mkdir", "-p", "tools2/objects", "tools2/refs"]),
+    ]);
+    let v = reply_calls(&chat, &v, "arc-r1", calls).await;
+    for result in results(&v) {
+        assert_eq!(result["status"], "ok", "{result}");
+        assert_eq!(result["receipt"]["exit_code"], 0, "{result}");
+    }
+    // The real tree has neither: the writes see ordinary paths and go through.
+    assert!(std::fs::symlink_metadata(root.join(".vscode")).is_err());
+    assert!(!root.join("tools2").exists());
+    let calls = json!([
+        write(&root.join("cfg2/tasks.json"), "{}"),
+        write(&root.join("tools2/HEAD"), "ref: refs/heads/main\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "arc-r2", calls).await;
+    for result in results(&v) {
+        assert_eq!(result["status"], "ok", "{result}");
+    }
+    assert!(std::fs::symlink_metadata(root.join(".vscode")).is_err());
+    assert!(!root.join("tools2/objects").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "arc-stop", None)
         .await
         .unwrap();
 }

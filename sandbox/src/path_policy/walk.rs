@@ -849,7 +849,7 @@ impl PathPolicy {
             return Ok(None);
         }
         let (dev, ino) = ident(&st);
-        if self.is_protected_identity(dev, ino) {
+        if self.is_protected_object(&fd, dev, ino) {
             return Ok(None);
         }
         if dev != parent.dev && super::pseudo_fs(&fd).is_some() {

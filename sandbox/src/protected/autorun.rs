@@ -33,16 +33,23 @@ pub enum AutorunClass {
     GitHooks,
     /// Shell start-up files.
     ShellStartup,
+    /// Toolchain and package-manager configuration that names programs to run.
+    ToolchainConfig,
+    /// Version-control repositories' own configuration: a directory git takes as a repository
+    /// (an embedded bare repository, a gitfile's target), `.hg/`, `.jj/`, `.sl/`.
+    VcsConfig,
 }
 
 impl AutorunClass {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 8] = [
         Self::AgentConfig,
         Self::EditorConfig,
         Self::DirectoryHooks,
         Self::PythonStartup,
         Self::GitHooks,
         Self::ShellStartup,
+        Self::ToolchainConfig,
+        Self::VcsConfig,
     ];
 
     /// The class's name in messages and in [`ALLOW_ENV`].
@@ -54,6 +61,8 @@ impl AutorunClass {
             Self::PythonStartup => "python_startup",
             Self::GitHooks => "git_hooks",
             Self::ShellStartup => "shell_startup",
+            Self::ToolchainConfig => "toolchain_config",
+            Self::VcsConfig => "vcs_config",
         }
     }
 
@@ -62,19 +71,23 @@ impl AutorunClass {
         match self {
             Self::AgentConfig => {
                 "coding agents' project configuration: Claude Code's .claude/ and .mcp.json, \
-                 .cursor/, .gemini/, .codex/, .kiro/, .continue/, .aider.conf.yml"
+                 .cursor/, .gemini/, .codex/, .kiro/, .continue/, .windsurf/, .roo/, \
+                 .kilocode/, .amazonq/, .opencode/, opencode.json, crush.json, \
+                 .aider.conf.yml (instruction files such as CLAUDE.md, AGENTS.md and \
+                 .cursor/rules/ stay writable)"
             }
             Self::EditorConfig => {
                 "editor and IDE configuration: .vscode/, .idea/, .zed/, .fleet/, .devcontainer/, \
                  .devcontainer.json, .nvim.lua, .nvimrc, .exrc"
             }
             Self::DirectoryHooks => {
-                "directory-entry hooks: .envrc, mise.toml, .mise.toml, mise.local.toml, \
-                 .mise.local.toml"
+                "directory-entry hooks: .envrc, mise's mise.toml, .mise.toml, mise.*.toml, \
+                 .mise/, .config/mise/, mise/config.toml, .rtx.toml, and .tool-versions"
             }
             Self::PythonStartup => {
                 "Python start-up files: *.pth, sitecustomize.*, usercustomize.* below \
-                 site-packages or dist-packages, and pyvenv.cfg"
+                 site-packages or dist-packages, pyvenv.cfg, every file in a virtual \
+                 environment's bin/ (and bin/activate* anywhere), conda's activate.d/"
             }
             Self::GitHooks => {
                 "git hooks: .git/hooks, .husky/, .githooks/, .pre-commit-config.yaml, \
@@ -84,6 +97,16 @@ impl AutorunClass {
                 "shell start-up files: .bashrc, .bash_profile, .bash_login, .bash_logout, \
                  .profile, .zshrc, .zshenv, .zprofile, .zlogin, .zlogout, .kshrc, .cshrc, \
                  .tcshrc"
+            }
+            Self::ToolchainConfig => {
+                "toolchain and package-manager configuration naming programs: \
+                 .cargo/config.toml, .cargo/config, rust-toolchain.toml, rust-toolchain, \
+                 .npmrc, .yarnrc, .yarnrc.yml, .pnpmfile.cjs"
+            }
+            Self::VcsConfig => {
+                "version-control repositories' own files: every file of a directory git \
+                 takes as a repository (HEAD with objects/ and refs/, or with commondir) or \
+                 that would become one, .hg/, .jj/, .sl/"
             }
         }
     }
@@ -101,6 +124,11 @@ const DIRS: &[(&str, AutorunClass)] = &[
     (".codex", AutorunClass::AgentConfig),
     (".kiro", AutorunClass::AgentConfig),
     (".continue", AutorunClass::AgentConfig),
+    (".windsurf", AutorunClass::AgentConfig),
+    (".roo", AutorunClass::AgentConfig),
+    (".kilocode", AutorunClass::AgentConfig),
+    (".amazonq", AutorunClass::AgentConfig),
+    (".opencode", AutorunClass::AgentConfig),
     (".vscode", AutorunClass::EditorConfig),
     (".idea", AutorunClass::EditorConfig),
     (".zed", AutorunClass::EditorConfig),
@@ -108,12 +136,20 @@ const DIRS: &[(&str, AutorunClass)] = &[
     (".devcontainer", AutorunClass::EditorConfig),
     (".husky", AutorunClass::GitHooks),
     (".githooks", AutorunClass::GitHooks),
+    (".mise", AutorunClass::DirectoryHooks),
+    (".hg", AutorunClass::VcsConfig),
+    (".jj", AutorunClass::VcsConfig),
+    (".sl", AutorunClass::VcsConfig),
 ];
 
 /// File names that are auto-run places wherever they are, by class.
 const FILES: &[(&str, AutorunClass)] = &[
     (".mcp.json", AutorunClass::AgentConfig),
     (".aider.conf.yml", AutorunClass::AgentConfig),
+    ("opencode.json", AutorunClass::AgentConfig),
+    ("opencode.jsonc", AutorunClass::AgentConfig),
+    ("crush.json", AutorunClass::AgentConfig),
+    (".crush.json", AutorunClass::AgentConfig),
     (".devcontainer.json", AutorunClass::EditorConfig),
     (".nvim.lua", AutorunClass::EditorConfig),
     (".nvimrc", AutorunClass::EditorConfig),
@@ -123,6 +159,8 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".mise.toml", AutorunClass::DirectoryHooks),
     ("mise.local.toml", AutorunClass::DirectoryHooks),
     (".mise.local.toml", AutorunClass::DirectoryHooks),
+    (".rtx.toml", AutorunClass::DirectoryHooks),
+    (".tool-versions", AutorunClass::DirectoryHooks),
     ("pyvenv.cfg", AutorunClass::PythonStartup),
     (".pre-commit-config.yaml", AutorunClass::GitHooks),
     ("lefthook.yml", AutorunClass::GitHooks),
@@ -140,13 +178,56 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".kshrc", AutorunClass::ShellStartup),
     (".cshrc", AutorunClass::ShellStartup),
     (".tcshrc", AutorunClass::ShellStartup),
+    ("rust-toolchain.toml", AutorunClass::ToolchainConfig),
+    ("rust-toolchain", AutorunClass::ToolchainConfig),
+    (".npmrc", AutorunClass::ToolchainConfig),
+    (".yarnrc", AutorunClass::ToolchainConfig),
+    (".yarnrc.yml", AutorunClass::ToolchainConfig),
+    (".pnpmfile.cjs", AutorunClass::ToolchainConfig),
+    (".pnpmfile.mjs", AutorunClass::ToolchainConfig),
 ];
+
+/// Files that are auto-run places in a directory of this name: `(directory, file)`.
+const FILES_IN: &[(&str, &str, AutorunClass)] = &[
+    (".cargo", "config.toml", AutorunClass::ToolchainConfig),
+    (".cargo", "config", AutorunClass::ToolchainConfig),
+    ("mise", "config.toml", AutorunClass::DirectoryHooks),
+    ("mise", "config.local.toml", AutorunClass::DirectoryHooks),
+];
+
+/// Directories that are auto-run places below a directory of this name: `(parent, directory)`.
+const DIRS_IN: &[(&str, &str, AutorunClass)] = &[
+    (".config", "mise", AutorunClass::DirectoryHooks),
+    ("conda", "activate.d", AutorunClass::PythonStartup),
+    ("conda", "deactivate.d", AutorunClass::PythonStartup),
+];
+
+/// Instruction files: text a coding agent reads, never runs. Writable everywhere, also as a
+/// direct child of an agent's directory (`.claude/CLAUDE.md`).
+const INSTRUCTION_FILES: &[&str] = &[
+    "claude.md",
+    "claude.local.md",
+    "agents.md",
+    "agents.override.md",
+    "gemini.md",
+    ".cursorrules",
+    ".windsurfrules",
+    ".clinerules",
+    "copilot-instructions.md",
+];
+
+/// An agent directory's sub-directory of instruction files (`.cursor/rules/`, `.claude/rules/`,
+/// `.windsurf/rules/`, `.roo/rules/`, `.amazonq/rules/`): writable.
+const INSTRUCTION_DIR: &str = "rules";
 
 /// Directories whose Python start-up files run with every interpreter of the environment.
 const SITE_DIRS: &[&str] = &["site-packages", "dist-packages"];
 
-/// The class of the auto-run place `path` is, or lies inside; `None` for an ordinary path.
-/// `.git` components are not matched here: the write policy refuses all of `.git` first.
+/// The class of the auto-run place `path` is, or lies inside, by its names alone; `None` for an
+/// ordinary path. `.git` components are not matched here: the write policy refuses all of
+/// `.git` first. What a path is reachable as through symlinks, and directories recognised by
+/// their content (an embedded git repository, a virtual environment), are the write policy's
+/// part ([`crate::write_path`], [`symlinks`], [`repository`]).
 pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
     let names: Vec<String> = path
         .components()
@@ -156,10 +237,8 @@ pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
         })
         .collect();
     let (last, dirs) = names.split_last()?;
-    for dir in dirs {
-        if let Some((_, class)) = DIRS.iter().find(|(name, _)| dir == name) {
-            return Some(*class);
-        }
+    if let Some(class) = dir_class(&names) {
+        return Some(class);
     }
     // The final component may itself be one of the directories (Write never targets a
     // directory, but the check is also asked about roots).
@@ -169,6 +248,21 @@ pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
         .find(|(name, _)| last == name)
     {
         return Some(*class);
+    }
+    if is_mise_config(last) {
+        return Some(AutorunClass::DirectoryHooks);
+    }
+    if let Some(parent) = dirs.last() {
+        if let Some((_, _, class)) = FILES_IN
+            .iter()
+            .find(|(dir, file, _)| parent == dir && last == file)
+        {
+            return Some(*class);
+        }
+        // A virtual environment's activation scripts, which the owner sources by name.
+        if parent == "bin" && last.starts_with("activate") {
+            return Some(AutorunClass::PythonStartup);
+        }
     }
     // Python's start-up files below the first `site-packages` (at any depth: fail closed).
     let site = names
@@ -181,6 +275,42 @@ pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
         return Some(AutorunClass::PythonStartup);
     }
     None
+}
+
+/// The class of the first auto-run directory among the parents of the last name, leaving out
+/// instruction files inside an agent's directory.
+fn dir_class(names: &[String]) -> Option<AutorunClass> {
+    let (last, dirs) = names.split_last()?;
+    let mut found: Vec<(usize, AutorunClass)> = Vec::new();
+    for (i, dir) in dirs.iter().enumerate() {
+        if let Some((_, class)) = DIRS.iter().find(|(name, _)| dir == name) {
+            found.push((i, *class));
+        }
+        if i > 0
+            && let Some((_, _, class)) = DIRS_IN
+                .iter()
+                .find(|(parent, name, _)| &dirs[i - 1] == parent && dir == name)
+        {
+            found.push((i, *class));
+        }
+    }
+    let &(first, class) = found.first()?;
+    // One agent directory only, and the file is an instruction file in it: its direct child
+    // (`.claude/CLAUDE.md`) or anything in its `rules/` directory.
+    let instruction = found.len() == 1
+        && class == AutorunClass::AgentConfig
+        && ((first + 1 == dirs.len() && INSTRUCTION_FILES.contains(&last.as_str()))
+            || (first + 1 < dirs.len() && dirs[first + 1] == INSTRUCTION_DIR));
+    (!instruction).then_some(class)
+}
+
+/// mise's per-environment and legacy config names: `mise.<env>.toml`, `.mise.<env>.toml`,
+/// `.rtx.<env>.toml` (the plain names are in [`FILES`]).
+fn is_mise_config(name: &str) -> bool {
+    name.ends_with(".toml")
+        && ["mise.", ".mise.", ".rtx."]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
 }
 
 /// `*.pth`, and `sitecustomize`/`usercustomize` as a module, package or compiled file.
@@ -269,6 +399,9 @@ impl AutorunAllowed {
         out
     }
 }
+
+pub mod repository;
+pub mod symlinks;
 
 #[cfg(test)]
 mod tests;

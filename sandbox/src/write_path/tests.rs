@@ -4,14 +4,15 @@
 use super::*;
 use std::os::unix::fs::symlink;
 
-struct Fixture {
+pub(super) struct Fixture {
     _tmp: tempfile::TempDir,
-    base: PathBuf,
-    root: PathBuf,
-    policy: PathPolicy,
+    pub(super) base: PathBuf,
+    pub(super) root: PathBuf,
+    pub(super) policy: PathPolicy,
 }
 
-fn fixture() -> Fixture {
+/// A root `work/` with `src/lib.rs`, next to a home with `.ssh`.
+pub(super) fn fixture() -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let root = base.join("work");

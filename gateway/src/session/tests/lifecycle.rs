@@ -530,6 +530,15 @@ async fn a_session_label_is_short_printable_text() {
         "two\nlines".to_string(),
         "client\u{202e}gnp.exe".to_string(),
         "zero\u{200b}width".to_string(),
+        // Issue 23, F9: invisible, blank-looking, private and stacked characters.
+        "joiner\u{34f}x".to_string(),
+        "\u{fe0f}lone selector".to_string(),
+        "braille\u{2800}blank".to_string(),
+        "ideographic\u{3000}space".to_string(),
+        "no-break\u{a0}space".to_string(),
+        "private\u{e000}use".to_string(),
+        "unassigned\u{378}".to_string(),
+        format!("zalgo e{}", "\u{301}".repeat(4)),
     ]
     .into_iter()
     .enumerate()
@@ -548,18 +557,27 @@ async fn a_session_label_is_short_printable_text() {
             "{}",
             refused.message
         );
+        if i > 0 {
+            assert!(
+                refused
+                    .message
+                    .contains("ordinary spaces (U+0020), at most 3 combining marks"),
+                "{}",
+                refused.message
+            );
+        }
     }
     assert!(h.host.spawns().is_empty(), "nothing started");
     let ok = h
         .call(
             PublicTool::Start,
             json!({"prompt": "p", "working_directory": h.project, "idempotency_key": "label-ok",
-                   "session_label": "Refactor the parser — étape 2 ✓"}),
+                   "session_label": "Refactor the parser — étape 2 ✓ Vie\u{323}\u{302}t ✔\u{fe0f}"}),
         )
         .await
         .unwrap();
     assert_eq!(
         ok.session_label.as_deref(),
-        Some("Refactor the parser — étape 2 ✓")
+        Some("Refactor the parser — étape 2 ✓ Vie\u{323}\u{302}t ✔\u{fe0f}")
     );
 }

@@ -96,3 +96,93 @@ fn the_opt_in_is_per_class() {
         AutorunAllowed::NONE
     );
 }
+
+#[test]
+fn toolchain_vcs_and_environment_places_are_classified() {
+    let cases = [
+        ("/p/.cargo/config.toml", "toolchain_config"),
+        ("/p/sub/.cargo/config", "toolchain_config"),
+        ("/p/rust-toolchain.toml", "toolchain_config"),
+        ("/p/rust-toolchain", "toolchain_config"),
+        ("/p/.npmrc", "toolchain_config"),
+        ("/p/.yarnrc", "toolchain_config"),
+        ("/p/.yarnrc.yml", "toolchain_config"),
+        ("/p/.pnpmfile.cjs", "toolchain_config"),
+        ("/p/.hg/hgrc", "vcs_config"),
+        ("/p/.jj/repo/config.toml", "vcs_config"),
+        ("/p/.sl/config", "vcs_config"),
+        ("/p/.mise/config.toml", "directory_hooks"),
+        ("/p/.mise/tasks/build", "directory_hooks"),
+        ("/p/.config/mise/config.toml", "directory_hooks"),
+        ("/p/.config/mise/conf.d/a.toml", "directory_hooks"),
+        ("/p/.config/mise.toml", "directory_hooks"),
+        ("/p/mise/config.toml", "directory_hooks"),
+        ("/p/mise.dev.toml", "directory_hooks"),
+        ("/p/.mise.dev.local.toml", "directory_hooks"),
+        ("/p/.rtx.toml", "directory_hooks"),
+        ("/p/.tool-versions", "directory_hooks"),
+        ("/p/venv/bin/activate", "python_startup"),
+        ("/p/.venv/bin/activate.fish", "python_startup"),
+        ("/p/env/etc/conda/activate.d/x.sh", "python_startup"),
+        ("/p/.cursor/mcp.json", "agent_config"),
+        ("/p/.cursor/hooks.json", "agent_config"),
+        ("/p/.windsurf/hooks.json", "agent_config"),
+        ("/p/.roo/mcp.json", "agent_config"),
+        ("/p/opencode.json", "agent_config"),
+        ("/p/.opencode/plugin/p.ts", "agent_config"),
+    ];
+    for (path, want) in cases {
+        assert_eq!(class(path), Some(want), "{path}");
+    }
+    for path in [
+        "/p/.cargo/audit.toml",
+        "/p/cargo/config.toml",
+        "/p/config.toml",
+        "/p/src/mise.rs",
+        "/p/mise/README.md",
+        "/p/tools/bin/run.sh",
+        "/p/scripts/activate_env.sh",
+        "/p/.env",
+        "/p/.env.local",
+        "/p/conda/recipe/meta.yaml",
+    ] {
+        assert_eq!(class(path), None, "{path}");
+    }
+}
+
+#[test]
+fn instruction_files_are_text_and_stay_writable() {
+    for path in [
+        "/p/CLAUDE.md",
+        "/p/sub/CLAUDE.local.md",
+        "/p/.claude/CLAUDE.md",
+        "/p/.claude/rules/style.md",
+        "/p/.claude/rules/a/b.md",
+        "/p/AGENTS.md",
+        "/p/GEMINI.md",
+        "/p/.gemini/GEMINI.md",
+        "/p/.cursorrules",
+        "/p/.cursor/rules/style.mdc",
+        "/p/.windsurf/rules/r.md",
+        "/p/.windsurfrules",
+        "/p/.clinerules",
+        "/p/.clinerules/a.md",
+        "/p/.roo/rules/r.md",
+        "/p/.github/copilot-instructions.md",
+        "/p/.github/instructions/x.instructions.md",
+    ] {
+        assert_eq!(class(path), None, "{path}");
+    }
+    // Configuration next to them, instruction names where they are commands, and auto-run
+    // places inside a rules directory stay refused.
+    for path in [
+        "/p/.claude/settings.json",
+        "/p/.claude/commands/CLAUDE.md",
+        "/p/.claude/agents/rules/x.md",
+        "/p/.cursor/rules/.claude/settings.json",
+        "/p/.cursor/rules/.mcp.json",
+        "/p/.cursor/rules/.envrc",
+    ] {
+        assert!(class(path).is_some(), "{path}");
+    }
+}

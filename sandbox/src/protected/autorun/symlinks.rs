@@ -1,0 +1,266 @@
+//! What a path inside a write root is reachable as through the root's symlinks (issue 23,
+//! F2): with `.claude -> cfg/cl` in a repository, `cfg/cl/settings.json` *is* Claude Code's
+//! settings, and with `.envrc -> notes/x`, `notes/x` is direnv's hook. The write policy refuses
+//! a target when any name it is reachable as is an auto-run place.
+//!
+//! [`Symlinks::scan`] lists every symlink below the root (not following any, not crossing
+//! mounts, skipping `.git` — a clone never brings symlinks there, so those are the owner's own
+//! set-up — and protected directories) and resolves each to the real path it names, root-relative: chains, `..` and
+//! absolute targets are followed through the real file system, a missing part is taken
+//! lexically (a later Write may create it as a real directory), and a target outside the root
+//! is dropped (nothing outside is ever written). [`Symlinks::aliases`] then gives every path
+//! that reaches a target: the link's own path plus the rest, repeated for chains.
+//! Sessions cannot add symlinks to the real tree (Write makes regular files, commands write
+//! only their discarded layer), so a scan stays true for the session's own doing; the write
+//! policy rescans when the last scan is [`MAX_AGE`] old, which bounds what the owner's own
+//! changes meanwhile can hide.
+
+use std::collections::{HashSet, VecDeque};
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+/// How old a scan may be before a write rescans the root.
+pub const MAX_AGE: Duration = Duration::from_secs(10);
+
+/// Most directories a scan visits; a bigger tree refuses writes (fail closed).
+const MAX_DIRS: usize = 500_000;
+
+/// Deepest directory a scan descends to; a deeper tree refuses writes (fail closed).
+const MAX_DEPTH: usize = 256;
+
+/// Most names one path may be reachable as.
+const MAX_ALIASES: usize = 4096;
+
+/// Most symlinks followed to resolve one link, as the kernel's limit.
+const MAX_HOPS: usize = 40;
+
+/// Why a scan or an alias search could not finish: the write is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Incomplete {
+    #[error("the write root has more than {MAX_DIRS} directories to look for symlinks in")]
+    TooManyDirs,
+    #[error("the write root is more than {MAX_DEPTH} directories deep")]
+    TooDeep,
+    #[error("the path is reachable under more than {MAX_ALIASES} names through symlinks")]
+    TooManyAliases,
+    #[error("the write root could not be listed ({0})")]
+    Io(String),
+}
+
+/// One symlink: where it is and the real path it names, both relative to the root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Link {
+    at: PathBuf,
+    /// Folded components of the resolved target, for prefix matching.
+    to: Vec<String>,
+}
+
+/// The symlinks of a write root whose targets lie inside it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Symlinks {
+    links: Vec<Link>,
+}
+
+impl Symlinks {
+    /// List and resolve every symlink below `root` (held open; `root_path` is its real path),
+    /// not descending into directories `skip` names by `(dev, ino)` (the protected set: the
+    /// state dir inside a root is no project content, and its listing is private).
+    pub fn scan(
+        root: BorrowedFd<'_>,
+        root_path: &Path,
+        skip: &dyn Fn(u64, u64) -> bool,
+    ) -> Result<Self, Incomplete> {
+        let io = |err: rustix::io::Errno| Incomplete::Io(err.to_string());
+        let (dev, _) = crate::path_policy::ident(&rustix::fs::fstat(root).map_err(io)?);
+        let top = rustix::fs::openat(root, ".", dir_flags(), Mode::empty()).map_err(io)?;
+        let mut scan = Scan {
+            root_path,
+            skip,
+            dev,
+            dirs: 0,
+            links: Vec::new(),
+        };
+        scan.walk(top, &PathBuf::new(), 0)?;
+        Ok(Self { links: scan.links })
+    }
+
+    /// Every other root-relative path that reaches `path` (root-relative, real) through the
+    /// symlinks, each symlink used once per chain.
+    pub fn aliases(&self, path: &Path) -> Result<Vec<PathBuf>, Incomplete> {
+        let mut out = Vec::new();
+        let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
+        let mut queue = VecDeque::from([(path.to_path_buf(), Vec::<usize>::new())]);
+        while let Some((current, used)) = queue.pop_front() {
+            let names: Vec<&OsStr> = normal(&current);
+            let folded: Vec<String> = names.iter().map(|n| super::fold(n)).collect();
+            for (i, link) in self.links.iter().enumerate() {
+                if used.contains(&i) || !folded.starts_with(&link.to) {
+                    continue;
+                }
+                let mut alias = link.at.clone();
+                alias.extend(&names[link.to.len()..]);
+                if seen.insert(alias.clone()) {
+                    if seen.len() > MAX_ALIASES {
+                        return Err(Incomplete::TooManyAliases);
+                    }
+                    out.push(alias.clone());
+                    let mut chain = used.clone();
+                    chain.push(i);
+                    queue.push_back((alias, chain));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// How many symlinks into the root were found.
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+}
+
+struct Scan<'a> {
+    root_path: &'a Path,
+    skip: &'a dyn Fn(u64, u64) -> bool,
+    dev: u64,
+    dirs: usize,
+    links: Vec<Link>,
+}
+
+impl Scan<'_> {
+    /// Depth first, one open directory per level.
+    fn walk(&mut self, dir: OwnedFd, rel: &Path, depth: usize) -> Result<(), Incomplete> {
+        if depth > MAX_DEPTH {
+            return Err(Incomplete::TooDeep);
+        }
+        self.dirs += 1;
+        if self.dirs > MAX_DIRS {
+            return Err(Incomplete::TooManyDirs);
+        }
+        let io = |err: rustix::io::Errno| Incomplete::Io(err.to_string());
+        let listing = rustix::fs::Dir::new(rustix::io::dup(&dir).map_err(io)?).map_err(io)?;
+        let mut subdirs: Vec<OsString> = Vec::new();
+        for entry in listing {
+            let entry = entry.map_err(io)?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            let kind = match entry.file_type() {
+                FileType::Unknown => {
+                    match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => FileType::from_raw_mode(st.st_mode),
+                        Err(_) => continue,
+                    }
+                }
+                kind => kind,
+            };
+            match kind {
+                FileType::Directory if !crate::path_policy::is_git_name(name) => {
+                    subdirs.push(name.to_os_string());
+                }
+                FileType::Symlink => {
+                    let Ok(target) = rustix::fs::readlinkat(&dir, name, Vec::new()) else {
+                        continue;
+                    };
+                    let target = PathBuf::from(OsStr::from_bytes(target.as_bytes()));
+                    let parent = self.root_path.join(rel);
+                    if let Some(to) = resolve(self.root_path, &parent, &target) {
+                        self.links.push(Link {
+                            at: rel.join(name),
+                            to: normal(&to).iter().map(|n| super::fold(n)).collect(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        for name in subdirs {
+            // A directory that vanished or cannot be read is not one a tool opens either.
+            let Ok(sub) = rustix::fs::openat(&dir, &name, dir_flags(), Mode::empty()) else {
+                continue;
+            };
+            match rustix::fs::fstat(&sub).map(|st| crate::path_policy::ident(&st)) {
+                Ok((dev, ino)) if dev == self.dev && !(self.skip)(dev, ino) => {}
+                _ => continue,
+            }
+            self.walk(sub, &rel.join(&name), depth + 1)?;
+        }
+        Ok(())
+    }
+}
+
+/// One step of a path being resolved.
+enum Step {
+    Up,
+    Name(OsString),
+}
+
+/// The real path `target` (read from a link in `parent`) names, relative to `root`; `None`
+/// outside the root or through a loop.
+fn resolve(root: &Path, parent: &Path, target: &Path) -> Option<PathBuf> {
+    let mut out = parent.to_path_buf();
+    let mut pending: Vec<Step> = Vec::new();
+    push_steps(&mut pending, &mut out, target);
+    let mut hops = 0;
+    while let Some(step) = pending.pop() {
+        match step {
+            Step::Up => {
+                out.pop();
+            }
+            Step::Name(name) => {
+                let next = out.join(&name);
+                match std::fs::symlink_metadata(&next) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        hops += 1;
+                        if hops > MAX_HOPS {
+                            return None;
+                        }
+                        let link = std::fs::read_link(&next).ok()?;
+                        push_steps(&mut pending, &mut out, &link);
+                    }
+                    _ => out = next,
+                }
+            }
+        }
+    }
+    out.strip_prefix(root).ok().map(Path::to_path_buf)
+}
+
+/// Queue `path`'s steps (its first on top); an absolute path restarts from `/`.
+fn push_steps(pending: &mut Vec<Step>, out: &mut PathBuf, path: &Path) {
+    if path.is_absolute() {
+        *out = PathBuf::from("/");
+    }
+    let steps: Vec<Step> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(Step::Name(name.to_os_string())),
+            Component::ParentDir => Some(Step::Up),
+            _ => None,
+        })
+        .collect();
+    pending.extend(steps.into_iter().rev());
+}
+
+fn normal(path: &Path) -> Vec<&OsStr> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect()
+}
+
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}

@@ -1,0 +1,246 @@
+//! Unit tests of the write policy's auto-run checks that look at the file system: targets
+//! reachable as an auto-run place through the root's symlinks (issue 23, F2), directories git
+//! takes as a repository (F3) and virtual environments' `bin/` (F6).
+
+use super::*;
+use std::os::unix::fs::symlink;
+
+use super::tests::{Fixture, fixture};
+
+impl Fixture {
+    fn mkdir(&self, rel: &str) {
+        std::fs::create_dir_all(self.root.join(rel)).unwrap();
+    }
+
+    fn file(&self, rel: &str) {
+        let path = self.root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "x").unwrap();
+    }
+
+    fn link(&self, rel: &str, target: &str) {
+        let path = self.root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        symlink(target, path).unwrap();
+    }
+
+    /// A fresh root each time: the symlink scan is cached per root.
+    fn write(&self, rel: &str) -> Result<WriteTarget, WriteRefusal> {
+        WriteRoot::open(&self.policy, &self.root).unwrap().resolve(
+            &self.policy,
+            &self.root.join(rel),
+            Parents::Create,
+        )
+    }
+
+    fn refused(&self, rel: &str, class: &str) -> String {
+        match self.write(rel) {
+            Err(err @ WriteRefusal::AutorunPlace { class: got, .. }) if got == class => {
+                assert_eq!(err.code(), "not_permitted");
+                err.to_string()
+            }
+            other => panic!("{rel}: expected {class}, got {other:?}"),
+        }
+    }
+
+    fn allowed(&self, rel: &str) {
+        if let Err(err) = self.write(rel) {
+            panic!("{rel}: {err}");
+        }
+    }
+}
+
+#[test]
+fn a_symlinked_auto_run_directory_makes_its_target_one() {
+    let f = fixture();
+    // Dangling now: the write would create the directory the link names.
+    f.link(".claude", "cfg/cl");
+    let message = f.refused("cfg/cl/settings.json", "agent_config");
+    assert!(
+        message.contains(&format!(
+            "reachable as {} through a symlink",
+            f.root.join(".claude/settings.json").display()
+        )),
+        "{message}"
+    );
+    assert!(!f.root.join("cfg").exists(), "no parent was created");
+    f.mkdir("cfg/cl/commands");
+    f.refused("cfg/cl/commands/x.md", "agent_config");
+    // `..` and an absolute target into the root; a subproject's link.
+    f.link("sub/.vscode", "../x/../y");
+    f.refused("y/tasks.json", "editor_config");
+    f.link(".mcp.json", &f.root.join("data/m.json").to_string_lossy());
+    f.refused("data/m.json", "agent_config");
+    // A symlinked `site-packages`.
+    f.link(".venv/lib/python3.12/site-packages", "../../../pkgs");
+    f.refused("pkgs/evil.pth", "python_startup");
+    f.allowed("pkgs/module.py");
+    // Ordinary files next to them, and ordinary symlinks, change nothing.
+    f.allowed("cfg/other.json");
+    f.link("docs/README.md", "../README.md");
+    f.allowed("README.md");
+    f.link("out", "/tmp");
+    f.allowed("src/new.rs");
+}
+
+#[test]
+fn symlinked_files_and_chains_are_followed() {
+    let f = fixture();
+    f.file("notes/x");
+    f.link(".envrc", "notes/x");
+    f.refused("notes/x", "directory_hooks");
+    // A chain of directory links.
+    f.link(".vscode", "a");
+    f.link("a", "b");
+    f.refused("b/settings.json", "editor_config");
+    // A link inside a linked directory.
+    f.mkdir("cfg");
+    f.link(".claude", "cfg");
+    f.link("cfg/settings.json", "../notes/y");
+    f.refused("notes/y", "agent_config");
+    // A link through another link's name, and a loop.
+    f.link("lnk", "deep/er");
+    f.link(".zshrc", "lnk/z");
+    f.refused("deep/er/z", "shell_startup");
+    f.link("loop1", "loop2");
+    f.link("loop2", "loop1");
+    f.allowed("src/new.rs");
+}
+
+#[test]
+fn an_auto_run_name_linked_to_the_root_makes_everything_one() {
+    let f = fixture();
+    f.link("tools/.claude", "..");
+    f.refused("src/lib.rs", "agent_config");
+}
+
+#[test]
+fn the_owner_allowing_the_class_allows_its_aliases() {
+    use crate::protected::autorun::AutorunAllowed;
+    let mut f = fixture();
+    f.policy = f
+        .policy
+        .clone()
+        .with_autorun_allowed(AutorunAllowed::parse("agent_config").unwrap());
+    f.link(".claude", "cfg/cl");
+    f.allowed("cfg/cl/settings.json");
+    f.link(".envrc", "notes/x");
+    f.refused("notes/x", "directory_hooks");
+}
+
+#[test]
+fn an_embedded_repository_is_refused_whole() {
+    let f = fixture();
+    for piece in ["tools/objects/pack", "tools/refs/heads"] {
+        f.mkdir(piece);
+    }
+    f.file("tools/HEAD");
+    for rel in [
+        "tools/config",
+        "tools/hooks/pre-commit",
+        "tools/HEAD",
+        "tools/description",
+        "tools/objects/ab/cd",
+    ] {
+        f.refused(rel, "vcs_config");
+    }
+    // A gitfile's target is the same kind of directory; a worktree's admin dir has `commondir`.
+    f.file("wt/HEAD");
+    f.refused("wt/commondir", "vcs_config");
+    f.file("wt/commondir");
+    f.refused("wt/config.worktree", "vcs_config");
+    // A common dir (objects and refs) cannot get a config.
+    f.mkdir("common/objects");
+    f.mkdir("common/refs");
+    f.refused("common/config", "vcs_config");
+    f.allowed("common/objects/readme.txt");
+}
+
+#[test]
+fn the_write_that_would_complete_a_repository_is_refused_in_any_order() {
+    let orders: [[&str; 4]; 4] = [
+        ["HEAD", "refs/heads/main", "objects/x", "config"],
+        ["config", "HEAD", "objects/x", "refs/x"],
+        ["objects/x", "refs/x", "config", "HEAD"],
+        ["refs/x", "config", "HEAD", "objects/x"],
+    ];
+    for order in orders {
+        let f = fixture();
+        let rel = |piece: &str| format!("tools/{piece}");
+        for piece in &order[..2] {
+            f.allowed(&rel(piece));
+            f.file(&rel(piece));
+        }
+        for piece in &order[2..] {
+            f.refused(&rel(piece), "vcs_config");
+        }
+    }
+    // Ordinary directories with one or two of the names stay writable.
+    let f = fixture();
+    f.mkdir("app/config");
+    f.mkdir("app/refs");
+    f.allowed("app/config/settings.toml");
+    f.allowed("app/main.py");
+    f.allowed("docs/HEAD.md");
+}
+
+#[test]
+fn a_root_inside_a_repository_is_refused() {
+    let f = fixture();
+    let base = &f.base;
+    std::fs::create_dir_all(base.join("objects")).unwrap();
+    std::fs::create_dir_all(base.join("refs")).unwrap();
+    std::fs::write(base.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    f.refused("src/lib.rs", "vcs_config");
+}
+
+#[test]
+fn a_virtual_environment_s_programs_are_refused() {
+    let f = fixture();
+    f.file(".venv/pyvenv.cfg");
+    f.refused(".venv/bin/pip", "python_startup");
+    f.refused(".venv/bin/python3.12", "python_startup");
+    f.refused(".venv/Scripts/activate.bat", "python_startup");
+    f.allowed(".venv/README.txt");
+    f.allowed("tools/bin/run.sh");
+    f.refused("tools/bin/activate", "python_startup");
+    // Through a symlinked `bin`.
+    f.link(".venv/bin", "../programs");
+    f.refused("programs/pip", "python_startup");
+}
+
+#[test]
+fn a_repository_completed_after_resolution_is_caught_before_the_rename() {
+    let f = fixture();
+    f.mkdir("tools/objects");
+    let root = WriteRoot::open(&f.policy, &f.root).unwrap();
+    let target = root
+        .resolve(&f.policy, &f.root.join("tools/HEAD"), Parents::Create)
+        .unwrap();
+    target.verify_parent(&root, &f.policy).unwrap();
+    // Another writer adds the third piece meanwhile.
+    f.mkdir("tools/refs");
+    let err = target.verify_parent(&root, &f.policy).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            WriteRefusal::AutorunPlace {
+                class: "vcs_config",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn protected_directories_inside_the_root_are_not_scanned() {
+    let mut f = fixture();
+    let secret = f.root.join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    f.policy = PathPolicy::new(f.base.join("home"), f.base.join("state"), vec![secret]);
+    f.link("secret/.claude", "../cfg");
+    f.allowed("cfg/settings.json");
+    f.link("open/.claude", "../cfg");
+    f.refused("cfg/settings.json", "agent_config");
+}
