@@ -135,6 +135,8 @@ fn main() -> std::process::ExitCode {
                 public_base,
             } => {
                 init_tracing(log_format == "json");
+                // Before anything probes the host or starts a broker (they inherit the layout).
+                gateway::limits::prepare_command_memory();
                 let settings = auth
                     .parse::<gateway::oauth::AuthMode>()
                     .map_err(anyhow::Error::from)

@@ -22,6 +22,7 @@ mod helper_integrity;
 mod layer;
 mod limits;
 mod masks_and_fallback;
+mod memory;
 mod ordinary;
 mod projects;
 

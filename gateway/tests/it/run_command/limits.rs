@@ -111,8 +111,12 @@ fn scratch_beyond_the_quota_fails_with_enospc() {
     let printed = stdout_of(&out);
     assert!(printed.contains("0 ok\n1 ok\n2 ENOSPC"), "{}", out.output);
     assert!(
+        out.output.contains("limits: memory 1024 MiB per process"),
+        "{}",
         out.output
-            .contains("limits: memory 1024 MiB per process, scratch 64 MiB in total"),
+    );
+    assert!(
+        out.output.contains(", scratch 64 MiB in total\n"),
         "{}",
         out.output
     );
