@@ -209,3 +209,126 @@ fn real_tools_work_under_either_bound() {
         assert!(stdout_of(&out).contains("built"), "{}", out.output);
     }
 }
+
+fn oom_score_adj(pid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// End to end with the real runner: one session's commands go over the memory bound (a shared
+/// `/dev/zero` mapping, four processes, a memfd) and each gets a result naming the bound and the
+/// variable; the gateway and another session keep working, and the OOM killer's order is set
+/// (commands 1000, runners 900, the gateway and brokers at most 0).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_over_its_bound_leaves_the_gateway_and_other_sessions_working() {
+    let gw = gateway_with(&[
+        ("CLAUDE_TOOLS_COMMAND_MEMORY_MB", "128"),
+        ("CLAUDE_TOOLS_COMMAND_SCRATCH_MB", "64"),
+    ])
+    .await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let (one, two) = (work_dir(), work_dir());
+    let a = start_session(&chat, one.path(), "Run the memory attacks", "mem-a").await;
+    let b = start_session(&chat, two.path(), "Run echo", "mem-b").await;
+    let cgroup = sandbox::host_support().memory_cgroup.is_some();
+    let commands = a["network_boundary"]["commands"].as_str().unwrap();
+    let said = if cgroup {
+        "memory: bounded per command across all its processes and shared mappings"
+    } else {
+        "memory: per process only (RLIMIT_DATA"
+    };
+    assert!(commands.contains(said), "{commands}");
+    let calls = json!([
+        {"name": "RunCommand", "arguments": {"argv": ["python3", "-c", SHARED_ZERO]}},
+        {"name": "RunCommand", "arguments": {"argv": ["python3", "-c", processes(4, 100)]}},
+        {"name": "RunCommand", "arguments": {"argv": ["python3", "-c", "import os\nos.memfd_create('x')"]}},
+        {"name": "RunCommand", "arguments": {"argv": ["sh", "-c", "cat /proc/self/oom_score_adj"]}},
+    ]);
+    let (sid_a, lease_a) = (session_id(&a), lease_id(&a));
+    let r = chat
+        .reply(
+            &sid_a,
+            &lease_a,
+            &turn_id(&a),
+            "mem-a-1",
+            Some("Trying."),
+            Some(calls),
+        )
+        .await
+        .unwrap();
+    let v = view(&r);
+    let results = v["pending_turn"]["tool_results"].as_array().unwrap();
+    assert_eq!(results.len(), 4, "{v}");
+    let output = |i: usize| results[i]["output"].as_str().unwrap();
+    let bound = "note: the command went over its memory bound: its processes together may use 192 \
+                 MiB (CLAUDE_TOOLS_COMMAND_MEMORY_MB plus the scratch quota), and the kernel \
+                 killed it";
+    if cgroup {
+        for i in [0, 1] {
+            assert_eq!(results[i]["status"], "error", "{v}");
+            assert!(output(i).contains(bound), "{}", output(i));
+        }
+    } else {
+        assert!(output(0).contains("open refused 13"), "{}", output(0));
+    }
+    assert_eq!(results[2]["status"], "error", "{v}");
+    assert!(
+        output(2).contains("PermissionError: [Errno 1] Operation not permitted"),
+        "{}",
+        output(2)
+    );
+    assert!(
+        output(3).contains("--- stdout ---\n1000\n"),
+        "{}",
+        output(3)
+    );
+
+    // The other session, and the gateway, are untouched.
+    let calls = json!([{"name": "RunCommand", "arguments": {"argv": ["/bin/echo", "still here"]}}]);
+    let (sid_b, lease_b) = (session_id(&b), lease_id(&b));
+    let r = chat
+        .reply(
+            &sid_b,
+            &lease_b,
+            &turn_id(&b),
+            "mem-b-1",
+            Some("Echo."),
+            Some(calls),
+        )
+        .await
+        .unwrap();
+    let vb = view(&r);
+    let echoed = &vb["pending_turn"]["tool_results"][0];
+    assert_eq!(echoed["status"], "ok", "{vb}");
+    assert!(
+        echoed["output"].as_str().unwrap().contains("still here"),
+        "{vb}"
+    );
+    let gateway_pid = i32::try_from(gw.pid().unwrap()).unwrap();
+    // -500 where it may lower itself (CAP_SYS_RESOURCE, which this container's root lacks).
+    assert!(oom_score_adj(gateway_pid) <= 0);
+    let mut runners = 0;
+    for (pid, args) in tests::processes::processes_naming(&gw.state_dir().to_string_lossy()) {
+        if args.iter().any(|a| a == "broker") {
+            assert!(oom_score_adj(pid) <= 0, "broker {args:?}");
+        } else {
+            runners += 1;
+            assert_eq!(oom_score_adj(pid), 900, "runner {args:?}");
+        }
+    }
+    assert!(runners >= 2, "{runners}");
+    for (sid, lease, v, key) in [
+        (&sid_a, &lease_a, &v, "mem-a-2"),
+        (&sid_b, &lease_b, &vb, "mem-b-2"),
+    ] {
+        let r = chat
+            .reply(sid, lease, &turn_id(v), key, Some("Done."), None)
+            .await
+            .unwrap();
+        assert_eq!(view(&r)["status"], "idle", "{r}");
+    }
+}
