@@ -11,31 +11,15 @@ const SCRATCH_MB: u64 = 64;
 
 /// `cgroup: false` exercises the fallback of hosts that give commands no memory cgroup.
 fn bounded_fixture(namespaces: bool, cgroup: bool) -> Fx {
-    let mut fx = fixture_with(namespaces);
-    let commands = CommandSandbox::new(
-        Some(pinned_gateway()),
-        fx.scratch_root.clone(),
-        &fx.home,
-        &fx.state,
-        &[],
+    fixture_with_limits(
+        namespaces,
+        sandbox::Limits {
+            memory: Some(MEMORY_MB << 20),
+            scratch: Some(SCRATCH_MB << 20),
+            memory_cgroup: cgroup,
+            ..sandbox::Limits::default()
+        },
     )
-    .with_limits(sandbox::Limits {
-        memory: Some(MEMORY_MB << 20),
-        scratch: Some(SCRATCH_MB << 20),
-        memory_cgroup: cgroup,
-        ..sandbox::Limits::default()
-    });
-    let commands = if namespaces {
-        commands
-    } else {
-        commands.without_namespaces()
-    };
-    fx.exec = Executor::new(
-        PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![]),
-        fx.wd.clone(),
-    )
-    .with_command_sandbox(commands);
-    fx
 }
 
 /// Maps 1 GiB of `/dev/zero` shared and writable, and touches every page: no rlimit counts it.
