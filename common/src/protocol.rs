@@ -407,7 +407,8 @@ pub struct DelegationSpec {
 /// Per-command resource limits (`None`: the built-in default).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandLimits {
-    /// Memory a command may allocate, MiB (`RLIMIT_DATA`; as root also a memory cgroup).
+    /// Memory a command may allocate, MiB: each process (`RLIMIT_DATA`), and all of them with the
+    /// scratch quota (a memory cgroup, where the host allows one).
     #[serde(default)]
     pub memory_mb: Option<u64>,
     /// Size of the command's scratch file system, MiB (all its files together).

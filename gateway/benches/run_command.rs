@@ -68,6 +68,7 @@ fn executor(
     // The limits a broker sets (host-sized memory and scratch quota: the scratch dir is a tmpfs).
     commands = commands.with_limits(sandbox::Limits {
         root_pids_cgroup: cgroup,
+        memory_cgroup: cgroup,
         memory: Some(2048 << 20),
         scratch: Some(512 << 20),
         ..sandbox::Limits::default()

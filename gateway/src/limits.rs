@@ -97,6 +97,30 @@ pub fn command_limits_from_env() -> anyhow::Result<CommandLimits> {
     })
 }
 
+/// At gateway start (issue 24): the gateway asks to be the OOM killer's last pick (granted to
+/// root only; commands and runners raise their own score), lays out a delegated cgroup v2
+/// subtree for command cgroups where it has one, sweeps command cgroups a killed broker left,
+/// and logs what bounds a command's memory here.
+pub fn prepare_command_memory() {
+    #[cfg(target_os = "linux")]
+    {
+        use sandbox::linux::cgroup;
+        if !cgroup::set_oom_score_adj(cgroup::GATEWAY_OOM_SCORE_ADJ) {
+            tracing::debug!("oom_score_adj: not allowed to lower it");
+        }
+        let delegated = cgroup::prepare_delegated();
+        let swept = cgroup::sweep_orphans();
+        if swept > 0 {
+            tracing::info!("removed {swept} command cgroups left by earlier commands");
+        }
+        tracing::info!(
+            delegated,
+            "command {}",
+            sandbox::host_support().command_memory()
+        );
+    }
+}
+
 /// `CLAUDE_TOOLS_MAX_LIVE_SESSIONS`, or the host default.
 pub fn max_live_sessions_from_env() -> anyhow::Result<usize> {
     Ok(

@@ -138,6 +138,8 @@ fn main() -> std::process::ExitCode {
                 public_base,
             } => {
                 init_tracing(log_format == LogFormat::Json);
+                // Before anything probes the host or starts a broker (they inherit the layout).
+                gateway::limits::prepare_command_memory();
                 let settings = gateway::oauth::AuthSettings::new(auth, public_base.as_deref());
                 let config = settings
                     .and_then(|settings| Ok((gateway::Config::from_env(allowed_hosts)?, settings)));

@@ -55,10 +55,14 @@ pub fn network_boundary() -> Value {
     // Where a command's writes go: the session's layer, or nowhere (the read-only fallback).
     let commands = match (host.can_confine(), host.copy_on_write()) {
         (false, _) => network.to_string(),
-        (true, true) => format!("{network}; writes go to the session's copy-on-write layer"),
+        (true, true) => format!(
+            "{network}; writes go to the session's copy-on-write layer; {}",
+            host.command_memory()
+        ),
         (true, false) => format!(
             "{network}; writes: read-only file system (this host cannot mount a copy-on-write \
-             layer for commands)"
+             layer for commands); {}",
+            host.command_memory()
         ),
     };
     let runner = describe_runner(&runner_layers(), std::env::consts::OS);
@@ -198,6 +202,7 @@ mod tests {
             seatbelt: false,
             root: false,
             overlay: true,
+            memory_cgroup: Some("v1".into()),
         };
         assert_eq!(
             host.enforced_landlock_abi(),

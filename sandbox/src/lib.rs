@@ -93,6 +93,7 @@ pub fn host_support() -> HostSupport {
             seatbelt: std::path::Path::new(seatbelt::SANDBOX_EXEC).exists(),
             root: false,
             overlay: false,
+            memory_cgroup: None,
         }
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
@@ -105,6 +106,7 @@ pub fn host_support() -> HostSupport {
             seatbelt: false,
             root: false,
             overlay: false,
+            memory_cgroup: None,
         }
     }
 }

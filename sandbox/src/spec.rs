@@ -34,6 +34,10 @@ pub struct Limits {
     /// tmpfs of this size (all of the command's files together); without, only `fsize` per file.
     #[serde(default)]
     pub scratch: Option<u64>,
+    /// With `memory` set, bound the whole command with a memory cgroup where the host allows one
+    /// (tests turn this off to exercise the fallback).
+    #[serde(default = "default_true")]
+    pub memory_cgroup: bool,
 }
 
 fn default_true() -> bool {
@@ -49,6 +53,7 @@ impl Default for Limits {
             root_pids_cgroup: true,
             memory: None,
             scratch: None,
+            memory_cgroup: true,
         }
     }
 }
@@ -135,6 +140,15 @@ pub struct Enforced {
     /// The memory limit set (`RLIMIT_DATA`), MiB.
     #[serde(default)]
     pub memory_limit_mb: Option<u64>,
+    /// The command's memory cgroup bounds all its processes and pages together to this, MiB
+    /// (the memory limit plus the scratch quota, whose tmpfs pages it charges too).
+    #[serde(default)]
+    pub memory_cgroup_mb: Option<u64>,
+    /// Without a memory cgroup: writable shared mappings of `/dev/zero` are refused (`/dev/full`,
+    /// which reads as zeros and cannot be mapped, stands in for it; Landlock-only: it cannot be
+    /// opened for writing).
+    #[serde(default)]
+    pub shared_zero_refused: bool,
     /// The scratch dir is a tmpfs of this size, MiB (`None`: no quota beyond the per-file limit).
     #[serde(default)]
     pub scratch_quota_mb: Option<u64>,
@@ -169,6 +183,7 @@ impl Enforced {
             (self.capabilities_dropped, "caps"),
             (self.rlimits, "rlimits"),
             (self.pids_cgroup, "pids-cgroup"),
+            (self.memory_cgroup_mb.is_some(), "memcg"),
             (self.layer_roots > 0, "overlay"),
         ];
         parts.extend(
@@ -204,6 +219,10 @@ pub struct Report {
     pub enforced: Enforced,
     /// The pids cgroup the helper created (the broker removes it after the command).
     pub cgroup: Option<PathBuf>,
+    /// The memory cgroup the helper created and joined (the broker reads its OOM count and
+    /// removes it after the command).
+    #[serde(default)]
+    pub memory_cgroup: Option<PathBuf>,
 }
 
 /// Highest Landlock ABI whose rights the sandboxes request (V7 adds only audit controls): what
@@ -229,6 +248,10 @@ pub struct HostSupport {
     /// copy-on-write layer; without it they see the file system read-only.
     #[serde(default)]
     pub overlay: bool,
+    /// Commands get a memory cgroup bounding all their processes together (`v1`, `v2`), `None`:
+    /// only the per-process `RLIMIT_DATA` and the refusal of shared memory.
+    #[serde(default)]
+    pub memory_cgroup: Option<String>,
 }
 
 impl HostSupport {
@@ -264,6 +287,9 @@ impl HostSupport {
                     parts.push("seccomp".to_string());
                 }
                 parts.push("nnp+caps+rlimits".to_string());
+                if self.memory_cgroup.is_some() {
+                    parts.push("memcg".to_string());
+                }
                 if self.copy_on_write() {
                     parts.push("overlay".to_string());
                 }
@@ -271,6 +297,24 @@ impl HostSupport {
             }
             "macos" if self.seatbelt => "macos:seatbelt".to_string(),
             other => format!("{other}:none"),
+        }
+    }
+
+    /// What bounds a command's memory here, in the words of `network_boundary.commands` and
+    /// `gatewayctl doctor`.
+    pub fn command_memory(&self) -> String {
+        match (self.os.as_str(), &self.memory_cgroup) {
+            ("linux", Some(version)) => format!(
+                "memory: bounded per command across all its processes and shared mappings (a \
+                 cgroup {version} memory cgroup of CLAUDE_TOOLS_COMMAND_MEMORY_MB plus the scratch \
+                 quota; the command is killed past it)"
+            ),
+            ("linux", None) => "memory: per process only (RLIMIT_DATA, \
+                 CLAUDE_TOOLS_COMMAND_MEMORY_MB; shared memory and writable shared mappings of \
+                 /dev/zero refused): a command of several processes may use that much in each \
+                 (no memory cgroup can be made here)"
+                .to_string(),
+            _ => "memory: not bounded by the sandbox on this OS".to_string(),
         }
     }
 

@@ -6,8 +6,8 @@
 //! Bounds: wall time (default 120 s, at most 600 s; then the whole group gets SIGTERM, a short
 //! grace, SIGKILL), stdout and stderr up to 64 KiB each (the rest is drained and counted, not
 //! kept), the process count (RLIMIT_NPROC, or a pids cgroup as root), memory per process
-//! (RLIMIT_DATA; shared memory refused) and the scratch files together (a tmpfs of the quota's
-//! size). The helper is the gateway executable pinned at start, executed by descriptor; a missing
+//! (RLIMIT_DATA; shared memory refused) and per command (a memory cgroup where the host allows
+//! one: `memory_limit_exceeded`) and the scratch files together (a tmpfs of the quota's size). The helper is the gateway executable pinned at start, executed by descriptor; a missing
 //! or malformed report line is `confinement_unconfirmed`, never "not run". Once the main process has
 //! exited its group is killed, and pipes still held open are drained for at most
 //! [`DRAIN_AFTER_EXIT`]. Commands never write files for the session: where the host can mount
@@ -41,7 +41,10 @@ use outcome::finish;
 #[cfg(target_os = "linux")]
 use supervise::Ending;
 pub use supervise::ReportProblem;
-use supervise::{remove_cgroup, supervise};
+use supervise::{release_cgroups, supervise};
+
+/// Error code of a command the kernel killed at its memory cgroup's bound.
+pub const MEMORY_LIMIT_EXCEEDED: &str = "memory_limit_exceeded";
 
 /// Bytes kept of each stream.
 const STREAM_LIMIT: usize = MAX_TOOL_OUTPUT_BYTES;
@@ -399,8 +402,18 @@ pub(super) fn run(
         guard.as_mut().is_some_and(|g| g.over_budget())
     });
     let stopped_by_guard = run.stopped_by_guard;
-    if let Some(cgroup) = run.report.as_ref().and_then(|r| r.cgroup.clone()) {
-        remove_cgroup(&cgroup);
+    let memory_bound = release_cgroups(run.report.as_ref())
+        .then(|| {
+            run.report
+                .as_ref()
+                .and_then(|r| r.enforced.memory_cgroup_mb)
+        })
+        .flatten();
+    if let Some(mb) = memory_bound {
+        notes.push(format!(
+            "the command went over its memory bound: its processes together may use {mb} MiB \
+             (CLAUDE_TOOLS_COMMAND_MEMORY_MB plus the scratch quota), and the kernel killed it"
+        ));
     }
     drop(scratch);
     if stopped_by_guard && let Some(layer) = layer {
@@ -417,6 +430,8 @@ pub(super) fn run(
     if stopped_by_guard && outcome.status != ToolStatus::Rejected {
         outcome.status = ToolStatus::Error;
         outcome.error_code = Some("layer_over_budget".into());
+    } else if memory_bound.is_some() && outcome.status == ToolStatus::Error {
+        outcome.error_code = Some(MEMORY_LIMIT_EXCEEDED.into());
     }
     outcome
 }
@@ -638,9 +653,7 @@ pub fn run_confined(
     let path = helper.exec_path()?;
     let mut child = spawn_helper(&path, spec)?;
     let run = supervise(&mut child, timeout, Instant::now(), &mut || false);
-    if let Some(cgroup) = run.report.as_ref().and_then(|r| r.cgroup.clone()) {
-        remove_cgroup(&cgroup);
-    }
+    release_cgroups(run.report.as_ref());
     match &run.report {
         None => {
             let problem = run.report_problem.unwrap_or(ReportProblem::Missing);

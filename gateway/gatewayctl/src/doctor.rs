@@ -34,6 +34,7 @@ pub fn run(
         checks.push(seccomp_check());
         checks.push(runner_check());
         checks.push(commands::layer_check());
+        checks.push(commands::memory_check());
         checks.extend(commands::path_checks(state_dir, args.home.as_deref()));
         checks.extend(protected_set_checks(state_dir, args.home.as_deref()));
     }

@@ -216,7 +216,8 @@ fn doctor_host_probes_answer() {
             "sandbox: landlock",
             "sandbox: seccomp",
             "sandbox: runner confinement",
-            "sandbox: command layer"
+            "sandbox: command layer",
+            "sandbox: command memory"
         ]
     );
     let check = |name: &str| {
@@ -231,6 +232,18 @@ fn doctor_host_probes_answer() {
     // This host mounts overlays in user namespaces: commands get their copy-on-write layer.
     let layer = check("sandbox: command layer");
     assert_eq!(layer["status"], "OK", "{layer}");
+    // What bounds a command's memory here, in the SessionView's words: a memory cgroup where
+    // this process may make one (root with cgroup v1 here), else the per-process fallback.
+    let memory = check("sandbox: command memory");
+    let (status, said) = match sandbox::host_support().memory_cgroup {
+        Some(_) => ("OK", "memory: bounded per command across all its processes"),
+        None => ("WARN", "memory: per process only"),
+    };
+    assert_eq!(memory["status"], status, "{memory}");
+    assert!(
+        memory["detail"].as_str().unwrap().starts_with(said),
+        "{memory}"
+    );
     // The PATH commands get, and where the usual tools resolve on it (`sh`-level tools this
     // test host surely has: git and make).
     let path = check("commands: PATH");

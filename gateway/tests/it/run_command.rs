@@ -22,6 +22,7 @@ mod helper_integrity;
 mod layer;
 mod limits;
 mod masks_and_fallback;
+mod memory;
 mod ordinary;
 mod projects;
 
@@ -68,6 +69,28 @@ fn fixture_with_helper(
         scratch_root,
         exec,
     }
+}
+
+/// [`fixture_with`] whose commands get `limits` (as a broker sets them from its spec).
+fn fixture_with_limits(namespaces: bool, limits: sandbox::Limits) -> Fx {
+    let mut fx = fixture_with(namespaces);
+    let mut commands = CommandSandbox::new(
+        Some(pinned_gateway()),
+        fx.scratch_root.clone(),
+        &fx.home,
+        &fx.state,
+        &[],
+    )
+    .with_limits(limits);
+    if !namespaces {
+        commands = commands.without_namespaces();
+    }
+    fx.exec = Executor::new(
+        PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![]),
+        fx.wd.clone(),
+    )
+    .with_command_sandbox(commands);
+    fx
 }
 
 fn fixture() -> Fx {

@@ -40,6 +40,10 @@ pub struct Domain<'a> {
     /// The one TCP port that may be connected to (ABI ≥ 4); `None`: no TCP connect at all. TCP
     /// bind is always denied.
     pub connect_port: Option<u16>,
+    /// `/dev/zero` may be opened for writing. A command without a memory cgroup may not: a
+    /// writable shared mapping of it is shared memory no rlimit counts (a read-only one
+    /// allocates nothing).
+    pub zero_writable: bool,
 }
 
 /// Why a Landlock domain could not be built or entered.
@@ -135,9 +139,14 @@ fn build(domain: &Domain<'_>, kernel_abi: i32) -> Result<(RulesetCreated, i32), 
         if !path.exists() {
             continue;
         }
+        let rights = if *device == "/dev/zero" && !domain.zero_writable {
+            device_rights & AccessFs::ReadFile
+        } else {
+            device_rights
+        };
         let fd = PathFd::new(path).map_err(open(device))?;
         created = created
-            .add_rule(PathBeneath::new(fd, device_rights))
+            .add_rule(PathBeneath::new(fd, rights))
             .map_err(err("device rule"))?;
     }
     if let (Some(port), true) = (domain.connect_port, level >= 4) {
@@ -155,20 +164,23 @@ pub fn restrict(
     read_roots: &[PathBuf],
     writable: &[&Path],
     kernel_abi: i32,
+    zero_writable: bool,
 ) -> Result<i32, LandlockError> {
-    enter(read_roots, writable, kernel_abi)
+    enter(read_roots, writable, kernel_abi, zero_writable)
 }
 
 fn enter(
     read_roots: &[PathBuf],
     writable: &[&Path],
     kernel_abi: i32,
+    zero_writable: bool,
 ) -> Result<i32, LandlockError> {
     let domain = Domain {
         read_roots,
         writable,
         readable_files: &[],
         connect_port: None,
+        zero_writable,
     };
     let (created, level) = build(&domain, kernel_abi)?;
     let status = created
@@ -243,6 +255,7 @@ mod tests {
             writable: &[gone.as_path()],
             readable_files: &[],
             connect_port: None,
+            zero_writable: true,
         };
         let refused = create(&domain, abi).err().unwrap();
         assert!(matches!(

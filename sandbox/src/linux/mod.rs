@@ -11,14 +11,20 @@
 //!    size over it, with HOME and TMPDIR made inside —, the spec's extra writable dirs (the
 //!    gateway's own Git) bound onto themselves, a fresh `/proc`, then every mount made read-only
 //!    and nosuid (`mount_setattr(AT_RECURSIVE)`) except the scratch and writable mounts.
-//! 4. rlimits (`RLIMIT_DATA` for the memory limit), all capabilities dropped, `no_new_privs`, Landlock (fully enforced or refused),
-//!    seccomp (two filters), then one report line on stdout and `execve`.
+//! 4. rlimits (`RLIMIT_DATA` per process), all capabilities dropped, `no_new_privs`, Landlock
+//!    (fully enforced or refused), seccomp (two filters), then one report line on stdout and
+//!    `execve`.
+//!
+//! Memory (issue 24): before step 2 the helper raises its `oom_score_adj` and joins a memory
+//! cgroup of its own where the host allows one (`cgroup`), bounding all of the command's
+//! processes and pages together; without one, `/dev/zero` cannot be opened for writing (Landlock).
 //!
 //! Without namespaces (hosts that forbid them) the command runs under Landlock (with masked paths
 //! left out of the readable set) + seccomp + rlimits; the report says so. Without namespaces and
 //! without Landlock the command is refused: the minimum is seccomp + no_new_privs + a read-only
 //! file system.
 
+pub mod cgroup;
 mod landlock_rules;
 mod namespaces;
 mod overlay;
@@ -56,6 +62,7 @@ fn probe() -> HostSupport {
         // SAFETY: geteuid cannot fail.
         root: unsafe { libc::geteuid() } == 0,
         overlay: namespaces && overlay::probe(),
+        memory_cgroup: cgroup::probe().map(|parent| parent.version().to_string()),
     }
 }
 
@@ -125,20 +132,43 @@ fn probe_in_child() -> (bool, bool) {
 pub fn helper_main() -> i32 {
     let spec = match read_spec() {
         Ok(spec) => spec,
-        Err(message) => return fail(&Enforced::default(), None, message),
+        Err(message) => return fail(&Enforced::default(), Cgroups::default(), message),
     };
     if let Err(e) = sys::stdin_to_dev_null() {
-        return fail(&Enforced::default(), None, format!("stdin: {e}"));
+        return fail(
+            &Enforced::default(),
+            Cgroups::default(),
+            format!("stdin: {e}"),
+        );
     }
     sys::close_fds_from_3();
     let mut enforced = Enforced::default();
+    // The OOM killer picks the command before anything else of the gateway's (inherited).
+    cgroup::set_oom_score_adj(cgroup::COMMAND_OOM_SCORE_ADJ);
+    let mut cgroup = Cgroups::default();
+    let parent = spec
+        .limits
+        .memory
+        .filter(|_| spec.limits.memory_cgroup)
+        .and_then(|_| cgroup::parent());
+    if let (Some(memory), Some(parent)) = (spec.limits.memory, &parent) {
+        // Its scratch tmpfs pages are charged to it too: the bound is both together.
+        let limit = memory.saturating_add(spec.limits.scratch.unwrap_or(0));
+        match cgroup::join(parent, limit, spec.limits.nproc) {
+            Ok(joined) => {
+                enforced.memory_cgroup_mb = Some(limit / (1024 * 1024));
+                enforced.pids_cgroup = joined.pids;
+                cgroup.memory = Some(joined.dir);
+            }
+            // The host promised the bound (the same probe): fail closed.
+            Err(message) => return fail(&enforced, cgroup, message),
+        }
+    }
     // SAFETY: geteuid cannot fail.
-    let cgroup = if unsafe { libc::geteuid() } == 0 && spec.limits.root_pids_cgroup {
-        sys::join_pids_cgroup(spec.limits.nproc)
-    } else {
-        None
-    };
-    enforced.pids_cgroup = cgroup.is_some();
+    if unsafe { libc::geteuid() } == 0 && spec.limits.root_pids_cgroup && !enforced.pids_cgroup {
+        cgroup.pids = sys::join_pids_cgroup(spec.limits.nproc);
+        enforced.pids_cgroup = cgroup.pids.is_some();
+    }
     let filters = match seccomp::main_filter(false) {
         Ok(main) => (main, seccomp::guard_filter()),
         Err(error) => return fail(&enforced, cgroup, error.to_string()),
@@ -199,11 +229,19 @@ fn report(report: &Report) {
     let _ = out.flush();
 }
 
-fn fail(enforced: &Enforced, cgroup: Option<PathBuf>, message: String) -> i32 {
+/// The cgroups the helper joined, named in its report for the broker to remove.
+#[derive(Debug, Default)]
+struct Cgroups {
+    pids: Option<PathBuf>,
+    memory: Option<PathBuf>,
+}
+
+fn fail(enforced: &Enforced, cgroup: Cgroups, message: String) -> i32 {
     report(&Report {
         error: Some(message),
         enforced: enforced.clone(),
-        cgroup,
+        cgroup: cgroup.pids,
+        memory_cgroup: cgroup.memory,
     });
     EXIT_SANDBOX_FAILED
 }
@@ -412,7 +450,7 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
 fn confine_and_exec(
     spec: &ExecSpec,
     mut enforced: Enforced,
-    cgroup: Option<PathBuf>,
+    cgroup: Cgroups,
     filters: &(seccompiler::BpfProgram, seccompiler::BpfProgram),
     in_namespaces: bool,
 ) -> i32 {
@@ -453,8 +491,12 @@ fn confine_and_exec(
                     writable.extend(layer.roots.iter().map(PathBuf::as_path));
                 }
             }
-            match landlock_rules::restrict(&roots, &writable, abi) {
-                Ok(level) => enforced.landlock_abi = Some(level),
+            let zero_writable = enforced.memory_cgroup_mb.is_some();
+            match landlock_rules::restrict(&roots, &writable, abi, zero_writable) {
+                Ok(level) => {
+                    enforced.landlock_abi = Some(level);
+                    enforced.shared_zero_refused = !zero_writable;
+                }
                 Err(error) => return fail(&enforced, cgroup, error.to_string()),
             }
         }
@@ -512,7 +554,8 @@ fn confine_and_exec(
     report(&Report {
         error: None,
         enforced,
-        cgroup,
+        cgroup: cgroup.pids,
+        memory_cgroup: cgroup.memory,
     });
     // SAFETY: program, argv and envp are valid NUL-terminated strings in null-terminated arrays
     // that stay alive across the call; execve only returns on failure.

@@ -122,6 +122,7 @@ pub fn prepare(policy: &RunnerPolicy<'_>) -> Result<PreparedRunner, RunnerConfin
                 writable: policy.writable,
                 readable_files: policy.readable_files,
                 connect_port: Some(policy.broker_port),
+                zero_writable: true,
             };
             let (created, level) = landlock_rules::create(&domain, kernel_abi)?;
             let fd: Option<OwnedFd> = created.into();
@@ -163,6 +164,7 @@ impl PreparedRunner {
                 .unwrap_or(libc::EPERM);
             std::io::Error::from_raw_os_error(code)
         };
+        set_runner_oom_score_adj();
         if self.filters.is_some() && !sys::drop_capabilities_to(self.last_cap) {
             return Err(std::io::Error::from_raw_os_error(libc::EPERM));
         }
@@ -198,6 +200,22 @@ impl PreparedRunner {
             }
         }
         Ok(())
+    }
+}
+
+/// The runner is picked by the OOM killer after commands, before the broker and the gateway
+/// (raising is always allowed). Raw syscalls on constant data only; best effort.
+fn set_runner_oom_score_adj() {
+    const PATH: &[u8] = b"/proc/self/oom_score_adj\0";
+    const VALUE: &[u8] = b"900";
+    const _: () = assert!(super::cgroup::RUNNER_OOM_SCORE_ADJ == 900);
+    // SAFETY: a NUL-terminated constant path; open, write and close touch no other memory.
+    unsafe {
+        let fd = libc::open(PATH.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd >= 0 {
+            libc::write(fd, VALUE.as_ptr().cast(), VALUE.len());
+            libc::close(fd);
+        }
     }
 }
 

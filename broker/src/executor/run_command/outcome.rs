@@ -213,12 +213,16 @@ fn split_budget(out: usize, err: usize, budget: usize) -> (usize, usize) {
     }
 }
 
-/// `limits: memory 512 MiB per process, scratch 256 MiB in total` (what the helper enforced).
+/// `limits: memory 512 MiB per process and 768 MiB for all its processes together, scratch 256
+/// MiB in total` (what the helper enforced).
 fn limits_line(enforced: &Enforced) -> String {
-    let memory = enforced.memory_limit_mb.map_or_else(
+    let mut memory = enforced.memory_limit_mb.map_or_else(
         || "unbounded".to_string(),
         |mb| format!("{mb} MiB per process"),
     );
+    if let Some(mb) = enforced.memory_cgroup_mb {
+        memory.push_str(&format!(" and {mb} MiB for all its processes together"));
+    }
     let scratch = enforced.scratch_quota_mb.map_or_else(
         || "per file only".to_string(),
         |mb| format!("{mb} MiB in total"),

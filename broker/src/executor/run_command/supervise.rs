@@ -3,7 +3,6 @@
 //! process group (SIGTERM, grace, SIGKILL), and the pids cgroup removed afterwards.
 
 use std::os::fd::AsRawFd;
-use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -260,6 +259,7 @@ pub(super) fn supervise(
                 error: None,
                 enforced: Enforced::default(),
                 cgroup: None,
+                memory_cgroup: None,
             });
             stdout.push(&report_buf);
         } else {
@@ -285,15 +285,19 @@ fn parse_report(line: &[u8]) -> Result<Report, ReportProblem> {
     serde_json::from_str(json.trim_end()).map_err(ReportProblem::Malformed)
 }
 
-/// Remove the pids cgroup once its processes are gone.
-pub(super) fn remove_cgroup(dir: &Path) {
-    for _ in 0..100 {
-        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
-            return;
+/// After the command: its cgroups removed once their processes are gone; whether the memory
+/// cgroup's OOM killer ended it.
+pub(super) fn release_cgroups(report: Option<&Report>) -> bool {
+    #[cfg(target_os = "linux")]
+    if let Some(report) = report {
+        let released = sandbox::linux::cgroup::release(report);
+        for dir in &released.left {
+            tracing::warn!("could not remove command cgroup {}", dir.display());
         }
-        std::thread::sleep(Duration::from_millis(10));
+        return released.oom_killed;
     }
-    tracing::warn!("could not remove command cgroup {}", dir.display());
+    let _ = report;
+    false
 }
 
 #[cfg(test)]
@@ -318,7 +322,8 @@ mod tests {
             serde_json::to_string(&Report {
                 error: None,
                 enforced: Enforced::default(),
-                cgroup: None
+                cgroup: None,
+                memory_cgroup: None,
             })
             .unwrap()
         );

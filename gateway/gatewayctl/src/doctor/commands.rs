@@ -1,4 +1,5 @@
-//! What RunCommand gets on this host: the copy-on-write layer, the PATH and the usual tools on it.
+//! What RunCommand gets on this host: the copy-on-write layer, its memory bound, the PATH and the
+//! usual tools on it.
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,24 @@ pub(super) fn layer_check() -> Check {
             "unavailable: commands see the file system read-only, so builds and tests that \
              write (cargo, make, npm) fail",
             "Linux >= 5.11 with overlayfs and user namespaces allowed for the gateway's user",
+        )
+    }
+}
+
+/// What bounds a command's memory here (issue 24): a memory cgroup per command, or only the
+/// per-process limit. gatewayctl probes from its own cgroup; the gateway's may differ (a service's
+/// delegated cgroup), and its log says what it found at start.
+pub(super) fn memory_check() -> Check {
+    const NAME: &str = "sandbox: command memory";
+    let host = sandbox::host_support();
+    if host.memory_cgroup.is_some() {
+        ok(NAME, host.command_memory())
+    } else {
+        warn(
+            NAME,
+            host.command_memory(),
+            "run the gateway as root, or in a delegated cgroup v2 subtree (the systemd unit's \
+             Delegate=yes, or `systemd-run --user --scope -p Delegate=yes gateway serve …`)",
         )
     }
 }
