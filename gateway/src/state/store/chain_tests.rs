@@ -233,3 +233,30 @@ fn a_crash_between_commit_and_head_write_is_not_tampering() {
         HeadFile::Present(_)
     ));
 }
+
+/// A state dir as the previous build left it (schema v4: chained rows without signatures, a
+/// head without the chain start): it opens without a false alarm, gets a head naming where its
+/// chain begins, and goes on.
+#[test]
+fn a_state_dir_from_the_previous_build_opens_and_goes_on() {
+    let (dir, store) = open_with(3);
+    drop(store);
+    let db = attacker(dir.path());
+    db.execute_batch("ALTER TABLE events DROP COLUMN mac; PRAGMA user_version = 4;")
+        .unwrap();
+    let hash: String = db
+        .query_row("SELECT hash FROM events WHERE seq = 3", [], |r| r.get(0))
+        .unwrap();
+    drop(db);
+    let key = std::fs::read_to_string(dir.path().join("auth/server-key")).unwrap();
+    let old = common::ledger_chain::Head::sign(key.trim(), 3, &hash);
+    let head = dir.path().join(common::ledger_chain::HEAD_FILE);
+    std::fs::write(&head, old.to_text()).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    append(&store, 3).unwrap();
+    drop(store);
+    let head = common::ledger_chain::Head::parse(&std::fs::read_to_string(&head).unwrap());
+    let head = head.unwrap();
+    assert_eq!((head.start_seq, head.seq), (Some(1), 4));
+    assert_eq!(first_problem(dir.path()), None);
+}
