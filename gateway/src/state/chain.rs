@@ -31,6 +31,25 @@ fn issued(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     .optional()
 }
 
+/// Every ledger row in `seq` order, as [`event_row`] reads it.
+pub(super) const EVENT_ROWS: &str =
+    "SELECT seq, session_id, at_ms, kind, data, hash, mac FROM events ORDER BY seq";
+
+/// One row of [`EVENT_ROWS`].
+pub(super) fn event_row(
+    row: &rusqlite::Row<'_>,
+) -> rusqlite::Result<common::ledger_chain::EventRow> {
+    Ok(common::ledger_chain::EventRow {
+        seq: row.get(0)?,
+        session_id: row.get(1)?,
+        at_ms: row.get(2)?,
+        kind: row.get(3)?,
+        data: row.get(4)?,
+        hash: row.get(5)?,
+        mac: row.get(6)?,
+    })
+}
+
 /// Check the whole chain against the signed head in `state_dir` (rows after the head must carry
 /// the server key's row signature: a crash between a commit and its head write leaves such
 /// rows, nobody else can make them), and return where it stands.
@@ -45,21 +64,12 @@ pub(super) fn open_check(
         _ => None,
     };
     let mut verifier = Verifier::new(head, Some(key));
-    let mut stmt = conn
-        .prepare("SELECT seq, session_id, at_ms, kind, data, hash, mac FROM events ORDER BY seq")?;
+    let mut stmt = conn.prepare(EVENT_ROWS)?;
     let mut rows = stmt.query([])?;
     let mut first_chained = None;
     let mut newest = 0;
     while let Some(row) = rows.next()? {
-        let row = common::ledger_chain::EventRow {
-            seq: row.get(0)?,
-            session_id: row.get(1)?,
-            at_ms: row.get(2)?,
-            kind: row.get(3)?,
-            data: row.get(4)?,
-            hash: row.get(5)?,
-            mac: row.get(6)?,
-        };
+        let row = event_row(row)?;
         newest = row.seq;
         if row.hash.is_some() && first_chained.is_none() {
             first_chained = Some(row.seq);

@@ -50,22 +50,8 @@ fn first_problem(dir: &Path) -> Option<String> {
     let db = Connection::open(dir.join(DATABASE_FILE)).unwrap();
     let key = std::fs::read_to_string(dir.join("auth/server-key")).unwrap();
     let mut v = Verifier::new(common::ledger_chain::Head::read(dir), Some(key.trim()));
-    let mut stmt = db
-        .prepare("SELECT seq, session_id, at_ms, kind, data, hash, mac FROM events ORDER BY seq")
-        .unwrap();
-    let rows = stmt
-        .query_map([], |r| {
-            Ok(common::ledger_chain::EventRow {
-                seq: r.get(0)?,
-                session_id: r.get(1)?,
-                at_ms: r.get(2)?,
-                kind: r.get(3)?,
-                data: r.get(4)?,
-                hash: r.get(5)?,
-                mac: r.get(6)?,
-            })
-        })
-        .unwrap();
+    let mut stmt = db.prepare(chain::EVENT_ROWS).unwrap();
+    let rows = stmt.query_map([], chain::event_row).unwrap();
     rows.for_each(|r| v.event(&r.unwrap()));
     let issued = db
         .query_row(

@@ -219,20 +219,8 @@ fn chain_cost() {
 fn event_rows(store: &Store) -> Vec<common::ledger_chain::EventRow> {
     store
         .read::<_, StoreError>(|tx| {
-            let mut stmt = tx.0.prepare(
-                "SELECT seq, session_id, at_ms, kind, data, hash, mac FROM events ORDER BY seq",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok(common::ledger_chain::EventRow {
-                    seq: r.get(0)?,
-                    session_id: r.get(1)?,
-                    at_ms: r.get(2)?,
-                    kind: r.get(3)?,
-                    data: r.get(4)?,
-                    hash: r.get(5)?,
-                    mac: r.get(6)?,
-                })
-            })?;
+            let mut stmt = tx.0.prepare(chain::EVENT_ROWS)?;
+            let rows = stmt.query_map([], chain::event_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
         .unwrap()
