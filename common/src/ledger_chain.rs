@@ -9,12 +9,15 @@
 //! length as 8 bytes big-endian followed by its bytes. A row's hash is
 //! `SHA-256(previous hash (32 raw bytes) ‖ canonical bytes)`; the first chained row's previous
 //! hash is 32 zero bytes ([`GENESIS`]). Rows from before the chain existed (a database migrated
-//! to schema version 4) have no hash; they may only precede the first chained row.
+//! to schema version 4) have no hash; they may only precede the first chained row, whose seq the
+//! signed head names (`start_seq`). Each row written by schema version 5 also carries
+//! `mac = HMAC(server key, "ledger-row:v1:<seq>:<hash>")` ([`row_mac`]): a row newer than the
+//! signed head (the head is written after the commit, so a crash can leave it behind) is only
+//! accepted with it, so nobody without the key can append rows past the head.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The previous hash of the first chained row.
@@ -42,6 +45,8 @@ pub struct EventRow {
     pub data: String,
     /// The stored hash (hex); `None` for rows written before the chain.
     pub hash: Option<String>,
+    /// The stored row signature ([`row_mac`]); `None` before schema version 5.
+    pub mac: Option<String>,
 }
 
 fn put_field(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -90,32 +95,64 @@ pub fn link_hash(
     hex::encode(hasher.finalize())
 }
 
-/// The newest chained row, signed with the server key: kept outside the database so that
-/// dropping the newest rows (or rewriting the whole chain) is detected.
+/// The signature of a chained row (its hash covers its contents and everything before it).
+pub fn row_mac(key: &str, seq: i64, hash: &str) -> String {
+    crate::hash::hmac_hex(key, &row_message(seq, hash))
+}
+
+fn row_message(seq: i64, hash: &str) -> String {
+    format!("ledger-row:v1:{seq}:{hash}")
+}
+
+/// The signed head, kept outside the database so that dropping the newest rows (or rewriting
+/// the whole chain) is detected: the newest anchored row (`seq`, `hash`; [`GENESIS`] and the seq
+/// before `start_seq` while no row is chained yet) and, from format v2 on, where the chain
+/// begins (`start_seq`: every row from it on must be chained, none before it may be).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Head {
     pub seq: i64,
     pub hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_seq: Option<i64>,
     pub mac: String,
 }
 
-fn head_message(seq: i64, hash: &str) -> String {
-    format!("ledger-head:v1:{seq}:{hash}")
+fn head_message(start_seq: Option<i64>, seq: i64, hash: &str) -> String {
+    match start_seq {
+        None => format!("ledger-head:v1:{seq}:{hash}"),
+        Some(start) => format!("ledger-head:v2:{start}:{seq}:{hash}"),
+    }
 }
 
 impl Head {
-    /// The head for row `seq` with hash `hash`, signed with `key`.
+    /// A format-v1 head (no chain start) for row `seq` with hash `hash`, signed with `key`: what
+    /// gateways before the chain-start marker wrote; still accepted.
     pub fn sign(key: &str, seq: i64, hash: &str) -> Head {
         Head {
             seq,
             hash: hash.to_string(),
-            mac: crate::hash::hmac_hex(key, &head_message(seq, hash)),
+            start_seq: None,
+            mac: crate::hash::hmac_hex(key, &head_message(None, seq, hash)),
+        }
+    }
+
+    /// The head the gateway writes: chain start `start_seq`, newest row `seq` with `hash`.
+    pub fn anchored(key: &str, start_seq: i64, seq: i64, hash: &str) -> Head {
+        Head {
+            seq,
+            hash: hash.to_string(),
+            start_seq: Some(start_seq),
+            mac: crate::hash::hmac_hex(key, &head_message(Some(start_seq), seq, hash)),
         }
     }
 
     /// Whether the signature is the server key's.
     pub fn verify(&self, key: &str) -> bool {
-        crate::hash::verify_hmac_hex(key, &head_message(self.seq, &self.hash), &self.mac)
+        crate::hash::verify_hmac_hex(
+            key,
+            &head_message(self.start_seq, self.seq, &self.hash),
+            &self.mac,
+        )
     }
 
     /// The file's text: one JSON line.
@@ -129,6 +166,18 @@ impl Head {
     pub fn parse(text: &str) -> Result<Head, serde_json::Error> {
         serde_json::from_str(text.trim())
     }
+
+    /// Read `<state_dir>/ledger-head`.
+    pub fn read(state_dir: &std::path::Path) -> HeadFile {
+        match std::fs::read_to_string(state_dir.join(HEAD_FILE)) {
+            Ok(text) => match Head::parse(&text) {
+                Ok(head) => HeadFile::Present(head),
+                Err(err) => HeadFile::Unreadable(format!("not a ledger head: {err}")),
+            },
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => HeadFile::Missing,
+            Err(err) => HeadFile::Unreadable(format!("reading it: {}", err.kind())),
+        }
+    }
 }
 
 /// Where a problem is.
@@ -137,6 +186,9 @@ impl Head {
 pub enum Table {
     Events,
     Actions,
+    Replies,
+    Sessions,
+    Turns,
     LedgerHead,
 }
 
@@ -144,7 +196,8 @@ pub enum Table {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
     pub table: Table,
-    /// `seq` of the event, `action_id` of the action, or the head's seq.
+    /// `seq` of the event, `action_id` of the action, `reply_id` of the reply, the session's or
+    /// the turn's id, or the head's seq.
     pub id: String,
     pub session_id: Option<String>,
     pub what: String,
@@ -169,10 +222,18 @@ pub struct Report {
     pub receipts_checked: u64,
     /// Actions settled before the chain: not covered.
     pub receipts_unchained: u64,
-    /// Chained rows after the signed head: the gateway stopped between its commit and the head
-    /// write. Not an error; they are not anchored.
+    /// Rows of `actions`, `replies`, `sessions` and `turns` compared with the chained events that
+    /// recorded them (each row counted once).
+    pub rows_cross_checked: u64,
+    /// Chained rows after the signed head, each with a valid row signature: the gateway stopped
+    /// between its commit and the head write, or the head write is still on its way. Not an
+    /// error: they cannot be forged, only dropped.
     pub rows_after_head: u64,
     pub head_seq: Option<i64>,
+    /// Where the signed head says the chain begins (format v2 heads).
+    pub chain_start: Option<i64>,
+    /// The newest chained row: `(seq, hash)`.
+    pub tail: Option<(i64, String)>,
     /// Every problem, in order; the first one is the one to report.
     pub problems: Vec<Problem>,
     /// Sessions with at least one problem.
@@ -185,36 +246,46 @@ impl Report {
     }
 }
 
-/// Checks the rows in `seq` order, then the receipts and the head.
+/// Checks the rows in `seq` order, then the other tables (`tables`) and the head.
 pub struct Verifier {
     report: Report,
-    /// Hash of the previous row (chained or not: `None` before any chained row).
+    head: HeadFile,
+    key: Option<String>,
+    /// The head, when its signature is the server key's.
+    trusted: Option<Head>,
+    /// Hash of the previous chained row (`None` before any chained row).
     prev: Option<String>,
     last_seq: Option<i64>,
-    /// The stored hash of each chained row by seq (to check the head).
-    hashes: HashMap<i64, String>,
     last_chained_seq: Option<i64>,
-    /// Receipt of the last chained and of the last unchained event per action.
-    chained_receipts: HashMap<String, Value>,
-    unchained_receipts: HashMap<String, Value>,
-}
-
-impl Default for Verifier {
-    fn default() -> Self {
-        Self::new()
-    }
+    /// The stored hash of the row the head names, once seen (`Some(None)`: seen, unchained).
+    head_row: Option<Option<String>>,
+    /// The highest seq SQLite's AUTOINCREMENT has handed out (`sqlite_sequence`).
+    issued: Option<i64>,
+    /// What the chained events say about the other tables' rows.
+    expected: tables::Expected,
 }
 
 impl Verifier {
-    pub fn new() -> Verifier {
+    /// A check against `head`; `key` is the server key (the head's and the rows' signatures).
+    pub fn new(head: HeadFile, key: Option<&str>) -> Verifier {
+        let trusted = match (&head, key) {
+            (HeadFile::Present(h), Some(key)) if h.verify(key) => Some(h.clone()),
+            _ => None,
+        };
         Verifier {
-            report: Report::default(),
+            report: Report {
+                chain_start: trusted.as_ref().and_then(|h| h.start_seq),
+                ..Report::default()
+            },
+            head,
+            key: key.map(str::to_string),
+            trusted,
             prev: None,
             last_seq: None,
-            hashes: HashMap::new(),
             last_chained_seq: None,
-            chained_receipts: HashMap::new(),
-            unchained_receipts: HashMap::new(),
+            head_row: None,
+            issued: None,
+            expected: tables::Expected::default(),
         }
     }
 
@@ -228,6 +299,11 @@ impl Verifier {
             session_id: session_id.map(str::to_string),
             what,
         });
+    }
+
+    /// The highest seq AUTOINCREMENT handed out (`sqlite_sequence`), if any.
+    pub fn issued(&mut self, seq: Option<i64>) {
+        self.issued = seq;
     }
 
     /// The next row, in ascending `seq` order.
@@ -246,93 +322,95 @@ impl Verifier {
             );
         }
         self.last_seq = Some(row.seq);
-        let receipt = RECEIPT_KINDS
-            .contains(&row.kind.as_str())
-            .then(|| serde_json::from_str::<Value>(&row.data).ok())
-            .flatten()
-            .and_then(|data| {
-                let action = data.get("action_id")?.as_str()?.to_string();
-                Some((action, data.get("receipt").cloned().unwrap_or(Value::Null)))
-            });
+        let start = self.trusted.as_ref().and_then(|h| h.start_seq);
+        if let Some(head) = &self.trusted
+            && head.seq == row.seq
+        {
+            self.head_row = Some(row.hash.clone());
+        }
         let Some(stored) = row.hash.as_deref() else {
             self.report.unchained_events += 1;
-            if self.prev.is_some() {
+            if let Some(start) = start.filter(|start| row.seq >= *start) {
+                self.problem(
+                    Table::Events,
+                    id,
+                    session,
+                    format!("no hash, but the signed chain begins at seq {start} (hash removed)"),
+                );
+            } else if self.prev.is_some() {
                 self.problem(
                     Table::Events,
                     id,
                     session,
                     "no hash after the chain began (hash removed)".into(),
                 );
-            }
-            if let Some((action, receipt)) = receipt {
-                self.unchained_receipts.insert(action, receipt);
+            } else {
+                self.expected.unchained(row);
             }
             return;
         };
         self.report.chained_events += 1;
-        let prev = self.prev.as_deref().unwrap_or(GENESIS);
-        let expected = link_hash(prev, row.seq, session, row.at_ms, &row.kind, &row.data);
-        if expected != stored {
-            let what = if self.prev.is_none() {
-                "hash does not match its contents (first chained row)".to_string()
-            } else {
+        let first = self.prev.is_none();
+        let prev = self.prev.clone().unwrap_or_else(|| GENESIS.to_string());
+        let expected = link_hash(&prev, row.seq, session, row.at_ms, &row.kind, &row.data);
+        let wrong = match (start, self.last_chained_seq) {
+            (Some(start), _) if row.seq < start => Some(format!(
+                "a hash before the signed chain start (seq {start})"
+            )),
+            (Some(start), None) if row.seq != start => Some(format!(
+                "the signed chain begins at seq {start}, but its first chained row is {} \
+                 (rows deleted, or hashes added or removed)",
+                row.seq
+            )),
+            (_, Some(last)) if row.seq != last + 1 => Some(format!(
+                "seq gap: rows {} to {} are missing",
+                last + 1,
+                row.seq - 1
+            )),
+            _ if expected == stored => None,
+            _ if first => Some("hash does not match its contents (first chained row)".into()),
+            _ => Some(
                 "hash does not match its contents and the previous row's hash \
                  (edited, or a row before it was deleted or moved)"
-                    .to_string()
+                    .into(),
+            ),
+        };
+        if let Some(what) = wrong {
+            self.problem(Table::Events, id.clone(), session, what);
+        }
+        if let Some(head) = self.trusted.as_ref().filter(|h| row.seq > h.seq) {
+            let head_seq = head.seq;
+            let signed = match (&self.key, &row.mac) {
+                (Some(key), Some(mac)) => {
+                    crate::hash::verify_hmac_hex(key, &row_message(row.seq, stored), mac)
+                }
+                _ => false,
             };
-            self.problem(Table::Events, id, session, what);
+            if signed {
+                self.report.rows_after_head += 1;
+            } else {
+                self.problem(
+                    Table::Events,
+                    id,
+                    session,
+                    format!(
+                        "newer than the signed head (seq {head_seq}) and not signed with the \
+                         server key (appended by someone else)"
+                    ),
+                );
+            }
         }
         self.prev = Some(stored.to_string());
-        self.hashes.insert(row.seq, stored.to_string());
         self.last_chained_seq = Some(row.seq);
-        if let Some((action, receipt)) = receipt {
-            self.chained_receipts.insert(action, receipt);
-        }
+        self.report.tail = Some((row.seq, stored.to_string()));
+        self.expected.chained(row);
     }
 
-    /// One action's stored outcome (JSON text), after all events.
-    pub fn action(&mut self, action_id: &str, session_id: &str, outcome: Option<&str>) {
-        let Some(outcome) = outcome else { return };
-        let receipt = serde_json::from_str::<Value>(outcome)
-            .ok()
-            .and_then(|o| o.get("receipt").cloned());
-        let Some(receipt) = receipt else {
-            self.problem(
-                Table::Actions,
-                action_id.into(),
-                Some(session_id),
-                "outcome has no readable receipt".into(),
-            );
-            return;
-        };
-        match self.chained_receipts.get(action_id) {
-            Some(recorded) if *recorded == receipt => self.report.receipts_checked += 1,
-            Some(_) => self.problem(
-                Table::Actions,
-                action_id.into(),
-                Some(session_id),
-                "receipt differs from the one in the chained ledger".into(),
-            ),
-            // Recorded before the chain, or (an event without a receipt, or none) settled by a
-            // gateway older than the chain: not covered.
-            None if self.unchained_receipts.contains_key(action_id)
-                || self.report.unchained_events > 0 =>
-            {
-                self.report.receipts_unchained += 1;
-            }
-            None => self.problem(
-                Table::Actions,
-                action_id.into(),
-                Some(session_id),
-                "receipt has no ledger event".into(),
-            ),
-        }
-    }
-
-    /// Check the head against the chain and finish.
-    pub fn finish(mut self, head: &HeadFile, key: Option<&str>) -> Report {
+    /// Check the other tables' rows (`tables`), the head and AUTOINCREMENT, and finish.
+    pub fn finish(mut self) -> Report {
         let last = self.last_chained_seq;
-        match (head, last) {
+        let head = std::mem::replace(&mut self.head, HeadFile::Missing);
+        match (&head, last) {
             (HeadFile::Missing, None) => {}
             (HeadFile::Missing, Some(seq)) => self.problem(
                 Table::LedgerHead,
@@ -346,43 +424,59 @@ impl Verifier {
             (HeadFile::Present(head), _) => {
                 self.report.head_seq = Some(head.seq);
                 let id = head.seq.to_string();
-                match key {
-                    None => self.problem(
+                if self.key.is_none() {
+                    self.problem(
                         Table::LedgerHead,
                         id,
                         None,
                         "no server key to check the head's signature".into(),
-                    ),
-                    Some(key) if !head.verify(key) => self.problem(
+                    );
+                } else if self.trusted.is_none() {
+                    self.problem(
                         Table::LedgerHead,
                         id,
                         None,
                         "signature is not the server key's".into(),
-                    ),
-                    Some(_) => match self.hashes.get(&head.seq) {
-                        None => self.problem(
+                    );
+                } else if head.hash == GENESIS && head.start_seq.is_some() {
+                    // Signed before anything was chained: every chained row is after it.
+                } else {
+                    match self.head_row.take() {
+                        None | Some(None) => self.problem(
                             Table::LedgerHead,
                             id,
                             None,
                             "the row the head names is gone (newest rows dropped)".into(),
                         ),
-                        Some(stored) if *stored != head.hash => self.problem(
+                        Some(Some(stored)) if stored != head.hash => self.problem(
                             Table::LedgerHead,
                             id,
                             None,
                             "the row the head names has another hash (chain rewritten)".into(),
                         ),
-                        Some(_) => {
-                            self.report.rows_after_head =
-                                self.hashes.keys().filter(|seq| **seq > head.seq).count() as u64;
-                        }
-                    },
+                        Some(Some(_)) => {}
+                    }
                 }
             }
+        }
+        if let (Some(issued), Some(last)) = (self.issued, self.last_seq)
+            && issued > last
+        {
+            self.problem(
+                Table::Events,
+                issued.to_string(),
+                None,
+                format!(
+                    "seq {issued} was handed out but the newest row is {last} (newest rows deleted)"
+                ),
+            );
         }
         self.report
     }
 }
+
+mod tables;
+pub use tables::{ActionRow, ReplyRow, SessionRow, TurnRow};
 
 #[cfg(test)]
 mod tests;

@@ -132,3 +132,10 @@ CREATE INDEX oauth_tokens_by_grant ON oauth_tokens(grant_id);
 pub const V4: &str = r#"
 ALTER TABLE events ADD COLUMN hash TEXT;
 "#;
+
+/// Schema version 5: each ledger row's signature with the server key (`common::ledger_chain`
+/// `row_mac`), so rows newer than the signed head cannot be forged. Rows already present keep
+/// none; the signed head covers them.
+pub const V5: &str = r#"
+ALTER TABLE events ADD COLUMN mac TEXT;
+"#;

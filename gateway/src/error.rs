@@ -36,6 +36,8 @@ pub enum ErrorCode {
     WorkspaceChanged,
     // The state dir is at its disk budget (CLAUDE_TOOLS_STATE_MAX_MB): new work is refused.
     StorageFull,
+    // The ledger was changed outside the gateway (`gatewayctl verify`): it accepts no changes.
+    LedgerBroken,
     Internal,
 }
 
@@ -100,6 +102,16 @@ impl ToolError {
 
 impl From<crate::state::StoreError> for ToolError {
     fn from(err: crate::state::StoreError) -> Self {
+        if let crate::state::StoreError::LedgerBroken(why) = &err {
+            // The row named goes to the log; the caller learns what happened and who acts.
+            tracing::error!("ledger integrity: {why}");
+            return ToolError::new(
+                ErrorCode::LedgerBroken,
+                "the gateway's ledger was changed outside the gateway (its state database was \
+                 edited); nothing was changed, and the gateway accepts no changes until its \
+                 owner runs `gatewayctl verify` and restores the state. Tell the owner",
+            );
+        }
         // The detail goes to the log, not to the caller: it may name internal paths.
         tracing::error!("state store failure: {err}");
         ToolError::new(

@@ -38,14 +38,18 @@ pub enum Failpoint {
     /// Gateway: a DeepSeek delegation (the start action and the sub-session's record) is
     /// committed; its sub-session is not launched yet.
     GatewayAfterDelegationPersisted,
+    /// Gateway: a transaction that appended ledger events is committed; the signed ledger head
+    /// naming its rows is not written yet.
+    GatewayBeforeLedgerHead,
 }
 
 impl Failpoint {
     /// The gateway's points, after it persisted a write's records.
-    pub const GATEWAY: [Failpoint; 3] = [
+    pub const GATEWAY: [Failpoint; 4] = [
         Self::GatewayAfterPreparedPersisted,
         Self::GatewayAfterFinishedPersisted,
         Self::GatewayAfterDelegationPersisted,
+        Self::GatewayBeforeLedgerHead,
     ];
 
     /// The broker's points, in the order of the write protocol.
@@ -71,6 +75,7 @@ impl Failpoint {
             Self::GatewayAfterPreparedPersisted => "gateway_after_prepared_persisted",
             Self::GatewayAfterFinishedPersisted => "gateway_after_finished_persisted",
             Self::GatewayAfterDelegationPersisted => "gateway_after_delegation_persisted",
+            Self::GatewayBeforeLedgerHead => "gateway_before_ledger_head",
         }
     }
 

@@ -18,17 +18,18 @@ fn chain(n: i64) -> Vec<EventRow> {
                 kind: "k".into(),
                 data,
                 hash: Some(hash),
+                mac: None,
             }
         })
         .collect()
 }
 
 fn check(rows: &[EventRow], head: &HeadFile) -> Report {
-    let mut v = Verifier::new();
+    let mut v = Verifier::new(head.clone(), Some("key"));
     for row in rows {
         v.event(row);
     }
-    v.finish(head, Some("key"))
+    v.finish()
 }
 
 fn head_of(rows: &[EventRow]) -> HeadFile {
@@ -103,6 +104,7 @@ fn rows_before_the_chain_are_counted_not_failed() {
         kind: "old".into(),
         data: "{}".into(),
         hash: None,
+        mac: None,
     };
     rows.insert(0, old.clone());
     let report = check(&rows, &head_of(&rows));
@@ -113,30 +115,170 @@ fn rows_before_the_chain_are_counted_not_failed() {
     assert!(!check(&rows, &head_of(&rows[..4])).ok());
 }
 
+/// Chained rows `(kind, data)` of session `ns_1`, from seq 1.
+fn rows_of(events: &[(&str, &str)]) -> Vec<EventRow> {
+    let mut prev = GENESIS.to_string();
+    events
+        .iter()
+        .zip(1..)
+        .map(|((kind, data), seq)| {
+            let hash = link_hash(&prev, seq, Some("ns_1"), 5, kind, data);
+            prev.clone_from(&hash);
+            EventRow {
+                seq,
+                session_id: Some("ns_1".into()),
+                at_ms: 5,
+                kind: (*kind).into(),
+                data: (*data).into(),
+                hash: Some(hash),
+                mac: None,
+            }
+        })
+        .collect()
+}
+
+const APPROVED: &str = r#"{"turn_id":"t1","reply_id":"r1","text_sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824","actions":[{"action_id":"a1","name":"Read","arguments":{"file_path":"/p/a"}}]}"#;
+const COMMITTED: &str =
+    r#"{"action_id":"a1","status":"ok","receipt":{"action_id":"a1","duration_ms":3}}"#;
+
+fn action(outcome: &str) -> ActionRow {
+    ActionRow {
+        action_id: "a1".into(),
+        session_id: "ns_1".into(),
+        name: "Read".into(),
+        arguments: r#"{"file_path":"/p/a"}"#.into(),
+        state: "committed".into(),
+        outcome: Some(outcome.into()),
+        prepared: None,
+    }
+}
+
+fn check_tables(action_row: &ActionRow, reply_text: &str) -> Report {
+    let rows = rows_of(&[
+        ("reply_accepted", APPROVED),
+        ("action_committed", COMMITTED),
+    ]);
+    let mut v = Verifier::new(head_of(&rows), Some("key"));
+    rows.iter().for_each(|r| v.event(r));
+    v.action(action_row);
+    v.reply(&ReplyRow {
+        session_id: "ns_1".into(),
+        reply_id: "r1".into(),
+        turn_id: "t1".into(),
+        data: serde_json::json!({ "text": reply_text }).to_string(),
+    });
+    v.finish()
+}
+
 #[test]
 fn receipts_must_match_the_chained_event() {
-    let mut prev = GENESIS.to_string();
-    let data = r#"{"action_id":"a1","status":"ok","receipt":{"action_id":"a1","duration_ms":3}}"#;
-    let hash = link_hash(&prev, 1, Some("ns_1"), 5, "action_committed", data);
-    prev.clone_from(&hash);
-    let row = EventRow {
-        seq: 1,
-        session_id: Some("ns_1".into()),
-        at_ms: 5,
-        kind: "action_committed".into(),
-        data: data.into(),
-        hash: Some(hash),
-    };
-    let run = |outcome: &str| {
-        let mut v = Verifier::new();
-        v.event(&row);
-        v.action("a1", "ns_1", Some(outcome));
-        v.finish(&HeadFile::Present(Head::sign("key", 1, &prev)), Some("key"))
-    };
-    let good = run(r#"{"status":"ok","receipt":{"duration_ms":3,"action_id":"a1"}}"#);
+    let good = check_tables(
+        &action(r#"{"status":"ok","receipt":{"duration_ms":3,"action_id":"a1"}}"#),
+        "hello",
+    );
     assert!(good.ok(), "{:?}", good.problems);
-    assert_eq!(good.receipts_checked, 1);
-    let bad = run(r#"{"status":"ok","receipt":{"action_id":"a1","duration_ms":4}}"#);
+    assert_eq!((good.receipts_checked, good.rows_cross_checked), (1, 2));
+    let bad = check_tables(
+        &action(r#"{"status":"ok","receipt":{"action_id":"a1","duration_ms":4}}"#),
+        "hello",
+    );
     assert_eq!(bad.problems[0].table, Table::Actions);
     assert!(bad.broken_sessions.contains("ns_1"));
+}
+
+/// B4: every column an event covers is compared, and the row is named.
+#[test]
+fn action_and_reply_columns_must_match_their_events() {
+    let outcome = r#"{"status":"ok","receipt":{"duration_ms":3,"action_id":"a1"}}"#;
+    let what = |row: ActionRow, text: &str| {
+        let report = check_tables(&row, text);
+        let p = report.problems.first().cloned().unwrap();
+        (p.table, p.id, p.what)
+    };
+    let renamed = ActionRow {
+        name: "Write".into(),
+        ..action(outcome)
+    };
+    assert_eq!(
+        what(renamed, "hello").2,
+        "name differs from the chained approval"
+    );
+    let moved = ActionRow {
+        arguments: r#"{"file_path":"/etc/x"}"#.into(),
+        ..action(outcome)
+    };
+    assert!(what(moved, "hello").2.contains("arguments differ"));
+    let state = ActionRow {
+        state: "not_applied".into(),
+        ..action(outcome)
+    };
+    assert!(what(state, "hello").2.contains("state `not_applied`"));
+    let (table, id, text) = what(action(outcome), "goodbye");
+    assert_eq!((table, id.as_str()), (Table::Replies, "r1"));
+    assert!(text.contains("text differs"), "{text}");
+}
+
+fn signed(mut rows: Vec<EventRow>, key: &str) -> Vec<EventRow> {
+    for row in &mut rows {
+        row.mac = row.hash.as_deref().map(|h| row_mac(key, row.seq, h));
+    }
+    rows
+}
+
+/// B1: with a v2 head, a row from the chain start on without a hash is broken, even when every
+/// hash was removed.
+#[test]
+fn hashes_removed_after_the_signed_chain_start_are_named() {
+    let mut rows = chain(4);
+    let head = HeadFile::Present(Head::anchored(
+        "key",
+        1,
+        4,
+        rows[3].hash.as_deref().unwrap(),
+    ));
+    assert!(check(&rows, &head).ok());
+    for row in &mut rows {
+        row.hash = None;
+    }
+    let first = &check(&rows, &head).problems[0];
+    assert_eq!(
+        (first.table.clone(), first.id.as_str()),
+        (Table::Events, "1")
+    );
+    assert!(first.what.contains("chain begins at seq 1"), "{first:?}");
+}
+
+/// Rows after the head are accepted only with the server key's row signature; seq gaps and
+/// handed-out seqs past the newest row are named.
+#[test]
+fn rows_after_the_head_gaps_and_issued_seqs() {
+    let rows = signed(chain(5), "key");
+    let head = HeadFile::Present(Head::anchored(
+        "key",
+        1,
+        3,
+        rows[2].hash.as_deref().unwrap(),
+    ));
+    let report = check(&rows, &head);
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!(report.rows_after_head, 2);
+    let forged = signed(chain(5), "not-the-key");
+    let first = &check(&forged, &head).problems[0];
+    assert_eq!(first.id, "4");
+    assert!(first.what.contains("not signed"), "{first:?}");
+
+    let mut gap = rows.clone();
+    gap.remove(3);
+    assert!(
+        check(&gap, &head).problems[0]
+            .what
+            .contains("seq gap: rows 4 to 4")
+    );
+
+    let mut v = Verifier::new(head.clone(), Some("key"));
+    rows.iter().for_each(|r| v.event(r));
+    v.issued(Some(7));
+    let report = v.finish();
+    assert_eq!(report.problems[0].id, "7");
+    assert!(report.problems[0].what.contains("newest rows deleted"));
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 pub const DATABASE_FILE: &str = "gateway.sqlite3";
 
 /// Schema version this build of gatewayctl was written against.
-pub const KNOWN_SCHEMA_VERSION: i64 = 4;
+pub const KNOWN_SCHEMA_VERSION: i64 = 5;
 
 /// A read-only connection to the state database.
 pub struct Db {
@@ -280,19 +280,19 @@ impl Db {
         out
     }
 
-    /// Every event in `seq` order with its chain hash (`None` before schema version 4), for
-    /// `verify`: streamed to `each`, so a long ledger is never held in memory.
+    /// Every event in `seq` order with its chain hash (`None` before schema version 4) and row
+    /// signature (`None` before 5), for `verify`: streamed to `each`, so a long ledger is never
+    /// held in memory.
     pub fn each_chain_row(
         &self,
         mut each: impl FnMut(&common::ledger_chain::EventRow),
     ) -> anyhow::Result<()> {
-        let hash = if self.schema_version()? >= 4 {
-            "hash"
-        } else {
-            "NULL"
-        };
-        let sql =
-            format!("SELECT seq, session_id, at_ms, kind, data, {hash} FROM events ORDER BY seq");
+        let version = self.schema_version()?;
+        let hash = if version >= 4 { "hash" } else { "NULL" };
+        let mac = if version >= 5 { "mac" } else { "NULL" };
+        let sql = format!(
+            "SELECT seq, session_id, at_ms, kind, data, {hash}, {mac} FROM events ORDER BY seq"
+        );
         let mut stmt = self.conn.prepare(&sql)?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
@@ -303,18 +303,84 @@ impl Db {
                 kind: row.get(3)?,
                 data: row.get(4)?,
                 hash: row.get(5)?,
+                mac: row.get(6)?,
             });
         }
         Ok(())
     }
 
-    /// Every action's id, session and stored outcome (JSON text), for `verify`.
-    pub fn action_outcomes(&self) -> anyhow::Result<Vec<(String, String, Option<String>)>> {
+    /// The highest `events.seq` SQLite's AUTOINCREMENT handed out.
+    pub fn events_issued(&self) -> anyhow::Result<Option<i64>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'events'",
+                [],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Every row of the tables the chained events cover, for `verify`, each passed to its
+    /// callback (streamed).
+    pub fn each_covered_row(&self, v: &mut common::ledger_chain::Verifier) -> anyhow::Result<()> {
+        use common::ledger_chain::{ActionRow, ReplyRow, SessionRow, TurnRow};
+        let prepared = if self.schema_version()? >= 2 {
+            "prepared"
+        } else {
+            "NULL"
+        };
+        let sql = format!(
+            "SELECT action_id, session_id, name, arguments, state, outcome, {prepared} \
+             FROM actions ORDER BY action_id"
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            v.action(&ActionRow {
+                action_id: r.get(0)?,
+                session_id: r.get(1)?,
+                name: r.get(2)?,
+                arguments: r.get(3)?,
+                state: r.get(4)?,
+                outcome: r.get(5)?,
+                prepared: r.get(6)?,
+            });
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT session_id, reply_id, turn_id, data FROM replies ORDER BY session_id, reply_id",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            v.reply(&ReplyRow {
+                session_id: r.get(0)?,
+                reply_id: r.get(1)?,
+                turn_id: r.get(2)?,
+                data: r.get(3)?,
+            });
+        }
         let mut stmt = self
             .conn
-            .prepare("SELECT action_id, session_id, outcome FROM actions ORDER BY action_id")?;
-        let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            .prepare("SELECT id, data FROM sessions ORDER BY id")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            v.session(&SessionRow {
+                id: r.get(0)?,
+                data: r.get(1)?,
+            });
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT turn_id, session_id, sequence FROM turns ORDER BY turn_id")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            v.turn(&TurnRow {
+                turn_id: r.get(0)?,
+                session_id: r.get(1)?,
+                sequence: r.get(2)?,
+            });
+        }
+        Ok(())
     }
 
     /// Actions of a session in turn and call order.

@@ -94,8 +94,19 @@ pub enum Command {
     /// OAuth clients and grants of the ChatGPT connector; approve a client, revoke access.
     #[command(subcommand, name = "oauth")]
     OAuth(OAuthCommand),
-    /// Check the ledger's hash chain, the action receipts and the signed head (read-only);
-    /// names the first bad row and exits non-zero if anything is wrong.
+    /// Check the ledger's hash chain, the signed head, and the actions, replies, sessions and
+    /// turns rows against the events that recorded them (read-only); names the first bad row
+    /// and exits non-zero if anything is wrong.
+    ///
+    /// Catches, by someone who can write the database but lacks the server key
+    /// (<state>/auth/server-key): an edited, deleted, reordered or inserted event, removed
+    /// hashes, the newest rows dropped, a rewritten chain, an edited receipt, action, reply
+    /// text, session or turn. Does not catch: a rollback of the database AND the head file
+    /// together to an older copy (nothing outside the state dir remembers how far the ledger
+    /// got), edits by someone holding the server key, rows from before the chain (schema v4),
+    /// and, after a gateway crash, the loss of the few rows it committed but had not yet
+    /// anchored in the head. If it fails: keep the state dir as evidence, and restore it from a
+    /// backup or start the gateway on a new state dir; the gateway refuses to append to it.
     #[command(verbatim_doc_comment)]
     Verify,
     /// Remove ended sessions' files (runner HOME, transcript) untouched for an age, through the

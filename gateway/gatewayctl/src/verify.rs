@@ -5,35 +5,27 @@
 use std::io::Write;
 use std::path::Path;
 
-use common::ledger_chain::{HEAD_FILE, Head, HeadFile, Report, Verifier};
+use common::ledger_chain::{Head, Report, Verifier};
 use serde_json::json;
 
 use crate::db::Db;
 use crate::{Reported, write_json};
 
 /// Check the state dir's ledger. Safe beside a running gateway: the head is read first (the
-/// gateway writes it only after its commit, so it never names a row this read cannot see), and
-/// the rows are read in one read transaction (one consistent snapshot of events and actions).
+/// gateway writes it only after its commit, so it never names a row this read cannot see, and
+/// rows after it carry the server key's signature), and the rows are read in one read
+/// transaction (one consistent snapshot of every table).
 pub fn check(state_dir: &Path) -> anyhow::Result<Report> {
-    let head = match std::fs::read_to_string(state_dir.join(HEAD_FILE)) {
-        Ok(text) => match Head::parse(&text) {
-            Ok(head) => HeadFile::Present(head),
-            Err(err) => HeadFile::Unreadable(format!("not a ledger head: {err}")),
-        },
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => HeadFile::Missing,
-        Err(err) => HeadFile::Unreadable(format!("reading it: {err}")),
-    };
+    let head = Head::read(state_dir);
     let key = std::fs::read_to_string(state_dir.join("auth").join("server-key")).ok();
     let db = Db::open(state_dir)?;
-    let mut verifier = Verifier::new();
+    let mut verifier = Verifier::new(head, key.as_deref().map(str::trim));
     db.snapshot(|db| {
         db.each_chain_row(|row| verifier.event(row))?;
-        for (action_id, session_id, outcome) in db.action_outcomes()? {
-            verifier.action(&action_id, &session_id, outcome.as_deref());
-        }
-        Ok(())
+        verifier.issued(db.events_issued()?);
+        db.each_covered_row(&mut verifier)
     })?;
-    Ok(verifier.finish(&head, key.as_deref().map(str::trim)))
+    Ok(verifier.finish())
 }
 
 /// `gatewayctl verify`.
@@ -105,10 +97,17 @@ fn write_text(r: &Report, out: &mut impl Write) -> anyhow::Result<()> {
         "  receipts        {} checked, {} from before the chain",
         r.receipts_checked, r.receipts_unchained
     )?;
+    writeln!(
+        out,
+        "  other tables    {} row(s) of actions, replies, sessions, turns match their events",
+        r.rows_cross_checked
+    )?;
     match r.head_seq {
         Some(seq) => writeln!(
             out,
-            "  signed head     seq {seq}, {} newer row(s) not yet anchored",
+            "  signed head     seq {seq}{}, {} newer signed row(s) not yet anchored",
+            r.chain_start
+                .map_or(String::new(), |s| format!(", chain from seq {s}")),
             r.rows_after_head
         )?,
         None => writeln!(out, "  signed head     none")?,

@@ -15,8 +15,9 @@ use support::*;
 const KEY: &str = "key_0123456789abcdef0123456789abcdef";
 const ACT: &str = "act_77a0c5d8e9f04b1c8d2e3f4a5b6c7d8e";
 
-/// The fixture (schema v1, unchained rows) migrated to v4, then five chained events of ACTIVE,
-/// one of them the receipt of an action whose row holds the same receipt, and the signed head.
+/// The fixture (schema v1, unchained rows) migrated to v4, then six chained events of ACTIVE,
+/// one approving an action, one its receipt (the action's row holds the same name, arguments
+/// and receipt), and the signed head in its first format (no chain start).
 fn chained() -> Fixture {
     let fx = Fixture::new();
     let db = fx.writer();
@@ -42,6 +43,12 @@ fn chained() -> Fixture {
         .query_row("SELECT MAX(seq) FROM events", [], |r| r.get(0))
         .unwrap();
     let rows = [
+        (
+            "reply_accepted",
+            json!({"turn_id": "turn_98334896db574baf877bdc5e238e421e", "reply_id": "reply_1",
+                   "text_sha256": "0".repeat(64),
+                   "actions": [{"action_id": ACT, "name": "Read", "arguments": {}}]}),
+        ),
         (
             "reply_delivered",
             json!({"turn_id": "turn_98334896db574baf877bdc5e238e421e"}),
@@ -117,8 +124,9 @@ fn an_intact_chain_verifies() {
     insta::assert_snapshot!(fx.ok(false, Command::Verify));
     let v = fx.json(Command::Verify);
     assert_eq!(v["ok"], true);
-    assert_eq!(v["report"]["chained_events"], 5);
+    assert_eq!(v["report"]["chained_events"], 6);
     assert_eq!(v["report"]["receipts_checked"], 1);
+    assert_eq!(v["report"]["rows_cross_checked"], 1);
 }
 
 #[test]
@@ -145,8 +153,95 @@ fn a_deleted_event_is_named_by_its_successor() {
     attacker(&fx)
         .execute("DELETE FROM events WHERE seq = ?1", [seq])
         .unwrap();
-    let (table, id, _) = first_problem(&fx);
+    let (table, id, what) = first_problem(&fx);
     assert_eq!((table.as_str(), id), ("events", (seq + 1).to_string()));
+    assert_eq!(what, format!("seq gap: rows {seq} to {seq} are missing"));
+}
+
+/// `chained()` with the head as the gateway writes it now: it names where the chain begins.
+fn chained_v2() -> (Fixture, i64) {
+    let fx = chained();
+    let (start, seq, hash): (i64, i64, String) = fx
+        .writer()
+        .query_row(
+            "SELECT (SELECT MIN(seq) FROM events WHERE hash IS NOT NULL), seq, hash
+             FROM events ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    let head = Head::anchored(KEY, start, seq, &hash);
+    std::fs::write(fx.state.join(HEAD_FILE), head.to_text()).unwrap();
+    (fx, start)
+}
+
+/// B1 of the outside attack: every hash removed (and a row edited) no longer passes as rows
+/// from before the chain.
+#[test]
+fn hashes_removed_after_the_chain_start_are_named() {
+    let (fx, start) = chained_v2();
+    assert!(fx.json(Command::Verify)["ok"].as_bool().unwrap());
+    attacker(&fx)
+        .execute_batch(
+            "UPDATE events SET hash = NULL;
+             UPDATE events SET data = '{\"subtype\":\"error\",\"is_error\":true}'
+             WHERE kind = 'runner_turn_ended';",
+        )
+        .unwrap();
+    let (table, id, what) = first_problem(&fx);
+    assert_eq!((table.as_str(), id), ("events", start.to_string()));
+    assert_eq!(
+        what,
+        format!("no hash, but the signed chain begins at seq {start} (hash removed)")
+    );
+}
+
+/// B2: the newest rows deleted without setting AUTOINCREMENT's counter back: both named.
+#[test]
+fn newest_rows_deleted_leave_a_handed_out_seq() {
+    let (fx, _) = chained_v2();
+    let seq = last_seq(&fx);
+    attacker(&fx)
+        .execute("DELETE FROM events WHERE seq = ?1", [seq])
+        .unwrap();
+    let v = fx.run(true, Command::Verify).0;
+    let v: serde_json::Value = serde_json::from_str(&v).unwrap();
+    let problems = v["report"]["problems"].as_array().unwrap();
+    assert_eq!(problems[0]["table"], "ledger_head");
+    assert_eq!(problems[1]["id"], seq.to_string());
+    assert_eq!(
+        problems[1]["what"],
+        format!(
+            "seq {seq} was handed out but the newest row is {} (newest rows deleted)",
+            seq - 1
+        )
+    );
+}
+
+/// B4: the action's columns that its chained approval and receipt events cover.
+#[test]
+fn an_edited_action_name_arguments_or_state_is_named() {
+    for (set, what) in [
+        ("name = 'Write'", "name differs from the chained approval"),
+        (
+            "arguments = '{\"file_path\":\"/etc/passwd\"}'",
+            "arguments differ from the chained approval",
+        ),
+        (
+            "state = 'not_applied'",
+            "state `not_applied` differs from the chained ledger's `committed`",
+        ),
+    ] {
+        let fx = chained();
+        fx.writer()
+            .execute(
+                &format!("UPDATE actions SET {set} WHERE action_id = ?1"),
+                [ACT],
+            )
+            .unwrap();
+        let problem = first_problem(&fx);
+        assert_eq!(problem, ("actions".into(), ACT.into(), what.into()));
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Durable state: the SQLite database the gateway alone writes (sessions, leases, idempotency
 //! records, turns, replies, actions and the append-only event ledger), and the records stored in it.
 
+mod chain;
 mod ledger;
 mod records;
 mod schema;

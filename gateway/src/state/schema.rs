@@ -4,7 +4,7 @@
 use rusqlite::Connection;
 
 /// Version this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Each entry migrates from version `index` to `index + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     common::state_schema::V2,
     common::state_schema::V3,
     common::state_schema::V4,
+    common::state_schema::V5,
 ];
 
 /// Why the database cannot be brought to [`SCHEMA_VERSION`].

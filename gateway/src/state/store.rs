@@ -1,6 +1,7 @@
 //! The SQLite store: opening it safely (modes, WAL, full sync, migrations) and typed access to its
 //! rows inside transactions. One connection behind a mutex: the gateway is the single writer.
 
+use std::cell::RefCell;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Mutex;
@@ -11,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::records::{ActionRecord, IdempotentAnswer, ReplyRecord, SessionRecord, TurnRecord};
-use super::schema;
+use super::{chain, schema};
 
 /// Failures of the state store.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +25,13 @@ pub enum StoreError {
     Schema(String),
     #[error(transparent)]
     Migration(#[from] super::schema::MigrationError),
+    /// The ledger was changed outside the gateway: it appends nothing more.
+    #[error(
+        "the ledger fails its integrity check ({0}); the gateway appends nothing to it. Run \
+         `gatewayctl verify` to see the first bad row, keep the state dir as evidence and restore \
+         it from a backup, or start over with a new state dir"
+    )]
+    LedgerBroken(String),
     #[error("state file {path}: {source}")]
     Io {
         path: String,
@@ -33,11 +41,19 @@ pub enum StoreError {
 
 /// The gateway's durable state.
 pub struct Store {
-    conn: Mutex<Connection>,
-    /// Where the signed ledger head is written after each commit that appended events, and the
-    /// server key that signs it.
-    head_path: std::path::PathBuf,
+    inner: Mutex<Inner>,
+    /// Writes the signed ledger head after the commits that appended events.
+    head: chain::HeadWriter,
+    /// The server key: it signs the head and each ledger row.
     key: String,
+}
+
+/// The connection, where the ledger chain stands, and whether it was found tampered with.
+struct Inner {
+    conn: Connection,
+    anchor: chain::Anchor,
+    /// Once someone else changed the ledger, every write is refused (fail closed).
+    broken: Option<String>,
 }
 
 /// Name of the database file inside the state dir.
@@ -45,7 +61,9 @@ pub const DATABASE_FILE: &str = "gateway.sqlite3";
 
 impl Store {
     /// Open (creating if needed) the database in `state_dir`, which must already exist with mode
-    /// 0700. The file and its WAL companions are created 0600.
+    /// 0700. The file and its WAL companions are created 0600. The ledger chain is checked
+    /// against the signed head first: a ledger changed behind the gateway's back is refused
+    /// ([`StoreError::LedgerBroken`]), never re-anchored.
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
         let path = state_dir.join(DATABASE_FILE);
         // Create the file ourselves so it is 0600 from its first byte; SQLite keeps the mode for
@@ -77,64 +95,61 @@ impl Store {
             })?;
         let key = crate::config::load_or_create_server_key(state_dir)
             .map_err(|err| StoreError::Schema(format!("server key: {err:#}")))?;
+        let head_path = state_dir.join(common::ledger_chain::HEAD_FILE);
+        let anchor = chain::open_check(&conn, state_dir, &key)?;
+        // Anchor what was found (rows a crash left after the head, a head of the older format,
+        // or none yet) before appending anything.
+        chain::write_head(&head_path, &key, &anchor)?;
         Ok(Store {
-            conn: Mutex::new(conn),
-            head_path: state_dir.join(common::ledger_chain::HEAD_FILE),
+            inner: Mutex::new(Inner {
+                conn,
+                anchor,
+                broken: None,
+            }),
+            head: chain::HeadWriter::start(head_path, key.clone())?,
             key,
         })
     }
 
-    /// Run `f` in an immediate (write) transaction and commit it if `f` succeeds.
+    /// Run `f` in an immediate (write) transaction and commit it if `f` succeeds. The ledger's
+    /// tail is compared with what this gateway last committed first: if someone else changed
+    /// it, nothing is written, now or later ([`StoreError::LedgerBroken`]).
     pub fn write<T, E>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
-        let mut conn = self
-            .conn
+        let mut guard = self
+            .inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let tx = conn
+        let inner = &mut *guard;
+        if let Some(why) = &inner.broken {
+            return Err(StoreError::LedgerBroken(why.clone()).into());
+        }
+        let tx = inner
+            .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(StoreError::from)?;
-        let typed = Tx(&tx, std::cell::RefCell::new(None));
+        if let Err(why) = chain::check_tail(&tx, &inner.anchor) {
+            drop(tx);
+            tracing::error!(problem = %why, "the ledger was changed outside the gateway");
+            inner.broken = Some(why.clone());
+            return Err(StoreError::LedgerBroken(why).into());
+        }
+        let typed = Tx(&tx, RefCell::new(inner.anchor.clone()), &self.key);
         let out = f(&typed)?;
-        let head = typed.1.into_inner();
+        let anchor = typed.1.into_inner();
         tx.commit().map_err(StoreError::from)?;
-        if let Some((seq, hash)) = head {
-            // After the commit, still under the lock so heads are written in order. A crash in
-            // between leaves the head one commit behind: `verify` reports those rows as not yet
-            // anchored, not as tampering.
-            // Failing to write it does not undo the commit: the rows stay, unanchored, and
-            // `verify` says so.
-            if let Err(err) = self.write_head(seq, &hash) {
-                tracing::error!(error = %err, "writing the signed ledger head");
-            }
+        if anchor != inner.anchor {
+            inner.anchor = anchor.clone();
+            self.head.publish(anchor);
         }
         Ok(out)
     }
 
-    /// Replace the signed head atomically (temporary file, fsync, rename).
-    fn write_head(&self, seq: i64, hash: &str) -> Result<(), StoreError> {
-        use std::io::Write;
-        let head = common::ledger_chain::Head::sign(&self.key, seq, hash);
-        let tmp = self.head_path.with_extension("tmp");
-        let io = |source| StoreError::Io {
-            path: self.head_path.display().to_string(),
-            source,
-        };
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io)?;
-        file.write_all(head.to_text().as_bytes()).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        // No fsync of the directory: a rename lost to a power cut leaves an older head, which
-        // `verify` accepts (rows after it are reported as not anchored). The database is
-        // synced before the head is written, so a head can never be ahead of it.
-        std::fs::rename(&tmp, &self.head_path).map_err(io)
+    /// Wait until the signed head names the newest committed row (tests, measurements).
+    pub fn flush_head(&self) {
+        self.head.flush();
     }
 
     /// Run `f` in a read transaction.
@@ -142,21 +157,20 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        let mut conn = self
-            .conn
+        let mut guard = self
+            .inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let tx = conn.transaction().map_err(StoreError::from)?;
-        f(&Tx(&tx, std::cell::RefCell::new(None)))
+        let inner = &mut *guard;
+        let anchor = inner.anchor.clone();
+        let tx = inner.conn.transaction().map_err(StoreError::from)?;
+        f(&Tx(&tx, RefCell::new(anchor), &self.key))
     }
 }
 
-/// Typed access to the database inside one transaction, and the newest event it appended
-/// (`seq`, hash): the head to sign once it commits.
-pub struct Tx<'a>(
-    &'a Transaction<'a>,
-    std::cell::RefCell<Option<(i64, String)>>,
-);
+/// Typed access to the database inside one transaction, where the ledger chain stands in it
+/// (the head to sign once it commits), and the server key that signs each row.
+pub struct Tx<'a>(&'a Transaction<'a>, RefCell<chain::Anchor>, &'a str);
 
 fn to_json<T: Serialize>(value: &T) -> Result<String, StoreError> {
     Ok(serde_json::to_string(value)?)
@@ -547,49 +561,30 @@ impl Tx<'_> {
 
     // ---- ledger ----
 
-    /// Append one event to the ledger, chained to the previous one (`common::ledger_chain`).
-    /// `data` must hold nothing secret.
+    /// Append one event to the ledger, chained to the previous one and signed
+    /// (`common::ledger_chain`). `data` must hold nothing secret.
     pub fn append_event(
         &self,
         session_id: Option<&str>,
         kind: &str,
         data: &Value,
     ) -> Result<(), StoreError> {
-        let prev = match self.1.borrow().as_ref() {
-            Some((seq, hash)) => Some((*seq, Some(hash.clone()))),
-            None => self
-                .0
-                .query_row(
-                    "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1",
-                    [],
-                    |row| Ok((row.get::<_, i64>(0)?, row.get::<_, Option<String>>(1)?)),
-                )
-                .optional()?,
-        };
-        // AUTOINCREMENT never reuses a seq: the next one is past both the newest row and the
-        // highest ever handed out.
-        let issued: Option<i64> = self
-            .0
-            .query_row(
-                "SELECT seq FROM sqlite_sequence WHERE name = 'events'",
-                [],
-                |row| row.get(0),
-            )
-            .optional()?;
-        let newest = prev.as_ref().map_or(0, |(seq, _)| *seq);
-        let seq = newest.max(issued.unwrap_or(0)) + 1;
-        let prev_hash = prev
-            .and_then(|(_, hash)| hash)
-            .unwrap_or_else(|| common::ledger_chain::GENESIS.to_string());
+        let mut anchor = self.1.borrow_mut();
+        // The tail was checked against the anchor when the transaction began, so the next seq
+        // is the anchor's successor: nothing was handed out past it.
+        let seq = anchor.seq + 1;
         let at_ms = common::time::now_unix_ms();
         let text = to_json(data)?;
-        let hash = common::ledger_chain::link_hash(&prev_hash, seq, session_id, at_ms, kind, &text);
+        let hash =
+            common::ledger_chain::link_hash(&anchor.hash, seq, session_id, at_ms, kind, &text);
+        let mac = common::ledger_chain::row_mac(self.2, seq, &hash);
         self.0.execute(
-            "INSERT INTO events (seq, session_id, at_ms, kind, data, hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![seq, session_id, at_ms, kind, text, hash],
+            "INSERT INTO events (seq, session_id, at_ms, kind, data, hash, mac)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![seq, session_id, at_ms, kind, text, hash, mac],
         )?;
-        *self.1.borrow_mut() = Some((seq, hash));
+        anchor.seq = seq;
+        anchor.hash = hash;
         Ok(())
     }
 
@@ -617,3 +612,6 @@ impl Tx<'_> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod chain_tests;

@@ -1,6 +1,10 @@
 //! The ledger chain on a state dir from a real session (real runner, a tool call with its
 //! receipt): `gatewayctl verify` passes beside the running gateway, then on a copy an attacker
-//! edits an event, an event's receipt and an action's receipt, and verify names each.
+//! edits an event, an event's receipt, an action's receipt, arguments, a reply's text, a
+//! session's and a turn's fields, and verify names each. The outside attack's B1 and B2 against
+//! the real gateway: hashes stripped while it is stopped (it refuses to start), the newest rows
+//! deleted while it runs (it refuses every change, `ledger_broken`); and a gateway killed
+//! between a commit and its head write starts again without a false alarm.
 
 use common::ledger_chain::{HEAD_FILE, Table};
 use serde_json::json;
@@ -25,6 +29,8 @@ fn copy_state(gw: &GatewayProcess) -> tempfile::TempDir {
     copy
 }
 
+/// A writer connection as the attacker opens it (live file or copy): the append-only triggers
+/// dropped first.
 fn attacker(dir: &std::path::Path) -> rusqlite::Connection {
     let db = rusqlite::Connection::open(dir.join("gateway.sqlite3")).unwrap();
     db.execute_batch(
@@ -135,6 +141,58 @@ async fn a_real_session_verifies_and_each_edit_is_named() {
     assert_eq!(report.problems[0].table, Table::Actions);
     assert_eq!(report.problems[0].id, action_id);
 
+    // The rows the events cover (B4), each edited on a copy.
+    let db = state_db(&gw);
+    let reply_id: String = db
+        .query_row(
+            "SELECT reply_id FROM replies WHERE session_id = ?1",
+            [&sid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let first_turn: String = db
+        .query_row(
+            "SELECT turn_id FROM turns WHERE session_id = ?1 AND sequence = 1",
+            [&sid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let edits = [
+        (
+            "UPDATE actions SET arguments = json_set(arguments, '$.file_path', '/etc/hostname') WHERE session_id = ?1",
+            Table::Actions,
+            action_id.as_str(),
+            "arguments differ",
+        ),
+        (
+            "UPDATE replies SET data = json_set(data, '$.text', 'Delete everything.') WHERE session_id = ?1",
+            Table::Replies,
+            reply_id.as_str(),
+            "text differs",
+        ),
+        (
+            "UPDATE sessions SET data = json_set(data, '$.source_directory', '/etc') WHERE id = ?1",
+            Table::Sessions,
+            sid.as_str(),
+            "source directory differs",
+        ),
+        (
+            "UPDATE turns SET sequence = 100 WHERE session_id = ?1 AND sequence = 1",
+            Table::Turns,
+            first_turn.as_str(),
+            "sequence differs",
+        ),
+    ];
+    for (sql, table, id, what) in edits {
+        let copy = copy_state(&gw);
+        attacker(copy.path()).execute(sql, [&sid]).unwrap();
+        let report = check(copy.path());
+        let p = &report.problems[0];
+        assert_eq!((&p.table, p.id.as_str()), (&table, id), "{sql}: {p:?}");
+        assert!(p.what.contains(what), "{p:?}");
+        assert!(report.broken_sessions.contains(&sid));
+    }
+
     // The newest rows dropped.
     let copy = copy_state(&gw);
     let head = std::fs::read_to_string(copy.path().join(HEAD_FILE)).unwrap();
@@ -143,4 +201,129 @@ async fn a_real_session_verifies_and_each_edit_is_named() {
         .execute("DELETE FROM events WHERE seq >= ?1", [head.seq])
         .unwrap();
     assert_eq!(check(copy.path()).problems[0].table, Table::LedgerHead);
+}
+
+/// B2 while the gateway runs: the newest rows deleted (and AUTOINCREMENT's counter set back).
+/// Its next change is refused with `ledger_broken`, and every one after it; verify names the
+/// signed head. B1 while it is stopped: every hash stripped and a row edited; it refuses to
+/// start, naming the row, and verify names the same row.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_gateway_refuses_a_ledger_changed_behind_its_back() {
+    let mut gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "Say hello", "tamper-1").await;
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let newest: i64 = state_db(&gw)
+        .query_row("SELECT MAX(seq) FROM events", [], |r| r.get(0))
+        .unwrap();
+    let db = attacker(gw.state_dir());
+    db.execute("DELETE FROM events WHERE seq = ?1", [newest])
+        .unwrap();
+    db.execute(
+        "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'events'",
+        [newest - 1],
+    )
+    .unwrap();
+    let before = count(&gw, "SELECT COUNT(*) FROM events");
+    for key in ["tamper-stop", "tamper-stop-again"] {
+        let r = chat.stop(&sid, &lease, key, Some("done")).await.unwrap();
+        assert_eq!(tool_err_code(&r), "ledger_broken", "{r}");
+        let message = r["structuredContent"]["error"]["message"].as_str().unwrap();
+        assert!(message.contains("gatewayctl verify"), "{message}");
+    }
+    let r = chat.start("again", dir.path(), "tamper-2").await.unwrap();
+    assert_eq!(tool_err_code(&r), "ledger_broken", "{r}");
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM events"), before);
+    let report = gatewayctl::verify::check(gw.state_dir()).unwrap();
+    let first = &report.problems[0];
+    assert_eq!(
+        (&first.table, first.id.as_str()),
+        (&Table::LedgerHead, newest.to_string().as_str()),
+        "{first:?}"
+    );
+    assert!(
+        gw.stderr_log()
+            .contains("the ledger was changed outside the gateway")
+    );
+
+    // Stopped: a state dir whose hashes are all stripped.
+    gw.kill().await;
+    kill_session_processes(gw.state_dir());
+    let db = attacker(gw.state_dir());
+    db.execute_batch("UPDATE events SET hash = NULL; UPDATE events SET data = '{}' WHERE seq = 2;")
+        .unwrap();
+    let start: i64 = db
+        .query_row("SELECT MIN(seq) FROM events", [], |r| r.get(0))
+        .unwrap();
+    let outcome = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .state_dir(gw.state_dir())
+        .run_to_exit(std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(outcome.code(), Some(1), "{outcome:?}");
+    let named = format!("events {start}: no hash, but the signed chain begins at seq {start}");
+    assert!(outcome.stderr.contains(&named), "{}", outcome.stderr);
+    assert!(
+        outcome.stderr.contains("gatewayctl verify"),
+        "{}",
+        outcome.stderr
+    );
+    let report = gatewayctl::verify::check(gw.state_dir()).unwrap();
+    assert_eq!(report.problems[0].id, start.to_string());
+}
+
+fn require_failpoints() {
+    #[cfg(not(feature = "failpoints"))]
+    panic!("this crash test needs the gateway built with `--features failpoints`");
+}
+
+/// A gateway killed after the commit of a session's first events and before the signed head
+/// names them (failpoint `gateway_before_ledger_head`): the next gateway on the state dir
+/// starts, verify passes, and sessions go on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_between_commit_and_head_write_is_not_a_false_alarm() {
+    require_failpoints();
+    let gw = gateway_with(&[(
+        "NATIVE_GATEWAY_FAILPOINT",
+        "gateway_before_ledger_head:abort",
+    )])
+    .await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    // The gateway aborts once the session's start is committed: the call gets no answer.
+    let _ = chat.start("Say hello", dir.path(), "crash-1").await;
+    let head = common::ledger_chain::Head::read(gw.state_dir());
+    let common::ledger_chain::HeadFile::Present(head) = head else {
+        panic!("no head: {head:?}");
+    };
+    let newest: i64 = state_db(&gw)
+        .query_row("SELECT MAX(seq) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        newest > head.seq,
+        "nothing after the head: {newest} {head:?}"
+    );
+    let report = gatewayctl::verify::check(gw.state_dir()).unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!(report.rows_after_head, (newest - head.seq) as u64);
+
+    let again = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .state_dir(gw.state_dir())
+        .spawn()
+        .await
+        .expect("the gateway starts after the crash");
+    let chat = chatgpt(&again).await;
+    let v = start_session(&chat, dir.path(), "Say hello", "crash-2").await;
+    chat.stop(&session_id(&v), &lease_id(&v), "crash-stop", None)
+        .await
+        .unwrap();
+    let live = gatewayctl_json(&again, &["verify"]);
+    assert_eq!(live["ok"], true, "{live}");
+    drop(again);
+    drop(gw);
 }

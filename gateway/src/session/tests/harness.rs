@@ -109,6 +109,8 @@ impl Harness {
 
     /// A second gateway over the same state and brokers: a restarted gateway.
     pub fn restarted(&self) -> Arc<Gateway> {
+        // The first one's signed head written (one gateway per state dir; no two head writers).
+        self.gateway.store.flush_head();
         let config = self.gateway.config.clone();
         let store = Store::open(&config.state_dir).unwrap();
         Gateway::new(store, config, "k".repeat(40), self.host.clone())

@@ -1,0 +1,248 @@
+//! Tests of the ledger chain against an attacker who can write the database file (issue 27's
+//! outside attack): with the gateway stopped and while it runs, hashes stripped, the newest rows
+//! deleted, sequence numbers skipped and rows appended by someone without the server key are
+//! refused with `LedgerBroken` naming the row; a crash between a commit and its head write is
+//! not mistaken for tampering.
+
+use super::*;
+use common::ledger_chain::{HeadFile, Verifier};
+use serde_json::json;
+
+fn open_with(n: u32) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for i in 0..n {
+        append(&store, i).unwrap();
+    }
+    (dir, store)
+}
+
+fn append(store: &Store, i: u32) -> Result<(), StoreError> {
+    store.write(|tx| tx.append_event(Some("ns_a"), "k", &json!({"i": i})))
+}
+
+/// A connection as the attacker opens it: the append-only triggers dropped.
+fn attacker(dir: &Path) -> Connection {
+    let db = Connection::open(dir.join(DATABASE_FILE)).unwrap();
+    db.execute_batch(
+        "DROP TRIGGER IF EXISTS events_no_update; DROP TRIGGER IF EXISTS events_no_delete;",
+    )
+    .unwrap();
+    db
+}
+
+fn broken(err: StoreError) -> String {
+    match err {
+        StoreError::LedgerBroken(why) => why,
+        other => panic!("expected LedgerBroken, got {other}"),
+    }
+}
+
+fn count(dir: &Path) -> i64 {
+    Connection::open(dir.join(DATABASE_FILE))
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// What `gatewayctl verify` reads, checked by the same verifier: the first problem.
+fn first_problem(dir: &Path) -> Option<String> {
+    let db = Connection::open(dir.join(DATABASE_FILE)).unwrap();
+    let key = std::fs::read_to_string(dir.join("auth/server-key")).unwrap();
+    let mut v = Verifier::new(common::ledger_chain::Head::read(dir), Some(key.trim()));
+    let mut stmt = db.prepare(chain::EVENT_ROWS).unwrap();
+    let rows = stmt.query_map([], chain::event_row).unwrap();
+    rows.for_each(|r| v.event(&r.unwrap()));
+    let issued = db
+        .query_row(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'events'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .unwrap();
+    v.issued(issued);
+    v.finish().problems.first().map(chain::describe)
+}
+
+/// B1: every hash stripped and a row edited. Stopped: the next open refuses, naming the first
+/// row; running: the next write refuses, and every one after it.
+#[test]
+fn stripped_hashes_are_refused_stopped_and_running() {
+    let (dir, store) = open_with(3);
+    drop(store);
+    let db = attacker(dir.path());
+    db.execute_batch(
+        "UPDATE events SET hash = NULL; UPDATE events SET data = '{\"i\":9}' WHERE seq = 2;",
+    )
+    .unwrap();
+    let why = broken(Store::open(dir.path()).err().unwrap());
+    assert_eq!(
+        why,
+        "events 1: no hash, but the signed chain begins at seq 1 (hash removed)"
+    );
+    assert_eq!(first_problem(dir.path()).unwrap(), why);
+    // Nothing was appended or re-anchored.
+    assert_eq!(count(dir.path()), 3);
+
+    let (dir, store) = open_with(3);
+    attacker(dir.path())
+        .execute("UPDATE events SET hash = NULL", [])
+        .unwrap();
+    let why = broken(append(&store, 4).unwrap_err());
+    assert!(
+        why.contains("newest ledger row is seq 3 without a hash"),
+        "{why}"
+    );
+    // Latched: even once the attacker's change is out of the way, nothing more is written.
+    let why = broken(append(&store, 5).unwrap_err());
+    assert!(why.contains("seq 3"), "{why}");
+    drop(store);
+    assert_eq!(count(dir.path()), 3);
+    assert!(
+        first_problem(dir.path())
+            .unwrap()
+            .starts_with("events 1: no hash")
+    );
+}
+
+/// B2: the newest rows deleted and `sqlite_sequence` set back to match.
+#[test]
+fn deleted_newest_rows_are_refused_stopped_and_running() {
+    let (dir, store) = open_with(4);
+    let db = attacker(dir.path());
+    db.execute_batch(
+        "DELETE FROM events WHERE seq >= 3; UPDATE sqlite_sequence SET seq = 2 WHERE name = 'events';",
+    )
+    .unwrap();
+    let why = broken(append(&store, 5).unwrap_err());
+    assert!(
+        why.contains("the newest ledger row is seq 2, but this gateway last appended seq 4"),
+        "{why}"
+    );
+    drop(store);
+    // The head the stopping gateway left names seq 4: verify and the next open name it.
+    let expected = "ledger_head 4: the row the head names is gone (newest rows dropped)";
+    assert_eq!(first_problem(dir.path()).unwrap(), expected);
+    assert_eq!(broken(Store::open(dir.path()).err().unwrap()), expected);
+
+    let (dir, store) = open_with(4);
+    drop(store);
+    attacker(dir.path())
+        .execute_batch(
+            "DELETE FROM events WHERE seq = 4; UPDATE sqlite_sequence SET seq = 3 WHERE name = 'events';",
+        )
+        .unwrap();
+    assert_eq!(
+        broken(Store::open(dir.path()).err().unwrap()),
+        "ledger_head 4: the row the head names is gone (newest rows dropped)"
+    );
+}
+
+/// A seq handed out and its row gone (AUTOINCREMENT's counter ahead of the newest row), a gap
+/// in the middle, and a row appended by someone without the server key.
+#[test]
+fn gaps_and_rows_appended_by_someone_else_are_refused() {
+    let (dir, store) = open_with(2);
+    attacker(dir.path())
+        .execute(
+            "UPDATE sqlite_sequence SET seq = 9 WHERE name = 'events'",
+            [],
+        )
+        .unwrap();
+    let why = broken(append(&store, 3).unwrap_err());
+    assert!(why.contains("sequence is at 9"), "{why}");
+    drop(store);
+    assert_eq!(
+        broken(Store::open(dir.path()).err().unwrap()),
+        "events 9: seq 9 was handed out but the newest row is 2 (newest rows deleted)"
+    );
+
+    // A row chained by the public rule but not signed, appended while the gateway is stopped
+    // and while it runs.
+    for running in [false, true] {
+        let (dir, store) = open_with(2);
+        let store = if running {
+            Some(store)
+        } else {
+            drop(store);
+            None
+        };
+        let db = attacker(dir.path());
+        let prev: String = db
+            .query_row("SELECT hash FROM events WHERE seq = 2", [], |r| r.get(0))
+            .unwrap();
+        let data = r#"{"action_id":"act_forged","status":"ok"}"#;
+        let hash =
+            common::ledger_chain::link_hash(&prev, 3, Some("ns_a"), 7, "action_committed", data);
+        db.execute(
+            "INSERT INTO events (seq, session_id, at_ms, kind, data, hash) VALUES (3, 'ns_a', 7, 'action_committed', ?1, ?2)",
+            params![data, hash],
+        )
+        .unwrap();
+        if let Some(store) = &store {
+            let why = broken(append(store, 3).unwrap_err());
+            assert!(why.contains("newest ledger row is seq 3"), "{why}");
+        }
+        drop(store);
+        let expected = "events 3: newer than the signed head (seq 2) and not signed with the \
+                        server key (appended by someone else)";
+        assert_eq!(first_problem(dir.path()).unwrap(), expected);
+        assert_eq!(broken(Store::open(dir.path()).err().unwrap()), expected);
+    }
+}
+
+/// A crash after a commit and before its head write (the head file as it was before it): the
+/// newer rows carry their signatures, so the next open accepts them, anchors them, and the
+/// ledger verifies.
+#[test]
+fn a_crash_between_commit_and_head_write_is_not_tampering() {
+    let (dir, store) = open_with(2);
+    store.flush_head();
+    let head = dir.path().join(common::ledger_chain::HEAD_FILE);
+    let before = std::fs::read(&head).unwrap();
+    for i in 2..5 {
+        append(&store, i).unwrap();
+    }
+    drop(store);
+    std::fs::write(&head, before).unwrap();
+    assert_eq!(first_problem(dir.path()), None);
+    let store = Store::open(dir.path()).unwrap();
+    append(&store, 5).unwrap();
+    drop(store);
+    let text = std::fs::read_to_string(&head).unwrap();
+    let head = common::ledger_chain::Head::parse(&text).unwrap();
+    assert_eq!((head.start_seq, head.seq), (Some(1), 6));
+    assert_eq!(first_problem(dir.path()), None);
+    assert!(matches!(
+        common::ledger_chain::Head::read(dir.path()),
+        HeadFile::Present(_)
+    ));
+}
+
+/// A state dir as the previous build left it (schema v4: chained rows without signatures, a
+/// head without the chain start): it opens without a false alarm, gets a head naming where its
+/// chain begins, and goes on.
+#[test]
+fn a_state_dir_from_the_previous_build_opens_and_goes_on() {
+    let (dir, store) = open_with(3);
+    drop(store);
+    let db = attacker(dir.path());
+    db.execute_batch("ALTER TABLE events DROP COLUMN mac; PRAGMA user_version = 4;")
+        .unwrap();
+    let hash: String = db
+        .query_row("SELECT hash FROM events WHERE seq = 3", [], |r| r.get(0))
+        .unwrap();
+    drop(db);
+    let key = std::fs::read_to_string(dir.path().join("auth/server-key")).unwrap();
+    let old = common::ledger_chain::Head::sign(key.trim(), 3, &hash);
+    let head = dir.path().join(common::ledger_chain::HEAD_FILE);
+    std::fs::write(&head, old.to_text()).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    append(&store, 3).unwrap();
+    drop(store);
+    let head = common::ledger_chain::Head::parse(&std::fs::read_to_string(&head).unwrap());
+    let head = head.unwrap();
+    assert_eq!((head.start_seq, head.seq), (Some(1), 4));
+    assert_eq!(first_problem(dir.path()), None);
+}
