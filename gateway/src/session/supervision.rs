@@ -67,7 +67,13 @@ impl Gateway {
                 match event {
                     LinkEvent::Event { seq, event } => {
                         match gateway.on_broker_event(&session_id, record.pid, seq, *event) {
-                            Ok(()) => {
+                            Ok(verdict) => {
+                                // The verdict first: the broker reads an ack without one as
+                                // a refusal.
+                                if let Some(verdict) = verdict {
+                                    let _ =
+                                        outgoing.send(GatewayToBroker::Verdict { seq, verdict });
+                                }
                                 let _ = outgoing.send(GatewayToBroker::Ack { seq });
                             }
                             Err(err) => {
