@@ -616,6 +616,7 @@ impl Gateway {
             }
         };
         let failure = record.error.clone();
+        let result_text = record.result_text.clone();
         let answered = LedgerEvent::DeepseekRequest {
             request_sha256: request_sha256.clone(),
             requested_model: record.requested_model,
@@ -643,7 +644,7 @@ impl Gateway {
             self.finish_subsession(
                 session_id,
                 SubsessionStatus::Failed,
-                None,
+                result_text,
                 Some(format!("a DeepSeek request failed: {why}")),
             );
             self.stop_ended_runtime(session_id, "a DeepSeek request failed");

@@ -5,8 +5,10 @@
 //! restart and settled like any session's. Here: the checks of a reply that controls one
 //! (barrier, write lock, ownership), its record and the delegation persisted with the reply, and
 //! the summaries; `lifecycle`: what the gateway carries out (start, get, stop), delegated calls,
-//! its end and the verification against its receipts; `route` and `egress`: the fixed way out.
+//! its end and the verification against its receipts; `route` and `egress`: the fixed way out;
+//! `answer`: what an answer must be before it reaches the runner.
 
+pub mod answer;
 pub mod egress;
 mod lifecycle;
 pub mod route;
