@@ -252,12 +252,23 @@ impl ExecutorMcp {
         }
         let action_id = delegated_action_id(&state.spec.session_id, tool_use_id);
         if state.action(&action_id).is_none() {
-            let seq = state.push_event(BrokerEvent::DelegatedCall {
+            let event = BrokerEvent::DelegatedCall {
                 action_id: action_id.clone(),
                 tool_use_id: tool_use_id.to_string(),
                 name: name.to_string(),
                 arguments: arguments.clone(),
-            });
+            };
+            // An event the link cannot carry would end every link that tried to send it.
+            if !common::codec::fits(&common::protocol::BrokerToGateway::Event {
+                seq: u64::MAX,
+                event: event.clone(),
+            }) {
+                return Ok(refusal(
+                    "[invalid_argument] the call's arguments are too large to record; nothing ran"
+                        .into(),
+                ));
+            }
+            let seq = state.push_event(event);
             // Only the gateway's explicit approval runs it: a refusal (the sub-session was
             // stopped meanwhile) runs nothing, and no write of it is ever prepared.
             match state.wait_verdict(seq, state.action_ack_timeout).await {

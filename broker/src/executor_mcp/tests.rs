@@ -308,3 +308,20 @@ async fn wait_delegated(state: &crate::state::BrokerState, tool_use_id: &str) ->
     }
     panic!("no DelegatedCall for {tool_use_id}");
 }
+
+/// Issue 23/6: a call whose event the link could not carry never reaches it: the MCP endpoint
+/// bounds request bodies (4 MiB) well under the frame limit, and the executor checks the event's
+/// frame before queuing it anyway.
+#[tokio::test]
+async fn a_delegated_call_too_large_for_the_link_never_reaches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = crate::test_support::delegated_state(dir.path());
+    state.set_link_version(common::protocol::PROTOCOL_VERSION);
+    let router = super::router(state.clone());
+    // Quotes double when escaped: the event's frame would be over the limit.
+    let path = "\"".repeat(common::codec::MAX_FRAME_BYTES / 2 + 1);
+    let request = call(Some("toolu_big"), "Read", json!({"file_path": path}));
+    let (status, body) = post(router, "/mcp", &headers(BEARER), &request).await;
+    assert_eq!(status, http::StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert!(state.events_after(0).is_empty(), "nothing was queued");
+}
