@@ -322,3 +322,55 @@ async fn an_answer_too_large_for_the_link_fails_clearly() {
     let error = record.error.unwrap_or_default();
     assert!(error.contains("(answer too large)"), "{error}");
 }
+
+/// Issue 23/6: a request whose future is dropped (the sub-session stopped: the gateway cancels
+/// it) closes its upstream connection at once; the upstream sees its handler cut off.
+#[tokio::test]
+async fn dropping_a_request_closes_the_upstream_connection_at_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct CutOff(Arc<AtomicUsize>, bool);
+    impl Drop for CutOff {
+        fn drop(&mut self) {
+            if !self.1 {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    let (arrived, cut) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let app = axum::Router::new().route(
+        "/anthropic/v1/messages",
+        axum::routing::post({
+            let (arrived, cut) = (arrived.clone(), cut.clone());
+            move || {
+                let (arrived, cut) = (arrived.clone(), cut.clone());
+                async move {
+                    let mut guard = CutOff(cut, false);
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    guard.1 = true;
+                    JSON
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let route = DeepseekRoute::for_tests(&format!("http://{addr}/anthropic"), Some(KEY));
+    let request = serde_json::json!({"model": "sonnet", "messages": []}).to_string();
+    let client = super::egress::client().unwrap();
+    let out = tokio::spawn(async move { forward(&client, &route, 1, &request).await });
+    while arrived.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    out.abort();
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while cut.load(Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upstream still holds the request"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
