@@ -69,6 +69,30 @@ pub async fn connect_broker(
     connect_timeout: Duration,
     build: &str,
 ) -> Result<BrokerLink, BrokerLinkError> {
+    let (link, _) = connect_broker_versioned(
+        socket_path,
+        pid,
+        start_time,
+        boot_id,
+        secret,
+        connect_timeout,
+        build,
+    )
+    .await?;
+    Ok(link)
+}
+
+/// [`connect_broker`], with the protocol version the broker chose (what the link may carry:
+/// below `VERDICTS_SINCE_VERSION` the broker does not read verdicts).
+pub async fn connect_broker_versioned(
+    socket_path: &Path,
+    pid: i32,
+    start_time: u64,
+    boot_id: &str,
+    secret: &str,
+    connect_timeout: Duration,
+    build: &str,
+) -> Result<(BrokerLink, u32), BrokerLinkError> {
     let expected = Expected {
         pid,
         start_time,
@@ -87,7 +111,7 @@ pub async fn connect_broker(
         proof: common::hash::gateway_proof(secret, &hello.challenge),
     })?)
     .await?;
-    Ok(link)
+    Ok((link, hello.protocol_version))
 }
 
 /// Check the broker recorded as `(pid, start_time, boot_id)` the same way, but send no proof of

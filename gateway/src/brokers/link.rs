@@ -17,7 +17,7 @@ use crate::state::BrokerRecord;
 
 /// Connect to the recorded broker, verify it, and start carrying its frames.
 pub async fn connect(record: &BrokerRecord, timeout: Duration) -> anyhow::Result<Link> {
-    let framed = broker::client::connect_broker(
+    let (framed, version) = broker::client::connect_broker_versioned(
         Path::new(&record.socket_path),
         record.pid,
         record.start_time,
@@ -91,6 +91,7 @@ pub async fn connect(record: &BrokerRecord, timeout: Duration) -> anyhow::Result
         let _ = events.send(LinkEvent::Closed { failed });
     });
     Ok(Link {
+        version,
         outgoing,
         incoming,
         close,

@@ -239,3 +239,62 @@ async fn delegated_calls_and_write_intents_get_explicit_verdicts() {
         "{kinds:?}"
     );
 }
+
+/// A verdict goes before its ack; a broker older than verdicts that is refused something gets
+/// no further ack on that link (acks are cumulative: the next would approve it) and a stop.
+#[test]
+fn verdicts_precede_acks_and_an_old_broker_is_never_acknowledged_a_refusal() {
+    use crate::session::supervision::EventAnswers;
+    use common::protocol::GatewayToBroker;
+    let refused = || {
+        Some(Verdict::Refused {
+            reason: "no".into(),
+        })
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut current = EventAnswers {
+        version: common::protocol::PROTOCOL_VERSION,
+        withhold_acks: false,
+    };
+    current.send(&tx, 1, refused());
+    current.send(&tx, 2, None);
+    let mut sent = Vec::new();
+    while let Ok(m) = rx.try_recv() {
+        sent.push(m);
+    }
+    assert_eq!(
+        sent,
+        vec![
+            GatewayToBroker::Verdict {
+                seq: 1,
+                verdict: Verdict::Refused {
+                    reason: "no".into()
+                }
+            },
+            GatewayToBroker::Ack { seq: 1 },
+            GatewayToBroker::Ack { seq: 2 },
+        ]
+    );
+    let mut old = EventAnswers {
+        version: common::protocol::VERDICTS_SINCE_VERSION - 1,
+        withhold_acks: false,
+    };
+    old.send(&tx, 1, Some(Verdict::Approved));
+    old.send(&tx, 2, refused());
+    old.send(&tx, 3, None);
+    let mut sent = Vec::new();
+    while let Ok(m) = rx.try_recv() {
+        sent.push(m);
+    }
+    assert!(
+        matches!(sent[1], GatewayToBroker::Ack { seq: 1 }),
+        "{sent:?}"
+    );
+    assert!(matches!(sent[2], GatewayToBroker::Stop { .. }), "{sent:?}");
+    assert!(
+        !sent[2..]
+            .iter()
+            .any(|m| matches!(m, GatewayToBroker::Ack { .. })),
+        "{sent:?}"
+    );
+}
