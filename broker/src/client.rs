@@ -59,32 +59,9 @@ pub enum BrokerLinkError {
 /// Connect to the broker recorded as `(pid, start_time, boot_id)` at `socket_path`, verify it
 /// holds `secret`, and prove the gateway holds it too. The socket is tried again until
 /// `connect_timeout` passes (a broker just spawned may not have opened it yet); the hello gets at
-/// least 5 s. `build` is the version text sent in the hello.
+/// least 5 s. `build` is the version text sent in the hello. Also the protocol version the broker
+/// chose (below `VERDICTS_SINCE_VERSION` it does not read verdicts).
 pub async fn connect_broker(
-    socket_path: &Path,
-    pid: i32,
-    start_time: u64,
-    boot_id: &str,
-    secret: &str,
-    connect_timeout: Duration,
-    build: &str,
-) -> Result<BrokerLink, BrokerLinkError> {
-    let (link, _) = connect_broker_versioned(
-        socket_path,
-        pid,
-        start_time,
-        boot_id,
-        secret,
-        connect_timeout,
-        build,
-    )
-    .await?;
-    Ok(link)
-}
-
-/// [`connect_broker`], with the protocol version the broker chose (what the link may carry:
-/// below `VERDICTS_SINCE_VERSION` the broker does not read verdicts).
-pub async fn connect_broker_versioned(
     socket_path: &Path,
     pid: i32,
     start_time: u64,

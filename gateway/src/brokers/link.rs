@@ -17,7 +17,7 @@ use crate::state::BrokerRecord;
 
 /// Connect to the recorded broker, verify it, and start carrying its frames.
 pub async fn connect(record: &BrokerRecord, timeout: Duration) -> anyhow::Result<Link> {
-    let (framed, version) = broker::client::connect_broker_versioned(
+    let (framed, version) = broker::client::connect_broker(
         Path::new(&record.socket_path),
         record.pid,
         record.start_time,

@@ -225,6 +225,24 @@ fn new_subsession(
     child
 }
 
+/// The one turn of sub-session `child_id`: its delegated task (its actions belong to it).
+pub(crate) fn delegated_turn(child_id: &str, task: &str) -> crate::state::TurnRecord {
+    crate::state::TurnRecord {
+        turn_id: child_id.to_string(),
+        session_id: child_id.to_string(),
+        sequence: 0,
+        fingerprint: format!("delegation:{child_id}"),
+        status: crate::state::TurnStatus::Answered,
+        created_at_ms: now_unix_ms(),
+        body: crate::state::TurnBody::Prompt {
+            text: task.to_string(),
+            interrupted_turn_id: None,
+        },
+        reply_id: None,
+        notice: None,
+    }
+}
+
 /// In the transaction that accepts a reply: persist the delegation of its start call (the
 /// sub-session's record, `starting`, and the session's list) before anything is launched.
 pub(crate) fn persist_delegation(
@@ -254,20 +272,7 @@ pub(crate) fn persist_delegation(
     tx.put_session(&child)?;
     // The sub-session's actions belong to one turn of its own: the delegated task (its id is
     // the sub-session's).
-    tx.put_turn(&crate::state::TurnRecord {
-        turn_id: child.id.clone(),
-        session_id: child.id.clone(),
-        sequence: 0,
-        fingerprint: format!("delegation:{}", child.id),
-        status: crate::state::TurnStatus::Answered,
-        created_at_ms: now_unix_ms(),
-        body: crate::state::TurnBody::Prompt {
-            text: task.to_string(),
-            interrupted_turn_id: None,
-        },
-        reply_id: None,
-        notice: None,
-    })?;
+    tx.put_turn(&delegated_turn(&child.id, task))?;
     parent.subsessions.push(child.id.clone());
     let delegation = child.delegation.as_ref();
     tx.record(

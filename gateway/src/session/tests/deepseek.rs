@@ -128,21 +128,7 @@ async fn running_subsession(h: &Harness, pid: i32) -> crate::state::SessionRecor
         .store
         .write(|tx| {
             tx.put_session(&child)?;
-            // Its actions belong to the turn of its delegated task.
-            tx.put_turn(&crate::state::TurnRecord {
-                turn_id: child.id.clone(),
-                session_id: child.id.clone(),
-                sequence: 0,
-                fingerprint: format!("delegation:{}", child.id),
-                status: crate::state::TurnStatus::Answered,
-                created_at_ms: 0,
-                body: crate::state::TurnBody::Prompt {
-                    text: "task".into(),
-                    interrupted_turn_id: None,
-                },
-                reply_id: None,
-                notice: None,
-            })
+            tx.put_turn(&crate::deepseek::delegated_turn(&child.id, "task"))
         })
         .unwrap();
     child
@@ -252,18 +238,21 @@ fn verdicts_precede_acks_and_an_old_broker_is_never_acknowledged_a_refusal() {
         })
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut drain = || {
+        let mut sent = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            sent.push(m);
+        }
+        sent
+    };
     let mut current = EventAnswers {
         version: common::protocol::PROTOCOL_VERSION,
         withhold_acks: false,
     };
     current.send(&tx, 1, refused());
     current.send(&tx, 2, None);
-    let mut sent = Vec::new();
-    while let Ok(m) = rx.try_recv() {
-        sent.push(m);
-    }
     assert_eq!(
-        sent,
+        drain(),
         vec![
             GatewayToBroker::Verdict {
                 seq: 1,
@@ -282,10 +271,7 @@ fn verdicts_precede_acks_and_an_old_broker_is_never_acknowledged_a_refusal() {
     old.send(&tx, 1, Some(Verdict::Approved));
     old.send(&tx, 2, refused());
     old.send(&tx, 3, None);
-    let mut sent = Vec::new();
-    while let Ok(m) = rx.try_recv() {
-        sent.push(m);
-    }
+    let sent = drain();
     assert!(
         matches!(sent[1], GatewayToBroker::Ack { seq: 1 }),
         "{sent:?}"
