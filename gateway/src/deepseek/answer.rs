@@ -94,12 +94,28 @@ struct Message {
     decoded: String,
 }
 
-/// The answer was asked from `expected`: the same id, or a dated or tagged version of it.
+/// The answer came from the model asked for, or its family: the same id, or a DeepSeek model
+/// of the same tier (a dated or tagged version of it too) (DeepSeek serves `deepseek-flash` as
+/// e.g. `DeepSeek-V4.1-Flash-1017`): its words include `deepseek` and the same tier words
+/// (`flash`, `pro`) as the id sent, and none of the other.
 fn same_model(answered: &str, expected: &str) -> bool {
-    answered == expected
-        || answered
-            .strip_prefix(expected)
-            .is_some_and(|rest| rest.starts_with('-') || rest.starts_with('@'))
+    if answered == expected {
+        return true;
+    }
+    let words = |id: &str| -> Vec<String> {
+        id.to_ascii_lowercase()
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .map(str::to_string)
+            .collect()
+    };
+    let tiers = |words: &[String]| -> Vec<&'static str> {
+        ["flash", "pro"]
+            .into_iter()
+            .filter(|t| words.iter().any(|w| w == t))
+            .collect()
+    };
+    let (got, sent) = (words(answered), words(expected));
+    got.iter().any(|w| w == "deepseek") && !tiers(&sent).is_empty() && tiers(&got) == tiers(&sent)
 }
 
 fn kind(event: &Value) -> &str {

@@ -369,8 +369,13 @@ fn another_model_or_a_refusal_fails_the_answer() {
         (MODEL, true),
         ("deepseek-flash-2026-01-01", true),
         ("deepseek-flash@latest", true),
+        ("DeepSeek-V4.1-Flash-1017", true),
+        ("deepseek-v4-flash", true),
         ("deepseek-flashy", false),
         ("deepseek-v4-pro", false),
+        ("deepseek-flash-pro", false),
+        ("flash", false),
+        ("other-flash", false),
         ("claude-sonnet-4-5", false),
         ("", false),
     ] {
