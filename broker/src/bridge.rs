@@ -293,15 +293,20 @@ async fn messages(State(bridge): State<Arc<Bridge>>, headers: HeaderMap, body: B
 /// only route out), answered with exactly what DeepSeek answered. A request whose link drops is
 /// answered `overloaded` so the runner retries it once the gateway is back.
 async fn forward_to_deepseek(state: &BrokerState, body: Bytes) -> Response {
-    if body.len() + 1024 > common::codec::MAX_FRAME_BYTES / 2 {
+    // Forwarded as text: the runner sends UTF-8. Bounded as the frame that carries it (JSON
+    // escaping grows it): one the link cannot carry would end every link that tried.
+    let body = String::from_utf8_lossy(&body).into_owned();
+    if !common::codec::fits(&common::protocol::BrokerToGateway::EgressRequest {
+        request_id: u64::MAX,
+        body: body.clone(),
+    }) {
         return api_error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "request_too_large",
             "the sub-session's conversation is too large to forward",
         );
     }
-    // Forwarded as text: the runner sends UTF-8.
-    let answer = state.queue_egress(String::from_utf8_lossy(&body).into_owned());
+    let answer = state.queue_egress(body);
     let response = tokio::select! {
         response = tokio::time::timeout(EGRESS_TIMEOUT, answer) => response.ok().and_then(Result::ok),
         () = state.shutdown.cancelled() => None,

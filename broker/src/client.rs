@@ -59,7 +59,8 @@ pub enum BrokerLinkError {
 /// Connect to the broker recorded as `(pid, start_time, boot_id)` at `socket_path`, verify it
 /// holds `secret`, and prove the gateway holds it too. The socket is tried again until
 /// `connect_timeout` passes (a broker just spawned may not have opened it yet); the hello gets at
-/// least 5 s. `build` is the version text sent in the hello.
+/// least 5 s. `build` is the version text sent in the hello. Also the protocol version the broker
+/// chose (below `VERDICTS_SINCE_VERSION` it does not read verdicts).
 pub async fn connect_broker(
     socket_path: &Path,
     pid: i32,
@@ -68,7 +69,7 @@ pub async fn connect_broker(
     secret: &str,
     connect_timeout: Duration,
     build: &str,
-) -> Result<BrokerLink, BrokerLinkError> {
+) -> Result<(BrokerLink, u32), BrokerLinkError> {
     let expected = Expected {
         pid,
         start_time,
@@ -87,7 +88,7 @@ pub async fn connect_broker(
         proof: common::hash::gateway_proof(secret, &hello.challenge),
     })?)
     .await?;
-    Ok(link)
+    Ok((link, hello.protocol_version))
 }
 
 /// Check the broker recorded as `(pid, start_time, boot_id)` the same way, but send no proof of

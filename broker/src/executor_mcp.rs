@@ -12,7 +12,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use common::protocol::BrokerEvent;
+use common::protocol::{BrokerEvent, Verdict};
 use common::tools::{ActionOutcome, LogicalTool, ToolStatus};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
@@ -32,7 +32,7 @@ use crate::state::BrokerState;
 const PREPARE_ACK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Records a write's intent at the gateway: queue `WritePrepared` and block (on the executor's
-/// blocking thread) until the gateway acknowledges it.
+/// blocking thread) until the gateway answers; only its `Approved` verdict lets the write go on.
 struct GatewayJournal {
     state: Arc<BrokerState>,
     runtime: tokio::runtime::Handle,
@@ -41,19 +41,19 @@ struct GatewayJournal {
 impl WriteJournal for GatewayJournal {
     fn prepared(&mut self, prepared: &common::protocol::PreparedWrite) -> Result<(), JournalError> {
         let version = self.state.link_version();
-        if version < common::protocol::WRITES_SINCE_VERSION {
+        if version < common::protocol::VERDICTS_SINCE_VERSION {
             return Err(JournalError::ProtocolTooOld { version });
         }
         let seq = self
             .state
             .push_event(BrokerEvent::WritePrepared(prepared.clone()));
-        if self
+        match self
             .runtime
-            .block_on(self.state.wait_acked(seq, PREPARE_ACK_TIMEOUT))
+            .block_on(self.state.wait_verdict(seq, PREPARE_ACK_TIMEOUT))
         {
-            Ok(())
-        } else {
-            Err(JournalError::NotAcknowledged)
+            Some(Verdict::Approved) => Ok(()),
+            Some(Verdict::Refused { reason }) => Err(JournalError::Refused(reason)),
+            None => Err(JournalError::NotAcknowledged),
         }
     }
 }
@@ -243,16 +243,42 @@ impl ExecutorMcp {
                 "[unapproved_call] {name} is not a tool of this sub-session"
             )));
         }
+        let version = state.link_version();
+        if version < common::protocol::VERDICTS_SINCE_VERSION {
+            return Ok(refusal(format!(
+                "[unapproved_call] the gateway speaks protocol {version}, which does not approve \
+                 a sub-session's calls"
+            )));
+        }
         let action_id = delegated_action_id(&state.spec.session_id, tool_use_id);
         if state.action(&action_id).is_none() {
-            let seq = state.push_event(BrokerEvent::DelegatedCall {
+            let event = BrokerEvent::DelegatedCall {
                 action_id: action_id.clone(),
                 tool_use_id: tool_use_id.to_string(),
                 name: name.to_string(),
                 arguments: arguments.clone(),
-            });
-            if !state.wait_acked(seq, state.action_ack_timeout).await {
-                return Err(not_recorded());
+            };
+            // An event the link cannot carry would end every link that tried to send it.
+            if !common::codec::fits(&common::protocol::BrokerToGateway::Event {
+                seq: u64::MAX,
+                event: event.clone(),
+            }) {
+                return Ok(refusal(
+                    "[invalid_argument] the call's arguments are too large to record; nothing ran"
+                        .into(),
+                ));
+            }
+            let seq = state.push_event(event);
+            // Only the gateway's explicit approval runs it: a refusal (the sub-session was
+            // stopped meanwhile) runs nothing, and no write of it is ever prepared.
+            match state.wait_verdict(seq, state.action_ack_timeout).await {
+                Some(Verdict::Approved) => {}
+                Some(Verdict::Refused { reason }) => {
+                    return Ok(refusal(format!(
+                        "[unapproved_call] the gateway refused this call: {reason}"
+                    )));
+                }
+                None => return Err(not_recorded()),
             }
             state.approve_delegated(common::protocol::ApprovedCall {
                 action_id: action_id.clone(),

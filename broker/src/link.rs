@@ -168,6 +168,10 @@ async fn apply(state: &Arc<BrokerState>, message: GatewayToBroker) -> Option<Bro
             state.ack(seq);
             None
         }
+        GatewayToBroker::Verdict { seq, verdict } => {
+            state.record_verdict(seq, verdict);
+            None
+        }
         GatewayToBroker::Reply(reply) => {
             state.release_reply(reply);
             None

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::protocol::{ApprovedCall, BrokerEvent, BrokerSpec, ReplyRelease};
+use common::protocol::{ApprovedCall, BrokerEvent, BrokerSpec, ReplyRelease, Verdict};
 use common::tools::ActionOutcome;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -95,6 +95,8 @@ pub struct BrokerState {
     link_version: std::sync::atomic::AtomicU32,
     /// A sub-session's model requests: queued for the link, then waiting for their answer.
     egress: Mutex<Egress>,
+    /// The gateway's verdicts on events that ask for one, by sequence number, until taken.
+    verdicts: Mutex<HashMap<u64, Verdict>>,
 }
 
 /// Model requests of a DeepSeek sub-session's runner on their way through the gateway.
@@ -225,6 +227,7 @@ impl BrokerState {
             shutdown: CancellationToken::new(),
             link_version: std::sync::atomic::AtomicU32::new(0),
             egress: Mutex::default(),
+            verdicts: Mutex::default(),
             action_ack_timeout: Duration::from_secs(600),
         })
     }
@@ -286,6 +289,26 @@ impl BrokerState {
             res = tokio::time::timeout(timeout, wait) => matches!(res, Ok(Ok(_))),
             () = self.shutdown.cancelled() => false,
         }
+    }
+
+    /// The gateway's verdict on event `seq` (it arrives just before the event's ack).
+    pub fn record_verdict(&self, seq: u64, verdict: Verdict) {
+        lock(&self.verdicts).insert(seq, verdict);
+    }
+
+    /// Wait for the gateway's verdict on event `seq`: `None` on timeout or shutdown; an event
+    /// acknowledged without a verdict is refused (an ack alone approves nothing).
+    pub async fn wait_verdict(&self, seq: u64, timeout: Duration) -> Option<Verdict> {
+        if !self.wait_acked(seq, timeout).await {
+            return None;
+        }
+        Some(
+            lock(&self.verdicts)
+                .remove(&seq)
+                .unwrap_or(Verdict::Refused {
+                    reason: "the gateway acknowledged it without approving it".into(),
+                }),
+        )
     }
 
     /// The slot for a runner request fingerprint, and whether it is new.

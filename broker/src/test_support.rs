@@ -27,6 +27,16 @@ pub fn state_with_ack_timeout(
     Arc::new(state)
 }
 
+/// A DeepSeek sub-session's broker state (its calls are approved by the gateway's verdicts).
+pub fn delegated_state(dir: &std::path::Path) -> Arc<BrokerState> {
+    let mut spec = state_value(dir).spec;
+    spec.delegation = Some(common::protocol::DelegationSpec {
+        parent_session_id: "ns_parent".into(),
+        runner_model: "sonnet".into(),
+    });
+    Arc::new(BrokerState::new(spec).unwrap())
+}
+
 fn state_value(dir: &std::path::Path) -> BrokerState {
     let spec = BrokerSpec {
         session_id: "ns_test".into(),

@@ -14,6 +14,9 @@ pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 pub enum CodecError {
     #[error("frame is not valid JSON for this message type: {0}")]
     Decode(#[from] serde_json::Error),
+    /// Refused before it reaches the socket: the peer would drop the link on it.
+    #[error("a message of {bytes} bytes is over the link's frame limit of {MAX_FRAME_BYTES}")]
+    TooLarge { bytes: usize },
 }
 
 /// The framing codec both sides use on the socket.
@@ -23,9 +26,20 @@ pub fn frame_codec() -> LengthDelimitedCodec {
         .new_codec()
 }
 
-/// Encode one message as a frame body.
+/// Encode one message as a frame body; one over [`MAX_FRAME_BYTES`] is an error, so every
+/// writer sees it before the socket does.
 pub fn encode<T: Serialize>(message: &T) -> Result<Bytes, CodecError> {
-    Ok(Bytes::from(serde_json::to_vec(message)?))
+    let bytes = serde_json::to_vec(message)?;
+    if bytes.len() > MAX_FRAME_BYTES {
+        return Err(CodecError::TooLarge { bytes: bytes.len() });
+    }
+    Ok(Bytes::from(bytes))
+}
+
+/// Whether `message` fits in one frame (checked where a message is made from outside input,
+/// so a link never meets one it cannot carry).
+pub fn fits<T: Serialize>(message: &T) -> bool {
+    encode(message).is_ok()
 }
 
 /// Decode one frame body.
@@ -46,5 +60,16 @@ mod tests {
         let bytes = encode(&msg).unwrap();
         let back: GatewayToBroker = decode(&BytesMut::from(&bytes[..])).unwrap();
         assert_eq!(back, msg);
+    }
+
+    #[test]
+    fn a_message_over_the_frame_limit_is_refused_before_the_socket() {
+        // Quotes double when escaped: under the limit as text, over it as a frame.
+        let msg = GatewayToBroker::Stop {
+            reason: "\"".repeat(MAX_FRAME_BYTES / 2 + 1),
+        };
+        assert!(
+            matches!(encode(&msg), Err(CodecError::TooLarge { bytes }) if bytes > MAX_FRAME_BYTES)
+        );
     }
 }

@@ -14,11 +14,13 @@ use serde_json::Value;
 
 use crate::tools::ActionOutcome;
 
-/// Version this build speaks.
-pub const PROTOCOL_VERSION: u32 = 2;
-/// First version whose gateway records write intents (`WritePrepared`); a broker linked at an
-/// older version refuses writes.
-pub const WRITES_SINCE_VERSION: u32 = 2;
+/// Version this build speaks. 3: the gateway answers `WritePrepared` and `DelegatedCall` with a
+/// [`GatewayToBroker::Verdict`] before acknowledging them.
+pub const PROTOCOL_VERSION: u32 = 3;
+/// First version whose gateway records write intents (`WritePrepared`) and delegated calls and
+/// answers each with a verdict; a broker linked at an older version refuses writes and delegated
+/// calls (an acknowledgement alone never approves anything).
+pub const VERDICTS_SINCE_VERSION: u32 = 3;
 /// Oldest peer version this build still understands.
 pub const PROTOCOL_VERSION_MIN: u32 = 1;
 
@@ -31,6 +33,10 @@ pub enum GatewayToBroker {
     /// The gateway persisted broker event `seq`; the broker may drop it from its outbox and release
     /// whatever waited on it. No answer.
     Ack { seq: u64 },
+    /// The gateway's decision on event `seq` (a `WritePrepared` or a `DelegatedCall`), sent just
+    /// before its `Ack`: only `Approved` lets the broker write or run the call; an event
+    /// acknowledged without a verdict is refused. No answer.
+    Verdict { seq: u64, verdict: Verdict },
     /// ChatGPT's reply to a turn, already persisted with its approved actions. The broker answers
     /// with a `ReplyDelivered` event once the runner has it.
     Reply(ReplyRelease),
@@ -51,6 +57,17 @@ pub enum GatewayToBroker {
     /// [`BrokerToGateway::Unsupported`].
     #[serde(other)]
     Unknown,
+}
+
+/// The gateway's answer to an event that asks for permission.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Recorded and allowed: the broker may go on.
+    Approved,
+    /// Not allowed (the sub-session ended, the action is not approved, …): nothing runs and
+    /// nothing is written; `reason` is for the runner.
+    Refused { reason: String },
 }
 
 /// Messages a broker sends to the gateway.
@@ -236,8 +253,8 @@ pub enum BrokerEvent {
     ReplyDelivered { turn_id: String },
     /// The prompt was written to the runner's input.
     PromptDelivered { prompt_id: String },
-    /// A write is about to happen: the gateway persists the intent and acknowledges it before the
-    /// broker creates the temp file.
+    /// A write is about to happen: the gateway persists the intent and answers with a verdict
+    /// and the acknowledgement; the broker creates the temp file only on `Approved`.
     WritePrepared(PreparedWrite),
     /// An approved action ran; the broker hands the result to the runner only after the ack.
     ActionFinished {
@@ -268,8 +285,8 @@ pub enum BrokerEvent {
         result: Option<String>,
     },
     /// A DeepSeek sub-session's runner called a tool: the delegation is its approval. The gateway
-    /// records the action (approved, in the sub-session) before the acknowledgement; only then
-    /// does the broker run it, as any approved action.
+    /// records the action (approved, in the sub-session) and answers with a verdict before the
+    /// acknowledgement; only on `Approved` does the broker run it, as any approved action.
     DelegatedCall {
         action_id: String,
         tool_use_id: String,

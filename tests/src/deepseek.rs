@@ -25,6 +25,12 @@ pub enum Step {
     Status(u16),
     /// Wait, then answer with the inner step.
     Delay(Duration, Box<Step>),
+    /// A final text with `stop_reason: "refusal"`.
+    Refusal(String),
+    /// The inner step, answered as another model.
+    AsModel(String, Box<Step>),
+    /// Exactly these bytes with this content type (`{model}` becomes the requested model).
+    Raw { content_type: String, body: String },
 }
 
 /// What one request carried.
@@ -41,6 +47,24 @@ pub struct SeenRequest {
 struct Shared {
     script: VecDeque<Step>,
     seen: Vec<SeenRequest>,
+    /// Requests whose connection closed before they were answered.
+    cut_off: usize,
+}
+
+/// Counts a request as cut off unless it was answered.
+struct Answering {
+    shared: Arc<Mutex<Shared>>,
+    answered: bool,
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        if !self.answered
+            && let Ok(mut shared) = self.shared.lock()
+        {
+            shared.cut_off += 1;
+        }
+    }
 }
 
 /// The running fake; stops when dropped.
@@ -55,7 +79,7 @@ impl FakeDeepseek {
     pub async fn start(script: Vec<Step>) -> anyhow::Result<FakeDeepseek> {
         let shared = Arc::new(Mutex::new(Shared {
             script: script.into(),
-            seen: Vec::new(),
+            ..Shared::default()
         }));
         let app = Router::new()
             .route("/anthropic/v1/messages", post(messages))
@@ -86,6 +110,11 @@ impl FakeDeepseek {
             .lock()
             .map(|s| s.seen.clone())
             .unwrap_or_default()
+    }
+
+    /// Requests whose connection the gateway closed before they were answered.
+    pub fn cut_off(&self) -> usize {
+        self.shared.lock().map(|s| s.cut_off).unwrap_or_default()
     }
 
     /// Steps not yet used.
@@ -136,12 +165,32 @@ async fn messages(
         shared.script.pop_front()
     };
     let mut step = step.unwrap_or(Step::Text("(the script is exhausted)".into()));
-    while let Step::Delay(wait, inner) = step {
-        tokio::time::sleep(wait).await;
-        step = *inner;
+    let mut answering = Answering {
+        shared: shared.clone(),
+        answered: false,
+    };
+    let mut model = model;
+    loop {
+        match step {
+            Step::Delay(wait, inner) => {
+                tokio::time::sleep(wait).await;
+                step = *inner;
+            }
+            Step::AsModel(other, inner) => {
+                model = other;
+                step = *inner;
+            }
+            _ => break,
+        }
     }
+    answering.answered = true;
     let n = shared.lock().map(|s| s.seen.len()).unwrap_or(0);
     let (content, stop_reason) = match step {
+        Step::Raw { content_type, body } => {
+            let body = body.replace("{model}", &model);
+            return ([("content-type", content_type)], body).into_response();
+        }
+        Step::Refusal(text) => (json!({"type": "text", "text": text}), "refusal"),
         Step::Status(code) => {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let body = json!({"type": "error", "error": {"type": "api_error", "message": "scripted failure"}});
@@ -152,7 +201,7 @@ async fn messages(
             "tool_use",
         ),
         Step::Text(text) => (json!({"type": "text", "text": text}), "end_turn"),
-        Step::Delay(..) => unreachable!("delays are unwrapped above"),
+        Step::Delay(..) | Step::AsModel(..) => unreachable!("unwrapped above"),
     };
     let id = format!("msg_fake_{n}");
     if !stream {

@@ -27,6 +27,7 @@ async fn connect_as(
         "test",
     )
     .await
+    .map(|(link, _)| link)
 }
 
 /// A broker that answers the first frame with `answer(hello)` (or nothing) and then waits.

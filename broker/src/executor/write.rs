@@ -58,9 +58,12 @@ pub enum JournalError {
     /// An executor without a gateway: nothing records writes.
     #[error("no gateway records writes here")]
     NoGateway,
-    /// The gateway's protocol predates write records.
-    #[error("the gateway speaks protocol {version}, which does not record writes")]
+    /// The gateway's protocol predates write records with verdicts.
+    #[error("the gateway speaks protocol {version}, which does not approve writes")]
     ProtocolTooOld { version: u32 },
+    /// The gateway refused the write (its action is not approved, or the sub-session ended).
+    #[error("the gateway refused the write: {0}")]
+    Refused(String),
     /// The gateway did not confirm it stored the intent within the bound.
     #[error("the gateway did not acknowledge the intent in time")]
     NotAcknowledged,

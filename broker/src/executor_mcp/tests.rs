@@ -217,3 +217,111 @@ async fn tools_list_offers_only_the_profile_tools() {
         .collect();
     assert_eq!(names, ["Read", "FindFiles", "SearchText", "RunCommand"]);
 }
+
+/// Issue 23/6: a sub-session's call runs only on the gateway's explicit `Approved`: a refusal
+/// (the sub-session was stopped meanwhile), an ack without a verdict, or a gateway too old to
+/// give verdicts run nothing.
+#[tokio::test]
+async fn a_delegated_call_runs_only_on_an_approved_verdict() {
+    use common::protocol::Verdict;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.txt");
+    std::fs::write(&file, "hello\n").unwrap();
+    let state = crate::test_support::delegated_state(dir.path());
+    let router = super::router(state.clone());
+    let args = json!({"file_path": file.display().to_string()});
+    // Linked at an older protocol: refused before anything is asked.
+    let (is_error, text) =
+        result_text(&run_tool(&router, call(Some("toolu_old"), "Read", args.clone())).await);
+    assert!(is_error && text.contains("protocol 0"), "{text}");
+    state.set_link_version(common::protocol::PROTOCOL_VERSION);
+
+    let answers = [
+        (
+            "toolu_refused",
+            Some(Verdict::Refused {
+                reason: "the sub-session has ended".into(),
+            }),
+            "the gateway refused this call: the sub-session has ended",
+        ),
+        (
+            "toolu_bare_ack",
+            None,
+            "acknowledged it without approving it",
+        ),
+    ];
+    for (tool_use_id, verdict, words) in answers {
+        let pending = tokio::spawn({
+            let router = router.clone();
+            let request = call(Some(tool_use_id), "Read", args.clone());
+            async move { run_tool(&router, request).await }
+        });
+        let seq = wait_delegated(&state, tool_use_id).await;
+        if let Some(verdict) = verdict {
+            state.record_verdict(seq, verdict);
+        }
+        state.ack(seq);
+        let (is_error, text) = result_text(&pending.await.unwrap());
+        assert!(is_error && text.contains(words), "{tool_use_id}: {text}");
+    }
+    assert_eq!(
+        count(&state, |e| matches!(e, BrokerEvent::ActionFinished { .. })),
+        0,
+        "nothing ran"
+    );
+
+    let pending = tokio::spawn({
+        let router = router.clone();
+        let request = call(Some("toolu_ok"), "Read", args.clone());
+        async move { run_tool(&router, request).await }
+    });
+    let seq = wait_delegated(&state, "toolu_ok").await;
+    state.record_verdict(seq, Verdict::Approved);
+    state.ack(seq);
+    let finished = loop {
+        let found: Vec<u64> = state
+            .events_after(seq)
+            .into_iter()
+            .filter(|(_, e)| matches!(e, BrokerEvent::ActionFinished { .. }))
+            .map(|(s, _)| s)
+            .collect();
+        if let Some(s) = found.first() {
+            break *s;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    state.ack(finished);
+    let (is_error, text) = result_text(&pending.await.unwrap());
+    assert!(!is_error && text.contains("hello"), "{text}");
+}
+
+/// The sequence number of the `DelegatedCall` event for `tool_use_id`, once queued.
+async fn wait_delegated(state: &crate::state::BrokerState, tool_use_id: &str) -> u64 {
+    for _ in 0..250 {
+        let found = state.events_after(0).into_iter().find(|(_, e)| {
+            matches!(e, BrokerEvent::DelegatedCall { tool_use_id: t, .. } if t == tool_use_id)
+        });
+        if let Some((seq, _)) = found {
+            return seq;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no DelegatedCall for {tool_use_id}");
+}
+
+/// Issue 23/6: a call whose event the link could not carry never reaches it: the MCP endpoint
+/// bounds request bodies (4 MiB) well under the frame limit, and the executor checks the event's
+/// frame before queuing it anyway.
+#[tokio::test]
+async fn a_delegated_call_too_large_for_the_link_never_reaches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = crate::test_support::delegated_state(dir.path());
+    state.set_link_version(common::protocol::PROTOCOL_VERSION);
+    let router = super::router(state.clone());
+    // Quotes double when escaped: the event's frame would be over the limit.
+    let path = "\"".repeat(common::codec::MAX_FRAME_BYTES / 2 + 1);
+    let request = call(Some("toolu_big"), "Read", json!({"file_path": path}));
+    let (status, body) = post(router, "/mcp", &headers(BEARER), &request).await;
+    assert_eq!(status, http::StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert!(state.events_after(0).is_empty(), "nothing was queued");
+}

@@ -1,6 +1,7 @@
 //! A verified link to one broker: connected and verified by `broker::client` (identity, peer uid
 //! and pid, both sides proving the broker's secret), then carrying frames — messages out,
-//! [`LinkEvent`]s in — until either side closes. Persisting events is not this module's job.
+//! [`LinkEvent`]s in — until either side closes or a frame cannot be written (then it closes:
+//! reported lost, never silently stuck). Persisting events is not this module's job.
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use crate::state::BrokerRecord;
 
 /// Connect to the recorded broker, verify it, and start carrying its frames.
 pub async fn connect(record: &BrokerRecord, timeout: Duration) -> anyhow::Result<Link> {
-    let framed = broker::client::connect_broker(
+    let (framed, version) = broker::client::connect_broker(
         Path::new(&record.socket_path),
         record.pid,
         record.start_time,
@@ -38,13 +39,20 @@ pub async fn connect(record: &BrokerRecord, timeout: Duration) -> anyhow::Result
                 () = writer_close.cancelled() => None,
             };
             let Some(message) = message else { break };
-            let Ok(bytes) = encode(&message) else {
-                continue;
+            // A message that cannot be framed (over the frame limit) or sent ends the link: it
+            // is then reported lost like any closed link, never left half-working with the
+            // message dropped and later acknowledgements going nowhere.
+            let sent = match encode(&message) {
+                Ok(bytes) => sink.send(bytes).await.map_err(anyhow::Error::from),
+                Err(err) => Err(err.into()),
             };
-            if sink.send(bytes).await.is_err() {
+            if let Err(err) = sent {
+                tracing::error!("the broker link failed writing a frame: {err:#}");
                 break;
             }
         }
+        // Both halves go: the reader reports the link closed.
+        writer_close.cancel();
     });
     let reader_close = close.clone();
     tokio::spawn(async move {
@@ -83,8 +91,12 @@ pub async fn connect(record: &BrokerRecord, timeout: Duration) -> anyhow::Result
         let _ = events.send(LinkEvent::Closed { failed });
     });
     Ok(Link {
+        version,
         outgoing,
         incoming,
         close,
     })
 }
+
+#[cfg(test)]
+mod tests;

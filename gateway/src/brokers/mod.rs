@@ -57,6 +57,8 @@ pub enum LinkEvent {
 
 /// A verified connection to a broker.
 pub struct Link {
+    /// The protocol version the broker chose.
+    pub version: u32,
     /// Messages to the broker, in order.
     pub outgoing: mpsc::UnboundedSender<GatewayToBroker>,
     /// What the broker reports, ending with one `Closed`.

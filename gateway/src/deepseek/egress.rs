@@ -1,8 +1,9 @@
 //! The one path from a sub-session to DeepSeek: a model request its broker forwarded over its
 //! verified link gets the fixed route's explicit model id and the key, goes to the configured
-//! base URL only, and DeepSeek's answer goes back as it came. Every failure (another model
-//! family, an HTTP error, a timeout) fails that request with a non-retryable error: nothing
-//! retries elsewhere.
+//! base URL only, and DeepSeek's answer goes back once [`super::answer`] has checked it whole and
+//! re-emitted it. Every failure (another model family asked or answering, an HTTP error, a
+//! timeout, a malformed or oversized answer, the key in it, a refusal) fails that request with
+//! a non-retryable error: nothing retries elsewhere.
 
 use std::time::Instant;
 
@@ -11,8 +12,13 @@ use serde_json::{Value, json};
 
 use super::route::DeepseekRoute;
 
-/// Largest answer passed back (the link's frames are bounded).
+use super::answer::{self, Rejected};
+
+/// Largest answer read from DeepSeek.
 const MAX_RESPONSE_BYTES: usize = 6 * 1024 * 1024;
+/// Largest answer passed back, as its link frame: well under the link's frame limit
+/// (`common::codec::MAX_FRAME_BYTES`), whatever JSON escaping does to it.
+pub const MAX_ANSWER_FRAME_BYTES: usize = 8 * 1024 * 1024;
 
 /// What one forwarded request did, for the ledger (never the key, never the bodies).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +30,8 @@ pub struct EgressRecord {
     pub duration_ms: u64,
     /// Why it failed, in words.
     pub error: Option<String>,
+    /// A refusal's text (the sub-session's result).
+    pub result_text: Option<String>,
 }
 
 /// The HTTP client of the egress: TLS with the built-in web roots, no proxy from the
@@ -60,6 +68,7 @@ fn failure(
             status: 400,
             duration_ms: elapsed_ms(started),
             error: Some(message),
+            result_text: None,
         },
     )
 }
@@ -164,7 +173,7 @@ async fn forward_inner(
         );
         return failure(requested, Some(model), started, message);
     }
-    let Ok(mut body) = String::from_utf8(bytes) else {
+    let Ok(body) = String::from_utf8(bytes) else {
         return failure(
             requested,
             Some(model),
@@ -172,66 +181,98 @@ async fn forward_inner(
             "DeepSeek's answer is not UTF-8".into(),
         );
     };
-    // A 200 can still carry a failure (an `error` event, a stream cut short): that fails the
-    // request here, once, rather than reach the runner, which would retry it.
-    if let Err(why) = check_answer(&content_type, &body) {
-        let message =
-            format!("DeepSeek's answer {why}; the request fails and nothing falls back or retries");
+    // A 200 can still carry a failure (an `error` event, a stream cut short, a refusal, another
+    // model, the key): that fails the request here, once, rather than reach the runner, which
+    // would retry it. What passes is re-emitted from what was parsed.
+    let expected = answer::Expected {
+        streaming: request.get("stream").and_then(Value::as_bool) == Some(true),
+        model: &model,
+        key: Some(key.expose()),
+    };
+    let body = match answer::check(&content_type, &body, &expected) {
+        Ok(body) => body,
+        Err(rejected) => {
+            let (message, result_text) = rejected_words(&rejected, &model);
+            let (response, mut record) = failure(requested, Some(model), started, message);
+            record.result_text = result_text;
+            return (response, record);
+        }
+    };
+    let response = EgressResponse {
+        request_id: 0,
+        status: status.as_u16(),
+        content_type,
+        body,
+    };
+    // Bounded before it is framed: an answer the link cannot carry fails clearly, here.
+    let framed = framed_len(&response);
+    if framed > MAX_ANSWER_FRAME_BYTES {
+        let message = format!(
+            "answer too large: DeepSeek's answer takes {framed} bytes on the link, more than \
+             {MAX_ANSWER_FRAME_BYTES}; the request fails"
+        );
         return failure(requested, Some(model), started, message);
     }
-    // The key never travels back, even if the endpoint echoes it.
-    let key = key.expose();
-    if !key.is_empty() && body.contains(key) {
-        body = body.replace(key, "[redacted]");
-    }
     (
-        EgressResponse {
-            request_id: 0,
-            status: status.as_u16(),
-            content_type,
-            body,
-        },
+        response,
         EgressRecord {
             requested_model: requested,
             sent_model: Some(model),
             status: status.as_u16(),
             duration_ms: elapsed_ms(started),
             error: None,
+            result_text: None,
         },
     )
 }
 
-/// Whether a 2xx answer is a whole message: JSON of type `message`, or an event stream that
-/// reaches `message_stop` without an `error` event.
-pub fn check_answer(content_type: &str, body: &str) -> Result<(), String> {
-    if content_type
-        .to_ascii_lowercase()
-        .starts_with("text/event-stream")
-    {
-        let mut stopped = false;
-        for line in body.lines() {
-            let Some(data) = line.strip_prefix("data:") else {
-                continue;
+/// The size of the frame that carries `response` to the broker.
+pub fn framed_len(response: &EgressResponse) -> usize {
+    common::codec::encode(&common::protocol::GatewayToBroker::EgressResponse(
+        response.clone(),
+    ))
+    .map_or(usize::MAX, |bytes| bytes.len())
+}
+
+/// The error for a rejected answer (never its content, never the key) and, for a refusal,
+/// its text as the sub-session's result.
+fn rejected_words(rejected: &Rejected, model: &str) -> (String, Option<String>) {
+    match rejected {
+        Rejected::Malformed(why) => (
+            format!("DeepSeek's answer {why}; the request fails and nothing falls back or retries"),
+            None,
+        ),
+        Rejected::Key => (
+            "DeepSeek's answer contained the API key; the request fails and nothing of the \
+             answer is passed on"
+                .into(),
+            None,
+        ),
+        Rejected::Model(answered) => {
+            let plain = answered.len() <= 128
+                && !answered.is_empty()
+                && answered
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._:/@".contains(&b));
+            let shown = if plain {
+                format!("{answered:?}")
+            } else {
+                "an unreadable model id".into()
             };
-            let kind = serde_json::from_str::<Value>(data.trim())
-                .ok()
-                .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string));
-            match kind.as_deref() {
-                Some("error") => return Err("carried an error event".into()),
-                Some("message_stop") => stopped = true,
-                _ => {}
-            }
+            (
+                format!(
+                    "DeepSeek answered as model {shown}, not {model:?} (this request's tier); \
+                     the request fails and nothing falls back"
+                ),
+                None,
+            )
         }
-        return if stopped {
-            Ok(())
-        } else {
-            Err("broke off before its end (no message_stop)".into())
-        };
-    }
-    match serde_json::from_str::<Value>(body) {
-        Ok(message) if message.get("type").and_then(Value::as_str) == Some("message") => Ok(()),
-        Ok(_) => Err("is not a message".into()),
-        Err(_) => Err("is not JSON".into()),
+        Rejected::Refusal(text) => (
+            "DeepSeek refused the task (stop_reason \"refusal\"); its text is the \
+             sub-session's result_text"
+                .into(),
+            Some(text.clone()),
+        ),
     }
 }
 
@@ -241,7 +282,9 @@ async fn read_bounded(mut upstream: reqwest::Response) -> Result<Vec<u8>, String
         match upstream.chunk().await {
             Ok(Some(chunk)) => {
                 if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                    return Err(format!("is larger than {MAX_RESPONSE_BYTES} bytes"));
+                    return Err(format!(
+                        "is more than {MAX_RESPONSE_BYTES} bytes (answer too large)"
+                    ));
                 }
                 bytes.extend_from_slice(&chunk);
             }

@@ -372,6 +372,9 @@ impl Gateway {
             };
             Ok(Some((child, parent)))
         });
+        if matches!(done, Ok(Some(_))) {
+            self.live(child_id).cancel_egress();
+        }
         match done {
             Ok(Some((child, parent))) => {
                 self.notify(&child);
@@ -438,6 +441,8 @@ impl Gateway {
             (child.subsession_active() && child.stop_request.is_none())
                 .then(|| child.stop_requested(reason, attached))
         });
+        // Its model requests in flight end now, not when DeepSeek answers or times out.
+        self.live(child_id).cancel_egress();
         let Ok(child) = self.load(child_id) else {
             return;
         };
@@ -600,10 +605,22 @@ impl Gateway {
         if let Err(err) = &sent {
             tracing::error!(subsession = %session_id, "recording a DeepSeek request: {err}");
         }
+        // Held while the request is out (the entry stays), and cancelled when the sub-session
+        // stops or ends: dropping the request closes the upstream connection at once.
+        let live = self.live(session_id);
+        let mut cancelled = false;
         let (response, record) = match &self.egress_client {
-            Some(client) if allowed => {
-                egress::forward(client, &self.config.deepseek, request_id, body).await
-            }
+            Some(client) if allowed => tokio::select! {
+                answered = egress::forward(client, &self.config.deepseek, request_id, body) => answered,
+                () = live.egress_cancelled() => {
+                    cancelled = true;
+                    let mut refused = egress::refused(
+                        "cancelled: the sub-session stopped or ended while its request was out",
+                    );
+                    refused.0.request_id = request_id;
+                    refused
+                }
+            },
             _ => {
                 let why = if allowed {
                     "the gateway's HTTPS client could not start; see the gateway log"
@@ -616,6 +633,7 @@ impl Gateway {
             }
         };
         let failure = record.error.clone();
+        let result_text = record.result_text.clone();
         let answered = LedgerEvent::DeepseekRequest {
             request_sha256: request_sha256.clone(),
             requested_model: record.requested_model,
@@ -639,11 +657,15 @@ impl Gateway {
         }
         // A failed request fails the sub-session before its runner hears of it: no retry
         // leaves the gateway (the runner's own retries are refused above), nothing falls back.
-        if allowed && let Some(why) = failure {
+        // A cancelled request ends nothing: whoever cancelled it records the end.
+        if allowed
+            && !cancelled
+            && let Some(why) = failure
+        {
             self.finish_subsession(
                 session_id,
                 SubsessionStatus::Failed,
-                None,
+                result_text,
                 Some(format!("a DeepSeek request failed: {why}")),
             );
             self.stop_ended_runtime(session_id, "a DeepSeek request failed");

@@ -5,8 +5,10 @@
 //! restart and settled like any session's. Here: the checks of a reply that controls one
 //! (barrier, write lock, ownership), its record and the delegation persisted with the reply, and
 //! the summaries; `lifecycle`: what the gateway carries out (start, get, stop), delegated calls,
-//! its end and the verification against its receipts; `route` and `egress`: the fixed way out.
+//! its end and the verification against its receipts; `route` and `egress`: the fixed way out;
+//! `answer`: what an answer must be before it reaches the runner.
 
+pub mod answer;
 pub mod egress;
 mod lifecycle;
 pub mod route;
@@ -223,6 +225,24 @@ fn new_subsession(
     child
 }
 
+/// The one turn of sub-session `child_id`: its delegated task (its actions belong to it).
+pub(crate) fn delegated_turn(child_id: &str, task: &str) -> crate::state::TurnRecord {
+    crate::state::TurnRecord {
+        turn_id: child_id.to_string(),
+        session_id: child_id.to_string(),
+        sequence: 0,
+        fingerprint: format!("delegation:{child_id}"),
+        status: crate::state::TurnStatus::Answered,
+        created_at_ms: now_unix_ms(),
+        body: crate::state::TurnBody::Prompt {
+            text: task.to_string(),
+            interrupted_turn_id: None,
+        },
+        reply_id: None,
+        notice: None,
+    }
+}
+
 /// In the transaction that accepts a reply: persist the delegation of its start call (the
 /// sub-session's record, `starting`, and the session's list) before anything is launched.
 pub(crate) fn persist_delegation(
@@ -252,20 +272,7 @@ pub(crate) fn persist_delegation(
     tx.put_session(&child)?;
     // The sub-session's actions belong to one turn of its own: the delegated task (its id is
     // the sub-session's).
-    tx.put_turn(&crate::state::TurnRecord {
-        turn_id: child.id.clone(),
-        session_id: child.id.clone(),
-        sequence: 0,
-        fingerprint: format!("delegation:{}", child.id),
-        status: crate::state::TurnStatus::Answered,
-        created_at_ms: now_unix_ms(),
-        body: crate::state::TurnBody::Prompt {
-            text: task.to_string(),
-            interrupted_turn_id: None,
-        },
-        reply_id: None,
-        notice: None,
-    })?;
+    tx.put_turn(&delegated_turn(&child.id, task))?;
     parent.subsessions.push(child.id.clone());
     let delegation = child.delegation.as_ref();
     tx.record(

@@ -1,6 +1,6 @@
-//! The route (families, base URLs) and the egress against a local upstream: answers passed
-//! through as they came, streaming or not; every failure one non-retryable error; the key sent
-//! upstream and nowhere else.
+//! The route (families, base URLs) and the egress against a local upstream: checked answers
+//! passed on, streaming or not; every failure one non-retryable error; the key sent upstream
+//! and nowhere else; answers bounded before they are framed.
 
 use std::time::Duration;
 
@@ -106,8 +106,15 @@ async fn upstream(
     (format!("http://{addr}/anthropic"), seen)
 }
 
-const SSE: &str = "event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
-const JSON: &str = r#"{"type":"message","content":[{"type":"text","text":"hi"}]}"#;
+const SSE: &str = concat!(
+    "event: message_start\ndata: {\"message\":{\"content\":[],\"id\":\"m\",\"model\":\"deepseek-flash\",",
+    "\"role\":\"assistant\",\"type\":\"message\",\"usage\":{}},\"type\":\"message_start\"}\n\n",
+    "event: message_delta\ndata: {\"delta\":{\"stop_reason\":\"end_turn\"},\"type\":\"message_delta\"}\n\n",
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+);
+const JSON: &str = r#"{"content":[{"text":"hi","type":"text"}],"id":"m","model":"deepseek-flash","role":"assistant","stop_reason":"end_turn","type":"message","usage":{}}"#;
+/// A key as long as real ones.
+const KEY: &str = "sk-up-0123456789abcdef0123456789";
 
 #[tokio::test]
 async fn answers_pass_through_as_they_came_with_the_explicit_model_and_key() {
@@ -117,7 +124,7 @@ async fn answers_pass_through_as_they_came_with_the_explicit_model_and_key() {
         ("application/json", JSON, false),
     ] {
         let (base, seen) = upstream(200, content_type, body, Duration::ZERO).await;
-        let route = DeepseekRoute::for_tests(&base, Some("sk-up"));
+        let route = DeepseekRoute::for_tests(&base, Some(KEY));
         let request =
             serde_json::json!({"model": "claude-sonnet-4-5", "stream": stream, "messages": []});
         let (response, record) = forward(&client, &route, 7, &request.to_string()).await;
@@ -129,7 +136,7 @@ async fn answers_pass_through_as_they_came_with_the_explicit_model_and_key() {
         assert_eq!(record.error, None);
         assert_eq!(
             seen.lock().unwrap().clone(),
-            vec![("sk-up".to_string(), "deepseek-flash".to_string())]
+            vec![(KEY.to_string(), "deepseek-flash".to_string())]
         );
     }
 }
@@ -140,7 +147,7 @@ async fn every_failure_is_one_non_retryable_error_and_nothing_else_is_asked() {
     let request = serde_json::json!({"model": "sonnet", "messages": []}).to_string();
     // An HTTP error from DeepSeek.
     let (base, seen) = upstream(529, "application/json", "{}", Duration::ZERO).await;
-    let route = DeepseekRoute::for_tests(&base, Some("k"));
+    let route = DeepseekRoute::for_tests(&base, Some(KEY));
     let (response, record) = forward(&client, &route, 1, &request).await;
     assert_eq!(response.status, 400);
     assert!(
@@ -153,14 +160,14 @@ async fn every_failure_is_one_non_retryable_error_and_nothing_else_is_asked() {
     assert_eq!(seen.lock().unwrap().len(), 1, "asked once");
     // A timeout.
     let (base, _) = upstream(200, "application/json", JSON, Duration::from_secs(5)).await;
-    let mut route = DeepseekRoute::for_tests(&base, Some("k"));
+    let mut route = DeepseekRoute::for_tests(&base, Some(KEY));
     route.timeout = Duration::from_millis(300);
     let (response, _) = forward(&client, &route, 2, &request).await;
     assert_eq!(response.status, 400);
     assert!(response.body.contains("timed out"), "{}", response.body);
     // Another family, and no key: refused before anything is sent.
     let (base, seen) = upstream(200, "application/json", JSON, Duration::ZERO).await;
-    let route = DeepseekRoute::for_tests(&base, Some("k"));
+    let route = DeepseekRoute::for_tests(&base, Some(KEY));
     let haiku = serde_json::json!({"model": "claude-haiku-4-5", "messages": []}).to_string();
     let (response, record) = forward(&client, &route, 3, &haiku).await;
     assert_eq!(response.status, 400);
@@ -178,7 +185,7 @@ async fn every_failure_is_one_non_retryable_error_and_nothing_else_is_asked() {
         "nothing reached the upstream"
     );
     // Nothing listening: a connect error.
-    let route = DeepseekRoute::for_tests("http://127.0.0.1:9/anthropic", Some("k"));
+    let route = DeepseekRoute::for_tests("http://127.0.0.1:9/anthropic", Some(KEY));
     let (response, _) = forward(&client, &route, 5, &request).await;
     assert!(
         response.body.contains("could not connect"),
@@ -265,43 +272,105 @@ fn results_are_verified_against_each_paths_last_write_receipt() {
     assert!(err.contains("did not finish"), "{err}");
 }
 
-#[test]
-fn a_200_answer_must_be_a_whole_message() {
-    use super::egress::check_answer;
-    let sse = "text/event-stream; charset=utf-8";
-    let start = "event: message_start\ndata: {\"type\":\"message_start\"}\n\n";
-    let stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
-    let error =
-        "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\n\n";
-    assert_eq!(check_answer(sse, &format!("{start}{stop}")), Ok(()));
-    assert_eq!(
-        check_answer(sse, start).unwrap_err(),
-        "broke off before its end (no message_stop)"
+#[tokio::test]
+async fn an_endpoint_that_echoes_the_key_fails_the_request_and_passes_nothing_on() {
+    let echo: &'static str = Box::leak(
+        JSON.replace("\"hi\"", &format!("\"your key is \\u0073{}\"", &KEY[1..]))
+            .into_boxed_str(),
     );
-    assert_eq!(
-        check_answer(sse, &format!("{start}{error}{stop}")).unwrap_err(),
-        "carried an error event"
+    let (base, _) = upstream(200, "application/json", echo, Duration::ZERO).await;
+    let route = DeepseekRoute::for_tests(&base, Some(KEY));
+    let request = serde_json::json!({"model": "sonnet", "messages": []}).to_string();
+    let (response, record) = forward(&super::egress::client().unwrap(), &route, 1, &request).await;
+    assert_eq!(response.status, 400);
+    assert!(!response.body.contains(&KEY[1..]), "{}", response.body);
+    assert!(
+        response.body.contains("contained the API key"),
+        "{}",
+        response.body
     );
-    assert_eq!(check_answer("application/json", JSON), Ok(()));
-    assert_eq!(
-        check_answer("application/json", r#"{"type":"error"}"#).unwrap_err(),
-        "is not a message"
-    );
-    assert_eq!(
-        check_answer("application/json", "{").unwrap_err(),
-        "is not JSON"
-    );
+    assert!(record.error.is_some_and(|e| !e.contains(&KEY[1..])));
 }
 
+/// Issue 23/6: an answer is bounded before it is framed for the link: too many bytes read, or
+/// a frame past the bound once JSON escaping has grown it, fails clearly as `answer too large`.
 #[tokio::test]
-async fn an_endpoint_that_echoes_the_key_never_gets_it_back_to_the_runner() {
-    const ECHO: &str =
-        r#"{"type":"message","content":[{"type":"text","text":"your key is sk-echo-1"}]}"#;
-    let (base, _) = upstream(200, "application/json", ECHO, Duration::ZERO).await;
-    let route = DeepseekRoute::for_tests(&base, Some("sk-echo-1"));
+async fn an_answer_too_large_for_the_link_fails_clearly() {
+    let client = super::egress::client().unwrap();
     let request = serde_json::json!({"model": "sonnet", "messages": []}).to_string();
-    let (response, _) = forward(&super::egress::client().unwrap(), &route, 1, &request).await;
-    assert_eq!(response.status, 200);
-    assert!(!response.body.contains("sk-echo-1"), "{}", response.body);
-    assert!(response.body.contains("your key is [redacted]"));
+    // 5 MiB of quotes: under the read bound, but each is escaped twice on the way to the link.
+    let quotes = "\\\"".repeat(5 * 1024 * 1024 / 2);
+    let big: &'static str = Box::leak(
+        JSON.replace("\"hi\"", &format!("\"{quotes}\""))
+            .into_boxed_str(),
+    );
+    let (base, _) = upstream(200, "application/json", big, Duration::ZERO).await;
+    let route = DeepseekRoute::for_tests(&base, Some(KEY));
+    let (response, record) = forward(&client, &route, 1, &request).await;
+    assert_eq!(response.status, 400);
+    let error = record.error.unwrap_or_default();
+    assert!(error.starts_with("answer too large"), "{error}");
+    assert!(
+        super::egress::framed_len(&response) < common::codec::MAX_FRAME_BYTES,
+        "the failure itself fits"
+    );
+    // More than the read bound.
+    let huge: &'static str = Box::leak("x".repeat(7 * 1024 * 1024).into_boxed_str());
+    let (base, _) = upstream(200, "application/json", huge, Duration::ZERO).await;
+    let route = DeepseekRoute::for_tests(&base, Some(KEY));
+    let (_, record) = forward(&client, &route, 2, &request).await;
+    let error = record.error.unwrap_or_default();
+    assert!(error.contains("(answer too large)"), "{error}");
+}
+
+/// Issue 23/6: a request whose future is dropped (the sub-session stopped: the gateway cancels
+/// it) closes its upstream connection at once; the upstream sees its handler cut off.
+#[tokio::test]
+async fn dropping_a_request_closes_the_upstream_connection_at_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct CutOff(Arc<AtomicUsize>, bool);
+    impl Drop for CutOff {
+        fn drop(&mut self) {
+            if !self.1 {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    let (arrived, cut) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let app = axum::Router::new().route(
+        "/anthropic/v1/messages",
+        axum::routing::post({
+            let (arrived, cut) = (arrived.clone(), cut.clone());
+            move || {
+                let (arrived, cut) = (arrived.clone(), cut.clone());
+                async move {
+                    let mut guard = CutOff(cut, false);
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    guard.1 = true;
+                    JSON
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let route = DeepseekRoute::for_tests(&format!("http://{addr}/anthropic"), Some(KEY));
+    let request = serde_json::json!({"model": "sonnet", "messages": []}).to_string();
+    let client = super::egress::client().unwrap();
+    let out = tokio::spawn(async move { forward(&client, &route, 1, &request).await });
+    while arrived.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    out.abort();
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while cut.load(Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upstream still holds the request"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -3,7 +3,9 @@
 //! acknowledgement; then waiters are woken and any follow-up (a re-sent reply, a stop) goes out.
 
 use broker::executor::failpoint::Failpoint;
-use common::protocol::{BrokerEvent, GatewayToBroker, ReplyRelease, TurnContent, WriteEnd};
+use common::protocol::{
+    BrokerEvent, GatewayToBroker, ReplyRelease, TurnContent, Verdict, WriteEnd,
+};
 use common::time::now_unix_ms;
 use common::tools::{ActionOutcome, LogicalTool, ToolStatus};
 
@@ -45,27 +47,101 @@ pub(crate) fn settled_state(
     }
 }
 
+/// Whether the broker waits for the gateway's verdict on this event before it goes on.
+fn asks_verdict(event: &BrokerEvent) -> bool {
+    matches!(
+        event,
+        BrokerEvent::WritePrepared(_) | BrokerEvent::DelegatedCall { .. }
+    )
+}
+
+/// A sub-session that ended (or is stopping): nothing of it runs or is written any more.
+fn delegation_ended(session: &SessionRecord) -> bool {
+    session.delegation.is_some() && !session.subsession_active()
+}
+
+fn prepare_refusal(session: &SessionRecord) -> &'static str {
+    if delegation_ended(session) {
+        "the sub-session has ended (stopped, failed or finished); nothing is written"
+    } else {
+        "no approved action of this session has this write; nothing is written"
+    }
+}
+
+/// The verdict on an event that asks for one, from what is recorded: a write only if its
+/// action is this session's and prepared with exactly this intent; a delegated call only if its
+/// action is this sub-session's, approved, and the sub-session still runs.
+fn verdict_on(
+    tx: &Tx<'_>,
+    session: &SessionRecord,
+    event: &BrokerEvent,
+) -> Result<Option<Verdict>, StoreError> {
+    let refused = |reason: &str| Verdict::Refused {
+        reason: reason.to_string(),
+    };
+    Ok(match event {
+        BrokerEvent::WritePrepared(prepared) => {
+            let action = tx
+                .action(&prepared.action_id)?
+                .filter(|a| a.session_id == session.id);
+            Some(match action {
+                Some(a)
+                    if !delegation_ended(session)
+                        && a.state == ActionState::Prepared
+                        && a.prepared.as_ref() == Some(prepared) =>
+                {
+                    Verdict::Approved
+                }
+                _ => refused(prepare_refusal(session)),
+            })
+        }
+        BrokerEvent::DelegatedCall { action_id, .. } => {
+            let action = tx.action(action_id)?.filter(|a| a.session_id == session.id);
+            Some(match action {
+                _ if delegation_ended(session) => refused(
+                    "the sub-session has ended (stopped, failed or finished); the call does not run",
+                ),
+                Some(a) if a.state == ActionState::Approved => Verdict::Approved,
+                _ => refused("not a tool of this sub-session; the call does not run"),
+            })
+        }
+        _ => None,
+    })
+}
+
 impl Gateway {
     /// Persist one event of broker `broker_pid`. Events of a broker that is no longer the
     /// session's (an older generation winding down) and events already applied (re-sent after a
     /// reconnect) are acknowledged without being applied.
+    ///
+    /// Returns the verdict for an event that asks for one (`WritePrepared`, `DelegatedCall`),
+    /// to send just before the acknowledgement: decided from what is recorded once the event is
+    /// applied, so a re-sent event gets the same answer and an unknown broker a refusal.
     pub fn on_broker_event(
         self: &Arc<Self>,
         session_id: &str,
         broker_pid: i32,
         seq: u64,
         event: BrokerEvent,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<Verdict>, StoreError> {
         let mut after = AfterEvent::default();
-        let session = self.store.write(|tx| {
+        let asks = asks_verdict(&event).then(|| event.clone());
+        let (session, verdict) = self.store.write(|tx| {
+            let not_current = asks.as_ref().map(|_| Verdict::Refused {
+                reason: "this broker is not the session's current runtime".into(),
+            });
             let Some(mut session) = tx.session(session_id)? else {
-                return Ok(None);
+                return Ok((None, not_current));
             };
             let Some(broker) = session.broker.as_mut().filter(|b| b.pid == broker_pid) else {
-                return Ok(None);
+                return Ok((None, not_current));
             };
             if seq < broker.next_event_seq {
-                return Ok(None);
+                let verdict = match &asks {
+                    Some(event) => verdict_on(tx, &session, event)?,
+                    None => None,
+                };
+                return Ok((None, verdict));
             }
             broker.next_event_seq = seq + 1;
             let recorded = self.apply_event(tx, &mut session, event, &mut after)?;
@@ -75,7 +151,11 @@ impl Gateway {
                 tx.put_session(&session)?;
                 tx.record(&session.id, &recorded)?;
             }
-            Ok::<_, StoreError>(Some(session))
+            let verdict = match &asks {
+                Some(event) => verdict_on(tx, &session, event)?,
+                None => None,
+            };
+            Ok::<_, StoreError>((Some(session), verdict))
         })?;
         if let Some(point) = after.failpoint {
             // Crash tests: the record is durable, the broker has no acknowledgement yet.
@@ -93,7 +173,7 @@ impl Gateway {
         if let Some((result, is_error)) = after.subsession_done {
             self.on_subsession_turn_ended(session_id, result, is_error);
         }
-        Ok(())
+        Ok(verdict)
     }
 
     fn apply_event(
@@ -207,19 +287,26 @@ impl Gateway {
                 LedgerEvent::PromptDelivered { prompt_id }
             }
             BrokerEvent::WritePrepared(prepared) => {
-                if let Some(mut action) = tx
+                let approved = tx
                     .action(&prepared.action_id)?
-                    .filter(|a| a.session_id == session.id && a.state == ActionState::Approved)
-                {
-                    action.state = ActionState::Prepared;
-                    action.prepared = Some(prepared.clone());
-                    tx.put_action(&action)?;
-                }
-                LedgerEvent::WritePrepared {
-                    action_id: prepared.action_id,
-                    path: prepared.path,
-                    pre_sha256: prepared.pre_sha256,
-                    post_sha256: prepared.post_sha256,
+                    .filter(|a| a.session_id == session.id && a.state == ActionState::Approved);
+                match approved {
+                    Some(mut action) if !delegation_ended(session) => {
+                        action.state = ActionState::Prepared;
+                        action.prepared = Some(prepared.clone());
+                        tx.put_action(&action)?;
+                        LedgerEvent::WritePrepared {
+                            action_id: prepared.action_id,
+                            path: prepared.path,
+                            pre_sha256: prepared.pre_sha256,
+                            post_sha256: prepared.post_sha256,
+                        }
+                    }
+                    _ => LedgerEvent::WritePrepareRefused {
+                        reason: prepare_refusal(session).into(),
+                        action_id: prepared.action_id,
+                        path: prepared.path,
+                    },
                 }
             }
             BrokerEvent::ActionFinished {

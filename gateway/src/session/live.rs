@@ -1,5 +1,6 @@
 //! What the gateway keeps in memory per session: a revision signal for waiters, the current
-//! broker link, and a lock that serialises public operations on the session. Entries exist only
+//! broker link, a lock that serialises public operations on the session, and (a sub-session)
+//! the cancellation of its model requests in flight. Entries exist only
 //! for sessions found in the store, and go when the session has ended and nobody holds them.
 
 use std::collections::HashMap;
@@ -19,6 +20,9 @@ pub struct LiveSession {
     /// The gateway is killing this session's broker to finish a stop: the link's end then says
     /// so in the session's final state.
     stop_enforced: AtomicBool,
+    /// A DeepSeek sub-session's model requests in flight end when this is cancelled (it
+    /// stopped or ended): their upstream connections close at once, not at the timeout.
+    egress_cancel: tokio_util::sync::CancellationToken,
 }
 
 impl LiveSession {
@@ -29,6 +33,7 @@ impl LiveSession {
             next_link_id: AtomicU64::new(1),
             op_lock: tokio::sync::Mutex::new(()),
             stop_enforced: AtomicBool::new(false),
+            egress_cancel: tokio_util::sync::CancellationToken::new(),
         }
     }
 
@@ -62,6 +67,16 @@ impl LiveSession {
             return true;
         }
         false
+    }
+
+    /// Resolves once the sub-session's model requests must end.
+    pub(crate) fn egress_cancelled(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.egress_cancel.cancelled()
+    }
+
+    /// End the sub-session's model requests in flight (and refuse any later one).
+    pub(crate) fn cancel_egress(&self) {
+        self.egress_cancel.cancel();
     }
 
     pub(crate) fn mark_stop_enforced(&self) {

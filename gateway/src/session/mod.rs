@@ -15,7 +15,7 @@ mod idempotency;
 mod lease;
 mod live;
 mod runner;
-mod supervision;
+pub(crate) mod supervision;
 mod transitions;
 mod view;
 mod write_recovery;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::protocol::{GatewayToBroker, ReplyRelease};
+use common::protocol::{GatewayToBroker, ReplyRelease, VERDICTS_SINCE_VERSION, Verdict};
 use common::time::now_unix_ms;
 use futures::StreamExt;
 
@@ -35,6 +35,45 @@ pub(crate) enum BrokerStop {
     StillThere,
 }
 
+/// How a link answers the events it persisted.
+pub(crate) struct EventAnswers {
+    /// The protocol version the broker chose.
+    pub(crate) version: u32,
+    /// A broker too old for verdicts was refused something: nothing more is acknowledged.
+    pub(crate) withhold_acks: bool,
+}
+
+impl EventAnswers {
+    /// The verdict first (the broker reads an ack without one as a refusal), then the ack. A
+    /// broker older than verdicts runs whatever is acknowledged: once it is refused something,
+    /// nothing more is acknowledged on this link (acks are cumulative) and it is stopped.
+    pub(crate) fn send(
+        &mut self,
+        outgoing: &tokio::sync::mpsc::UnboundedSender<GatewayToBroker>,
+        seq: u64,
+        verdict: Option<Verdict>,
+    ) {
+        let refused = matches!(verdict, Some(Verdict::Refused { .. }));
+        if refused && self.version < VERDICTS_SINCE_VERSION && !self.withhold_acks {
+            self.withhold_acks = true;
+            tracing::warn!(
+                "a broker of protocol {} was refused an action it cannot be told no to: \
+                 stopping it",
+                self.version
+            );
+            let _ = outgoing.send(GatewayToBroker::Stop {
+                reason: "the gateway refused an action this broker cannot be told no to".into(),
+            });
+        }
+        if let Some(verdict) = verdict {
+            let _ = outgoing.send(GatewayToBroker::Verdict { seq, verdict });
+        }
+        if !self.withhold_acks {
+            let _ = outgoing.send(GatewayToBroker::Ack { seq });
+        }
+    }
+}
+
 impl Gateway {
     /// Connect to a session's broker, verify it, and carry its link until it closes. Once
     /// attached, releases the broker may have missed (a persisted reply or prompt) are sent
@@ -55,10 +94,15 @@ impl Gateway {
         let record = record.clone();
         tokio::spawn(async move {
             let crate::brokers::Link {
+                version,
                 outgoing,
                 mut incoming,
                 close,
             } = link;
+            let mut answers = EventAnswers {
+                version,
+                withhold_acks: false,
+            };
             // Acknowledgements are cumulative at the broker, so an event that could not be
             // recorded must not be followed by an ack of a later one: the link is dropped and
             // re-made, and the broker sends everything unacknowledged again, in order.
@@ -67,9 +111,7 @@ impl Gateway {
                 match event {
                     LinkEvent::Event { seq, event } => {
                         match gateway.on_broker_event(&session_id, record.pid, seq, *event) {
-                            Ok(()) => {
-                                let _ = outgoing.send(GatewayToBroker::Ack { seq });
-                            }
+                            Ok(verdict) => answers.send(&outgoing, seq, verdict),
                             Err(err) => {
                                 tracing::error!("persisting broker event: {err}");
                                 failed = true;

@@ -108,6 +108,13 @@ pub enum LedgerEvent {
         pre_sha256: Option<String>,
         post_sha256: String,
     },
+    /// A write's intent the gateway refused (no approved action of the session, or the
+    /// sub-session ended): the broker was told no and writes nothing.
+    WritePrepareRefused {
+        action_id: String,
+        path: String,
+        reason: String,
+    },
     ActionCommitted(ActionEnd),
     WriteNotApplied(ActionEnd),
     WriteIndeterminate(ActionEnd),
@@ -203,6 +210,7 @@ impl LedgerEvent {
                 | Self::PromptDelivered { .. }
                 | Self::ActionCommitted(_)
                 | Self::WritePrepared { .. }
+                | Self::WritePrepareRefused { .. }
                 | Self::WriteNotApplied(_)
                 | Self::UnapprovedCall { .. }
                 | Self::SideRequestAnsweredLocally { .. }

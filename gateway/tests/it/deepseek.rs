@@ -16,7 +16,7 @@ use crate::support::*;
 use crate::writes::{repo, sha_of};
 
 /// A key of the test's own: the scan for it must not find another test's gateway.
-fn new_key() -> String {
+pub(crate) fn new_key() -> String {
     format!("sk-fake-{}", uuid::Uuid::new_v4().simple())
 }
 
@@ -27,14 +27,18 @@ fn deepseek_env(fake: &FakeDeepseek, key: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-async fn gateway_for(fake: &FakeDeepseek, key: &str, extra: &[(&str, &str)]) -> GatewayProcess {
+pub(crate) async fn gateway_for(
+    fake: &FakeDeepseek,
+    key: &str,
+    extra: &[(&str, &str)],
+) -> GatewayProcess {
     let env = deepseek_env(fake, key);
     let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     all.extend_from_slice(extra);
     gateway_with(&all).await
 }
 
-async fn start_delegating(chat: &ScriptedChatGpt, root: &Path, key: &str) -> Value {
+pub(crate) async fn start_delegating(chat: &ScriptedChatGpt, root: &Path, key: &str) -> Value {
     let r = chat
         .start_with(
             "Delegate a task",
@@ -50,7 +54,12 @@ async fn start_delegating(chat: &ScriptedChatGpt, root: &Path, key: &str) -> Val
 }
 
 /// Reply with `calls`; the view with the next pending turn.
-async fn reply_turn(chat: &ScriptedChatGpt, v: &Value, reply_id: &str, calls: Value) -> Value {
+pub(crate) async fn reply_turn(
+    chat: &ScriptedChatGpt,
+    v: &Value,
+    reply_id: &str,
+    calls: Value,
+) -> Value {
     crate::writes::reply_calls(chat, v, reply_id, calls).await
 }
 
@@ -78,7 +87,7 @@ async fn reply_refused(
 }
 
 /// The first tool result's output, parsed (the gateway's report of a sub-session).
-fn report(v: &Value) -> Value {
+pub(crate) fn report(v: &Value) -> Value {
     let output = v["pending_turn"]["tool_results"][0]["output"]
         .as_str()
         .unwrap_or("");
@@ -86,7 +95,12 @@ fn report(v: &Value) -> Value {
 }
 
 /// Ask for the sub-session's report until it has ended (each ask is one reply and turn).
-async fn until_ended(chat: &ScriptedChatGpt, mut v: Value, id: &str, tag: &str) -> (Value, Value) {
+pub(crate) async fn until_ended(
+    chat: &ScriptedChatGpt,
+    mut v: Value,
+    id: &str,
+    tag: &str,
+) -> (Value, Value) {
     for round in 0..40 {
         let get = json!([{"name": "deepseek_subagent_get", "arguments": {"subsession_id": id}}]);
         v = reply_turn(chat, &v, &format!("{tag}-get-{round}"), get).await;
@@ -99,7 +113,7 @@ async fn until_ended(chat: &ScriptedChatGpt, mut v: Value, id: &str, tag: &str) 
     panic!("the sub-session did not end: {v}");
 }
 
-fn subsession_id(start_turn: &Value) -> String {
+pub(crate) fn subsession_id(start_turn: &Value) -> String {
     report(start_turn)["subsession_id"]
         .as_str()
         .unwrap()

@@ -54,3 +54,5 @@ mod error_messages;
 mod skills;
 // DeepSeek explicit sub-sessions: the real runner against a scripted fake DeepSeek.
 mod deepseek;
+// DeepSeek answers from a hostile endpoint (issue 23/6): each fails once, specifically.
+mod deepseek_hostile;

@@ -1,7 +1,9 @@
 //! DeepSeek sub-sessions in process: the egress answers only a live sub-session (a session's own
 //! broker gets a refusal that never leaves the gateway), a `ds_` id is no session to the public
-//! tools, and a sub-session's status follows its record.
+//! tools, a sub-session's status follows its record, and its calls and write intents get
+//! explicit verdicts.
 
+use common::protocol::{BrokerEvent, Verdict};
 use serde_json::json;
 
 use super::harness::Harness;
@@ -101,4 +103,184 @@ async fn a_sub_session_id_is_not_a_session_to_the_public_tools() {
     }
     assert_eq!(child.subsession_status(), SubsessionStatus::Succeeded);
     assert!(!child.subsession_active());
+}
+
+/// A running sub-session of the harness's session, its broker `pid` (events are fed to the
+/// gateway directly); the record.
+async fn running_subsession(h: &Harness, pid: i32) -> crate::state::SessionRecord {
+    let view = h.start().await;
+    let mut child = h.gateway.load(&view.native_session_id).unwrap();
+    child.id = format!("ds_{pid:016}");
+    child.status = crate::state::SessionStatus::Running;
+    child.delegation = Some(crate::state::Delegation {
+        parent_session_id: view.native_session_id.clone(),
+        start_action_id: "act_start".into(),
+        task_sha256: "0".repeat(64),
+        runner_model: "sonnet".into(),
+        end: None,
+        in_flight: Vec::new(),
+    });
+    if let Some(broker) = child.broker.as_mut() {
+        broker.pid = pid;
+        broker.next_event_seq = 1;
+    }
+    h.gateway
+        .store
+        .write(|tx| {
+            tx.put_session(&child)?;
+            tx.put_turn(&crate::deepseek::delegated_turn(&child.id, "task"))
+        })
+        .unwrap();
+    child
+}
+
+fn delegated_read(action_id: &str, path: &std::path::Path) -> BrokerEvent {
+    BrokerEvent::DelegatedCall {
+        action_id: action_id.into(),
+        tool_use_id: format!("toolu_{action_id}"),
+        name: "Read".into(),
+        arguments: json!({"file_path": path}),
+    }
+}
+
+fn refused_because(verdict: Option<Verdict>, words: &str) {
+    match verdict {
+        Some(Verdict::Refused { reason }) => assert!(reason.contains(words), "{reason}"),
+        other => panic!("expected a refusal naming {words:?}, got {other:?}"),
+    }
+}
+
+/// Issue 23/6: the gateway's answer to a delegated call or a write intent is an explicit
+/// verdict decided from what it recorded; after a stop nothing of the sub-session is approved,
+/// a re-sent event gets the same answer, and an unknown broker or action a refusal.
+#[tokio::test]
+async fn delegated_calls_and_write_intents_get_explicit_verdicts() {
+    let h = Harness::new();
+    let pid = 4242;
+    let child = running_subsession(&h, pid).await;
+    let file = h.project.join("a.txt");
+    let event = |seq, e| h.gateway.on_broker_event(&child.id, pid, seq, e).unwrap();
+
+    assert_eq!(
+        event(1, delegated_read("act_1", &file)),
+        Some(Verdict::Approved)
+    );
+    // Re-sent after a reconnect (already applied): the same answer from the record.
+    assert_eq!(
+        event(1, delegated_read("act_1", &file)),
+        Some(Verdict::Approved)
+    );
+    // Events that ask for nothing get no verdict.
+    let started = BrokerEvent::RunnerStarted {
+        generation: 1,
+        started_at_ms: 0,
+        resumed: false,
+    };
+    assert_eq!(event(2, started), None);
+    // A write intent for an action nobody approved.
+    let prepared = |action_id: &str| common::protocol::PreparedWrite {
+        action_id: action_id.into(),
+        path: file.display().to_string(),
+        pre_sha256: None,
+        post_sha256: "0".repeat(64),
+        temp_name: ".ngw-tmp-x".into(),
+        pre_identity: None,
+    };
+    refused_because(
+        event(3, BrokerEvent::WritePrepared(prepared("act_nope"))),
+        "no approved action of this session",
+    );
+    // Another broker's events are never approved.
+    refused_because(
+        h.gateway
+            .on_broker_event(&child.id, pid + 1, 9, delegated_read("act_9", &file))
+            .unwrap(),
+        "not the session's current runtime",
+    );
+
+    // The sub-session is stopped: its calls and writes are refused, the approved one too.
+    h.gateway.transition(&child.id, "test stop", |c| {
+        Some(c.stop_requested("stop", true))
+    });
+    refused_because(event(4, delegated_read("act_2", &file)), "has ended");
+    refused_because(event(1, delegated_read("act_1", &file)), "has ended");
+    refused_because(
+        event(5, BrokerEvent::WritePrepared(prepared("act_1"))),
+        "has ended",
+    );
+    let stored = |id: &str| h.gateway.store.read(|tx| tx.action(id)).unwrap();
+    assert!(stored("act_2").is_none(), "a refused call is no action");
+    assert_eq!(
+        stored("act_1").map(|a| a.state),
+        Some(crate::state::ActionState::Approved),
+        "a refused intent prepares nothing"
+    );
+    let kinds = h.ledger(&child.id);
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| *k == "write_prepare_refused")
+            .count(),
+        2,
+        "{kinds:?}"
+    );
+}
+
+/// A verdict goes before its ack; a broker older than verdicts that is refused something gets
+/// no further ack on that link (acks are cumulative: the next would approve it) and a stop.
+#[test]
+fn verdicts_precede_acks_and_an_old_broker_is_never_acknowledged_a_refusal() {
+    use crate::session::supervision::EventAnswers;
+    use common::protocol::GatewayToBroker;
+    let refused = || {
+        Some(Verdict::Refused {
+            reason: "no".into(),
+        })
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut drain = || {
+        let mut sent = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            sent.push(m);
+        }
+        sent
+    };
+    let mut current = EventAnswers {
+        version: common::protocol::PROTOCOL_VERSION,
+        withhold_acks: false,
+    };
+    current.send(&tx, 1, refused());
+    current.send(&tx, 2, None);
+    assert_eq!(
+        drain(),
+        vec![
+            GatewayToBroker::Verdict {
+                seq: 1,
+                verdict: Verdict::Refused {
+                    reason: "no".into()
+                }
+            },
+            GatewayToBroker::Ack { seq: 1 },
+            GatewayToBroker::Ack { seq: 2 },
+        ]
+    );
+    let mut old = EventAnswers {
+        version: common::protocol::VERDICTS_SINCE_VERSION - 1,
+        withhold_acks: false,
+    };
+    old.send(&tx, 1, Some(Verdict::Approved));
+    old.send(&tx, 2, refused());
+    old.send(&tx, 3, None);
+    let sent = drain();
+    assert!(
+        matches!(sent[1], GatewayToBroker::Ack { seq: 1 }),
+        "{sent:?}"
+    );
+    assert!(matches!(sent[2], GatewayToBroker::Stop { .. }), "{sent:?}");
+    assert!(
+        !sent[2..]
+            .iter()
+            .any(|m| matches!(m, GatewayToBroker::Ack { .. })),
+        "{sent:?}"
+    );
 }

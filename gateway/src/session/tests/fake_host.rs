@@ -203,6 +203,7 @@ impl BrokerHost for FakeHost {
             broker.sent = Some(Arc::new(tokio::sync::Mutex::new(sent)));
             broker.close = Some(close.clone());
             Ok(Link {
+                version: common::protocol::PROTOCOL_VERSION,
                 outgoing,
                 incoming,
                 close,

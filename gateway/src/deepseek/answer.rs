@@ -1,0 +1,445 @@
+//! What a 2xx DeepSeek answer must be before anything of it reaches the runner. The answer is
+//! parsed whole (an event stream event by event, or one JSON message), checked as a state
+//! machine (`message_start` first with a message object, content blocks opened, filled and
+//! closed in order, one `message_delta` with a known `stop_reason`, `message_stop` last), and
+//! re-emitted from what was parsed: comments, unknown fields of the framing and escapes never
+//! pass as raw bytes. Then, on the decoded and reassembled text: the API key in no form we can
+//! recognise (see [`holds_key`]), the model the request's tier asked for, and no refusal.
+
+use base64::Engine;
+use serde_json::Value;
+
+/// Why an answer is not passed on; each fails the request once, and the sub-session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejected {
+    /// Not a whole, well-formed message (what is wrong, in words, never its content).
+    Malformed(String),
+    /// The decoded answer holds the API key.
+    Key,
+    /// Answered by another model than the request's tier (the id, if it is a plain one).
+    Model(String),
+    /// `stop_reason: "refusal"`, with the text the model gave.
+    Refusal(String),
+}
+
+/// What the answer must match.
+pub struct Expected<'a> {
+    /// The request asked for a stream (`"stream": true`).
+    pub streaming: bool,
+    /// The DeepSeek model id sent.
+    pub model: &'a str,
+    pub key: Option<&'a str>,
+}
+
+const STOP_REASONS: [&str; 5] = [
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "refusal",
+];
+
+fn malformed(why: &str) -> Rejected {
+    Rejected::Malformed(why.to_string())
+}
+
+/// Check a 2xx answer; the body to pass on, re-emitted from what was parsed.
+pub fn check(content_type: &str, body: &str, expected: &Expected<'_>) -> Result<String, Rejected> {
+    let is_stream = content_type
+        .trim()
+        .to_ascii_lowercase()
+        .starts_with("text/event-stream");
+    if is_stream != expected.streaming {
+        return Err(malformed(if expected.streaming {
+            "is not an event stream, but the request asked for one"
+        } else {
+            "is an event stream, but the request asked for one JSON message"
+        }));
+    }
+    let (message, out) = if is_stream {
+        let events = sse_events(body)?;
+        let message = assemble(&events)?;
+        let out: String = events
+            .iter()
+            .map(|event| format!("event: {}\ndata: {event}\n\n", kind(event)))
+            .collect();
+        (message, out)
+    } else {
+        let value: Value = serde_json::from_str(body).map_err(|_| malformed("is not JSON"))?;
+        (whole_message(&value)?, value.to_string())
+    };
+    if let Some(key) = expected.key
+        && holds_key(&message.decoded, key)
+    {
+        return Err(Rejected::Key);
+    }
+    if !same_model(&message.model, expected.model) {
+        return Err(Rejected::Model(message.model));
+    }
+    if message.stop_reason == "refusal" {
+        return Err(Rejected::Refusal(message.text));
+    }
+    Ok(out)
+}
+
+/// An answer as the runner would see it.
+#[derive(Default)]
+struct Message {
+    model: String,
+    stop_reason: String,
+    /// The text blocks, joined.
+    text: String,
+    /// Every decoded string of the answer in order (keys and values), then each block's
+    /// reassembled content, then all blocks' content joined: what the key is looked for in.
+    decoded: String,
+}
+
+/// The answer came from the model asked for, or its family: the same id, or a DeepSeek model
+/// of the same tier (a dated or tagged version of it too) (DeepSeek serves `deepseek-flash` as
+/// e.g. `DeepSeek-V4.1-Flash-1017`): its words include `deepseek` and the same tier words
+/// (`flash`, `pro`) as the id sent, and none of the other.
+fn same_model(answered: &str, expected: &str) -> bool {
+    if answered == expected {
+        return true;
+    }
+    let words = |id: &str| -> Vec<String> {
+        id.to_ascii_lowercase()
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .map(str::to_string)
+            .collect()
+    };
+    let tiers = |words: &[String]| -> Vec<&'static str> {
+        ["flash", "pro"]
+            .into_iter()
+            .filter(|t| words.iter().any(|w| w == t))
+            .collect()
+    };
+    let (got, sent) = (words(answered), words(expected));
+    got.iter().any(|w| w == "deepseek") && !tiers(&sent).is_empty() && tiers(&got) == tiers(&sent)
+}
+
+fn kind(event: &Value) -> &str {
+    event.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+/// The data of each event of a stream, in order; every line must be an event field.
+fn sse_events(body: &str) -> Result<Vec<Value>, Rejected> {
+    let body = body.replace("\r\n", "\n").replace('\r', "\n");
+    let mut events = Vec::new();
+    let mut name: Option<&str> = None;
+    let mut data: Vec<&str> = Vec::new();
+    for line in body.split('\n') {
+        if line.is_empty() {
+            if !data.is_empty() {
+                let event: Value = serde_json::from_str(&data.join("\n"))
+                    .map_err(|_| malformed("has an event whose data is not JSON"))?;
+                if !event.is_object() || event.get("type").and_then(Value::as_str).is_none() {
+                    return Err(malformed("has an event without a type"));
+                }
+                if name.is_some_and(|n| n != kind(&event)) {
+                    return Err(malformed("names an event other than its data's type"));
+                }
+                events.push(event);
+            } else if name.is_some() {
+                return Err(malformed("has an event without data"));
+            }
+            name = None;
+            data.clear();
+            continue;
+        }
+        if line.starts_with(':') {
+            continue;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => name = Some(value),
+            "data" => data.push(value),
+            "id" | "retry" => {}
+            _ => return Err(malformed("has a line that is no event field")),
+        }
+    }
+    if !data.is_empty() {
+        return Err(malformed("broke off within an event"));
+    }
+    Ok(events)
+}
+
+/// One content block being streamed.
+struct Block {
+    kind: String,
+    /// Text, thinking (and signature) as streamed.
+    content: String,
+    /// A tool call's input as streamed (`partial_json`, joined).
+    input_json: String,
+}
+
+/// Walk a stream's events in order, as the state machine of one message.
+fn assemble(events: &[Value]) -> Result<Message, Rejected> {
+    let mut message = Message::default();
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut open: Option<usize> = None;
+    let mut delta_seen = false;
+    let mut stopped = false;
+    for (n, event) in events.iter().enumerate() {
+        if stopped {
+            return Err(malformed("goes on after message_stop"));
+        }
+        collect_strings(event, &mut message.decoded);
+        let index = event.get("index").and_then(Value::as_u64);
+        match (n, kind(event)) {
+            (0, "message_start") => {
+                let start = event
+                    .get("message")
+                    .ok_or_else(|| malformed("has a message_start without a message"))?;
+                message_fields(start, &mut message)?;
+                if start["content"].as_array().is_none_or(|c| !c.is_empty()) {
+                    return Err(malformed("starts with content outside content blocks"));
+                }
+            }
+            (0, _) => return Err(malformed("does not begin with message_start")),
+            (_, "message_start") => return Err(malformed("has a second message_start")),
+            (_, "ping") => {}
+            (_, "error") => return Err(malformed("carried an error event")),
+            (_, "content_block_start") => {
+                if open.is_some() || delta_seen || index != Some(blocks.len() as u64) {
+                    return Err(malformed("opens a content block out of order"));
+                }
+                let block = event
+                    .get("content_block")
+                    .ok_or_else(|| malformed("opens a content block without one"))?;
+                check_block(block, true)?;
+                let content = ["text", "thinking"]
+                    .iter()
+                    .find_map(|f| block.get(*f).and_then(Value::as_str))
+                    .unwrap_or("")
+                    .to_string();
+                blocks.push(Block {
+                    kind: kind(block).to_string(),
+                    content,
+                    input_json: String::new(),
+                });
+                open = index.map(|i| i as usize);
+            }
+            (_, "content_block_delta") => {
+                let block = match open {
+                    Some(i) if index == Some(i as u64) => &mut blocks[i],
+                    _ => return Err(malformed("has a delta for a block that is not open")),
+                };
+                let delta = &event["delta"];
+                let (field, target) = match (block.kind.as_str(), kind(delta)) {
+                    ("text", "text_delta") => ("text", &mut block.content),
+                    ("thinking", "thinking_delta") => ("thinking", &mut block.content),
+                    ("thinking", "signature_delta") => ("signature", &mut block.content),
+                    ("tool_use", "input_json_delta") => ("partial_json", &mut block.input_json),
+                    _ => return Err(malformed("has a delta that does not fit its block")),
+                };
+                let piece = delta
+                    .get(field)
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| malformed("has a delta without its text"))?;
+                target.push_str(piece);
+            }
+            (_, "content_block_stop") => {
+                let Some(i) = open.filter(|i| index == Some(*i as u64)) else {
+                    return Err(malformed("closes a block that is not open"));
+                };
+                let block = &blocks[i];
+                if block.kind == "tool_use" && !block.input_json.trim().is_empty() {
+                    let input: Value = serde_json::from_str(&block.input_json)
+                        .map_err(|_| malformed("has a tool call whose input is not JSON"))?;
+                    if !input.is_object() {
+                        return Err(malformed("has a tool call whose input is not an object"));
+                    }
+                }
+                open = None;
+            }
+            (_, "message_delta") => {
+                if open.is_some() || delta_seen {
+                    return Err(malformed("has a message_delta out of order"));
+                }
+                delta_seen = true;
+                message.stop_reason = stop_reason(&event["delta"])?;
+            }
+            (_, "message_stop") => {
+                if !delta_seen {
+                    return Err(malformed("stops without a message_delta (no stop_reason)"));
+                }
+                stopped = true;
+            }
+            _ => return Err(malformed("carried an event of an unknown type")),
+        }
+    }
+    if events.is_empty() || !stopped {
+        return Err(malformed("broke off before its end (no message_stop)"));
+    }
+    let mut all = String::new();
+    for block in &blocks {
+        if block.kind == "text" {
+            message.text.push_str(&block.content);
+        }
+        let mut pieces = block.content.clone();
+        pieces.push_str(&block.input_json);
+        if let Ok(input) = serde_json::from_str::<Value>(&block.input_json) {
+            collect_strings(&input, &mut pieces);
+        }
+        message.decoded.push('\n');
+        message.decoded.push_str(&pieces);
+        all.push_str(&pieces);
+    }
+    message.decoded.push('\n');
+    message.decoded.push_str(&all);
+    Ok(message)
+}
+
+/// The fields a message object must have: `type`, `role`, `id`, `model`, `content`, `usage`.
+fn message_fields(message: &Value, into: &mut Message) -> Result<(), Rejected> {
+    let ok = message.get("type").and_then(Value::as_str) == Some("message")
+        && message.get("role").and_then(Value::as_str) == Some("assistant")
+        && message.get("id").and_then(Value::as_str).is_some()
+        && message.get("content").is_some_and(Value::is_array)
+        && message.get("usage").is_some_and(Value::is_object);
+    if !ok {
+        return Err(malformed(
+            "is not an assistant message (type, role, id, content and usage are required)",
+        ));
+    }
+    into.model = message
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or_else(|| malformed("names no model"))?
+        .to_string();
+    Ok(())
+}
+
+fn stop_reason(holder: &Value) -> Result<String, Rejected> {
+    match holder.get("stop_reason").and_then(Value::as_str) {
+        Some(reason) if STOP_REASONS.contains(&reason) => Ok(reason.to_string()),
+        Some(_) => Err(malformed("has an unknown stop_reason")),
+        None => Err(malformed("has no stop_reason")),
+    }
+}
+
+/// A content block of a known type with its fields (`streamed`: as `content_block_start`
+/// opens it, its content still to come).
+fn check_block(block: &Value, streamed: bool) -> Result<(), Rejected> {
+    let string = |field: &str| block.get(field).and_then(Value::as_str).is_some();
+    let ok = match kind(block) {
+        "text" => string("text"),
+        "thinking" => string("thinking"),
+        "redacted_thinking" => string("data"),
+        "tool_use" => {
+            string("id")
+                && string("name")
+                && block.get("input").is_some_and(|i| {
+                    i.is_object()
+                        && (!streamed || i.as_object().is_some_and(serde_json::Map::is_empty))
+                })
+        }
+        _ => return Err(malformed("has a content block of an unknown type")),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(malformed("has a content block without its required fields"))
+    }
+}
+
+/// A non-streamed answer: one whole message.
+fn whole_message(value: &Value) -> Result<Message, Rejected> {
+    let mut message = Message::default();
+    if value.get("type").and_then(Value::as_str) != Some("message") {
+        return Err(malformed("is not a message"));
+    }
+    message_fields(value, &mut message)?;
+    message.stop_reason = stop_reason(value)?;
+    collect_strings(value, &mut message.decoded);
+    let mut all = String::new();
+    for block in value["content"].as_array().into_iter().flatten() {
+        check_block(block, false)?;
+        let mut pieces = String::new();
+        collect_strings(block, &mut pieces);
+        if kind(block) == "text" {
+            message.text.push_str(block["text"].as_str().unwrap_or(""));
+        }
+        all.push_str(&pieces);
+    }
+    message.decoded.push('\n');
+    message.decoded.push_str(&all);
+    Ok(message)
+}
+
+/// Every string of `value` (object keys too), decoded, each on a line of its own.
+fn collect_strings(value: &Value, into: &mut String) {
+    match value {
+        Value::String(s) => {
+            into.push_str(s);
+            into.push('\n');
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, into)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                into.push_str(k);
+                into.push('\n');
+                collect_strings(v, into);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Keys with fewer letters and digits than this are matched only exactly and ignoring case.
+const MIN_FUZZY_KEY: usize = 16;
+
+/// Letters and digits only, lower case: what is left of a text once case, spacing,
+/// punctuation and invisible characters are taken out.
+fn skeleton(text: &str) -> String {
+    text.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// Whether `decoded` holds the key. In scope: the key as is after JSON decoding (any escape),
+/// split across deltas, blocks or strings, in any letter case, with anything but letters and
+/// digits between its characters, and its base64 (standard or URL-safe, any alignment) and hex
+/// forms (so percent-encoding too). Out of scope, said in ARCHITECTURE: other encodings
+/// (reversed, rot13, interleaved with other letters): the endpoint already holds the key, this
+/// keeps it from reaching others by accident or by the obvious ways.
+pub fn holds_key(decoded: &str, key: &str) -> bool {
+    if key.is_empty() {
+        return false;
+    }
+    if decoded.contains(key) || decoded.to_lowercase().contains(&key.to_lowercase()) {
+        return true;
+    }
+    let key_skeleton = skeleton(key);
+    if key_skeleton.len() < MIN_FUZZY_KEY {
+        return false;
+    }
+    let text = skeleton(decoded);
+    let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+    let mut forms = vec![key_skeleton, hex];
+    for engine in [
+        base64::engine::general_purpose::STANDARD,
+        base64::engine::general_purpose::URL_SAFE,
+    ] {
+        for offset in 0..3 {
+            let mut bytes = vec![0u8; offset];
+            bytes.extend_from_slice(key.as_bytes());
+            let encoded = engine.encode(&bytes);
+            // Only the groups made of the key's bytes alone are the same wherever it sits.
+            let start = if offset == 0 { 0 } else { 4 };
+            let end = encoded.len().saturating_sub(4);
+            if end > start {
+                forms.push(skeleton(&encoded[start..end]));
+            }
+        }
+    }
+    forms
+        .iter()
+        .any(|form| form.len() >= MIN_FUZZY_KEY && text.contains(form.as_str()))
+}
+
+#[cfg(test)]
+mod tests;
