@@ -109,18 +109,34 @@ pub fn host_support() -> HostSupport {
     }
 }
 
+/// What a tree takes on disk: bytes allocated (blocks) and inodes (every entry, the empty files
+/// and directories and overlay whiteouts that take no blocks included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskUsage {
+    pub bytes: u64,
+    pub inodes: u64,
+}
+
 /// Bytes allocated under `dir` (blocks on disk), symlinks counted as themselves and never
-/// followed; entries that vanish or cannot be read meanwhile are skipped. Sizes a session's
-/// command layer and the state dir's budget.
+/// followed; entries that vanish or cannot be read meanwhile are skipped. Sizes the state dir's
+/// budget.
 pub fn allocated_bytes(dir: &std::path::Path) -> u64 {
+    disk_usage(dir).bytes
+}
+
+/// [`allocated_bytes`] and the inodes, in one walk (sizes a session's command layer).
+pub fn disk_usage(dir: &std::path::Path) -> DiskUsage {
     use std::os::unix::fs::MetadataExt;
-    let mut total = 0u64;
+    let mut total = DiskUsage::default();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(path) = stack.pop() {
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };
-        total = total.saturating_add(meta.blocks().saturating_mul(512));
+        total.bytes = total
+            .bytes
+            .saturating_add(meta.blocks().saturating_mul(512));
+        total.inodes += 1;
         if meta.is_dir()
             && let Ok(entries) = std::fs::read_dir(&path)
         {

@@ -403,11 +403,9 @@ pub(super) fn run(
         remove_cgroup(&cgroup);
     }
     drop(scratch);
-    if stopped_by_guard && let Some(layer) = layer {
+    if stopped_by_guard && let Some(excess) = guard.as_ref().and_then(|g| g.exceeded()) {
         notes.push(format!(
-            "the command was stopped: its writes took the session's layer over its budget of \
-             {} MiB",
-            layer.budget() / (1024 * 1024)
+            "the command was stopped: with its writes the session's layer {excess}"
         ));
     }
     if let Some(over) = turn.and_then(layer::LayerTurn::finish) {
