@@ -180,6 +180,7 @@ impl BrokerState {
             &extra_protected,
         )
         .with_own_worktree(own_worktree)
+        .with_working_directory_identity(spec.working_directory_identity)
         .with_limits(sandbox::Limits {
             memory: spec.command_limits.memory_mb.map(|mb| mb * 1024 * 1024),
             scratch: spec.command_limits.scratch_mb.map(|mb| mb * 1024 * 1024),

@@ -123,6 +123,9 @@ pub struct CommandSandbox {
     search_path: String,
     /// The session's copy-on-write layer (`None`: commands see the file system read-only).
     layer: Option<Arc<SessionLayer>>,
+    /// The working directory's identity recorded at the session's start: commands run only
+    /// while the directory is that one (`None`: an older gateway, not checked).
+    expected_wd: Option<common::protocol::DirIdentity>,
 }
 
 impl CommandSandbox {
@@ -146,6 +149,7 @@ impl CommandSandbox {
             own_worktree: None,
             search_path: sandbox::command::FIXED_PATH.to_string(),
             layer: None,
+            expected_wd: None,
         }
     }
 
@@ -162,6 +166,7 @@ impl CommandSandbox {
             own_worktree: None,
             search_path: sandbox::command::FIXED_PATH.to_string(),
             layer: None,
+            expected_wd: None,
         }
     }
 
@@ -196,6 +201,16 @@ impl CommandSandbox {
             self.scratch_root.join("layer"),
             budget,
         )));
+        self
+    }
+
+    /// Run commands only while the working directory is the one the session started in (like
+    /// writes, `sandbox::write_path::WriteRefusal::RootReplaced`).
+    pub fn with_working_directory_identity(
+        mut self,
+        identity: Option<common::protocol::DirIdentity>,
+    ) -> Self {
+        self.expected_wd = identity;
         self
     }
 
@@ -258,6 +273,20 @@ pub(super) fn run(
             started,
         );
     };
+    if let Some(expected) = config.expected_wd
+        && common::protocol::DirIdentity::of(exec.working_directory()) != Some(expected)
+    {
+        return rejected(
+            action_id,
+            "not_permitted",
+            format!(
+                "the command was not run: {} is no longer the directory this session started in \
+                 (it was replaced or moved). Start a new session on the directory",
+                sandbox::escape::path_for_display(exec.working_directory())
+            ),
+            started,
+        );
+    }
     let cwd = match resolve_cwd(&wd, args.cwd.as_deref()) {
         Ok(cwd) => cwd,
         Err(refusal) => {
