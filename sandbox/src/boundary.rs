@@ -56,6 +56,11 @@ pub fn network_boundary() -> Value {
     let commands = match (host.can_confine(), host.copy_on_write()) {
         (false, _) => network.to_string(),
         (true, true) => format!("{network}; writes go to the session's copy-on-write layer"),
+        (true, false) if host.os == "macos" => format!(
+            "{network}; writes: read-only file system but the command's scratch dir (macOS: \
+             no copy-on-write layer under Seatbelt yet, so builds and tests that write into the \
+             project fail)"
+        ),
         (true, false) => format!(
             "{network}; writes: read-only file system (this host cannot mount a copy-on-write \
              layer for commands)"

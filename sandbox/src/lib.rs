@@ -33,15 +33,9 @@ pub fn masked_paths(
     extra: &[std::path::PathBuf],
 ) -> Vec<std::path::PathBuf> {
     let mut out = protected::protected_paths(home, state_dir, extra);
-    // Devices that carry the owner's input or surroundings: commands and the runner never need
-    // them (they have no terminal), and a terminal's pts, readable to the owner's uid, would
-    // give a command the keystrokes typed in it.
-    out.extend(
-        protected::PRIVATE_DEVICE_DIRS
-            .iter()
-            .map(std::path::PathBuf::from)
-            .filter(|p| p.is_dir()),
-    );
+    // Devices by allow-list (`protected::DEVICE_FILES`): `/dev` as a whole, and the sandboxes
+    // give back only the allowed ones.
+    out.push(std::path::PathBuf::from(protected::DEVICE_DIR));
     let canonical: Vec<std::path::PathBuf> = out
         .iter()
         .filter_map(|p| std::fs::canonicalize(p).ok().filter(|c| c != p))

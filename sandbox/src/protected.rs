@@ -318,10 +318,33 @@ pub fn host_key_files() -> Vec<PathBuf> {
     out
 }
 
-/// Device directories hidden from commands and the runner (masked like the protected set): the
-/// owner's terminals (`/dev/pts`: a pts the owner's uid may read gives away what is typed in it),
-/// input devices, sound (microphones) and video capture (cameras).
-pub const PRIVATE_DEVICE_DIRS: &[&str] = &["/dev/pts", "/dev/input", "/dev/snd", "/dev/v4l"];
+/// Commands and the runner see `/dev` by allow-list, not by deny-list: the owner's terminals
+/// (`/dev/pts`: keystrokes), input, sound and video devices, GPUs, USB, other processes' shared
+/// memory in `/dev/shm`... are all readable to the owner's uid, and a host may have any. `/dev`
+/// itself is in the masks ([`crate::masked_paths`]); with namespaces the helper mounts a
+/// private `/dev` holding only these device nodes (bound from the host's), the [`DEVICE_LINKS`],
+/// a private devpts (`/dev/pts`, `/dev/ptmx`) and a private empty tmpfs `/dev/shm`; with
+/// Landlock only, `/dev` is outside the readable set and these files are allowed back.
+pub const DEVICE_FILES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// The symlinks of the private `/dev` (name, target).
+pub const DEVICE_LINKS: &[(&str, &str)] = &[
+    ("/dev/fd", "/proc/self/fd"),
+    ("/dev/stdin", "/proc/self/fd/0"),
+    ("/dev/stdout", "/proc/self/fd/1"),
+    ("/dev/stderr", "/proc/self/fd/2"),
+    ("/dev/ptmx", "pts/ptmx"),
+];
+
+/// The device tree, masked as a whole (see [`DEVICE_FILES`]).
+pub const DEVICE_DIR: &str = "/dev";
 
 /// The home directories of the host's other accounts (from `/etc/passwd`) that exist: a gateway
 /// running as root reaches them, and their credential stores are no less secret than the

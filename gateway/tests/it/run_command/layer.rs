@@ -369,8 +369,12 @@ fn a_command_past_the_inode_budget_or_with_parallel_writers_is_stopped() {
         "{}",
         out.output
     );
+    assert!(!stdout_of(&out).contains("done"), "{}", out.output);
+    // Stopped well before the writers' 256 MiB (about 30 MiB past the budget on an idle
+    // machine; a starved guard polls later, hence the margin).
     let used = sandbox::disk_usage(&fx.state.join("run/s2/cmd/layer")).bytes;
-    assert!(used < 64 * 1024 * 1024, "{} MiB in the layer", used >> 20);
+    assert!(used < 192 * 1024 * 1024, "{} MiB in the layer", used >> 20);
+    eprintln!("parallel writers: {} MiB in a 32 MiB layer", used >> 20);
 }
 
 /// Where no layer can be mounted (here: no namespaces, the Landlock-only fallback) commands keep
