@@ -285,12 +285,7 @@ fn orphans_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tmp() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = std::fs::canonicalize(dir.path()).unwrap();
-        (dir, path)
-    }
+    use crate::protected::tests::tmp;
 
     #[test]
     fn only_well_formed_records_name_an_area() {
