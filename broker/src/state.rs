@@ -42,6 +42,8 @@ const DEFAULT_LAYER_MB: u64 = 4096;
 /// ([`sandbox::protected::command_runtime_area`]: 0700, protected like the state dir, in `/tmp` so
 /// a command's HOME reveals no state path), so no other session reaches it with Read (refused)
 /// or RunCommand (masked); each command's own scratch is bound back for it alone.
+/// Its name is the session id's first 12 characters after `ns_` (the gateway's sweep at start
+/// keeps the names of sessions whose broker is alive: `gateway::runtime_area`).
 fn command_scratch_root(state_dir: &str, session_id: &str) -> PathBuf {
     let short: String = session_id
         .trim_start_matches("ns_")
@@ -180,6 +182,7 @@ impl BrokerState {
             &extra_protected,
         )
         .with_own_worktree(own_worktree)
+        .with_working_directory_identity(spec.working_directory_identity)
         .with_limits(sandbox::Limits {
             memory: spec.command_limits.memory_mb.map(|mb| mb * 1024 * 1024),
             scratch: spec.command_limits.scratch_mb.map(|mb| mb * 1024 * 1024),

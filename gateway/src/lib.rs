@@ -14,7 +14,7 @@
 //! - `http_server`: connection limits and graceful stop under the HTTP app; `drain`: the
 //!   graceful stop of tool calls.
 //! - `worktree`: managed Git worktrees of `worktree_write` sessions.
-//! - `instance_lock`: one gateway per state dir.
+//! - `instance_lock`: one gateway per state dir; `runtime_area`: the commands' runtime area.
 
 pub mod boundary;
 pub mod brokers;
@@ -30,6 +30,7 @@ pub mod mcp;
 pub mod oauth;
 pub mod private_files;
 pub mod prune;
+pub mod runtime_area;
 pub mod session;
 pub mod skills;
 pub mod state;
@@ -52,6 +53,7 @@ pub use session::Gateway;
 pub fn open(config: Config) -> anyhow::Result<Arc<Gateway>> {
     let store = state::Store::open(&config.state_dir).context("opening state database")?;
     let key = config::load_or_create_server_key(&config.state_dir)?;
+    runtime_area::establish(&config.state_dir);
     Ok(Gateway::new(
         store,
         config,

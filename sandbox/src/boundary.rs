@@ -59,6 +59,12 @@ pub fn network_boundary() -> Value {
             "{network}; writes go to the session's copy-on-write layer; {}",
             host.command_memory()
         ),
+        (true, false) if host.os == "macos" => format!(
+            "{network}; writes: read-only file system but the command's scratch dir (macOS: \
+             no copy-on-write layer under Seatbelt yet, so builds and tests that write into the \
+             project fail); {}",
+            host.command_memory()
+        ),
         (true, false) => format!(
             "{network}; writes: read-only file system (this host cannot mount a copy-on-write \
              layer for commands); {}",

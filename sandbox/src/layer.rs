@@ -26,6 +26,66 @@ pub fn prepare(dir: &Path, roots: &[PathBuf]) -> io::Result<()> {
     Ok(())
 }
 
+/// Where [`discard`] sets a layer aside: a hidden sibling, `.<name>.discarded-<unique>`.
+const ASIDE: &str = ".discarded-";
+
+/// Take the layer dir `dir` away at once and delete it in the background: a rename (a stop or a
+/// fresh layer never waits for a large build's deletion), then a thread removes it. What a
+/// process that exits first leaves is found by [`discard_leftovers`] or the gateway's sweep of
+/// the runtime area. `Ok` once `dir` is gone from its name.
+pub fn discard(dir: &Path) -> io::Result<()> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Err(io::Error::other("not a layer dir"));
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let unique = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let aside = parent.join(format!(
+        ".{}{ASIDE}{nanos}-{unique}",
+        name.to_string_lossy()
+    ));
+    match std::fs::rename(dir, &aside) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    remove_in_background(aside);
+    Ok(())
+}
+
+/// Delete what earlier [`discard`]s of `dir` left beside it (their process exited first), in
+/// the background.
+pub fn discard_leftovers(dir: &Path) {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return;
+    };
+    let prefix = format!(".{}{ASIDE}", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            remove_in_background(entry.path());
+        }
+    }
+}
+
+/// [`remove`] on a thread of its own (a tree nobody uses any more).
+pub fn remove_in_background(path: PathBuf) {
+    let spawned = std::thread::Builder::new()
+        .name("layer-removal".into())
+        .spawn({
+            let path = path.clone();
+            move || remove(&path)
+        });
+    if spawned.is_err() {
+        remove(&path);
+    }
+}
+
 /// Remove a layer dir (or any tree holding an overlay work dir, whose `work/work` is mode 0).
 /// Best effort: what cannot be removed is logged by the caller's next look.
 pub fn remove(dir: &Path) {
@@ -149,7 +209,7 @@ fn ctime(meta: &std::fs::Metadata) -> (i64, i64) {
 }
 
 fn reset_root(pair: &Path) -> io::Result<Forgot> {
-    remove(pair);
+    discard(pair)?;
     if std::fs::symlink_metadata(pair).is_ok() {
         return Err(io::Error::other("the layer could not be removed"));
     }

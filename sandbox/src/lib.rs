@@ -33,15 +33,9 @@ pub fn masked_paths(
     extra: &[std::path::PathBuf],
 ) -> Vec<std::path::PathBuf> {
     let mut out = protected::protected_paths(home, state_dir, extra);
-    // Devices that carry the owner's input or surroundings: commands and the runner never need
-    // them (they have no terminal), and a terminal's pts, readable to the owner's uid, would
-    // give a command the keystrokes typed in it.
-    out.extend(
-        protected::PRIVATE_DEVICE_DIRS
-            .iter()
-            .map(std::path::PathBuf::from)
-            .filter(|p| p.is_dir()),
-    );
+    // Devices by allow-list (`protected::DEVICE_FILES`): `/dev` as a whole, and the sandboxes
+    // give back only the allowed ones.
+    out.push(std::path::PathBuf::from(protected::DEVICE_DIR));
     let canonical: Vec<std::path::PathBuf> = out
         .iter()
         .filter_map(|p| std::fs::canonicalize(p).ok().filter(|c| c != p))
@@ -111,18 +105,34 @@ pub fn host_support() -> HostSupport {
     }
 }
 
+/// What a tree takes on disk: bytes allocated (blocks) and inodes (every entry, the empty files
+/// and directories and overlay whiteouts that take no blocks included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskUsage {
+    pub bytes: u64,
+    pub inodes: u64,
+}
+
 /// Bytes allocated under `dir` (blocks on disk), symlinks counted as themselves and never
-/// followed; entries that vanish or cannot be read meanwhile are skipped. Sizes a session's
-/// command layer and the state dir's budget.
+/// followed; entries that vanish or cannot be read meanwhile are skipped. Sizes the state dir's
+/// budget.
 pub fn allocated_bytes(dir: &std::path::Path) -> u64 {
+    disk_usage(dir).bytes
+}
+
+/// [`allocated_bytes`] and the inodes, in one walk (sizes a session's command layer).
+pub fn disk_usage(dir: &std::path::Path) -> DiskUsage {
     use std::os::unix::fs::MetadataExt;
-    let mut total = 0u64;
+    let mut total = DiskUsage::default();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(path) = stack.pop() {
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };
-        total = total.saturating_add(meta.blocks().saturating_mul(512));
+        total.bytes = total
+            .bytes
+            .saturating_add(meta.blocks().saturating_mul(512));
+        total.inodes += 1;
         if meta.is_dir()
             && let Ok(entries) = std::fs::read_dir(&path)
         {

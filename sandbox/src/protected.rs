@@ -318,79 +318,33 @@ pub fn host_key_files() -> Vec<PathBuf> {
     out
 }
 
-/// Device directories hidden from commands and the runner (masked like the protected set): the
-/// owner's terminals (`/dev/pts`: a pts the owner's uid may read gives away what is typed in it),
-/// input devices, sound (microphones) and video capture (cameras).
-pub const PRIVATE_DEVICE_DIRS: &[&str] = &["/dev/pts", "/dev/input", "/dev/snd", "/dev/v4l"];
+/// Commands and the runner see `/dev` by allow-list, not by deny-list: the owner's terminals
+/// (`/dev/pts`: keystrokes), input, sound and video devices, GPUs, USB, other processes' shared
+/// memory in `/dev/shm`... are all readable to the owner's uid, and a host may have any. `/dev`
+/// itself is in the masks ([`crate::masked_paths`]); with namespaces the helper mounts a
+/// private `/dev` holding only these device nodes (bound from the host's), the [`DEVICE_LINKS`],
+/// a private devpts (`/dev/pts`, `/dev/ptmx`) and a private empty tmpfs `/dev/shm`; with
+/// Landlock only, `/dev` is outside the readable set and these files are allowed back.
+pub const DEVICE_FILES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
 
-/// The gateway's command runtime area for `state_dir`: where every session's command scratch
-/// dirs live. In `/tmp` (a fixed base: the gateway and its brokers must agree, whatever their
-/// `TMPDIR`), so that a command's HOME and TMPDIR reveal no state path; named from the owner's
-/// uid and a hash of the state dir's path; protected like the state dir itself (the read tools
-/// refuse it, commands and the runner never see it; a command's own scratch is bound back for it
-/// alone).
-pub fn command_runtime_area(state_dir: &Path) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    // FNV-1a: stable across builds and processes (the gateway and its brokers compute it).
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in state_dir.as_os_str().as_bytes() {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    PathBuf::from("/tmp").join(format!("ngw-run-{uid}-{:012x}", hash & 0xffff_ffff_ffff))
-}
+/// The symlinks of the private `/dev` (name, target).
+pub const DEVICE_LINKS: &[(&str, &str)] = &[
+    ("/dev/fd", "/proc/self/fd"),
+    ("/dev/stdin", "/proc/self/fd/0"),
+    ("/dev/stdout", "/proc/self/fd/1"),
+    ("/dev/stderr", "/proc/self/fd/2"),
+    ("/dev/ptmx", "pts/ptmx"),
+];
 
-/// Why [`ensure_private_dir`] would not accept a directory. Each refusal of the directory itself
-/// says the same words ("not a private directory of this user") and what was found.
-#[derive(Debug, thiserror::Error)]
-pub enum PrivateDirError {
-    /// It could not be created or examined.
-    #[error("{}: {source}", dir.display())]
-    Io {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
-    /// Something other than a directory (a symlink, a file) holds the name.
-    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
-    NotADirectory { dir: PathBuf, owner: u32, mode: u32 },
-    /// Another user owns it (the name was squatted in shared `/tmp`).
-    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
-    WrongOwner { dir: PathBuf, owner: u32, mode: u32 },
-    /// It is open to the group or to others.
-    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
-    OpenMode { dir: PathBuf, owner: u32, mode: u32 },
-}
-
-/// Create `dir` (and missing parents) 0700 and insist that it is a real directory (no symlink)
-/// owned by this user and open to no one else: `/tmp` is shared, a name there can be squatted.
-pub fn ensure_private_dir(dir: &Path) -> Result<(), PrivateDirError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let io = |source| PrivateDirError::Io {
-        dir: dir.to_path_buf(),
-        source,
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(io)?;
-    let meta = std::fs::symlink_metadata(dir).map_err(io)?;
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    let (dir, owner, mode) = (dir.to_path_buf(), meta.uid(), meta.mode() & 0o7777);
-    if !meta.is_dir() {
-        return Err(PrivateDirError::NotADirectory { dir, owner, mode });
-    }
-    if owner != uid {
-        return Err(PrivateDirError::WrongOwner { dir, owner, mode });
-    }
-    if mode & 0o077 != 0 {
-        return Err(PrivateDirError::OpenMode { dir, owner, mode });
-    }
-    Ok(())
-}
+/// The device tree, masked as a whole (see [`DEVICE_FILES`]).
+pub const DEVICE_DIR: &str = "/dev";
 
 /// The home directories of the host's other accounts (from `/etc/passwd`) that exist: a gateway
 /// running as root reaches them, and their credential stores are no less secret than the
@@ -584,7 +538,7 @@ fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> 
     let mut out = catalogue_paths(home);
     out.extend(other_homes_catalogue(&others));
     out.push(state_dir.to_path_buf());
-    out.push(command_runtime_area(state_dir));
+    out.extend(runtime_area::runtime_area_names(state_dir));
     // Every other gateway's state on this host (the registries say where), and the registries.
     let mut homes = vec![home.to_path_buf()];
     homes.extend(others);
@@ -598,7 +552,7 @@ fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> 
 fn gateway_paths(homes: &[PathBuf], state_dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for other in instances::other_state_dirs(homes, state_dir) {
-        out.push(command_runtime_area(&other));
+        out.extend(runtime_area::runtime_area_names(&other));
         out.push(other);
     }
     out
@@ -827,6 +781,12 @@ pub fn rows(home: &Path) -> Vec<Row> {
 
 pub mod autorun;
 pub mod instances;
+pub mod runtime_area;
+
+pub use runtime_area::{
+    PrivateDirError, command_runtime_area, ensure_private_dir, establish_runtime_area,
+    legacy_runtime_area, orphan_areas, runtime_area_names,
+};
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
 //! macOS command confinement: a generated Seatbelt (SBPL) profile for `/usr/bin/sandbox-exec`.
 //! Deny by default; reads allowed except credential stores, Keychains and the gateway state dir;
-//! writes only under the scratch dir (and `/dev/null`); no network; no mach lookups of security
+//! writes only under the scratch dir (and the allow-listed devices); no network; no mach lookups of security
 //! services (only the directory-services lookup libc needs); signals and process info only
 //! within the sandbox. Paths never appear in the profile text: they are `-D` parameters, so no
 //! path can inject SBPL or hit the ~1 KiB string-literal limit.
@@ -70,9 +70,6 @@ fn param_rules(p: &mut String, action: &str, filter: &str, name: &str, count: us
 pub fn profile(spec: &SeatbeltSpec) -> String {
     let mut p = String::new();
     base_rules(&mut p);
-    p.push_str(
-        "(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\"))\n",
-    );
     mach_rules(&mut p);
     // Denials last: in SBPL the last matching rule wins.
     param_rules(
@@ -94,7 +91,25 @@ pub fn profile(spec: &SeatbeltSpec) -> String {
     );
     p.push_str("(deny file-read* file-write* (subpath (param \"KEYCHAINS\")))\n");
     p.push_str("(deny file-read* file-write* (subpath \"/Library/Keychains\"))\n");
+    device_rules(&mut p);
     p
+}
+
+/// The allow-listed devices (`protected::DEVICE_FILES` and the fd links; `/dev` itself is
+/// denied with the masked set), given back last: read, write and ioctl, nothing else of `/dev`.
+fn device_rules(p: &mut String) {
+    p.push_str("(allow file-read* file-write-data file-ioctl");
+    for device in crate::protected::DEVICE_FILES {
+        p.push_str(&format!(" (literal \"{device}\")"));
+    }
+    for (link, _) in crate::protected::DEVICE_LINKS {
+        match *link {
+            "/dev/ptmx" => {}
+            "/dev/fd" => p.push_str(" (subpath \"/dev/fd\")"),
+            other => p.push_str(&format!(" (literal \"{other}\")")),
+        }
+    }
+    p.push_str(")\n");
 }
 
 /// The `-D` parameters the profile references.
@@ -150,9 +165,6 @@ pub struct RunnerSeatbeltSpec {
 pub fn runner_profile(spec: &RunnerSeatbeltSpec) -> String {
     let mut p = String::new();
     base_rules(&mut p);
-    p.push_str(
-        "(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\"))\n",
-    );
     mach_rules(&mut p);
     // The one outbound rule: the broker's port on loopback, no `local ip` rule.
     p.push_str(&format!(
@@ -191,6 +203,7 @@ pub fn runner_profile(spec: &RunnerSeatbeltSpec) -> String {
         "VISIBLE",
         spec.visible.len(),
     );
+    device_rules(&mut p);
     p
 }
 

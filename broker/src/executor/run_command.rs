@@ -126,6 +126,9 @@ pub struct CommandSandbox {
     search_path: String,
     /// The session's copy-on-write layer (`None`: commands see the file system read-only).
     layer: Option<Arc<SessionLayer>>,
+    /// The working directory's identity recorded at the session's start: commands run only
+    /// while the directory is that one (`None`: an older gateway, not checked).
+    expected_wd: Option<common::protocol::DirIdentity>,
 }
 
 impl CommandSandbox {
@@ -149,6 +152,7 @@ impl CommandSandbox {
             own_worktree: None,
             search_path: sandbox::command::FIXED_PATH.to_string(),
             layer: None,
+            expected_wd: None,
         }
     }
 
@@ -165,6 +169,7 @@ impl CommandSandbox {
             own_worktree: None,
             search_path: sandbox::command::FIXED_PATH.to_string(),
             layer: None,
+            expected_wd: None,
         }
     }
 
@@ -199,6 +204,16 @@ impl CommandSandbox {
             self.scratch_root.join("layer"),
             budget,
         )));
+        self
+    }
+
+    /// Run commands only while the working directory is the one the session started in (like
+    /// writes, `sandbox::write_path::WriteRefusal::RootReplaced`).
+    pub fn with_working_directory_identity(
+        mut self,
+        identity: Option<common::protocol::DirIdentity>,
+    ) -> Self {
+        self.expected_wd = identity;
         self
     }
 
@@ -261,6 +276,20 @@ pub(super) fn run(
             started,
         );
     };
+    if let Some(expected) = config.expected_wd
+        && common::protocol::DirIdentity::of(exec.working_directory()) != Some(expected)
+    {
+        return rejected(
+            action_id,
+            "not_permitted",
+            format!(
+                "the command was not run: {} is no longer the directory this session started in \
+                 (it was replaced or moved). Start a new session on the directory",
+                sandbox::escape::path_for_display(exec.working_directory())
+            ),
+            started,
+        );
+    }
     let cwd = match resolve_cwd(&wd, args.cwd.as_deref()) {
         Ok(cwd) => cwd,
         Err(refusal) => {
@@ -416,11 +445,9 @@ pub(super) fn run(
         ));
     }
     drop(scratch);
-    if stopped_by_guard && let Some(layer) = layer {
+    if stopped_by_guard && let Some(excess) = guard.as_ref().and_then(|g| g.exceeded()) {
         notes.push(format!(
-            "the command was stopped: its writes took the session's layer over its budget of \
-             {} MiB",
-            layer.budget() / (1024 * 1024)
+            "the command was stopped: with its writes the session's layer {excess}"
         ));
     }
     if let Some(over) = turn.and_then(layer::LayerTurn::finish) {

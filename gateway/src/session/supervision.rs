@@ -289,6 +289,19 @@ impl Gateway {
             .collect();
         // Concurrently: a hung broker costs its handshake timeout, and N of them must not cost N
         // timeouts before the listener opens.
+        // The runtime area's dirs of sessions whose broker is gone go (before the listener
+        // opens: no session starts meanwhile).
+        let running: std::collections::HashSet<String> = sessions
+            .iter()
+            .filter(|session| {
+                session
+                    .broker
+                    .as_ref()
+                    .is_some_and(|b| self.host.is_alive(b))
+            })
+            .map(|session| crate::runtime_area::session_dir_name(&session.id))
+            .collect();
+        crate::runtime_area::sweep(&self.config.owner_home, &self.config.state_dir, &running);
         let live = sessions
             .into_iter()
             .filter(|session| !session.status.is_terminal())

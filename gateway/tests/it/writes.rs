@@ -578,14 +578,31 @@ async fn a_replaced_working_directory_is_never_written_or_recovered_into() {
     std::fs::create_dir(&root).unwrap();
     std::fs::write(root.join("a.txt"), "someone else's\n").unwrap();
 
+    // A write and a command (which would run in, and write into a layer over, someone else's
+    // directory) are refused alike.
     let write = json!([{"name": "Write", "arguments": {
-        "file_path": root.join("a.txt").to_string_lossy(), "content": "from the session\n"}}]);
+        "file_path": root.join("a.txt").to_string_lossy(), "content": "from the session\n"}},
+        {"name": "RunCommand", "arguments": {"argv": ["sh", "-c", "cat a.txt; echo x > b.txt"]}},
+        {"name": "RunCommand", "arguments": {"argv": ["/bin/echo", "hi"], "cwd": "."}}]);
     let v = reply_calls(&chat, &v, "wr-swap-1", write).await;
-    let result = &v["pending_turn"]["tool_results"][0];
-    assert_eq!(result["status"], "error", "{v}");
-    let output = result["output"].as_str().unwrap();
-    assert!(output.contains("not_permitted"), "{output}");
-    assert!(output.contains("no longer the directory"), "{output}");
+    let results = v["pending_turn"]["tool_results"].as_array().unwrap();
+    assert_eq!(results.len(), 3, "{v}");
+    assert_eq!(results[0]["status"], "error", "{v}");
+    assert!(
+        results[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("not_permitted")
+    );
+    for (i, result) in results.iter().enumerate() {
+        if i > 0 {
+            assert_eq!(result["status"], "rejected", "{v}");
+        }
+        let output = result["output"].as_str().unwrap();
+        assert!(output.contains("no longer the directory"), "{output}");
+        assert!(!output.contains("someone else's"), "{output}");
+    }
+    assert!(!root.join("b.txt").exists() && !moved.join("b.txt").exists());
     assert_eq!(
         std::fs::read_to_string(root.join("a.txt")).unwrap(),
         "someone else's\n"

@@ -16,15 +16,8 @@ use landlock::{
     RulesetStatus, Scope,
 };
 
-/// Device files a command may read and write.
-const DEVICES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-];
+/// Device files a command may read and write: the allow-list, `/dev` being masked.
+const DEVICES: &[&str] = crate::protected::DEVICE_FILES;
 
 /// Highest ABI whose rights we request (V7 adds only audit controls).
 pub const MAX_ABI: i32 = crate::spec::MAX_LANDLOCK_ABI;

@@ -7,9 +7,10 @@
 //!    helper forks and the command becomes pid 1 of the new pid namespace, so when it exits (or
 //!    the helper dies: `PR_SET_PDEATHSIG`) the kernel kills everything left in it.
 //! 3. In the mount namespace: masked paths covered (empty tmpfs for directories, `/dev/null` for
-//!    files), the scratch dir bind-mounted onto itself — or, with a quota, a private tmpfs of that
-//!    size over it, with HOME and TMPDIR made inside —, the spec's extra writable dirs (the
-//!    gateway's own Git) bound onto themselves, a fresh `/proc`, then every mount made read-only
+//!    files; `/dev` by a private one holding only the allow-listed devices, see `devices`), the
+//!    scratch dir bind-mounted onto itself — or, with a quota, a private tmpfs of that size over
+//!    it, with HOME and TMPDIR made inside —, the spec's extra writable dirs (the gateway's own
+//!    Git) bound onto themselves, a fresh `/proc`, then every mount made read-only
 //!    and nosuid (`mount_setattr(AT_RECURSIVE)`) except the scratch and writable mounts.
 //! 4. rlimits (`RLIMIT_DATA` per process), all capabilities dropped, `no_new_privs`, Landlock
 //!    (fully enforced or refused), seccomp (two filters), then one report line on stdout and
@@ -25,6 +26,7 @@
 //! file system.
 
 pub mod cgroup;
+mod devices;
 mod landlock_rules;
 mod namespaces;
 mod overlay;
@@ -305,7 +307,16 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
         }
     }
     let mut masked = 0;
-    for path in &spec.masked {
+    // `/dev` last: the file masks are bound from `/dev/null`.
+    let private_dev = spec
+        .masked
+        .iter()
+        .any(|m| m == Path::new(crate::protected::DEVICE_DIR));
+    for path in spec
+        .masked
+        .iter()
+        .filter(|m| *m != Path::new(crate::protected::DEVICE_DIR))
+    {
         let Ok(meta) = std::fs::metadata(path) else {
             continue;
         };
@@ -329,6 +340,12 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
         result.map_err(|err| e(&format!("masking {}", path.display()), err))?;
         masked += 1;
     }
+    let dev_writable = if private_dev {
+        masked += 1;
+        devices::private_dev(spec.limits.scratch)?
+    } else {
+        Vec::new()
+    };
     // Bind the visible dirs back over the masks (still writable tmpfs: mount points can be made);
     // the read-only remount of `/` below covers them.
     if let Some(layer) = &layer {
@@ -425,6 +442,10 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
     .map_err(|err| e("making / read-only", err))?;
     sys::mount_setattr(&spec.scratch, false, 0, sys::MOUNT_ATTR_RDONLY)
         .map_err(|err| e("making scratch writable", err))?;
+    for path in &dev_writable {
+        sys::mount_setattr(path, false, 0, sys::MOUNT_ATTR_RDONLY)
+            .map_err(|err| e(&format!("making {} writable", path.display()), err))?;
+    }
     for (path, _) in &writable {
         sys::mount_setattr(path, false, 0, sys::MOUNT_ATTR_RDONLY)
             .map_err(|err| e(&format!("making {} writable", path.display()), err))?;
@@ -485,6 +506,16 @@ fn confine_and_exec(
             };
             let mut writable: Vec<&Path> = vec![spec.scratch.as_path()];
             writable.extend(spec.writable.iter().map(PathBuf::as_path));
+            if in_namespaces {
+                // The private `/dev`'s own shm and pts mounts (`devices`).
+                writable.extend(
+                    [Path::new("/dev/shm"), Path::new("/dev/pts")]
+                        .into_iter()
+                        .filter(|p| {
+                            spec.masked.iter().any(|m| m == Path::new("/dev")) && p.is_dir()
+                        }),
+                );
+            }
             if in_namespaces && enforced.layer_roots > 0 {
                 // Only mounted layers: without namespaces the roots are the real directories.
                 if let Some(layer) = &spec.layer {

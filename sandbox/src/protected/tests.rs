@@ -4,7 +4,7 @@
 use super::*;
 use crate::path_policy::{PathPolicy, PathRefusal};
 
-fn tmp() -> (tempfile::TempDir, PathBuf) {
+pub(super) fn tmp() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     (dir, root)

@@ -43,10 +43,13 @@ fn profile_denies_by_default_and_allows_no_network() {
         .filter(|l| l.starts_with("(allow") && l.contains("file-write"))
         .collect();
     assert_eq!(writes.len(), 2, "{writes:?}");
-    assert!(writes[0].contains("/dev/null"));
-    assert!(writes[1].contains("(param \"SCRATCH\")"));
+    assert!(writes[0].contains("(param \"SCRATCH\")"));
+    // The allow-listed devices, given back after the denials (`/dev` is masked), and no more.
+    assert!(writes[1].contains("(literal \"/dev/null\")") && writes[1].contains("/dev/fd"));
+    assert!(!writes[1].contains("ptmx") && !writes[1].contains("(subpath \"/dev\")"));
+    assert!(text.rfind("(deny").unwrap() < text.find(writes[1]).unwrap());
     // The scratch dir lies in the denied runtime area: its allow comes after every denial.
-    let scratch = text.find(writes[1]).unwrap();
+    let scratch = text.find(writes[0]).unwrap();
     assert!(
         text.rfind("(param \"DENIED_").is_none_or(|d| d < scratch),
         "{text}"
@@ -127,9 +130,9 @@ fn runner_writes_only_in_its_private_dirs_even_under_the_state_dir() {
         .filter(|l| l.starts_with("(allow") && l.contains("file-write"))
         .collect();
     assert_eq!(writes.len(), 3, "{writes:?}");
-    assert!(writes[0].contains("/dev/null"));
-    assert!(writes[1].contains("(param \"WRITABLE_0\")"));
-    assert!(writes[2].contains("(param \"WRITABLE_1\")"));
+    assert!(writes[0].contains("(param \"WRITABLE_0\")"));
+    assert!(writes[1].contains("(param \"WRITABLE_1\")"));
+    assert!(writes[2].contains("(literal \"/dev/null\")"));
     // Private dirs and the MCP config are allowed back after every denial (last match wins).
     let last_deny = text.rfind("(deny").unwrap();
     assert!(text.find("WRITABLE_0").unwrap() > last_deny);

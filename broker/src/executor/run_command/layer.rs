@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+use sandbox::DiskUsage;
 use sandbox::layer::Forgot;
 use sandbox::spec::LayerSpec;
 
@@ -26,9 +27,39 @@ pub struct SessionLayer {
 #[derive(Debug, Default)]
 struct LayerState {
     /// The layer's size after the last command.
-    used: u64,
+    used: DiskUsage,
     /// The exact size, being measured off the result's path after the last command.
-    measuring: Option<std::thread::JoinHandle<u64>>,
+    measuring: Option<std::thread::JoinHandle<DiskUsage>>,
+}
+
+/// Bytes of the budget per inode the layer may hold (the same ratio as a tmpfs's default): the
+/// files and directories a command makes take inodes of the host's file system even when empty.
+const BYTES_PER_INODE: u64 = 4096;
+
+/// The inodes a layer of `budget` bytes may hold.
+pub fn inode_budget(budget: u64) -> u64 {
+    (budget / BYTES_PER_INODE).max(1024)
+}
+
+/// What `usage` is past, for a layer of `budget` bytes, in words (`None`: within the budget).
+fn excess(usage: DiskUsage, budget: u64) -> Option<String> {
+    let mib = |bytes: u64| bytes / (1024 * 1024);
+    if usage.bytes > budget {
+        return Some(format!(
+            "holds {} MiB, over its budget of {} MiB",
+            usage.bytes.div_ceil(1024 * 1024),
+            mib(budget)
+        ));
+    }
+    let inodes = inode_budget(budget);
+    (usage.inodes > inodes).then(|| {
+        format!(
+            "holds {} files and directories, over its budget of {inodes} (one per 4 KiB of its \
+             {} MiB)",
+            usage.inodes,
+            mib(budget)
+        )
+    })
 }
 
 /// Held while a command runs on the layer.
@@ -39,19 +70,19 @@ pub struct LayerTurn<'a> {
     pub spec: LayerSpec,
     /// What changed in the layer before this command, for its header (`None`: nothing).
     pub note: Option<String>,
-    /// Free bytes on the layer's file system when the command started.
-    free_at_start: u64,
+    /// Free bytes and inodes on the layer's file system when the command started.
+    free_at_start: DiskUsage,
 }
 
 /// Why a command cannot run on the layer.
 #[derive(Debug, thiserror::Error)]
 pub enum LayerRefusal {
     #[error(
-        "the session's command layer holds {used_mb} MiB, over its budget of {budget_mb} MiB: \
-         run the command with `fresh_layer: true` to start from a clean layer (earlier build \
-         outputs and caches are discarded), or the owner raises CLAUDE_TOOLS_COMMAND_LAYER_MB"
+        "the session's command layer {excess}: run the command with `fresh_layer: true` to \
+         start from a clean layer (earlier build outputs and caches are discarded), or the \
+         owner raises CLAUDE_TOOLS_COMMAND_LAYER_MB"
     )]
-    OverBudget { used_mb: u64, budget_mb: u64 },
+    OverBudget { excess: String },
     #[error(
         "the session's command layer could not be prepared; `fresh_layer: true` starts from a \
          clean one"
@@ -119,7 +150,9 @@ impl SessionLayer {
         }
         let mut notes = Vec::new();
         if fresh {
-            sandbox::layer::remove(&self.dir);
+            if let Err(err) = sandbox::layer::discard(&self.dir) {
+                tracing::error!("setting the command layer aside: {err}");
+            }
             if std::fs::symlink_metadata(&self.dir).is_ok() {
                 tracing::error!(
                     "the command layer {} could not be removed",
@@ -128,7 +161,7 @@ impl SessionLayer {
                 return Err(LayerRefusal::Broken);
             }
             self.take_written();
-            state.used = 0;
+            state.used = DiskUsage::default();
             notes.push("started from a clean layer (fresh_layer)".to_string());
         }
         let written = self.take_written();
@@ -166,11 +199,8 @@ impl SessionLayer {
                 }
             }
         }
-        if state.used > self.budget {
-            return Err(LayerRefusal::OverBudget {
-                used_mb: state.used.div_ceil(1024 * 1024),
-                budget_mb: self.budget / (1024 * 1024),
-            });
+        if let Some(excess) = excess(state.used, self.budget) {
+            return Err(LayerRefusal::OverBudget { excess });
         }
         if let Err(err) = sandbox::layer::prepare(&self.dir, &roots) {
             tracing::error!("preparing the command layer: {err}");
@@ -184,78 +214,101 @@ impl SessionLayer {
                 roots,
             },
             note: (!notes.is_empty()).then(|| notes.join("; ")),
-            free_at_start: free_bytes(&self.dir),
+            free_at_start: free_space(&self.dir),
         })
     }
 
-    /// Remove the whole layer (a new broker starts), waiting for a running command.
+    /// Remove the whole layer (a new broker starts), waiting for a running command; and what
+    /// earlier brokers' removals left.
     pub fn discard(&self) {
         let mut state = self.lock();
         if let Some(measuring) = state.measuring.take() {
             let _ = measuring.join();
         }
-        sandbox::layer::remove(&self.dir);
-        state.used = 0;
+        self.set_aside();
+        sandbox::layer::discard_leftovers(&self.dir);
+        state.used = DiskUsage::default();
     }
 
     /// Remove the whole layer unless a command is running on it (the session stops: its broker
-    /// must not wait for a command that may run for minutes). Whether it was removed.
+    /// must not wait for a command that may run for minutes, nor for the deletion of a large
+    /// layer: it is renamed aside and deleted in the background). Whether it was removed.
     pub fn discard_if_idle(&self) -> bool {
         let Ok(mut state) = self.state.try_lock() else {
             return false;
         };
-        if let Some(measuring) = state.measuring.take() {
-            let _ = measuring.join();
-        }
-        sandbox::layer::remove(&self.dir);
-        state.used = 0;
+        // A measurement still walking the layer is not waited for (its result is dropped).
+        state.measuring = None;
+        self.set_aside();
+        state.used = DiskUsage::default();
         true
+    }
+
+    fn set_aside(&self) {
+        if let Err(err) = sandbox::layer::discard(&self.dir) {
+            tracing::warn!("setting the command layer aside: {err}; removing it now");
+            sandbox::layer::remove(&self.dir);
+        }
     }
 }
 
-/// Watches a running command's writes: free space on the layer's file system is cheap to read
-/// (every 250 ms); once it fell by more than the budget left the layer is measured (at most every
-/// 2 s), so other writers on the disk cost a walk, never a wrongly stopped command; and it is
-/// measured every 3 s anyway (longer if walks are slow), since others freeing space would hide
-/// the command's writes from the free-space test.
+/// Watches a running command's writes: free space and free inodes on the layer's file system
+/// are cheap to read (every 100 ms); once either fell by more than the budget left the layer is
+/// measured (spaced by four walks' time, so other writers on the disk cost walks, never a
+/// wrongly stopped command); and it is measured every 3 s anyway (longer if walks are slow),
+/// since others freeing space would hide the command's writes from the free-space test.
 pub struct LayerGuard {
     dir: PathBuf,
     budget: u64,
-    left: u64,
-    free_at_start: u64,
+    left: DiskUsage,
+    free_at_start: DiskUsage,
     last_look: std::time::Instant,
     last_walk: Option<std::time::Instant>,
-    walk_every: std::time::Duration,
+    walk_took: std::time::Duration,
+    /// What the layer was found past, in words (the command is then stopped).
+    exceeded: Option<String>,
 }
 
 impl LayerGuard {
+    /// Why the guard stopped the command, if it did.
+    pub fn exceeded(&self) -> Option<&str> {
+        self.exceeded.as_deref()
+    }
+
     pub fn over_budget(&mut self) -> bool {
         use std::time::Duration;
-        if self.last_look.elapsed() < Duration::from_millis(250) {
+        if self.last_look.elapsed() < Duration::from_millis(100) {
             return false;
         }
         self.last_look = std::time::Instant::now();
-        let fell = self.free_at_start.saturating_sub(free_bytes(&self.dir));
+        let free = free_space(&self.dir);
+        let fell_bytes = self.free_at_start.bytes.saturating_sub(free.bytes);
+        let fell_inodes = self.free_at_start.inodes.saturating_sub(free.inodes);
         let since_walk = self.last_walk.map(|at| at.elapsed());
-        // Free space can hide the command's writes when others free space meanwhile, so the
-        // layer is also measured now and then: every 3 s, or 20 walks' time if walks are slow.
-        let due = since_walk.is_none_or(|since| since >= self.walk_every);
-        let suspicious = fell > self.left && since_walk.is_none_or(|s| s >= Duration::from_secs(2));
+        let walk_every = (self.walk_took * 20).max(Duration::from_secs(3));
+        let due = since_walk.is_none_or(|since| since >= walk_every);
+        let suspicious = (fell_bytes > self.left.bytes || fell_inodes > self.left.inodes)
+            && since_walk.is_none_or(|since| since >= self.walk_took * 4);
         if !(due || suspicious) {
             return false;
         }
         let walk = std::time::Instant::now();
-        let used = sandbox::allocated_bytes(&self.dir);
-        self.walk_every = (walk.elapsed() * 20).max(Duration::from_secs(3));
+        let used = sandbox::disk_usage(&self.dir);
+        self.walk_took = walk.elapsed();
         self.last_walk = Some(std::time::Instant::now());
-        used > self.budget
+        self.exceeded = excess(used, self.budget);
+        self.exceeded.is_some()
     }
 }
 
-fn free_bytes(dir: &Path) -> u64 {
+/// Free bytes and inodes (for unprivileged users) on `dir`'s file system.
+fn free_space(dir: &Path) -> DiskUsage {
     rustix::fs::statvfs(dir)
-        .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
-        .unwrap_or(0)
+        .map(|s| DiskUsage {
+            bytes: s.f_bavail.saturating_mul(s.f_frsize),
+            inodes: s.f_favail,
+        })
+        .unwrap_or_default()
 }
 
 impl LayerTurn<'_> {
@@ -264,42 +317,52 @@ impl LayerTurn<'_> {
         LayerGuard {
             dir: self.layer.dir.clone(),
             budget: self.layer.budget,
-            left: self.layer.budget.saturating_sub(self.state.used),
+            left: DiskUsage {
+                bytes: self.layer.budget.saturating_sub(self.state.used.bytes),
+                inodes: inode_budget(self.layer.budget).saturating_sub(self.state.used.inodes),
+            },
             free_at_start: self.free_at_start,
             last_look: std::time::Instant::now(),
-            // The first walk after 3 s: most commands end before it.
+            // The first due walk after 3 s: most commands end before it.
             last_walk: Some(std::time::Instant::now()),
-            walk_every: std::time::Duration::from_secs(3),
+            walk_took: std::time::Duration::from_millis(100),
+            exceeded: None,
         }
     }
 
     /// After the command: the layer's size; past the budget, the words for the result. Walking
     /// a build's layer after every command costs tens of milliseconds, so the size is first
-    /// estimated from the free space the command took (other writers only make it larger), and
-    /// measured exactly only when the estimate passes the budget.
+    /// estimated from the free space and inodes the command took (other writers only make it
+    /// larger), and measured exactly only when the estimate passes the budget.
     pub fn finish(mut self) -> Option<String> {
-        let fell = self
-            .free_at_start
-            .saturating_sub(free_bytes(&self.layer.dir));
-        let estimate = self.state.used.saturating_add(fell);
-        let used = if estimate <= self.layer.budget {
+        let free = free_space(&self.layer.dir);
+        let estimate = DiskUsage {
+            bytes: self
+                .state
+                .used
+                .bytes
+                .saturating_add(self.free_at_start.bytes.saturating_sub(free.bytes)),
+            inodes: self
+                .state
+                .used
+                .inodes
+                .saturating_add(self.free_at_start.inodes.saturating_sub(free.inodes)),
+        };
+        let used = if excess(estimate, self.layer.budget).is_none() {
             // Others freeing space meanwhile make the estimate low: the exact size is measured
             // off the result's path, and the next command waits for it before its budget check.
             let dir = self.layer.dir.clone();
-            self.state.measuring = Some(std::thread::spawn(move || sandbox::allocated_bytes(&dir)));
+            self.state.measuring = Some(std::thread::spawn(move || sandbox::disk_usage(&dir)));
             estimate
         } else {
-            sandbox::allocated_bytes(&self.layer.dir)
+            sandbox::disk_usage(&self.layer.dir)
         };
-        let state = &mut self.state;
-        state.used = used;
-        (used > self.layer.budget).then(|| {
+        self.state.used = used;
+        excess(used, self.layer.budget).map(|excess| {
             format!(
-                "the session's command layer now holds {} MiB, over its budget of {} MiB: the \
-                 next command is refused unless it passes `fresh_layer: true` (a clean layer), \
-                 or the owner raises CLAUDE_TOOLS_COMMAND_LAYER_MB",
-                used.div_ceil(1024 * 1024),
-                self.layer.budget / (1024 * 1024)
+                "the session's command layer now {excess}: the next command is refused unless \
+                 it passes `fresh_layer: true` (a clean layer), or the owner raises \
+                 CLAUDE_TOOLS_COMMAND_LAYER_MB"
             )
         })
     }

@@ -15,6 +15,14 @@ pub(super) fn layer_check() -> Check {
             "copy-on-write: commands write into a layer private to their session (overlayfs in \
              the command's user namespace), kept across its commands, discarded at stop",
         )
+    } else if host.os == "macos" {
+        warn(
+            NAME,
+            "not built for macOS: commands run under Seatbelt with the file system read-only \
+             but their scratch dir, so builds and tests that write into the project (cargo, \
+             make, npm) fail",
+            "run the gateway on Linux >= 5.11 for a copy-on-write layer",
+        )
     } else {
         warn(
             NAME,

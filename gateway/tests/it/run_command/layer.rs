@@ -246,6 +246,12 @@ fn a_command_that_fills_the_layer_past_its_budget_is_stopped() {
     let started = Instant::now();
     let out = cmd(&exec, &["python3", "-c", fill], false);
     assert!(started.elapsed() < Duration::from_secs(8), "{}", out.output);
+    assert_stopped(&out, "MiB, over its budget of 4 MiB");
+    assert!(!fx.wd.join("fill0").exists());
+}
+
+/// The guard stopped the command (`layer_over_budget`, an error, its words) before it finished.
+fn assert_stopped(out: &ActionOutcome, words: &str) {
     assert_eq!(out.status, ToolStatus::Error, "{}", out.output);
     assert_eq!(
         out.error_code.as_deref(),
@@ -254,12 +260,102 @@ fn a_command_that_fills_the_layer_past_its_budget_is_stopped() {
         out.output
     );
     assert!(
-        out.output.contains("the command was stopped"),
+        out.output
+            .contains("the command was stopped: with its writes the session's layer holds")
+            && out.output.contains(words),
         "{}",
         out.output
     );
-    assert!(!stdout_of(&out).contains("done"), "{}", out.output);
-    assert!(!fx.wd.join("fill0").exists());
+    assert!(!stdout_of(out).contains("done"), "{}", out.output);
+}
+
+/// Empty files and directories take no blocks but do take the host's inodes (400k of them in
+/// 27 s would exhaust a root file system in ten commands): the layer also has an inode budget,
+/// one per 4 KiB of its byte budget, refused with the same code and words naming it.
+#[test]
+fn empty_files_count_against_the_layers_inode_budget() {
+    let fx = fixture();
+    assert!(layer_available());
+    // 4 MiB: 1024 inodes.
+    let exec = layered(&fx, "s1", 4 * 1024 * 1024);
+    // (Directories take a block each: the byte budget, one block per inode, catches them.)
+    for (i, shape) in ["files", "whiteouts"].iter().enumerate() {
+        let make = match *shape {
+            "files" => "import os\nos.makedirs('d', exist_ok=True)\n\
+                for i in range(3000): open(f'd/{i}', 'w').close()"
+                .to_string(),
+            // Removing real files leaves a whiteout (an inode) per file in the layer.
+            _ => "import os\nfor i in range(3000): os.remove(f'many/{i}')".to_string(),
+        };
+        if *shape == "whiteouts" {
+            std::fs::create_dir_all(fx.wd.join("many")).unwrap();
+            for n in 0..3000 {
+                std::fs::write(fx.wd.join(format!("many/{n}")), "").unwrap();
+            }
+        }
+        let out = cmd(&exec, &["python3", "-c", &make], i > 0);
+        // Made at once, before the guard's first walk, or stopped by it: the layer is past
+        // its inode budget either way, and the next command is refused.
+        assert!(
+            out.status == ToolStatus::Ok || out.error_code.as_deref() == Some("layer_over_budget"),
+            "{shape}: {}",
+            out.output
+        );
+        let refused = cmd(&exec, &["true"], false);
+        assert_eq!(
+            refused.status,
+            ToolStatus::Rejected,
+            "{shape}: {}",
+            refused.output
+        );
+        assert_eq!(refused.error_code.as_deref(), Some("layer_over_budget"));
+        for words in [
+            "files and directories, over its budget of 1024 (one per 4 KiB of its 4 MiB)",
+            "fresh_layer: true",
+            "CLAUDE_TOOLS_COMMAND_LAYER_MB",
+        ] {
+            assert!(
+                refused.output.contains(words),
+                "{shape}: {}",
+                refused.output
+            );
+        }
+    }
+    let fresh = cmd(&exec, &["true"], true);
+    assert_eq!(fresh.status, ToolStatus::Ok, "{}", fresh.output);
+    assert!(!fx.wd.join("d").exists() && fx.wd.join("many/0").exists());
+}
+
+/// A command that keeps making files is stopped once the layer passes its inode budget, and
+/// several processes writing at once overshoot the byte budget by little (the guard looks at
+/// the free space and inodes every 100 ms, and walks the layer when they fell by more than the
+/// budget left).
+#[test]
+fn a_command_past_the_inode_budget_or_with_parallel_writers_is_stopped() {
+    let fx = fixture();
+    assert!(layer_available());
+    let exec = layered(&fx, "s1", 4 * 1024 * 1024);
+    let files = "import os, time\nos.makedirs('d', exist_ok=True)\n\
+        for r in range(100):\n    [open(f'd/{r}-{i}', 'w').close() for i in range(200)]; time.sleep(0.05)\n\
+        print('done')";
+    let started = Instant::now();
+    let out = cmd(&exec, &["python3", "-c", files], false);
+    assert!(started.elapsed() < Duration::from_secs(5), "{}", out.output);
+    assert_stopped(&out, "files and directories, over its budget of 1024");
+    // Four writers at about 50 MiB/s each against a 32 MiB budget.
+    let exec = layered(&fx, "s2", 32 * 1024 * 1024);
+    let writers = "import os, time\n\
+        for w in range(4):\n    if os.fork() == 0:\n        \
+        for i in range(64):\n            open(f'w{w}-{i}', 'wb').write(b'x' * (1024 * 1024)); time.sleep(0.02)\n        \
+        os._exit(0)\n\
+        for w in range(4): os.wait()\nprint('done')";
+    let out = cmd(&exec, &["python3", "-c", writers], false);
+    assert_stopped(&out, "MiB, over its budget of 32 MiB");
+    // Stopped well before the writers' 256 MiB (about 30 MiB past the budget on an idle
+    // machine; a starved guard polls later, hence the margin).
+    let used = sandbox::disk_usage(&fx.state.join("run/s2/cmd/layer")).bytes;
+    assert!(used < 192 * 1024 * 1024, "{} MiB in the layer", used >> 20);
+    eprintln!("parallel writers: {} MiB in a 32 MiB layer", used >> 20);
 }
 
 /// Where no layer can be mounted (here: no namespaces, the Landlock-only fallback) commands keep

@@ -161,44 +161,80 @@ fn a_working_directory_under_a_mask_is_never_bound_back() {
     }
 }
 
-/// The owner's terminals are not a command's to read: with namespaces `/dev/pts` is an empty
-/// mask, with Landlock only it is outside the readable set. A pty the test holds open (as an
-/// owner's terminal would be) can be neither listed nor opened.
+/// Devices are an allow-list (`sandbox::protected::DEVICE_FILES`): with namespaces a command
+/// sees a private `/dev` holding only those, the standard links, a devpts and an empty `/dev/shm`
+/// of its own; with Landlock only `/dev` is unreadable but for those files. The owner's terminal
+/// (a pty the test holds open), the kernel log, FUSE, block devices, virtual consoles and other
+/// processes' `/dev/shm` files can be neither listed nor opened; the allowed devices, Python's
+/// multiprocessing semaphores and shared memory and a pty of its own work.
 #[test]
-fn the_owners_terminals_are_hidden_from_commands() {
+fn devices_are_an_allow_list_and_the_owners_terminals_are_hidden() {
     let pty = nix::pty::openpty(None, None).unwrap();
     let name = nix::unistd::ttyname(&pty.slave).unwrap();
     assert!(name.starts_with("/dev/pts/"), "{name:?}");
+    let planted = format!("/dev/shm/ngw-test-{}", std::process::id());
+    std::fs::write(&planted, "OTHER-PROCESS-SHM").unwrap();
+    let hidden = [
+        name.display().to_string(),
+        planted.clone(),
+        "/dev/kmsg".into(),
+        "/dev/fuse".into(),
+        "/dev/loop0".into(),
+        "/dev/tty1".into(),
+        "/dev/console".into(),
+    ];
     for namespaces in [true, false] {
         let fx = fixture_with(namespaces);
         if !confinable(&fx) {
             continue;
         }
-        let script = format!(
+        let mut script = String::from(
             "import os, errno\n\
-             try:\n    listed = os.listdir('/dev/pts')\nexcept OSError as e:\n    listed = errno.errorcode[e.errno]\n\
-             print('listed', listed)\n\
-             try:\n    os.close(os.open('{}', os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)); print('OPENED')\n\
-             except OSError as e:\n    print('refused', errno.errorcode[e.errno])\n",
-            name.display()
+             def tryopen(p):\n    try:\n        os.close(os.open(p, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)); return 'OPENED'\n\
+             \x20   except OSError as e:\n        return errno.errorcode[e.errno]\n\
+             def ls(p):\n    try:\n        return sorted(os.listdir(p))\n    except OSError as e:\n        return errno.errorcode[e.errno]\n\
+             print('dev', ls('/dev'))\nprint('shm', ls('/dev/shm'))\nprint('pts', ls('/dev/pts'))\n\
+             open('/dev/null', 'w').write('x')\nassert len(open('/dev/urandom', 'rb').read(8)) == 8\n\
+             assert open('/dev/zero', 'rb').read(4) == bytes(4)\nos.listdir('/dev/fd')\n",
         );
+        for path in &hidden {
+            script.push_str(&format!("print('open {path}', tryopen('{path}'))\n"));
+        }
+        if namespaces {
+            script.push_str(
+                "import multiprocessing as mp\nfrom multiprocessing import shared_memory\n\
+                 lock = mp.Lock(); lock.acquire(); lock.release()\n\
+                 mem = shared_memory.SharedMemory(create=True, size=4096); mem.buf[0] = 7; mem.close(); mem.unlink()\n\
+                 m, s = os.openpty(); print('own pty', os.ttyname(s))\nprint('tools ok')\n",
+            );
+        }
         let out = py(&fx, &script);
         let stdout = stdout_of(&out);
-        assert!(
-            stdout.contains("refused"),
-            "namespaces {namespaces}: {}",
-            out.output
-        );
-        assert!(
-            !stdout.contains("OPENED"),
-            "namespaces {namespaces}: {}",
-            out.output
-        );
+        let context = format!("namespaces {namespaces}: {}", out.output);
+        assert!(!stdout.contains("OPENED"), "{context}");
+        assert!(!stdout.contains("OTHER-PROCESS-SHM"), "{context}");
+        for path in &hidden {
+            let refused = ["ENOENT", "EACCES"]
+                .iter()
+                .any(|code| stdout.contains(&format!("open {path} {code}")));
+            assert!(refused, "{path}: {context}");
+        }
         let number = name.file_name().unwrap().to_string_lossy().to_string();
-        assert!(
-            !stdout.contains(&format!("'{number}'")),
-            "namespaces {namespaces}: the pty is listed: {}",
-            out.output
-        );
+        assert!(!stdout.contains(&format!("'{number}'")), "{context}");
+        if namespaces {
+            assert!(
+                stdout.contains(
+                    "dev ['fd', 'full', 'null', 'ptmx', 'pts', 'random', 'shm', 'stderr', \
+                     'stdin', 'stdout', 'tty', 'urandom', 'zero']"
+                ),
+                "{context}"
+            );
+            assert!(stdout.contains("shm []"), "{context}");
+            assert!(stdout.contains("own pty /dev/pts/0"), "{context}");
+            assert!(stdout.contains("tools ok"), "{context}");
+        } else {
+            assert!(stdout.contains("dev EACCES"), "{context}");
+        }
     }
+    let _ = std::fs::remove_file(&planted);
 }

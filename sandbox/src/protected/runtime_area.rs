@@ -1,0 +1,286 @@
+//! The gateway's command runtime area: where every session's command scratch dirs and
+//! copy-on-write layers live. In `/tmp` (a fixed base: the gateway and its brokers must agree,
+//! whatever their `TMPDIR`, and a command's HOME and TMPDIR then reveal no state path), under an
+//! unpredictable name made by the gateway at start (`mkdir`, which never follows or reuses what
+//! is there, then checked by `lstat`: a real directory of ours, 0700), so no other account can
+//! take the name beforehand; the state dir records it (`runtime-area`, 0600), which is how the
+//! gateway's brokers and the host's other gateways (through the instance registry's state dirs)
+//! learn where it is. The area records its state dir back (`.state-dir`), so a start can tell
+//! its own leftover areas from others'. Older gateways used a predictable name
+//! ([`legacy_runtime_area`]); it stays protected.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The file in the state dir that names the area.
+pub const POINTER: &str = "runtime-area";
+/// The file in the area that names its state dir.
+pub const MARKER: &str = ".state-dir";
+/// Where areas are made.
+const BASE: &str = "/tmp";
+/// Every area's name starts with this, then the owner's uid.
+const PREFIX: &str = "ngw-run-";
+/// Longest pointer or marker read.
+const MAX_RECORD: u64 = 4096;
+
+/// Why [`ensure_private_dir`] would not accept a directory. Each refusal of the directory itself
+/// says the same words ("not a private directory of this user") and what was found.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateDirError {
+    /// It could not be created or examined.
+    #[error("{}: {source}", dir.display())]
+    Io {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// Something other than a directory (a symlink, a file) holds the name.
+    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
+    NotADirectory { dir: PathBuf, owner: u32, mode: u32 },
+    /// Another user owns it (the name was squatted in shared `/tmp`).
+    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
+    WrongOwner { dir: PathBuf, owner: u32, mode: u32 },
+    /// It is open to the group or to others.
+    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
+    OpenMode { dir: PathBuf, owner: u32, mode: u32 },
+}
+
+fn uid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Create `dir` (and missing parents) 0700 and insist that it is a real directory (no symlink)
+/// owned by this user and open to no one else: `/tmp` is shared, a name there can be squatted.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), PrivateDirError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| PrivateDirError::Io {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+    check_private(dir)
+}
+
+/// Whether `dir` itself (never a symlink's target) is a directory of ours, mode `0700` or less.
+fn check_private(dir: &Path) -> Result<(), PrivateDirError> {
+    let meta = std::fs::symlink_metadata(dir).map_err(|source| PrivateDirError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let (dir, owner, mode) = (dir.to_path_buf(), meta.uid(), meta.mode() & 0o7777);
+    if !meta.is_dir() {
+        return Err(PrivateDirError::NotADirectory { dir, owner, mode });
+    }
+    if owner != uid() {
+        return Err(PrivateDirError::WrongOwner { dir, owner, mode });
+    }
+    if mode & 0o077 != 0 {
+        return Err(PrivateDirError::OpenMode { dir, owner, mode });
+    }
+    Ok(())
+}
+
+/// The command runtime area of the gateway whose state dir is `state_dir`: the one its state
+/// dir records, else (nothing recorded yet, an older gateway) [`legacy_runtime_area`].
+pub fn command_runtime_area(state_dir: &Path) -> PathBuf {
+    recorded(state_dir).unwrap_or_else(|| legacy_runtime_area(state_dir))
+}
+
+/// Every name the area of `state_dir` may have: the recorded one and the legacy one (what the
+/// protected set holds).
+pub fn runtime_area_names(state_dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![legacy_runtime_area(state_dir)];
+    out.extend(recorded(state_dir));
+    out
+}
+
+/// The name older gateways gave the area: `/tmp/ngw-run-<uid>-<hash of the state dir's path>`,
+/// predictable, so another account could take it first; never created any more, still protected.
+pub fn legacy_runtime_area(state_dir: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    // FNV-1a: stable across builds and processes.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in state_dir.as_os_str().as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    PathBuf::from(BASE).join(format!(
+        "{PREFIX}{}-{:012x}",
+        uid(),
+        hash & 0xffff_ffff_ffff
+    ))
+}
+
+/// The area `state_dir` records, if the record is well formed: one absolute path directly in
+/// `/tmp` named like an area (anything else is ignored).
+fn recorded(state_dir: &Path) -> Option<PathBuf> {
+    recorded_in(Path::new(BASE), state_dir)
+}
+
+fn recorded_in(base: &Path, state_dir: &Path) -> Option<PathBuf> {
+    parse_area(base, &read_small(&state_dir.join(POINTER))?)
+}
+
+fn parse_area(base: &Path, text: &str) -> Option<PathBuf> {
+    let line = text.trim_end_matches('\n');
+    let name = line.strip_prefix(base.to_str()?)?.strip_prefix('/')?;
+    let well_formed = name.starts_with(PREFIX)
+        && name.len() <= 64
+        && name[PREFIX.len()..]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    well_formed.then(|| base.join(name))
+}
+
+/// A small regular file's text, never through a symlink.
+fn read_small(path: &Path) -> Option<String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(MAX_RECORD).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// Write `text` to `path` as a new 0600 file replacing any old one (never through a symlink).
+fn write_record(path: &Path, text: &str) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// At gateway start: the area `state_dir` (canonical) records, if it is still a private
+/// directory of ours that says it serves `state_dir`; otherwise a new one under an unpredictable
+/// name, recorded in `state_dir`. A name someone else holds is never used, never an error: a new
+/// name is drawn.
+pub fn establish_runtime_area(state_dir: &Path) -> std::io::Result<PathBuf> {
+    establish_in(Path::new(BASE), state_dir)
+}
+
+fn establish_in(base: &Path, state_dir: &Path) -> std::io::Result<PathBuf> {
+    let marker = state_dir.to_string_lossy().into_owned();
+    if let Some(area) = recorded_in(base, state_dir)
+        && check_private(&area).is_ok()
+        && read_small(&area.join(MARKER)).is_some_and(|m| m == marker)
+    {
+        return Ok(area);
+    }
+    let area = create_unpredictable(base)?;
+    write_record(&area.join(MARKER), &marker)?;
+    write_record(&state_dir.join(POINTER), &format!("{}\n", area.display()))?;
+    Ok(area)
+}
+
+/// `mkdir` a new `ngw-run-<uid>-<random>` in `base` (fails on any existing name, symlinks
+/// included: another name is drawn) and check what was made is ours and private.
+fn create_unpredictable(base: &Path) -> std::io::Result<PathBuf> {
+    let mut last = None;
+    for _ in 0..32 {
+        let area = base.join(format!("{PREFIX}{}-{}", uid(), random_hex()?));
+        match std::fs::DirBuilder::new().mode(0o700).create(&area) {
+            Ok(()) => {
+                return match check_private(&area) {
+                    Ok(()) => Ok(area),
+                    Err(err) => Err(std::io::Error::other(err.to_string())),
+                };
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => last = Some(err),
+            Err(err) => return Err(err),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
+}
+
+/// 16 hex digits from the kernel's random source.
+fn random_hex() -> std::io::Result<String> {
+    let mut bytes = [0u8; 8];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Areas of this uid in `/tmp` that no gateway uses any more: named like an area of ours, a
+/// private directory of ours, unchanged for two minutes, and either recording a state dir that is gone or no longer
+/// recording this area, or (a legacy name) not the legacy name of any of `live_state_dirs` (every
+/// state dir in the host's registries). Never `keep`.
+pub fn orphan_areas(live_state_dirs: &[PathBuf], keep: &Path) -> Vec<PathBuf> {
+    orphans_in(Path::new(BASE), live_state_dirs, keep, ORPHAN_MIN_AGE)
+}
+
+/// An area younger than this is never an orphan: another gateway may be making it (between its
+/// `mkdir` and its records).
+const ORPHAN_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(120);
+
+fn older_than(path: &Path, age: std::time::Duration) -> bool {
+    std::fs::symlink_metadata(path)
+        .and_then(|meta| meta.modified())
+        .ok()
+        .and_then(|modified| modified.elapsed().ok())
+        .is_some_and(|elapsed| elapsed >= age)
+}
+
+fn orphans_in(
+    base: &Path,
+    live_state_dirs: &[PathBuf],
+    keep: &Path,
+    min_age: std::time::Duration,
+) -> Vec<PathBuf> {
+    let ours = format!("{PREFIX}{}-", uid());
+    let legacy: Vec<String> = live_state_dirs
+        .iter()
+        .filter_map(|s| {
+            legacy_runtime_area(s)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .collect();
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let area = base.join(&name);
+        if !name.starts_with(&ours)
+            || area == keep
+            || check_private(&area).is_err()
+            || !older_than(&area, min_age)
+        {
+            continue;
+        }
+        let orphan = match read_small(&area.join(MARKER)) {
+            Some(state) => {
+                let state = PathBuf::from(state);
+                !state.is_dir() || recorded_in(base, &state).is_some_and(|r| r != area)
+            }
+            None => !legacy.contains(&name),
+        };
+        if orphan {
+            out.push(area);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests;
