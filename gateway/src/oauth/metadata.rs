@@ -23,8 +23,8 @@ pub fn protected_resource_document(oauth: &OAuth) -> Value {
 
 /// RFC 8414 metadata of the authorization server. Public clients only (PKCE S256, no client
 /// secret); clients register with RFC 7591. Client ID Metadata Documents are not supported (the
-/// gateway fetches nothing from the network; ARCHITECTURE.md says why), so the flag is false and
-/// clients fall back to registration.
+/// gateway fetches nothing from the network; docs/design/oauth.md says why), so the flag is false
+/// and clients fall back to registration.
 pub fn authorization_server_document(oauth: &OAuth) -> Value {
     let base = &oauth.issuer;
     json!({
