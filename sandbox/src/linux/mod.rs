@@ -337,8 +337,16 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
                 None,
             )
         };
-        result.map_err(|err| e(&format!("masking {}", path.display()), err))?;
-        masked += 1;
+        match result {
+            Ok(()) => masked += 1,
+            // Gone between the look and the mount (another gateway's state dir removed meanwhile):
+            // nothing is left there to hide, exactly as if it had been missing at the look.
+            Err(err)
+                if err.kind() == std::io::ErrorKind::NotFound
+                    && std::fs::symlink_metadata(path)
+                        .is_err_and(|gone| gone.kind() == std::io::ErrorKind::NotFound) => {}
+            Err(err) => return Err(e(&format!("masking {}", path.display()), err)),
+        }
     }
     let dev_writable = if private_dev {
         masked += 1;
