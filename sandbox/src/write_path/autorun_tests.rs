@@ -352,3 +352,17 @@ fn a_link_through_the_reader_s_context_reaches_its_class_everywhere() {
     g.link("data", "/proc/thread-self/root/srv");
     g.allowed("notes.txt");
 }
+
+#[test]
+fn the_program_yarn_path_names_is_refused() {
+    let f = fixture();
+    f.file(".yarn/releases/yarn-4.cjs");
+    std::fs::write(
+        f.root.join(".yarnrc.yml"),
+        "nodeLinker: pnp\nyarnPath: \".yarn/releases/yarn-4.cjs\" # pinned\n",
+    )
+    .unwrap();
+    let message = f.refused(".yarn/releases/yarn-4.cjs", "toolchain_config");
+    assert!(message.contains("yarnPath"), "{message}");
+    f.allowed(".yarn/releases/other.cjs");
+}

@@ -79,8 +79,10 @@ struct Places<'a> {
 }
 
 impl Places<'_> {
-    fn add(&mut self, parent: &Path, target: &Path, class: AutorunClass, why: &'static str) {
-        if let Resolved::Inside(at) = resolve(self.root, parent, target) {
+    /// `target` (absolute) as a place when its real path lies in the root; resolved from `/`
+    /// so that links on the way resolve before a `..`.
+    fn add(&mut self, target: &Path, class: AutorunClass, why: &'static str) {
+        if let Resolved::Inside(at) = resolve(self.root, Path::new("/"), target) {
             let place = GitPlace { at, class, why };
             if !self.places.contains(&place) {
                 self.places.push(place);
@@ -91,14 +93,14 @@ impl Places<'_> {
     /// A hooks directory (maybe a symlink) is a place, and so is every symlink's target in it.
     fn hook_dir(&mut self, dir: &Path) {
         let why = "git's hooks directory or a symlink in it";
-        self.add(Path::new("/"), dir, AutorunClass::GitHooks, why);
+        self.add(dir, AutorunClass::GitHooks, why);
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
         for entry in entries.flatten() {
             let is_link = entry.file_type().is_ok_and(|kind| kind.is_symlink());
             if is_link && let Ok(target) = std::fs::read_link(entry.path()) {
-                self.add(dir, &target, AutorunClass::GitHooks, why);
+                self.add(&dir.join(target), AutorunClass::GitHooks, why);
             }
         }
     }
@@ -121,7 +123,7 @@ impl Places<'_> {
                 ("include" | "includeif", "path") => {
                     let included = dir.join(expand_home(&value));
                     let why = "a file git's configuration includes";
-                    self.add(Path::new("/"), &included, AutorunClass::VcsConfig, why);
+                    self.add(&included, AutorunClass::VcsConfig, why);
                     self.read_config(&included, depth + 1, hooks_paths);
                 }
                 _ => {}

@@ -94,12 +94,36 @@ impl Symlinks {
             links: Vec::new(),
             context: Vec::new(),
             dot_gits: Vec::new(),
+            yarnrcs: Vec::new(),
         };
         scan.walk(top, &PathBuf::new(), 0)?;
-        let places = super::gitconfig::places(root_path, &scan.dot_gits)
+        let mut places: Vec<_> = super::gitconfig::places(root_path, &scan.dot_gits)
             .into_iter()
             .map(|place| (fold_all(&place.at), place.class, place.why))
             .collect();
+        // yarn reads `.yarnrc.yml` in the project and its ancestors; `yarnPath` runs.
+        let ancestors = root_path
+            .ancestors()
+            .skip(1)
+            .map(|dir| dir.join(".yarnrc.yml"));
+        for rc in scan
+            .yarnrcs
+            .iter()
+            .map(|rel| root_path.join(rel))
+            .chain(ancestors)
+        {
+            let Ok(text) = std::fs::read_to_string(&rc) else {
+                continue;
+            };
+            let (Some(program), Some(dir)) = (super::repository::yarn_path(&text), rc.parent())
+            else {
+                continue;
+            };
+            if let Resolved::Inside(at) = resolve(root_path, Path::new("/"), &dir.join(program)) {
+                let why = "the program a .yarnrc.yml's yarnPath names";
+                places.push((fold_all(&at), AutorunClass::ToolchainConfig, why));
+            }
+        }
         Ok(Self {
             links: scan.links,
             context: scan.context,
@@ -204,6 +228,8 @@ struct Scan<'a> {
     context: Vec<PathBuf>,
     /// Root-relative `.git` entries (directories or gitfiles), which are not descended into.
     dot_gits: Vec<PathBuf>,
+    /// Root-relative `.yarnrc.yml` files.
+    yarnrcs: Vec<PathBuf>,
 }
 
 impl Scan<'_> {
@@ -240,6 +266,9 @@ impl Scan<'_> {
             }
             match kind {
                 FileType::Directory => subdirs.push(name.to_os_string()),
+                FileType::RegularFile if super::fold(name) == ".yarnrc.yml" => {
+                    self.yarnrcs.push(rel.join(name));
+                }
                 FileType::Symlink => {
                     let Ok(target) = rustix::fs::readlinkat(&dir, name, Vec::new()) else {
                         continue;
