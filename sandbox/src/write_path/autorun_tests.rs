@@ -13,9 +13,13 @@ impl Fixture {
     }
 
     fn file(&self, rel: &str) {
+        self.put(rel, "x");
+    }
+
+    fn put(&self, rel: &str, content: &str) {
         let path = self.root.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, "x").unwrap();
+        std::fs::write(path, content).unwrap();
     }
 
     fn link(&self, rel: &str, target: &str) {
@@ -267,11 +271,7 @@ fn a_symlinked_hooks_dir_of_a_gitfile_s_repository_is_refused() {
     std::fs::create_dir_all(&git_dir).unwrap();
     symlink(f.root.join("sub/ci-hooks"), git_dir.join("hooks")).unwrap();
     f.mkdir("sub");
-    std::fs::write(
-        f.root.join("sub/.git"),
-        format!("gitdir: {}\n", git_dir.display()),
-    )
-    .unwrap();
+    f.put("sub/.git", &format!("gitdir: {}\n", git_dir.display()));
     f.refused("sub/ci-hooks/post-checkout", "git_hooks");
     f.allowed("sub/ci/post-checkout");
 }
@@ -280,11 +280,10 @@ fn a_symlinked_hooks_dir_of_a_gitfile_s_repository_is_refused() {
 fn core_hooks_path_names_a_hook_directory() {
     let f = fixture();
     f.mkdir(".git");
-    std::fs::write(
-        f.root.join(".git/config"),
+    f.put(
+        ".git/config",
         "[user]\n\tname = a\n[core] hooksPath = \"tools/\\\n hooks\" ; comment\n",
-    )
-    .unwrap();
+    );
     let message = f.refused("tools/ hooks/pre-commit", "git_hooks");
     assert!(message.contains("tools/ hooks"), "{message}");
     f.allowed("tools/hooks/pre-commit");
@@ -294,19 +293,17 @@ fn core_hooks_path_names_a_hook_directory() {
 fn included_config_files_are_version_control_config() {
     let f = fixture();
     f.mkdir(".git");
-    std::fs::write(
-        f.root.join(".git/config"),
+    f.put(
+        ".git/config",
         "[include]\n\tpath = ../shared.gitconfig\n\
          [includeIf \"gitdir:~/never/\"]\n\tpath = ../cfg/cond.inc\n",
-    )
-    .unwrap();
+    );
     // An included file's own include and hooksPath count too.
     f.mkdir("cfg");
-    std::fs::write(
-        f.root.join("cfg/cond.inc"),
+    f.put(
+        "cfg/cond.inc",
         "[core]\n\thookspath = hk\n[include]\n\tpath = deeper.inc\n",
-    )
-    .unwrap();
+    );
     f.refused("shared.gitconfig", "vcs_config");
     f.refused("cfg/cond.inc", "vcs_config");
     f.refused("cfg/deeper.inc", "vcs_config");
@@ -320,14 +317,10 @@ fn a_linked_worktree_s_hooks_path_is_relative_to_its_top() {
     let f = fixture();
     // The main repository keeps the config; the worktree's gitfile and commondir lead there.
     f.mkdir("main/.git/worktrees/wt");
-    std::fs::write(f.root.join("main/.git/config"), "[core]\nhooksPath=hooks\n").unwrap();
-    std::fs::write(f.root.join("main/.git/worktrees/wt/commondir"), "../..\n").unwrap();
+    f.put("main/.git/config", "[core]\nhooksPath=hooks\n");
+    f.put("main/.git/worktrees/wt/commondir", "../..\n");
     f.mkdir("wt");
-    std::fs::write(
-        f.root.join("wt/.git"),
-        "gitdir: ../main/.git/worktrees/wt\n",
-    )
-    .unwrap();
+    f.put("wt/.git", "gitdir: ../main/.git/worktrees/wt\n");
     f.refused("wt/hooks/post-checkout", "git_hooks");
     f.refused("main/hooks/post-checkout", "git_hooks");
     f.allowed("wt/src/hooks.rs");
@@ -357,11 +350,10 @@ fn a_link_through_the_reader_s_context_reaches_its_class_everywhere() {
 fn the_program_yarn_path_names_is_refused() {
     let f = fixture();
     f.file(".yarn/releases/yarn-4.cjs");
-    std::fs::write(
-        f.root.join(".yarnrc.yml"),
+    f.put(
+        ".yarnrc.yml",
         "nodeLinker: pnp\nyarnPath: \".yarn/releases/yarn-4.cjs\" # pinned\n",
-    )
-    .unwrap();
+    );
     let message = f.refused(".yarn/releases/yarn-4.cjs", "toolchain_config");
     assert!(message.contains("yarnPath"), "{message}");
     f.allowed(".yarn/releases/other.cjs");
