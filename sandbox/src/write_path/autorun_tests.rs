@@ -257,7 +257,9 @@ fn a_symlink_in_git_hooks_makes_its_target_a_hook() {
     f.link(".git/hooks/pre-commit", "../../scripts/pre-commit");
     let message = f.refused("scripts/pre-commit", "git_hooks");
     assert!(
-        message.contains("is git's hooks directory or a symlink in it"),
+        message.contains(
+            "in a git hooks directory (core.hooksPath, hooks/) or what a symlink there names"
+        ),
         "{message}"
     );
     f.allowed("scripts/build.sh");

@@ -92,7 +92,7 @@ impl Places<'_> {
 
     /// A hooks directory (maybe a symlink) is a place, and so is every symlink's target in it.
     fn hook_dir(&mut self, dir: &Path) {
-        let why = "git's hooks directory or a symlink in it";
+        let why = "in a git hooks directory (core.hooksPath, hooks/) or what a symlink there names";
         self.add(dir, AutorunClass::GitHooks, why);
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
