@@ -119,7 +119,8 @@ impl Places<'_> {
         for entry in parse(&String::from_utf8_lossy(&bytes)) {
             let Some(value) = entry.value else { continue };
             match (entry.section.as_str(), entry.key.as_str()) {
-                ("core", "hookspath") => hooks_paths.push(value),
+                // An empty value makes git look for `/<hook>`: outside any root.
+                ("core", "hookspath") if !value.is_empty() => hooks_paths.push(value),
                 ("include" | "includeif", "path") => {
                     let included = dir.join(expand_home(&value));
                     let why = "a file git's configuration includes";
