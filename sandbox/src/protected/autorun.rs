@@ -400,6 +400,7 @@ impl AutorunAllowed {
     }
 }
 
+pub mod gitconfig;
 pub mod repository;
 pub mod symlinks;
 
