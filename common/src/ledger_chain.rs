@@ -26,6 +26,11 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// Name of the signed head file inside the state dir.
 pub const HEAD_FILE: &str = "ledger-head";
 
+/// Name of the file, in the state dir, where the gateway latches "ledger broken" outside the
+/// database: a restart (or a database restored behind its back) does not clear it; the operator
+/// removes it after investigating (`gatewayctl verify`).
+pub const BROKEN_FILE: &str = "ledger-broken";
+
 /// Kinds whose `data` carries an action's receipt (`receipt`), keyed by `action_id`.
 pub const RECEIPT_KINDS: [&str; 4] = [
     "action_committed",
@@ -263,6 +268,8 @@ pub struct Verifier {
     issued: Option<i64>,
     /// What the chained events say about the other tables' rows.
     expected: tables::Expected,
+    /// A missing head is allowed: the database was migrated from before the chain just now.
+    head_may_be_missing: bool,
 }
 
 impl Verifier {
@@ -286,7 +293,14 @@ impl Verifier {
             head_row: None,
             issued: None,
             expected: tables::Expected::default(),
+            head_may_be_missing: false,
         }
+    }
+
+    /// The database was just migrated from before the chain (schema version < 4): it has no
+    /// signed head yet. Anywhere else a ledger with rows and no head is broken (head deleted).
+    pub fn head_may_be_missing(&mut self) {
+        self.head_may_be_missing = true;
     }
 
     fn problem(&mut self, table: Table, id: String, session_id: Option<&str>, what: String) {
@@ -330,7 +344,15 @@ impl Verifier {
         }
         let Some(stored) = row.hash.as_deref() else {
             self.report.unchained_events += 1;
-            if let Some(start) = start.filter(|start| row.seq >= *start) {
+            if row.seq < 1 {
+                // AUTOINCREMENT starts at 1: such a row was inserted by hand.
+                self.problem(
+                    Table::Events,
+                    id,
+                    session,
+                    "no hash and a seq below 1 (inserted, not from before the chain)".into(),
+                );
+            } else if let Some(start) = start.filter(|start| row.seq >= *start) {
                 self.problem(
                     Table::Events,
                     id,
@@ -411,7 +433,15 @@ impl Verifier {
         let last = self.last_chained_seq;
         let head = std::mem::replace(&mut self.head, HeadFile::Missing);
         match (&head, last) {
-            (HeadFile::Missing, None) => {}
+            (HeadFile::Missing, None) if self.report.events == 0 || self.head_may_be_missing => {}
+            (HeadFile::Missing, None) => self.problem(
+                Table::LedgerHead,
+                "-".into(),
+                None,
+                "the signed head is missing but the ledger has rows (head deleted, \
+                 hashes removed)"
+                    .into(),
+            ),
             (HeadFile::Missing, Some(seq)) => self.problem(
                 Table::LedgerHead,
                 seq.to_string(),

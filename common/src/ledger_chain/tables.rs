@@ -52,8 +52,8 @@ pub(super) struct Expected {
     receipts: HashMap<String, Value>,
     /// Actions with a receipt event from before the chain.
     unchained_receipts: HashSet<String>,
-    /// Whether any row predates the chain (then a row without an event is not covered).
-    any_unchained: bool,
+    /// Sessions with rows from before the chain: only their rows may lack a chained event.
+    unchained_sessions: HashSet<String>,
     /// Approved actions: session, name and arguments.
     approvals: HashMap<String, (Option<String>, String, Value)>,
     /// The state the last chained event about an action left it in.
@@ -75,7 +75,9 @@ fn text(value: &Value, key: &str) -> Option<String> {
 impl Expected {
     /// A row from before the chain: only its receipt is noted (as not covered).
     pub(super) fn unchained(&mut self, row: &EventRow) {
-        self.any_unchained = true;
+        if let Some(session) = &row.session_id {
+            self.unchained_sessions.insert(session.clone());
+        }
         if RECEIPT_KINDS.contains(&row.kind.as_str())
             && let Some(action) = serde_json::from_str::<Value>(&row.data)
                 .ok()
@@ -178,7 +180,7 @@ impl Verifier {
     /// One action row, after all events: its approval, state, intent and receipt.
     pub fn action(&mut self, row: &ActionRow) {
         let (id, session) = (row.action_id.as_str(), row.session_id.as_str());
-        let covered = !self.expected.any_unchained;
+        let covered = !self.expected.unchained_sessions.contains(session);
         let arguments = serde_json::from_str::<Value>(&row.arguments).ok();
         let mut checked = false;
         match self.expected.approvals.get(id).cloned() {
@@ -291,7 +293,7 @@ impl Verifier {
         let key = (row.session_id.clone(), row.reply_id.clone());
         let (id, session) = (row.reply_id.as_str(), row.session_id.as_str());
         let Some((turn, sha)) = self.expected.replies.get(&key).cloned() else {
-            if !self.expected.any_unchained {
+            if !self.expected.unchained_sessions.contains(session) {
                 self.row_problem(
                     Table::Replies,
                     id,
@@ -323,7 +325,8 @@ impl Verifier {
         }
     }
 
-    /// One session row: its profile, source directory and skills against `session_started`.
+    /// One session row: its profile, source directory, workspace (root and kind), working
+    /// directory and skills against `session_started`.
     pub fn session(&mut self, row: &SessionRow) {
         let Some([profile, dir, skills]) = self.expected.sessions.get(&row.id).cloned() else {
             return;
@@ -334,10 +337,28 @@ impl Verifier {
             .get("skill_snapshot")
             .cloned()
             .unwrap_or(Value::Array(vec![]));
+        let workspace = field("workspace");
+        let part = |k: &str| workspace.get(k).cloned().unwrap_or(Value::Null);
+        // The event names the source directory; the workspace and working directory follow
+        // from it and the profile (a worktree session works in its own worktree).
+        let kind = match profile.as_str() {
+            Some("read_only") => "read_only",
+            Some("direct_write") => "direct",
+            _ => "worktree",
+        };
+        let working = if kind == "worktree" {
+            part("worktree_path")
+        } else {
+            dir.clone()
+        };
         let what = if field("profile") != profile {
             "profile differs from the chained `session_started`"
         } else if field("source_directory") != dir {
             "source directory differs from the chained `session_started`"
+        } else if part("root") != dir || part("kind").as_str() != Some(kind) {
+            "workspace differs from the chained `session_started` (its root or kind)"
+        } else if field("working_directory") != working || working.is_null() {
+            "working directory differs from the chained `session_started`"
         } else if stored_skills != skills {
             "skill snapshot differs from the chained `session_started`"
         } else {

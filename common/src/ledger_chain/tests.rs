@@ -94,25 +94,85 @@ fn edits_deletions_reorders_and_truncation_are_named() {
     assert!(!check(&rows, &HeadFile::Missing).ok());
 }
 
+/// rt27 B1: a row "from before the chain" at seq 0 (AUTOINCREMENT never hands it out) is named;
+/// a hash removed after the chain began is not "before the chain" either.
 #[test]
-fn rows_before_the_chain_are_counted_not_failed() {
+fn an_unhashed_row_below_seq_1_is_named() {
     let mut rows = chain(3);
     let old = EventRow {
         seq: 0,
         session_id: None,
         at_ms: 1,
-        kind: "old".into(),
+        kind: "migrated".into(),
         data: "{}".into(),
         hash: None,
         mac: None,
     };
     rows.insert(0, old.clone());
     let report = check(&rows, &head_of(&rows));
-    assert!(report.ok(), "{:?}", report.problems);
-    assert_eq!(report.unchained_events, 1);
-    // A hash removed after the chain began is not "before the chain".
+    let p = &report.problems[0];
+    assert_eq!((&p.table, p.id.as_str()), (&Table::Events, "0"));
+    assert_eq!(
+        p.what,
+        "no hash and a seq below 1 (inserted, not from before the chain)"
+    );
     rows.push(EventRow { seq: 9, ..old });
-    assert!(!check(&rows, &head_of(&rows[..4])).ok());
+    assert!(!check(&rows[1..], &head_of(&rows[1..4])).ok());
+}
+
+/// rt27 B2: a ledger with rows and no signed head is broken (head deleted, hashes nulled),
+/// unless it was migrated from before the chain just now.
+#[test]
+fn rows_without_a_head_are_named_unless_just_migrated() {
+    let rows: Vec<EventRow> = chain(2)
+        .into_iter()
+        .map(|r| EventRow { hash: None, ..r })
+        .collect();
+    let report = check(&rows, &HeadFile::Missing);
+    let p = &report.problems[0];
+    assert_eq!((&p.table, p.id.as_str()), (&Table::LedgerHead, "-"));
+    assert!(
+        p.what
+            .starts_with("the signed head is missing but the ledger has rows")
+    );
+    let mut v = Verifier::new(HeadFile::Missing, Some("key"));
+    v.head_may_be_missing();
+    rows.iter().for_each(|r| v.event(r));
+    let report = v.finish();
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!(report.unchained_events, 2);
+}
+
+/// rt27 B1: a row from before the chain exempts only its own session's rows from the "no
+/// chained event" checks, never every row.
+#[test]
+fn a_pre_chain_row_does_not_switch_off_the_existence_checks() {
+    let old = EventRow {
+        seq: 1,
+        session_id: Some("ns_old".into()),
+        at_ms: 1,
+        kind: "old".into(),
+        data: "{}".into(),
+        hash: None,
+        mac: None,
+    };
+    let forged = ActionRow {
+        action_id: "a9".into(),
+        ..action(COMMITTED)
+    };
+    let mut v = Verifier::new(HeadFile::Missing, Some("key"));
+    v.head_may_be_missing();
+    v.event(&old);
+    v.action(&forged);
+    v.action(&ActionRow {
+        session_id: "ns_old".into(),
+        ..forged.clone()
+    });
+    let report = v.finish();
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    let p = &report.problems[0];
+    assert_eq!((&p.table, p.id.as_str()), (&Table::Actions, "a9"));
+    assert_eq!(p.what, "no chained event approved it");
 }
 
 /// Chained rows `(kind, data)` of session `ns_1`, from seq 1.

@@ -373,3 +373,19 @@ fn hostile_row_values_are_shown_escaped_on_one_line() {
         );
     }
 }
+
+/// rt27 B2: the head deleted and every hash removed is not a ledger "from before the chain".
+#[test]
+fn a_deleted_head_with_stripped_hashes_is_named() {
+    let fx = chained();
+    attacker(&fx)
+        .execute("UPDATE events SET hash = NULL", [])
+        .unwrap();
+    std::fs::remove_file(fx.state.join(HEAD_FILE)).unwrap();
+    let (table, id, what) = first_problem(&fx);
+    assert_eq!((table.as_str(), id.as_str()), ("ledger_head", "-"));
+    assert!(
+        what.starts_with("the signed head is missing but the ledger has rows"),
+        "{what}"
+    );
+}

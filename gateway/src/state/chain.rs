@@ -52,11 +52,15 @@ pub(super) fn event_row(
 
 /// Check the whole chain against the signed head in `state_dir` (rows after the head must carry
 /// the server key's row signature: a crash between a commit and its head write leaves such
-/// rows, nobody else can make them), and return where it stands.
+/// rows, nobody else can make them) and every row of the tables the events record against
+/// them (the same check as `gatewayctl verify`: nothing built on a forged row runs), and return
+/// where it stands. `found_version` is the schema version before this open's migration: only a
+/// ledger migrated from before the chain (< 4) may have rows and no head.
 pub(super) fn open_check(
     conn: &Connection,
     state_dir: &Path,
     key: &str,
+    found_version: i64,
 ) -> Result<Anchor, StoreError> {
     let head = Head::read(state_dir);
     let head_start = match &head {
@@ -64,6 +68,9 @@ pub(super) fn open_check(
         _ => None,
     };
     let mut verifier = Verifier::new(head, Some(key));
+    if found_version < 4 {
+        verifier.head_may_be_missing();
+    }
     let mut stmt = conn.prepare(EVENT_ROWS)?;
     let mut rows = stmt.query([])?;
     let mut first_chained = None;
@@ -78,6 +85,7 @@ pub(super) fn open_check(
     }
     let issued = issued(conn)?;
     verifier.issued(issued);
+    cross_check_rows(conn, &mut verifier)?;
     let report = verifier.finish();
     if let Some(problem) = report.problems.first() {
         return Err(StoreError::LedgerBroken(describe(problem)));
@@ -99,6 +107,54 @@ pub(super) fn open_check(
     })
 }
 
+/// Pass every row of the tables the chained events record to `verifier`.
+pub(super) fn cross_check_rows(conn: &Connection, v: &mut Verifier) -> rusqlite::Result<()> {
+    use common::ledger_chain::{ActionRow, ReplyRow, SessionRow, TurnRow};
+    let mut stmt = conn.prepare(
+        "SELECT action_id, session_id, name, arguments, state, outcome, prepared FROM actions",
+    )?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        v.action(&ActionRow {
+            action_id: r.get(0)?,
+            session_id: r.get(1)?,
+            name: r.get(2)?,
+            arguments: r.get(3)?,
+            state: r.get(4)?,
+            outcome: r.get(5)?,
+            prepared: r.get(6)?,
+        });
+    }
+    let mut stmt = conn.prepare("SELECT session_id, reply_id, turn_id, data FROM replies")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        v.reply(&ReplyRow {
+            session_id: r.get(0)?,
+            reply_id: r.get(1)?,
+            turn_id: r.get(2)?,
+            data: r.get(3)?,
+        });
+    }
+    let mut stmt = conn.prepare("SELECT id, data FROM sessions")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        v.session(&SessionRow {
+            id: r.get(0)?,
+            data: r.get(1)?,
+        });
+    }
+    let mut stmt = conn.prepare("SELECT turn_id, session_id, sequence FROM turns")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        v.turn(&TurnRow {
+            turn_id: r.get(0)?,
+            session_id: r.get(1)?,
+            sequence: r.get(2)?,
+        });
+    }
+    Ok(())
+}
+
 /// A problem as one line for the log and the error (ids come from the database: one line).
 pub(super) fn describe(problem: &common::ledger_chain::Problem) -> String {
     let table = serde_json::to_value(&problem.table).unwrap_or_default();
@@ -109,6 +165,28 @@ pub(super) fn describe(problem: &common::ledger_chain::Problem) -> String {
         problem.what
     ))
     .into_owned()
+}
+
+pub(super) use common::ledger_chain::BROKEN_FILE;
+
+/// Record that the ledger was found broken (best effort: the refusal itself does not depend on
+/// it). The reason is one line of row ids and what is wrong, no secrets.
+pub(super) fn latch_broken(state_dir: &Path, why: &str) {
+    let path = state_dir.join(BROKEN_FILE);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| {
+            use std::io::Write;
+            file.write_all(format!("{}\n", common::display::one_line(why)).as_bytes())?;
+            file.sync_all()
+        });
+    if let Err(err) = written {
+        tracing::error!(error = %err, "latching the broken ledger");
+    }
 }
 
 /// Compare the database's tail with `anchor` (what this gateway last committed) inside a write

@@ -29,8 +29,9 @@ pub enum MigrationError {
     Step { to: i64, source: rusqlite::Error },
 }
 
-/// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
-pub fn migrate(conn: &mut Connection) -> Result<(), MigrationError> {
+/// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be; returns the version
+/// it was found at.
+pub fn migrate(conn: &mut Connection) -> Result<i64, MigrationError> {
     let current: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .map_err(MigrationError::Version)?;
@@ -47,5 +48,5 @@ pub fn migrate(conn: &mut Connection) -> Result<(), MigrationError> {
             .and_then(|()| tx.commit())
             .map_err(step)?;
     }
-    Ok(())
+    Ok(current)
 }

@@ -46,6 +46,8 @@ pub struct Store {
     head: chain::HeadWriter,
     /// The server key: it signs the head and each ledger row.
     key: String,
+    /// Where [`chain::BROKEN_FILE`] is written when the ledger is found broken.
+    state_dir: std::path::PathBuf,
 }
 
 /// The connection, where the ledger chain stands, and whether it was found tampered with.
@@ -83,7 +85,7 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        schema::migrate(&mut conn)?;
+        let found_version = schema::migrate(&mut conn)?;
         let auth = state_dir.join("auth");
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -96,7 +98,22 @@ impl Store {
         let key = crate::config::load_or_create_server_key(state_dir)
             .map_err(|err| StoreError::Schema(format!("server key: {err:#}")))?;
         let head_path = state_dir.join(common::ledger_chain::HEAD_FILE);
-        let anchor = chain::open_check(&conn, state_dir, &key)?;
+        let anchor = match chain::open_check(&conn, state_dir, &key, found_version) {
+            Err(StoreError::LedgerBroken(why)) => {
+                chain::latch_broken(state_dir, &why);
+                return Err(StoreError::LedgerBroken(why));
+            }
+            other => other?,
+        };
+        // Found broken before (by this open or a running gateway's write): a restart, or the
+        // database put back behind the gateway's back, does not clear it.
+        if let Ok(why) = std::fs::read_to_string(state_dir.join(chain::BROKEN_FILE)) {
+            return Err(StoreError::LedgerBroken(format!(
+                "found broken before ({}): {}",
+                chain::BROKEN_FILE,
+                common::display::one_line(why.trim())
+            )));
+        }
         // Anchor what was found (rows a crash left after the head, a head of the older format,
         // or none yet) before appending anything.
         chain::write_head(&head_path, &key, &anchor)?;
@@ -108,6 +125,7 @@ impl Store {
             }),
             head: chain::HeadWriter::start(head_path, key.clone())?,
             key,
+            state_dir: state_dir.to_path_buf(),
         })
     }
 
@@ -133,6 +151,7 @@ impl Store {
         if let Err(why) = chain::check_tail(&tx, &inner.anchor) {
             drop(tx);
             tracing::error!(problem = %why, "the ledger was changed outside the gateway");
+            chain::latch_broken(&self.state_dir, &why);
             inner.broken = Some(why.clone());
             return Err(StoreError::LedgerBroken(why).into());
         }

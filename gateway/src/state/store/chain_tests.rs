@@ -62,6 +62,7 @@ fn first_problem(dir: &Path) -> Option<String> {
         .optional()
         .unwrap();
     v.issued(issued);
+    chain::cross_check_rows(&db, &mut v).unwrap();
     v.finish().problems.first().map(chain::describe)
 }
 
@@ -245,4 +246,97 @@ fn a_state_dir_from_the_previous_build_opens_and_goes_on() {
     let head = head.unwrap();
     assert_eq!((head.start_seq, head.seq), (Some(1), 4));
     assert_eq!(first_problem(dir.path()), None);
+}
+
+/// The refusal of the next open after `tamper` ran on a stopped gateway's database (the
+/// append-only triggers dropped, foreign keys off as in any new connection).
+fn open_after(dir: &Path, tamper: &str) -> String {
+    attacker(dir).execute_batch(tamper).unwrap();
+    broken(Store::open(dir).err().unwrap())
+}
+
+/// rt27 B1: an unhashed row at seq 0 is not "from before the chain" (and switches nothing
+/// off); the refusal is latched outside the database.
+#[test]
+fn a_row_below_the_chain_is_refused_and_latched() {
+    let (dir, store) = open_with(2);
+    drop(store);
+    let why = open_after(
+        dir.path(),
+        "INSERT INTO events (seq, session_id, at_ms, kind, data) VALUES (0, NULL, 1, 'migrated', '{}')",
+    );
+    let expected = "events 0: no hash and a seq below 1 (inserted, not from before the chain)";
+    assert_eq!(why, expected);
+    // The attacker removes the row again: the latch keeps the gateway closed.
+    let why = open_after(dir.path(), "DELETE FROM events WHERE seq = 0");
+    assert_eq!(
+        why,
+        format!("found broken before (ledger-broken): {expected}")
+    );
+}
+
+/// rt27 B2: the head deleted and every hash and signature removed: refused, never re-anchored.
+#[test]
+fn a_deleted_head_with_stripped_hashes_is_refused() {
+    let (dir, store) = open_with(2);
+    drop(store);
+    std::fs::remove_file(dir.path().join(common::ledger_chain::HEAD_FILE)).unwrap();
+    let why = open_after(dir.path(), "UPDATE events SET hash = NULL, mac = NULL");
+    assert_eq!(
+        why,
+        "ledger_head -: the signed head is missing but the ledger has rows (head deleted, \
+         hashes removed)"
+    );
+    assert!(!dir.path().join(common::ledger_chain::HEAD_FILE).exists());
+    assert_eq!(first_problem(dir.path()).unwrap(), why);
+}
+
+/// rt27 B4: a `prepared` write no chained event approved is refused at open, before the
+/// gateway could settle it and sign a receipt for it.
+#[test]
+fn an_action_without_a_chained_approval_is_refused_at_open() {
+    let (dir, store) = open_with(2);
+    drop(store);
+    let why = open_after(
+        dir.path(),
+        "PRAGMA foreign_keys = OFF; INSERT INTO actions (action_id, session_id, turn_id, call_index, name, arguments, \
+         state, outcome, updated_at_ms, prepared) VALUES ('act_forged', 'ns_a', 'turn_x', 0, \
+         'Write', '{\"file_path\":\"/p/f\",\"content\":\"x\"}', 'prepared', NULL, 1, \
+         '{\"path\":\"/p/f\"}')",
+    );
+    assert_eq!(why, "actions act_forged: no chained event approved it");
+}
+
+/// rt27 B5: a session row's working directory widened to the parent of the source directory
+/// is refused at open, so no runner starts there.
+#[test]
+fn a_widened_working_directory_is_refused_at_open() {
+    let (dir, store) = open_with(0);
+    let session = json!({
+        "profile": "direct_write", "source_directory": "/p/sub", "working_directory": "/p/sub",
+        "workspace": {"kind": "direct", "root": "/p/sub"}, "skill_snapshot": []
+    });
+    store
+        .write(|tx| {
+            tx.0.execute(
+                "INSERT INTO sessions (id, status, revision, created_at_ms, updated_at_ms, data) \
+                 VALUES ('ns_a', 'stopped', 1, 1, 1, ?1)",
+                [session.to_string()],
+            )?;
+            let started = json!({"profile": "direct_write", "working_directory": "/p/sub"});
+            tx.append_event(Some("ns_a"), "session_started", &started)
+        })
+        .unwrap();
+    drop(store);
+    assert_eq!(first_problem(dir.path()), None);
+    Store::open(dir.path()).unwrap();
+    let why = open_after(
+        dir.path(),
+        "UPDATE sessions SET data = json_remove(json_set(data, '$.working_directory', '/p', \
+         '$.workspace.root', '/p'), '$.workspace_identity')",
+    );
+    assert_eq!(
+        why,
+        "sessions ns_a: workspace differs from the chained `session_started` (its root or kind)"
+    );
 }
