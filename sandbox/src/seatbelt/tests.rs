@@ -7,6 +7,7 @@ use std::path::Path;
 fn spec() -> SeatbeltSpec {
     SeatbeltSpec {
         scratch: PathBuf::from("/private/var/folders/x/scratch\") (allow default"),
+        session_dir: None,
         denied: vec![
             PathBuf::from("/Users/o/.ssh"),
             PathBuf::from("/Users/o/Library/Application Support/native-gateway"),
@@ -86,6 +87,59 @@ fn paths_are_parameters_never_profile_text() {
     assert!(params.contains(&("KEYCHAINS".into(), "/Users/o/Library/Keychains".into())));
     // Each literal in the profile stays far below the ~1 KiB SBPL string limit.
     assert!(text.lines().all(|l| l.len() < 512));
+}
+
+/// The `(param "…")` names a profile references.
+fn referenced_params(text: &str) -> std::collections::BTreeSet<String> {
+    text.split("(param \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_session_dir_is_the_one_other_writable_place_and_the_project_stays_read_only() {
+    let s = SeatbeltSpec {
+        session_dir: Some(PathBuf::from("/private/tmp/ngw-run-501-x/abc/layer")),
+        ..spec()
+    };
+    let text = profile(&s);
+    let writes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("(allow") && l.contains("file-write"))
+        .collect();
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    assert!(writes[0].contains("(param \"SCRATCH\")"));
+    assert_eq!(
+        writes[1],
+        "(allow file-read* file-write* (subpath (param \"SESSION_DIR\")))"
+    );
+    assert!(writes[2].contains("(literal \"/dev/null\")"));
+    // It lies in the denied runtime area: allowed back after every denial of the area.
+    let session = text.find(writes[1]).unwrap();
+    assert!(text.rfind("(param \"DENIED_").unwrap() < session);
+    assert!(!text.contains("/private/tmp"));
+    // Every parameter the profile names is given, and no other (sandbox-exec refuses a
+    // profile naming an undefined one).
+    let given: std::collections::BTreeSet<String> = params(&s, Path::new("/Users/o"))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(referenced_params(&text), given);
+    assert!(params(&s, Path::new("/Users/o")).contains(&(
+        "SESSION_DIR".into(),
+        "/private/tmp/ngw-run-501-x/abc/layer".into()
+    )));
+    // Without a session dir neither the rule nor the parameter.
+    let without = spec();
+    let text = profile(&without);
+    assert!(!text.contains("SESSION_DIR"));
+    let given: std::collections::BTreeSet<String> = params(&without, Path::new("/Users/o"))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(referenced_params(&text), given);
 }
 
 fn runner_spec() -> RunnerSeatbeltSpec {
