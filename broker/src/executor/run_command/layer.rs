@@ -2,7 +2,8 @@
 //! copy-on-write (the owner's HOME, the working directory or managed worktree, a worktree's Git
 //! dir), the paths the executor wrote since the last command (their layer copies are dropped
 //! before the next one, see `sandbox::layer::forget_written`), the budget, and one command at a
-//! time (two overlays on one upper dir are undefined behaviour).
+//! time (two overlays on one upper dir are undefined behaviour). On macOS the same dir, budget,
+//! `fresh_layer` and removal serve the session's writable dir ([`View::SessionDir`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -74,6 +75,17 @@ pub struct LayerTurn<'a> {
     free_at_start: DiskUsage,
 }
 
+/// What a command gets of the session's layer dir.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum View {
+    /// Linux: overlays of these roots, their writes in the layer.
+    Overlays(Vec<PathBuf>),
+    /// macOS: the dir itself, writable, with build outputs and caches redirected into it
+    /// (`sandbox::env::SESSION_DIR_REDIRECTS`); nothing of the real tree is copied there, so
+    /// Edit/Write need no reconciling.
+    SessionDir,
+}
+
 /// Why a command cannot run on the layer.
 #[derive(Debug, thiserror::Error)]
 pub enum LayerRefusal {
@@ -138,10 +150,15 @@ impl SessionLayer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Bring the layer up to date for one command over `roots`: drop it if asked (`fresh`),
-    /// forget the layer's copies of paths the executor wrote, check the budget, make the
-    /// roots' upper/work dirs. Holds the layer until the returned turn is finished.
-    pub fn begin(&self, roots: Vec<PathBuf>, fresh: bool) -> Result<LayerTurn<'_>, LayerRefusal> {
+    /// Bring the layer up to date for one command: drop it if asked (`fresh`), forget the
+    /// layer's copies of paths the executor wrote, check the budget, make the roots' upper/work
+    /// dirs (or the session dir's redirected dirs). Holds the layer until the returned turn is
+    /// finished.
+    pub fn begin(&self, view: View, fresh: bool) -> Result<LayerTurn<'_>, LayerRefusal> {
+        let (roots, session_dir) = match view {
+            View::Overlays(roots) => (roots, false),
+            View::SessionDir => (Vec::new(), true),
+        };
         let mut state = self.lock();
         // The last command's exact size, if it is still being measured.
         if let Some(measuring) = state.measuring.take() {
@@ -202,7 +219,12 @@ impl SessionLayer {
         if let Some(excess) = excess(state.used, self.budget) {
             return Err(LayerRefusal::OverBudget { excess });
         }
-        if let Err(err) = sandbox::layer::prepare(&self.dir, &roots) {
+        let prepared = if session_dir {
+            sandbox::layer::prepare_session_dir(&self.dir)
+        } else {
+            sandbox::layer::prepare(&self.dir, &roots)
+        };
+        if let Err(err) = prepared {
             tracing::error!("preparing the command layer: {err}");
             return Err(LayerRefusal::Broken);
         }
