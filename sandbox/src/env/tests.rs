@@ -3,6 +3,10 @@
 use super::*;
 use crate::command::FIXED_PATH;
 
+fn lookup<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
 #[test]
 fn with_the_layer_home_is_the_owners_and_builds_stay_in_the_project() {
     let home = Path::new("/home/o");
@@ -12,11 +16,7 @@ fn with_the_layer_home_is_the_owners_and_builds_stay_in_the_project() {
         path: "/home/o/.cargo/bin:/usr/bin",
     };
     let env = command_env(Path::new("/s"), shape);
-    let get = |k: &str| {
-        env.iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |k: &str| lookup(&env, k);
     assert_eq!(get("HOME"), Some("/home/o"));
     assert_eq!(get("PATH"), Some("/home/o/.cargo/bin:/usr/bin"));
     assert_eq!(get("TMPDIR"), Some("/s/tmp"));
@@ -34,11 +34,7 @@ fn env_is_fixed_and_points_into_scratch() {
         path: FIXED_PATH,
     };
     let env = command_env(Path::new("/s"), shape);
-    let get = |k: &str| {
-        env.iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |k: &str| lookup(&env, k);
     assert_eq!(get("PATH"), Some(FIXED_PATH));
     assert_eq!(get("HOME"), Some("/s/home"));
     assert_eq!(get("TMPDIR"), Some("/s/tmp"));
@@ -94,11 +90,7 @@ fn with_the_session_dir_builds_and_caches_go_there_and_home_is_the_owners() {
         path: "/Users/o/.cargo/bin:/usr/bin",
     };
     let env = command_env(Path::new("/s"), shape);
-    let get = |k: &str| {
-        env.iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |k: &str| lookup(&env, k);
     assert_eq!(get("HOME"), Some("/Users/o"));
     assert_eq!(get("TMPDIR"), Some("/s/tmp"));
     let at = |sub: &str| format!("{}/{sub}", dir.display());
