@@ -196,7 +196,7 @@ impl GitRunner {
             &scratch.0,
             sandbox::env::EnvShape {
                 owner_home: None,
-                layered: false,
+                writes: sandbox::env::Writes::ScratchOnly,
                 path: sandbox::command::FIXED_PATH,
             },
         );

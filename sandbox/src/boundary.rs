@@ -52,25 +52,7 @@ pub fn network_boundary() -> Value {
         "degraded" => "degraded: partial confinement (see commands_enforced_by); no sockets",
         _ => "refused: this host cannot confine commands, so RunCommand refuses to run",
     };
-    // Where a command's writes go: the session's layer, or nowhere (the read-only fallback).
-    let commands = match (host.can_confine(), host.copy_on_write()) {
-        (false, _) => network.to_string(),
-        (true, true) => format!(
-            "{network}; writes go to the session's copy-on-write layer; {}",
-            host.command_memory()
-        ),
-        (true, false) if host.os == "macos" => format!(
-            "{network}; writes: read-only file system but the command's scratch dir (macOS: \
-             no copy-on-write layer under Seatbelt yet, so builds and tests that write into the \
-             project fail); {}",
-            host.command_memory()
-        ),
-        (true, false) => format!(
-            "{network}; writes: read-only file system (this host cannot mount a copy-on-write \
-             layer for commands); {}",
-            host.command_memory()
-        ),
-    };
+    let commands = commands_text(&host, network);
     let runner = describe_runner(&runner_layers(), std::env::consts::OS);
     json!({
         "runner": runner.network,
@@ -80,6 +62,36 @@ pub fn network_boundary() -> Value {
         "commands_enforced_by": host.enforced_by(),
         "degraded": runner.degraded || host.status() != "enforced",
     })
+}
+
+/// `network_boundary.commands`: the network, where a command's writes go (the session's layer,
+/// its writable dir on macOS, or nowhere: the read-only fallback) and what bounds its memory.
+fn commands_text(host: &crate::HostSupport, network: &str) -> String {
+    if !host.can_confine() {
+        return network.to_string();
+    }
+    let memory = host.command_memory();
+    if host.copy_on_write() {
+        format!("{network}; writes go to the session's copy-on-write layer; {memory}")
+    } else if host.session_dir() {
+        format!(
+            "{network}; writes: the project and HOME read-only (macOS has no copy-on-write \
+             layer); build outputs and caches are redirected into a writable dir private to the \
+             session, kept across its commands, discarded at stop or with fresh_layer, within \
+             CLAUDE_TOOLS_COMMAND_LAYER_MB: CARGO_TARGET_DIR, GOCACHE, PYTHONPYCACHEPREFIX, \
+             pytest's cache_dir, MYPY_CACHE_DIR, RUFF_CACHE_DIR, npm's cache, CACHE_DIR \
+             (node_modules/.cache through find-cache-dir), CLANG_MODULE_CACHE_PATH, \
+             XDG_CACHE_HOME, and NGW_BUILD_DIR for other build dirs (`cmake -B \
+             \"$NGW_BUILD_DIR\"`); a command that writes into the project itself still fails \
+             (make building build/, cargo writing a missing Cargo.lock, node_modules/.vite); \
+             {memory}"
+        )
+    } else {
+        format!(
+            "{network}; writes: read-only file system (this host cannot mount a copy-on-write \
+             layer for commands); {memory}"
+        )
+    }
 }
 
 /// The runner's part of `network_boundary`.
@@ -195,6 +207,60 @@ mod tests {
 
         let no_seccomp = describe_runner(&plan(true, Some(6), false), "linux");
         assert!(no_seccomp.degraded);
+    }
+
+    fn host(os: &str) -> crate::HostSupport {
+        crate::HostSupport {
+            os: os.into(),
+            namespaces: os == "linux",
+            landlock_abi: (os == "linux").then_some(6),
+            seccomp: os == "linux",
+            seatbelt: os == "macos",
+            root: false,
+            overlay: os == "linux",
+            memory_cgroup: None,
+        }
+    }
+
+    #[test]
+    fn commands_say_where_their_writes_go_on_each_host() {
+        let linux = commands_text(&host("linux"), "none");
+        assert!(
+            linux.contains("writes go to the session's copy-on-write layer"),
+            "{linux}"
+        );
+        let no_overlay = commands_text(
+            &crate::HostSupport {
+                overlay: false,
+                ..host("linux")
+            },
+            "none",
+        );
+        assert!(
+            no_overlay.contains("writes: read-only file system"),
+            "{no_overlay}"
+        );
+        let macos = commands_text(&host("macos"), "none");
+        for words in [
+            "the project and HOME read-only (macOS has no copy-on-write layer)",
+            "writable dir private to the session, kept across its commands",
+            "fresh_layer",
+            "CLAUDE_TOOLS_COMMAND_LAYER_MB",
+            "CARGO_TARGET_DIR",
+            "NGW_BUILD_DIR",
+            "make building build/",
+            "memory: not bounded by the sandbox on this OS",
+        ] {
+            assert!(macos.contains(words), "{words}: {macos}");
+        }
+        let none = commands_text(
+            &crate::HostSupport {
+                seatbelt: false,
+                ..host("macos")
+            },
+            "refused",
+        );
+        assert_eq!(none, "refused");
     }
 
     #[test]

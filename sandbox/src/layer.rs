@@ -1,5 +1,6 @@
 //! A session's copy-on-write layer on disk (the broker's side; the helper mounts it, see
-//! `linux::overlay`): one `<key>/upper` + `<key>/work` pair per root directory, kept across the
+//! `linux::overlay`; on macOS the same dir is the session's writable dir, [`prepare_session_dir`]):
+//! one `<key>/upper` + `<key>/work` pair per root directory, kept across the
 //! session's commands, measured against its budget, emptied on request, removed at stop; and
 //! the rule that keeps it honest after the executor wrote a real file (an overlay's copy would
 //! otherwise hide the new content): the layer's entry for that path is dropped, and where an
@@ -22,6 +23,20 @@ pub fn prepare(dir: &Path, roots: &[PathBuf]) -> io::Result<()> {
         let pair = dir.join(layer_key(root));
         builder.create(pair.join("upper"))?;
         builder.create(pair.join("work"))?;
+    }
+    Ok(())
+}
+
+/// macOS (no overlays): make the session's writable dir and the subdirs its commands' build
+/// outputs and caches are redirected to (`crate::env::session_subdirs`; 0700, existing ones
+/// are kept).
+pub fn prepare_session_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut builder = std::fs::DirBuilder::new();
+    builder.mode(0o700).recursive(true);
+    builder.create(dir)?;
+    for sub in crate::env::session_subdirs() {
+        builder.create(dir.join(sub))?;
     }
     Ok(())
 }

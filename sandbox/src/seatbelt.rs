@@ -1,6 +1,8 @@
 //! macOS command confinement: a generated Seatbelt (SBPL) profile for `/usr/bin/sandbox-exec`.
 //! Deny by default; reads allowed except credential stores, Keychains and the gateway state dir;
-//! writes only under the scratch dir (and the allow-listed devices); no network; no mach lookups of security
+//! writes only under the scratch dir and the session's writable dir (where build outputs and
+//! caches are redirected: macOS has no copy-on-write layer), and the allow-listed devices; the
+//! project and HOME stay read-only; no network; no mach lookups of security
 //! services (only the directory-services lookup libc needs); signals and process info only
 //! within the sandbox. Paths never appear in the profile text: they are `-D` parameters, so no
 //! path can inject SBPL or hit the ~1 KiB string-literal limit.
@@ -25,8 +27,11 @@ const MACH_ALLOWED: &[&str] = &["com.apple.system.opendirectoryd.libinfo"];
 /// `/var`); give both spellings when in doubt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeatbeltSpec {
-    /// The only writable directory.
+    /// The command's own scratch dir: writable.
     pub scratch: PathBuf,
+    /// The session's writable dir (build outputs and caches, kept across its commands), in the
+    /// denied runtime area like the scratch dir: writable too. `None`: the scratch dir only.
+    pub session_dir: Option<PathBuf>,
     /// Paths (files or directories) the command may not read: credential stores, Keychains, the
     /// gateway state dir.
     pub denied: Vec<PathBuf>,
@@ -82,6 +87,10 @@ pub fn profile(spec: &SeatbeltSpec) -> String {
     // The scratch dir lies in the protected command runtime area (denied above): its own
     // scratch is the one place of it the command reads and writes.
     p.push_str("(allow file-read* file-write* (subpath (param \"SCRATCH\")))\n");
+    // Its session's dir is the other one; the area's other sessions stay denied.
+    if spec.session_dir.is_some() {
+        p.push_str("(allow file-read* file-write* (subpath (param \"SESSION_DIR\")))\n");
+    }
     param_rules(
         &mut p,
         "allow file-read*",
@@ -115,6 +124,9 @@ fn device_rules(p: &mut String) {
 /// The `-D` parameters the profile references.
 pub fn params(spec: &SeatbeltSpec, home: &std::path::Path) -> Vec<(String, String)> {
     let mut out = vec![("SCRATCH".to_string(), spec.scratch.display().to_string())];
+    if let Some(dir) = &spec.session_dir {
+        out.push(("SESSION_DIR".to_string(), dir.display().to_string()));
+    }
     for (i, path) in spec.denied.iter().enumerate() {
         out.push((format!("DENIED_{i}"), path.display().to_string()));
     }

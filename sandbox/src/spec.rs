@@ -155,6 +155,10 @@ pub struct Enforced {
     /// How many directories the command saw copy-on-write (the session's layer); 0: none.
     #[serde(default)]
     pub layer_roots: usize,
+    /// macOS: the session's writable dir was writable too, with build outputs and caches
+    /// redirected into it (set by the broker, whose Seatbelt profile allowed it).
+    #[serde(default)]
+    pub session_dir: bool,
 }
 
 impl Enforced {
@@ -321,6 +325,13 @@ impl HostSupport {
     /// Whether commands get the session's copy-on-write layer (overlays in their namespaces).
     pub fn copy_on_write(&self) -> bool {
         self.os == "linux" && self.namespaces && self.overlay
+    }
+
+    /// Whether commands get, instead, a writable dir private to the session with well-known
+    /// build outputs and caches redirected into it, the rest read-only (macOS under Seatbelt,
+    /// which has no overlays).
+    pub fn session_dir(&self) -> bool {
+        self.os == "macos" && self.seatbelt
     }
 
     /// `enforced`, `degraded` or `unavailable`, for `network_boundary.status`.

@@ -12,7 +12,9 @@
 //! exited its group is killed, and pipes still held open are drained for at most
 //! [`DRAIN_AFTER_EXIT`]. Commands never write files for the session: where the host can mount
 //! overlays they write into the session's copy-on-write layer (`layer`), kept across its commands
-//! and discarded at stop; elsewhere the file system is read-only to them except their scratch dir.
+//! and discarded at stop; on macOS the same dir is writable instead, with build outputs and
+//! caches redirected into it; elsewhere the file system is read-only to them except their scratch
+//! dir.
 
 #[cfg(target_os = "linux")]
 use std::io::Write;
@@ -321,22 +323,28 @@ pub(super) fn run(
             started,
         );
     }
-    // The copy-on-write layer, where this host can mount it (else today's read-only view).
+    // The copy-on-write layer where this host can mount it; on macOS the session's writable
+    // dir in its place; else today's read-only view.
+    let session_dir = support.session_dir();
     let layer = config
         .layer
         .as_deref()
-        .filter(|_| config.namespaces && support.copy_on_write());
+        .filter(|_| (config.namespaces && support.copy_on_write()) || session_dir);
     let mut notes = Vec::new();
     let turn = match layer {
         Some(layer) => {
-            let roots = layer::roots(
-                &config.owner_home,
-                &wd,
-                config.own_worktree.as_deref(),
-                &config.masked,
-                layer.dir(),
-            );
-            match layer.begin(roots, args.fresh_layer) {
+            let view = if session_dir {
+                layer::View::SessionDir
+            } else {
+                layer::View::Overlays(layer::roots(
+                    &config.owner_home,
+                    &wd,
+                    config.own_worktree.as_deref(),
+                    &config.masked,
+                    layer.dir(),
+                ))
+            };
+            match layer.begin(view, args.fresh_layer) {
                 Ok(turn) => Some(turn),
                 Err(refusal) => {
                     let code = match refusal {
@@ -391,7 +399,11 @@ pub(super) fn run(
             &scratch.path,
             sandbox::env::EnvShape {
                 owner_home: Some(&config.owner_home),
-                layered: turn.is_some(),
+                writes: match &turn {
+                    Some(turn) if session_dir => sandbox::env::Writes::SessionDir(&turn.spec.dir),
+                    Some(_) => sandbox::env::Writes::Layer,
+                    None => sandbox::env::Writes::ScratchOnly,
+                },
                 path: &config.search_path,
             },
         ),
@@ -427,9 +439,17 @@ pub(super) fn run(
         }
     };
     let mut guard = turn.as_ref().map(layer::LayerTurn::guard);
-    let run = supervise(&mut child, args.timeout(), started, &mut || {
+    let mut run = supervise(&mut child, args.timeout(), started, &mut || {
         guard.as_mut().is_some_and(|g| g.over_budget())
     });
+    // macOS: the report is the broker's own (Seatbelt reports nothing); its profile allowed
+    // the session dir.
+    if session_dir
+        && spec.layer.is_some()
+        && let Some(report) = run.report.as_mut()
+    {
+        report.enforced.session_dir = true;
+    }
     let stopped_by_guard = run.stopped_by_guard;
     let memory_bound = release_cgroups(run.report.as_ref())
         .then(|| {
@@ -610,11 +630,20 @@ fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, CommandError> {
 /// macOS: `/usr/bin/sandbox-exec` with the generated profile; its report is synthesised.
 #[cfg(target_os = "macos")]
 fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, CommandError> {
-    let seatbelt = sandbox::seatbelt::SeatbeltSpec {
-        scratch: std::fs::canonicalize(&spec.scratch).map_err(|source| CommandError::Io {
-            path: spec.scratch.clone(),
+    let canonical = |path: &Path| {
+        std::fs::canonicalize(path).map_err(|source| CommandError::Io {
+            path: path.to_path_buf(),
             source,
-        })?,
+        })
+    };
+    let seatbelt = sandbox::seatbelt::SeatbeltSpec {
+        scratch: canonical(&spec.scratch)?,
+        // Seatbelt matches resolved paths (`/private/tmp`, not `/tmp`).
+        session_dir: spec
+            .layer
+            .as_ref()
+            .map(|layer| canonical(&layer.dir))
+            .transpose()?,
         denied: spec
             .masked
             .iter()

@@ -80,3 +80,19 @@ fn removal_copes_with_an_unreadable_work_dir_and_usage_counts_blocks() {
     remove(&dir);
     assert!(!dir.exists());
 }
+
+#[test]
+fn the_session_dir_holds_every_redirected_dir_and_keeps_what_is_there() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("layer");
+    prepare_session_dir(&dir).unwrap();
+    for sub in crate::env::session_subdirs() {
+        let meta = std::fs::metadata(dir.join(sub)).unwrap();
+        assert!(meta.is_dir(), "{sub}");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{sub}");
+    }
+    std::fs::write(dir.join("cargo-target/kept"), "x").unwrap();
+    prepare_session_dir(&dir).unwrap();
+    assert!(dir.join("cargo-target/kept").exists());
+}

@@ -4,9 +4,17 @@
 use super::*;
 use std::path::Path;
 
+/// The rules of a profile that allow writing.
+fn write_rules(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.starts_with("(allow") && l.contains("file-write"))
+        .collect()
+}
+
 fn spec() -> SeatbeltSpec {
     SeatbeltSpec {
         scratch: PathBuf::from("/private/var/folders/x/scratch\") (allow default"),
+        session_dir: None,
         denied: vec![
             PathBuf::from("/Users/o/.ssh"),
             PathBuf::from("/Users/o/Library/Application Support/native-gateway"),
@@ -38,10 +46,7 @@ fn profile_denies_by_default_and_allows_no_network() {
         assert!(!text.contains(forbidden), "{forbidden} in {text}");
     }
     // Writes only under SCRATCH (and two device files).
-    let writes: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("(allow") && l.contains("file-write"))
-        .collect();
+    let writes = write_rules(&text);
     assert_eq!(writes.len(), 2, "{writes:?}");
     assert!(writes[0].contains("(param \"SCRATCH\")"));
     // The allow-listed devices, given back after the denials (`/dev` is masked), and no more.
@@ -88,6 +93,52 @@ fn paths_are_parameters_never_profile_text() {
     assert!(text.lines().all(|l| l.len() < 512));
 }
 
+/// Whether the `(param "…")` names `spec`'s profile references are exactly the parameters
+/// given (sandbox-exec refuses a profile naming an undefined one).
+fn params_match(spec: &SeatbeltSpec) -> bool {
+    let referenced: std::collections::BTreeSet<String> = profile(spec)
+        .split("(param \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_string)
+        .collect();
+    let given: std::collections::BTreeSet<String> = params(spec, Path::new("/Users/o"))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    referenced == given
+}
+
+#[test]
+fn the_session_dir_is_the_one_other_writable_place_and_the_project_stays_read_only() {
+    let s = SeatbeltSpec {
+        session_dir: Some(PathBuf::from("/private/tmp/ngw-run-501-x/abc/layer")),
+        ..spec()
+    };
+    let text = profile(&s);
+    let writes = write_rules(&text);
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    assert!(writes[0].contains("(param \"SCRATCH\")"));
+    assert_eq!(
+        writes[1],
+        "(allow file-read* file-write* (subpath (param \"SESSION_DIR\")))"
+    );
+    assert!(writes[2].contains("(literal \"/dev/null\")"));
+    // It lies in the denied runtime area: allowed back after every denial of the area.
+    let session = text.find(writes[1]).unwrap();
+    assert!(text.rfind("(param \"DENIED_").unwrap() < session);
+    assert!(!text.contains("/private/tmp"));
+    assert!(params_match(&s));
+    assert!(params(&s, Path::new("/Users/o")).contains(&(
+        "SESSION_DIR".into(),
+        "/private/tmp/ngw-run-501-x/abc/layer".into()
+    )));
+    // Without a session dir neither the rule nor the parameter.
+    let without = spec();
+    assert!(!profile(&without).contains("SESSION_DIR"));
+    assert!(params_match(&without));
+}
+
 fn runner_spec() -> RunnerSeatbeltSpec {
     RunnerSeatbeltSpec {
         writable: vec![
@@ -125,10 +176,7 @@ fn runner_profile_has_one_outbound_rule_to_the_broker_port() {
 fn runner_writes_only_in_its_private_dirs_even_under_the_state_dir() {
     let s = runner_spec();
     let text = runner_profile(&s);
-    let writes: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("(allow") && l.contains("file-write"))
-        .collect();
+    let writes = write_rules(&text);
     assert_eq!(writes.len(), 3, "{writes:?}");
     assert!(writes[0].contains("(param \"WRITABLE_0\")"));
     assert!(writes[1].contains("(param \"WRITABLE_1\")"));

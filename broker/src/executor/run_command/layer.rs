@@ -2,7 +2,8 @@
 //! copy-on-write (the owner's HOME, the working directory or managed worktree, a worktree's Git
 //! dir), the paths the executor wrote since the last command (their layer copies are dropped
 //! before the next one, see `sandbox::layer::forget_written`), the budget, and one command at a
-//! time (two overlays on one upper dir are undefined behaviour).
+//! time (two overlays on one upper dir are undefined behaviour). On macOS the same dir, budget,
+//! `fresh_layer` and removal serve the session's writable dir ([`View::SessionDir`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -74,6 +75,17 @@ pub struct LayerTurn<'a> {
     free_at_start: DiskUsage,
 }
 
+/// What a command gets of the session's layer dir.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum View {
+    /// Linux: overlays of these roots, their writes in the layer.
+    Overlays(Vec<PathBuf>),
+    /// macOS: the dir itself, writable, with build outputs and caches redirected into it
+    /// (`sandbox::env::SESSION_DIR_REDIRECTS`); nothing of the real tree is copied there, so
+    /// Edit/Write need no reconciling.
+    SessionDir,
+}
+
 /// Why a command cannot run on the layer.
 #[derive(Debug, thiserror::Error)]
 pub enum LayerRefusal {
@@ -138,10 +150,15 @@ impl SessionLayer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Bring the layer up to date for one command over `roots`: drop it if asked (`fresh`),
-    /// forget the layer's copies of paths the executor wrote, check the budget, make the
-    /// roots' upper/work dirs. Holds the layer until the returned turn is finished.
-    pub fn begin(&self, roots: Vec<PathBuf>, fresh: bool) -> Result<LayerTurn<'_>, LayerRefusal> {
+    /// Bring the layer up to date for one command: drop it if asked (`fresh`), forget the
+    /// layer's copies of paths the executor wrote, check the budget, make the roots' upper/work
+    /// dirs (or the session dir's redirected dirs). Holds the layer until the returned turn is
+    /// finished.
+    pub fn begin(&self, view: View, fresh: bool) -> Result<LayerTurn<'_>, LayerRefusal> {
+        let (roots, session_dir) = match view {
+            View::Overlays(roots) => (roots, false),
+            View::SessionDir => (Vec::new(), true),
+        };
         let mut state = self.lock();
         // The last command's exact size, if it is still being measured.
         if let Some(measuring) = state.measuring.take() {
@@ -202,7 +219,12 @@ impl SessionLayer {
         if let Some(excess) = excess(state.used, self.budget) {
             return Err(LayerRefusal::OverBudget { excess });
         }
-        if let Err(err) = sandbox::layer::prepare(&self.dir, &roots) {
+        let prepared = if session_dir {
+            sandbox::layer::prepare_session_dir(&self.dir)
+        } else {
+            sandbox::layer::prepare(&self.dir, &roots)
+        };
+        if let Err(err) = prepared {
             tracing::error!("preparing the command layer: {err}");
             return Err(LayerRefusal::Broken);
         }
@@ -426,6 +448,46 @@ fn git_common_dir(wd: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// macOS's writable session dir: made with its redirected dirs, kept across commands,
+    /// emptied by `fresh_layer`, and refused past the budget like the layer.
+    #[test]
+    fn the_session_dir_lives_and_is_bounded_like_the_layer() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("layer");
+        let layer = SessionLayer::new(dir.clone(), 1 << 30);
+        let turn = layer.begin(View::SessionDir, false).unwrap();
+        assert!(turn.spec.roots.is_empty());
+        assert!(dir.join("cargo-target").is_dir() && dir.join("pytest-cache").is_dir());
+        std::fs::write(dir.join("cargo-target/kept"), "x").unwrap();
+        assert_eq!(turn.finish(), None);
+        let turn = layer.begin(View::SessionDir, false).unwrap();
+        assert!(dir.join("cargo-target/kept").exists());
+        assert_eq!(turn.note, None);
+        drop(turn);
+        let turn = layer.begin(View::SessionDir, true).unwrap();
+        assert!(!dir.join("cargo-target/kept").exists());
+        assert!(dir.join("cargo-target").is_dir());
+        assert_eq!(
+            turn.note.as_deref(),
+            Some("started from a clean layer (fresh_layer)")
+        );
+        drop(turn);
+        // A budget of one byte: the dirs alone are over it once measured after a command.
+        let small = SessionLayer::new(tmp.path().join("small"), 1);
+        let _ = small.begin(View::SessionDir, false).unwrap().finish();
+        let refused = small.begin(View::SessionDir, false).err();
+        assert!(matches!(refused, Some(LayerRefusal::OverBudget { .. })));
+        let words = refused.map(|r| r.to_string()).unwrap_or_default();
+        assert!(
+            words.starts_with("the session's command layer holds ")
+                && words
+                    .contains("over its budget of 0 MiB: run the command with `fresh_layer: true`")
+                && words.ends_with("or the owner raises CLAUDE_TOOLS_COMMAND_LAYER_MB"),
+            "{words}"
+        );
+        assert!(small.begin(View::SessionDir, true).is_ok());
+    }
 
     #[test]
     fn roots_nest_under_home_and_keep_the_worktree_under_its_mask() {

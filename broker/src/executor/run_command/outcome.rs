@@ -230,12 +230,17 @@ fn limits_line(enforced: &Enforced) -> String {
     format!("limits: memory {memory}, scratch {scratch}\n")
 }
 
-/// Where the command's writes went: the session's layer (kept for its next commands) or nowhere
-/// but the scratch dir.
+/// Where the command's writes went: the session's layer (kept for its next commands), its
+/// writable dir (macOS), or nowhere but the scratch dir.
 fn writes_line(enforced: &Enforced) -> String {
     if enforced.layer_roots > 0 {
         "writes: copy-on-write layer of this session (kept for its next commands; real files \
          unchanged)\n"
+            .into()
+    } else if enforced.session_dir {
+        "writes: the project and HOME read-only; build outputs and caches redirected to this \
+         session's writable dir (kept for its next commands), TMPDIR (no copy-on-write layer on \
+         macOS)\n"
             .into()
     } else {
         "writes: read-only file system, TMPDIR only (no copy-on-write layer)\n".into()

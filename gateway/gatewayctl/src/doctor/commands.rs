@@ -15,12 +15,14 @@ pub(super) fn layer_check() -> Check {
             "copy-on-write: commands write into a layer private to their session (overlayfs in \
              the command's user namespace), kept across its commands, discarded at stop",
         )
-    } else if host.os == "macos" {
+    } else if host.session_dir() {
         warn(
             NAME,
-            "not built for macOS: commands run under Seatbelt with the file system read-only \
-             but their scratch dir, so builds and tests that write into the project (cargo, \
-             make, npm) fail",
+            "macOS: no copy-on-write layer; commands see the project and HOME read-only, with \
+             build outputs and caches (CARGO_TARGET_DIR, GOCACHE, Python bytecode, pytest's, \
+             npm's and node_modules/.cache) redirected into a writable dir private to the \
+             session, kept across its commands and discarded at stop; builds that write into \
+             the project itself (make's build/, a missing Cargo.lock) fail",
             "run the gateway on Linux >= 5.11 for a copy-on-write layer",
         )
     } else {
