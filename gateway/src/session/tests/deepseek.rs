@@ -293,6 +293,18 @@ fn verdicts_precede_acks_and_an_old_broker_is_never_acknowledged_a_refusal() {
     );
 }
 
+/// The record of sub-session `id`, which must have failed, and its error.
+fn failed_with(h: &Harness, id: &str) -> (crate::state::SessionRecord, String) {
+    let ended = h.gateway.load(id).unwrap();
+    let end = ended
+        .delegation
+        .as_ref()
+        .and_then(|d| d.end.clone())
+        .unwrap();
+    assert_eq!(end.status, crate::state::SubsessionStatus::Failed);
+    (ended, end.error.unwrap_or_default())
+}
+
 /// Issue 23/6 (second attack): the key reaches effects only through a delegated call or a file.
 /// A call whose arguments hold it once more escaped is refused, never recorded with its
 /// arguments, and fails the sub-session; a committed write that leaves it in its file (a key
@@ -331,14 +343,7 @@ async fn a_key_in_a_delegated_call_or_a_written_file_fails_the_sub_session() {
             .unwrap()
             .is_none()
     );
-    let ended = h.gateway.load(&child.id).unwrap();
-    let end = ended
-        .delegation
-        .as_ref()
-        .and_then(|d| d.end.clone())
-        .unwrap();
-    assert_eq!(end.status, crate::state::SubsessionStatus::Failed);
-    let error = end.error.unwrap_or_default();
+    let (_, error) = failed_with(&h, &child.id);
     assert!(
         error.contains(
             "a delegated call (Write) was refused: its arguments hold the DeepSeek API key"
@@ -390,14 +395,7 @@ async fn a_key_in_a_delegated_call_or_a_written_file_fails_the_sub_session() {
     h.gateway
         .on_broker_event(&child.id, pid, 2, finished)
         .unwrap();
-    let ended = h.gateway.load(&child.id).unwrap();
-    let end = ended
-        .delegation
-        .as_ref()
-        .and_then(|d| d.end.clone())
-        .unwrap();
-    assert_eq!(end.status, crate::state::SubsessionStatus::Failed);
-    let error = end.error.unwrap_or_default();
+    let (ended, error) = failed_with(&h, &child.id);
     assert!(
         error.contains(&format!("{} holds the DeepSeek API key", file.display()))
             && error.contains("kept as written"),
