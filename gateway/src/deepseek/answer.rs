@@ -96,8 +96,8 @@ struct Message {
 
 /// The answer came from the model asked for, or its family: the same id, or a DeepSeek model
 /// of the same tier (a dated or tagged version of it too) (DeepSeek serves `deepseek-flash` as
-/// e.g. `DeepSeek-V4.1-Flash-1017`): its words include `deepseek` and the same tier words
-/// (`flash`, `pro`) as the id sent, and none of the other.
+/// e.g. `DeepSeek-V4.1-Flash-1017`): it starts with `deepseek` (any case) and has the same tier
+/// words (`flash`, `pro`) as the id sent, and none of the other (`gpt-4o-deepseek-flash` fails).
 fn same_model(answered: &str, expected: &str) -> bool {
     if answered == expected {
         return true;
@@ -115,7 +115,21 @@ fn same_model(answered: &str, expected: &str) -> bool {
             .collect()
     };
     let (got, sent) = (words(answered), words(expected));
-    got.iter().any(|w| w == "deepseek") && !tiers(&sent).is_empty() && tiers(&got) == tiers(&sent)
+    answered.to_ascii_lowercase().starts_with("deepseek")
+        && !tiers(&sent).is_empty()
+        && tiers(&got) == tiers(&sent)
+}
+
+/// An answer the runner can act on has a text or a tool call: one without (no blocks, or
+/// thinking only) would make it re-send, so it fails here, once.
+fn has_answer(kinds: impl IntoIterator<Item = String>) -> Result<(), Rejected> {
+    if kinds.into_iter().any(|k| k == "text" || k == "tool_use") {
+        Ok(())
+    } else {
+        Err(malformed(
+            "has no text and no tool call (an empty answer, or thinking only)",
+        ))
+    }
 }
 
 fn kind(event: &Value) -> &str {
@@ -273,6 +287,7 @@ fn assemble(events: &[Value]) -> Result<Message, Rejected> {
     if events.is_empty() || !stopped {
         return Err(malformed("broke off before its end (no message_stop)"));
     }
+    has_answer(blocks.iter().map(|b| b.kind.clone()))?;
     let mut all = String::new();
     for block in &blocks {
         if block.kind == "text" {
@@ -353,6 +368,13 @@ fn whole_message(value: &Value) -> Result<Message, Rejected> {
     }
     message_fields(value, &mut message)?;
     message.stop_reason = stop_reason(value)?;
+    has_answer(
+        value["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|b| kind(b).to_string()),
+    )?;
     collect_strings(value, &mut message.decoded);
     let mut all = String::new();
     for block in value["content"].as_array().into_iter().flatten() {
@@ -370,7 +392,7 @@ fn whole_message(value: &Value) -> Result<Message, Rejected> {
 }
 
 /// Every string of `value` (object keys too), decoded, each on a line of its own.
-fn collect_strings(value: &Value, into: &mut String) {
+pub(crate) fn collect_strings(value: &Value, into: &mut String) {
     match value {
         Value::String(s) => {
             into.push_str(s);
@@ -400,35 +422,71 @@ fn skeleton(text: &str) -> String {
         .collect()
 }
 
-/// Whether `decoded` holds the key. In scope: the key as is after JSON decoding (any escape),
-/// split across deltas, blocks or strings, in any letter case, with anything but letters and
-/// digits between its characters, and its base64 (standard or URL-safe, any alignment) and hex
-/// forms (so percent-encoding too). Out of scope, said in docs/design/decisions.md: other encodings
-/// (reversed, rot13, interleaved with other letters): the endpoint already holds the key, this
-/// keeps it from reaching others by accident or by the obvious ways.
+/// Whether `decoded` holds the key: as it is, and after one more round of unescaping (JSON
+/// `\uXXXX`, `\xNN`, HTML entities), which a tool or a later decoder may apply. In scope: the
+/// key — or any long-enough part of it ([`key_windows`]) — as is after JSON decoding (any
+/// escape), split across deltas, blocks or strings, in any letter case, with anything but
+/// letters and digits between its characters, and its base64 (standard or URL-safe, any
+/// alignment) and hex forms (so percent-encoding too). Out of scope, said in
+/// docs/design/decisions.md: other encodings (reversed, rot13, interleaved with other letters):
+/// the endpoint already holds the key, this keeps it from reaching others by accident or by the
+/// obvious ways.
 pub fn holds_key(decoded: &str, key: &str) -> bool {
     if key.is_empty() {
         return false;
     }
-    if decoded.contains(key) || decoded.to_lowercase().contains(&key.to_lowercase()) {
+    holds_key_as_is(decoded, key) || holds_key_as_is(&unescape(decoded), key)
+}
+
+fn holds_key_as_is(decoded: &str, key: &str) -> bool {
+    let lower = decoded.to_lowercase();
+    if decoded.contains(key) || lower.contains(&key.to_lowercase()) {
         return true;
     }
-    let key_skeleton = skeleton(key);
-    if key_skeleton.len() < MIN_FUZZY_KEY {
+    if skeleton(key).len() < MIN_FUZZY_KEY {
         return false;
     }
     let text = skeleton(decoded);
-    let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
-    let mut forms = vec![key_skeleton, hex];
+    key_windows(key).iter().any(|window| {
+        lower.contains(&window.to_lowercase())
+            || key_forms(window)
+                .iter()
+                .any(|form| form.len() >= MIN_FUZZY_KEY && text.contains(form.as_str()))
+    })
+}
+
+/// The parts of the key that count as the key: every run of `max(12, n - 4)` of its `n`
+/// characters (the key without its first or last few characters still gives it away); the
+/// whole key when it is shorter.
+fn key_windows(key: &str) -> Vec<&str> {
+    let bounds: Vec<usize> = key
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([key.len()])
+        .collect();
+    let n = bounds.len() - 1;
+    let width = n.saturating_sub(4).max(12);
+    if width >= n {
+        return vec![key];
+    }
+    (0..=n - width)
+        .map(|start| &key[bounds[start]..bounds[start + width]])
+        .collect()
+}
+
+/// A part of the key as the letters and digits of its recognised encodings.
+fn key_forms(part: &str) -> Vec<String> {
+    let hex: String = part.bytes().map(|b| format!("{b:02x}")).collect();
+    let mut forms = vec![skeleton(part), hex];
     for engine in [
         base64::engine::general_purpose::STANDARD,
         base64::engine::general_purpose::URL_SAFE,
     ] {
         for offset in 0..3 {
             let mut bytes = vec![0u8; offset];
-            bytes.extend_from_slice(key.as_bytes());
+            bytes.extend_from_slice(part.as_bytes());
             let encoded = engine.encode(&bytes);
-            // Only the groups made of the key's bytes alone are the same wherever it sits.
+            // Only the groups made of the part's bytes alone are the same wherever it sits.
             let start = if offset == 0 { 0 } else { 4 };
             let end = encoded.len().saturating_sub(4);
             if end > start {
@@ -437,8 +495,65 @@ pub fn holds_key(decoded: &str, key: &str) -> bool {
         }
     }
     forms
-        .iter()
-        .any(|form| form.len() >= MIN_FUZZY_KEY && text.contains(form.as_str()))
+}
+
+/// One round of unescaping: `\uXXXX`, `\xNN`, `\\`, and HTML entities (`&#NN;`, `&#xHH;`,
+/// `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;`); anything else is kept as it is.
+pub fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some((decoded, used)) = escape_at(rest) {
+            out.push(decoded);
+            rest = &rest[used..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// The character an escape at the start of `text` stands for, and its length.
+fn escape_at(text: &str) -> Option<(char, usize)> {
+    let hex_char = |digits: &str| {
+        u32::from_str_radix(digits, 16)
+            .ok()
+            .and_then(char::from_u32)
+    };
+    let fixed = |len: usize| {
+        text.get(2..len)
+            .filter(|d| d.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if text.starts_with("\\\\") {
+        return Some(('\\', 2));
+    }
+    if text.starts_with("\\u") || text.starts_with("\\U") {
+        return fixed(6).and_then(hex_char).map(|c| (c, 6));
+    }
+    if text.starts_with("\\x") || text.starts_with("\\X") {
+        return fixed(4).and_then(hex_char).map(|c| (c, 4));
+    }
+    if !text.starts_with('&') {
+        return None;
+    }
+    let (end, _) = text.char_indices().take(12).find(|(_, c)| *c == ';')?;
+    let name = &text[1..end];
+    let c = if let Some(number) = name.strip_prefix("#x").or_else(|| name.strip_prefix("#X")) {
+        hex_char(number)?
+    } else if let Some(number) = name.strip_prefix('#') {
+        number.parse::<u32>().ok().and_then(char::from_u32)?
+    } else {
+        match name {
+            "amp" => '&',
+            "lt" => '<',
+            "gt" => '>',
+            "quot" => '"',
+            "apos" => '\'',
+            _ => return None,
+        }
+    };
+    Some((c, end + 1))
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::route::DeepseekRoute;
 
 use super::answer::{self, Rejected};
 
-/// Largest answer read from DeepSeek.
+/// Largest answer read from DeepSeek (raw bytes, before it is checked).
 const MAX_RESPONSE_BYTES: usize = 6 * 1024 * 1024;
 /// Largest answer passed back, as its link frame: well under the link's frame limit
 /// (`common::codec::MAX_FRAME_BYTES`), whatever JSON escaping does to it.
@@ -248,25 +248,14 @@ fn rejected_words(rejected: &Rejected, model: &str) -> (String, Option<String>) 
                 .into(),
             None,
         ),
-        Rejected::Model(answered) => {
-            let plain = answered.len() <= 128
-                && !answered.is_empty()
-                && answered
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-._:/@".contains(&b));
-            let shown = if plain {
-                format!("{answered:?}")
-            } else {
-                "an unreadable model id".into()
-            };
-            (
-                format!(
-                    "DeepSeek answered as model {shown}, not {model:?} (this request's tier); \
-                     the request fails and nothing falls back"
-                ),
-                None,
-            )
-        }
+        // The endpoint's id is never quoted: it would be a channel to ChatGPT.
+        Rejected::Model(_) => (
+            format!(
+                "DeepSeek answered as another model than {model:?} (this request's tier); the \
+                 request fails and nothing falls back"
+            ),
+            None,
+        ),
         Rejected::Refusal(text) => (
             "DeepSeek refused the task (stop_reason \"refusal\"); its text is the \
              sub-session's result_text"

@@ -12,7 +12,7 @@ use common::time::{now_unix_ms, rfc3339_ms};
 use common::tools::{ActionOutcome, LogicalTool, Receipt, ToolStatus};
 use serde_json::{Value, json};
 
-use super::{DelegatedCall, egress, subsession_id_of};
+use super::{CallEnd, DelegatedCall, egress, subsession_id_of};
 use crate::error::ToolError;
 use crate::session::{Gateway, ToolResult};
 use crate::state::{
@@ -139,6 +139,43 @@ fn read_nofollow(path: &str) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).ok()?;
     Some(bytes)
+}
+
+/// The first file a sub-session wrote (any write action of it, committed or not) that now
+/// holds the DeepSeek key in a recognised form ([`super::answer::holds_key`]): the key split
+/// across writes (a Write, then an Edit that completes it) is only whole in the file. The file
+/// is kept as it is (a restore could undo the owner's own later edits); the sub-session fails
+/// naming the path, never the key.
+pub(super) fn key_in_written_files(actions: &[ActionRecord], key: &str) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for action in actions {
+        if !LogicalTool::from_name(&action.name).is_some_and(LogicalTool::writes) {
+            continue;
+        }
+        let path = action
+            .outcome
+            .as_ref()
+            .and_then(|o| o.receipt.path.as_deref())
+            .or_else(|| action.prepared.as_ref().map(|p| p.path.as_str()));
+        let Some(path) = path.filter(|p| !seen.contains(p)) else {
+            continue;
+        };
+        seen.push(path);
+        if let Some(bytes) = read_nofollow(path)
+            && super::answer::holds_key(&String::from_utf8_lossy(&bytes), key)
+        {
+            return Some(path.to_string());
+        }
+    }
+    None
+}
+
+/// The error of a sub-session whose written file holds the key.
+fn key_in_file_error(path: &str) -> String {
+    format!(
+        "result verification: {path} holds the DeepSeek API key (in some form); the file is \
+         kept as written: remove or fix it before using it"
+    )
 }
 
 /// What `deepseek_subagent_get` shows of a sub-session.
@@ -399,10 +436,19 @@ impl Gateway {
             .store
             .read(|tx| tx.actions_for_turn(child_id))
             .unwrap_or_default();
+        let key = self.config.deepseek.api_key.as_ref().map(|k| k.expose());
+        let leaked = key.and_then(|key| key_in_written_files(&actions, key));
+        // The result text reaches ChatGPT: one that holds the key is dropped.
+        let result =
+            result.filter(|text| !key.is_some_and(|key| super::answer::holds_key(text, key)));
         let (status, error) = match verify_receipts(&actions) {
             Err(why) => (
                 SubsessionStatus::Failed,
                 Some(format!("result verification: {why}")),
+            ),
+            Ok(()) if leaked.is_some() => (
+                SubsessionStatus::Failed,
+                leaked.as_deref().map(key_in_file_error),
             ),
             Ok(()) if is_error => (
                 SubsessionStatus::Failed,
@@ -415,6 +461,54 @@ impl Gateway {
         self.enforce_stop(child_id);
     }
 
+    /// The first file sub-session `child_id` wrote that holds the DeepSeek key, if any.
+    pub(crate) fn key_leak_in_files(&self, child_id: &str) -> Option<String> {
+        let key = self.config.deepseek.api_key.as_ref()?;
+        let actions = self
+            .store
+            .read(|tx| tx.actions_for_turn(child_id))
+            .unwrap_or_default();
+        key_in_written_files(&actions, key.expose())
+    }
+
+    /// The error for a sub-session whose write just committed leaves the DeepSeek key in its
+    /// file (checked at each write, so a key completed by a later write fails the sub-session
+    /// before ChatGPT can read it, and again at its end).
+    pub(crate) fn key_leak_in_write(&self, action: &ActionRecord) -> Option<String> {
+        let key = self.config.deepseek.api_key.as_ref()?;
+        key_in_written_files(std::slice::from_ref(action), key.expose())
+            .map(|path| key_in_file_error(&path))
+    }
+
+    /// A tool's output for a session that delegated to DeepSeek (e.g. a Read of a file its
+    /// sub-session wrote) never carries the DeepSeek key on to the database and ChatGPT: such an
+    /// output is replaced by a notice.
+    pub(crate) fn withhold_deepseek_key(
+        &self,
+        session: &SessionRecord,
+        outcome: &mut ActionOutcome,
+    ) {
+        let Some(key) = &self.config.deepseek.api_key else {
+            return;
+        };
+        if session.subsessions.is_empty() && session.delegation.is_none() {
+            return;
+        }
+        if super::answer::holds_key(&outcome.output, key.expose()) {
+            outcome.output = "output withheld: it holds the DeepSeek API key (in some form), \
+                              e.g. from a file a DeepSeek sub-session wrote; fix that file"
+                .into();
+            outcome.truncated = false;
+        }
+    }
+
+    /// Fail a running sub-session now (the key in its call or its file) and stop its runtime.
+    pub(crate) fn fail_subsession(self: &Arc<Self>, child_id: &str, error: String) {
+        self.finish_subsession(child_id, SubsessionStatus::Failed, None, Some(error));
+        self.stop_ended_runtime(child_id, "the sub-session failed");
+        self.enforce_stop(child_id);
+    }
+
     /// Tell an ended sub-session's broker to stop its runner and exit.
     fn stop_ended_runtime(&self, child_id: &str, reason: &str) {
         let record = self.load(child_id).ok().and_then(|c| c.broker);
@@ -424,6 +518,10 @@ impl Gateway {
     /// The sub-session's runtime is gone (its broker died or failed verification): it is
     /// `lost`, never re-run; its prepared writes are settled from the files by the caller.
     pub(crate) fn on_subsession_lost(&self, child_id: &str, why: &str) {
+        if let Some(path) = self.key_leak_in_files(child_id) {
+            let error = format!("{} (and its runtime is gone)", key_in_file_error(&path));
+            return self.finish_subsession(child_id, SubsessionStatus::Failed, None, Some(error));
+        }
         self.finish_subsession(
             child_id,
             SubsessionStatus::Lost,
@@ -453,13 +551,22 @@ impl Gateway {
                     .await;
             }
         }
-        // Recorded once the broker is gone (a sub-session that ended by itself keeps its end).
-        self.finish_subsession(
-            child_id,
-            SubsessionStatus::Stopped,
-            None,
-            Some(reason.to_string()),
-        );
+        // Recorded once the broker is gone (a sub-session that ended by itself keeps its end);
+        // a file of it holding the key fails it.
+        match self.key_leak_in_files(child_id) {
+            Some(path) => self.finish_subsession(
+                child_id,
+                SubsessionStatus::Failed,
+                None,
+                Some(key_in_file_error(&path)),
+            ),
+            None => self.finish_subsession(
+                child_id,
+                SubsessionStatus::Stopped,
+                None,
+                Some(reason.to_string()),
+            ),
+        }
         self.resolve_prepared_writes(child_id);
     }
 
@@ -529,7 +636,7 @@ impl Gateway {
         tx: &Tx<'_>,
         child: &mut SessionRecord,
         call: DelegatedCall,
-    ) -> Result<(LedgerEvent, bool), StoreError> {
+    ) -> Result<(LedgerEvent, CallEnd), StoreError> {
         let offered = LogicalTool::offered(child.profile, child.subagent_policy);
         let allowed = child.delegation.is_some()
             && child.subsession_active()
@@ -542,8 +649,27 @@ impl Gateway {
                     name: call.name,
                     reason: "not a tool of this sub-session, or it has ended".into(),
                 },
-                true,
+                CallEnd::Stop,
             ));
+        }
+        if let Some(key) = &self.config.deepseek.api_key {
+            let mut decoded = String::new();
+            super::answer::collect_strings(&call.arguments, &mut decoded);
+            if super::answer::holds_key(&decoded, key.expose()) {
+                // Never recorded with its arguments, never run: the sub-session fails.
+                return Ok((
+                    LedgerEvent::UnapprovedCall {
+                        tool_use_id: call.tool_use_id,
+                        name: call.name.clone(),
+                        reason: "its arguments hold the DeepSeek API key".into(),
+                    },
+                    CallEnd::Fail(format!(
+                        "a delegated call ({}) was refused: its arguments hold the DeepSeek \
+                         API key (in some form); it did not run",
+                        call.name
+                    )),
+                ));
+            }
         }
         if tx.action(&call.action_id)?.is_none() {
             child.turn_sequence += 1;
@@ -563,7 +689,7 @@ impl Gateway {
                 name: call.name,
                 arguments: call.arguments,
             },
-            false,
+            CallEnd::Runs,
         ))
     }
 

@@ -301,3 +301,13 @@ pub(crate) struct DelegatedCall {
     pub name: String,
     pub arguments: Value,
 }
+
+/// What follows a delegated call's record.
+pub(crate) enum CallEnd {
+    /// Approved: it runs.
+    Runs,
+    /// Not a tool of the sub-session: its runner is stopped.
+    Stop,
+    /// Refused, and the sub-session fails with this error (never naming the key).
+    Fail(String),
+}

@@ -109,6 +109,9 @@ async fn upstream(
 const SSE: &str = concat!(
     "event: message_start\ndata: {\"message\":{\"content\":[],\"id\":\"m\",\"model\":\"deepseek-flash\",",
     "\"role\":\"assistant\",\"type\":\"message\",\"usage\":{}},\"type\":\"message_start\"}\n\n",
+    "event: content_block_start\ndata: {\"content_block\":{\"text\":\"\",\"type\":\"text\"},\"index\":0,\"type\":\"content_block_start\"}\n\n",
+    "event: content_block_delta\ndata: {\"delta\":{\"text\":\"hi\",\"type\":\"text_delta\"},\"index\":0,\"type\":\"content_block_delta\"}\n\n",
+    "event: content_block_stop\ndata: {\"index\":0,\"type\":\"content_block_stop\"}\n\n",
     "event: message_delta\ndata: {\"delta\":{\"stop_reason\":\"end_turn\"},\"type\":\"message_delta\"}\n\n",
     "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 );

@@ -28,6 +28,8 @@ struct AfterEvent {
     failpoint: Option<Failpoint>,
     /// A DeepSeek sub-session's runner ended its turn: its result text and whether in error.
     subsession_done: Option<(Option<String>, bool)>,
+    /// Fail this sub-session (and stop its runtime) with this error.
+    fail_subsession: Option<String>,
 }
 
 /// The state a finished action settles in. A write reports how it ended; a write that failed
@@ -169,6 +171,9 @@ impl Gateway {
         }
         if let Some(reason) = after.stop {
             self.live(session_id).send(GatewayToBroker::Stop { reason });
+        }
+        if let Some(error) = after.fail_subsession {
+            self.fail_subsession(session_id, error);
         }
         if let Some((result, is_error)) = after.subsession_done {
             self.on_subsession_turn_ended(session_id, result, is_error);
@@ -352,9 +357,13 @@ impl Gateway {
                     name,
                     arguments,
                 };
-                let (event, stop) = self.delegated_call(tx, session, call)?;
-                if stop {
-                    after.stop = Some("the sub-session called a tool it does not have".into());
+                let (event, end) = self.delegated_call(tx, session, call)?;
+                match end {
+                    crate::deepseek::CallEnd::Runs => {}
+                    crate::deepseek::CallEnd::Stop => {
+                        after.stop = Some("the sub-session called a tool it does not have".into());
+                    }
+                    crate::deepseek::CallEnd::Fail(error) => after.fail_subsession = Some(error),
                 }
                 event
             }
@@ -374,10 +383,11 @@ impl Gateway {
         tx: &Tx<'_>,
         session: &mut SessionRecord,
         action_id: String,
-        outcome: ActionOutcome,
+        mut outcome: ActionOutcome,
         write: Option<WriteEnd>,
         after: &mut AfterEvent,
     ) -> Result<LedgerEvent, StoreError> {
+        self.withhold_deepseek_key(session, &mut outcome);
         let mut state = ActionState::Committed;
         if let Some(mut action) = tx
             .action(&action_id)?
@@ -391,6 +401,9 @@ impl Gateway {
             if state == ActionState::Indeterminate {
                 session.write_indeterminate(&action);
                 after.stop = Some("a write ended in an unknown state".into());
+            }
+            if is_write && state == ActionState::Committed && session.delegation.is_some() {
+                after.fail_subsession = self.key_leak_in_write(&action);
             }
         }
         let end = ActionEnd {

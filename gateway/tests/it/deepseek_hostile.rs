@@ -74,7 +74,7 @@ async fn hostile_answers_fail_the_sub_session_once_with_a_specific_error() {
                 "claude-sonnet-4-5".into(),
                 Box::new(Step::Text("hi".into())),
             ),
-            "DeepSeek answered as model \"claude-sonnet-4-5\", not \"deepseek-flash\"",
+            "DeepSeek answered as another model than \"deepseek-flash\"",
             None,
         ),
         (
@@ -195,4 +195,42 @@ async fn stopping_a_sub_session_or_its_session_closes_its_upstream_request_at_on
     assert_eq!(view(&stopped)["status"], "stopped", "{stopped}");
     until_cut_off(&fake, 2, Duration::from_secs(5)).await;
     assert_eq!(fake.seen().len(), 2, "nothing was sent again");
+}
+
+/// Issue 23/6, second attack: the key completed across two answers (a Write of its start and a
+/// marker, then an Edit of the marker into the rest) is only whole in the file: the sub-session
+/// fails naming the path, and the key reaches no public answer.
+#[tokio::test]
+async fn a_key_completed_across_two_writes_fails_the_sub_session_naming_the_file() {
+    let fake = FakeDeepseek::start(Vec::new()).await.unwrap();
+    let key = new_key();
+    let gw = gateway_for(&fake, &key, &[]).await;
+    let chat = chatgpt(&gw).await;
+    let (_dir, root) = repo();
+    let v = start_delegating(&chat, &root, "ds-split").await;
+    let worktree = PathBuf::from(v["workspace"]["worktree_path"].as_str().unwrap());
+    let target = worktree.join("k.txt");
+    let path = target.to_string_lossy().to_string();
+    fake.push(Step::ToolUse {
+        name: "Write".into(),
+        input: json!({"file_path": path, "content": format!("{}@@", &key[..17])}),
+    });
+    fake.push(Step::ToolUse {
+        name: "Edit".into(),
+        input: json!({"file_path": path, "old_string": "@@", "new_string": &key[17..]}),
+    });
+    fake.push(Step::Text("done".into()));
+    let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "do it"}}]);
+    let v = reply_turn(&chat, &v, "ds-split-start", start).await;
+    let id = subsession_id(&v);
+    let (v, ended) = until_ended(&chat, v, &id, "split").await;
+    assert_eq!(ended["status"], "failed", "{ended}");
+    let error = ended["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains(&format!("{path} holds the DeepSeek API key"))
+            && error.contains("kept as written"),
+        "{ended}"
+    );
+    assert!(!v.to_string().contains(&key[1..]), "{v}");
+    assert!(!ended.to_string().contains(&key[1..]), "{ended}");
 }

@@ -280,6 +280,14 @@ fn the_key_in_any_recognised_form_fails_the_answer() {
         |prefix: &str| base64::engine::general_purpose::STANDARD.encode(format!("{prefix}{KEY}!"));
     let b64url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("xx{KEY}"));
     let text = |t: &str| message(&[text_block(0, &[t])], "end_turn");
+    // Literal escapes in the decoded text: one more decoding gives the key.
+    let twice: String = KEY
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
+    let xescaped: String = KEY.bytes().map(|b| format!("\\x{b:02x}")).collect();
+    let entities: String = KEY.bytes().map(|b| format!("&#{b};")).collect();
+    let hex_entities: String = KEY.bytes().map(|b| format!("&#x{b:x};")).collect();
     let streams: Vec<(&str, String)> = vec![
         ("plain", sse(&text(&format!("the key is {KEY}")))),
         // Escaped in the JSON of the frame: the raw bytes never hold it.
@@ -324,6 +332,23 @@ fn the_key_in_any_recognised_form_fails_the_answer() {
         ("base64 shifted by one", sse(&text(&b64("a")))),
         ("base64 shifted by two", sse(&text(&b64("ab")))),
         ("base64url", sse(&text(&b64url))),
+        // Issue 23/6, second attack: part of the key, and the key escaped once more.
+        ("without its first character", sse(&text(&KEY[1..]))),
+        (
+            "without its last two characters",
+            sse(&text(&KEY[..KEY.len() - 2])),
+        ),
+        ("hex without its first character", {
+            let hex: String = KEY[1..].bytes().map(|b| format!("{b:02x}")).collect();
+            sse(&text(&hex))
+        }),
+        ("escaped twice in a tool input", {
+            let input = json!({"content": twice}).to_string();
+            sse(&message(&[tool_block(0, &[&input])], "tool_use"))
+        }),
+        ("\\x escapes", sse(&text(&xescaped))),
+        ("HTML entities", sse(&text(&entities))),
+        ("HTML hex entities", sse(&text(&hex_entities))),
         ("as an object key", {
             let mut events = message(&[text_block(0, &["hi"])], "end_turn");
             events[4]["usage"][KEY] = json!(1);
@@ -358,6 +383,16 @@ fn the_key_in_any_recognised_form_fails_the_answer() {
     // Text that merely resembles it passes; a short key is matched exactly and by case only.
     let near = sse(&text("sk-0123456789abcdef and 0123456789abcdef"));
     assert!(check(SSE, &near, &expected(true)).is_ok());
+    // Too short a part of the key (under `n - 4` of its characters) passes.
+    let part = sse(&text(&format!(
+        "{} \\u0073 &amp; &#xZZ; \\q",
+        &KEY[..KEY.len() - 5]
+    )));
+    assert!(check(SSE, &part, &expected(true)).is_ok());
+    assert_eq!(
+        super::unescape("\\u0073\\x6b&#45;&#x30;&amp;&lt;&bogus;\\\\u0073"),
+        "sk-0&<&bogus;\\u0073"
+    );
     assert!(holds_key("a KEY here", "key"));
     assert!(!holds_key("k e y", "key"));
     assert!(!holds_key("anything", ""));
@@ -374,6 +409,9 @@ fn another_model_or_a_refusal_fails_the_answer() {
         ("deepseek-flashy", false),
         ("deepseek-v4-pro", false),
         ("deepseek-flash-pro", false),
+        ("gpt-4o-deepseek-flash", false),
+        ("claude-k-deepseek-flash", false),
+        ("DEEPSEEK_FLASH", true),
         ("flash", false),
         ("other-flash", false),
         ("claude-sonnet-4-5", false),
@@ -387,13 +425,32 @@ fn another_model_or_a_refusal_fails_the_answer() {
         } else {
             assert_eq!(result, Err(Rejected::Model(answered.into())), "{answered}");
         }
-        let body = json_message(answered, json!([]), json!("end_turn"));
+        let body = json_message(
+            answered,
+            json!([{"type": "text", "text": "hi"}]),
+            json!("end_turn"),
+        );
         assert_eq!(
             check("application/json", &body, &expected(false)).is_ok(),
             ok,
             "{answered}"
         );
     }
+    // An answer with nothing the runner can act on (it would re-send) fails once.
+    let thinking = vec![
+        json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "thinking", "thinking": ""}}),
+        json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "hmm"}}),
+        json!({"type": "content_block_stop", "index": 0}),
+    ];
+    for events in [message(&[], "end_turn"), message(&[thinking], "end_turn")] {
+        let why = malformed(SSE, &sse(&events), true);
+        assert!(why.contains("has no text and no tool call"), "{why}");
+    }
+    let empty = json_message(MODEL, json!([]), json!("end_turn"));
+    let why = malformed("application/json", &empty, false);
+    assert!(why.contains("has no text and no tool call"), "{why}");
     let refusal = message(&[text_block(0, &["I will ", "not do that."])], "refusal");
     assert_eq!(
         check(SSE, &sse(&refusal), &expected(true)),

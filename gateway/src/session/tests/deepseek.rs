@@ -108,7 +108,15 @@ async fn a_sub_session_id_is_not_a_session_to_the_public_tools() {
 /// A running sub-session of the harness's session, its broker `pid` (events are fed to the
 /// gateway directly); the record.
 async fn running_subsession(h: &Harness, pid: i32) -> crate::state::SessionRecord {
-    let view = h.start().await;
+    subsession_of(h, h.start().await, pid)
+}
+
+/// A running sub-session of session `view`, as [`running_subsession`].
+fn subsession_of(
+    h: &Harness,
+    view: crate::view::SessionView,
+    pid: i32,
+) -> crate::state::SessionRecord {
     let mut child = h.gateway.load(&view.native_session_id).unwrap();
     child.id = format!("ds_{pid:016}");
     child.status = crate::state::SessionStatus::Running;
@@ -282,5 +290,134 @@ fn verdicts_precede_acks_and_an_old_broker_is_never_acknowledged_a_refusal() {
             .iter()
             .any(|m| matches!(m, GatewayToBroker::Ack { .. })),
         "{sent:?}"
+    );
+}
+
+/// The record of sub-session `id`, which must have failed, and its error.
+fn failed_with(h: &Harness, id: &str) -> (crate::state::SessionRecord, String) {
+    let ended = h.gateway.load(id).unwrap();
+    let end = ended
+        .delegation
+        .as_ref()
+        .and_then(|d| d.end.clone())
+        .unwrap();
+    assert_eq!(end.status, crate::state::SubsessionStatus::Failed);
+    (ended, end.error.unwrap_or_default())
+}
+
+/// Issue 23/6 (second attack): the key reaches effects only through a delegated call or a file.
+/// A call whose arguments hold it once more escaped is refused, never recorded with its
+/// arguments, and fails the sub-session; a committed write that leaves it in its file (a key
+/// completed by a second write) fails the sub-session naming the path. No error holds the key.
+#[tokio::test]
+async fn a_key_in_a_delegated_call_or_a_written_file_fails_the_sub_session() {
+    const KEY: &str = "sk-0123456789abcdef0123456789abcdef";
+    let h = Harness::with(super::harness::Tuning {
+        deepseek_key: Some(KEY),
+        ..Default::default()
+    });
+    let pid = 4343;
+    let writing = h.start_with("kw", common::tools::CapabilityProfile::DirectWrite);
+    let child = subsession_of(&h, writing.await, pid);
+    let file = h.project.join("k.txt");
+    // Every character escaped in the decoded string: one more decoding gives the key.
+    let twice: String = KEY
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
+    let call = BrokerEvent::DelegatedCall {
+        action_id: "act_k".into(),
+        tool_use_id: "toolu_k".into(),
+        name: "Write".into(),
+        arguments: json!({"file_path": file, "content": twice}),
+    };
+    let verdict = h.gateway.on_broker_event(&child.id, pid, 1, call).unwrap();
+    assert!(
+        matches!(verdict, Some(Verdict::Refused { .. })),
+        "{verdict:?}"
+    );
+    assert!(
+        h.gateway
+            .store
+            .read(|tx| tx.action("act_k"))
+            .unwrap()
+            .is_none()
+    );
+    let (_, error) = failed_with(&h, &child.id);
+    assert!(
+        error.contains(
+            "a delegated call (Write) was refused: its arguments hold the DeepSeek API key"
+        ),
+        "{error}"
+    );
+    let kinds = h.ledger(&child.id);
+    assert!(kinds.contains(&"unapproved_call".to_string()), "{kinds:?}");
+    assert!(
+        !kinds.contains(&"delegated_call_approved".to_string()),
+        "{kinds:?}"
+    );
+
+    // A second sub-session whose Write and Edit put the key together in one file.
+    let h = Harness::with(super::harness::Tuning {
+        deepseek_key: Some(KEY),
+        ..Default::default()
+    });
+    let writing = h.start_with("kw", common::tools::CapabilityProfile::DirectWrite);
+    let child = subsession_of(&h, writing.await, pid);
+    let file = h.project.join("split.txt");
+    let write = BrokerEvent::DelegatedCall {
+        action_id: "act_w".into(),
+        tool_use_id: "toolu_w".into(),
+        name: "Write".into(),
+        arguments: json!({"file_path": file, "content": &KEY[..17]}),
+    };
+    assert_eq!(
+        h.gateway.on_broker_event(&child.id, pid, 1, write).unwrap(),
+        Some(Verdict::Approved)
+    );
+    std::fs::write(&file, KEY).unwrap();
+    let finished = BrokerEvent::ActionFinished {
+        action_id: "act_w".into(),
+        outcome: common::tools::ActionOutcome {
+            status: common::tools::ToolStatus::Ok,
+            output: String::new(),
+            truncated: false,
+            error_code: None,
+            receipt: common::tools::Receipt {
+                action_id: "act_w".into(),
+                path: Some(file.display().to_string()),
+                post_sha256: Some(common::hash::sha256_hex(KEY.as_bytes())),
+                ..Default::default()
+            },
+        },
+        write: Some(common::protocol::WriteEnd::Committed),
+    };
+    h.gateway
+        .on_broker_event(&child.id, pid, 2, finished)
+        .unwrap();
+    let (ended, error) = failed_with(&h, &child.id);
+    assert!(
+        error.contains(&format!("{} holds the DeepSeek API key", file.display()))
+            && error.contains("kept as written"),
+        "{error}"
+    );
+    assert!(!error.contains(&KEY[1..]), "{error}");
+    // The session's own Read of that file: its output never carries the key on.
+    let parent_id = ended.delegation.as_ref().unwrap().parent_session_id.clone();
+    let mut parent = h.gateway.load(&parent_id).unwrap();
+    parent.subsessions.push(child.id.clone());
+    let mut read = common::tools::ActionOutcome {
+        status: common::tools::ToolStatus::Ok,
+        output: format!("1\t{}", &KEY[2..]),
+        truncated: false,
+        error_code: None,
+        receipt: Default::default(),
+    };
+    h.gateway.withhold_deepseek_key(&parent, &mut read);
+    assert!(
+        read.output
+            .starts_with("output withheld: it holds the DeepSeek API key"),
+        "{}",
+        read.output
     );
 }
