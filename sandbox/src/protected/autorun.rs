@@ -1,8 +1,8 @@
 //! Auto-run places: files and directories that some tool executes (or loads as configuration that
 //! names programs) merely because the owner opens or uses a project later — Claude Code's
-//! `.claude/` and `.mcp.json`, editor task and config dirs, `.envrc`, Python start-up files in
-//! `site-packages`, git hook managers, shell start-up files. The write policy refuses them in
-//! both write profiles unless the owner allowed their class at gateway start
+//! `.claude/` and `.mcp.json`, editor task and config dirs, `.envrc`, Python environments'
+//! installed code (`site-packages`), git hook managers, shell start-up files. The write policy
+//! refuses them in both write profiles unless the owner allowed their class at gateway start
 //! (`CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES`); reading them stays allowed.
 //!
 //! Matching is by name components of the whole (absolute) path, case- and Unicode-insensitively
@@ -250,7 +250,7 @@ const INSTRUCTION_FILES: &[&str] = &[
 /// `.windsurf/rules/`, `.roo/rules/`, `.amazonq/rules/`): writable.
 const INSTRUCTION_DIR: &str = "rules";
 
-/// Directories whose Python start-up files run with every interpreter of the environment.
+/// Directories of installed Python code: all below them runs at interpreter start or import.
 const SITE_DIRS: &[&str] = &["site-packages", "dist-packages"];
 
 /// The class of the auto-run place `path` is, or lies inside, by its names alone; `None` for an
