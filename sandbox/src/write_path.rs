@@ -287,7 +287,7 @@ impl WriteRoot {
         relative: &Path,
         shown: &str,
     ) -> Result<(), WriteRefusal> {
-        use crate::protected::autorun::{AutorunClass, autorun_class, repository};
+        use crate::protected::autorun::{AutorunClass, repository};
         if AutorunClass::ALL
             .iter()
             .all(|class| policy.autorun_refused_class(Some(*class)).is_none())
@@ -307,14 +307,11 @@ impl WriteRoot {
         if links.is_empty() {
             return Ok(());
         }
-        for alias in links.aliases(relative).map_err(|err| unknown(&err))? {
-            let class = autorun_class(&self.path.join(&alias))
-                .or_else(|| repository::venv_class(&self.path, &alias));
-            if let Some(class) = policy.autorun_refused_class(class) {
-                let via = format!(
-                    " (reachable as {} through a symlink)",
-                    show(&self.path.join(&alias))
-                );
+        for (class, via) in links
+            .reached_as(&self.path, relative)
+            .map_err(|err| unknown(&err))?
+        {
+            if let Some(class) = policy.autorun_refused_class(Some(class)) {
                 return Err(autorun_refusal(shown.to_string(), via, class));
             }
         }

@@ -313,3 +313,70 @@ async fn symlinks_and_repositories_a_command_makes_stay_in_its_layer() {
         .await
         .unwrap();
 }
+
+/// Git's own indirections (issue 23, round 2): a hook linked from `.git/hooks`, the directory
+/// `core.hooksPath` names (also in a managed worktree, relative to its top) and a file
+/// `include.path` names are refused; ordinary files next to them are written.
+#[tokio::test(flavor = "multi_thread")]
+async fn places_git_s_configuration_names_are_refused_in_both_profiles() {
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let (_repo, source) = crate::writes::repo();
+    std::fs::create_dir_all(source.join("scripts")).unwrap();
+    std::fs::write(source.join("scripts/pre-commit"), "#!/bin/sh\ntrue\n").unwrap();
+    std::os::unix::fs::symlink(
+        "../../scripts/pre-commit",
+        source.join(".git/hooks/pre-commit"),
+    )
+    .unwrap();
+    crate::writes::git(&source, &["config", "core.hooksPath", "hooks"]);
+    crate::writes::git(&source, &["config", "include.path", "../shared.gitconfig"]);
+    std::fs::write(source.join("shared.gitconfig"), "[user]\n").unwrap();
+    crate::writes::git(&source, &["add", "-A"]);
+    crate::writes::git(&source, &["commit", "-q", "-m", "scripts"]);
+
+    let v = start_profile(&chat, &source, "worktree_write", "agc-wt").await;
+    let tree = std::path::PathBuf::from(v["working_directory"].as_str().unwrap());
+    let calls = json!([
+        write(
+            &tree.join("hooks/post-checkout"),
+            "#!/bin/sh\ntouch /tmp/pwned\n"
+        ),
+        write(&tree.join("scripts/build.sh"), "#!/bin/sh\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "agc-wt-r1", calls).await;
+    let got = results(&v);
+    assert_refused(&got[0], "hooks/post-checkout", "git_hooks");
+    assert_eq!(got[1]["status"], "ok", "{}", got[1]);
+    assert!(!tree.join("hooks").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "agc-wt-stop", None)
+        .await
+        .unwrap();
+
+    let v = start_profile(&chat, &source, "direct_write", "agc-dw").await;
+    let calls = json!([
+        write(
+            &source.join("scripts/pre-commit"),
+            "#!/bin/sh\ntouch /tmp/pwned\n"
+        ),
+        write(
+            &source.join("shared.gitconfig"),
+            "[core]\nfsmonitor = touch /tmp/pwned\n"
+        ),
+        write(&source.join("hooks/pre-push"), "#!/bin/sh\n"),
+        write(&source.join("scripts/build.sh"), "#!/bin/sh\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "agc-dw-r1", calls).await;
+    let got = results(&v);
+    assert_refused(&got[0], "scripts/pre-commit", "git_hooks");
+    assert_refused(&got[1], "shared.gitconfig", "vcs_config");
+    assert_refused(&got[2], "hooks/pre-push", "git_hooks");
+    assert_eq!(got[3]["status"], "ok", "{}", got[3]);
+    assert_eq!(
+        std::fs::read_to_string(source.join("shared.gitconfig")).unwrap(),
+        "[user]\n"
+    );
+    chat.stop(&session_id(&v), &lease_id(&v), "agc-dw-stop", None)
+        .await
+        .unwrap();
+}

@@ -427,6 +427,7 @@ impl AutorunAllowed {
     }
 }
 
+pub mod gitconfig;
 pub mod repository;
 pub mod symlinks;
 

@@ -13,9 +13,13 @@ impl Fixture {
     }
 
     fn file(&self, rel: &str) {
+        self.put(rel, "x");
+    }
+
+    fn put(&self, rel: &str, content: &str) {
         let path = self.root.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, "x").unwrap();
+        std::fs::write(path, content).unwrap();
     }
 
     fn link(&self, rel: &str, target: &str) {
@@ -272,4 +276,121 @@ fn protected_directories_inside_the_root_are_not_scanned() {
     f.allowed("cfg/settings.json");
     f.link("open/.claude", "../cfg");
     f.refused("cfg/settings.json", "agent_config");
+}
+
+#[test]
+fn a_symlink_in_git_hooks_makes_its_target_a_hook() {
+    let f = fixture();
+    f.mkdir(".git/hooks");
+    f.file("scripts/pre-commit");
+    f.link(".git/hooks/pre-commit", "../../scripts/pre-commit");
+    let message = f.refused("scripts/pre-commit", "git_hooks");
+    assert!(
+        message.contains(
+            "in a git hooks directory (core.hooksPath, hooks/) or what a symlink there names"
+        ),
+        "{message}"
+    );
+    f.allowed("scripts/build.sh");
+}
+
+#[test]
+fn a_symlinked_hooks_dir_of_a_gitfile_s_repository_is_refused() {
+    let f = fixture();
+    // A gitfile naming a git dir outside the root whose `hooks` is a link into the root.
+    let git_dir = f.base.join("elsewhere.git");
+    std::fs::create_dir_all(&git_dir).unwrap();
+    symlink(f.root.join("sub/ci-hooks"), git_dir.join("hooks")).unwrap();
+    f.mkdir("sub");
+    f.put("sub/.git", &format!("gitdir: {}\n", git_dir.display()));
+    f.refused("sub/ci-hooks/post-checkout", "git_hooks");
+    f.allowed("sub/ci/post-checkout");
+}
+
+#[test]
+fn core_hooks_path_names_a_hook_directory() {
+    let f = fixture();
+    f.mkdir(".git");
+    f.put(
+        ".git/config",
+        "[user]\n\tname = a\n[core] hooksPath = \"tools/\\\n hooks\" ; comment\n",
+    );
+    let message = f.refused("tools/ hooks/pre-commit", "git_hooks");
+    assert!(message.contains("tools/ hooks"), "{message}");
+    f.allowed("tools/hooks/pre-commit");
+}
+
+#[test]
+fn included_config_files_are_version_control_config() {
+    let f = fixture();
+    f.mkdir(".git");
+    f.put(
+        ".git/config",
+        "[include]\n\tpath = ../shared.gitconfig\n\
+         [includeIf \"gitdir:~/never/\"]\n\tpath = ../cfg/cond.inc\n",
+    );
+    // An included file's own include and hooksPath count too.
+    f.mkdir("cfg");
+    f.put(
+        "cfg/cond.inc",
+        "[core]\n\thookspath = hk\n[include]\n\tpath = deeper.inc\n",
+    );
+    f.refused("shared.gitconfig", "vcs_config");
+    f.refused("cfg/cond.inc", "vcs_config");
+    f.refused("cfg/deeper.inc", "vcs_config");
+    // Relative to the working tree's top, not to the file that set it.
+    f.refused("hk/x", "git_hooks");
+    f.allowed("cfg/hk/x");
+}
+
+#[test]
+fn a_linked_worktree_s_hooks_path_is_relative_to_its_top() {
+    let f = fixture();
+    // The main repository keeps the config; the worktree's gitfile and commondir lead there.
+    f.mkdir("main/.git/worktrees/wt");
+    f.put("main/.git/config", "[core]\nhooksPath=hooks\n");
+    f.put("main/.git/worktrees/wt/commondir", "../..\n");
+    f.mkdir("wt");
+    f.put("wt/.git", "gitdir: ../main/.git/worktrees/wt\n");
+    f.refused("wt/hooks/post-checkout", "git_hooks");
+    f.refused("main/hooks/post-checkout", "git_hooks");
+    f.allowed("wt/src/hooks.rs");
+}
+
+#[test]
+fn a_link_through_the_reader_s_context_reaches_its_class_everywhere() {
+    let f = fixture();
+    f.link(".claude", "/proc/self/cwd/cfg");
+    let message = f.refused("cfg/settings.json", "agent_config");
+    assert!(
+        message.contains("depends on who reads it") && message.contains("/work/.claude"),
+        "{message}"
+    );
+    // It may name the root itself: every file is reachable below it.
+    f.refused("notes.txt", "agent_config");
+    // A tail of the path below the link's name decides, as for any directory it may name.
+    let g = fixture();
+    g.link(".cargo", "/dev/fd/3/lib");
+    g.refused("lib/config.toml", "toolchain_config");
+    g.allowed("lib/module.py");
+    g.link("data", "/proc/thread-self/root/srv");
+    g.allowed("notes.txt");
+    // Everything below a `site-packages` is installed code: such a link may reach any file.
+    let h = fixture();
+    h.link("site-packages", "/dev/fd/3/lib");
+    h.refused("lib/evil.pth", "python_startup");
+    h.refused("notes.txt", "python_startup");
+}
+
+#[test]
+fn the_program_yarn_path_names_is_refused() {
+    let f = fixture();
+    f.file(".yarn/releases/yarn-4.cjs");
+    f.put(
+        ".yarnrc.yml",
+        "nodeLinker: pnp\nyarnPath: \".yarn/releases/yarn-4.cjs\" # pinned\n",
+    );
+    let message = f.refused(".yarn/releases/yarn-4.cjs", "toolchain_config");
+    assert!(message.contains("yarnPath"), "{message}");
+    f.allowed(".yarn/releases/other.cjs");
 }

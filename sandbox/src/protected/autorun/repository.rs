@@ -85,3 +85,16 @@ fn looks_like_git_dir(dir: &Path, adding: Option<&OsStr>) -> bool {
 fn piece_name(piece: &str) -> &str {
     if piece == "head" { "HEAD" } else { piece }
 }
+
+/// The program a `.yarnrc.yml` names with its top-level `yarnPath:` (yarn runs it for every
+/// `yarn` command in the project), as written (relative to the file's directory).
+pub fn yarn_path(rc: &str) -> Option<String> {
+    rc.lines().find_map(|line| {
+        let value = line.strip_prefix("yarnPath:")?.trim();
+        let value = match value.chars().next()? {
+            quote @ ('"' | '\'') => value[1..].split(quote).next()?,
+            _ => value.split(" #").next()?.trim(),
+        };
+        (!value.is_empty()).then(|| value.to_string())
+    })
+}

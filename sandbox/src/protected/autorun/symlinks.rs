@@ -24,6 +24,8 @@ use std::time::Duration;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
+use super::AutorunClass;
+
 /// How old a scan may be before a write rescans the root.
 pub const MAX_AGE: Duration = Duration::from_secs(10);
 
@@ -60,10 +62,16 @@ struct Link {
     to: Vec<String>,
 }
 
-/// The symlinks of a write root whose targets lie inside it.
+/// The symlinks of a write root whose targets lie inside it, the links whose target depends
+/// on who reads it, and the places the root's repositories name ([`super::gitconfig`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Symlinks {
     links: Vec<Link>,
+    /// Links (root-relative) through `/proc/self/…`, `/dev/fd/…`: they name what the reader's
+    /// working directory or descriptors are, so they may reach anything in the root.
+    context: Vec<PathBuf>,
+    /// Folded components of each git-named place, with its class and why.
+    places: Vec<(Vec<String>, AutorunClass, &'static str)>,
 }
 
 impl Symlinks {
@@ -84,9 +92,92 @@ impl Symlinks {
             dev,
             dirs: 0,
             links: Vec::new(),
+            context: Vec::new(),
+            dot_gits: Vec::new(),
+            yarnrcs: Vec::new(),
         };
         scan.walk(top, &PathBuf::new(), 0)?;
-        Ok(Self { links: scan.links })
+        let mut places: Vec<_> = super::gitconfig::places(root_path, &scan.dot_gits)
+            .into_iter()
+            .map(|place| (fold_all(&place.at), place.class, place.why))
+            .collect();
+        // yarn reads `.yarnrc.yml` in the project and its ancestors; `yarnPath` runs.
+        let ancestors = root_path
+            .ancestors()
+            .skip(1)
+            .map(|dir| dir.join(".yarnrc.yml"));
+        for rc in scan
+            .yarnrcs
+            .iter()
+            .map(|rel| root_path.join(rel))
+            .chain(ancestors)
+        {
+            let Ok(text) = std::fs::read_to_string(&rc) else {
+                continue;
+            };
+            let (Some(program), Some(dir)) = (super::repository::yarn_path(&text), rc.parent())
+            else {
+                continue;
+            };
+            if let Resolved::Inside(at) = resolve(root_path, Path::new("/"), &dir.join(program)) {
+                let why = "the program a .yarnrc.yml's yarnPath names";
+                places.push((fold_all(&at), AutorunClass::ToolchainConfig, why));
+            }
+        }
+        Ok(Self {
+            links: scan.links,
+            context: scan.context,
+            places,
+        })
+    }
+
+    /// Every auto-run class `path` (root-relative, real; its own names already checked by the
+    /// caller) is reached as, with how: through a symlink (each name it is reachable as,
+    /// classified by name or as a venv's `bin/`), through a link whose target depends on the
+    /// reader (any tail of the path below the link's name), or as a place git's configuration
+    /// names.
+    pub fn reached_as(
+        &self,
+        root: &Path,
+        path: &Path,
+    ) -> Result<Vec<(AutorunClass, String)>, Incomplete> {
+        let mut out = Vec::new();
+        let aliases = self.aliases(path)?;
+        for alias in std::iter::once(path).chain(aliases.iter().map(PathBuf::as_path)) {
+            let shown = crate::path_policy::show(&root.join(alias));
+            if alias != path {
+                let class = super::autorun_class(&root.join(alias))
+                    .or_else(|| super::repository::venv_class(root, alias));
+                if let Some(class) = class {
+                    out.push((class, format!(" (reachable as {shown} through a symlink)")));
+                }
+            }
+            let folded = fold_all(alias);
+            for (place, class, why) in &self.places {
+                if folded.starts_with(place) {
+                    out.push((*class, format!(" ({shown} is {why})")));
+                }
+            }
+            let names = normal(alias);
+            for link in &self.context {
+                let shown_link = crate::path_policy::show(&root.join(link));
+                for start in 0..=names.len() {
+                    let mut reached = root.join(link);
+                    reached.extend(&names[start..]);
+                    if let Some(class) = super::autorun_class(&reached) {
+                        out.push((
+                            class,
+                            format!(
+                                " (the symlink {shown_link} names a place that depends on \
+                                 who reads it, so it may reach this file)"
+                            ),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Every other root-relative path that reaches `path` (root-relative, real) through the
@@ -118,13 +209,13 @@ impl Symlinks {
         Ok(out)
     }
 
-    /// How many symlinks into the root were found.
+    /// How many symlinks into the root, reader-dependent links and git-named places were found.
     pub fn len(&self) -> usize {
-        self.links.len()
+        self.links.len() + self.context.len() + self.places.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.links.is_empty()
+        self.len() == 0
     }
 }
 
@@ -134,6 +225,11 @@ struct Scan<'a> {
     dev: u64,
     dirs: usize,
     links: Vec<Link>,
+    context: Vec<PathBuf>,
+    /// Root-relative `.git` entries (directories or gitfiles), which are not descended into.
+    dot_gits: Vec<PathBuf>,
+    /// Root-relative `.yarnrc.yml` files.
+    yarnrcs: Vec<PathBuf>,
 }
 
 impl Scan<'_> {
@@ -164,9 +260,14 @@ impl Scan<'_> {
                 }
                 kind => kind,
             };
+            if crate::path_policy::is_git_name(name) {
+                self.dot_gits.push(rel.join(name));
+                continue;
+            }
             match kind {
-                FileType::Directory if !crate::path_policy::is_git_name(name) => {
-                    subdirs.push(name.to_os_string());
+                FileType::Directory => subdirs.push(name.to_os_string()),
+                FileType::RegularFile if super::fold(name) == ".yarnrc.yml" => {
+                    self.yarnrcs.push(rel.join(name));
                 }
                 FileType::Symlink => {
                     let Ok(target) = rustix::fs::readlinkat(&dir, name, Vec::new()) else {
@@ -174,11 +275,13 @@ impl Scan<'_> {
                     };
                     let target = PathBuf::from(OsStr::from_bytes(target.as_bytes()));
                     let parent = self.root_path.join(rel);
-                    if let Some(to) = resolve(self.root_path, &parent, &target) {
-                        self.links.push(Link {
+                    match resolve(self.root_path, &parent, &target) {
+                        Resolved::Inside(to) => self.links.push(Link {
                             at: rel.join(name),
-                            to: normal(&to).iter().map(|n| super::fold(n)).collect(),
-                        });
+                            to: fold_all(&to),
+                        }),
+                        Resolved::Context => self.context.push(rel.join(name)),
+                        Resolved::Outside => {}
                     }
                 }
                 _ => {}
@@ -205,14 +308,41 @@ enum Step {
     Name(OsString),
 }
 
-/// The real path `target` (read from a link in `parent`) names, relative to `root`; `None`
-/// outside the root or through a loop.
-fn resolve(root: &Path, parent: &Path, target: &Path) -> Option<PathBuf> {
+/// Where a link's target is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Resolved {
+    /// This real path, relative to the root.
+    Inside(PathBuf),
+    /// Outside the root, or through a loop.
+    Outside,
+    /// Through `/proc` or `/dev/fd`-like names, whose meaning depends on the process reading
+    /// (`/proc/self/cwd`, `/proc/thread-self/root`, `/dev/stdin`): unknowable here.
+    Context,
+}
+
+/// Whether `path` (absolute) is in `/proc` or names a process's descriptors.
+fn reader_dependent(path: &Path) -> bool {
+    [
+        "/proc",
+        "/dev/fd",
+        "/dev/stdin",
+        "/dev/stdout",
+        "/dev/stderr",
+    ]
+    .iter()
+    .any(|prefix| path.starts_with(prefix))
+}
+
+/// The real path `target` (read from a link in `parent`) names, relative to `root`.
+pub(super) fn resolve(root: &Path, parent: &Path, target: &Path) -> Resolved {
     let mut out = parent.to_path_buf();
     let mut pending: Vec<Step> = Vec::new();
     push_steps(&mut pending, &mut out, target);
     let mut hops = 0;
     while let Some(step) = pending.pop() {
+        if reader_dependent(&out) {
+            return Resolved::Context;
+        }
         match step {
             Step::Up => {
                 out.pop();
@@ -222,10 +352,12 @@ fn resolve(root: &Path, parent: &Path, target: &Path) -> Option<PathBuf> {
                 match std::fs::symlink_metadata(&next) {
                     Ok(meta) if meta.file_type().is_symlink() => {
                         hops += 1;
+                        let Ok(link) = std::fs::read_link(&next) else {
+                            return Resolved::Outside;
+                        };
                         if hops > MAX_HOPS {
-                            return None;
+                            return Resolved::Outside;
                         }
-                        let link = std::fs::read_link(&next).ok()?;
                         push_steps(&mut pending, &mut out, &link);
                     }
                     _ => out = next,
@@ -233,7 +365,18 @@ fn resolve(root: &Path, parent: &Path, target: &Path) -> Option<PathBuf> {
             }
         }
     }
-    out.strip_prefix(root).ok().map(Path::to_path_buf)
+    if reader_dependent(&out) {
+        return Resolved::Context;
+    }
+    match out.strip_prefix(root) {
+        Ok(inside) => Resolved::Inside(inside.to_path_buf()),
+        Err(_) => Resolved::Outside,
+    }
+}
+
+/// The folded names of `path`, for prefix matching.
+fn fold_all(path: &Path) -> Vec<String> {
+    normal(path).iter().map(|n| super::fold(n)).collect()
 }
 
 /// Queue `path`'s steps (its first on top); an absolute path restarts from `/`.

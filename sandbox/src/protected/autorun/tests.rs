@@ -265,3 +265,38 @@ fn more_agent_editor_hook_and_toolchain_names_are_classified() {
         assert_eq!(class(path), None, "{path}");
     }
 }
+
+#[test]
+fn git_config_is_parsed_as_git_reads_it() {
+    use super::gitconfig::{Entry, parse};
+    let text = "# c\n[Core]\n\tHooksPath = a b  ; x\n[core] hookspath = \"q;#\\\"\" \n\
+                [includeIf \"gitdir:~/a b/\"] path = x\\\ny\n[section.Sub]\nbare\n\
+                [broken\nkey = v\nbad = \"open\n[include]path=\\q\n";
+    let got: Vec<(String, Option<String>, String, Option<String>)> = parse(text)
+        .into_iter()
+        .map(
+            |Entry {
+                 section,
+                 subsection,
+                 key,
+                 value,
+             }| (section, subsection, key, value),
+        )
+        .collect();
+    let own = |s: &str| s.to_string();
+    assert_eq!(
+        got,
+        vec![
+            (own("core"), None, own("hookspath"), Some(own("a b"))),
+            (own("core"), None, own("hookspath"), Some(own("q;#\""))),
+            (
+                own("includeif"),
+                Some(own("gitdir:~/a b/")),
+                own("path"),
+                Some(own("xy"))
+            ),
+            (own("section"), Some(own("sub")), own("bare"), None),
+            (own("section"), Some(own("sub")), own("key"), Some(own("v"))),
+        ]
+    );
+}
