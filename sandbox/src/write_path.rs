@@ -75,7 +75,8 @@ pub enum WriteRefusal {
     )]
     AutorunPlace {
         path: String,
-        /// Empty, or how a symlink makes the path one (` (reachable as … through a symlink)`).
+        /// Empty, or why the path is one: through a symlink (` (reachable as … through a
+        /// symlink)`), or by what its directories hold (an embedded repository, a venv's `bin/`).
         via: String,
         class: &'static str,
         places: &'static str,
@@ -295,7 +296,7 @@ impl WriteRoot {
         }
         let content = repository::content_class(&self.path, relative);
         if let Some(class) = policy.autorun_refused_class(content) {
-            return Err(autorun_refusal(shown.to_string(), String::new(), class));
+            return Err(content_refusal(shown.to_string(), class));
         }
         let unknown = |reason: &Incomplete| WriteRefusal::AutorunUnknown {
             path: shown.to_string(),
@@ -565,7 +566,7 @@ impl WriteTarget {
             &self.parent_rel.join(&self.name),
         );
         match policy.autorun_refused_class(content) {
-            Some(class) => Err(autorun_refusal(show(&self.path), String::new(), class)),
+            Some(class) => Err(content_refusal(show(&self.path), class)),
             None => Ok(()),
         }
     }
@@ -632,6 +633,24 @@ fn autorun_refusal(
         places: class.places(),
         env: crate::protected::autorun::ALLOW_ENV,
     }
+}
+
+/// The refusal of a write to a place that is an auto-run place by what its directories hold,
+/// saying why (the path's names alone look ordinary).
+fn content_refusal(path: String, class: crate::protected::autorun::AutorunClass) -> WriteRefusal {
+    use crate::protected::autorun::AutorunClass;
+    let why = match class {
+        AutorunClass::VcsConfig => {
+            " (a directory on its way holds or would hold git's HEAD, objects, refs or \
+             commondir: git would take it for a repository and run what its config names)"
+        }
+        AutorunClass::PythonStartup => {
+            " (it is in the bin/ of a Python environment, a directory holding pyvenv.cfg or \
+             conda-meta/: its programs run whenever the environment is used)"
+        }
+        _ => "",
+    };
+    autorun_refusal(path, why.to_string(), class)
 }
 
 /// The policy's `.git` refusal, worded for writes.

@@ -1,7 +1,8 @@
 //! Auto-run places with the real runner (issue 23, item 1): a `direct_write` and a
 //! `worktree_write` session cannot create or change files that run by themselves later
 //! (`.claude/settings.json` with a hook, `.mcp.json`, `.vscode/tasks.json`, `.envrc`, a `.pth` in
-//! a venv's `site-packages`, a subproject's `.claude/`), through Write (also creating the
+//! a venv's `site-packages` or a module a `.pth` imports, a subproject's `.claude/`, Copilot's
+//! `.github/hooks/`, lefthook's local config), through Write (also creating the
 //! parent), Edit or NotebookEdit; ordinary files with similar names stay writable; the owner's
 //! per-class opt-in opens exactly its class. Also (F2, F3, F6): paths reachable from an auto-run
 //! name through a repository's symlinks, embedded git repositories, a venv's `bin/`, and what a
@@ -39,10 +40,23 @@ const PLACES: &[(&str, &str)] = &[
         ".venv/lib/python3.12/site-packages/evil.pth",
         "python_startup",
     ),
+    (
+        ".venv/lib/python3.12/site-packages/_distutils_hack/__init__.py",
+        "python_startup",
+    ),
+    (".github/hooks/hooks.json", "agent_config"),
+    ("lefthook-local.yml", "git_hooks"),
 ];
 
 /// Ordinary files with similar names: written.
-const ORDINARY: &[&str] = &["docs/.vscode.md", "src/settings.json", "evil.pth"];
+const ORDINARY: &[&str] = &[
+    "docs/.vscode.md",
+    "src/settings.json",
+    "evil.pth",
+    "src/bin/activate.rs",
+    "scripts/bin/activate_account.py",
+    "pnpm-workspace.yaml",
+];
 
 /// Tries every place and every ordinary file in `root` in one reply, plus an Edit of an
 /// existing `.claude/settings.local.json` and a NotebookEdit of `.idea/n.ipynb`; checks each

@@ -1,15 +1,16 @@
 //! Auto-run places: files and directories that some tool executes (or loads as configuration that
 //! names programs) merely because the owner opens or uses a project later — Claude Code's
-//! `.claude/` and `.mcp.json`, editor task and config dirs, `.envrc`, Python start-up files in
-//! `site-packages`, git hook managers, shell start-up files. The write policy refuses them in
-//! both write profiles unless the owner allowed their class at gateway start
+//! `.claude/` and `.mcp.json`, editor task and config dirs, `.envrc`, Python environments'
+//! installed code (`site-packages`), git hook managers, shell start-up files. The write policy
+//! refuses them in both write profiles unless the owner allowed their class at gateway start
 //! (`CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES`); reading them stays allowed.
 //!
 //! Matching is by name components of the whole (absolute) path, case- and Unicode-insensitively
 //! on every platform (a case-insensitive file system — macOS, ext4 casefold, vfat — opens
 //! `.VSCode` as `.vscode`; refusing the variant elsewhere costs nothing real). A directory class
-//! matches at any depth (a subproject's `.claude/`), a file class by its own name (anywhere, or
-//! below a `site-packages` directory for Python's start-up files).
+//! matches at any depth (a subproject's `.claude/`), a file class by its own name; everything
+//! below a `site-packages` or `dist-packages` directory is installed code that runs at
+//! interpreter start or import (a `.pth` file's module, `pip` itself), not the project's source.
 
 use std::ffi::OsStr;
 use std::path::{Component, Path};
@@ -27,7 +28,7 @@ pub enum AutorunClass {
     EditorConfig,
     /// Files a shell runs on entering the directory (direnv, mise).
     DirectoryHooks,
-    /// Python start-up files in an environment's `site-packages`.
+    /// An environment's installed Python code (`site-packages`) and its programs.
     PythonStartup,
     /// Git hook managers' hook files and configs (`.git/hooks` itself is refused as `.git`).
     GitHooks,
@@ -72,26 +73,32 @@ impl AutorunClass {
             Self::AgentConfig => {
                 "coding agents' project configuration: Claude Code's .claude/ and .mcp.json, \
                  .cursor/, .gemini/, .codex/, .kiro/, .continue/, .windsurf/, .roo/, \
-                 .kilocode/, .amazonq/, .opencode/, opencode.json, crush.json, \
-                 .aider.conf.yml (instruction files such as CLAUDE.md, AGENTS.md and \
-                 .cursor/rules/ stay writable)"
+                 .kilocode/, .amazonq/, .opencode/, .qwen/, .iflow/, .factory/, .junie/, \
+                 .amp/, .trae/, .augment/, .clinerules/hooks/, .github/hooks/, \
+                 opencode.json, crush.json, .continuerc.json, .aider.conf.yml (instruction \
+                 files such as CLAUDE.md, AGENTS.md, .clinerules and .cursor/rules/ stay \
+                 writable)"
             }
             Self::EditorConfig => {
-                "editor and IDE configuration: .vscode/, .idea/, .zed/, .fleet/, .devcontainer/, \
-                 .devcontainer.json, .nvim.lua, .nvimrc, .exrc"
+                "editor and IDE configuration: .vscode/, .idea/, .zed/, .fleet/, .helix/, \
+                 .devcontainer/, .devcontainer.json, .nvim.lua, .nvimrc, .exrc, .vimrc, \
+                 _vimrc, .gvimrc, _gvimrc, .lazy.lua"
             }
             Self::DirectoryHooks => {
                 "directory-entry hooks: .envrc, mise's mise.toml, .mise.toml, mise.*.toml, \
                  .mise/, .config/mise/, mise/config.toml, .rtx.toml, and .tool-versions"
             }
             Self::PythonStartup => {
-                "Python start-up files: *.pth, sitecustomize.*, usercustomize.* below \
-                 site-packages or dist-packages, pyvenv.cfg, every file in a virtual \
-                 environment's bin/ (and bin/activate* anywhere), conda's activate.d/"
+                "Python environments: everything below site-packages or dist-packages \
+                 (.pth files, the modules they import, installed packages), pyvenv.cfg, \
+                 every file in the bin/ or Scripts/ of a virtual environment (a directory \
+                 holding pyvenv.cfg) or a conda environment (holding conda-meta/), conda's \
+                 activate.d/"
             }
             Self::GitHooks => {
                 "git hooks: .git/hooks, .husky/, .githooks/, .pre-commit-config.yaml, \
-                 lefthook.yml, .lefthook.yml"
+                 lefthook's (.)lefthook(-local).{yml,yaml,toml,json,jsonc}, lint-staged's \
+                 .lintstagedrc* and lint-staged.config.*"
             }
             Self::ShellStartup => {
                 "shell start-up files: .bashrc, .bash_profile, .bash_login, .bash_logout, \
@@ -101,7 +108,8 @@ impl AutorunClass {
             Self::ToolchainConfig => {
                 "toolchain and package-manager configuration naming programs: \
                  .cargo/config.toml, .cargo/config, rust-toolchain.toml, rust-toolchain, \
-                 .npmrc, .yarnrc, .yarnrc.yml, .pnpmfile.cjs"
+                 .npmrc, .yarnrc, .yarnrc.yml, .pnpmfile.cjs, bunfig.toml, .bazeliskrc, \
+                 .bazelversion"
             }
             Self::VcsConfig => {
                 "version-control repositories' own files: every file of a directory git \
@@ -129,10 +137,18 @@ const DIRS: &[(&str, AutorunClass)] = &[
     (".kilocode", AutorunClass::AgentConfig),
     (".amazonq", AutorunClass::AgentConfig),
     (".opencode", AutorunClass::AgentConfig),
+    (".qwen", AutorunClass::AgentConfig),
+    (".iflow", AutorunClass::AgentConfig),
+    (".factory", AutorunClass::AgentConfig),
+    (".junie", AutorunClass::AgentConfig),
+    (".amp", AutorunClass::AgentConfig),
+    (".trae", AutorunClass::AgentConfig),
+    (".augment", AutorunClass::AgentConfig),
     (".vscode", AutorunClass::EditorConfig),
     (".idea", AutorunClass::EditorConfig),
     (".zed", AutorunClass::EditorConfig),
     (".fleet", AutorunClass::EditorConfig),
+    (".helix", AutorunClass::EditorConfig),
     (".devcontainer", AutorunClass::EditorConfig),
     (".husky", AutorunClass::GitHooks),
     (".githooks", AutorunClass::GitHooks),
@@ -150,10 +166,16 @@ const FILES: &[(&str, AutorunClass)] = &[
     ("opencode.jsonc", AutorunClass::AgentConfig),
     ("crush.json", AutorunClass::AgentConfig),
     (".crush.json", AutorunClass::AgentConfig),
+    (".continuerc.json", AutorunClass::AgentConfig),
     (".devcontainer.json", AutorunClass::EditorConfig),
     (".nvim.lua", AutorunClass::EditorConfig),
     (".nvimrc", AutorunClass::EditorConfig),
     (".exrc", AutorunClass::EditorConfig),
+    (".vimrc", AutorunClass::EditorConfig),
+    ("_vimrc", AutorunClass::EditorConfig),
+    (".gvimrc", AutorunClass::EditorConfig),
+    ("_gvimrc", AutorunClass::EditorConfig),
+    (".lazy.lua", AutorunClass::EditorConfig),
     (".envrc", AutorunClass::DirectoryHooks),
     ("mise.toml", AutorunClass::DirectoryHooks),
     (".mise.toml", AutorunClass::DirectoryHooks),
@@ -163,8 +185,7 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".tool-versions", AutorunClass::DirectoryHooks),
     ("pyvenv.cfg", AutorunClass::PythonStartup),
     (".pre-commit-config.yaml", AutorunClass::GitHooks),
-    ("lefthook.yml", AutorunClass::GitHooks),
-    (".lefthook.yml", AutorunClass::GitHooks),
+    (".lintstagedrc", AutorunClass::GitHooks),
     (".bashrc", AutorunClass::ShellStartup),
     (".bash_profile", AutorunClass::ShellStartup),
     (".bash_login", AutorunClass::ShellStartup),
@@ -185,6 +206,10 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".yarnrc.yml", AutorunClass::ToolchainConfig),
     (".pnpmfile.cjs", AutorunClass::ToolchainConfig),
     (".pnpmfile.mjs", AutorunClass::ToolchainConfig),
+    ("bunfig.toml", AutorunClass::ToolchainConfig),
+    (".bunfig.toml", AutorunClass::ToolchainConfig),
+    (".bazeliskrc", AutorunClass::ToolchainConfig),
+    (".bazelversion", AutorunClass::ToolchainConfig),
 ];
 
 /// Files that are auto-run places in a directory of this name: `(directory, file)`.
@@ -197,6 +222,8 @@ const FILES_IN: &[(&str, &str, AutorunClass)] = &[
 
 /// Directories that are auto-run places below a directory of this name: `(parent, directory)`.
 const DIRS_IN: &[(&str, &str, AutorunClass)] = &[
+    (".clinerules", "hooks", AutorunClass::AgentConfig),
+    (".github", "hooks", AutorunClass::AgentConfig),
     (".config", "mise", AutorunClass::DirectoryHooks),
     ("conda", "activate.d", AutorunClass::PythonStartup),
     ("conda", "deactivate.d", AutorunClass::PythonStartup),
@@ -214,13 +241,16 @@ const INSTRUCTION_FILES: &[&str] = &[
     ".windsurfrules",
     ".clinerules",
     "copilot-instructions.md",
+    "qwen.md",
+    "iflow.md",
+    "guidelines.md",
 ];
 
 /// An agent directory's sub-directory of instruction files (`.cursor/rules/`, `.claude/rules/`,
 /// `.windsurf/rules/`, `.roo/rules/`, `.amazonq/rules/`): writable.
 const INSTRUCTION_DIR: &str = "rules";
 
-/// Directories whose Python start-up files run with every interpreter of the environment.
+/// Directories of installed Python code: all below them runs at interpreter start or import.
 const SITE_DIRS: &[&str] = &["site-packages", "dist-packages"];
 
 /// The class of the auto-run place `path` is, or lies inside, by its names alone; `None` for an
@@ -252,26 +282,20 @@ pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
     if is_mise_config(last) {
         return Some(AutorunClass::DirectoryHooks);
     }
-    if let Some(parent) = dirs.last() {
-        if let Some((_, _, class)) = FILES_IN
+    if is_git_hook_config(last) {
+        return Some(AutorunClass::GitHooks);
+    }
+    if let Some(parent) = dirs.last()
+        && let Some((_, _, class)) = FILES_IN
             .iter()
             .find(|(dir, file, _)| parent == dir && last == file)
-        {
-            return Some(*class);
-        }
-        // A virtual environment's activation scripts, which the owner sources by name.
-        if parent == "bin" && last.starts_with("activate") {
-            return Some(AutorunClass::PythonStartup);
-        }
-    }
-    // Python's start-up files below the first `site-packages` (at any depth: fail closed).
-    let site = names
-        .iter()
-        .position(|dir| SITE_DIRS.contains(&dir.as_str()));
-    if let Some(site) = site
-        && site + 1 < names.len()
-        && names[site + 1..].iter().any(|name| is_python_startup(name))
     {
+        return Some(*class);
+    }
+    // Everything below a `site-packages`: `.pth` files run the modules they name at every
+    // interpreter start, and any installed module runs when imported (a venv's `bin/` is
+    // recognised by content: [`repository::venv_class`]).
+    if dirs.iter().any(|dir| SITE_DIRS.contains(&dir.as_str())) {
         return Some(AutorunClass::PythonStartup);
     }
     None
@@ -296,9 +320,11 @@ fn dir_class(names: &[String]) -> Option<AutorunClass> {
     }
     let &(first, class) = found.first()?;
     // One agent directory only, and the file is an instruction file in it: its direct child
-    // (`.claude/CLAUDE.md`) or anything in its `rules/` directory.
+    // (`.claude/CLAUDE.md`) or anything in its `rules/` directory. Hook directories inside
+    // another one (`.clinerules/hooks/`, `.github/hooks/`) hold no instructions.
     let instruction = found.len() == 1
         && class == AutorunClass::AgentConfig
+        && DIRS.iter().any(|(name, _)| *name == dirs[first])
         && ((first + 1 == dirs.len() && INSTRUCTION_FILES.contains(&last.as_str()))
             || (first + 1 < dirs.len() && dirs[first + 1] == INSTRUCTION_DIR));
     (!instruction).then_some(class)
@@ -313,15 +339,16 @@ fn is_mise_config(name: &str) -> bool {
             .any(|prefix| name.starts_with(prefix))
 }
 
-/// `*.pth`, and `sitecustomize`/`usercustomize` as a module, package or compiled file.
-fn is_python_startup(name: &str) -> bool {
-    if name.ends_with(".pth") {
-        return true;
-    }
-    ["sitecustomize", "usercustomize"].iter().any(|module| {
-        name.strip_prefix(module)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-    })
+/// Git hook managers' config names beyond [`FILES`]: lefthook's
+/// `(.)lefthook(-local).{yml,yaml,toml,json,jsonc}`, lint-staged's `.lintstagedrc.*` and
+/// `lint-staged.config.*` (the commands they name run at every commit).
+fn is_git_hook_config(name: &str) -> bool {
+    let bare = name.strip_prefix('.').unwrap_or(name);
+    let lefthook = ["lefthook.", "lefthook-local."].iter().any(|prefix| {
+        bare.strip_prefix(prefix)
+            .is_some_and(|ext| ["yml", "yaml", "toml", "json", "jsonc"].contains(&ext))
+    });
+    lefthook || name.starts_with(".lintstagedrc.") || name.starts_with("lint-staged.config.")
 }
 
 /// Comparison key of a name: case- and normalisation-insensitive, as on a case-insensitive file

@@ -78,7 +78,7 @@ fn a_symlinked_auto_run_directory_makes_its_target_one() {
     // A symlinked `site-packages`.
     f.link(".venv/lib/python3.12/site-packages", "../../../pkgs");
     f.refused("pkgs/evil.pth", "python_startup");
-    f.allowed("pkgs/module.py");
+    f.refused("pkgs/module.py", "python_startup");
     // Ordinary files next to them, and ordinary symlinks, change nothing.
     f.allowed("cfg/other.json");
     f.link("docs/README.md", "../README.md");
@@ -148,6 +148,14 @@ fn an_embedded_repository_is_refused_whole() {
     ] {
         f.refused(rel, "vcs_config");
     }
+    let message = f.refused("tools/config", "vcs_config");
+    assert!(
+        message.contains(
+            "a directory on its way holds or would hold git's HEAD, objects, refs or \
+             commondir: git would take it for a repository and run what its config names"
+        ),
+        "{message}"
+    );
     // A gitfile's target is the same kind of directory; a worktree's admin dir has `commondir`.
     f.file("wt/HEAD");
     f.refused("wt/commondir", "vcs_config");
@@ -207,10 +215,31 @@ fn a_virtual_environment_s_programs_are_refused() {
     f.refused(".venv/Scripts/activate.bat", "python_startup");
     f.allowed(".venv/README.txt");
     f.allowed("tools/bin/run.sh");
-    f.refused("tools/bin/activate", "python_startup");
+    // Only a real environment's `bin/`: `activate*` elsewhere is ordinary source.
+    f.allowed("tools/bin/activate");
+    f.allowed("src/bin/activate.rs");
+    f.allowed("scripts/bin/activate_account.py");
     // Through a symlinked `bin`.
     f.link(".venv/bin", "../programs");
     f.refused("programs/pip", "python_startup");
+}
+
+#[test]
+fn a_conda_environment_s_programs_are_refused_and_the_message_says_why() {
+    let f = fixture();
+    f.mkdir("cenv/conda-meta");
+    let message = f.refused("cenv/bin/pip", "python_startup");
+    assert!(
+        message.contains(
+            "it is in the bin/ of a Python environment, a directory holding pyvenv.cfg or \
+             conda-meta/: its programs run whenever the environment is used"
+        ),
+        "{message}"
+    );
+    f.refused("cenv/bin/activate", "python_startup");
+    f.refused("cenv/lib/python3.11/site-packages/x.pth", "python_startup");
+    f.refused("cenv/etc/conda/activate.d/x.sh", "python_startup");
+    f.allowed("cenv/README.md");
 }
 
 #[test]
@@ -341,11 +370,16 @@ fn a_link_through_the_reader_s_context_reaches_its_class_everywhere() {
     f.refused("notes.txt", "agent_config");
     // A tail of the path below the link's name decides, as for any directory it may name.
     let g = fixture();
-    g.link("site-packages", "/dev/fd/3/lib");
-    g.refused("lib/evil.pth", "python_startup");
+    g.link(".cargo", "/dev/fd/3/lib");
+    g.refused("lib/config.toml", "toolchain_config");
     g.allowed("lib/module.py");
     g.link("data", "/proc/thread-self/root/srv");
     g.allowed("notes.txt");
+    // Everything below a `site-packages` is installed code: such a link may reach any file.
+    let h = fixture();
+    h.link("site-packages", "/dev/fd/3/lib");
+    h.refused("lib/evil.pth", "python_startup");
+    h.refused("notes.txt", "python_startup");
 }
 
 #[test]

@@ -14,8 +14,8 @@
 //! holds three of these names.
 //!
 //! *Virtual environments.* Every file in the `bin/` (or `Scripts/`) of a directory holding
-//! `pyvenv.cfg` runs as the environment's programs (`python`, `pip`, `activate`, entry points)
-//! when the owner uses the environment.
+//! `pyvenv.cfg` (or a conda environment's `conda-meta/`) runs as the environment's programs
+//! (`python`, `pip`, `activate`, entry points) when the owner uses the environment.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -45,7 +45,7 @@ pub fn content_class(root: &Path, relative: &Path) -> Option<AutorunClass> {
 }
 
 /// Whether `relative` lies in the `bin/` or `Scripts/` of a virtual environment (a directory
-/// holding `pyvenv.cfg`), looked up through the file system as given (symlinks followed: also
+/// holding `pyvenv.cfg`) or a conda environment (holding `conda-meta/`), looked up through the file system as given (symlinks followed: also
 /// for a path the target is reachable as).
 pub fn venv_class(root: &Path, relative: &Path) -> Option<AutorunClass> {
     let names: Vec<&OsStr> = relative.iter().collect();
@@ -54,7 +54,9 @@ pub fn venv_class(root: &Path, relative: &Path) -> Option<AutorunClass> {
         let folded = fold(name);
         if i + 1 < names.len()
             && (folded == "bin" || folded == "scripts")
-            && std::fs::symlink_metadata(dir.join("pyvenv.cfg")).is_ok()
+            && ["pyvenv.cfg", "conda-meta"]
+                .iter()
+                .any(|marker| std::fs::symlink_metadata(dir.join(marker)).is_ok())
         {
             return Some(AutorunClass::PythonStartup);
         }

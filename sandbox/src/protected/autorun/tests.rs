@@ -66,14 +66,13 @@ fn ordinary_files_with_similar_names_are_not_places() {
         "/p/evil.pth",
         "/p/lib/python3.12/packages/evil.pth",
         "/p/site-packages.txt",
-        "/p/site-packages/module.py",
         "/p/mcp.json",
         "/p/.envrc.example",
         "/p/bashrc",
         "/p/src/sitecustomize.py",
-        "/p/v/lib/site-packages/sitecustomizer.py",
         "/p/.github/workflows/ci.yml",
-        "/p/x.pth/lib/site-packages/module.py",
+        "/p/site-packages",
+        "/p/lib/site-packages-old/module.py",
     ] {
         assert_eq!(class(path), None, "{path}");
     }
@@ -121,8 +120,6 @@ fn toolchain_vcs_and_environment_places_are_classified() {
         ("/p/.mise.dev.local.toml", "directory_hooks"),
         ("/p/.rtx.toml", "directory_hooks"),
         ("/p/.tool-versions", "directory_hooks"),
-        ("/p/venv/bin/activate", "python_startup"),
-        ("/p/.venv/bin/activate.fish", "python_startup"),
         ("/p/env/etc/conda/activate.d/x.sh", "python_startup"),
         ("/p/.cursor/mcp.json", "agent_config"),
         ("/p/.cursor/hooks.json", "agent_config"),
@@ -145,6 +142,10 @@ fn toolchain_vcs_and_environment_places_are_classified() {
         "/p/.env",
         "/p/.env.local",
         "/p/conda/recipe/meta.yaml",
+        // A venv's `bin/` is recognised by its `pyvenv.cfg` (write policy), not by names.
+        "/p/src/bin/activate.rs",
+        "/p/scripts/bin/activate_account.py",
+        "/p/venv/bin/activate",
     ] {
         assert_eq!(class(path), None, "{path}");
     }
@@ -184,6 +185,84 @@ fn instruction_files_are_text_and_stay_writable() {
         "/p/.cursor/rules/.envrc",
     ] {
         assert!(class(path).is_some(), "{path}");
+    }
+}
+
+#[test]
+fn everything_below_site_packages_is_python_startup() {
+    // A `.pth` file's module (setuptools' `_distutils_hack`, virtualenv's `_virtualenv.py`) and
+    // `pip` itself run at interpreter start or as `bin/pip`: any installed file is start-up code.
+    for path in [
+        "/p/.venv/lib/python3.11/site-packages/_distutils_hack/__init__.py",
+        "/p/.venv/lib/python3.12/site-packages/_virtualenv.py",
+        "/p/.venv/lib/python3.12/site-packages/pip/__init__.py",
+        "/p/.venv/lib/python3.12/site-packages/distutils-precedence.pth",
+        "/p/.venv/Lib/Site-Packages/x/y/z.txt",
+        "/usr/lib/python3/dist-packages/apt/__init__.py",
+        "/p/x.pth/lib/site-packages/module.py",
+        "/p/site-packages/module.py",
+    ] {
+        assert_eq!(class(path), Some("python_startup"), "{path}");
+    }
+}
+
+#[test]
+fn more_agent_editor_hook_and_toolchain_names_are_classified() {
+    let cases = [
+        ("/p/.qwen/settings.json", "agent_config"),
+        ("/p/.iflow/settings.json", "agent_config"),
+        ("/p/.factory/hooks/h.sh", "agent_config"),
+        ("/p/.junie/mcp/mcp.json", "agent_config"),
+        ("/p/.amp/settings.json", "agent_config"),
+        ("/p/.trae/mcp.json", "agent_config"),
+        ("/p/.augment/settings.json", "agent_config"),
+        ("/p/.continuerc.json", "agent_config"),
+        ("/p/.clinerules/hooks/PreToolUse", "agent_config"),
+        ("/p/.clinerules/hooks/rules/x.md", "agent_config"),
+        ("/p/.clinerules/hooks/CLAUDE.md", "agent_config"),
+        ("/p/.github/hooks/hooks.json", "agent_config"),
+        ("/p/.helix/languages.toml", "editor_config"),
+        ("/p/.helix/config.toml", "editor_config"),
+        ("/p/.vimrc", "editor_config"),
+        ("/p/_vimrc", "editor_config"),
+        ("/p/.gvimrc", "editor_config"),
+        ("/p/.lazy.lua", "editor_config"),
+        ("/p/.lefthook-local.yml", "git_hooks"),
+        ("/p/lefthook-local.yml", "git_hooks"),
+        ("/p/lefthook.yml", "git_hooks"),
+        ("/p/.lefthook.yaml", "git_hooks"),
+        ("/p/lefthook.toml", "git_hooks"),
+        ("/p/lefthook-local.jsonc", "git_hooks"),
+        ("/p/.lintstagedrc", "git_hooks"),
+        ("/p/.lintstagedrc.json", "git_hooks"),
+        ("/p/.lintstagedrc.mjs", "git_hooks"),
+        ("/p/lint-staged.config.js", "git_hooks"),
+        ("/p/.bazeliskrc", "toolchain_config"),
+        ("/p/.bazelversion", "toolchain_config"),
+        ("/p/bunfig.toml", "toolchain_config"),
+    ];
+    for (path, want) in cases {
+        assert_eq!(class(path), Some(want), "{path}");
+    }
+    // Instruction text next to them stays writable; ordinary look-alikes are not places.
+    for path in [
+        "/p/.clinerules/style.md",
+        "/p/.clinerules/workflows/release.md",
+        "/p/.github/workflows/hooks.yml",
+        "/p/.github/instructions/hooks.md",
+        "/p/.junie/guidelines.md",
+        "/p/.trae/rules/project_rules.md",
+        "/p/.augment/rules/r.md",
+        "/p/.qwen/QWEN.md",
+        "/p/QWEN.md",
+        "/p/pnpm-workspace.yaml",
+        "/p/docs/lefthook.md",
+        "/p/lefthook.yml.orig",
+        "/p/lint-staged.md",
+        "/p/vimrc",
+        "/p/src/hooks/useThing.ts",
+    ] {
+        assert_eq!(class(path), None, "{path}");
     }
 }
 
