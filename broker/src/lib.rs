@@ -117,6 +117,16 @@ pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> an
     }
 
     state.shutdown.cancelled().await;
+    // No command outlives its broker: kill the running ones' groups and wait for their
+    // supervisors to reap them and remove their cgroups.
+    let left = tokio::task::spawn_blocking(|| {
+        executor::stop_running_commands(std::time::Duration::from_secs(5))
+    })
+    .await
+    .unwrap_or(0);
+    if left > 0 {
+        tracing::warn!("{left} commands were still being reaped at shutdown");
+    }
     gateway_link.abort();
     let _ = http.await;
     // The session's dir in the command runtime area, empty once no command runs (never

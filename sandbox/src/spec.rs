@@ -313,10 +313,11 @@ impl HostSupport {
                  cgroup {version} memory cgroup of CLAUDE_TOOLS_COMMAND_MEMORY_MB plus the scratch \
                  quota; the command is killed past it)"
             ),
-            ("linux", None) => "memory: per process only (RLIMIT_DATA, \
-                 CLAUDE_TOOLS_COMMAND_MEMORY_MB; shared memory and writable shared mappings of \
-                 /dev/zero refused): a command of several processes may use that much in each \
-                 (no memory cgroup can be made here)"
+            ("linux", None) => "memory: per process only (RLIMIT_DATA and a hard RLIMIT_STACK \
+                 of CLAUDE_TOOLS_COMMAND_MEMORY_MB each; shared memory, System V IPC, \
+                 MAP_GROWSDOWN mappings and writable shared mappings of /dev/zero refused): a \
+                 command of several processes may use that much in each, and kernel memory \
+                 (socket buffers, pipes) is not counted (no memory cgroup can be made here)"
                 .to_string(),
             _ => "memory: not bounded by the sandbox on this OS".to_string(),
         }

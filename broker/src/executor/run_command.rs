@@ -35,7 +35,10 @@ use super::Executor;
 
 mod layer;
 mod outcome;
+mod running;
 mod supervise;
+
+pub use running::stop_all as stop_running_commands;
 
 pub use layer::SessionLayer;
 
@@ -605,19 +608,36 @@ fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, CommandError
 #[cfg(target_os = "linux")]
 fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, CommandError> {
     let json = serde_json::to_vec(spec).map_err(CommandError::EncodeSpec)?;
-    let mut child = std::process::Command::new(helper)
-        .arg("sandbox-exec")
+    let mut cmd = std::process::Command::new(helper);
+    cmd.arg("sandbox-exec")
         .env_clear()
         .current_dir("/")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|source| CommandError::Spawn {
-            program: helper.to_path_buf(),
-            source,
-        })?;
+        .process_group(0);
+    // No command outlives its broker: the helper (and, through its own death signal, the pid
+    // namespace it forks) is SIGKILLed when the spawning thread dies. That thread is the one that
+    // then supervises the command until it is reaped, so it lives exactly as long as the command
+    // may, and it dies with the broker however the broker ends. A broker already gone before the
+    // prctl (re-parented child) is caught by comparing the parent pid.
+    let broker = std::process::id() as libc::pid_t;
+    // SAFETY: prctl and getppid are async-signal-safe, allocate nothing and change only the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != broker {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|source| CommandError::Spawn {
+        program: helper.to_path_buf(),
+        source,
+    })?;
     if let Some(mut stdin) = child.stdin.take()
         && let Err(err) = stdin.write_all(&json)
     {

@@ -20,6 +20,7 @@ mod adversarial;
 mod end_to_end;
 mod helper_integrity;
 mod layer;
+mod lifetime;
 mod limits;
 mod masks_and_fallback;
 mod memory;

@@ -329,8 +329,9 @@ pub fn release(report: &crate::spec::Report) -> Released {
     Released { oom_killed, left }
 }
 
-/// Remove command cgroups a killed broker or helper left behind: empty ones older than a minute
-/// (a younger one may be a helper's about to be joined) under this process's memory parent and
+/// Remove command cgroups a killed broker or helper left behind, older than a minute (a younger
+/// one may be a helper's about to be joined); processes still in one whose broker is gone are
+/// killed first ([`kill_orphaned`]) under this process's memory parent and
 /// at the pids hierarchy's root (where root's pids cgroups are made). Returns how many.
 pub fn sweep_orphans() -> usize {
     let mut dirs: Vec<PathBuf> = parent()
@@ -355,14 +356,61 @@ pub fn sweep_orphans() -> usize {
                 .and_then(|m| m.modified().ok())
                 .and_then(|t| t.elapsed().ok())
                 .is_some_and(|age| age > Duration::from_secs(60));
-            let empty = std::fs::read_to_string(path.join("cgroup.procs"))
-                .is_ok_and(|procs| procs.trim().is_empty());
-            if is_command_cgroup(&path) && old && empty && std::fs::remove_dir(&path).is_ok() {
+            if !is_command_cgroup(&path) || !old {
+                continue;
+            }
+            let mut empty = procs(&path).is_some_and(|p| p.is_empty());
+            if !empty && kill_orphaned(&path) {
+                empty = remove(&path);
+            }
+            if (empty && std::fs::remove_dir(&path).is_ok()) || !path.exists() {
                 removed += 1;
             }
         }
     }
     removed
+}
+
+fn procs(dir: &Path) -> Option<Vec<libc::pid_t>> {
+    let text = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+    Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}
+
+fn parent_pid(pid: libc::pid_t) -> Option<libc::pid_t> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields follow the last ')'.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Leftover command cgroup whose processes outlived their broker (issue 24): none of them is the
+/// child of a live broker (`gateway broker`) or gateway process (same executable as this one): a
+/// running command's helper is their child, an orphan's parent is init or a subreaper. Then every process in it is SIGKILLed. True when it was killed.
+fn kill_orphaned(dir: &Path) -> bool {
+    let Some(pids) = procs(dir) else {
+        return false;
+    };
+    let own = std::fs::read_link("/proc/self/exe").ok();
+    let gateway = |ppid: libc::pid_t| {
+        let broker = std::fs::read(format!("/proc/{ppid}/cmdline"))
+            .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"broker".as_slice()));
+        broker || (own.is_some() && std::fs::read_link(format!("/proc/{ppid}/exe")).ok() == own)
+    };
+    let supervised = pids
+        .iter()
+        .any(|pid| parent_pid(*pid).is_some_and(|ppid| !pids.contains(&ppid) && gateway(ppid)));
+    if supervised {
+        return false;
+    }
+    if std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
+        // No cgroup.kill (v1, kernel < 5.14): one by one (a fork in between is caught by the
+        // next start's sweep; the pids bound keeps that small).
+        for pid in &pids {
+            // SAFETY: kill with a pid read from the cgroup and a constant signal.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+    }
+    true
 }
 
 /// Set the calling process's `oom_score_adj` (raising is always allowed; lowering needs

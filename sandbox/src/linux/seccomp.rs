@@ -3,7 +3,8 @@
 //! mounts, namespaces, bpf, perf, keyrings, kexec, modules and reboot. Commands also: every
 //! `socket()` (socketpair stays allowed), the metadata calls Landlock cannot restrict (chmod,
 //! chown, xattrs, utime) and shared memory that `RLIMIT_DATA` does not count (memfd_create,
-//! memfd_secret, shmget, shared anonymous `mmap`); the runner: `socket()` outside IPv4, IPv6 and
+//! memfd_secret, SysV shm, message queues and semaphores, shared anonymous and `MAP_GROWSDOWN`
+//! `mmap`; the stack's hard rlimit is set in `sys`); the runner: `socket()` outside IPv4, IPv6 and
 //! netlink (no UNIX socket, see `RUNNER_SOCKET_FAMILIES`). A second hand-written filter denies
 //! x32 syscall numbers (seccompiler's arch check misses them) and answers `clone3` with `ENOSYS`
 //! so libc falls back to `clone`, whose namespace flags the first filter can inspect.
@@ -83,6 +84,12 @@ const DENIED_COMMAND: &[libc::c_long] = &[
     libc::SYS_memfd_create,
     447, // memfd_secret
     libc::SYS_shmget,
+    libc::SYS_shmat,
+    // System V message queues and semaphores: kernel memory no rlimit counts, and (without an
+    // IPC namespace) kept after the command ends. (PostgreSQL's SysV IPC cannot run here.)
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_semget,
 ];
 
 /// Legacy syscalls that exist on x86_64 only, denied to both.
@@ -191,8 +198,22 @@ fn command_filter(layered: bool) -> Result<BpfProgram, SeccompError> {
         SeccompCmpOp::MaskedEq(shared_anonymous),
         shared_anonymous,
     )?;
+    // A `MAP_GROWSDOWN` mapping is counted as stack, not data: refused (glibc's thread stacks do
+    // not use it).
+    let growsdown = SeccompCondition::new(
+        3,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(libc::MAP_GROWSDOWN as u64),
+        libc::MAP_GROWSDOWN as u64,
+    )?;
     let mut extra = BTreeMap::new();
-    extra.insert(libc::SYS_mmap, vec![SeccompRule::new(vec![condition])?]);
+    extra.insert(
+        libc::SYS_mmap,
+        vec![
+            SeccompRule::new(vec![condition])?,
+            SeccompRule::new(vec![growsdown])?,
+        ],
+    );
     deny_filter(denied, extra)
 }
 

@@ -164,19 +164,35 @@ pub fn set_rlimits(limits: &Limits, own_user_namespace: bool) -> io::Result<()> 
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut current) } == 0 {
         nofile = nofile.min(current.rlim_max);
     }
-    let mut resources = vec![
-        (libc::RLIMIT_NPROC, nproc),
-        (libc::RLIMIT_FSIZE, limits.fsize),
-        (libc::RLIMIT_CORE, 0),
-        (libc::RLIMIT_NOFILE, nofile),
+    // (resource, soft, hard)
+    let mut pairs = vec![
+        (libc::RLIMIT_NPROC, nproc, nproc),
+        (libc::RLIMIT_FSIZE, limits.fsize, limits.fsize),
+        (libc::RLIMIT_CORE, 0, 0),
+        (libc::RLIMIT_NOFILE, nofile, nofile),
     ];
     if let Some(memory) = limits.memory {
-        resources.push((libc::RLIMIT_DATA, memory));
+        pairs.push((libc::RLIMIT_DATA, memory, memory));
+        // The stack is not counted by RLIMIT_DATA: with the hard limit left unlimited a command
+        // raises its soft one and grows a stack past its memory (issue 24). Hard: at most the
+        // memory limit (tools that raise theirs, e.g. GCC to 64 MiB, still may); soft: as inherited.
+        let mut stack = libc::rlimit {
+            rlim_cur: memory,
+            rlim_max: memory,
+        };
+        // SAFETY: `stack` is a valid out-pointer.
+        if unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut stack) } != 0 {
+            stack.rlim_cur = memory;
+            stack.rlim_max = memory;
+        }
+        // Never above the inherited hard limit (raising it is not allowed).
+        let hard = stack.rlim_max.min(memory);
+        pairs.push((libc::RLIMIT_STACK, stack.rlim_cur.min(hard), hard));
     }
-    for (resource, value) in resources {
+    for (resource, soft, hard) in pairs {
         let limit = libc::rlimit {
-            rlim_cur: value,
-            rlim_max: value,
+            rlim_cur: soft,
+            rlim_max: hard,
         };
         // SAFETY: `limit` is a valid, initialised rlimit.
         if unsafe { libc::setrlimit(resource, &limit) } != 0 {

@@ -67,6 +67,8 @@ pub(super) struct RunResult {
     pub(super) ending: Ending,
     /// The guard stopped the command (its layer went over budget).
     pub(super) stopped_by_guard: bool,
+    /// Tracked until this result is dropped (after the caller released the cgroups).
+    pub(super) _flight: super::running::Flight,
 }
 
 fn set_nonblocking(fd: i32) {
@@ -114,6 +116,7 @@ pub(super) fn supervise(
     guard: &mut dyn FnMut() -> bool,
 ) -> RunResult {
     let pid = child.id() as i32;
+    let flight = super::running::Flight::start(pid);
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     for fd in [
@@ -238,6 +241,7 @@ pub(super) fn supervise(
     drop(out);
     drop(err);
     kill_group(pid, libc::SIGKILL);
+    flight.reaping();
     let ending = match child.wait() {
         Ok(status) => {
             use std::os::unix::process::ExitStatusExt;
@@ -274,6 +278,7 @@ pub(super) fn supervise(
         stderr,
         ending,
         stopped_by_guard,
+        _flight: flight,
     }
 }
 

@@ -123,6 +123,30 @@ fn memfd_and_shared_anonymous_memory_are_refused() {
     }
 }
 
+/// What `RLIMIT_DATA` does not count, in the no-cgroup fallback and with namespaces alike: an
+/// anonymous `MAP_GROWSDOWN` mapping and System V message queues, semaphores and shared memory
+/// are refused (seccomp, `EPERM`), and the stack's hard limit is the memory limit, so a command
+/// cannot raise its soft limit past it.
+const RLIMIT_BYPASSES: &str = "import ctypes, resource\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.mmap.restype = ctypes.c_void_p\nlibc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\np = libc.mmap(None, 1 << 30, 3, 0x22 | 0x100, -1, 0)\nprint('growsdown', 'mapped' if p != ctypes.c_void_p(-1).value else ctypes.get_errno())\nprint('stack hard', resource.getrlimit(resource.RLIMIT_STACK)[1] >> 20)\ntry:\n    resource.setrlimit(resource.RLIMIT_STACK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n    print('stack raised')\nexcept (ValueError, OSError):\n    print('stack refused')\nfor name, call in [('msgget', lambda: libc.msgget(0, 0o1600)), ('semget', lambda: libc.semget(0, 1, 0o1600)), ('shmget', lambda: libc.shmget(0, 4096, 0o1600))]:\n    r = call()\n    print(name, 'made' if r >= 0 else ctypes.get_errno())";
+
+#[test]
+fn growsdown_raised_stacks_and_sysv_ipc_are_refused_without_a_cgroup() {
+    for namespaces in [true, false] {
+        let fx = bounded_fixture(namespaces, false);
+        assert!(confinable(&fx), "this host confines commands");
+        let out = py(&fx, RLIMIT_BYPASSES);
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+        assert_eq!(
+            stdout_of(&out),
+            format!(
+                "growsdown 1\nstack hard {MEMORY_MB}\nstack refused\nmsgget 1\nsemget 1\nshmget 1\n"
+            ),
+            "{}",
+            out.output
+        );
+    }
+}
+
 /// The command's cgroup is removed when it ends, and a command runs with a high
 /// `oom_score_adj` (the OOM killer's first pick).
 #[test]
