@@ -393,4 +393,13 @@ fn the_program_yarn_path_names_is_refused() {
     let message = f.refused(".yarn/releases/yarn-4.cjs", "toolchain_config");
     assert!(message.contains("yarnPath"), "{message}");
     f.allowed(".yarn/releases/other.cjs");
+    // Yarn 1's `.yarnrc` names the program with `yarn-path`, quoted or not.
+    f.file("legacy/.yarn/y1.js");
+    f.put("legacy/.yarnrc", "yarn-path \".yarn/y1.js\"\n");
+    let message = f.refused("legacy/.yarn/y1.js", "toolchain_config");
+    assert!(message.contains("yarn-path"), "{message}");
+    f.file("bare/tools/y.js");
+    f.put("bare/.yarnrc", "# pinned\nyarn-path tools/y.js\n");
+    f.refused("bare/tools/y.js", "toolchain_config");
+    f.allowed("bare/tools/other.js");
 }

@@ -86,11 +86,15 @@ fn piece_name(piece: &str) -> &str {
     if piece == "head" { "HEAD" } else { piece }
 }
 
-/// The program a `.yarnrc.yml` names with its top-level `yarnPath:` (yarn runs it for every
-/// `yarn` command in the project), as written (relative to the file's directory).
+/// The program a yarn rc file names — `.yarnrc.yml`'s top-level `yarnPath: x` (yarn 2+) or
+/// `.yarnrc`'s `yarn-path "x"` (yarn 1) — which yarn runs for every `yarn` command in the project,
+/// as written (relative to the file's directory).
 pub fn yarn_path(rc: &str) -> Option<String> {
     rc.lines().find_map(|line| {
-        let value = line.strip_prefix("yarnPath:")?.trim();
+        let value = line
+            .strip_prefix("yarnPath:")
+            .or_else(|| line.strip_prefix("yarn-path "))?
+            .trim();
         let value = match value.chars().next()? {
             quote @ ('"' | '\'') => value[1..].split(quote).next()?,
             _ => value.split(" #").next()?.trim(),

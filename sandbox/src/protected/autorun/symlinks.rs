@@ -26,6 +26,9 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::AutorunClass;
 
+/// The rc files yarn reads (2+ and 1), each of which may name the program every `yarn` runs.
+const YARN_RC_FILES: [&str; 2] = [".yarnrc.yml", ".yarnrc"];
+
 /// How old a scan may be before a write rescans the root.
 pub const MAX_AGE: Duration = Duration::from_secs(10);
 
@@ -101,11 +104,11 @@ impl Symlinks {
             .into_iter()
             .map(|place| (fold_all(&place.at), place.class, place.why))
             .collect();
-        // yarn reads `.yarnrc.yml` in the project and its ancestors; `yarnPath` runs.
+        // yarn reads its rc files in the project and its ancestors; the program they name runs.
         let ancestors = root_path
             .ancestors()
             .skip(1)
-            .map(|dir| dir.join(".yarnrc.yml"));
+            .flat_map(|dir| YARN_RC_FILES.map(|name| dir.join(name)));
         for rc in scan
             .yarnrcs
             .iter()
@@ -120,7 +123,7 @@ impl Symlinks {
                 continue;
             };
             if let Resolved::Inside(at) = resolve(root_path, Path::new("/"), &dir.join(program)) {
-                let why = "the program a .yarnrc.yml's yarnPath names";
+                let why = "the program a .yarnrc.yml's yarnPath or a .yarnrc's yarn-path names";
                 places.push((fold_all(&at), AutorunClass::ToolchainConfig, why));
             }
         }
@@ -266,7 +269,7 @@ impl Scan<'_> {
             }
             match kind {
                 FileType::Directory => subdirs.push(name.to_os_string()),
-                FileType::RegularFile if super::fold(name) == ".yarnrc.yml" => {
+                FileType::RegularFile if YARN_RC_FILES.contains(&super::fold(name).as_str()) => {
                     self.yarnrcs.push(rel.join(name));
                 }
                 FileType::Symlink => {
