@@ -436,6 +436,10 @@ impl Gateway {
             .store
             .read(|tx| tx.actions_for_turn(child_id))
             .unwrap_or_default();
+        let stopping = self
+            .load(child_id)
+            .ok()
+            .and_then(|child| child.stop_request.map(|stop| stop.reason));
         let key = self.config.deepseek.api_key.as_ref().map(|k| k.expose());
         let leaked = key.and_then(|key| key_in_written_files(&actions, key));
         // The result text reaches ChatGPT: one that holds the key is dropped.
@@ -450,6 +454,8 @@ impl Gateway {
                 SubsessionStatus::Failed,
                 leaked.as_deref().map(key_in_file_error),
             ),
+            // A stop already under way cut its model request: the error is the stop's doing.
+            Ok(()) if is_error && stopping.is_some() => (SubsessionStatus::Stopped, stopping),
             Ok(()) if is_error => (
                 SubsessionStatus::Failed,
                 Some("the sub-session's runner ended with an error (see result_text)".into()),

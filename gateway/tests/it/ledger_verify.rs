@@ -286,7 +286,7 @@ fn require_failpoints() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_crash_between_commit_and_head_write_is_not_a_false_alarm() {
     require_failpoints();
-    let gw = gateway_with(&[(
+    let mut gw = gateway_with(&[(
         "NATIVE_GATEWAY_FAILPOINT",
         "gateway_before_ledger_head:abort",
     )])
@@ -296,6 +296,11 @@ async fn a_crash_between_commit_and_head_write_is_not_a_false_alarm() {
     let dir = work_dir();
     // The gateway aborts once the session's start is committed: the call gets no answer.
     let _ = chat.start("Say hello", dir.path(), "crash-1").await;
+    // The call ends when the connection drops; the aborting process (and its instance lock) may
+    // outlive that by a moment.
+    gw.wait_exit(std::time::Duration::from_secs(30))
+        .await
+        .expect("the gateway aborted at the failpoint");
     let head = common::ledger_chain::Head::read(gw.state_dir());
     let common::ledger_chain::HeadFile::Present(head) = head else {
         panic!("no head: {head:?}");
