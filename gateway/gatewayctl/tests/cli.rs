@@ -144,12 +144,33 @@ fn events_table_and_json() {
     insta::assert_json_snapshot!("events_json", f.json(events(ACTIVE, false, None)));
 }
 
+/// Collects output and says (once) when the first batch has been flushed.
+struct FirstFlush {
+    out: Vec<u8>,
+    flushed: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl std::io::Write for FirstFlush {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.flushed.take() {
+            let _ = tx.send(());
+        }
+        Ok(())
+    }
+}
+
 #[test]
 fn events_follow_sees_new_rows() {
     let f = Fixture::new();
     let writer = f.writer();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The row is appended only once the follower has printed what was there, so the test
+    // cannot race the follower however slow the machine is.
     let appender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(120));
+        rx.recv().unwrap();
         writer
             .execute(
                 "INSERT INTO events (session_id, at_ms, kind, data) VALUES (?1, ?2, 'runner_exited', '{\"exit_code\":0}')",
@@ -157,8 +178,14 @@ fn events_follow_sees_new_rows() {
             )
             .unwrap();
     });
-    let out = f.ok(true, events(ACTIVE, true, Some(8)));
+    let mut sink = FirstFlush {
+        out: Vec::new(),
+        flushed: Some(tx),
+    };
+    // 40 polls of 50 ms: two seconds for the insert to land after the first batch.
+    gatewayctl::run(f.cli(true, events(ACTIVE, true, Some(40))), &mut sink).unwrap();
     appender.join().unwrap();
+    let out = String::from_utf8(sink.out).unwrap();
     let lines: Vec<serde_json::Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
