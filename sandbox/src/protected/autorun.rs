@@ -73,7 +73,7 @@ impl AutorunClass {
             Self::AgentConfig => {
                 "coding agents' project configuration: Claude Code's .claude/ and .mcp.json, \
                  .cursor/, .gemini/, .codex/, .kiro/, .continue/, .windsurf/, .roo/, \
-                 .kilocode/, .amazonq/, .opencode/, .qwen/, .iflow/, .factory/, .junie/, \
+                 .kilocode/, .amazonq/, .opencode/, .opencode.json(c), .qwen/, .iflow/, .factory/, .junie/, \
                  .amp/, .trae/, .augment/, .clinerules/hooks/, .github/hooks/, \
                  opencode.json, crush.json, .continuerc.json, .aider.conf.yml (instruction \
                  files such as CLAUDE.md, AGENTS.md, .clinerules and .cursor/rules/ stay \
@@ -82,7 +82,8 @@ impl AutorunClass {
             Self::EditorConfig => {
                 "editor and IDE configuration: .vscode/, .idea/, .zed/, .fleet/, .helix/, \
                  .devcontainer/, .devcontainer.json, .nvim.lua, .nvimrc, .exrc, .vimrc, \
-                 _vimrc, .gvimrc, _gvimrc, .lazy.lua"
+                 _vimrc, .gvimrc, _gvimrc, .lazy.lua, Emacs's .dir-locals.el, VS Code's \
+                 *.code-workspace"
             }
             Self::DirectoryHooks => {
                 "directory-entry hooks: .envrc, mise's mise.toml, .mise.toml, mise.*.toml, \
@@ -97,6 +98,7 @@ impl AutorunClass {
             }
             Self::GitHooks => {
                 "git hooks: .git/hooks, .husky/, .githooks/, .pre-commit-config.yaml, \
+                 .overcommit.yml, \
                  lefthook's (.)lefthook(-local).{yml,yaml,toml,json,jsonc}, lint-staged's \
                  .lintstagedrc* and lint-staged.config.*"
             }
@@ -109,7 +111,8 @@ impl AutorunClass {
                 "toolchain and package-manager configuration naming programs: \
                  .cargo/config.toml, .cargo/config, rust-toolchain.toml, rust-toolchain, \
                  .npmrc, .yarnrc, .yarnrc.yml, .pnpmfile.cjs, bunfig.toml, .bazeliskrc, \
-                 .bazelversion"
+                 .bazelversion, .bazelrc, Maven's .mvn/jvm.config, .mvn/maven.config and \
+                 .mvn/extensions.xml, the Gradle and Maven wrappers' properties and jars"
             }
             Self::VcsConfig => {
                 "version-control repositories' own files: every file of a directory git \
@@ -164,6 +167,8 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".aider.conf.yml", AutorunClass::AgentConfig),
     ("opencode.json", AutorunClass::AgentConfig),
     ("opencode.jsonc", AutorunClass::AgentConfig),
+    (".opencode.json", AutorunClass::AgentConfig),
+    (".opencode.jsonc", AutorunClass::AgentConfig),
     ("crush.json", AutorunClass::AgentConfig),
     (".crush.json", AutorunClass::AgentConfig),
     (".continuerc.json", AutorunClass::AgentConfig),
@@ -176,6 +181,8 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".gvimrc", AutorunClass::EditorConfig),
     ("_gvimrc", AutorunClass::EditorConfig),
     (".lazy.lua", AutorunClass::EditorConfig),
+    (".dir-locals.el", AutorunClass::EditorConfig),
+    (".dir-locals-2.el", AutorunClass::EditorConfig),
     (".envrc", AutorunClass::DirectoryHooks),
     ("mise.toml", AutorunClass::DirectoryHooks),
     (".mise.toml", AutorunClass::DirectoryHooks),
@@ -186,6 +193,7 @@ const FILES: &[(&str, AutorunClass)] = &[
     ("pyvenv.cfg", AutorunClass::PythonStartup),
     (".pre-commit-config.yaml", AutorunClass::GitHooks),
     (".lintstagedrc", AutorunClass::GitHooks),
+    (".overcommit.yml", AutorunClass::GitHooks),
     (".bashrc", AutorunClass::ShellStartup),
     (".bash_profile", AutorunClass::ShellStartup),
     (".bash_login", AutorunClass::ShellStartup),
@@ -210,12 +218,20 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".bunfig.toml", AutorunClass::ToolchainConfig),
     (".bazeliskrc", AutorunClass::ToolchainConfig),
     (".bazelversion", AutorunClass::ToolchainConfig),
+    (".bazelrc", AutorunClass::ToolchainConfig),
+    ("gradle-wrapper.properties", AutorunClass::ToolchainConfig),
+    ("gradle-wrapper.jar", AutorunClass::ToolchainConfig),
+    ("maven-wrapper.properties", AutorunClass::ToolchainConfig),
+    ("maven-wrapper.jar", AutorunClass::ToolchainConfig),
 ];
 
 /// Files that are auto-run places in a directory of this name: `(directory, file)`.
 const FILES_IN: &[(&str, &str, AutorunClass)] = &[
     (".cargo", "config.toml", AutorunClass::ToolchainConfig),
     (".cargo", "config", AutorunClass::ToolchainConfig),
+    (".mvn", "jvm.config", AutorunClass::ToolchainConfig),
+    (".mvn", "maven.config", AutorunClass::ToolchainConfig),
+    (".mvn", "extensions.xml", AutorunClass::ToolchainConfig),
     ("mise", "config.toml", AutorunClass::DirectoryHooks),
     ("mise", "config.local.toml", AutorunClass::DirectoryHooks),
 ];
@@ -284,6 +300,10 @@ pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
     }
     if is_git_hook_config(last) {
         return Some(AutorunClass::GitHooks);
+    }
+    // A VS Code workspace file carries settings and tasks like `.vscode/` does.
+    if last.ends_with(".code-workspace") {
+        return Some(AutorunClass::EditorConfig);
     }
     if let Some(parent) = dirs.last()
         && let Some((_, _, class)) = FILES_IN

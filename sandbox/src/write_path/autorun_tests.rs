@@ -403,3 +403,41 @@ fn the_program_yarn_path_names_is_refused() {
     f.refused("bare/tools/y.js", "toolchain_config");
     f.allowed("bare/tools/other.js");
 }
+
+#[test]
+fn jvm_and_bazel_tool_config_is_refused_and_the_build_definition_is_not() {
+    let f = fixture();
+    for (rel, class) in [
+        (".mvn/jvm.config", "toolchain_config"),
+        (".mvn/maven.config", "toolchain_config"),
+        (".mvn/extensions.xml", "toolchain_config"),
+        (".mvn/wrapper/maven-wrapper.properties", "toolchain_config"),
+        (
+            "gradle/wrapper/gradle-wrapper.properties",
+            "toolchain_config",
+        ),
+        ("gradle/wrapper/gradle-wrapper.jar", "toolchain_config"),
+        (".bazelrc", "toolchain_config"),
+        ("ws.code-workspace", "editor_config"),
+        (".dir-locals.el", "editor_config"),
+        (".overcommit.yml", "git_hooks"),
+    ] {
+        let message = f.refused(rel, class);
+        assert!(message.contains(class), "{rel}: {message}");
+    }
+    // A directory that is `.mvn` through a symlink is one under its own name too.
+    f.mkdir("sub/cfg");
+    f.link("sub/.mvn", "cfg");
+    f.refused("sub/cfg/jvm.config", "toolchain_config");
+    f.allowed("sub/cfg/notes.txt");
+    for rel in [
+        "pom.xml",
+        "build.gradle",
+        "gradle.properties",
+        "gradlew",
+        "mvnw",
+        "BUILD.bazel",
+    ] {
+        f.allowed(rel);
+    }
+}

@@ -240,6 +240,30 @@ fn more_agent_editor_hook_and_toolchain_names_are_classified() {
         ("/p/.bazeliskrc", "toolchain_config"),
         ("/p/.bazelversion", "toolchain_config"),
         ("/p/bunfig.toml", "toolchain_config"),
+        ("/p/.bazelrc", "toolchain_config"),
+        ("/p/.mvn/jvm.config", "toolchain_config"),
+        ("/p/sub/.mvn/maven.config", "toolchain_config"),
+        ("/p/.mvn/extensions.xml", "toolchain_config"),
+        (
+            "/p/.mvn/wrapper/maven-wrapper.properties",
+            "toolchain_config",
+        ),
+        ("/p/.mvn/wrapper/maven-wrapper.jar", "toolchain_config"),
+        (
+            "/p/gradle/wrapper/gradle-wrapper.properties",
+            "toolchain_config",
+        ),
+        (
+            "/p/app/gradle/wrapper/gradle-wrapper.jar",
+            "toolchain_config",
+        ),
+        ("/p/.opencode.json", "agent_config"),
+        ("/p/.opencode.jsonc", "agent_config"),
+        ("/p/.overcommit.yml", "git_hooks"),
+        ("/p/.dir-locals.el", "editor_config"),
+        ("/p/src/.dir-locals-2.el", "editor_config"),
+        ("/p/proj.code-workspace", "editor_config"),
+        ("/p/Team.Code-Workspace", "editor_config"),
     ];
     for (path, want) in cases {
         assert_eq!(class(path), Some(want), "{path}");
@@ -261,6 +285,16 @@ fn more_agent_editor_hook_and_toolchain_names_are_classified() {
         "/p/lint-staged.md",
         "/p/vimrc",
         "/p/src/hooks/useThing.ts",
+        // The project's own build definitions stay writable (see docs/design/protected-set.md).
+        "/p/pom.xml",
+        "/p/build.gradle",
+        "/p/gradle.properties",
+        "/p/gradlew",
+        "/p/mvnw",
+        "/p/BUILD.bazel",
+        "/p/jvm.config",
+        "/p/src/main/resources/extensions.xml",
+        "/p/docs/workspace.md",
     ] {
         assert_eq!(class(path), None, "{path}");
     }
