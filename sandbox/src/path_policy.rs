@@ -850,8 +850,12 @@ pub(crate) fn show(path: &Path) -> String {
     crate::escape::path_for_display(path).into_owned()
 }
 
+/// Whether a name a write would use is `.git` in any spelling a case- and normalisation-
+/// insensitive file system opens as `.git` (`.GIT`, `.g\u{200c}it`), on every platform, as the
+/// auto-run names are matched: such a file system can be mounted anywhere (macOS, ext4
+/// casefold, vfat), and refusing the variant elsewhere costs nothing real.
 pub(crate) fn is_git_name(name: &OsStr) -> bool {
-    is_git_name_in(name, INSENSITIVE_NAMES)
+    is_git_name_in(name, true)
 }
 
 /// Whether `name` is `.git`: in any ASCII case everywhere; under insensitive matching also in any

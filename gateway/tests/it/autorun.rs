@@ -46,6 +46,10 @@ const PLACES: &[(&str, &str)] = &[
     ),
     (".github/hooks/hooks.json", "agent_config"),
     ("lefthook-local.yml", "git_hooks"),
+    (".env", "directory_hooks"),
+    (".pdbrc", "shell_startup"),
+    (".mvn/jvm.config", "toolchain_config"),
+    ("web/node_modules/eslint/lib/api.js", "installed_packages"),
 ];
 
 /// Ordinary files with similar names: written.
@@ -343,11 +347,21 @@ async fn places_git_s_configuration_names_are_refused_in_both_profiles() {
             "#!/bin/sh\ntouch /tmp/pwned\n"
         ),
         write(&tree.join("scripts/build.sh"), "#!/bin/sh\n"),
+        // The main repository's hook symlink names this file once the owner merges.
+        write(
+            &tree.join("scripts/pre-commit"),
+            "#!/bin/sh\ntouch /tmp/pwned\n"
+        ),
     ]);
     let v = reply_calls(&chat, &v, "agc-wt-r1", calls).await;
     let got = results(&v);
     assert_refused(&got[0], "hooks/post-checkout", "git_hooks");
     assert_eq!(got[1]["status"], "ok", "{}", got[1]);
+    assert_refused(&got[2], "scripts/pre-commit", "git_hooks");
+    assert_eq!(
+        std::fs::read_to_string(tree.join("scripts/pre-commit")).unwrap(),
+        "#!/bin/sh\ntrue\n"
+    );
     assert!(!tree.join("hooks").exists());
     chat.stop(&session_id(&v), &lease_id(&v), "agc-wt-stop", None)
         .await

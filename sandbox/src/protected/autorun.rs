@@ -39,10 +39,13 @@ pub enum AutorunClass {
     /// Version-control repositories' own configuration: a directory git takes as a repository
     /// (an embedded bare repository, a gitfile's target), `.hg/`, `.jj/`, `.sl/`.
     VcsConfig,
+    /// Installed JavaScript packages and yarn's own files (`node_modules/`, `.yarn/`, the PnP
+    /// loader): code that tools, test runners and editor extensions load, not the project's.
+    InstalledPackages,
 }
 
 impl AutorunClass {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::AgentConfig,
         Self::EditorConfig,
         Self::DirectoryHooks,
@@ -51,6 +54,7 @@ impl AutorunClass {
         Self::ShellStartup,
         Self::ToolchainConfig,
         Self::VcsConfig,
+        Self::InstalledPackages,
     ];
 
     /// The class's name in messages and in [`ALLOW_ENV`].
@@ -64,6 +68,7 @@ impl AutorunClass {
             Self::ShellStartup => "shell_startup",
             Self::ToolchainConfig => "toolchain_config",
             Self::VcsConfig => "vcs_config",
+            Self::InstalledPackages => "installed_packages",
         }
     }
 
@@ -73,7 +78,7 @@ impl AutorunClass {
             Self::AgentConfig => {
                 "coding agents' project configuration: Claude Code's .claude/ and .mcp.json, \
                  .cursor/, .gemini/, .codex/, .kiro/, .continue/, .windsurf/, .roo/, \
-                 .kilocode/, .amazonq/, .opencode/, .opencode.json(c), .qwen/, .iflow/, .factory/, .junie/, \
+                 .kilocode/, .amazonq/, .opencode/, .opencode.json(c), .openhands/, .qwen/, .iflow/, .factory/, .junie/, \
                  .amp/, .trae/, .augment/, .clinerules/hooks/, .github/hooks/, \
                  opencode.json, crush.json, .continuerc.json, .aider.conf.yml (instruction \
                  files such as CLAUDE.md, AGENTS.md, .clinerules and .cursor/rules/ stay \
@@ -82,11 +87,15 @@ impl AutorunClass {
             Self::EditorConfig => {
                 "editor and IDE configuration: .vscode/, .idea/, .zed/, .fleet/, .helix/, \
                  .devcontainer/, .devcontainer.json, .nvim.lua, .nvimrc, .exrc, .vimrc, \
-                 _vimrc, .gvimrc, _gvimrc, .lazy.lua, Emacs's .dir-locals.el, VS Code's \
-                 *.code-workspace"
+                 _vimrc, .gvimrc, _gvimrc, _exrc, .lazy.lua, Emacs's .dir-locals.el, VS \
+                 Code's *.code-workspace, .theia/, .vs/, *.sublime-project, .kateproject, \
+                 IntelliJ's *.ipr and *.iws, Eclipse's .externalToolBuilders/, language \
+                 servers' hie.yaml, .hie-bios, .lsp/config.edn, .vim/coc-settings.json"
             }
             Self::DirectoryHooks => {
-                "directory-entry hooks: .envrc, mise's mise.toml, .mise.toml, mise.*.toml, \
+                "directory-entry hooks: .envrc, .env (oh-my-zsh's dotenv, autoenv and aider \
+                 load it by themselves), .autoenv.zsh, .autoenv_leave.zsh, .rvmrc, \
+                 .shadowenv.d/, mise's mise.toml, .mise.toml, mise.*.toml, \
                  .mise/, .config/mise/, mise/config.toml, .rtx.toml, and .tool-versions"
             }
             Self::PythonStartup => {
@@ -103,7 +112,9 @@ impl AutorunClass {
                  .lintstagedrc* and lint-staged.config.*"
             }
             Self::ShellStartup => {
-                "shell start-up files: .bashrc, .bash_profile, .bash_login, .bash_logout, \
+                "shell, REPL and debugger start-up files read from the working directory: \
+                 .pdbrc, .perldb, .Rprofile, .Renviron, .irbrc, .pryrc, .iex.exs, .ghci, \
+                 .ocamlinit, .octaverc, .gdbinit, .lldbinit, and .bashrc, .bash_profile, .bash_login, .bash_logout, \
                  .profile, .zshrc, .zshenv, .zprofile, .zlogin, .zlogout, .kshrc, .cshrc, \
                  .tcshrc"
             }
@@ -112,17 +123,24 @@ impl AutorunClass {
                  .cargo/config.toml, .cargo/config, rust-toolchain.toml, rust-toolchain, \
                  .npmrc, .yarnrc, .yarnrc.yml, .pnpmfile.cjs, bunfig.toml, .bazeliskrc, \
                  .bazelversion, .bazelrc, Maven's .mvn/jvm.config, .mvn/maven.config and \
-                 .mvn/extensions.xml, the Gradle and Maven wrappers' properties and jars"
+                 .mvn/extensions.xml, the Gradle and Maven wrappers' properties and jars, \
+                 gradle-daemon-jvm.properties, sbt's and mill's .jvmopts, .sbtopts, .sbtrc, \
+                 .mill-jvm-opts, build servers' .bsp/, pip.conf, pip.ini, .bundle/config"
             }
             Self::VcsConfig => {
                 "version-control repositories' own files: every file of a directory git \
                  takes as a repository (HEAD with objects/ and refs/, or with commondir) or \
                  that would become one, .hg/, .jj/, .sl/"
             }
+            Self::InstalledPackages => {
+                "installed JavaScript packages: everything below node_modules/ and .yarn/ \
+                 (releases, plugins, patches, the zero-install cache, editor SDKs), yarn's \
+                 .pnp.cjs and .pnp.loader.mjs"
+            }
         }
     }
 
-    fn bit(self) -> u8 {
+    fn bit(self) -> u16 {
         1 << (self as u8)
     }
 }
@@ -147,12 +165,20 @@ const DIRS: &[(&str, AutorunClass)] = &[
     (".amp", AutorunClass::AgentConfig),
     (".trae", AutorunClass::AgentConfig),
     (".augment", AutorunClass::AgentConfig),
+    (".openhands", AutorunClass::AgentConfig),
     (".vscode", AutorunClass::EditorConfig),
     (".idea", AutorunClass::EditorConfig),
     (".zed", AutorunClass::EditorConfig),
     (".fleet", AutorunClass::EditorConfig),
     (".helix", AutorunClass::EditorConfig),
     (".devcontainer", AutorunClass::EditorConfig),
+    (".theia", AutorunClass::EditorConfig),
+    (".vs", AutorunClass::EditorConfig),
+    (".externaltoolbuilders", AutorunClass::EditorConfig),
+    (".shadowenv.d", AutorunClass::DirectoryHooks),
+    (".bsp", AutorunClass::ToolchainConfig),
+    ("node_modules", AutorunClass::InstalledPackages),
+    (".yarn", AutorunClass::InstalledPackages),
     (".husky", AutorunClass::GitHooks),
     (".githooks", AutorunClass::GitHooks),
     (".mise", AutorunClass::DirectoryHooks),
@@ -181,9 +207,17 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".gvimrc", AutorunClass::EditorConfig),
     ("_gvimrc", AutorunClass::EditorConfig),
     (".lazy.lua", AutorunClass::EditorConfig),
+    ("_exrc", AutorunClass::EditorConfig),
+    (".kateproject", AutorunClass::EditorConfig),
+    ("hie.yaml", AutorunClass::EditorConfig),
+    (".hie-bios", AutorunClass::EditorConfig),
     (".dir-locals.el", AutorunClass::EditorConfig),
     (".dir-locals-2.el", AutorunClass::EditorConfig),
     (".envrc", AutorunClass::DirectoryHooks),
+    (".env", AutorunClass::DirectoryHooks),
+    (".autoenv.zsh", AutorunClass::DirectoryHooks),
+    (".autoenv_leave.zsh", AutorunClass::DirectoryHooks),
+    (".rvmrc", AutorunClass::DirectoryHooks),
     ("mise.toml", AutorunClass::DirectoryHooks),
     (".mise.toml", AutorunClass::DirectoryHooks),
     ("mise.local.toml", AutorunClass::DirectoryHooks),
@@ -207,6 +241,18 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".kshrc", AutorunClass::ShellStartup),
     (".cshrc", AutorunClass::ShellStartup),
     (".tcshrc", AutorunClass::ShellStartup),
+    (".pdbrc", AutorunClass::ShellStartup),
+    (".perldb", AutorunClass::ShellStartup),
+    (".rprofile", AutorunClass::ShellStartup),
+    (".renviron", AutorunClass::ShellStartup),
+    (".irbrc", AutorunClass::ShellStartup),
+    (".pryrc", AutorunClass::ShellStartup),
+    (".iex.exs", AutorunClass::ShellStartup),
+    (".ghci", AutorunClass::ShellStartup),
+    (".ocamlinit", AutorunClass::ShellStartup),
+    (".octaverc", AutorunClass::ShellStartup),
+    (".gdbinit", AutorunClass::ShellStartup),
+    (".lldbinit", AutorunClass::ShellStartup),
     ("rust-toolchain.toml", AutorunClass::ToolchainConfig),
     ("rust-toolchain", AutorunClass::ToolchainConfig),
     (".npmrc", AutorunClass::ToolchainConfig),
@@ -223,6 +269,18 @@ const FILES: &[(&str, AutorunClass)] = &[
     ("gradle-wrapper.jar", AutorunClass::ToolchainConfig),
     ("maven-wrapper.properties", AutorunClass::ToolchainConfig),
     ("maven-wrapper.jar", AutorunClass::ToolchainConfig),
+    (
+        "gradle-daemon-jvm.properties",
+        AutorunClass::ToolchainConfig,
+    ),
+    (".jvmopts", AutorunClass::ToolchainConfig),
+    (".sbtopts", AutorunClass::ToolchainConfig),
+    (".sbtrc", AutorunClass::ToolchainConfig),
+    (".mill-jvm-opts", AutorunClass::ToolchainConfig),
+    ("pip.conf", AutorunClass::ToolchainConfig),
+    ("pip.ini", AutorunClass::ToolchainConfig),
+    (".pnp.cjs", AutorunClass::InstalledPackages),
+    (".pnp.loader.mjs", AutorunClass::InstalledPackages),
 ];
 
 /// Files that are auto-run places in a directory of this name: `(directory, file)`.
@@ -232,6 +290,9 @@ const FILES_IN: &[(&str, &str, AutorunClass)] = &[
     (".mvn", "jvm.config", AutorunClass::ToolchainConfig),
     (".mvn", "maven.config", AutorunClass::ToolchainConfig),
     (".mvn", "extensions.xml", AutorunClass::ToolchainConfig),
+    (".bundle", "config", AutorunClass::ToolchainConfig),
+    (".lsp", "config.edn", AutorunClass::EditorConfig),
+    (".vim", "coc-settings.json", AutorunClass::EditorConfig),
     ("mise", "config.toml", AutorunClass::DirectoryHooks),
     ("mise", "config.local.toml", AutorunClass::DirectoryHooks),
 ];
@@ -301,8 +362,12 @@ pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
     if is_git_hook_config(last) {
         return Some(AutorunClass::GitHooks);
     }
-    // A VS Code workspace file carries settings and tasks like `.vscode/` does.
-    if last.ends_with(".code-workspace") {
+    // Project files of editors that carry settings, tasks or run configurations like
+    // `.vscode/` does: VS Code's workspace, Sublime Text's project, IntelliJ's old format.
+    if [".code-workspace", ".sublime-project", ".ipr", ".iws"]
+        .iter()
+        .any(|suffix| last.ends_with(suffix))
+    {
         return Some(AutorunClass::EditorConfig);
     }
     if let Some(parent) = dirs.last()
@@ -380,7 +445,7 @@ fn fold(name: &OsStr) -> String {
 
 /// The classes the owner allowed sessions to write. The default allows none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct AutorunAllowed(u8);
+pub struct AutorunAllowed(u16);
 
 impl AutorunAllowed {
     /// Nothing allowed (the default).

@@ -385,23 +385,25 @@ fn a_link_through_the_reader_s_context_reaches_its_class_everywhere() {
 #[test]
 fn the_program_yarn_path_names_is_refused() {
     let f = fixture();
-    f.file(".yarn/releases/yarn-4.cjs");
+    f.file("yarnbin/yarn-4.cjs");
     f.put(
         ".yarnrc.yml",
-        "nodeLinker: pnp\nyarnPath: \".yarn/releases/yarn-4.cjs\" # pinned\n",
+        "nodeLinker: pnp\nyarnPath: \"yarnbin/yarn-4.cjs\" # pinned\n",
     );
-    let message = f.refused(".yarn/releases/yarn-4.cjs", "toolchain_config");
+    let message = f.refused("yarnbin/yarn-4.cjs", "toolchain_config");
     assert!(message.contains("yarnPath"), "{message}");
-    f.allowed(".yarn/releases/other.cjs");
+    f.allowed("yarnbin/other.cjs");
     // Yarn 1's `.yarnrc` names the program with `yarn-path`, quoted or not.
-    f.file("legacy/.yarn/y1.js");
-    f.put("legacy/.yarnrc", "yarn-path \".yarn/y1.js\"\n");
-    let message = f.refused("legacy/.yarn/y1.js", "toolchain_config");
+    f.file("legacy/yarnbin/y1.js");
+    f.put("legacy/.yarnrc", "yarn-path \"yarnbin/y1.js\"\n");
+    let message = f.refused("legacy/yarnbin/y1.js", "toolchain_config");
     assert!(message.contains("yarn-path"), "{message}");
     f.file("bare/tools/y.js");
     f.put("bare/.yarnrc", "# pinned\nyarn-path tools/y.js\n");
     f.refused("bare/tools/y.js", "toolchain_config");
     f.allowed("bare/tools/other.js");
+    // Inside `.yarn/` everything is yarn's own (installed_packages) whatever names it.
+    f.refused(".yarn/releases/any.cjs", "installed_packages");
 }
 
 #[test]
@@ -440,4 +442,31 @@ fn jvm_and_bazel_tool_config_is_refused_and_the_build_definition_is_not() {
     ] {
         f.allowed(rel);
     }
+}
+
+#[test]
+fn a_linked_worktree_inherits_the_places_of_its_main_tree() {
+    // The root is a linked worktree of `main`, outside it, as a worktree_write session's is.
+    let f = fixture();
+    let main = f.base.join("main");
+    let mkdir = |rel: &str| std::fs::create_dir_all(main.join(rel)).unwrap();
+    mkdir(".git/worktrees/wt");
+    mkdir(".git/hooks");
+    mkdir("scripts");
+    mkdir("docs");
+    std::fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+    symlink(
+        "../../scripts/pre-commit",
+        main.join(".git/hooks/pre-commit"),
+    )
+    .unwrap();
+    symlink(main.join("docs/oc.yml"), main.join(".overcommit.yml")).unwrap();
+    f.put(".git", "gitdir: ../main/.git/worktrees/wt\n");
+    // What the worktree holds at these paths is, after a merge, the main tree's hook and
+    // overcommit's config.
+    let message = f.refused("scripts/pre-commit", "git_hooks");
+    assert!(message.contains("hooks"), "{message}");
+    f.refused("docs/oc.yml", "git_hooks");
+    f.allowed("scripts/build.sh");
+    f.allowed("docs/readme.md");
 }

@@ -17,7 +17,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -82,6 +82,28 @@ impl Symlinks {
     /// not descending into directories `skip` names by `(dev, ino)` (the protected set: the
     /// state dir inside a root is no project content, and its listing is private).
     pub fn scan(
+        root: BorrowedFd<'_>,
+        root_path: &Path,
+        skip: &dyn Fn(u64, u64) -> bool,
+    ) -> Result<Self, Incomplete> {
+        let mut found = Self::scan_tree(root, root_path, skip)?;
+        // A linked worktree (a `worktree_write` session's) merges into its main tree: a hook
+        // symlink of the main repository (`.git/hooks/pre-commit -> ../../scripts/x`) or a
+        // link committed with an absolute target into the main tree names, after the merge,
+        // the file the worktree holds at the same relative path.
+        if let Some(main) = super::gitconfig::main_tree(root_path) {
+            let io = |err: rustix::io::Errno| Incomplete::Io(err.to_string());
+            let fd = rustix::fs::open(&main, dir_flags(), Mode::empty()).map_err(io)?;
+            let of_main = Self::scan_tree(fd.as_fd(), &main, skip)?;
+            found.links.extend(of_main.links);
+            found.context.extend(of_main.context);
+            found.places.extend(of_main.places);
+        }
+        Ok(found)
+    }
+
+    /// [`Self::scan`] of one tree.
+    fn scan_tree(
         root: BorrowedFd<'_>,
         root_path: &Path,
         skip: &dyn Fn(u64, u64) -> bool,
