@@ -65,7 +65,7 @@ fn edits_deletions_reorders_and_truncation_are_named() {
     edited[2].data = r#"{"n":99}"#.into();
     let first = &check(&edited, &head).problems[0];
     assert_eq!(
-        (first.table.clone(), first.id.as_str()),
+        (first.table, first.id.as_str()),
         (Table::Events, "3")
     );
 
@@ -205,6 +205,8 @@ fn action(outcome: &str) -> ActionRow {
     ActionRow {
         action_id: "a1".into(),
         session_id: "ns_1".into(),
+        turn_id: "t1".into(),
+        call_index: 0,
         name: "Read".into(),
         arguments: r#"{"file_path":"/p/a"}"#.into(),
         state: "committed".into(),
@@ -225,7 +227,11 @@ fn check_tables(action_row: &ActionRow, reply_text: &str) -> Report {
         session_id: "ns_1".into(),
         reply_id: "r1".into(),
         turn_id: "t1".into(),
-        data: serde_json::json!({ "text": reply_text }).to_string(),
+        request_hash: "h".into(),
+        data: serde_json::json!({ "text": reply_text, "calls": [
+            {"action_id": "a1", "call_index": 0, "name": "Read", "arguments": {"file_path": "/p/a"}}
+        ] })
+        .to_string(),
     });
     v.finish()
 }
@@ -302,7 +308,7 @@ fn hashes_removed_after_the_signed_chain_start_are_named() {
     }
     let first = &check(&rows, &head).problems[0];
     assert_eq!(
-        (first.table.clone(), first.id.as_str()),
+        (first.table, first.id.as_str()),
         (Table::Events, "1")
     );
     assert!(first.what.contains("chain begins at seq 1"), "{first:?}");

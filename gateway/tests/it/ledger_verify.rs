@@ -122,10 +122,7 @@ async fn a_real_session_verifies_and_each_edit_is_named() {
         .unwrap();
     let report = check(copy.path());
     assert_eq!(
-        (
-            report.problems[0].table.clone(),
-            report.problems[0].id.clone()
-        ),
+        (report.problems[0].table, report.problems[0].id.clone()),
         (Table::Events, seq.to_string())
     );
 
