@@ -545,6 +545,10 @@ impl Verifier {
                 ),
             );
         }
+        // The chain's own problems first: with the chain or head broken, what the tables'
+        // rows disagree with follows from it.
+        let table_row = |p: &Problem| !matches!(p.table, Table::Events | Table::LedgerHead);
+        self.report.problems.sort_by_key(table_row);
         self.report
     }
 

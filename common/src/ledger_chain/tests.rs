@@ -64,10 +64,7 @@ fn edits_deletions_reorders_and_truncation_are_named() {
     let mut edited = rows.clone();
     edited[2].data = r#"{"n":99}"#.into();
     let first = &check(&edited, &head).problems[0];
-    assert_eq!(
-        (first.table, first.id.as_str()),
-        (Table::Events, "3")
-    );
+    assert_eq!((first.table, first.id.as_str()), (Table::Events, "3"));
 
     let mut deleted = rows.clone();
     deleted.remove(1);
@@ -307,10 +304,7 @@ fn hashes_removed_after_the_signed_chain_start_are_named() {
         row.hash = None;
     }
     let first = &check(&rows, &head).problems[0];
-    assert_eq!(
-        (first.table, first.id.as_str()),
-        (Table::Events, "1")
-    );
+    assert_eq!((first.table, first.id.as_str()), (Table::Events, "1"));
     assert!(first.what.contains("chain begins at seq 1"), "{first:?}");
 }
 

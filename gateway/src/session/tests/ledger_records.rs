@@ -233,23 +233,12 @@ async fn edited_columns_are_named() {
 #[test]
 fn pre_chain_rows_are_committed_to_by_the_head() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        let db = Connection::open(dir.path().join(DATABASE_FILE)).unwrap();
-        for sql in [
-            common::state_schema::V1,
-            common::state_schema::V2,
-            common::state_schema::V3,
-        ] {
-            db.execute_batch(sql).unwrap();
-        }
-        db.pragma_update(None, "user_version", 3).unwrap();
-        db.execute_batch(
-            "INSERT INTO events (session_id, at_ms, kind, data) VALUES ('ns_a', 1, 'old', '{}');
-             INSERT INTO events (session_id, at_ms, kind, data) VALUES ('ns_a', 2, 'old', '{}');
-             INSERT INTO sessions VALUES ('ns_a', 'stopped', 3, 1, 2, '{\"label\":\"old\"}');",
-        )
-        .unwrap();
-    }
+    crate::state::database_before_the_chain(
+        dir.path(),
+        "INSERT INTO events (session_id, at_ms, kind, data) VALUES ('ns_a', 1, 'old', '{}');
+         INSERT INTO events (session_id, at_ms, kind, data) VALUES ('ns_a', 2, 'old', '{}');
+         INSERT INTO sessions VALUES ('ns_a', 'stopped', 3, 1, 2, '{\"label\":\"old\"}');",
+    );
     let store = Store::open(dir.path()).unwrap();
     store.flush_head();
     drop(store);

@@ -92,22 +92,10 @@ fn events_are_chained_and_the_head_is_signed_after_commit() {
 fn a_database_from_before_the_chain_migrates_and_chains_new_rows() {
     use common::ledger_chain::{Head, HeadFile, Verifier};
     let dir = tempfile::tempdir().unwrap();
-    {
-        let db = Connection::open(dir.path().join(DATABASE_FILE)).unwrap();
-        for sql in [
-            common::state_schema::V1,
-            common::state_schema::V2,
-            common::state_schema::V3,
-        ] {
-            db.execute_batch(sql).unwrap();
-        }
-        db.pragma_update(None, "user_version", 3).unwrap();
-        db.execute(
-            "INSERT INTO events (session_id, at_ms, kind, data) VALUES ('ns_a', 1, 'old', '{}')",
-            [],
-        )
-        .unwrap();
-    }
+    crate::state::database_before_the_chain(
+        dir.path(),
+        "INSERT INTO events (session_id, at_ms, kind, data) VALUES ('ns_a', 1, 'old', '{}')",
+    );
     let store = Store::open(dir.path()).unwrap();
     store
         .write::<_, StoreError>(|tx| tx.append_event(Some("ns_a"), "new", &json!({})))
