@@ -72,8 +72,9 @@ impl CoveredRow {
     pub fn columns(&self) -> Columns {
         let mut c = Columns::new();
         match self {
+            // A row's session is part of its key (a row moved to another session is one row
+            // deleted and one invented): not a column.
             CoveredRow::Action(r) => {
-                put(&mut c, "session_id", digest_text(&r.session_id));
                 put(&mut c, "turn_id", digest_text(&r.turn_id));
                 put(&mut c, "call_index", digest_text(&r.call_index.to_string()));
                 put(&mut c, "name", digest_text(&r.name));
@@ -112,7 +113,6 @@ impl CoveredRow {
             }
             CoveredRow::Turn(r) => {
                 let data = serde_json::from_str::<Value>(&r.data).unwrap_or(Value::Null);
-                put(&mut c, "session_id", digest_text(&r.session_id));
                 put(&mut c, "sequence", digest_text(&r.sequence.to_string()));
                 put(&mut c, "fingerprint", digest_text(&r.fingerprint));
                 put(&mut c, "status", digest_text(&r.status));
@@ -128,6 +128,8 @@ impl CoveredRow {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RowRecord {
     pub table: Table,
+    /// Left out (empty) when it is the event's session.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub session: String,
     pub id: String,
     pub columns: Columns,
@@ -178,8 +180,8 @@ impl Records {
             .insert((table, session.to_string(), id.to_string()));
     }
 
-    /// A chained row of kind `rows_recorded` or `ledger_baseline`.
-    pub(super) fn chained(&mut self, seq: i64, kind: &str, data: &Value) {
+    /// A chained row of kind `rows_recorded` or `ledger_baseline` (in `session`).
+    pub(super) fn chained(&mut self, seq: i64, session: Option<&str>, kind: &str, data: &Value) {
         if kind == BASELINE {
             let count = data.get("pre_count").and_then(Value::as_u64).unwrap_or(0);
             let digest = data
@@ -190,9 +192,12 @@ impl Records {
         }
         let rows = data.get("rows").and_then(Value::as_array);
         for row in rows.into_iter().flatten() {
-            let Ok(record) = serde_json::from_value::<RowRecord>(row.clone()) else {
+            let Ok(mut record) = RowRecord::deserialize(row) else {
                 continue;
             };
+            if record.session.is_empty() {
+                record.session = session.unwrap_or_default().to_string();
+            }
             let entry = self
                 .latest
                 .entry((record.table, record.session, record.id))

@@ -108,7 +108,8 @@ impl Expected {
             return;
         };
         if row.kind == super::records::ROWS_RECORDED || row.kind == super::records::BASELINE {
-            return self.records.chained(row.seq, &row.kind, &data);
+            let session = row.session_id.as_deref();
+            return self.records.chained(row.seq, session, &row.kind, &data);
         }
         let session = row.session_id.clone();
         let action = text(&data, "action_id");

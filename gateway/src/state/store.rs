@@ -659,7 +659,7 @@ impl Tx<'_> {
     /// Record the covered columns this transaction changed: one `rows_recorded` event (in the
     /// rows' session when they share one).
     fn append_records(&self) -> Result<(), StoreError> {
-        let rows = std::mem::take(&mut *self.3.borrow_mut());
+        let mut rows = std::mem::take(&mut *self.3.borrow_mut());
         let Some(first) = rows.first() else {
             return Ok(());
         };
@@ -667,6 +667,10 @@ impl Tx<'_> {
             .iter()
             .all(|r| r.session == first.session)
             .then(|| first.session.clone());
+        if session.is_some() {
+            // Named once, by the event.
+            rows.iter_mut().for_each(|r| r.session.clear());
+        }
         let data = RowRecord::event_data(&rows);
         self.append_event(
             session.as_deref(),
