@@ -342,3 +342,38 @@ fn rows_after_the_head_gaps_and_issued_seqs() {
     assert_eq!(report.problems[0].id, "7");
     assert!(report.problems[0].what.contains("newest rows deleted"));
 }
+
+/// A reply's calls are compared with the ones `reply_accepted` approved (id, name, arguments,
+/// in order), also in a ledger without column records (a v2 head).
+#[test]
+fn a_reply_whose_calls_differ_from_its_approval_is_named() {
+    let rows = rows_of(&[
+        ("reply_accepted", APPROVED),
+        ("action_committed", COMMITTED),
+    ]);
+    let mut v = Verifier::new(head_of(&rows), Some("key"));
+    rows.iter().for_each(|r| v.event(r));
+    v.action(&action(
+        r#"{"status":"ok","receipt":{"duration_ms":3,"action_id":"a1"}}"#,
+    ));
+    v.reply(&ReplyRow {
+        session_id: "ns_1".into(),
+        reply_id: "r1".into(),
+        turn_id: "t1".into(),
+        request_hash: "h".into(),
+        data: serde_json::json!({ "text": "hello", "calls": [
+            {"action_id": "a1", "call_index": 0, "name": "Read", "arguments": {"file_path": "/etc/shadow"}}
+        ] })
+        .to_string(),
+    });
+    let report = v.finish();
+    let p = report.problems.first().unwrap();
+    assert_eq!(
+        (p.table, p.id.as_str(), p.what.as_str()),
+        (
+            Table::Replies,
+            "r1",
+            "calls differ from the chained `reply_accepted`"
+        )
+    );
+}
