@@ -10,6 +10,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// What `show` and `events` list: the session's events, without the chain's own records of
+/// row columns (`rows_recorded`, `ledger_baseline`), which `verify` reads and nobody else does.
+const SESSION_EVENTS: &str = "kind NOT IN ('rows_recorded', 'ledger_baseline')";
+
 /// Name of the database file inside the state dir (as the gateway names it).
 pub const DATABASE_FILE: &str = "gateway.sqlite3";
 
@@ -310,12 +314,13 @@ impl Db {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Events of a session with `seq > after`, oldest first.
+    /// Events of a session with `seq > after`, oldest first (the chain's own records left out:
+    /// [`SESSION_EVENTS`]).
     pub fn events_after(&self, session_id: &str, after: i64) -> anyhow::Result<Vec<Event>> {
-        let mut stmt = self.conn.prepare(
+        let mut stmt = self.conn.prepare(&format!(
             "SELECT seq, at_ms, kind, data FROM events
-             WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
-        )?;
+             WHERE session_id = ?1 AND seq > ?2 AND {SESSION_EVENTS} ORDER BY seq"
+        ))?;
         let rows = stmt.query_map(rusqlite::params![session_id, after], |row| {
             Ok(Event {
                 seq: row.get(0)?,
@@ -330,14 +335,14 @@ impl Db {
     /// The last `limit` events of a session, oldest first, and how many there are in all.
     pub fn last_events(&self, session_id: &str, limit: usize) -> anyhow::Result<(Vec<Event>, i64)> {
         let total: i64 = self.conn.query_row(
-            "SELECT COUNT(*) FROM events WHERE session_id = ?1",
+            &format!("SELECT COUNT(*) FROM events WHERE session_id = ?1 AND {SESSION_EVENTS}"),
             [session_id],
             |row| row.get(0),
         )?;
-        let mut stmt = self.conn.prepare(
+        let mut stmt = self.conn.prepare(&format!(
             "SELECT seq, at_ms, kind, data FROM events
-             WHERE session_id = ?1 ORDER BY seq DESC LIMIT ?2",
-        )?;
+             WHERE session_id = ?1 AND {SESSION_EVENTS} ORDER BY seq DESC LIMIT ?2"
+        ))?;
         let rows = stmt.query_map(
             rusqlite::params![session_id, i64::try_from(limit).unwrap_or(i64::MAX)],
             |row| {
@@ -445,5 +450,21 @@ impl Db {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn session_events_leave_out_every_chain_record_kind() {
+        for kind in [
+            common::ledger_chain::ROWS_RECORDED,
+            common::ledger_chain::BASELINE,
+        ] {
+            assert!(
+                super::SESSION_EVENTS.contains(&format!("'{kind}'")),
+                "{kind}"
+            );
+        }
     }
 }
