@@ -89,13 +89,13 @@ impl AutorunClass {
                  .devcontainer/, .devcontainer.json, .nvim.lua, .nvimrc, .exrc, .vimrc, \
                  _vimrc, .gvimrc, _gvimrc, _exrc, .lazy.lua, Emacs's .dir-locals.el, VS \
                  Code's *.code-workspace, .theia/, .vs/, *.sublime-project, .kateproject, \
-                 IntelliJ's *.ipr and *.iws, Eclipse's .externalToolBuilders/, language \
+                 Eclipse's .externalToolBuilders/, language \
                  servers' hie.yaml, .hie-bios, .lsp/config.edn, .vim/coc-settings.json"
             }
             Self::DirectoryHooks => {
                 "directory-entry hooks: .envrc, .env (oh-my-zsh's dotenv, autoenv and aider \
                  load it by themselves), .autoenv.zsh, .autoenv_leave.zsh, .rvmrc, \
-                 .shadowenv.d/, mise's mise.toml, .mise.toml, mise.*.toml, \
+                 .shadowenv.d/, .direnv/ (nix-direnv's cached profiles), mise's mise.toml, .mise.toml, mise.*.toml, \
                  .mise/, .config/mise/, mise/config.toml, .rtx.toml, and .tool-versions"
             }
             Self::PythonStartup => {
@@ -109,7 +109,8 @@ impl AutorunClass {
                 "git hooks: .git/hooks, .husky/, .githooks/, .pre-commit-config.yaml, \
                  .overcommit.yml, \
                  lefthook's (.)lefthook(-local).{yml,yaml,toml,json,jsonc}, lint-staged's \
-                 .lintstagedrc* and lint-staged.config.*"
+                 .lintstagedrc* and lint-staged.config.*, commitlint's .commitlintrc* and \
+                 commitlint.config.*"
             }
             Self::ShellStartup => {
                 "shell, REPL and debugger start-up files read from the working directory: \
@@ -125,7 +126,8 @@ impl AutorunClass {
                  .bazelversion, .bazelrc, Maven's .mvn/jvm.config, .mvn/maven.config and \
                  .mvn/extensions.xml, the Gradle and Maven wrappers' properties and jars, \
                  gradle-daemon-jvm.properties, sbt's and mill's .jvmopts, .sbtopts, .sbtrc, \
-                 .mill-jvm-opts, build servers' .bsp/, pip.conf, pip.ini, .bundle/config"
+                 .mill-jvm-opts, build servers' .bsp/, corepack's .corepack.env, ansible.cfg, \
+                 a Python environment's pip.conf, .bundle/config"
             }
             Self::VcsConfig => {
                 "version-control repositories' own files: every file of a directory git \
@@ -176,6 +178,7 @@ const DIRS: &[(&str, AutorunClass)] = &[
     (".vs", AutorunClass::EditorConfig),
     (".externaltoolbuilders", AutorunClass::EditorConfig),
     (".shadowenv.d", AutorunClass::DirectoryHooks),
+    (".direnv", AutorunClass::DirectoryHooks),
     (".bsp", AutorunClass::ToolchainConfig),
     ("node_modules", AutorunClass::InstalledPackages),
     (".yarn", AutorunClass::InstalledPackages),
@@ -277,8 +280,8 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".sbtopts", AutorunClass::ToolchainConfig),
     (".sbtrc", AutorunClass::ToolchainConfig),
     (".mill-jvm-opts", AutorunClass::ToolchainConfig),
-    ("pip.conf", AutorunClass::ToolchainConfig),
-    ("pip.ini", AutorunClass::ToolchainConfig),
+    (".corepack.env", AutorunClass::ToolchainConfig),
+    ("ansible.cfg", AutorunClass::ToolchainConfig),
     (".pnp.cjs", AutorunClass::InstalledPackages),
     (".pnp.loader.mjs", AutorunClass::InstalledPackages),
 ];
@@ -362,9 +365,9 @@ pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
     if is_git_hook_config(last) {
         return Some(AutorunClass::GitHooks);
     }
-    // Project files of editors that carry settings, tasks or run configurations like
-    // `.vscode/` does: VS Code's workspace, Sublime Text's project, IntelliJ's old format.
-    if [".code-workspace", ".sublime-project", ".ipr", ".iws"]
+    // Project files of editors that carry settings, tasks or build systems like `.vscode/`
+    // does: VS Code's workspace, Sublime Text's project.
+    if [".code-workspace", ".sublime-project"]
         .iter()
         .any(|suffix| last.ends_with(suffix))
     {
@@ -392,7 +395,11 @@ fn dir_class(names: &[String]) -> Option<AutorunClass> {
     let (last, dirs) = names.split_last()?;
     let mut found: Vec<(usize, AutorunClass)> = Vec::new();
     for (i, dir) in dirs.iter().enumerate() {
-        if let Some((_, class)) = DIRS.iter().find(|(name, _)| dir == name) {
+        // Yarn's deferred version bumps are plain data the release workflow commits.
+        let yarn_versions = dir == ".yarn" && dirs.get(i + 1).is_some_and(|d| d == "versions");
+        if let Some((_, class)) = DIRS.iter().find(|(name, _)| dir == name)
+            && !yarn_versions
+        {
             found.push((i, *class));
         }
         if i > 0
@@ -426,14 +433,20 @@ fn is_mise_config(name: &str) -> bool {
 
 /// Git hook managers' config names beyond [`FILES`]: lefthook's
 /// `(.)lefthook(-local).{yml,yaml,toml,json,jsonc}`, lint-staged's `.lintstagedrc.*` and
-/// `lint-staged.config.*` (the commands they name run at every commit).
+/// `lint-staged.config.*`, commitlint's `.commitlintrc*` and `commitlint.config.*` (the
+/// commands and modules they name run at every commit).
 fn is_git_hook_config(name: &str) -> bool {
     let bare = name.strip_prefix('.').unwrap_or(name);
     let lefthook = ["lefthook.", "lefthook-local."].iter().any(|prefix| {
         bare.strip_prefix(prefix)
             .is_some_and(|ext| ["yml", "yaml", "toml", "json", "jsonc"].contains(&ext))
     });
-    lefthook || name.starts_with(".lintstagedrc.") || name.starts_with("lint-staged.config.")
+    lefthook
+        || name.starts_with(".lintstagedrc.")
+        || name.starts_with("lint-staged.config.")
+        || name == ".commitlintrc"
+        || name.starts_with(".commitlintrc.")
+        || name.starts_with("commitlint.config.")
 }
 
 /// Comparison key of a name: case- and normalisation-insensitive, as on a case-insensitive file

@@ -214,6 +214,11 @@ fn a_virtual_environment_s_programs_are_refused() {
     f.refused(".venv/bin/python3.12", "python_startup");
     f.refused(".venv/Scripts/activate.bat", "python_startup");
     f.allowed(".venv/README.txt");
+    // pip's configuration at the environment's root names package sources; elsewhere pip
+    // never reads a pip.conf.
+    f.refused(".venv/pip.conf", "toolchain_config");
+    f.refused(".venv/PIP.INI", "toolchain_config");
+    f.allowed("docker/pip.conf");
     f.allowed("tools/bin/run.sh");
     // Only a real environment's `bin/`: `activate*` elsewhere is ordinary source.
     f.allowed("tools/bin/activate");
@@ -469,4 +474,52 @@ fn a_linked_worktree_inherits_the_places_of_its_main_tree() {
     f.refused("docs/oc.yml", "git_hooks");
     f.allowed("scripts/build.sh");
     f.allowed("docs/readme.md");
+}
+
+#[test]
+fn a_worktree_carries_the_places_of_the_directory_it_merges_into_whatever_the_layout() {
+    // `git init --separate-git-dir`: the source's git dir is elsewhere and says nothing of the
+    // source, so only the session's own record (the merge target) leads there.
+    let f = fixture();
+    let source = f.base.join("source");
+    let git_dir = f.base.join("gd");
+    std::fs::create_dir_all(git_dir.join("hooks")).unwrap();
+    std::fs::create_dir_all(git_dir.join("worktrees/wt")).unwrap();
+    std::fs::create_dir_all(source.join("scripts")).unwrap();
+    std::fs::write(
+        source.join(".git"),
+        format!("gitdir: {}\n", git_dir.display()),
+    )
+    .unwrap();
+    std::fs::write(git_dir.join("worktrees/wt/commondir"), "../..\n").unwrap();
+    symlink(
+        source.join("scripts/pre-commit"),
+        git_dir.join("hooks/pre-commit"),
+    )
+    .unwrap();
+    symlink(source.join("notes/x"), source.join(".envrc")).unwrap();
+    f.put(
+        ".git",
+        &format!("gitdir: {}\n", git_dir.join("worktrees/wt").display()),
+    );
+    let write = |policy: &PathPolicy, rel: &str| {
+        WriteRoot::open(policy, &f.root).unwrap().resolve(
+            policy,
+            &f.root.join(rel),
+            Parents::Create,
+        )
+    };
+    // Without the merge target nothing leads to the source (the common dir is not `.git`).
+    assert!(write(&f.policy, "scripts/pre-commit").is_ok());
+    let policy = f.policy.clone().with_merge_target(source.clone());
+    for (rel, class) in [
+        ("scripts/pre-commit", "git_hooks"),
+        ("notes/x", "directory_hooks"),
+    ] {
+        match write(&policy, rel) {
+            Err(WriteRefusal::AutorunPlace { class: got, .. }) if got == class => {}
+            other => panic!("{rel}: expected {class}, got {other:?}"),
+        }
+    }
+    assert!(write(&policy, "scripts/build.sh").is_ok());
 }

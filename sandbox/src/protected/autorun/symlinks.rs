@@ -84,20 +84,25 @@ impl Symlinks {
     pub fn scan(
         root: BorrowedFd<'_>,
         root_path: &Path,
+        merge_target: Option<&Path>,
         skip: &dyn Fn(u64, u64) -> bool,
     ) -> Result<Self, Incomplete> {
         let mut found = Self::scan_tree(root, root_path, skip)?;
-        // A linked worktree (a `worktree_write` session's) merges into its main tree: a hook
-        // symlink of the main repository (`.git/hooks/pre-commit -> ../../scripts/x`) or a
-        // link committed with an absolute target into the main tree names, after the merge,
-        // the file the worktree holds at the same relative path.
-        if let Some(main) = super::gitconfig::main_tree(root_path) {
+        // A linked worktree (a `worktree_write` session's) merges into its main tree and into
+        // the directory the session was started on (`merge_target`, whatever the repository's
+        // layout): a hook symlink there (`.git/hooks/pre-commit -> ../../scripts/x`) or a link
+        // committed with an absolute target into it names, after the merge, the file the
+        // worktree holds at the same relative path.
+        let mut trees: Vec<PathBuf> = merge_target.map(Path::to_path_buf).into_iter().collect();
+        trees.extend(super::gitconfig::main_tree(root_path));
+        trees.dedup();
+        for tree in trees.iter().filter(|tree| tree.as_path() != root_path) {
             let io = |err: rustix::io::Errno| Incomplete::Io(err.to_string());
-            let fd = rustix::fs::open(&main, dir_flags(), Mode::empty()).map_err(io)?;
-            let of_main = Self::scan_tree(fd.as_fd(), &main, skip)?;
-            found.links.extend(of_main.links);
-            found.context.extend(of_main.context);
-            found.places.extend(of_main.places);
+            let fd = rustix::fs::open(tree, dir_flags(), Mode::empty()).map_err(io)?;
+            let of_tree = Self::scan_tree(fd.as_fd(), tree, skip)?;
+            found.links.extend(of_tree.links);
+            found.context.extend(of_tree.context);
+            found.places.extend(of_tree.places);
         }
         Ok(found)
     }
