@@ -8,7 +8,7 @@ use super::*;
 fn the_session_dir_lives_and_is_bounded_like_the_layer() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("layer");
-    let layer = SessionLayer::new(dir.clone(), 1 << 30);
+    let layer = SessionLayer::new(dir.clone(), tmp.path().join(".discarded"), 1 << 30);
     let turn = layer.begin(View::SessionDir, false).unwrap();
     assert!(turn.spec.roots.is_empty());
     assert!(dir.join("cargo-target").is_dir() && dir.join("pytest-cache").is_dir());
@@ -27,7 +27,7 @@ fn the_session_dir_lives_and_is_bounded_like_the_layer() {
     );
     drop(turn);
     // A budget of one byte: the dirs alone are over it once measured after a command.
-    let small = SessionLayer::new(tmp.path().join("small"), 1);
+    let small = SessionLayer::new(tmp.path().join("small"), tmp.path().join(".discarded"), 1);
     let _ = small.begin(View::SessionDir, false).unwrap().finish();
     let refused = small.begin(View::SessionDir, false).err();
     assert!(matches!(refused, Some(LayerRefusal::OverBudget { .. })));
