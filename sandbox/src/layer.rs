@@ -107,7 +107,8 @@ pub fn remove(dir: &Path) {
 
 /// Room for one more full layer on the file system holding `area`: its free space and free
 /// inodes must cover a layer of `budget` bytes ([`inode_budget`]) plus a reserve kept for the
-/// owner's machine (a twentieth of the file system, at least 256 MiB and 16k inodes). Layers
+/// owner's machine (a twentieth of the file system, within 256 MiB – 2 GiB and 16k – 128k
+/// inodes: enough for the owner to keep working, not a large disk's worth). Layers
 /// still being deleted are on the disk until they are gone, so they count; a new session or a
 /// fresh layer past it is refused (`storage_full`) with these words.
 pub fn room_for_layer(area: &Path, budget: u64) -> Result<(), NoRoom> {
@@ -116,8 +117,8 @@ pub fn room_for_layer(area: &Path, budget: u64) -> Result<(), NoRoom> {
     };
     let size = fs.f_blocks.saturating_mul(fs.f_frsize);
     let free = fs.f_bavail.saturating_mul(fs.f_frsize);
-    let reserve = (size / 20).max(256 * MIB);
-    let reserve_inodes = (fs.f_files / 20).max(16 * 1024);
+    let reserve = (size / 20).clamp(256 * MIB, 2048 * MIB);
+    let reserve_inodes = (fs.f_files / 20).clamp(16 * 1024, 128 * 1024);
     let need_inodes = inode_budget(budget).saturating_add(reserve_inodes);
     // A file system without an inode count (btrfs, some FUSE) reports 0 files.
     let inodes_short = fs.f_files > 0 && fs.f_favail < need_inodes;
