@@ -205,8 +205,10 @@ impl CommandSandbox {
     /// Give the session a copy-on-write layer of `budget` bytes, in `<scratch root>/layer`
     /// (used where the host can mount overlays; see [`SessionLayer`]).
     pub fn with_layer(mut self, budget: u64) -> Self {
+        let area = self.scratch_root.parent().unwrap_or(&self.scratch_root);
         self.layer = Some(Arc::new(SessionLayer::new(
             self.scratch_root.join("layer"),
+            area.join(sandbox::layer::TRASH),
             budget,
         )));
         self
@@ -353,6 +355,7 @@ pub(super) fn run(
                     let code = match refusal {
                         layer::LayerRefusal::OverBudget { .. } => "layer_over_budget",
                         layer::LayerRefusal::Broken => "sandbox_unavailable",
+                        layer::LayerRefusal::NoRoom(_) => "storage_full",
                     };
                     return rejected(
                         action_id,
