@@ -523,3 +523,51 @@ fn a_worktree_carries_the_places_of_the_directory_it_merges_into_whatever_the_la
     }
     assert!(write(&policy, "scripts/build.sh").is_ok());
 }
+
+#[test]
+fn programs_git_s_configuration_names_in_the_tree_are_refused() {
+    let f = fixture();
+    f.mkdir(".git");
+    f.put(
+        ".git/config",
+        "[core]\n\tfsmonitor = ./tools/fsmon\n[diff \"pdf\"]\n\ttextconv = sh scripts/pdf2txt --x\n\
+         [filter \"lfs2\"]\n\tclean = \"bin/clean %f\"\n[alias]\n\tst = !./git-st.sh && true\n\
+         [core]\n\tpager = less\n",
+    );
+    for rel in ["tools/fsmon", "scripts/pdf2txt", "bin/clean", "git-st.sh"] {
+        let message = f.refused(rel, "git_hooks");
+        assert!(
+            message.contains("program git's configuration names"),
+            "{rel}: {message}"
+        );
+    }
+    // A bare name is found on PATH, never in the tree; the options are no files.
+    for rel in ["less", "sh", "--x", "tools/other"] {
+        f.allowed(rel);
+    }
+}
+
+#[test]
+fn a_hook_into_another_checkout_of_the_repository_is_refused_in_every_checkout() {
+    // The root is the main tree; the owner's linked worktree `dev` elsewhere holds the hook's
+    // target. A branch sync brings the root's file there.
+    let f = fixture();
+    let dev = f.base.join("dev");
+    std::fs::create_dir_all(dev.join("scripts")).unwrap();
+    f.mkdir(".git/worktrees/dev");
+    f.mkdir(".git/hooks");
+    std::fs::write(
+        f.root.join(".git/worktrees/dev/gitdir"),
+        format!("{}\n", dev.join(".git").display()),
+    )
+    .unwrap();
+    std::fs::write(dev.join(".git"), "gitdir: ../work/.git/worktrees/dev\n").unwrap();
+    std::fs::write(f.root.join(".git/worktrees/dev/commondir"), "../..\n").unwrap();
+    symlink(
+        dev.join("scripts/pre-commit"),
+        f.root.join(".git/hooks/pre-commit"),
+    )
+    .unwrap();
+    f.refused("scripts/pre-commit", "git_hooks");
+    f.allowed("scripts/build.sh");
+}

@@ -57,10 +57,22 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         let common = common_dir(&git_dir);
         let mut configs = vec![common.join("config"), git_dir.join("config.worktree")];
         configs.extend(globals.iter().cloned());
-        let mut hooks_paths = Vec::new();
+        let mut named = Named::default();
         for config in configs {
-            out.read_config(&config, 0, &mut hooks_paths);
+            out.read_config(&config, 0, &mut named);
         }
+        // Programs git runs by itself (`core.fsmonitor` at every `git status`, a diff's
+        // `textconv`, a filter's `clean`): a path in them is run from the working tree's top.
+        for program in named.programs {
+            let why =
+                "a program git's configuration names (core.fsmonitor, a filter, a diff driver, …)";
+            out.add(
+                &top.join(expand_home(&program)),
+                AutorunClass::GitHooks,
+                why,
+            );
+        }
+        let hooks_paths = named.hooks_paths;
         let mut hook_dirs = vec![common.join("hooks"), git_dir.join("hooks")];
         for value in hooks_paths {
             hook_dirs.push(top.join(expand_home(&value)));
@@ -105,9 +117,9 @@ impl Places<'_> {
         }
     }
 
-    /// Read one config file, collecting `core.hooksPath` values and following includes (each
-    /// included file is a `vcs_config` place).
-    fn read_config(&mut self, file: &Path, depth: usize, hooks_paths: &mut Vec<String>) {
+    /// Read one config file, collecting `core.hooksPath` values and the paths of programs, and
+    /// following includes (each included file is a `vcs_config` place).
+    fn read_config(&mut self, file: &Path, depth: usize, named: &mut Named) {
         if depth > MAX_INCLUDE_DEPTH || self.read >= MAX_FILES {
             return;
         }
@@ -120,12 +132,15 @@ impl Places<'_> {
             let Some(value) = entry.value else { continue };
             match (entry.section.as_str(), entry.key.as_str()) {
                 // An empty value makes git look for `/<hook>`: outside any root.
-                ("core", "hookspath") if !value.is_empty() => hooks_paths.push(value),
+                ("core", "hookspath") if !value.is_empty() => named.hooks_paths.push(value),
                 ("include" | "includeif", "path") => {
                     let included = dir.join(expand_home(&value));
                     let why = "a file git's configuration includes";
                     self.add(&included, AutorunClass::VcsConfig, why);
-                    self.read_config(&included, depth + 1, hooks_paths);
+                    self.read_config(&included, depth + 1, named);
+                }
+                (section, key) if names_program(section, key, &value) => {
+                    named.programs.extend(program_paths(&value));
                 }
                 _ => {}
             }
@@ -133,21 +148,87 @@ impl Places<'_> {
     }
 }
 
-/// The main working tree of the linked worktree `root` is (its `.git` a gitfile whose git dir
-/// has a common dir named `.git`): what the worktree holds reaches that tree at a merge, so
-/// the places of the main tree are places of the worktree at the same relative paths.
-pub fn main_tree(root: &Path) -> Option<PathBuf> {
-    let dot_git = root.join(".git");
-    if !std::fs::symlink_metadata(&dot_git).ok()?.is_file() {
-        return None;
-    }
-    let git_dir = git_dir_of(&dot_git)?;
+/// What a repository's config files name, collected while reading them.
+#[derive(Default)]
+struct Named {
+    hooks_paths: Vec<String>,
+    /// Paths (with a `/`) in values that git runs as programs.
+    programs: Vec<String>,
+}
+
+/// Whether git runs `section.key`'s value as a program or shell command by itself.
+fn names_program(section: &str, key: &str, value: &str) -> bool {
+    matches!(
+        (section, key),
+        (
+            "core",
+            "fsmonitor" | "pager" | "editor" | "sshcommand" | "askpass"
+        ) | ("sequence", "editor")
+            | ("gpg", "program")
+            | ("diff", "textconv" | "command")
+            | ("filter", "clean" | "smudge" | "process")
+            | ("merge", "driver")
+            | ("credential", "helper")
+            | ("interactive", "difffilter")
+            | ("pager", _)
+    ) || (section == "alias" && value.starts_with('!'))
+}
+
+/// The words of a command value that are paths: git finds a bare name on PATH, never in the
+/// tree, so only a word with a `/` (`./x`, `tools/fsmon`, an absolute path) can name a file there.
+fn program_paths(value: &str) -> Vec<String> {
+    value
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '`'))
+        .map(|word| word.trim_matches(|c| matches!(c, '"' | '\'' | '!')))
+        .filter(|word| word.contains('/') && !word.starts_with('-') && !word.contains('$'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The other checkouts of the repository `root` lies in, each joined with `root`'s path below
+/// its own top: the main working tree (the common dir's parent when it is a `.git`) and every
+/// linked worktree the common dir lists (`worktrees/*/gitdir`). What a write root holds
+/// reaches them through a merge or a branch sync, so their auto-run places (a hook symlink into
+/// one of them, a link committed with an absolute target there) are the root's too, at the
+/// same relative paths.
+pub fn checkouts(root: &Path) -> Vec<PathBuf> {
+    let Some(dot_git) = root
+        .ancestors()
+        .map(|dir| dir.join(".git"))
+        .find(|dot_git| std::fs::symlink_metadata(dot_git).is_ok())
+    else {
+        return Vec::new();
+    };
+    let (Some(top), Some(git_dir)) = (dot_git.parent(), git_dir_of(&dot_git)) else {
+        return Vec::new();
+    };
+    let below = root.strip_prefix(top).unwrap_or(Path::new(""));
     let common = common_dir(&git_dir);
-    if common == git_dir || common.file_name()? != ".git" {
-        return None;
+    let mut tops: Vec<PathBuf> = Vec::new();
+    if common.file_name().is_some_and(|name| name == ".git")
+        && let Some(main) = common.parent()
+    {
+        tops.push(main.to_path_buf());
     }
-    let main = common.parent()?.to_path_buf();
-    (main != root).then_some(main)
+    if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
+        for entry in entries.flatten().take(MAX_FILES) {
+            let Ok(text) = std::fs::read_to_string(entry.path().join("gitdir")) else {
+                continue;
+            };
+            let named = entry.path().join(text.trim());
+            if let Some(linked) = named.parent() {
+                tops.push(linked.to_path_buf());
+            }
+        }
+    }
+    let mut out: Vec<PathBuf> = tops
+        .into_iter()
+        .filter_map(|t| std::fs::canonicalize(t.join(below)).ok())
+        .filter(|tree| tree != root)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The git dir a `.git` entry names: itself, or a gitfile's `gitdir:` (relative to the

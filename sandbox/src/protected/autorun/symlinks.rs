@@ -88,13 +88,15 @@ impl Symlinks {
         skip: &dyn Fn(u64, u64) -> bool,
     ) -> Result<Self, Incomplete> {
         let mut found = Self::scan_tree(root, root_path, skip)?;
-        // A linked worktree (a `worktree_write` session's) merges into its main tree and into
-        // the directory the session was started on (`merge_target`, whatever the repository's
-        // layout): a hook symlink there (`.git/hooks/pre-commit -> ../../scripts/x`) or a link
-        // committed with an absolute target into it names, after the merge, the file the
-        // worktree holds at the same relative path.
+        // What the root holds reaches the repository's other checkouts (its main tree, its
+        // linked worktrees) and the directory a worktree session was started on
+        // (`merge_target`, whatever the layout) through a merge or a branch sync: a hook
+        // symlink into one of them (`.git/hooks/pre-commit -> ../../scripts/x`) or a link
+        // committed with an absolute target there names the file the root holds at the same
+        // relative path. Each is scanned like the root (fail closed when one is too big).
         let mut trees: Vec<PathBuf> = merge_target.map(Path::to_path_buf).into_iter().collect();
-        trees.extend(super::gitconfig::main_tree(root_path));
+        trees.extend(super::gitconfig::checkouts(root_path));
+        trees.sort();
         trees.dedup();
         for tree in trees.iter().filter(|tree| tree.as_path() != root_path) {
             let io = |err: rustix::io::Errno| Incomplete::Io(err.to_string());
