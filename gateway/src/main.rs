@@ -161,6 +161,8 @@ fn main() -> std::process::ExitCode {
                         sandbox::protected::instances::REGISTRY
                     );
                 }
+                let command_limits = config.command_limits;
+                gateway::limits::prepare_all_commands_memory(&command_limits);
                 let gateway = gateway::open(config)?;
                 let shutdown = CancellationToken::new();
                 gateway::start_background(gateway.clone(), shutdown.clone()).await;
@@ -177,11 +179,13 @@ fn main() -> std::process::ExitCode {
                     }
                     signal.cancel();
                 });
-                if stdio {
-                    gateway::serve_stdio(gateway, shutdown).await?;
+                let served = if stdio {
+                    gateway::serve_stdio(gateway, shutdown).await
                 } else {
-                    gateway::serve_http(gateway, listen, &auth, shutdown).await?;
-                }
+                    gateway::serve_http(gateway, listen, &auth, shutdown).await
+                };
+                gateway::limits::release_all_commands_memory(&command_limits);
+                served?;
                 Ok(std::process::ExitCode::SUCCESS)
             }
             Command::SandboxExec => Ok(sandbox_exec()),

@@ -46,10 +46,13 @@ use outcome::finish;
 #[cfg(target_os = "linux")]
 use supervise::Ending;
 pub use supervise::ReportProblem;
-use supervise::{release_cgroups, supervise};
+use supervise::{KilledAt, release_cgroups, supervise};
 
 /// Error code of a command the kernel killed at its memory cgroup's bound.
 pub const MEMORY_LIMIT_EXCEEDED: &str = "memory_limit_exceeded";
+/// Error code of a command the kernel killed when all the gateway's commands together reached
+/// their bound (the gateway's parent cgroup).
+pub const ALL_COMMANDS_MEMORY_EXCEEDED: &str = "all_commands_memory_exceeded";
 
 /// Bytes kept of each stream.
 const STREAM_LIMIT: usize = MAX_TOOL_OUTPUT_BYTES;
@@ -232,6 +235,11 @@ impl Executor {
     /// Where this session's command scratch dirs are made.
     pub fn command_scratch_root(&self) -> &Path {
         &self.commands.scratch_root
+    }
+
+    /// The limits every command of the session gets.
+    pub fn command_limits(&self) -> &Limits {
+        &self.commands.limits
     }
 
     /// The session's copy-on-write layer, if commands have one.
@@ -454,19 +462,32 @@ pub(super) fn run(
         report.enforced.session_dir = true;
     }
     let stopped_by_guard = run.stopped_by_guard;
-    let memory_bound = release_cgroups(run.report.as_ref())
-        .then(|| {
-            run.report
-                .as_ref()
-                .and_then(|r| r.enforced.memory_cgroup_mb)
-        })
-        .flatten();
-    if let Some(mb) = memory_bound {
-        notes.push(format!(
-            "the command went over its memory bound: its processes together may use {mb} MiB \
-             (CLAUDE_TOOLS_COMMAND_MEMORY_MB plus the scratch quota), and the kernel killed it"
-        ));
-    }
+    let killed = release_cgroups(run.report.as_ref());
+    let own_bound = run
+        .report
+        .as_ref()
+        .and_then(|r| r.enforced.memory_cgroup_mb);
+    let memory_code = match (killed, own_bound) {
+        (Some(KilledAt::Command), Some(mb)) => {
+            notes.push(format!(
+                "the command went over its memory bound: its processes together may use {mb} \
+                 MiB (CLAUDE_TOOLS_COMMAND_MEMORY_MB plus the scratch quota), and the kernel \
+                 killed it"
+            ));
+            Some(MEMORY_LIMIT_EXCEEDED)
+        }
+        (Some(KilledAt::AllCommands), Some(_)) => {
+            let all = config.limits.group.map_or(0, |g| g.bytes >> 20);
+            notes.push(format!(
+                "the command was killed: all commands of this gateway's sessions together \
+                 reached their memory bound of {all} MiB (CLAUDE_TOOLS_COMMANDS_MEMORY_MB), and \
+                 the kernel killed the largest of them, this one; run it again when fewer \
+                 commands run"
+            ));
+            Some(ALL_COMMANDS_MEMORY_EXCEEDED)
+        }
+        _ => None,
+    };
     drop(scratch);
     if stopped_by_guard && let Some(excess) = guard.as_ref().and_then(|g| g.exceeded()) {
         notes.push(format!(
@@ -480,8 +501,10 @@ pub(super) fn run(
     if stopped_by_guard && outcome.status != ToolStatus::Rejected {
         outcome.status = ToolStatus::Error;
         outcome.error_code = Some("layer_over_budget".into());
-    } else if memory_bound.is_some() && outcome.status == ToolStatus::Error {
-        outcome.error_code = Some(MEMORY_LIMIT_EXCEEDED.into());
+    } else if let Some(code) = memory_code
+        && outcome.status == ToolStatus::Error
+    {
+        outcome.error_code = Some(code.into());
     }
     outcome
 }

@@ -156,11 +156,12 @@ pub fn helper_main() -> i32 {
     if let (Some(memory), Some(parent)) = (spec.limits.memory, &parent) {
         // Its scratch tmpfs pages are charged to it too: the bound is both together.
         let limit = memory.saturating_add(spec.limits.scratch.unwrap_or(0));
-        match cgroup::join(parent, limit, spec.limits.nproc) {
+        match cgroup::join(parent, limit, spec.limits.nproc, spec.limits.group.as_ref()) {
             Ok(joined) => {
                 enforced.memory_cgroup_mb = Some(limit / (1024 * 1024));
                 enforced.pids_cgroup = joined.pids;
                 cgroup.memory = Some(joined.dir);
+                cgroup.before = Some(joined.before);
             }
             // The host promised the bound (the same probe): fail closed.
             Err(message) => return fail(&enforced, cgroup, message),
@@ -236,6 +237,8 @@ fn report(report: &Report) {
 struct Cgroups {
     pids: Option<PathBuf>,
     memory: Option<PathBuf>,
+    /// The memory cgroup's counters when this command joined it.
+    before: Option<crate::spec::MemoryCounters>,
 }
 
 fn fail(enforced: &Enforced, cgroup: Cgroups, message: String) -> i32 {
@@ -244,6 +247,7 @@ fn fail(enforced: &Enforced, cgroup: Cgroups, message: String) -> i32 {
         enforced: enforced.clone(),
         cgroup: cgroup.pids,
         memory_cgroup: cgroup.memory,
+        memory_before: cgroup.before,
     });
     EXIT_SANDBOX_FAILED
 }
@@ -595,6 +599,7 @@ fn confine_and_exec(
         enforced,
         cgroup: cgroup.pids,
         memory_cgroup: cgroup.memory,
+        memory_before: cgroup.before,
     });
     // SAFETY: program, argv and envp are valid NUL-terminated strings in null-terminated arrays
     // that stay alive across the call; execve only returns on failure.

@@ -264,6 +264,7 @@ pub(super) fn supervise(
                 enforced: Enforced::default(),
                 cgroup: None,
                 memory_cgroup: None,
+                memory_before: None,
             });
             stdout.push(&report_buf);
         } else {
@@ -290,19 +291,32 @@ fn parse_report(line: &[u8]) -> Result<Report, ReportProblem> {
     serde_json::from_str(json.trim_end()).map_err(ReportProblem::Malformed)
 }
 
-/// After the command: its cgroups removed once their processes are gone; whether the memory
-/// cgroup's OOM killer ended it.
-pub(super) fn release_cgroups(report: Option<&Report>) -> bool {
+/// Which memory bound the kernel killed a command at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KilledAt {
+    /// The command's own (`CLAUDE_TOOLS_COMMAND_MEMORY_MB` plus the scratch quota).
+    Command,
+    /// All the gateway's commands together (`CLAUDE_TOOLS_COMMANDS_MEMORY_MB`).
+    AllCommands,
+}
+
+/// After the command: its cgroups removed once their processes are gone (a session's memory
+/// cgroup is kept for its next command); whether, and at which bound, the OOM killer ended it.
+pub(super) fn release_cgroups(report: Option<&Report>) -> Option<KilledAt> {
     #[cfg(target_os = "linux")]
     if let Some(report) = report {
-        let released = sandbox::linux::cgroup::release(report);
+        use sandbox::linux::cgroup::{Bound, release};
+        let released = release(report);
         for dir in &released.left {
             tracing::warn!("could not remove command cgroup {}", dir.display());
         }
-        return released.oom_killed;
+        return released.oom_killed.map(|bound| match bound {
+            Bound::Command => KilledAt::Command,
+            Bound::AllCommands => KilledAt::AllCommands,
+        });
     }
     let _ = report;
-    false
+    None
 }
 
 #[cfg(test)]
@@ -329,6 +343,7 @@ mod tests {
                 enforced: Enforced::default(),
                 cgroup: None,
                 memory_cgroup: None,
+                memory_before: None,
             })
             .unwrap()
         );
