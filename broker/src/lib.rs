@@ -147,6 +147,8 @@ pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> an
     if let Some(layer) = state.executor.command_layer() {
         layer.discard_if_idle();
     }
-    let _ = std::fs::remove_dir(state.executor.command_scratch_root());
+    let scratch_root = state.executor.command_scratch_root();
+    let _ = std::fs::remove_dir(scratch_root.join(executor::SCRATCH_MOUNT_POINT));
+    let _ = std::fs::remove_dir(scratch_root);
     Ok(())
 }

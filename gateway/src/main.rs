@@ -109,6 +109,11 @@ fn sandbox_exec() -> std::process::ExitCode {
 }
 
 fn main() -> std::process::ExitCode {
+    // The helper, once per command: exactly `<exe> sandbox-exec`, without building the CLI.
+    let mut args = std::env::args_os();
+    if args.len() == 2 && args.nth(1).is_some_and(|a| a == "sandbox-exec") {
+        return sandbox_exec();
+    }
     let cli = Cli::parse();
     if let Command::SandboxExec = cli.command {
         // Before any runtime: the helper must be single-threaded to enter namespaces.

@@ -19,6 +19,7 @@ pub mod process;
 pub mod protected;
 pub mod seatbelt;
 pub mod spec;
+pub mod timing;
 pub mod write_path;
 
 pub use spec::{Enforced, ExecSpec, HostSupport, Limits, MemoryCounters, MemoryGroup, Report};
