@@ -7,6 +7,9 @@
 //! `cargo test --offline` of a small crate in a session against the same up-to-date run outside
 //! the sandbox (target: within 1.2x).
 //!
+//! `--breakdown`: the default path interleaved with a plain spawn, and the p50 of each phase
+//! (build with `--features sandbox/timing`); `--dying N`: memory cgroups left by N commands.
+//!
 //! Run: `cargo bench -p gateway --bench run_command [-- --runs N]`. Target: ≤ 20 ms p50 added.
 //! Figures are recorded in `gateway/benches/RUN_COMMAND_RESULTS.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

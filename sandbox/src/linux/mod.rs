@@ -6,7 +6,8 @@
 //! 2. New user + mount + network + pid + IPC + UTS namespaces (uid/gid mapped to themselves); the
 //!    helper forks and the command becomes pid 1 of the new pid namespace, so when it exits (or
 //!    the helper dies: `PR_SET_PDEATHSIG`) the kernel kills everything left in it.
-//! 3. In the mount namespace: masked paths covered (empty tmpfs for directories, `/dev/null` for
+//! 3. In the mount namespace: masked paths covered (an empty tmpfs for directories — one shared by
+//!    binds for those with nothing bound inside —, `/dev/null` for
 //!    files; `/dev` by a private one holding only the allow-listed devices, see `devices`), the
 //!    scratch dir bind-mounted onto itself — or, with a quota, a private tmpfs of that size over
 //!    it, with HOME and TMPDIR made inside —, the spec's extra writable dirs (the gateway's own
