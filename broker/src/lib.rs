@@ -127,6 +127,16 @@ pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> an
     if left > 0 {
         tracing::warn!("{left} commands were still being reaped at shutdown");
     }
+    // The session's memory cgroup, kept across its commands (a broker killed outright leaves
+    // it to the next gateway start's sweep, or to the session's next broker).
+    #[cfg(target_os = "linux")]
+    if let Some(group) = state.executor.command_limits().group {
+        let removed =
+            tokio::task::spawn_blocking(move || sandbox::linux::cgroup::remove_session(&group))
+                .await
+                .unwrap_or(false);
+        tracing::debug!(removed, "the session's memory cgroup");
+    }
     gateway_link.abort();
     let _ = http.await;
     // The session's dir in the command runtime area, empty once no command runs (never
@@ -137,6 +147,8 @@ pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> an
     if let Some(layer) = state.executor.command_layer() {
         layer.discard_if_idle();
     }
-    let _ = std::fs::remove_dir(state.executor.command_scratch_root());
+    let scratch_root = state.executor.command_scratch_root();
+    let _ = std::fs::remove_dir(scratch_root.join(executor::SCRATCH_MOUNT_POINT));
+    let _ = std::fs::remove_dir(scratch_root);
     Ok(())
 }

@@ -189,6 +189,17 @@ impl BrokerState {
         .with_limits(sandbox::Limits {
             memory: spec.command_limits.memory_mb.map(|mb| mb * 1024 * 1024),
             scratch: spec.command_limits.scratch_mb.map(|mb| mb * 1024 * 1024),
+            // All the gateway's commands in one bounded parent, this session's in one cgroup
+            // reused by its commands.
+            group: spec
+                .command_limits
+                .all_commands_memory_mb
+                .zip(spec.command_limits.memory_group)
+                .map(|(mb, gateway)| sandbox::MemoryGroup {
+                    gateway,
+                    bytes: mb.saturating_mul(1024 * 1024),
+                    session: Some(sandbox::MemoryGroup::key(&spec.session_id)),
+                }),
             ..sandbox::Limits::default()
         })
         .with_search_path(

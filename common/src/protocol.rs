@@ -439,6 +439,14 @@ pub struct CommandLimits {
     /// Budget of the session's copy-on-write layer, MiB (every command's writes together).
     #[serde(default)]
     pub layer_mb: Option<u64>,
+    /// Memory all the gateway's commands may use together, MiB (their memory cgroups' common
+    /// parent, where the host allows memory cgroups; `None`: no common bound, an older gateway).
+    #[serde(default)]
+    pub all_commands_memory_mb: Option<u64>,
+    /// Names that parent: the same for every broker of one gateway (its state dir), across
+    /// restarts.
+    #[serde(default)]
+    pub memory_group: Option<u64>,
 }
 
 /// The runner's confinement the gateway asks for (what this host supports). The broker establishes

@@ -7,6 +7,9 @@
 //! `cargo test --offline` of a small crate in a session against the same up-to-date run outside
 //! the sandbox (target: within 1.2x).
 //!
+//! `--breakdown`: the default path interleaved with a plain spawn, and the p50 of each phase
+//! (build with `--features sandbox/timing`); `--dying N`: memory cgroups left by N commands.
+//!
 //! Run: `cargo bench -p gateway --bench run_command [-- --runs N]`. Target: ≤ 20 ms p50 added.
 //! Figures are recorded in `gateway/benches/RUN_COMMAND_RESULTS.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -84,6 +87,19 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(200usize);
+    if args.iter().any(|a| a == "--breakdown") {
+        breakdown(runs);
+        return;
+    }
+    if let Some(n) = args
+        .iter()
+        .position(|a| a == "--dying")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+    {
+        dying_cgroups(n);
+        return;
+    }
     let support = sandbox::host_support();
     println!("host: {support:?}");
     println!("enforced_by: {}", support.enforced_by());
@@ -181,12 +197,262 @@ fn main() {
     layer_figures(&root, &sealed, runs, plain50);
 }
 
+/// The phases of one RunCommand in order, as the helper and the broker stamp them (the `timing`
+/// feature), each named by what ends at it.
+const PHASES: &[(&str, &str)] = &[
+    ("run", "broker: RunCommand starts"),
+    ("checked", "broker: cwd, argv policy, host support"),
+    ("scratch", "broker: layer turn, scratch dir made"),
+    (
+        "helper",
+        "spawn: fork+exec of the helper, its start-up, spec written",
+    ),
+    ("spec", "helper: spec read and parsed, fds closed"),
+    ("memcg", "helper: memory cgroup made/joined"),
+    ("pidscg", "helper: pids cgroup (root)"),
+    ("unshare", "helper: unshare + uid/gid maps"),
+    ("fork", "helper: fork into the pid namespace"),
+    ("mounts_layer", "mounts: / private, descriptors, layer"),
+    ("mounts_masks", "mounts: protected-set masks"),
+    ("mounts_dev", "mounts: private /dev"),
+    ("mounts_binds", "mounts: visible binds, scratch tmpfs"),
+    ("mounts", "mounts: /proc, read-only remount"),
+    ("rlimits", "confine: cwd, rlimits"),
+    ("landlock", "confine: caps, nnp, Landlock"),
+    ("exec", "confine: seccomp compiled and applied, argv/env"),
+    (
+        "waited",
+        "command: report, execve, runs, exits, pid ns torn down",
+    ),
+    (
+        "exited",
+        "broker: helper reaped, pipes drained, group killed",
+    ),
+    ("released", "broker: cgroups released"),
+    ("cleaned", "broker: scratch removed, layer turn finished"),
+];
+
+/// Every `phase=ns` stamp in a command's output (the broker's note, the helper's stderr lines).
+fn stamps(output: &str) -> std::collections::HashMap<String, u64> {
+    output
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("note: timing: ")
+                .or_else(|| line.strip_prefix(sandbox::timing::PREFIX))
+        })
+        .flat_map(|rest| rest.split_whitespace())
+        .filter_map(|word| {
+            let (name, ns) = word.split_once('=')?;
+            Some((name.to_string(), ns.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `--breakdown`: the default path (namespaces, the limits a broker sets: memory cgroup in the
+/// session's cgroup, pids cgroup as root) interleaved with a plain spawn of `true`, p50 of each,
+/// and the p50 of every phase (needs `--features sandbox/timing`).
+fn breakdown(runs: usize) {
+    let gateway = std::path::Path::new(env!("CARGO_BIN_EXE_gateway"));
+    let helper = Arc::new(PinnedExe::pin(gateway).unwrap());
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let wd = root.join("work");
+    std::fs::create_dir_all(&wd).unwrap();
+    let group = sandbox::MemoryGroup {
+        gateway: sandbox::MemoryGroup::key(&root.display().to_string()),
+        bytes: 4 << 30,
+        session: Some(1),
+    };
+    let limits = sandbox::Limits {
+        memory: Some(2048 << 20),
+        scratch: Some(512 << 20),
+        group: Some(group),
+        ..sandbox::Limits::default()
+    };
+    for layer in [false, true] {
+        println!(
+            "\n## RunCommand [\"true\"], namespaces{}, memory cgroup in the session's cgroup",
+            if layer { " + the session's layer" } else { "" }
+        );
+        let exec = layered_executor(&root.join(format!("l{layer}")), &helper, &wd, limits, layer);
+        breakdown_of(&exec, runs);
+        if let Some(layer) = exec.command_layer() {
+            layer.discard();
+        }
+    }
+    #[cfg(target_os = "linux")]
+    {
+        sandbox::linux::cgroup::remove_session(&group);
+        if let Some(parent) = sandbox::linux::cgroup::parent() {
+            sandbox::linux::cgroup::remove_group(&parent, group.gateway);
+        }
+    }
+}
+
+fn breakdown_of(exec: &Executor, runs: usize) {
+    let args = ToolArgs::RunCommand(RunCommandArgs {
+        argv: vec!["true".into()],
+        cwd: None,
+        timeout_seconds: None,
+        fresh_layer: false,
+    });
+    let first = exec.execute("bench", &args);
+    assert_eq!(first.status, ToolStatus::Ok, "{}", first.output);
+    println!("  {}", first.output.lines().nth(2).unwrap_or(""));
+    let (mut plain, mut sandboxed) = (Vec::new(), Vec::new());
+    let mut phases: Vec<Vec<f64>> = vec![Vec::new(); PHASES.len()];
+    let mut missing = 0;
+    for i in 0..runs + 5 {
+        let t = Instant::now();
+        assert!(
+            std::process::Command::new("/bin/true")
+                .status()
+                .unwrap()
+                .success()
+        );
+        let p = t.elapsed();
+        let t = Instant::now();
+        let out = exec.execute("bench", &args);
+        let r = t.elapsed();
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+        if i < 5 {
+            continue; // warm-up
+        }
+        plain.push(p);
+        sandboxed.push(r);
+        let found = stamps(&out.output);
+        let mut last: Option<u64> = None;
+        for (k, (name, _)) in PHASES.iter().enumerate() {
+            match (found.get(*name), last) {
+                (Some(now), Some(before)) => {
+                    phases[k].push((*now as f64 - before as f64) / 1e6);
+                    last = Some(*now);
+                }
+                (Some(now), None) => last = Some(*now),
+                (None, _) => missing += 1,
+            }
+        }
+    }
+    plain.sort();
+    sandboxed.sort();
+    let (p50, s50) = (percentile(&plain, 0.5), percentile(&sandboxed, 0.5));
+    println!(
+        "interleaved, {runs} runs: plain p50 {:.2} ms p99 {:.2} ms; RunCommand p50 {:.2} ms p99 {:.2} ms; added p50 {:+.2} ms ({:.1}x)",
+        ms(p50),
+        ms(percentile(&plain, 0.99)),
+        ms(s50),
+        ms(percentile(&sandboxed, 0.99)),
+        ms(s50) - ms(p50),
+        ms(s50) / ms(p50)
+    );
+    if missing > 0 && phases.iter().all(Vec::is_empty) {
+        println!("no phase stamps: build with --features sandbox/timing");
+        return;
+    }
+    println!("\n| phase (ends at) | p50 ms | p90 ms |\n|---|---|---|");
+    let mut total = 0.0;
+    for (k, (name, what)) in PHASES.iter().enumerate().skip(1) {
+        let samples = &mut phases[k];
+        if samples.is_empty() {
+            continue;
+        }
+        samples.sort_by(f64::total_cmp);
+        let at = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
+        total += at(0.5);
+        println!("| {what} (`{name}`) | {:.3} | {:.3} |", at(0.5), at(0.9));
+    }
+    println!("| sum of the p50s | {total:.2} | |");
+}
+
+/// Memory cgroups on the host (`/proc/cgroups`: live and dying ones alike).
+fn memory_cgroups() -> i64 {
+    std::fs::read_to_string("/proc/cgroups")
+        .unwrap()
+        .lines()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.first() == Some(&"memory")).then(|| fields[2].parse().unwrap())
+        })
+        .unwrap_or(-1)
+}
+
+/// `--dying N`: N commands of one session, each writing a new file into the session's layer
+/// (its page cache stays charged to the command's memory cgroup), with one cgroup per command
+/// and with the session's reused; how many memory cgroups the host has before and after (a
+/// removed cgroup whose pages are still cached lingers as a dying one).
+fn dying_cgroups(n: usize) {
+    let gateway = std::path::Path::new(env!("CARGO_BIN_EXE_gateway"));
+    let helper = Arc::new(PinnedExe::pin(gateway).unwrap());
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    for (label, session) in [
+        ("the session's cgroup", Some(7)),
+        ("a cgroup per command", None),
+    ] {
+        let wd = root.join(format!("wd-{}", session.is_some()));
+        std::fs::create_dir_all(&wd).unwrap();
+        let limits = sandbox::Limits {
+            memory: Some(512 << 20),
+            scratch: Some(64 << 20),
+            group: Some(sandbox::MemoryGroup {
+                gateway: sandbox::MemoryGroup::key(&root.display().to_string()),
+                bytes: 4 << 30,
+                session,
+            }),
+            ..sandbox::Limits::default()
+        };
+        let exec = layered_executor(
+            &root.join(label.replace(' ', "-")),
+            &helper,
+            &wd,
+            limits,
+            true,
+        );
+        let before = memory_cgroups();
+        for i in 0..n {
+            let out = exec.execute(
+                "bench",
+                &ToolArgs::RunCommand(RunCommandArgs {
+                    argv: vec![
+                        "sh".into(),
+                        "-c".into(),
+                        format!("head -c 65536 /dev/urandom > f{i}"),
+                    ],
+                    cwd: None,
+                    timeout_seconds: None,
+                    fresh_layer: false,
+                }),
+            );
+            assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        let after = memory_cgroups();
+        exec.command_layer().unwrap().discard();
+        std::thread::sleep(Duration::from_secs(3));
+        println!(
+            "{n} commands, {label}: memory cgroups {before} -> {after} ({:+}); {} once the layer \
+             is discarded",
+            after - before,
+            memory_cgroups()
+        );
+        #[cfg(target_os = "linux")]
+        if let Some(group) = limits.group {
+            sandbox::linux::cgroup::remove_session(&group);
+            if let Some(parent) = sandbox::linux::cgroup::parent() {
+                sandbox::linux::cgroup::remove_group(&parent, group.gateway);
+            }
+        }
+    }
+}
+
 /// A session executor with the copy-on-write layer, the owner's real HOME (rustup, the cargo
 /// registry) and PATH, as a broker sets it up.
 fn layered_executor(
     root: &std::path::Path,
     helper: &Arc<PinnedExe>,
     wd: &std::path::Path,
+    limits: sandbox::Limits,
+    layer: bool,
 ) -> Executor {
     let state = root.join("layer-state");
     std::fs::create_dir_all(&state).unwrap();
@@ -202,13 +468,13 @@ fn layered_executor(
         &state,
         &[],
     )
-    .with_limits(sandbox::Limits {
-        memory: Some(2048 << 20),
-        scratch: Some(512 << 20),
-        ..sandbox::Limits::default()
-    })
-    .with_search_path(search)
-    .with_layer(4 << 30);
+    .with_limits(limits)
+    .with_search_path(search);
+    let commands = if layer {
+        commands.with_layer(4 << 30)
+    } else {
+        commands
+    };
     Executor::new(policy, wd.to_path_buf()).with_command_sandbox(commands)
 }
 
@@ -236,7 +502,12 @@ fn layer_figures(root: &std::path::Path, helper: &Arc<PinnedExe>, runs: usize, p
         ));
     }
     std::fs::write(krate.join("src/lib.rs"), lib).unwrap();
-    let exec = layered_executor(root, helper, &krate);
+    let limits = sandbox::Limits {
+        memory: Some(2048 << 20),
+        scratch: Some(512 << 20),
+        ..sandbox::Limits::default()
+    };
+    let exec = layered_executor(root, helper, &krate, limits, true);
     let truth = exec.execute("bench", &args(&["true"]));
     if truth.status != ToolStatus::Ok {
         println!("layer: not measured: {}", truth.output);

@@ -206,6 +206,7 @@ impl Config {
         let command_path =
             sandbox::command::command_path(owner_path.as_deref(), |p| protected.is_protected(p));
         let state_max_mb = crate::state_budget::max_mb_from_env(&state_dir)?;
+        let command_limits = crate::limits::command_limits_from_env(&state_dir)?;
         Ok(Config {
             worktree_dir,
             state_dir,
@@ -215,7 +216,7 @@ impl Config {
             claude_bin,
             exe: Arc::new(PinnedExe::pin_own_image().context("pinning the gateway executable")?),
             install_path: std::env::current_exe().context("locating the gateway executable")?,
-            command_limits: crate::limits::command_limits_from_env()?,
+            command_limits,
             command_path,
             max_live_sessions: crate::limits::max_live_sessions_from_env()?,
             state_max_mb,

@@ -79,9 +79,16 @@ pub(crate) fn positive_env(name: &str, min: u64, max: u64) -> anyhow::Result<Opt
     }
 }
 
-/// `CLAUDE_TOOLS_COMMAND_MEMORY_MB`, `CLAUDE_TOOLS_COMMAND_SCRATCH_MB` and
-/// `CLAUDE_TOOLS_COMMAND_LAYER_MB`, or the host defaults.
-pub fn command_limits_from_env() -> anyhow::Result<CommandLimits> {
+/// Default bound of all the gateway's commands together: half the host's memory, and at least
+/// one command's own bound (its memory and scratch).
+pub fn default_all_commands_memory_mb(host_mb: u64, command_mb: u64) -> u64 {
+    (host_mb / 2).max(command_mb)
+}
+
+/// `CLAUDE_TOOLS_COMMAND_MEMORY_MB`, `CLAUDE_TOOLS_COMMAND_SCRATCH_MB`,
+/// `CLAUDE_TOOLS_COMMAND_LAYER_MB` and `CLAUDE_TOOLS_COMMANDS_MEMORY_MB` (all commands
+/// together, in a parent cgroup named after `state_dir`), or the host defaults.
+pub fn command_limits_from_env(state_dir: &std::path::Path) -> anyhow::Result<CommandLimits> {
     let host = host_memory_mb();
     let memory = positive_env("CLAUDE_TOOLS_COMMAND_MEMORY_MB", 16, 1 << 22)?
         .unwrap_or_else(|| default_command_memory_mb(host));
@@ -90,10 +97,14 @@ pub fn command_limits_from_env() -> anyhow::Result<CommandLimits> {
     // Layers live in the command runtime area, in /tmp.
     let layer = positive_env("CLAUDE_TOOLS_COMMAND_LAYER_MB", 1, 1 << 30)?
         .unwrap_or_else(|| default_command_layer_mb(free_disk_mb(std::path::Path::new("/tmp"))));
+    let all = positive_env("CLAUDE_TOOLS_COMMANDS_MEMORY_MB", 16, 1 << 22)?
+        .unwrap_or_else(|| default_all_commands_memory_mb(host, memory + scratch));
     Ok(CommandLimits {
         memory_mb: Some(memory),
         scratch_mb: Some(scratch),
         layer_mb: Some(layer),
+        all_commands_memory_mb: Some(all),
+        memory_group: Some(sandbox::MemoryGroup::key(&state_dir.display().to_string())),
     })
 }
 
@@ -119,6 +130,44 @@ pub fn prepare_command_memory() {
             sandbox::host_support().command_memory()
         );
     }
+}
+
+/// After the config is read: the parent cgroup of all this gateway's commands made with its
+/// bound (a helper makes it again if it goes meanwhile), and the log says whether it is in
+/// force. Returns whether it is.
+pub fn prepare_all_commands_memory(limits: &CommandLimits) -> bool {
+    #[cfg(target_os = "linux")]
+    if let (Some(mb), Some(gateway), Some(parent)) = (
+        limits.all_commands_memory_mb,
+        limits.memory_group,
+        sandbox::host_support()
+            .memory_cgroup
+            .and_then(|_| sandbox::linux::cgroup::parent()),
+    ) {
+        return match sandbox::linux::cgroup::ensure_group(&parent, gateway, mb << 20) {
+            Ok(_) => {
+                tracing::info!("all commands together: at most {mb} MiB (a parent cgroup)");
+                true
+            }
+            Err(err) => {
+                tracing::error!("all commands together: {err}; commands will be refused");
+                false
+            }
+        };
+    }
+    let _ = limits;
+    false
+}
+
+/// At gateway exit: its commands' parent cgroup removed, unless brokers that outlive the
+/// gateway (re-adopted at its next start) still keep their sessions' cgroups in it.
+pub fn release_all_commands_memory(limits: &CommandLimits) {
+    #[cfg(target_os = "linux")]
+    if let (Some(gateway), Some(parent)) = (limits.memory_group, sandbox::linux::cgroup::parent()) {
+        let removed = sandbox::linux::cgroup::remove_group(&parent, gateway);
+        tracing::debug!(removed, "the commands' parent cgroup at exit");
+    }
+    let _ = limits;
 }
 
 /// `CLAUDE_TOOLS_MAX_LIVE_SESSIONS`, or the host default.
@@ -156,6 +205,9 @@ mod tests {
         assert_eq!(default_command_layer_mb(0), 256);
         assert_eq!(default_command_layer_mb(8 * 1024), 2048);
         assert_eq!(default_command_layer_mb(1 << 30), 16 * 1024);
+        assert_eq!(default_all_commands_memory_mb(24 * 1024, 3584), 12 * 1024);
+        assert_eq!(default_all_commands_memory_mb(2048, 640), 1024);
+        assert_eq!(default_all_commands_memory_mb(1024, 640), 640);
         assert_eq!(default_max_live_sessions(1024), 2);
         assert_eq!(default_max_live_sessions(16384), 32);
         assert_eq!(default_max_live_sessions(1 << 20), 64);

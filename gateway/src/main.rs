@@ -109,6 +109,11 @@ fn sandbox_exec() -> std::process::ExitCode {
 }
 
 fn main() -> std::process::ExitCode {
+    // The helper, once per command: exactly `<exe> sandbox-exec`, without building the CLI.
+    let mut args = std::env::args_os();
+    if args.len() == 2 && args.nth(1).is_some_and(|a| a == "sandbox-exec") {
+        return sandbox_exec();
+    }
     let cli = Cli::parse();
     if let Command::SandboxExec = cli.command {
         // Before any runtime: the helper must be single-threaded to enter namespaces.
@@ -161,6 +166,8 @@ fn main() -> std::process::ExitCode {
                         sandbox::protected::instances::REGISTRY
                     );
                 }
+                let command_limits = config.command_limits;
+                gateway::limits::prepare_all_commands_memory(&command_limits);
                 let gateway = gateway::open(config)?;
                 let shutdown = CancellationToken::new();
                 gateway::start_background(gateway.clone(), shutdown.clone()).await;
@@ -177,11 +184,13 @@ fn main() -> std::process::ExitCode {
                     }
                     signal.cancel();
                 });
-                if stdio {
-                    gateway::serve_stdio(gateway, shutdown).await?;
+                let served = if stdio {
+                    gateway::serve_stdio(gateway, shutdown).await
                 } else {
-                    gateway::serve_http(gateway, listen, &auth, shutdown).await?;
-                }
+                    gateway::serve_http(gateway, listen, &auth, shutdown).await
+                };
+                gateway::limits::release_all_commands_memory(&command_limits);
+                served?;
                 Ok(std::process::ExitCode::SUCCESS)
             }
             Command::SandboxExec => Ok(sandbox_exec()),

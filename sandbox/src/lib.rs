@@ -19,9 +19,10 @@ pub mod process;
 pub mod protected;
 pub mod seatbelt;
 pub mod spec;
+pub mod timing;
 pub mod write_path;
 
-pub use spec::{Enforced, ExecSpec, HostSupport, Limits, Report};
+pub use spec::{Enforced, ExecSpec, HostSupport, Limits, MemoryCounters, MemoryGroup, Report};
 
 /// The paths to mask for a command and to leave out of the runner's readable set: the whole
 /// protected set ([`protected::protected_paths`]: credential stores under `home`, system secrets

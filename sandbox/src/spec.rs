@@ -38,6 +38,35 @@ pub struct Limits {
     /// (tests turn this off to exercise the fallback).
     #[serde(default = "default_true")]
     pub memory_cgroup: bool,
+    /// The gateway-wide parent the command's memory cgroup goes under, and whether the session's
+    /// commands share one (`None`: a cgroup per command directly under the helper's own).
+    #[serde(default)]
+    pub group: Option<MemoryGroup>,
+}
+
+/// Where a command's memory cgroup sits (issue 24): under one parent per gateway (its state
+/// dir), bounding all that gateway's commands together, in the session's cgroup, reused by
+/// its commands (one at a time) so that ending a command leaves no dying cgroup behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryGroup {
+    /// Names the gateway's parent cgroup (a hash of its state dir: a restarted gateway and the
+    /// brokers it re-adopts find the same one).
+    pub gateway: u64,
+    /// The bound of all the gateway's commands together, bytes.
+    pub bytes: u64,
+    /// Names the session's cgroup (a hash of its id); `None`: one cgroup per command.
+    pub session: Option<u64>,
+}
+
+impl MemoryGroup {
+    /// A stable 64-bit name for a string (a state dir, a session id): the start of its SHA-256.
+    pub fn key(text: &str) -> u64 {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(text.as_bytes());
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&digest[..8]);
+        u64::from_be_bytes(bytes)
+    }
 }
 
 fn default_true() -> bool {
@@ -54,6 +83,7 @@ impl Default for Limits {
             memory: None,
             scratch: None,
             memory_cgroup: true,
+            group: None,
         }
     }
 }
@@ -227,6 +257,18 @@ pub struct Report {
     /// removes it after the command).
     #[serde(default)]
     pub memory_cgroup: Option<PathBuf>,
+    /// The memory cgroup's kill counters when the command joined it (a session's cgroup is
+    /// reused: what this command did is the difference).
+    #[serde(default)]
+    pub memory_before: Option<crate::spec::MemoryCounters>,
+}
+
+/// A memory cgroup's counters: OOM kills in it, and its own bound (not an ancestor's) reached
+/// (v2: how often, `memory.events` `oom`; v1: whether, its high-water mark).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryCounters {
+    pub oom_kills: u64,
+    pub own_limit: u64,
 }
 
 /// Highest Landlock ABI whose rights the sandboxes request (V7 adds only audit controls): what
@@ -311,7 +353,9 @@ impl HostSupport {
             ("linux", Some(version)) => format!(
                 "memory: bounded per command across all its processes and shared mappings (a \
                  cgroup {version} memory cgroup of CLAUDE_TOOLS_COMMAND_MEMORY_MB plus the scratch \
-                 quota; the command is killed past it)"
+                 quota; the command is killed past it), and all commands of all sessions \
+                 together within CLAUDE_TOOLS_COMMANDS_MEMORY_MB (default half the host's \
+                 memory: a parent cgroup; past it the largest command is killed)"
             ),
             ("linux", None) => "memory: per process only (RLIMIT_DATA and a hard RLIMIT_STACK \
                  of CLAUDE_TOOLS_COMMAND_MEMORY_MB each; shared memory, System V IPC, \

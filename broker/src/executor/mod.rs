@@ -35,7 +35,7 @@ use sandbox::write_path::{WriteRefusal, WriteRoot};
 pub use run_command::run_confined;
 pub use run_command::{
     CONFINEMENT_UNCONFIRMED, CommandError, CommandSandbox, ConfinedRun, ReportProblem,
-    stop_running_commands,
+    SCRATCH_MOUNT_POINT, stop_running_commands,
 };
 
 /// Default wall-clock budget of one `FindFiles`/`SearchText` walk.

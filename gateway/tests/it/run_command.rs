@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::support::*;
 
 mod adversarial;
+mod all_commands;
 mod discard;
 mod end_to_end;
 mod helper_integrity;

@@ -12,6 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::spec::{MemoryCounters, MemoryGroup};
+
 /// Name prefix of every command cgroup (pids and memory alike).
 pub const PREFIX: &str = "native-gateway-cmd-";
 /// The cgroup v2 leaf the gateway (and the brokers it starts) moves into, so that its parent may
@@ -153,7 +155,12 @@ pub fn probe() -> Option<Parent> {
         .join(format!("{PREFIX}probe-{}", std::process::id()));
     std::fs::create_dir(&dir).ok()?;
     let _ = std::fs::remove_dir(&dir);
-    Some(parent)
+    // v1 needs hierarchical accounting for the bound of all commands together (always on
+    // since Linux 6.1; children inherit it).
+    match &parent {
+        Parent::V1 { dir } if !hierarchical(dir) => None,
+        _ => Some(parent),
+    }
 }
 
 /// The cgroup v2 layout command cgroups need, made at gateway start: if the gateway's cgroup is
@@ -199,93 +206,337 @@ pub fn prepare_delegated() -> bool {
             .any(|c| c == "memory")
 }
 
-/// A command cgroup the helper made and joined.
+/// Name prefix of a gateway's parent of command cgroups, bounding all its commands together.
+pub const GROUP_PREFIX: &str = "native-gateway-all-";
+
+/// The parent cgroup of the gateway named `gateway` (see [`MemoryGroup`]).
+pub fn group_dir(parent: &Parent, gateway: u64) -> PathBuf {
+    parent.dir().join(format!("{GROUP_PREFIX}{gateway:016x}"))
+}
+
+/// The session's cgroup in its gateway's parent, where the group has one per session.
+pub fn session_dir(parent: &Parent, group: &MemoryGroup) -> Option<PathBuf> {
+    group
+        .session
+        .map(|session| group_dir(parent, group.gateway).join(format!("{PREFIX}s{session:016x}")))
+}
+
+/// Write `value` into `dir/file` unless it already holds it (a reused cgroup's limits are
+/// usually unchanged: no write, and no reclaim a lower v1 limit would start).
+fn set(dir: &Path, file: &str, value: &str) -> Result<(), String> {
+    if std::fs::read_to_string(dir.join(file)).is_ok_and(|now| now.trim() == value) {
+        return Ok(());
+    }
+    std::fs::write(dir.join(file), value).map_err(|e| format!("the memory cgroup's {file}: {e}"))
+}
+
+/// cgroup v1's memory bound and its memory+swap bound, equal (no swap beyond it). The second
+/// may never be below the first, so the order depends on whether the bound goes up or down.
+fn set_v1_limit(dir: &Path, bytes: u64) -> Result<(), String> {
+    let value = bytes.to_string();
+    let memsw = dir.join("memory.memsw.limit_in_bytes").exists();
+    let order: &[&str] = if memsw {
+        &["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
+    } else {
+        &["memory.limit_in_bytes"]
+    };
+    let first = order.iter().try_for_each(|file| set(dir, file, &value));
+    if first.is_ok() || !memsw {
+        return first;
+    }
+    order
+        .iter()
+        .rev()
+        .try_for_each(|file| set(dir, file, &value))
+}
+
+/// Make (or find) the gateway's parent cgroup and bound it to `bytes`: all its commands
+/// together, hierarchically (v2 always; v1 only with `memory.use_hierarchy`, which is then
+/// required). Past it the kernel's OOM killer picks a command under it (the largest: all have
+/// the same `oom_score_adj`); nothing outside it is touched.
+pub fn ensure_group(parent: &Parent, gateway: u64, bytes: u64) -> Result<PathBuf, String> {
+    let dir = group_dir(parent, gateway);
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("the commands' memory cgroup: {e}")),
+    }
+    match parent {
+        Parent::V2 { pids, .. } => {
+            set(&dir, "memory.max", &bytes.to_string())?;
+            if dir.join("memory.swap.max").exists() {
+                set(&dir, "memory.swap.max", "0")?;
+            }
+            let enabled = controllers(&dir.join("cgroup.subtree_control"));
+            let mut wanted = Vec::new();
+            if !enabled.iter().any(|c| c == "memory") {
+                wanted.push("+memory");
+            }
+            if *pids && !enabled.iter().any(|c| c == "pids") {
+                wanted.push("+pids");
+            }
+            if !wanted.is_empty() {
+                std::fs::write(dir.join("cgroup.subtree_control"), wanted.join(" "))
+                    .map_err(|e| format!("the commands' cgroup.subtree_control: {e}"))?;
+            }
+        }
+        Parent::V1 { .. } => {
+            if !hierarchical(&dir) {
+                let _ = std::fs::write(dir.join("memory.use_hierarchy"), "1");
+                if !hierarchical(&dir) {
+                    return Err("the commands' memory cgroup: hierarchical accounting \
+                                (memory.use_hierarchy) is off"
+                        .into());
+                }
+            }
+            set_v1_limit(&dir, bytes)?;
+        }
+    }
+    Ok(dir)
+}
+
+fn hierarchical(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("memory.use_hierarchy")).is_ok_and(|v| v.trim() == "1")
+}
+
+/// Remove the gateway's parent cgroup if nothing is left in it (gateway exit: brokers that
+/// outlive the gateway keep their sessions' cgroups in it, and with them the bound).
+pub fn remove_group(parent: &Parent, gateway: u64) -> bool {
+    std::fs::remove_dir(group_dir(parent, gateway)).is_ok()
+}
+
+/// A command cgroup the helper made (or, a session's, found) and joined.
 #[derive(Debug)]
 pub struct Joined {
     pub dir: PathBuf,
     /// The v2 cgroup also bounds the process count (`pids.max`).
     pub pids: bool,
+    /// Its counters when the command joined it.
+    pub before: MemoryCounters,
 }
 
-/// Make a command cgroup under `parent` bounded to `limit` bytes (no swap beyond it; v2: the
-/// whole command is killed together when it is exceeded), with `pids.max` = `nproc` where the v2
-/// parent enables pids, and move this process into it. The name is random: the command can read
-/// its own cgroup path, and a pid there would be public.
-pub fn join(parent: &Parent, limit: u64, nproc: u64) -> Result<Joined, String> {
+fn random_name() -> Result<String, String> {
     let mut random = [0u8; 8];
     // SAFETY: getrandom writes at most `random.len()` bytes into the buffer it is given.
     let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
     if got != random.len() as isize {
         return Err("the command's memory cgroup: no random name".into());
     }
-    let dir = parent
-        .dir()
-        .join(format!("{PREFIX}{:016x}", u64::from_ne_bytes(random)));
-    std::fs::create_dir(&dir).map_err(|e| format!("the command's memory cgroup: {e}"))?;
-    let set = |file: &str, value: String| {
-        std::fs::write(dir.join(file), value).map_err(|e| format!("the command's {file}: {e}"))
-    };
-    let result = (|| {
-        let pids = match parent {
-            Parent::V2 { pids, .. } => {
-                set("memory.max", limit.to_string())?;
-                // Absent without swap support: nothing to bound then.
-                if dir.join("memory.swap.max").exists() {
-                    set("memory.swap.max", "0".into())?;
-                }
-                set("memory.oom.group", "1".into())?;
-                if *pids {
-                    set("pids.max", nproc.to_string())?;
-                }
-                *pids
+    Ok(format!("{PREFIX}{:016x}", u64::from_ne_bytes(random)))
+}
+
+/// Make a command cgroup bounded to `limit` bytes (no swap beyond it; v2: the whole command is
+/// killed together when it is exceeded), with `pids.max` = `nproc` where the v2 parent enables
+/// pids, and move this process into it. With a `group`: under the gateway's parent
+/// ([`ensure_group`]), and the session's cgroup, reused, where the group names one; else under
+/// `parent` itself. A per-command name is random: the command can read its own cgroup path,
+/// and a pid there would be public.
+pub fn join(
+    parent: &Parent,
+    limit: u64,
+    nproc: u64,
+    group: Option<&MemoryGroup>,
+) -> Result<Joined, String> {
+    // A gateway's start sweeps empty cgroups older than a minute, a session's idle one
+    // included: made again, once.
+    match join_once(parent, limit, nproc, group) {
+        Err((_, true)) => join_once(parent, limit, nproc, group).map_err(|(m, _)| m),
+        other => other.map_err(|(message, _)| message),
+    }
+}
+
+/// [`join`] once; the error says whether a directory vanished meanwhile (worth a retry).
+fn join_once(
+    parent: &Parent,
+    limit: u64,
+    nproc: u64,
+    group: Option<&MemoryGroup>,
+) -> Result<Joined, (String, bool)> {
+    let made = make(parent, limit, nproc, group)?;
+    let mut before = counters(&made.dir);
+    if let Parent::V1 { .. } = parent {
+        // The high-water mark was just reset: whether this command reaches the bound.
+        before.own_limit = 0;
+    }
+    match enter(&made.dir) {
+        Ok(()) => Ok(Joined {
+            dir: made.dir,
+            pids: made.pids,
+            before,
+        }),
+        Err(e) => {
+            if made.new {
+                let _ = std::fs::remove_dir(&made.dir);
             }
-            Parent::V1 { .. } => {
-                set("memory.limit_in_bytes", limit.to_string())?;
-                if dir.join("memory.memsw.limit_in_bytes").exists() {
-                    set("memory.memsw.limit_in_bytes", limit.to_string())?;
-                }
-                false
-            }
-        };
-        set("cgroup.procs", std::process::id().to_string())?;
-        Ok(pids)
-    })();
-    match result {
-        Ok(pids) => Ok(Joined { dir, pids }),
-        Err(message) => {
-            let _ = std::fs::remove_dir(&dir);
-            Err(message)
+            let vanished = !made.dir.exists();
+            Err((
+                format!("joining the command's memory cgroup: {e}"),
+                vanished,
+            ))
         }
     }
 }
 
-/// How many processes of the cgroup at `dir` the kernel's OOM killer killed (v2
-/// `memory.events`, v1 `memory.oom_control`).
-pub fn oom_kills(dir: &Path) -> u64 {
-    ["memory.events", "memory.oom_control"]
-        .iter()
-        .filter_map(|file| std::fs::read_to_string(dir.join(file)).ok())
-        .flat_map(|text| {
-            text.lines()
-                .filter_map(|line| line.strip_prefix("oom_kill "))
-                .filter_map(|n| n.trim().parse::<u64>().ok())
-                .collect::<Vec<_>>()
-        })
-        .max()
-        .unwrap_or(0)
+/// Move the calling process into the cgroup at `dir`. On v1, a single-threaded process (the
+/// helper) moves its one thread by writing `0` (itself) to `tasks`: moving a whole process
+/// (`cgroup.procs`), or any thread named by its id, takes the global thread-group lock for
+/// writing, which may wait for an RCU grace period (13 ms p50 measured on a loaded 2-vCPU
+/// host, the largest single cost of a command); the calling thread alone does not. Anything
+/// else, and v2, through `cgroup.procs`.
+pub(super) fn enter(dir: &Path) -> std::io::Result<()> {
+    let tasks = dir.join("tasks");
+    if single_threaded() && tasks.exists() {
+        return std::fs::write(tasks, "0");
+    }
+    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string())
 }
+
+/// Whether this process has one thread (`/proc/self/stat`'s 20th field).
+fn single_threaded() -> bool {
+    std::fs::read_to_string("/proc/self/stat").is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|end| stat.get(end + 1..))
+            .and_then(|rest| rest.split_whitespace().nth(17))
+            == Some("1")
+    })
+}
+
+/// A command cgroup made (or found) and bounded, not yet joined.
+#[derive(Debug)]
+struct Made {
+    dir: PathBuf,
+    /// Made now (removed again if joining it fails).
+    new: bool,
+    pids: bool,
+}
+
+fn make(
+    parent: &Parent,
+    limit: u64,
+    nproc: u64,
+    group: Option<&MemoryGroup>,
+) -> Result<Made, (String, bool)> {
+    let plain = |message: String| (message, false);
+    let (dir, shared) = match group {
+        Some(group) => {
+            let base = ensure_group(parent, group.gateway, group.bytes).map_err(plain)?;
+            match session_dir(parent, group) {
+                Some(dir) => (dir, true),
+                None => (base.join(random_name().map_err(plain)?), false),
+            }
+        }
+        None => (parent.dir().join(random_name().map_err(plain)?), false),
+    };
+    let new = match std::fs::create_dir(&dir) {
+        Ok(()) => true,
+        Err(e) if shared && e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => {
+            let vanished = e.kind() == std::io::ErrorKind::NotFound;
+            return Err((format!("the command's memory cgroup: {e}"), vanished));
+        }
+    };
+    let bounded = match parent {
+        Parent::V2 { pids, .. } => (|| {
+            set(&dir, "memory.max", &limit.to_string())?;
+            // Absent without swap support: nothing to bound then.
+            if dir.join("memory.swap.max").exists() {
+                set(&dir, "memory.swap.max", "0")?;
+            }
+            set(&dir, "memory.oom.group", "1")?;
+            if *pids {
+                set(&dir, "pids.max", &nproc.to_string())?;
+            }
+            Ok(*pids)
+        })(),
+        Parent::V1 { .. } => set_v1_limit(&dir, limit).and_then(|()| {
+            // A session's cgroup: the high-water mark from here on is this command's.
+            if !new {
+                for file in [
+                    "memory.max_usage_in_bytes",
+                    "memory.memsw.max_usage_in_bytes",
+                ] {
+                    if dir.join(file).exists() {
+                        std::fs::write(dir.join(file), "0")
+                            .map_err(|e| format!("the memory cgroup's {file}: {e}"))?;
+                    }
+                }
+            }
+            Ok(false)
+        }),
+    };
+    match bounded {
+        Ok(pids) => Ok(Made { dir, new, pids }),
+        Err(message) => {
+            if new {
+                let _ = std::fs::remove_dir(&dir);
+            }
+            let vanished = !dir.exists();
+            Err((message, vanished))
+        }
+    }
+}
+
+/// The kill counters of the memory cgroup at `dir`: v2 `memory.events` (`oom` counts only the
+/// cgroup whose own bound was reached, and its ancestors); v1 `memory.oom_control`, and for its
+/// own bound the high-water mark (`memory.max_usage_in_bytes`, or the memory+swap one, reset
+/// when a command joins) within [`V1_SLACK`] of the bound (v1's `failcnt` stays 0 on Linux 6.x).
+/// Zero where a file is missing.
+pub fn counters(dir: &Path) -> MemoryCounters {
+    let read = |file: &str| std::fs::read_to_string(dir.join(file)).ok();
+    let number = |file: &str| read(file).and_then(|text| text.trim().parse::<u64>().ok());
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    if let Some(events) = read("memory.events") {
+        return MemoryCounters {
+            oom_kills: field(&events, "oom_kill "),
+            own_limit: field(&events, "oom "),
+        };
+    }
+    let peak = [
+        "memory.max_usage_in_bytes",
+        "memory.memsw.max_usage_in_bytes",
+    ]
+    .iter()
+    .filter_map(|file| number(file))
+    .max();
+    let reached = match (peak, number("memory.limit_in_bytes")) {
+        (Some(peak), Some(limit)) => peak.saturating_add(V1_SLACK) >= limit,
+        _ => false,
+    };
+    MemoryCounters {
+        oom_kills: read("memory.oom_control").map_or(0, |text| field(&text, "oom_kill ")),
+        own_limit: u64::from(reached),
+    }
+}
+
+/// How close to its bound a v1 cgroup's high-water mark counts as having reached it (charges
+/// come in batches of 64 pages).
+pub const V1_SLACK: u64 = 512 * 1024;
 
 /// Whether `dir` is a command cgroup (a helper's report names it; anything else is never
 /// touched).
 fn is_command_cgroup(dir: &Path) -> bool {
+    named(dir, PREFIX)
+}
+
+fn named(dir: &Path, prefix: &str) -> bool {
     dir.starts_with("/sys/fs/cgroup")
         && dir
             .file_name()
             .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with(PREFIX))
+            .is_some_and(|n| n.starts_with(prefix))
         && !dir
             .components()
             .any(|c| c == std::path::Component::ParentDir)
+}
+
+/// A session's cgroup ([`session_dir`]): kept across its commands.
+fn is_session_cgroup(dir: &Path) -> bool {
+    named(dir, &format!("{PREFIX}s"))
+        && dir.parent().is_some_and(|group| named(group, GROUP_PREFIX))
 }
 
 /// Remove a command cgroup once its processes are gone (a few tries: the last ones may still be
@@ -303,36 +554,83 @@ pub fn remove(dir: &Path) -> bool {
     false
 }
 
+/// Which bound the kernel killed a command at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// Its own memory cgroup's.
+    Command,
+    /// The gateway's parent's: all its commands together ([`ensure_group`]).
+    AllCommands,
+}
+
 /// What [`release`] found and did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Released {
-    /// The memory cgroup's OOM killer killed a process of the command.
-    pub oom_killed: bool,
+    /// The OOM killer killed a process of the command, at this bound.
+    pub oom_killed: Option<Bound>,
     /// Cgroups that could not be removed (the next gateway start sweeps them).
     pub left: Vec<PathBuf>,
 }
 
-/// After a command: whether its memory cgroup's OOM killer struck, then both of its cgroups
-/// (memory, and v1's pids) removed.
+/// After a command: whether the OOM killer struck in its memory cgroup since it joined, and at
+/// which bound (its own reached: its own; else its gateway's parent's); then its cgroups
+/// removed (memory, unless the session's, kept for its next command; v1's pids).
 pub fn release(report: &crate::spec::Report) -> Released {
+    let before = report.memory_before.unwrap_or_default();
     let oom_killed = report
         .memory_cgroup
         .as_deref()
         .filter(|dir| is_command_cgroup(dir))
-        .is_some_and(|dir| oom_kills(dir) > 0);
+        .and_then(|dir| {
+            let after = counters(dir);
+            (after.oom_kills > before.oom_kills).then_some(
+                if after.own_limit > before.own_limit || !grouped(dir) {
+                    Bound::Command
+                } else {
+                    Bound::AllCommands
+                },
+            )
+        });
     let left = [&report.memory_cgroup, &report.cgroup]
         .into_iter()
         .flatten()
-        .filter(|dir| !remove(dir))
+        .filter(|dir| !is_session_cgroup(dir) && !remove(dir))
         .cloned()
         .collect();
     Released { oom_killed, left }
 }
 
-/// Remove command cgroups a killed broker or helper left behind, older than a minute (a younger
-/// one may be a helper's about to be joined); processes still in one whose broker is gone are
-/// killed first ([`kill_orphaned`]) under this process's memory parent and
-/// at the pids hierarchy's root (where root's pids cgroups are made). Returns how many.
+/// Whether a command cgroup sits in a gateway's parent.
+fn grouped(dir: &Path) -> bool {
+    dir.parent().is_some_and(|group| named(group, GROUP_PREFIX))
+}
+
+/// A session's cgroup removed when its broker ends (its last command has been reaped).
+pub fn remove_session(group: &MemoryGroup) -> bool {
+    parent().is_some_and(|parent| remove_session_at(&parent, group))
+}
+
+fn remove_session_at(parent: &Parent, group: &MemoryGroup) -> bool {
+    session_dir(parent, group).is_some_and(|dir| remove(&dir))
+}
+
+/// Whether a directory entry is older than a minute (a younger one may be a helper's about to
+/// be joined).
+fn old(entry: &std::fs::DirEntry) -> bool {
+    entry
+        .metadata()
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > Duration::from_secs(60))
+}
+
+/// Remove command cgroups older than a minute that a killed broker or helper left behind, or
+/// an idle session's (its next command makes it again); processes still in one whose broker
+/// is gone are killed first ([`kill_orphaned`]). Looked for under this process's memory
+/// parent, in the gateways' parents there (then removed too once empty: a live gateway's helper
+/// makes its own again), and at the pids hierarchy's root (where root's pids cgroups are made).
+/// Returns how many.
 pub fn sweep_orphans() -> usize {
     let mut dirs: Vec<PathBuf> = parent()
         .map(|p| p.dir().to_path_buf())
@@ -350,25 +648,39 @@ pub fn sweep_orphans() -> usize {
         };
         for entry in entries.flatten() {
             let path = entry.path();
-            let old = entry
-                .metadata()
-                .ok()
-                .and_then(|m| m.modified().ok())
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > Duration::from_secs(60));
-            if !is_command_cgroup(&path) || !old {
-                continue;
-            }
-            let mut empty = procs(&path).is_some_and(|p| p.is_empty());
-            if !empty && kill_orphaned(&path) {
-                empty = remove(&path);
-            }
-            if (empty && std::fs::remove_dir(&path).is_ok()) || !path.exists() {
+            if named(&path, GROUP_PREFIX) {
+                // Its age before its children go (removing one makes it young again).
+                let was_old = old(&entry);
+                removed += sweep_commands(&path);
+                if was_old && std::fs::remove_dir(&path).is_ok() {
+                    removed += 1;
+                }
+            } else if is_command_cgroup(&path) && old(&entry) && sweep_one(&path) {
                 removed += 1;
             }
         }
     }
     removed
+}
+
+/// The old command cgroups in a gateway's parent.
+fn sweep_commands(group: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(group) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|entry| is_command_cgroup(&entry.path()) && old(entry))
+        .filter(|entry| sweep_one(&entry.path()))
+        .count()
+}
+
+fn sweep_one(path: &Path) -> bool {
+    let mut empty = procs(path).is_some_and(|p| p.is_empty());
+    if !empty && kill_orphaned(path) {
+        empty = remove(path);
+    }
+    (empty && std::fs::remove_dir(path).is_ok()) || !path.exists()
 }
 
 fn procs(dir: &Path) -> Option<Vec<libc::pid_t>> {
@@ -420,69 +732,4 @@ pub fn set_oom_score_adj(value: i32) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_command_cgroups_are_touched() {
-        assert!(is_command_cgroup(Path::new(
-            "/sys/fs/cgroup/memory/x/native-gateway-cmd-0123456789abcdef"
-        )));
-        assert!(!is_command_cgroup(Path::new("/sys/fs/cgroup/memory/x")));
-        assert!(!is_command_cgroup(Path::new(
-            "/tmp/native-gateway-cmd-0123456789abcdef"
-        )));
-        assert!(!is_command_cgroup(Path::new(
-            "/sys/fs/cgroup/../tmp/native-gateway-cmd-1"
-        )));
-    }
-
-    /// Empty command cgroups older than a minute go; younger ones (a helper's about to be
-    /// joined) stay. Where this process may make none, the probe says so too.
-    #[test]
-    fn orphans_are_swept_and_young_ones_kept() {
-        let Some(parent) = parent() else {
-            assert!(probe().is_none());
-            return;
-        };
-        let dir = |age: &str| {
-            parent
-                .dir()
-                .join(format!("{PREFIX}sweeptest-{age}-{}", std::process::id()))
-        };
-        let (old, young) = (dir("old"), dir("young"));
-        std::fs::create_dir(&old).unwrap();
-        std::fs::create_dir(&young).unwrap();
-        let long_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
-        std::fs::File::open(&old)
-            .unwrap()
-            .set_modified(long_ago)
-            .unwrap();
-        sweep_orphans();
-        assert!(!old.exists());
-        assert!(young.exists());
-        assert!(remove(&young));
-        assert!(!remove(Path::new("/tmp")));
-    }
-
-    #[test]
-    fn oom_kills_are_read_from_either_version() {
-        let dir = std::env::temp_dir().join(format!("ngw-oom-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("memory.oom_control"),
-            "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
-        )
-        .unwrap();
-        assert_eq!(oom_kills(&dir), 2);
-        std::fs::remove_file(dir.join("memory.oom_control")).unwrap();
-        std::fs::write(
-            dir.join("memory.events"),
-            "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n",
-        )
-        .unwrap();
-        assert_eq!(oom_kills(&dir), 1);
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(oom_kills(&dir), 0);
-    }
-}
+mod tests;

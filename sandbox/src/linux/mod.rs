@@ -6,7 +6,8 @@
 //! 2. New user + mount + network + pid + IPC + UTS namespaces (uid/gid mapped to themselves); the
 //!    helper forks and the command becomes pid 1 of the new pid namespace, so when it exits (or
 //!    the helper dies: `PR_SET_PDEATHSIG`) the kernel kills everything left in it.
-//! 3. In the mount namespace: masked paths covered (empty tmpfs for directories, `/dev/null` for
+//! 3. In the mount namespace: masked paths covered (an empty tmpfs for directories — one shared by
+//!    binds for those with nothing bound inside —, `/dev/null` for
 //!    files; `/dev` by a private one holding only the allow-listed devices, see `devices`), the
 //!    scratch dir bind-mounted onto itself — or, with a quota, a private tmpfs of that size over
 //!    it, with HOME and TMPDIR made inside —, the spec's extra writable dirs (the gateway's own
@@ -132,6 +133,7 @@ fn probe_in_child() -> (bool, bool) {
 /// Returns only on failure or (namespaces) with the command's exit status to pass on. Must run
 /// single-threaded (before any async runtime starts).
 pub fn helper_main() -> i32 {
+    crate::timing::mark("helper");
     let spec = match read_spec() {
         Ok(spec) => spec,
         Err(message) => return fail(&Enforced::default(), Cgroups::default(), message),
@@ -144,6 +146,7 @@ pub fn helper_main() -> i32 {
         );
     }
     sys::close_fds_from_3();
+    crate::timing::mark("spec");
     let mut enforced = Enforced::default();
     // The OOM killer picks the command before anything else of the gateway's (inherited).
     cgroup::set_oom_score_adj(cgroup::COMMAND_OOM_SCORE_ADJ);
@@ -156,30 +159,30 @@ pub fn helper_main() -> i32 {
     if let (Some(memory), Some(parent)) = (spec.limits.memory, &parent) {
         // Its scratch tmpfs pages are charged to it too: the bound is both together.
         let limit = memory.saturating_add(spec.limits.scratch.unwrap_or(0));
-        match cgroup::join(parent, limit, spec.limits.nproc) {
+        match cgroup::join(parent, limit, spec.limits.nproc, spec.limits.group.as_ref()) {
             Ok(joined) => {
                 enforced.memory_cgroup_mb = Some(limit / (1024 * 1024));
                 enforced.pids_cgroup = joined.pids;
                 cgroup.memory = Some(joined.dir);
+                cgroup.before = Some(joined.before);
             }
             // The host promised the bound (the same probe): fail closed.
             Err(message) => return fail(&enforced, cgroup, message),
         }
     }
+    crate::timing::mark("memcg");
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 && spec.limits.root_pids_cgroup && !enforced.pids_cgroup {
         cgroup.pids = sys::join_pids_cgroup(spec.limits.nproc);
         enforced.pids_cgroup = cgroup.pids.is_some();
     }
-    let filters = match seccomp::main_filter(false) {
-        Ok(main) => (main, seccomp::guard_filter()),
-        Err(error) => return fail(&enforced, cgroup, error.to_string()),
-    };
+    crate::timing::mark("pidscg");
     let entered = if spec.namespaces {
         enter_namespaces()
     } else {
         Namespaces::Unavailable
     };
+    crate::timing::mark("unshare");
     if let Namespaces::Broken(message) = entered {
         return fail(&enforced, cgroup, message);
     }
@@ -197,8 +200,11 @@ pub fn helper_main() -> i32 {
             );
         }
         if pid > 0 {
+            // The child reports the phases so far; this side only its wait.
+            crate::timing::take();
             return wait_and_forward(pid);
         }
+        crate::timing::mark("fork");
         // The command's side: pid 1 of the new pid namespace.
         // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
@@ -206,9 +212,10 @@ pub fn helper_main() -> i32 {
         if let Err(message) = setup_mounts(&spec, &mut enforced) {
             return fail(&enforced, cgroup, message);
         }
-        return confine_and_exec(&spec, enforced, cgroup, &filters, true);
+        crate::timing::mark("mounts");
+        return confine_and_exec(&spec, enforced, cgroup, true);
     }
-    confine_and_exec(&spec, enforced, cgroup, &filters, false)
+    confine_and_exec(&spec, enforced, cgroup, false)
 }
 
 fn read_spec() -> Result<ExecSpec, String> {
@@ -236,6 +243,8 @@ fn report(report: &Report) {
 struct Cgroups {
     pids: Option<PathBuf>,
     memory: Option<PathBuf>,
+    /// The memory cgroup's counters when this command joined it.
+    before: Option<crate::spec::MemoryCounters>,
 }
 
 fn fail(enforced: &Enforced, cgroup: Cgroups, message: String) -> i32 {
@@ -244,6 +253,7 @@ fn fail(enforced: &Enforced, cgroup: Cgroups, message: String) -> i32 {
         enforced: enforced.clone(),
         cgroup: cgroup.pids,
         memory_cgroup: cgroup.memory,
+        memory_before: cgroup.before,
     });
     EXIT_SANDBOX_FAILED
 }
@@ -306,12 +316,27 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
             layer.mount(root)?;
         }
     }
+    crate::timing::mark("mounts_layer");
     let mut masked = 0;
     // `/dev` last: the file masks are bound from `/dev/null`.
     let private_dev = spec
         .masked
         .iter()
         .any(|m| m == Path::new(crate::protected::DEVICE_DIR));
+    // Directory masks that nothing is made or bound inside share one empty tmpfs (bind mounts of
+    // the first: a tmpfs per mask cost ~0.1 ms each, dozens per command); one that holds a
+    // visible dir, a layer root, the scratch or a writable dir gets its own, since mount points
+    // are made in it and must not appear in the others.
+    let inner = |mask: &Path| {
+        let roots = layer.iter().flat_map(|l| l.roots.iter().map(|r| &r.path));
+        spec.visible
+            .iter()
+            .chain(&spec.writable)
+            .chain(std::iter::once(&spec.scratch))
+            .chain(roots)
+            .any(|p| p != mask && p.starts_with(mask))
+    };
+    let mut shared: Option<&Path> = None;
     for path in spec
         .masked
         .iter()
@@ -321,13 +346,22 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
             continue;
         };
         let result = if meta.is_dir() {
-            sys::mount(
-                Some(Path::new("tmpfs")),
-                path,
-                Some("tmpfs"),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                Some("size=64k,mode=755"),
-            )
+            match shared.filter(|_| !inner(path)) {
+                Some(source) => sys::mount(Some(source), path, None, libc::MS_BIND, None),
+                None => {
+                    let made = sys::mount(
+                        Some(Path::new("tmpfs")),
+                        path,
+                        Some("tmpfs"),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        Some("size=64k,mode=755"),
+                    );
+                    if made.is_ok() && shared.is_none() && !inner(path) {
+                        shared = Some(path);
+                    }
+                    made
+                }
+            }
         } else {
             sys::mount(
                 Some(Path::new("/dev/null")),
@@ -348,12 +382,14 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
             Err(err) => return Err(e(&format!("masking {}", path.display()), err)),
         }
     }
+    crate::timing::mark("mounts_masks");
     let dev_writable = if private_dev {
         masked += 1;
         devices::private_dev(spec.limits.scratch)?
     } else {
         Vec::new()
     };
+    crate::timing::mark("mounts_dev");
     // Bind the visible dirs back over the masks (still writable tmpfs: mount points can be made);
     // the read-only remount of `/` below covers them.
     if let Some(layer) = &layer {
@@ -431,6 +467,7 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
         sys::mount(Some(&fd_path), path, None, libc::MS_BIND, None)
             .map_err(|err| e(&format!("binding {}", path.display()), err))?;
     }
+    crate::timing::mark("mounts_binds");
     // A fresh /proc for the new pid namespace: other processes are not even visible. Hosts that
     // forbid it (overmounted /proc) keep the old one, whose other-process entries are guarded by
     // ptrace checks across user namespaces.
@@ -480,7 +517,6 @@ fn confine_and_exec(
     spec: &ExecSpec,
     mut enforced: Enforced,
     cgroup: Cgroups,
-    filters: &(seccompiler::BpfProgram, seccompiler::BpfProgram),
     in_namespaces: bool,
 ) -> i32 {
     if let Err(err) = std::env::set_current_dir(&spec.cwd) {
@@ -490,6 +526,7 @@ fn confine_and_exec(
         return fail(&enforced, cgroup, format!("rlimits: {err}"));
     }
     enforced.rlimits = true;
+    crate::timing::mark("rlimits");
     enforced.memory_limit_mb = spec.limits.memory.map(|bytes| bytes / (1024 * 1024));
     enforced.capabilities_dropped = sys::drop_capabilities();
     if !enforced.capabilities_dropped {
@@ -549,19 +586,14 @@ fn confine_and_exec(
             );
         }
     }
-    let layered;
-    let main = if enforced.layer_roots > 0 {
-        match seccomp::main_filter(true) {
-            Ok(filter) => {
-                layered = filter;
-                &layered
-            }
-            Err(error) => return fail(&enforced, cgroup, error.to_string()),
-        }
-    } else {
-        &filters.0
+    crate::timing::mark("landlock");
+    // Compiled once its one variant is known (with the layer mounted, chmod and utime only
+    // change copies).
+    let main = match seccomp::main_filter(enforced.layer_roots > 0) {
+        Ok(filter) => filter,
+        Err(error) => return fail(&enforced, cgroup, error.to_string()),
     };
-    if let Err(error) = seccomp::apply(main, &filters.1) {
+    if let Err(error) = seccomp::apply(&main, &seccomp::guard_filter()) {
         return fail(&enforced, cgroup, error.to_string());
     }
     enforced.seccomp = true;
@@ -590,11 +622,14 @@ fn confine_and_exec(
     argv_ptrs.push(std::ptr::null());
     let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
     envp_ptrs.push(std::ptr::null());
+    crate::timing::mark("exec");
+    crate::timing::emit();
     report(&Report {
         error: None,
         enforced,
         cgroup: cgroup.pids,
         memory_cgroup: cgroup.memory,
+        memory_before: cgroup.before,
     });
     // SAFETY: program, argv and envp are valid NUL-terminated strings in null-terminated arrays
     // that stay alive across the call; execve only returns on failure.
@@ -618,6 +653,8 @@ fn wait_and_forward(pid: libc::pid_t) -> i32 {
     let Ok(status) = sys::wait_child(pid) else {
         return EXIT_SANDBOX_FAILED;
     };
+    crate::timing::mark("waited");
+    crate::timing::emit();
     if libc::WIFEXITED(status) {
         return libc::WEXITSTATUS(status);
     }

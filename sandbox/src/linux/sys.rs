@@ -320,7 +320,7 @@ pub fn join_pids_cgroup(max: u64) -> Option<PathBuf> {
             continue;
         }
         let joined = std::fs::write(dir.join("pids.max"), max.to_string()).is_ok()
-            && std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).is_ok();
+            && super::cgroup::enter(&dir).is_ok();
         if joined {
             return Some(dir);
         }

@@ -81,6 +81,26 @@ fn set_nonblocking(fd: i32) {
     }
 }
 
+/// A descriptor that becomes readable when the process `pid` (our unreaped child) exits; `None`
+/// before Linux 5.3 (and on macOS), where the loop's short sleeps stand in.
+fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::FromRawFd;
+        // SAFETY: pidfd_open with our own child's pid and no flags; a descriptor it returns is
+        // owned by nobody else.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if let Ok(fd) = i32::try_from(fd)
+            && fd >= 0
+        {
+            // SAFETY: a fresh descriptor owned only here.
+            return Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+        }
+    }
+    let _ = pid;
+    None
+}
+
 /// Exited without reaping (`WNOWAIT`), so the zombie keeps the process group id reserved while
 /// we kill the group.
 fn exited_unreaped(pid: i32) -> bool {
@@ -140,6 +160,9 @@ pub(super) fn supervise(
     let mut timed_out = false;
     let mut buf = vec![0u8; 64 * 1024];
     let mut stopped_by_guard = false;
+    // Readable once the helper has exited: the wait ends then, not at the next poll tick (its
+    // pipes reach EOF just before it is a zombie, which cost a 5 ms sleep per command).
+    let exit_fd = pidfd(pid);
 
     loop {
         let now = Instant::now();
@@ -183,14 +206,22 @@ pub(super) fn supervise(
                 revents: 0,
             });
         }
+        if let (Some(fd), None) = (&exit_fd, exited_at) {
+            fds.push(libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
         if fds.is_empty() {
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(1));
             continue;
         }
         // SAFETY: `fds` is a valid array of pollfd of the given length for the call's duration.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 20) };
         for pfd in &fds {
-            if pfd.revents == 0 {
+            let is_exit = exit_fd.as_ref().is_some_and(|fd| fd.as_raw_fd() == pfd.fd);
+            if pfd.revents == 0 || is_exit {
                 continue;
             }
             let is_out = out.as_ref().is_some_and(|o| o.as_raw_fd() == pfd.fd);
@@ -264,6 +295,7 @@ pub(super) fn supervise(
                 enforced: Enforced::default(),
                 cgroup: None,
                 memory_cgroup: None,
+                memory_before: None,
             });
             stdout.push(&report_buf);
         } else {
@@ -290,19 +322,32 @@ fn parse_report(line: &[u8]) -> Result<Report, ReportProblem> {
     serde_json::from_str(json.trim_end()).map_err(ReportProblem::Malformed)
 }
 
-/// After the command: its cgroups removed once their processes are gone; whether the memory
-/// cgroup's OOM killer ended it.
-pub(super) fn release_cgroups(report: Option<&Report>) -> bool {
+/// Which memory bound the kernel killed a command at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KilledAt {
+    /// The command's own (`CLAUDE_TOOLS_COMMAND_MEMORY_MB` plus the scratch quota).
+    Command,
+    /// All the gateway's commands together (`CLAUDE_TOOLS_COMMANDS_MEMORY_MB`).
+    AllCommands,
+}
+
+/// After the command: its cgroups removed once their processes are gone (a session's memory
+/// cgroup is kept for its next command); whether, and at which bound, the OOM killer ended it.
+pub(super) fn release_cgroups(report: Option<&Report>) -> Option<KilledAt> {
     #[cfg(target_os = "linux")]
     if let Some(report) = report {
-        let released = sandbox::linux::cgroup::release(report);
+        use sandbox::linux::cgroup::{Bound, release};
+        let released = release(report);
         for dir in &released.left {
             tracing::warn!("could not remove command cgroup {}", dir.display());
         }
-        return released.oom_killed;
+        return released.oom_killed.map(|bound| match bound {
+            Bound::Command => KilledAt::Command,
+            Bound::AllCommands => KilledAt::AllCommands,
+        });
     }
     let _ = report;
-    false
+    None
 }
 
 #[cfg(test)]
@@ -329,6 +374,7 @@ mod tests {
                 enforced: Enforced::default(),
                 cgroup: None,
                 memory_cgroup: None,
+                memory_before: None,
             })
             .unwrap()
         );
