@@ -4,7 +4,8 @@
 //! (`spec`); Linux confinement (`linux`, applied by the `gateway sandbox-exec` helper) and the
 //! macOS Seatbelt profile (`seatbelt`).
 //!
-//! Architecture invariant: knows nothing of sessions, MCP or sockets; depends on no workspace crate.
+//! Architecture invariant: knows nothing of sessions, MCP or sockets; of the workspace it uses
+//! only `common`'s refusal codes (`common::outcome`).
 
 pub mod boundary;
 pub mod command;

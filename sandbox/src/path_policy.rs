@@ -26,6 +26,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
+use common::outcome::OutcomeCode;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use unicode_normalization::UnicodeNormalization;
@@ -106,23 +107,23 @@ pub enum PathRefusal {
 
 impl PathRefusal {
     /// Stable machine code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> OutcomeCode {
         match self {
             Self::GitDir { .. }
             | Self::Protected { .. }
             | Self::Symlink { .. }
             | Self::HardLinked { .. }
-            | Self::PseudoFileSystem { .. } => "not_permitted",
+            | Self::PseudoFileSystem { .. } => OutcomeCode::NotPermitted,
             Self::Relative { .. }
             | Self::Traversal { .. }
             | Self::EmptyComponent { .. }
             | Self::Nul { .. }
-            | Self::TooLong { .. } => "invalid_argument",
-            Self::NotFound { .. } => "not_found",
-            Self::NotAFile { .. } => "not_a_file",
-            Self::NotADirectory { .. } => "not_a_directory",
-            Self::PermissionDenied { .. } => "permission_denied",
-            Self::Io { .. } => "io_error",
+            | Self::TooLong { .. } => OutcomeCode::InvalidArgument,
+            Self::NotFound { .. } => OutcomeCode::NotFound,
+            Self::NotAFile { .. } => OutcomeCode::NotAFile,
+            Self::NotADirectory { .. } => OutcomeCode::NotADirectory,
+            Self::PermissionDenied { .. } => OutcomeCode::PermissionDenied,
+            Self::Io { .. } => OutcomeCode::IoError,
         }
     }
 }
@@ -183,10 +184,10 @@ pub enum WorkingDirRefusal {
 }
 
 impl WorkingDirRefusal {
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> OutcomeCode {
         match self {
-            Self::NotFound | Self::NotADirectory | Self::Changed => "invalid_argument",
-            Self::PseudoFileSystem | Self::Protected | Self::GitDir => "not_permitted",
+            Self::NotFound | Self::NotADirectory | Self::Changed => OutcomeCode::InvalidArgument,
+            Self::PseudoFileSystem | Self::Protected | Self::GitDir => OutcomeCode::NotPermitted,
         }
     }
 }

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::outcome::OutcomeCode;
 use common::tools::{ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, RunCommandArgs, ToolStatus};
 use sandbox::command::CommandRefusal;
 use sandbox::pinned_exe::{PinError, PinnedExe};
@@ -48,18 +49,12 @@ use supervise::Ending;
 pub use supervise::ReportProblem;
 use supervise::{release_cgroups, supervise};
 
-/// Error code of a command the kernel killed at its memory cgroup's bound.
-pub const MEMORY_LIMIT_EXCEEDED: &str = "memory_limit_exceeded";
-
 /// Bytes kept of each stream.
 const STREAM_LIMIT: usize = MAX_TOOL_OUTPUT_BYTES;
 /// Grace between SIGTERM and SIGKILL on timeout.
 const KILL_GRACE: Duration = Duration::from_millis(500);
 /// How long pipes are still read after the main process exited and its group was killed.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
-/// The outcome code when the helper's report line is missing or malformed: the command may have
-/// run, and how it was confined is unknown.
-pub const CONFINEMENT_UNCONFIRMED: &str = "confinement_unconfirmed";
 /// Longest report line accepted from the helper.
 const MAX_REPORT_BYTES: usize = 16 * 1024;
 /// Room for the header and section markers within the 64 KiB output.
@@ -247,12 +242,17 @@ impl Executor {
 }
 
 /// A refusal before anything ran.
-fn rejected(action_id: &str, code: &str, message: String, started: Instant) -> ActionOutcome {
+fn rejected(
+    action_id: &str,
+    code: OutcomeCode,
+    message: String,
+    started: Instant,
+) -> ActionOutcome {
     ActionOutcome {
         status: ToolStatus::Rejected,
         output: message,
         truncated: false,
-        error_code: Some(code.to_string()),
+        error_code: Some(code),
         receipt: Receipt {
             action_id: action_id.to_string(),
             duration_ms: millis(started.elapsed()),
@@ -276,7 +276,7 @@ pub(super) fn run(
     let Ok(wd) = std::fs::canonicalize(exec.working_directory()) else {
         return rejected(
             action_id,
-            "not_found",
+            OutcomeCode::NotFound,
             "the working directory no longer exists".into(),
             started,
         );
@@ -286,7 +286,7 @@ pub(super) fn run(
     {
         return rejected(
             action_id,
-            "not_permitted",
+            OutcomeCode::NotPermitted,
             format!(
                 "the command was not run: {} is no longer the directory this session started in \
                  (it was replaced or moved). Start a new session on the directory",
@@ -298,7 +298,12 @@ pub(super) fn run(
     let cwd = match resolve_cwd(&wd, args.cwd.as_deref()) {
         Ok(cwd) => cwd,
         Err(refusal) => {
-            return rejected(action_id, "invalid_argument", refusal.to_string(), started);
+            return rejected(
+                action_id,
+                OutcomeCode::InvalidArgument,
+                refusal.to_string(),
+                started,
+            );
         }
     };
     let resolved = match sandbox::command::check(&args.argv, &wd, &cwd, &config.search_path) {
@@ -316,7 +321,7 @@ pub(super) fn run(
     if !support.can_confine() {
         return rejected(
             action_id,
-            "sandbox_unavailable",
+            OutcomeCode::SandboxUnavailable,
             format!(
                 "the command was not run: this host cannot confine commands (namespaces: {}, \
                  landlock: {:?}, seccomp: {}, seatbelt: {}); commands are refused rather than \
@@ -351,8 +356,8 @@ pub(super) fn run(
                 Ok(turn) => Some(turn),
                 Err(refusal) => {
                     let code = match refusal {
-                        layer::LayerRefusal::OverBudget { .. } => "layer_over_budget",
-                        layer::LayerRefusal::Broken => "sandbox_unavailable",
+                        layer::LayerRefusal::OverBudget { .. } => OutcomeCode::LayerOverBudget,
+                        layer::LayerRefusal::Broken => OutcomeCode::SandboxUnavailable,
                     };
                     return rejected(
                         action_id,
@@ -388,7 +393,7 @@ pub(super) fn run(
             tracing::error!("RunCommand scratch: {message}");
             return rejected(
                 action_id,
-                "sandbox_unavailable",
+                OutcomeCode::SandboxUnavailable,
                 "the command was not run: its private scratch dir could not be created".into(),
                 started,
             );
@@ -424,7 +429,7 @@ pub(super) fn run(
         tracing::error!("RunCommand helper: {problem}");
         return rejected(
             action_id,
-            "sandbox_unavailable",
+            OutcomeCode::SandboxUnavailable,
             format!("the command was not run: {problem}"),
             started,
         );
@@ -435,7 +440,7 @@ pub(super) fn run(
             tracing::error!("RunCommand helper: {message}");
             return rejected(
                 action_id,
-                "sandbox_unavailable",
+                OutcomeCode::SandboxUnavailable,
                 "the command was not run: the sandbox helper could not be started".into(),
                 started,
             );
@@ -479,9 +484,9 @@ pub(super) fn run(
     let mut outcome = finish(action_id, &cwd, run, args.timeout(), started, &notes);
     if stopped_by_guard && outcome.status != ToolStatus::Rejected {
         outcome.status = ToolStatus::Error;
-        outcome.error_code = Some("layer_over_budget".into());
+        outcome.error_code = Some(OutcomeCode::LayerOverBudget);
     } else if memory_bound.is_some() && outcome.status == ToolStatus::Error {
-        outcome.error_code = Some(MEMORY_LIMIT_EXCEEDED.into());
+        outcome.error_code = Some(OutcomeCode::MemoryLimitExceeded);
     }
     outcome
 }
