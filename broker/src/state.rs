@@ -125,6 +125,9 @@ impl BrokerState {
         if let Some(own) = &own_worktree {
             write_policy = write_policy.with_open_subtree(own.clone());
         }
+        if let Some(target) = &spec.merge_target {
+            write_policy = write_policy.with_merge_target(PathBuf::from(target));
+        }
         if let Some(dir) = &spec.worktree_dir {
             policy = policy.with_open_subtree(PathBuf::from(dir));
         }

@@ -63,6 +63,7 @@ fn state_value(dir: &std::path::Path) -> BrokerState {
         command_limits: Default::default(),
         autorun_allowed: Vec::new(),
         command_path: None,
+        merge_target: None,
         delegation: None,
     };
     BrokerState::new(spec).unwrap()

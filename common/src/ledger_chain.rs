@@ -119,13 +119,25 @@ pub struct Head {
     pub hash: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_seq: Option<i64>,
+    /// From format v3 on: how many rows precede the chain (`start_seq`), and the digest of them
+    /// (`pre_sha256`: [`link_hash`] over them from [`GENESIS`]), so that deleting or editing
+    /// one is detected; and every covered row of the other tables must have its chained record
+    /// (`records`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_count: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_sha256: Option<String>,
     pub mac: String,
 }
 
-fn head_message(start_seq: Option<i64>, seq: i64, hash: &str) -> String {
-    match start_seq {
-        None => format!("ledger-head:v1:{seq}:{hash}"),
-        Some(start) => format!("ledger-head:v2:{start}:{seq}:{hash}"),
+fn head_message(head: &Head) -> String {
+    let (seq, hash) = (head.seq, &head.hash);
+    match (head.start_seq, head.pre_count, &head.pre_sha256) {
+        (Some(start), Some(count), Some(pre)) => {
+            format!("ledger-head:v3:{start}:{seq}:{hash}:{count}:{pre}")
+        }
+        (None, _, _) => format!("ledger-head:v1:{seq}:{hash}"),
+        (Some(start), _, _) => format!("ledger-head:v2:{start}:{seq}:{hash}"),
     }
 }
 
@@ -133,31 +145,43 @@ impl Head {
     /// A format-v1 head (no chain start) for row `seq` with hash `hash`, signed with `key`: what
     /// gateways before the chain-start marker wrote; still accepted.
     pub fn sign(key: &str, seq: i64, hash: &str) -> Head {
-        Head {
-            seq,
-            hash: hash.to_string(),
-            start_seq: None,
-            mac: crate::hash::hmac_hex(key, &head_message(None, seq, hash)),
-        }
+        Head::signed(key, None, seq, hash, None)
     }
 
-    /// The head the gateway writes: chain start `start_seq`, newest row `seq` with `hash`.
+    /// A format-v2 head (chain start `start_seq`, no pre-chain commitment): what gateways
+    /// before v3 wrote; still read, and replaced at the next open.
     pub fn anchored(key: &str, start_seq: i64, seq: i64, hash: &str) -> Head {
-        Head {
+        Head::signed(key, Some(start_seq), seq, hash, None)
+    }
+
+    /// The head the gateway writes (format v3): chain start `start_seq`, newest row `seq` with
+    /// `hash`, and the rows before the chain (`pre`: their count and digest).
+    pub fn committed(key: &str, start_seq: i64, seq: i64, hash: &str, pre: &(u64, String)) -> Head {
+        Head::signed(key, Some(start_seq), seq, hash, Some(pre))
+    }
+
+    fn signed(
+        key: &str,
+        start_seq: Option<i64>,
+        seq: i64,
+        hash: &str,
+        pre: Option<&(u64, String)>,
+    ) -> Head {
+        let mut head = Head {
             seq,
             hash: hash.to_string(),
-            start_seq: Some(start_seq),
-            mac: crate::hash::hmac_hex(key, &head_message(Some(start_seq), seq, hash)),
-        }
+            start_seq,
+            pre_count: pre.map(|p| p.0),
+            pre_sha256: pre.map(|p| p.1.clone()),
+            mac: String::new(),
+        };
+        head.mac = crate::hash::hmac_hex(key, &head_message(&head));
+        head
     }
 
     /// Whether the signature is the server key's.
     pub fn verify(&self, key: &str) -> bool {
-        crate::hash::verify_hmac_hex(
-            key,
-            &head_message(self.start_seq, self.seq, &self.hash),
-            &self.mac,
-        )
+        crate::hash::verify_hmac_hex(key, &head_message(self), &self.mac)
     }
 
     /// The file's text: one JSON line.
@@ -186,7 +210,7 @@ impl Head {
 }
 
 /// Where a problem is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Table {
     Events,
@@ -230,6 +254,16 @@ pub struct Report {
     /// Rows of `actions`, `replies`, `sessions` and `turns` compared with the chained events that
     /// recorded them (each row counted once).
     pub rows_cross_checked: u64,
+    /// Rows of those tables whose covered columns matched their latest chained record.
+    pub rows_recorded: u64,
+    /// Rows from before the chain and their digest ([`link_hash`] over them from [`GENESIS`]):
+    /// what a v3 head and a `ledger_baseline` event commit to.
+    pub pre_chain: (u64, String),
+    /// Whether a v3 head or a chained baseline commits to them.
+    pub pre_chain_committed: bool,
+    /// The first chained row and the newest row.
+    pub first_chained: Option<i64>,
+    pub newest_seq: Option<i64>,
     /// Chained rows after the signed head, each with a valid row signature: the gateway stopped
     /// between its commit and the head write, or the head write is still on its way. Not an
     /// error: they cannot be forged, only dropped.
@@ -282,6 +316,7 @@ impl Verifier {
         Verifier {
             report: Report {
                 chain_start: trusted.as_ref().and_then(|h| h.start_seq),
+                pre_chain: (0, GENESIS.to_string()),
                 ..Report::default()
             },
             head,
@@ -336,6 +371,7 @@ impl Verifier {
             );
         }
         self.last_seq = Some(row.seq);
+        self.report.newest_seq = Some(row.seq);
         let start = self.trusted.as_ref().and_then(|h| h.start_seq);
         if let Some(head) = &self.trusted
             && head.seq == row.seq
@@ -368,11 +404,17 @@ impl Verifier {
                 );
             } else {
                 self.expected.unchained(row);
+                let (count, digest) = &mut self.report.pre_chain;
+                *count += 1;
+                *digest = link_hash(digest, row.seq, session, row.at_ms, &row.kind, &row.data);
             }
             return;
         };
         self.report.chained_events += 1;
         let first = self.prev.is_none();
+        if first {
+            self.report.first_chained = Some(row.seq);
+        }
         let prev = self.prev.clone().unwrap_or_else(|| GENESIS.to_string());
         let expected = link_hash(&prev, row.seq, session, row.at_ms, &row.kind, &row.data);
         let wrong = match (start, self.last_chained_seq) {
@@ -430,6 +472,8 @@ impl Verifier {
 
     /// Check the other tables' rows (`tables`), the head and AUTOINCREMENT, and finish.
     pub fn finish(mut self) -> Report {
+        self.deleted_rows();
+        self.pre_chain_commitments();
         let last = self.last_chained_seq;
         let head = std::mem::replace(&mut self.head, HeadFile::Missing);
         match (&head, last) {
@@ -501,11 +545,52 @@ impl Verifier {
                 ),
             );
         }
+        // The chain's own problems first: with the chain or head broken, what the tables'
+        // rows disagree with follows from it.
+        let table_row = |p: &Problem| !matches!(p.table, Table::Events | Table::LedgerHead);
+        self.report.problems.sort_by_key(table_row);
         self.report
+    }
+
+    /// The rows before the chain against what the v3 head and the newest chained baseline
+    /// commit to.
+    fn pre_chain_commitments(&mut self) {
+        let (count, digest) = self.report.pre_chain.clone();
+        let head = self
+            .trusted
+            .as_ref()
+            .and_then(|h| Some(("the signed head", h.pre_count?, h.pre_sha256.clone()?)));
+        let baseline = self.expected.records.baseline.clone();
+        let baseline = baseline
+            .map(|(seq, c, d)| (format!("the chained `ledger_baseline` (seq {seq})"), c, d));
+        let commitments = head
+            .map(|(w, c, d)| (w.to_string(), c, d))
+            .into_iter()
+            .chain(baseline);
+        for (by, committed, committed_digest) in commitments {
+            self.report.pre_chain_committed = true;
+            let what = if committed != count {
+                format!(
+                    "{count} row(s) from before the chain, but {by} commits to {committed}                      (pre-chain rows deleted or inserted)"
+                )
+            } else if committed_digest != digest {
+                format!(
+                    "the rows from before the chain differ from the digest {by} commits to                      (a pre-chain row edited)"
+                )
+            } else {
+                continue;
+            };
+            self.problem(Table::Events, "pre-chain".into(), None, what);
+            return;
+        }
     }
 }
 
+#[cfg(feature = "sqlite")]
+pub mod db;
+mod records;
 mod tables;
+pub use records::{BASELINE, Columns, CoveredRow, ROWS_RECORDED, RowRecord};
 pub use tables::{ActionRow, ReplyRow, SessionRow, TurnRow};
 
 #[cfg(test)]

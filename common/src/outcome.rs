@@ -77,6 +77,8 @@ pub enum OutcomeCode {
     SandboxUnavailable,
     /// A write's `expected_sha256` is not the file's hash.
     Sha256Mismatch,
+    /// The disk has no room for a full copy-on-write layer of the session's budget.
+    StorageFull,
     /// A DeepSeek sub-session's control call failed.
     SubagentFailed,
     /// The command ran past its timeout and was killed.

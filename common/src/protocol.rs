@@ -405,6 +405,11 @@ pub struct BrokerSpec {
     /// fixed system PATH.
     #[serde(default)]
     pub command_path: Option<String>,
+    /// A `worktree_write` session's source directory: what its worktree holds reaches it at a
+    /// merge, so the auto-run places found there are the worktree's too, at the same relative
+    /// paths (whatever the repository's layout: bare, separate git dir, linked worktrees).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_target: Option<String>,
     /// Set for a DeepSeek sub-session's broker: its runner's model requests go to the gateway's
     /// egress, not to ChatGPT, and its tool calls are approved by the delegation.
     #[serde(default, skip_serializing_if = "Option::is_none")]

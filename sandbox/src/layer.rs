@@ -41,93 +41,123 @@ pub fn prepare_session_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Where [`discard`] sets a layer aside: a hidden sibling, `.<name>.discarded-<unique>`.
-const ASIDE: &str = ".discarded-";
+mod remove;
+pub use remove::{Removed, remove_at, remove_path};
 
-/// Take the layer dir `dir` away at once and delete it in the background: a rename (a stop or a
-/// fresh layer never waits for a large build's deletion), then a thread removes it. What a
-/// process that exits first leaves is found by [`discard_leftovers`] or the gateway's sweep of
-/// the runtime area. `Ok` once `dir` is gone from its name.
-pub fn discard(dir: &Path) -> io::Result<()> {
+/// The runtime area's trash: what sessions discarded (layers, the dirs of ended sessions), moved
+/// here by a rename and deleted by the gateway's one deleter (`gateway::runtime_area`), which
+/// outlives every session. Brokers never delete a layer themselves: one that exits mid-deletion
+/// (every stop) would leave the rest on disk.
+pub const TRASH: &str = ".discarded";
+
+/// A fresh name for something moved into the trash: `<what>-<nanos>-<pid>-<n>`.
+pub fn trash_name(what: &str) -> String {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
-        return Err(io::Error::other("not a layer dir"));
-    };
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let unique = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let aside = parent.join(format!(
-        ".{}{ASIDE}{nanos}-{unique}",
-        name.to_string_lossy()
-    ));
-    match std::fs::rename(dir, &aside) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    }
-    remove_in_background(aside);
-    Ok(())
+    format!("{what}-{nanos}-{}-{unique}", std::process::id())
 }
 
-/// Delete what earlier [`discard`]s of `dir` left beside it (their process exited first), in
-/// the background.
-pub fn discard_leftovers(dir: &Path) {
+/// Move `path` into `trash` (made 0700 if missing) under a fresh name from `what`: at once, so a
+/// stop or a fresh layer never waits for a large build's deletion. `Ok` once `path` is gone from
+/// its name (also when there was nothing).
+pub fn move_to_trash(path: &Path, trash: &Path, what: &str) -> io::Result<()> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(());
+    }
+    crate::protected::ensure_private_dir(trash).map_err(|e| io::Error::other(e.to_string()))?;
+    match std::fs::rename(path, trash.join(trash_name(what))) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Take the layer dir `dir` away at once, into `trash` (see [`TRASH`]).
+pub fn discard(dir: &Path, trash: &Path) -> io::Result<()> {
+    move_to_trash(dir, trash, "layer")
+}
+
+/// Move into `trash` what older brokers' discards of `dir` left beside it
+/// (`.<name>.discarded-*`, from before the trash).
+pub fn discard_leftovers(dir: &Path, trash: &Path) {
     let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
         return;
     };
-    let prefix = format!(".{}{ASIDE}", name.to_string_lossy());
+    let prefix = format!(".{}.discarded-", name.to_string_lossy());
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
     for entry in entries.flatten() {
         if entry.file_name().to_string_lossy().starts_with(&prefix) {
-            remove_in_background(entry.path());
+            // What cannot be moved is found again with the session's dir when it ends.
+            let _ = move_to_trash(&entry.path(), trash, "layer");
         }
     }
 }
 
-/// [`remove`] on a thread of its own (a tree nobody uses any more).
-pub fn remove_in_background(path: PathBuf) {
-    let spawned = std::thread::Builder::new()
-        .name("layer-removal".into())
-        .spawn({
-            let path = path.clone();
-            move || remove(&path)
-        });
-    if spawned.is_err() {
-        remove(&path);
-    }
-}
-
-/// Remove a layer dir (or any tree holding an overlay work dir, whose `work/work` is mode 0).
-/// Best effort: what cannot be removed is logged by the caller's next look.
+/// Remove a layer dir (or any tree holding an overlay work dir, whose `work/work` is mode 0) at
+/// once, on this thread (see [`remove_path`]). Best effort: what cannot be removed stays.
 pub fn remove(dir: &Path) {
-    if std::fs::symlink_metadata(dir).is_err() {
-        return;
-    }
-    if std::fs::remove_dir_all(dir).is_ok() {
-        return;
-    }
-    make_dirs_searchable(dir);
-    let _ = std::fs::remove_dir_all(dir);
+    remove_path(dir);
 }
 
-fn make_dirs_searchable(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(meta) = std::fs::symlink_metadata(dir) else {
-        return;
+/// Room for one more full layer on the file system holding `area`: its free space and free
+/// inodes must cover a layer of `budget` bytes ([`inode_budget`]) plus a reserve kept for the
+/// owner's machine (a twentieth of the file system, within 256 MiB – 2 GiB and 16k – 128k
+/// inodes: enough for the owner to keep working, not a large disk's worth). Layers
+/// still being deleted are on the disk until they are gone, so they count; a new session or a
+/// fresh layer past it is refused (`storage_full`) with these words.
+pub fn room_for_layer(area: &Path, budget: u64) -> Result<(), NoRoom> {
+    let Ok(fs) = rustix::fs::statvfs(area) else {
+        return Ok(());
     };
-    if !meta.is_dir() {
-        return;
+    let size = fs.f_blocks.saturating_mul(fs.f_frsize);
+    let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+    let reserve = (size / 20).clamp(256 * MIB, 2048 * MIB);
+    let reserve_inodes = (fs.f_files / 20).clamp(16 * 1024, 128 * 1024);
+    let need_inodes = inode_budget(budget).saturating_add(reserve_inodes);
+    // A file system without an inode count (btrfs, some FUSE) reports 0 files.
+    let inodes_short = fs.f_files > 0 && fs.f_favail < need_inodes;
+    if free >= budget.saturating_add(reserve) && !inodes_short {
+        return Ok(());
     }
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            make_dirs_searchable(&entry.path());
-        }
-    }
+    Err(NoRoom {
+        free_mib: free / MIB,
+        budget_mib: budget / MIB,
+        reserve_mib: reserve / MIB,
+        inodes_short,
+    })
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// Bytes of a layer's budget per inode it may hold (a tmpfs's default ratio): the files and
+/// directories a command makes take inodes of the host's file system even when empty.
+pub const BYTES_PER_INODE: u64 = 4096;
+
+/// The inodes a layer of `budget` bytes may hold.
+pub fn inode_budget(budget: u64) -> u64 {
+    (budget / BYTES_PER_INODE).max(1024)
+}
+
+/// No room for another layer (see [`room_for_layer`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the disk holding command layers has {free_mib} MiB free{}, less than one session layer's \
+     budget of {budget_mib} MiB plus the {reserve_mib} MiB kept free for the owner's machine; \
+     layers of ended sessions are being deleted in the background, so try again in a minute, \
+     or stop sessions you no longer need; the owner can lower CLAUDE_TOOLS_COMMAND_LAYER_MB",
+    if *inodes_short { " (and too few free inodes)" } else { "" }
+)]
+pub struct NoRoom {
+    pub free_mib: u64,
+    pub budget_mib: u64,
+    pub reserve_mib: u64,
+    pub inodes_short: bool,
 }
 
 /// What [`forget_written`] did for one written path.
@@ -143,7 +173,7 @@ pub enum Forgot {
 
 /// The executor wrote `path` (absolute, inside `root`): make the next command see the real
 /// file. Errors leave the layer as it was; the caller must then not run commands on it.
-pub fn forget_written(dir: &Path, root: &Path, path: &Path) -> io::Result<Forgot> {
+pub fn forget_written(dir: &Path, trash: &Path, root: &Path, path: &Path) -> io::Result<Forgot> {
     let Ok(relative) = path.strip_prefix(root) else {
         return Ok(Forgot::Nothing);
     };
@@ -166,14 +196,14 @@ pub fn forget_written(dir: &Path, root: &Path, path: &Path) -> io::Result<Forgot
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Forgot::Nothing),
             Err(e) => return Err(e),
             Ok(meta) if meta.is_dir() && !opaque(&here) => {}
-            Ok(_) => return reset_root(&pair),
+            Ok(_) => return reset_root(&pair, trash),
         }
     }
     here.push(last);
     match std::fs::symlink_metadata(&here) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Forgot::Nothing),
         Err(e) => Err(e),
-        Ok(meta) if meta.is_dir() => reset_root(&pair),
+        Ok(meta) if meta.is_dir() => reset_root(&pair, trash),
         Ok(_) => {
             std::fs::remove_file(&here)?;
             Ok(Forgot::Entry)
@@ -223,8 +253,8 @@ fn ctime(meta: &std::fs::Metadata) -> (i64, i64) {
     (meta.ctime(), meta.ctime_nsec())
 }
 
-fn reset_root(pair: &Path) -> io::Result<Forgot> {
-    discard(pair)?;
+fn reset_root(pair: &Path, trash: &Path) -> io::Result<Forgot> {
+    discard(pair, trash)?;
     if std::fs::symlink_metadata(pair).is_ok() {
         return Err(io::Error::other("the layer could not be removed"));
     }

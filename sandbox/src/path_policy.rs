@@ -159,6 +159,9 @@ pub struct PathPolicy {
     write_identities: Vec<(u64, u64)>,
     /// The auto-run classes the owner allowed writes to (none by default).
     autorun_allowed: crate::protected::autorun::AutorunAllowed,
+    /// Where a write root's content goes at a merge (a worktree session's source directory):
+    /// its auto-run places count in the write root at the same relative paths.
+    merge_target: Option<PathBuf>,
 }
 
 /// Why a session's working directory was refused at start. Messages name the reason, never the
@@ -286,7 +289,19 @@ impl PathPolicy {
             write_protected: Vec::new(),
             write_identities: Vec::new(),
             autorun_allowed: crate::protected::autorun::AutorunAllowed::NONE,
+            merge_target: None,
         }
+    }
+
+    /// The directory write roots merge into ([`Self::merge_target`]).
+    pub fn with_merge_target(mut self, target: PathBuf) -> Self {
+        self.merge_target = Some(target);
+        self
+    }
+
+    /// The directory write roots merge into: a worktree session's source directory.
+    pub fn merge_target(&self) -> Option<&Path> {
+        self.merge_target.as_deref()
     }
 
     /// Allow writes to these auto-run classes (the owner's opt-in,
@@ -851,8 +866,12 @@ pub(crate) fn show(path: &Path) -> String {
     crate::escape::path_for_display(path).into_owned()
 }
 
+/// Whether a name a write would use is `.git` in any spelling a case- and normalisation-
+/// insensitive file system opens as `.git` (`.GIT`, `.g\u{200c}it`), on every platform, as the
+/// auto-run names are matched: such a file system can be mounted anywhere (macOS, ext4
+/// casefold, vfat), and refusing the variant elsewhere costs nothing real.
 pub(crate) fn is_git_name(name: &OsStr) -> bool {
-    is_git_name_in(name, INSENSITIVE_NAMES)
+    is_git_name_in(name, true)
 }
 
 /// Whether `name` is `.git`: in any ASCII case everywhere; under insensitive matching also in any

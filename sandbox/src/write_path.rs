@@ -332,7 +332,12 @@ impl WriteRoot {
             return links.clone();
         }
         let skip = |dev, ino| policy.is_protected_identity(dev, ino);
-        let fresh = Arc::new(Symlinks::scan(self.fd.as_fd(), &self.path, &skip));
+        let fresh = Arc::new(Symlinks::scan(
+            self.fd.as_fd(),
+            &self.path,
+            policy.merge_target(),
+            &skip,
+        ));
         *cache = Some((Instant::now(), fresh.clone()));
         fresh
     }

@@ -200,8 +200,10 @@ impl CommandSandbox {
     /// Give the session a copy-on-write layer of `budget` bytes, in `<scratch root>/layer`
     /// (used where the host can mount overlays; see [`SessionLayer`]).
     pub fn with_layer(mut self, budget: u64) -> Self {
+        let area = self.scratch_root.parent().unwrap_or(&self.scratch_root);
         self.layer = Some(Arc::new(SessionLayer::new(
             self.scratch_root.join("layer"),
+            area.join(sandbox::layer::TRASH),
             budget,
         )));
         self
@@ -358,6 +360,7 @@ pub(super) fn run(
                     let code = match refusal {
                         layer::LayerRefusal::OverBudget { .. } => OutcomeCode::LayerOverBudget,
                         layer::LayerRefusal::Broken => OutcomeCode::SandboxUnavailable,
+                        layer::LayerRefusal::NoRoom(_) => OutcomeCode::StorageFull,
                     };
                     return rejected(
                         action_id,

@@ -14,6 +14,8 @@ use super::{EventRow, RECEIPT_KINDS, Table, Verifier};
 pub struct ActionRow {
     pub action_id: String,
     pub session_id: String,
+    pub turn_id: String,
+    pub call_index: i64,
     pub name: String,
     pub arguments: String,
     pub state: String,
@@ -27,13 +29,15 @@ pub struct ReplyRow {
     pub session_id: String,
     pub reply_id: String,
     pub turn_id: String,
+    pub request_hash: String,
     pub data: String,
 }
 
-/// One `sessions` row: its id and its JSON `data`.
+/// One `sessions` row: its id, status and JSON `data`.
 #[derive(Debug, Clone, Default)]
 pub struct SessionRow {
     pub id: String,
+    pub status: String,
     pub data: String,
 }
 
@@ -43,6 +47,9 @@ pub struct TurnRow {
     pub turn_id: String,
     pub session_id: String,
     pub sequence: i64,
+    pub fingerprint: String,
+    pub status: String,
+    pub data: String,
 }
 
 /// What the chained events recorded, by the row they are about.
@@ -60,12 +67,20 @@ pub(super) struct Expected {
     states: HashMap<String, String>,
     /// A write's recorded intent: path, pre and post SHA-256.
     intents: HashMap<String, [Value; 3]>,
-    /// Replies by (session, reply id): turn id and the text's SHA-256.
-    replies: HashMap<(String, String), (String, String)>,
+    /// Replies by (session, reply id): turn id, the text's SHA-256 and the approved calls.
+    replies: HashMap<(String, String), (String, String, Vec<Value>)>,
     /// Sessions: profile, source directory and frozen skills (ids and hashes).
     sessions: HashMap<String, [Value; 3]>,
     /// Turns: session and sequence.
     turns: HashMap<String, (Option<String>, i64)>,
+    /// The chained records of the covered rows' columns.
+    pub(super) records: super::records::Records,
+}
+
+/// A call's id, name and arguments (what `reply_accepted` records of it).
+fn call_summary(call: &Value) -> Value {
+    let f = |k: &str| call.get(k).cloned().unwrap_or(Value::Null);
+    serde_json::json!({"action_id": f("action_id"), "name": f("name"), "arguments": f("arguments")})
 }
 
 fn text(value: &Value, key: &str) -> Option<String> {
@@ -92,6 +107,10 @@ impl Expected {
         let Ok(data) = serde_json::from_str::<Value>(&row.data) else {
             return;
         };
+        if row.kind == super::records::ROWS_RECORDED || row.kind == super::records::BASELINE {
+            let session = row.session_id.as_deref();
+            return self.records.chained(row.seq, session, &row.kind, &data);
+        }
         let session = row.session_id.clone();
         let action = text(&data, "action_id");
         if RECEIPT_KINDS.contains(&row.kind.as_str())
@@ -103,6 +122,7 @@ impl Expected {
         match (row.kind.as_str(), action) {
             ("reply_accepted", _) => {
                 let actions = data.get("actions").and_then(Value::as_array);
+                let calls = actions.cloned().unwrap_or_default();
                 for approved in actions.into_iter().flatten() {
                     if let (Some(id), Some(name)) =
                         (text(approved, "action_id"), text(approved, "name"))
@@ -118,7 +138,7 @@ impl Expected {
                     text(&data, "turn_id"),
                     text(&data, "text_sha256"),
                 ) {
-                    self.replies.insert((s, reply), (turn, sha));
+                    self.replies.insert((s, reply), (turn, sha, calls));
                 }
             }
             ("delegated_call_approved", Some(id)) => {
@@ -170,6 +190,31 @@ impl Expected {
             _ => {}
         }
     }
+
+    /// The rows the chained events say exist: `(table, session, id)` and the event's kind.
+    pub(super) fn existing(&self) -> Vec<((Table, String, String), String)> {
+        let why = |kind: &str| format!("its chained `{kind}`");
+        let mut out = Vec::new();
+        for id in self.sessions.keys() {
+            out.push((
+                (Table::Sessions, id.clone(), id.clone()),
+                why("session_started"),
+            ));
+        }
+        for (id, (session, _, _)) in &self.approvals {
+            let session = session.clone().unwrap_or_default();
+            out.push(((Table::Actions, session, id.clone()), why("approval")));
+        }
+        for (session, reply) in self.replies.keys() {
+            let key = (Table::Replies, session.clone(), reply.clone());
+            out.push((key, why("reply_accepted")));
+        }
+        for (turn, (session, _)) in &self.turns {
+            let session = session.clone().unwrap_or_default();
+            out.push(((Table::Turns, session, turn.clone()), why("turn_pending")));
+        }
+        out
+    }
 }
 
 impl Verifier {
@@ -180,6 +225,7 @@ impl Verifier {
     /// One action row, after all events: its approval, state, intent and receipt.
     pub fn action(&mut self, row: &ActionRow) {
         let (id, session) = (row.action_id.as_str(), row.session_id.as_str());
+        self.expected.records.saw(Table::Actions, session, id);
         let covered = !self.expected.unchained_sessions.contains(session);
         let arguments = serde_json::from_str::<Value>(&row.arguments).ok();
         let mut checked = false;
@@ -292,7 +338,8 @@ impl Verifier {
     pub fn reply(&mut self, row: &ReplyRow) {
         let key = (row.session_id.clone(), row.reply_id.clone());
         let (id, session) = (row.reply_id.as_str(), row.session_id.as_str());
-        let Some((turn, sha)) = self.expected.replies.get(&key).cloned() else {
+        self.expected.records.saw(Table::Replies, session, id);
+        let Some((turn, sha, approved)) = self.expected.replies.get(&key).cloned() else {
             if !self.expected.unchained_sessions.contains(session) {
                 self.row_problem(
                     Table::Replies,
@@ -303,9 +350,14 @@ impl Verifier {
             }
             return;
         };
-        let text = serde_json::from_str::<Value>(&row.data)
-            .ok()
-            .and_then(|d| d.get("text")?.as_str().map(str::to_string));
+        let data = serde_json::from_str::<Value>(&row.data).unwrap_or(Value::Null);
+        let text = data.get("text").and_then(Value::as_str);
+        // The calls as approved: id, name and arguments of each, in order.
+        let calls: Option<Vec<Value>> = data
+            .get("calls")
+            .and_then(Value::as_array)
+            .map(|calls| calls.iter().map(call_summary).collect());
+        let approved: Vec<Value> = approved.iter().map(call_summary).collect();
         if turn != row.turn_id {
             self.row_problem(
                 Table::Replies,
@@ -320,6 +372,13 @@ impl Verifier {
                 session,
                 "text differs from the chained `reply_accepted` (its SHA-256)",
             );
+        } else if calls.as_ref() != Some(&approved) {
+            self.row_problem(
+                Table::Replies,
+                id,
+                session,
+                "calls differ from the chained `reply_accepted`",
+            );
         } else {
             self.report.rows_cross_checked += 1;
         }
@@ -328,6 +387,7 @@ impl Verifier {
     /// One session row: its profile, source directory, workspace (root and kind), working
     /// directory and skills against `session_started`.
     pub fn session(&mut self, row: &SessionRow) {
+        self.expected.records.saw(Table::Sessions, &row.id, &row.id);
         let Some([profile, dir, skills]) = self.expected.sessions.get(&row.id).cloned() else {
             return;
         };
@@ -370,6 +430,9 @@ impl Verifier {
 
     /// One turn row: its session and sequence against `turn_pending`.
     pub fn turn(&mut self, row: &TurnRow) {
+        self.expected
+            .records
+            .saw(Table::Turns, &row.session_id, &row.turn_id);
         let Some((session, sequence)) = self.expected.turns.get(&row.turn_id).cloned() else {
             return;
         };

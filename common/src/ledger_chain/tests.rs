@@ -64,10 +64,7 @@ fn edits_deletions_reorders_and_truncation_are_named() {
     let mut edited = rows.clone();
     edited[2].data = r#"{"n":99}"#.into();
     let first = &check(&edited, &head).problems[0];
-    assert_eq!(
-        (first.table.clone(), first.id.as_str()),
-        (Table::Events, "3")
-    );
+    assert_eq!((first.table, first.id.as_str()), (Table::Events, "3"));
 
     let mut deleted = rows.clone();
     deleted.remove(1);
@@ -205,6 +202,8 @@ fn action(outcome: &str) -> ActionRow {
     ActionRow {
         action_id: "a1".into(),
         session_id: "ns_1".into(),
+        turn_id: "t1".into(),
+        call_index: 0,
         name: "Read".into(),
         arguments: r#"{"file_path":"/p/a"}"#.into(),
         state: "committed".into(),
@@ -225,7 +224,11 @@ fn check_tables(action_row: &ActionRow, reply_text: &str) -> Report {
         session_id: "ns_1".into(),
         reply_id: "r1".into(),
         turn_id: "t1".into(),
-        data: serde_json::json!({ "text": reply_text }).to_string(),
+        request_hash: "h".into(),
+        data: serde_json::json!({ "text": reply_text, "calls": [
+            {"action_id": "a1", "call_index": 0, "name": "Read", "arguments": {"file_path": "/p/a"}}
+        ] })
+        .to_string(),
     });
     v.finish()
 }
@@ -301,10 +304,7 @@ fn hashes_removed_after_the_signed_chain_start_are_named() {
         row.hash = None;
     }
     let first = &check(&rows, &head).problems[0];
-    assert_eq!(
-        (first.table.clone(), first.id.as_str()),
-        (Table::Events, "1")
-    );
+    assert_eq!((first.table, first.id.as_str()), (Table::Events, "1"));
     assert!(first.what.contains("chain begins at seq 1"), "{first:?}");
 }
 
@@ -341,4 +341,39 @@ fn rows_after_the_head_gaps_and_issued_seqs() {
     let report = v.finish();
     assert_eq!(report.problems[0].id, "7");
     assert!(report.problems[0].what.contains("newest rows deleted"));
+}
+
+/// A reply's calls are compared with the ones `reply_accepted` approved (id, name, arguments,
+/// in order), also in a ledger without column records (a v2 head).
+#[test]
+fn a_reply_whose_calls_differ_from_its_approval_is_named() {
+    let rows = rows_of(&[
+        ("reply_accepted", APPROVED),
+        ("action_committed", COMMITTED),
+    ]);
+    let mut v = Verifier::new(head_of(&rows), Some("key"));
+    rows.iter().for_each(|r| v.event(r));
+    v.action(&action(
+        r#"{"status":"ok","receipt":{"duration_ms":3,"action_id":"a1"}}"#,
+    ));
+    v.reply(&ReplyRow {
+        session_id: "ns_1".into(),
+        reply_id: "r1".into(),
+        turn_id: "t1".into(),
+        request_hash: "h".into(),
+        data: serde_json::json!({ "text": "hello", "calls": [
+            {"action_id": "a1", "call_index": 0, "name": "Read", "arguments": {"file_path": "/etc/shadow"}}
+        ] })
+        .to_string(),
+    });
+    let report = v.finish();
+    let p = report.problems.first().unwrap();
+    assert_eq!(
+        (p.table, p.id.as_str(), p.what.as_str()),
+        (
+            Table::Replies,
+            "r1",
+            "calls differ from the chained `reply_accepted`"
+        )
+    );
 }

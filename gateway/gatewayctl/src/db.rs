@@ -10,6 +10,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// What `show` and `events` list: the session's events, without the chain's own records of
+/// row columns (`rows_recorded`, `ledger_baseline`), which `verify` reads and nobody else does.
+const SESSION_EVENTS: &str = "kind NOT IN ('rows_recorded', 'ledger_baseline')";
+
 /// Name of the database file inside the state dir (as the gateway names it).
 pub const DATABASE_FILE: &str = "gateway.sqlite3";
 
@@ -280,107 +284,10 @@ impl Db {
         out
     }
 
-    /// Every event in `seq` order with its chain hash (`None` before schema version 4) and row
-    /// signature (`None` before 5), for `verify`: streamed to `each`, so a long ledger is never
-    /// held in memory.
-    pub fn each_chain_row(
-        &self,
-        mut each: impl FnMut(&common::ledger_chain::EventRow),
-    ) -> anyhow::Result<()> {
-        let version = self.schema_version()?;
-        let hash = if version >= 4 { "hash" } else { "NULL" };
-        let mac = if version >= 5 { "mac" } else { "NULL" };
-        let sql = format!(
-            "SELECT seq, session_id, at_ms, kind, data, {hash}, {mac} FROM events ORDER BY seq"
-        );
-        let mut stmt = self.conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
-            each(&common::ledger_chain::EventRow {
-                seq: row.get(0)?,
-                session_id: row.get(1)?,
-                at_ms: row.get(2)?,
-                kind: row.get(3)?,
-                data: row.get(4)?,
-                hash: row.get(5)?,
-                mac: row.get(6)?,
-            });
-        }
-        Ok(())
-    }
-
-    /// The highest `events.seq` SQLite's AUTOINCREMENT handed out.
-    pub fn events_issued(&self) -> anyhow::Result<Option<i64>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT seq FROM sqlite_sequence WHERE name = 'events'",
-                [],
-                |row| row.get(0),
-            )
-            .optional()?)
-    }
-
-    /// Every row of the tables the chained events cover, for `verify`, each passed to its
-    /// callback (streamed).
-    pub fn each_covered_row(&self, v: &mut common::ledger_chain::Verifier) -> anyhow::Result<()> {
-        use common::ledger_chain::{ActionRow, ReplyRow, SessionRow, TurnRow};
-        let prepared = if self.schema_version()? >= 2 {
-            "prepared"
-        } else {
-            "NULL"
-        };
-        let sql = format!(
-            "SELECT action_id, session_id, name, arguments, state, outcome, {prepared} \
-             FROM actions ORDER BY action_id"
-        );
-        let mut stmt = self.conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            v.action(&ActionRow {
-                action_id: r.get(0)?,
-                session_id: r.get(1)?,
-                name: r.get(2)?,
-                arguments: r.get(3)?,
-                state: r.get(4)?,
-                outcome: r.get(5)?,
-                prepared: r.get(6)?,
-            });
-        }
-        let mut stmt = self.conn.prepare(
-            "SELECT session_id, reply_id, turn_id, data FROM replies ORDER BY session_id, reply_id",
-        )?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            v.reply(&ReplyRow {
-                session_id: r.get(0)?,
-                reply_id: r.get(1)?,
-                turn_id: r.get(2)?,
-                data: r.get(3)?,
-            });
-        }
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id, data FROM sessions ORDER BY id")?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            v.session(&SessionRow {
-                id: r.get(0)?,
-                data: r.get(1)?,
-            });
-        }
-        let mut stmt = self
-            .conn
-            .prepare("SELECT turn_id, session_id, sequence FROM turns ORDER BY turn_id")?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            v.turn(&TurnRow {
-                turn_id: r.get(0)?,
-                session_id: r.get(1)?,
-                sequence: r.get(2)?,
-            });
-        }
-        Ok(())
+    /// The connection, for the ledger check (`common::ledger_chain::db`, read-only like
+    /// every query here).
+    pub fn conn(&self) -> &Connection {
+        &self.conn
     }
 
     /// Actions of a session in turn and call order.
@@ -407,12 +314,13 @@ impl Db {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Events of a session with `seq > after`, oldest first.
+    /// Events of a session with `seq > after`, oldest first (the chain's own records left out:
+    /// [`SESSION_EVENTS`]).
     pub fn events_after(&self, session_id: &str, after: i64) -> anyhow::Result<Vec<Event>> {
-        let mut stmt = self.conn.prepare(
+        let mut stmt = self.conn.prepare(&format!(
             "SELECT seq, at_ms, kind, data FROM events
-             WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
-        )?;
+             WHERE session_id = ?1 AND seq > ?2 AND {SESSION_EVENTS} ORDER BY seq"
+        ))?;
         let rows = stmt.query_map(rusqlite::params![session_id, after], |row| {
             Ok(Event {
                 seq: row.get(0)?,
@@ -427,14 +335,14 @@ impl Db {
     /// The last `limit` events of a session, oldest first, and how many there are in all.
     pub fn last_events(&self, session_id: &str, limit: usize) -> anyhow::Result<(Vec<Event>, i64)> {
         let total: i64 = self.conn.query_row(
-            "SELECT COUNT(*) FROM events WHERE session_id = ?1",
+            &format!("SELECT COUNT(*) FROM events WHERE session_id = ?1 AND {SESSION_EVENTS}"),
             [session_id],
             |row| row.get(0),
         )?;
-        let mut stmt = self.conn.prepare(
+        let mut stmt = self.conn.prepare(&format!(
             "SELECT seq, at_ms, kind, data FROM events
-             WHERE session_id = ?1 ORDER BY seq DESC LIMIT ?2",
-        )?;
+             WHERE session_id = ?1 AND {SESSION_EVENTS} ORDER BY seq DESC LIMIT ?2"
+        ))?;
         let rows = stmt.query_map(
             rusqlite::params![session_id, i64::try_from(limit).unwrap_or(i64::MAX)],
             |row| {
@@ -542,5 +450,21 @@ impl Db {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn session_events_leave_out_every_chain_record_kind() {
+        for kind in [
+            common::ledger_chain::ROWS_RECORDED,
+            common::ledger_chain::BASELINE,
+        ] {
+            assert!(
+                super::SESSION_EVENTS.contains(&format!("'{kind}'")),
+                "{kind}"
+            );
+        }
     }
 }

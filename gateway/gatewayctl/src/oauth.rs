@@ -175,15 +175,19 @@ pub fn run(
     }
 }
 
+/// The hosts a client's redirect URIs lead to, as the consent page shows them: parsed as URLs,
+/// so an internationalised name is shown in punycode (`chatgpt.xn--cm-fmc`, never a look-alike
+/// of `chatgpt.com`) and userinfo (`https://chatgpt.com@evil.example/`) is not taken for the host.
 fn redirect_hosts(uris: &[String]) -> String {
     let mut hosts: Vec<String> = uris
         .iter()
-        .map(|u| {
-            let rest = u.split_once("://").map(|(_, r)| r).unwrap_or(u);
-            rest.split(['/', '?'])
-                .next()
-                .unwrap_or_default()
-                .to_string()
+        .map(|u| match url::Url::parse(u) {
+            Ok(url) => match (url.host_str(), url.port()) {
+                (Some(host), Some(port)) => format!("{host}:{port}"),
+                (Some(host), None) => host.to_string(),
+                (None, _) => "(no host)".to_string(),
+            },
+            Err(_) => "(not a URL)".to_string(),
         })
         .collect();
     hosts.dedup();

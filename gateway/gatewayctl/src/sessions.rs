@@ -194,7 +194,7 @@ fn chain_problem(state_dir: &Path, id: &str) -> Option<String> {
                 || p.table == common::ledger_chain::Table::LedgerHead
         })
         .map(|p| {
-            let table = serde_json::to_value(&p.table).unwrap_or_default();
+            let table = serde_json::to_value(p.table).unwrap_or_default();
             format!("{} {}: {}", table.as_str().unwrap_or("?"), p.id, p.what)
         })
 }

@@ -1,5 +1,6 @@
-//! `gatewayctl verify`: checks the ledger's hash chain, every action receipt against the chained
-//! event that recorded it, and the signed head (`common::ledger_chain`), read-only. It names the
+//! `gatewayctl verify`: checks the ledger's hash chain, the signed head, the rows from before the
+//! chain, and the covered tables against the chained events and records, both ways
+//! (`common::ledger_chain`, the same check the gateway runs at open), read-only. It names the
 //! first bad row and fails when anything is wrong.
 
 use std::io::Write;
@@ -24,11 +25,7 @@ pub fn check(state_dir: &Path) -> anyhow::Result<Report> {
     if db.schema_version()? < 4 {
         verifier.head_may_be_missing();
     }
-    db.snapshot(|db| {
-        db.each_chain_row(|row| verifier.event(row))?;
-        verifier.issued(db.events_issued()?);
-        db.each_covered_row(&mut verifier)
-    })?;
+    db.snapshot(|db| Ok(common::ledger_chain::db::check(db.conn(), &mut verifier)?))?;
     Ok(verifier.finish())
 }
 
@@ -59,7 +56,7 @@ pub fn run(state_dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result
 fn write_text(r: &Report, out: &mut impl Write) -> anyhow::Result<()> {
     writeln!(out, "ledger: {}", if r.ok() { "OK" } else { "BROKEN" })?;
     if let Some(p) = r.problems.first() {
-        let table = serde_json::to_value(&p.table)?;
+        let table = serde_json::to_value(p.table)?;
         // Ids and descriptions come from the rows themselves: each on one line (the output
         // writer escapes control and bidi characters; newlines are escaped here so a value
         // cannot forge a line such as "ledger: OK").
@@ -103,9 +100,22 @@ fn write_text(r: &Report, out: &mut impl Write) -> anyhow::Result<()> {
     )?;
     writeln!(
         out,
-        "  other tables    {} row(s) of actions, replies, sessions, turns match their events",
-        r.rows_cross_checked
+        "  other tables    {} row(s) of actions, replies, sessions, turns match their events, \
+         {} their chained records",
+        r.rows_cross_checked, r.rows_recorded
     )?;
+    if r.unchained_events > 0 {
+        writeln!(
+            out,
+            "  before chain    {} row(s), {}",
+            r.pre_chain.0,
+            if r.pre_chain_committed {
+                "committed to by the signed head"
+            } else {
+                "not yet committed to (the next gateway start commits them)"
+            }
+        )?;
+    }
     match r.head_seq {
         Some(seq) => writeln!(
             out,

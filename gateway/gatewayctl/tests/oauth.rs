@@ -144,3 +144,33 @@ fn approve_and_revoke_need_the_running_gateway() {
         );
     }
 }
+
+#[test]
+fn redirect_hosts_are_shown_as_the_consent_page_shows_them() {
+    let f = Fixture::new();
+    with_oauth_rows(&f);
+    let conn = Connection::open(f.state.join("gateway.sqlite3")).unwrap();
+    conn.execute(
+        "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at_ms)
+         VALUES ('client_look_alike', 'x', ?1, ?2)",
+        params![
+            "[\"https://chatgpt.c\u{043e}m/cb\",\"https://chatgpt.com@evil.example/cb\",\"nonsense\"]",
+            T0 + 200_000
+        ],
+    )
+    .unwrap();
+    let table = f.ok(false, Command::OAuth(OAuthCommand::Clients));
+    let row = table
+        .lines()
+        .find(|l| l.contains("client_look_alike"))
+        .unwrap();
+    // A Cyrillic "о" shows as punycode, userinfo is not the host, junk says so.
+    assert!(
+        row.contains("chatgpt.xn--cm-fmc, evil.example, (not a URL)"),
+        "{row}"
+    );
+    assert!(
+        !row.contains('\u{043e}') && !row.contains("chatgpt.com"),
+        "{row}"
+    );
+}

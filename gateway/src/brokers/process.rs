@@ -116,6 +116,8 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
             .map(str::to_string)
             .collect(),
         command_path: Some(config.command_path.clone()),
+        merge_target: (session.workspace.kind == crate::view::WorkspaceKind::Worktree)
+            .then(|| session.source_directory.clone()),
         delegation: session
             .delegation
             .as_ref()

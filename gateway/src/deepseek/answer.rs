@@ -428,7 +428,8 @@ fn skeleton(text: &str) -> String {
 /// escape), split across deltas, blocks or strings, in any letter case, with anything but
 /// letters and digits between its characters, and its base64 (standard or URL-safe, any
 /// alignment) and hex forms (so percent-encoding too). Out of scope, said in
-/// docs/design/decisions.md: other encodings (reversed, rot13, interleaved with other letters):
+/// docs/design/decisions.md: other encodings (reversed, rot13, interleaved with other letters)
+/// and pieces shorter than a window sent apart:
 /// the endpoint already holds the key, this keeps it from reaching others by accident or by the
 /// obvious ways.
 pub fn holds_key(decoded: &str, key: &str) -> bool {

@@ -60,6 +60,8 @@ pub struct Gateway {
     pub(crate) egress_client: Option<reqwest::Client>,
     /// The state dir's disk budget and its last measurement.
     pub state_budget: crate::state_budget::StateBudget,
+    /// The one deleter of what sessions discarded in the command runtime area.
+    pub reaper: crate::runtime_area::Reaper,
 }
 
 /// What a waiting call waits for.
@@ -95,8 +97,12 @@ impl Gateway {
     ) -> Arc<Gateway> {
         let state_budget =
             crate::state_budget::StateBudget::new(&config.state_dir, config.state_max_mb);
+        let reaper = crate::runtime_area::Reaper::start(sandbox::protected::command_runtime_area(
+            &config.state_dir,
+        ));
         Arc::new(Gateway {
             state_budget,
+            reaper,
             store,
             config,
             server_key,
@@ -177,6 +183,31 @@ impl Gateway {
         self.live(&session.id)
             .revision
             .send_replace(session.revision);
+        if session.status.is_terminal() {
+            self.discard_runtime_dir(session);
+        }
+    }
+
+    /// The session's dir in the command runtime area (its layer, scratch and what its broker
+    /// set aside) goes to the deleter once its broker is gone: called at every end (a terminal
+    /// state, a lost link, a lost runtime, an enforced stop). A live broker still uses it; its
+    /// exit is one of those ends.
+    pub(crate) fn discard_runtime_dir(&self, session: &SessionRecord) {
+        if session
+            .broker
+            .as_ref()
+            .is_some_and(|b| self.host.is_alive(b))
+        {
+            return;
+        }
+        self.reaper.discard_session(&session.id);
+    }
+
+    /// [`Self::discard_runtime_dir`] of the session as stored.
+    pub(crate) fn discard_runtime_dir_of(&self, session_id: &str) {
+        if let Ok(session) = self.load(session_id) {
+            self.discard_runtime_dir(&session);
+        }
     }
 
     /// Append a ledger-only event (nothing ChatGPT sees changes); a failure is logged.

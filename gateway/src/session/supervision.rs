@@ -251,6 +251,7 @@ impl Gateway {
         }
         // Only if the broker itself is gone (a live one finishes its writes and reports).
         self.resolve_prepared_writes(session_id);
+        self.discard_runtime_dir_of(session_id);
     }
 
     /// The session's runtime is gone or failed verification: report it, do not hide it.
@@ -262,6 +263,7 @@ impl Gateway {
             self.on_subsession_lost(session_id, "its broker is gone or failed verification");
         }
         self.resolve_prepared_writes(session_id);
+        self.discard_runtime_dir_of(session_id);
     }
 
     /// At gateway start: re-adopt every live session's broker that passes verification, and
@@ -301,7 +303,12 @@ impl Gateway {
             })
             .map(|session| crate::runtime_area::session_dir_name(&session.id))
             .collect();
-        crate::runtime_area::sweep(&self.config.owner_home, &self.config.state_dir, &running);
+        crate::runtime_area::sweep(
+            &self.config.owner_home,
+            &self.config.state_dir,
+            &running,
+            &self.reaper,
+        );
         let live = sessions
             .into_iter()
             .filter(|session| !session.status.is_terminal())
@@ -414,6 +421,7 @@ impl Gateway {
                 }
             }
             gateway.resolve_prepared_writes(&session_id);
+            gateway.discard_runtime_dir_of(&session_id);
         });
     }
 

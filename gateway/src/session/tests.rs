@@ -6,6 +6,7 @@
 mod deepseek;
 mod fake_host;
 mod harness;
+mod ledger_records;
 mod lifecycle;
 mod recovery;
 mod skills;

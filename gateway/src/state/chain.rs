@@ -13,151 +13,105 @@ use rusqlite::{Connection, OptionalExtension};
 use super::StoreError;
 
 /// Where the chain stands: it begins at `start_seq`; its newest row is `seq` with `hash`
-/// ([`GENESIS`] and `start_seq - 1` while nothing is chained).
+/// ([`GENESIS`] and `start_seq - 1` while nothing is chained); `pre` is the count and digest of
+/// the rows from before the chain, which the signed head commits to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Anchor {
     pub start_seq: i64,
     pub seq: i64,
     pub hash: String,
+    pub pre: (u64, String),
 }
 
-/// The highest seq AUTOINCREMENT handed out for `events`.
-fn issued(conn: &Connection) -> rusqlite::Result<Option<i64>> {
-    conn.query_row(
-        "SELECT seq FROM sqlite_sequence WHERE name = 'events'",
-        [],
-        |row| row.get(0),
-    )
-    .optional()
-}
-
-/// Every ledger row in `seq` order, as [`event_row`] reads it.
-pub(super) const EVENT_ROWS: &str =
-    "SELECT seq, session_id, at_ms, kind, data, hash, mac FROM events ORDER BY seq";
-
-/// One row of [`EVENT_ROWS`].
-pub(super) fn event_row(
-    row: &rusqlite::Row<'_>,
-) -> rusqlite::Result<common::ledger_chain::EventRow> {
-    Ok(common::ledger_chain::EventRow {
-        seq: row.get(0)?,
-        session_id: row.get(1)?,
-        at_ms: row.get(2)?,
-        kind: row.get(3)?,
-        data: row.get(4)?,
-        hash: row.get(5)?,
-        mac: row.get(6)?,
-    })
+/// What the open found: where the chain stands, and whether the head predates the format that
+/// commits to the pre-chain rows and the covered rows' records (then this open writes the
+/// baseline: `baseline_needed`).
+pub(super) struct Opened {
+    pub anchor: Anchor,
+    pub baseline_needed: bool,
 }
 
 /// Check the whole chain against the signed head in `state_dir` (rows after the head must carry
 /// the server key's row signature: a crash between a commit and its head write leaves such
 /// rows, nobody else can make them) and every row of the tables the events record against
-/// them (the same check as `gatewayctl verify`: nothing built on a forged row runs), and return
-/// where it stands. `found_version` is the schema version before this open's migration: only a
-/// ledger migrated from before the chain (< 4) may have rows and no head.
+/// them (`common::ledger_chain::db::check`, the same check as `gatewayctl verify`: nothing
+/// built on a forged row runs), and return where it stands. `found_version` is the schema
+/// version before this open's migration: only a ledger migrated from before the chain (< 4)
+/// may have rows and no head.
 pub(super) fn open_check(
     conn: &Connection,
     state_dir: &Path,
     key: &str,
     found_version: i64,
-) -> Result<Anchor, StoreError> {
+) -> Result<Opened, StoreError> {
     let head = Head::read(state_dir);
-    let head_start = match &head {
-        common::ledger_chain::HeadFile::Present(h) => h.start_seq,
-        _ => None,
+    let (head_start, head_v3) = match &head {
+        common::ledger_chain::HeadFile::Present(h) => (h.start_seq, h.pre_count.is_some()),
+        _ => (None, false),
     };
     let mut verifier = Verifier::new(head, Some(key));
     if found_version < 4 {
         verifier.head_may_be_missing();
     }
-    let mut stmt = conn.prepare(EVENT_ROWS)?;
-    let mut rows = stmt.query([])?;
-    let mut first_chained = None;
-    let mut newest = 0;
-    while let Some(row) = rows.next()? {
-        let row = event_row(row)?;
-        newest = row.seq;
-        if row.hash.is_some() && first_chained.is_none() {
-            first_chained = Some(row.seq);
-        }
-        verifier.event(&row);
+    let mut covered_rows = false;
+    common::ledger_chain::db::check(conn, &mut verifier)?;
+    if !head_v3 {
+        common::ledger_chain::db::each_covered_row(conn, 5, |_| covered_rows = true)?;
     }
-    let issued = issued(conn)?;
-    verifier.issued(issued);
-    cross_check_rows(conn, &mut verifier)?;
+    let issued = common::ledger_chain::db::issued(conn)?;
     let report = verifier.finish();
     if let Some(problem) = report.problems.first() {
         return Err(StoreError::LedgerBroken(describe(problem)));
     }
-    Ok(match report.tail {
+    let pre = report.pre_chain.clone();
+    let baseline_needed = !head_v3 && (report.newest_seq.is_some() || covered_rows);
+    let anchor = match report.tail {
         Some((seq, hash)) => Anchor {
-            start_seq: head_start.or(first_chained).unwrap_or(seq),
+            start_seq: head_start.or(report.first_chained).unwrap_or(seq),
             seq,
             hash,
+            pre,
         },
         None => {
+            let newest = report.newest_seq.unwrap_or(0);
             let start_seq = head_start.unwrap_or(newest.max(issued.unwrap_or(0)) + 1);
             Anchor {
                 start_seq,
                 seq: start_seq - 1,
                 hash: GENESIS.to_string(),
+                pre,
             }
         }
+    };
+    Ok(Opened {
+        anchor,
+        baseline_needed,
     })
 }
 
-/// Pass every row of the tables the chained events record to `verifier`.
-pub(super) fn cross_check_rows(conn: &Connection, v: &mut Verifier) -> rusqlite::Result<()> {
-    use common::ledger_chain::{ActionRow, ReplyRow, SessionRow, TurnRow};
-    let mut stmt = conn.prepare(
-        "SELECT action_id, session_id, name, arguments, state, outcome, prepared FROM actions",
-    )?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        v.action(&ActionRow {
-            action_id: r.get(0)?,
-            session_id: r.get(1)?,
-            name: r.get(2)?,
-            arguments: r.get(3)?,
-            state: r.get(4)?,
-            outcome: r.get(5)?,
-            prepared: r.get(6)?,
-        });
+/// Rows per `ledger_baseline` event (a large state dir is recorded in several).
+const BASELINE_ROWS: usize = 256;
+
+/// The baseline of a ledger whose head predates the v3 format: every covered row's column
+/// digests, with the pre-chain commitment, as `ledger_baseline` events (`kind`, `data`).
+pub(super) fn baseline_events(
+    conn: &Connection,
+    pre: &(u64, String),
+) -> rusqlite::Result<Vec<serde_json::Value>> {
+    let mut records = Vec::new();
+    common::ledger_chain::db::each_covered_row(conn, 5, |row| {
+        records.extend(common::ledger_chain::RowRecord::changed(None, row));
+    })?;
+    let data = |rows: &[common::ledger_chain::RowRecord]| serde_json::json!({"pre_count": pre.0, "pre_sha256": pre.1, "rows": rows});
+    if records.is_empty() {
+        return Ok(vec![data(&[])]);
     }
-    let mut stmt = conn.prepare("SELECT session_id, reply_id, turn_id, data FROM replies")?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        v.reply(&ReplyRow {
-            session_id: r.get(0)?,
-            reply_id: r.get(1)?,
-            turn_id: r.get(2)?,
-            data: r.get(3)?,
-        });
-    }
-    let mut stmt = conn.prepare("SELECT id, data FROM sessions")?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        v.session(&SessionRow {
-            id: r.get(0)?,
-            data: r.get(1)?,
-        });
-    }
-    let mut stmt = conn.prepare("SELECT turn_id, session_id, sequence FROM turns")?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        v.turn(&TurnRow {
-            turn_id: r.get(0)?,
-            session_id: r.get(1)?,
-            sequence: r.get(2)?,
-        });
-    }
-    Ok(())
+    Ok(records.chunks(BASELINE_ROWS).map(data).collect())
 }
 
 /// A problem as one line for the log and the error (ids come from the database: one line).
 pub(super) fn describe(problem: &common::ledger_chain::Problem) -> String {
-    let table = serde_json::to_value(&problem.table).unwrap_or_default();
+    let table = serde_json::to_value(problem.table).unwrap_or_default();
     common::display::one_line(&format!(
         "{} {}: {}",
         table.as_str().unwrap_or("?"),
@@ -200,7 +154,8 @@ pub(super) fn check_tail(conn: &Connection, anchor: &Anchor) -> Result<(), Strin
         )
         .optional()
         .map_err(|err| format!("reading the ledger's tail: {err}"))?;
-    let issued = issued(conn).map_err(|err| format!("reading the ledger's sequence: {err}"))?;
+    let issued = common::ledger_chain::db::issued(conn)
+        .map_err(|err| format!("reading the ledger's sequence: {err}"))?;
     let chained = anchor.hash != GENESIS;
     let newest_seq = newest.as_ref().map_or(0, |(seq, _)| *seq);
     let newest_hash = newest.as_ref().and_then(|(_, hash)| hash.as_deref());
@@ -235,7 +190,7 @@ pub(super) fn check_tail(conn: &Connection, anchor: &Anchor) -> Result<(), Strin
 /// Replace the signed head atomically (temporary file, fsync, rename).
 pub(super) fn write_head(path: &Path, key: &str, anchor: &Anchor) -> Result<(), StoreError> {
     use std::io::Write;
-    let head = Head::anchored(key, anchor.start_seq, anchor.seq, &anchor.hash);
+    let head = Head::committed(key, anchor.start_seq, anchor.seq, &anchor.hash, &anchor.pre);
     let tmp = path.with_extension("tmp");
     let io = |source| StoreError::Io {
         path: path.display().to_string(),

@@ -11,3 +11,19 @@ pub use ledger::{ActionEnd, ApprovedAction, LedgerEvent};
 pub use records::*;
 pub use schema::MigrationError;
 pub use store::{DATABASE_FILE, Store, StoreError, Tx};
+
+/// A state database as a gateway from before the ledger chain left it (schema version 3), with
+/// `rows` (SQL) in it: what the migration tests start from.
+#[cfg(test)]
+pub(crate) fn database_before_the_chain(dir: &std::path::Path, rows: &str) {
+    let db = rusqlite::Connection::open(dir.join(DATABASE_FILE)).unwrap();
+    for sql in [
+        common::state_schema::V1,
+        common::state_schema::V2,
+        common::state_schema::V3,
+    ] {
+        db.execute_batch(sql).unwrap();
+    }
+    db.pragma_update(None, "user_version", 3).unwrap();
+    db.execute_batch(rows).unwrap();
+}

@@ -11,6 +11,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use common::ledger_chain::{CoveredRow, RowRecord, Table};
+
 use super::records::{ActionRecord, IdempotentAnswer, ReplyRecord, SessionRecord, TurnRecord};
 use super::{chain, schema};
 
@@ -98,13 +100,14 @@ impl Store {
         let key = crate::config::load_or_create_server_key(state_dir)
             .map_err(|err| StoreError::Schema(format!("server key: {err:#}")))?;
         let head_path = state_dir.join(common::ledger_chain::HEAD_FILE);
-        let anchor = match chain::open_check(&conn, state_dir, &key, found_version) {
+        let opened = match chain::open_check(&conn, state_dir, &key, found_version) {
             Err(StoreError::LedgerBroken(why)) => {
                 chain::latch_broken(state_dir, &why);
                 return Err(StoreError::LedgerBroken(why));
             }
             other => other?,
         };
+        let mut anchor = opened.anchor;
         // Found broken before (by this open or a running gateway's write): a restart, or the
         // database put back behind the gateway's back, does not clear it.
         if let Ok(why) = std::fs::read_to_string(state_dir.join(chain::BROKEN_FILE)) {
@@ -113,6 +116,17 @@ impl Store {
                 chain::BROKEN_FILE,
                 common::display::one_line(why.trim())
             )));
+        }
+        // A head from before the v3 format: record every covered row and the pre-chain
+        // commitment in the chain first (committed before the head that requires them).
+        if opened.baseline_needed {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let typed = Tx(&tx, RefCell::new(anchor.clone()), &key, RefCell::default());
+            for data in chain::baseline_events(&tx, &anchor.pre)? {
+                typed.append_event(None, common::ledger_chain::BASELINE, &data)?;
+            }
+            anchor = typed.1.into_inner();
+            tx.commit()?;
         }
         // Anchor what was found (rows a crash left after the head, a head of the older format,
         // or none yet) before appending anything.
@@ -155,8 +169,14 @@ impl Store {
             inner.broken = Some(why.clone());
             return Err(StoreError::LedgerBroken(why).into());
         }
-        let typed = Tx(&tx, RefCell::new(inner.anchor.clone()), &self.key);
+        let typed = Tx(
+            &tx,
+            RefCell::new(inner.anchor.clone()),
+            &self.key,
+            RefCell::default(),
+        );
         let out = f(&typed)?;
+        typed.append_records()?;
         let anchor = typed.1.into_inner();
         tx.commit().map_err(StoreError::from)?;
         if anchor != inner.anchor {
@@ -183,13 +203,24 @@ impl Store {
         let inner = &mut *guard;
         let anchor = inner.anchor.clone();
         let tx = inner.conn.transaction().map_err(StoreError::from)?;
-        f(&Tx(&tx, RefCell::new(anchor), &self.key))
+        f(&Tx(
+            &tx,
+            RefCell::new(anchor),
+            &self.key,
+            RefCell::default(),
+        ))
     }
 }
 
 /// Typed access to the database inside one transaction, where the ledger chain stands in it
-/// (the head to sign once it commits), and the server key that signs each row.
-pub struct Tx<'a>(&'a Transaction<'a>, RefCell<chain::Anchor>, &'a str);
+/// (the head to sign once it commits), the server key that signs each row, and the covered
+/// columns the transaction changed (recorded in one `rows_recorded` event before it commits).
+pub struct Tx<'a>(
+    &'a Transaction<'a>,
+    RefCell<chain::Anchor>,
+    &'a str,
+    RefCell<Vec<RowRecord>>,
+);
 
 fn to_json<T: Serialize>(value: &T) -> Result<String, StoreError> {
     Ok(serde_json::to_string(value)?)
@@ -223,6 +254,7 @@ impl Tx<'_> {
     // ---- sessions ----
 
     pub fn put_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        let before = self.covered(Table::Sessions, &session.id, &session.id)?;
         self.0.execute(
             "INSERT INTO sessions (id, status, revision, created_at_ms, updated_at_ms, data)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -236,7 +268,7 @@ impl Tx<'_> {
                 to_json(session)?
             ],
         )?;
-        Ok(())
+        self.note(Table::Sessions, &session.id, &session.id, before)
     }
 
     pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
@@ -385,6 +417,7 @@ impl Tx<'_> {
     // ---- turns ----
 
     pub fn put_turn(&self, turn: &TurnRecord) -> Result<(), StoreError> {
+        let before = self.covered(Table::Turns, &turn.session_id, &turn.turn_id)?;
         self.0.execute(
             "INSERT INTO turns (turn_id, session_id, sequence, fingerprint, status, created_at_ms, data)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -399,7 +432,7 @@ impl Tx<'_> {
                 to_json(turn)?
             ],
         )?;
-        Ok(())
+        self.note(Table::Turns, &turn.session_id, &turn.turn_id, before)
     }
 
     pub fn turn(&self, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
@@ -445,7 +478,7 @@ impl Tx<'_> {
                 to_json(reply)?
             ],
         )?;
-        Ok(())
+        self.note(Table::Replies, &reply.session_id, &reply.reply_id, None)
     }
 
     pub fn reply(
@@ -469,6 +502,7 @@ impl Tx<'_> {
     pub fn put_action(&self, action: &ActionRecord) -> Result<(), StoreError> {
         let outcome = action.outcome.as_ref().map(to_json).transpose()?;
         let prepared = action.prepared.as_ref().map(to_json).transpose()?;
+        let before = self.covered(Table::Actions, &action.session_id, &action.action_id)?;
         self.0.execute(
             "INSERT INTO actions (action_id, session_id, turn_id, call_index, name, arguments, state, outcome, updated_at_ms, prepared)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
@@ -486,7 +520,12 @@ impl Tx<'_> {
                 prepared
             ],
         )?;
-        Ok(())
+        self.note(
+            Table::Actions,
+            &action.session_id,
+            &action.action_id,
+            before,
+        )
     }
 
     fn action_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ActionRow> {
@@ -579,6 +618,66 @@ impl Tx<'_> {
     }
 
     // ---- ledger ----
+
+    /// The covered columns of a row as stored now (`common::ledger_chain::db`, the mapping the
+    /// check uses).
+    fn covered(
+        &self,
+        table: Table,
+        session: &str,
+        id: &str,
+    ) -> Result<Option<common::ledger_chain::Columns>, StoreError> {
+        let row = common::ledger_chain::db::covered_row(self.0, table, session, id)?;
+        Ok(row.as_ref().map(CoveredRow::columns))
+    }
+
+    /// Note the covered columns a write changed (compared with `before`), for the transaction's
+    /// `rows_recorded` event.
+    fn note(
+        &self,
+        table: Table,
+        session: &str,
+        id: &str,
+        before: Option<common::ledger_chain::Columns>,
+    ) -> Result<(), StoreError> {
+        let Some(row) = common::ledger_chain::db::covered_row(self.0, table, session, id)? else {
+            return Ok(());
+        };
+        if let Some(record) = RowRecord::changed(before.as_ref(), &row) {
+            let mut pending = self.3.borrow_mut();
+            match pending
+                .iter_mut()
+                .find(|r| (r.table, &r.session, &r.id) == (table, &record.session, &record.id))
+            {
+                Some(earlier) => earlier.columns.extend(record.columns),
+                None => pending.push(record),
+            }
+        }
+        Ok(())
+    }
+
+    /// Record the covered columns this transaction changed: one `rows_recorded` event (in the
+    /// rows' session when they share one).
+    fn append_records(&self) -> Result<(), StoreError> {
+        let mut rows = std::mem::take(&mut *self.3.borrow_mut());
+        let Some(first) = rows.first() else {
+            return Ok(());
+        };
+        let session = rows
+            .iter()
+            .all(|r| r.session == first.session)
+            .then(|| first.session.clone());
+        if session.is_some() {
+            // Named once, by the event.
+            rows.iter_mut().for_each(|r| r.session.clear());
+        }
+        let data = RowRecord::event_data(&rows);
+        self.append_event(
+            session.as_deref(),
+            common::ledger_chain::ROWS_RECORDED,
+            &data,
+        )
+    }
 
     /// Append one event to the ledger, chained to the previous one and signed
     /// (`common::ledger_chain`). `data` must hold nothing secret.

@@ -374,8 +374,23 @@ fn freeze_skills(
 }
 
 /// `busy` when `CLAUDE_TOOLS_MAX_LIVE_SESSIONS` sessions are already live (not terminal): each
-/// holds a broker and a runner (about 180 MiB).
+/// holds a broker and a runner (about 180 MiB); `storage_full` when the disk holding command
+/// layers has no room for one more full layer (`sandbox::layer::room_for_layer`: layers still
+/// being deleted count).
 fn ensure_capacity(gateway: &Gateway, tx: &Tx<'_>) -> ToolResult<()> {
+    if let Some(layer_mb) = gateway.config.command_limits.layer_mb
+        && layers_here()
+    {
+        let area = sandbox::protected::command_runtime_area(&gateway.config.state_dir);
+        if let Err(no_room) =
+            sandbox::layer::room_for_layer(&area, layer_mb.saturating_mul(1 << 20))
+        {
+            return Err(ToolError::new(
+                ErrorCode::StorageFull,
+                format!("nothing was started: {no_room}"),
+            ));
+        }
+    }
     let live = tx.live_session_count()?;
     let max = gateway.config.max_live_sessions;
     if live >= max {
@@ -390,6 +405,12 @@ fn ensure_capacity(gateway: &Gateway, tx: &Tx<'_>) -> ToolResult<()> {
         ));
     }
     Ok(())
+}
+
+/// Whether this host gives commands a layer (overlays, or macOS's writable session dir).
+fn layers_here() -> bool {
+    let support = sandbox::host_support();
+    support.copy_on_write() || support.session_dir()
 }
 
 /// Where a new session works: the directory itself (`read_only`, `direct_write`), or a new

@@ -46,6 +46,10 @@ const PLACES: &[(&str, &str)] = &[
     ),
     (".github/hooks/hooks.json", "agent_config"),
     ("lefthook-local.yml", "git_hooks"),
+    (".env", "directory_hooks"),
+    (".pdbrc", "shell_startup"),
+    (".mvn/jvm.config", "toolchain_config"),
+    ("web/node_modules/eslint/lib/api.js", "installed_packages"),
 ];
 
 /// Ordinary files with similar names: written.
@@ -343,11 +347,21 @@ async fn places_git_s_configuration_names_are_refused_in_both_profiles() {
             "#!/bin/sh\ntouch /tmp/pwned\n"
         ),
         write(&tree.join("scripts/build.sh"), "#!/bin/sh\n"),
+        // The main repository's hook symlink names this file once the owner merges.
+        write(
+            &tree.join("scripts/pre-commit"),
+            "#!/bin/sh\ntouch /tmp/pwned\n"
+        ),
     ]);
     let v = reply_calls(&chat, &v, "agc-wt-r1", calls).await;
     let got = results(&v);
     assert_refused(&got[0], "hooks/post-checkout", "git_hooks");
     assert_eq!(got[1]["status"], "ok", "{}", got[1]);
+    assert_refused(&got[2], "scripts/pre-commit", "git_hooks");
+    assert_eq!(
+        std::fs::read_to_string(tree.join("scripts/pre-commit")).unwrap(),
+        "#!/bin/sh\ntrue\n"
+    );
     assert!(!tree.join("hooks").exists());
     chat.stop(&session_id(&v), &lease_id(&v), "agc-wt-stop", None)
         .await
@@ -377,6 +391,64 @@ async fn places_git_s_configuration_names_are_refused_in_both_profiles() {
         "[user]\n"
     );
     chat.stop(&session_id(&v), &lease_id(&v), "agc-dw-stop", None)
+        .await
+        .unwrap();
+}
+
+/// A source whose git dir lives apart (`git init --separate-git-dir`): nothing in the managed
+/// worktree's git files leads back to the source, so the broker carries the source's places
+/// from the session's record (its merge target).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worktree_carries_the_source_s_places_whatever_the_repository_layout() {
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let dir = crate::writes::write_dir();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let source = base.join("src-tree");
+    std::fs::create_dir_all(source.join("scripts")).unwrap();
+    let git_dir = base.join("gd");
+    crate::writes::git(
+        &base,
+        &[
+            "init",
+            "-q",
+            "-b",
+            "main",
+            "--separate-git-dir",
+            git_dir.to_str().unwrap(),
+            source.to_str().unwrap(),
+        ],
+    );
+    crate::writes::git(&source, &["config", "user.email", "t@example.invalid"]);
+    crate::writes::git(&source, &["config", "user.name", "t"]);
+    std::fs::write(source.join("scripts/pre-commit"), "#!/bin/sh\ntrue\n").unwrap();
+    std::fs::create_dir_all(git_dir.join("hooks")).unwrap();
+    std::os::unix::fs::symlink(
+        source.join("scripts/pre-commit"),
+        git_dir.join("hooks/pre-commit"),
+    )
+    .unwrap();
+    crate::writes::git(&source, &["add", "-A"]);
+    crate::writes::git(&source, &["commit", "-q", "-m", "scripts"]);
+
+    let v = start_profile(&chat, &source, "worktree_write", "agc-sep").await;
+    let tree = std::path::PathBuf::from(v["working_directory"].as_str().unwrap());
+    let calls = json!([
+        write(
+            &tree.join("scripts/pre-commit"),
+            "#!/bin/sh\ntouch /tmp/pwned\n"
+        ),
+        write(&tree.join("scripts/build.sh"), "#!/bin/sh\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "agc-sep-r1", calls).await;
+    let got = results(&v);
+    assert_refused(&got[0], "scripts/pre-commit", "git_hooks");
+    assert_eq!(got[1]["status"], "ok", "{}", got[1]);
+    assert_eq!(
+        std::fs::read_to_string(tree.join("scripts/pre-commit")).unwrap(),
+        "#!/bin/sh\ntrue\n"
+    );
+    chat.stop(&session_id(&v), &lease_id(&v), "agc-sep-stop", None)
         .await
         .unwrap();
 }

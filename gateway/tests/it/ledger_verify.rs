@@ -122,10 +122,7 @@ async fn a_real_session_verifies_and_each_edit_is_named() {
         .unwrap();
     let report = check(copy.path());
     assert_eq!(
-        (
-            report.problems[0].table.clone(),
-            report.problems[0].id.clone()
-        ),
+        (report.problems[0].table, report.problems[0].id.clone()),
         (Table::Events, seq.to_string())
     );
 
@@ -162,25 +159,25 @@ async fn a_real_session_verifies_and_each_edit_is_named() {
             "UPDATE actions SET arguments = json_set(arguments, '$.file_path', '/etc/hostname') WHERE session_id = ?1",
             Table::Actions,
             action_id.as_str(),
-            "arguments differ",
+            "column `arguments` differs",
         ),
         (
             "UPDATE replies SET data = json_set(data, '$.text', 'Delete everything.') WHERE session_id = ?1",
             Table::Replies,
             reply_id.as_str(),
-            "text differs",
+            "column `text` differs",
         ),
         (
             "UPDATE sessions SET data = json_set(data, '$.source_directory', '/etc') WHERE id = ?1",
             Table::Sessions,
             sid.as_str(),
-            "source directory differs",
+            "column `source_directory` differs",
         ),
         (
             "UPDATE turns SET sequence = 100 WHERE session_id = ?1 AND sequence = 1",
             Table::Turns,
             first_turn.as_str(),
-            "sequence differs",
+            "column `sequence` differs",
         ),
     ];
     for (sql, table, id, what) in edits {

@@ -18,6 +18,7 @@ use serde_json::json;
 use crate::support::*;
 
 mod adversarial;
+mod discard;
 mod end_to_end;
 mod helper_integrity;
 mod layer;

@@ -12,14 +12,32 @@ fn a_written_path_drops_the_layers_copy_and_only_it() {
     std::fs::create_dir_all(upper.join("src")).unwrap();
     std::fs::write(upper.join("src/lib.rs"), "stale").unwrap();
     std::fs::write(upper.join("src/other.rs"), "kept").unwrap();
-    let forgot = forget_written(&dir, root, Path::new("/proj/src/lib.rs")).unwrap();
+    let forgot = forget_written(
+        &dir,
+        &tmp.path().join(TRASH),
+        root,
+        Path::new("/proj/src/lib.rs"),
+    )
+    .unwrap();
     assert_eq!(forgot, Forgot::Entry);
     assert!(!upper.join("src/lib.rs").exists());
     assert!(upper.join("src/other.rs").exists());
-    let nothing = forget_written(&dir, root, Path::new("/proj/new/x.rs")).unwrap();
+    let nothing = forget_written(
+        &dir,
+        &tmp.path().join(TRASH),
+        root,
+        Path::new("/proj/new/x.rs"),
+    )
+    .unwrap();
     assert_eq!(nothing, Forgot::Nothing);
     assert_eq!(
-        forget_written(&dir, root, Path::new("/elsewhere/x")).unwrap(),
+        forget_written(
+            &dir,
+            &tmp.path().join(TRASH),
+            root,
+            Path::new("/elsewhere/x")
+        )
+        .unwrap(),
         Forgot::Nothing
     );
 }
@@ -58,9 +76,12 @@ fn an_ancestor_hiding_the_real_path_drops_the_roots_layer() {
     let upper = dir.join(layer_key(root)).join("upper");
     // A file where the real tree has a directory (the command replaced `src`).
     std::fs::write(upper.join("src"), "not a dir").unwrap();
-    let forgot = forget_written(&dir, root, Path::new("/proj/src/lib.rs")).unwrap();
+    let trash = tmp.path().join(TRASH);
+    let forgot = forget_written(&dir, &trash, root, Path::new("/proj/src/lib.rs")).unwrap();
     assert_eq!(forgot, Forgot::Root);
     assert!(!dir.join(layer_key(root)).exists());
+    // Moved into the trash, for the gateway's deleter.
+    assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 1);
     // prepare() makes it again for the next command.
     prepare(&dir, &[root.to_path_buf()]).unwrap();
     assert!(upper.is_dir());
@@ -96,3 +117,6 @@ fn the_session_dir_holds_every_redirected_dir_and_keeps_what_is_there() {
     prepare_session_dir(&dir).unwrap();
     assert!(dir.join("cargo-target/kept").exists());
 }
+
+#[cfg(target_os = "linux")]
+mod removal;

@@ -32,7 +32,7 @@ mod namespaces;
 mod overlay;
 pub mod runner;
 mod seccomp;
-mod sys;
+pub(crate) mod sys;
 
 /// Highest Landlock ABI whose rights the sandbox requests (V7 adds only audit controls).
 pub use landlock_rules::MAX_ABI as MAX_LANDLOCK_ABI;

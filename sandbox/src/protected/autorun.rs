@@ -39,10 +39,13 @@ pub enum AutorunClass {
     /// Version-control repositories' own configuration: a directory git takes as a repository
     /// (an embedded bare repository, a gitfile's target), `.hg/`, `.jj/`, `.sl/`.
     VcsConfig,
+    /// Installed JavaScript packages and yarn's own files (`node_modules/`, `.yarn/`, the PnP
+    /// loader): code that tools, test runners and editor extensions load, not the project's.
+    InstalledPackages,
 }
 
 impl AutorunClass {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::AgentConfig,
         Self::EditorConfig,
         Self::DirectoryHooks,
@@ -51,6 +54,7 @@ impl AutorunClass {
         Self::ShellStartup,
         Self::ToolchainConfig,
         Self::VcsConfig,
+        Self::InstalledPackages,
     ];
 
     /// The class's name in messages and in [`ALLOW_ENV`].
@@ -64,6 +68,7 @@ impl AutorunClass {
             Self::ShellStartup => "shell_startup",
             Self::ToolchainConfig => "toolchain_config",
             Self::VcsConfig => "vcs_config",
+            Self::InstalledPackages => "installed_packages",
         }
     }
 
@@ -73,7 +78,7 @@ impl AutorunClass {
             Self::AgentConfig => {
                 "coding agents' project configuration: Claude Code's .claude/ and .mcp.json, \
                  .cursor/, .gemini/, .codex/, .kiro/, .continue/, .windsurf/, .roo/, \
-                 .kilocode/, .amazonq/, .opencode/, .qwen/, .iflow/, .factory/, .junie/, \
+                 .kilocode/, .amazonq/, .opencode/, .opencode.json(c), .openhands/, .qwen/, .iflow/, .factory/, .junie/, \
                  .amp/, .trae/, .augment/, .clinerules/hooks/, .github/hooks/, \
                  opencode.json, crush.json, .continuerc.json, .aider.conf.yml (instruction \
                  files such as CLAUDE.md, AGENTS.md, .clinerules and .cursor/rules/ stay \
@@ -82,10 +87,15 @@ impl AutorunClass {
             Self::EditorConfig => {
                 "editor and IDE configuration: .vscode/, .idea/, .zed/, .fleet/, .helix/, \
                  .devcontainer/, .devcontainer.json, .nvim.lua, .nvimrc, .exrc, .vimrc, \
-                 _vimrc, .gvimrc, _gvimrc, .lazy.lua"
+                 _vimrc, .gvimrc, _gvimrc, _exrc, .lazy.lua, Emacs's .dir-locals.el, VS \
+                 Code's *.code-workspace, .theia/, .vs/, *.sublime-project, .kateproject, \
+                 Eclipse's .externalToolBuilders/, language \
+                 servers' hie.yaml, .hie-bios, .lsp/config.edn, .vim/coc-settings.json"
             }
             Self::DirectoryHooks => {
-                "directory-entry hooks: .envrc, mise's mise.toml, .mise.toml, mise.*.toml, \
+                "directory-entry hooks: .envrc, .env (oh-my-zsh's dotenv, autoenv and aider \
+                 load it by themselves), .autoenv.zsh, .autoenv_leave.zsh, .rvmrc, \
+                 .shadowenv.d/, .direnv/ (nix-direnv's cached profiles), mise's mise.toml, .mise.toml, mise.*.toml, \
                  .mise/, .config/mise/, mise/config.toml, .rtx.toml, and .tool-versions"
             }
             Self::PythonStartup => {
@@ -97,11 +107,15 @@ impl AutorunClass {
             }
             Self::GitHooks => {
                 "git hooks: .git/hooks, .husky/, .githooks/, .pre-commit-config.yaml, \
+                 .overcommit.yml, \
                  lefthook's (.)lefthook(-local).{yml,yaml,toml,json,jsonc}, lint-staged's \
-                 .lintstagedrc* and lint-staged.config.*"
+                 .lintstagedrc* and lint-staged.config.*, commitlint's .commitlintrc* and \
+                 commitlint.config.*"
             }
             Self::ShellStartup => {
-                "shell start-up files: .bashrc, .bash_profile, .bash_login, .bash_logout, \
+                "shell, REPL and debugger start-up files read from the working directory: \
+                 .pdbrc, .perldb, .Rprofile, .Renviron, .irbrc, .pryrc, .iex.exs, .ghci, \
+                 .ocamlinit, .octaverc, .gdbinit, .lldbinit, and .bashrc, .bash_profile, .bash_login, .bash_logout, \
                  .profile, .zshrc, .zshenv, .zprofile, .zlogin, .zlogout, .kshrc, .cshrc, \
                  .tcshrc"
             }
@@ -109,17 +123,26 @@ impl AutorunClass {
                 "toolchain and package-manager configuration naming programs: \
                  .cargo/config.toml, .cargo/config, rust-toolchain.toml, rust-toolchain, \
                  .npmrc, .yarnrc, .yarnrc.yml, .pnpmfile.cjs, bunfig.toml, .bazeliskrc, \
-                 .bazelversion"
+                 .bazelversion, .bazelrc, Maven's .mvn/jvm.config, .mvn/maven.config and \
+                 .mvn/extensions.xml, the Gradle and Maven wrappers' properties and jars, \
+                 gradle-daemon-jvm.properties, sbt's and mill's .jvmopts, .sbtopts, .sbtrc, \
+                 .mill-jvm-opts, build servers' .bsp/, corepack's .corepack.env, ansible.cfg, \
+                 a Python environment's pip.conf, .bundle/config"
             }
             Self::VcsConfig => {
                 "version-control repositories' own files: every file of a directory git \
                  takes as a repository (HEAD with objects/ and refs/, or with commondir) or \
                  that would become one, .hg/, .jj/, .sl/"
             }
+            Self::InstalledPackages => {
+                "installed JavaScript packages: everything below node_modules/ and .yarn/ \
+                 (releases, plugins, patches, the zero-install cache, editor SDKs), yarn's \
+                 .pnp.cjs and .pnp.loader.mjs"
+            }
         }
     }
 
-    fn bit(self) -> u8 {
+    fn bit(self) -> u16 {
         1 << (self as u8)
     }
 }
@@ -144,12 +167,21 @@ const DIRS: &[(&str, AutorunClass)] = &[
     (".amp", AutorunClass::AgentConfig),
     (".trae", AutorunClass::AgentConfig),
     (".augment", AutorunClass::AgentConfig),
+    (".openhands", AutorunClass::AgentConfig),
     (".vscode", AutorunClass::EditorConfig),
     (".idea", AutorunClass::EditorConfig),
     (".zed", AutorunClass::EditorConfig),
     (".fleet", AutorunClass::EditorConfig),
     (".helix", AutorunClass::EditorConfig),
     (".devcontainer", AutorunClass::EditorConfig),
+    (".theia", AutorunClass::EditorConfig),
+    (".vs", AutorunClass::EditorConfig),
+    (".externaltoolbuilders", AutorunClass::EditorConfig),
+    (".shadowenv.d", AutorunClass::DirectoryHooks),
+    (".direnv", AutorunClass::DirectoryHooks),
+    (".bsp", AutorunClass::ToolchainConfig),
+    ("node_modules", AutorunClass::InstalledPackages),
+    (".yarn", AutorunClass::InstalledPackages),
     (".husky", AutorunClass::GitHooks),
     (".githooks", AutorunClass::GitHooks),
     (".mise", AutorunClass::DirectoryHooks),
@@ -164,6 +196,8 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".aider.conf.yml", AutorunClass::AgentConfig),
     ("opencode.json", AutorunClass::AgentConfig),
     ("opencode.jsonc", AutorunClass::AgentConfig),
+    (".opencode.json", AutorunClass::AgentConfig),
+    (".opencode.jsonc", AutorunClass::AgentConfig),
     ("crush.json", AutorunClass::AgentConfig),
     (".crush.json", AutorunClass::AgentConfig),
     (".continuerc.json", AutorunClass::AgentConfig),
@@ -176,7 +210,17 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".gvimrc", AutorunClass::EditorConfig),
     ("_gvimrc", AutorunClass::EditorConfig),
     (".lazy.lua", AutorunClass::EditorConfig),
+    ("_exrc", AutorunClass::EditorConfig),
+    (".kateproject", AutorunClass::EditorConfig),
+    ("hie.yaml", AutorunClass::EditorConfig),
+    (".hie-bios", AutorunClass::EditorConfig),
+    (".dir-locals.el", AutorunClass::EditorConfig),
+    (".dir-locals-2.el", AutorunClass::EditorConfig),
     (".envrc", AutorunClass::DirectoryHooks),
+    (".env", AutorunClass::DirectoryHooks),
+    (".autoenv.zsh", AutorunClass::DirectoryHooks),
+    (".autoenv_leave.zsh", AutorunClass::DirectoryHooks),
+    (".rvmrc", AutorunClass::DirectoryHooks),
     ("mise.toml", AutorunClass::DirectoryHooks),
     (".mise.toml", AutorunClass::DirectoryHooks),
     ("mise.local.toml", AutorunClass::DirectoryHooks),
@@ -186,6 +230,7 @@ const FILES: &[(&str, AutorunClass)] = &[
     ("pyvenv.cfg", AutorunClass::PythonStartup),
     (".pre-commit-config.yaml", AutorunClass::GitHooks),
     (".lintstagedrc", AutorunClass::GitHooks),
+    (".overcommit.yml", AutorunClass::GitHooks),
     (".bashrc", AutorunClass::ShellStartup),
     (".bash_profile", AutorunClass::ShellStartup),
     (".bash_login", AutorunClass::ShellStartup),
@@ -199,6 +244,18 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".kshrc", AutorunClass::ShellStartup),
     (".cshrc", AutorunClass::ShellStartup),
     (".tcshrc", AutorunClass::ShellStartup),
+    (".pdbrc", AutorunClass::ShellStartup),
+    (".perldb", AutorunClass::ShellStartup),
+    (".rprofile", AutorunClass::ShellStartup),
+    (".renviron", AutorunClass::ShellStartup),
+    (".irbrc", AutorunClass::ShellStartup),
+    (".pryrc", AutorunClass::ShellStartup),
+    (".iex.exs", AutorunClass::ShellStartup),
+    (".ghci", AutorunClass::ShellStartup),
+    (".ocamlinit", AutorunClass::ShellStartup),
+    (".octaverc", AutorunClass::ShellStartup),
+    (".gdbinit", AutorunClass::ShellStartup),
+    (".lldbinit", AutorunClass::ShellStartup),
     ("rust-toolchain.toml", AutorunClass::ToolchainConfig),
     ("rust-toolchain", AutorunClass::ToolchainConfig),
     (".npmrc", AutorunClass::ToolchainConfig),
@@ -210,12 +267,35 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".bunfig.toml", AutorunClass::ToolchainConfig),
     (".bazeliskrc", AutorunClass::ToolchainConfig),
     (".bazelversion", AutorunClass::ToolchainConfig),
+    (".bazelrc", AutorunClass::ToolchainConfig),
+    ("gradle-wrapper.properties", AutorunClass::ToolchainConfig),
+    ("gradle-wrapper.jar", AutorunClass::ToolchainConfig),
+    ("maven-wrapper.properties", AutorunClass::ToolchainConfig),
+    ("maven-wrapper.jar", AutorunClass::ToolchainConfig),
+    (
+        "gradle-daemon-jvm.properties",
+        AutorunClass::ToolchainConfig,
+    ),
+    (".jvmopts", AutorunClass::ToolchainConfig),
+    (".sbtopts", AutorunClass::ToolchainConfig),
+    (".sbtrc", AutorunClass::ToolchainConfig),
+    (".mill-jvm-opts", AutorunClass::ToolchainConfig),
+    (".corepack.env", AutorunClass::ToolchainConfig),
+    ("ansible.cfg", AutorunClass::ToolchainConfig),
+    (".pnp.cjs", AutorunClass::InstalledPackages),
+    (".pnp.loader.mjs", AutorunClass::InstalledPackages),
 ];
 
 /// Files that are auto-run places in a directory of this name: `(directory, file)`.
 const FILES_IN: &[(&str, &str, AutorunClass)] = &[
     (".cargo", "config.toml", AutorunClass::ToolchainConfig),
     (".cargo", "config", AutorunClass::ToolchainConfig),
+    (".mvn", "jvm.config", AutorunClass::ToolchainConfig),
+    (".mvn", "maven.config", AutorunClass::ToolchainConfig),
+    (".mvn", "extensions.xml", AutorunClass::ToolchainConfig),
+    (".bundle", "config", AutorunClass::ToolchainConfig),
+    (".lsp", "config.edn", AutorunClass::EditorConfig),
+    (".vim", "coc-settings.json", AutorunClass::EditorConfig),
     ("mise", "config.toml", AutorunClass::DirectoryHooks),
     ("mise", "config.local.toml", AutorunClass::DirectoryHooks),
 ];
@@ -285,6 +365,14 @@ pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
     if is_git_hook_config(last) {
         return Some(AutorunClass::GitHooks);
     }
+    // Project files of editors that carry settings, tasks or build systems like `.vscode/`
+    // does: VS Code's workspace, Sublime Text's project.
+    if [".code-workspace", ".sublime-project"]
+        .iter()
+        .any(|suffix| last.ends_with(suffix))
+    {
+        return Some(AutorunClass::EditorConfig);
+    }
     if let Some(parent) = dirs.last()
         && let Some((_, _, class)) = FILES_IN
             .iter()
@@ -307,7 +395,11 @@ fn dir_class(names: &[String]) -> Option<AutorunClass> {
     let (last, dirs) = names.split_last()?;
     let mut found: Vec<(usize, AutorunClass)> = Vec::new();
     for (i, dir) in dirs.iter().enumerate() {
-        if let Some((_, class)) = DIRS.iter().find(|(name, _)| dir == name) {
+        // Yarn's deferred version bumps are plain data the release workflow commits.
+        let yarn_versions = dir == ".yarn" && dirs.get(i + 1).is_some_and(|d| d == "versions");
+        if let Some((_, class)) = DIRS.iter().find(|(name, _)| dir == name)
+            && !yarn_versions
+        {
             found.push((i, *class));
         }
         if i > 0
@@ -341,14 +433,20 @@ fn is_mise_config(name: &str) -> bool {
 
 /// Git hook managers' config names beyond [`FILES`]: lefthook's
 /// `(.)lefthook(-local).{yml,yaml,toml,json,jsonc}`, lint-staged's `.lintstagedrc.*` and
-/// `lint-staged.config.*` (the commands they name run at every commit).
+/// `lint-staged.config.*`, commitlint's `.commitlintrc*` and `commitlint.config.*` (the
+/// commands and modules they name run at every commit).
 fn is_git_hook_config(name: &str) -> bool {
     let bare = name.strip_prefix('.').unwrap_or(name);
     let lefthook = ["lefthook.", "lefthook-local."].iter().any(|prefix| {
         bare.strip_prefix(prefix)
             .is_some_and(|ext| ["yml", "yaml", "toml", "json", "jsonc"].contains(&ext))
     });
-    lefthook || name.starts_with(".lintstagedrc.") || name.starts_with("lint-staged.config.")
+    lefthook
+        || name.starts_with(".lintstagedrc.")
+        || name.starts_with("lint-staged.config.")
+        || name == ".commitlintrc"
+        || name.starts_with(".commitlintrc.")
+        || name.starts_with("commitlint.config.")
 }
 
 /// Comparison key of a name: case- and normalisation-insensitive, as on a case-insensitive file
@@ -360,7 +458,7 @@ fn fold(name: &OsStr) -> String {
 
 /// The classes the owner allowed sessions to write. The default allows none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct AutorunAllowed(u8);
+pub struct AutorunAllowed(u16);
 
 impl AutorunAllowed {
     /// Nothing allowed (the default).

@@ -214,6 +214,11 @@ fn a_virtual_environment_s_programs_are_refused() {
     f.refused(".venv/bin/python3.12", "python_startup");
     f.refused(".venv/Scripts/activate.bat", "python_startup");
     f.allowed(".venv/README.txt");
+    // pip's configuration at the environment's root names package sources; elsewhere pip
+    // never reads a pip.conf.
+    f.refused(".venv/pip.conf", "toolchain_config");
+    f.refused(".venv/PIP.INI", "toolchain_config");
+    f.allowed("docker/pip.conf");
     f.allowed("tools/bin/run.sh");
     // Only a real environment's `bin/`: `activate*` elsewhere is ordinary source.
     f.allowed("tools/bin/activate");
@@ -385,21 +390,136 @@ fn a_link_through_the_reader_s_context_reaches_its_class_everywhere() {
 #[test]
 fn the_program_yarn_path_names_is_refused() {
     let f = fixture();
-    f.file(".yarn/releases/yarn-4.cjs");
+    f.file("yarnbin/yarn-4.cjs");
     f.put(
         ".yarnrc.yml",
-        "nodeLinker: pnp\nyarnPath: \".yarn/releases/yarn-4.cjs\" # pinned\n",
+        "nodeLinker: pnp\nyarnPath: \"yarnbin/yarn-4.cjs\" # pinned\n",
     );
-    let message = f.refused(".yarn/releases/yarn-4.cjs", "toolchain_config");
+    let message = f.refused("yarnbin/yarn-4.cjs", "toolchain_config");
     assert!(message.contains("yarnPath"), "{message}");
-    f.allowed(".yarn/releases/other.cjs");
+    f.allowed("yarnbin/other.cjs");
     // Yarn 1's `.yarnrc` names the program with `yarn-path`, quoted or not.
-    f.file("legacy/.yarn/y1.js");
-    f.put("legacy/.yarnrc", "yarn-path \".yarn/y1.js\"\n");
-    let message = f.refused("legacy/.yarn/y1.js", "toolchain_config");
+    f.file("legacy/yarnbin/y1.js");
+    f.put("legacy/.yarnrc", "yarn-path \"yarnbin/y1.js\"\n");
+    let message = f.refused("legacy/yarnbin/y1.js", "toolchain_config");
     assert!(message.contains("yarn-path"), "{message}");
     f.file("bare/tools/y.js");
     f.put("bare/.yarnrc", "# pinned\nyarn-path tools/y.js\n");
     f.refused("bare/tools/y.js", "toolchain_config");
     f.allowed("bare/tools/other.js");
+    // Inside `.yarn/` everything is yarn's own (installed_packages) whatever names it.
+    f.refused(".yarn/releases/any.cjs", "installed_packages");
+}
+
+#[test]
+fn jvm_and_bazel_tool_config_is_refused_and_the_build_definition_is_not() {
+    let f = fixture();
+    for (rel, class) in [
+        (".mvn/jvm.config", "toolchain_config"),
+        (".mvn/maven.config", "toolchain_config"),
+        (".mvn/extensions.xml", "toolchain_config"),
+        (".mvn/wrapper/maven-wrapper.properties", "toolchain_config"),
+        (
+            "gradle/wrapper/gradle-wrapper.properties",
+            "toolchain_config",
+        ),
+        ("gradle/wrapper/gradle-wrapper.jar", "toolchain_config"),
+        (".bazelrc", "toolchain_config"),
+        ("ws.code-workspace", "editor_config"),
+        (".dir-locals.el", "editor_config"),
+        (".overcommit.yml", "git_hooks"),
+    ] {
+        let message = f.refused(rel, class);
+        assert!(message.contains(class), "{rel}: {message}");
+    }
+    // A directory that is `.mvn` through a symlink is one under its own name too.
+    f.mkdir("sub/cfg");
+    f.link("sub/.mvn", "cfg");
+    f.refused("sub/cfg/jvm.config", "toolchain_config");
+    f.allowed("sub/cfg/notes.txt");
+    for rel in [
+        "pom.xml",
+        "build.gradle",
+        "gradle.properties",
+        "gradlew",
+        "mvnw",
+        "BUILD.bazel",
+    ] {
+        f.allowed(rel);
+    }
+}
+
+#[test]
+fn a_linked_worktree_inherits_the_places_of_its_main_tree() {
+    // The root is a linked worktree of `main`, outside it, as a worktree_write session's is.
+    let f = fixture();
+    let main = f.base.join("main");
+    let mkdir = |rel: &str| std::fs::create_dir_all(main.join(rel)).unwrap();
+    mkdir(".git/worktrees/wt");
+    mkdir(".git/hooks");
+    mkdir("scripts");
+    mkdir("docs");
+    std::fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+    symlink(
+        "../../scripts/pre-commit",
+        main.join(".git/hooks/pre-commit"),
+    )
+    .unwrap();
+    symlink(main.join("docs/oc.yml"), main.join(".overcommit.yml")).unwrap();
+    f.put(".git", "gitdir: ../main/.git/worktrees/wt\n");
+    // What the worktree holds at these paths is, after a merge, the main tree's hook and
+    // overcommit's config.
+    let message = f.refused("scripts/pre-commit", "git_hooks");
+    assert!(message.contains("hooks"), "{message}");
+    f.refused("docs/oc.yml", "git_hooks");
+    f.allowed("scripts/build.sh");
+    f.allowed("docs/readme.md");
+}
+
+#[test]
+fn a_worktree_carries_the_places_of_the_directory_it_merges_into_whatever_the_layout() {
+    // `git init --separate-git-dir`: the source's git dir is elsewhere and says nothing of the
+    // source, so only the session's own record (the merge target) leads there.
+    let f = fixture();
+    let source = f.base.join("source");
+    let git_dir = f.base.join("gd");
+    std::fs::create_dir_all(git_dir.join("hooks")).unwrap();
+    std::fs::create_dir_all(git_dir.join("worktrees/wt")).unwrap();
+    std::fs::create_dir_all(source.join("scripts")).unwrap();
+    std::fs::write(
+        source.join(".git"),
+        format!("gitdir: {}\n", git_dir.display()),
+    )
+    .unwrap();
+    std::fs::write(git_dir.join("worktrees/wt/commondir"), "../..\n").unwrap();
+    symlink(
+        source.join("scripts/pre-commit"),
+        git_dir.join("hooks/pre-commit"),
+    )
+    .unwrap();
+    symlink(source.join("notes/x"), source.join(".envrc")).unwrap();
+    f.put(
+        ".git",
+        &format!("gitdir: {}\n", git_dir.join("worktrees/wt").display()),
+    );
+    let write = |policy: &PathPolicy, rel: &str| {
+        WriteRoot::open(policy, &f.root).unwrap().resolve(
+            policy,
+            &f.root.join(rel),
+            Parents::Create,
+        )
+    };
+    // Without the merge target nothing leads to the source (the common dir is not `.git`).
+    assert!(write(&f.policy, "scripts/pre-commit").is_ok());
+    let policy = f.policy.clone().with_merge_target(source.clone());
+    for (rel, class) in [
+        ("scripts/pre-commit", "git_hooks"),
+        ("notes/x", "directory_hooks"),
+    ] {
+        match write(&policy, rel) {
+            Err(WriteRefusal::AutorunPlace { class: got, .. }) if got == class => {}
+            other => panic!("{rel}: expected {class}, got {other:?}"),
+        }
+    }
+    assert!(write(&policy, "scripts/build.sh").is_ok());
 }

@@ -114,7 +114,17 @@ fn refuses_outside_the_root() {
 fn refuses_git_in_any_case() {
     let f = fixture();
     std::fs::create_dir_all(f.root.join(".git")).unwrap();
-    for rel in [".git/config", ".GIT/config", "sub/.Git/HEAD", ".git"] {
+    // Also the spellings HFS+ and other insensitive file systems open as `.git` (ignorable
+    // code points, Unicode case), on every platform.
+    for rel in [
+        ".git/config",
+        ".GIT/config",
+        "sub/.Git/HEAD",
+        ".git",
+        ".git\u{200c}/config",
+        "sub/.g\u{200d}it/HEAD",
+        "sub/\u{feff}.git/config",
+    ] {
         let err = resolve(&f, &f.root.join(rel), Parents::Create).unwrap_err();
         assert_eq!(err.code(), OutcomeCode::NotPermitted, "{rel}");
         assert!(err.to_string().contains("`.git`"), "{rel}: {err}");

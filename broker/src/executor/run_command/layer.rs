@@ -17,6 +17,9 @@ use sandbox::spec::LayerSpec;
 pub struct SessionLayer {
     /// `<command runtime area>/<session>/layer`: protected and masked like the whole area.
     dir: PathBuf,
+    /// The area's trash (`sandbox::layer::TRASH`): a discarded layer is moved there, and the
+    /// gateway deletes it (this broker may exit first).
+    trash: PathBuf,
     /// Bytes the layer may take (every command's writes together).
     budget: u64,
     state: Mutex<LayerState>,
@@ -33,14 +36,7 @@ struct LayerState {
     measuring: Option<std::thread::JoinHandle<DiskUsage>>,
 }
 
-/// Bytes of the budget per inode the layer may hold (the same ratio as a tmpfs's default): the
-/// files and directories a command makes take inodes of the host's file system even when empty.
-const BYTES_PER_INODE: u64 = 4096;
-
-/// The inodes a layer of `budget` bytes may hold.
-pub fn inode_budget(budget: u64) -> u64 {
-    (budget / BYTES_PER_INODE).max(1024)
-}
+pub use sandbox::layer::inode_budget;
 
 /// What `usage` is past, for a layer of `budget` bytes, in words (`None`: within the budget).
 fn excess(usage: DiskUsage, budget: u64) -> Option<String> {
@@ -100,12 +96,16 @@ pub enum LayerRefusal {
          clean one"
     )]
     Broken,
+    /// A new layer (the session's first, or a fresh one) and the disk has no room for it.
+    #[error("{0}")]
+    NoRoom(sandbox::layer::NoRoom),
 }
 
 impl SessionLayer {
-    pub fn new(dir: PathBuf, budget: u64) -> Self {
+    pub fn new(dir: PathBuf, trash: PathBuf, budget: u64) -> Self {
         Self {
             dir,
+            trash,
             budget,
             state: Mutex::new(LayerState::default()),
             written: Mutex::new(Vec::new()),
@@ -166,8 +166,16 @@ impl SessionLayer {
             state.used = measuring.join().unwrap_or(provisional);
         }
         let mut notes = Vec::new();
+        // A new layer needs room for a full one (layers still being deleted count: they are on
+        // the disk until they are gone).
+        if fresh || std::fs::symlink_metadata(&self.dir).is_err() {
+            let area = self.trash.parent().unwrap_or(&self.trash);
+            if let Err(no_room) = sandbox::layer::room_for_layer(area, self.budget) {
+                return Err(LayerRefusal::NoRoom(no_room));
+            }
+        }
         if fresh {
-            if let Err(err) = sandbox::layer::discard(&self.dir) {
+            if let Err(err) = sandbox::layer::discard(&self.dir, &self.trash) {
                 tracing::error!("setting the command layer aside: {err}");
             }
             if std::fs::symlink_metadata(&self.dir).is_ok() {
@@ -190,7 +198,7 @@ impl SessionLayer {
             else {
                 continue;
             };
-            match sandbox::layer::forget_written(&self.dir, root, path) {
+            match sandbox::layer::forget_written(&self.dir, &self.trash, root, path) {
                 Ok(Forgot::Nothing | Forgot::Entry) => {}
                 Ok(Forgot::Root) => notes.push(format!(
                     "earlier commands' changes under {} were discarded: a file there was \
@@ -248,13 +256,13 @@ impl SessionLayer {
             let _ = measuring.join();
         }
         self.set_aside();
-        sandbox::layer::discard_leftovers(&self.dir);
+        sandbox::layer::discard_leftovers(&self.dir, &self.trash);
         state.used = DiskUsage::default();
     }
 
     /// Remove the whole layer unless a command is running on it (the session stops: its broker
     /// must not wait for a command that may run for minutes, nor for the deletion of a large
-    /// layer: it is renamed aside and deleted in the background). Whether it was removed.
+    /// layer: it is moved into the trash, which the gateway empties). Whether it was removed.
     pub fn discard_if_idle(&self) -> bool {
         let Ok(mut state) = self.state.try_lock() else {
             return false;
@@ -267,8 +275,8 @@ impl SessionLayer {
     }
 
     fn set_aside(&self) {
-        if let Err(err) = sandbox::layer::discard(&self.dir) {
-            tracing::warn!("setting the command layer aside: {err}; removing it now");
+        if let Err(err) = sandbox::layer::discard(&self.dir, &self.trash) {
+            tracing::warn!("moving the command layer into the trash: {err}; removing it now");
             sandbox::layer::remove(&self.dir);
         }
     }

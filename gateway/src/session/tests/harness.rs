@@ -267,7 +267,8 @@ impl Harness {
         (view, pid, action_id)
     }
 
-    /// The ledger's event kinds of a session, oldest first.
+    /// The ledger's event kinds of a session, oldest first (without the records of the
+    /// covered rows' columns).
     pub fn ledger(&self, session_id: &str) -> Vec<String> {
         self.gateway
             .store
@@ -275,6 +276,7 @@ impl Harness {
             .unwrap()
             .into_iter()
             .map(|(_, _, kind, _)| kind)
+            .filter(|kind| kind != common::ledger_chain::ROWS_RECORDED)
             .collect()
     }
 }

@@ -50,19 +50,7 @@ fn first_problem(dir: &Path) -> Option<String> {
     let db = Connection::open(dir.join(DATABASE_FILE)).unwrap();
     let key = std::fs::read_to_string(dir.join("auth/server-key")).unwrap();
     let mut v = Verifier::new(common::ledger_chain::Head::read(dir), Some(key.trim()));
-    let mut stmt = db.prepare(chain::EVENT_ROWS).unwrap();
-    let rows = stmt.query_map([], chain::event_row).unwrap();
-    rows.for_each(|r| v.event(&r.unwrap()));
-    let issued = db
-        .query_row(
-            "SELECT seq FROM sqlite_sequence WHERE name = 'events'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()
-        .unwrap();
-    v.issued(issued);
-    chain::cross_check_rows(&db, &mut v).unwrap();
+    common::ledger_chain::db::check(&db, &mut v).unwrap();
     v.finish().problems.first().map(chain::describe)
 }
 
@@ -222,8 +210,8 @@ fn a_crash_between_commit_and_head_write_is_not_tampering() {
 }
 
 /// A state dir as the previous build left it (schema v4: chained rows without signatures, a
-/// head without the chain start): it opens without a false alarm, gets a head naming where its
-/// chain begins, and goes on.
+/// head without the chain start): it opens without a false alarm, records its baseline (seq 4),
+/// gets a v3 head naming where its chain begins, and goes on.
 #[test]
 fn a_state_dir_from_the_previous_build_opens_and_goes_on() {
     let (dir, store) = open_with(3);
@@ -244,7 +232,10 @@ fn a_state_dir_from_the_previous_build_opens_and_goes_on() {
     drop(store);
     let head = common::ledger_chain::Head::parse(&std::fs::read_to_string(&head).unwrap());
     let head = head.unwrap();
-    assert_eq!((head.start_seq, head.seq), (Some(1), 4));
+    assert_eq!(
+        (head.start_seq, head.seq, head.pre_count),
+        (Some(1), 5, Some(0))
+    );
     assert_eq!(first_problem(dir.path()), None);
 }
 
@@ -304,7 +295,10 @@ fn an_action_without_a_chained_approval_is_refused_at_open() {
          'Write', '{\"file_path\":\"/p/f\",\"content\":\"x\"}', 'prepared', NULL, 1, \
          '{\"path\":\"/p/f\"}')",
     );
-    assert_eq!(why, "actions act_forged: no chained event approved it");
+    assert_eq!(
+        why,
+        "actions act_forged: no chained record of this row (inserted outside the gateway)"
+    );
 }
 
 /// rt27 B5: a session row's working directory widened to the parent of the source directory
@@ -324,7 +318,12 @@ fn a_widened_working_directory_is_refused_at_open() {
                 [session.to_string()],
             )?;
             let started = json!({"profile": "direct_write", "working_directory": "/p/sub"});
-            tx.append_event(Some("ns_a"), "session_started", &started)
+            tx.append_event(Some("ns_a"), "session_started", &started)?;
+            // What `put_session` records of the row.
+            let row = common::ledger_chain::db::covered_row(tx.0, Table::Sessions, "ns_a", "ns_a")?;
+            let record = row.and_then(|row| RowRecord::changed(None, &row));
+            let data = RowRecord::event_data(&Vec::from_iter(record));
+            tx.append_event(Some("ns_a"), common::ledger_chain::ROWS_RECORDED, &data)
         })
         .unwrap();
     drop(store);
@@ -337,6 +336,6 @@ fn a_widened_working_directory_is_refused_at_open() {
     );
     assert_eq!(
         why,
-        "sessions ns_a: workspace differs from the chained `session_started` (its root or kind)"
+        "sessions ns_a: column `working_directory` differs from its chained record (seq 2): edited"
     );
 }

@@ -92,22 +92,10 @@ fn events_are_chained_and_the_head_is_signed_after_commit() {
 fn a_database_from_before_the_chain_migrates_and_chains_new_rows() {
     use common::ledger_chain::{Head, HeadFile, Verifier};
     let dir = tempfile::tempdir().unwrap();
-    {
-        let db = Connection::open(dir.path().join(DATABASE_FILE)).unwrap();
-        for sql in [
-            common::state_schema::V1,
-            common::state_schema::V2,
-            common::state_schema::V3,
-        ] {
-            db.execute_batch(sql).unwrap();
-        }
-        db.pragma_update(None, "user_version", 3).unwrap();
-        db.execute(
-            "INSERT INTO events (session_id, at_ms, kind, data) VALUES ('ns_a', 1, 'old', '{}')",
-            [],
-        )
-        .unwrap();
-    }
+    crate::state::database_before_the_chain(
+        dir.path(),
+        "INSERT INTO events (session_id, at_ms, kind, data) VALUES ('ns_a', 1, 'old', '{}')",
+    );
     let store = Store::open(dir.path()).unwrap();
     store
         .write::<_, StoreError>(|tx| tx.append_event(Some("ns_a"), "new", &json!({})))
@@ -117,13 +105,18 @@ fn a_database_from_before_the_chain_migrates_and_chains_new_rows() {
     assert_eq!((rows[0].hash.is_none(), rows[1].seq), (true, 2));
     let head = Head::parse(&std::fs::read_to_string(dir.path().join("ledger-head")).unwrap());
     let head = head.unwrap();
-    assert_eq!((head.start_seq, head.seq), (Some(2), 2));
+    // The first open recorded the baseline (seq 2: the pre-chain commitment) before `new`.
+    assert_eq!(rows[1].kind, common::ledger_chain::BASELINE);
+    assert_eq!(
+        (head.start_seq, head.seq, head.pre_count),
+        (Some(2), 3, Some(1))
+    );
     let key = std::fs::read_to_string(dir.path().join("auth/server-key")).unwrap();
     let mut verifier = Verifier::new(HeadFile::Present(head), Some(key.trim()));
     rows.iter().for_each(|row| verifier.event(row));
     let report = verifier.finish();
     assert!(report.ok(), "{:?}", report.problems);
-    assert_eq!((report.unchained_events, report.chained_events), (1, 1));
+    assert_eq!((report.unchained_events, report.chained_events), (1, 2));
     // The row from before the chain is not covered; a hash stripped from the chained one is
     // named, at the next open too.
     drop(store);
@@ -219,9 +212,9 @@ fn chain_cost() {
 fn event_rows(store: &Store) -> Vec<common::ledger_chain::EventRow> {
     store
         .read::<_, StoreError>(|tx| {
-            let mut stmt = tx.0.prepare(chain::EVENT_ROWS)?;
-            let rows = stmt.query_map([], chain::event_row)?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            let mut rows = Vec::new();
+            common::ledger_chain::db::each_event(tx.0, 5, |r| rows.push(r.clone()))?;
+            Ok(rows)
         })
         .unwrap()
 }

@@ -133,6 +133,23 @@ impl Places<'_> {
     }
 }
 
+/// The main working tree of the linked worktree `root` is (its `.git` a gitfile whose git dir
+/// has a common dir named `.git`): what the worktree holds reaches that tree at a merge, so
+/// the places of the main tree are places of the worktree at the same relative paths.
+pub fn main_tree(root: &Path) -> Option<PathBuf> {
+    let dot_git = root.join(".git");
+    if !std::fs::symlink_metadata(&dot_git).ok()?.is_file() {
+        return None;
+    }
+    let git_dir = git_dir_of(&dot_git)?;
+    let common = common_dir(&git_dir);
+    if common == git_dir || common.file_name()? != ".git" {
+        return None;
+    }
+    let main = common.parent()?.to_path_buf();
+    (main != root).then_some(main)
+}
+
 /// The git dir a `.git` entry names: itself, or a gitfile's `gitdir:` (relative to the
 /// gitfile's directory).
 fn git_dir_of(dot_git: &Path) -> Option<PathBuf> {

@@ -52,13 +52,19 @@ pub fn venv_class(root: &Path, relative: &Path) -> Option<AutorunClass> {
     let mut dir = root.to_path_buf();
     for (i, name) in names.iter().enumerate() {
         let folded = fold(name);
-        if i + 1 < names.len()
-            && (folded == "bin" || folded == "scripts")
-            && ["pyvenv.cfg", "conda-meta"]
+        let in_environment = || {
+            ["pyvenv.cfg", "conda-meta"]
                 .iter()
                 .any(|marker| std::fs::symlink_metadata(dir.join(marker)).is_ok())
-        {
+        };
+        if i + 1 < names.len() && (folded == "bin" || folded == "scripts") && in_environment() {
             return Some(AutorunClass::PythonStartup);
+        }
+        // pip reads `<sys.prefix>/pip.conf` (`pip.ini` on Windows) and nothing in a project
+        // directory: the environment's root is the one place it names package sources.
+        if i + 1 == names.len() && (folded == "pip.conf" || folded == "pip.ini") && in_environment()
+        {
+            return Some(AutorunClass::ToolchainConfig);
         }
         dir.push(name);
     }

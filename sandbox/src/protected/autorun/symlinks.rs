@@ -17,7 +17,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -80,6 +80,33 @@ impl Symlinks {
     /// not descending into directories `skip` names by `(dev, ino)` (the protected set: the
     /// state dir inside a root is no project content, and its listing is private).
     pub fn scan(
+        root: BorrowedFd<'_>,
+        root_path: &Path,
+        merge_target: Option<&Path>,
+        skip: &dyn Fn(u64, u64) -> bool,
+    ) -> Result<Self, Incomplete> {
+        let mut found = Self::scan_tree(root, root_path, skip)?;
+        // A linked worktree (a `worktree_write` session's) merges into its main tree and into
+        // the directory the session was started on (`merge_target`, whatever the repository's
+        // layout): a hook symlink there (`.git/hooks/pre-commit -> ../../scripts/x`) or a link
+        // committed with an absolute target into it names, after the merge, the file the
+        // worktree holds at the same relative path.
+        let mut trees: Vec<PathBuf> = merge_target.map(Path::to_path_buf).into_iter().collect();
+        trees.extend(super::gitconfig::main_tree(root_path));
+        trees.dedup();
+        for tree in trees.iter().filter(|tree| tree.as_path() != root_path) {
+            let io = |err: rustix::io::Errno| Incomplete::Io(err.to_string());
+            let fd = rustix::fs::open(tree, dir_flags(), Mode::empty()).map_err(io)?;
+            let of_tree = Self::scan_tree(fd.as_fd(), tree, skip)?;
+            found.links.extend(of_tree.links);
+            found.context.extend(of_tree.context);
+            found.places.extend(of_tree.places);
+        }
+        Ok(found)
+    }
+
+    /// [`Self::scan`] of one tree.
+    fn scan_tree(
         root: BorrowedFd<'_>,
         root_path: &Path,
         skip: &dyn Fn(u64, u64) -> bool,

@@ -8,7 +8,7 @@ use super::*;
 fn the_session_dir_lives_and_is_bounded_like_the_layer() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("layer");
-    let layer = SessionLayer::new(dir.clone(), 1 << 30);
+    let layer = SessionLayer::new(dir.clone(), tmp.path().join(".discarded"), 1 << 30);
     let turn = layer.begin(View::SessionDir, false).unwrap();
     assert!(turn.spec.roots.is_empty());
     assert!(dir.join("cargo-target").is_dir() && dir.join("pytest-cache").is_dir());
@@ -27,7 +27,7 @@ fn the_session_dir_lives_and_is_bounded_like_the_layer() {
     );
     drop(turn);
     // A budget of one byte: the dirs alone are over it once measured after a command.
-    let small = SessionLayer::new(tmp.path().join("small"), 1);
+    let small = SessionLayer::new(tmp.path().join("small"), tmp.path().join(".discarded"), 1);
     let _ = small.begin(View::SessionDir, false).unwrap().finish();
     let refused = small.begin(View::SessionDir, false).err();
     assert!(matches!(refused, Some(LayerRefusal::OverBudget { .. })));
@@ -39,6 +39,37 @@ fn the_session_dir_lives_and_is_bounded_like_the_layer() {
         "{words}"
     );
     assert!(small.begin(View::SessionDir, true).is_ok());
+}
+
+/// A new layer needs room for a full budget on the disk (layers still being deleted count): a
+/// budget beyond the disk refuses the session's first command and a fresh layer, in words
+/// naming the budget and what to do; an existing layer keeps working.
+#[test]
+fn a_new_or_fresh_layer_without_room_for_its_budget_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let huge = SessionLayer::new(
+        tmp.path().join("s/layer"),
+        tmp.path().join(".discarded"),
+        1 << 60,
+    );
+    let refused = huge.begin(View::SessionDir, false).err();
+    assert!(
+        matches!(refused, Some(LayerRefusal::NoRoom(_))),
+        "{refused:?}"
+    );
+    let words = refused.map(|r| r.to_string()).unwrap_or_default();
+    assert!(
+        words.contains("less than one session layer's budget of 1099511627776 MiB")
+            && words.ends_with("the owner can lower CLAUDE_TOOLS_COMMAND_LAYER_MB"),
+        "{words}"
+    );
+    // A layer that exists already is not a new one.
+    std::fs::create_dir_all(tmp.path().join("s/layer")).unwrap();
+    assert!(huge.begin(View::SessionDir, false).is_ok());
+    assert!(matches!(
+        huge.begin(View::SessionDir, true).err(),
+        Some(LayerRefusal::NoRoom(_))
+    ));
 }
 
 #[test]
