@@ -99,7 +99,7 @@ pub fn prepare(
         let visible = sandbox::visible_under_masks(
             &masked,
             Path::new(&spec.working_directory),
-            crate::state::own_worktree(spec).as_deref(),
+            crate::places::own_worktree(spec).as_deref(),
         );
         let policy = sandbox::linux::runner::RunnerPolicy {
             masked: &masked,
@@ -151,7 +151,7 @@ pub fn prepare(
         let visible = both(sandbox::visible_under_masks(
             &denied,
             Path::new(&spec.working_directory),
-            crate::state::own_worktree(spec).as_deref(),
+            crate::places::own_worktree(spec).as_deref(),
         ));
         let profile = sandbox::seatbelt::RunnerSeatbeltSpec {
             writable: both(writable.iter().map(|p| p.to_path_buf()).collect()),

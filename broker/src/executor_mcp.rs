@@ -12,6 +12,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use common::outcome::OutcomeCode;
 use common::protocol::{BrokerEvent, Verdict};
 use common::tools::{ActionOutcome, LogicalTool, ToolStatus};
 use rmcp::model::{
@@ -129,7 +130,7 @@ fn outcome_response(outcome: &ActionOutcome) -> CallToolResponse {
     let result = if outcome.status == ToolStatus::Ok {
         CallToolResult::success(vec![Content::text(text)])
     } else {
-        let code = outcome.error_code.as_deref().unwrap_or("error");
+        let code = outcome.error_code.map_or("error", OutcomeCode::as_str);
         CallToolResult::error(vec![Content::text(format!("[{code}] {text}"))])
     };
     result.into()
@@ -346,7 +347,7 @@ impl ExecutorMcp {
                         status: ToolStatus::Rejected,
                         output: message,
                         truncated: false,
-                        error_code: Some("invalid_argument".into()),
+                        error_code: Some(OutcomeCode::InvalidArgument),
                         receipt: common::tools::Receipt {
                             action_id: action_id.to_string(),
                             ..Default::default()

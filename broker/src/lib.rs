@@ -11,6 +11,7 @@
 //! - `executor_mcp`: the MCP server the runner calls tools through; runs approved actions only.
 //! - `executor`: the logical tools themselves.
 //! - `runner`: launching, feeding and stopping Claude Code.
+//! - `places`: the session's own managed worktree and its commands' scratch root, from the spec.
 //! - `confine`: the runner's confinement (the broker's loopback-only network namespace, the
 //!   runner's Landlock domain and seccomp filter), established in full or the runner not started.
 
@@ -20,6 +21,7 @@ pub mod confine;
 pub mod executor;
 mod executor_mcp;
 mod link;
+mod places;
 mod runner;
 mod state;
 #[cfg(test)]

@@ -15,7 +15,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::state::BrokerState;
+use crate::state::{BrokerState, RunnerHandle};
 
 /// Grace between SIGTERM and SIGKILL when stopping the runner's group.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -23,12 +23,6 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 const MCP_TOOL_TIMEOUT_MS: &str = "900000";
 /// How long the runner waits for a model answer; ChatGPT may think for a long time.
 const API_TIMEOUT_MS: &str = "3600000";
-
-/// The live runner.
-pub struct RunnerHandle {
-    pgid: Pid,
-    exited: tokio::sync::watch::Receiver<bool>,
-}
 
 fn private_dir(root: &Path, name: &str) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;

@@ -1,5 +1,6 @@
 //! The broker's memory: the outbox of numbered events awaiting the gateway's acknowledgement, the
-//! runner's model turns keyed by request fingerprint, and the actions ChatGPT approved.
+//! runner's model turns keyed by request fingerprint, the actions ChatGPT approved, and the live
+//! runner's handle (which `runner` fills and stops).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -38,36 +39,10 @@ struct Outbox {
 /// The layer budget when the gateway named none (an older gateway): 4 GiB.
 const DEFAULT_LAYER_MB: u64 = 4096;
 
-/// Per-session root of the commands' scratch dirs: in the gateway's command runtime area
-/// ([`sandbox::protected::command_runtime_area`]: 0700, protected like the state dir, in `/tmp` so
-/// a command's HOME reveals no state path), so no other session reaches it with Read (refused)
-/// or RunCommand (masked); each command's own scratch is bound back for it alone.
-/// Its name is the session id's first 12 characters after `ns_` (the gateway's sweep at start
-/// keeps the names of sessions whose broker is alive: `gateway::runtime_area`).
-fn command_scratch_root(state_dir: &str, session_id: &str) -> PathBuf {
-    let short: String = session_id
-        .trim_start_matches("ns_")
-        .chars()
-        .take(12)
-        .collect();
-    sandbox::protected::command_runtime_area(std::path::Path::new(state_dir)).join(short)
-}
-
-/// The session's own managed worktree: a `worktree_write` session's working directory, which
-/// the gateway made at `<worktree_dir>/<session_id>`. Anything else is not one.
-pub fn own_worktree(spec: &BrokerSpec) -> Option<PathBuf> {
-    if spec.profile != common::tools::CapabilityProfile::WorktreeWrite {
-        return None;
-    }
-    // A DeepSeek sub-session works in its delegating session's worktree.
-    let owner = spec
-        .delegation
-        .as_ref()
-        .map_or(&spec.session_id, |d| &d.parent_session_id);
-    let expected = PathBuf::from(spec.worktree_dir.as_ref()?).join(owner);
-    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).ok();
-    let wd = canonical(std::path::Path::new(&spec.working_directory))?;
-    (canonical(&expected)? == wd).then_some(wd)
+/// The live runner: its process group and whether it has exited.
+pub struct RunnerHandle {
+    pub pgid: nix::unistd::Pid,
+    pub exited: watch::Receiver<bool>,
 }
 
 /// State shared by the broker's tasks.
@@ -82,7 +57,7 @@ pub struct BrokerState {
     actions: Mutex<HashMap<String, ActionSlot>>,
     /// Serialises executions so one action cannot run twice concurrently.
     pub action_lock: tokio::sync::Mutex<()>,
-    pub runner: tokio::sync::Mutex<Option<crate::runner::RunnerHandle>>,
+    pub runner: tokio::sync::Mutex<Option<RunnerHandle>>,
     /// The runner's input, apart from `runner` so a slow write never blocks a stop.
     pub runner_stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
     /// Prompts already written to the runner: the gateway re-sends an undelivered prompt after a
@@ -130,7 +105,7 @@ impl BrokerState {
         );
         // Writes: the same set, plus where the gateway and Claude Code are installed; inside the
         // state dir only this session's own managed worktree is open (never another session's).
-        let own_worktree = own_worktree(&spec);
+        let own_worktree = crate::places::own_worktree(&spec);
         // The broker runs from the gateway's pinned copy: the install path comes from the spec.
         let exe = match &spec.gateway_install_path {
             Some(path) => PathBuf::from(path),
@@ -179,7 +154,7 @@ impl BrokerState {
             };
         let commands = crate::executor::CommandSandbox::new(
             helper,
-            command_scratch_root(&spec.state_dir, &spec.session_id),
+            crate::places::command_scratch_root(&spec.state_dir, &spec.session_id),
             std::path::Path::new(&spec.owner_home),
             std::path::Path::new(&spec.state_dir),
             &extra_protected,
@@ -464,7 +439,7 @@ mod tests {
     fn a_new_broker_discards_a_layer_left_by_an_earlier_one() {
         let dir = tempfile::tempdir().unwrap();
         let state_dir = dir.path().join("state");
-        let root = super::command_scratch_root(&state_dir.display().to_string(), "ns_test");
+        let root = crate::places::command_scratch_root(&state_dir.display().to_string(), "ns_test");
         let leftover = root.join("layer/k/upper/stale.txt");
         std::fs::create_dir_all(leftover.parent().unwrap()).unwrap();
         std::fs::write(&leftover, "stale").unwrap();

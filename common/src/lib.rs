@@ -5,6 +5,7 @@
 //! - `protocol`: one message enum per direction (`GatewayToBroker`, `BrokerToGateway`) and payloads.
 //! - `codec`: the only place that turns wire messages into bytes and back.
 //! - `tools`: logical tool names, capability profiles, argument types and their schemas.
+//! - `outcome`: the stable codes of tool outcomes and refusals (`OutcomeCode`).
 //! - `schema`: how the public JSON Schemas are generated, and their hygiene rules.
 //! - `skills`: skill ids, the normalisation and pin of a SKILL.md, its instruction body.
 //! - `hash`: SHA-256, canonical JSON, HMAC proofs and secret generation.
@@ -22,6 +23,7 @@ pub mod codec;
 pub mod display;
 pub mod hash;
 pub mod ledger_chain;
+pub mod outcome;
 pub mod protocol;
 pub mod schema;
 pub mod skills;

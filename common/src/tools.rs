@@ -749,7 +749,7 @@ pub struct ActionOutcome {
     pub truncated: bool,
     /// Stable machine code when `status` is not `ok` (e.g. `not_permitted`, `not_found`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_code: Option<String>,
+    pub error_code: Option<crate::outcome::OutcomeCode>,
     pub receipt: Receipt,
 }
 

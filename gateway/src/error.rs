@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
     JsonSchema,
     strum::IntoStaticStr,
     strum::EnumString,
+    strum::VariantArray,
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
@@ -119,5 +120,31 @@ impl From<crate::state::StoreError> for ToolError {
             "the gateway could not read or write its state; nothing was changed. Retry; if it \
              persists, the owner should check the gateway log",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorCode;
+    use strum::VariantArray;
+
+    #[test]
+    fn every_error_code_round_trips_and_is_documented() {
+        let mut ours = Vec::new();
+        for &code in ErrorCode::VARIANTS {
+            let wire = serde_json::to_value(code).unwrap();
+            assert_eq!(wire, serde_json::Value::from(code.as_str()));
+            assert_eq!(serde_json::from_value::<ErrorCode>(wire).unwrap(), code);
+            assert_eq!(code.as_str().parse::<ErrorCode>().unwrap(), code);
+            ours.push(code.as_str().to_string());
+        }
+        let note = include_str!("../../docs/design/mcp-surface.md");
+        let mut doc = common::outcome::documented_codes(note, "## Tool error codes");
+        ours.sort_unstable();
+        doc.sort_unstable();
+        assert_eq!(
+            ours, doc,
+            "docs/design/mcp-surface.md (## Tool error codes) lists every code"
+        );
     }
 }

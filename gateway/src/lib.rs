@@ -15,6 +15,7 @@
 //!   graceful stop of tool calls.
 //! - `worktree`: managed Git worktrees of `worktree_write` sessions.
 //! - `instance_lock`: one gateway per state dir; `runtime_area`: the commands' runtime area.
+//! - `modes`: what `gateway serve`, `broker` and `sandbox-exec` do once `main` parsed them.
 
 pub mod boundary;
 pub mod brokers;
@@ -27,6 +28,7 @@ pub mod http_server;
 pub mod instance_lock;
 pub mod limits;
 pub mod mcp;
+pub mod modes;
 pub mod oauth;
 pub mod private_files;
 pub mod prune;

@@ -8,6 +8,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use common::outcome::OutcomeCode;
+
 /// The search path for bare executable names when the owner's PATH gives none (never the caller's
 /// `PATH`).
 #[cfg(not(target_os = "macos"))]
@@ -103,11 +105,11 @@ pub enum CommandRefusal {
 
 impl CommandRefusal {
     /// Stable machine code for the action outcome.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> OutcomeCode {
         match self {
-            Self::NotFound { .. } | Self::Missing { .. } => "not_found",
-            Self::Empty | Self::OutsideWorkingDirectory { .. } => "invalid_argument",
-            _ => "not_permitted",
+            Self::NotFound { .. } | Self::Missing { .. } => OutcomeCode::NotFound,
+            Self::Empty | Self::OutsideWorkingDirectory { .. } => OutcomeCode::InvalidArgument,
+            _ => OutcomeCode::NotPermitted,
         }
     }
 }

@@ -2,14 +2,16 @@
 //! protected and how to open them without following symlinks (`path_policy`); which commands may
 //! start (`command`); the fixed command environment (`env`); the helper's spec and report
 //! (`spec`); Linux confinement (`linux`, applied by the `gateway sandbox-exec` helper) and the
-//! macOS Seatbelt profile (`seatbelt`).
+//! macOS Seatbelt profile (`seatbelt`); how insensitive file systems compare names (`fold`).
 //!
-//! Architecture invariant: knows nothing of sessions, MCP or sockets; depends on no workspace crate.
+//! Architecture invariant: knows nothing of sessions, MCP or sockets; of the workspace it uses
+//! only `common`'s refusal codes (`common::outcome`).
 
 pub mod boundary;
 pub mod command;
 pub mod env;
 pub mod escape;
+pub mod fold;
 pub mod layer;
 #[cfg(target_os = "linux")]
 pub mod linux;

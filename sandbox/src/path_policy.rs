@@ -26,9 +26,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
+use common::outcome::OutcomeCode;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
-use unicode_normalization::UnicodeNormalization;
 
 /// Longest path accepted (Linux `PATH_MAX`).
 const MAX_PATH_BYTES: usize = 4096;
@@ -43,6 +43,7 @@ pub fn home_protected() -> impl Iterator<Item = &'static str> {
         .map(|e| e.path)
 }
 
+use crate::fold::fold_insensitive;
 use crate::protected::SSH_HOST_KEY_DIRS;
 
 /// Per-process files under `/proc` that expose another process's secrets (environment, memory).
@@ -106,23 +107,23 @@ pub enum PathRefusal {
 
 impl PathRefusal {
     /// Stable machine code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> OutcomeCode {
         match self {
             Self::GitDir { .. }
             | Self::Protected { .. }
             | Self::Symlink { .. }
             | Self::HardLinked { .. }
-            | Self::PseudoFileSystem { .. } => "not_permitted",
+            | Self::PseudoFileSystem { .. } => OutcomeCode::NotPermitted,
             Self::Relative { .. }
             | Self::Traversal { .. }
             | Self::EmptyComponent { .. }
             | Self::Nul { .. }
-            | Self::TooLong { .. } => "invalid_argument",
-            Self::NotFound { .. } => "not_found",
-            Self::NotAFile { .. } => "not_a_file",
-            Self::NotADirectory { .. } => "not_a_directory",
-            Self::PermissionDenied { .. } => "permission_denied",
-            Self::Io { .. } => "io_error",
+            | Self::TooLong { .. } => OutcomeCode::InvalidArgument,
+            Self::NotFound { .. } => OutcomeCode::NotFound,
+            Self::NotAFile { .. } => OutcomeCode::NotAFile,
+            Self::NotADirectory { .. } => OutcomeCode::NotADirectory,
+            Self::PermissionDenied { .. } => OutcomeCode::PermissionDenied,
+            Self::Io { .. } => OutcomeCode::IoError,
         }
     }
 }
@@ -186,10 +187,10 @@ pub enum WorkingDirRefusal {
 }
 
 impl WorkingDirRefusal {
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> OutcomeCode {
         match self {
-            Self::NotFound | Self::NotADirectory | Self::Changed => "invalid_argument",
-            Self::PseudoFileSystem | Self::Protected | Self::GitDir => "not_permitted",
+            Self::NotFound | Self::NotADirectory | Self::Changed => OutcomeCode::InvalidArgument,
+            Self::PseudoFileSystem | Self::Protected | Self::GitDir => OutcomeCode::NotPermitted,
         }
     }
 }
@@ -894,35 +895,6 @@ fn fold(name: &OsStr, insensitive: bool) -> Vec<u8> {
     } else {
         name.as_bytes().to_vec()
     }
-}
-
-/// Comparison key of a name on a case- and normalisation-insensitive file system: the name as
-/// UTF-8 (invalid bytes become U+FFFD), without the code points HFS+ ignores, decomposed (NFD),
-/// case folded per character (upper case, then lower case: `ß`/`SS`, `σ`/`ς`/`Σ` and the Kelvin
-/// sign/`k` all meet) and decomposed again. It may equate names the file system keeps apart;
-/// for protected paths that refuses more, never less.
-pub(crate) fn fold_insensitive(name: &[u8]) -> Vec<u8> {
-    if name.is_ascii() {
-        return name.to_ascii_lowercase();
-    }
-    let text = String::from_utf8_lossy(name);
-    let cased: String = text
-        .chars()
-        .filter(|c| !is_hfs_ignorable(*c))
-        .nfd()
-        .flat_map(char::to_uppercase)
-        .flat_map(char::to_lowercase)
-        .collect();
-    cased.nfd().collect::<String>().into_bytes()
-}
-
-/// Code points HFS+ leaves out when comparing names: zero-width joiners and marks, bidi
-/// embedding controls, deprecated format characters and the byte order mark.
-fn is_hfs_ignorable(c: char) -> bool {
-    matches!(
-        c,
-        '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}'
-    )
 }
 
 fn folded_components(path: &Path, insensitive: bool) -> Vec<Vec<u8>> {

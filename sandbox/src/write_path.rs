@@ -28,6 +28,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use common::outcome::OutcomeCode;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
@@ -94,7 +95,7 @@ pub enum WriteRefusal {
 impl WriteRefusal {
     /// Stable machine code (`not_permitted`, `invalid_argument`, `not_found`, `not_a_file`,
     /// `conflict`, and the codes of [`PathRefusal`]).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> OutcomeCode {
         match self {
             Self::OutsideRoot { .. }
             | Self::GitDir { .. }
@@ -102,9 +103,9 @@ impl WriteRefusal {
             | Self::InstallLocation { .. }
             | Self::RootReplaced { .. }
             | Self::AutorunPlace { .. }
-            | Self::AutorunUnknown { .. } => "not_permitted",
-            Self::ParentChanged { .. } => "conflict",
-            Self::IsDirectory { .. } => "not_a_file",
+            | Self::AutorunUnknown { .. } => OutcomeCode::NotPermitted,
+            Self::ParentChanged { .. } => OutcomeCode::Conflict,
+            Self::IsDirectory { .. } => OutcomeCode::NotAFile,
             Self::Path(refusal) => refusal.code(),
         }
     }

@@ -12,6 +12,7 @@
 //! source). The notebook is written back with the indentation it had (Jupyter's default is one
 //! space) and a final newline.
 
+use common::outcome::OutcomeCode;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -27,12 +28,12 @@ pub const MAX_SPLICED_MATCHES: usize = 8;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct EditError {
-    pub code: &'static str,
+    pub code: OutcomeCode,
     pub message: String,
 }
 
 impl EditError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: OutcomeCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -59,19 +60,19 @@ pub fn apply_edit<'a>(
 ) -> Result<Computed<'a>, EditError> {
     if old.is_empty() {
         return Err(EditError::new(
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
             "old_string must not be empty (use Write to create or replace a whole file)",
         ));
     }
     if old == new {
         return Err(EditError::new(
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
             "old_string and new_string are identical; nothing to change",
         ));
     }
     let text = std::str::from_utf8(current).map_err(|err| {
         EditError::new(
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
             format!(
                 "the file is not valid UTF-8 (at byte {}); Edit only changes text files",
                 err.valid_up_to()
@@ -86,13 +87,13 @@ pub fn apply_edit<'a>(
     let n = finder.find_iter(text.as_bytes()).count();
     if n == 0 {
         return Err(EditError::new(
-            "no_match",
+            OutcomeCode::NoMatch,
             "old_string was not found in the file (it must match exactly, including whitespace)",
         ));
     }
     if n > 1 && !replace_all {
         return Err(EditError::new(
-            "multiple_matches",
+            OutcomeCode::MultipleMatches,
             format!(
                 "old_string occurs {n} times; give more context so that it matches exactly once, or set replace_all"
             ),
@@ -143,7 +144,7 @@ pub fn apply_write<'a>(
 fn check_size(len: usize) -> Result<(), EditError> {
     if len > MAX_EDIT_FILE_BYTES {
         return Err(EditError::new(
-            "too_large",
+            OutcomeCode::TooLarge,
             format!("the new content is {len} bytes; at most {MAX_EDIT_FILE_BYTES} are written"),
         ));
     }
@@ -184,7 +185,7 @@ pub fn apply_notebook_edit(
                 .iter()
                 .position(|c| c.get("id").and_then(Value::as_str) == Some(id.as_str()))
                 .ok_or_else(|| {
-                    EditError::new("cell_not_found", format!("no cell has id {id:?}"))
+                    EditError::new(OutcomeCode::CellNotFound, format!("no cell has id {id:?}"))
                 })?,
         ),
         None => None,
@@ -193,7 +194,7 @@ pub fn apply_notebook_edit(
         NotebookEditMode::Replace => {
             let (Some(index), Some(source)) = (position, edit.new_source.as_deref()) else {
                 return Err(EditError::new(
-                    "invalid_argument",
+                    OutcomeCode::InvalidArgument,
                     "replace needs cell_id and new_source",
                 ));
             };
@@ -220,7 +221,7 @@ pub fn apply_notebook_edit(
         NotebookEditMode::Insert => {
             let (Some(source), Some(kind)) = (edit.new_source.as_deref(), edit.cell_type) else {
                 return Err(EditError::new(
-                    "invalid_argument",
+                    OutcomeCode::InvalidArgument,
                     "insert needs new_source and cell_type",
                 ));
             };
@@ -247,7 +248,10 @@ pub fn apply_notebook_edit(
         }
         NotebookEditMode::Delete => {
             let Some(index) = position else {
-                return Err(EditError::new("invalid_argument", "delete needs cell_id"));
+                return Err(EditError::new(
+                    OutcomeCode::InvalidArgument,
+                    "delete needs cell_id",
+                ));
             };
             cells.remove(index);
             format!(
@@ -266,7 +270,7 @@ pub fn apply_notebook_edit(
 
 fn invalid(message: impl Into<String>) -> EditError {
     EditError::new(
-        "invalid_notebook",
+        OutcomeCode::InvalidNotebook,
         format!("not an nbformat 4 notebook: {}", message.into()),
     )
 }
@@ -373,7 +377,12 @@ fn serialize(notebook: &Value, indent: Option<usize>) -> Result<Vec<u8>, EditErr
         }
         None => serde_json::to_writer(&mut out, notebook),
     };
-    result.map_err(|err| EditError::new("internal", format!("serializing the notebook: {err}")))?;
+    result.map_err(|err| {
+        EditError::new(
+            OutcomeCode::Internal,
+            format!("serializing the notebook: {err}"),
+        )
+    })?;
     out.push(b'\n');
     Ok(out)
 }

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::outcome::OutcomeCode;
 use common::protocol::WriteEnd;
 use common::tools::{
     ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, ToolArgs, ToolStatus, clip_utf8,
@@ -34,8 +35,8 @@ use sandbox::write_path::{WriteRefusal, WriteRoot};
 #[cfg(target_os = "linux")]
 pub use run_command::run_confined;
 pub use run_command::{
-    CONFINEMENT_UNCONFIRMED, CommandError, CommandSandbox, ConfinedRun, ReportProblem,
-    SCRATCH_MOUNT_POINT, stop_running_commands,
+    CommandError, CommandSandbox, ConfinedRun, ReportProblem, SCRATCH_MOUNT_POINT,
+    stop_running_commands,
 };
 
 /// Default wall-clock budget of one `FindFiles`/`SearchText` walk.
@@ -152,7 +153,7 @@ impl Executor {
             ToolArgs::NotebookEdit(a) => return write(a.into(), &a.expected_sha256),
             // Their outcome comes with the approval; reaching here means it did not.
             ToolArgs::DeepseekStart(_) | ToolArgs::Subsession(_) => Err(Failure::new(
-                "internal",
+                OutcomeCode::Internal,
                 Path::new(""),
                 "the DeepSeek sub-session controls are carried out by the gateway, and this \
                  call came without its outcome",
@@ -182,7 +183,8 @@ impl Executor {
                     }
                     _ => "this session's capability profile does not allow writes".into(),
                 };
-                let failure = Failure::new("not_permitted", Path::new(op.path()), message);
+                let failure =
+                    Failure::new(OutcomeCode::NotPermitted, Path::new(op.path()), message);
                 return Executed {
                     outcome: finish(action_id, Err(failure), started),
                     write: None,
@@ -269,7 +271,7 @@ fn finish(action_id: &str, result: Result<Done, Failure>, started: Instant) -> A
                 status: ToolStatus::Error,
                 output,
                 truncated: false,
-                error_code: Some(failure.code.to_string()),
+                error_code: Some(failure.code),
                 receipt: Receipt {
                     action_id: action_id.to_string(),
                     path: failure.path,
@@ -292,13 +294,13 @@ struct Done {
 /// A failed action: stable code, message for the model, and the path it concerned.
 #[derive(Debug)]
 struct Failure {
-    code: &'static str,
+    code: OutcomeCode,
     message: String,
     path: Option<String>,
 }
 
 impl Failure {
-    fn new(code: &'static str, path: &Path, message: impl Into<String>) -> Self {
+    fn new(code: OutcomeCode, path: &Path, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),

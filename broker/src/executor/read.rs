@@ -5,6 +5,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use common::hash::sha256_hex;
+use common::outcome::OutcomeCode;
 use common::tools::ReadArgs;
 
 use super::{BoundedOutput, Done, Executor, Failure};
@@ -22,7 +23,7 @@ pub(super) fn run(exec: &Executor, args: &ReadArgs) -> Result<Done, Failure> {
         .map_err(|r| Failure::refusal(&path, r))?;
     let too_large = |size: u64| {
         Failure::new(
-            "file_too_large",
+            OutcomeCode::FileTooLarge,
             &path,
             format!(
                 "{}: the file is {size} bytes; Read handles files up to {MAX_READ_FILE_BYTES} bytes \
@@ -39,7 +40,7 @@ pub(super) fn run(exec: &Executor, args: &ReadArgs) -> Result<Done, Failure> {
         .read_to_end(&mut bytes)
         .map_err(|e| {
             Failure::new(
-                "io_error",
+                OutcomeCode::IoError,
                 &path,
                 format!("{}: read failed: {e}", path.display()),
             )
@@ -50,7 +51,7 @@ pub(super) fn run(exec: &Executor, args: &ReadArgs) -> Result<Done, Failure> {
     let sha256 = sha256_hex(&bytes);
     if let Some(at) = memchr::memchr(0, &bytes) {
         return Err(Failure::new(
-            "not_utf8",
+            OutcomeCode::NotUtf8,
             &path,
             format!(
                 "{}: binary file (NUL byte at offset {at}); Read returns UTF-8 text only",
@@ -60,7 +61,7 @@ pub(super) fn run(exec: &Executor, args: &ReadArgs) -> Result<Done, Failure> {
     }
     let text = String::from_utf8(bytes).map_err(|e| {
         Failure::new(
-            "not_utf8",
+            OutcomeCode::NotUtf8,
             &path,
             format!(
                 "{}: not valid UTF-8 (first invalid byte at offset {}); Read returns UTF-8 text only",

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::outcome::OutcomeCode;
 use common::tools::{ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, RunCommandArgs, ToolStatus};
 use sandbox::command::CommandRefusal;
 use sandbox::pinned_exe::{PinError, PinnedExe};
@@ -48,21 +49,12 @@ use supervise::Ending;
 pub use supervise::ReportProblem;
 use supervise::{KilledAt, release_cgroups, supervise};
 
-/// Error code of a command the kernel killed at its memory cgroup's bound.
-pub const MEMORY_LIMIT_EXCEEDED: &str = "memory_limit_exceeded";
-/// Error code of a command the kernel killed when all the gateway's commands together reached
-/// their bound (the gateway's parent cgroup).
-pub const ALL_COMMANDS_MEMORY_EXCEEDED: &str = "all_commands_memory_exceeded";
-
 /// Bytes kept of each stream.
 const STREAM_LIMIT: usize = MAX_TOOL_OUTPUT_BYTES;
 /// Grace between SIGTERM and SIGKILL on timeout.
 const KILL_GRACE: Duration = Duration::from_millis(500);
 /// How long pipes are still read after the main process exited and its group was killed.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
-/// The outcome code when the helper's report line is missing or malformed: the command may have
-/// run, and how it was confined is unknown.
-pub const CONFINEMENT_UNCONFIRMED: &str = "confinement_unconfirmed";
 /// Longest report line accepted from the helper.
 const MAX_REPORT_BYTES: usize = 16 * 1024;
 /// Room for the header and section markers within the 64 KiB output.
@@ -257,12 +249,17 @@ impl Executor {
 }
 
 /// A refusal before anything ran.
-fn rejected(action_id: &str, code: &str, message: String, started: Instant) -> ActionOutcome {
+fn rejected(
+    action_id: &str,
+    code: OutcomeCode,
+    message: String,
+    started: Instant,
+) -> ActionOutcome {
     ActionOutcome {
         status: ToolStatus::Rejected,
         output: message,
         truncated: false,
-        error_code: Some(code.to_string()),
+        error_code: Some(code),
         receipt: Receipt {
             action_id: action_id.to_string(),
             duration_ms: millis(started.elapsed()),
@@ -288,7 +285,7 @@ pub(super) fn run(
     let Ok(wd) = std::fs::canonicalize(exec.working_directory()) else {
         return rejected(
             action_id,
-            "not_found",
+            OutcomeCode::NotFound,
             "the working directory no longer exists".into(),
             started,
         );
@@ -298,7 +295,7 @@ pub(super) fn run(
     {
         return rejected(
             action_id,
-            "not_permitted",
+            OutcomeCode::NotPermitted,
             format!(
                 "the command was not run: {} is no longer the directory this session started in \
                  (it was replaced or moved). Start a new session on the directory",
@@ -310,7 +307,12 @@ pub(super) fn run(
     let cwd = match resolve_cwd(&wd, args.cwd.as_deref()) {
         Ok(cwd) => cwd,
         Err(refusal) => {
-            return rejected(action_id, "invalid_argument", refusal.to_string(), started);
+            return rejected(
+                action_id,
+                OutcomeCode::InvalidArgument,
+                refusal.to_string(),
+                started,
+            );
         }
     };
     let resolved = match sandbox::command::check(&args.argv, &wd, &cwd, &config.search_path) {
@@ -328,7 +330,7 @@ pub(super) fn run(
     if !support.can_confine() {
         return rejected(
             action_id,
-            "sandbox_unavailable",
+            OutcomeCode::SandboxUnavailable,
             format!(
                 "the command was not run: this host cannot confine commands (namespaces: {}, \
                  landlock: {:?}, seccomp: {}, seatbelt: {}); commands are refused rather than \
@@ -364,9 +366,9 @@ pub(super) fn run(
                 Ok(turn) => Some(turn),
                 Err(refusal) => {
                     let code = match refusal {
-                        layer::LayerRefusal::OverBudget { .. } => "layer_over_budget",
-                        layer::LayerRefusal::Broken => "sandbox_unavailable",
-                        layer::LayerRefusal::NoRoom(_) => "storage_full",
+                        layer::LayerRefusal::OverBudget { .. } => OutcomeCode::LayerOverBudget,
+                        layer::LayerRefusal::Broken => OutcomeCode::SandboxUnavailable,
+                        layer::LayerRefusal::NoRoom(_) => OutcomeCode::StorageFull,
                     };
                     return rejected(
                         action_id,
@@ -402,7 +404,7 @@ pub(super) fn run(
             tracing::error!("RunCommand scratch: {message}");
             return rejected(
                 action_id,
-                "sandbox_unavailable",
+                OutcomeCode::SandboxUnavailable,
                 "the command was not run: its private scratch dir could not be created".into(),
                 started,
             );
@@ -439,7 +441,7 @@ pub(super) fn run(
         tracing::error!("RunCommand helper: {problem}");
         return rejected(
             action_id,
-            "sandbox_unavailable",
+            OutcomeCode::SandboxUnavailable,
             format!("the command was not run: {problem}"),
             started,
         );
@@ -450,7 +452,7 @@ pub(super) fn run(
             tracing::error!("RunCommand helper: {message}");
             return rejected(
                 action_id,
-                "sandbox_unavailable",
+                OutcomeCode::SandboxUnavailable,
                 "the command was not run: the sandbox helper could not be started".into(),
                 started,
             );
@@ -484,7 +486,7 @@ pub(super) fn run(
                  MiB (CLAUDE_TOOLS_COMMAND_MEMORY_MB plus the scratch quota), and the kernel \
                  killed it"
             ));
-            Some(MEMORY_LIMIT_EXCEEDED)
+            Some(OutcomeCode::MemoryLimitExceeded)
         }
         (Some(KilledAt::AllCommands), Some(_)) => {
             let all = config.limits.group.map_or(0, |g| g.bytes >> 20);
@@ -494,7 +496,7 @@ pub(super) fn run(
                  the kernel killed the largest of them, this one; run it again when fewer \
                  commands run"
             ));
-            Some(ALL_COMMANDS_MEMORY_EXCEEDED)
+            Some(OutcomeCode::AllCommandsMemoryExceeded)
         }
         _ => None,
     };
@@ -524,11 +526,11 @@ pub(super) fn run(
     let mut outcome = finish(action_id, &cwd, run, args.timeout(), started, &notes);
     if stopped_by_guard && outcome.status != ToolStatus::Rejected {
         outcome.status = ToolStatus::Error;
-        outcome.error_code = Some("layer_over_budget".into());
+        outcome.error_code = Some(OutcomeCode::LayerOverBudget);
     } else if let Some(code) = memory_code
         && outcome.status == ToolStatus::Error
     {
-        outcome.error_code = Some(code.into());
+        outcome.error_code = Some(code);
     }
     outcome
 }

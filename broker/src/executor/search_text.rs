@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Instant;
 
+use common::outcome::OutcomeCode;
 use common::tools::SearchTextArgs;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use sandbox::path_policy::{
@@ -47,14 +48,14 @@ pub(super) fn run(
     let root = exec.root(args.path.as_ref());
     if args.query.is_empty() {
         return Err(Failure::new(
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
             &root,
             "query must not be empty",
         ));
     }
     if args.query.contains('\n') {
         return Err(Failure::new(
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
             &root,
             "query must be a single line (it contains a newline); search for one line at a time",
         ));

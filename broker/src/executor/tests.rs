@@ -86,9 +86,9 @@ fn search(
     )
 }
 
-fn assert_error(outcome: &ActionOutcome, code: &str) {
+fn assert_error(outcome: &ActionOutcome, code: OutcomeCode) {
     assert_eq!(outcome.status, ToolStatus::Error, "{outcome:?}");
-    assert_eq!(outcome.error_code.as_deref(), Some(code), "{outcome:?}");
+    assert_eq!(outcome.error_code, Some(code), "{outcome:?}");
     assert!(!outcome.output.is_empty());
 }
 
@@ -131,14 +131,14 @@ fn writes_say_why_they_cannot_be_made_durable() {
         expected_sha256: None,
     });
     let outcome = f.exec.execute("act-1", &args);
-    assert_error(&outcome, "not_permitted");
+    assert_error(&outcome, OutcomeCode::NotPermitted);
     assert!(
         outcome.output.contains("does not allow writes"),
         "{outcome:?}"
     );
     // A write profile, but no gateway to record the intent: refused before anything is written.
     let outcome = f.exec.clone().with_writes(None).execute("act-2", &args);
-    assert_error(&outcome, "journal_failed");
+    assert_error(&outcome, OutcomeCode::JournalFailed);
     assert!(
         outcome
             .output
@@ -150,7 +150,7 @@ fn writes_say_why_they_cannot_be_made_durable() {
     let policy = PathPolicy::new(f.home.clone(), f.state.clone(), vec![]);
     let gone = Executor::new(policy, f.root.join("gone")).with_writes(None);
     let outcome = gone.execute("act-3", &args);
-    assert_error(&outcome, "not_permitted");
+    assert_error(&outcome, OutcomeCode::NotPermitted);
     assert!(
         outcome
             .output

@@ -33,6 +33,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::outcome::OutcomeCode;
 use rustix::fs::{AtFlags, FileType, OFlags};
 use rustix::io::Errno;
 use sandbox::path_policy::PathPolicy;
@@ -120,7 +121,7 @@ pub enum Disposition {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct WriteFailure {
-    pub code: &'static str,
+    pub code: OutcomeCode,
     pub message: String,
     pub path: String,
     pub disposition: Disposition,
@@ -140,7 +141,7 @@ pub fn durable_write<'c>(
 ) -> Result<WriteReceipt, WriteFailure> {
     let started = Instant::now();
     let path = target.path().display().to_string();
-    let fail = |code: &'static str, message: String, disposition: Disposition| WriteFailure {
+    let fail = |code: OutcomeCode, message: String, disposition: Disposition| WriteFailure {
         code,
         message,
         path: path.clone(),
@@ -159,7 +160,7 @@ pub fn durable_write<'c>(
         let euid = nix::unistd::geteuid().as_raw();
         if id.uid != euid {
             return Err(fail(
-                "not_permitted",
+                OutcomeCode::NotPermitted,
                 format!(
                     "{path}: the file belongs to another user; replacing it would change its owner"
                 ),
@@ -179,7 +180,7 @@ pub fn durable_write<'c>(
             .as_deref()
             .unwrap_or("absent (the file does not exist)");
         return Err(fail(
-            "sha256_mismatch",
+            OutcomeCode::Sha256Mismatch,
             format!(
                 "{path}: expected_sha256 is {expected} but the file's SHA-256 is {actual}; read it again"
             ),
@@ -211,7 +212,7 @@ pub fn durable_write<'c>(
     };
     journal.prepared(&prepared).map_err(|err| {
         fail(
-            "journal_failed",
+            OutcomeCode::JournalFailed,
             format!("{path}: the write could not be recorded before it happens ({err}); nothing was written"),
             Disposition::NotPrepared,
         )
@@ -271,7 +272,7 @@ pub fn durable_write<'c>(
     };
     if !unchanged {
         return Err(fail(
-            "conflict",
+            OutcomeCode::Conflict,
             format!(
                 "{path}: the file changed while the write was being prepared; nothing was written, read it again"
             ),
@@ -289,7 +290,7 @@ pub fn durable_write<'c>(
     )
     .map_err(|err| match err {
         RenameError::Exists => fail(
-            "conflict",
+            OutcomeCode::Conflict,
             format!("{path}: the file was created by someone else meanwhile; nothing was written"),
             not_applied,
         ),
@@ -407,7 +408,7 @@ pub fn run_write(
             path: op.path().to_string(),
             disposition: Disposition::NotPrepared,
         })?;
-    let missing = || EditError::new("not_found", "the file does not exist");
+    let missing = || EditError::new(OutcomeCode::NotFound, "the file does not exist");
     let new_cell_id = sha256_hex(action_id.as_bytes())[..8].to_string();
     let compute = |current: Option<&[u8]>| match op {
         WriteOp::Edit {
@@ -477,7 +478,7 @@ pub fn recover_prepared(
     let target = match root.resolve(policy, Path::new(&prepared.path), Parents::MustExist) {
         Ok(target) => target,
         // A missing parent directory: the file is absent.
-        Err(r) if r.code() == "not_found" => {
+        Err(r) if r.code() == OutcomeCode::NotFound => {
             return resolve_after_crash(
                 None,
                 prepared.pre_sha256.as_deref(),
@@ -735,12 +736,12 @@ fn rename_into_place(
 }
 
 /// Stable code for an I/O failure.
-fn io_code(err: &std::io::Error) -> &'static str {
+fn io_code(err: &std::io::Error) -> OutcomeCode {
     match Errno::from_io_error(err) {
-        Some(Errno::ACCESS | Errno::PERM) => "permission_denied",
-        Some(Errno::ROFS) => "read_only_file_system",
-        Some(Errno::NOSPC | Errno::DQUOT) => "no_space",
-        _ => "io_error",
+        Some(Errno::ACCESS | Errno::PERM) => OutcomeCode::PermissionDenied,
+        Some(Errno::ROFS) => OutcomeCode::ReadOnlyFileSystem,
+        Some(Errno::NOSPC | Errno::DQUOT) => OutcomeCode::NoSpace,
+        _ => OutcomeCode::IoError,
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::hash::sha256_hex;
+use common::outcome::OutcomeCode;
 use common::protocol::{ApprovedCall, ReplyRelease};
 use common::time::{now_unix_ms, rfc3339_ms};
 use common::tools::{ActionOutcome, LogicalTool, Receipt, ToolStatus};
@@ -229,7 +230,7 @@ fn outcome(action_id: &str, status: ToolStatus, value: &Value, started: i64) -> 
         status,
         output,
         truncated,
-        error_code: (status != ToolStatus::Ok).then(|| "subagent_failed".to_string()),
+        error_code: (status != ToolStatus::Ok).then_some(OutcomeCode::SubagentFailed),
         receipt: Receipt {
             action_id: action_id.to_string(),
             duration_ms: u64::try_from(now_unix_ms() - started).unwrap_or(0),

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use broker::executor::write::{self, CrashResolution};
+use common::outcome::OutcomeCode;
 use common::tools::{ActionOutcome, Receipt, ToolStatus};
 use sandbox::write_path::WriteRoot;
 
@@ -117,7 +118,7 @@ pub(crate) fn settle_after_crash(
         CrashResolution::NotApplied => (
             ActionState::NotApplied,
             ToolStatus::Error,
-            Some("not_applied"),
+            Some(OutcomeCode::NotApplied),
             format!(
                 "not_applied: {path}: the broker stopped before the write replaced the file; \
                  the file is unchanged and the write was not retried"
@@ -126,7 +127,7 @@ pub(crate) fn settle_after_crash(
         CrashResolution::Indeterminate => (
             ActionState::Indeterminate,
             ToolStatus::Error,
-            Some("indeterminate"),
+            Some(OutcomeCode::Indeterminate),
             format!(
                 "indeterminate: {path}: after a crash the file holds neither the old nor the \
                  new content; nothing more is written in this session"
@@ -138,7 +139,7 @@ pub(crate) fn settle_after_crash(
         status,
         output: text,
         truncated: false,
-        error_code: code.map(str::to_string),
+        error_code: code,
         receipt: Receipt {
             action_id: action.action_id.clone(),
             path: Some(path.clone()),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::hash::sha256_hex;
+use common::outcome::OutcomeCode;
 use common::time::now_unix_ms;
 use common::tools::{CapabilityProfile, SubagentPolicy};
 use sandbox::path_policy::WorkingDirRefusal;
@@ -315,7 +316,7 @@ pub(crate) fn check(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, To
                 req.working_directory
             )));
         }
-        Err(refusal) if refusal.code() == "not_permitted" => {
+        Err(refusal) if refusal.code() == OutcomeCode::NotPermitted => {
             return Err(ToolError::new(ErrorCode::NotPermitted, refusal.to_string()));
         }
         Err(refusal) => return Err(ToolError::invalid(refusal.to_string())),

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use broker::executor::{CommandSandbox, Executor};
+use common::outcome::OutcomeCode;
 use common::tools::{ActionOutcome, RunCommandArgs, ToolArgs, ToolStatus};
 use sandbox::path_policy::PathPolicy;
 use serde_json::json;
@@ -127,7 +128,7 @@ fn confinable(fx: &Fx) -> bool {
     }
     let out = run(fx, &["true"]);
     assert_eq!(out.status, ToolStatus::Rejected, "{out:?}");
-    assert_eq!(out.error_code.as_deref(), Some("sandbox_unavailable"));
+    assert_eq!(out.error_code, Some(OutcomeCode::SandboxUnavailable));
     false
 }
 

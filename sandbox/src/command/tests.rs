@@ -56,7 +56,7 @@ fn bare_names_resolve_on_the_command_path_only() {
     assert_eq!(ok.argv, ["true"]);
     let err = refused(&f, &["definitely-not-a-command-xyz"]);
     assert!(matches!(err, CommandRefusal::NotFound { .. }), "{err:?}");
-    assert_eq!(err.code(), "not_found");
+    assert_eq!(err.code(), OutcomeCode::NotFound);
     assert!(err.to_string().contains("/usr/local/bin:/usr/bin:/bin"));
     // A file in the working directory is not found by bare name (no `.` on the PATH).
     exe(&f.wd.join("mytool"));
@@ -88,7 +88,7 @@ fn absolute_and_relative_paths() {
         matches!(err, CommandRefusal::OutsideWorkingDirectory { .. }),
         "{err:?}"
     );
-    assert_eq!(err.code(), "invalid_argument");
+    assert_eq!(err.code(), OutcomeCode::InvalidArgument);
     let abs = f.wd.join("script.sh").display().to_string();
     assert!(run(&f, &[&abs]).is_ok());
     assert!(matches!(
@@ -116,7 +116,7 @@ fn deny_list_by_name_and_path() {
     assert_eq!(denied_name(&f, &["/bin/rm", "-rf", "/"]), "rm");
     assert_eq!(denied_name(&f, &["/usr/bin/rm"]), "rm");
     let err = refused(&f, &["rm"]);
-    assert_eq!(err.code(), "not_permitted");
+    assert_eq!(err.code(), OutcomeCode::NotPermitted);
     assert!(err.to_string().contains("deny list"), "{err}");
     assert!(err.to_string().contains("deleting files"), "{err}");
     // A workspace file named like a denied command.
@@ -202,7 +202,7 @@ fn wrapper_options_we_do_not_understand_are_refused() {
             matches!(err, CommandRefusal::WrapperOption { .. }),
             "{case:?}: {err:?}"
         );
-        assert_eq!(err.code(), "not_permitted");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted);
     }
 }
 
@@ -302,7 +302,7 @@ fn model_clis_are_refused() {
         exe(&f.wd.join(name));
         let err = refused(&f, &[&format!("./{name}"), "-p", "hi"]);
         assert!(matches!(err, CommandRefusal::ModelCli { .. }), "{name}");
-        assert_eq!(err.code(), "not_permitted");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted);
     }
     let err = refused(&f, &["env", "npx", "@anthropic-ai/claude-code", "-p", "x"]);
     assert!(matches!(err, CommandRefusal::ModelCli { .. }), "{err:?}");

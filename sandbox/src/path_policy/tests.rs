@@ -42,7 +42,7 @@ fn fixture() -> Fixture {
     }
 }
 
-fn code(r: Result<(File, Metadata), PathRefusal>) -> &'static str {
+fn code(r: Result<(File, Metadata), PathRefusal>) -> OutcomeCode {
     r.unwrap_err().code()
 }
 

@@ -453,7 +453,7 @@ fn is_git_hook_config(name: &str) -> bool {
 /// system (the same folding the macOS path policy uses).
 fn fold(name: &OsStr) -> String {
     use std::os::unix::ffi::OsStrExt;
-    String::from_utf8_lossy(&crate::path_policy::fold_insensitive(name.as_bytes())).into_owned()
+    String::from_utf8_lossy(&crate::fold::fold_insensitive(name.as_bytes())).into_owned()
 }
 
 /// The classes the owner allowed sessions to write. The default allows none.
@@ -526,6 +526,7 @@ impl AutorunAllowed {
 }
 
 pub mod gitconfig;
+mod link_target;
 pub mod repository;
 pub mod symlinks;
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::path_policy::{PathPolicy, PathRefusal};
+use common::outcome::OutcomeCode;
 
 pub(super) fn tmp() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -71,7 +72,7 @@ fn every_catalogue_entry_is_refused_by_read_and_masked_for_commands() {
             matches!(err, PathRefusal::Protected { .. }),
             "{path:?}: {err:?}"
         );
-        assert_eq!(err.code(), "not_permitted");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted);
         // The sandboxes get the same entry.
         assert!(masks.contains(&path), "{path:?} not masked");
     }

@@ -40,7 +40,7 @@ impl Fixture {
     fn refused(&self, rel: &str, class: &str) -> String {
         match self.write(rel) {
             Err(err @ WriteRefusal::AutorunPlace { class: got, .. }) if got == class => {
-                assert_eq!(err.code(), "not_permitted");
+                assert_eq!(err.code(), OutcomeCode::NotPermitted);
                 err.to_string()
             }
             other => panic!("{rel}: expected {class}, got {other:?}"),

@@ -35,7 +35,7 @@ fn resolve(f: &Fixture, path: &Path, parents: Parents) -> Result<WriteTarget, Wr
         .resolve(&f.policy, path, parents)
 }
 
-fn code(f: &Fixture, path: &Path, parents: Parents) -> &'static str {
+fn code(f: &Fixture, path: &Path, parents: Parents) -> OutcomeCode {
     resolve(f, path, parents).unwrap_err().code()
 }
 
@@ -62,7 +62,7 @@ fn resolves_existing_and_new_files() {
 fn creates_missing_parents_only_when_asked() {
     let f = fixture();
     let path = f.root.join("a/b/c/file.txt");
-    assert_eq!(code(&f, &path, Parents::MustExist), "not_found");
+    assert_eq!(code(&f, &path, Parents::MustExist), OutcomeCode::NotFound);
     assert!(!f.root.join("a").exists());
     let t = resolve(&f, &path, Parents::Create).unwrap();
     assert!(t.existing().is_none());
@@ -74,39 +74,39 @@ fn refuses_outside_the_root() {
     let f = fixture();
     std::fs::write(f.base.join("outside.txt"), "x").unwrap();
     let err = resolve(&f, &f.base.join("outside.txt"), Parents::MustExist).unwrap_err();
-    assert_eq!(err.code(), "not_permitted");
+    assert_eq!(err.code(), OutcomeCode::NotPermitted);
     assert!(err.to_string().contains("outside the write root"), "{err}");
     assert_eq!(
         code(&f, &f.root.join("../outside.txt"), Parents::MustExist),
-        "invalid_argument"
+        OutcomeCode::InvalidArgument
     );
     assert_eq!(
         code(&f, &f.root.join("src/../../outside.txt"), Parents::Create),
-        "invalid_argument"
+        OutcomeCode::InvalidArgument
     );
     assert_eq!(
         code(&f, Path::new("relative.txt"), Parents::Create),
-        "invalid_argument"
+        OutcomeCode::InvalidArgument
     );
     assert_eq!(
         code(&f, Path::new("/etc/passwd"), Parents::Create),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
     // A sibling whose name starts with the root's name is outside too.
     std::fs::create_dir(f.base.join("work2")).unwrap();
     assert_eq!(
         code(&f, &f.base.join("work2/x"), Parents::Create),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
     // The root itself and trailing slashes name directories.
-    assert_eq!(code(&f, &f.root, Parents::Create), "not_a_file");
+    assert_eq!(code(&f, &f.root, Parents::Create), OutcomeCode::NotAFile);
     assert_eq!(
         code(
             &f,
             Path::new(&format!("{}/src/", f.root.display())),
             Parents::Create
         ),
-        "not_a_file"
+        OutcomeCode::NotAFile
     );
 }
 
@@ -126,7 +126,7 @@ fn refuses_git_in_any_case() {
         "sub/\u{feff}.git/config",
     ] {
         let err = resolve(&f, &f.root.join(rel), Parents::Create).unwrap_err();
-        assert_eq!(err.code(), "not_permitted", "{rel}");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted, "{rel}");
         assert!(err.to_string().contains("`.git`"), "{rel}: {err}");
     }
     assert!(!f.root.join("sub").exists(), "nothing created on refusal");
@@ -145,7 +145,7 @@ fn refuses_protected_paths() {
         let err = root
             .resolve(&policy, &home.join(rel), Parents::Create)
             .unwrap_err();
-        assert_eq!(err.code(), "not_permitted", "{rel}");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted, "{rel}");
     }
     assert!(!home.join(".aws").exists());
 }
@@ -171,7 +171,7 @@ fn refuses_symlinks_anywhere() {
         ("loop/x", Parents::Create),
     ] {
         let err = resolve(&f, &f.root.join(rel), parents).unwrap_err();
-        assert_eq!(err.code(), "not_permitted", "{rel}: {err}");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted, "{rel}: {err}");
         assert!(err.to_string().contains("symbolic link"), "{rel}: {err}");
     }
     assert!(!outside.join("new").exists());
@@ -182,7 +182,7 @@ fn refuses_symlinked_root() {
     let f = fixture();
     symlink(&f.root, f.base.join("rootlink")).unwrap();
     let err = WriteRoot::open(&f.policy, &f.base.join("rootlink")).unwrap_err();
-    assert_eq!(err.code(), "not_permitted");
+    assert_eq!(err.code(), OutcomeCode::NotPermitted);
 }
 
 #[test]
@@ -190,22 +190,22 @@ fn refuses_hard_links_and_non_regular_files() {
     let f = fixture();
     std::fs::hard_link(f.root.join("src/lib.rs"), f.base.join("alias")).unwrap();
     let err = resolve(&f, &f.root.join("src/lib.rs"), Parents::MustExist).unwrap_err();
-    assert_eq!(err.code(), "not_permitted");
+    assert_eq!(err.code(), OutcomeCode::NotPermitted);
     assert!(err.to_string().contains("hard links"), "{err}");
 
     assert_eq!(
         code(&f, &f.root.join("src"), Parents::MustExist),
-        "not_a_file"
+        OutcomeCode::NotAFile
     );
     let fifo = f.root.join("fifo");
     nix_mkfifo(&fifo);
     let started = std::time::Instant::now();
-    assert_eq!(code(&f, &fifo, Parents::MustExist), "not_a_file");
+    assert_eq!(code(&f, &fifo, Parents::MustExist), OutcomeCode::NotAFile);
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
     // A file where a directory is expected.
     assert_eq!(
         code(&f, &f.root.join("src/lib.rs/x"), Parents::Create),
-        "not_a_directory"
+        OutcomeCode::NotADirectory
     );
 }
 
@@ -218,7 +218,7 @@ fn open_existing_refuses_a_fifo_swapped_in_without_blocking() {
     nix_mkfifo(&path);
     let started = std::time::Instant::now();
     let err = t.open_existing(&f.policy).unwrap_err();
-    assert_eq!(err.code(), "not_a_file");
+    assert_eq!(err.code(), OutcomeCode::NotAFile);
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
 }
 
@@ -234,13 +234,13 @@ fn verify_parent_detects_a_moved_or_swapped_parent() {
     std::fs::rename(f.root.join("src"), &moved).unwrap();
     symlink(&moved, f.root.join("src")).unwrap();
     let err = t.verify_parent(&root, &f.policy).unwrap_err();
-    assert_eq!(err.code(), "conflict");
+    assert_eq!(err.code(), OutcomeCode::Conflict);
     // Replaced by another real directory: also refused.
     std::fs::remove_file(f.root.join("src")).unwrap();
     std::fs::create_dir(f.root.join("src")).unwrap();
     assert_eq!(
         t.verify_parent(&root, &f.policy).unwrap_err().code(),
-        "conflict"
+        OutcomeCode::Conflict
     );
 }
 
@@ -263,7 +263,7 @@ fn component_walk_refuses_symlinks_and_creates_directories() {
             Parents::Create,
         )
         .unwrap_err();
-    assert_eq!(err.code(), "not_permitted", "{err}");
+    assert_eq!(err.code(), OutcomeCode::NotPermitted, "{err}");
     let fd = root
         .walk(
             &f.policy,
@@ -287,18 +287,18 @@ fn odd_names_are_refused_or_outside() {
     for (path, code) in [
         (
             PathBuf::from(format!("/proc/self/root{}/x", f.root.display())),
-            "not_permitted",
+            OutcomeCode::NotPermitted,
         ),
-        (PathBuf::from("/dev/fd/3"), "not_permitted"),
-        (f.root.join(&long), "invalid_argument"),
-        (nul, "invalid_argument"),
+        (PathBuf::from("/dev/fd/3"), OutcomeCode::NotPermitted),
+        (f.root.join(&long), OutcomeCode::InvalidArgument),
+        (nul, OutcomeCode::InvalidArgument),
         (
             PathBuf::from(format!("{}//x", f.root.display())),
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
         ),
         (
             PathBuf::from(format!("{}/./x", f.root.display())),
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
         ),
     ] {
         assert_eq!(code_of(&f, &path), code, "{}", path.display());
@@ -315,7 +315,7 @@ fn odd_names_are_refused_or_outside() {
     );
 }
 
-fn code_of(f: &Fixture, path: &Path) -> &'static str {
+fn code_of(f: &Fixture, path: &Path) -> OutcomeCode {
     code(f, path, Parents::Create)
 }
 
@@ -348,7 +348,7 @@ fn a_root_holding_the_state_dir_never_writes_into_it() {
                 matches!(err, WriteRefusal::Path(PathRefusal::Protected { .. })),
                 "{target:?}: {err:?}"
             );
-            assert_eq!(err.code(), "not_permitted");
+            assert_eq!(err.code(), OutcomeCode::NotPermitted);
         }
         assert!(!other.join("deep").exists());
         w.resolve(&policy, &root.join("src/ok.rs"), Parents::Create)
@@ -418,7 +418,7 @@ fn install_locations_are_never_written() {
             matches!(err, WriteRefusal::InstallLocation { .. }),
             "{target:?}: {err:?}"
         );
-        assert_eq!(err.code(), "not_permitted");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted);
         assert!(
             err.to_string()
                 .contains("where the gateway or Claude Code is installed")
@@ -453,7 +453,7 @@ fn a_root_replaced_at_its_path_is_never_resolved_into() {
         matches!(refusal, WriteRefusal::RootReplaced { .. }),
         "{refusal:?}"
     );
-    assert_eq!(refusal.code(), "not_permitted");
+    assert_eq!(refusal.code(), OutcomeCode::NotPermitted);
     assert!(
         refusal.to_string().contains("no longer the directory"),
         "{refusal}"
@@ -510,7 +510,7 @@ fn auto_run_places_are_refused_and_nothing_is_created() {
     ] {
         let path = f.root.join(rel);
         let err = resolve(&f, &path, Parents::Create).unwrap_err();
-        assert_eq!(err.code(), "not_permitted", "{rel}");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted, "{rel}");
         assert!(
             matches!(err, WriteRefusal::AutorunPlace { .. }),
             "{rel}: {err}"

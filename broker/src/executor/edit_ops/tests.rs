@@ -16,7 +16,7 @@ fn edit_replaces_exactly_one_match() {
 #[test]
 fn edit_refuses_several_matches_with_the_count_unless_replace_all() {
     let err = apply_edit(b"x x x", "x", "y", false).unwrap_err();
-    assert_eq!(err.code, "multiple_matches");
+    assert_eq!(err.code, OutcomeCode::MultipleMatches);
     assert!(err.message.contains("3 times"), "{}", err.message);
     let done = apply_edit(b"x x x", "x", "y", true).unwrap();
     assert_eq!(done.content.to_vec(b"x x x"), b"y y y");
@@ -27,18 +27,18 @@ fn edit_refuses_several_matches_with_the_count_unless_replace_all() {
 fn edit_refuses_no_match_empty_identical_and_binary() {
     assert_eq!(
         apply_edit(b"abc", "zz", "y", false).unwrap_err().code,
-        "no_match"
+        OutcomeCode::NoMatch
     );
     assert_eq!(
         apply_edit(b"abc", "", "y", false).unwrap_err().code,
-        "invalid_argument"
+        OutcomeCode::InvalidArgument
     );
     assert_eq!(
         apply_edit(b"abc", "a", "a", false).unwrap_err().code,
-        "invalid_argument"
+        OutcomeCode::InvalidArgument
     );
     let err = apply_edit(b"ab\xffc", "a", "b", false).unwrap_err();
-    assert_eq!(err.code, "invalid_argument");
+    assert_eq!(err.code, OutcomeCode::InvalidArgument);
     assert!(err.message.contains("UTF-8"));
 }
 
@@ -208,19 +208,19 @@ fn notebook_argument_errors() {
     for (e, code) in [
         (
             edit(Some("nope"), NotebookEditMode::Delete, None, None),
-            "cell_not_found",
+            OutcomeCode::CellNotFound,
         ),
         (
             edit(None, NotebookEditMode::Delete, None, None),
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
         ),
         (
             edit(Some("calc"), NotebookEditMode::Replace, None, None),
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
         ),
         (
             edit(None, NotebookEditMode::Insert, Some("x"), None),
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
         ),
     ] {
         assert_eq!(
@@ -281,7 +281,7 @@ fn invalid_notebooks_are_refused() {
         let err = apply_notebook_edit(&nb, &e, "n").unwrap_err();
         assert_eq!(
             err.code,
-            "invalid_notebook",
+            OutcomeCode::InvalidNotebook,
             "{}",
             String::from_utf8_lossy(&nb)
         );
@@ -334,6 +334,6 @@ fn replace_all_gives_the_same_bytes_as_runs_or_as_one_buffer() {
         apply_edit(old.as_bytes(), "b", &huge, true)
             .unwrap_err()
             .code,
-        "too_large"
+        OutcomeCode::TooLarge
     );
 }

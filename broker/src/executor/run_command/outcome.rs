@@ -5,11 +5,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::outcome::OutcomeCode;
 use common::tools::{ActionOutcome, MAX_TOOL_OUTPUT_BYTES, Receipt, ToolStatus};
 use sandbox::spec::{Enforced, Report};
 
 use super::supervise::{Ending, ReportProblem, RunResult};
-use super::{CONFINEMENT_UNCONFIRMED, HEADER_RESERVE, millis};
+use super::{HEADER_RESERVE, millis};
 
 fn signal_name(sig: i32) -> &'static str {
     match sig {
@@ -62,7 +63,7 @@ pub(super) fn finish(
             status: ToolStatus::Rejected,
             output,
             truncated: false,
-            error_code: Some("sandbox_unavailable".into()),
+            error_code: Some(OutcomeCode::SandboxUnavailable),
             receipt: command_receipt(action_id, cwd, None, duration_ms),
         };
     }
@@ -70,19 +71,19 @@ pub(super) fn finish(
         Ending::Exited(0) => (ToolStatus::Ok, None, Some(0), "exit code: 0".to_string()),
         Ending::Exited(code) => (
             ToolStatus::Error,
-            Some("nonzero_exit"),
+            Some(OutcomeCode::NonzeroExit),
             Some(code),
             format!("exit code: {code}"),
         ),
         Ending::Signaled(sig) => (
             ToolStatus::Error,
-            Some("killed_by_signal"),
+            Some(OutcomeCode::KilledBySignal),
             None,
             format!("killed by signal {sig} ({})", signal_name(sig)),
         ),
         Ending::TimedOut => (
             ToolStatus::Error,
-            Some("timeout"),
+            Some(OutcomeCode::Timeout),
             None,
             format!(
                 "timed out after {} s; the process group was killed",
@@ -91,7 +92,7 @@ pub(super) fn finish(
         ),
         Ending::Unknown => (
             ToolStatus::Error,
-            Some("io_error"),
+            Some(OutcomeCode::IoError),
             None,
             "exit status unknown".to_string(),
         ),
@@ -142,7 +143,7 @@ pub(super) fn finish(
         status,
         output,
         truncated,
-        error_code: error_code.map(str::to_string),
+        error_code,
         receipt: command_receipt(action_id, cwd, exit_code, duration_ms),
     }
 }
@@ -193,7 +194,7 @@ fn unconfirmed(
         status: ToolStatus::Error,
         output,
         truncated: false,
-        error_code: Some(CONFINEMENT_UNCONFIRMED.into()),
+        error_code: Some(OutcomeCode::ConfinementUnconfirmed),
         receipt: command_receipt(action_id, cwd, exit_code, duration_ms),
     }
 }

@@ -23,14 +23,17 @@ fn every_protected_home_entry_refused_and_never_searched() {
         let path = f.home.join(rel);
         write(&path, "SECRET needle\n");
         let out = read(&f.exec, &path, None, None);
-        assert_error(&out, "not_permitted");
+        assert_error(&out, OutcomeCode::NotPermitted);
         assert!(
             out.output.contains("protected location"),
             "{rel}: {}",
             out.output
         );
         assert!(!out.output.contains("SECRET"));
-        assert_error(&search(&f.exec, &path, "needle", None), "not_permitted");
+        assert_error(
+            &search(&f.exec, &path, "needle", None),
+            OutcomeCode::NotPermitted,
+        );
     }
     // Searching and listing the whole fake home and the temp root: nothing protected appears.
     for root in [&f.home, &f.root] {
@@ -53,7 +56,7 @@ fn read_refuses_dot_git_file_and_search_skips_it() {
     write(&wt.join(".git"), "gitdir: /x/.git/worktrees/wt\nneedle\n");
     write(&wt.join("main.rs"), "needle\n");
     let out = read(&f.exec, &wt.join(".git"), None, None);
-    assert_error(&out, "not_permitted");
+    assert_error(&out, OutcomeCode::NotPermitted);
     assert!(out.output.contains("`.git`"), "{}", out.output);
     let out = search(&f.exec, &wt, "needle", None);
     assert!(
@@ -72,17 +75,20 @@ fn state_dir_reached_through_other_paths_refused() {
     // Hard link to a file inside the state dir.
     std::fs::hard_link(f.state.join("gateway.db"), w.join("alias.db")).unwrap();
     let out = read(&f.exec, &w.join("alias.db"), None, None);
-    assert_error(&out, "not_permitted");
+    assert_error(&out, OutcomeCode::NotPermitted);
     assert!(out.output.contains("2 hard links"), "{}", out.output);
     // Symlink to the state dir.
     std::os::unix::fs::symlink(&f.state, w.join("state-link")).unwrap();
     let out = read(&f.exec, &w.join("state-link/gateway.db"), None, None);
-    assert_error(&out, "not_permitted");
+    assert_error(&out, OutcomeCode::NotPermitted);
     assert!(out.output.contains("is a symbolic link"), "{}", out.output);
-    assert_error(&find(&f.exec, &w.join("state-link"), None), "not_permitted");
+    assert_error(
+        &find(&f.exec, &w.join("state-link"), None),
+        OutcomeCode::NotPermitted,
+    );
     assert_error(
         &search(&f.exec, &w.join("state-link"), "needle", None),
-        "not_permitted",
+        OutcomeCode::NotPermitted,
     );
     // Searching the directory holding both aliases finds nothing of the state dir.
     let out = search(&f.exec, &w, "needle", None);
@@ -119,7 +125,7 @@ fn proc_magic_links_refused() {
         "/dev/stdin".to_string(),
     ] {
         let out = read(&f.exec, Path::new(&path), None, None);
-        assert_error(&out, "not_permitted");
+        assert_error(&out, OutcomeCode::NotPermitted);
         // A process's own directory in /proc is refused whole, before its links are reached.
         assert!(
             out.output.contains("symbolic link")
@@ -133,10 +139,13 @@ fn proc_magic_links_refused() {
         "/proc/self/root".to_string(),
         format!("/proc/{pid}/cwd"),
     ] {
-        assert_error(&find(&f.exec, Path::new(&path), None), "not_permitted");
+        assert_error(
+            &find(&f.exec, Path::new(&path), None),
+            OutcomeCode::NotPermitted,
+        );
         assert_error(
             &search(&f.exec, Path::new(&path), "needle", None),
-            "not_permitted",
+            OutcomeCode::NotPermitted,
         );
     }
     let out = read(
@@ -145,7 +154,7 @@ fn proc_magic_links_refused() {
         None,
         None,
     );
-    assert_error(&out, "not_permitted");
+    assert_error(&out, OutcomeCode::NotPermitted);
     // Our own /proc entry is refused whole: its links, maps and status name internal paths.
     assert_error(
         &find_with(
@@ -154,7 +163,7 @@ fn proc_magic_links_refused() {
             Some(1),
             Some(10_000),
         ),
-        "not_permitted",
+        OutcomeCode::NotPermitted,
     );
     drop(held);
 }
@@ -177,7 +186,7 @@ fn read_huge_sparse_file_fails_fast() {
         "{:?}",
         start.elapsed()
     );
-    assert_error(&out, "file_too_large");
+    assert_error(&out, OutcomeCode::FileTooLarge);
     assert!(out.output.contains("314572800 bytes"), "{}", out.output);
     assert!(out.output.contains("256 MiB"), "{}", out.output);
 }
@@ -204,7 +213,7 @@ fn fifo_in_tree_never_hangs_searches() {
     );
     assert_error(
         &search(&f.exec, &w.join("pipe"), "needle", None),
-        "not_a_file",
+        OutcomeCode::NotAFile,
     );
     assert!(start.elapsed() < Duration::from_secs(2));
 }
@@ -214,7 +223,7 @@ fn fifo_in_tree_never_hangs_searches() {
 fn device_refused_with_kind() {
     let f = fixture();
     let out = read(&f.exec, Path::new("/dev/null"), None, None);
-    assert_error(&out, "not_a_file");
+    assert_error(&out, OutcomeCode::NotAFile);
     assert!(out.output.contains("character device"), "{}", out.output);
 }
 
@@ -238,7 +247,7 @@ fn invalid_utf8_file_names_listed_and_searched() {
     write(&w.join("latin1.txt"), b"needle caf\xe9\n");
     assert_error(
         &read(&f.exec, &w.join("latin1.txt"), None, None),
-        "not_utf8",
+        OutcomeCode::NotUtf8,
     );
     let out = search(&f.exec, &w.join("latin1.txt"), "needle", None);
     assert!(

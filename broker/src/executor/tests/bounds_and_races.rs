@@ -144,9 +144,12 @@ fn race_symlink_swapped_in_never_leaks_protected() {
                     ok += 1;
                 }
                 _ => {
-                    let code = out.error_code.as_deref();
+                    let code = out.error_code;
                     assert!(
-                        matches!(code, Some("not_permitted" | "not_a_directory")),
+                        matches!(
+                            code,
+                            Some(OutcomeCode::NotPermitted | OutcomeCode::NotADirectory)
+                        ),
                         "{out:?}"
                     );
                     refused += 1;

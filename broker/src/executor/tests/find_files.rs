@@ -57,11 +57,14 @@ fn find_files_skips_protected_and_bounds_results() {
     assert!(!out.output.contains("id_ed25519"), "{}", out.output);
     assert!(!out.output.contains("gateway.db"), "{}", out.output);
     // Refused roots.
-    assert_error(&find(&f.exec, &f.state, None), "not_permitted");
-    assert_error(&find(&f.exec, &f.root.join("missing"), None), "not_found");
+    assert_error(&find(&f.exec, &f.state, None), OutcomeCode::NotPermitted);
+    assert_error(
+        &find(&f.exec, &f.root.join("missing"), None),
+        OutcomeCode::NotFound,
+    );
     let file = f.root.join("work/file.txt");
     write(&file, "x");
-    assert_error(&find(&f.exec, &file, None), "not_a_directory");
+    assert_error(&find(&f.exec, &file, None), OutcomeCode::NotADirectory);
 
     // max_results.
     let w = f.root.join("work/many");

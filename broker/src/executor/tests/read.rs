@@ -89,12 +89,12 @@ fn read_refuses_invalid_utf8_and_binary() {
     let bad = f.root.join("work/latin1.txt");
     write(&bad, b"caf\xe9\n");
     let out = read(&f.exec, &bad, None, None);
-    assert_error(&out, "not_utf8");
+    assert_error(&out, OutcomeCode::NotUtf8);
     assert!(out.output.contains("not valid UTF-8"), "{}", out.output);
     let bin = f.root.join("work/bin.dat");
     write(&bin, b"abc\0def");
     let out = read(&f.exec, &bin, None, None);
-    assert_error(&out, "not_utf8");
+    assert_error(&out, OutcomeCode::NotUtf8);
     assert!(out.output.contains("binary"), "{}", out.output);
 }
 
@@ -106,7 +106,7 @@ fn read_refuses_symlink_in_middle_naming_component() {
     let link = f.root.join("work/link");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let out = read(&f.exec, &link.join("f.txt"), None, None);
-    assert_error(&out, "not_permitted");
+    assert_error(&out, OutcomeCode::NotPermitted);
     assert!(
         out.output
             .contains(&format!("`{}` is a symbolic link", link.display())),
@@ -122,9 +122,9 @@ fn read_refuses_dotdot_and_relative() {
     let path = f.root.join("work/a.txt");
     write(&path, "x");
     let out = read(&f.exec, &f.root.join("work/sub/../a.txt"), None, None);
-    assert_error(&out, "invalid_argument");
+    assert_error(&out, OutcomeCode::InvalidArgument);
     let out = read(&f.exec, Path::new("work/a.txt"), None, None);
-    assert_error(&out, "invalid_argument");
+    assert_error(&out, OutcomeCode::InvalidArgument);
 }
 
 #[test]
@@ -134,7 +134,7 @@ fn read_refuses_git_any_case() {
         let path = f.root.join("work/repo").join(name).join("config");
         write(&path, "[core]");
         let out = read(&f.exec, &path, None, None);
-        assert_error(&out, "not_permitted");
+        assert_error(&out, OutcomeCode::NotPermitted);
         assert!(out.output.contains(".git"), "{}", out.output);
     }
 }
@@ -143,10 +143,10 @@ fn read_refuses_git_any_case() {
 fn read_refuses_protected_home_and_state_dir() {
     let f = fixture();
     let out = read(&f.exec, &f.home.join(".ssh/id_ed25519"), None, None);
-    assert_error(&out, "not_permitted");
+    assert_error(&out, OutcomeCode::NotPermitted);
     assert!(!out.output.contains("PRIVATE"));
     let out = read(&f.exec, &f.state.join("gateway.db"), None, None);
-    assert_error(&out, "not_permitted");
+    assert_error(&out, OutcomeCode::NotPermitted);
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn read_refuses_hard_link() {
     write(&a, "x");
     std::fs::hard_link(&a, f.root.join("work/b.txt")).unwrap();
     let out = read(&f.exec, &a, None, None);
-    assert_error(&out, "not_permitted");
+    assert_error(&out, OutcomeCode::NotPermitted);
     assert!(out.output.contains("hard link"), "{}", out.output);
 }
 
@@ -168,14 +168,14 @@ fn read_refuses_fifo_quickly() {
     let start = Instant::now();
     let out = read(&f.exec, &fifo, None, None);
     assert!(start.elapsed() < Duration::from_secs(2));
-    assert_error(&out, "not_a_file");
+    assert_error(&out, OutcomeCode::NotAFile);
 }
 
 #[test]
 fn read_refuses_directory_and_missing() {
     let f = fixture();
     let out = read(&f.exec, &f.root.join("work"), None, None);
-    assert_error(&out, "not_a_file");
+    assert_error(&out, OutcomeCode::NotAFile);
     let out = read(&f.exec, &f.root.join("work/nope.txt"), None, None);
-    assert_error(&out, "not_found");
+    assert_error(&out, OutcomeCode::NotFound);
 }

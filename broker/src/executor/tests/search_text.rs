@@ -146,16 +146,25 @@ fn search_text_bounds_and_errors() {
     assert!(out.output.contains("time budget reached"), "{}", out.output);
 
     // Errors.
-    assert_error(&search(&f.exec, &f.state, "needle", None), "not_permitted");
+    assert_error(
+        &search(&f.exec, &f.state, "needle", None),
+        OutcomeCode::NotPermitted,
+    );
     assert_error(
         &search(&f.exec, &f.home.join(".ssh/id_ed25519"), "KEY", None),
-        "not_permitted",
+        OutcomeCode::NotPermitted,
     );
-    assert_error(&search(&f.exec, &w.join("nope"), "x", None), "not_found");
-    assert_error(&search(&f.exec, &w, "a\nb", None), "invalid_argument");
+    assert_error(
+        &search(&f.exec, &w.join("nope"), "x", None),
+        OutcomeCode::NotFound,
+    );
+    assert_error(
+        &search(&f.exec, &w, "a\nb", None),
+        OutcomeCode::InvalidArgument,
+    );
     assert_error(
         &search(&f.exec, &f.root.join("work/../work"), "x", None),
-        "invalid_argument",
+        OutcomeCode::InvalidArgument,
     );
     let bin = w.join("b.bin");
     write(&bin, b"abc\0");

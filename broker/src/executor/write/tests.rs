@@ -122,7 +122,7 @@ fn edit_once_then_refuses_ambiguous_and_replaces_all() {
 
     let (err, prepared) = f.run_ok(&edit(f.path("src/lib.rs"), "{}", "{ }", false), None);
     let err = err.unwrap_err();
-    assert_eq!(err.code, "multiple_matches");
+    assert_eq!(err.code, OutcomeCode::MultipleMatches);
     assert!(err.message.contains("2 times"), "{}", err.message);
     assert_eq!(err.disposition, Disposition::NotPrepared);
     assert!(prepared.is_empty(), "nothing prepared for a refused edit");
@@ -136,9 +136,9 @@ fn edit_once_then_refuses_ambiguous_and_replaces_all() {
     assert!(temps(&f.root.join("src")).is_empty());
 
     let (err, _) = f.run_ok(&edit(f.path("src/missing.rs"), "a", "b", false), None);
-    assert_eq!(err.unwrap_err().code, "not_found");
+    assert_eq!(err.unwrap_err().code, OutcomeCode::NotFound);
     let (err, _) = f.run_ok(&edit(f.path("nodir/missing.rs"), "a", "b", false), None);
-    assert_eq!(err.unwrap_err().code, "not_found");
+    assert_eq!(err.unwrap_err().code, OutcomeCode::NotFound);
     assert!(!f.root.join("nodir").exists());
 }
 
@@ -243,7 +243,7 @@ fn notebook_edit_through_the_durable_write() {
         },
         None,
     );
-    assert_eq!(err.unwrap_err().code, "invalid_notebook");
+    assert_eq!(err.unwrap_err().code, OutcomeCode::InvalidNotebook);
     assert!(prepared.is_empty());
     assert_eq!(
         std::fs::read_to_string(f.root.join("bad.ipynb")).unwrap(),
@@ -259,7 +259,7 @@ fn expected_sha256_must_match_before_anything_is_prepared() {
     let wrong = sha256_hex(b"something else");
     let (err, prepared) = f.run_ok(&write(f.path("src/lib.rs"), "x"), Some(&wrong));
     let err = err.unwrap_err();
-    assert_eq!(err.code, "sha256_mismatch");
+    assert_eq!(err.code, OutcomeCode::Sha256Mismatch);
     assert_eq!(err.disposition, Disposition::NotPrepared);
     assert!(
         err.message.contains(&sha256_hex(&before)),
@@ -287,7 +287,7 @@ fn journal_failure_writes_nothing() {
     let err = f
         .run(&write(f.path("src/lib.rs"), "x"), None, &mut journal)
         .unwrap_err();
-    assert_eq!(err.code, "journal_failed");
+    assert_eq!(err.code, OutcomeCode::JournalFailed);
     assert!(err.message.contains("(gateway gone)"), "{}", err.message);
     assert_eq!(err.disposition, Disposition::NotPrepared);
     assert_eq!(
@@ -309,7 +309,7 @@ fn cas_conflict_when_the_file_changes_after_prepare() {
     let err = f
         .run(&write(f.path("src/lib.rs"), "mine\n"), None, &mut journal)
         .unwrap_err();
-    assert_eq!(err.code, "conflict");
+    assert_eq!(err.code, OutcomeCode::Conflict);
     assert_eq!(err.disposition, Disposition::NotApplied);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "someone else\n");
     assert!(temps(&f.root.join("src")).is_empty(), "temp removed");
@@ -324,7 +324,7 @@ fn cas_conflict_when_the_file_changes_after_prepare() {
     let err = f
         .run(&write(f.path("src/lib.rs"), "mine\n"), None, &mut journal)
         .unwrap_err();
-    assert_eq!(err.code, "conflict");
+    assert_eq!(err.code, OutcomeCode::Conflict);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "someone else\n");
 
     // A create that someone else wins.
@@ -336,7 +336,7 @@ fn cas_conflict_when_the_file_changes_after_prepare() {
     let err = f
         .run(&write(f.path("src/new.rs"), "mine"), None, &mut journal)
         .unwrap_err();
-    assert_eq!(err.code, "conflict");
+    assert_eq!(err.code, OutcomeCode::Conflict);
     assert_eq!(std::fs::read_to_string(&new).unwrap(), "theirs");
     assert!(temps(&f.root.join("src")).is_empty());
 }
@@ -414,7 +414,7 @@ fn read_only_directory_is_a_clear_error_and_leaves_no_temp() {
         without_dac_override(|| f.run_ok(&write(f.path("src/lib.rs"), "new"), None));
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let err = result.unwrap_err();
-    assert_eq!(err.code, "permission_denied", "{err}");
+    assert_eq!(err.code, OutcomeCode::PermissionDenied, "{err}");
     assert!(
         err.message.contains("cannot create a temporary file"),
         "{}",
@@ -437,20 +437,20 @@ fn refuses_targets_outside_the_root_and_in_git() {
     for (path, code) in [
         (
             f.base.join("outside.txt").display().to_string(),
-            "not_permitted",
+            OutcomeCode::NotPermitted,
         ),
         (
             format!("{}/../outside.txt", f.root.display()),
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
         ),
         (
             format!("{}/src/../../outside.txt", f.root.display()),
-            "invalid_argument",
+            OutcomeCode::InvalidArgument,
         ),
-        ("outside.txt".to_string(), "invalid_argument"),
-        (f.path(".git/config"), "not_permitted"),
-        (f.path(".GIT/config"), "not_permitted"),
-        (f.path("sub/.Git/x"), "not_permitted"),
+        ("outside.txt".to_string(), OutcomeCode::InvalidArgument),
+        (f.path(".git/config"), OutcomeCode::NotPermitted),
+        (f.path(".GIT/config"), OutcomeCode::NotPermitted),
+        (f.path("sub/.Git/x"), OutcomeCode::NotPermitted),
     ] {
         let (err, prepared) = f.run_ok(&write(path.clone(), "pwned"), None);
         let err = err.unwrap_err();
@@ -474,18 +474,18 @@ fn refuses_symlinked_directories_hard_links_and_fifos() {
     symlink(&outside, f.root.join("link")).unwrap();
     symlink(outside.join("f"), f.root.join("filelink")).unwrap();
     let (err, _) = f.run_ok(&write(f.path("link/f"), "pwned"), None);
-    assert_eq!(err.unwrap_err().code, "not_permitted");
+    assert_eq!(err.unwrap_err().code, OutcomeCode::NotPermitted);
     let (err, _) = f.run_ok(&write(f.path("link/new/f"), "pwned"), None);
-    assert_eq!(err.unwrap_err().code, "not_permitted");
+    assert_eq!(err.unwrap_err().code, OutcomeCode::NotPermitted);
     let (err, _) = f.run_ok(&write(f.path("filelink"), "pwned"), None);
-    assert_eq!(err.unwrap_err().code, "not_permitted");
+    assert_eq!(err.unwrap_err().code, OutcomeCode::NotPermitted);
     assert_eq!(std::fs::read_to_string(outside.join("f")).unwrap(), "keep");
     assert!(!outside.join("new").exists());
 
     std::fs::hard_link(f.root.join("src/lib.rs"), f.base.join("alias")).unwrap();
     let (err, _) = f.run_ok(&edit(f.path("src/lib.rs"), "fn a", "fn z", false), None);
     let err = err.unwrap_err();
-    assert_eq!(err.code, "not_permitted");
+    assert_eq!(err.code, OutcomeCode::NotPermitted);
     assert!(err.message.contains("hard link"), "{}", err.message);
     assert_eq!(
         std::fs::read_to_string(f.base.join("alias")).unwrap(),
@@ -501,10 +501,10 @@ fn refuses_symlinked_directories_hard_links_and_fifos() {
     .unwrap();
     let started = Instant::now();
     let (err, _) = f.run_ok(&write(f.path("fifo"), "x"), None);
-    assert_eq!(err.unwrap_err().code, "not_a_file");
+    assert_eq!(err.unwrap_err().code, OutcomeCode::NotAFile);
     assert!(started.elapsed() < Duration::from_secs(2));
     let (err, _) = f.run_ok(&write(f.path("src"), "x"), None);
-    assert_eq!(err.unwrap_err().code, "not_a_file");
+    assert_eq!(err.unwrap_err().code, OutcomeCode::NotAFile);
 }
 
 #[test]
@@ -525,7 +525,7 @@ fn fifo_swapped_in_after_prepare_does_not_hang() {
     let err = f
         .run(&write(f.path("src/lib.rs"), "x"), None, &mut journal)
         .unwrap_err();
-    assert_eq!(err.code, "not_a_file");
+    assert_eq!(err.code, OutcomeCode::NotAFile);
     assert_eq!(err.disposition, Disposition::NotApplied);
     assert!(started.elapsed() < Duration::from_secs(2));
     assert!(temps(&f.root.join("src")).is_empty());
@@ -544,7 +544,7 @@ fn parent_swapped_for_a_symlink_during_the_write_writes_nothing_outside() {
     let err = f
         .run(&write(f.path("src/lib.rs"), "pwned"), None, &mut journal)
         .unwrap_err();
-    assert_eq!(err.code, "conflict", "{err}");
+    assert_eq!(err.code, OutcomeCode::Conflict, "{err}");
     assert_eq!(err.disposition, Disposition::NotApplied);
     assert_eq!(
         std::fs::read_to_string(outside.join("lib.rs")).unwrap(),
@@ -813,7 +813,7 @@ fn two_writes_on_one_file_exactly_one_commits() {
         Some(&pre),
         &mut journal,
     );
-    assert_eq!(outer.unwrap_err().code, "conflict");
+    assert_eq!(outer.unwrap_err().code, OutcomeCode::Conflict);
     assert!(inner.unwrap().is_ok());
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "second\n");
     assert!(temps(&f.root.join("src")).is_empty());
@@ -930,7 +930,7 @@ fn disk_full_child() {
     );
     let edited = run_write(&policy, &write_root, "full-2", &op, None, &mut journal).unwrap_err();
     for failure in [&created, &edited] {
-        assert_eq!(failure.code, "no_space", "{failure:?}");
+        assert_eq!(failure.code, OutcomeCode::NoSpace, "{failure:?}");
         assert_eq!(failure.disposition, Disposition::NotApplied, "{failure:?}");
         assert!(
             failure.message.contains("cannot write the new content"),

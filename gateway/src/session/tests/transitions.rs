@@ -1,6 +1,7 @@
 //! The pure decisions: session transitions, action settlement, request checks.
 
 use broker::executor::write::CrashResolution;
+use common::outcome::OutcomeCode;
 use common::protocol::{PreparedWrite, WriteEnd};
 use common::tools::{CapabilityProfile, SubagentPolicy, ToolStatus};
 use serde_json::json;
@@ -268,7 +269,7 @@ fn a_crash_resolution_gives_a_receipt_of_what_the_file_holds() {
         (outcome.status, outcome.receipt.post_sha256),
         (ToolStatus::Error, None)
     );
-    assert_eq!(outcome.error_code.as_deref(), Some("not_applied"));
+    assert_eq!(outcome.error_code, Some(OutcomeCode::NotApplied));
     let (_, data) = event.to_row().unwrap();
     assert_eq!(data["resolution"], "not_applied");
     let mut unprepared = action;

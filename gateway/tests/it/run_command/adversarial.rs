@@ -207,7 +207,7 @@ fn timeout_kills_the_whole_group() {
         "{took:?}"
     );
     assert_eq!(out.status, ToolStatus::Error);
-    assert_eq!(out.error_code.as_deref(), Some("timeout"));
+    assert_eq!(out.error_code, Some(OutcomeCode::Timeout));
     assert_eq!(out.receipt.exit_code, None);
     assert!(
         out.output.starts_with("timed out after 1 s"),
@@ -241,7 +241,7 @@ fn fork_bomb_is_bounded() {
         "{}",
         out.output
     );
-    assert_eq!(out.error_code.as_deref(), Some("timeout"), "{}", out.output);
+    assert_eq!(out.error_code, Some(OutcomeCode::Timeout), "{}", out.output);
     assert_no_processes("bomb_4646");
 }
 

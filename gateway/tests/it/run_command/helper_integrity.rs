@@ -18,8 +18,8 @@ fn a_helper_that_does_not_report_is_never_called_a_refusal() {
         let out = run(&fx, &["true"]);
         assert_eq!(out.status, ToolStatus::Error, "{fake}: {out:?}");
         assert_eq!(
-            out.error_code.as_deref(),
-            Some("confinement_unconfirmed"),
+            out.error_code,
+            Some(OutcomeCode::ConfinementUnconfirmed),
             "{fake}: {out:?}"
         );
         assert!(out.output.contains(problem), "{fake}: {}", out.output);
@@ -68,7 +68,7 @@ fn a_changed_helper_is_never_executed() {
 
     let refused = |out: &ActionOutcome| {
         assert_eq!(out.status, ToolStatus::Rejected, "{out:?}");
-        assert_eq!(out.error_code.as_deref(), Some("sandbox_unavailable"));
+        assert_eq!(out.error_code, Some(OutcomeCode::SandboxUnavailable));
         assert!(
             out.output
                 .contains("the pinned executable changed since the gateway verified it"),
@@ -107,8 +107,8 @@ fn a_changed_helper_is_never_executed() {
     let fx = fixture_with_helper(true, None);
     let out = run(&fx, &["true"]);
     assert_eq!(
-        out.error_code.as_deref(),
-        Some("sandbox_unavailable"),
+        out.error_code,
+        Some(OutcomeCode::SandboxUnavailable),
         "{out:?}"
     );
     assert!(

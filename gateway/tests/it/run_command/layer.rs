@@ -213,7 +213,7 @@ fn the_layer_has_a_budget_and_fresh_layer_is_the_way_out() {
     // other writers on the disk the exact size may come only before the next command.)
     let refused = cmd(&exec, &["true"], false);
     assert_eq!(refused.status, ToolStatus::Rejected, "{}", refused.output);
-    assert_eq!(refused.error_code.as_deref(), Some("layer_over_budget"));
+    assert_eq!(refused.error_code, Some(OutcomeCode::LayerOverBudget));
     assert!(
         refused.output.contains("fresh_layer: true"),
         "{}",
@@ -254,8 +254,8 @@ fn a_command_that_fills_the_layer_past_its_budget_is_stopped() {
 fn assert_stopped(out: &ActionOutcome, words: &str) {
     assert_eq!(out.status, ToolStatus::Error, "{}", out.output);
     assert_eq!(
-        out.error_code.as_deref(),
-        Some("layer_over_budget"),
+        out.error_code,
+        Some(OutcomeCode::LayerOverBudget),
         "{}",
         out.output
     );
@@ -297,7 +297,7 @@ fn empty_files_count_against_the_layers_inode_budget() {
         // Made at once, before the guard's first walk, or stopped by it: the layer is past
         // its inode budget either way, and the next command is refused.
         assert!(
-            out.status == ToolStatus::Ok || out.error_code.as_deref() == Some("layer_over_budget"),
+            out.status == ToolStatus::Ok || out.error_code == Some(OutcomeCode::LayerOverBudget),
             "{shape}: {}",
             out.output
         );
@@ -308,7 +308,7 @@ fn empty_files_count_against_the_layers_inode_budget() {
             "{shape}: {}",
             refused.output
         );
-        assert_eq!(refused.error_code.as_deref(), Some("layer_over_budget"));
+        assert_eq!(refused.error_code, Some(OutcomeCode::LayerOverBudget));
         for words in [
             "files and directories, over its budget of 1024 (one per 4 KiB of its 4 MiB)",
             "fresh_layer: true",

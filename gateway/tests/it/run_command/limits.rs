@@ -30,8 +30,8 @@ fn memory_beyond_the_limit_is_refused() {
         );
         assert_eq!(out.status, ToolStatus::Error, "{}", out.output);
         assert_eq!(
-            out.error_code.as_deref(),
-            Some("nonzero_exit"),
+            out.error_code,
+            Some(OutcomeCode::NonzeroExit),
             "{}",
             out.output
         );

@@ -10,8 +10,8 @@ fn landlock_only_fallback_still_confines() {
     if support.landlock_abi.is_none() || !support.seccomp {
         let out = run(&fx, &["true"]);
         assert_eq!(
-            out.error_code.as_deref(),
-            Some("sandbox_unavailable"),
+            out.error_code,
+            Some(OutcomeCode::SandboxUnavailable),
             "{}",
             out.output
         );

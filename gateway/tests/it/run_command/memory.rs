@@ -36,8 +36,8 @@ fn assert_memory_bound(out: &ActionOutcome) {
     let bound = MEMORY_MB + SCRATCH_MB;
     assert_eq!(out.status, ToolStatus::Error, "{}", out.output);
     assert_eq!(
-        out.error_code.as_deref(),
-        Some("memory_limit_exceeded"),
+        out.error_code,
+        Some(OutcomeCode::MemoryLimitExceeded),
         "{}",
         out.output
     );

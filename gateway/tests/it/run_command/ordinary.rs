@@ -76,7 +76,7 @@ fn ordinary_tools_work_and_receipts_carry_the_exit_code() {
     // A failing command is an error with its exit code in the receipt.
     let out = run(&fx, &["/bin/sh", "-c", "echo oops >&2; exit 3"]);
     assert_eq!(out.status, ToolStatus::Error);
-    assert_eq!(out.error_code.as_deref(), Some("nonzero_exit"));
+    assert_eq!(out.error_code, Some(OutcomeCode::NonzeroExit));
     assert_eq!(out.receipt.exit_code, Some(3));
     assert!(
         out.output.contains("--- stderr ---\noops\n"),
@@ -138,13 +138,13 @@ fn deny_list_refusals_name_the_rule() {
     ] {
         let out = run(&fx, argv);
         assert_eq!(out.status, ToolStatus::Rejected, "{argv:?}: {}", out.output);
-        assert_eq!(out.error_code.as_deref(), Some("not_permitted"), "{argv:?}");
+        assert_eq!(out.error_code, Some(OutcomeCode::NotPermitted), "{argv:?}");
         assert!(out.output.contains("deny list"), "{argv:?}: {}", out.output);
         assert_eq!(out.receipt.exit_code, None);
     }
     assert!(victim.exists());
     let out = run_in(&fx, &["true"], Some("/"), None);
-    assert_eq!(out.error_code.as_deref(), Some("invalid_argument"));
+    assert_eq!(out.error_code, Some(OutcomeCode::InvalidArgument));
     let out = run(&fx, &["no-such-tool-xyz"]);
-    assert_eq!(out.error_code.as_deref(), Some("not_found"));
+    assert_eq!(out.error_code, Some(OutcomeCode::NotFound));
 }

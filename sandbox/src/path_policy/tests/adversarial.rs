@@ -22,10 +22,10 @@ fn each_home_protected_entry_refused_with_temp_home() {
             matches!(err, PathRefusal::Protected { .. }),
             "{rel}: {err:?}"
         );
-        assert_eq!(err.code(), "not_permitted", "{rel}");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted, "{rel}");
         if file != entry {
             let err = f.policy.open_dir_no_follow(&entry).unwrap_err();
-            assert_eq!(err.code(), "not_permitted", "{rel}");
+            assert_eq!(err.code(), OutcomeCode::NotPermitted, "{rel}");
         }
     }
     // A walk of the home never yields or enters any of them.
@@ -58,7 +58,7 @@ fn owner_extra_entries_added_built_ins_kept() {
     std::fs::write(extra.join("token"), "t").unwrap();
     assert_eq!(
         code(f.policy.open_file_no_follow(&extra.join("token"))),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
     // The built-ins stay whatever the owner adds.
     assert!(f.policy.is_protected(&f.home.join(".ssh")));
@@ -147,7 +147,10 @@ fn state_dir_aliases_refused() {
         matches!(&err, PathRefusal::Symlink { component, .. } if component == &show(&link)),
         "{err:?}"
     );
-    assert_eq!(code(f.policy.open_dir_no_follow(&link)), "not_permitted");
+    assert_eq!(
+        code(f.policy.open_dir_no_follow(&link)),
+        OutcomeCode::NotPermitted
+    );
 }
 
 #[cfg(target_os = "linux")]
@@ -185,7 +188,7 @@ fn proc_magic_links_refused_naming_the_link() {
     ];
     for (path, component) in cases {
         let err = f.policy.open_file_no_follow(Path::new(&path)).unwrap_err();
-        assert_eq!(err.code(), "not_permitted", "{path}: {err:?}");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted, "{path}: {err:?}");
         match &err {
             PathRefusal::Symlink { component: c, .. } => assert_eq!(c, &component, "{path}"),
             // A process's own directory is refused as a whole, before any link in it.
@@ -199,7 +202,7 @@ fn proc_magic_links_refused_naming_the_link() {
             f.policy
                 .open_dir_no_follow(Path::new(&format!("/proc/{pid}/root")))
         ),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
     // The process's secrets are protected by name even without a link.
     for name in ["environ", "mem", "auxv"] {

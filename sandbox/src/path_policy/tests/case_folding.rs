@@ -93,7 +93,7 @@ fn insensitive_policy_protects_every_spelling() {
     );
     let variant = w.join("PR\u{d6}JEKT");
     let err = policy.walk(&variant, WalkOptions::new(8), |_| WalkControl::Continue);
-    assert_eq!(err.unwrap_err().code(), "not_permitted");
+    assert_eq!(err.unwrap_err().code(), OutcomeCode::NotPermitted);
     assert_eq!(walked(&exact, &variant), [PathBuf::from("x")]);
     assert_eq!(walked(&exact, &w).len(), 6);
 }

@@ -9,23 +9,29 @@ fn lexical_refusals() {
     let p = &f.policy;
     assert_eq!(
         p.check(Path::new("relative/x")).unwrap_err().code(),
-        "invalid_argument"
+        OutcomeCode::InvalidArgument
     );
     let err = p.check(Path::new("/tmp/a/../b")).unwrap_err();
-    assert_eq!(err.code(), "invalid_argument");
+    assert_eq!(err.code(), OutcomeCode::InvalidArgument);
     assert!(err.to_string().contains("`..`"), "{err}");
     assert_eq!(
         p.check(Path::new("/tmp/./b")).unwrap_err().code(),
-        "invalid_argument"
+        OutcomeCode::InvalidArgument
     );
     assert_eq!(
         p.check(Path::new("/tmp//b")).unwrap_err().code(),
-        "invalid_argument"
+        OutcomeCode::InvalidArgument
     );
     let nul = PathBuf::from(OsStr::from_bytes(b"/tmp/a\0b"));
-    assert_eq!(p.check(&nul).unwrap_err().code(), "invalid_argument");
+    assert_eq!(
+        p.check(&nul).unwrap_err().code(),
+        OutcomeCode::InvalidArgument
+    );
     let long = PathBuf::from(format!("/tmp/{}", "a".repeat(300)));
-    assert_eq!(p.check(&long).unwrap_err().code(), "invalid_argument");
+    assert_eq!(
+        p.check(&long).unwrap_err().code(),
+        OutcomeCode::InvalidArgument
+    );
     assert!(p.check(Path::new("/tmp/b/")).is_ok());
     assert!(p.check(Path::new("/")).is_ok());
 }
@@ -43,7 +49,7 @@ fn protected_set() {
     ] {
         let path = f.home.join(rel);
         let err = p.check(&path).unwrap_err();
-        assert_eq!(err.code(), "not_permitted", "{rel}");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted, "{rel}");
         assert!(p.is_protected(&path), "{rel}");
     }
     // Prefix on components, not on strings.
@@ -87,9 +93,12 @@ fn git_any_case_refused() {
             .policy
             .open_file_no_follow(&dir.join("config"))
             .unwrap_err();
-        assert_eq!(err.code(), "not_permitted", "{name}");
+        assert_eq!(err.code(), OutcomeCode::NotPermitted, "{name}");
         assert!(matches!(err, PathRefusal::GitDir { .. }), "{err}");
-        assert_eq!(code(f.policy.open_dir_no_follow(&dir)), "not_permitted");
+        assert_eq!(
+            code(f.policy.open_dir_no_follow(&dir)),
+            OutcomeCode::NotPermitted
+        );
     }
 }
 
@@ -101,13 +110,16 @@ fn protected_files_refused_on_open() {
             f.policy
                 .open_file_no_follow(&f.home.join(".ssh/id_ed25519"))
         ),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
     assert_eq!(
         code(f.policy.open_file_no_follow(&f.state.join("gateway.db"))),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
-    assert_eq!(code(f.policy.open_dir_no_follow(&f.state)), "not_permitted");
+    assert_eq!(
+        code(f.policy.open_dir_no_follow(&f.state)),
+        OutcomeCode::NotPermitted
+    );
 }
 
 #[test]
@@ -122,7 +134,7 @@ fn identity_catches_alias_of_protected_dir() {
     assert!(policy.is_protected(&real.join("credentials")));
     assert_eq!(
         code(policy.open_file_no_follow(&real.join("credentials"))),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
 }
 
@@ -154,16 +166,19 @@ fn symlink_in_middle_refused_naming_component() {
         .policy
         .open_file_no_follow(&link.join("f.txt"))
         .unwrap_err();
-    assert_eq!(err.code(), "not_permitted");
+    assert_eq!(err.code(), OutcomeCode::NotPermitted);
     match &err {
         PathRefusal::Symlink { component, .. } => assert_eq!(component, &show(&link)),
         other => panic!("unexpected {other:?}"),
     }
     assert!(err.to_string().contains("symbolic link"), "{err}");
-    assert_eq!(code(f.policy.open_dir_no_follow(&link)), "not_permitted");
+    assert_eq!(
+        code(f.policy.open_dir_no_follow(&link)),
+        OutcomeCode::NotPermitted
+    );
     assert_eq!(
         code(f.policy.open_dir_no_follow(&link.join("sub"))),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
 }
 
@@ -181,7 +196,7 @@ fn final_symlink_refused() {
     std::os::unix::fs::symlink(f.root.join("nope"), &dangling).unwrap();
     assert_eq!(
         code(f.policy.open_file_no_follow(&dangling)),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
 }
 
@@ -192,7 +207,7 @@ fn hard_link_refused() {
     std::fs::write(&a, "x").unwrap();
     std::fs::hard_link(&a, f.root.join("b.txt")).unwrap();
     let err = f.policy.open_file_no_follow(&a).unwrap_err();
-    assert_eq!(err.code(), "not_permitted");
+    assert_eq!(err.code(), OutcomeCode::NotPermitted);
     assert!(
         matches!(err, PathRefusal::HardLinked { nlink: 2, .. }),
         "{err:?}"
@@ -209,7 +224,7 @@ fn fifo_refused_quickly() {
     let start = Instant::now();
     let err = f.policy.open_file_no_follow(&fifo).unwrap_err();
     assert!(start.elapsed() < Duration::from_secs(2));
-    assert_eq!(err.code(), "not_a_file");
+    assert_eq!(err.code(), OutcomeCode::NotAFile);
     assert!(err.to_string().contains("FIFO"), "{err}");
 }
 
@@ -217,14 +232,14 @@ fn fifo_refused_quickly() {
 fn directory_and_missing() {
     let f = fixture();
     let err = f.policy.open_file_no_follow(&f.root).unwrap_err();
-    assert_eq!(err.code(), "not_a_file");
+    assert_eq!(err.code(), OutcomeCode::NotAFile);
     assert_eq!(
         code(f.policy.open_file_no_follow(Path::new("/"))),
-        "not_a_file"
+        OutcomeCode::NotAFile
     );
     let missing = f.root.join("missing/deeper/x.txt");
     let err = f.policy.open_file_no_follow(&missing).unwrap_err();
-    assert_eq!(err.code(), "not_found");
+    assert_eq!(err.code(), OutcomeCode::NotFound);
     match err {
         PathRefusal::NotFound { component, .. } => {
             assert_eq!(component, show(&f.root.join("missing")))
@@ -233,10 +248,13 @@ fn directory_and_missing() {
     }
     let file = f.root.join("file.txt");
     std::fs::write(&file, "x").unwrap();
-    assert_eq!(code(f.policy.open_dir_no_follow(&file)), "not_a_directory");
+    assert_eq!(
+        code(f.policy.open_dir_no_follow(&file)),
+        OutcomeCode::NotADirectory
+    );
     assert_eq!(
         code(f.policy.open_file_no_follow(&file.join("under"))),
-        "not_a_directory"
+        OutcomeCode::NotADirectory
     );
 }
 
@@ -246,12 +264,12 @@ fn devices_and_proc_links_refused() {
     let f = fixture();
     assert_eq!(
         code(f.policy.open_file_no_follow(Path::new("/dev/null"))),
-        "not_a_file"
+        OutcomeCode::NotAFile
     );
     // /proc/self is a symlink.
     assert_eq!(
         code(f.policy.open_file_no_follow(Path::new("/proc/self/status"))),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
 }
 
@@ -270,7 +288,10 @@ fn identity_catches_renamed_protected_dir() {
         .open_file_no_follow(&moved.join("token"))
         .unwrap_err();
     assert!(matches!(err, PathRefusal::Protected { .. }), "{err:?}");
-    assert_eq!(code(policy.open_dir_no_follow(&moved)), "not_permitted");
+    assert_eq!(
+        code(policy.open_dir_no_follow(&moved)),
+        OutcomeCode::NotPermitted
+    );
 }
 #[test]
 fn open_subtree_is_readable_only_along_its_own_path() {
@@ -287,7 +308,7 @@ fn open_subtree_is_readable_only_along_its_own_path() {
 
     assert_eq!(
         code(strict.open_file_no_follow(&tree.join("src/a.rs"))),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
     let (mut file, _) = policy.open_file_no_follow(&tree.join("src/a.rs")).unwrap();
     let mut text = String::new();
@@ -306,9 +327,12 @@ fn open_subtree_is_readable_only_along_its_own_path() {
     // The rest of the state dir stays protected, and so does `.git` inside the worktree.
     assert_eq!(
         code(policy.open_file_no_follow(&f.state.join("gateway.db"))),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
-    assert_eq!(code(policy.open_dir_no_follow(&f.state)), "not_permitted");
+    assert_eq!(
+        code(policy.open_dir_no_follow(&f.state)),
+        OutcomeCode::NotPermitted
+    );
     let err = policy.open_file_no_follow(&tree.join(".git")).unwrap_err();
     assert!(err.to_string().contains(".git"), "{err}");
     assert!(policy.is_protected(&worktrees.join("../gateway.db")));
@@ -318,10 +342,10 @@ fn open_subtree_is_readable_only_along_its_own_path() {
     std::fs::rename(&f.state, &moved).unwrap();
     assert_eq!(
         code(policy.open_file_no_follow(&moved.join("worktrees/ns_1/src/a.rs"))),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
     assert_eq!(
         code(policy.open_file_no_follow(&moved.join("gateway.db"))),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
 }

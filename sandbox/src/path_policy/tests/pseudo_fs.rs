@@ -19,7 +19,7 @@ fn proc_and_sys_are_refused_by_type() {
     }
     match f.policy.open_dir_no_follow(Path::new("/sys")) {
         Err(refusal @ PathRefusal::PseudoFileSystem { fs: "sysfs", .. }) => {
-            assert_eq!(refusal.code(), "not_permitted");
+            assert_eq!(refusal.code(), OutcomeCode::NotPermitted);
             assert!(
                 refusal
                     .to_string()

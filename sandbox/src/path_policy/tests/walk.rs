@@ -76,14 +76,14 @@ fn walk_is_sorted_bounded_and_never_follows() {
             })
             .unwrap_err()
             .code(),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
     assert_eq!(
         f.policy
             .walk(&f.state, WalkOptions::new(8), |_| WalkControl::Continue)
             .unwrap_err()
             .code(),
-        "not_permitted"
+        OutcomeCode::NotPermitted
     );
     // Walking the temp root never enters the home's credential dir or the state dir.
     let mut all = Vec::new();
@@ -125,9 +125,9 @@ fn walk_child_file_rules() {
     assert_eq!(
         results,
         vec![
-            (OsString::from("db-alias"), Err("not_permitted")),
+            (OsString::from("db-alias"), Err(OutcomeCode::NotPermitted)),
             (OsString::from("one.txt"), Ok(())),
-            (OsString::from("two.txt"), Err("not_permitted")),
+            (OsString::from("two.txt"), Err(OutcomeCode::NotPermitted)),
         ]
     );
 }
@@ -156,7 +156,7 @@ fn busy_tree(f: &Fixture) -> PathBuf {
     w
 }
 
-type Seen = Vec<(PathBuf, EntryKind, usize, Result<(), &'static str>)>;
+type Seen = Vec<(PathBuf, EntryKind, usize, Result<(), OutcomeCode>)>;
 
 fn walk_all(f: &Fixture, root: &Path, options: WalkOptions) -> (Seen, WalkStats) {
     let mut seen = Vec::new();
@@ -203,9 +203,9 @@ fn read_ahead_walk_yields_the_same_as_a_plain_walk() {
                     .any(|e| e.0.to_string_lossy().contains(".git"))
             );
             let code = |name: &str| expected.iter().find(|e| e.0.ends_with(name)).unwrap().3;
-            assert_eq!(code("t00/one.txt"), Err("not_permitted"));
-            assert_eq!(code("t01/linked.txt"), Err("not_permitted"));
-            assert_eq!(code("t02/db-alias"), Err("not_permitted"));
+            assert_eq!(code("t00/one.txt"), Err(OutcomeCode::NotPermitted));
+            assert_eq!(code("t01/linked.txt"), Err(OutcomeCode::NotPermitted));
+            assert_eq!(code("t02/db-alias"), Err(OutcomeCode::NotPermitted));
             assert_eq!(code("t00/s0/n.rs"), Ok(()));
         }
         for threads in [1, 3, 8] {

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use super::AutorunClass;
-use super::symlinks::{Resolved, resolve};
+use super::link_target::{Resolved, resolve};
 
 /// Git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;

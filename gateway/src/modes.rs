@@ -1,0 +1,139 @@
+//! What each mode of the `gateway` binary does once `main` has parsed its arguments: `serve`
+//! (logging, configuration, the instance registry, background work, signals, the transport), the
+//! hidden `broker` a session runs in, and the hidden `sandbox-exec` command helper.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::oauth::{AuthMode, AuthSettings};
+
+/// `gateway serve`'s options, as parsed.
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    pub stdio: bool,
+    pub allowed_hosts: Vec<String>,
+    pub json_logs: bool,
+    pub auth: AuthMode,
+    pub public_base: Option<String>,
+}
+
+/// `gateway serve`: until SIGTERM or SIGINT. Exit 2 for a configuration it refuses.
+pub async fn serve(options: ServeOptions) -> anyhow::Result<ExitCode> {
+    init_tracing(options.json_logs);
+    // Before anything probes the host or starts a broker (they inherit the layout).
+    crate::limits::prepare_command_memory();
+    let settings = AuthSettings::new(options.auth, options.public_base.as_deref());
+    let config = settings
+        .and_then(|settings| Ok((crate::Config::from_env(options.allowed_hosts)?, settings)));
+    let (config, auth) = match config {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("gateway: {err:#}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    // Other gateways on this host protect this one's state dir once it is listed.
+    if let Err(err) =
+        sandbox::protected::instances::register(&config.owner_home, &config.state_dir).map(|_| ())
+    {
+        tracing::warn!(
+            "listing the state dir in {}: {err}; other gateways on this host will not protect it",
+            sandbox::protected::instances::REGISTRY
+        );
+    }
+    let command_limits = config.command_limits;
+    crate::limits::prepare_all_commands_memory(&command_limits);
+    let gateway = crate::open(config)?;
+    let shutdown = CancellationToken::new();
+    crate::start_background(gateway.clone(), shutdown.clone()).await;
+    // SIGTERM (launchd, systemd) and SIGINT stop the server gracefully; brokers and runners keep
+    // running for the next start to re-adopt.
+    let signal = shutdown.clone();
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        signal.cancel();
+    });
+    let served = if options.stdio {
+        crate::serve_stdio(gateway, shutdown).await
+    } else {
+        crate::serve_http(gateway, options.listen, &auth, shutdown).await
+    };
+    crate::limits::release_all_commands_memory(&command_limits);
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gateway broker --spec`: one session's broker. `isolation`: the network namespace `main`
+/// entered while still single-threaded (`None`: not tried).
+pub async fn broker(
+    spec: PathBuf,
+    isolation: Option<broker::confine::NetworkIsolation>,
+) -> anyhow::Result<ExitCode> {
+    init_tracing(false);
+    let isolation =
+        isolation.unwrap_or_else(|| broker::confine::NetworkIsolation::Host("not entered".into()));
+    if let broker::confine::NetworkIsolation::Host(why) = &isolation {
+        tracing::warn!("broker stays in the host network namespace: {why}");
+    }
+    broker::run(spec, isolation).await.context("broker")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Colours only for a person at a terminal: a log file (a service's, a broker's) or a pipe gets
+/// plain text, and so does anyone who sets `NO_COLOR`.
+fn log_colours(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+fn init_tracing(json: bool) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    let ansi = log_colours(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR"),
+    );
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// The `sandbox-exec` helper; returns only if confinement failed or to pass the command's status on.
+pub fn sandbox_exec() -> ExitCode {
+    #[cfg(target_os = "linux")]
+    let code = sandbox::linux::helper_main();
+    #[cfg(not(target_os = "linux"))]
+    let code = {
+        eprintln!("gateway sandbox-exec: only used on Linux");
+        sandbox::spec::EXIT_SANDBOX_FAILED
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colours;
+
+    #[test]
+    fn colours_only_at_a_terminal_without_no_color() {
+        assert!(log_colours(true, None));
+        assert!(log_colours(true, Some("".into())));
+        assert!(!log_colours(true, Some("1".into())));
+        assert!(!log_colours(false, None));
+    }
+}
