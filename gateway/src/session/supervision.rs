@@ -207,7 +207,26 @@ impl Gateway {
                     calls: stored.calls,
                 });
             }
-            Ok(Some((reply, session.undelivered_prompt.clone())))
+            // A prompt goes to the runner only as the ledger released it: the record's copy is
+            // not covered by the chain, and one written into the database behind the gateway's
+            // back would reach ChatGPT as the owner's instruction.
+            let mut prompt = session.undelivered_prompt.clone();
+            if let Some(p) = &prompt {
+                let released = tx.events(session_id)?.iter().any(|(_, _, kind, data)| {
+                    kind == "prompt_released"
+                        && data["prompt_id"] == p.prompt_id.as_str()
+                        && data["text"] == p.text.as_str()
+                });
+                if !released {
+                    tracing::error!(
+                        session_id,
+                        "an undelivered prompt the ledger never released was not sent (the \
+                         database was changed outside the gateway)"
+                    );
+                    prompt = None;
+                }
+            }
+            Ok(Some((reply, prompt)))
         });
         let Ok(Some((reply, prompt))) = pending else {
             return;
