@@ -16,6 +16,8 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
+use crate::path_policy::ident;
+
 /// Directories open at once (the walk's depth before deeper ones are moved up).
 const MAX_OPEN: usize = 48;
 /// Subdirectory names one directory's scan collects before descending (memory bound).
@@ -67,11 +69,11 @@ pub fn remove_at(parent: BorrowedFd<'_>, name: &OsStr) -> Removed {
         );
         return removed;
     }
-    let Ok(fd) = open_dir(parent, &name, stat.st_dev, Some(stat.st_ino)) else {
+    let (device, inode) = ident(&stat);
+    let Ok(fd) = open_dir(parent, &name, device, Some(inode)) else {
         removed.failed += 1;
         return removed;
     };
-    let device = stat.st_dev;
     let Ok(first) = frame(fd, name) else {
         removed.failed += 1;
         return removed;
@@ -273,17 +275,22 @@ fn open_dir(
     let fd = match rustix::fs::openat(parent, name, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::ACCESS) => {
-            let stat = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
-            if stat.st_dev != dev || ino.is_some_and(|ino| ino != stat.st_ino) {
+            let (seen_dev, seen_ino) = ident(&rustix::fs::statat(
+                parent,
+                name,
+                AtFlags::SYMLINK_NOFOLLOW,
+            )?);
+            if seen_dev != dev || ino.is_some_and(|ino| ino != seen_ino) {
                 return Err(io::Error::other("not the directory looked at"));
             }
-            make_listable(parent, name, stat.st_dev, stat.st_ino)?;
+            make_listable(parent, name, seen_dev, seen_ino)?;
             rustix::fs::openat(parent, name, flags, Mode::empty())?
         }
         Err(err) => return Err(err.into()),
     };
     let stat = rustix::fs::fstat(&fd)?;
-    if stat.st_dev != dev || ino.is_some_and(|ino| ino != stat.st_ino) {
+    let (opened_dev, opened_ino) = ident(&stat);
+    if opened_dev != dev || ino.is_some_and(|ino| ino != opened_ino) {
         return Err(io::Error::other(
             "a mount point, or replaced while being opened",
         ));
@@ -300,8 +307,7 @@ fn make_listable(parent: BorrowedFd<'_>, name: &CStr, dev: u64, ino: u64) -> io:
     use std::os::fd::AsRawFd;
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(parent, name, flags, Mode::empty())?;
-    let stat = rustix::fs::fstat(&fd)?;
-    if (stat.st_dev, stat.st_ino) != (dev, ino) {
+    if ident(&rustix::fs::fstat(&fd)?) != (dev, ino) {
         return Err(io::Error::other("replaced while being opened"));
     }
     // chmod through the descriptor's own /proc link: the exact inode, never a path's.

@@ -571,3 +571,40 @@ fn a_hook_into_another_checkout_of_the_repository_is_refused_in_every_checkout()
     f.refused("scripts/pre-commit", "git_hooks");
     f.allowed("scripts/build.sh");
 }
+
+#[test]
+fn programs_named_as_the_shell_reads_them_or_the_whole_tree() {
+    let f = fixture();
+    f.mkdir(".git");
+    f.put(
+        ".git/config",
+        "[core]\n\tfsmonitor = sh fsm.sh\n[diff \"y\"]\n\ttextconv = './tools/my conv.sh'\n\
+         [alias]\n\ttt = !sh tt.sh\n\tenv = !env X=1 tools/e.sh\n",
+    );
+    for rel in ["fsm.sh", "tools/my conv.sh", "tt.sh", "tools/e.sh"] {
+        f.refused(rel, "git_hooks");
+    }
+    for rel in ["tools/my", "conv.sh", "X=1", "docs/readme.md"] {
+        f.allowed(rel);
+    }
+    // Words the shell computes, or a changed directory: nothing can say which file runs, so
+    // the whole tree is refused, naming why.
+    for value in [
+        "cd tools && ./conv.sh",
+        "python3 -m tools.conv",
+        "$HOME/p/tools/conv.sh",
+        "\"$(git rev-parse --show-toplevel)\"/tools/conv.sh",
+    ] {
+        let g = fixture();
+        g.mkdir(".git");
+        g.put(
+            ".git/config",
+            &format!("[diff \"y\"]\n\ttextconv = {value}\n"),
+        );
+        let message = g.refused("docs/readme.md", "git_hooks");
+        assert!(
+            message.contains("program git's configuration names"),
+            "{value}: {message}"
+        );
+    }
+}

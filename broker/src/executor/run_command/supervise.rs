@@ -322,8 +322,9 @@ fn parse_report(line: &[u8]) -> Result<Report, ReportProblem> {
     serde_json::from_str(json.trim_end()).map_err(ReportProblem::Malformed)
 }
 
-/// Which memory bound the kernel killed a command at.
+/// Which memory bound the kernel killed a command at (memory cgroups exist on Linux only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(super) enum KilledAt {
     /// The command's own (`CLAUDE_TOOLS_COMMAND_MEMORY_MB` plus the scratch quota).
     Command,
