@@ -219,7 +219,19 @@ fn enter(stack: &mut Vec<Frame>, depth: usize, child: CString, device: u64, remo
         let n = MOVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let new_name = CString::new(format!(".deep-{}-{n}", std::process::id()))
             .map_err(|_| io::Error::other("name"));
-        match new_name.and_then(|new_name| {
+        // Moving a directory to another parent rewrites its `..` entry, so it must be writable
+        // (a read-only chain deeper than the limit stayed forever otherwise).
+        let writable = rustix::fs::statat(parent, child.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(io::Error::from)
+            .and_then(|stat| {
+                let (dev, ino) = ident(&stat);
+                if stat.st_mode & 0o700 == 0o700 {
+                    Ok(())
+                } else {
+                    make_listable(parent, &child, dev, ino)
+                }
+            });
+        match writable.and(new_name).and_then(|new_name| {
             rustix::fs::renameat(parent, child.as_c_str(), first_fd, &new_name)
                 .map_err(io::Error::from)
         }) {

@@ -41,6 +41,19 @@ fn a_hostile_tree_is_deleted_and_nothing_outside_is_touched() {
     }
     std::fs::create_dir_all(&deep).unwrap();
     std::fs::write(deep.join("bottom"), "x").unwrap();
+    // Deeper than the open-directory limit and read-only all the way down (red team 24b): a
+    // directory moved up must first be made writable (its `..` entry changes).
+    let mut chain = tree.join("ro-chain");
+    let mut chain_dirs = Vec::new();
+    for _ in 0..60 {
+        chain.push("d");
+        chain_dirs.push(chain.clone());
+    }
+    std::fs::create_dir_all(&chain).unwrap();
+    std::fs::write(chain.join("payload"), "x").unwrap();
+    for dir in chain_dirs.iter().rev() {
+        mode(dir, 0o555);
+    }
     let many = tree.join("many");
     std::fs::create_dir(&many).unwrap();
     for i in 0..3000 {
@@ -52,7 +65,7 @@ fn a_hostile_tree_is_deleted_and_nothing_outside_is_touched() {
     let removed = without_capabilities(move || remove_path(&tree));
     let tree = trash.join("layer-1");
     assert_eq!(removed.failed, 0, "{removed:?}");
-    assert!(removed.entries > 3000 + 150, "{removed:?}");
+    assert!(removed.entries > 3000 + 150 + 60, "{removed:?}");
     assert!(std::fs::symlink_metadata(&tree).is_err());
     assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
     assert_eq!(
