@@ -164,20 +164,39 @@ impl Reaper {
     }
 }
 
+/// Longest pause between two looks at a trash holding entries that could not be deleted.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
 fn run(area: &Path, rx: &mpsc::Receiver<Job>, stats: &ReaperStats) {
     let trash = area.join(sandbox::layer::TRASH);
+    // Entries that could not be deleted are tried again with a doubling pause (a session end
+    // still wakes the deleter at once), so they cost neither a core nor a log line a second.
+    let mut backoff = Duration::ZERO;
+    let mut next_look = std::time::Instant::now();
     loop {
         let mut trees = Vec::new();
-        match rx.recv_timeout(TICK) {
-            Ok(job) => trees.extend(tree_of(job)),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        let woken = match rx.recv_timeout(TICK) {
+            Ok(job) => {
+                trees.extend(tree_of(job));
+                true
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => false,
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
-        }
+        };
         trees.extend(rx.try_iter().filter_map(tree_of));
         for tree in trees {
             tally(stats, sandbox::layer::remove_path(&tree), &tree);
         }
-        empty_trash(&trash, stats);
+        if woken || std::time::Instant::now() >= next_look {
+            let failed_before = stats.failed.load(Ordering::Relaxed);
+            empty_trash(&trash, stats);
+            backoff = if stats.failed.load(Ordering::Relaxed) > failed_before {
+                (backoff * 2).clamp(TICK * 2, MAX_BACKOFF)
+            } else {
+                Duration::ZERO
+            };
+            next_look = std::time::Instant::now() + backoff;
+        }
     }
 }
 

@@ -149,8 +149,9 @@ pub fn inode_budget(budget: u64) -> u64 {
 #[error(
     "the disk holding command layers has {free_mib} MiB free{}, less than one session layer's \
      budget of {budget_mib} MiB plus the {reserve_mib} MiB kept free for the owner's machine; \
-     layers of ended sessions are being deleted in the background, so try again in a minute, \
-     or stop sessions you no longer need; the owner can lower CLAUDE_TOOLS_COMMAND_LAYER_MB",
+     the layers of sessions that ended just now are freed within seconds, so try again \
+     shortly; if that does not help, stop sessions you no longer need (their layers count while \
+     they live); the owner can lower CLAUDE_TOOLS_COMMAND_LAYER_MB",
     if *inodes_short { " (and too few free inodes)" } else { "" }
 )]
 pub struct NoRoom {
