@@ -37,6 +37,28 @@ fn runner_pid(broker_pid: i64) -> Option<i64> {
         })
 }
 
+/// A session started on `dir` whose first turn was answered with a final text: idle, its
+/// runner alive. Keys derive from `key`.
+async fn start_idle(chat: &ScriptedChatGpt, dir: &std::path::Path, key: &str) -> (String, String) {
+    let v = start_session(chat, dir, "hello", key).await;
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let v = view(
+        &chat
+            .reply(
+                &sid,
+                &lease,
+                &turn_id(&v),
+                &format!("{key}-r1"),
+                Some("hi"),
+                None,
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(v["status"], "idle");
+    (sid, lease)
+}
+
 async fn wait_for(mut done: impl FnMut() -> bool, within: Duration) -> bool {
     let end = std::time::Instant::now() + within;
     while std::time::Instant::now() < end {
@@ -180,15 +202,7 @@ async fn gateway_group_terminated_while_idle_then_continue_on_the_same_runner() 
     let _cleanup = Cleanup(gw.state_dir().to_path_buf());
     let chat = chatgpt(&gw).await;
     let dir = work_dir();
-    let v = start_session(&chat, dir.path(), "hello", "rs-idle").await;
-    let (sid, lease) = (session_id(&v), lease_id(&v));
-    let v = view(
-        &chat
-            .reply(&sid, &lease, &turn_id(&v), "rs-i1", Some("hi"), None)
-            .await
-            .unwrap(),
-    );
-    assert_eq!(v["status"], "idle");
+    let (sid, lease) = start_idle(&chat, dir.path(), "rs-idle").await;
     let broker_pid = broker_record(&gw, &sid)["pid"].as_i64().unwrap();
     let runner = runner_pid(broker_pid).expect("runner running");
 
@@ -746,15 +760,7 @@ async fn a_prompt_the_ledger_never_released_is_not_resent_at_reattach() {
     let _cleanup = Cleanup(gw.state_dir().to_path_buf());
     let chat = chatgpt(&gw).await;
     let dir = work_dir();
-    let v = start_session(&chat, dir.path(), "hello", "rs-inject").await;
-    let (sid, lease) = (session_id(&v), lease_id(&v));
-    let v = view(
-        &chat
-            .reply(&sid, &lease, &turn_id(&v), "rs-inj1", Some("hi"), None)
-            .await
-            .unwrap(),
-    );
-    assert_eq!(v["status"], "idle");
+    let (sid, lease) = start_idle(&chat, dir.path(), "rs-inject").await;
     gw.kill().await;
     let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
     let data: String = db
