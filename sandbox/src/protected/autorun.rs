@@ -528,6 +528,7 @@ impl AutorunAllowed {
 pub mod gitconfig;
 mod link_target;
 pub mod repository;
+mod shell_command;
 pub mod symlinks;
 
 #[cfg(test)]

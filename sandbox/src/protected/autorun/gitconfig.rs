@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::AutorunClass;
 use super::link_target::{Resolved, resolve};
+use super::shell_command::program_paths;
 
 /// Git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -172,66 +173,6 @@ fn names_program(section: &str, key: &str, value: &str) -> bool {
             | ("interactive", "difffilter")
             | ("pager", _)
     ) || (section == "alias" && value.starts_with('!'))
-}
-
-/// The files in the tree a command value may run or read, relative to the working tree's top
-/// (where git runs it, through the shell): every word of it (quotes and backslashes removed, as
-/// the shell reads them) but a command's own name without a `/` (found on PATH), option words,
-/// and nothing else — `sh fsm.sh` names `fsm.sh`, `'./tools/my conv.sh'` one file. A value whose
-/// words the shell computes (`$…`, backticks), that changes directory (`cd`, `pushd`), runs a
-/// module (`-m`) or sources a file (`.`, `source`, `eval`) names `.`: the whole tree, fail
-/// closed.
-fn program_paths(value: &str) -> Vec<String> {
-    let mut words: Vec<(String, bool)> = Vec::new();
-    let (mut word, mut quoting, mut in_word, mut command_next) = (String::new(), None, false, true);
-    let mut chars = value.chars();
-    let mut end = |word: &mut String, in_word: &mut bool, command_next: &mut bool| {
-        if *in_word {
-            words.push((std::mem::take(word), *command_next));
-            *command_next = false;
-            *in_word = false;
-        }
-    };
-    while let Some(c) = chars.next() {
-        match (quoting, c) {
-            (Some(q), c) if c == q => quoting = None,
-            (Some('"'), '\\') => word.extend(chars.next()),
-            (Some(_), c) => word.push(c),
-            (None, '\'' | '"') => {
-                quoting = Some(c);
-                in_word = true;
-            }
-            (None, '\\') => {
-                word.extend(chars.next());
-                in_word = true;
-            }
-            (None, c) if c.is_whitespace() => end(&mut word, &mut in_word, &mut command_next),
-            (None, ';' | '&' | '|' | '(' | ')' | '{' | '}' | '!') => {
-                end(&mut word, &mut in_word, &mut command_next);
-                command_next = true;
-            }
-            (None, c) => {
-                word.push(c);
-                in_word = true;
-            }
-        }
-    }
-    end(&mut word, &mut in_word, &mut command_next);
-    let computed = value.contains('$') || value.contains('`');
-    let mut out = Vec::new();
-    for (word, is_command) in words {
-        let changes_meaning =
-            ["cd", "pushd", "-m", ".", "source", "eval", "exec"].contains(&word.as_str());
-        if computed || changes_meaning {
-            return vec![".".to_string()];
-        }
-        let on_path = is_command && !word.contains('/');
-        if word.is_empty() || on_path || word.starts_with('-') || word.contains('=') {
-            continue;
-        }
-        out.push(word);
-    }
-    out
 }
 
 /// The other checkouts of the repository `root` lies in, each joined with `root`'s path below
