@@ -525,6 +525,26 @@ impl AutorunAllowed {
     }
 }
 
+/// A file a repository holds and a tool reads (a git config, a gitfile, `.yarnrc`), as its
+/// text; symlinks followed, as git and yarn follow them. Opened `O_NONBLOCK` and checked to be
+/// a regular file, so a FIFO or a device in its place never hangs a write: such a file reads as
+/// absent (the tool that reads it would hang on it too, running nothing).
+fn read_text(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 pub mod gitconfig;
 mod link_target;
 pub mod repository;

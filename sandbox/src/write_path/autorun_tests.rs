@@ -608,3 +608,29 @@ fn programs_named_as_the_shell_reads_them_or_the_whole_tree() {
         );
     }
 }
+
+#[test]
+fn a_fifo_where_git_or_yarn_reads_a_file_never_hangs_a_write() {
+    let f = fixture();
+    f.mkdir(".git/worktrees/w");
+    f.mkdir("sub");
+    for rel in [
+        ".git/config",
+        ".git/commondir",
+        ".git/worktrees/w/gitdir",
+        ".yarnrc",
+        "sub/.git",
+    ] {
+        let path =
+            std::ffi::CString::new(f.root.join(rel).into_os_string().into_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0, "{rel}");
+    }
+    let (done, answered) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        f.allowed("src/new.rs");
+        let _ = done.send(());
+    });
+    answered
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("a write in a root whose git and yarn files are FIFOs is answered");
+}

@@ -125,11 +125,11 @@ impl Places<'_> {
             return;
         }
         self.read += 1;
-        let Ok(bytes) = std::fs::read(file) else {
+        let Some(text) = super::read_text(file) else {
             return;
         };
         let dir = file.parent().unwrap_or(Path::new("/"));
-        for entry in parse(&String::from_utf8_lossy(&bytes)) {
+        for entry in parse(&text) {
             let Some(value) = entry.value else { continue };
             match (entry.section.as_str(), entry.key.as_str()) {
                 // An empty value makes git look for `/<hook>`: outside any root.
@@ -202,7 +202,7 @@ pub fn checkouts(root: &Path) -> Vec<PathBuf> {
     }
     if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
         for entry in entries.flatten().take(MAX_FILES) {
-            let Ok(text) = std::fs::read_to_string(entry.path().join("gitdir")) else {
+            let Some(text) = super::read_text(&entry.path().join("gitdir")) else {
                 continue;
             };
             let named = entry.path().join(text.trim());
@@ -228,7 +228,7 @@ fn git_dir_of(dot_git: &Path) -> Option<PathBuf> {
     let dir = if meta.is_dir() {
         dot_git.to_path_buf()
     } else {
-        let text = std::fs::read_to_string(dot_git).ok()?;
+        let text = super::read_text(dot_git)?;
         let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
         dot_git.parent()?.join(named)
     };
@@ -238,8 +238,7 @@ fn git_dir_of(dot_git: &Path) -> Option<PathBuf> {
 /// A linked worktree's common dir (its `commondir` file, relative to the git dir), else the
 /// git dir itself.
 fn common_dir(git_dir: &Path) -> PathBuf {
-    std::fs::read_to_string(git_dir.join("commondir"))
-        .ok()
+    super::read_text(&git_dir.join("commondir"))
         .and_then(|text| std::fs::canonicalize(git_dir.join(text.trim())).ok())
         .unwrap_or_else(|| git_dir.to_path_buf())
 }

@@ -142,7 +142,7 @@ impl Symlinks {
             .map(|rel| root_path.join(rel))
             .chain(ancestors)
         {
-            let Ok(text) = std::fs::read_to_string(&rc) else {
+            let Some(text) = super::read_text(&rc) else {
                 continue;
             };
             let (Some(program), Some(dir)) = (super::repository::yarn_path(&text), rc.parent())
