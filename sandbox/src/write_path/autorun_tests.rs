@@ -621,9 +621,8 @@ fn a_fifo_where_git_or_yarn_reads_a_file_never_hangs_a_write() {
         ".yarnrc",
         "sub/.git",
     ] {
-        let path =
-            std::ffi::CString::new(f.root.join(rel).into_os_string().into_encoded_bytes()).unwrap();
-        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0, "{rel}");
+        let mode = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
+        rustix::fs::mkfifoat(rustix::fs::CWD, f.root.join(rel), mode).unwrap();
     }
     let (done, answered) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
