@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use super::AutorunClass;
 use super::link_target::{Resolved, resolve};
-use super::shell_command::program_paths;
+pub use super::shell_command::Scope;
+use super::shell_command::{Named as Reads, Reading, program_paths};
 
 /// Git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -26,7 +27,9 @@ pub struct GitPlace {
     pub at: PathBuf,
     pub class: AutorunClass,
     /// What names it, for the refusal message.
-    pub why: &'static str,
+    pub why: String,
+    /// What it covers.
+    pub scope: Scope,
 }
 
 /// The places the repositories of `root` (real path) name: `dot_gits` are the `.git` entries
@@ -62,16 +65,36 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         for config in configs {
             out.read_config(&config, 0, &mut named);
         }
-        // Programs git runs by itself (`core.fsmonitor` at every `git status`, a diff's
-        // `textconv`, a filter's `clean`): a path in them is run from the working tree's top.
-        for program in named.programs {
-            let why =
-                "a program git's configuration names (core.fsmonitor, a filter, a diff driver, …)";
-            out.add(
-                &top.join(expand_home(&program)),
-                AutorunClass::GitHooks,
-                why,
-            );
+        // Programs git runs (`core.fsmonitor` at every `git status`, a diff's `textconv`, a
+        // filter's `clean`): what they name is resolved from the working tree's top, and from
+        // a `core.worktree` git runs them in instead.
+        let mut tops = vec![top.clone()];
+        tops.extend(
+            named
+                .worktrees
+                .iter()
+                .map(|dir| git_dir.join(expand_home(dir))),
+        );
+        for (reads, key) in named.programs {
+            match reads {
+                Reads::WholeTree(reason) => {
+                    let why = format!(
+                        "in a tree where git's configuration runs `{key}`, whose files cannot \
+                         be told: {reason}; every write there is refused"
+                    );
+                    for top in &tops {
+                        out.add(top, AutorunClass::GitHooks, why.clone(), Scope::Below);
+                    }
+                }
+                Reads::Paths(paths) => {
+                    let why = format!("a program git's configuration runs (`{key}`)");
+                    for (named, top) in paths.iter().flat_map(|p| tops.iter().map(move |t| (p, t)))
+                    {
+                        let at = top.join(expand_home(&named.path));
+                        out.add(&at, AutorunClass::GitHooks, why.clone(), named.scope);
+                    }
+                }
+            }
         }
         let hooks_paths = named.hooks_paths;
         let mut hook_dirs = vec![common.join("hooks"), git_dir.join("hooks")];
@@ -94,9 +117,14 @@ struct Places<'a> {
 impl Places<'_> {
     /// `target` (absolute) as a place when its real path lies in the root; resolved from `/`
     /// so that links on the way resolve before a `..`.
-    fn add(&mut self, target: &Path, class: AutorunClass, why: &'static str) {
+    fn add(&mut self, target: &Path, class: AutorunClass, why: String, scope: Scope) {
         if let Resolved::Inside(at) = resolve(self.root, Path::new("/"), target) {
-            let place = GitPlace { at, class, why };
+            let place = GitPlace {
+                at,
+                class,
+                why,
+                scope,
+            };
             if !self.places.contains(&place) {
                 self.places.push(place);
             }
@@ -106,14 +134,19 @@ impl Places<'_> {
     /// A hooks directory (maybe a symlink) is a place, and so is every symlink's target in it.
     fn hook_dir(&mut self, dir: &Path) {
         let why = "in a git hooks directory (core.hooksPath, hooks/) or what a symlink there names";
-        self.add(dir, AutorunClass::GitHooks, why);
+        self.add(dir, AutorunClass::GitHooks, why.to_string(), Scope::Below);
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
         for entry in entries.flatten() {
             let is_link = entry.file_type().is_ok_and(|kind| kind.is_symlink());
             if is_link && let Ok(target) = std::fs::read_link(entry.path()) {
-                self.add(&dir.join(target), AutorunClass::GitHooks, why);
+                self.add(
+                    &dir.join(target),
+                    AutorunClass::GitHooks,
+                    why.to_string(),
+                    Scope::Below,
+                );
             }
         }
     }
@@ -130,20 +163,43 @@ impl Places<'_> {
         };
         let dir = file.parent().unwrap_or(Path::new("/"));
         for entry in parse(&text) {
-            let Some(value) = entry.value else { continue };
+            let Some(value) = entry.value.clone() else {
+                continue;
+            };
             match (entry.section.as_str(), entry.key.as_str()) {
                 // An empty value makes git look for `/<hook>`: outside any root.
                 ("core", "hookspath") if !value.is_empty() => named.hooks_paths.push(value),
                 ("include" | "includeif", "path") => {
                     let included = dir.join(expand_home(&value));
                     let why = "a file git's configuration includes";
-                    self.add(&included, AutorunClass::VcsConfig, why);
+                    self.add(
+                        &included,
+                        AutorunClass::VcsConfig,
+                        why.to_string(),
+                        Scope::Below,
+                    );
                     self.read_config(&included, depth + 1, named);
                 }
-                (section, key) if names_program(section, key, &value) => {
-                    named.programs.extend(program_paths(&value));
+                ("core", "worktree") => named.worktrees.push(value),
+                (section, key) => {
+                    let Some(reading) = names_program(section, key) else {
+                        continue;
+                    };
+                    // `submodule.<name>.update = !cmd` runs inside the submodule, at a path
+                    // `.gitmodules` (a file of the tree) gives: a relative file there cannot
+                    // be placed.
+                    if section == "submodule" && !value.starts_with('!') {
+                        continue;
+                    }
+                    let mut reads = program_paths(&value, reading);
+                    if section == "submodule"
+                        && let Reads::Paths(paths) = &reads
+                        && paths.iter().any(|p| !p.path.starts_with(['/', '~']))
+                    {
+                        reads = Reads::WholeTree("it runs inside a submodule, from files there");
+                    }
+                    named.programs.push((reads, key_label(&entry)));
                 }
-                _ => {}
             }
         }
     }
@@ -153,26 +209,62 @@ impl Places<'_> {
 #[derive(Default)]
 struct Named {
     hooks_paths: Vec<String>,
-    /// Paths (with a `/`) in values that git runs as programs.
-    programs: Vec<String>,
+    /// `core.worktree` values (relative to the git dir).
+    worktrees: Vec<String>,
+    /// What each value git runs as a program names, with its key.
+    programs: Vec<(Reads, String)>,
 }
 
-/// Whether git runs `section.key`'s value as a program or shell command by itself.
-fn names_program(section: &str, key: &str, value: &str) -> bool {
-    matches!(
+/// Whether git runs `section.key`'s value as a program or shell command, and how it is read:
+/// strictly when git runs it by itself during ordinary commands (status, diff, add, commit,
+/// fetch, submodule update), literally when the owner runs it by name (an alias, a difftool).
+fn names_program(section: &str, key: &str) -> Option<Reading> {
+    let strict = matches!(
         (section, key),
         (
             "core",
-            "fsmonitor" | "pager" | "editor" | "sshcommand" | "askpass"
+            "fsmonitor" | "pager" | "editor" | "sshcommand" | "askpass" | "gitproxy"
         ) | ("sequence", "editor")
-            | ("gpg", "program")
-            | ("diff", "textconv" | "command")
+            | ("gpg", "program" | "defaultkeycommand")
+            | ("diff", "textconv" | "command" | "external")
             | ("filter", "clean" | "smudge" | "process")
             | ("merge", "driver")
             | ("credential", "helper")
             | ("interactive", "difffilter")
             | ("pager", _)
-    ) || (section == "alias" && value.starts_with('!'))
+            | ("remote", "uploadpack" | "receivepack")
+            | ("uploadpack", "packobjectshook")
+            | ("submodule", "update")
+    );
+    let literal = section == "alias"
+        || matches!(
+            (section, key),
+            (
+                "difftool" | "mergetool" | "browser" | "man" | "guitool",
+                "cmd"
+            ) | ("sendemail", "tocmd" | "cccmd" | "sendmailcmd")
+        );
+    if strict {
+        Some(Reading::Strict)
+    } else {
+        literal.then_some(Reading::Literal)
+    }
+}
+
+/// `section.subsection.key` for a refusal message: printable, bounded.
+fn key_label(entry: &Entry) -> String {
+    let mut label = entry.section.clone();
+    if let Some(sub) = &entry.subsection {
+        label.push('.');
+        label.extend(
+            sub.chars()
+                .take(64)
+                .map(|c| if c.is_control() { '?' } else { c }),
+        );
+    }
+    label.push('.');
+    label.push_str(&entry.key);
+    label
 }
 
 /// The other checkouts of the repository `root` lies in, each joined with `root`'s path below
