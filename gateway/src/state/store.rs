@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use common::ledger_chain::{CoveredRow, RowRecord, Table};
 
+use super::fixed::Fixed;
 use super::records::{ActionRecord, IdempotentAnswer, ReplyRecord, SessionRecord, TurnRecord};
 use super::{chain, schema};
 
@@ -50,6 +51,8 @@ pub struct Store {
     key: String,
     /// Where [`chain::BROKEN_FILE`] is written when the ledger is found broken.
     state_dir: std::path::PathBuf,
+    /// Each session's facts from its start, as written or checked (loads use these).
+    fixed: Fixed,
 }
 
 /// The connection, where the ledger chain stands, and whether it was found tampered with.
@@ -87,7 +90,6 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        let found_version = schema::migrate(&mut conn)?;
         let auth = state_dir.join("auth");
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -99,6 +101,7 @@ impl Store {
             })?;
         let key = crate::config::load_or_create_server_key(state_dir)
             .map_err(|err| StoreError::Schema(format!("server key: {err:#}")))?;
+        let found_version = schema::migrate(&mut conn, &key)?;
         let head_path = state_dir.join(common::ledger_chain::HEAD_FILE);
         let opened = match chain::open_check(&conn, state_dir, &key, found_version) {
             Err(StoreError::LedgerBroken(why)) => {
@@ -108,6 +111,7 @@ impl Store {
             other => other?,
         };
         let mut anchor = opened.anchor;
+        let fixed = Fixed::default();
         // Found broken before (by this open or a running gateway's write): a restart, or the
         // database put back behind the gateway's back, does not clear it.
         if let Ok(why) = std::fs::read_to_string(state_dir.join(chain::BROKEN_FILE)) {
@@ -121,9 +125,32 @@ impl Store {
         // commitment in the chain first (committed before the head that requires them).
         if opened.baseline_needed {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let typed = Tx(&tx, RefCell::new(anchor.clone()), &key, RefCell::default());
+            let typed = Tx(
+                &tx,
+                RefCell::new(anchor.clone()),
+                &key,
+                RefCell::default(),
+                &fixed,
+            );
             for data in chain::baseline_events(&tx, &anchor.pre)? {
                 typed.append_event(None, common::ledger_chain::BASELINE, &data)?;
+            }
+            anchor = typed.1.into_inner();
+            tx.commit()?;
+        } else if !opened.unrecorded.is_empty() {
+            // Columns the mapping gained since these rows were last recorded (red team 27b R3):
+            // recorded now, as checked by nothing before (the baseline's trust on first use).
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let typed = Tx(
+                &tx,
+                RefCell::new(anchor.clone()),
+                &key,
+                RefCell::default(),
+                &fixed,
+            );
+            for rows in opened.unrecorded.chunks(chain::BASELINE_ROWS) {
+                let data = RowRecord::event_data(rows);
+                typed.append_event(None, common::ledger_chain::ROWS_RECORDED, &data)?;
             }
             anchor = typed.1.into_inner();
             tx.commit()?;
@@ -131,6 +158,15 @@ impl Store {
         // Anchor what was found (rows a crash left after the head, a head of the older format,
         // or none yet) before appending anything.
         chain::write_head(&head_path, &key, &anchor)?;
+        // The check passed: each session's facts as they stand now are the ones loads use.
+        {
+            let mut stmt = conn.prepare("SELECT data FROM sessions")?;
+            for data in stmt.query_map([], |row| row.get::<_, String>(0))? {
+                if let Ok(session) = from_json::<SessionRecord>(&data?) {
+                    fixed.learn(&session);
+                }
+            }
+        }
         Ok(Store {
             inner: Mutex::new(Inner {
                 conn,
@@ -140,6 +176,7 @@ impl Store {
             head: chain::HeadWriter::start(head_path, key.clone())?,
             key,
             state_dir: state_dir.to_path_buf(),
+            fixed,
         })
     }
 
@@ -174,6 +211,7 @@ impl Store {
             RefCell::new(inner.anchor.clone()),
             &self.key,
             RefCell::default(),
+            &self.fixed,
         );
         let out = f(&typed)?;
         typed.append_records()?;
@@ -208,18 +246,21 @@ impl Store {
             RefCell::new(anchor),
             &self.key,
             RefCell::default(),
+            &self.fixed,
         ))
     }
 }
 
 /// Typed access to the database inside one transaction, where the ledger chain stands in it
-/// (the head to sign once it commits), the server key that signs each row, and the covered
-/// columns the transaction changed (recorded in one `rows_recorded` event before it commits).
+/// (the head to sign once it commits), the server key that signs each row, the covered
+/// columns the transaction changed (recorded in one `rows_recorded` event before it commits),
+/// and the sessions' fixed facts.
 pub struct Tx<'a>(
     &'a Transaction<'a>,
     RefCell<chain::Anchor>,
     &'a str,
     RefCell<Vec<RowRecord>>,
+    &'a Fixed,
 );
 
 fn to_json<T: Serialize>(value: &T) -> Result<String, StoreError> {
@@ -254,6 +295,7 @@ impl Tx<'_> {
     // ---- sessions ----
 
     pub fn put_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        self.4.learn(session);
         let before = self.covered(Table::Sessions, &session.id, &session.id)?;
         self.0.execute(
             "INSERT INTO sessions (id, status, revision, created_at_ms, updated_at_ms, data)
@@ -278,7 +320,7 @@ impl Tx<'_> {
                 row.get(0)
             })
             .optional()?;
-        data.map(|d| from_json(&d)).transpose()
+        data.map(|d| self.4.apply(from_json(&d)?)).transpose()
     }
 
     /// Sessions that are not terminal: each may hold a broker and a runner.
@@ -298,7 +340,11 @@ impl Tx<'_> {
         let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
         let mut out = Vec::new();
         for row in rows {
-            out.push(from_json(&row?)?);
+            // A session added behind the gateway's back is left out (and refused when named).
+            match self.4.apply(from_json(&row?)?) {
+                Ok(session) => out.push(session),
+                Err(err) => tracing::error!("{err}"),
+            }
         }
         Ok(out)
     }
