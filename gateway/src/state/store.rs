@@ -280,12 +280,30 @@ pub struct LeaseRow {
     pub revoked: bool,
 }
 
-/// A claimed idempotency key: the hash of the request that claimed it, its session, its answer.
+/// A claimed idempotency key: the hash of the request that claimed it, its session, its answer,
+/// and whether the row carries the server key's signature over all of them (a replay hands out
+/// the lease and recovery token of the session the answer names: only a signed answer is
+/// replayed, red team 27b R2).
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdempotencyRow {
     pub request_hash: String,
     pub session_id: Option<String>,
     pub answer: IdempotentAnswer,
+    pub signed: bool,
+}
+
+/// The signature of an idempotency row: HMAC under the server key of its fields, as a JSON
+/// array (unambiguous), the answer as stored.
+fn idempotency_mac(
+    key: &str,
+    scope: &str,
+    idempotency_key: &str,
+    request_hash: &str,
+    session_id: Option<&str>,
+    answer: &str,
+) -> String {
+    let fields = serde_json::json!([scope, idempotency_key, request_hash, session_id, answer]);
+    common::hash::hmac_hex(key, &format!("idempotency:v1:{fields}"))
 }
 
 /// An action row before its JSON columns are decoded: record, arguments, outcome, prepared.
@@ -406,19 +424,33 @@ impl Tx<'_> {
         scope: &str,
         key: &str,
     ) -> Result<Option<IdempotencyRow>, StoreError> {
-        let row: Option<(String, Option<String>, String)> = self
+        type Row = (String, Option<String>, String, Option<String>);
+        let row: Option<Row> = self
             .0
             .query_row(
-                "SELECT request_hash, session_id, answer FROM idempotency WHERE scope = ?1 AND key = ?2",
+                "SELECT request_hash, session_id, answer, mac FROM idempotency
+                 WHERE scope = ?1 AND key = ?2",
                 [scope, key],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
             )
             .optional()?;
-        row.map(|(request_hash, session_id, answer)| {
+        row.map(|(request_hash, session_id, answer, mac)| {
+            let expected = idempotency_mac(
+                self.2,
+                scope,
+                key,
+                &request_hash,
+                session_id.as_deref(),
+                &answer,
+            );
+            let signed = mac.is_some_and(|mac| {
+                common::hash::constant_time_eq(mac.as_bytes(), expected.as_bytes())
+            });
             Ok(IdempotencyRow {
                 request_hash,
                 session_id,
                 answer: IdempotentAnswer::from_json(from_json(&answer)?)?,
+                signed,
             })
         })
         .transpose()
@@ -432,16 +464,20 @@ impl Tx<'_> {
         session_id: Option<&str>,
         answer: &IdempotentAnswer,
     ) -> Result<(), StoreError> {
+        let answer = to_json(&answer.to_json()?)?;
+        let mac = idempotency_mac(self.2, scope, key, request_hash, session_id, &answer);
         self.0.execute(
-            "INSERT INTO idempotency (scope, key, request_hash, session_id, answer, created_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO idempotency
+             (scope, key, request_hash, session_id, answer, created_at_ms, mac)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
                 scope,
                 key,
                 request_hash,
                 session_id,
-                to_json(&answer.to_json()?)?,
-                common::time::now_unix_ms()
+                answer,
+                common::time::now_unix_ms(),
+                mac
             ],
         )?;
         Ok(())
@@ -453,9 +489,29 @@ impl Tx<'_> {
         key: &str,
         answer: &IdempotentAnswer,
     ) -> Result<(), StoreError> {
+        let answer = to_json(&answer.to_json()?)?;
+        let claimed: Option<(String, Option<String>)> = self
+            .0
+            .query_row(
+                "SELECT request_hash, session_id FROM idempotency WHERE scope = ?1 AND key = ?2",
+                [scope, key],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        let Some((request_hash, session_id)) = claimed else {
+            return Ok(());
+        };
+        let mac = idempotency_mac(
+            self.2,
+            scope,
+            key,
+            &request_hash,
+            session_id.as_deref(),
+            &answer,
+        );
         self.0.execute(
-            "UPDATE idempotency SET answer = ?3 WHERE scope = ?1 AND key = ?2",
-            params![scope, key, to_json(&answer.to_json()?)?],
+            "UPDATE idempotency SET answer = ?3, mac = ?4 WHERE scope = ?1 AND key = ?2",
+            params![scope, key, answer, mac],
         )?;
         Ok(())
     }

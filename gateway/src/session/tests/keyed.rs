@@ -57,7 +57,8 @@ async fn schema_6_rekeys_genuine_old_leases_and_drops_planted_ones() {
             rusqlite::params![sha256_hex(lease.as_bytes()), id],
         )
         .unwrap();
-        db.pragma_update(None, "user_version", 5).unwrap();
+        db.execute_batch("ALTER TABLE idempotency DROP COLUMN mac; PRAGMA user_version = 5;")
+            .unwrap();
     }
     plant(&h, &id, "lease_planted");
     let restarted = h.restarted();
@@ -73,4 +74,61 @@ async fn schema_6_rekeys_genuine_old_leases_and_drops_planted_ones() {
         .query_row("SELECT COUNT(*) FROM leases", [], |r| r.get(0))
         .unwrap();
     assert_eq!(rows, 1, "the planted row is deleted");
+}
+
+/// A replay hands out the lease and recovery token of the session its recorded answer names:
+/// an idempotency row copied under another key, or an answer edited in the database, is not
+/// replayed (red team 27b R2, the same class).
+#[tokio::test]
+async fn a_planted_or_edited_idempotency_answer_is_not_replayed() {
+    let h = Harness::new();
+    let view = h.start().await;
+    let again = h.start().await;
+    assert!(again.replay);
+    assert_eq!(again.lease_id, view.lease_id);
+    let refused = |result: Result<crate::view::SessionView, crate::error::ToolError>| {
+        let err = result.unwrap_err();
+        assert_eq!(err.code, ErrorCode::IdempotencyConflict, "{err:?}");
+        assert!(err.message.contains("fails its integrity check"), "{err:?}");
+    };
+    db(&h)
+        .execute(
+            "INSERT INTO idempotency SELECT scope, 'k_forged', request_hash, session_id, answer,
+             created_at_ms, mac FROM idempotency WHERE scope = 'start' AND key = 'k1'",
+            [],
+        )
+        .unwrap();
+    refused(
+        h.call(
+            PublicTool::Start,
+            json!({
+                "prompt": "look around",
+                "working_directory": h.project,
+                "idempotency_key": "k_forged",
+                "capability_profile": "read_only",
+                "wait_seconds": 0,
+            }),
+        )
+        .await,
+    );
+    db(&h)
+        .execute(
+            "UPDATE idempotency SET answer = json_set(answer, '$.status', 'stopped')
+             WHERE scope = 'start' AND key = 'k1'",
+            [],
+        )
+        .unwrap();
+    refused(
+        h.call(
+            PublicTool::Start,
+            json!({
+                "prompt": "look around",
+                "working_directory": h.project,
+                "idempotency_key": "k1",
+                "capability_profile": "read_only",
+                "wait_seconds": 0,
+            }),
+        )
+        .await,
+    );
 }
