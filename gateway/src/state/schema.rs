@@ -46,8 +46,23 @@ pub fn migrate(conn: &mut Connection, key: &str) -> Result<i64, MigrationError> 
         let sql = MIGRATIONS[version as usize];
         tx.execute_batch(sql)
             .and_then(|()| match to {
-                6 => super::secrets::rekey_leases(&tx, key).map(|(rekeyed, deleted)| {
+                6 => super::secrets::rekey_leases(&tx, key).and_then(|(rekeyed, deleted)| {
                     tracing::info!(rekeyed, deleted, "lease rows re-keyed (schema 6)");
+                    let revoked: i64 = tx.query_row(
+                        "SELECT COUNT(*) FROM oauth_grants WHERE revoked_reason LIKE \
+                         'tokens stored before the keyed-hash upgrade%'",
+                        [],
+                        |row| row.get(0),
+                    )?;
+                    if revoked > 0 {
+                        tracing::warn!(
+                            revoked,
+                            "OAuth grants revoked: their tokens were stored before keyed \
+                             hashes. Reconnect ChatGPT and approve it with `gatewayctl oauth \
+                             approve`"
+                        );
+                    }
+                    Ok(())
                 }),
                 _ => Ok(()),
             })
