@@ -122,8 +122,21 @@ impl Store {
             )));
         }
         // A head from before the v3 format: record every covered row and the pre-chain
-        // commitment in the chain first (committed before the head that requires them).
-        if opened.baseline_needed {
+        // commitment in the chain first (committed before the head that requires them). Else
+        // the columns the mapping gained since rows were last recorded (red team 27b R3):
+        // recorded now, checked by nothing before (the baseline's trust on first use).
+        let records: Vec<(&str, Value)> = if opened.baseline_needed {
+            let baseline = chain::baseline_events(&conn, &anchor.pre)?;
+            let kind = common::ledger_chain::BASELINE;
+            baseline.into_iter().map(|data| (kind, data)).collect()
+        } else {
+            let chunks = opened.unrecorded.chunks(chain::BASELINE_ROWS);
+            let kind = common::ledger_chain::ROWS_RECORDED;
+            chunks
+                .map(|rows| (kind, RowRecord::event_data(rows)))
+                .collect()
+        };
+        if !records.is_empty() {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let typed = Tx(
                 &tx,
@@ -132,25 +145,8 @@ impl Store {
                 RefCell::default(),
                 &fixed,
             );
-            for data in chain::baseline_events(&tx, &anchor.pre)? {
-                typed.append_event(None, common::ledger_chain::BASELINE, &data)?;
-            }
-            anchor = typed.1.into_inner();
-            tx.commit()?;
-        } else if !opened.unrecorded.is_empty() {
-            // Columns the mapping gained since these rows were last recorded (red team 27b R3):
-            // recorded now, as checked by nothing before (the baseline's trust on first use).
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let typed = Tx(
-                &tx,
-                RefCell::new(anchor.clone()),
-                &key,
-                RefCell::default(),
-                &fixed,
-            );
-            for rows in opened.unrecorded.chunks(chain::BASELINE_ROWS) {
-                let data = RowRecord::event_data(rows);
-                typed.append_event(None, common::ledger_chain::ROWS_RECORDED, &data)?;
+            for (kind, data) in &records {
+                typed.append_event(None, kind, data)?;
             }
             anchor = typed.1.into_inner();
             tx.commit()?;
@@ -292,16 +288,10 @@ pub struct IdempotencyRow {
     pub signed: bool,
 }
 
-/// The signature of an idempotency row: HMAC under the server key of its fields, as a JSON
-/// array (unambiguous), the answer as stored.
-fn idempotency_mac(
-    key: &str,
-    scope: &str,
-    idempotency_key: &str,
-    request_hash: &str,
-    session_id: Option<&str>,
-    answer: &str,
-) -> String {
+/// The signature of an idempotency row under `key`: HMAC of scope, idempotency key and request
+/// hash (`fields`), session and the answer as stored, as a JSON array (unambiguous).
+fn idempotency_mac(key: &str, fields: [&str; 3], session_id: Option<&str>, answer: &str) -> String {
+    let [scope, idempotency_key, request_hash] = fields;
     let fields = serde_json::json!([scope, idempotency_key, request_hash, session_id, answer]);
     common::hash::hmac_hex(key, &format!("idempotency:v1:{fields}"))
 }
@@ -435,14 +425,8 @@ impl Tx<'_> {
             )
             .optional()?;
         row.map(|(request_hash, session_id, answer, mac)| {
-            let expected = idempotency_mac(
-                self.2,
-                scope,
-                key,
-                &request_hash,
-                session_id.as_deref(),
-                &answer,
-            );
+            let fields = [scope, key, request_hash.as_str()];
+            let expected = idempotency_mac(self.2, fields, session_id.as_deref(), &answer);
             let signed = mac.is_some_and(|mac| {
                 common::hash::constant_time_eq(mac.as_bytes(), expected.as_bytes())
             });
@@ -465,7 +449,7 @@ impl Tx<'_> {
         answer: &IdempotentAnswer,
     ) -> Result<(), StoreError> {
         let answer = to_json(&answer.to_json()?)?;
-        let mac = idempotency_mac(self.2, scope, key, request_hash, session_id, &answer);
+        let mac = idempotency_mac(self.2, [scope, key, request_hash], session_id, &answer);
         self.0.execute(
             "INSERT INTO idempotency
              (scope, key, request_hash, session_id, answer, created_at_ms, mac)
@@ -489,26 +473,12 @@ impl Tx<'_> {
         key: &str,
         answer: &IdempotentAnswer,
     ) -> Result<(), StoreError> {
-        let answer = to_json(&answer.to_json()?)?;
-        let claimed: Option<(String, Option<String>)> = self
-            .0
-            .query_row(
-                "SELECT request_hash, session_id FROM idempotency WHERE scope = ?1 AND key = ?2",
-                [scope, key],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()?;
-        let Some((request_hash, session_id)) = claimed else {
+        let Some(claimed) = self.idempotency(scope, key)? else {
             return Ok(());
         };
-        let mac = idempotency_mac(
-            self.2,
-            scope,
-            key,
-            &request_hash,
-            session_id.as_deref(),
-            &answer,
-        );
+        let answer = to_json(&answer.to_json()?)?;
+        let fields = [scope, key, claimed.request_hash.as_str()];
+        let mac = idempotency_mac(self.2, fields, claimed.session_id.as_deref(), &answer);
         self.0.execute(
             "UPDATE idempotency SET answer = ?3, mac = ?4 WHERE scope = ?1 AND key = ?2",
             params![scope, key, answer, mac],

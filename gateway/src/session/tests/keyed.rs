@@ -76,6 +76,17 @@ async fn schema_6_rekeys_genuine_old_leases_and_drops_planted_ones() {
     assert_eq!(rows, 1, "the planted row is deleted");
 }
 
+/// `native_session_start`'s arguments as [`Harness::start`] sends them, under `key`.
+fn start_args(h: &Harness, key: &str) -> serde_json::Value {
+    json!({
+        "prompt": "look around",
+        "working_directory": h.project,
+        "idempotency_key": key,
+        "capability_profile": "read_only",
+        "wait_seconds": 0,
+    })
+}
+
 /// A replay hands out the lease and recovery token of the session its recorded answer names:
 /// an idempotency row copied under another key, or an answer edited in the database, is not
 /// replayed (red team 27b R2, the same class).
@@ -98,19 +109,7 @@ async fn a_planted_or_edited_idempotency_answer_is_not_replayed() {
             [],
         )
         .unwrap();
-    refused(
-        h.call(
-            PublicTool::Start,
-            json!({
-                "prompt": "look around",
-                "working_directory": h.project,
-                "idempotency_key": "k_forged",
-                "capability_profile": "read_only",
-                "wait_seconds": 0,
-            }),
-        )
-        .await,
-    );
+    refused(h.call(PublicTool::Start, start_args(&h, "k_forged")).await);
     db(&h)
         .execute(
             "UPDATE idempotency SET answer = json_set(answer, '$.status', 'stopped')
@@ -118,17 +117,5 @@ async fn a_planted_or_edited_idempotency_answer_is_not_replayed() {
             [],
         )
         .unwrap();
-    refused(
-        h.call(
-            PublicTool::Start,
-            json!({
-                "prompt": "look around",
-                "working_directory": h.project,
-                "idempotency_key": "k1",
-                "capability_profile": "read_only",
-                "wait_seconds": 0,
-            }),
-        )
-        .await,
-    );
+    refused(h.call(PublicTool::Start, start_args(&h, "k1")).await);
 }
