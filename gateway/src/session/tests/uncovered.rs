@@ -75,6 +75,20 @@ async fn edits_of_shown_session_and_turn_fields_are_named() {
     }
     // What the gateway itself moves every call is not recorded, and not shown as a fact.
     assert_eq!(r.tampered(&set("$.lease_expires_at_ms", "1")), None);
+    // Committed, the gateway's next open refuses, naming the same column.
+    let db = Connection::open(r.state_dir().join(DATABASE_FILE)).unwrap();
+    db.execute_batch(&set(
+        "$.last_result",
+        r#"{"turn_id":"t","text":"forged","at":"x"}"#,
+    ))
+    .unwrap();
+    match crate::state::Store::open(&r.state_dir()) {
+        Err(crate::state::StoreError::LedgerBroken(why)) => assert!(
+            why.starts_with(&format!("sessions {s}: column `last_result` differs")),
+            "{why}"
+        ),
+        other => panic!("expected LedgerBroken, got {:?}", other.err()),
+    }
 }
 
 #[tokio::test]
