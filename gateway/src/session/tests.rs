@@ -6,9 +6,11 @@
 mod deepseek;
 mod fake_host;
 mod harness;
+mod keyed;
 mod ledger_records;
 mod lifecycle;
 mod recovery;
 mod skills;
 mod transitions;
 mod turns;
+mod uncovered;
