@@ -5,9 +5,11 @@
 
 mod deepseek;
 mod fake_host;
+mod hand_off;
 mod harness;
 mod ledger_records;
 mod lifecycle;
+mod owners;
 mod recovery;
 mod skills;
 mod transitions;
