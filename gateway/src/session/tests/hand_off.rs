@@ -18,6 +18,12 @@ fn prompt_body(_: &SessionRecord) -> Result<TurnBody, StoreError> {
     })
 }
 
+/// The transition refused with exactly this code and message.
+fn refused(result: crate::session::ToolResult<LedgerEvent>, code: ErrorCode, message: &str) {
+    let err = result.err().map(|e| (e.code, e.message));
+    assert_eq!(err, Some((code, message.to_string())));
+}
+
 #[test]
 fn a_turn_request_makes_a_pending_turn_only_in_a_live_session() {
     let mut s = session(SessionStatus::Running);
@@ -56,11 +62,10 @@ fn a_turn_request_makes_a_pending_turn_only_in_a_live_session() {
 #[test]
 fn a_reply_is_accepted_only_for_the_pending_turn_of_a_live_session() {
     let mut s = session(SessionStatus::WaitingForGpt);
-    let err = s.reply_accepted("turn_2", "r", "t", &[]).unwrap_err();
-    assert_eq!(err.code, ErrorCode::TurnMismatch);
-    assert_eq!(
-        err.message,
-        "turn \"turn_2\" is no longer pending; call native_session_status"
+    refused(
+        s.reply_accepted("turn_2", "r", "t", &[]),
+        ErrorCode::TurnMismatch,
+        "turn \"turn_2\" is no longer pending; call native_session_status",
     );
     assert_eq!(s.status, SessionStatus::WaitingForGpt);
     let event = s.reply_accepted("turn_1", "r", "done", &[]).unwrap();
@@ -85,22 +90,20 @@ fn a_reply_is_accepted_only_for_the_pending_turn_of_a_live_session() {
         .unwrap();
     assert!(with_calls.closing_reply.is_none(), "the turn goes on");
     let mut ended = session(SessionStatus::Expired);
-    let err = ended.reply_accepted("turn_1", "r", "t", &[]).unwrap_err();
-    assert_eq!(err.code, ErrorCode::SessionTerminal);
-    assert_eq!(
-        err.message,
-        "the session is expired; start a new session to do more work"
+    refused(
+        ended.reply_accepted("turn_1", "r", "t", &[]),
+        ErrorCode::SessionTerminal,
+        "the session is expired; start a new session to do more work",
     );
 }
 
 #[test]
 fn a_prompt_is_never_released_into_an_ended_session() {
     let mut ended = session(SessionStatus::Stopped);
-    let err = ended.prompt_released("p1".into(), "go".into()).unwrap_err();
-    assert_eq!(err.code, ErrorCode::SessionTerminal);
-    assert_eq!(
-        err.message,
-        "the session is stopped; start a new session to do more work"
+    refused(
+        ended.prompt_released("p1".into(), "go".into()),
+        ErrorCode::SessionTerminal,
+        "the session is stopped; start a new session to do more work",
     );
     assert_eq!(ended.status, SessionStatus::Stopped);
     assert!(ended.undelivered_prompt.is_none());
