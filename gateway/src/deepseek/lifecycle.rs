@@ -324,6 +324,10 @@ impl Gateway {
         };
         let prompt_id = format!("prm_{}", uuid::Uuid::new_v4().simple());
         if let Err(err) = self.release_prompt(child_id, prompt_id, task, None) {
+            // Stopped while it was launching: the stop records how it ended.
+            if self.load(child_id).is_ok_and(|c| c.stop_request.is_some()) {
+                return ToolStatus::Error;
+            }
             return failed(format!(
                 "the task could not be handed over: {}",
                 err.message
