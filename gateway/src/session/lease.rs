@@ -78,7 +78,7 @@ impl Gateway {
                 ));
             }
             tx.renew_lease(&hash, now + ttl)?;
-            session.lease_expires_at_ms = now + ttl;
+            session.lease_renewed(now + ttl);
             tx.put_session(&session)?;
             Ok(session)
         })
