@@ -115,7 +115,7 @@ impl AutorunClass {
             Self::ShellStartup => {
                 "shell, REPL and debugger start-up files read from the working directory: \
                  .pdbrc, .perldb, .Rprofile, .Renviron, .irbrc, .pryrc, .iex.exs, .ghci, \
-                 .ocamlinit, .octaverc, .gdbinit, .lldbinit, Python's REPL modules (_pyrepl, readline.py, rlcompleter.py), and .bashrc, .bash_profile, .bash_login, .bash_logout, \
+                 .ocamlinit, .octaverc, .gdbinit, .lldbinit, Python's REPL modules (_pyrepl, readline.py, rlcompleter.py, traceback.py, __future__.py, inspect.py), and .bashrc, .bash_profile, .bash_login, .bash_logout, \
                  .profile, .zshrc, .zshenv, .zprofile, .zlogin, .zlogout, .kshrc, .cshrc, \
                  .tcshrc"
             }
@@ -262,6 +262,9 @@ const FILES: &[(&str, AutorunClass)] = &[
     ("_pyrepl.py", AutorunClass::ShellStartup),
     ("readline.py", AutorunClass::ShellStartup),
     ("rlcompleter.py", AutorunClass::ShellStartup),
+    ("traceback.py", AutorunClass::ShellStartup),
+    ("__future__.py", AutorunClass::ShellStartup),
+    ("inspect.py", AutorunClass::ShellStartup),
     ("rust-toolchain.toml", AutorunClass::ToolchainConfig),
     ("rust-toolchain", AutorunClass::ToolchainConfig),
     (".npmrc", AutorunClass::ToolchainConfig),

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use super::AutorunClass;
 use super::link_target::{Resolved, resolve};
 pub use super::shell_command::Scope;
-use super::shell_command::{Named as Reads, Reading, program_paths};
+use super::shell_command::{Named as Reads, Reading, ScriptRunner, program_paths};
 
 /// Git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -78,20 +78,27 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         for (reads, key) in named.programs {
             match reads {
                 Reads::WholeTree(reason) => {
+                    // The whole write root, not only this repository: `cd ..` reaches past
+                    // its top.
                     let why = format!(
                         "in a tree where git's configuration runs `{key}`, whose files cannot \
                          be told: {reason}; every write there is refused"
                     );
-                    for top in &tops {
-                        out.add(top, AutorunClass::GitHooks, why.clone(), Scope::Below);
-                    }
+                    let root = out.root.to_path_buf();
+                    out.add(&root, AutorunClass::GitHooks, why, Scope::Below);
                 }
                 Reads::Paths(paths) => {
                     let why = format!("a program git's configuration runs (`{key}`)");
-                    for (named, top) in paths.iter().flat_map(|p| tops.iter().map(move |t| (p, t)))
-                    {
-                        let at = top.join(expand_home(&named.path));
-                        out.add(&at, AutorunClass::GitHooks, why.clone(), named.scope);
+                    for top in &tops {
+                        for named in &paths {
+                            let at = top.join(expand_home(&named.path));
+                            out.add(&at, AutorunClass::GitHooks, why.clone(), named.scope);
+                            if let Some((dir, scope)) =
+                                named.script.and_then(|r| script_dir(&at, r))
+                            {
+                                out.add(&dir, AutorunClass::GitHooks, why.clone(), scope);
+                            }
+                        }
                     }
                 }
             }
@@ -181,6 +188,18 @@ impl Places<'_> {
                     self.read_config(&included, depth + 1, named);
                 }
                 ("core", "worktree") => named.worktrees.push(value),
+                // The `ext::` transport runs its command at every fetch or push of the remote
+                // (or of a URL rewritten to it).
+                ("remote", "url" | "pushurl") | ("url", "insteadof" | "pushinsteadof") => {
+                    let url = match entry.section.as_str() {
+                        "url" => entry.subsection.clone().unwrap_or_default(),
+                        _ => value,
+                    };
+                    if let Some(command) = url.strip_prefix("ext::") {
+                        let reads = program_paths(command, Reading::Strict);
+                        named.programs.push((reads, key_label(&entry)));
+                    }
+                }
                 (section, key) => {
                     let Some(reading) = names_program(section, key) else {
                         continue;
@@ -235,6 +254,8 @@ fn names_program(section: &str, key: &str) -> Option<Reading> {
             | ("remote", "uploadpack" | "receivepack")
             | ("uploadpack", "packobjectshook")
             | ("submodule", "update")
+            | ("core", "alternaterefscommand")
+            | ("trailer", "cmd" | "command")
     );
     let literal = section == "alias"
         || matches!(
@@ -242,13 +263,39 @@ fn names_program(section: &str, key: &str) -> Option<Reading> {
             (
                 "difftool" | "mergetool" | "browser" | "man" | "guitool",
                 "cmd"
-            ) | ("sendemail", "tocmd" | "cccmd" | "sendmailcmd")
+            ) | ("mergetool" | "difftool" | "browser", "path")
+                | ("sendemail", "tocmd" | "cccmd" | "sendmailcmd")
         );
     if strict {
         Some(Reading::Strict)
     } else {
         literal.then_some(Reading::Literal)
     }
+}
+
+/// The directory a script loads from (its real one, links resolved) and what of it: Python
+/// imports modules from there, a shell or another interpreter sources or requires files there;
+/// a script run directly says which by its `#!` line (a binary, or a script not there yet,
+/// loads nothing: the script itself is the place).
+fn script_dir(script: &Path, runner: ScriptRunner) -> Option<(PathBuf, Scope)> {
+    let real = std::fs::canonicalize(script).unwrap_or_else(|_| script.to_path_buf());
+    let dir = real.parent()?.to_path_buf();
+    let scope = match runner {
+        ScriptRunner::Python => Scope::Imports,
+        ScriptRunner::Other => Scope::Below,
+        ScriptRunner::Shebang => {
+            let text = super::read_text(&real)?;
+            let first = text.lines().next().unwrap_or_default();
+            if text.starts_with("\u{7f}ELF") {
+                return None;
+            } else if first.starts_with("#!") && first.contains("python") {
+                Scope::Imports
+            } else {
+                Scope::Below
+            }
+        }
+    };
+    Some((dir, scope))
 }
 
 /// `section.subsection.key` for a refusal message: printable, bounded.

@@ -7,42 +7,49 @@
 /// Nested `sh -c '…'` lines read before giving up (each level drops a layer of quotes).
 const MAX_DEPTH: usize = 4;
 
-/// Words that change what the rest means: another directory, a sourced or evaluated file, a
-/// program found from file names the shell or a tool computes.
-const CHANGES_MEANING: [&str; 10] = [
-    "cd", "pushd", "popd", ".", "source", "eval", "exec", "xargs", "find", "busybox",
+/// Commands that run what the shell or a tool computes: an evaluated line, names found from
+/// files.
+const COMPUTED_COMMANDS: [&str; 4] = ["eval", "xargs", "find", "busybox"];
+
+/// Programs that run a script given as their first argument (beside shells and Python), and
+/// load what it needs from beside it.
+const INTERPRETERS: [&str; 22] = [
+    "node", "nodejs", "bun", "deno", "perl", "ruby", "php", "lua", "luajit", "rscript", "java",
+    "tclsh", "julia", "elixir", "erl", "escript", "guile", "racket", "irb", "groovy", "tsx",
+    "ts-node",
 ];
 
-/// Programs that run code given inline or found through a search path, which may be any file
-/// of the tree (`ruby -Ilib -rx`, `node --require=./x`, `awk -f x`).
-const INTERPRETERS: [&str; 28] = [
-    "python", "pypy", "node", "nodejs", "bun", "deno", "perl", "ruby", "php", "lua", "luajit",
-    "rscript", "java", "tclsh", "julia", "elixir", "erl", "escript", "guile", "racket", "irb",
-    "groovy", "tsx", "ts-node", "awk", "gawk", "mawk", "nawk",
-];
-
-/// Options of those programs that take inline code, a search path or a script by another name.
-const CODE_OPTIONS: [&str; 16] = [
-    "-c",
-    "-e",
-    "-E",
-    "-r",
+/// Options whose value (attached, after `=`, or the next word) is a file or a search path a
+/// program loads: `ruby -Ilib`, `node --require=./x`, `java -cp .`, `make -f mk`, `sed -f x`,
+/// `ssh -F cfg`, `sqlite3 -init x`, `bash --rcfile x`.
+const PATH_OPTIONS: [&str; 14] = [
     "-I",
+    "-r",
     "-M",
     "-f",
-    "-p",
-    "-x",
+    "-F",
     "-cp",
-    "--eval",
-    "--print",
+    "-classpath",
     "--require",
     "--import",
     "--loader",
     "--experimental-loader",
+    "--rcfile",
+    "--init-file",
+    "-init",
 ];
 
-/// Shells: their `-c` argument is another command line.
+/// Python options that take a value (the next word is no script).
+const PYTHON_VALUE_OPTIONS: [&str; 2] = ["-W", "-X"];
+
+/// Shells: their `-c` argument is another command line, their first argument a script.
 const SHELLS: [&str; 8] = ["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"];
+
+/// Commands that run the next word (after their options and numbers) as the command.
+const WRAPPERS: [&str; 12] = [
+    "env", "nice", "nohup", "sudo", "command", "time", "stdbuf", "setsid", "timeout", "ionice",
+    "chrt", "exec",
+];
 
 /// How far a value is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,10 +68,21 @@ pub enum Scope {
     /// The path and everything below it.
     Below,
     /// What Python imports from this directory when it is first on `sys.path` (the directory
-    /// of a script it runs, the working directory for `-m`): its module files (`.py`, `.pyc`,
-    /// `.so`, `.pyd`) and package `__init__.py` files one level down, by any name, since such a
-    /// file shadows the module of that name the program imports.
+    /// of a script it runs, the working directory for `-m` and `-c`): its module files (`.py`,
+    /// `.pyc`, `.so`, `.pyd`) and package `__init__.py` files one level down, by any name,
+    /// since such a file shadows the module of that name the program imports.
     Imports,
+}
+
+/// What runs a script, which decides what of its directory is a place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ScriptRunner {
+    /// Python: what it imports from the script's directory ([`Scope::Imports`]).
+    Python,
+    /// A shell or another interpreter: the script's directory (what it sources or requires).
+    Other,
+    /// Run directly: its `#!` line says which.
+    Shebang,
 }
 
 /// One file or directory a value names, relative to where git runs it.
@@ -72,6 +90,8 @@ pub enum Scope {
 pub(super) struct NamedPath {
     pub path: String,
     pub scope: Scope,
+    /// A script: its (link-resolved) directory is a place too.
+    pub script: Option<ScriptRunner>,
 }
 
 /// What a value names.
@@ -93,255 +113,35 @@ struct Word {
 }
 
 /// The files in the tree a command value may run or read, relative to the working tree's top
-/// (where git runs it, through the shell): every word of it (quotes and backslashes removed, as
-/// the shell reads them) but a command's own name without a `/` (found on PATH) and options;
-/// the value after `=` in an assignment or option (`X=./a`, `--rcfile=./b`) and after a short
-/// option's letter (`-fconv.awk`); the words of the line a shell's `-c` runs. For a script an
-/// interpreter runs, its directory (Python: what it imports from there; `python -m`: from the
-/// top). Read [`Reading::Strict`]ly, a line whose words the shell computes (`$NAME`, backticks,
-/// globs, `~user`; git's own arguments `$1`, `$@` are no file names), that changes directory,
-/// sources or runs computed names (`cd`, `env -C`, `.`, `eval`, `xargs`, `find`), feeds a shell
-/// its script on stdin, or gives an interpreter inline code or a search path (`python3 -c`,
-/// `ruby -I`) names the whole tree.
+/// (where git runs it, through the shell), read as the shell reads its words: a command with a
+/// `/` and a shell's or an interpreter's script (each with its directory, [`ScriptRunner`]);
+/// other arguments with a `/` or `.`; option values that name files or search paths
+/// ([`PATH_OPTIONS`], `--x=v`); assignments that look like paths (`PYTHONPATH=.`); the line of
+/// a shell's `-c`; paths after a literal `cd dir` are taken from there. `python -m mod` and
+/// `python -c` import from the top. Git's own arguments (`$1`, `$@`) and variables in
+/// ordinary arguments (`-i $HOME/.ssh/k`, `password=$TOKEN`) are no file names. Read
+/// [`Reading::Strict`]ly, a value whose *program* the shell computes (a variable or glob where
+/// a command or script is, `$(…)`, backticks, `~user`), that changes to a computed directory,
+/// sources or `eval`s, runs names computed from files (`xargs`, `find`) or feeds a shell its
+/// script on stdin names the whole tree.
 pub(super) fn program_paths(value: &str, reading: Reading) -> Named {
-    let mut out = Vec::new();
-    match paths(value, reading, 0, &mut out) {
+    let mut collector = Collector {
+        literal: reading == Reading::Literal,
+        out: Vec::new(),
+        cwd: Some(String::new()),
+        result: Ok(()),
+    };
+    collector.line(value, 0);
+    match collector.result {
         Err(why) if reading == Reading::Strict => Named::WholeTree(why),
-        _ => Named::Paths(out),
+        _ => Named::Paths(collector.out),
     }
-}
-
-/// Git's arguments to the program (`$1`…`$9`, `$@`, `$*`, `$#`…): values git passes, not file
-/// names the shell computes from the tree.
-fn without_parameters(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    let mut chars = value.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '$' {
-            out.push(c);
-            continue;
-        }
-        match chars.peek() {
-            Some(&next) if next.is_ascii_digit() || "@*#?!-".contains(next) => {
-                chars.next();
-            }
-            Some('{') => {
-                let inner: String = chars.clone().skip(1).take_while(|&c| c != '}').collect();
-                if !inner.is_empty() && inner.chars().all(|c| c.is_ascii_digit() || c == '@') {
-                    chars.nth(inner.len() + 1);
-                } else {
-                    out.push(c);
-                }
-            }
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 fn base_name(word: &str) -> String {
     let name = word.rsplit('/').next().unwrap_or_default().to_lowercase();
     name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-')
         .to_string()
-}
-
-/// Collect what `value` names into `out`; `Err`: what makes it unknowable.
-fn paths(
-    value: &str,
-    reading: Reading,
-    depth: usize,
-    out: &mut Vec<NamedPath>,
-) -> Result<(), &'static str> {
-    if depth > MAX_DEPTH {
-        return Err("its shell lines nest too deep to read");
-    }
-    let value = without_parameters(value);
-    let words = split(&value);
-    let env = words.iter().any(|word| base_name(&word.text) == "env");
-    let mut result = Ok(());
-    let mut fail = |why| {
-        if result.is_ok() {
-            result = Err(why);
-        }
-    };
-    if value.contains('$') || value.contains('`') {
-        fail("the shell computes part of it ($…, `…`)");
-    }
-    if value.contains("\\\n") {
-        fail("it continues over lines");
-    }
-    fn push(out: &mut Vec<NamedPath>, path: &str, scope: Scope) {
-        if !path.is_empty() {
-            out.push(NamedPath {
-                path: path.to_string(),
-                scope,
-            });
-        }
-    }
-    // What the current command runs: a shell or an interpreter take a script (or a line).
-    let mut runner: Option<Runner> = None;
-    let mut script_taken = false;
-    // `X=1 tool`, `env X=1 tool`: the command's place passes to the next word.
-    let mut command_next = false;
-    // A shell's `-c` (also `-ec`, `-c --`): the next word that is not an option is a line.
-    let mut line_next = false;
-    let mut module_next = false;
-    let mut stdin_script = false;
-    for word in &words {
-        let text = word.text.as_str();
-        let command = word.command || std::mem::take(&mut command_next);
-        if word.command && std::mem::take(&mut stdin_script) {
-            fail("a shell reads its script from standard input");
-        }
-        if word.glob {
-            fail("the shell expands a pattern in it");
-        }
-        if CHANGES_MEANING.contains(&text) {
-            fail("it changes directory, sources a file or runs names computed from files");
-        }
-        if env && (text == "-C" || text.starts_with("--chdir") || text.starts_with("-S")) {
-            fail("env runs it from another directory or splits a line");
-        }
-        if text.starts_with('~') && !text.starts_with("~/") {
-            fail("it names another account's home (~user)");
-        }
-        if !text.starts_with('-')
-            && let Some((name, assigned)) = text.split_once('=')
-        {
-            let assignment =
-                !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
-            command_next = command && assignment;
-            assigned_paths(assigned, false, reading, depth, out, &mut fail);
-            continue;
-        }
-        if command {
-            let name = base_name(text);
-            runner = if SHELLS.contains(&name.as_str()) {
-                Some(Runner::Shell)
-            } else if name == "python" || name == "pypy" {
-                Some(Runner::Python)
-            } else if INTERPRETERS.contains(&name.as_str()) {
-                Some(Runner::Interpreter)
-            } else {
-                None
-            };
-            script_taken = false;
-            stdin_script = runner == Some(Runner::Shell);
-            command_next = WRAPPERS.contains(&name.as_str());
-            if text.contains('/') {
-                push(out, text, Scope::Below);
-            }
-            continue;
-        }
-        if std::mem::take(&mut module_next) {
-            // `python -m pkg.mod`: the package or module at the top, and what the program
-            // imports from the top (first on `sys.path`).
-            let first = text.split('.').next().unwrap_or_default();
-            push(out, first, Scope::Below);
-            push(out, &format!("{first}.py"), Scope::Below);
-            push(out, ".", Scope::Imports);
-            script_taken = true;
-            stdin_script = false;
-            continue;
-        }
-        if line_next && !text.starts_with('-') {
-            line_next = false;
-            if let Err(why) = paths(text, reading, depth + 1, out) {
-                fail(why);
-            }
-            script_taken = true;
-            stdin_script = false;
-            continue;
-        }
-        if let Some(option) = text.strip_prefix('-') {
-            match runner {
-                Some(Runner::Shell) if !option.starts_with('-') && option.contains('c') => {
-                    line_next = true;
-                }
-                Some(Runner::Shell) if !option.starts_with('-') && option.contains('s') => {
-                    fail("a shell reads its script from standard input");
-                }
-                Some(Runner::Python) if option == "m" => module_next = true,
-                Some(Runner::Python | Runner::Interpreter)
-                    if CODE_OPTIONS
-                        .iter()
-                        .any(|code| text == *code || text.starts_with(code)) =>
-                {
-                    fail("an interpreter runs inline code or loads from a search path");
-                }
-                // `-fconv.awk`: a short option's value written against its letter.
-                _ if !option.starts_with('-')
-                    && option.len() > 1
-                    && option.contains(['.', '/']) =>
-                {
-                    push(out, &option[1..], Scope::Below);
-                }
-                _ => {}
-            }
-            // `--rcfile=rc`, `-Dx=./y`: the value may be a file the program reads.
-            if let Some((_, assigned)) = text.split_once('=') {
-                assigned_paths(assigned, true, reading, depth, out, &mut fail);
-            }
-            continue;
-        }
-        if runner.is_some() && !std::mem::replace(&mut script_taken, true) {
-            // A script: what it loads from beside it runs too.
-            stdin_script = false;
-            let dir = text.rsplit_once('/').map_or(".", |(dir, _)| dir);
-            let dir = if dir.is_empty() { "/" } else { dir };
-            push(out, text, Scope::Below);
-            match runner {
-                Some(Runner::Python) => push(out, dir, Scope::Imports),
-                Some(Runner::Interpreter) => push(out, dir, Scope::Below),
-                _ => {}
-            }
-            // `--rcfile=rc`, `-Dx=./y`: the value may be a file the program reads.
-            if let Some((_, assigned)) = text.split_once('=') {
-                assigned_paths(assigned, true, reading, depth, out, &mut fail);
-            }
-            continue;
-        }
-        match reading {
-            // An argument: a file the program may read as code or configuration.
-            Reading::Strict if text.contains(['/', '.']) => push(out, text, Scope::Below),
-            // `difftool -x 'sh tools/d.sh'`: a quoted line given to the command.
-            Reading::Literal if text.contains(char::is_whitespace) => {
-                let _ = paths(text, reading, depth + 1, out);
-            }
-            _ => {}
-        }
-    }
-    if stdin_script {
-        fail("a shell reads its script from standard input");
-    }
-    result
-}
-
-/// The files an assigned value (`X=./a`, `--config=./c`) names: each part after `=`, read as
-/// a line when it holds blanks; a variable's value only when it looks like a path.
-fn assigned_paths(
-    assigned: &str,
-    option: bool,
-    reading: Reading,
-    depth: usize,
-    out: &mut Vec<NamedPath>,
-    fail: &mut impl FnMut(&'static str),
-) {
-    for part in assigned.split('=') {
-        if part.contains(char::is_whitespace) {
-            if let Err(why) = paths(part, reading, depth + 1, out) {
-                fail(why);
-            }
-        } else if !part.is_empty()
-            && !part.starts_with('-')
-            && (option || part.contains(['/', '.']))
-        {
-            out.push(NamedPath {
-                path: part.to_string(),
-                scope: Scope::Below,
-            });
-        }
-    }
 }
 
 /// What a command word runs.
@@ -352,10 +152,291 @@ enum Runner {
     Interpreter,
 }
 
-/// Commands that run the next word as the command (`env X=1 tool`, `nice tool`).
-const WRAPPERS: [&str; 8] = [
-    "env", "nice", "nohup", "sudo", "command", "time", "stdbuf", "setsid",
-];
+fn runner_of(command: &str) -> Option<Runner> {
+    let name = base_name(command);
+    if SHELLS.contains(&name.as_str()) || matches!(command, "." | "source") {
+        Some(Runner::Shell)
+    } else if name == "python" || name == "pypy" {
+        Some(Runner::Python)
+    } else {
+        INTERPRETERS
+            .contains(&name.as_str())
+            .then_some(Runner::Interpreter)
+    }
+}
+
+/// What the words of a value (and the lines nested in it) name.
+struct Collector {
+    /// [`Reading::Literal`]: scripts name themselves only (the owner's own command).
+    literal: bool,
+    out: Vec<NamedPath>,
+    /// Where relative paths are taken from (after `cd dir`), relative to the top; `None` once a
+    /// `cd` went somewhere unknowable.
+    cwd: Option<String>,
+    result: Result<(), &'static str>,
+}
+
+impl Collector {
+    fn fail(&mut self, why: &'static str) {
+        if self.result.is_ok() {
+            self.result = Err(why);
+        }
+    }
+
+    fn push(&mut self, path: &str, scope: Scope, script: Option<ScriptRunner>) {
+        if path.is_empty() {
+            return;
+        }
+        let path = if path.starts_with(['/', '~']) {
+            path.to_string()
+        } else {
+            match &self.cwd {
+                Some(cwd) if cwd.is_empty() => path.to_string(),
+                Some(cwd) => format!("{cwd}/{path}"),
+                None => return,
+            }
+        };
+        self.out.push(NamedPath {
+            path,
+            scope,
+            script: script.filter(|_| !self.literal),
+        });
+    }
+
+    /// An option's or assignment's value: read as a line when it holds blanks.
+    fn value(&mut self, value: &str, depth: usize, any: bool) {
+        if value.contains(char::is_whitespace) {
+            self.line(value, depth + 1);
+        } else if !value.is_empty()
+            && !value.starts_with('-')
+            && !value.contains('$')
+            && (any || value.contains(['/', '.']))
+        {
+            self.push(value, Scope::Below, None);
+        }
+    }
+
+    /// Read one command line.
+    fn line(&mut self, value: &str, depth: usize) {
+        if depth > MAX_DEPTH {
+            return self.fail("its shell lines nest too deep to read");
+        }
+        if value.contains("$(") || value.contains('`') {
+            self.fail("the shell computes part of it ($(…), `…`)");
+        }
+        if value.contains("\\\n") {
+            self.fail("it continues over lines");
+        }
+        let words = split(value);
+        let mut runner: Option<Runner> = None;
+        let mut script_taken = true;
+        let mut command_next = false;
+        let mut line_next = false;
+        let mut module_next = false;
+        let mut cd_next = false;
+        let mut skip_next = false;
+        let mut path_next = false;
+        let mut stdin_script = false;
+        for word in &words {
+            let text = word.text.as_str();
+            let variable = text.contains('$');
+            if word.command && std::mem::take(&mut stdin_script) {
+                self.fail("a shell reads its script from standard input");
+            }
+            if std::mem::take(&mut cd_next) {
+                if variable || word.glob || text.starts_with('~') || text.starts_with('-') {
+                    self.fail("it changes to a directory the shell computes");
+                    self.cwd = None;
+                } else if !text.starts_with('/') {
+                    self.cwd = self.cwd.take().map(|cwd| {
+                        if cwd.is_empty() {
+                            text.to_string()
+                        } else {
+                            format!("{cwd}/{text}")
+                        }
+                    });
+                } else {
+                    self.cwd = Some(text.to_string());
+                }
+                continue;
+            }
+            if std::mem::take(&mut skip_next) {
+                continue;
+            }
+            if std::mem::take(&mut path_next) && !text.starts_with('-') {
+                self.value(text, depth, true);
+                continue;
+            }
+            // `timeout 5s`, `nice -n 5`: options and numbers before the command.
+            let number = text.starts_with(|c: char| c.is_ascii_digit())
+                && text
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || ".smhd".contains(c));
+            let pending_command = command_next && (text.starts_with('-') || number);
+            let command = word.command || (command_next && !pending_command);
+            if command {
+                command_next = false;
+            }
+            if word.glob {
+                if command || !script_taken {
+                    self.fail("the shell expands a pattern where a program is named");
+                }
+                continue;
+            }
+            if command && COMPUTED_COMMANDS.contains(&base_name(text).as_str()) {
+                self.fail("it evaluates a line or runs names computed from files");
+            }
+            if text.starts_with('~') && !text.starts_with("~/") {
+                self.fail("it names another account's home (~user)");
+                continue;
+            }
+            if matches!(text, "cd" | "pushd") && command {
+                cd_next = true;
+                continue;
+            }
+            if base_name(text) == "env" && command {
+                runner = None;
+                command_next = true;
+                continue;
+            }
+            if runner.is_none()
+                && (text == "-C"
+                    || text.starts_with("--chdir")
+                    || text == "-S"
+                    || text.starts_with("--split-string"))
+                && words.iter().any(|w| base_name(&w.text) == "env")
+            {
+                self.fail("env runs it from another directory or splits a line");
+                continue;
+            }
+            if !text.starts_with('-')
+                && let Some((name, assigned)) = text.split_once('=')
+            {
+                let assignment =
+                    !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+                if command && assignment {
+                    command_next = true;
+                }
+                for part in assigned.split('=') {
+                    self.value(part, depth, false);
+                }
+                continue;
+            }
+            if command {
+                if variable {
+                    self.fail("the shell computes the program it runs");
+                    continue;
+                }
+                runner = runner_of(text);
+                script_taken = runner.is_none();
+                stdin_script = runner == Some(Runner::Shell);
+                command_next = WRAPPERS.contains(&base_name(text).as_str());
+                if text.contains('/') {
+                    let script = runner.is_none().then_some(ScriptRunner::Shebang);
+                    self.push(text, Scope::Below, script);
+                }
+                continue;
+            }
+            if std::mem::take(&mut module_next) {
+                // `python -m pkg.mod`: the package or module at the top, and what the program
+                // imports from the top (first on `sys.path`).
+                let first = text.split('.').next().unwrap_or_default();
+                self.push(first, Scope::Below, None);
+                self.push(&format!("{first}.py"), Scope::Below, None);
+                self.push(".", Scope::Imports, None);
+                script_taken = true;
+                continue;
+            }
+            if line_next && !text.starts_with('-') {
+                line_next = false;
+                stdin_script = false;
+                script_taken = true;
+                self.line(text, depth + 1);
+                continue;
+            }
+            if let Some(option) = text.strip_prefix('-') {
+                let single = !option.starts_with('-');
+                match runner {
+                    Some(Runner::Shell) if single && option.contains('c') => line_next = true,
+                    Some(Runner::Shell) if single && option.contains('s') => {
+                        self.fail("a shell reads its script from standard input");
+                    }
+                    Some(Runner::Shell) if single && option.len() == 1 && "oO".contains(option) => {
+                        skip_next = true;
+                    }
+                    Some(Runner::Python) if option == "m" => module_next = true,
+                    Some(Runner::Python) if single && option.starts_with('c') => {
+                        // Inline code imports from the working directory.
+                        self.push(".", Scope::Imports, None);
+                        script_taken = true;
+                        stdin_script = false;
+                    }
+                    Some(Runner::Python) if PYTHON_VALUE_OPTIONS.contains(&text) => {
+                        skip_next = true;
+                    }
+                    Some(Runner::Interpreter)
+                        if single && option.contains(['e', 'E']) && !option.contains('=') =>
+                    {
+                        // Inline code: the owner's own text, run where it is.
+                        script_taken = true;
+                        skip_next = true;
+                    }
+                    _ => {}
+                }
+                if let Some(path_option) = PATH_OPTIONS.iter().find(|o| text.starts_with(**o)) {
+                    let attached = text[path_option.len()..].trim_start_matches('=');
+                    if attached.is_empty() {
+                        path_next = true;
+                    } else {
+                        // `ruby -Ilib`; for other commands a short option's letters run
+                        // together (`less -FRX`) unless the rest looks like a path.
+                        let any = runner.is_some() || path_option.len() > 2;
+                        for part in attached.split('=') {
+                            self.value(part, depth, any);
+                        }
+                    }
+                } else if let Some((_, assigned)) = text.split_once('=') {
+                    // `--config=c`: the value may be a file the program reads.
+                    for part in assigned.split('=') {
+                        self.value(part, depth, true);
+                    }
+                } else if single && option.len() > 1 && option.contains(['.', '/']) {
+                    // `-fconv.awk`: a short option's value written against its letter.
+                    self.value(&option[1..], depth, true);
+                }
+                continue;
+            }
+            if !std::mem::replace(&mut script_taken, true) {
+                // A script: what it loads from beside it runs too.
+                stdin_script = false;
+                if variable {
+                    self.fail("the shell computes the script it runs");
+                    continue;
+                }
+                let script = match runner {
+                    Some(Runner::Python) => ScriptRunner::Python,
+                    _ => ScriptRunner::Other,
+                };
+                self.push(text, Scope::Below, Some(script));
+                continue;
+            }
+            if !variable && !matches!(text, "." | "..") && text.contains(['/', '.']) {
+                // An argument: a file the program may read as code or configuration.
+                self.push(text, Scope::Below, None);
+            }
+            if text.contains(char::is_whitespace) {
+                // A quoted line given to a command (`difftool -x 'sh tools/d.sh'`): what it
+                // names too, without failing on a name with a space.
+                let (result, cwd) = (self.result, self.cwd.clone());
+                self.line(text, depth + 1);
+                (self.result, self.cwd) = (result, cwd);
+            }
+        }
+        if stdin_script {
+            self.fail("a shell reads its script from standard input");
+        }
+    }
+}
 
 /// The words of a command line as the shell splits them.
 fn split(value: &str) -> Vec<Word> {
