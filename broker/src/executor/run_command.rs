@@ -472,6 +472,13 @@ pub(super) fn run(
         report.enforced.session_dir = true;
     }
     let stopped_by_guard = run.stopped_by_guard;
+    if let Some((walks, walking)) = guard.as_ref().map(layer::LayerGuard::walks) {
+        tracing::debug!(
+            walks,
+            walking_ms = walking.as_millis(),
+            "the layer guard's walks"
+        );
+    }
     sandbox::timing::mark("exited");
     let killed = release_cgroups(run.report.as_ref());
     sandbox::timing::mark("released");

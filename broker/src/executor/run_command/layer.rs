@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use sandbox::DiskUsage;
 use sandbox::layer::Forgot;
@@ -33,7 +34,17 @@ struct LayerState {
     /// The layer's size after the last command.
     used: DiskUsage,
     /// The exact size, being measured off the result's path after the last command.
-    measuring: Option<std::thread::JoinHandle<DiskUsage>>,
+    measuring: Option<std::thread::JoinHandle<Walked>>,
+    /// How long the last walk of the layer took (spaces the next command's guard's walks).
+    walk_took: Duration,
+}
+
+/// One walk of the layer: its size, and what the walk cost.
+type Walked = (DiskUsage, Duration);
+
+fn walk(dir: &Path) -> Walked {
+    let started = Instant::now();
+    (sandbox::disk_usage(dir), started.elapsed())
 }
 
 pub use sandbox::layer::inode_budget;
@@ -162,8 +173,8 @@ impl SessionLayer {
         let mut state = self.lock();
         // The last command's exact size, if it is still being measured.
         if let Some(measuring) = state.measuring.take() {
-            let provisional = state.used;
-            state.used = measuring.join().unwrap_or(provisional);
+            let provisional = (state.used, state.walk_took);
+            (state.used, state.walk_took) = measuring.join().unwrap_or(provisional);
         }
         let mut notes = Vec::new();
         // A new layer needs room for a full one (layers still being deleted count: they are on
@@ -187,6 +198,7 @@ impl SessionLayer {
             }
             self.take_written();
             state.used = DiskUsage::default();
+            state.walk_took = Duration::ZERO;
             notes.push("started from a clean layer (fresh_layer)".to_string());
         }
         let written = self.take_written();
@@ -258,6 +270,7 @@ impl SessionLayer {
         self.set_aside();
         sandbox::layer::discard_leftovers(&self.dir, &self.trash);
         state.used = DiskUsage::default();
+        state.walk_took = Duration::ZERO;
     }
 
     /// Remove the whole layer unless a command is running on it (the session stops: its broker
@@ -271,6 +284,7 @@ impl SessionLayer {
         state.measuring = None;
         self.set_aside();
         state.used = DiskUsage::default();
+        state.walk_took = Duration::ZERO;
         true
     }
 
@@ -282,19 +296,34 @@ impl SessionLayer {
     }
 }
 
-/// Watches a running command's writes: free space and free inodes on the layer's file system
-/// are cheap to read (every 100 ms); once either fell by more than the budget left the layer is
-/// measured (spaced by four walks' time, so other writers on the disk cost walks, never a
-/// wrongly stopped command); and it is measured every 3 s anyway (longer if walks are slow),
-/// since others freeing space would hide the command's writes from the free-space test.
+/// How often the guard looks at the layer's file system (and may walk the layer).
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// Scheduled walks are spaced by this many walks' time: they take at most one part in
+/// `WALK_SHARE + 1` of a core.
+const WALK_SHARE: u32 = 20;
+
+/// Watches a running command's writes by walking (measuring) the layer: on a schedule that
+/// depends on nobody else — every [`LOOK_EVERY`], or every [`WALK_SHARE`] walks' time for a
+/// layer slow to walk — and sooner once the file system's free space or free inodes (cheap to
+/// read) fell by more than the room the last walk left (spaced by four walks' time, so other
+/// writers on the disk cost walks, never a wrongly stopped command). The free space alone is
+/// no bound: space others free meanwhile (a discarded layer being deleted, the owner's `rm`)
+/// hides the command's writes from it (red team B2). A writer of `W` bytes (or files) a second
+/// passes the budget by at most `W × (max(100 ms, 20 w) + w + the supervising loop's tick)`, `w`
+/// one walk's time. See docs/design/commands.md (Budget).
 pub struct LayerGuard {
     dir: PathBuf,
     budget: u64,
+    /// Room the last walk left (before the first: the last command's).
     left: DiskUsage,
-    free_at_start: DiskUsage,
-    last_look: std::time::Instant,
-    last_walk: Option<std::time::Instant>,
-    walk_took: std::time::Duration,
+    /// Free bytes and inodes just before the last walk (before the first: at the start).
+    free_at_walk: DiskUsage,
+    last_look: Instant,
+    last_walk: Instant,
+    walk_took: Duration,
+    /// Walks made, and their time together (logs, the cost figure).
+    walks: u32,
+    walking: Duration,
     /// What the layer was found past, in words (the command is then stopped).
     exceeded: Option<String>,
 }
@@ -305,27 +334,38 @@ impl LayerGuard {
         self.exceeded.as_deref()
     }
 
+    /// Walks of the layer so far, and their time together.
+    pub fn walks(&self) -> (u32, Duration) {
+        (self.walks, self.walking)
+    }
+
     pub fn over_budget(&mut self) -> bool {
-        use std::time::Duration;
-        if self.last_look.elapsed() < Duration::from_millis(100) {
+        if self.last_look.elapsed() < LOOK_EVERY {
             return false;
         }
-        self.last_look = std::time::Instant::now();
+        self.last_look = Instant::now();
         let free = free_space(&self.dir);
-        let fell_bytes = self.free_at_start.bytes.saturating_sub(free.bytes);
-        let fell_inodes = self.free_at_start.inodes.saturating_sub(free.inodes);
-        let since_walk = self.last_walk.map(|at| at.elapsed());
-        let walk_every = (self.walk_took * 20).max(Duration::from_secs(3));
-        let due = since_walk.is_none_or(|since| since >= walk_every);
+        let fell_bytes = self.free_at_walk.bytes.saturating_sub(free.bytes);
+        let fell_inodes = self.free_at_walk.inodes.saturating_sub(free.inodes);
+        let since_walk = self.last_walk.elapsed();
+        let scheduled = since_walk >= (self.walk_took * WALK_SHARE).max(LOOK_EVERY);
         let suspicious = (fell_bytes > self.left.bytes || fell_inodes > self.left.inodes)
-            && since_walk.is_none_or(|since| since >= self.walk_took * 4);
-        if !(due || suspicious) {
+            && since_walk >= self.walk_took * 4;
+        if !(scheduled || suspicious) {
             return false;
         }
-        let walk = std::time::Instant::now();
-        let used = sandbox::disk_usage(&self.dir);
-        self.walk_took = walk.elapsed();
-        self.last_walk = Some(std::time::Instant::now());
+        // The free space read before the walk: what is written during it counts in the walk
+        // and again in the next fall (the guard only looks sooner).
+        self.free_at_walk = free;
+        let (used, took) = walk(&self.dir);
+        self.walk_took = took;
+        self.walks += 1;
+        self.walking += took;
+        self.last_walk = Instant::now();
+        self.left = DiskUsage {
+            bytes: self.budget.saturating_sub(used.bytes),
+            inodes: inode_budget(self.budget).saturating_sub(used.inodes),
+        };
         self.exceeded = excess(used, self.budget);
         self.exceeded.is_some()
     }
@@ -351,11 +391,14 @@ impl LayerTurn<'_> {
                 bytes: self.layer.budget.saturating_sub(self.state.used.bytes),
                 inodes: inode_budget(self.layer.budget).saturating_sub(self.state.used.inodes),
             },
-            free_at_start: self.free_at_start,
-            last_look: std::time::Instant::now(),
-            // The first due walk after 3 s: most commands end before it.
-            last_walk: Some(std::time::Instant::now()),
-            walk_took: std::time::Duration::from_millis(100),
+            free_at_walk: self.free_at_start,
+            last_look: Instant::now(),
+            // The first scheduled walk after 20 of the last walk's time (100 ms at least):
+            // short commands on a large layer end before it.
+            last_walk: Instant::now(),
+            walk_took: self.state.walk_took,
+            walks: 0,
+            walking: Duration::ZERO,
             exceeded: None,
         }
     }
@@ -382,10 +425,12 @@ impl LayerTurn<'_> {
             // Others freeing space meanwhile make the estimate low: the exact size is measured
             // off the result's path, and the next command waits for it before its budget check.
             let dir = self.layer.dir.clone();
-            self.state.measuring = Some(std::thread::spawn(move || sandbox::disk_usage(&dir)));
+            self.state.measuring = Some(std::thread::spawn(move || walk(&dir)));
             estimate
         } else {
-            sandbox::disk_usage(&self.layer.dir)
+            let (used, took) = walk(&self.layer.dir);
+            self.state.walk_took = took;
+            used
         };
         self.state.used = used;
         excess(used, self.layer.budget).map(|excess| {

@@ -1,5 +1,7 @@
 //! Tests of `layer`.
 
+use std::time::{Duration, Instant};
+
 use super::*;
 
 /// macOS's writable session dir: made with its redirected dirs, kept across commands,
@@ -109,5 +111,122 @@ fn roots_nest_under_home_and_keep_the_worktree_under_its_mask() {
     assert_eq!(
         roots(Path::new("/"), &base, None, &[], &layer),
         Vec::<PathBuf>::new()
+    );
+}
+
+const MIB: u64 = 1 << 20;
+
+/// `count` files of `size` bytes in `dir`.
+fn fill(dir: &Path, count: usize, size: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let bytes = vec![b'x'; size];
+    for i in 0..count {
+        std::fs::write(dir.join(i.to_string()), &bytes).unwrap();
+    }
+}
+
+/// What one guarded writer did next to a concurrent deletion of the old layer.
+struct Overshoot {
+    /// The layer's size once the writer stopped.
+    layer: u64,
+    /// Bytes the writer wrote per second.
+    rate: f64,
+    /// Why the guard stopped it (`None`: the writer finished unstopped).
+    exceeded: Option<String>,
+    /// Whether the deletion ran while the writer wrote.
+    overlapped: bool,
+}
+
+/// A session layer of `budget` bytes filled to `old` bytes (in 16 KiB files, so its deletion
+/// takes a while), then `fresh_layer`: the old layer goes into the trash and a thread deletes
+/// it (the gateway's deleter) while a writer fills the new layer with 1 MiB files, one every
+/// `pause` (none: full speed), up to ten budgets, the guard asked every 20 ms (the supervising
+/// loop's tick) and the writer stopped when it says so.
+fn guarded_writer_next_to_a_deletion(budget: u64, old: u64, pause: Duration) -> Overshoot {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s/layer");
+    let trash = tmp.path().join(".discarded");
+    let layer = SessionLayer::new(dir.clone(), trash.clone(), budget);
+    let turn = layer.begin(View::SessionDir, false).unwrap();
+    fill(
+        &dir.join("cargo-target/old"),
+        (old / (16 * 1024)) as usize,
+        16 * 1024,
+    );
+    assert_eq!(turn.finish(), None);
+    let turn = layer.begin(View::SessionDir, true).unwrap();
+    assert!(!dir.join("cargo-target/old").exists());
+    let mut guard = turn.guard();
+    let started = Instant::now();
+    let deleter = std::thread::spawn(move || {
+        let begun = started.elapsed();
+        for entry in std::fs::read_dir(&trash).unwrap().flatten() {
+            sandbox::layer::remove_path(&entry.path());
+        }
+        (begun, started.elapsed())
+    });
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let writer = std::thread::spawn({
+        let (stop, new) = (stop.clone(), dir.join("cargo-target/new"));
+        move || {
+            std::fs::create_dir_all(&new).unwrap();
+            let bytes = vec![b'y'; MIB as usize];
+            let mut written = 0u64;
+            while !stop.load(Ordering::Relaxed) && written < 10 * budget {
+                std::fs::write(new.join(written.to_string()), &bytes).unwrap();
+                written += MIB;
+                std::thread::sleep(pause);
+            }
+            (written, started.elapsed())
+        }
+    });
+    while !writer.is_finished() {
+        if guard.over_budget() {
+            stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (written, wrote_for) = writer.join().unwrap();
+    let (deletion_began, deletion_ended) = deleter.join().unwrap();
+    let exceeded = guard.exceeded().map(str::to_string);
+    drop(turn);
+    Overshoot {
+        layer: sandbox::disk_usage(&dir).bytes,
+        rate: written as f64 / wrote_for.as_secs_f64(),
+        exceeded,
+        overlapped: deletion_began < wrote_for && deletion_ended > Duration::ZERO,
+    }
+}
+
+/// Red team B2 (issue 24): after `fresh_layer` the old layer is deleted while the next command
+/// writes; the deletion frees space as fast as the writer takes it, so the free space the
+/// guard reads does not fall. The guard's bound must not depend on that: a 64 MiB layer, its
+/// 60 MiB predecessor deleted concurrently, a writer of 50 MiB/s is stopped before the layer
+/// passes 80 MiB (a quarter over: the writer's 320 ms).
+#[test]
+fn a_writer_is_stopped_near_the_budget_while_the_old_layer_is_deleted() {
+    let budget = 64 * MIB;
+    let paced = guarded_writer_next_to_a_deletion(budget, 60 * MIB, Duration::from_millis(20));
+    eprintln!(
+        "paced writer ({:.0} MiB/s): layer {} MiB of a {} MiB budget",
+        paced.rate / MIB as f64,
+        paced.layer / MIB,
+        budget / MIB
+    );
+    assert!(
+        paced.overlapped,
+        "the deletion did not run alongside the writer"
+    );
+    let words = paced.exceeded.unwrap_or_default();
+    assert!(
+        words.starts_with("holds ") && words.ends_with("MiB, over its budget of 64 MiB"),
+        "{words}"
+    );
+    assert!(
+        paced.layer < budget + budget / 4,
+        "{} MiB in a 64 MiB layer",
+        paced.layer / MIB
     );
 }
