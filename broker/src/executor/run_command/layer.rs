@@ -305,8 +305,9 @@ const WALK_SHARE: u32 = 20;
 /// Watches a running command's writes by walking (measuring) the layer: on a schedule that
 /// depends on nobody else — every [`LOOK_EVERY`], or every [`WALK_SHARE`] walks' time for a
 /// layer slow to walk — and sooner once the file system's free space or free inodes (cheap to
-/// read) fell by more than the room the last walk left (spaced by four walks' time, so other
-/// writers on the disk cost walks, never a wrongly stopped command). The free space alone is
+/// read) fell by more than the room the last walk left, or when the layer's growth between the
+/// last two walks says it passes the budget (both spaced by four walks' time, so other writers
+/// on the disk cost walks, never a wrongly stopped command). The free space alone is
 /// no bound: space others free meanwhile (a discarded layer being deleted, the owner's `rm`)
 /// hides the command's writes from it (red team B2). A writer of `W` bytes (or files) a second
 /// passes the budget by at most `W × (max(100 ms, 20 w) + w + the supervising loop's tick)`, `w`
@@ -321,6 +322,11 @@ pub struct LayerGuard {
     last_look: Instant,
     last_walk: Instant,
     walk_took: Duration,
+    /// The layer's size at the last walk (before the first: the last command's).
+    used: DiskUsage,
+    /// When, after the last walk, the layer passes the budget if it keeps growing as fast as
+    /// it did between the last two walks (`Duration::MAX`: it did not grow).
+    due_at_pace: Duration,
     /// Walks made, and their time together (logs, the cost figure).
     walks: u32,
     walking: Duration,
@@ -340,18 +346,21 @@ impl LayerGuard {
     }
 
     pub fn over_budget(&mut self) -> bool {
-        if self.last_look.elapsed() < LOOK_EVERY {
+        let since_walk = self.last_walk.elapsed();
+        // A steady fast writer is looked at when its pace says it passes the budget, not up to
+        // 100 ms later (spaced by four walks' time).
+        let at_pace = since_walk >= self.due_at_pace && since_walk >= self.walk_took * 4;
+        if !at_pace && self.last_look.elapsed() < LOOK_EVERY {
             return false;
         }
         self.last_look = Instant::now();
         let free = free_space(&self.dir);
         let fell_bytes = self.free_at_walk.bytes.saturating_sub(free.bytes);
         let fell_inodes = self.free_at_walk.inodes.saturating_sub(free.inodes);
-        let since_walk = self.last_walk.elapsed();
         let scheduled = since_walk >= (self.walk_took * WALK_SHARE).max(LOOK_EVERY);
         let suspicious = (fell_bytes > self.left.bytes || fell_inodes > self.left.inodes)
             && since_walk >= self.walk_took * 4;
-        if !(scheduled || suspicious) {
+        if !(scheduled || suspicious || at_pace) {
             return false;
         }
         // The free space read before the walk: what is written during it counts in the walk
@@ -361,11 +370,22 @@ impl LayerGuard {
         self.walk_took = took;
         self.walks += 1;
         self.walking += took;
+        let between = self.last_walk.elapsed().as_secs_f64();
         self.last_walk = Instant::now();
         self.left = DiskUsage {
             bytes: self.budget.saturating_sub(used.bytes),
             inodes: inode_budget(self.budget).saturating_sub(used.inodes),
         };
+        let due = |left: u64, now: u64, before: u64| match now.saturating_sub(before) {
+            0 => None,
+            grew => Duration::try_from_secs_f64(left as f64 * between / grew as f64).ok(),
+        };
+        self.due_at_pace = due(self.left.bytes, used.bytes, self.used.bytes)
+            .into_iter()
+            .chain(due(self.left.inodes, used.inodes, self.used.inodes))
+            .min()
+            .unwrap_or(Duration::MAX);
+        self.used = used;
         self.exceeded = excess(used, self.budget);
         self.exceeded.is_some()
     }
@@ -397,6 +417,8 @@ impl LayerTurn<'_> {
             // short commands on a large layer end before it.
             last_walk: Instant::now(),
             walk_took: self.state.walk_took,
+            used: self.state.used,
+            due_at_pace: Duration::MAX,
             walks: 0,
             walking: Duration::ZERO,
             exceeded: None,
