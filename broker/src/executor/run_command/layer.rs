@@ -332,12 +332,25 @@ pub struct LayerGuard {
     walking: Duration,
     /// What the layer was found past, in words (the command is then stopped).
     exceeded: Option<String>,
+    /// Free space and inodes kept for the owner's machine (`sandbox::layer::owner_reserve`):
+    /// however many sessions' layers together (each within its budget) may not take it.
+    reserve: DiskUsage,
+    /// The layer's size at the guard's first walk (what this command grew it from).
+    first_walk: Option<DiskUsage>,
+    /// The disk fell below the reserve while this command's layer grew, in words (the command
+    /// is then stopped).
+    disk_low: Option<String>,
 }
 
 impl LayerGuard {
-    /// Why the guard stopped the command, if it did.
+    /// Why the guard stopped the command, if it did for the layer's budget.
     pub fn exceeded(&self) -> Option<&str> {
         self.exceeded.as_deref()
+    }
+
+    /// Why the guard stopped the command, if it did for the disk's reserve.
+    pub fn disk_low(&self) -> Option<&str> {
+        self.disk_low.as_deref()
     }
 
     /// Walks of the layer so far, and their time together.
@@ -358,6 +371,7 @@ impl LayerGuard {
         let fell_bytes = self.free_at_walk.bytes.saturating_sub(free.bytes);
         let fell_inodes = self.free_at_walk.inodes.saturating_sub(free.inodes);
         let scheduled = since_walk >= (self.walk_took * WALK_SHARE).max(LOOK_EVERY);
+        let low = free.bytes < self.reserve.bytes || free.inodes < self.reserve.inodes;
         let suspicious = (fell_bytes > self.left.bytes || fell_inodes > self.left.inodes)
             && since_walk >= self.walk_took * 4;
         if !(scheduled || suspicious || at_pace) {
@@ -387,7 +401,24 @@ impl LayerGuard {
             .unwrap_or(Duration::MAX);
         self.used = used;
         self.exceeded = excess(used, self.budget);
-        self.exceeded.is_some()
+        // Layers within their budgets may still fill the disk together (live sessions ×
+        // budget): a command whose layer grows while the disk is below the owner's reserve is
+        // stopped too; one that writes nothing is not (the owner's own writes filled it).
+        let from = *self.first_walk.get_or_insert(used);
+        if low && (used.bytes > from.bytes || used.inodes > from.inodes) {
+            self.disk_low = Some(format!(
+                "the disk holding command layers has {} MiB free{}, less than the {} MiB kept \
+                 free for the owner's machine",
+                free.bytes >> 20,
+                if free.inodes < self.reserve.inodes {
+                    " (and too few free inodes)"
+                } else {
+                    ""
+                },
+                self.reserve.bytes >> 20
+            ));
+        }
+        self.exceeded.is_some() || self.disk_low.is_some()
     }
 }
 
@@ -418,6 +449,9 @@ impl LayerTurn<'_> {
             last_walk: Instant::now(),
             walk_took: self.state.walk_took,
             used: self.state.used,
+            first_walk: None,
+            reserve: sandbox::layer::owner_reserve(&self.layer.dir).unwrap_or_default(),
+            disk_low: None,
             due_at_pace: Duration::MAX,
             walks: 0,
             walking: Duration::ZERO,

@@ -4,13 +4,19 @@ use std::time::{Duration, Instant};
 
 use super::*;
 
+/// A session layer of `budget` bytes at `<tmp>/s/layer` (its dir returned), its trash beside.
+fn session_layer(budget: u64) -> (tempfile::TempDir, PathBuf, SessionLayer) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s/layer");
+    let layer = SessionLayer::new(dir.clone(), tmp.path().join(".discarded"), budget);
+    (tmp, dir, layer)
+}
+
 /// macOS's writable session dir: made with its redirected dirs, kept across commands,
 /// emptied by `fresh_layer`, and refused past the budget like the layer.
 #[test]
 fn the_session_dir_lives_and_is_bounded_like_the_layer() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("layer");
-    let layer = SessionLayer::new(dir.clone(), tmp.path().join(".discarded"), 1 << 30);
+    let (tmp, dir, layer) = session_layer(1 << 30);
     let turn = layer.begin(View::SessionDir, false).unwrap();
     assert!(turn.spec.roots.is_empty());
     assert!(dir.join("cargo-target").is_dir() && dir.join("pytest-cache").is_dir());
@@ -48,12 +54,7 @@ fn the_session_dir_lives_and_is_bounded_like_the_layer() {
 /// naming the budget and what to do; an existing layer keeps working.
 #[test]
 fn a_new_or_fresh_layer_without_room_for_its_budget_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let huge = SessionLayer::new(
-        tmp.path().join("s/layer"),
-        tmp.path().join(".discarded"),
-        1 << 60,
-    );
+    let (_tmp, dir, huge) = session_layer(1 << 60);
     let refused = huge.begin(View::SessionDir, false).err();
     assert!(
         matches!(refused, Some(LayerRefusal::NoRoom(_))),
@@ -66,7 +67,7 @@ fn a_new_or_fresh_layer_without_room_for_its_budget_is_refused() {
         "{words}"
     );
     // A layer that exists already is not a new one.
-    std::fs::create_dir_all(tmp.path().join("s/layer")).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
     assert!(huge.begin(View::SessionDir, false).is_ok());
     assert!(matches!(
         huge.begin(View::SessionDir, true).err(),
@@ -137,17 +138,50 @@ struct Overshoot {
     overlapped: bool,
 }
 
+/// A writer of 1 MiB files into `dir`, one every `pause`, up to `limit` bytes, stopped when
+/// `guard` (asked every 20 ms: the supervising loop's tick) says so; bytes written and for how
+/// long.
+fn write_until_stopped(
+    guard: &mut LayerGuard,
+    dir: &Path,
+    pause: Duration,
+    limit: u64,
+) -> (u64, Duration) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let started = Instant::now();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let writer = std::thread::spawn({
+        let (stop, dir) = (stop.clone(), dir.to_path_buf());
+        move || {
+            std::fs::create_dir_all(&dir).unwrap();
+            let bytes = vec![b'y'; MIB as usize];
+            let mut written = 0u64;
+            while !stop.load(Ordering::Relaxed) && written < limit {
+                std::fs::write(dir.join(written.to_string()), &bytes).unwrap();
+                written += MIB;
+                std::thread::sleep(pause);
+            }
+            (written, started.elapsed())
+        }
+    });
+    while !writer.is_finished() {
+        if guard.over_budget() {
+            stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    writer.join().unwrap()
+}
+
 /// A session layer of `budget` bytes filled to `old` bytes (in 16 KiB files, so its deletion
 /// takes a while), then `fresh_layer`: the old layer goes into the trash and a thread deletes
 /// it (the gateway's deleter) while a writer fills the new layer with 1 MiB files, one every
 /// `pause` (none: full speed), up to ten budgets, the guard asked every 20 ms (the supervising
 /// loop's tick) and the writer stopped when it says so.
 fn guarded_writer_next_to_a_deletion(budget: u64, old: u64, pause: Duration) -> Overshoot {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("s/layer");
+    let (tmp, dir, layer) = session_layer(budget);
     let trash = tmp.path().join(".discarded");
-    let layer = SessionLayer::new(dir.clone(), trash.clone(), budget);
     let turn = layer.begin(View::SessionDir, false).unwrap();
     fill(
         &dir.join("cargo-target/old"),
@@ -166,29 +200,12 @@ fn guarded_writer_next_to_a_deletion(budget: u64, old: u64, pause: Duration) -> 
         }
         (begun, started.elapsed())
     });
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let writer = std::thread::spawn({
-        let (stop, new) = (stop.clone(), dir.join("cargo-target/new"));
-        move || {
-            std::fs::create_dir_all(&new).unwrap();
-            let bytes = vec![b'y'; MIB as usize];
-            let mut written = 0u64;
-            while !stop.load(Ordering::Relaxed) && written < 10 * budget {
-                std::fs::write(new.join(written.to_string()), &bytes).unwrap();
-                written += MIB;
-                std::thread::sleep(pause);
-            }
-            (written, started.elapsed())
-        }
-    });
-    while !writer.is_finished() {
-        if guard.over_budget() {
-            stop.store(true, Ordering::Relaxed);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let (written, wrote_for) = writer.join().unwrap();
+    let (written, wrote_for) = write_until_stopped(
+        &mut guard,
+        &dir.join("cargo-target/new"),
+        pause,
+        10 * budget,
+    );
     let (deletion_began, deletion_ended) = deleter.join().unwrap();
     let exceeded = guard.exceeded().map(str::to_string);
     drop(turn);
@@ -247,4 +264,51 @@ fn a_writer_is_stopped_near_the_budget_while_the_old_layer_is_deleted() {
         full.layer / MIB,
         full.rate / MIB as f64
     );
+}
+
+/// Layers within their budgets may still fill the disk together (live sessions × budget): a
+/// command whose layer grows while the disk is below the reserve kept for the owner's machine
+/// is stopped, in words naming it; one that writes nothing is not (the owner filled the disk).
+#[test]
+fn a_growing_layer_is_stopped_when_the_disk_falls_below_the_owners_reserve() {
+    let (_tmp, dir, layer) = session_layer(1 << 30);
+    let turn = layer.begin(View::SessionDir, false).unwrap();
+    // The disk "falls below the reserve" once 32 MiB more of it are taken.
+    let reserve = |guard: &mut LayerGuard| {
+        let free = free_space(&dir);
+        guard.reserve = DiskUsage {
+            bytes: free.bytes - 32 * MIB,
+            inodes: 0,
+        };
+    };
+    let mut idle = turn.guard();
+    idle.reserve = DiskUsage {
+        bytes: u64::MAX,
+        inodes: 0,
+    };
+    let until = Instant::now() + Duration::from_millis(400);
+    while Instant::now() < until {
+        assert!(!idle.over_budget(), "{:?}", idle.disk_low());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(idle.walks().0 > 0);
+    let mut guard = turn.guard();
+    reserve(&mut guard);
+    let (written, _) = write_until_stopped(
+        &mut guard,
+        &dir.join("cargo-target/w"),
+        Duration::from_millis(20),
+        512 * MIB,
+    );
+    let words = guard.disk_low().unwrap_or_default();
+    assert!(
+        words.starts_with("the disk holding command layers has ")
+            && words.contains(" MiB free, less than the ")
+            && words.ends_with(" MiB kept free for the owner's machine"),
+        "{words}"
+    );
+    assert_eq!(guard.exceeded(), None);
+    // Stopped near the reserve (other writers on this shared disk only make it sooner).
+    assert!(written < 96 * MIB, "{} MiB written", written / MIB);
+    drop(turn);
 }
