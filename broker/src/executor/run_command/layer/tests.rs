@@ -273,19 +273,15 @@ fn a_writer_is_stopped_near_the_budget_while_the_old_layer_is_deleted() {
 fn a_growing_layer_is_stopped_when_the_disk_falls_below_the_owners_reserve() {
     let (_tmp, dir, layer) = session_layer(1 << 30);
     let turn = layer.begin(View::SessionDir, false).unwrap();
-    // The disk "falls below the reserve" once 32 MiB more of it are taken.
-    let reserve = |guard: &mut LayerGuard| {
-        let free = free_space(&dir);
-        guard.reserve = DiskUsage {
-            bytes: free.bytes - 32 * MIB,
-            inodes: 0,
-        };
-    };
-    let mut idle = turn.guard();
-    idle.reserve = DiskUsage {
-        bytes: u64::MAX,
+    // A reserve above the disk's free space: the disk is "below" it throughout (a reserve
+    // just under the free space would depend on what others on this shared disk write and
+    // free meanwhile).
+    let low = DiskUsage {
+        bytes: free_space(&dir).bytes.saturating_add(1 << 40),
         inodes: 0,
     };
+    let mut idle = turn.guard();
+    idle.reserve = low;
     let until = Instant::now() + Duration::from_millis(400);
     while Instant::now() < until {
         assert!(!idle.over_budget(), "{:?}", idle.disk_low());
@@ -293,7 +289,7 @@ fn a_growing_layer_is_stopped_when_the_disk_falls_below_the_owners_reserve() {
     }
     assert!(idle.walks().0 > 0);
     let mut guard = turn.guard();
-    reserve(&mut guard);
+    guard.reserve = low;
     let (written, _) = write_until_stopped(
         &mut guard,
         &dir.join("cargo-target/w"),
@@ -308,7 +304,7 @@ fn a_growing_layer_is_stopped_when_the_disk_falls_below_the_owners_reserve() {
         "{words}"
     );
     assert_eq!(guard.exceeded(), None);
-    // Stopped near the reserve (other writers on this shared disk only make it sooner).
-    assert!(written < 96 * MIB, "{} MiB written", written / MIB);
+    // Stopped at the first walk that sees the layer grown (about 100 ms of writing).
+    assert!(written < 64 * MIB, "{} MiB written", written / MIB);
     drop(turn);
 }
