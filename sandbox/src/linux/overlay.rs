@@ -13,6 +13,38 @@ use crate::spec::{LayerSpec, layer_key};
 
 use super::{namespaces, sys};
 
+/// `userxattr`: the overlay's own attributes in the `user.` namespace (a user namespace cannot
+/// write `trusted.`). `volatile`: the overlay never syncs its upper file system — no fsync of
+/// a build's outputs, and no `syncfs` of the whole disk holding the runtime area when a
+/// command's mount namespace ends (that sync was most of the layer's teardown cost, and it
+/// waited for every other writer's dirty pages). Safe here because a layer never outlives its
+/// broker: a crash or a reboot ends the broker, and the session's layer is discarded with it
+/// (a new broker starts from a fresh one), so unsynced data is never read back after a crash.
+const OPTIONS: &str = "userxattr,volatile";
+
+/// The kernel marks a `volatile` overlay's work dir (`work/incompat/volatile`) and refuses to
+/// mount it again while the mark is there, so that a layer written before a crash is not used
+/// after it. Within one broker's life every earlier mount ended with its namespace, not a
+/// crash (see [`OPTIONS`]): the mark is removed before each mount. Absent is fine (the first
+/// mount, or a layer from before `volatile`).
+fn clear_volatile_mark(work: &Path) -> Result<(), String> {
+    let volatile = work.join("incompat/volatile");
+    let steps = [
+        std::fs::remove_file(volatile.join("dirty")),
+        std::fs::remove_dir(&volatile),
+        std::fs::remove_dir(work.join("incompat")),
+    ];
+    for step in steps {
+        match step {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("clearing the layer's volatile mark: {e}"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// One root, opened before the masks: mounted over its own path.
 pub struct OpenRoot {
     pub path: PathBuf,
@@ -49,8 +81,9 @@ impl OpenLayer {
         }
         let key = layer_key(&root.path);
         let layer = format!("/proc/self/fd/{}/{key}", self.dir.as_raw_fd());
+        clear_volatile_mark(Path::new(&format!("{layer}/work/work")))?;
         let options = format!(
-            "lowerdir=/proc/self/fd/{},upperdir={layer}/upper,workdir={layer}/work,userxattr",
+            "lowerdir=/proc/self/fd/{},upperdir={layer}/upper,workdir={layer}/work,{OPTIONS}",
             root.dir.as_raw_fd()
         );
         sys::mount(
@@ -82,7 +115,7 @@ fn probe_in(tmp: &Path) -> bool {
         }
     }
     let options = format!(
-        "lowerdir={0}/lower,upperdir={0}/upper,workdir={0}/work,userxattr",
+        "lowerdir={0}/lower,upperdir={0}/upper,workdir={0}/work,{OPTIONS}",
         tmp.display()
     );
     // SAFETY: the child only enters namespaces, mounts and writes a file, then leaves with

@@ -115,7 +115,7 @@ impl AutorunClass {
             Self::ShellStartup => {
                 "shell, REPL and debugger start-up files read from the working directory: \
                  .pdbrc, .perldb, .Rprofile, .Renviron, .irbrc, .pryrc, .iex.exs, .ghci, \
-                 .ocamlinit, .octaverc, .gdbinit, .lldbinit, and .bashrc, .bash_profile, .bash_login, .bash_logout, \
+                 .ocamlinit, .octaverc, .gdbinit, .lldbinit, Python's REPL modules (_pyrepl, readline.py, rlcompleter.py), and .bashrc, .bash_profile, .bash_login, .bash_logout, \
                  .profile, .zshrc, .zshenv, .zprofile, .zlogin, .zlogout, .kshrc, .cshrc, \
                  .tcshrc"
             }
@@ -149,6 +149,7 @@ impl AutorunClass {
 
 /// Directories every entry below which is an auto-run place, by class.
 const DIRS: &[(&str, AutorunClass)] = &[
+    ("_pyrepl", AutorunClass::ShellStartup),
     (".claude", AutorunClass::AgentConfig),
     (".cursor", AutorunClass::AgentConfig),
     (".gemini", AutorunClass::AgentConfig),
@@ -256,6 +257,11 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".octaverc", AutorunClass::ShellStartup),
     (".gdbinit", AutorunClass::ShellStartup),
     (".lldbinit", AutorunClass::ShellStartup),
+    // The Python REPL imports these from its working directory at every interactive start
+    // (3.13's `_pyrepl`; `readline`/`rlcompleter` before it), ahead of the standard library.
+    ("_pyrepl.py", AutorunClass::ShellStartup),
+    ("readline.py", AutorunClass::ShellStartup),
+    ("rlcompleter.py", AutorunClass::ShellStartup),
     ("rust-toolchain.toml", AutorunClass::ToolchainConfig),
     ("rust-toolchain", AutorunClass::ToolchainConfig),
     (".npmrc", AutorunClass::ToolchainConfig),
@@ -525,9 +531,30 @@ impl AutorunAllowed {
     }
 }
 
+/// A file a repository holds and a tool reads (a git config, a gitfile, `.yarnrc`), as its
+/// text; symlinks followed, as git and yarn follow them. Opened `O_NONBLOCK` and checked to be
+/// a regular file, so a FIFO or a device in its place never hangs a write: such a file reads as
+/// absent (the tool that reads it would hang on it too, running nothing).
+fn read_text(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 pub mod gitconfig;
 mod link_target;
 pub mod repository;
+mod shell_command;
 pub mod symlinks;
 
 #[cfg(test)]

@@ -537,7 +537,7 @@ fn programs_git_s_configuration_names_in_the_tree_are_refused() {
     for rel in ["tools/fsmon", "scripts/pdf2txt", "bin/clean", "git-st.sh"] {
         let message = f.refused(rel, "git_hooks");
         assert!(
-            message.contains("program git's configuration names"),
+            message.contains("a program git's configuration runs (`"),
             "{rel}: {message}"
         );
     }
@@ -591,7 +591,7 @@ fn programs_named_as_the_shell_reads_them_or_the_whole_tree() {
     // the whole tree is refused, naming why.
     for value in [
         "cd tools && ./conv.sh",
-        "python3 -m tools.conv",
+        "python3 -c 'import conv'",
         "$HOME/p/tools/conv.sh",
         "\"$(git rev-parse --show-toplevel)\"/tools/conv.sh",
     ] {
@@ -603,8 +603,113 @@ fn programs_named_as_the_shell_reads_them_or_the_whole_tree() {
         );
         let message = g.refused("docs/readme.md", "git_hooks");
         assert!(
-            message.contains("program git's configuration names"),
+            message
+                .contains("git's configuration runs `diff.y.textconv`, whose files cannot be told"),
             "{value}: {message}"
         );
     }
+}
+
+#[test]
+fn a_fifo_where_git_or_yarn_reads_a_file_never_hangs_a_write() {
+    let f = fixture();
+    f.mkdir(".git/worktrees/w");
+    f.mkdir("sub");
+    for rel in [
+        ".git/config",
+        ".git/commondir",
+        ".git/worktrees/w/gitdir",
+        ".yarnrc",
+        "sub/.git",
+    ] {
+        let mode = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
+        rustix::fs::mkfifoat(rustix::fs::CWD, f.root.join(rel), mode).unwrap();
+    }
+    let (done, answered) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        f.allowed("src/new.rs");
+        let _ = done.send(());
+    });
+    answered
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("a write in a root whose git and yarn files are FIFOs is answered");
+}
+
+/// Red team 23h: keys git runs during ordinary commands that were not read, a script's
+/// imports, `python -m`, `core.worktree`; and the owner's own aliases and helpers with `$1`,
+/// `$@`, `-m` or `cd` no longer refuse every write of every repository.
+#[test]
+fn every_key_git_runs_by_itself_is_read_and_the_owner_s_commands_by_name_literally() {
+    let f = fixture();
+    f.mkdir(".git");
+    f.put(
+        ".git/config",
+        "[diff]\n\texternal = tools/d.sh\n[gpg \"ssh\"]\n\tdefaultKeyCommand = sh tools/key.sh\n\
+         [remote \"o\"]\n\tuploadpack = ./tools/up.sh\n[difftool \"t\"]\n\tcmd = sh tools/dt.sh \"$LOCAL\"\n\
+         [alias]\n\tdt = difftool -y -x 'sh tools/dx.sh'\n\tpr = \"!f() { git fetch origin pull/$1/head:pr-$1; }; f\"\n\
+         \tac = !git add . && git commit\n\tup = !cd \"${GIT_PREFIX:-.}\" && ./tools/al.sh\n\
+         [credential]\n\thelper = !aws codecommit credential-helper $@\n\thelper = !/usr/bin/gh auth git-credential\n\
+         [filter \"nbstripout\"]\n\tclean = \"/usr/bin/python3\" -m nbstripout\n\
+         [diff \"j\"]\n\ttextconv = python3 tools/conv.py\n",
+    );
+    for rel in [
+        "tools/d.sh",
+        "tools/key.sh",
+        "tools/up.sh",
+        "tools/dt.sh",
+        "tools/dx.sh",
+        "tools/al.sh",
+        "tools/conv.py",
+        // What Python imports from the script's directory and, for `-m`, from the top.
+        "tools/json.py",
+        "tools/newpkg/__init__.py",
+        "nbstripout.py",
+        "nbstripout/__init__.py",
+        "json.py",
+        "_distutils_hack.so",
+    ] {
+        let message = f.refused(rel, "git_hooks");
+        assert!(
+            message.contains("a program git's configuration runs (`"),
+            "{rel}: {message}"
+        );
+    }
+    // Ordinary work: the aliases and helpers spell out no tree file, a package's own modules
+    // and other files beside the script are the project's code.
+    for rel in [
+        "README.md",
+        "auth/views.py",
+        "src/main.rs",
+        "tools/readme.md",
+        "tools/pkg/mod.py",
+        "tests/test_a.py",
+        "origin",
+    ] {
+        f.allowed(rel);
+    }
+}
+
+#[test]
+fn a_program_git_runs_in_another_worktree_or_a_submodule_is_placed_there() {
+    let f = fixture();
+    f.mkdir(".git");
+    f.put(
+        ".git/config",
+        "[core]\n\tworktree = ../sub\n\tfsmonitor = sh fsm.sh\n",
+    );
+    f.refused("sub/fsm.sh", "git_hooks");
+    f.refused("fsm.sh", "git_hooks");
+    let g = fixture();
+    g.mkdir(".git");
+    g.put(
+        ".git/config",
+        "[submodule \"s\"]\n\tupdate = !sh tools/su.sh\n",
+    );
+    let message = g.refused("s/tools/su.sh", "git_hooks");
+    assert!(message.contains("it runs inside a submodule"), "{message}");
+    // An update mode that is no command names nothing.
+    let h = fixture();
+    h.mkdir(".git");
+    h.put(".git/config", "[submodule \"s\"]\n\tupdate = rebase\n");
+    h.allowed("s/tools/su.sh");
 }

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use super::AutorunClass;
 use super::link_target::{Resolved, resolve};
+pub use super::shell_command::Scope;
+use super::shell_command::{Named as Reads, Reading, program_paths};
 
 /// Git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -25,7 +27,9 @@ pub struct GitPlace {
     pub at: PathBuf,
     pub class: AutorunClass,
     /// What names it, for the refusal message.
-    pub why: &'static str,
+    pub why: String,
+    /// What it covers.
+    pub scope: Scope,
 }
 
 /// The places the repositories of `root` (real path) name: `dot_gits` are the `.git` entries
@@ -61,16 +65,36 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         for config in configs {
             out.read_config(&config, 0, &mut named);
         }
-        // Programs git runs by itself (`core.fsmonitor` at every `git status`, a diff's
-        // `textconv`, a filter's `clean`): a path in them is run from the working tree's top.
-        for program in named.programs {
-            let why =
-                "a program git's configuration names (core.fsmonitor, a filter, a diff driver, …)";
-            out.add(
-                &top.join(expand_home(&program)),
-                AutorunClass::GitHooks,
-                why,
-            );
+        // Programs git runs (`core.fsmonitor` at every `git status`, a diff's `textconv`, a
+        // filter's `clean`): what they name is resolved from the working tree's top, and from
+        // a `core.worktree` git runs them in instead.
+        let mut tops = vec![top.clone()];
+        tops.extend(
+            named
+                .worktrees
+                .iter()
+                .map(|dir| git_dir.join(expand_home(dir))),
+        );
+        for (reads, key) in named.programs {
+            match reads {
+                Reads::WholeTree(reason) => {
+                    let why = format!(
+                        "in a tree where git's configuration runs `{key}`, whose files cannot \
+                         be told: {reason}; every write there is refused"
+                    );
+                    for top in &tops {
+                        out.add(top, AutorunClass::GitHooks, why.clone(), Scope::Below);
+                    }
+                }
+                Reads::Paths(paths) => {
+                    let why = format!("a program git's configuration runs (`{key}`)");
+                    for (named, top) in paths.iter().flat_map(|p| tops.iter().map(move |t| (p, t)))
+                    {
+                        let at = top.join(expand_home(&named.path));
+                        out.add(&at, AutorunClass::GitHooks, why.clone(), named.scope);
+                    }
+                }
+            }
         }
         let hooks_paths = named.hooks_paths;
         let mut hook_dirs = vec![common.join("hooks"), git_dir.join("hooks")];
@@ -93,9 +117,14 @@ struct Places<'a> {
 impl Places<'_> {
     /// `target` (absolute) as a place when its real path lies in the root; resolved from `/`
     /// so that links on the way resolve before a `..`.
-    fn add(&mut self, target: &Path, class: AutorunClass, why: &'static str) {
+    fn add(&mut self, target: &Path, class: AutorunClass, why: String, scope: Scope) {
         if let Resolved::Inside(at) = resolve(self.root, Path::new("/"), target) {
-            let place = GitPlace { at, class, why };
+            let place = GitPlace {
+                at,
+                class,
+                why,
+                scope,
+            };
             if !self.places.contains(&place) {
                 self.places.push(place);
             }
@@ -105,14 +134,19 @@ impl Places<'_> {
     /// A hooks directory (maybe a symlink) is a place, and so is every symlink's target in it.
     fn hook_dir(&mut self, dir: &Path) {
         let why = "in a git hooks directory (core.hooksPath, hooks/) or what a symlink there names";
-        self.add(dir, AutorunClass::GitHooks, why);
+        self.add(dir, AutorunClass::GitHooks, why.to_string(), Scope::Below);
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
         for entry in entries.flatten() {
             let is_link = entry.file_type().is_ok_and(|kind| kind.is_symlink());
             if is_link && let Ok(target) = std::fs::read_link(entry.path()) {
-                self.add(&dir.join(target), AutorunClass::GitHooks, why);
+                self.add(
+                    &dir.join(target),
+                    AutorunClass::GitHooks,
+                    why.to_string(),
+                    Scope::Below,
+                );
             }
         }
     }
@@ -124,25 +158,48 @@ impl Places<'_> {
             return;
         }
         self.read += 1;
-        let Ok(bytes) = std::fs::read(file) else {
+        let Some(text) = super::read_text(file) else {
             return;
         };
         let dir = file.parent().unwrap_or(Path::new("/"));
-        for entry in parse(&String::from_utf8_lossy(&bytes)) {
-            let Some(value) = entry.value else { continue };
+        for entry in parse(&text) {
+            let Some(value) = entry.value.clone() else {
+                continue;
+            };
             match (entry.section.as_str(), entry.key.as_str()) {
                 // An empty value makes git look for `/<hook>`: outside any root.
                 ("core", "hookspath") if !value.is_empty() => named.hooks_paths.push(value),
                 ("include" | "includeif", "path") => {
                     let included = dir.join(expand_home(&value));
                     let why = "a file git's configuration includes";
-                    self.add(&included, AutorunClass::VcsConfig, why);
+                    self.add(
+                        &included,
+                        AutorunClass::VcsConfig,
+                        why.to_string(),
+                        Scope::Below,
+                    );
                     self.read_config(&included, depth + 1, named);
                 }
-                (section, key) if names_program(section, key, &value) => {
-                    named.programs.extend(program_paths(&value));
+                ("core", "worktree") => named.worktrees.push(value),
+                (section, key) => {
+                    let Some(reading) = names_program(section, key) else {
+                        continue;
+                    };
+                    // `submodule.<name>.update = !cmd` runs inside the submodule, at a path
+                    // `.gitmodules` (a file of the tree) gives: a relative file there cannot
+                    // be placed.
+                    if section == "submodule" && !value.starts_with('!') {
+                        continue;
+                    }
+                    let mut reads = program_paths(&value, reading);
+                    if section == "submodule"
+                        && let Reads::Paths(paths) = &reads
+                        && paths.iter().any(|p| !p.path.starts_with(['/', '~']))
+                    {
+                        reads = Reads::WholeTree("it runs inside a submodule, from files there");
+                    }
+                    named.programs.push((reads, key_label(&entry)));
                 }
-                _ => {}
             }
         }
     }
@@ -152,86 +209,62 @@ impl Places<'_> {
 #[derive(Default)]
 struct Named {
     hooks_paths: Vec<String>,
-    /// Paths (with a `/`) in values that git runs as programs.
-    programs: Vec<String>,
+    /// `core.worktree` values (relative to the git dir).
+    worktrees: Vec<String>,
+    /// What each value git runs as a program names, with its key.
+    programs: Vec<(Reads, String)>,
 }
 
-/// Whether git runs `section.key`'s value as a program or shell command by itself.
-fn names_program(section: &str, key: &str, value: &str) -> bool {
-    matches!(
+/// Whether git runs `section.key`'s value as a program or shell command, and how it is read:
+/// strictly when git runs it by itself during ordinary commands (status, diff, add, commit,
+/// fetch, submodule update), literally when the owner runs it by name (an alias, a difftool).
+fn names_program(section: &str, key: &str) -> Option<Reading> {
+    let strict = matches!(
         (section, key),
         (
             "core",
-            "fsmonitor" | "pager" | "editor" | "sshcommand" | "askpass"
+            "fsmonitor" | "pager" | "editor" | "sshcommand" | "askpass" | "gitproxy"
         ) | ("sequence", "editor")
-            | ("gpg", "program")
-            | ("diff", "textconv" | "command")
+            | ("gpg", "program" | "defaultkeycommand")
+            | ("diff", "textconv" | "command" | "external")
             | ("filter", "clean" | "smudge" | "process")
             | ("merge", "driver")
             | ("credential", "helper")
             | ("interactive", "difffilter")
             | ("pager", _)
-    ) || (section == "alias" && value.starts_with('!'))
+            | ("remote", "uploadpack" | "receivepack")
+            | ("uploadpack", "packobjectshook")
+            | ("submodule", "update")
+    );
+    let literal = section == "alias"
+        || matches!(
+            (section, key),
+            (
+                "difftool" | "mergetool" | "browser" | "man" | "guitool",
+                "cmd"
+            ) | ("sendemail", "tocmd" | "cccmd" | "sendmailcmd")
+        );
+    if strict {
+        Some(Reading::Strict)
+    } else {
+        literal.then_some(Reading::Literal)
+    }
 }
 
-/// The files in the tree a command value may run or read, relative to the working tree's top
-/// (where git runs it, through the shell): every word of it (quotes and backslashes removed, as
-/// the shell reads them) but a command's own name without a `/` (found on PATH), option words,
-/// and nothing else — `sh fsm.sh` names `fsm.sh`, `'./tools/my conv.sh'` one file. A value whose
-/// words the shell computes (`$…`, backticks), that changes directory (`cd`, `pushd`), runs a
-/// module (`-m`) or sources a file (`.`, `source`, `eval`) names `.`: the whole tree, fail
-/// closed.
-fn program_paths(value: &str) -> Vec<String> {
-    let mut words: Vec<(String, bool)> = Vec::new();
-    let (mut word, mut quoting, mut in_word, mut command_next) = (String::new(), None, false, true);
-    let mut chars = value.chars();
-    let mut end = |word: &mut String, in_word: &mut bool, command_next: &mut bool| {
-        if *in_word {
-            words.push((std::mem::take(word), *command_next));
-            *command_next = false;
-            *in_word = false;
-        }
-    };
-    while let Some(c) = chars.next() {
-        match (quoting, c) {
-            (Some(q), c) if c == q => quoting = None,
-            (Some('"'), '\\') => word.extend(chars.next()),
-            (Some(_), c) => word.push(c),
-            (None, '\'' | '"') => {
-                quoting = Some(c);
-                in_word = true;
-            }
-            (None, '\\') => {
-                word.extend(chars.next());
-                in_word = true;
-            }
-            (None, c) if c.is_whitespace() => end(&mut word, &mut in_word, &mut command_next),
-            (None, ';' | '&' | '|' | '(' | ')' | '{' | '}' | '!') => {
-                end(&mut word, &mut in_word, &mut command_next);
-                command_next = true;
-            }
-            (None, c) => {
-                word.push(c);
-                in_word = true;
-            }
-        }
+/// `section.subsection.key` for a refusal message: printable, bounded.
+fn key_label(entry: &Entry) -> String {
+    let mut label = entry.section.clone();
+    if let Some(sub) = &entry.subsection {
+        label.push('.');
+        label.extend(
+            sub.chars()
+                .take(64)
+                .map(|c| if c.is_control() { '?' } else { c }),
+        );
     }
-    end(&mut word, &mut in_word, &mut command_next);
-    let computed = value.contains('$') || value.contains('`');
-    let mut out = Vec::new();
-    for (word, is_command) in words {
-        let changes_meaning =
-            ["cd", "pushd", "-m", ".", "source", "eval", "exec"].contains(&word.as_str());
-        if computed || changes_meaning {
-            return vec![".".to_string()];
-        }
-        let on_path = is_command && !word.contains('/');
-        if word.is_empty() || on_path || word.starts_with('-') || word.contains('=') {
-            continue;
-        }
-        out.push(word);
-    }
-    out
+    label.push('.');
+    label.push_str(&entry.key);
+    label
 }
 
 /// The other checkouts of the repository `root` lies in, each joined with `root`'s path below
@@ -261,7 +294,7 @@ pub fn checkouts(root: &Path) -> Vec<PathBuf> {
     }
     if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
         for entry in entries.flatten().take(MAX_FILES) {
-            let Ok(text) = std::fs::read_to_string(entry.path().join("gitdir")) else {
+            let Some(text) = super::read_text(&entry.path().join("gitdir")) else {
                 continue;
             };
             let named = entry.path().join(text.trim());
@@ -287,7 +320,7 @@ fn git_dir_of(dot_git: &Path) -> Option<PathBuf> {
     let dir = if meta.is_dir() {
         dot_git.to_path_buf()
     } else {
-        let text = std::fs::read_to_string(dot_git).ok()?;
+        let text = super::read_text(dot_git)?;
         let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
         dot_git.parent()?.join(named)
     };
@@ -297,8 +330,7 @@ fn git_dir_of(dot_git: &Path) -> Option<PathBuf> {
 /// A linked worktree's common dir (its `commondir` file, relative to the git dir), else the
 /// git dir itself.
 fn common_dir(git_dir: &Path) -> PathBuf {
-    std::fs::read_to_string(git_dir.join("commondir"))
-        .ok()
+    super::read_text(&git_dir.join("commondir"))
         .and_then(|text| std::fs::canonicalize(git_dir.join(text.trim())).ok())
         .unwrap_or_else(|| git_dir.to_path_buf())
 }
