@@ -47,9 +47,11 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<ExitCode> {
     }
     let command_limits = config.command_limits;
     crate::limits::prepare_all_commands_memory(&command_limits);
+    let instance_lock = config.instance_lock.clone();
     let gateway = crate::open(config)?;
     let shutdown = CancellationToken::new();
     crate::start_background(gateway.clone(), shutdown.clone()).await;
+    let lost = watch_instance_lock(instance_lock, shutdown.clone());
     // SIGTERM (launchd, systemd) and SIGINT stop the server gracefully; brokers and runners keep
     // running for the next start to re-adopt.
     let signal = shutdown.clone();
@@ -69,7 +71,48 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<ExitCode> {
     };
     crate::limits::release_all_commands_memory(&command_limits);
     served?;
+    if let Some(why) = lost.get() {
+        eprintln!("gateway: {why}");
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How often the instance lock is checked ([`crate::instance_lock::InstanceLock::check`]).
+const LOCK_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Check the instance lock every second; when it no longer guards the state dir (moved or
+/// replaced), stop serving like SIGTERM (brokers keep running) and keep why for the exit.
+fn watch_instance_lock(
+    lock: Option<std::sync::Arc<crate::instance_lock::InstanceLock>>,
+    shutdown: CancellationToken,
+) -> std::sync::Arc<std::sync::OnceLock<String>> {
+    let lost = std::sync::Arc::new(std::sync::OnceLock::new());
+    let Some(lock) = lock else { return lost };
+    let noted = lost.clone();
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(LOCK_CHECK_INTERVAL);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = shutdown.cancelled() => return,
+            }
+            let check = lock.clone();
+            let Ok(Err(err)) = tokio::task::spawn_blocking(move || check.check()).await else {
+                continue;
+            };
+            if let crate::instance_lock::InstanceLockError::Io { .. } = err {
+                // The directory's lock still holds; only the holder's name could not be put back.
+                tracing::warn!("instance lock file: {err}");
+                continue;
+            }
+            tracing::error!("{err}");
+            let _ = noted.set(err.to_string());
+            shutdown.cancel();
+            return;
+        }
+    });
+    lost
 }
 
 /// `gateway broker --spec`: one session's broker. `isolation`: the network namespace `main`
