@@ -115,6 +115,54 @@ fn watch_instance_lock(
     lost
 }
 
+/// Mark every descriptor above 2 this process inherited close-on-exec, first thing in `serve`
+/// and `broker` (red team 23i B3: a launcher's connected Unix socket, passed as fd 7, reached
+/// every broker and the confined runner, whose seccomp refuses `socket(AF_UNIX)`, and it wrote
+/// through it). The gateway is given no descriptor on purpose (no socket activation), so none
+/// is kept. Commands already close everything above 2 in the helper (`close_range`).
+pub fn close_inherited_fds_on_exec() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors.
+        let done = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        } == 0;
+        if done {
+            return;
+        }
+    }
+    // Older kernels and macOS: the descriptors the process has (the listing's own is among them,
+    // closed right after), else every number below the limit.
+    let listed: Option<Vec<i32>> = std::fs::read_dir("/dev/fd").ok().map(|entries| {
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+            .collect()
+    });
+    let all = || {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(65_536)
+            .min(65_536);
+        (3..i32::try_from(limit).unwrap_or(65_536)).collect::<Vec<i32>>()
+    };
+    for fd in listed.unwrap_or_else(all).into_iter().filter(|fd| *fd > 2) {
+        // SAFETY: F_GETFD/F_SETFD only read and set the descriptor's close-on-exec flag; an
+        // unused number fails with EBADF and nothing happens.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
 /// `gateway broker --spec`: one session's broker. `isolation`: the network namespace `main`
 /// entered while still single-threaded (`None`: not tried).
 pub async fn broker(
