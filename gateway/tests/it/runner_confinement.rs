@@ -286,3 +286,31 @@ async fn a_descriptor_the_launcher_leaks_reaches_no_broker_nor_runner() {
         .await
         .unwrap();
 }
+
+/// Red team 23i B4: the view's `commands_enforced_by` is what a command's receipt says it got,
+/// word for word (as root a pids cgroup bounds commands: both say so).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_view_describes_commands_as_their_receipts_do() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "Run true", "one-truth-1").await;
+    let view_says = v["network_boundary"]["commands_enforced_by"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no commands_enforced_by: {v}"))
+        .to_string();
+    let calls = serde_json::json!([{"name": "RunCommand", "arguments": {"argv": ["/bin/true"]}}]);
+    let next = crate::writes::reply_calls(&chat, &v, "one-truth-r1", calls).await;
+    let result = &next["pending_turn"]["tool_results"][0];
+    assert_eq!(result["status"], "ok", "{result}");
+    let output = result["output"].as_str().unwrap_or_default();
+    let receipt_says = output
+        .lines()
+        .find_map(|l| l.strip_prefix("sandbox: "))
+        .unwrap_or_else(|| panic!("no sandbox line: {output}"));
+    assert_eq!(receipt_says, view_says);
+    chat.stop(&session_id(&v), &lease_id(&v), "one-truth-stop", None)
+        .await
+        .unwrap();
+}
