@@ -9,6 +9,38 @@ use serde_json::json;
 
 use crate::support::*;
 
+/// A second `gateway serve` (HTTP or stdio) on `gw`'s state dir: it exits non-zero saying
+/// another gateway serves the dir, before it adopts anything (no "re-adopted" in its log) or
+/// listens.
+async fn second_gateway_refused(gw: &GatewayProcess, stdio: bool) -> tests::ExitOutcome {
+    let mut second = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("RUST_LOG", "info")
+        .state_dir(gw.state_dir());
+    if stdio {
+        second = second.arg("--stdio");
+    }
+    let outcome = second
+        .run_to_exit(std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_ne!(outcome.code(), Some(0), "stdio {stdio}: {outcome:?}");
+    assert!(
+        outcome
+            .stderr
+            .contains("another gateway is serving this state dir ("),
+        "stdio {stdio}: {}",
+        outcome.stderr
+    );
+    assert!(
+        !outcome.stderr.contains("re-adopted"),
+        "stdio {stdio}: it adopted the first's broker: {}",
+        outcome.stderr
+    );
+    assert!(!outcome.stdout.contains("listening"), "{}", outcome.stdout);
+    outcome
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_gateway_on_the_same_state_dir_exits_and_the_first_goes_on() {
     let gw = gateway().await;
@@ -17,31 +49,12 @@ async fn a_second_gateway_on_the_same_state_dir_exits_and_the_first_goes_on() {
     let v = start_session(&chat, dir.path(), "Read a file", "lock-1").await;
     let first_pid = gw.pid().unwrap();
     for stdio in [false, true] {
-        let mut second = GatewayProcess::builder(GATEWAY)
-            .env("CLAUDE_BIN", tests::claude_bin())
-            .state_dir(gw.state_dir());
-        if stdio {
-            second = second.arg("--stdio");
-        }
-        let outcome = second
-            .run_to_exit(std::time::Duration::from_secs(30))
-            .await
-            .unwrap();
-        assert_ne!(outcome.code(), Some(0), "stdio {stdio}: {outcome:?}");
-        assert!(
-            outcome
-                .stderr
-                .contains("another gateway is serving this state dir"),
-            "stdio {stdio}: {}",
-            outcome.stderr
-        );
+        let outcome = second_gateway_refused(&gw, stdio).await;
         assert!(
             outcome.stderr.contains(&format!("pid {first_pid}")),
             "names the first: {}",
             outcome.stderr
         );
-        // It adopted nothing: no line of its own about brokers, and no listening line.
-        assert!(!outcome.stdout.contains("listening"), "{}", outcome.stdout);
     }
     // The first gateway's session is untouched: attached, and its next reply runs.
     let status = chat
@@ -71,31 +84,7 @@ async fn a_removed_lock_file_does_not_let_a_second_gateway_in() {
     let v = start_session(&chat, dir.path(), "Read a file", "unlinked-1").await;
     for stdio in [false, true] {
         let _ = std::fs::remove_file(gw.state_dir().join("gateway.lock"));
-        let mut second = GatewayProcess::builder(GATEWAY)
-            .env("CLAUDE_BIN", tests::claude_bin())
-            .env("RUST_LOG", "info")
-            .state_dir(gw.state_dir());
-        if stdio {
-            second = second.arg("--stdio");
-        }
-        let outcome = second
-            .run_to_exit(std::time::Duration::from_secs(30))
-            .await
-            .unwrap();
-        assert_ne!(outcome.code(), Some(0), "stdio {stdio}: {outcome:?}");
-        assert!(
-            outcome
-                .stderr
-                .contains("another gateway is serving this state dir ("),
-            "stdio {stdio}: {}",
-            outcome.stderr
-        );
-        assert!(
-            !outcome.stderr.contains("re-adopted"),
-            "stdio {stdio}: it adopted the first's broker: {}",
-            outcome.stderr
-        );
-        assert!(!outcome.stdout.contains("listening"), "{}", outcome.stdout);
+        second_gateway_refused(&gw, stdio).await;
     }
     let file = std::fs::canonicalize(dir.path()).unwrap().join("notes.txt");
     let calls = json!([{"name": "Read", "arguments": {"file_path": file.to_string_lossy()}}]);
