@@ -115,6 +115,15 @@ fn unreachable_hmac() -> ! {
     panic!("HMAC-SHA256 rejected a key, which its definition does not allow")
 }
 
+/// How a secret the gateway hands out (a lease, an OAuth token or code) is stored:
+/// HMAC-SHA256 under the server key of `stored-secret:v1:<purpose>:<secret>`, never its plain
+/// SHA-256. Someone who can write the database but lacks the key cannot store the hash of a
+/// secret of their own choosing (red team 27b R2); `purpose` keeps one kind of secret from
+/// passing for another.
+pub fn stored_secret_hash(key: &str, purpose: &str, secret: &str) -> String {
+    hmac_hex(key, &format!("stored-secret:v1:{purpose}:{secret}"))
+}
+
 /// The broker's answer to the gateway's nonce. Both directions of the handshake MAC a
 /// role-prefixed message, so neither side can be made to compute the other's proof.
 pub fn broker_proof(secret: &str, gateway_nonce: &str) -> String {

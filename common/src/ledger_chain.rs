@@ -277,6 +277,11 @@ pub struct Report {
     pub problems: Vec<Problem>,
     /// Sessions with at least one problem.
     pub broken_sessions: BTreeSet<String>,
+    /// Covered columns of recorded rows that no record holds yet: the mapping gained them after
+    /// the row was last recorded. The gateway's open records them (trust on first use, as the
+    /// baseline); until then they are not checked.
+    #[serde(skip)]
+    pub unrecorded: Vec<records::RowRecord>,
 }
 
 impl Report {

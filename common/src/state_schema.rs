@@ -139,3 +139,21 @@ ALTER TABLE events ADD COLUMN hash TEXT;
 pub const V5: &str = r#"
 ALTER TABLE events ADD COLUMN mac TEXT;
 "#;
+
+/// Schema version 6: secrets stored keyed (`common::hash::stored_secret_hash`, red team 27b R2).
+/// OAuth tokens and codes stored as plain SHA-256 cannot be told from rows a database writer
+/// planted, so they are deleted and the grants they belonged to revoked, with the reason the
+/// owner sees in `gatewayctl oauth grants`: the client authorizes again. Lease rows are re-keyed
+/// by the gateway in the same transaction (a lease is derived from the server key, so a genuine
+/// row can be told from a planted one: `gateway::state::secrets`). Idempotency rows gain the
+/// server key's signature (`mac`): a replay hands out the lease of the session its answer names,
+/// so only a signed answer is replayed; rows from before have none.
+pub const V6: &str = r#"
+ALTER TABLE idempotency ADD COLUMN mac TEXT;
+UPDATE oauth_grants
+   SET revoked_at_ms = CAST(strftime('%s', 'now') AS INTEGER) * 1000,
+       revoked_reason = 'tokens stored before the keyed-hash upgrade; reconnect the client (gatewayctl oauth approve)'
+ WHERE revoked_at_ms IS NULL;
+DELETE FROM oauth_tokens;
+DELETE FROM oauth_codes;
+"#;

@@ -115,22 +115,39 @@ pub fn room_for_layer(area: &Path, budget: u64) -> Result<(), NoRoom> {
     let Ok(fs) = rustix::fs::statvfs(area) else {
         return Ok(());
     };
-    let size = fs.f_blocks.saturating_mul(fs.f_frsize);
     let free = fs.f_bavail.saturating_mul(fs.f_frsize);
-    let reserve = (size / 20).clamp(256 * MIB, 2048 * MIB);
-    let reserve_inodes = (fs.f_files / 20).clamp(16 * 1024, 128 * 1024);
-    let need_inodes = inode_budget(budget).saturating_add(reserve_inodes);
+    let reserve = reserve_of(&fs);
+    let need_inodes = inode_budget(budget).saturating_add(reserve.inodes);
     // A file system without an inode count (btrfs, some FUSE) reports 0 files.
     let inodes_short = fs.f_files > 0 && fs.f_favail < need_inodes;
-    if free >= budget.saturating_add(reserve) && !inodes_short {
+    if free >= budget.saturating_add(reserve.bytes) && !inodes_short {
         return Ok(());
     }
     Err(NoRoom {
         free_mib: free / MIB,
         budget_mib: budget / MIB,
-        reserve_mib: reserve / MIB,
+        reserve_mib: reserve.bytes / MIB,
         inodes_short,
     })
+}
+
+/// The free space and inodes kept for the owner's machine on `area`'s file system (see
+/// [`room_for_layer`]; no inodes where the file system does not count them); `None` when it
+/// cannot be read. Running commands are stopped once the disk falls below it.
+pub fn owner_reserve(area: &Path) -> Option<crate::DiskUsage> {
+    rustix::fs::statvfs(area).ok().map(|fs| reserve_of(&fs))
+}
+
+fn reserve_of(fs: &rustix::fs::StatVfs) -> crate::DiskUsage {
+    let size = fs.f_blocks.saturating_mul(fs.f_frsize);
+    crate::DiskUsage {
+        bytes: (size / 20).clamp(256 * MIB, 2048 * MIB),
+        inodes: if fs.f_files > 0 {
+            (fs.f_files / 20).clamp(16 * 1024, 128 * 1024)
+        } else {
+            0
+        },
+    }
 }
 
 const MIB: u64 = 1024 * 1024;

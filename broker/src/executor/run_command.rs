@@ -469,6 +469,13 @@ pub(super) fn run(
         report.enforced.session_dir = true;
     }
     let stopped_by_guard = run.stopped_by_guard;
+    if let Some((walks, walking)) = guard.as_ref().map(layer::LayerGuard::walks) {
+        tracing::debug!(
+            walks,
+            walking_ms = walking.as_millis(),
+            "the layer guard's walks"
+        );
+    }
     sandbox::timing::mark("exited");
     let killed = release_cgroups(run.report.as_ref());
     sandbox::timing::mark("released");
@@ -512,6 +519,19 @@ pub(super) fn run(
             "the command was stopped: with its writes the session's layer {excess}"
         ));
     }
+    // (Over its budget too, the budget is what the session can act on.)
+    let disk_low = stopped_by_guard
+        && guard
+            .as_ref()
+            .is_some_and(|g| g.exceeded().is_none() && g.disk_low().is_some());
+    if stopped_by_guard && let Some(low) = guard.as_ref().and_then(|g| g.disk_low()) {
+        notes.push(format!(
+            "the command was stopped: {low}, and its writes were growing the session's layer; \
+             the layers of all live sessions count: stop sessions you no longer need, or run \
+             with `fresh_layer: true` to drop this session's earlier build outputs; the owner \
+             can lower CLAUDE_TOOLS_COMMAND_LAYER_MB"
+        ));
+    }
     if let Some(over) = turn.and_then(layer::LayerTurn::finish) {
         notes.push(over);
     }
@@ -523,7 +543,11 @@ pub(super) fn run(
     let mut outcome = finish(action_id, &cwd, run, args.timeout(), started, &notes);
     if stopped_by_guard && outcome.status != ToolStatus::Rejected {
         outcome.status = ToolStatus::Error;
-        outcome.error_code = Some(OutcomeCode::LayerOverBudget);
+        outcome.error_code = Some(if disk_low {
+            OutcomeCode::StorageFull
+        } else {
+            OutcomeCode::LayerOverBudget
+        });
     } else if let Some(code) = memory_code
         && outcome.status == ToolStatus::Error
     {

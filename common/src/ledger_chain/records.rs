@@ -38,6 +38,47 @@ fn put(columns: &mut Columns, name: &str, digest: String) {
     columns.insert(name.to_string(), digest);
 }
 
+/// Fields of a session's `data` recorded as columns of their own (so a check names them); the
+/// rest, but for [`SESSION_STATE`], is the column `other`. Everything the SessionView or
+/// `gatewayctl show` shows is covered one way or the other (red team 27b R3): a field added later
+/// is covered by default.
+pub const SESSION_FIELDS: &[&str] = &[
+    "label",
+    "profile",
+    "subagent_policy",
+    "source_directory",
+    "working_directory",
+    "skill_snapshot",
+    "claude_session_id",
+    "current_run",
+    "recovery_required",
+    "pending_turn_id",
+    "last_result",
+    "launch_error",
+    "stop_request",
+    "terminal",
+    "network_boundary",
+    "conversation_restart",
+    "delegation",
+];
+/// Fields of a session's `data` left out of the records: they move with every call or broker
+/// event (the lease's expiry, the revision counter, the broker's private runtime record, whose
+/// secret must not reach the ledger either). `workspace` is recorded in two columns of its own.
+pub const SESSION_STATE: &[&str] = &["revision", "lease_expires_at_ms", "broker", "workspace"];
+/// A turn's `data` fields recorded as columns of their own (the rest is `other`).
+pub const TURN_FIELDS: &[&str] = &["body", "reply_id", "notice"];
+/// A reply's `data` fields recorded as columns of their own (the rest is `other`).
+pub const REPLY_FIELDS: &[&str] = &["text", "calls"];
+
+/// Digest of a JSON object without its top-level `named` and `left_out` members.
+fn digest_rest(data: &Value, named: &[&str], left_out: &[&str]) -> String {
+    let mut rest = data.clone();
+    if let Some(object) = rest.as_object_mut() {
+        object.retain(|key, _| !named.contains(&key.as_str()) && !left_out.contains(&key.as_str()));
+    }
+    digest_value(Some(&rest))
+}
+
 /// A row of one of the covered tables.
 #[derive(Debug, Clone)]
 pub enum CoveredRow {
@@ -88,20 +129,15 @@ impl CoveredRow {
                 let data = serde_json::from_str::<Value>(&r.data).unwrap_or(Value::Null);
                 put(&mut c, "turn_id", digest_text(&r.turn_id));
                 put(&mut c, "request_hash", digest_text(&r.request_hash));
-                put(&mut c, "text", digest_value(data.get("text")));
-                put(&mut c, "calls", digest_value(data.get("calls")));
+                for field in REPLY_FIELDS {
+                    put(&mut c, field, digest_value(data.get(field)));
+                }
+                put(&mut c, "other", digest_rest(&data, REPLY_FIELDS, &[]));
             }
             CoveredRow::Session(r) => {
                 let data = serde_json::from_str::<Value>(&r.data).unwrap_or(Value::Null);
                 put(&mut c, "status", digest_text(&r.status));
-                for field in [
-                    "label",
-                    "profile",
-                    "subagent_policy",
-                    "source_directory",
-                    "working_directory",
-                    "skill_snapshot",
-                ] {
+                for field in SESSION_FIELDS {
                     put(&mut c, field, digest_value(data.get(field)));
                 }
                 let mut workspace = data.get("workspace").cloned().unwrap_or(Value::Null);
@@ -110,14 +146,21 @@ impl CoveredRow {
                     .and_then(|w| w.remove("worktree_path"));
                 put(&mut c, "workspace", digest_value(Some(&workspace)));
                 put(&mut c, "worktree_path", digest_value(worktree.as_ref()));
+                put(
+                    &mut c,
+                    "other",
+                    digest_rest(&data, SESSION_FIELDS, SESSION_STATE),
+                );
             }
             CoveredRow::Turn(r) => {
                 let data = serde_json::from_str::<Value>(&r.data).unwrap_or(Value::Null);
                 put(&mut c, "sequence", digest_text(&r.sequence.to_string()));
                 put(&mut c, "fingerprint", digest_text(&r.fingerprint));
                 put(&mut c, "status", digest_text(&r.status));
-                put(&mut c, "body", digest_value(data.get("body")));
-                put(&mut c, "reply_id", digest_value(data.get("reply_id")));
+                for field in TURN_FIELDS {
+                    put(&mut c, field, digest_value(data.get(field)));
+                }
+                put(&mut c, "other", digest_rest(&data, TURN_FIELDS, &[]));
             }
         }
         c
@@ -243,6 +286,16 @@ impl Verifier {
                     ),
                     None => {
                         self.report.rows_recorded += 1;
+                        let mut missing = columns;
+                        missing.retain(|name, _| !recorded.contains_key(name));
+                        if !missing.is_empty() {
+                            self.report.unrecorded.push(RowRecord {
+                                table: key.0,
+                                session: key.1,
+                                id: key.2,
+                                columns: missing,
+                            });
+                        }
                         return;
                     }
                 }

@@ -377,3 +377,61 @@ fn a_reply_whose_calls_differ_from_its_approval_is_named() {
         )
     );
 }
+
+/// A row recorded before the mapping covered some of its columns (red team 27b R3): its
+/// recorded columns are checked, and the ones no record holds yet are reported for the
+/// gateway's open to record (`Report::unrecorded`), not taken as an edit.
+#[test]
+fn columns_a_record_predates_are_reported_unrecorded() {
+    let row = CoveredRow::Session(SessionRow {
+        id: "ns_a".into(),
+        status: "idle".into(),
+        data: r#"{"id":"ns_a","label":"x","last_result":{"text":"t"}}"#.into(),
+    });
+    let all = row.columns();
+    let old: Columns = all
+        .iter()
+        .filter(|(name, _)| ["status", "label"].contains(&name.as_str()))
+        .map(|(n, d)| (n.clone(), d.clone()))
+        .collect();
+    let record = RowRecord {
+        table: Table::Sessions,
+        session: String::new(),
+        id: "ns_a".into(),
+        columns: old,
+    };
+    let data = RowRecord::event_data(&[record]).to_string();
+    let hash = link_hash(GENESIS, 1, Some("ns_a"), 1001, ROWS_RECORDED, &data);
+    let event = EventRow {
+        seq: 1,
+        session_id: Some("ns_a".into()),
+        at_ms: 1001,
+        kind: ROWS_RECORDED.into(),
+        data,
+        hash: Some(hash.clone()),
+        mac: None,
+    };
+    let mut v = Verifier::new(HeadFile::Present(Head::sign("key", 1, &hash)), Some("key"));
+    v.event(&event);
+    v.covered(&row);
+    let report = v.finish();
+    let unrecorded = &report.unrecorded;
+    assert_eq!(unrecorded.len(), 1, "{unrecorded:?}");
+    let names: Vec<&str> = unrecorded[0].columns.keys().map(String::as_str).collect();
+    assert!(
+        names.contains(&"last_result") && names.contains(&"other"),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"status") && !names.contains(&"label"),
+        "{names:?}"
+    );
+    assert!(
+        !report
+            .problems
+            .iter()
+            .any(|p| p.what.contains("differs from its chained record")),
+        "{:?}",
+        report.problems
+    );
+}

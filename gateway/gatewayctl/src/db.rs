@@ -18,7 +18,7 @@ const SESSION_EVENTS: &str = "kind NOT IN ('rows_recorded', 'ledger_baseline')";
 pub const DATABASE_FILE: &str = "gateway.sqlite3";
 
 /// Schema version this build of gatewayctl was written against.
-pub const KNOWN_SCHEMA_VERSION: i64 = 5;
+pub const KNOWN_SCHEMA_VERSION: i64 = 6;
 
 /// A read-only connection to the state database.
 pub struct Db {

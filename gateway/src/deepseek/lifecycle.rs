@@ -18,9 +18,8 @@ use crate::error::ToolError;
 use crate::session::{Gateway, ToolResult};
 use crate::state::{
     ActionEnd, ActionRecord, ActionState, LedgerEvent, SessionRecord, SessionStatus, StoreError,
-    SubsessionEnd, SubsessionStatus, Tx,
+    SubsessionStatus, Tx,
 };
-use crate::view::Terminal;
 
 /// Longest final text a `deepseek_subagent_get` carries.
 const MAX_RESULT_TEXT: usize = 16 * 1024;
@@ -28,44 +27,6 @@ const MAX_RESULT_TEXT: usize = 16 * 1024;
 const MAX_LISTED_ACTIONS: usize = 200;
 /// How long stopping a sub-session may take before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(8);
-
-/// Mark `child` ended; the event for its own ledger (the caller also records it in the
-/// parent's). A sub-session that ended is final: its record becomes terminal.
-fn end_subsession(
-    child: &mut SessionRecord,
-    status: SubsessionStatus,
-    result_text: Option<String>,
-    error: Option<String>,
-) -> Option<LedgerEvent> {
-    let delegation = child.delegation.as_mut()?;
-    if delegation.end.is_some() {
-        return None;
-    }
-    delegation.end = Some(SubsessionEnd {
-        status,
-        at_ms: now_unix_ms(),
-        result_text,
-        error: error.clone(),
-    });
-    if !child.status.is_terminal() {
-        child.status = match status {
-            SubsessionStatus::Succeeded | SubsessionStatus::Stopped => SessionStatus::Stopped,
-            _ => SessionStatus::Failed,
-        };
-        child.pending_turn_id = None;
-        child.terminal = Some(Terminal::stopped(
-            Some(&format!("DeepSeek sub-session {}", status.as_str())),
-            None,
-            None,
-            common::time::now_rfc3339(),
-        ));
-    }
-    Some(LedgerEvent::SubsessionEnded {
-        subsession_id: child.id.clone(),
-        status,
-        error,
-    })
-}
 
 /// Check the files a sub-session changed against its receipts: each path's last committed
 /// write must be what the file holds now. The first mismatch, in words naming the path.
@@ -363,6 +324,10 @@ impl Gateway {
         };
         let prompt_id = format!("prm_{}", uuid::Uuid::new_v4().simple());
         if let Err(err) = self.release_prompt(child_id, prompt_id, task, None) {
+            // Stopped while it was launching: the stop records how it ended.
+            if self.load(child_id).is_ok_and(|c| c.stop_request.is_some()) {
+                return ToolStatus::Error;
+            }
             return failed(format!(
                 "the task could not be handed over: {}",
                 err.message
@@ -392,7 +357,7 @@ impl Gateway {
             let Some(mut child) = tx.session(child_id)? else {
                 return Ok::<_, StoreError>(None);
             };
-            let Some(event) = end_subsession(&mut child, status, result_text, error) else {
+            let Some(event) = child.subsession_ended(status, result_text, error) else {
                 return Ok(None);
             };
             self.commit(tx, &mut child, &event)?;
@@ -679,10 +644,9 @@ impl Gateway {
             }
         }
         if tx.action(&call.action_id)?.is_none() {
-            child.turn_sequence += 1;
             let approved = ApprovedCall {
                 action_id: call.action_id.clone(),
-                call_index: u32::try_from(child.turn_sequence).unwrap_or(u32::MAX),
+                call_index: child.next_delegated_call(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
                 outcome: None,
@@ -716,23 +680,12 @@ impl Gateway {
             let Some(mut child) = tx.session(session_id)? else {
                 return Ok::<_, StoreError>(None);
             };
-            let active = child.subsession_active();
-            let Some(delegation) = child.delegation.as_mut().filter(|_| active) else {
+            let Some(event) = child.deepseek_request_sent(&request_sha256) else {
                 return Ok(None);
             };
-            let resent = delegation.in_flight.contains(&request_sha256);
-            if !resent {
-                delegation.in_flight.push(request_sha256.clone());
-            }
             tx.put_session(&child)?;
-            tx.record(
-                session_id,
-                &LedgerEvent::DeepseekRequestSent {
-                    request_sha256: request_sha256.clone(),
-                    resent,
-                },
-            )?;
-            Ok(Some(resent))
+            tx.record(session_id, &event)?;
+            Ok(Some(()))
         });
         let allowed = matches!(sent, Ok(Some(_)));
         if let Err(err) = &sent {
@@ -777,10 +730,8 @@ impl Gateway {
         };
         let recorded = self.store.write(|tx| {
             if let Some(mut child) = tx.session(session_id)?
-                && let Some(delegation) = child.delegation.as_mut()
-                && delegation.in_flight.contains(&request_sha256)
+                && child.deepseek_request_answered(&request_sha256)
             {
-                delegation.in_flight.retain(|h| h != &request_sha256);
                 tx.put_session(&child)?;
             }
             tx.record(session_id, &answered)

@@ -23,9 +23,7 @@ use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolError};
 use crate::session::{Gateway, ToolResult};
-use crate::state::{
-    ActionState, Delegation, LedgerEvent, SessionRecord, SessionStatus, StoreError, Tx,
-};
+use crate::state::{ActionState, Delegation, SessionRecord, SessionStatus, StoreError, Tx};
 
 /// The sub-session runner's system prompt: its task comes as the user prompt.
 pub const SUBSESSION_PROMPT: &str = "You are a DeepSeek sub-session of Native Gateway. ChatGPT \
@@ -188,41 +186,44 @@ fn new_subsession(
     task: &str,
     tier: ClaudeTier,
 ) -> SessionRecord {
-    let mut child = parent.clone();
-    child.id = format!("ds_{}", uuid::Uuid::new_v4().simple());
-    child.label = None;
-    child.status = SessionStatus::Starting;
-    child.revision = 0;
-    child.subagent_policy = SubagentPolicy::None;
-    child.claude_session_id = uuid::Uuid::new_v4().to_string();
-    child.created_at_ms = now_unix_ms();
-    // No lease of its own: it ends with its task, or when its session stops.
-    child.lease_generation = 0;
-    child.lease_expires_at_ms = i64::MAX;
-    child.current_run = None;
-    child.pending_turn_id = None;
-    child.last_result = None;
-    child.launch_error = None;
-    child.stop_request = None;
-    child.terminal = None;
-    child.recovery_required = false;
-    child.skill_snapshot = Vec::new();
-    child.broker = None;
-    child.turn_sequence = 0;
-    child.last_reply_turn_id = None;
-    child.closing_reply = None;
-    child.undelivered_prompt = None;
-    child.undelivered_reply_turn = None;
-    child.subsessions = Vec::new();
-    child.delegation = Some(Delegation {
-        parent_session_id: parent.id.clone(),
-        start_action_id: start.action_id.clone(),
-        task_sha256: sha256_hex(task.as_bytes()),
-        runner_model: tier.as_str().into(),
-        end: None,
-        in_flight: Vec::new(),
-    });
-    child
+    // What is not listed is copied from the session: its profile, directories, workspace (and
+    // their identity), network boundary and conversation-restart fields.
+    SessionRecord {
+        id: format!("ds_{}", uuid::Uuid::new_v4().simple()),
+        label: None,
+        status: SessionStatus::Starting,
+        revision: 0,
+        subagent_policy: SubagentPolicy::None,
+        claude_session_id: uuid::Uuid::new_v4().to_string(),
+        created_at_ms: now_unix_ms(),
+        // No lease of its own: it ends with its task, or when its session stops.
+        lease_generation: 0,
+        lease_expires_at_ms: i64::MAX,
+        current_run: None,
+        pending_turn_id: None,
+        last_result: None,
+        launch_error: None,
+        stop_request: None,
+        terminal: None,
+        recovery_required: false,
+        skill_snapshot: Vec::new(),
+        broker: None,
+        turn_sequence: 0,
+        last_reply_turn_id: None,
+        closing_reply: None,
+        undelivered_prompt: None,
+        undelivered_reply_turn: None,
+        subsessions: Vec::new(),
+        delegation: Some(Delegation {
+            parent_session_id: parent.id.clone(),
+            start_action_id: start.action_id.clone(),
+            task_sha256: sha256_hex(task.as_bytes()),
+            runner_model: tier.as_str().into(),
+            end: None,
+            in_flight: Vec::new(),
+        }),
+        ..parent.clone()
+    }
 }
 
 /// The one turn of sub-session `child_id`: its delegated task (its actions belong to it).
@@ -273,25 +274,18 @@ pub(crate) fn persist_delegation(
     // The sub-session's actions belong to one turn of its own: the delegated task (its id is
     // the sub-session's).
     tx.put_turn(&delegated_turn(&child.id, task))?;
-    parent.subsessions.push(child.id.clone());
-    let delegation = child.delegation.as_ref();
-    tx.record(
-        &parent.id,
-        &LedgerEvent::SubsessionDelegated {
-            subsession_id: child.id.clone(),
-            action_id: start.action_id.clone(),
-            task_sha256: delegation
-                .map(|d| d.task_sha256.clone())
-                .unwrap_or_default(),
-            route: gateway.config.deepseek.describe(),
-            tier,
-            deepseek_model: gateway
-                .config
-                .deepseek
-                .model_for(tier.as_str())
-                .map(str::to_string),
-        },
-    )
+    let event = parent.subsession_delegated(
+        &child,
+        start.action_id.clone(),
+        gateway.config.deepseek.describe(),
+        tier,
+        gateway
+            .config
+            .deepseek
+            .model_for(tier.as_str())
+            .map(str::to_string),
+    );
+    tx.record(&parent.id, &event)
 }
 
 /// A sub-session runner's tool call, as its broker reported it.

@@ -419,11 +419,7 @@ fn approve(
             return state_unreadable(&err);
         }
     }
-    if oauth
-        .store
-        .insert_code(&common::hash::sha256_hex(code.as_bytes()), &row)
-        .is_err()
-    {
+    if oauth.store.insert_code(&code, &row).is_err() {
         return error_page(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Gateway error",

@@ -212,7 +212,8 @@ impl OAuth {
     ) -> anyhow::Result<Arc<OAuth>> {
         let issuer = settings.issuer(bound);
         let resource = format!("{issuer}/mcp");
-        let store = OAuthStore::open(state_dir).context("opening the OAuth tables")?;
+        let key = crate::config::load_or_create_server_key(state_dir)?;
+        let store = OAuthStore::open(state_dir, &key).context("opening the OAuth tables")?;
         Ok(Arc::new(OAuth {
             mode: settings.mode,
             issuer,
@@ -257,11 +258,8 @@ impl OAuth {
         if !token.starts_with(credentials::ACCESS_TOKEN_KIND) {
             return Ok(false);
         }
-        self.store.access_token_valid(
-            &common::hash::sha256_hex(token.as_bytes()),
-            &self.resource,
-            common::time::now_unix_ms(),
-        )
+        self.store
+            .access_token_valid(token, &self.resource, common::time::now_unix_ms())
     }
 }
 

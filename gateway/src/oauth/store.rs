@@ -1,5 +1,7 @@
 //! The OAuth rows of the state database (schema v3): clients, grants, authorization codes, and
-//! access/refresh tokens, every secret as its SHA-256 only. Each protocol step (registration, code
+//! access/refresh tokens, every secret as its keyed hash only (`common::hash::stored_secret_hash`
+//! under the server key: a database writer cannot plant a token or code of their own, red team
+//! 27b R2; the hashing happens here, callers pass the secrets). Each protocol step (registration, code
 //! exchange, refresh, revocation) is one immediate transaction, so a refusal leaves nothing behind
 //! and two racing requests cannot both use one code or one refresh token.
 //!
@@ -77,20 +79,33 @@ const CONSENT_WINDOW_MS: i64 = super::limiter::REQUEST_TTL.as_millis() as i64;
 /// The OAuth tables, on the gateway's own connection.
 pub struct OAuthStore {
     conn: Mutex<Connection>,
+    /// The server key the secrets are hashed under.
+    key: String,
 }
+
+/// Purposes of the stored hashes (`stored_secret_hash`): one kind never passes for another.
+const CODE: &str = "oauth-code";
+const ACCESS: &str = "oauth-access";
+const REFRESH: &str = "oauth-refresh";
 
 type Outcome<T> = Result<Result<T, OAuthError>, OAuthStoreError>;
 
 impl OAuthStore {
-    /// Open the state database of `state_dir` (created and migrated by the session store first).
-    pub fn open(state_dir: &Path) -> Result<OAuthStore, OAuthStoreError> {
+    /// Open the state database of `state_dir` (created and migrated by the session store first);
+    /// `key` is the server key.
+    pub fn open(state_dir: &Path, key: &str) -> Result<OAuthStore, OAuthStoreError> {
         let conn = Connection::open(state_dir.join(crate::state::DATABASE_FILE))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         Ok(OAuthStore {
             conn: Mutex::new(conn),
+            key: key.to_string(),
         })
+    }
+
+    fn hash(&self, purpose: &str, secret: &str) -> String {
+        common::hash::stored_secret_hash(&self.key, purpose, secret)
     }
 
     /// Run `f` in an immediate transaction, committed when `f` returns `Ok` (whatever the OAuth
@@ -214,7 +229,9 @@ impl OAuthStore {
     }
 
     /// Store an authorization code the owner approved.
-    pub fn insert_code(&self, code_hash: &str, code: &CodeRow) -> Result<(), OAuthError> {
+    pub fn insert_code(&self, code: &str, row: &CodeRow) -> Result<(), OAuthError> {
+        let code_hash = self.hash(CODE, code);
+        let code = row;
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO oauth_codes
@@ -238,11 +255,12 @@ impl OAuthStore {
     /// transaction. A code presented again revokes the grant it created (RFC 6749 §4.1.2).
     pub fn exchange_code(
         &self,
-        code_hash: &str,
+        code: &str,
         redirect_uri: &str,
         verifier: &str,
         request: &TokenRequest<'_>,
     ) -> Result<IssuedTokens, OAuthError> {
+        let code_hash = &self.hash(CODE, code);
         self.write(|tx| {
             if active_client(tx, request.client_id)?.is_none() {
                 return Ok(Err(unknown_client()));
@@ -321,7 +339,7 @@ impl OAuthStore {
                 "UPDATE oauth_codes SET grant_id = ?2 WHERE code_hash = ?1",
                 params![code_hash, grant_id],
             )?;
-            let tokens = issue_tokens(tx, &grant_id, &code.scope, request)?;
+            let tokens = self.issue_tokens(tx, &grant_id, &code.scope, request)?;
             Ok(Ok(tokens))
         })
     }
@@ -330,9 +348,10 @@ impl OAuthStore {
     /// presented again revokes the whole grant (reuse detection).
     pub fn refresh(
         &self,
-        refresh_hash: &str,
+        refresh: &str,
         request: &TokenRequest<'_>,
     ) -> Result<IssuedTokens, OAuthError> {
+        let refresh_hash = &self.hash(REFRESH, refresh);
         self.write(|tx| {
             if active_client(tx, request.client_id)?.is_none() {
                 return Ok(Err(unknown_client()));
@@ -360,7 +379,8 @@ impl OAuthStore {
             let Some((grant_id, expires_at_ms, rotated, client_id, resource, scope, revoked)) = row
             else {
                 return Ok(Err(OAuthError::invalid_grant(
-                    "the refresh token is not valid",
+                    "the refresh token is not valid (unknown here, or issued before this \
+                     gateway stored tokens keyed): authorize again",
                 )));
             };
             if client_id != request.client_id {
@@ -396,18 +416,19 @@ impl OAuthStore {
                 "UPDATE oauth_grants SET refreshed_at_ms = ?2 WHERE grant_id = ?1",
                 params![grant_id, request.now_ms],
             )?;
-            let tokens = issue_tokens(tx, &grant_id, &scope, request)?;
+            let tokens = self.issue_tokens(tx, &grant_id, &scope, request)?;
             Ok(Ok(tokens))
         })
     }
 
-    /// Whether the access token with this hash is live for `audience` at `now_ms`.
+    /// Whether the access token `token` is live for `audience` at `now_ms`.
     pub fn access_token_valid(
         &self,
-        token_hash: &str,
+        token: &str,
         audience: &str,
         now_ms: i64,
     ) -> Result<bool, OAuthStoreError> {
+        let token_hash = self.hash(ACCESS, token);
         self.read(|conn| {
             let row = conn
                 .query_row(
@@ -416,7 +437,7 @@ impl OAuthStore {
                      JOIN oauth_grants g ON g.grant_id = t.grant_id
                      JOIN oauth_clients c ON c.client_id = g.client_id
                      WHERE t.token_hash = ?1 AND t.kind = 'access'",
-                    [token_hash],
+                    [&token_hash],
                     |r| {
                         Ok((
                             r.get::<_, String>(0)?,
@@ -535,41 +556,44 @@ fn revoke_grant(
     Ok(())
 }
 
-fn issue_tokens(
-    tx: &Transaction<'_>,
-    grant_id: &str,
-    scope: &str,
-    request: &TokenRequest<'_>,
-) -> Result<IssuedTokens, OAuthStoreError> {
-    // Spent and expired tokens past any use: an expired refresh token is refused either way.
-    tx.execute(
-        "DELETE FROM oauth_tokens WHERE expires_at_ms < ?1",
-        [request.now_ms],
-    )?;
-    let access_token = common::hash::new_secret(super::credentials::ACCESS_TOKEN_KIND);
-    let refresh_token = common::hash::new_secret(super::credentials::REFRESH_TOKEN_KIND);
-    let mut insert = tx.prepare(
-        "INSERT INTO oauth_tokens (token_hash, kind, grant_id, audience, expires_at_ms)
+impl OAuthStore {
+    fn issue_tokens(
+        &self,
+        tx: &Transaction<'_>,
+        grant_id: &str,
+        scope: &str,
+        request: &TokenRequest<'_>,
+    ) -> Result<IssuedTokens, OAuthStoreError> {
+        // Spent and expired tokens past any use: an expired refresh token is refused either way.
+        tx.execute(
+            "DELETE FROM oauth_tokens WHERE expires_at_ms < ?1",
+            [request.now_ms],
+        )?;
+        let access_token = common::hash::new_secret(super::credentials::ACCESS_TOKEN_KIND);
+        let refresh_token = common::hash::new_secret(super::credentials::REFRESH_TOKEN_KIND);
+        let mut insert = tx.prepare(
+            "INSERT INTO oauth_tokens (token_hash, kind, grant_id, audience, expires_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
-    insert.execute(params![
-        common::hash::sha256_hex(access_token.as_bytes()),
-        "access",
-        grant_id,
-        request.our_resource,
-        request.now_ms + request.access_ttl_ms
-    ])?;
-    insert.execute(params![
-        common::hash::sha256_hex(refresh_token.as_bytes()),
-        "refresh",
-        grant_id,
-        request.our_resource,
-        request.now_ms + request.refresh_ttl_ms
-    ])?;
-    Ok(IssuedTokens {
-        access_token,
-        refresh_token,
-        expires_in_s: request.access_ttl_ms / 1000,
-        scope: scope.to_string(),
-    })
+        )?;
+        insert.execute(params![
+            self.hash(ACCESS, &access_token),
+            "access",
+            grant_id,
+            request.our_resource,
+            request.now_ms + request.access_ttl_ms
+        ])?;
+        insert.execute(params![
+            self.hash(REFRESH, &refresh_token),
+            "refresh",
+            grant_id,
+            request.our_resource,
+            request.now_ms + request.refresh_ttl_ms
+        ])?;
+        Ok(IssuedTokens {
+            access_token,
+            refresh_token,
+            expires_in_s: request.access_ttl_ms / 1000,
+            scope: scope.to_string(),
+        })
+    }
 }

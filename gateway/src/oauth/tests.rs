@@ -328,7 +328,8 @@ fn consent_and_error_pages_read_as_written() {
 fn store() -> (tempfile::TempDir, OAuthStore) {
     let dir = tempfile::tempdir().unwrap();
     crate::state::Store::open(dir.path()).unwrap();
-    let store = OAuthStore::open(dir.path()).unwrap();
+    let key = crate::config::load_or_create_server_key(dir.path()).unwrap();
+    let store = OAuthStore::open(dir.path(), &key).unwrap();
     (dir, store)
 }
 
@@ -386,7 +387,7 @@ fn store_codes_expire_and_are_used_once() {
     let tokens = store
         .exchange_code("h1", "https://a.example/cb", VERIFIER, &request(1_000))
         .unwrap();
-    let access = common::hash::sha256_hex(tokens.access_token.as_bytes());
+    let access = tokens.access_token.clone();
     assert!(store.access_token_valid(&access, RESOURCE, 2_000).unwrap());
     assert!(
         !store
@@ -412,7 +413,7 @@ fn store_refresh_rotates_and_a_reuse_revokes_the_grant() {
     let first = store
         .exchange_code("h2", "https://a.example/cb", VERIFIER, &request(1_000))
         .unwrap();
-    let hash = |t: &str| common::hash::sha256_hex(t.as_bytes());
+    let hash = |t: &str| t.to_string();
     let second = store
         .refresh(&hash(&first.refresh_token), &request(2_000))
         .unwrap();
@@ -513,4 +514,130 @@ fn store_caps_registered_clients_and_forgets_unused_ones() {
         .unwrap();
     assert!(store.client("client_2").unwrap().is_none());
     assert!(store.client("client_1001").unwrap().is_some());
+}
+
+/// A database writer without the server key plants rows for secrets of their own, stored as
+/// the plain SHA-256 the gateway used to store (red team 27b R2): none of them is accepted.
+#[test]
+fn store_refuses_tokens_and_codes_planted_as_plain_sha256() {
+    let (dir, store) = store();
+    client_with_code(&store, "code_real");
+    let real = store
+        .exchange_code(
+            "code_real",
+            "https://a.example/cb",
+            VERIFIER,
+            &request(1_000),
+        )
+        .unwrap();
+    let grant: String = {
+        let db = rusqlite::Connection::open(dir.path().join(crate::state::DATABASE_FILE)).unwrap();
+        let grant = db
+            .query_row("SELECT grant_id FROM oauth_grants", [], |r| r.get(0))
+            .unwrap();
+        let sha = |t: &str| common::hash::sha256_hex(t.as_bytes());
+        for (token, kind) in [("oat_planted", "access"), ("ort_planted", "refresh")] {
+            db.execute(
+                "INSERT INTO oauth_tokens (token_hash, kind, grant_id, audience, expires_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                rusqlite::params![sha(token), kind, grant, RESOURCE, i64::MAX],
+            )
+            .unwrap();
+        }
+        db.execute(
+            "INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge,
+             resource, scope, expires_at_ms) VALUES (?1, 'client_a', 'https://a.example/cb',
+             ?2, ?3, ?4, ?5)",
+            rusqlite::params![sha("code_planted"), CHALLENGE, RESOURCE, SCOPE, i64::MAX],
+        )
+        .unwrap();
+        grant
+    };
+    assert!(!grant.is_empty());
+    assert!(
+        !store
+            .access_token_valid("oat_planted", RESOURCE, 2_000)
+            .unwrap()
+    );
+    let err = store.refresh("ort_planted", &request(2_000)).unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(err.description.contains("not valid"), "{err:?}");
+    let err = store
+        .exchange_code(
+            "code_planted",
+            "https://a.example/cb",
+            VERIFIER,
+            &request(2_000),
+        )
+        .unwrap_err();
+    assert_eq!(
+        (err.error, err.description.as_str()),
+        ("invalid_grant", "the authorization code is not valid")
+    );
+    // What the gateway itself issued still works.
+    assert!(
+        store
+            .access_token_valid(&real.access_token, RESOURCE, 2_000)
+            .unwrap()
+    );
+    assert!(store.refresh(&real.refresh_token, &request(2_001)).is_ok());
+}
+
+/// Schema 6: tokens and codes stored as plain SHA-256 cannot be told from planted ones; they are
+/// deleted and their grants revoked with a reason that tells the owner what to do.
+#[test]
+fn migration_to_keyed_hashes_revokes_the_grants_of_plain_hashed_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = rusqlite::Connection::open(dir.path().join(crate::state::DATABASE_FILE)).unwrap();
+        for sql in [
+            common::state_schema::V1,
+            common::state_schema::V2,
+            common::state_schema::V3,
+            common::state_schema::V4,
+            common::state_schema::V5,
+        ] {
+            db.execute_batch(sql).unwrap();
+        }
+        db.pragma_update(None, "user_version", 5).unwrap();
+        db.execute_batch(&format!(
+            "INSERT INTO oauth_clients (client_id, redirect_uris, created_at_ms)
+                 VALUES ('client_a', '[\"https://a.example/cb\"]', 1);
+             INSERT INTO oauth_grants (grant_id, client_id, resource, scope, redirect_uri,
+                 created_at_ms) VALUES ('grant_old', 'client_a', '{RESOURCE}', 'mcp',
+                 'https://a.example/cb', 1);
+             INSERT INTO oauth_tokens (token_hash, kind, grant_id, audience, expires_at_ms)
+                 VALUES ('{}', 'access', 'grant_old', '{RESOURCE}', 9000000000000);",
+            common::hash::sha256_hex(b"oat_old")
+        ))
+        .unwrap();
+    }
+    let (_, store) = {
+        crate::state::Store::open(dir.path()).unwrap();
+        let key = crate::config::load_or_create_server_key(dir.path()).unwrap();
+        ((), OAuthStore::open(dir.path(), &key).unwrap())
+    };
+    assert!(
+        !store
+            .access_token_valid("oat_old", RESOURCE, 2_000)
+            .unwrap()
+    );
+    let db = rusqlite::Connection::open(dir.path().join(crate::state::DATABASE_FILE)).unwrap();
+    let (revoked, reason): (Option<i64>, String) = db
+        .query_row(
+            "SELECT revoked_at_ms, revoked_reason FROM oauth_grants WHERE grant_id = 'grant_old'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(revoked.is_some());
+    assert_eq!(
+        reason,
+        "tokens stored before the keyed-hash upgrade; reconnect the client (gatewayctl oauth \
+         approve)"
+    );
+    let tokens: i64 = db
+        .query_row("SELECT COUNT(*) FROM oauth_tokens", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(tokens, 0);
 }

@@ -127,18 +127,13 @@ pub async fn token(
                     "code_verifier must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~",
                 ));
             }
-            oauth.store.exchange_code(
-                &common::hash::sha256_hex(code.as_bytes()),
-                redirect_uri,
-                verifier,
-                &request,
-            )?
+            oauth
+                .store
+                .exchange_code(code, redirect_uri, verifier, &request)?
         }
         "refresh_token" => {
             let refresh = required(&params, "refresh_token")?;
-            oauth
-                .store
-                .refresh(&common::hash::sha256_hex(refresh.as_bytes()), &request)?
+            oauth.store.refresh(refresh, &request)?
         }
         other => {
             return Err(OAuthError::new(

@@ -4,18 +4,17 @@
 
 use broker::executor::failpoint::Failpoint;
 use common::protocol::{
-    BrokerEvent, GatewayToBroker, ReplyRelease, TurnContent, Verdict, WriteEnd,
+    BrokerEvent, GatewayToBroker, PreparedWrite, ReplyRelease, TurnContent, TurnRequest, Verdict,
+    WriteEnd,
 };
-use common::time::now_unix_ms;
 use common::tools::{ActionOutcome, LogicalTool, ToolStatus};
 
 use std::sync::Arc;
 
 use super::Gateway;
-use crate::state::{
-    ActionEnd, ActionState, LedgerEvent, SessionRecord, SessionStatus, StoreError, TurnBody,
-    TurnRecord, TurnStatus, Tx,
-};
+use super::transitions::EventOrder;
+use crate::state::{ActionEnd, ActionState, LedgerEvent, SessionRecord, StoreError, TurnBody, Tx};
+use crate::view::{LaunchError, LaunchErrorCode};
 
 /// What to do once a broker event is persisted.
 #[derive(Default)]
@@ -111,6 +110,91 @@ fn verdict_on(
     })
 }
 
+/// The runner asked for a model turn. A retry of a request already known gets its reply again
+/// (if it has one); a new request becomes the pending turn ChatGPT answers. A sub-session's
+/// requests go to DeepSeek, never to ChatGPT.
+fn turn_requested(
+    tx: &Tx<'_>,
+    session: &mut SessionRecord,
+    request: TurnRequest,
+    after: &mut AfterEvent,
+) -> Result<LedgerEvent, StoreError> {
+    if session.delegation.is_some() {
+        return Ok(LedgerEvent::TurnRequestIgnored {
+            reason: "a DeepSeek sub-session does not ask ChatGPT for turns".into(),
+        });
+    }
+    if let Some(turn) = tx.turn_by_fingerprint(&session.id, &request.fingerprint)? {
+        if let Some(reply_id) = &turn.reply_id
+            && let Some(mut reply) = tx.reply(&session.id, reply_id)?
+        {
+            crate::deepseek::attach_outcomes(tx, &mut reply.calls)?;
+            after.resend = Some(ReplyRelease {
+                turn_id: turn.turn_id.clone(),
+                fingerprint: turn.fingerprint.clone(),
+                text: reply.text,
+                calls: reply.calls,
+            });
+        }
+        return Ok(LedgerEvent::TurnRequestRetried {
+            turn_id: turn.turn_id,
+        });
+    }
+    let (turn, event) = session.turn_requested(request.fingerprint, |session| {
+        Ok::<_, StoreError>(match request.content {
+            TurnContent::Prompt { text } => {
+                // The last turn's calls were answered by no tool-results turn.
+                let interrupted = match &session.last_reply_turn_id {
+                    Some(id) if tx.turn_has_actions(id)? => Some(id.clone()),
+                    _ => None,
+                };
+                TurnBody::Prompt {
+                    text,
+                    interrupted_turn_id: interrupted,
+                }
+            }
+            TurnContent::ToolResults { results } => TurnBody::ToolResults {
+                previous_turn_id: session.last_reply_turn_id.clone().unwrap_or_default(),
+                runner_results: results,
+            },
+        })
+    })?;
+    if let Some(turn) = &turn {
+        tx.put_turn(turn)?;
+    }
+    Ok(event)
+}
+
+/// The broker recorded a write's intent: its approved action becomes `prepared` with it, unless
+/// the action is not this session's approved one or the sub-session has ended.
+fn write_prepared(
+    tx: &Tx<'_>,
+    session: &SessionRecord,
+    prepared: PreparedWrite,
+) -> Result<LedgerEvent, StoreError> {
+    let approved = tx
+        .action(&prepared.action_id)?
+        .filter(|a| a.session_id == session.id && a.state == ActionState::Approved);
+    Ok(match approved {
+        Some(mut action) if !delegation_ended(session) => {
+            action.state = ActionState::Prepared;
+            action.prepared = Some(prepared.clone());
+            tx.put_action(&action)?;
+            LedgerEvent::WritePrepared {
+                action_id: prepared.action_id,
+                path: prepared.path,
+                pre_sha256: prepared.pre_sha256,
+                post_sha256: prepared.post_sha256,
+            }
+        }
+        _ => LedgerEvent::WritePrepareRefused {
+            reason: prepare_refusal(session).into(),
+            action_id: prepared.action_id,
+            path: prepared.path,
+        },
+    })
+}
+
 impl Gateway {
     /// Persist one event of broker `broker_pid`. Events of a broker that is no longer the
     /// session's (an older generation winding down) and events already applied (re-sent after a
@@ -135,17 +219,17 @@ impl Gateway {
             let Some(mut session) = tx.session(session_id)? else {
                 return Ok((None, not_current));
             };
-            let Some(broker) = session.broker.as_mut().filter(|b| b.pid == broker_pid) else {
-                return Ok((None, not_current));
-            };
-            if seq < broker.next_event_seq {
-                let verdict = match &asks {
-                    Some(event) => verdict_on(tx, &session, event)?,
-                    None => None,
-                };
-                return Ok((None, verdict));
+            match session.broker_event(broker_pid, seq) {
+                EventOrder::NotCurrent => return Ok((None, not_current)),
+                EventOrder::Seen => {
+                    let verdict = match &asks {
+                        Some(event) => verdict_on(tx, &session, event)?,
+                        None => None,
+                    };
+                    return Ok((None, verdict));
+                }
+                EventOrder::Next => {}
             }
-            broker.next_event_seq = seq + 1;
             let recorded = self.apply_event(tx, &mut session, event, &mut after)?;
             if recorded.changes_view() {
                 self.commit(tx, &mut session, &recorded)?;
@@ -181,6 +265,8 @@ impl Gateway {
         Ok(verdict)
     }
 
+    /// Apply one broker event to the session (and its turns and actions): the ledger event that
+    /// records it, and in `after` what follows once it is durable.
     fn apply_event(
         &self,
         tx: &Tx<'_>,
@@ -201,119 +287,14 @@ impl Gateway {
                 started_at_ms,
                 resumed,
             } => session.runner_started(generation, started_at_ms, resumed),
-            BrokerEvent::RunnerLaunchFailed { message } => {
-                session.launch_failed(crate::view::LaunchError::now(
-                    crate::view::LaunchErrorCode::RunnerLaunchFailed,
-                    message,
-                ))
-            }
-            BrokerEvent::TurnRequested(_) if session.delegation.is_some() => {
-                // A sub-session's model requests go to DeepSeek, never to ChatGPT.
-                LedgerEvent::TurnRequestIgnored {
-                    reason: "a DeepSeek sub-session does not ask ChatGPT for turns".into(),
-                }
-            }
-            BrokerEvent::TurnRequested(request) => {
-                if let Some(turn) = tx.turn_by_fingerprint(&session.id, &request.fingerprint)? {
-                    // A retry of a request we already know: re-send the reply if it has one.
-                    if let Some(reply_id) = &turn.reply_id
-                        && let Some(mut reply) = tx.reply(&session.id, reply_id)?
-                    {
-                        crate::deepseek::attach_outcomes(tx, &mut reply.calls)?;
-                        after.resend = Some(ReplyRelease {
-                            turn_id: turn.turn_id.clone(),
-                            fingerprint: turn.fingerprint.clone(),
-                            text: reply.text,
-                            calls: reply.calls,
-                        });
-                    }
-                    return Ok(LedgerEvent::TurnRequestRetried {
-                        turn_id: turn.turn_id,
-                    });
-                }
-                if session.status.is_terminal() || session.status == SessionStatus::Stopping {
-                    return Ok(LedgerEvent::TurnRequestIgnored {
-                        reason: "session is stopping".into(),
-                    });
-                }
-                session.turn_sequence += 1;
-                let body = match request.content {
-                    TurnContent::Prompt { text } => {
-                        // The last turn's calls were answered by no tool-results turn.
-                        let interrupted = match &session.last_reply_turn_id {
-                            Some(id) if tx.turn_has_actions(id)? => Some(id.clone()),
-                            _ => None,
-                        };
-                        TurnBody::Prompt {
-                            text,
-                            interrupted_turn_id: interrupted,
-                        }
-                    }
-                    TurnContent::ToolResults { results } => TurnBody::ToolResults {
-                        previous_turn_id: session.last_reply_turn_id.clone().unwrap_or_default(),
-                        runner_results: results,
-                    },
-                };
-                let turn = TurnRecord {
-                    turn_id: format!("turn_{}", uuid::Uuid::new_v4().simple()),
-                    session_id: session.id.clone(),
-                    sequence: session.turn_sequence,
-                    fingerprint: request.fingerprint,
-                    status: TurnStatus::Pending,
-                    created_at_ms: now_unix_ms(),
-                    body,
-                    reply_id: None,
-                    notice: std::mem::take(&mut session.restart_notice_pending)
-                        .then(|| crate::view::CONVERSATION_RESTART_NOTICE.to_string()),
-                };
-                tx.put_turn(&turn)?;
-                session.pending_turn_id = Some(turn.turn_id.clone());
-                session.last_reply_turn_id = Some(turn.turn_id.clone());
-                session.status = SessionStatus::WaitingForGpt;
-                LedgerEvent::TurnPending {
-                    turn_id: turn.turn_id,
-                    sequence: turn.sequence,
-                }
-            }
-            BrokerEvent::ReplyDelivered { turn_id } => {
-                if session.undelivered_reply_turn.as_deref() == Some(turn_id.as_str()) {
-                    session.undelivered_reply_turn = None;
-                }
-                LedgerEvent::ReplyDelivered { turn_id }
-            }
-            BrokerEvent::PromptDelivered { prompt_id } => {
-                if session
-                    .undelivered_prompt
-                    .as_ref()
-                    .is_some_and(|p| p.prompt_id == prompt_id)
-                {
-                    session.undelivered_prompt = None;
-                }
-                LedgerEvent::PromptDelivered { prompt_id }
-            }
-            BrokerEvent::WritePrepared(prepared) => {
-                let approved = tx
-                    .action(&prepared.action_id)?
-                    .filter(|a| a.session_id == session.id && a.state == ActionState::Approved);
-                match approved {
-                    Some(mut action) if !delegation_ended(session) => {
-                        action.state = ActionState::Prepared;
-                        action.prepared = Some(prepared.clone());
-                        tx.put_action(&action)?;
-                        LedgerEvent::WritePrepared {
-                            action_id: prepared.action_id,
-                            path: prepared.path,
-                            pre_sha256: prepared.pre_sha256,
-                            post_sha256: prepared.post_sha256,
-                        }
-                    }
-                    _ => LedgerEvent::WritePrepareRefused {
-                        reason: prepare_refusal(session).into(),
-                        action_id: prepared.action_id,
-                        path: prepared.path,
-                    },
-                }
-            }
+            BrokerEvent::RunnerLaunchFailed { message } => session.launch_failed(LaunchError::now(
+                LaunchErrorCode::RunnerLaunchFailed,
+                message,
+            )),
+            BrokerEvent::TurnRequested(request) => turn_requested(tx, session, request, after)?,
+            BrokerEvent::ReplyDelivered { turn_id } => session.reply_delivered(turn_id),
+            BrokerEvent::PromptDelivered { prompt_id } => session.prompt_delivered(prompt_id),
+            BrokerEvent::WritePrepared(prepared) => write_prepared(tx, session, prepared)?,
             BrokerEvent::ActionFinished {
                 action_id,
                 outcome,
@@ -357,15 +338,7 @@ impl Gateway {
                     name,
                     arguments,
                 };
-                let (event, end) = self.delegated_call(tx, session, call)?;
-                match end {
-                    crate::deepseek::CallEnd::Runs => {}
-                    crate::deepseek::CallEnd::Stop => {
-                        after.stop = Some("the sub-session called a tool it does not have".into());
-                    }
-                    crate::deepseek::CallEnd::Fail(error) => after.fail_subsession = Some(error),
-                }
-                event
+                self.delegated_call_event(tx, session, call, after)?
             }
             BrokerEvent::RunnerExited {
                 exit_code,
@@ -375,6 +348,26 @@ impl Gateway {
             BrokerEvent::BrokerExiting { reason } => LedgerEvent::BrokerExiting { reason },
             BrokerEvent::Unknown => LedgerEvent::UnknownBrokerEvent {},
         })
+    }
+
+    /// A sub-session's runner called a tool: recorded (approved or not); what follows goes in
+    /// `after` (a refused call stops or fails the sub-session).
+    fn delegated_call_event(
+        &self,
+        tx: &Tx<'_>,
+        session: &mut SessionRecord,
+        call: crate::deepseek::DelegatedCall,
+        after: &mut AfterEvent,
+    ) -> Result<LedgerEvent, StoreError> {
+        let (event, end) = self.delegated_call(tx, session, call)?;
+        match end {
+            crate::deepseek::CallEnd::Runs => {}
+            crate::deepseek::CallEnd::Stop => {
+                after.stop = Some("the sub-session called a tool it does not have".into());
+            }
+            crate::deepseek::CallEnd::Fail(error) => after.fail_subsession = Some(error),
+        }
+        Ok(event)
     }
 
     /// Settle a finished action; an indeterminate write stops the session.

@@ -71,6 +71,19 @@ impl Gateway {
             .store
             .read(|tx| tx.idempotency(&request.scope, request.key))?;
         let Some(row) = row else { return Ok(None) };
+        if !row.signed {
+            // Planted or edited in the database (or recorded before rows were signed): its
+            // answer would name whose lease to hand out. Nothing is replayed.
+            return Err(ToolError::new(
+                ErrorCode::IdempotencyConflict,
+                format!(
+                    "the answer recorded for {:?} fails its integrity check (changed in the \
+                     state database, or recorded before this gateway signed them); nothing was \
+                     done. Use a new key",
+                    request.key
+                ),
+            ));
+        }
         if row.request_hash != request.hash {
             return Err(ToolError::new(
                 ErrorCode::IdempotencyConflict,

@@ -1,5 +1,6 @@
-//! Leases and recovery tokens: derived from the server key (so the store holds only their hashes
-//! and a replay can return them again), checked and renewed on every call, rotated by recovery.
+//! Leases and recovery tokens: derived from the server key (so the store holds only their keyed
+//! hashes, `state::secrets`, and a replay can return them again), checked and renewed on every
+//! call, rotated by recovery.
 
 use common::hash::{constant_time_eq, hmac_hex, sha256_hex};
 use common::time::now_unix_ms;
@@ -11,11 +12,7 @@ use crate::state::{SessionRecord, StoreError, Tx};
 impl Gateway {
     /// The lease id of generation `generation` of a session's lease.
     pub(crate) fn lease_id(&self, session_id: &str, generation: u32) -> String {
-        let mac = hmac_hex(
-            &self.server_key,
-            &format!("lease:{session_id}:{generation}"),
-        );
-        format!("lease_{}", &mac[..40])
+        crate::state::secrets::lease_id(&self.server_key, session_id, generation)
     }
 
     /// The session's recovery token (shown once, in start's answer).
@@ -34,7 +31,7 @@ impl Gateway {
         let expires = now_unix_ms() + self.config.lease_ttl.as_millis() as i64;
         let lease_id = self.lease_id(session_id, generation);
         tx.insert_lease(
-            &sha256_hex(lease_id.as_bytes()),
+            &crate::state::secrets::lease_hash(&self.server_key, session_id, &lease_id),
             session_id,
             generation,
             expires,
@@ -62,7 +59,8 @@ impl Gateway {
                     ),
                 ));
             }
-            let hash = sha256_hex(lease_id.as_bytes());
+            // Keyed: a row a database writer stored for a lease of their own making never matches.
+            let hash = crate::state::secrets::lease_hash(&self.server_key, session_id, lease_id);
             let lease = tx.lease(&hash)?;
             let Some(lease) = lease.filter(|l| l.session_id == session_id && !l.revoked) else {
                 return Err(ToolError::new(
@@ -80,7 +78,7 @@ impl Gateway {
                 ));
             }
             tx.renew_lease(&hash, now + ttl)?;
-            session.lease_expires_at_ms = now + ttl;
+            session.lease_renewed(now + ttl);
             tx.put_session(&session)?;
             Ok(session)
         })

@@ -5,7 +5,8 @@
 //!
 //! - `live`: per-session memory (revision signal, broker link, operation lock).
 //! - `lease`, `idempotency`: who may act on a session, and answering a repeated request once.
-//! - `transitions`: the typed state changes of a session record (pure, unit-tested).
+//! - `transitions`: every state change of a session record (pure, unit-tested; the only
+//!   code that assigns its fields).
 //! - `events`: broker events into state; `supervision`: links, adoption, stops, expiry;
 //!   `runner`: launching runner generations; `write_recovery`: settling a dead broker's writes.
 //! - `view`: the SessionView of a session record.

@@ -13,7 +13,7 @@ use super::supervision::BrokerStop;
 use super::{Gateway, ToolResult, ensure_not_terminal};
 use crate::brokers::{BrokerSignal, LaunchSpec, SPAWN_CONNECT_TIMEOUT};
 use crate::error::{ErrorCode, ToolError};
-use crate::state::{LedgerEvent, SessionRecord, SessionStatus, StoreError};
+use crate::state::{SessionRecord, StoreError};
 use crate::view::{LaunchError, LaunchErrorCode};
 
 /// Our part of the runner's system prompt; the session's frozen skills follow it.
@@ -61,12 +61,11 @@ impl Gateway {
             let Some(mut stored) = tx.session(&session.id)? else {
                 return Ok::<_, StoreError>(false);
             };
-            if stored.status.is_terminal() {
+            let Some(event) = stored.broker_spawned(record.clone()) else {
                 return Ok(false);
-            }
-            stored.broker = Some(record.clone());
+            };
             tx.put_session(&stored)?;
-            tx.record(&session.id, &LedgerEvent::BrokerSpawned {})?;
+            tx.record(&session.id, &event)?;
             Ok(true)
         });
         match saved {
@@ -170,8 +169,7 @@ impl Gateway {
         // from before and gets only the prompt that follows.
         let session = self.store.write(|tx| {
             let mut current = self.session(tx, session_id)?;
-            current.undelivered_prompt = None;
-            current.undelivered_reply_turn = None;
+            current.forget_releases();
             tx.put_session(&current)?;
             Ok::<_, ToolError>(current)
         })?;
@@ -179,12 +177,8 @@ impl Gateway {
             let message = launch_error.message.clone();
             let stored = self.store.write(|tx| {
                 let mut current = self.session(tx, session_id)?;
-                current.launch_error = Some(launch_error.clone());
-                self.commit(
-                    tx,
-                    &mut current,
-                    &LedgerEvent::GenerationLaunchFailed(launch_error),
-                )?;
+                let event = current.generation_launch_failed(launch_error);
+                self.commit(tx, &mut current, &event)?;
                 Ok::<_, ToolError>(current)
             })?;
             self.notify(&stored);
@@ -195,15 +189,8 @@ impl Gateway {
         }
         let stored = self.store.write(|tx| {
             let mut current = self.session(tx, session_id)?;
-            current.recovery_required = false;
-            current.launch_error = None;
-            current.undelivered_prompt = None;
-            current.undelivered_reply_turn = None;
-            self.commit(
-                tx,
-                &mut current,
-                &LedgerEvent::RunnerGenerationStarted { generation },
-            )?;
+            let event = current.generation_started(generation);
+            self.commit(tx, &mut current, &event)?;
             Ok::<_, ToolError>(current)
         })?;
         self.notify(&stored);
@@ -223,15 +210,7 @@ impl Gateway {
             if let Some(request) = claim {
                 self.claim(tx, request, session_id, session.lease_generation)?;
             }
-            session.status = SessionStatus::Running;
-            session.undelivered_prompt = Some(PromptRelease {
-                prompt_id: prompt_id.clone(),
-                text: text.clone(),
-            });
-            let event = LedgerEvent::PromptReleased {
-                prompt_id: prompt_id.clone(),
-                text: text.clone(),
-            };
+            let event = session.prompt_released(prompt_id.clone(), text.clone())?;
             self.commit(tx, &mut session, &event)?;
             Ok::<_, ToolError>(session)
         })?;

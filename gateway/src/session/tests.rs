@@ -5,10 +5,14 @@
 
 mod deepseek;
 mod fake_host;
+mod hand_off;
 mod harness;
+mod keyed;
 mod ledger_records;
 mod lifecycle;
+mod owners;
 mod recovery;
 mod skills;
 mod transitions;
 mod turns;
+mod uncovered;

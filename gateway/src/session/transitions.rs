@@ -1,12 +1,21 @@
-//! The typed state changes of a session record. Each is a pure function of the record and what
-//! happened, returning the ledger event that says so (or `None` when nothing applies), so the
-//! decisions are unit-tested without a store, a broker or a runner.
+//! Every state change of a session record, and the only code that assigns its state fields
+//! (`session/tests/owners.rs` checks that). Each is a pure method of the record and what
+//! happened: it checks the change applies and returns the ledger event that says so (`None`, or
+//! a refusal, when it does not), so the decisions are unit-tested without a store, a broker or
+//! a runner. The caller persists the record with that event in one transaction.
 
-use common::time::{now_rfc3339, rfc3339_ms};
+use common::hash::sha256_hex;
+use common::protocol::{ApprovedCall, PromptRelease};
+use common::time::{now_rfc3339, now_unix_ms, rfc3339_ms};
+use common::tools::ClaudeTier;
 
 use super::ToolResult;
 use crate::error::{ErrorCode, ToolError};
-use crate::state::{ActionRecord, CurrentRun, LedgerEvent, RunState, SessionRecord, SessionStatus};
+use crate::state::{
+    ActionRecord, ApprovedAction, BrokerRecord, CurrentRun, LastResult, LedgerEvent, RunState,
+    SessionRecord, SessionStatus, SubsessionEnd, SubsessionStatus, TurnBody, TurnRecord,
+    TurnStatus,
+};
 use crate::view::{LaunchError, StopRequest, Terminal};
 
 /// `terminal.detail` of a stop the gateway had to finish by killing the broker.
@@ -291,5 +300,315 @@ impl SessionRecord {
         }
         self.pending_turn_id = None;
         LedgerEvent::RunnerExited { exit_code, signal }
+    }
+}
+
+/// Where an event of a broker stands against the session's record of its current broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventOrder {
+    /// Not the session's current broker (an older generation winding down): not applied.
+    NotCurrent,
+    /// Applied before (re-sent after a reconnect): not applied again.
+    Seen,
+    /// The next event: apply it (the record now expects the one after).
+    Next,
+}
+
+/// Starting a session and its runtime, and renewing its lease.
+impl SessionRecord {
+    /// The new session is recorded with its first lease (expiring at `lease_expires_at_ms`)
+    /// and the prompt it starts with.
+    pub(crate) fn started(
+        &mut self,
+        lease_expires_at_ms: i64,
+        prompt_id: String,
+        prompt_sha256: String,
+    ) -> LedgerEvent {
+        self.lease_expires_at_ms = lease_expires_at_ms;
+        LedgerEvent::SessionStarted {
+            profile: self.profile,
+            working_directory: self.source_directory.clone(),
+            prompt_id,
+            prompt_sha256,
+            skills: self.skill_snapshot.clone(),
+        }
+    }
+
+    /// A call renewed the lease to `expires_at_ms` (not a ledger event: every call does it).
+    pub(crate) fn lease_renewed(&mut self, expires_at_ms: i64) {
+        self.lease_expires_at_ms = expires_at_ms;
+    }
+
+    /// A broker was spawned for the session. A session that ended meanwhile (its lease expired
+    /// during the launch) does not get a new runtime: `None`, and the caller kills it.
+    pub(crate) fn broker_spawned(&mut self, record: BrokerRecord) -> Option<LedgerEvent> {
+        if self.status.is_terminal() {
+            return None;
+        }
+        self.broker = Some(record);
+        Some(LedgerEvent::BrokerSpawned {})
+    }
+
+    /// Event `seq` of broker `broker_pid` arrived: only the current broker's events are
+    /// applied, each once, in order.
+    pub(crate) fn broker_event(&mut self, broker_pid: i32, seq: u64) -> EventOrder {
+        let Some(broker) = self.broker.as_mut().filter(|b| b.pid == broker_pid) else {
+            return EventOrder::NotCurrent;
+        };
+        if seq < broker.next_event_seq {
+            return EventOrder::Seen;
+        }
+        broker.next_event_seq = seq + 1;
+        EventOrder::Next
+    }
+
+    /// Releases of an older runner generation are not the next one's: its broker approves
+    /// nothing from before and gets only the prompt that follows (not a ledger event).
+    pub(crate) fn forget_releases(&mut self) {
+        self.undelivered_prompt = None;
+        self.undelivered_reply_turn = None;
+    }
+
+    /// A new runner generation could not be launched; the session stays as it was.
+    pub(crate) fn generation_launch_failed(&mut self, error: LaunchError) -> LedgerEvent {
+        self.launch_error = Some(error.clone());
+        LedgerEvent::GenerationLaunchFailed(error)
+    }
+
+    /// Runner generation `generation` was launched (to resume the conversation) and attached:
+    /// nothing needs recovery any more.
+    pub(crate) fn generation_started(&mut self, generation: u32) -> LedgerEvent {
+        self.recovery_required = false;
+        self.launch_error = None;
+        self.forget_releases();
+        LedgerEvent::RunnerGenerationStarted { generation }
+    }
+}
+
+/// The turn hand-off: the runner asks, ChatGPT answers, the gateway releases.
+impl SessionRecord {
+    /// The runner asked for a model turn with request `fingerprint` (not a retry of a known
+    /// one): a live session gets a pending turn for ChatGPT, with `body` (built from the record
+    /// before it changes) and the notice of a conversation restart not told yet. Returns the
+    /// turn to persist (none when the session is stopping or ended) and the ledger event.
+    pub(crate) fn turn_requested<E>(
+        &mut self,
+        fingerprint: String,
+        body: impl FnOnce(&SessionRecord) -> Result<TurnBody, E>,
+    ) -> Result<(Option<TurnRecord>, LedgerEvent), E> {
+        if self.status.is_terminal() || self.status == SessionStatus::Stopping {
+            let ignored = LedgerEvent::TurnRequestIgnored {
+                reason: "session is stopping".into(),
+            };
+            return Ok((None, ignored));
+        }
+        let body = body(self)?;
+        self.turn_sequence += 1;
+        let turn = TurnRecord {
+            turn_id: format!("turn_{}", uuid::Uuid::new_v4().simple()),
+            session_id: self.id.clone(),
+            sequence: self.turn_sequence,
+            fingerprint,
+            status: TurnStatus::Pending,
+            created_at_ms: now_unix_ms(),
+            body,
+            reply_id: None,
+            notice: std::mem::take(&mut self.restart_notice_pending)
+                .then(|| crate::view::CONVERSATION_RESTART_NOTICE.to_string()),
+        };
+        self.pending_turn_id = Some(turn.turn_id.clone());
+        self.last_reply_turn_id = Some(turn.turn_id.clone());
+        self.status = SessionStatus::WaitingForGpt;
+        let event = LedgerEvent::TurnPending {
+            turn_id: turn.turn_id.clone(),
+            sequence: turn.sequence,
+        };
+        Ok((Some(turn), event))
+    }
+
+    /// A reply is accepted only for the pending turn of a session that has not ended.
+    pub(crate) fn ensure_reply_to(&self, turn_id: &str) -> ToolResult<()> {
+        ensure_not_terminal(self)?;
+        if self.pending_turn_id.as_deref() != Some(turn_id) {
+            return Err(ToolError::new(
+                ErrorCode::TurnMismatch,
+                format!("turn {turn_id:?} is no longer pending; call native_session_status"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// ChatGPT's reply `reply_id` to the pending turn `turn_id` is persisted with its approved
+    /// calls: the runner runs again, the reply is to be delivered, and a text-only reply will be
+    /// the last result once the runner ends its turn.
+    pub(crate) fn reply_accepted(
+        &mut self,
+        turn_id: &str,
+        reply_id: &str,
+        text: &str,
+        approved: &[ApprovedCall],
+    ) -> ToolResult<LedgerEvent> {
+        self.ensure_reply_to(turn_id)?;
+        self.pending_turn_id = None;
+        self.status = SessionStatus::Running;
+        self.undelivered_reply_turn = Some(turn_id.to_string());
+        self.closing_reply = approved.is_empty().then(|| LastResult {
+            turn_id: turn_id.to_string(),
+            text: text.to_string(),
+            at: now_rfc3339(),
+        });
+        Ok(LedgerEvent::ReplyAccepted {
+            turn_id: turn_id.to_string(),
+            reply_id: reply_id.to_string(),
+            text_sha256: sha256_hex(text.as_bytes()),
+            actions: approved
+                .iter()
+                .map(|c| ApprovedAction {
+                    action_id: c.action_id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+        })
+    }
+
+    /// The broker confirmed the reply to `turn_id` reached the runner.
+    pub(crate) fn reply_delivered(&mut self, turn_id: String) -> LedgerEvent {
+        if self.undelivered_reply_turn.as_deref() == Some(turn_id.as_str()) {
+            self.undelivered_reply_turn = None;
+        }
+        LedgerEvent::ReplyDelivered { turn_id }
+    }
+
+    /// A prompt (the user's, or a sub-session's task) is persisted for release to the runner:
+    /// the session runs. An ended session is final and gets none.
+    pub(crate) fn prompt_released(
+        &mut self,
+        prompt_id: String,
+        text: String,
+    ) -> ToolResult<LedgerEvent> {
+        ensure_not_terminal(self)?;
+        self.status = SessionStatus::Running;
+        self.undelivered_prompt = Some(PromptRelease {
+            prompt_id: prompt_id.clone(),
+            text: text.clone(),
+        });
+        Ok(LedgerEvent::PromptReleased { prompt_id, text })
+    }
+
+    /// The broker confirmed prompt `prompt_id` reached the runner.
+    pub(crate) fn prompt_delivered(&mut self, prompt_id: String) -> LedgerEvent {
+        if self
+            .undelivered_prompt
+            .as_ref()
+            .is_some_and(|p| p.prompt_id == prompt_id)
+        {
+            self.undelivered_prompt = None;
+        }
+        LedgerEvent::PromptDelivered { prompt_id }
+    }
+}
+
+/// DeepSeek sub-sessions: a session delegates, a sub-session's calls and model requests, and
+/// how it ends.
+impl SessionRecord {
+    /// The session delegated a task to the new sub-session `child` (persisted with the reply
+    /// whose start call `action_id` asked for it), run as `tier` on `route`.
+    pub(crate) fn subsession_delegated(
+        &mut self,
+        child: &SessionRecord,
+        action_id: String,
+        route: String,
+        tier: ClaudeTier,
+        deepseek_model: Option<String>,
+    ) -> LedgerEvent {
+        self.subsessions.push(child.id.clone());
+        LedgerEvent::SubsessionDelegated {
+            subsession_id: child.id.clone(),
+            action_id,
+            task_sha256: child
+                .delegation
+                .as_ref()
+                .map(|d| d.task_sha256.clone())
+                .unwrap_or_default(),
+            route,
+            tier,
+            deepseek_model,
+        }
+    }
+
+    /// A sub-session's runner made a tool call the gateway has not seen: the delegation
+    /// approves it as the sub-session's next call; its call index.
+    pub(crate) fn next_delegated_call(&mut self) -> u32 {
+        self.turn_sequence += 1;
+        u32::try_from(self.turn_sequence).unwrap_or(u32::MAX)
+    }
+
+    /// The sub-session ended (once) with `status`: its record becomes final. The event is for
+    /// its own ledger (the caller also records it in its session's).
+    pub(crate) fn subsession_ended(
+        &mut self,
+        status: SubsessionStatus,
+        result_text: Option<String>,
+        error: Option<String>,
+    ) -> Option<LedgerEvent> {
+        let delegation = self.delegation.as_mut()?;
+        if delegation.end.is_some() {
+            return None;
+        }
+        delegation.end = Some(SubsessionEnd {
+            status,
+            at_ms: now_unix_ms(),
+            result_text,
+            error: error.clone(),
+        });
+        if !self.status.is_terminal() {
+            self.status = match status {
+                SubsessionStatus::Succeeded | SubsessionStatus::Stopped => SessionStatus::Stopped,
+                _ => SessionStatus::Failed,
+            };
+            self.pending_turn_id = None;
+            self.terminal = Some(Terminal::stopped(
+                Some(&format!("DeepSeek sub-session {}", status.as_str())),
+                None,
+                None,
+                now_rfc3339(),
+            ));
+        }
+        Some(LedgerEvent::SubsessionEnded {
+            subsession_id: self.id.clone(),
+            status,
+            error,
+        })
+    }
+
+    /// A running sub-session's model request (SHA-256 `request_sha256`) is about to leave for
+    /// DeepSeek: it is in flight until answered (a resend is recorded as one). Only a running
+    /// sub-session sends: `None` otherwise.
+    pub(crate) fn deepseek_request_sent(&mut self, request_sha256: &str) -> Option<LedgerEvent> {
+        let active = self.subsession_active();
+        let delegation = self.delegation.as_mut().filter(|_| active)?;
+        let resent = delegation.in_flight.iter().any(|h| h == request_sha256);
+        if !resent {
+            delegation.in_flight.push(request_sha256.to_string());
+        }
+        Some(LedgerEvent::DeepseekRequestSent {
+            request_sha256: request_sha256.to_string(),
+            resent,
+        })
+    }
+
+    /// The model request `request_sha256` was answered (or refused): no longer in flight.
+    /// Whether the record changed.
+    pub(crate) fn deepseek_request_answered(&mut self, request_sha256: &str) -> bool {
+        let Some(delegation) = self
+            .delegation
+            .as_mut()
+            .filter(|d| d.in_flight.iter().any(|h| h == request_sha256))
+        else {
+            return false;
+        };
+        delegation.in_flight.retain(|h| h != request_sha256);
+        true
     }
 }

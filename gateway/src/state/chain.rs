@@ -29,6 +29,8 @@ pub(super) struct Anchor {
 pub(super) struct Opened {
     pub anchor: Anchor,
     pub baseline_needed: bool,
+    /// Columns the row mapping covers that the rows' records predate (recorded by the open).
+    pub unrecorded: Vec<common::ledger_chain::RowRecord>,
 }
 
 /// Check the whole chain against the signed head in `state_dir` (rows after the head must carry
@@ -59,7 +61,8 @@ pub(super) fn open_check(
         common::ledger_chain::db::each_covered_row(conn, 5, |_| covered_rows = true)?;
     }
     let issued = common::ledger_chain::db::issued(conn)?;
-    let report = verifier.finish();
+    let mut report = verifier.finish();
+    let unrecorded = std::mem::take(&mut report.unrecorded);
     if let Some(problem) = report.problems.first() {
         return Err(StoreError::LedgerBroken(describe(problem)));
     }
@@ -86,11 +89,12 @@ pub(super) fn open_check(
     Ok(Opened {
         anchor,
         baseline_needed,
+        unrecorded,
     })
 }
 
 /// Rows per `ledger_baseline` event (a large state dir is recorded in several).
-const BASELINE_ROWS: usize = 256;
+pub(super) const BASELINE_ROWS: usize = 256;
 
 /// The baseline of a ledger whose head predates the v3 format: every covered row's column
 /// digests, with the pre-chain commitment, as `ledger_baseline` events (`kind`, `data`).

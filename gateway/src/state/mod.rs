@@ -2,9 +2,11 @@
 //! records, turns, replies, actions and the append-only event ledger), and the records stored in it.
 
 mod chain;
+mod fixed;
 mod ledger;
 mod records;
 mod schema;
+pub mod secrets;
 mod store;
 
 pub use ledger::{ActionEnd, ApprovedAction, LedgerEvent};

@@ -4,7 +4,7 @@
 use rusqlite::Connection;
 
 /// Version this build writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Each entry migrates from version `index` to `index + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     common::state_schema::V3,
     common::state_schema::V4,
     common::state_schema::V5,
+    common::state_schema::V6,
 ];
 
 /// Why the database cannot be brought to [`SCHEMA_VERSION`].
@@ -30,8 +31,8 @@ pub enum MigrationError {
 }
 
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be; returns the version
-/// it was found at.
-pub fn migrate(conn: &mut Connection) -> Result<i64, MigrationError> {
+/// it was found at. `key` is the server key: version 6 re-keys the lease rows with it.
+pub fn migrate(conn: &mut Connection, key: &str) -> Result<i64, MigrationError> {
     let current: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .map_err(MigrationError::Version)?;
@@ -44,6 +45,27 @@ pub fn migrate(conn: &mut Connection) -> Result<i64, MigrationError> {
         let tx = conn.transaction().map_err(step)?;
         let sql = MIGRATIONS[version as usize];
         tx.execute_batch(sql)
+            .and_then(|()| match to {
+                6 => super::secrets::rekey_leases(&tx, key).and_then(|(rekeyed, deleted)| {
+                    tracing::info!(rekeyed, deleted, "lease rows re-keyed (schema 6)");
+                    let revoked: i64 = tx.query_row(
+                        "SELECT COUNT(*) FROM oauth_grants WHERE revoked_reason LIKE \
+                         'tokens stored before the keyed-hash upgrade%'",
+                        [],
+                        |row| row.get(0),
+                    )?;
+                    if revoked > 0 {
+                        tracing::warn!(
+                            revoked,
+                            "OAuth grants revoked: their tokens were stored before keyed \
+                             hashes. Reconnect ChatGPT and approve it with `gatewayctl oauth \
+                             approve`"
+                        );
+                    }
+                    Ok(())
+                }),
+                _ => Ok(()),
+            })
             .and_then(|()| tx.pragma_update(None, "user_version", to))
             .and_then(|()| tx.commit())
             .map_err(step)?;

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use common::ledger_chain::{CoveredRow, RowRecord, Table};
 
+use super::fixed::Fixed;
 use super::records::{ActionRecord, IdempotentAnswer, ReplyRecord, SessionRecord, TurnRecord};
 use super::{chain, schema};
 
@@ -50,6 +51,8 @@ pub struct Store {
     key: String,
     /// Where [`chain::BROKEN_FILE`] is written when the ledger is found broken.
     state_dir: std::path::PathBuf,
+    /// Each session's facts from its start, as written or checked (loads use these).
+    fixed: Fixed,
 }
 
 /// The connection, where the ledger chain stands, and whether it was found tampered with.
@@ -87,7 +90,6 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        let found_version = schema::migrate(&mut conn)?;
         let auth = state_dir.join("auth");
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -99,6 +101,7 @@ impl Store {
             })?;
         let key = crate::config::load_or_create_server_key(state_dir)
             .map_err(|err| StoreError::Schema(format!("server key: {err:#}")))?;
+        let found_version = schema::migrate(&mut conn, &key)?;
         let head_path = state_dir.join(common::ledger_chain::HEAD_FILE);
         let opened = match chain::open_check(&conn, state_dir, &key, found_version) {
             Err(StoreError::LedgerBroken(why)) => {
@@ -108,6 +111,7 @@ impl Store {
             other => other?,
         };
         let mut anchor = opened.anchor;
+        let fixed = Fixed::default();
         // Found broken before (by this open or a running gateway's write): a restart, or the
         // database put back behind the gateway's back, does not clear it.
         if let Ok(why) = std::fs::read_to_string(state_dir.join(chain::BROKEN_FILE)) {
@@ -118,12 +122,31 @@ impl Store {
             )));
         }
         // A head from before the v3 format: record every covered row and the pre-chain
-        // commitment in the chain first (committed before the head that requires them).
-        if opened.baseline_needed {
+        // commitment in the chain first (committed before the head that requires them). Else
+        // the columns the mapping gained since rows were last recorded (red team 27b R3):
+        // recorded now, checked by nothing before (the baseline's trust on first use).
+        let records: Vec<(&str, Value)> = if opened.baseline_needed {
+            let baseline = chain::baseline_events(&conn, &anchor.pre)?;
+            let kind = common::ledger_chain::BASELINE;
+            baseline.into_iter().map(|data| (kind, data)).collect()
+        } else {
+            let chunks = opened.unrecorded.chunks(chain::BASELINE_ROWS);
+            let kind = common::ledger_chain::ROWS_RECORDED;
+            chunks
+                .map(|rows| (kind, RowRecord::event_data(rows)))
+                .collect()
+        };
+        if !records.is_empty() {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let typed = Tx(&tx, RefCell::new(anchor.clone()), &key, RefCell::default());
-            for data in chain::baseline_events(&tx, &anchor.pre)? {
-                typed.append_event(None, common::ledger_chain::BASELINE, &data)?;
+            let typed = Tx(
+                &tx,
+                RefCell::new(anchor.clone()),
+                &key,
+                RefCell::default(),
+                &fixed,
+            );
+            for (kind, data) in &records {
+                typed.append_event(None, kind, data)?;
             }
             anchor = typed.1.into_inner();
             tx.commit()?;
@@ -131,6 +154,15 @@ impl Store {
         // Anchor what was found (rows a crash left after the head, a head of the older format,
         // or none yet) before appending anything.
         chain::write_head(&head_path, &key, &anchor)?;
+        // The check passed: each session's facts as they stand now are the ones loads use.
+        {
+            let mut stmt = conn.prepare("SELECT data FROM sessions")?;
+            for data in stmt.query_map([], |row| row.get::<_, String>(0))? {
+                if let Ok(session) = from_json::<SessionRecord>(&data?) {
+                    fixed.learn(&session);
+                }
+            }
+        }
         Ok(Store {
             inner: Mutex::new(Inner {
                 conn,
@@ -140,6 +172,7 @@ impl Store {
             head: chain::HeadWriter::start(head_path, key.clone())?,
             key,
             state_dir: state_dir.to_path_buf(),
+            fixed,
         })
     }
 
@@ -174,6 +207,7 @@ impl Store {
             RefCell::new(inner.anchor.clone()),
             &self.key,
             RefCell::default(),
+            &self.fixed,
         );
         let out = f(&typed)?;
         typed.append_records()?;
@@ -208,18 +242,21 @@ impl Store {
             RefCell::new(anchor),
             &self.key,
             RefCell::default(),
+            &self.fixed,
         ))
     }
 }
 
 /// Typed access to the database inside one transaction, where the ledger chain stands in it
-/// (the head to sign once it commits), the server key that signs each row, and the covered
-/// columns the transaction changed (recorded in one `rows_recorded` event before it commits).
+/// (the head to sign once it commits), the server key that signs each row, the covered
+/// columns the transaction changed (recorded in one `rows_recorded` event before it commits),
+/// and the sessions' fixed facts.
 pub struct Tx<'a>(
     &'a Transaction<'a>,
     RefCell<chain::Anchor>,
     &'a str,
     RefCell<Vec<RowRecord>>,
+    &'a Fixed,
 );
 
 fn to_json<T: Serialize>(value: &T) -> Result<String, StoreError> {
@@ -239,12 +276,24 @@ pub struct LeaseRow {
     pub revoked: bool,
 }
 
-/// A claimed idempotency key: the hash of the request that claimed it, its session, its answer.
+/// A claimed idempotency key: the hash of the request that claimed it, its session, its answer,
+/// and whether the row carries the server key's signature over all of them (a replay hands out
+/// the lease and recovery token of the session the answer names: only a signed answer is
+/// replayed, red team 27b R2).
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdempotencyRow {
     pub request_hash: String,
     pub session_id: Option<String>,
     pub answer: IdempotentAnswer,
+    pub signed: bool,
+}
+
+/// The signature of an idempotency row under `key`: HMAC of scope, idempotency key and request
+/// hash (`fields`), session and the answer as stored, as a JSON array (unambiguous).
+fn idempotency_mac(key: &str, fields: [&str; 3], session_id: Option<&str>, answer: &str) -> String {
+    let [scope, idempotency_key, request_hash] = fields;
+    let fields = serde_json::json!([scope, idempotency_key, request_hash, session_id, answer]);
+    common::hash::hmac_hex(key, &format!("idempotency:v1:{fields}"))
 }
 
 /// An action row before its JSON columns are decoded: record, arguments, outcome, prepared.
@@ -254,6 +303,7 @@ impl Tx<'_> {
     // ---- sessions ----
 
     pub fn put_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        self.4.learn(session);
         let before = self.covered(Table::Sessions, &session.id, &session.id)?;
         self.0.execute(
             "INSERT INTO sessions (id, status, revision, created_at_ms, updated_at_ms, data)
@@ -278,7 +328,7 @@ impl Tx<'_> {
                 row.get(0)
             })
             .optional()?;
-        data.map(|d| from_json(&d)).transpose()
+        data.map(|d| self.4.apply(from_json(&d)?)).transpose()
     }
 
     /// Sessions that are not terminal: each may hold a broker and a runner.
@@ -298,7 +348,11 @@ impl Tx<'_> {
         let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
         let mut out = Vec::new();
         for row in rows {
-            out.push(from_json(&row?)?);
+            // A session added behind the gateway's back is left out (and refused when named).
+            match self.4.apply(from_json(&row?)?) {
+                Ok(session) => out.push(session),
+                Err(err) => tracing::error!("{err}"),
+            }
         }
         Ok(out)
     }
@@ -360,19 +414,27 @@ impl Tx<'_> {
         scope: &str,
         key: &str,
     ) -> Result<Option<IdempotencyRow>, StoreError> {
-        let row: Option<(String, Option<String>, String)> = self
+        type Row = (String, Option<String>, String, Option<String>);
+        let row: Option<Row> = self
             .0
             .query_row(
-                "SELECT request_hash, session_id, answer FROM idempotency WHERE scope = ?1 AND key = ?2",
+                "SELECT request_hash, session_id, answer, mac FROM idempotency
+                 WHERE scope = ?1 AND key = ?2",
                 [scope, key],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
             )
             .optional()?;
-        row.map(|(request_hash, session_id, answer)| {
+        row.map(|(request_hash, session_id, answer, mac)| {
+            let fields = [scope, key, request_hash.as_str()];
+            let expected = idempotency_mac(self.2, fields, session_id.as_deref(), &answer);
+            let signed = mac.is_some_and(|mac| {
+                common::hash::constant_time_eq(mac.as_bytes(), expected.as_bytes())
+            });
             Ok(IdempotencyRow {
                 request_hash,
                 session_id,
                 answer: IdempotentAnswer::from_json(from_json(&answer)?)?,
+                signed,
             })
         })
         .transpose()
@@ -386,16 +448,20 @@ impl Tx<'_> {
         session_id: Option<&str>,
         answer: &IdempotentAnswer,
     ) -> Result<(), StoreError> {
+        let answer = to_json(&answer.to_json()?)?;
+        let mac = idempotency_mac(self.2, [scope, key, request_hash], session_id, &answer);
         self.0.execute(
-            "INSERT INTO idempotency (scope, key, request_hash, session_id, answer, created_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO idempotency
+             (scope, key, request_hash, session_id, answer, created_at_ms, mac)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
                 scope,
                 key,
                 request_hash,
                 session_id,
-                to_json(&answer.to_json()?)?,
-                common::time::now_unix_ms()
+                answer,
+                common::time::now_unix_ms(),
+                mac
             ],
         )?;
         Ok(())
@@ -407,9 +473,15 @@ impl Tx<'_> {
         key: &str,
         answer: &IdempotentAnswer,
     ) -> Result<(), StoreError> {
+        let Some(claimed) = self.idempotency(scope, key)? else {
+            return Ok(());
+        };
+        let answer = to_json(&answer.to_json()?)?;
+        let fields = [scope, key, claimed.request_hash.as_str()];
+        let mac = idempotency_mac(self.2, fields, claimed.session_id.as_deref(), &answer);
         self.0.execute(
-            "UPDATE idempotency SET answer = ?3 WHERE scope = ?1 AND key = ?2",
-            params![scope, key, to_json(&answer.to_json()?)?],
+            "UPDATE idempotency SET answer = ?3, mac = ?4 WHERE scope = ?1 AND key = ?2",
+            params![scope, key, answer, mac],
         )?;
         Ok(())
     }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use common::hash::{canonical_json, sha256_hex};
+use common::hash::canonical_json;
 use common::protocol::{ApprovedCall, GatewayToBroker, ReplyRelease};
 use common::time::now_unix_ms;
 use common::tools::{CapabilityProfile, LogicalTool, SubagentPolicy};
@@ -18,10 +18,7 @@ use crate::error::{ErrorCode, ToolError};
 use crate::session::{
     Gateway, Leased, Request, Scope, Settle, ToolResult, WaitFor, ensure_not_terminal,
 };
-use crate::state::{
-    ActionRecord, ApprovedAction, LastResult, LedgerEvent, ReplyRecord, SessionRecord,
-    SessionStatus, TurnStatus,
-};
+use crate::state::{ActionRecord, ReplyRecord, SessionRecord, TurnStatus};
 use crate::view::{REPLY_BUDGET_BYTES, SessionView};
 
 pub(super) const DESCRIPTION: &str = "Answer the session's pending_turn: text, plus tool_calls the \
@@ -273,13 +270,7 @@ fn accept(
     let (session, release) = gateway.store.write(|tx| {
         let mut session = gateway.session(tx, session_id)?;
         // The runner may have gone since the checks: check again where it counts.
-        ensure_not_terminal(&session)?;
-        if session.pending_turn_id.as_deref() != Some(turn_id) {
-            return Err(ToolError::new(
-                ErrorCode::TurnMismatch,
-                format!("turn {turn_id:?} is no longer pending; call native_session_status"),
-            ));
-        }
+        session.ensure_reply_to(turn_id)?;
         // Barrier, write lock and ownership of sub-sessions, where no other reply can interleave.
         crate::deepseek::check_reply(tx, &session, &approved, gateway.config.max_live_sessions)?;
         gateway.claim(tx, request, session_id, session.lease_generation)?;
@@ -305,27 +296,7 @@ fn accept(
             tx.put_action(&ActionRecord::approved(call, session_id, turn_id))?;
         }
         crate::deepseek::persist_delegation(gateway, tx, &mut session, &approved)?;
-        session.pending_turn_id = None;
-        session.status = SessionStatus::Running;
-        session.undelivered_reply_turn = Some(turn_id.to_string());
-        session.closing_reply = approved.is_empty().then(|| LastResult {
-            turn_id: turn_id.to_string(),
-            text: text.clone(),
-            at: common::time::now_rfc3339(),
-        });
-        let event = LedgerEvent::ReplyAccepted {
-            turn_id: turn_id.to_string(),
-            reply_id: request.key.to_string(),
-            text_sha256: sha256_hex(text.as_bytes()),
-            actions: approved
-                .iter()
-                .map(|c| ApprovedAction {
-                    action_id: c.action_id.clone(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                })
-                .collect(),
-        };
+        let event = session.reply_accepted(turn_id, request.key, &text, &approved)?;
         gateway.commit(tx, &mut session, &event)?;
         let release = ReplyRelease {
             turn_id: turn_id.to_string(),

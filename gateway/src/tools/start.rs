@@ -19,7 +19,7 @@ use serde::Deserialize;
 use super::{DEFAULT_START_WAIT, check_key, check_prompt, wait_seconds};
 use crate::error::{ErrorCode, ToolError};
 use crate::session::{Gateway, Scope, ToolResult, WaitFor, within_budget};
-use crate::state::{LedgerEvent, SessionRecord, SessionStatus, Tx};
+use crate::state::{SessionRecord, SessionStatus, Tx};
 use crate::view::{SessionView, Workspace, WorkspaceKind};
 
 pub(super) const DESCRIPTION: &str = "Start a new Claude Code session on the owner's computer in \
@@ -158,22 +158,19 @@ pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<
                 return Err(err);
             }
         };
-    let mut session = new_record(&req, &session_id, source_directory, workspace);
-    session.skill_snapshot = skills.iter().map(|s| s.entry()).collect();
+    let snapshot = skills.iter().map(|s| s.entry()).collect();
+    let mut session = new_record(&req, &session_id, source_directory, workspace, snapshot);
     let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
     let created = gateway.store.write(|tx| {
         ensure_capacity(gateway, tx)?;
         gateway.claim(tx, &request, &session_id, 1)?;
         tx.put_session(&session)?;
         let expires = gateway.grant_lease(tx, &session_id, 1)?;
-        session.lease_expires_at_ms = expires;
-        let event = LedgerEvent::SessionStarted {
-            profile: req.capability_profile,
-            working_directory: session.source_directory.clone(),
-            prompt_id: prompt_id.clone(),
-            prompt_sha256: sha256_hex(req.prompt.as_bytes()),
-            skills: session.skill_snapshot.clone(),
-        };
+        let event = session.started(
+            expires,
+            prompt_id.clone(),
+            sha256_hex(req.prompt.as_bytes()),
+        );
         gateway.commit(tx, &mut session, &event)?;
         Ok::<_, ToolError>(())
     });
@@ -222,12 +219,13 @@ pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<
     Ok(view)
 }
 
-/// The record of a new session, `starting`, with lease generation 1.
+/// The record of a new session, `starting`, with lease generation 1 and its frozen skills.
 fn new_record(
     req: &StartRequest,
     session_id: &str,
     source_directory: String,
     workspace: Workspace,
+    skill_snapshot: Vec<crate::view::SkillSnapshotEntry>,
 ) -> SessionRecord {
     let working_directory = workspace
         .worktree_path
@@ -262,7 +260,7 @@ fn new_record(
         conversation_restart: None,
         restart_notice_pending: false,
         network_boundary: crate::boundary::network_boundary(),
-        skill_snapshot: Vec::new(),
+        skill_snapshot,
         broker: None,
         turn_sequence: 0,
         last_reply_turn_id: None,

@@ -185,17 +185,25 @@ async fn leases_are_checked_renewed_rotated_and_expire() {
         .await
         .unwrap();
     assert_eq!(tool_err_code(&r), "session_terminal");
-    // The lease is stored only as a hash.
-    let plain = count_with(
-        &gw,
-        "SELECT COUNT(*) FROM leases WHERE lease_hash = ?1",
-        &new_lease,
-    );
-    assert_eq!(plain, 0);
+    // The lease is stored only as its HMAC under the server key (never plain, never its plain
+    // SHA-256, which a database writer could compute for a lease of their own).
+    for stored in [
+        new_lease.clone(),
+        common::hash::sha256_hex(new_lease.as_bytes()),
+    ] {
+        let found = count_with(
+            &gw,
+            "SELECT COUNT(*) FROM leases WHERE lease_hash = ?1",
+            stored,
+        );
+        assert_eq!(found, 0);
+    }
+    let key = std::fs::read_to_string(gw.state_dir().join("auth/server-key")).unwrap();
+    let keyed = common::hash::stored_secret_hash(key.trim(), &format!("lease:{sid}"), &new_lease);
     let hashed = count_with(
         &gw,
         "SELECT COUNT(*) FROM leases WHERE lease_hash = ?1 AND revoked = 0",
-        common::hash::sha256_hex(new_lease.as_bytes()),
+        keyed,
     );
     assert_eq!(hashed, 1);
 }

@@ -329,3 +329,41 @@ async fn a_crash_between_commit_and_head_write_is_not_a_false_alarm() {
     drop(again);
     drop(gw);
 }
+
+/// Red team 27b R2 against the real gateway: a database writer plants a lease row for a lease of
+/// their own, stored as the plain SHA-256 the gateway used to store. The stop it would allow is
+/// refused (`lease_invalid`), the session goes on under its real lease, and nothing was recorded.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_planted_by_a_database_writer_is_refused() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "Say hello", "plant-1").await;
+    let (sid, lease) = (session_id(&v), lease_id(&v));
+    let planted = "lease_0123456789abcdef0123456789abcdef01234567";
+    attacker(gw.state_dir())
+        .execute(
+            "INSERT INTO leases (lease_hash, session_id, generation, expires_at_ms)
+             VALUES (?1, ?2, 1, 9000000000000)",
+            rusqlite::params![common::hash::sha256_hex(planted.as_bytes()), sid],
+        )
+        .unwrap();
+    let stops = "SELECT COUNT(*) FROM events WHERE kind = 'stop_requested'";
+    let r = chat
+        .stop(&sid, planted, "plant-stop", Some("mine"))
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&r), "lease_invalid", "{r}");
+    assert_eq!(count(&gw, stops), 0);
+    let r = chat.status(&sid, &lease, 0).await.unwrap();
+    assert_eq!(view(&r)["native_session_id"], sid.as_str(), "{r}");
+    let r = chat
+        .stop(&sid, &lease, "real-stop", Some("done"))
+        .await
+        .unwrap();
+    assert_eq!(view(&r)["native_session_id"], sid.as_str(), "{r}");
+    assert_eq!(count(&gw, stops), 1);
+    let report = gatewayctl_json(&gw, &["verify"]);
+    assert_eq!(report["ok"], true, "{report}");
+}

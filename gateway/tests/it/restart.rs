@@ -751,16 +751,17 @@ fn transcripts_of(root: &std::path::Path, claude_session_id: &str) -> Vec<std::p
     found
 }
 
-/// A prompt written into a session's record behind the gateway's back (the record's copy of an
-/// undelivered prompt is not covered by the ledger's chain) never reaches the runner at
-/// re-attach: only what the ledger released is re-sent (red team 27b, R1).
+/// A prompt written into a session's record behind the gateway's back never reaches the runner
+/// at re-attach (red team 27b, R1): the record's copy of an undelivered prompt is covered by the
+/// chained records now (R3), so the gateway refuses to start, naming the row and column; the
+/// re-send check (`the ledger never released`) stays as the second line.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_prompt_the_ledger_never_released_is_not_resent_at_reattach() {
     let mut gw = gateway().await;
     let _cleanup = Cleanup(gw.state_dir().to_path_buf());
     let chat = chatgpt(&gw).await;
     let dir = work_dir();
-    let (sid, lease) = start_idle(&chat, dir.path(), "rs-inject").await;
+    let (sid, _lease) = start_idle(&chat, dir.path(), "rs-inject").await;
     gw.kill().await;
     let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
     let data: String = db
@@ -777,19 +778,14 @@ async fn a_prompt_the_ledger_never_released_is_not_resent_at_reattach() {
     )
     .unwrap();
     drop(db);
-    gw.start().await.unwrap();
-    let chat = chatgpt(&gw).await;
-    // Re-attach happens in the background; watch the session for long enough to see a resend.
-    let mut attached = false;
-    for _ in 0..16 {
-        let s = view(&chat.status(&sid, &lease, 0).await.unwrap());
-        assert!(!s.to_string().contains("INJECTED"), "{s}");
-        attached = s["runtime_attached"] == true;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert!(
-        attached,
-        "the broker was re-adopted, so a resend would have happened"
-    );
-    assert!(gw.stderr_log().contains("the ledger never released"));
+    let outcome = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .state_dir(gw.state_dir())
+        .run_to_exit(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(outcome.code(), Some(1), "{outcome:?}");
+    let named = format!("sessions {sid}: column `other` differs from its chained record");
+    assert!(outcome.stderr.contains(&named), "{}", outcome.stderr);
+    kill_session_processes(gw.state_dir());
 }

@@ -115,7 +115,7 @@ impl AutorunClass {
             Self::ShellStartup => {
                 "shell, REPL and debugger start-up files read from the working directory: \
                  .pdbrc, .perldb, .Rprofile, .Renviron, .irbrc, .pryrc, .iex.exs, .ghci, \
-                 .ocamlinit, .octaverc, .gdbinit, .lldbinit, and .bashrc, .bash_profile, .bash_login, .bash_logout, \
+                 .ocamlinit, .octaverc, .gdbinit, .lldbinit, Python's REPL modules (_pyrepl, readline.py, rlcompleter.py, traceback.py, __future__.py, inspect.py), and .bashrc, .bash_profile, .bash_login, .bash_logout, \
                  .profile, .zshrc, .zshenv, .zprofile, .zlogin, .zlogout, .kshrc, .cshrc, \
                  .tcshrc"
             }
@@ -149,6 +149,7 @@ impl AutorunClass {
 
 /// Directories every entry below which is an auto-run place, by class.
 const DIRS: &[(&str, AutorunClass)] = &[
+    ("_pyrepl", AutorunClass::ShellStartup),
     (".claude", AutorunClass::AgentConfig),
     (".cursor", AutorunClass::AgentConfig),
     (".gemini", AutorunClass::AgentConfig),
@@ -256,6 +257,14 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".octaverc", AutorunClass::ShellStartup),
     (".gdbinit", AutorunClass::ShellStartup),
     (".lldbinit", AutorunClass::ShellStartup),
+    // The Python REPL imports these from its working directory at every interactive start
+    // (3.13's `_pyrepl`; `readline`/`rlcompleter` before it), ahead of the standard library.
+    ("_pyrepl.py", AutorunClass::ShellStartup),
+    ("readline.py", AutorunClass::ShellStartup),
+    ("rlcompleter.py", AutorunClass::ShellStartup),
+    ("traceback.py", AutorunClass::ShellStartup),
+    ("__future__.py", AutorunClass::ShellStartup),
+    ("inspect.py", AutorunClass::ShellStartup),
     ("rust-toolchain.toml", AutorunClass::ToolchainConfig),
     ("rust-toolchain", AutorunClass::ToolchainConfig),
     (".npmrc", AutorunClass::ToolchainConfig),

@@ -537,7 +537,7 @@ fn programs_git_s_configuration_names_in_the_tree_are_refused() {
     for rel in ["tools/fsmon", "scripts/pdf2txt", "bin/clean", "git-st.sh"] {
         let message = f.refused(rel, "git_hooks");
         assert!(
-            message.contains("program git's configuration names"),
+            message.contains("a program git's configuration runs (`"),
             "{rel}: {message}"
         );
     }
@@ -578,20 +578,26 @@ fn programs_named_as_the_shell_reads_them_or_the_whole_tree() {
     f.mkdir(".git");
     f.put(
         ".git/config",
-        "[core]\n\tfsmonitor = sh fsm.sh\n[diff \"y\"]\n\ttextconv = './tools/my conv.sh'\n\
+        "[core]\n\tfsmonitor = sh hooks/fsm.sh\n[diff \"y\"]\n\ttextconv = './tools/my conv.sh'\n\
          [alias]\n\ttt = !sh tt.sh\n\tenv = !env X=1 tools/e.sh\n",
     );
-    for rel in ["fsm.sh", "tools/my conv.sh", "tt.sh", "tools/e.sh"] {
+    for rel in [
+        "hooks/fsm.sh",
+        "hooks/lib.sh",
+        "tools/my conv.sh",
+        "tt.sh",
+        "tools/e.sh",
+    ] {
         f.refused(rel, "git_hooks");
     }
     for rel in ["tools/my", "conv.sh", "X=1", "docs/readme.md"] {
         f.allowed(rel);
     }
-    // Words the shell computes, or a changed directory: nothing can say which file runs, so
-    // the whole tree is refused, naming why.
+    // A program the shell computes, or a directory it computes: nothing can say which file
+    // runs, so the whole tree is refused, naming why.
     for value in [
-        "cd tools && ./conv.sh",
-        "python3 -m tools.conv",
+        "cd $DIR && ./conv.sh",
+        "sh scripts/*.sh",
         "$HOME/p/tools/conv.sh",
         "\"$(git rev-parse --show-toplevel)\"/tools/conv.sh",
     ] {
@@ -603,7 +609,8 @@ fn programs_named_as_the_shell_reads_them_or_the_whole_tree() {
         );
         let message = g.refused("docs/readme.md", "git_hooks");
         assert!(
-            message.contains("program git's configuration names"),
+            message
+                .contains("git's configuration runs `diff.y.textconv`, whose files cannot be told"),
             "{value}: {message}"
         );
     }
@@ -632,4 +639,105 @@ fn a_fifo_where_git_or_yarn_reads_a_file_never_hangs_a_write() {
     answered
         .recv_timeout(std::time::Duration::from_secs(30))
         .expect("a write in a root whose git and yarn files are FIFOs is answered");
+}
+
+/// Red team 23h: keys git runs during ordinary commands that were not read, a script's
+/// imports, `python -m`, `core.worktree`; and the owner's own aliases and helpers with `$1`,
+/// `$@`, `-m` or `cd` no longer refuse every write of every repository.
+#[test]
+fn every_key_git_runs_by_itself_is_read_and_the_owner_s_commands_by_name_literally() {
+    let f = fixture();
+    f.mkdir(".git");
+    f.put(
+        ".git/config",
+        "[diff]\n\texternal = sh/d.sh\n[gpg \"ssh\"]\n\tdefaultKeyCommand = sh sh/key.sh\n\
+         [remote \"o\"]\n\tuploadpack = ./up/up.sh\n[difftool \"t\"]\n\tcmd = sh dt/dt.sh \"$LOCAL\"\n\
+         [alias]\n\tdt = difftool -y -x 'sh dt/dx.sh'\n\tpr = \"!f() { git fetch origin pull/$1/head:pr-$1; }; f\"\n\
+         \tac = !git add . && git commit\n\tup = !cd \"${GIT_PREFIX:-.}\" && ./dt/al.sh\n\
+         [credential]\n\thelper = !aws codecommit credential-helper $@\n\thelper = !/usr/bin/gh auth git-credential\n\
+         \thelper = \"!f() { echo \\\"password=$GITHUB_TOKEN\\\"; }; f\"\n\
+         [core]\n\tsshCommand = ssh -i $HOME/.ssh/id_work\n\tpager = less -+$LESS -FRX\n\
+         [diff \"json\"]\n\ttextconv = jq -S .\n[diff \"crlf\"]\n\ttextconv = perl -pe 's/\\\\r//'\n\
+         [filter \"nbstripout\"]\n\tclean = \"/usr/bin/python3\" -m nbstripout\n\
+         [diff \"j\"]\n\ttextconv = python3 py/conv.py\n",
+    );
+    for rel in [
+        "sh/d.sh",
+        "sh/key.sh",
+        // What a shell script sources from beside it.
+        "sh/lib.sh",
+        "up/up.sh",
+        "dt/dt.sh",
+        "dt/dx.sh",
+        "py/conv.py",
+        // What Python imports from the script's directory and, for `-m`, from the top.
+        "py/json.py",
+        "py/newpkg/__init__.py",
+        "nbstripout.py",
+        "nbstripout/__init__.py",
+        "json.py",
+        "_distutils_hack.so",
+    ] {
+        let message = f.refused(rel, "git_hooks");
+        assert!(
+            message.contains("a program git's configuration runs (`"),
+            "{rel}: {message}"
+        );
+    }
+    // Ordinary work: the aliases, helpers, pagers and filters spell out no tree file (a `$`
+    // in an argument is no file name), a package's own modules and other files beside a
+    // Python script are the project's code, the owner's own commands name only their scripts.
+    for rel in [
+        "README.md",
+        "auth/views.py",
+        "src/main.rs",
+        "py/readme.md",
+        "py/pkg/mod.py",
+        "dt/notes.md",
+        "tests/test_a.py",
+        "origin",
+    ] {
+        f.allowed(rel);
+    }
+}
+
+#[test]
+fn a_program_git_runs_in_another_worktree_or_a_submodule_is_placed_there() {
+    let f = fixture();
+    f.mkdir(".git");
+    f.put(
+        ".git/config",
+        "[core]\n\tworktree = ../sub\n\tfsmonitor = sh hooks/fsm.sh\n",
+    );
+    f.refused("sub/hooks/fsm.sh", "git_hooks");
+    f.refused("hooks/fsm.sh", "git_hooks");
+    f.allowed("sub/src/x.rs");
+    let g = fixture();
+    g.mkdir(".git");
+    g.put(
+        ".git/config",
+        "[submodule \"s\"]\n\tupdate = !sh tools/su.sh\n",
+    );
+    let message = g.refused("s/tools/su.sh", "git_hooks");
+    assert!(message.contains("it runs inside a submodule"), "{message}");
+    // An update mode that is no command names nothing.
+    let h = fixture();
+    h.mkdir(".git");
+    h.put(".git/config", "[submodule \"s\"]\n\tupdate = rebase\n");
+    h.allowed("s/tools/su.sh");
+}
+
+/// Red team 23j D: a value whose files cannot be told refuses the whole write root, not only
+/// its repository (`cd ..` reaches past the repository's top).
+#[test]
+fn a_value_whose_files_cannot_be_told_refuses_the_whole_root() {
+    let f = fixture();
+    f.mkdir("w1/.git");
+    f.put(
+        "w1/.git/config",
+        "[diff \"d\"]\n\ttextconv = cd \"$(dirname \"$PWD\")\" && sh tools/conv.sh\n",
+    );
+    for rel in ["tools/conv.sh", "w1/src/x.rs"] {
+        f.refused(rel, "git_hooks");
+    }
 }

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use sandbox::DiskUsage;
 use sandbox::layer::Forgot;
@@ -33,7 +34,17 @@ struct LayerState {
     /// The layer's size after the last command.
     used: DiskUsage,
     /// The exact size, being measured off the result's path after the last command.
-    measuring: Option<std::thread::JoinHandle<DiskUsage>>,
+    measuring: Option<std::thread::JoinHandle<Walked>>,
+    /// How long the last walk of the layer took (spaces the next command's guard's walks).
+    walk_took: Duration,
+}
+
+/// One walk of the layer: its size, and what the walk cost.
+type Walked = (DiskUsage, Duration);
+
+fn walk(dir: &Path) -> Walked {
+    let started = Instant::now();
+    (sandbox::disk_usage(dir), started.elapsed())
 }
 
 pub use sandbox::layer::inode_budget;
@@ -162,8 +173,8 @@ impl SessionLayer {
         let mut state = self.lock();
         // The last command's exact size, if it is still being measured.
         if let Some(measuring) = state.measuring.take() {
-            let provisional = state.used;
-            state.used = measuring.join().unwrap_or(provisional);
+            let provisional = (state.used, state.walk_took);
+            (state.used, state.walk_took) = measuring.join().unwrap_or(provisional);
         }
         let mut notes = Vec::new();
         // A new layer needs room for a full one (layers still being deleted count: they are on
@@ -187,6 +198,7 @@ impl SessionLayer {
             }
             self.take_written();
             state.used = DiskUsage::default();
+            state.walk_took = Duration::ZERO;
             notes.push("started from a clean layer (fresh_layer)".to_string());
         }
         let written = self.take_written();
@@ -258,6 +270,7 @@ impl SessionLayer {
         self.set_aside();
         sandbox::layer::discard_leftovers(&self.dir, &self.trash);
         state.used = DiskUsage::default();
+        state.walk_took = Duration::ZERO;
     }
 
     /// Remove the whole layer unless a command is running on it (the session stops: its broker
@@ -271,6 +284,7 @@ impl SessionLayer {
         state.measuring = None;
         self.set_aside();
         state.used = DiskUsage::default();
+        state.walk_took = Duration::ZERO;
         true
     }
 
@@ -282,52 +296,129 @@ impl SessionLayer {
     }
 }
 
-/// Watches a running command's writes: free space and free inodes on the layer's file system
-/// are cheap to read (every 100 ms); once either fell by more than the budget left the layer is
-/// measured (spaced by four walks' time, so other writers on the disk cost walks, never a
-/// wrongly stopped command); and it is measured every 3 s anyway (longer if walks are slow),
-/// since others freeing space would hide the command's writes from the free-space test.
+/// How often the guard looks at the layer's file system (and may walk the layer).
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// Scheduled walks are spaced by this many walks' time: they take at most one part in
+/// `WALK_SHARE + 1` of a core.
+const WALK_SHARE: u32 = 20;
+
+/// Watches a running command's writes by walking (measuring) the layer: on a schedule that
+/// depends on nobody else — every [`LOOK_EVERY`], or every [`WALK_SHARE`] walks' time for a
+/// layer slow to walk — and sooner once the file system's free space or free inodes (cheap to
+/// read) fell by more than the room the last walk left, or when the layer's growth between the
+/// last two walks says it passes the budget (both spaced by four walks' time, so other writers
+/// on the disk cost walks, never a wrongly stopped command). The free space alone is
+/// no bound: space others free meanwhile (a discarded layer being deleted, the owner's `rm`)
+/// hides the command's writes from it (red team B2). A writer of `W` bytes (or files) a second
+/// passes the budget by at most `W × (max(100 ms, 20 w) + w + the supervising loop's tick)`, `w`
+/// one walk's time. See docs/design/commands.md (Budget).
 pub struct LayerGuard {
     dir: PathBuf,
     budget: u64,
+    /// Room the last walk left (before the first: the last command's).
     left: DiskUsage,
-    free_at_start: DiskUsage,
-    last_look: std::time::Instant,
-    last_walk: Option<std::time::Instant>,
-    walk_took: std::time::Duration,
+    /// Free bytes and inodes just before the last walk (before the first: at the start).
+    free_at_walk: DiskUsage,
+    last_look: Instant,
+    last_walk: Instant,
+    walk_took: Duration,
+    /// The layer's size at the last walk (before the first: the last command's).
+    used: DiskUsage,
+    /// When, after the last walk, the layer passes the budget if it keeps growing as fast as
+    /// it did between the last two walks (`Duration::MAX`: it did not grow).
+    due_at_pace: Duration,
+    /// Walks made, and their time together (logs, the cost figure).
+    walks: u32,
+    walking: Duration,
     /// What the layer was found past, in words (the command is then stopped).
     exceeded: Option<String>,
+    /// Free space and inodes kept for the owner's machine (`sandbox::layer::owner_reserve`):
+    /// however many sessions' layers together (each within its budget) may not take it.
+    reserve: DiskUsage,
+    /// The layer's size at the guard's first walk (what this command grew it from).
+    first_walk: Option<DiskUsage>,
+    /// The disk fell below the reserve while this command's layer grew, in words (the command
+    /// is then stopped).
+    disk_low: Option<String>,
 }
 
 impl LayerGuard {
-    /// Why the guard stopped the command, if it did.
+    /// Why the guard stopped the command, if it did for the layer's budget.
     pub fn exceeded(&self) -> Option<&str> {
         self.exceeded.as_deref()
     }
 
+    /// Why the guard stopped the command, if it did for the disk's reserve.
+    pub fn disk_low(&self) -> Option<&str> {
+        self.disk_low.as_deref()
+    }
+
+    /// Walks of the layer so far, and their time together.
+    pub fn walks(&self) -> (u32, Duration) {
+        (self.walks, self.walking)
+    }
+
     pub fn over_budget(&mut self) -> bool {
-        use std::time::Duration;
-        if self.last_look.elapsed() < Duration::from_millis(100) {
+        let since_walk = self.last_walk.elapsed();
+        // A steady fast writer is looked at when its pace says it passes the budget, not up to
+        // 100 ms later (spaced by four walks' time).
+        let at_pace = since_walk >= self.due_at_pace && since_walk >= self.walk_took * 4;
+        if !at_pace && self.last_look.elapsed() < LOOK_EVERY {
             return false;
         }
-        self.last_look = std::time::Instant::now();
+        self.last_look = Instant::now();
         let free = free_space(&self.dir);
-        let fell_bytes = self.free_at_start.bytes.saturating_sub(free.bytes);
-        let fell_inodes = self.free_at_start.inodes.saturating_sub(free.inodes);
-        let since_walk = self.last_walk.map(|at| at.elapsed());
-        let walk_every = (self.walk_took * 20).max(Duration::from_secs(3));
-        let due = since_walk.is_none_or(|since| since >= walk_every);
+        let fell_bytes = self.free_at_walk.bytes.saturating_sub(free.bytes);
+        let fell_inodes = self.free_at_walk.inodes.saturating_sub(free.inodes);
+        let scheduled = since_walk >= (self.walk_took * WALK_SHARE).max(LOOK_EVERY);
+        let low = free.bytes < self.reserve.bytes || free.inodes < self.reserve.inodes;
         let suspicious = (fell_bytes > self.left.bytes || fell_inodes > self.left.inodes)
-            && since_walk.is_none_or(|since| since >= self.walk_took * 4);
-        if !(due || suspicious) {
+            && since_walk >= self.walk_took * 4;
+        if !(scheduled || suspicious || at_pace) {
             return false;
         }
-        let walk = std::time::Instant::now();
-        let used = sandbox::disk_usage(&self.dir);
-        self.walk_took = walk.elapsed();
-        self.last_walk = Some(std::time::Instant::now());
+        // The free space read before the walk: what is written during it counts in the walk
+        // and again in the next fall (the guard only looks sooner).
+        self.free_at_walk = free;
+        let (used, took) = walk(&self.dir);
+        self.walk_took = took;
+        self.walks += 1;
+        self.walking += took;
+        let between = self.last_walk.elapsed().as_secs_f64();
+        self.last_walk = Instant::now();
+        self.left = DiskUsage {
+            bytes: self.budget.saturating_sub(used.bytes),
+            inodes: inode_budget(self.budget).saturating_sub(used.inodes),
+        };
+        let due = |left: u64, now: u64, before: u64| match now.saturating_sub(before) {
+            0 => None,
+            grew => Duration::try_from_secs_f64(left as f64 * between / grew as f64).ok(),
+        };
+        self.due_at_pace = due(self.left.bytes, used.bytes, self.used.bytes)
+            .into_iter()
+            .chain(due(self.left.inodes, used.inodes, self.used.inodes))
+            .min()
+            .unwrap_or(Duration::MAX);
+        self.used = used;
         self.exceeded = excess(used, self.budget);
-        self.exceeded.is_some()
+        // Layers within their budgets may still fill the disk together (live sessions ×
+        // budget): a command whose layer grows while the disk is below the owner's reserve is
+        // stopped too; one that writes nothing is not (the owner's own writes filled it).
+        let from = *self.first_walk.get_or_insert(used);
+        if low && (used.bytes > from.bytes || used.inodes > from.inodes) {
+            self.disk_low = Some(format!(
+                "the disk holding command layers has {} MiB free{}, less than the {} MiB kept \
+                 free for the owner's machine",
+                free.bytes >> 20,
+                if free.inodes < self.reserve.inodes {
+                    " (and too few free inodes)"
+                } else {
+                    ""
+                },
+                self.reserve.bytes >> 20
+            ));
+        }
+        self.exceeded.is_some() || self.disk_low.is_some()
     }
 }
 
@@ -351,11 +442,19 @@ impl LayerTurn<'_> {
                 bytes: self.layer.budget.saturating_sub(self.state.used.bytes),
                 inodes: inode_budget(self.layer.budget).saturating_sub(self.state.used.inodes),
             },
-            free_at_start: self.free_at_start,
-            last_look: std::time::Instant::now(),
-            // The first due walk after 3 s: most commands end before it.
-            last_walk: Some(std::time::Instant::now()),
-            walk_took: std::time::Duration::from_millis(100),
+            free_at_walk: self.free_at_start,
+            last_look: Instant::now(),
+            // The first scheduled walk after 20 of the last walk's time (100 ms at least):
+            // short commands on a large layer end before it.
+            last_walk: Instant::now(),
+            walk_took: self.state.walk_took,
+            used: self.state.used,
+            first_walk: None,
+            reserve: sandbox::layer::owner_reserve(&self.layer.dir).unwrap_or_default(),
+            disk_low: None,
+            due_at_pace: Duration::MAX,
+            walks: 0,
+            walking: Duration::ZERO,
             exceeded: None,
         }
     }
@@ -382,10 +481,12 @@ impl LayerTurn<'_> {
             // Others freeing space meanwhile make the estimate low: the exact size is measured
             // off the result's path, and the next command waits for it before its budget check.
             let dir = self.layer.dir.clone();
-            self.state.measuring = Some(std::thread::spawn(move || sandbox::disk_usage(&dir)));
+            self.state.measuring = Some(std::thread::spawn(move || walk(&dir)));
             estimate
         } else {
-            sandbox::disk_usage(&self.layer.dir)
+            let (used, took) = walk(&self.layer.dir);
+            self.state.walk_took = took;
+            used
         };
         self.state.used = used;
         excess(used, self.layer.budget).map(|excess| {

@@ -98,7 +98,9 @@ impl Harness {
         let config = config(dir.path(), &tuning);
         let store = Store::open(&config.state_dir).unwrap();
         let host = FakeHost::new();
-        let gateway = Gateway::new(store, config, "k".repeat(40), host.clone());
+        // One server key for the store and the gateway, as `crate::open` has it.
+        let key = crate::config::load_or_create_server_key(&config.state_dir).unwrap();
+        let gateway = Gateway::new(store, config, key, host.clone());
         Harness {
             gateway,
             host,
@@ -113,7 +115,8 @@ impl Harness {
         self.gateway.store.flush_head();
         let config = self.gateway.config.clone();
         let store = Store::open(&config.state_dir).unwrap();
-        Gateway::new(store, config, "k".repeat(40), self.host.clone())
+        let key = crate::config::load_or_create_server_key(&config.state_dir).unwrap();
+        Gateway::new(store, config, key, self.host.clone())
     }
 
     pub async fn call(&self, tool: PublicTool, arguments: Value) -> Result<SessionView, ToolError> {

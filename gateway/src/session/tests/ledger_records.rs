@@ -15,14 +15,14 @@ use crate::state::{DATABASE_FILE, Store, StoreError};
 
 /// What a real session leaves: a session, two turns, a reply approving one Read, its action
 /// with an outcome. Returns the state dir and the ids.
-struct Recorded {
-    h: Harness,
-    session: String,
-    turn: String,
+pub(super) struct Recorded {
+    pub(super) h: Harness,
+    pub(super) session: String,
+    pub(super) turn: String,
     action: String,
 }
 
-async fn recorded() -> Recorded {
+pub(super) async fn recorded() -> Recorded {
     let h = Harness::new();
     let view = h.start().await;
     let pid = h.pid(&view);
@@ -61,13 +61,13 @@ async fn recorded() -> Recorded {
 }
 
 impl Recorded {
-    fn state_dir(&self) -> std::path::PathBuf {
+    pub(super) fn state_dir(&self) -> std::path::PathBuf {
         self.h.gateway.config.state_dir.clone()
     }
 
     /// Apply `sql` as an attacker would, run the check on what it left, and undo it: the
     /// first problem, as the gateway's refusal words it.
-    fn tampered(&self, sql: &str) -> Option<String> {
+    pub(super) fn tampered(&self, sql: &str) -> Option<String> {
         first_problem(&self.state_dir(), Some(sql))
     }
 }

@@ -15,7 +15,7 @@ use crate::state::{
 use crate::tools::{ReplyCall, request_hash};
 use crate::view::{TerminalReason, Workspace, WorkspaceKind};
 
-fn session(status: SessionStatus) -> SessionRecord {
+pub(super) fn session(status: SessionStatus) -> SessionRecord {
     SessionRecord {
         id: "ns_test".into(),
         label: None,

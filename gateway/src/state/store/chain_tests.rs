@@ -217,8 +217,11 @@ fn a_state_dir_from_the_previous_build_opens_and_goes_on() {
     let (dir, store) = open_with(3);
     drop(store);
     let db = attacker(dir.path());
-    db.execute_batch("ALTER TABLE events DROP COLUMN mac; PRAGMA user_version = 4;")
-        .unwrap();
+    db.execute_batch(
+        "ALTER TABLE events DROP COLUMN mac; ALTER TABLE idempotency DROP COLUMN mac;
+         PRAGMA user_version = 4;",
+    )
+    .unwrap();
     let hash: String = db
         .query_row("SELECT hash FROM events WHERE seq = 3", [], |r| r.get(0))
         .unwrap();

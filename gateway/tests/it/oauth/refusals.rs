@@ -387,3 +387,60 @@ async fn the_admin_socket_refuses_sandboxed_peers() {
     }
     assert_eq!(admin(&gw, json!({"op": "status"}))["answer"], "status");
 }
+
+/// Red team 27b R2 against the real gateway: a database writer plants an access token, a refresh
+/// token and an authorization code of their own, stored as the plain SHA-256 the gateway used
+/// to store, under a real grant. `/mcp` answers 401 to the token, the token endpoint
+/// `invalid_grant` to the others; the tokens the gateway issued keep working.
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_and_codes_planted_by_a_database_writer_are_refused() {
+    let gw = gateway().await;
+    let client = client_id(&gw).await;
+    let code = authorize(&gw, &client).await;
+    let (status, tokens) = exchange(&gw, &client, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    let real = tokens["access_token"].as_str().unwrap().to_string();
+    let sha = |t: &str| common::hash::sha256_hex(t.as_bytes());
+    let (access, refresh_token, planted_code) =
+        ("ngw_at_planted", "ngw_rt_planted", "ngw_code_planted");
+    {
+        let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
+        let (grant, audience): (String, String) = db
+            .query_row(
+                "SELECT grant_id, audience FROM oauth_tokens LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        for (token, kind) in [(access, "access"), (refresh_token, "refresh")] {
+            db.execute(
+                "INSERT INTO oauth_tokens (token_hash, kind, grant_id, audience, expires_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, 9000000000000)",
+                rusqlite::params![sha(token), kind, grant, audience],
+            )
+            .unwrap();
+        }
+        db.execute(
+            "INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge,
+             resource, scope, expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, 'mcp', 9000000000000)",
+            rusqlite::params![
+                sha(planted_code),
+                client,
+                REDIRECT,
+                challenge(VERIFIER),
+                audience
+            ],
+        )
+        .unwrap();
+    }
+    assert_eq!(mcp_status(&gw, access).await, 401);
+    let (status, body) = refresh(&gw, &client, refresh_token).await;
+    assert_oauth_error(status, &body, 400, "invalid_grant");
+    let (status, body) = exchange(&gw, &client, planted_code).await;
+    assert_oauth_error(status, &body, 400, "invalid_grant");
+    assert_eq!(
+        body["error_description"], "the authorization code is not valid",
+        "{body}"
+    );
+    assert_eq!(mcp_status(&gw, &real).await, 200);
+}

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use super::AutorunClass;
 use super::link_target::{Resolved, resolve};
-use super::shell_command::program_paths;
+pub use super::shell_command::Scope;
+use super::shell_command::{Named as Reads, Reading, ScriptRunner, program_paths};
 
 /// Git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -26,7 +27,9 @@ pub struct GitPlace {
     pub at: PathBuf,
     pub class: AutorunClass,
     /// What names it, for the refusal message.
-    pub why: &'static str,
+    pub why: String,
+    /// What it covers.
+    pub scope: Scope,
 }
 
 /// The places the repositories of `root` (real path) name: `dot_gits` are the `.git` entries
@@ -62,16 +65,43 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         for config in configs {
             out.read_config(&config, 0, &mut named);
         }
-        // Programs git runs by itself (`core.fsmonitor` at every `git status`, a diff's
-        // `textconv`, a filter's `clean`): a path in them is run from the working tree's top.
-        for program in named.programs {
-            let why =
-                "a program git's configuration names (core.fsmonitor, a filter, a diff driver, …)";
-            out.add(
-                &top.join(expand_home(&program)),
-                AutorunClass::GitHooks,
-                why,
-            );
+        // Programs git runs (`core.fsmonitor` at every `git status`, a diff's `textconv`, a
+        // filter's `clean`): what they name is resolved from the working tree's top, and from
+        // a `core.worktree` git runs them in instead.
+        let mut tops = vec![top.clone()];
+        tops.extend(
+            named
+                .worktrees
+                .iter()
+                .map(|dir| git_dir.join(expand_home(dir))),
+        );
+        for (reads, key) in named.programs {
+            match reads {
+                Reads::WholeTree(reason) => {
+                    // The whole write root, not only this repository: `cd ..` reaches past
+                    // its top.
+                    let why = format!(
+                        "in a tree where git's configuration runs `{key}`, whose files cannot \
+                         be told: {reason}; every write there is refused"
+                    );
+                    let root = out.root.to_path_buf();
+                    out.add(&root, AutorunClass::GitHooks, why, Scope::Below);
+                }
+                Reads::Paths(paths) => {
+                    let why = format!("a program git's configuration runs (`{key}`)");
+                    for top in &tops {
+                        for named in &paths {
+                            let at = top.join(expand_home(&named.path));
+                            out.add(&at, AutorunClass::GitHooks, why.clone(), named.scope);
+                            if let Some((dir, scope)) =
+                                named.script.and_then(|r| script_dir(&at, r))
+                            {
+                                out.add(&dir, AutorunClass::GitHooks, why.clone(), scope);
+                            }
+                        }
+                    }
+                }
+            }
         }
         let hooks_paths = named.hooks_paths;
         let mut hook_dirs = vec![common.join("hooks"), git_dir.join("hooks")];
@@ -94,9 +124,14 @@ struct Places<'a> {
 impl Places<'_> {
     /// `target` (absolute) as a place when its real path lies in the root; resolved from `/`
     /// so that links on the way resolve before a `..`.
-    fn add(&mut self, target: &Path, class: AutorunClass, why: &'static str) {
+    fn add(&mut self, target: &Path, class: AutorunClass, why: String, scope: Scope) {
         if let Resolved::Inside(at) = resolve(self.root, Path::new("/"), target) {
-            let place = GitPlace { at, class, why };
+            let place = GitPlace {
+                at,
+                class,
+                why,
+                scope,
+            };
             if !self.places.contains(&place) {
                 self.places.push(place);
             }
@@ -106,14 +141,19 @@ impl Places<'_> {
     /// A hooks directory (maybe a symlink) is a place, and so is every symlink's target in it.
     fn hook_dir(&mut self, dir: &Path) {
         let why = "in a git hooks directory (core.hooksPath, hooks/) or what a symlink there names";
-        self.add(dir, AutorunClass::GitHooks, why);
+        self.add(dir, AutorunClass::GitHooks, why.to_string(), Scope::Below);
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
         for entry in entries.flatten() {
             let is_link = entry.file_type().is_ok_and(|kind| kind.is_symlink());
             if is_link && let Ok(target) = std::fs::read_link(entry.path()) {
-                self.add(&dir.join(target), AutorunClass::GitHooks, why);
+                self.add(
+                    &dir.join(target),
+                    AutorunClass::GitHooks,
+                    why.to_string(),
+                    Scope::Below,
+                );
             }
         }
     }
@@ -130,20 +170,55 @@ impl Places<'_> {
         };
         let dir = file.parent().unwrap_or(Path::new("/"));
         for entry in parse(&text) {
-            let Some(value) = entry.value else { continue };
+            let Some(value) = entry.value.clone() else {
+                continue;
+            };
             match (entry.section.as_str(), entry.key.as_str()) {
                 // An empty value makes git look for `/<hook>`: outside any root.
                 ("core", "hookspath") if !value.is_empty() => named.hooks_paths.push(value),
                 ("include" | "includeif", "path") => {
                     let included = dir.join(expand_home(&value));
                     let why = "a file git's configuration includes";
-                    self.add(&included, AutorunClass::VcsConfig, why);
+                    self.add(
+                        &included,
+                        AutorunClass::VcsConfig,
+                        why.to_string(),
+                        Scope::Below,
+                    );
                     self.read_config(&included, depth + 1, named);
                 }
-                (section, key) if names_program(section, key, &value) => {
-                    named.programs.extend(program_paths(&value));
+                ("core", "worktree") => named.worktrees.push(value),
+                // The `ext::` transport runs its command at every fetch or push of the remote
+                // (or of a URL rewritten to it).
+                ("remote", "url" | "pushurl") | ("url", "insteadof" | "pushinsteadof") => {
+                    let url = match entry.section.as_str() {
+                        "url" => entry.subsection.clone().unwrap_or_default(),
+                        _ => value,
+                    };
+                    if let Some(command) = url.strip_prefix("ext::") {
+                        let reads = program_paths(command, Reading::Strict);
+                        named.programs.push((reads, key_label(&entry)));
+                    }
                 }
-                _ => {}
+                (section, key) => {
+                    let Some(reading) = names_program(section, key) else {
+                        continue;
+                    };
+                    // `submodule.<name>.update = !cmd` runs inside the submodule, at a path
+                    // `.gitmodules` (a file of the tree) gives: a relative file there cannot
+                    // be placed.
+                    if section == "submodule" && !value.starts_with('!') {
+                        continue;
+                    }
+                    let mut reads = program_paths(&value, reading);
+                    if section == "submodule"
+                        && let Reads::Paths(paths) = &reads
+                        && paths.iter().any(|p| !p.path.starts_with(['/', '~']))
+                    {
+                        reads = Reads::WholeTree("it runs inside a submodule, from files there");
+                    }
+                    named.programs.push((reads, key_label(&entry)));
+                }
             }
         }
     }
@@ -153,26 +228,90 @@ impl Places<'_> {
 #[derive(Default)]
 struct Named {
     hooks_paths: Vec<String>,
-    /// Paths (with a `/`) in values that git runs as programs.
-    programs: Vec<String>,
+    /// `core.worktree` values (relative to the git dir).
+    worktrees: Vec<String>,
+    /// What each value git runs as a program names, with its key.
+    programs: Vec<(Reads, String)>,
 }
 
-/// Whether git runs `section.key`'s value as a program or shell command by itself.
-fn names_program(section: &str, key: &str, value: &str) -> bool {
-    matches!(
+/// Whether git runs `section.key`'s value as a program or shell command, and how it is read:
+/// strictly when git runs it by itself during ordinary commands (status, diff, add, commit,
+/// fetch, submodule update), literally when the owner runs it by name (an alias, a difftool).
+fn names_program(section: &str, key: &str) -> Option<Reading> {
+    let strict = matches!(
         (section, key),
         (
             "core",
-            "fsmonitor" | "pager" | "editor" | "sshcommand" | "askpass"
+            "fsmonitor" | "pager" | "editor" | "sshcommand" | "askpass" | "gitproxy"
         ) | ("sequence", "editor")
-            | ("gpg", "program")
-            | ("diff", "textconv" | "command")
+            | ("gpg", "program" | "defaultkeycommand")
+            | ("diff", "textconv" | "command" | "external")
             | ("filter", "clean" | "smudge" | "process")
             | ("merge", "driver")
             | ("credential", "helper")
             | ("interactive", "difffilter")
             | ("pager", _)
-    ) || (section == "alias" && value.starts_with('!'))
+            | ("remote", "uploadpack" | "receivepack")
+            | ("uploadpack", "packobjectshook")
+            | ("submodule", "update")
+            | ("core", "alternaterefscommand")
+            | ("trailer", "cmd" | "command")
+    );
+    let literal = section == "alias"
+        || matches!(
+            (section, key),
+            (
+                "difftool" | "mergetool" | "browser" | "man" | "guitool",
+                "cmd"
+            ) | ("mergetool" | "difftool" | "browser", "path")
+                | ("sendemail", "tocmd" | "cccmd" | "sendmailcmd")
+        );
+    if strict {
+        Some(Reading::Strict)
+    } else {
+        literal.then_some(Reading::Literal)
+    }
+}
+
+/// The directory a script loads from (its real one, links resolved) and what of it: Python
+/// imports modules from there, a shell or another interpreter sources or requires files there;
+/// a script run directly says which by its `#!` line (a binary, or a script not there yet,
+/// loads nothing: the script itself is the place).
+fn script_dir(script: &Path, runner: ScriptRunner) -> Option<(PathBuf, Scope)> {
+    let real = std::fs::canonicalize(script).unwrap_or_else(|_| script.to_path_buf());
+    let dir = real.parent()?.to_path_buf();
+    let scope = match runner {
+        ScriptRunner::Python => Scope::Imports,
+        ScriptRunner::Other => Scope::Below,
+        ScriptRunner::Shebang => {
+            let text = super::read_text(&real)?;
+            let first = text.lines().next().unwrap_or_default();
+            if text.starts_with("\u{7f}ELF") {
+                return None;
+            } else if first.starts_with("#!") && first.contains("python") {
+                Scope::Imports
+            } else {
+                Scope::Below
+            }
+        }
+    };
+    Some((dir, scope))
+}
+
+/// `section.subsection.key` for a refusal message: printable, bounded.
+fn key_label(entry: &Entry) -> String {
+    let mut label = entry.section.clone();
+    if let Some(sub) = &entry.subsection {
+        label.push('.');
+        label.extend(
+            sub.chars()
+                .take(64)
+                .map(|c| if c.is_control() { '?' } else { c }),
+        );
+    }
+    label.push('.');
+    label.push_str(&entry.key);
+    label
 }
 
 /// The other checkouts of the repository `root` lies in, each joined with `root`'s path below

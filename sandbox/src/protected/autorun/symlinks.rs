@@ -25,6 +25,7 @@ use std::time::Duration;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::AutorunClass;
+use super::gitconfig::Scope;
 use super::link_target::{Resolved, resolve};
 
 /// The rc files yarn reads (2+ and 1), each of which may name the program every `yarn` runs.
@@ -72,7 +73,7 @@ pub struct Symlinks {
     /// working directory or descriptors are, so they may reach anything in the root.
     context: Vec<PathBuf>,
     /// Folded components of each git-named place, with its class and why.
-    places: Vec<(Vec<String>, AutorunClass, &'static str)>,
+    places: Vec<(Vec<String>, AutorunClass, String, Scope)>,
 }
 
 impl Symlinks {
@@ -129,7 +130,7 @@ impl Symlinks {
         scan.walk(top, &PathBuf::new(), 0)?;
         let mut places: Vec<_> = super::gitconfig::places(root_path, &scan.dot_gits)
             .into_iter()
-            .map(|place| (fold_all(&place.at), place.class, place.why))
+            .map(|place| (fold_all(&place.at), place.class, place.why, place.scope))
             .collect();
         // yarn reads its rc files in the project and its ancestors; the program they name runs.
         let ancestors = root_path
@@ -151,7 +152,13 @@ impl Symlinks {
             };
             if let Resolved::Inside(at) = resolve(root_path, Path::new("/"), &dir.join(program)) {
                 let why = "the program a .yarnrc.yml's yarnPath or a .yarnrc's yarn-path names";
-                places.push((fold_all(&at), AutorunClass::ToolchainConfig, why));
+                let why = why.to_string();
+                places.push((
+                    fold_all(&at),
+                    AutorunClass::ToolchainConfig,
+                    why,
+                    Scope::Below,
+                ));
             }
         }
         Ok(Self {
@@ -183,8 +190,8 @@ impl Symlinks {
                 }
             }
             let folded = fold_all(alias);
-            for (place, class, why) in &self.places {
-                if folded.starts_with(place) {
+            for (place, class, why, scope) in &self.places {
+                if covers(place, *scope, &folded) {
                     out.push((*class, format!(" ({shown} is {why})")));
                 }
             }
@@ -333,6 +340,22 @@ impl Scan<'_> {
 }
 
 /// The folded names of `path`, for prefix matching.
+/// Whether a write to `path` (folded components) touches the place `place` covers.
+fn covers(place: &[String], scope: Scope, path: &[String]) -> bool {
+    if !path.starts_with(place) {
+        return false;
+    }
+    match (scope, &path[place.len()..]) {
+        (Scope::Below, _) => true,
+        // A module Python imports from the directory, or a package's `__init__.py`.
+        (Scope::Imports, [name]) => [".py", ".pyc", ".pyw", ".so", ".pyd"]
+            .iter()
+            .any(|suffix| name.ends_with(suffix)),
+        (Scope::Imports, [_, init]) => init == "__init__.py",
+        (Scope::Imports, _) => false,
+    }
+}
+
 fn fold_all(path: &Path) -> Vec<String> {
     normal(path).iter().map(|n| super::fold(n)).collect()
 }
