@@ -1,21 +1,35 @@
-//! One gateway per state dir: an exclusive `flock` on `<state>/gateway.lock`, taken right after
-//! the state dir exists and before anything in it is read, created or adopted, in every mode
-//! (HTTP and stdio). A second gateway on the same state dir exits at once naming the first (its
-//! pid and start time, from the lock file): otherwise it would re-adopt the first's brokers and
-//! both would write one database.
+//! One gateway per state dir, checked before anything in it is read, created or adopted, in
+//! every mode (HTTP and stdio): an exclusive `flock` on the state dir itself — a directory the
+//! same user cannot unlink while it holds files, unlike a lock file (red team 23i: with
+//! `gateway.lock` removed, a second gateway took a fresh lock, re-adopted the first's brokers and
+//! appended to its ledger) — then on `<state>/gateway.lock` (which names the holder: pid and start
+//! time; older gateways lock only it), then the admin socket must not answer. A second gateway
+//! exits at once naming the first. The holder checks every second that the path still names the
+//! directory it locked ([`InstanceLock::check`]): if the state dir was moved or replaced it stops
+//! (its brokers keep running for the gateway that serves the moved dir), and a removed lock file
+//! is put back.
 
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use nix::fcntl::{Flock, FlockArg};
 
 /// The lock file's name in the state dir.
 pub const LOCK_FILE: &str = "gateway.lock";
 
 /// Held for the gateway's lifetime; the kernel releases it when the process ends (also on a
-/// crash). The descriptor is close-on-exec: brokers never inherit it, so a broker that outlives
-/// its gateway does not keep the next one out.
+/// crash). The descriptors are close-on-exec: brokers never inherit them, so a broker that
+/// outlives its gateway does not keep the next one out.
 pub struct InstanceLock {
-    _file: nix::fcntl::Flock<std::fs::File>,
+    state_dir: PathBuf,
+    /// The state dir, locked; `(dev, ino)` is what its path must keep naming.
+    _dir: Flock<std::fs::File>,
+    dir_identity: (u64, u64),
+    /// `gateway.lock`, locked (replaced when it was removed).
+    file: Mutex<Flock<std::fs::File>>,
+    holder: String,
 }
 
 impl std::fmt::Debug for InstanceLock {
@@ -24,7 +38,7 @@ impl std::fmt::Debug for InstanceLock {
     }
 }
 
-/// Why the lock was not taken.
+/// Why the lock was not taken, or was lost.
 #[derive(Debug, thiserror::Error)]
 pub enum InstanceLockError {
     #[error(
@@ -32,6 +46,11 @@ pub enum InstanceLockError {
          state dir — stop that one first, or give this one another CLAUDE_TOOLS_STATE_DIR"
     )]
     Held { holder: String, state_dir: String },
+    #[error(
+        "the state dir {state_dir} is no longer the directory this gateway locked (it was moved \
+         or replaced); stopping so that no two gateways write one state"
+    )]
+    Replaced { state_dir: String },
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -39,13 +58,64 @@ pub enum InstanceLockError {
     },
 }
 
-/// Take the state dir's instance lock (the dir exists, 0700), or say who holds it.
-pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
-    let path = state_dir.join(LOCK_FILE);
-    let io = |source: std::io::Error| InstanceLockError::Io {
+fn io_at(path: &Path) -> impl Fn(std::io::Error) -> InstanceLockError + '_ {
+    move |source| InstanceLockError::Io {
         path: path.display().to_string(),
         source,
+    }
+}
+
+/// Take the state dir's instance lock (the dir exists, 0700), or say who holds it.
+pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
+    let held = |holder: String| InstanceLockError::Held {
+        holder,
+        state_dir: state_dir.display().to_string(),
     };
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(state_dir)
+        .map_err(io_at(state_dir))?;
+    let meta = dir.metadata().map_err(io_at(state_dir))?;
+    let dir = match Flock::lock(dir, FlockArg::LockExclusiveNonblock) {
+        Ok(locked) => locked,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            return Err(held(holder_of(state_dir).unwrap_or_else(|| {
+                format!("its lock file {LOCK_FILE} was removed: holder unknown")
+            })));
+        }
+        Err((_, err)) => return Err(io_at(state_dir)(err.into())),
+    };
+    let holder = format!(
+        "pid {}, started {}",
+        std::process::id(),
+        common::time::now_rfc3339()
+    );
+    // An older gateway locks only the file.
+    let file = lock_file(state_dir, &holder)?
+        .ok_or_else(|| held(holder_of(state_dir).unwrap_or_else(|| "it is starting".into())))?;
+    if let Some(socket) = answering_admin_socket(state_dir) {
+        return Err(held(format!(
+            "its admin socket {} answers",
+            socket.display()
+        )));
+    }
+    Ok(InstanceLock {
+        state_dir: state_dir.to_path_buf(),
+        _dir: dir,
+        dir_identity: (meta.dev(), meta.ino()),
+        file: Mutex::new(file),
+        holder,
+    })
+}
+
+/// Lock `gateway.lock` and write `holder` in it; `None`: another process holds it.
+fn lock_file(
+    state_dir: &Path,
+    holder: &str,
+) -> Result<Option<Flock<std::fs::File>>, InstanceLockError> {
+    let path = state_dir.join(LOCK_FILE);
+    let io = io_at(&path);
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -54,40 +124,78 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
-        .map_err(io)?;
-    use nix::fcntl::{Flock, FlockArg};
+        .map_err(&io)?;
     let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(locked) => locked,
-        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
-            let mut text = String::new();
-            // Bounded: the file is ours, but a damaged one must not flood the message.
-            let _ = (&mut file).take(256).read_to_string(&mut text);
-            let holder: String = text
-                .trim()
-                .chars()
-                .filter(|c| !c.is_control())
-                .take(120)
-                .collect();
-            return Err(InstanceLockError::Held {
-                holder: if holder.is_empty() {
-                    "it is starting".into()
-                } else {
-                    holder
-                },
-                state_dir: state_dir.display().to_string(),
-            });
-        }
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Ok(None),
         Err((_, err)) => return Err(io(err.into())),
     };
-    let holder = format!(
-        "pid {}, started {}",
-        std::process::id(),
-        common::time::now_rfc3339()
-    );
-    file.set_len(0).map_err(io)?;
-    file.rewind().map_err(io)?;
-    file.write_all(holder.as_bytes()).map_err(io)?;
-    Ok(InstanceLock { _file: file })
+    file.set_len(0).map_err(&io)?;
+    file.rewind().map_err(&io)?;
+    file.write_all(holder.as_bytes()).map_err(&io)?;
+    Ok(Some(file))
+}
+
+/// The holder a lock file names (bounded, one line), if it exists and says anything.
+fn holder_of(state_dir: &Path) -> Option<String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(state_dir.join(LOCK_FILE))
+        .ok()?;
+    let mut text = String::new();
+    // Bounded: the file is ours, but a damaged one must not flood the message.
+    let _ = file.take(256).read_to_string(&mut text);
+    let holder: String = text
+        .trim()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(120)
+        .collect();
+    (!holder.is_empty()).then_some(holder)
+}
+
+/// The admin socket, if a process answers on it (a gateway this lock did not see).
+fn answering_admin_socket(state_dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let socket = crate::oauth::admin::socket_path(state_dir);
+    let meta = std::fs::symlink_metadata(&socket).ok()?;
+    (meta.file_type().is_socket() && std::os::unix::net::UnixStream::connect(&socket).is_ok())
+        .then_some(socket)
+}
+
+impl InstanceLock {
+    /// Whether the lock still guards the state dir's path: the path names the directory locked
+    /// at start (else [`InstanceLockError::Replaced`]: the caller stops serving). A removed or
+    /// replaced lock file is locked anew (the directory's lock keeps other gateways out
+    /// meanwhile).
+    pub fn check(&self) -> Result<(), InstanceLockError> {
+        let now = std::fs::metadata(&self.state_dir).map(|m| (m.dev(), m.ino()));
+        if now.ok() != Some(self.dir_identity) {
+            return Err(InstanceLockError::Replaced {
+                state_dir: self.state_dir.display().to_string(),
+            });
+        }
+        let path = self.state_dir.join(LOCK_FILE);
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let locked = file.metadata().map(|m| (m.dev(), m.ino())).ok();
+        let named = std::fs::symlink_metadata(&path)
+            .map(|m| (m.dev(), m.ino()))
+            .ok();
+        if named.is_none() || named != locked {
+            tracing::warn!("{LOCK_FILE} was removed or replaced; locking it again");
+            match lock_file(&self.state_dir, &self.holder)? {
+                Some(fresh) => *file = fresh,
+                None => {
+                    return Err(InstanceLockError::Held {
+                        holder: holder_of(&self.state_dir).unwrap_or_default(),
+                        state_dir: self.state_dir.display().to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -109,5 +217,56 @@ mod tests {
         );
         drop(first);
         let _again = acquire(dir.path()).unwrap();
+    }
+
+    /// Red team 23i B1: removing the lock file does not let a second holder in; the holder puts
+    /// the file back at its next check.
+    #[test]
+    fn a_removed_lock_file_does_not_let_a_second_holder_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = acquire(dir.path()).unwrap();
+        std::fs::remove_file(dir.path().join(LOCK_FILE)).unwrap();
+        let err = acquire(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("another gateway is serving this state dir (its lock file gateway.lock was removed: holder unknown)"),
+            "{err}"
+        );
+        first.check().unwrap();
+        let err = acquire(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("(pid {}", std::process::id())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_moved_state_dir_is_noticed_by_its_holder() {
+        let base = tempfile::tempdir().unwrap();
+        let state = base.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let first = acquire(&state).unwrap();
+        first.check().unwrap();
+        std::fs::rename(&state, base.path().join("moved")).unwrap();
+        std::fs::create_dir(&state).unwrap();
+        let err = first.check().unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "is no longer the directory this gateway locked (it was moved or replaced)"
+            ),
+            "{err}"
+        );
+        // The new directory is another state: a gateway may take it.
+        let _second = acquire(&state).unwrap();
+    }
+
+    #[test]
+    fn an_answering_admin_socket_is_another_gateway() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = crate::oauth::admin::socket_path(dir.path());
+        std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let err = acquire(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("(its admin socket"), "{err}");
+        assert!(err.contains("answers)"), "{err}");
     }
 }

@@ -78,6 +78,8 @@ fn main() -> ExitCode {
     if args.len() == 2 && args.nth(1).is_some_and(|a| a == "sandbox-exec") {
         return modes::sandbox_exec();
     }
+    // Before anything else: no descriptor a launcher leaked reaches a broker or a runner.
+    modes::close_inherited_fds_on_exec();
     let cli = Cli::parse();
     if let Command::SandboxExec = cli.command {
         // Before any runtime: the helper must be single-threaded to enter namespaces.

@@ -47,9 +47,11 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<ExitCode> {
     }
     let command_limits = config.command_limits;
     crate::limits::prepare_all_commands_memory(&command_limits);
+    let instance_lock = config.instance_lock.clone();
     let gateway = crate::open(config)?;
     let shutdown = CancellationToken::new();
     crate::start_background(gateway.clone(), shutdown.clone()).await;
+    let lost = watch_instance_lock(instance_lock, shutdown.clone());
     // SIGTERM (launchd, systemd) and SIGINT stop the server gracefully; brokers and runners keep
     // running for the next start to re-adopt.
     let signal = shutdown.clone();
@@ -69,7 +71,96 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<ExitCode> {
     };
     crate::limits::release_all_commands_memory(&command_limits);
     served?;
+    if let Some(why) = lost.get() {
+        eprintln!("gateway: {why}");
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How often the instance lock is checked ([`crate::instance_lock::InstanceLock::check`]).
+const LOCK_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Check the instance lock every second; when it no longer guards the state dir (moved or
+/// replaced), stop serving like SIGTERM (brokers keep running) and keep why for the exit.
+fn watch_instance_lock(
+    lock: Option<std::sync::Arc<crate::instance_lock::InstanceLock>>,
+    shutdown: CancellationToken,
+) -> std::sync::Arc<std::sync::OnceLock<String>> {
+    let lost = std::sync::Arc::new(std::sync::OnceLock::new());
+    let Some(lock) = lock else { return lost };
+    let noted = lost.clone();
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(LOCK_CHECK_INTERVAL);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = shutdown.cancelled() => return,
+            }
+            let check = lock.clone();
+            let Ok(Err(err)) = tokio::task::spawn_blocking(move || check.check()).await else {
+                continue;
+            };
+            if let crate::instance_lock::InstanceLockError::Io { .. } = err {
+                // The directory's lock still holds; only the holder's name could not be put back.
+                tracing::warn!("instance lock file: {err}");
+                continue;
+            }
+            tracing::error!("{err}");
+            let _ = noted.set(err.to_string());
+            shutdown.cancel();
+            return;
+        }
+    });
+    lost
+}
+
+/// Mark every descriptor above 2 this process inherited close-on-exec, first thing in `serve`
+/// and `broker` (red team 23i B3: a launcher's connected Unix socket, passed as fd 7, reached
+/// every broker and the confined runner, whose seccomp refuses `socket(AF_UNIX)`, and it wrote
+/// through it). The gateway is given no descriptor on purpose (no socket activation), so none
+/// is kept. Commands already close everything above 2 in the helper (`close_range`).
+pub fn close_inherited_fds_on_exec() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors.
+        let done = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        } == 0;
+        if done {
+            return;
+        }
+    }
+    // Older kernels and macOS: the descriptors the process has (the listing's own is among them,
+    // closed right after), else every number below the limit.
+    let listed: Option<Vec<i32>> = std::fs::read_dir("/dev/fd").ok().map(|entries| {
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+            .collect()
+    });
+    let all = || {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(65_536)
+            .min(65_536);
+        (3..i32::try_from(limit).unwrap_or(65_536)).collect::<Vec<i32>>()
+    };
+    for fd in listed.unwrap_or_else(all).into_iter().filter(|fd| *fd > 2) {
+        // SAFETY: F_GETFD/F_SETFD only read and set the descriptor's close-on-exec flag; an
+        // unused number fails with EBADF and nothing happens.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
 }
 
 /// `gateway broker --spec`: one session's broker. `isolation`: the network namespace `main`

@@ -91,6 +91,7 @@ pub fn host_support() -> HostSupport {
             root: false,
             overlay: false,
             memory_cgroup: None,
+            pids_cgroup: false,
         }
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
@@ -104,6 +105,7 @@ pub fn host_support() -> HostSupport {
             root: false,
             overlay: false,
             memory_cgroup: None,
+            pids_cgroup: false,
         }
     }
 }

@@ -162,6 +162,9 @@ pub struct PathPolicy {
     /// Where a write root's content goes at a merge (a worktree session's source directory):
     /// its auto-run places count in the write root at the same relative paths.
     merge_target: Option<PathBuf>,
+    /// Gateways registered after the policy was built ([`Self::refresh_instances`]); shared by
+    /// every clone (the write policy, the executor's).
+    late: Arc<late::LateInstances>,
 }
 
 /// Why a session's working directory was refused at start. Messages name the reason, never the
@@ -221,6 +224,15 @@ impl PathPolicy {
         extra_protected: Vec<PathBuf>,
         insensitive: bool,
     ) -> Self {
+        // Before the registries are read for the set: a gateway registered from now on is
+        // seen at the first refresh.
+        let mut homes = vec![home.clone()];
+        homes.extend(crate::protected::other_homes(&home));
+        let late = Arc::new(late::LateInstances::new(
+            homes,
+            state_dir.clone(),
+            insensitive,
+        ));
         // The one rule set (`crate::protected`): catalogue, state dir, extras, host keys and
         // their mount-table aliases; the home's catalogue again under its canonical spelling.
         let mut entries = crate::protected::protected_paths(&home, &state_dir, &extra_protected);
@@ -290,7 +302,25 @@ impl PathPolicy {
             write_identities: Vec::new(),
             autorun_allowed: crate::protected::autorun::AutorunAllowed::NONE,
             merge_target: None,
+            late,
         }
+    }
+
+    /// Bring the other gateways' state dirs up to date from the instance registries (before each
+    /// tool call: a gateway started after this policy is protected from then on). `Err`: a
+    /// registry could not be read; the caller refuses the call.
+    pub fn refresh_instances(&self) -> Result<(), String> {
+        self.late.refresh()
+    }
+
+    /// `masked` plus the state dirs of gateways registered after this policy was built: what a
+    /// new command hides.
+    pub fn with_late_masks(&self, masked: &[PathBuf]) -> Vec<PathBuf> {
+        let mut out = masked.to_vec();
+        out.extend(self.late.paths().iter().cloned());
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// The directory write roots merge into ([`Self::merge_target`]).
@@ -542,7 +572,7 @@ impl PathPolicy {
             }
             _ => &self.protected,
         };
-        if protected.iter().any(|p| folded.starts_with(p)) {
+        if protected.iter().any(|p| folded.starts_with(p)) || self.late.covers(&folded) {
             return Some(Protection::Protected);
         }
         for dir in &self.host_key_dirs {
@@ -776,6 +806,7 @@ pub(crate) fn pseudo_fs(fd: &impl std::os::fd::AsFd) -> Option<&'static str> {
 }
 
 mod birth;
+mod late;
 mod walk;
 pub use walk::{
     EntryKind, MAX_WALK_DEPTH, WalkControl, WalkDir, WalkEntry, WalkOptions, WalkStats,

@@ -542,14 +542,14 @@ fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> 
     // Every other gateway's state on this host (the registries say where), and the registries.
     let mut homes = vec![home.to_path_buf()];
     homes.extend(others);
-    out.extend(gateway_paths(&homes, state_dir));
+    out.extend(other_gateway_paths(&homes, state_dir));
     out.extend(homes.iter().map(|h| instances::registry_path(h)));
     out.extend(extra.iter().filter(|p| p.is_absolute()).cloned());
     out
 }
 
 /// Other gateways' state dirs and command runtime areas, from the registries under `homes`.
-fn gateway_paths(homes: &[PathBuf], state_dir: &Path) -> Vec<PathBuf> {
+pub fn other_gateway_paths(homes: &[PathBuf], state_dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for other in instances::other_state_dirs(homes, state_dir) {
         out.extend(runtime_area::runtime_area_names(&other));
@@ -566,7 +566,7 @@ fn gateway_paths(homes: &[PathBuf], state_dir: &Path) -> Vec<PathBuf> {
 pub fn name_only_paths(home: &Path, state_dir: &Path) -> Vec<PathBuf> {
     let mut homes = vec![home.to_path_buf()];
     homes.extend(other_homes(home));
-    gateway_paths(&homes, state_dir)
+    other_gateway_paths(&homes, state_dir)
 }
 
 /// The whole protected set as paths: the catalogue under `home`, the state dir, the owner's

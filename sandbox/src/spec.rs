@@ -298,6 +298,10 @@ pub struct HostSupport {
     /// only the per-process `RLIMIT_DATA` and the refusal of shared memory.
     #[serde(default)]
     pub memory_cgroup: Option<String>,
+    /// A pids cgroup bounds each command's process count: its memory cgroup's v2 parent enables
+    /// pids, or (root, where `RLIMIT_NPROC` is not enforced) one can be made for it.
+    #[serde(default)]
+    pub pids_cgroup: bool,
 }
 
 impl HostSupport {
@@ -318,29 +322,34 @@ impl HostSupport {
         self.landlock_abi.map(|abi| abi.min(MAX_LANDLOCK_ABI))
     }
 
+    /// What the helper enforces for a command on this host (Linux), in the terms of its report:
+    /// the view and doctor describe commands with [`Enforced::summary`] of this, the very
+    /// function a command's receipt uses (red team 23i B4: the two were written separately, and
+    /// a root gateway's receipts said `pids-cgroup` where the view did not).
+    pub fn expected_enforced(&self) -> Enforced {
+        let ns = self.namespaces;
+        Enforced {
+            user_namespace: ns,
+            mount_namespace: ns,
+            network_namespace: ns,
+            pid_namespace: ns,
+            landlock_abi: self.enforced_landlock_abi(),
+            seccomp: self.seccomp,
+            no_new_privs: true,
+            capabilities_dropped: true,
+            rlimits: true,
+            pids_cgroup: self.pids_cgroup,
+            // Only whether there is one shows in the summary; the size is per command.
+            memory_cgroup_mb: self.memory_cgroup.as_ref().map(|_| 0),
+            layer_roots: usize::from(self.copy_on_write()),
+            ..Enforced::default()
+        }
+    }
+
     /// Recommended `network_boundary.enforced_by` text for commands on this host.
     pub fn enforced_by(&self) -> String {
         match self.os.as_str() {
-            "linux" => {
-                let mut parts = Vec::new();
-                if self.namespaces {
-                    parts.push("userns+mountns+netns+pidns".to_string());
-                }
-                if let Some(abi) = self.enforced_landlock_abi() {
-                    parts.push(format!("landlock(v{abi})"));
-                }
-                if self.seccomp {
-                    parts.push("seccomp".to_string());
-                }
-                parts.push("nnp+caps+rlimits".to_string());
-                if self.memory_cgroup.is_some() {
-                    parts.push("memcg".to_string());
-                }
-                if self.copy_on_write() {
-                    parts.push("overlay".to_string());
-                }
-                format!("linux:{}", parts.join("+"))
-            }
+            "linux" => self.expected_enforced().summary(),
             "macos" if self.seatbelt => "macos:seatbelt".to_string(),
             other => format!("{other}:none"),
         }

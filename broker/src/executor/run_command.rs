@@ -282,6 +282,8 @@ pub(super) fn run(
     sandbox::timing::take();
     sandbox::timing::mark("run");
     let config = &exec.commands;
+    // Also the state dirs of gateways registered after the session started.
+    let masked = exec.policy.with_late_masks(&config.masked);
     let Ok(wd) = std::fs::canonicalize(exec.working_directory()) else {
         return rejected(
             action_id,
@@ -358,7 +360,7 @@ pub(super) fn run(
                     &config.owner_home,
                     &wd,
                     config.own_worktree.as_deref(),
-                    &config.masked,
+                    &masked,
                     layer.dir(),
                 ))
             };
@@ -392,13 +394,8 @@ pub(super) fn run(
     // With namespaces and a quota the helper mounts a fresh tmpfs over the scratch dir and makes
     // HOME and TMPDIR inside it: the on-disk subdirs would only be hidden (and cost mkdirs).
     let subdirs = !(config.namespaces && support.namespaces && config.limits.scratch.is_some());
-    let mut scratch = match Scratch::create(
-        &config.scratch_root,
-        action_id,
-        &wd,
-        &config.masked,
-        subdirs,
-    ) {
+    let mut scratch = match Scratch::create(&config.scratch_root, action_id, &wd, &masked, subdirs)
+    {
         Ok(scratch) => scratch,
         Err(message) => {
             tracing::error!("RunCommand scratch: {message}");
@@ -428,9 +425,9 @@ pub(super) fn run(
             },
         ),
         scratch: scratch.path.clone(),
-        masked: config.masked.clone(),
+        masked: masked.clone(),
         // A managed worktree lives in the (masked) state dir; the command must still see it.
-        visible: sandbox::visible_under_masks(&config.masked, &wd, config.own_worktree.as_deref()),
+        visible: sandbox::visible_under_masks(&masked, &wd, config.own_worktree.as_deref()),
         writable: Vec::new(),
         limits: config.limits,
         layer: turn.as_ref().map(|t| t.spec.clone()),

@@ -361,7 +361,7 @@ impl Script {
         for result in &results {
             match result["name"].as_str() {
                 Some("FindFiles") => {
-                    self.files_found = Some(listed_files(result).len());
+                    self.files_found = Some(listed_count(result));
                     if let Some(file) = pick_small_text_file(&listed_files(result)) {
                         return Sent {
                             text: format!("Reading {}.", file_name(&file)),
@@ -444,7 +444,19 @@ fn explain_exit_code(code: i64) -> String {
     format!("{code}: killed by {name} (128 + {signal})")
 }
 
-/// The file paths in a FindFiles result (its notes in brackets and symlinks left out).
+/// How many files a FindFiles result lists: plain paths and escaped ones (a name with control
+/// or bidi characters is shown quoted, `"/…"`), not its notes nor symlinks.
+fn listed_count(result: &Value) -> usize {
+    result["output"]
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .filter(|l| (l.starts_with('/') || l.starts_with("\"/")) && !l.ends_with(" -> (symlink)"))
+        .count()
+}
+
+/// The plain file paths in a FindFiles result, the ones `try` may read (its notes in brackets,
+/// escaped names and symlinks left out).
 fn listed_files(result: &Value) -> Vec<String> {
     result["output"]
         .as_str()

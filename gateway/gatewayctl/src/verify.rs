@@ -29,32 +29,75 @@ pub fn check(state_dir: &Path) -> anyhow::Result<Report> {
     Ok(verifier.finish())
 }
 
+/// What the gateway latched in `<state>/ledger-broken` when it found the ledger broken (one
+/// line, bounded): it refuses every change, and every start, until the owner removes the file.
+/// The rows may still pass the chain check (a second writer's signed rows, or a database put
+/// back), so verify reports the latch too: the two never disagree on "OK".
+pub fn latched(state_dir: &Path) -> Option<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(state_dir.join(common::ledger_chain::BROKEN_FILE)).ok()?;
+    let mut text = String::new();
+    let _ = file.take(4096).read_to_string(&mut text);
+    let why = common::display::one_line(text.trim()).into_owned();
+    Some(if why.is_empty() {
+        "no reason recorded".into()
+    } else {
+        why
+    })
+}
+
 /// `gatewayctl verify`.
 pub fn run(state_dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
     let report = check(state_dir)?;
+    let latch = latched(state_dir);
     if json {
         let value = json!({
-            "ok": report.ok(),
+            "ok": report.ok() && latch.is_none(),
             "first_problem": report.problems.first(),
+            "latched_broken": latch,
             "report": report,
         });
         write_json(out, &value)?;
     } else {
-        write_text(&report, out)?;
+        write_text(&report, latch.as_deref(), out)?;
     }
-    if report.ok() {
-        Ok(())
-    } else {
+    if !report.ok() {
         Err(Reported(format!(
             "verify: the ledger fails its check ({} problem(s))",
             report.problems.len()
         ))
         .into())
+    } else if latch.is_some() {
+        Err(Reported(format!(
+            "verify: the gateway found the ledger broken ({}); it refuses changes and starts \
+             until that file is removed",
+            common::ledger_chain::BROKEN_FILE
+        ))
+        .into())
+    } else {
+        Ok(())
     }
 }
 
-fn write_text(r: &Report, out: &mut impl Write) -> anyhow::Result<()> {
-    writeln!(out, "ledger: {}", if r.ok() { "OK" } else { "BROKEN" })?;
+fn write_text(r: &Report, latch: Option<&str>, out: &mut impl Write) -> anyhow::Result<()> {
+    let ok = r.ok() && latch.is_none();
+    writeln!(out, "ledger: {}", if ok { "OK" } else { "BROKEN" })?;
+    if let Some(why) = latch {
+        writeln!(
+            out,
+            "  found broken    by the gateway ({}): {why}",
+            common::ledger_chain::BROKEN_FILE
+        )?;
+        if r.ok() {
+            writeln!(
+                out,
+                "  chain           the rows and signatures check out now: another writer (a \
+                 second gateway on this state dir, a database put back) changed the ledger \
+                 behind the gateway's back; investigate, then remove {} (or restore a backup)",
+                common::ledger_chain::BROKEN_FILE
+            )?;
+        }
+    }
     if let Some(p) = r.problems.first() {
         let table = serde_json::to_value(p.table)?;
         // Ids and descriptions come from the rows themselves: each on one line (the output

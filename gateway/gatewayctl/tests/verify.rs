@@ -343,6 +343,42 @@ fn an_edited_receipt_is_named() {
     assert!(what.contains("receipt differs"), "{what}");
 }
 
+/// Red team 23i B1: a second writer's rows pass the chain check, but the gateway latched the
+/// ledger broken (`ledger-broken`) and refuses every change: verify says BROKEN with the
+/// gateway's reason, never "ledger: OK", and fails.
+#[test]
+fn a_ledger_the_gateway_latched_broken_does_not_verify_ok() {
+    let fx = chained();
+    let why = "the newest ledger row is seq 10, but this gateway last appended seq 9 (rows \
+               deleted, added or re-hashed)";
+    std::fs::write(
+        fx.state.join(common::ledger_chain::BROKEN_FILE),
+        format!("{why}\n"),
+    )
+    .unwrap();
+    let (text, result) = fx.run(false, Command::Verify);
+    assert!(text.starts_with("ledger: BROKEN\n"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "  found broken    by the gateway (ledger-broken): {why}"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("the rows and signatures check out now"),
+        "{text}"
+    );
+    assert_eq!(
+        result.unwrap_err(),
+        "verify: the gateway found the ledger broken (ledger-broken); it refuses changes and \
+         starts until that file is removed"
+    );
+    let (json, _) = fx.run(true, Command::Verify);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["latched_broken"], why, "{v}");
+}
+
 #[test]
 fn show_marks_a_session_whose_chain_is_broken() {
     let fx = chained();

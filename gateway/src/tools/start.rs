@@ -289,11 +289,18 @@ pub(crate) fn check(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, To
             req.capability_profile.as_str()
         )));
     }
+    if req.working_directory.len() > super::MAX_WORKING_DIRECTORY_BYTES {
+        return Err(ToolError::invalid(format!(
+            "working_directory is longer than {} bytes ({}); give the project's directory",
+            super::MAX_WORKING_DIRECTORY_BYTES,
+            super::shown(&req.working_directory)
+        )));
+    }
     let dir = Path::new(&req.working_directory);
     if !dir.is_absolute() {
         return Err(ToolError::invalid(format!(
-            "working_directory must be an absolute path, got {:?}",
-            req.working_directory
+            "working_directory must be an absolute path, got {}",
+            super::shown(&req.working_directory)
         )));
     }
     if dir
@@ -310,8 +317,8 @@ pub(crate) fn check(gateway: &Gateway, req: &StartRequest) -> Result<PathBuf, To
         Ok(resolved) => resolved,
         Err(refusal @ (WorkingDirRefusal::NotFound | WorkingDirRefusal::NotADirectory)) => {
             return Err(ToolError::invalid(format!(
-                "{refusal} ({:?})",
-                req.working_directory
+                "{refusal} ({})",
+                super::shown(&req.working_directory)
             )));
         }
         Err(refusal) if refusal.code() == OutcomeCode::NotPermitted => {

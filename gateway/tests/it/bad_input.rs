@@ -211,3 +211,51 @@ async fn replies_are_checked_before_anything_is_approved() {
     assert_eq!(tool_err_code(&r), "invalid_argument");
     chat.stop(&sid, &lease, "stop", None).await.unwrap();
 }
+
+/// Red team 23i: `native_session_id` and `working_directory` are bounded at the boundary, and an
+/// error echoes only a short prefix of a refused value (1 MiB in came back as 2 MiB).
+#[tokio::test(flavor = "multi_thread")]
+async fn huge_ids_and_directories_are_refused_without_being_echoed() {
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let huge = format!("ns_{}", "a".repeat(1 << 20));
+    let message = |r: &Value| {
+        r.pointer("/structuredContent/error/message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let r = chat
+        .call(
+            "native_session_status",
+            json!({"native_session_id": huge, "lease_id": "lease"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&r), "invalid_argument", "{}", message(&r));
+    let text = message(&r);
+    assert!(
+        text.starts_with(&format!(
+            "native_session_id \"ns_{}\"… ({} bytes) is not one this gateway gives",
+            "a".repeat(45),
+            huge.len()
+        )),
+        "{text}"
+    );
+    assert!(r.to_string().len() < 2000, "{} bytes", r.to_string().len());
+    let long_dir = format!("/{}", "d".repeat(1 << 20));
+    let r = chat
+        .call(
+            "native_session_start",
+            json!({"prompt": "p", "working_directory": long_dir, "idempotency_key": "k-huge"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&r), "invalid_argument", "{}", message(&r));
+    assert!(
+        message(&r).starts_with("working_directory is longer than 4096 bytes (\"/ddd"),
+        "{}",
+        message(&r)
+    );
+    assert!(r.to_string().len() < 2000, "{} bytes", r.to_string().len());
+}

@@ -485,30 +485,40 @@ async fn another_gateways_state_dir_is_protected_too() {
     let v = start_session(&chat, dir.path(), "look around", "k-other-gw").await;
     let key = key_file.to_string_lossy().to_string();
     let state = other.state_dir().to_string_lossy().to_string();
+    other_gateway_is_closed_to(&chat, &v, "r-other-gw", &key, &state, secret.trim()).await;
+}
+
+/// Every read tool and two commands aimed at another gateway's state dir `state` and its file
+/// `file` (holding `secret`) from the session `v`: refused, masked, nothing leaked.
+async fn other_gateway_is_closed_to(
+    chat: &ScriptedChatGpt,
+    v: &Value,
+    reply_id: &str,
+    file: &str,
+    state: &str,
+    secret: &str,
+) {
     let calls = json!([
-        {"name": "Read", "arguments": {"file_path": key}},
+        {"name": "Read", "arguments": {"file_path": file}},
         {"name": "FindFiles", "arguments": {"path": state}},
-        {"name": "SearchText", "arguments": {"query": secret.trim(), "path": state}},
-        {"name": "RunCommand", "arguments": {"argv": ["cat", key]}},
+        {"name": "SearchText", "arguments": {"query": secret, "path": state}},
+        {"name": "RunCommand", "arguments": {"argv": ["cat", file]}},
         {"name": "RunCommand", "arguments": {"argv": ["ls", "-la", state]}},
     ]);
-    let v = crate::writes::reply_calls(&chat, &v, "r-other-gw", calls).await;
+    let v = crate::writes::reply_calls(chat, v, reply_id, calls).await;
     let results = results(&v);
     for read in &results[..3] {
         assert_eq!(read["status"], "error", "{read}");
         assert!(output(read).starts_with("not_permitted"), "{read}");
     }
-    // The key cannot be read; the state dir shows as an empty mask.
+    // The file cannot be read; the state dir shows as an empty mask.
     assert_ne!(results[3]["receipt"]["exit_code"], 0, "{}", results[3]);
     let listing = output(&results[4]);
     assert!(
         !listing.contains("auth") && !listing.contains("run"),
         "{listing}"
     );
-    assert!(
-        !v.to_string().contains(secret.trim()),
-        "the key leaked: {v}"
-    );
+    assert!(!v.to_string().contains(secret), "the secret leaked: {v}");
 }
 
 /// Issue 23, item 8: the registry is the account's, not `$HOME`'s. A gateway started with another
@@ -540,4 +550,31 @@ async fn a_gateway_started_with_another_home_is_protected_too() {
     let read = &results(&v)[0];
     assert_eq!(read["status"], "error", "{read}");
     assert!(output(read).starts_with("not_permitted"), "{read}");
+}
+
+/// Red team 23i B2: a gateway of the account started while a session runs (after its broker
+/// built its protected set) is protected from that session's next call on — Read, FindFiles,
+/// SearchText and a new command — not only from sessions started after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gateway_started_after_a_session_is_protected_from_it() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "look around", "k-later-gw").await;
+    // Registered now, with the session's broker and runner already running.
+    let later = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .no_token()
+        .spawn()
+        .await
+        .expect("gateway starts");
+    let token_file = later.state_dir().join("auth/access-token");
+    let token = later.token().to_string();
+    assert!(token.len() >= 20, "the later gateway made its token");
+    let (file, state) = (
+        token_file.to_string_lossy().to_string(),
+        later.state_dir().to_string_lossy().to_string(),
+    );
+    other_gateway_is_closed_to(&chat, &v, "r-later-gw", &file, &state, &token).await;
 }

@@ -244,3 +244,73 @@ async fn probe_in_the_runners_place_reaches_only_the_broker_port() {
         "the probe wrote into the working directory"
     );
 }
+
+/// Whether process `pid` holds the pipe with inode `inode` open.
+fn holds_pipe(pid: i32, inode: u64) -> bool {
+    let wanted = format!("pipe:[{inode}]");
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == wanted))
+}
+
+/// Red team 23i B3: a descriptor the gateway's launcher leaks (here an inheritable pipe, as the
+/// red team's connected Unix socket on fd 7) reaches the gateway but neither its brokers nor the
+/// confined runner: the gateway marks every inherited descriptor close-on-exec first thing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_descriptor_the_launcher_leaks_reaches_no_broker_nor_runner() {
+    use std::os::unix::fs::MetadataExt;
+    // `pipe` without O_CLOEXEC: every process spawned from here on inherits the write end.
+    let (read, write) = nix::unistd::pipe().unwrap();
+    let inode = std::fs::File::from(write.try_clone().unwrap())
+        .metadata()
+        .unwrap()
+        .ino();
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    drop((read, write));
+    let gateway_pid = i32::try_from(gw.pid().unwrap()).unwrap();
+    assert!(holds_pipe(gateway_pid, inode), "the gateway inherited it");
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "Read a file", "fd-leak-1").await;
+    let processes = session_processes(gw.state_dir());
+    assert!(processes.len() >= 2, "a broker and a runner: {processes:?}");
+    for pid in processes {
+        assert!(
+            !holds_pipe(pid, inode),
+            "process {pid} holds the leaked pipe"
+        );
+    }
+    chat.stop(&session_id(&v), &lease_id(&v), "fd-leak-stop", None)
+        .await
+        .unwrap();
+}
+
+/// Red team 23i B4: the view's `commands_enforced_by` is what a command's receipt says it got,
+/// word for word (as root a pids cgroup bounds commands: both say so).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_view_describes_commands_as_their_receipts_do() {
+    let gw = gateway().await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let v = start_session(&chat, dir.path(), "Run true", "one-truth-1").await;
+    let view_says = v["network_boundary"]["commands_enforced_by"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no commands_enforced_by: {v}"))
+        .to_string();
+    let calls = serde_json::json!([{"name": "RunCommand", "arguments": {"argv": ["/bin/true"]}}]);
+    let next = crate::writes::reply_calls(&chat, &v, "one-truth-r1", calls).await;
+    let result = &next["pending_turn"]["tool_results"][0];
+    assert_eq!(result["status"], "ok", "{result}");
+    let output = result["output"].as_str().unwrap_or_default();
+    let receipt_says = output
+        .lines()
+        .find_map(|l| l.strip_prefix("sandbox: "))
+        .unwrap_or_else(|| panic!("no sandbox line: {output}"));
+    assert_eq!(receipt_says, view_says);
+    chat.stop(&session_id(&v), &lease_id(&v), "one-truth-stop", None)
+        .await
+        .unwrap();
+}

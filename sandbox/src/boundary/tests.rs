@@ -63,6 +63,7 @@ fn host(os: &str) -> crate::HostSupport {
         root: false,
         overlay: os == "linux",
         memory_cgroup: None,
+        pids_cgroup: false,
     }
 }
 
@@ -119,6 +120,7 @@ fn commands_and_runner_name_the_same_enforced_landlock_abi() {
         root: false,
         overlay: true,
         memory_cgroup: Some("v1".into()),
+        pids_cgroup: false,
     };
     assert_eq!(
         host.enforced_landlock_abi(),
@@ -131,4 +133,33 @@ fn commands_and_runner_name_the_same_enforced_landlock_abi() {
     );
     let runner = describe_runner(&plan(true, host.enforced_landlock_abi(), true), "linux");
     assert!(runner.enforced_by.contains("landlock(v6)"));
+}
+
+/// Red team 23i B4: as root, commands get a pids cgroup; the view's text and a command's receipt
+/// are one function of what the helper enforces, so they name the same layers in one order.
+#[test]
+fn the_view_and_a_commands_receipt_describe_commands_alike() {
+    let root = crate::HostSupport {
+        root: true,
+        pids_cgroup: true,
+        memory_cgroup: Some("v2".into()),
+        ..host("linux")
+    };
+    let view = root.enforced_by();
+    assert_eq!(
+        view,
+        "linux:userns+mountns+netns+pidns+landlock(v6)+seccomp+nnp+caps+rlimits+pids-cgroup+memcg+overlay"
+    );
+    // What the helper reports for such a command (its memory cgroup's size, its masks, the
+    // scratch quota do not show in the text).
+    let receipt = crate::spec::Enforced {
+        masked: 12,
+        memory_limit_mb: Some(2048),
+        memory_cgroup_mb: Some(2304),
+        scratch_quota_mb: Some(256),
+        layer_roots: 3,
+        ..root.expected_enforced()
+    };
+    assert_eq!(receipt.summary(), view);
+    assert!(!host("linux").enforced_by().contains("pids-cgroup"));
 }

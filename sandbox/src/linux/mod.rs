@@ -56,16 +56,22 @@ pub fn host_support() -> HostSupport {
 
 fn probe() -> HostSupport {
     let (namespaces, seccomp) = probe_in_child();
+    let memory = cgroup::probe();
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
     HostSupport {
         os: "linux".into(),
         namespaces,
         landlock_abi: sys::landlock_abi(),
         seccomp,
         seatbelt: false,
-        // SAFETY: geteuid cannot fail.
-        root: unsafe { libc::geteuid() } == 0,
+        root,
         overlay: namespaces && overlay::probe(),
-        memory_cgroup: cgroup::probe().map(|parent| parent.version().to_string()),
+        memory_cgroup: memory.as_ref().map(|parent| parent.version().to_string()),
+        // What the helper does (`helper_main`): the memory cgroup's v2 parent's pids, else, as
+        // root, a pids cgroup of its own.
+        pids_cgroup: matches!(memory, Some(cgroup::Parent::V2 { pids: true, .. }))
+            || (root && sys::pids_cgroup_possible()),
     }
 }
 

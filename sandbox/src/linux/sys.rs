@@ -302,6 +302,15 @@ pub fn no_new_privs() -> bool {
 /// As root (where the kernel does not enforce RLIMIT_NPROC), create a pids cgroup bounding the
 /// command and move this process into it. Returns the cgroup dir (removed by the broker).
 pub fn join_pids_cgroup(max: u64) -> Option<PathBuf> {
+    pids_cgroup(max, true)
+}
+
+/// Whether [`join_pids_cgroup`] can make its cgroup here (one is made and removed at once).
+pub fn pids_cgroup_possible() -> bool {
+    pids_cgroup(1, false).is_some_and(|dir| std::fs::remove_dir(dir).is_ok())
+}
+
+fn pids_cgroup(max: u64, enter: bool) -> Option<PathBuf> {
     // A random name: the command can read its own cgroup path, and a pid there would be public.
     let mut random = [0u8; 8];
     // SAFETY: getrandom writes at most `random.len()` bytes into the buffer it is given.
@@ -320,7 +329,7 @@ pub fn join_pids_cgroup(max: u64) -> Option<PathBuf> {
             continue;
         }
         let joined = std::fs::write(dir.join("pids.max"), max.to_string()).is_ok()
-            && super::cgroup::enter(&dir).is_ok();
+            && (!enter || super::cgroup::enter(&dir).is_ok());
         if joined {
             return Some(dir);
         }

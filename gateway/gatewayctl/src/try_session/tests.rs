@@ -90,3 +90,13 @@ fn picks_a_readme_then_text_then_anything() {
     assert_eq!(pick_small_text_file(std::slice::from_ref(&bin)), Some(bin));
     assert_eq!(pick_small_text_file(&[empty, big]), None);
 }
+
+/// Red team 23i: a name FindFiles shows escaped counts too ("listed 1 file(s)" for 2 before);
+/// only plain paths are candidates to read.
+#[test]
+fn escaped_names_count_as_listed_files() {
+    let result = serde_json::json!({"output":
+        "/p/README.md\n\"/p/f\\u{1b}]0;T\\u{7}.md\"\n/p/link -> (symlink)\n(2 files)"});
+    assert_eq!(listed_count(&result), 2);
+    assert_eq!(listed_files(&result), vec!["/p/README.md".to_string()]);
+}

@@ -1,0 +1,165 @@
+//! Gateways registered after a policy was built (red team 23i B2): the protected set's other
+//! state dirs come from the instance registries (`crate::protected::instances`), and a live
+//! session's broker lives longer than that list — a gateway started meanwhile was open to its
+//! Read, FindFiles, SearchText and RunCommand. Before each tool call the broker re-reads the
+//! registries ([`LateInstances::refresh`]: a few small files); what they list now is protected
+//! by name from then on (never dropped again), and masked for every new command. A registry that
+//! was readable and no longer is fails the call closed.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+/// The registries a policy watches and the state dirs they added since it was built.
+#[derive(Debug)]
+pub(super) struct LateInstances {
+    homes: Vec<PathBuf>,
+    state_dir: PathBuf,
+    insensitive: bool,
+    seen: RwLock<Seen>,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    /// Each registry's text when last read (`None`: absent, or not this account's to read).
+    texts: Vec<Option<String>>,
+    /// What they added: other state dirs and their runtime areas, as listed and canonical.
+    paths: Arc<Vec<PathBuf>>,
+    /// The same, folded like the policy's entries.
+    folded: Vec<Vec<Vec<u8>>>,
+}
+
+/// A registry's text: `None` when there is none, or it is another account's this one may not
+/// read (its state dirs are then no more readable than it); any other error is returned.
+fn read_registry(home: &Path) -> Result<Option<String>, String> {
+    let path = crate::protected::instances::registry_path(home);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(err)
+            if matches!(
+                err.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(err) => Err(format!("reading {}: {err}", path.display())),
+    }
+}
+
+impl LateInstances {
+    /// Record the registries under `homes` as they are now: call before the policy reads them,
+    /// so that a registration in between shows as a change at the first refresh.
+    pub(super) fn new(homes: Vec<PathBuf>, state_dir: PathBuf, insensitive: bool) -> Self {
+        let texts = homes
+            .iter()
+            .map(|home| read_registry(home).ok().flatten())
+            .collect();
+        Self {
+            homes,
+            state_dir,
+            insensitive,
+            seen: RwLock::new(Seen {
+                texts,
+                ..Seen::default()
+            }),
+        }
+    }
+
+    /// Re-read the registries; when they changed, protect what they list now too. `Err`: a
+    /// registry could not be read (the caller refuses the tool call).
+    pub(super) fn refresh(&self) -> Result<(), String> {
+        let mut texts = Vec::with_capacity(self.homes.len());
+        for home in &self.homes {
+            texts.push(read_registry(home)?);
+        }
+        let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());
+        if seen.texts == texts {
+            return Ok(());
+        }
+        for ((home, before), now) in self.homes.iter().zip(&seen.texts).zip(&texts) {
+            let path = crate::protected::instances::registry_path(home);
+            if before.is_some() && now.is_none() && path.exists() {
+                return Err(format!(
+                    "the registry of gateway state dirs {} can no longer be read",
+                    path.display()
+                ));
+            }
+        }
+        drop(seen);
+        let listed = crate::protected::other_gateway_paths(&self.homes, &self.state_dir);
+        let mut seen = self.seen.write().unwrap_or_else(|e| e.into_inner());
+        let mut paths: Vec<PathBuf> = seen.paths.as_ref().clone();
+        for path in listed {
+            if let Some(canonical) = super::canonical_variant(&path) {
+                paths.push(canonical);
+            }
+            paths.push(path);
+        }
+        paths.sort();
+        paths.dedup();
+        seen.folded = paths
+            .iter()
+            .map(|p| super::folded_components(p, self.insensitive))
+            .collect();
+        seen.paths = Arc::new(paths);
+        seen.texts = texts;
+        Ok(())
+    }
+
+    /// Whether a path (folded components) is in one of the late entries.
+    pub(super) fn covers(&self, folded: &[Vec<u8>]) -> bool {
+        let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());
+        seen.folded.iter().any(|p| folded.starts_with(p))
+    }
+
+    /// The late entries as paths (what new commands mask too).
+    pub(super) fn paths(&self) -> Arc<Vec<PathBuf>> {
+        self.seen
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .paths
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::PathPolicy;
+    use crate::protected::instances::registry_path;
+
+    /// A state dir listed after the policy was built is protected from the first refresh on;
+    /// a registry that turns unreadable fails the refresh.
+    #[test]
+    fn a_later_registration_is_protected_after_a_refresh() {
+        let home = tempfile::tempdir().unwrap();
+        let own = tempfile::tempdir().unwrap();
+        let later = tempfile::tempdir().unwrap();
+        let registry = registry_path(home.path());
+        std::fs::create_dir_all(registry.parent().unwrap()).unwrap();
+        std::fs::write(&registry, format!("{}\n", own.path().display())).unwrap();
+        let policy = PathPolicy::new(home.path().into(), own.path().into(), vec![]);
+        let token = std::fs::canonicalize(later.path())
+            .unwrap()
+            .join("auth/access-token");
+        assert!(!policy.is_protected(&token));
+        policy.refresh_instances().unwrap();
+        assert!(!policy.is_protected(&token), "nothing changed yet");
+        let text = format!("{}\n{}\n", own.path().display(), later.path().display());
+        std::fs::write(&registry, text).unwrap();
+        let clone = policy.clone();
+        policy.refresh_instances().unwrap();
+        assert!(policy.is_protected(&token));
+        assert!(clone.is_protected(&token), "clones share the late set");
+        let masks = policy.with_late_masks(&[]);
+        assert!(masks.iter().any(|m| token.starts_with(m)), "{masks:?}");
+        // Removed from the registry: still protected (never dropped).
+        std::fs::write(&registry, format!("{}\n", own.path().display())).unwrap();
+        policy.refresh_instances().unwrap();
+        assert!(policy.is_protected(&token));
+        // Unreadable (here: a directory in its place): the refresh fails, the caller refuses.
+        std::fs::remove_file(&registry).unwrap();
+        std::fs::create_dir(&registry).unwrap();
+        let err = policy.refresh_instances().unwrap_err();
+        assert!(err.starts_with("reading "), "{err}");
+    }
+}
