@@ -73,9 +73,22 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `gateway broker --spec`: one session's broker. `isolation`: the network namespace `main`
-/// entered while still single-threaded (`None`: not tried).
-pub async fn broker(
+/// Runs `serve` to its end on `runtime`. `main` calls this plain function instead of awaiting
+/// `serve` itself: an async fn's body is compiled into the crate that polls it, and the binary,
+/// which starts only when this library is done, compiled the whole server alone at the end of
+/// the build (BUILD_RESULTS.md).
+pub fn block_on_serve(
+    runtime: &tokio::runtime::Runtime,
+    options: ServeOptions,
+) -> anyhow::Result<ExitCode> {
+    runtime.block_on(serve(options))
+}
+
+/// `gateway broker --spec`: one session's broker, on `runtime` (compiled in the broker crate, as
+/// [`block_on_serve`] is here). `isolation`: the network namespace `main` entered while still
+/// single-threaded (`None`: not tried).
+pub fn broker(
+    runtime: &tokio::runtime::Runtime,
     spec: PathBuf,
     isolation: Option<broker::confine::NetworkIsolation>,
 ) -> anyhow::Result<ExitCode> {
@@ -85,7 +98,7 @@ pub async fn broker(
     if let broker::confine::NetworkIsolation::Host(why) = &isolation {
         tracing::warn!("broker stays in the host network namespace: {why}");
     }
-    broker::run(spec, isolation).await.context("broker")?;
+    broker::block_on_run(runtime, spec, isolation).context("broker")?;
     Ok(ExitCode::SUCCESS)
 }
 
