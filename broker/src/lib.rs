@@ -41,6 +41,17 @@ pub use state::BrokerState;
 /// events to be acknowledged before it exits anyway.
 const SIGNAL_EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// [`run`] on `runtime`, to its end. The gateway binary calls this plain function rather than
+/// awaiting `run`: an async fn's body is compiled into the crate that polls it, so the broker's
+/// whole run was compiled into the gateway's binary, last and alone (BUILD_RESULTS.md).
+pub fn block_on_run(
+    runtime: &tokio::runtime::Runtime,
+    spec_path: PathBuf,
+    isolation: confine::NetworkIsolation,
+) -> anyhow::Result<()> {
+    runtime.block_on(run(spec_path, isolation))
+}
+
 /// Run a broker from the spec file the gateway wrote; returns when the session is over.
 /// `isolation`: what [`confine::enter_network_namespace`] achieved before the runtime started.
 pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> anyhow::Result<()> {

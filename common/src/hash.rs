@@ -1,7 +1,7 @@
 //! SHA-256 digests, canonical JSON, secrets and the HMAC proof used in the broker handshake.
 
-use hmac::{Hmac, Mac};
-use rand::RngCore;
+use hmac::{Hmac, KeyInit, Mac};
+use rand::Rng;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;

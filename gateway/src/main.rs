@@ -98,30 +98,28 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Serve {
+    let result = match cli.command {
+        Command::Serve {
+            listen,
+            stdio,
+            allowed_hosts,
+            log_format,
+            auth,
+            public_base,
+        } => modes::block_on_serve(
+            &runtime,
+            ServeOptions {
                 listen,
                 stdio,
                 allowed_hosts,
-                log_format,
+                json_logs: log_format == LogFormat::Json,
                 auth,
                 public_base,
-            } => {
-                modes::serve(ServeOptions {
-                    listen,
-                    stdio,
-                    allowed_hosts,
-                    json_logs: log_format == LogFormat::Json,
-                    auth,
-                    public_base,
-                })
-                .await
-            }
-            Command::SandboxExec => Ok(modes::sandbox_exec()),
-            Command::Broker { spec } => modes::broker(spec, isolation).await,
-        }
-    });
+            },
+        ),
+        Command::SandboxExec => Ok(modes::sandbox_exec()),
+        Command::Broker { spec } => modes::broker(&runtime, spec, isolation),
+    };
     // A blocking read of stdin (the stdio transport) never ends by itself: do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {

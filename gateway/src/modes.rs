@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
+use tracing_subscriber::filter::Targets;
 
 use crate::oauth::{AuthMode, AuthSettings};
 
@@ -163,9 +164,22 @@ pub fn close_inherited_fds_on_exec() {
     }
 }
 
-/// `gateway broker --spec`: one session's broker. `isolation`: the network namespace `main`
-/// entered while still single-threaded (`None`: not tried).
-pub async fn broker(
+/// Runs `serve` to its end on `runtime`. `main` calls this plain function instead of awaiting
+/// `serve` itself: an async fn's body is compiled into the crate that polls it, and the binary,
+/// which starts only when this library is done, compiled the whole server alone at the end of
+/// the build (BUILD_RESULTS.md).
+pub fn block_on_serve(
+    runtime: &tokio::runtime::Runtime,
+    options: ServeOptions,
+) -> anyhow::Result<ExitCode> {
+    runtime.block_on(serve(options))
+}
+
+/// `gateway broker --spec`: one session's broker, on `runtime` (compiled in the broker crate, as
+/// [`block_on_serve`] is here). `isolation`: the network namespace `main` entered while still
+/// single-threaded (`None`: not tried).
+pub fn broker(
+    runtime: &tokio::runtime::Runtime,
     spec: PathBuf,
     isolation: Option<broker::confine::NetworkIsolation>,
 ) -> anyhow::Result<ExitCode> {
@@ -175,7 +189,7 @@ pub async fn broker(
     if let broker::confine::NetworkIsolation::Host(why) = &isolation {
         tracing::warn!("broker stays in the host network namespace: {why}");
     }
-    broker::run(spec, isolation).await.context("broker")?;
+    broker::block_on_run(runtime, spec, isolation).context("broker")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -185,22 +199,36 @@ fn log_colours(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -
     stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
+/// What is logged: `RUST_LOG` as `level` and `target=level` directives (`info,rmcp=warn`, the
+/// default when it is unset, empty or not such directives). Not tracing's `EnvFilter`: its span
+/// and regex filters cost a regex engine in every build for a knob nobody uses here.
+fn log_filter(rust_log: Option<&str>) -> Targets {
+    rust_log
+        .filter(|directives| !directives.trim().is_empty())
+        .and_then(|directives| directives.parse().ok())
+        .unwrap_or_else(|| {
+            Targets::new()
+                .with_default(tracing::Level::INFO)
+                .with_target("rmcp", tracing::Level::WARN)
+        })
+}
+
 fn init_tracing(json: bool) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
     let ansi = log_colours(
         std::io::stderr().is_terminal(),
         std::env::var_os("NO_COLOR"),
     );
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
         .with_ansi(ansi)
         .with_writer(std::io::stderr);
     if json {
-        builder.json().init();
+        builder.json().finish().with(filter).init();
     } else {
-        builder.init();
+        builder.finish().with(filter).init();
     }
 }
 
@@ -218,7 +246,30 @@ pub fn sandbox_exec() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::log_colours;
+    use tracing::Level;
+
+    use super::{log_colours, log_filter};
+
+    #[test]
+    fn rust_log_directives_choose_what_is_logged() {
+        let default = log_filter(None);
+        assert!(default.would_enable("gateway::session", &Level::INFO));
+        assert!(!default.would_enable("gateway::session", &Level::DEBUG));
+        assert!(default.would_enable("rmcp::service", &Level::WARN));
+        assert!(!default.would_enable("rmcp::service", &Level::INFO));
+        for unusable in [Some(""), Some("  "), Some("gateway=loud")] {
+            let filter = log_filter(unusable);
+            assert!(filter.would_enable("gateway", &Level::INFO), "{unusable:?}");
+            assert!(!filter.would_enable("rmcp", &Level::INFO), "{unusable:?}");
+        }
+        let debug = log_filter(Some("debug,rmcp=warn,broker=trace"));
+        assert!(debug.would_enable("gateway::mcp", &Level::DEBUG));
+        assert!(!debug.would_enable("rmcp", &Level::INFO));
+        assert!(debug.would_enable("broker::bridge", &Level::TRACE));
+        let only = log_filter(Some("gateway=debug"));
+        assert!(only.would_enable("gateway", &Level::DEBUG));
+        assert!(!only.would_enable("rmcp", &Level::ERROR));
+    }
 
     #[test]
     fn colours_only_at_a_terminal_without_no_color() {

@@ -1,5 +1,5 @@
 //! `try [DIR]`: a newcomer's first session. A scripted ChatGPT drives one read_only session on a
-//! directory through the local gateway (MCP over Streamable HTTP, with the official Rust client)
+//! directory through the local gateway (MCP over Streamable HTTP, as ChatGPT's connector speaks it)
 //! and the real Claude Code runner: FindFiles, then a Read of a small text file it found, then a
 //! final answer; each turn is printed as it happens — what ChatGPT sent, what ran, the receipts —
 //! and the session is stopped at the end.
@@ -12,15 +12,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::{TryArgs, write_json};
+
+mod client;
+
+use client::{CallError, McpClient};
 
 /// The gateway's endpoint when `scripts/run` started it with its defaults.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8787/mcp";
@@ -104,7 +103,6 @@ pub fn run(
             args["reason"] = json!("gatewayctl try failed");
             let _ = call(&client, "native_session_stop", args).await;
         }
-        let _ = client.cancel().await;
         result
     })?;
     if json_output {
@@ -170,35 +168,29 @@ fn is_capability_url(url: &str) -> bool {
         .is_some_and(|(_, tail)| !tail.is_empty() && !tail.contains('/'))
 }
 
-async fn connect(url: &str, token: Option<&str>) -> anyhow::Result<RunningService<RoleClient, ()>> {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
-    if let Some(token) = token {
-        config = config.auth_header(token.to_string());
-    }
-    let transport = StreamableHttpClientTransport::from_config(config);
-    match tokio::time::timeout(CALL_TIMEOUT, ().serve(transport)).await {
+async fn connect(url: &str, token: Option<&str>) -> anyhow::Result<McpClient> {
+    match tokio::time::timeout(CALL_TIMEOUT, McpClient::connect(url, token)).await {
         Ok(Ok(client)) => Ok(client),
-        Ok(Err(err)) => Err(connect_error(url, &format!("{err:#}"))),
+        Ok(Err(err)) => Err(connect_error(url, &err)),
         Err(_) => bail!("the gateway at {url} did not answer within {CALL_TIMEOUT:?}"),
     }
 }
 
 /// A failed connection in words a newcomer can act on.
-fn connect_error(url: &str, detail: &str) -> anyhow::Error {
-    let lower = detail.to_ascii_lowercase();
-    if lower.contains("401") || lower.contains("unauthorized") || lower.contains("auth required") {
-        anyhow::anyhow!(
+fn connect_error(url: &str, error: &CallError) -> anyhow::Error {
+    match error {
+        CallError::Unauthorized => anyhow::anyhow!(
             "the gateway at {url} refused the access token. Use the token of the gateway that is \
              running: CLAUDE_TOOLS_GATEWAY_TOKEN, or --state-dir pointing at its state dir \
              (scripts/run uses ./state in the repository)"
-        )
-    } else if lower.contains("connect") || lower.contains("sending request") {
-        anyhow::anyhow!(
+        ),
+        CallError::Unreachable(_) => anyhow::anyhow!(
             "no gateway is answering at {url}. Start it with scripts/run (in another terminal), \
              wait for its `listening` line, then run gatewayctl try again; or pass --url"
-        )
-    } else {
-        anyhow::anyhow!("connecting to the gateway at {url}: {detail}")
+        ),
+        CallError::Refused(detail) => {
+            anyhow::anyhow!("connecting to the gateway at {url}: {detail}")
+        }
     }
 }
 
@@ -218,22 +210,18 @@ impl<W: Write> Printer<'_, W> {
     }
 }
 
-async fn call(
-    client: &RunningService<RoleClient, ()>,
-    tool: &str,
-    args: Value,
-) -> anyhow::Result<Value> {
+async fn call(client: &McpClient, tool: &str, args: Value) -> anyhow::Result<Value> {
     let Value::Object(arguments) = args else {
         bail!("arguments of {tool} must be an object");
     };
-    let mut params = CallToolRequestParams::new(tool.to_string());
-    params.arguments = Some(arguments);
-    let result: CallToolResult = tokio::time::timeout(CALL_TIMEOUT, client.call_tool(params))
+    let mut result = tokio::time::timeout(CALL_TIMEOUT, client.call_tool(tool, arguments))
         .await
         .with_context(|| format!("{tool}: no answer within {CALL_TIMEOUT:?}"))?
         .with_context(|| format!("calling {tool}"))?;
-    let structured = result.structured_content.unwrap_or(Value::Null);
-    if result.is_error == Some(true) {
+    let structured = result
+        .get_mut("structuredContent")
+        .map_or(Value::Null, Value::take);
+    if result["isError"] == true {
         let code = structured["error"]["code"].as_str().unwrap_or("unknown");
         let message = structured["error"]["message"].as_str().unwrap_or("");
         bail!("{tool} was refused: {code}: {message}");
@@ -252,7 +240,7 @@ fn is_terminal(view: &Value) -> bool {
 }
 
 /// Waits (status long-poll) until the session has a pending turn, is idle, or ended.
-async fn settle(client: &RunningService<RoleClient, ()>, mut view: Value) -> anyhow::Result<Value> {
+async fn settle(client: &McpClient, mut view: Value) -> anyhow::Result<Value> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
     while !matches!(view["status"].as_str(), Some("waiting_for_gpt" | "idle"))
         && !is_terminal(&view)
@@ -275,7 +263,7 @@ async fn settle(client: &RunningService<RoleClient, ()>, mut view: Value) -> any
 }
 
 async fn drive<W: Write>(
-    client: &RunningService<RoleClient, ()>,
+    client: &McpClient,
     url: &str,
     directory: &Path,
     printer: &mut Printer<'_, W>,

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use rand::Rng;
+use rand::RngExt;
 
 pub use super::limiter::REQUEST_TTL;
 /// Consent pages one client may keep waiting at once.

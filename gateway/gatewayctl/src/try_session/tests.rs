@@ -52,13 +52,13 @@ fn capability_urls() {
 fn connect_errors_say_what_to_do() {
     let refused = connect_error(
         DEFAULT_URL,
-        "Send message error Transport [..] error sending request: tcp connect error: Connection refused",
+        &CallError::Unreachable("tcp connect error: Connection refused".into()),
     );
     assert!(
         refused.to_string().contains("Start it with scripts/run"),
         "{refused}"
     );
-    let unauthorized = connect_error(DEFAULT_URL, "Auth required");
+    let unauthorized = connect_error(DEFAULT_URL, &CallError::Unauthorized);
     assert!(
         unauthorized
             .to_string()
