@@ -539,9 +539,14 @@ impl AutorunAllowed {
 /// a regular file, so a FIFO or a device in its place never hangs a write: such a file reads as
 /// absent (the tool that reads it would hang on it too, running nothing).
 fn read_text(path: &Path) -> Option<String> {
+    read_head(path, u64::MAX)
+}
+
+/// The first `limit` bytes of such a file, as text (a `#!` line needs no more).
+fn read_head(path: &Path, limit: u64) -> Option<String> {
     use std::io::Read as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
@@ -550,7 +555,7 @@ fn read_text(path: &Path) -> Option<String> {
         return None;
     }
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
+    file.take(limit).read_to_end(&mut bytes).ok()?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 

@@ -284,7 +284,8 @@ fn script_dir(script: &Path, runner: ScriptRunner) -> Option<(PathBuf, Scope)> {
         ScriptRunner::Python => Scope::Imports,
         ScriptRunner::Other => Scope::Below,
         ScriptRunner::Shebang => {
-            let text = super::read_text(&real)?;
+            // The `#!` line, not a whole binary: this runs at every scan.
+            let text = super::read_head(&real, 256)?;
             let first = text.lines().next().unwrap_or_default();
             if text.starts_with("\u{7f}ELF") {
                 return None;

@@ -294,11 +294,6 @@ impl Collector {
                 cd_next = true;
                 continue;
             }
-            if base_name(text) == "env" && command {
-                runner = None;
-                command_next = true;
-                continue;
-            }
             if runner.is_none()
                 && (text == "-C"
                     || text.starts_with("--chdir")
