@@ -135,7 +135,10 @@ async fn same_request_replays_and_other_input_conflicts() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn leases_are_checked_renewed_rotated_and_expire() {
-    let gw = gateway_with(&[("CLAUDE_TOOLS_LEASE_TTL_SECONDS", "4")]).await;
+    // Long enough that a call slowed by a loaded machine (CI runs the suites in parallel on two
+    // cores) does not outlast it; every step below is a fraction or a multiple of it.
+    let ttl = 10;
+    let gw = gateway_with(&[("CLAUDE_TOOLS_LEASE_TTL_SECONDS", "10")]).await;
     let _cleanup = Cleanup(gw.state_dir().to_path_buf());
     let chat = chatgpt(&gw).await;
     let dir = work_dir();
@@ -147,16 +150,16 @@ async fn leases_are_checked_renewed_rotated_and_expire() {
     let r = chat.status(&sid, "lease_0000", 0).await.unwrap();
     assert_eq!(tool_err_code(&r), "lease_invalid");
 
-    // Every authenticated call renews the lease: calls every 2 s keep a 4 s lease alive past 4 s.
+    // Every authenticated call renews the lease: calls every ttl/3 keep it alive past the ttl.
     let first_expiry = v["lease_expires_at"].as_str().unwrap().to_string();
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_secs(2)).await;
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_secs(ttl / 3)).await;
         let s = view(&chat.status(&sid, &lease, 0).await.unwrap());
         assert!(s["lease_expires_at"].as_str().unwrap() > first_expiry.as_str());
     }
 
     // Left alone for longer than the TTL, the lease expires and the session with it.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_secs(ttl + 1)).await;
     let r = chat.status(&sid, &lease, 0).await.unwrap();
     assert_eq!(tool_err_code(&r), "lease_expired");
 
@@ -203,9 +206,19 @@ async fn leases_are_checked_renewed_rotated_and_expire() {
     let hashed = count_with(
         &gw,
         "SELECT COUNT(*) FROM leases WHERE lease_hash = ?1 AND revoked = 0",
-        keyed,
+        keyed.clone(),
     );
-    assert_eq!(hashed, 1);
+    let rows: Vec<(String, i64, i64, i64)> = {
+        let db = state_db(&gw);
+        let mut stmt = db
+            .prepare("SELECT lease_hash, generation, revoked, expires_at_ms FROM leases")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(hashed, 1, "looked for {keyed}; the lease rows: {rows:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
