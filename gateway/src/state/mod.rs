@@ -6,6 +6,7 @@ mod fixed;
 mod ledger;
 mod records;
 mod schema;
+mod seals;
 pub mod secrets;
 mod store;
 

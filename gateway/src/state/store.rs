@@ -15,6 +15,7 @@ use common::ledger_chain::{CoveredRow, RowRecord, Table};
 
 use super::fixed::Fixed;
 use super::records::{ActionRecord, IdempotentAnswer, ReplyRecord, SessionRecord, TurnRecord};
+use super::seals::{CheckError, Seals};
 use super::{chain, schema};
 
 /// Failures of the state store.
@@ -59,7 +60,11 @@ pub struct Store {
 struct Inner {
     conn: Connection,
     anchor: chain::Anchor,
-    /// Once someone else changed the ledger, every write is refused (fail closed).
+    /// Every row the gateway serves from, as it last wrote it (a row changed behind its back
+    /// while it runs is found before the next transaction reads anything).
+    seals: Seals,
+    /// Once someone else changed the ledger or a sealed row, every transaction is refused
+    /// (fail closed).
     broken: Option<String>,
 }
 
@@ -163,10 +168,12 @@ impl Store {
                 }
             }
         }
+        let seals = Seals::start(&conn)?;
         Ok(Store {
             inner: Mutex::new(Inner {
                 conn,
                 anchor,
+                seals,
                 broken: None,
             }),
             head: chain::HeadWriter::start(head_path, key.clone())?,
@@ -197,10 +204,12 @@ impl Store {
             .map_err(StoreError::from)?;
         if let Err(why) = chain::check_tail(&tx, &inner.anchor) {
             drop(tx);
-            tracing::error!(problem = %why, "the ledger was changed outside the gateway");
-            chain::latch_broken(&self.state_dir, &why);
-            inner.broken = Some(why.clone());
-            return Err(StoreError::LedgerBroken(why).into());
+            return Err(self.latch(&mut inner.broken, why).into());
+        }
+        match inner.seals.check(&tx) {
+            Ok(()) => {}
+            Err(CheckError::Differs(why)) => return Err(self.latch(&mut inner.broken, why).into()),
+            Err(CheckError::Sqlite(err)) => return Err(StoreError::from(err).into()),
         }
         let typed = Tx(
             &tx,
@@ -212,12 +221,23 @@ impl Store {
         let out = f(&typed)?;
         typed.append_records()?;
         let anchor = typed.1.into_inner();
+        let staged = inner.seals.stage(&tx).map_err(StoreError::from)?;
         tx.commit().map_err(StoreError::from)?;
+        inner.seals.apply(staged);
         if anchor != inner.anchor {
             inner.anchor = anchor.clone();
             self.head.publish(anchor);
         }
         Ok(out)
+    }
+
+    /// Someone else changed the ledger or a sealed row: say so, record it for the next open
+    /// ([`chain::BROKEN_FILE`]), and refuse every transaction from now on.
+    fn latch(&self, broken: &mut Option<String>, why: String) -> StoreError {
+        tracing::error!(problem = %why, "the ledger was changed outside the gateway");
+        chain::latch_broken(&self.state_dir, &why);
+        *broken = Some(why.clone());
+        StoreError::LedgerBroken(why)
     }
 
     /// Wait until the signed head names the newest committed row (tests, measurements).
@@ -235,8 +255,16 @@ impl Store {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let inner = &mut *guard;
+        if let Some(why) = &inner.broken {
+            return Err(StoreError::LedgerBroken(why.clone()).into());
+        }
         let anchor = inner.anchor.clone();
         let tx = inner.conn.transaction().map_err(StoreError::from)?;
+        match inner.seals.check(&tx) {
+            Ok(()) => {}
+            Err(CheckError::Differs(why)) => return Err(self.latch(&mut inner.broken, why).into()),
+            Err(CheckError::Sqlite(err)) => return Err(StoreError::from(err).into()),
+        }
         f(&Tx(
             &tx,
             RefCell::new(anchor),
@@ -805,3 +833,6 @@ mod tests;
 
 #[cfg(test)]
 mod chain_tests;
+
+#[cfg(test)]
+mod seals_tests;

@@ -335,20 +335,28 @@ async fn a_crash_between_commit_and_head_write_is_not_a_false_alarm() {
 /// refused (`lease_invalid`), the session goes on under its real lease, and nothing was recorded.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lease_planted_by_a_database_writer_is_refused() {
-    let gw = gateway().await;
+    let mut gw = gateway().await;
     let _cleanup = Cleanup(gw.state_dir().to_path_buf());
     let chat = chatgpt(&gw).await;
     let dir = work_dir();
     let v = start_session(&chat, dir.path(), "Say hello", "plant-1").await;
     let (sid, lease) = (session_id(&v), lease_id(&v));
+    let state_dir = gw.state_dir().to_path_buf();
+    let plant = |planted: &str| {
+        attacker(&state_dir)
+            .execute(
+                "INSERT INTO leases (lease_hash, session_id, generation, expires_at_ms)
+                 VALUES (?1, ?2, 1, 9000000000000)",
+                rusqlite::params![common::hash::sha256_hex(planted.as_bytes()), sid],
+            )
+            .unwrap();
+    };
+    // Planted while the gateway is stopped: the lease is refused by its key, the real one works.
+    gw.kill().await;
     let planted = "lease_0123456789abcdef0123456789abcdef01234567";
-    attacker(gw.state_dir())
-        .execute(
-            "INSERT INTO leases (lease_hash, session_id, generation, expires_at_ms)
-             VALUES (?1, ?2, 1, 9000000000000)",
-            rusqlite::params![common::hash::sha256_hex(planted.as_bytes()), sid],
-        )
-        .unwrap();
+    plant(planted);
+    gw.start().await.unwrap();
+    let chat = chatgpt(&gw).await;
     let stops = "SELECT COUNT(*) FROM events WHERE kind = 'stop_requested'";
     let r = chat
         .stop(&sid, planted, "plant-stop", Some("mine"))
@@ -358,12 +366,19 @@ async fn a_lease_planted_by_a_database_writer_is_refused() {
     assert_eq!(count(&gw, stops), 0);
     let r = chat.status(&sid, &lease, 0).await.unwrap();
     assert_eq!(view(&r)["native_session_id"], sid.as_str(), "{r}");
-    let r = chat
-        .stop(&sid, &lease, "real-stop", Some("done"))
-        .await
-        .unwrap();
-    assert_eq!(view(&r)["native_session_id"], sid.as_str(), "{r}");
-    assert_eq!(count(&gw, stops), 1);
     let report = gatewayctl_json(&gw, &["verify"]);
     assert_eq!(report["ok"], true, "{report}");
+    // Planted while it runs: the row seals refuse the next call outright, even with the real
+    // lease, and every call after it (red team 27c B2).
+    plant("lease_planted_while_it_runs");
+    for key in ["real-stop", "real-stop-again"] {
+        let r = chat.stop(&sid, &lease, key, Some("done")).await.unwrap();
+        assert_eq!(tool_err_code(&r), "ledger_broken", "{r}");
+    }
+    assert_eq!(count(&gw, stops), 0);
+    assert!(
+        gw.stderr_log().contains("leases row "),
+        "{}",
+        gw.stderr_log()
+    );
 }

@@ -273,15 +273,22 @@ impl Harness {
     /// The ledger's event kinds of a session, oldest first (without the records of the
     /// covered rows' columns).
     pub fn ledger(&self, session_id: &str) -> Vec<String> {
-        self.gateway
-            .store
-            .read(|tx| tx.events(session_id))
-            .unwrap()
-            .into_iter()
-            .map(|(_, _, kind, _)| kind)
-            .filter(|kind| kind != common::ledger_chain::ROWS_RECORDED)
-            .collect()
+        ledger_of(&self.gateway, session_id)
     }
+}
+
+/// The ledger's event kinds of a session as `gateway` reads them, oldest first (without the
+/// records of the covered rows' columns). After [`Harness::restarted`], read through the
+/// restarted gateway: to the first one, the second's writes are another writer's.
+pub fn ledger_of(gateway: &Gateway, session_id: &str) -> Vec<String> {
+    gateway
+        .store
+        .read(|tx| tx.events(session_id))
+        .unwrap()
+        .into_iter()
+        .map(|(_, _, kind, _)| kind)
+        .filter(|kind| kind != common::ledger_chain::ROWS_RECORDED)
+        .collect()
 }
 
 /// A runner request for a prompt turn.

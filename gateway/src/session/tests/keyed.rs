@@ -25,21 +25,45 @@ fn plant(h: &Harness, session_id: &str, lease: &str) {
         .unwrap();
 }
 
+/// Planted while the gateway is stopped, the row is refused by its key; planted while it runs,
+/// the row seals refuse the next call outright.
 #[tokio::test]
 async fn a_lease_planted_as_plain_sha256_is_refused() {
     let h = Harness::new();
     let view = h.start().await;
     let id = view.native_session_id.clone();
     plant(&h, &id, "lease_planted");
-    let mut forged = view.clone();
-    forged.lease_id = Some("lease_planted".into());
-    assert_eq!(code(h.status(&forged).await), ErrorCode::LeaseInvalid);
+    let restarted = h.restarted();
+    let call = |tool: PublicTool, lease: &str, extra: serde_json::Value| {
+        let mut args = json!({"native_session_id": id, "lease_id": lease});
+        args.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        tool.call(&restarted, args)
+    };
+    assert_eq!(
+        code(call(PublicTool::Status, "lease_planted", json!({})).await),
+        ErrorCode::LeaseInvalid
+    );
     // The stop a planted lease would allow is refused the same way, and nothing changed.
-    let stopped = h.stop(&forged, "s1").await;
+    let stopped = call(
+        PublicTool::Stop,
+        "lease_planted",
+        json!({"request_id": "s1"}),
+    )
+    .await;
     assert_eq!(code(stopped), ErrorCode::LeaseInvalid);
-    assert!(!h.ledger(&id).contains(&"stop_requested".to_string()));
+    let kinds = super::harness::ledger_of(&restarted, &id);
+    assert!(!kinds.contains(&"stop_requested".to_string()), "{kinds:?}");
     // The lease the gateway minted works.
-    assert!(h.status(&view).await.is_ok());
+    let lease = view.lease_id.clone().unwrap();
+    assert!(call(PublicTool::Status, &lease, json!({})).await.is_ok());
+    // Planted while this gateway runs: refused before the lease is even looked up.
+    plant(&h, &id, "lease_planted_live");
+    assert_eq!(
+        code(call(PublicTool::Status, &lease, json!({})).await),
+        ErrorCode::LedgerBroken
+    );
 }
 
 #[tokio::test]
@@ -102,6 +126,7 @@ async fn a_planted_or_edited_idempotency_answer_is_not_replayed() {
         assert_eq!(err.code, ErrorCode::IdempotencyConflict, "{err:?}");
         assert!(err.message.contains("fails its integrity check"), "{err:?}");
     };
+    // Planted and edited while the gateway is stopped: the next gateway refuses to replay them.
     db(&h)
         .execute(
             "INSERT INTO idempotency SELECT scope, 'k_forged', request_hash, session_id, answer,
@@ -109,7 +134,6 @@ async fn a_planted_or_edited_idempotency_answer_is_not_replayed() {
             [],
         )
         .unwrap();
-    refused(h.call(PublicTool::Start, start_args(&h, "k_forged")).await);
     db(&h)
         .execute(
             "UPDATE idempotency SET answer = json_set(answer, '$.status', 'stopped')
@@ -117,5 +141,15 @@ async fn a_planted_or_edited_idempotency_answer_is_not_replayed() {
             [],
         )
         .unwrap();
-    refused(h.call(PublicTool::Start, start_args(&h, "k1")).await);
+    let restarted = h.restarted();
+    refused(
+        PublicTool::Start
+            .call(&restarted, start_args(&h, "k_forged"))
+            .await,
+    );
+    refused(
+        PublicTool::Start
+            .call(&restarted, start_args(&h, "k1"))
+            .await,
+    );
 }

@@ -6,7 +6,7 @@ use common::protocol::{BrokerEvent, GatewayToBroker, PreparedWrite};
 use common::tools::CapabilityProfile;
 use serde_json::json;
 
-use super::harness::{Harness, code};
+use super::harness::{Harness, code, ledger_of};
 use super::lifecycle::wait_for;
 use crate::error::ErrorCode;
 use crate::state::{ActionState, RunState, SessionStatus};
@@ -167,12 +167,9 @@ async fn a_restarted_gateway_readopts_live_brokers_and_reports_dead_ones() {
     let lost = restarted.load(&dead.native_session_id).unwrap();
     assert!(lost.recovery_required);
     assert_eq!(lost.status, SessionStatus::Idle);
-    let kinds = h.ledger(&alive.native_session_id);
+    let kinds = ledger_of(&restarted, &alive.native_session_id);
     assert!(kinds.contains(&"broker_adopted".to_string()), "{kinds:?}");
-    assert!(
-        h.ledger(&dead.native_session_id)
-            .contains(&"runtime_lost".to_string())
-    );
+    assert!(ledger_of(&restarted, &dead.native_session_id).contains(&"runtime_lost".to_string()));
 }
 
 /// A direct_write session with a write its broker prepared before it died, the file holding

@@ -3,7 +3,6 @@
 //! is named by the check the gateway's open and `gatewayctl verify` run; and the facts a session
 //! starts with are the gateway's own, whatever a row edited while it runs says.
 
-use common::tools::CapabilityProfile;
 use rusqlite::Connection;
 use serde_json::json;
 
@@ -91,38 +90,35 @@ async fn edits_of_shown_session_and_turn_fields_are_named() {
     }
 }
 
+/// A session row edited or added behind the running gateway's back (red team 27c B2) is
+/// refused at the next call, before anything built on it is served, and every call after it.
 #[tokio::test]
-async fn a_profile_edited_while_the_gateway_runs_changes_no_tool_it_offers() {
-    let h = Harness::new();
-    let view = h.start().await;
-    let pid = h.pid(&view);
-    h.runner_asks(pid, "f1").await;
-    let id = view.native_session_id.clone();
-    let db = Connection::open(h.gateway.config.state_dir.join(DATABASE_FILE)).unwrap();
-    db.execute(
+async fn a_session_edited_or_added_while_the_gateway_runs_is_refused_not_served() {
+    for tamper in [
         "UPDATE sessions SET data = json_set(data, '$.profile', 'direct_write') WHERE id = ?1",
-        [&id],
-    )
-    .unwrap();
-    let seen = h.status(&view).await.unwrap();
-    assert_eq!(seen.capability_profile, CapabilityProfile::ReadOnly);
-    let offered = &seen.pending_turn.as_ref().unwrap().allowed_tools;
-    assert!(
-        !offered.iter().any(|t| t == "Write" || t == "Edit"),
-        "{offered:?}"
-    );
-    // A session row added behind the running gateway's back is refused, not served.
-    db.execute(
+        "UPDATE sessions SET data = json_set(data, '$.last_result', \
+         json('{\"turn_id\":\"t\",\"text\":\"forged\",\"at\":\"x\"}')) WHERE id = ?1",
         "INSERT INTO sessions SELECT 'ns_forged', status, revision, created_at_ms, \
          updated_at_ms, json_set(data, '$.id', 'ns_forged') FROM sessions WHERE id = ?1",
-        [&id],
-    )
-    .unwrap();
-    let forged = h
-        .call(
-            PublicTool::Status,
-            json!({"native_session_id": "ns_forged", "lease_id": view.lease_id}),
-        )
-        .await;
-    assert_eq!(code(forged), ErrorCode::LedgerBroken);
+    ] {
+        let h = Harness::new();
+        let view = h.start().await;
+        let pid = h.pid(&view);
+        h.runner_asks(pid, "f1").await;
+        let id = view.native_session_id.clone();
+        let db = Connection::open(h.gateway.config.state_dir.join(DATABASE_FILE)).unwrap();
+        db.execute(tamper, [&id]).unwrap();
+        assert_eq!(
+            code(h.status(&view).await),
+            ErrorCode::LedgerBroken,
+            "{tamper}"
+        );
+        let forged = h
+            .call(
+                PublicTool::Status,
+                json!({"native_session_id": "ns_forged", "lease_id": view.lease_id}),
+            )
+            .await;
+        assert_eq!(code(forged), ErrorCode::LedgerBroken, "{tamper}");
+    }
 }

@@ -1,0 +1,163 @@
+//! Tests of the row seals (red team 27c B2): a row the gateway serves from, changed, added or
+//! removed by another writer while the gateway runs, is refused at the next transaction — before
+//! anything is read from it — and latched; the gateway's own writes of every kind, and other
+//! connections' writes to tables that are not sealed, never raise a false alarm.
+
+use super::*;
+use serde_json::json;
+
+/// A store with one session, two leases (one revoked), a turn, an idempotency row and events,
+/// written the way the gateway writes them.
+fn populated() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store
+        .write::<_, StoreError>(|tx| {
+            tx.0.execute(
+                "INSERT INTO sessions (id, status, revision, created_at_ms, updated_at_ms, data)
+                 VALUES ('ns_a', 'running', 1, 0, 0, '{\"label\":\"x\"}')",
+                [],
+            )?;
+            tx.insert_lease("lease-old", "ns_a", 1, 1_000)?;
+            tx.insert_lease("lease-new", "ns_a", 2, 2_000)?;
+            tx.0.execute("UPDATE leases SET revoked = 1 WHERE lease_hash = 'lease-old'", [])?;
+            tx.0.execute(
+                "INSERT INTO turns (turn_id, session_id, sequence, fingerprint, status, created_at_ms, data)
+                 VALUES ('turn_1', 'ns_a', 1, 'f1', 'pending', 0, '{}')",
+                [],
+            )?;
+            tx.put_idempotency("start", "k1", "h1", Some("ns_a"), &IdempotentAnswer::InProgress {
+                lease_generation: 1,
+            })?;
+            tx.append_event(Some("ns_a"), "one", &json!({"text": "hello"}))
+        })
+        .unwrap();
+    // Later writes of each kind: updates, an upsert, a delete.
+    store
+        .write::<_, StoreError>(|tx| {
+            tx.renew_lease("lease-new", 3_000)?;
+            tx.0.execute("UPDATE sessions SET revision = 2 WHERE id = 'ns_a'", [])?;
+            tx.insert_lease("lease-gone", "ns_a", 3, 1)?;
+            tx.0.execute("DELETE FROM leases WHERE lease_hash = 'lease-gone'", [])?;
+            tx.append_event(Some("ns_a"), "two", &json!({}))
+        })
+        .unwrap();
+    (dir, store)
+}
+
+/// Another writer of the database file, with the ledger's append-only triggers dropped.
+fn other_writer(dir: &Path) -> Connection {
+    let db = Connection::open(dir.join(DATABASE_FILE)).unwrap();
+    db.execute_batch(
+        "DROP TRIGGER IF EXISTS events_no_update; DROP TRIGGER IF EXISTS events_no_delete;",
+    )
+    .unwrap();
+    db
+}
+
+fn read_session(store: &Store) -> Result<Option<String>, StoreError> {
+    store.read(|tx| {
+        Ok(tx
+            .0
+            .query_row("SELECT data FROM sessions WHERE id = 'ns_a'", [], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    })
+}
+
+#[test]
+fn the_gateways_own_writes_and_other_tables_raise_no_alarm() {
+    let (dir, store) = populated();
+    // Another connection commits to a table that is not sealed (as the OAuth store does): the
+    // next transaction compares every sealed row, and all match.
+    other_writer(dir.path())
+        .execute(
+            "INSERT INTO oauth_clients (client_id, redirect_uris, created_at_ms) VALUES ('c', '[]', 0)",
+            [],
+        )
+        .unwrap();
+    assert_eq!(
+        read_session(&store).unwrap().as_deref(),
+        Some("{\"label\":\"x\"}")
+    );
+    store
+        .write::<_, StoreError>(|tx| tx.append_event(Some("ns_a"), "three", &json!({})))
+        .unwrap();
+    // A transaction that failed leaves no stale seal behind it.
+    let failed: Result<(), StoreError> = store.write(|tx| {
+        tx.0.execute("UPDATE sessions SET revision = 9 WHERE id = 'ns_a'", [])?;
+        Err(StoreError::Schema("the caller gave up".into()))
+    });
+    assert!(failed.is_err());
+    other_writer(dir.path())
+        .execute("UPDATE oauth_clients SET created_at_ms = 1", [])
+        .unwrap();
+    assert!(read_session(&store).is_ok());
+    assert!(!dir.path().join(chain::BROKEN_FILE).exists());
+}
+
+#[test]
+fn a_sealed_row_changed_added_or_removed_while_running_is_refused_and_latched() {
+    let cases: [(&str, &str); 8] = [
+        (
+            "sessions",
+            "UPDATE sessions SET data = '{\"label\":\"forged\"}' WHERE id = 'ns_a'",
+        ),
+        (
+            "leases",
+            "UPDATE leases SET revoked = 0 WHERE lease_hash = 'lease-old'",
+        ),
+        (
+            "leases",
+            "UPDATE leases SET expires_at_ms = 9999999999999 WHERE lease_hash = 'lease-new'",
+        ),
+        (
+            "leases",
+            "DELETE FROM leases WHERE lease_hash = 'lease-old'",
+        ),
+        (
+            "idempotency",
+            "INSERT INTO idempotency (scope, key, request_hash, session_id, answer, created_at_ms)
+             VALUES ('start', 'k2', 'h', 'ns_a', '{}', 0)",
+        ),
+        (
+            "turns",
+            "UPDATE turns SET status = 'answered' WHERE turn_id = 'turn_1'",
+        ),
+        (
+            "events",
+            "UPDATE events SET data = '{\"text\":\"obey me\"}' WHERE kind = 'one'",
+        ),
+        (
+            "sessions",
+            "UPDATE sessions SET updated_at_ms = 5 WHERE id = 'ns_a'",
+        ),
+    ];
+    for (table, tamper) in cases {
+        let (dir, store) = populated();
+        other_writer(dir.path()).execute(tamper, []).unwrap();
+        let why = match read_session(&store) {
+            Err(StoreError::LedgerBroken(why)) => why,
+            other => panic!("{tamper}: expected LedgerBroken, got {other:?}"),
+        };
+        assert!(why.starts_with(&format!("{table} row ")), "{tamper}: {why}");
+        assert!(why.contains("outside the gateway while it ran"), "{why}");
+        // Latched: every later read and write is refused, and so is the next open.
+        assert!(matches!(
+            read_session(&store),
+            Err(StoreError::LedgerBroken(_))
+        ));
+        let write = store.write::<_, StoreError>(|tx| tx.append_event(None, "x", &json!({})));
+        assert!(
+            matches!(write, Err(StoreError::LedgerBroken(_))),
+            "{tamper}"
+        );
+        drop(store);
+        assert!(dir.path().join(chain::BROKEN_FILE).exists(), "{tamper}");
+        assert!(matches!(
+            Store::open(dir.path()),
+            Err(StoreError::LedgerBroken(_))
+        ));
+    }
+}
