@@ -161,3 +161,52 @@ fn a_sealed_row_changed_added_or_removed_while_running_is_refused_and_latched() 
         ));
     }
 }
+
+/// The seals' figures on a ledger of 10,000 events and 200 sessions: a read transaction when
+/// nothing else committed (the everyday path: one `PRAGMA data_version`), and one after another
+/// connection committed (a pass over every sealed row) — medians of 20, as a ratio.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn seal_check_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for s in 0..200 {
+        store
+            .write::<_, StoreError>(|tx| {
+                tx.0.execute(
+                    "INSERT INTO sessions (id, status, revision, created_at_ms, updated_at_ms, data)
+                     VALUES (?1, 'running', 1, 0, 0, ?2)",
+                    params![format!("ns_{s}"), "x".repeat(2_000)],
+                )?;
+                for i in 0..50 {
+                    let data = json!({"i": i, "text": "y".repeat(600)});
+                    tx.append_event(Some(&format!("ns_{s}")), "k", &data)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+    let median = |mut v: Vec<std::time::Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (mut quiet, mut after_other) = (Vec::new(), Vec::new());
+    let other = other_writer(dir.path());
+    for i in 0..20 {
+        let start = std::time::Instant::now();
+        read_session(&store).unwrap();
+        quiet.push(start.elapsed());
+        other
+            .execute("INSERT INTO oauth_clients (client_id, redirect_uris, created_at_ms) VALUES (?1, '[]', 0)", [format!("c{i}")])
+            .unwrap();
+        let start = std::time::Instant::now();
+        read_session(&store).unwrap();
+        after_other.push(start.elapsed());
+    }
+    let (quiet, after_other) = (median(quiet), median(after_other));
+    println!(
+        "seals, 10,000 events + 200 sessions: read {quiet:?} when nothing else committed, \
+         {after_other:?} after another connection committed ({:.0}x)",
+        after_other.as_secs_f64() / quiet.as_secs_f64()
+    );
+}
