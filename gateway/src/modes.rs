@@ -37,14 +37,15 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    // Other gateways on this host protect this one's state dir once it is listed.
-    if let Err(err) =
-        sandbox::protected::instances::register(&config.owner_home, &config.state_dir).map(|_| ())
-    {
-        tracing::warn!(
-            "listing the state dir in {}: {err}; other gateways on this host will not protect it",
-            sandbox::protected::instances::REGISTRY
+    // Other gateways on this host protect this one's state dir once it is listed; listed
+    // nowhere, its token and keys would be open to their sessions: it does not start.
+    if let Err(err) = sandbox::protected::instances::register(&config.state_dir) {
+        eprintln!(
+            "gateway: the state dir could not be listed in this account's registry of gateways \
+             ({err}), so other gateways on this host would not protect it; give the account a \
+             writable home (see /etc/passwd) or remove what blocks the registry"
         );
+        return Ok(ExitCode::from(2));
     }
     let command_limits = config.command_limits;
     crate::limits::prepare_all_commands_memory(&command_limits);

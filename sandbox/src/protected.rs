@@ -543,7 +543,7 @@ fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> 
     let mut homes = vec![home.to_path_buf()];
     homes.extend(others);
     out.extend(other_gateway_paths(&homes, state_dir));
-    out.extend(homes.iter().map(|h| instances::registry_path(h)));
+    out.extend(instances::registry_files(&homes));
     out.extend(extra.iter().filter(|p| p.is_absolute()).cloned());
     out
 }

@@ -20,19 +20,27 @@ pub(super) struct LateInstances {
 
 #[derive(Debug, Default)]
 struct Seen {
-    /// Each registry's text when last read (`None`: absent, or not this account's to read).
-    texts: Vec<Option<String>>,
+    /// Each registry file and its text when last read (`None`: absent, or not this account's
+    /// to read).
+    texts: Vec<(PathBuf, Option<String>)>,
     /// What they added: other state dirs and their runtime areas, as listed and canonical.
     paths: Arc<Vec<PathBuf>>,
     /// The same, folded like the policy's entries.
     folded: Vec<Vec<Vec<u8>>>,
 }
 
+/// The registry files to watch now (a per-account one may appear later) and their texts.
+fn read_registries(homes: &[PathBuf]) -> Result<Vec<(PathBuf, Option<String>)>, String> {
+    crate::protected::instances::registry_files(homes)
+        .into_iter()
+        .map(|path| read_registry(&path).map(|text| (path, text)))
+        .collect()
+}
+
 /// A registry's text: `None` when there is none, or it is another account's this one may not
 /// read (its state dirs are then no more readable than it); any other error is returned.
-fn read_registry(home: &Path) -> Result<Option<String>, String> {
-    let path = crate::protected::instances::registry_path(home);
-    match std::fs::read_to_string(&path) {
+fn read_registry(path: &Path) -> Result<Option<String>, String> {
+    match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(text)),
         Err(err)
             if matches!(
@@ -50,10 +58,7 @@ impl LateInstances {
     /// Record the registries under `homes` as they are now: call before the policy reads them,
     /// so that a registration in between shows as a change at the first refresh.
     pub(super) fn new(homes: Vec<PathBuf>, state_dir: PathBuf, insensitive: bool) -> Self {
-        let texts = homes
-            .iter()
-            .map(|home| read_registry(home).ok().flatten())
-            .collect();
+        let texts = read_registries(&homes).unwrap_or_default();
         Self {
             homes,
             state_dir,
@@ -68,16 +73,16 @@ impl LateInstances {
     /// Re-read the registries; when they changed, protect what they list now too. `Err`: a
     /// registry could not be read (the caller refuses the tool call).
     pub(super) fn refresh(&self) -> Result<(), String> {
-        let mut texts = Vec::with_capacity(self.homes.len());
-        for home in &self.homes {
-            texts.push(read_registry(home)?);
-        }
+        let texts = read_registries(&self.homes)?;
         let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());
         if seen.texts == texts {
             return Ok(());
         }
-        for ((home, before), now) in self.homes.iter().zip(&seen.texts).zip(&texts) {
-            let path = crate::protected::instances::registry_path(home);
+        for (path, before) in &seen.texts {
+            let now = texts
+                .iter()
+                .find(|(p, _)| p == path)
+                .and_then(|(_, t)| t.as_ref());
             if before.is_some() && now.is_none() && path.exists() {
                 return Err(format!(
                     "the registry of gateway state dirs {} can no longer be read",

@@ -1,9 +1,14 @@
 //! The registry of gateway state dirs on this host: each gateway adds its own at start to
 //! `<home>/.local/state/native-gateway/instances` of its account — the home `/etc/passwd` gives
-//! its uid, whatever `$HOME` says — (one absolute path a line, 0600 in 0700 dirs), and every
-//! gateway protects every state dir listed in any account's registry it can read (every passwd
-//! home, and its own `$HOME`) — so no session of one gateway reads another gateway's token, keys, database or
-//! transcripts, whether a model asks for it through ChatGPT or a DeepSeek sub-session.
+//! its uid, whatever `$HOME` says — or, for an account without a usable home (none listed, not
+//! there, not writable: red team 23 B5), to the account's own private dir in the system temp dir,
+//! `/tmp/.native-gateway-<uid>/instances` (0700, its own, never followed through a symlink; one
+//! held by another account is refused). One absolute path a line, 0600 in 0700 dirs. A gateway
+//! that can list itself nowhere does not start. Every gateway protects every state dir listed in
+//! any registry it can read — under every home `/etc/passwd` names (at any depth), its own
+//! `$HOME`, and every per-uid registry in `/tmp` — so no session of one gateway reads another
+//! gateway's token, keys, database or transcripts, whether a model asks for it through ChatGPT
+//! or a DeepSeek sub-session.
 
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -19,18 +24,28 @@ pub fn registry_path(home: &Path) -> PathBuf {
     home.join(REGISTRY)
 }
 
-/// The home whose registry a gateway of this account lists itself in: the account's home from
-/// `/etc/passwd` (by uid, issue 23: a gateway started with another `$HOME` must still be seen by
-/// the account's other gateways, which read every account's passwd home), else `fallback` (an
-/// account `/etc/passwd` does not list, or whose home does not exist).
-pub fn registry_home(fallback: &Path) -> PathBuf {
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
+/// The system temp dir's per-account registry dirs are named this, then the uid.
+pub const FALLBACK_PREFIX: &str = ".native-gateway-";
+/// Where the per-account registry dirs live: fixed, never `$TMPDIR` (which differs per process).
+const FALLBACK_PARENT: &str = "/tmp";
+
+/// The per-account registry of uid `uid`, for an account without a usable home.
+pub fn fallback_registry(uid: u32) -> PathBuf {
+    Path::new(FALLBACK_PARENT)
+        .join(format!("{FALLBACK_PREFIX}{uid}"))
+        .join("instances")
+}
+
+fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// The home `/etc/passwd` gives this process's uid, when it is a directory.
+fn account_home() -> Option<PathBuf> {
     std::fs::read_to_string("/etc/passwd")
         .ok()
-        .and_then(|passwd| passwd_home(&passwd, uid))
+        .and_then(|passwd| passwd_home(&passwd, euid()))
         .filter(|home| home.is_dir())
-        .unwrap_or_else(|| fallback.to_path_buf())
 }
 
 /// The home `passwd` (the file's text) gives `uid`.
@@ -43,13 +58,103 @@ fn passwd_home(passwd: &str, uid: u32) -> Option<PathBuf> {
     })
 }
 
-/// Add `state_dir` (canonical) to the account's registry ([`registry_home`], `home` as the
-/// fallback), dropping entries whose directory no longer exists. Serialised with other gateways
-/// by an exclusive lock on the file. Returns the registry's path.
-pub fn register(home: &Path, state_dir: &Path) -> std::io::Result<PathBuf> {
-    let path = registry_path(&registry_home(home));
-    register_at(&path, state_dir)?;
-    Ok(path)
+/// Every registry file a gateway reads: under each of `homes`, under every absolute home
+/// `/etc/passwd` names (whatever its depth: `/srv1` too), and every per-account registry in
+/// the system temp dir. Whether each exists or is readable is the reader's business.
+pub fn registry_files(homes: &[PathBuf]) -> Vec<PathBuf> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok();
+    registry_files_in(homes, passwd.as_deref(), Path::new(FALLBACK_PARENT))
+}
+
+/// [`registry_files`] with the passwd text and the per-account registries' parent given.
+fn registry_files_in(homes: &[PathBuf], passwd: Option<&str>, parent: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = homes.iter().map(|h| registry_path(h)).collect();
+    out.extend(
+        passwd
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.split(':').nth(5))
+            .map(Path::new)
+            .filter(|home| home.is_absolute() && *home != Path::new("/"))
+            .map(registry_path),
+    );
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        out.extend(
+            entries
+                .flatten()
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.strip_prefix(FALLBACK_PREFIX)
+                        .is_some_and(|uid| uid.parse::<u32>().is_ok())
+                })
+                .map(|e| e.path().join("instances")),
+        );
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// List `state_dir` (canonical) in this account's registry: under the home `/etc/passwd` gives
+/// its uid, else (no such home, or it cannot be written there) in its per-account registry in
+/// the system temp dir. Drops entries whose directory no longer exists; serialised with other
+/// gateways by an exclusive lock on the file. Returns the registry's path; `Err` when it could
+/// be listed nowhere (the gateway must then not start: no other gateway would protect it).
+pub fn register(state_dir: &Path) -> std::io::Result<PathBuf> {
+    register_in(account_home(), &fallback_registry(euid()), state_dir)
+}
+
+/// [`register`] with the account's home (if any) and its fallback registry given.
+fn register_in(
+    home: Option<PathBuf>,
+    fallback: &Path,
+    state_dir: &Path,
+) -> std::io::Result<PathBuf> {
+    let at_home = home.map(|home| {
+        let path = registry_path(&home);
+        register_at(&path, state_dir).map(|()| path)
+    });
+    let home_err = match at_home {
+        Some(Ok(path)) => return Ok(path),
+        Some(Err(err)) => Some(err),
+        None => None,
+    };
+    let listed = fallback
+        .parent()
+        .map_or(Ok(()), own_private_dir)
+        .and_then(|()| register_at(fallback, state_dir));
+    match (listed, home_err) {
+        (Ok(()), _) => Ok(fallback.to_path_buf()),
+        (Err(err), Some(home_err)) => Err(std::io::Error::other(format!(
+            "in the home's registry: {home_err}; in {}: {err}",
+            fallback.display()
+        ))),
+        (Err(err), None) => Err(std::io::Error::other(format!(
+            "{}: {err}",
+            fallback.display()
+        ))),
+    }
+}
+
+/// Create `dir` 0700, or check that the one there is this account's own private directory
+/// (not a symlink, owned by it, no access for others): one another account created first is
+/// refused, never used.
+fn own_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => return Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(err),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.file_type().is_dir() || meta.uid() != euid() || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(
+            "it is not this account's private directory (another account may have created it); \
+             remove it, or give the account a writable home",
+        ));
+    }
+    Ok(())
 }
 
 /// [`register`] in the registry file `path`.
@@ -99,13 +204,18 @@ fn parse(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Every state dir listed in the registries under `homes` that this process can read, other
-/// than `own_state_dir`: other gateways' private state.
+/// Every state dir listed in the registries ([`registry_files`] of `homes`) that this process
+/// can read, other than `own_state_dir`: other gateways' private state.
 pub fn other_state_dirs(homes: &[PathBuf], own_state_dir: &Path) -> Vec<PathBuf> {
+    listed_in(&registry_files(homes), own_state_dir)
+}
+
+/// The state dirs the registry files `registries` list, other than `own_state_dir`.
+fn listed_in(registries: &[PathBuf], own_state_dir: &Path) -> Vec<PathBuf> {
     let own = std::fs::canonicalize(own_state_dir).unwrap_or_else(|_| own_state_dir.to_path_buf());
     let mut out = Vec::new();
-    for home in homes {
-        let Ok(text) = std::fs::read_to_string(registry_path(home)) else {
+    for registry in registries {
+        let Ok(text) = std::fs::read_to_string(registry) else {
             continue;
         };
         out.extend(
@@ -136,6 +246,97 @@ mod tests {
         assert_eq!(passwd_home(passwd, 4242), None);
     }
 
+    /// Red team 23 B5: an account without a usable home lists its gateways in its own private
+    /// dir in the system temp dir, which every gateway reads; one another account holds is
+    /// refused, and a gateway that can list itself nowhere gets an error (it does not start).
+    #[test]
+    fn an_account_without_a_usable_home_registers_in_its_own_temp_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let canonical = std::fs::canonicalize(state.path()).unwrap();
+        let fallback = tmp
+            .path()
+            .join(format!("{FALLBACK_PREFIX}4242"))
+            .join("instances");
+        // No home: the fallback, created 0700.
+        assert_eq!(
+            register_in(None, &fallback, state.path()).unwrap(),
+            fallback
+        );
+        let dir_mode = std::fs::metadata(fallback.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
+        // A home that cannot be written (a file where its state dir would go): the fallback.
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join(".local"), "not a dir").unwrap();
+        let path = register_in(Some(home.path().into()), &fallback, state.path()).unwrap();
+        assert_eq!(path, fallback);
+        // Every reader finds it, whatever its home list.
+        let files = registry_files_in(&[], None, tmp.path());
+        assert_eq!(files, vec![fallback.clone()]);
+        assert_eq!(listed_in(&files, Path::new("/elsewhere")), vec![canonical]);
+        // Held by another account, or open to others, or a symlink: refused, never used.
+        use std::os::unix::fs::PermissionsExt;
+        let squatted = tmp.path().join(format!("{FALLBACK_PREFIX}4343"));
+        std::fs::create_dir(&squatted).unwrap();
+        std::fs::set_permissions(&squatted, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = register_in(None, &squatted.join("instances"), state.path()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("not this account's private directory"),
+            "{err}"
+        );
+        let elsewhere = tempfile::tempdir().unwrap();
+        let link = tmp.path().join(format!("{FALLBACK_PREFIX}4444"));
+        std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+        let err = register_in(
+            Some(home.path().into()),
+            &link.join("instances"),
+            state.path(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("in the home's registry: "), "{err}");
+        assert!(
+            err.contains("not this account's private directory"),
+            "{err}"
+        );
+        assert!(!elsewhere.path().join("instances").exists());
+        if euid() == 0 {
+            let foreign = tmp.path().join(format!("{FALLBACK_PREFIX}4545"));
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&foreign)
+                .unwrap();
+            std::os::unix::fs::chown(&foreign, Some(4545), None).unwrap();
+            assert!(register_in(None, &foreign.join("instances"), state.path()).is_err());
+        }
+    }
+
+    /// Red team 23 B5: registries under homes at any depth (`/srv1`) are read, and names that
+    /// are not a per-account registry dir are not.
+    #[test]
+    fn every_passwd_home_and_per_account_registry_is_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        for name in [".native-gateway-7", ".native-gateway-x", "native-gateway-8"] {
+            std::fs::create_dir(tmp.path().join(name)).unwrap();
+        }
+        let passwd = "root:x:0:0::/root:/bin/sh\nsvc:x:5:5::/srv1:/bin/sh\n\
+                      top:x:6:6::/:/bin/sh\nrel:x:7:7::rel:/bin/sh\n";
+        let files = registry_files_in(&[PathBuf::from("/home/me")], Some(passwd), tmp.path());
+        let want: Vec<PathBuf> = vec![
+            registry_path(Path::new("/home/me")),
+            registry_path(Path::new("/root")),
+            registry_path(Path::new("/srv1")),
+            tmp.path().join(".native-gateway-7/instances"),
+        ];
+        let mut want = want;
+        want.sort();
+        assert_eq!(files, want);
+    }
+
     #[test]
     fn registration_keeps_live_dirs_once_and_others_see_them() {
         let home = tempfile::tempdir().unwrap();
@@ -144,16 +345,10 @@ mod tests {
         register_at(&registry_path(home.path()), a.path()).unwrap();
         register_at(&registry_path(home.path()), b.path()).unwrap();
         register_at(&registry_path(home.path()), a.path()).unwrap();
-        let homes = vec![home.path().to_path_buf()];
+        let registries = vec![registry_path(home.path())];
         let canonical = |p: &Path| std::fs::canonicalize(p).unwrap();
-        assert_eq!(
-            other_state_dirs(&homes, a.path()),
-            vec![canonical(b.path())]
-        );
-        assert_eq!(
-            other_state_dirs(&homes, b.path()),
-            vec![canonical(a.path())]
-        );
+        assert_eq!(listed_in(&registries, a.path()), vec![canonical(b.path())]);
+        assert_eq!(listed_in(&registries, b.path()), vec![canonical(a.path())]);
         // A gone dir is dropped at the next registration; garbage lines are ignored.
         let gone = canonical(b.path());
         drop(b);
