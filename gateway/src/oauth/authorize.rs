@@ -238,7 +238,14 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
 /// 429 with `Retry-After`: this client opened too many consent pages (the limit is per client,
 /// so a stranger's flood never refuses the owner's client).
 fn too_many_pages(seconds: u64) -> Response {
-    tracing::warn!("oauth: consent page refused: too many pages for one client");
+    static REFUSED: super::limiter::ThrottledWarning =
+        super::limiter::ThrottledWarning::new(std::time::Duration::from_secs(60));
+    if let Some(left_out) = REFUSED.admit(common::time::now_unix_ms()) {
+        tracing::warn!(
+            left_out,
+            "oauth: consent page refused: too many pages (of one client, or of new clients in all)"
+        );
+    }
     super::OAuthError::rate_limited(
         seconds,
         format!(
@@ -370,7 +377,11 @@ fn approve(
     match check {
         ApprovalCheck::Accepted => {}
         ApprovalCheck::Rejected { attempts_left } => {
-            tracing::warn!(client_id = %request.client_id, "oauth: wrong approval code");
+            static WRONG: super::limiter::ThrottledWarning =
+                super::limiter::ThrottledWarning::new(std::time::Duration::from_secs(10));
+            if let Some(left_out) = WRONG.admit(now) {
+                tracing::warn!(client_id = %request.client_id, left_out, "oauth: wrong approval code");
+            }
             let message = format!(
                 "That approval code is not valid for this page (wrong, expired, already used, \
                  or issued before this page opened). {attempts_left} attempt{} left on this page.",
@@ -379,7 +390,11 @@ fn approve(
             return render_consent(request_id, request, Some(&message), StatusCode::BAD_REQUEST);
         }
         ApprovalCheck::Locked => {
-            tracing::warn!(client_id = %request.client_id, "oauth: too many wrong approval codes; the consent page is void");
+            static VOID: super::limiter::ThrottledWarning =
+                super::limiter::ThrottledWarning::new(std::time::Duration::from_secs(10));
+            if let Some(left_out) = VOID.admit(now) {
+                tracing::warn!(client_id = %request.client_id, left_out, "oauth: too many wrong approval codes; the consent page is void");
+            }
             return error_page(
                 StatusCode::TOO_MANY_REQUESTS,
                 "Too many attempts",
