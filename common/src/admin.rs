@@ -40,6 +40,8 @@ pub enum AdminRequest {
     Approve,
     /// Revoke a grant, or a client with all its grants.
     Revoke { id: String },
+    /// The consent pages waiting now (kept in the gateway's memory only).
+    Pages,
     /// Remove ended sessions' files untouched for `older_than_seconds` (default: the retention).
     Prune {
         #[serde(default)]
@@ -56,6 +58,7 @@ pub enum AdminAnswer {
     Status(GatewayStatus),
     ApprovalCode(ApprovalCode),
     Revoked(Revoked),
+    Pages(WaitingPages),
     Pruned(Pruned),
     Refused(Refusal),
 }
@@ -86,6 +89,23 @@ pub struct ApprovalCode {
 pub struct WaitingPage {
     pub client_name: String,
     pub redirect_host: String,
+}
+
+/// The consent pages waiting for the owner, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitingPages {
+    pub pages: Vec<PendingPage>,
+}
+
+/// One consent page waiting: its client, where the answer goes, and how long it stays open.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingPage {
+    pub client_id: String,
+    pub client_name: String,
+    pub redirect_host: String,
+    pub expires_in_seconds: u64,
 }
 
 /// What a revocation removed.
@@ -242,6 +262,14 @@ mod tests {
             AdminAnswer::Revoked(Revoked {
                 revoked: RevokedKind::Client,
                 id: "client_x".into(),
+            }),
+            AdminAnswer::Pages(WaitingPages {
+                pages: vec![PendingPage {
+                    client_id: "ngc_x".into(),
+                    client_name: "ChatGPT".into(),
+                    redirect_host: "chatgpt.com".into(),
+                    expires_in_seconds: 600,
+                }],
             }),
             AdminAnswer::Pruned(Pruned {
                 dry_run: false,

@@ -3,6 +3,10 @@
 //! the database's single writer), asked for over its owner-only admin socket
 //! `<state>/run/admin.sock`. No token or code hash is ever read or printed; `approve` prints the
 //! one-time approval code, which is meant for the owner's eyes.
+//!
+//! Registration stores nothing (the gateway signs the client id instead), so `clients` lists the
+//! clients with a row — approved or revoked by the owner, or registered by an older gateway —
+//! and, from the running gateway, the consent pages waiting in its memory.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -10,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use common::admin::{self, AdminAnswer, AdminCall, AdminRequest, GatewayStatus, RevokedKind};
+use common::admin::{
+    self, AdminAnswer, AdminCall, AdminRequest, GatewayStatus, PendingPage, RevokedKind,
+};
 use serde_json::{Value, json};
 
 use crate::check::{Check, ok, warn};
@@ -194,9 +200,26 @@ fn redirect_hosts(uris: &[String]) -> String {
     hosts.join(", ")
 }
 
+/// The consent pages waiting in the running gateway: none when it is not running (they live in
+/// its memory only); `Err` with the reason when it could not say.
+fn waiting_pages(state_dir: &Path) -> Result<Vec<PendingPage>, String> {
+    match admin_request(state_dir, AdminRequest::Pages) {
+        Ok(AdminAnswer::Pages(answer)) => Ok(answer.pages),
+        Ok(AdminAnswer::Refused(refusal)) => Err(format!(
+            "{} ({})",
+            common::display::one_line(&refusal.message),
+            refusal.error
+        )),
+        Ok(other) => Err(unexpected(&other).to_string()),
+        Err(AdminError::NotRunning(_)) => Ok(Vec::new()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
 fn clients(state_dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
     let db = Db::open(state_dir)?;
     let clients = db.oauth_clients()?;
+    let pages = waiting_pages(state_dir);
     if json {
         let rows: Vec<Value> = clients
             .iter()
@@ -211,35 +234,63 @@ fn clients(state_dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result
                 })
             })
             .collect();
-        return write_json(out, &json!({"clients": rows}));
+        let (pages, pages_error) = match pages {
+            Ok(pages) => (Some(pages), None),
+            Err(why) => (None, Some(why)),
+        };
+        let mut answer = json!({"clients": rows, "consent_pages": pages});
+        if let Some(why) = pages_error {
+            answer["consent_pages_error"] = Value::String(why);
+        }
+        return write_json(out, &answer);
     }
     if clients.is_empty() {
-        writeln!(out, "no OAuth clients registered")?;
-        return Ok(());
-    }
-    let mut table = Table::new(&[
-        "CLIENT",
-        "NAME",
-        "REDIRECT TO",
-        "REGISTERED",
-        "GRANTS",
-        "STATUS",
-    ]);
-    for c in &clients {
-        table.row(vec![
-            c.client_id.clone(),
-            c.client_name.clone().unwrap_or_else(|| "-".into()),
-            redirect_hosts(&c.redirect_uris),
-            time_s(c.created_at_ms),
-            c.active_grants.to_string(),
-            if c.revoked_at_ms.is_some() {
-                "revoked".into()
-            } else {
-                "registered".into()
-            },
+        writeln!(out, "no OAuth clients approved")?;
+    } else {
+        let mut table = Table::new(&[
+            "CLIENT",
+            "NAME",
+            "REDIRECT TO",
+            "REGISTERED",
+            "GRANTS",
+            "STATUS",
         ]);
+        for c in &clients {
+            table.row(vec![
+                c.client_id.clone(),
+                c.client_name.clone().unwrap_or_else(|| "-".into()),
+                redirect_hosts(&c.redirect_uris),
+                time_s(c.created_at_ms),
+                c.active_grants.to_string(),
+                if c.revoked_at_ms.is_some() {
+                    "revoked".into()
+                } else {
+                    "registered".into()
+                },
+            ]);
+        }
+        table.write(out).context("writing the table")?;
     }
-    table.write(out).context("writing the table")?;
+    match pages {
+        Ok(pages) if pages.is_empty() => {}
+        Ok(pages) => {
+            writeln!(
+                out,
+                "\nconsent pages waiting for `gatewayctl oauth approve`:"
+            )?;
+            let mut table = Table::new(&["CLIENT", "NAME", "REDIRECT TO", "OPEN FOR"]);
+            for p in &pages {
+                table.row(vec![
+                    p.client_id.clone(),
+                    p.client_name.clone(),
+                    p.redirect_host.clone(),
+                    format!("{} s", p.expires_in_seconds),
+                ]);
+            }
+            table.write(out).context("writing the table")?;
+        }
+        Err(why) => writeln!(out, "\nconsent pages: unknown ({why})")?,
+    }
     Ok(())
 }
 

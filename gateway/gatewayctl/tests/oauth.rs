@@ -113,7 +113,7 @@ fn a_database_before_v3_lists_no_oauth_rows() {
     let f = Fixture::new();
     assert_eq!(
         f.ok(false, Command::OAuth(OAuthCommand::Clients)),
-        "no OAuth clients registered\n"
+        "no OAuth clients approved\n"
     );
     assert_eq!(
         f.ok(false, Command::OAuth(OAuthCommand::Grants)),

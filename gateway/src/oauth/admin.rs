@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use common::admin::{
     self, AdminAnswer, AdminErrorCode, AdminRequest, ApprovalCode, GatewayStatus,
-    MAX_REQUEST_BYTES, Pruned, PrunedSession, Revoked, WaitingPage,
+    MAX_REQUEST_BYTES, PendingPage, Pruned, PrunedSession, Revoked, WaitingPage, WaitingPages,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -80,6 +80,29 @@ impl Admin {
                     ),
                 },
             },
+            AdminRequest::Pages => match &self.oauth {
+                None => oauth_off(),
+                Some(oauth) => {
+                    let now = common::time::now_unix_ms();
+                    AdminAnswer::Pages(WaitingPages {
+                        pages: oauth
+                            .waiting_pages(now)
+                            .into_iter()
+                            .map(|(client_id, client_name, redirect_host, expires_at_ms)| {
+                                PendingPage {
+                                    client_id,
+                                    client_name,
+                                    redirect_host,
+                                    expires_in_seconds: u64::try_from(
+                                        (expires_at_ms - now).max(0) / 1000,
+                                    )
+                                    .unwrap_or(0),
+                                }
+                            })
+                            .collect(),
+                    })
+                }
+            },
             AdminRequest::Prune {
                 older_than_seconds,
                 dry_run,
@@ -108,7 +131,11 @@ impl Admin {
             }
             AdminRequest::Revoke { id } => match &self.oauth {
                 None => oauth_off(),
-                Some(oauth) => match oauth.store.revoke(&id, common::time::now_unix_ms()) {
+                Some(oauth) => match oauth.store.revoke(
+                    &id,
+                    oauth.resolve_client(&id).ok().as_ref(),
+                    common::time::now_unix_ms(),
+                ) {
                     Ok(Some(revoked)) => {
                         tracing::info!(id = %id, kind = ?revoked, "oauth: revoked by the owner");
                         AdminAnswer::Revoked(Revoked { revoked, id })

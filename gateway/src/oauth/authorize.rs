@@ -126,19 +126,10 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
             "client_id is required.",
         );
     };
-    let client = match oauth.store.client(client_id) {
-        Ok(Some(client)) => client,
-        Ok(None) => {
-            return error_page(
-                StatusCode::BAD_REQUEST,
-                "Unknown client",
-                "This client is not registered with this gateway (or was revoked). Connect again \
-                 from the client.",
-            );
-        }
-        Err(err) => {
-            return state_unreadable(&err);
-        }
+    let client = match oauth.resolve_client(client_id) {
+        Ok(client) => client,
+        Err(super::ClientRefusal::Store(err)) => return state_unreadable(&err),
+        Err(refusal) => return unknown_client_page(&refusal),
     };
     let Some(redirect_uri) = get("redirect_uri") else {
         return error_page(
@@ -147,7 +138,7 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
             "redirect_uri is required.",
         );
     };
-    if !client.redirect_uris.iter().any(|r| r == redirect_uri) {
+    if !client.allows_redirect(redirect_uri) {
         return error_page(
             StatusCode::BAD_REQUEST,
             "Redirect URI mismatch",
@@ -213,6 +204,7 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
         resource: oauth.resource.clone(),
         scope: SCOPE.to_string(),
         expires_at_ms: now + i64::try_from(REQUEST_TTL.as_millis()).unwrap_or(i64::MAX),
+        stored_client: client.stored,
     };
     if let Err(seconds) = oauth
         .limits()
@@ -246,7 +238,14 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
 /// 429 with `Retry-After`: this client opened too many consent pages (the limit is per client,
 /// so a stranger's flood never refuses the owner's client).
 fn too_many_pages(seconds: u64) -> Response {
-    tracing::warn!("oauth: consent page refused: too many pages for one client");
+    static REFUSED: super::limiter::ThrottledWarning =
+        super::limiter::ThrottledWarning::new(std::time::Duration::from_secs(60));
+    if let Some(left_out) = REFUSED.admit(common::time::now_unix_ms()) {
+        tracing::warn!(
+            left_out,
+            "oauth: consent page refused: too many pages (of one client, or of new clients in all)"
+        );
+    }
     super::OAuthError::rate_limited(
         seconds,
         format!(
@@ -378,7 +377,11 @@ fn approve(
     match check {
         ApprovalCheck::Accepted => {}
         ApprovalCheck::Rejected { attempts_left } => {
-            tracing::warn!(client_id = %request.client_id, "oauth: wrong approval code");
+            static WRONG: super::limiter::ThrottledWarning =
+                super::limiter::ThrottledWarning::new(std::time::Duration::from_secs(10));
+            if let Some(left_out) = WRONG.admit(now) {
+                tracing::warn!(client_id = %request.client_id, left_out, "oauth: wrong approval code");
+            }
             let message = format!(
                 "That approval code is not valid for this page (wrong, expired, already used, \
                  or issued before this page opened). {attempts_left} attempt{} left on this page.",
@@ -387,7 +390,11 @@ fn approve(
             return render_consent(request_id, request, Some(&message), StatusCode::BAD_REQUEST);
         }
         ApprovalCheck::Locked => {
-            tracing::warn!(client_id = %request.client_id, "oauth: too many wrong approval codes; the consent page is void");
+            static VOID: super::limiter::ThrottledWarning =
+                super::limiter::ThrottledWarning::new(std::time::Duration::from_secs(10));
+            if let Some(left_out) = VOID.admit(now) {
+                tracing::warn!(client_id = %request.client_id, left_out, "oauth: too many wrong approval codes; the consent page is void");
+            }
             return error_page(
                 StatusCode::TOO_MANY_REQUESTS,
                 "Too many attempts",
@@ -406,25 +413,24 @@ fn approve(
         scope: request.scope.clone(),
         expires_at_ms: now + i64::try_from(super::CODE_TTL.as_millis()).unwrap_or(i64::MAX),
     };
-    match oauth.store.client(&request.client_id) {
-        Ok(Some(_)) => {}
-        Ok(None) => {
+    // Verified again (a revocation may have come meanwhile); the row is written with the code.
+    let client = match oauth.resolve_client(&request.client_id) {
+        Ok(client) => client,
+        Err(super::ClientRefusal::Store(err)) => return state_unreadable(&err),
+        Err(refusal) => return unknown_client_page(&refusal),
+    };
+    match oauth.store.approve(&client, &code, &row) {
+        Ok(()) => {}
+        Err(err) if err.error == "invalid_client" => {
+            return error_page(StatusCode::BAD_REQUEST, "Client revoked", &err.description);
+        }
+        Err(_) => {
             return error_page(
-                StatusCode::BAD_REQUEST,
-                "Unknown client",
-                "This client was revoked meanwhile.",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Gateway error",
+                "The gateway could not write its state; try again.",
             );
         }
-        Err(err) => {
-            return state_unreadable(&err);
-        }
-    }
-    if oauth.store.insert_code(&code, &row).is_err() {
-        return error_page(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Gateway error",
-            "The gateway could not write its state; try again.",
-        );
     }
     tracing::info!(client_id = %request.client_id, "oauth: the owner approved a client");
     redirect_to_client(
@@ -433,6 +439,20 @@ fn approve(
         request.state.as_deref(),
         &[("code", &code)],
         StatusCode::SEE_OTHER,
+    )
+}
+
+/// The page for a client id that is not served (never redirected: the redirect target is not
+/// trusted yet); it names the OAuth error, `invalid_client`, and what to do.
+fn unknown_client_page(refusal: &super::ClientRefusal) -> Response {
+    let title = match refusal {
+        super::ClientRefusal::Revoked => "Client revoked",
+        _ => "Unknown client",
+    };
+    error_page(
+        StatusCode::BAD_REQUEST,
+        title,
+        &format!("invalid_client: {refusal}. Connect again from the client (it registers anew)."),
     )
 }
 

@@ -3,14 +3,16 @@
 //! shared state of the endpoints (metadata, registration, authorize + consent, token) and of the
 //! owner's admin socket.
 //!
-//! Submodules: `metadata` (RFC 9728 and RFC 8414 documents), `registration` (RFC 7591 DCR),
+//! Submodules: `metadata` (RFC 9728 and RFC 8414 documents), `registration` (RFC 7591 DCR,
+//! stateless), `client_id` (the signed client ids registration issues and every endpoint checks),
 //! `authorize` (the authorization endpoint and the owner's consent), `consent` (the HTML page),
 //! `token` (code exchange and refresh rotation), `store` (SQLite rows, hashes only), `pending`
 //! (in-memory authorization requests and approval codes), `credentials` (token prefixes, PKCE),
-//! `limiter` (caps, windows and rate limits), `admin` (the owner-only Unix socket).
+//! `limiter` (windows and the consent pages' rate limits), `admin` (the owner-only Unix socket).
 
 pub mod admin;
 mod authorize;
+pub mod client_id;
 mod consent;
 mod credentials;
 mod error;
@@ -198,6 +200,8 @@ pub struct OAuth {
     pub resource: String,
     pub access_token_ttl: Duration,
     pub store: OAuthStore,
+    /// Issues and verifies the signed client ids.
+    pub client_ids: client_id::ClientIds,
     pending: Mutex<pending::Pending>,
     limits: Mutex<limiter::Limits>,
 }
@@ -220,8 +224,9 @@ impl OAuth {
             resource,
             access_token_ttl: settings.access_token_ttl,
             store,
+            client_ids: client_id::ClientIds::new(&key),
             pending: Mutex::new(pending::Pending::default()),
-            limits: Mutex::new(limiter::Limits::new(std::time::Instant::now())),
+            limits: Mutex::new(limiter::Limits::default()),
         }))
     }
 
@@ -247,6 +252,36 @@ impl OAuth {
             .new_approval_code(common::time::now_unix_ms())
     }
 
+    /// The consent pages waiting now: (client id, client name, redirect host, expiry).
+    pub fn waiting_pages(&self, now_ms: i64) -> Vec<(String, String, String, i64)> {
+        self.pending().waiting_pages(now_ms)
+    }
+
+    /// The client `client_id` names: a signed id this gateway issued (refused when the owner
+    /// revoked it, although it verifies), or a client stored by an older gateway (schema 3 rows,
+    /// looked up as before).
+    pub fn resolve_client(&self, client_id: &str) -> Result<Client, ClientRefusal> {
+        if client_id.starts_with(client_id::PREFIX) || client_id.len() > client_id::MAX_LEN {
+            let signed = self.client_ids.verify(client_id)?;
+            return match self.store.client_status(client_id)? {
+                Some(store::ClientStatus::Revoked) => Err(ClientRefusal::Revoked),
+                Some(store::ClientStatus::Active(_)) => Ok(Client::signed(client_id, signed, true)),
+                None => Ok(Client::signed(client_id, signed, false)),
+            };
+        }
+        match self.store.client_status(client_id)? {
+            Some(store::ClientStatus::Active(row)) => Ok(Client {
+                client_id: row.client_id,
+                client_name: row.client_name,
+                issued_at_ms: row.created_at_ms,
+                stored: true,
+                redirects: Redirects::Stored(row.redirect_uris),
+            }),
+            Some(store::ClientStatus::Revoked) => Err(ClientRefusal::Revoked),
+            None => Err(ClientRefusal::Unknown),
+        }
+    }
+
     /// Where the protected resource's metadata is (the path-suffixed form of RFC 9728 §3.1).
     pub fn resource_metadata_url(&self) -> String {
         format!("{}/.well-known/oauth-protected-resource/mcp", self.issuer)
@@ -260,6 +295,73 @@ impl OAuth {
         }
         self.store
             .access_token_valid(token, &self.resource, common::time::now_unix_ms())
+    }
+}
+
+/// A client an endpoint may serve: verified, not revoked.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub client_id: String,
+    pub client_name: Option<String>,
+    /// When it registered.
+    pub issued_at_ms: i64,
+    /// It has a row: the owner approved it before (or an older gateway registered it). Only the
+    /// owner adds such rows, so their pages stay out of the cap strangers share (`pending`).
+    pub stored: bool,
+    redirects: Redirects,
+}
+
+/// Where a client's redirect URIs are known from.
+#[derive(Debug, Clone)]
+enum Redirects {
+    /// Their hashes, in the signed id.
+    Signed(client_id::SignedClient),
+    /// A client an older gateway stored (schema 3), its URIs verbatim.
+    Stored(Vec<String>),
+}
+
+impl Client {
+    fn signed(client_id: &str, signed: client_id::SignedClient, stored: bool) -> Client {
+        Client {
+            client_id: client_id.to_string(),
+            client_name: signed.client_name.clone(),
+            issued_at_ms: signed.issued_at_ms,
+            stored,
+            redirects: Redirects::Signed(signed),
+        }
+    }
+
+    /// Whether `uri` is exactly one of the redirect URIs the client registered.
+    pub fn allows_redirect(&self, uri: &str) -> bool {
+        match &self.redirects {
+            Redirects::Signed(signed) => signed.allows_redirect(uri),
+            Redirects::Stored(uris) => uris.iter().any(|r| r == uri),
+        }
+    }
+}
+
+/// Why a client id is not served.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientRefusal {
+    #[error(transparent)]
+    Id(#[from] client_id::ClientIdError),
+    #[error(
+        "client_id was revoked by the gateway's owner; the owner must approve a new registration"
+    )]
+    Revoked,
+    /// Not a signed id, and no stored client has it (the words the token endpoint always used).
+    #[error("client_id is not a registered client of this gateway")]
+    Unknown,
+    #[error(transparent)]
+    Store(#[from] store::OAuthStoreError),
+}
+
+impl From<ClientRefusal> for OAuthError {
+    fn from(refusal: ClientRefusal) -> OAuthError {
+        match refusal {
+            ClientRefusal::Store(err) => err.into(),
+            other => OAuthError::invalid_client(other.to_string()),
+        }
     }
 }
 

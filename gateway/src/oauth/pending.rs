@@ -18,10 +18,11 @@ use rand::RngExt;
 pub use super::limiter::REQUEST_TTL;
 /// Consent pages one client may keep waiting at once.
 pub const MAX_PAGES_PER_CLIENT: usize = super::limiter::PAGES_BURST as usize;
-/// Authorization requests kept at once (the authorization page is public): room for every client
-/// the store keeps, each with its pages, so the cap never pushes a page out; it only refuses.
-#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-pub const MAX_REQUESTS: usize = super::limiter::MAX_CLIENTS as usize * MAX_PAGES_PER_CLIENT;
+/// Pages of clients without a row (every freshly registered client, a stranger's included) kept
+/// at once: the memory bound of the consent step. Reaching it refuses new pages of such clients
+/// (429) and never pushes out a waiting one. Pages of clients with a row (ones the owner approved
+/// before) are not counted: only the owner adds rows, so those are bounded by the owner.
+pub const MAX_REQUESTS: usize = 1000;
 /// How long an approval code stays usable.
 pub const APPROVAL_CODE_TTL: Duration = Duration::from_secs(10 * 60);
 /// Approval codes alive at once.
@@ -44,6 +45,8 @@ pub struct AuthorizationRequest {
     pub resource: String,
     pub scope: String,
     pub expires_at_ms: i64,
+    /// The client has a row (`super::Client::stored`): its pages are outside [`MAX_REQUESTS`].
+    pub stored_client: bool,
 }
 
 /// The outcome of checking an approval code.
@@ -109,7 +112,8 @@ impl Pending {
     /// client make way only for pages of the same client: when [`MAX_PAGES_PER_CLIENT`] of its
     /// pages wait, its oldest page no live code covers makes way; no page of another client is
     /// ever pushed out, so a stranger's flood cannot touch the owner's page (issue 24). When every
-    /// page of the client is covered, or [`MAX_REQUESTS`] wait in all, the new page is refused.
+    /// page of the client is covered, or [`MAX_REQUESTS`] pages of clients without a row wait
+    /// (and this client has none), the new page is refused.
     pub fn insert(&mut self, request: AuthorizationRequest, now_ms: i64) -> Result<String, u64> {
         self.purge(now_ms);
         let own: Vec<(&String, &AuthorizationRequest)> = self
@@ -130,7 +134,9 @@ impl Pending {
                 None => return Err(self.seconds_until_one_expires(now_ms)),
             }
         }
-        if self.requests.len() >= MAX_REQUESTS {
+        if !request.stored_client
+            && self.requests.values().filter(|r| !r.stored_client).count() >= MAX_REQUESTS
+        {
             return Err(self.seconds_until_one_expires(now_ms));
         }
         let id = common::hash::new_secret("req");
@@ -150,17 +156,19 @@ impl Pending {
             .max(1)
     }
 
-    /// The clients with a consent page waiting: none of them may be forgotten meanwhile.
-    pub fn live_clients(&mut self, now_ms: i64) -> Vec<String> {
+    /// The pages waiting now, oldest first: (client id, client name, redirect host, expiry).
+    pub fn waiting_pages(&mut self, now_ms: i64) -> Vec<(String, String, String, i64)> {
         self.purge(now_ms);
-        let mut ids: Vec<String> = self
+        let mut pages: Vec<_> = self
             .requests
             .values()
-            .map(|r| r.client_id.clone())
+            .map(|r| {
+                let (name, host) = describe(r);
+                (r.client_id.clone(), name, host, r.expires_at_ms)
+            })
             .collect();
-        ids.sort();
-        ids.dedup();
-        ids
+        pages.sort_by_key(|p| p.3);
+        pages
     }
 
     pub fn get(&mut self, id: &str, now_ms: i64) -> Option<AuthorizationRequest> {

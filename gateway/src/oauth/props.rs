@@ -1,11 +1,13 @@
-//! Property tests of OAuth parameter parsing: client registration, the authorize query and the
-//! token form (one parser), redirect URIs and PKCE. No panic on any input, refusals are typed
-//! `OAuthError`s with a 4xx status, and what is accepted meets the rules the refusals enforce.
+//! Property tests of OAuth parameter parsing: client registration and the signed client id it
+//! issues, the authorize query and the token form (one parser), redirect URIs and PKCE. No panic
+//! on any input, refusals are typed `OAuthError`s with a 4xx status, what is accepted meets the
+//! rules the refusals enforce, and every issued client id verifies back to its registration.
 //! `PROPTEST_CASES` sets the number of cases.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use super::client_id::ClientIds;
 use super::credentials::{challenge_well_formed, pkce_matches, verifier_well_formed};
 use super::registration::{check_redirect_uri, parse_registration};
 use super::token::parse_form;
@@ -102,16 +104,33 @@ proptest! {
     #[test]
     fn registrations_never_panic(body in registration(), bytes in prop::collection::vec(any::<u8>(), 0..64)) {
         match parse_registration(body.to_string().as_bytes(), 1) {
-            Ok(_) => {
+            Ok(registration) => {
                 for uri in body["redirect_uris"].as_array().into_iter().flatten() {
                     prop_assert!(check_redirect_uri(uri.as_str().unwrap_or("")).is_ok());
                 }
+                // Round trip: the id verifies to what was registered, and allows exactly its
+                // redirect URIs.
+                let ids = ClientIds::new("server-key");
+                let id = ids.issue(&registration.signed());
+                prop_assert!(id.len() <= super::client_id::MAX_LEN);
+                let signed = ids.verify(&id);
+                prop_assert_eq!(signed.as_ref().ok(), Some(&registration.signed()));
+                for uri in &registration.redirect_uris {
+                    prop_assert!(signed.as_ref().is_ok_and(|s| s.allows_redirect(uri)));
+                }
+                prop_assert!(ClientIds::new("another key").verify(&id).is_err());
             }
             Err(err) => prop_assert!(err.status.is_client_error()),
         }
         if let Err(err) = parse_registration(&bytes, 1) {
             prop_assert!(err.status.is_client_error());
         }
+    }
+
+    /// Any text as a client id: refused with a typed error, never a panic, unless issued here.
+    #[test]
+    fn client_ids_never_panic(id in prop_oneof![".{0,80}", "ngc_[A-Za-z0-9_-]{0,300}"]) {
+        prop_assert!(ClientIds::new("server-key").verify(&id).is_err());
     }
 
     /// PKCE: the S256 challenge of any well-formed verifier is well-formed and matches it only.

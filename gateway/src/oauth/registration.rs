@@ -1,7 +1,14 @@
 //! Dynamic Client Registration (RFC 7591), the way ChatGPT registers itself: public clients only
-//! (no secret: PKCE proves the client), `https` redirect URIs (or `http` on a loopback host), kept
-//! verbatim for exact matching. Registering grants nothing: every authorization still needs the
-//! owner's approval code.
+//! (no secret: PKCE proves the client), `https` redirect URIs (or `http` on a loopback host),
+//! matched exactly. Registering grants nothing: every authorization still needs the owner's
+//! approval code.
+//!
+//! Registration is stateless (issue 24 item 1): the answer's `client_id` is signed under the
+//! server key and carries the client (`client_id.rs`), and nothing is stored or counted, so a
+//! stranger's flood of registrations spends nothing another registration needs. Its cost per
+//! request is bounded by the body (at most [`MAX_REGISTRATION_BYTES`], read within the body
+//! timeout), at most [`MAX_REDIRECT_URIS`] URL parses, and one HMAC. The client's row is written
+//! only when the owner approves it (`store::OAuthStore::approve`).
 
 use std::sync::Arc;
 
@@ -11,13 +18,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::store::ClientRow;
+use super::client_id::SignedClient;
 use super::{OAuth, OAuthError};
 
 /// Largest registration request.
 pub const MAX_REGISTRATION_BYTES: usize = 16 * 1024;
 /// Redirect URIs one client may register.
-const MAX_REDIRECT_URIS: usize = 8;
+pub const MAX_REDIRECT_URIS: usize = 8;
 /// Longest redirect URI.
 const MAX_REDIRECT_URI_LEN: usize = 2000;
 /// Longest client name (in characters).
@@ -86,8 +93,28 @@ fn string_list(body: &Value, key: &str) -> Result<Option<Vec<String>>, OAuthErro
     }
 }
 
-/// The client a registration request describes, validated; the id is new.
-pub fn parse_registration(bytes: &[u8], now_ms: i64) -> Result<ClientRow, OAuthError> {
+/// A registration request, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    pub client_name: Option<String>,
+    /// Kept verbatim: matched byte for byte.
+    pub redirect_uris: Vec<String>,
+    pub issued_at_ms: i64,
+}
+
+impl Registration {
+    /// What the signed client id carries.
+    pub fn signed(&self) -> SignedClient {
+        SignedClient::new(
+            self.issued_at_ms,
+            self.client_name.clone(),
+            &self.redirect_uris,
+        )
+    }
+}
+
+/// The client a registration request describes, validated.
+pub fn parse_registration(bytes: &[u8], now_ms: i64) -> Result<Registration, OAuthError> {
     if bytes.len() > MAX_REGISTRATION_BYTES {
         return Err(too_large());
     }
@@ -149,11 +176,10 @@ pub fn parse_registration(bytes: &[u8], now_ms: i64) -> Result<ClientRow, OAuthE
     };
     // `token_endpoint_auth_method` is answered with "none" whatever was asked (RFC 7591 §3.2.1
     // lets the server replace a requested value): every client here is public and uses PKCE.
-    Ok(ClientRow {
-        client_id: format!("client_{}", uuid::Uuid::new_v4().simple()),
+    Ok(Registration {
         client_name,
         redirect_uris,
-        created_at_ms: now_ms,
+        issued_at_ms: now_ms,
     })
 }
 
@@ -182,27 +208,15 @@ pub async fn register(
         ));
     }
     let client = parse_registration(&body, common::time::now_unix_ms())?;
-    if let Err(seconds) = oauth.limits().register(std::time::Instant::now()) {
-        tracing::warn!("oauth: registration refused: too many registrations");
-        return Err(OAuthError::rate_limited(
-            seconds,
-            format!(
-                "too many client registrations; try again in {seconds} s (at most {} at once, \
-                 then one every {} s)",
-                super::limiter::REGISTRATION_BURST,
-                super::limiter::REGISTRATION_EVERY.as_secs()
-            ),
-        ));
-    }
-    let keep = oauth.pending().live_clients(client.created_at_ms);
-    oauth.store.register_client(&client, &keep)?;
-    tracing::info!(
-        client_id = %client.client_id,
-        "oauth: client registered (it still needs the owner's approval)"
+    let client_id = oauth.client_ids.issue(&client.signed());
+    // Debug only: a flood of registrations must not fill the log either.
+    tracing::debug!(
+        client_id = %client_id,
+        "oauth: client registered (stored nowhere; it still needs the owner's approval)"
     );
     let mut answer = json!({
-        "client_id": client.client_id,
-        "client_id_issued_at": client.created_at_ms / 1000,
+        "client_id": client_id,
+        "client_id_issued_at": client.issued_at_ms / 1000,
         "redirect_uris": client.redirect_uris,
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],

@@ -1,9 +1,14 @@
 //! The OAuth rows of the state database (schema v3): clients, grants, authorization codes, and
 //! access/refresh tokens, every secret as its keyed hash only (`common::hash::stored_secret_hash`
 //! under the server key: a database writer cannot plant a token or code of their own, red team
-//! 27b R2; the hashing happens here, callers pass the secrets). Each protocol step (registration, code
-//! exchange, refresh, revocation) is one immediate transaction, so a refusal leaves nothing behind
-//! and two racing requests cannot both use one code or one refresh token.
+//! 27b R2; the hashing happens here, callers pass the secrets). Each protocol step (the owner's
+//! approval, code exchange, refresh, revocation) is one immediate transaction, so a refusal leaves
+//! nothing behind and two racing requests cannot both use one code or one refresh token.
+//!
+//! A client's row is written only by the owner: when they approve it (with its first code) or
+//! revoke it. Registration stores nothing (its id is signed, `client_id.rs`), so nothing a
+//! stranger does adds a row; rows of clients an older gateway registered (schema 3) are read
+//! as before.
 //!
 //! The gateway opens its own connection for these tables beside the session store's (same file,
 //! WAL): the gateway process stays the database's only writer; OAuth traffic just does not queue
@@ -26,7 +31,7 @@ pub enum OAuthStoreError {
     Json(#[from] serde_json::Error),
 }
 
-/// A registered client.
+/// A client's row: one the owner approved or revoked, or one an older gateway registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientRow {
     pub client_id: String,
@@ -68,13 +73,13 @@ pub struct IssuedTokens {
     pub scope: String,
 }
 
-pub use super::limiter::MAX_CLIENTS;
-/// A client that never got a grant is forgotten after this long.
-const UNUSED_CLIENT_TTL_MS: i64 = 24 * 3600 * 1000;
-/// A client younger than the consent window may still be waiting for the owner's approval: it is
-/// never pushed out to make room.
-#[allow(clippy::cast_possible_truncation)]
-const CONSENT_WINDOW_MS: i64 = super::limiter::REQUEST_TTL.as_millis() as i64;
+/// What the store knows of a client id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientStatus {
+    Active(ClientRow),
+    /// The owner revoked it: refused even when its signature verifies.
+    Revoked,
+}
 
 /// The OAuth tables, on the gateway's own connection.
 pub struct OAuthStore {
@@ -134,119 +139,55 @@ impl OAuthStore {
         f(&conn)
     }
 
-    /// Store a new client, first forgetting clients that never got a grant within a day, and when
-    /// [`MAX_CLIENTS`] unrevoked ones are registered, the oldest that never got a grant, is older
-    /// than the consent window and has no consent page waiting (`keep`): the client the owner is
-    /// connecting is never pushed out (issue 24). Refused when no client may make way: 429 while
-    /// young clients fill the room (the registration limit keeps that from happening), 400 when
-    /// every client holds a grant.
-    pub fn register_client(&self, client: &ClientRow, keep: &[String]) -> Result<(), OAuthError> {
+    /// Whether `client_id` has a row, and whether it is revoked.
+    pub fn client_status(&self, client_id: &str) -> Result<Option<ClientStatus>, OAuthStoreError> {
+        self.read(|conn| client_status(conn, client_id))
+    }
+
+    /// The owner approved `client` for `code`: its row written (first approval) or its redirect
+    /// URI added, and the code stored, in one transaction; a client revoked meanwhile is refused
+    /// and nothing is written.
+    pub fn approve(
+        &self,
+        client: &super::Client,
+        code: &str,
+        row: &CodeRow,
+    ) -> Result<(), OAuthError> {
+        let code_hash = self.hash(CODE, code);
         self.write(|tx| {
-            let now = client.created_at_ms;
-            let stale_before = now - UNUSED_CLIENT_TTL_MS;
-            let unused = "SELECT client_id FROM oauth_clients c WHERE created_at_ms < ?1
-                 AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.client_id)";
-            tx.execute(
-                &format!("DELETE FROM oauth_codes WHERE client_id IN ({unused})"),
-                [stale_before],
-            )?;
-            tx.execute(
-                &format!("DELETE FROM oauth_clients WHERE client_id IN ({unused})"),
-                [stale_before],
-            )?;
-            // Revoked clients stay for the record but take no room. When the room is full, the
-            // oldest registration that never got a grant makes way: anonymous registrations can
-            // only push out each other, never block the owner's next client (red-team O-1) — and
-            // never one young enough to be waiting for the owner's approval (issue 24).
-            let count = |tx: &Transaction<'_>| -> rusqlite::Result<i64> {
-                tx.query_row(
-                    "SELECT COUNT(*) FROM oauth_clients WHERE revoked_at_ms IS NULL",
-                    [],
-                    |r| r.get(0),
-                )
-            };
-            if count(tx)? >= MAX_CLIENTS {
-                let mut unused = tx.prepare(
-                    "SELECT client_id, created_at_ms FROM oauth_clients c
-                     WHERE revoked_at_ms IS NULL AND NOT EXISTS
-                       (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.client_id)
-                     ORDER BY created_at_ms",
-                )?;
-                let rows = unused
-                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                let young_after = now - CONSENT_WINDOW_MS;
-                let victim = rows
-                    .iter()
-                    .find(|(id, created)| *created < young_after && !keep.contains(id));
-                match victim {
-                    Some((id, _)) => {
-                        tx.execute("DELETE FROM oauth_codes WHERE client_id = ?1", [id])?;
-                        tx.execute("DELETE FROM oauth_clients WHERE client_id = ?1", [id])?;
-                    }
-                    None => {
-                        if let Some((_, oldest_young)) =
-                            rows.iter().find(|(_, created)| *created >= young_after)
-                        {
-                            let wait_ms = oldest_young - young_after;
-                            return Ok(Err(OAuthError::rate_limited(
-                                u64::try_from(wait_ms / 1000 + 1).unwrap_or(1),
-                                format!(
-                                    "{MAX_CLIENTS} clients are registered and none may make way                                      yet (each is kept for its consent window); try again later"
-                                ),
-                            )));
-                        }
+            match client_status(tx, &client.client_id)? {
+                Some(ClientStatus::Revoked) => {
+                    return Ok(Err(OAuthError::invalid_client(
+                        "client_id was revoked by the gateway's owner meanwhile",
+                    )));
+                }
+                Some(ClientStatus::Active(mut stored)) => {
+                    if !stored.redirect_uris.contains(&row.redirect_uri) {
+                        stored.redirect_uris.push(row.redirect_uri.clone());
+                        tx.execute(
+                            "UPDATE oauth_clients SET redirect_uris = ?2 WHERE client_id = ?1",
+                            params![
+                                client.client_id,
+                                serde_json::to_string(&stored.redirect_uris)?
+                            ],
+                        )?;
                     }
                 }
+                None => {
+                    tx.execute(
+                        "INSERT INTO oauth_clients
+                         (client_id, client_name, redirect_uris, created_at_ms)
+                         VALUES (?1, ?2, ?3, ?4)",
+                        params![
+                            client.client_id,
+                            client.client_name,
+                            serde_json::to_string(&[&row.redirect_uri])?,
+                            client.issued_at_ms
+                        ],
+                    )?;
+                }
             }
-            if count(tx)? >= MAX_CLIENTS {
-                return Ok(Err(OAuthError::new(
-                    http::StatusCode::BAD_REQUEST,
-                    "invalid_client_metadata",
-                    format!(
-                        "{MAX_CLIENTS} clients hold grants already; the owner can revoke some \
-                         with `gatewayctl oauth revoke <client id>`"
-                    ),
-                )));
-            }
-            tx.execute(
-                "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at_ms)
-                 VALUES (?1, ?2, ?3, ?4)",
-                params![
-                    client.client_id,
-                    client.client_name,
-                    serde_json::to_string(&client.redirect_uris)?,
-                    client.created_at_ms
-                ],
-            )?;
-            Ok(Ok(()))
-        })
-    }
-
-    /// A registered, unrevoked client.
-    pub fn client(&self, client_id: &str) -> Result<Option<ClientRow>, OAuthStoreError> {
-        self.read(|conn| active_client(conn, client_id))
-    }
-
-    /// Store an authorization code the owner approved.
-    pub fn insert_code(&self, code: &str, row: &CodeRow) -> Result<(), OAuthError> {
-        let code_hash = self.hash(CODE, code);
-        let code = row;
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO oauth_codes
-                 (code_hash, client_id, redirect_uri, code_challenge, resource, scope, expires_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    code_hash,
-                    code.client_id,
-                    code.redirect_uri,
-                    code.code_challenge,
-                    code.resource,
-                    code.scope,
-                    code.expires_at_ms
-                ],
-            )?;
+            insert_code(tx, &code_hash, row)?;
             Ok(Ok(()))
         })
     }
@@ -262,7 +203,7 @@ impl OAuthStore {
     ) -> Result<IssuedTokens, OAuthError> {
         let code_hash = &self.hash(CODE, code);
         self.write(|tx| {
-            if active_client(tx, request.client_id)?.is_none() {
+            if !client_active(tx, request.client_id)? {
                 return Ok(Err(unknown_client()));
             }
             let row = tx
@@ -353,7 +294,7 @@ impl OAuthStore {
     ) -> Result<IssuedTokens, OAuthError> {
         let refresh_hash = &self.hash(REFRESH, refresh);
         self.write(|tx| {
-            if active_client(tx, request.client_id)?.is_none() {
+            if !client_active(tx, request.client_id)? {
                 return Ok(Err(unknown_client()));
             }
             let row = tx
@@ -454,7 +395,14 @@ impl OAuthStore {
     }
 
     /// Revoke the grant or the client (with all its grants) named `id`; `None` if neither exists.
-    pub fn revoke(&self, id: &str, now_ms: i64) -> Result<Option<RevokedKind>, OAuthError> {
+    /// `signed` is the client `id` names when it is a signed id this gateway issued: one the
+    /// owner never approved has no row yet, and gets a revoked one, so it is refused from now on.
+    pub fn revoke(
+        &self,
+        id: &str,
+        signed: Option<&super::Client>,
+        now_ms: i64,
+    ) -> Result<Option<RevokedKind>, OAuthError> {
         self.write(|tx| {
             let grant: Option<String> = tx
                 .query_row(
@@ -475,7 +423,16 @@ impl OAuthStore {
                 )
                 .optional()?;
             if client.is_none() {
-                return Ok(Ok(None));
+                let Some(signed) = signed else {
+                    return Ok(Ok(None));
+                };
+                tx.execute(
+                    "INSERT INTO oauth_clients
+                     (client_id, client_name, redirect_uris, created_at_ms, revoked_at_ms)
+                     VALUES (?1, ?2, '[]', ?3, ?4)",
+                    params![id, signed.client_name, signed.issued_at_ms, now_ms],
+                )?;
+                return Ok(Ok(Some(RevokedKind::Client)));
             }
             tx.execute(
                 "UPDATE oauth_clients SET revoked_at_ms = ?2
@@ -490,6 +447,28 @@ impl OAuthStore {
             Ok(Ok(Some(RevokedKind::Client)))
         })
     }
+}
+
+fn insert_code(
+    tx: &Transaction<'_>,
+    code_hash: &str,
+    code: &CodeRow,
+) -> Result<(), OAuthStoreError> {
+    tx.execute(
+        "INSERT INTO oauth_codes
+         (code_hash, client_id, redirect_uri, code_challenge, resource, scope, expires_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            code_hash,
+            code.client_id,
+            code.redirect_uri,
+            code.code_challenge,
+            code.resource,
+            code.scope,
+            code.expires_at_ms
+        ],
+    )?;
+    Ok(())
 }
 
 fn unknown_client() -> OAuthError {
@@ -515,11 +494,14 @@ fn same_resource(request: &TokenRequest<'_>, granted: &str) -> Result<(), OAuthE
     Ok(())
 }
 
-fn active_client(conn: &Connection, client_id: &str) -> Result<Option<ClientRow>, OAuthStoreError> {
+fn client_status(
+    conn: &Connection,
+    client_id: &str,
+) -> Result<Option<ClientStatus>, OAuthStoreError> {
     let row = conn
         .query_row(
-            "SELECT client_id, client_name, redirect_uris, created_at_ms FROM oauth_clients
-             WHERE client_id = ?1 AND revoked_at_ms IS NULL",
+            "SELECT client_id, client_name, redirect_uris, created_at_ms, revoked_at_ms
+             FROM oauth_clients WHERE client_id = ?1",
             [client_id],
             |r| {
                 Ok((
@@ -527,19 +509,30 @@ fn active_client(conn: &Connection, client_id: &str) -> Result<Option<ClientRow>
                     r.get::<_, Option<String>>(1)?,
                     r.get::<_, String>(2)?,
                     r.get::<_, i64>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
                 ))
             },
         )
         .optional()?;
-    row.map(|(client_id, client_name, uris, created_at_ms)| {
-        Ok(ClientRow {
-            client_id,
-            client_name,
-            redirect_uris: serde_json::from_str(&uris)?,
-            created_at_ms,
+    row.map(|(client_id, client_name, uris, created_at_ms, revoked)| {
+        Ok(match revoked {
+            Some(_) => ClientStatus::Revoked,
+            None => ClientStatus::Active(ClientRow {
+                client_id,
+                client_name,
+                redirect_uris: serde_json::from_str(&uris)?,
+                created_at_ms,
+            }),
         })
     })
     .transpose()
+}
+
+fn client_active(conn: &Connection, client_id: &str) -> Result<bool, OAuthStoreError> {
+    Ok(matches!(
+        client_status(conn, client_id)?,
+        Some(ClientStatus::Active(_))
+    ))
 }
 
 fn revoke_grant(

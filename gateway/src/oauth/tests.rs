@@ -7,7 +7,7 @@
 use super::credentials::{challenge_well_formed, pkce_matches, verifier_well_formed};
 use super::pending::{ApprovalCheck, MAX_APPROVAL_ATTEMPTS, Pending};
 use super::registration::{check_redirect_uri, parse_registration};
-use super::store::{ClientRow, CodeRow, OAuthStore, TokenRequest};
+use super::store::{CodeRow, OAuthStore, TokenRequest};
 use super::*;
 
 #[test]
@@ -58,8 +58,7 @@ fn registration_keeps_redirect_uris_verbatim_and_names_bounded() {
     let client = parse_registration(body, 5).unwrap();
     assert_eq!(client.redirect_uris, ["https://a.example/cb/"]);
     assert_eq!(client.client_name.as_deref(), Some("ChatGPT"));
-    assert!(client.client_id.starts_with("client_"));
-    assert_eq!(client.created_at_ms, 5);
+    assert_eq!(client.issued_at_ms, 5);
     let many = serde_json::json!({"redirect_uris": vec!["https://a.example/cb"; 9]});
     let err = parse_registration(many.to_string().as_bytes(), 0).unwrap_err();
     assert_eq!(err.error, "invalid_redirect_uri");
@@ -128,6 +127,7 @@ fn waiting_request(expires_at_ms: i64) -> pending::AuthorizationRequest {
         resource: "r".into(),
         scope: SCOPE.into(),
         expires_at_ms,
+        stored_client: false,
     }
 }
 
@@ -238,8 +238,9 @@ fn pages_of_other_clients_never_push_out_the_owners_page() {
     );
     assert!(
         pending
-            .live_clients(2)
-            .contains(&"client_owner".to_string())
+            .waiting_pages(2)
+            .iter()
+            .any(|(client_id, ..)| client_id == "client_owner")
     );
     let (code, _, _) = pending.new_approval_code(3).unwrap();
     assert_eq!(
@@ -265,21 +266,52 @@ fn waiting_requests_are_bounded_and_expire() {
 }
 
 #[test]
-fn token_buckets_refuse_with_the_wait_and_refill() {
-    use super::limiter::{Limits, PAGES_BURST, REGISTRATION_BURST, REGISTRATION_EVERY};
+fn page_buckets_refuse_with_the_wait_and_refill_per_client() {
+    use super::limiter::{Limits, PAGES_BURST, PAGES_EVERY};
     let t0 = std::time::Instant::now();
-    let mut limits = Limits::new(t0);
-    for _ in 0..REGISTRATION_BURST {
-        limits.register(t0).unwrap();
-    }
-    assert_eq!(limits.register(t0), Err(REGISTRATION_EVERY.as_secs()));
-    limits.register(t0 + REGISTRATION_EVERY).unwrap();
+    let mut limits = Limits::default();
     // Per client: a stranger's pages spend only its own bucket.
     for _ in 0..PAGES_BURST {
         limits.open_page("client_stranger", t0).unwrap();
     }
-    assert!(limits.open_page("client_stranger", t0).is_err());
+    assert_eq!(
+        limits.open_page("client_stranger", t0),
+        Err(PAGES_EVERY.as_secs())
+    );
     limits.open_page("client_owner", t0).unwrap();
+    limits
+        .open_page("client_stranger", t0 + PAGES_EVERY)
+        .unwrap();
+    // Ids are free to mint: the buckets of many stay bounded, and the owner's still works.
+    for i in 0..20_000 {
+        let _ = limits.open_page(&format!("ngc_minted_{i}"), t0);
+    }
+    limits.open_page("client_owner", t0).unwrap();
+}
+
+#[test]
+fn a_flood_of_minted_clients_never_refuses_a_page_of_an_approved_client() {
+    let mut pending = Pending::default();
+    let owners = pending
+        .insert(page_of("ngc_owner_new", 1_000_000), 0)
+        .unwrap();
+    for i in 0..pending::MAX_REQUESTS {
+        let _ = pending.insert(page_of(&format!("ngc_minted_{i}"), 1_000_000), 1);
+    }
+    // The cap of fresh clients is full: a new one is refused, the waiting page stays.
+    assert!(pending.insert(page_of("ngc_late", 1_000_000), 2).is_err());
+    assert!(pending.get(&owners, 2).is_some());
+    // A client the owner approved before (it has a row) still opens its page.
+    let approved = pending::AuthorizationRequest {
+        stored_client: true,
+        ..page_of("ngc_approved", 1_000_000)
+    };
+    let page = pending.insert(approved, 3).unwrap();
+    let (code, _, _) = pending.new_approval_code(4).unwrap();
+    assert_eq!(
+        pending.check_approval_code(&page, &code, 5),
+        ApprovalCheck::Accepted
+    );
 }
 
 #[test]
@@ -348,31 +380,29 @@ fn request(now_ms: i64) -> TokenRequest<'static> {
     }
 }
 
-fn client_with_code(store: &OAuthStore, code_hash: &str) {
-    store
-        .register_client(
-            &ClientRow {
-                client_id: "client_a".into(),
-                client_name: None,
-                redirect_uris: vec!["https://a.example/cb".into()],
-                created_at_ms: 0,
-            },
-            &[],
-        )
-        .unwrap();
-    store
-        .insert_code(
-            code_hash,
-            &CodeRow {
-                client_id: "client_a".into(),
-                redirect_uri: "https://a.example/cb".into(),
-                code_challenge: CHALLENGE.into(),
-                resource: RESOURCE.into(),
-                scope: SCOPE.into(),
-                expires_at_ms: 60_000,
-            },
-        )
-        .unwrap();
+fn client_a() -> Client {
+    Client {
+        client_id: "client_a".into(),
+        client_name: None,
+        issued_at_ms: 0,
+        stored: false,
+        redirects: Redirects::Stored(vec!["https://a.example/cb".into()]),
+    }
+}
+
+fn code_row() -> CodeRow {
+    CodeRow {
+        client_id: "client_a".into(),
+        redirect_uri: "https://a.example/cb".into(),
+        code_challenge: CHALLENGE.into(),
+        resource: RESOURCE.into(),
+        scope: SCOPE.into(),
+        expires_at_ms: 60_000,
+    }
+}
+
+fn client_with_code(store: &OAuthStore, code: &str) {
+    store.approve(&client_a(), code, &code_row()).unwrap();
 }
 
 #[test]
@@ -456,64 +486,97 @@ fn store_refresh_rotates_and_a_reuse_revokes_the_grant() {
 }
 
 fn client_with_code_2(store: &OAuthStore) {
-    store
-        .insert_code(
-            "h3",
-            &CodeRow {
-                client_id: "client_a".into(),
-                redirect_uri: "https://a.example/cb".into(),
-                code_challenge: CHALLENGE.into(),
-                resource: RESOURCE.into(),
-                scope: SCOPE.into(),
-                expires_at_ms: 60_000,
-            },
-        )
-        .unwrap();
+    client_with_code(store, "h3");
 }
 
+fn oauth_in(dir: &std::path::Path) -> std::sync::Arc<OAuth> {
+    crate::state::Store::open(dir).unwrap();
+    let settings = AuthSettings::new(AuthMode::Both, Some("https://gw.example.net")).unwrap();
+    OAuth::open(&settings, "127.0.0.1:1".parse().unwrap(), dir).unwrap()
+}
+
+/// Issue 24 item 1: a signed id needs no row until the owner approves it; approval writes the
+/// row (once, adding redirect URIs it approves later); a revocation refuses the id although it
+/// still verifies; a client an older gateway stored keeps working; an altered id is refused.
 #[test]
-fn store_caps_registered_clients_and_forgets_unused_ones() {
-    let (_dir, store) = store();
-    let client = |i: i64, at: i64| ClientRow {
-        client_id: format!("client_{i}"),
-        client_name: None,
-        redirect_uris: vec!["https://a.example/cb".into()],
-        created_at_ms: at,
-    };
-    let window = 10 * 60 * 1000;
-    for i in 0..store::MAX_CLIENTS {
-        store.register_client(&client(i, 1_000 + i), &[]).unwrap();
-    }
-    // Full of young registrations: none makes way, whoever waits for the owner (issue 24).
-    let err = store.register_client(&client(999, 2_000), &[]).unwrap_err();
+fn signed_clients_get_a_row_only_from_the_owner_and_revocation_refuses_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let oauth = oauth_in(dir.path());
+    let registration = parse_registration(
+        br#"{"redirect_uris": ["https://a.example/cb"], "client_name": "A"}"#,
+        7,
+    )
+    .unwrap();
+    let id = oauth.client_ids.issue(&registration.signed());
+    let client = oauth.resolve_client(&id).unwrap();
+    assert!(!client.stored);
     assert_eq!(
-        (err.status.as_u16(), err.error),
-        (429, "temporarily_unavailable")
+        (client.client_name.as_deref(), client.issued_at_ms),
+        (Some("A"), 7)
     );
-    assert!(
-        err.retry_after.is_some_and(|s| s > 0 && s <= 600),
-        "{err:?}"
+    assert!(client.allows_redirect("https://a.example/cb"));
+    assert!(!client.allows_redirect("https://a.example/cb2"));
+    assert_eq!(oauth.store.client_status(&id).unwrap(), None);
+    let row = CodeRow {
+        client_id: id.clone(),
+        ..code_row()
+    };
+    oauth.store.approve(&client, "code_1", &row).unwrap();
+    oauth.store.approve(&client, "code_2", &row).unwrap();
+    let Some(store::ClientStatus::Active(stored)) = oauth.store.client_status(&id).unwrap() else {
+        panic!("no row after the approval");
+    };
+    assert_eq!(stored.redirect_uris, ["https://a.example/cb"]);
+    assert_eq!(
+        (stored.client_name.as_deref(), stored.created_at_ms),
+        (Some("A"), 7)
     );
-    assert!(store.client("client_0").unwrap().is_some());
-    // Past the consent window, the oldest unused one makes way, except a client with a live
-    // consent page (`keep`), so a flood never blocks the owner's next client (red-team O-1).
-    let later = 2_000 + window;
-    store
-        .register_client(&client(1_000, later), &["client_0".to_string()])
-        .unwrap();
-    assert!(
-        store.client("client_0").unwrap().is_some(),
-        "a client with a live page was evicted"
+    assert!(oauth.resolve_client(&id).unwrap().stored);
+    // Revoked by the owner: refused at every step, and the approval writes nothing.
+    oauth.store.revoke(&id, Some(&client), 9).unwrap();
+    assert!(matches!(
+        oauth.resolve_client(&id),
+        Err(ClientRefusal::Revoked)
+    ));
+    let err = oauth.store.approve(&client, "code_3", &row).unwrap_err();
+    assert_eq!(err.error, "invalid_client");
+    // An id the owner never approved can be revoked too: it gets a revoked row.
+    let other = oauth.client_ids.issue(
+        &parse_registration(br#"{"redirect_uris": ["https://b.example/cb"]}"#, 8)
+            .unwrap()
+            .signed(),
     );
-    assert!(store.client("client_1").unwrap().is_none());
-    assert!(store.client("client_2").unwrap().is_some());
-    assert!(store.client("client_1000").unwrap().is_some());
-    // A day later the unused ones are forgotten anyway.
-    store
-        .register_client(&client(1_001, 2_000 + 24 * 3600 * 1000 + 1), &[])
-        .unwrap();
-    assert!(store.client("client_2").unwrap().is_none());
-    assert!(store.client("client_1001").unwrap().is_some());
+    let unapproved = oauth.resolve_client(&other).unwrap();
+    assert_eq!(
+        oauth.store.revoke(&other, Some(&unapproved), 9).unwrap(),
+        Some(common::admin::RevokedKind::Client)
+    );
+    assert!(matches!(
+        oauth.resolve_client(&other),
+        Err(ClientRefusal::Revoked)
+    ));
+    // A schema-3 client (stored by an older gateway) resolves from its row.
+    let db = rusqlite::Connection::open(dir.path().join(crate::state::DATABASE_FILE)).unwrap();
+    db.execute(
+        "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at_ms)
+         VALUES ('client_0123', 'Old', '[\"https://old.example/cb\"]', 1)",
+        [],
+    )
+    .unwrap();
+    let old = oauth.resolve_client("client_0123").unwrap();
+    assert!(old.stored && old.allows_redirect("https://old.example/cb"));
+    assert!(matches!(
+        oauth.resolve_client("client_nope"),
+        Err(ClientRefusal::Unknown)
+    ));
+    // Another gateway's id, or this one's altered: refused by what is wrong with it.
+    let foreign = client_id::ClientIds::new("another key").issue(&registration.signed());
+    assert!(matches!(
+        oauth.resolve_client(&foreign),
+        Err(ClientRefusal::Id(client_id::ClientIdError::Forged))
+    ));
+    let err = OAuthError::from(oauth.resolve_client(&id[..id.len() - 3]).unwrap_err());
+    assert_eq!((err.status.as_u16(), err.error), (401, "invalid_client"));
 }
 
 /// A database writer without the server key plants rows for secrets of their own, stored as

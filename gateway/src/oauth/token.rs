@@ -98,6 +98,9 @@ pub async fn token(
     let params = parse_form(&body)?;
     let grant_type = required(&params, "grant_type")?;
     let client_id = client_id(&headers, &params)?;
+    // A signed id is checked (MAC, then revocation) before anything else is looked up; the store
+    // checks the client's row again inside the exchange's transaction.
+    oauth.resolve_client(&client_id)?;
     let resource = params.get("resource").map(String::as_str);
     let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     let request = TokenRequest {

@@ -103,7 +103,7 @@ describe('OAuth with the official TypeScript SDK client', () => {
 
     // First contact: 401 → discovery → registration → the consent page → back with a code.
     await assert.rejects(connect(gw.url, provider), UnauthorizedError);
-    assert.ok(provider.client?.client_id?.startsWith('client_'), 'the SDK did not register');
+    assert.ok(provider.client?.client_id?.startsWith('ngc_'), 'the SDK did not register');
     assert.equal(provider.authorizations.length, 1);
     const authorizationUrl = provider.authorizations[0];
     assert.equal(authorizationUrl.searchParams.get('code_challenge_method'), 'S256');

@@ -586,3 +586,37 @@ async fn doctor_shows_the_running_gateways_autorun_opt_in() {
     let hooks = doctor_check(&gw, "auto-run: agent_config");
     assert_eq!(hooks["status"], "OK", "{hooks}");
 }
+
+/// Issue 24 item 1: registration stores nothing now, but a client an older gateway stored (a
+/// schema 3 row, `client_…` id) keeps working after the upgrade: authorized, approved, tokens.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_stored_by_an_older_gateway_keeps_working() {
+    let gw = gateway().await;
+    let legacy = "client_5b1c0f7e2a9d4c3b8e6f1a0d2c4b6a8e";
+    rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3"))
+        .unwrap()
+        .execute(
+            "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at_ms)
+             VALUES (?1, 'Old ChatGPT', ?2, 1)",
+            rusqlite::params![legacy, json!([REDIRECT]).to_string()],
+        )
+        .unwrap();
+    let consent = open_consent(&gw, legacy).await;
+    assert!(consent.html.contains("Old ChatGPT"));
+    let code = approval_code(&gw);
+    let (status, location, body) = decide(&gw, &consent, "approve", &code, None).await;
+    assert_eq!(status, 303, "{body}");
+    let code = query(&location.unwrap(), "code").unwrap();
+    let (status, tokens) = exchange(&gw, legacy, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(
+        mcp_status(&gw, tokens["access_token"].as_str().unwrap()).await,
+        200
+    );
+    // Its row is the one it had: the approval neither copies nor changes it.
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_clients"), 1);
+    let answer = gatewayctl_json(&gw, &["oauth", "revoke", legacy]);
+    assert_eq!(answer["revoked"], "client");
+    let (status, body) = exchange(&gw, legacy, &code).await;
+    assert_oauth_error(status, &body, 401, "invalid_client");
+}

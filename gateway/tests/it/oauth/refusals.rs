@@ -318,7 +318,108 @@ async fn registration_refuses_bad_and_oversized_requests() {
     assert_eq!(status, 201, "{answer}");
     assert_eq!(answer["token_endpoint_auth_method"], "none");
     assert!(answer.get("client_secret").is_none());
-    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_clients"), 1);
+    assert!(answer["client_id"].as_str().unwrap().starts_with("ngc_"));
+    // Registration stores nothing: the id is signed; a row comes with the owner's approval.
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_clients"), 0);
+}
+
+/// Issue 24 item 1: a client id is accepted only as this gateway signed it and only while the
+/// owner has not revoked it. Each altered id (one character changed in its payload or its MAC,
+/// signed under another key, cut short, grown past any issued id) is refused at the token
+/// endpoint with `invalid_client` and the description of what is wrong, and on the consent step
+/// with a page (never a redirect) naming `invalid_client`; nothing is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn forged_altered_and_revoked_client_ids_are_refused_as_invalid_client() {
+    use gateway::oauth::client_id::{ClientIdError, ClientIds, SignedClient};
+    let gw = gateway().await;
+    let id = client_id(&gw).await;
+    let flip = |at: usize| {
+        let mut bytes = id.clone().into_bytes();
+        bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+        String::from_utf8(bytes).unwrap()
+    };
+    let foreign = ClientIds::new("another gateway's key").issue(&SignedClient::new(
+        0,
+        Some("Test client".into()),
+        &[REDIRECT.to_string()],
+    ));
+    let forged = ClientIdError::Forged.to_string();
+    let malformed = ClientIdError::Malformed.to_string();
+    let cases = [
+        (flip(10), forged.clone()),
+        (flip(id.len() / 2), forged.clone()),
+        (flip(id.len() - 2), forged.clone()),
+        (foreign, forged.clone()),
+        (id[..id.len() - 1].to_string(), malformed.clone()),
+        (id[..id.len() / 2].to_string(), malformed.clone()),
+        ("ngc_".to_string(), malformed),
+        (
+            format!("{id}{}", "A".repeat(1200)),
+            ClientIdError::Oversized.to_string(),
+        ),
+    ];
+    for (bad, description) in &cases {
+        let (status, body) = exchange(&gw, bad, "ngw_code_whatever").await;
+        assert_oauth_error(status, &body, 401, "invalid_client");
+        assert_eq!(body["error_description"], description.as_str(), "{bad}");
+        let resp = http()
+            .get(authorize_url(&gw, bad, &[]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 400, "{bad}");
+        assert!(resp.headers().get("location").is_none());
+        let page = resp.text().await.unwrap();
+        assert!(page.contains("Unknown client"), "{page}");
+        assert!(page.contains("invalid_client: client_id"), "{page}");
+    }
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_clients"), 0);
+
+    // Revoked after its approval: its tokens stop, and the id is refused although it verifies.
+    let code = authorize(&gw, &id).await;
+    let (status, tokens) = exchange(&gw, &id, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    let access = tokens["access_token"].as_str().unwrap();
+    let answer = gatewayctl_json(&gw, &["oauth", "revoke", &id]);
+    assert_eq!(answer["revoked"], "client", "{answer}");
+    assert_eq!(mcp_status(&gw, access).await, 401);
+    let revoked = "client_id was revoked by the gateway's owner; the owner must approve a new \
+                   registration";
+    let (status, body) = refresh(&gw, &id, tokens["refresh_token"].as_str().unwrap()).await;
+    assert_oauth_error(status, &body, 401, "invalid_client");
+    assert_eq!(body["error_description"], revoked);
+    let resp = http()
+        .get(authorize_url(&gw, &id, &[]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    assert!(resp.text().await.unwrap().contains("Client revoked"));
+
+    // Revoked before any approval (a stranger's id the owner saw on a page): refused too.
+    let never = client_id(&gw).await;
+    let answer = gatewayctl_json(&gw, &["oauth", "revoke", &never]);
+    assert_eq!(answer["revoked"], "client", "{answer}");
+    let (status, body) = exchange(&gw, &never, "ngw_code_whatever").await;
+    assert_oauth_error(status, &body, 401, "invalid_client");
+    assert_eq!(body["error_description"], revoked);
+    // A page opened before the revocation cannot be approved after it.
+    let other = client_id(&gw).await;
+    let consent = open_consent(&gw, &other).await;
+    let code = approval_code(&gw);
+    gatewayctl_json(&gw, &["oauth", "revoke", &other]);
+    let (status, location, body) = decide(&gw, &consent, "approve", &code, None).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(location.is_none());
+    assert!(body.contains("revoked"), "{body}");
+    assert_eq!(
+        count_with(
+            &gw,
+            "SELECT COUNT(*) FROM oauth_codes WHERE client_id = ?1",
+            &other
+        ),
+        0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
