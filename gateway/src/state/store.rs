@@ -86,6 +86,10 @@ impl Store {
                 source,
             })?;
         let mut conn = Connection::open(&path)?;
+        // Before any table exists this makes a new database give freed pages back on
+        // `incremental_vacuum` (retention, `content::reclaim_space`); an older one records the
+        // wish and is switched by the first prune's `VACUUM`.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -799,6 +803,9 @@ impl Tx<'_> {
         Ok(out)
     }
 }
+
+mod content;
+pub use content::{Reclaimed, RemovedContent, database_file_bytes};
 
 #[cfg(test)]
 mod tests;
