@@ -180,3 +180,41 @@ impl super::Store {
         Ok(how)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Store;
+
+    fn auto_vacuum(store: &Store) -> i64 {
+        let guard = store.inner.lock().unwrap();
+        guard
+            .conn
+            .query_row("PRAGMA auto_vacuum", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_new_database_vacuums_incrementally_and_an_older_one_is_switched_once() {
+        let fresh = tempfile::tempdir().unwrap();
+        let store = Store::open(fresh.path()).unwrap();
+        assert_eq!(auto_vacuum(&store), 2, "a new database is incremental");
+        assert_eq!(store.reclaim_space().unwrap(), Reclaimed::Incremental);
+
+        let older = tempfile::tempdir().unwrap();
+        crate::state::database_before_the_chain(older.path(), "");
+        let store = Store::open(older.path()).unwrap();
+        assert_eq!(
+            auto_vacuum(&store),
+            0,
+            "created before incremental auto-vacuum"
+        );
+        assert_eq!(store.reclaim_space().unwrap(), Reclaimed::Vacuum);
+        assert_eq!(auto_vacuum(&store), 2);
+        assert_eq!(store.reclaim_space().unwrap(), Reclaimed::Incremental);
+        store.flush_head();
+        drop(store);
+        // The rewritten file still passes the open's ledger check.
+        Store::open(older.path()).unwrap();
+    }
+}
