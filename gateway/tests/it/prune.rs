@@ -1,6 +1,7 @@
 //! Retention through the real gateway (issue 24): `gatewayctl prune` removes an ended session's
-//! runtime dir (the runner's HOME with its transcript) and keeps its ledger; a live session's
-//! files are never touched; `--dry-run` removes nothing.
+//! runtime dir (the runner's HOME with its transcript) and its database content, keeps its
+//! summary and ledger, shrinks the database and gives a budget filled through it back; a live
+//! session is never touched; `--dry-run` removes nothing.
 
 use crate::support::*;
 
@@ -136,6 +137,11 @@ async fn prune_gives_back_a_budget_filled_through_the_database() {
     assert!(message.contains("gatewayctl prune"), "{message}");
     let before = database_bytes(&gw);
     let sessions = ended.len();
+    let needle = |i: usize| format!("session {i}: summarise this text.");
+    assert!(
+        !files_holding(gw.state_dir(), needle(0).as_bytes()).is_empty(),
+        "the prompts are not on disk before the prune"
+    );
 
     // A dry run removes nothing and says what would go.
     let dry = gatewayctl_json(&gw, &["prune", "--older-than", "0s", "--dry-run"]);
@@ -158,6 +164,16 @@ async fn prune_gives_back_a_budget_filled_through_the_database() {
         "the database did not shrink: {before} -> {after}: {done}"
     );
     assert!(done["bytes"].as_u64().unwrap() > 0, "{done}");
+    // The prompts are gone from the disk, not only from the tables: no file of the state dir
+    // (database, WAL, runtime dirs) holds one, and the ledger never held them.
+    for i in [0, sessions / 2, sessions - 1] {
+        let holding = files_holding(gw.state_dir(), needle(i).as_bytes());
+        assert!(
+            holding.is_empty(),
+            "{:?} is still in {holding:?}",
+            needle(i)
+        );
+    }
     let pruned: Vec<&str> = done["sessions"]
         .as_array()
         .unwrap()
