@@ -42,7 +42,8 @@ pub enum AdminRequest {
     Revoke { id: String },
     /// The consent pages waiting now (kept in the gateway's memory only).
     Pages,
-    /// Remove ended sessions' files untouched for `older_than_seconds` (default: the retention).
+    /// Remove ended sessions' files and database content untouched for `older_than_seconds`
+    /// (default: the retention).
     Prune {
         #[serde(default)]
         older_than_seconds: Option<u64>,
@@ -130,16 +131,27 @@ pub enum RevokedKind {
 pub struct Pruned {
     pub dry_run: bool,
     pub older_than_seconds: u64,
+    /// Bytes of files (ended sessions' runtime dirs).
     pub bytes: u64,
+    /// Bytes of database content (ended sessions' turns, replies, actions, answers).
+    #[serde(default)]
+    pub content_bytes: u64,
+    /// How much smaller the database file and its WAL became (0 in a dry run).
+    #[serde(default)]
+    pub database_bytes: u64,
     pub sessions: Vec<PrunedSession>,
 }
 
-/// One ended session whose files a prune removed.
+/// One ended session whose files or database content a prune removed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrunedSession {
     pub session_id: String,
+    /// Bytes of its files.
     pub bytes: u64,
+    /// Bytes of its database content.
+    #[serde(default)]
+    pub content_bytes: u64,
 }
 
 /// A refused request: a stable code and what to do.
@@ -275,9 +287,12 @@ mod tests {
                 dry_run: false,
                 older_than_seconds: 5,
                 bytes: 7,
+                content_bytes: 9,
+                database_bytes: 8,
                 sessions: vec![PrunedSession {
                     session_id: "ns_a".into(),
                     bytes: 7,
+                    content_bytes: 9,
                 }],
             }),
         ] {

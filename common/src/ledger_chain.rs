@@ -472,7 +472,11 @@ impl Verifier {
         self.prev = Some(stored.to_string());
         self.last_chained_seq = Some(row.seq);
         self.report.tail = Some((row.seq, stored.to_string()));
-        self.expected.chained(row);
+        if row.kind == records::CONTENT_PRUNED {
+            self.content_pruned(row);
+        } else {
+            self.expected.chained(row);
+        }
     }
 
     /// Check the other tables' rows (`tables`), the head and AUTOINCREMENT, and finish.
@@ -595,7 +599,7 @@ impl Verifier {
 pub mod db;
 mod records;
 mod tables;
-pub use records::{BASELINE, Columns, CoveredRow, ROWS_RECORDED, RowRecord};
+pub use records::{BASELINE, CONTENT_PRUNED, Columns, CoveredRow, ROWS_RECORDED, RowRecord};
 pub use tables::{ActionRow, ReplyRow, SessionRow, TurnRow};
 
 #[cfg(test)]

@@ -141,7 +141,7 @@ impl StateBudget {
                 "the gateway's state dir holds {} MiB, at or past its budget of {} MiB \
                  (CLAUDE_TOOLS_STATE_MAX_MB); {what}. Status, stop and recover of existing \
                  sessions still work. The owner can free space with `gatewayctl prune --older-than \
-                 1d` (ended sessions' runner homes and transcripts) or raise \
+                 1d` (ended sessions' runner homes, transcripts and database content) or raise \
                  CLAUDE_TOOLS_STATE_MAX_MB",
                 used / MIB,
                 max / MIB

@@ -63,7 +63,23 @@ pub struct SessionView {
     /// saved) and started a new one: the runner remembers nothing from before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation_restarted: Option<ConversationRestart>,
+    /// Set when retention removed the ended session's content (turns, replies, tool outcomes,
+    /// its last result's text): what is left is its summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_pruned: Option<ContentPruned>,
 }
+
+/// Retention removed an ended session's content (`gatewayctl prune`, `CLAUDE_TOOLS_RETENTION_DAYS`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContentPruned {
+    pub at: String,
+    pub message: String,
+}
+
+/// What a pruned session's view says of it.
+pub const CONTENT_PRUNED_NOTICE: &str = "This ended session's content (prompts, turns, replies, \
+     tool arguments and outcomes, its last result's text) was removed by the owner's retention; \
+     its status, terminal reason and ledger summary remain. Start a new session to go on.";
 
 /// A runner generation that started a new Claude Code conversation instead of resuming.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -129,6 +129,30 @@ pub fn each_covered_row(
     Ok(())
 }
 
+/// The covered rows of one session in the tables retention may empty (`actions`, `replies`,
+/// `turns`, in that order: the order their foreign keys let them be deleted in), streamed to
+/// `each`. The session's own row is not among them: it stays.
+pub fn session_content_rows(
+    conn: &Connection,
+    session_id: &str,
+    mut each: impl FnMut(&CoveredRow),
+) -> rusqlite::Result<()> {
+    type Map = fn(&rusqlite::Row<'_>) -> rusqlite::Result<CoveredRow>;
+    let queries: [(String, &str, Map); 3] = [
+        (action_sql(5), "action_id", action),
+        (REPLY_SQL.into(), "reply_id", reply),
+        (TURN_SQL.into(), "turn_id", turn),
+    ];
+    for (sql, order, map) in queries {
+        let mut stmt = conn.prepare(&format!("{sql} WHERE session_id = ?1 ORDER BY {order}"))?;
+        let mut rows = stmt.query([session_id])?;
+        while let Some(row) = rows.next()? {
+            each(&map(row)?);
+        }
+    }
+    Ok(())
+}
+
 /// The whole check of the database's side: every event, AUTOINCREMENT's counter and every
 /// covered row, passed to `verifier` (then [`Verifier::finish`]). Run it inside one read
 /// transaction for one consistent snapshot.

@@ -5,7 +5,8 @@
 //! `ledger_baseline` event, with the commitment to the rows from before the chain. The check
 //! then runs both ways: every row must match the latest record of each of its columns (an edit
 //! names the column), a recorded row must exist (a deletion names it), and a row nothing
-//! recorded was inserted behind the gateway's back.
+//! recorded was inserted behind the gateway's back. Retention removes rows only with a chained
+//! `content_pruned` event naming them and their digests as they were.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +19,11 @@ use super::{ActionRow, ReplyRow, SessionRow, Table, TurnRow, Verifier};
 pub const ROWS_RECORDED: &str = "rows_recorded";
 /// Kind of the event recording every covered row and the pre-chain commitment, once.
 pub const BASELINE: &str = "ledger_baseline";
+/// Kind of the event recording the rows retention removed from an ended session (`rows`: each
+/// row's key and its column digests as they were). From it on, those rows must be gone: one
+/// that reappears was inserted behind the gateway's back; one whose digests differ from its
+/// chained record was edited before it was removed.
+pub const CONTENT_PRUNED: &str = "content_pruned";
 
 /// Column name → digest (32 hex digits: the first 128 bits of SHA-256).
 pub type Columns = BTreeMap<String, String>;
@@ -257,6 +263,47 @@ impl Verifier {
     fn records_required(&self) -> bool {
         self.trusted.as_ref().is_some_and(|h| h.pre_count.is_some())
             || self.expected.records.baseline.is_some()
+    }
+
+    /// A chained `content_pruned` event: the rows it names are gone from now on, and were, when
+    /// removed, as their latest chained records say.
+    pub(super) fn content_pruned(&mut self, row: &super::EventRow) {
+        let data = serde_json::from_str::<Value>(&row.data).unwrap_or(Value::Null);
+        let session = row.session_id.as_deref().unwrap_or_default();
+        let rows = data.get("rows").and_then(Value::as_array);
+        for pruned in rows.into_iter().flatten() {
+            let Ok(mut record) = RowRecord::deserialize(pruned) else {
+                let what = "names a row it cannot describe (not a row record)".to_string();
+                self.problem(Table::Events, row.seq.to_string(), Some(session), what);
+                continue;
+            };
+            if record.session.is_empty() {
+                record.session = session.to_string();
+            }
+            let key = (record.table, record.session.clone(), record.id.clone());
+            let what = match self.expected.records.latest.remove(&key) {
+                Some((seq, recorded)) => recorded
+                    .iter()
+                    .find(|(name, digest)| record.columns.get(*name).is_some_and(|d| d != *digest))
+                    .map(|(name, _)| {
+                        format!(
+                            "column `{name}` differed from its chained record (seq {seq}) when \
+                             it was pruned (seq {}): edited before the prune",
+                            row.seq
+                        )
+                    }),
+                None if self.records_required() => Some(format!(
+                    "pruned (seq {}) without a chained record of it (inserted outside the \
+                     gateway before the prune)",
+                    row.seq
+                )),
+                None => None,
+            };
+            self.expected.pruned(&key);
+            if let Some(what) = what {
+                self.problem(key.0, key.2, Some(&key.1), what);
+            }
+        }
     }
 
     /// One row of a covered table, after all events: its records, then what the events it

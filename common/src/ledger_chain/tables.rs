@@ -1,5 +1,5 @@
 //! The cross-check of the mutable tables against the chained events that recorded them: an
-//! action's name, arguments, state, recorded write intent and receipt; a reply's turn and text
+//! action's name, arguments (by SHA-256), state, recorded write intent and receipt; a reply's turn and text
 //! (by its SHA-256); a session's profile and working directory; a turn's sequence. The events
 //! are the record; a row that disagrees with them was edited.
 
@@ -61,7 +61,7 @@ pub(super) struct Expected {
     unchained_receipts: HashSet<String>,
     /// Sessions with rows from before the chain: only their rows may lack a chained event.
     unchained_sessions: HashSet<String>,
-    /// Approved actions: session, name and arguments.
+    /// Approved actions: session, name and the SHA-256 of the arguments' canonical JSON.
     approvals: HashMap<String, (Option<String>, String, Value)>,
     /// The state the last chained event about an action left it in.
     states: HashMap<String, String>,
@@ -77,10 +77,21 @@ pub(super) struct Expected {
     pub(super) records: super::records::Records,
 }
 
-/// A call's id, name and arguments (what `reply_accepted` records of it).
+/// The SHA-256 of a call's arguments (canonical JSON): computed from `arguments` where the
+/// record holds them (events before hashes, and reply rows), else the recorded
+/// `arguments_sha256` (events record arguments by hash and size, never whole).
+fn arguments_sha256(call: &Value) -> Value {
+    match call.get("arguments") {
+        Some(arguments) => Value::String(crate::hash::canonical_sha256(arguments)),
+        None => call.get("arguments_sha256").cloned().unwrap_or(Value::Null),
+    }
+}
+
+/// A call's id, name and arguments' SHA-256 (what `reply_accepted` records of it).
 fn call_summary(call: &Value) -> Value {
     let f = |k: &str| call.get(k).cloned().unwrap_or(Value::Null);
-    serde_json::json!({"action_id": f("action_id"), "name": f("name"), "arguments": f("arguments")})
+    serde_json::json!({"action_id": f("action_id"), "name": f("name"),
+                       "arguments_sha256": arguments_sha256(call)})
 }
 
 fn text(value: &Value, key: &str) -> Option<String> {
@@ -127,7 +138,7 @@ impl Expected {
                     if let (Some(id), Some(name)) =
                         (text(approved, "action_id"), text(approved, "name"))
                     {
-                        let arguments = approved.get("arguments").cloned().unwrap_or(Value::Null);
+                        let arguments = arguments_sha256(approved);
                         self.approvals
                             .insert(id, (session.clone(), name, arguments));
                     }
@@ -143,7 +154,7 @@ impl Expected {
             }
             ("delegated_call_approved", Some(id)) => {
                 if let Some(name) = text(&data, "name") {
-                    let arguments = data.get("arguments").cloned().unwrap_or(Value::Null);
+                    let arguments = arguments_sha256(&data);
                     self.approvals.insert(id, (session, name, arguments));
                 }
             }
@@ -191,6 +202,26 @@ impl Expected {
         }
     }
 
+    /// A row retention removed (a chained `content_pruned`): nothing said of it before is
+    /// expected any more.
+    pub(super) fn pruned(&mut self, (table, session, id): &(Table, String, String)) {
+        match table {
+            Table::Actions => {
+                self.approvals.remove(id);
+                self.states.remove(id);
+                self.intents.remove(id);
+                self.receipts.remove(id);
+            }
+            Table::Replies => {
+                self.replies.remove(&(session.clone(), id.clone()));
+            }
+            Table::Turns => {
+                self.turns.remove(id);
+            }
+            Table::Sessions | Table::Events | Table::LedgerHead => {}
+        }
+    }
+
     /// The rows the chained events say exist: `(table, session, id)` and the event's kind.
     pub(super) fn existing(&self) -> Vec<((Table, String, String), String)> {
         let why = |kind: &str| format!("its chained `{kind}`");
@@ -227,7 +258,9 @@ impl Verifier {
         let (id, session) = (row.action_id.as_str(), row.session_id.as_str());
         self.expected.records.saw(Table::Actions, session, id);
         let covered = !self.expected.unchained_sessions.contains(session);
-        let arguments = serde_json::from_str::<Value>(&row.arguments).ok();
+        let arguments = serde_json::from_str::<Value>(&row.arguments)
+            .ok()
+            .map(|a| Value::String(crate::hash::canonical_sha256(&a)));
         let mut checked = false;
         match self.expected.approvals.get(id).cloned() {
             Some((approved_in, name, approved)) => {

@@ -94,6 +94,8 @@ pub struct Session {
     /// Skills frozen at start: ids and hashes (the record holds no bodies).
     pub skill_snapshot: Option<Value>,
     pub broker: Option<BrokerInfo>,
+    /// Retention removed the session's content (turns, replies, actions): when.
+    pub content_pruned: Option<Value>,
     /// Why `data` could not be read, if it could not.
     pub data_error: Option<String>,
 }
@@ -215,6 +217,7 @@ impl Db {
                 session.network_boundary = field(&d, "network_boundary");
                 session.skill_snapshot = field(&d, "skill_snapshot");
                 session.broker = field(&d, "broker");
+                session.content_pruned = field(&d, "content_pruned");
             }
             Err(err) => session.data_error = Some(format!("session data is not JSON: {err}")),
         }

@@ -109,8 +109,10 @@ pub enum Command {
     /// backup or start the gateway on a new state dir; the gateway refuses to append to it.
     #[command(verbatim_doc_comment)]
     Verify,
-    /// Remove ended sessions' files (runner HOME, transcript) untouched for an age, through the
-    /// running gateway; the ledger stays. Default age: CLAUDE_TOOLS_RETENTION_DAYS (14 days).
+    /// Remove ended sessions' files (runner HOME, transcript) and database content (turns,
+    /// replies, tool arguments and outcomes) untouched for an age, through the running gateway,
+    /// and shrink the database; each session's summary and ledger stay (`verify` stays green).
+    /// Default age: CLAUDE_TOOLS_RETENTION_DAYS (14 days).
     #[command(verbatim_doc_comment)]
     Prune(PruneArgs),
     /// Print the pin of a SKILL.md for CLAUDE_TOOLS_NATIVE_SKILL_ALLOWLIST_JSON: the SHA-256 of

@@ -1,6 +1,8 @@
 //! `prune`: ask the running gateway to remove ended sessions' files (runner HOME, transcript)
-//! untouched for an age; the database, the ledger included, is kept. The gateway does it (the
-//! state dir's single writer, and the one that knows which sessions are live).
+//! and database content (turns, replies, tool arguments and outcomes, recorded answers)
+//! untouched for an age; each session's summary and ledger stay. The gateway does it (the state
+//! dir's single writer, and the one that knows which sessions are live), and says how many bytes
+//! of files and of database it freed.
 
 use std::io::Write;
 use std::path::Path;
@@ -56,24 +58,33 @@ pub fn run(
     let sessions = &answer.sessions;
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     let days = answer.older_than_seconds as f64 / 86_400.0;
-    let verb = if args.dry_run {
-        "Would remove"
+    let (verb, shrink) = if args.dry_run {
+        ("Would remove", String::new())
     } else {
-        "Removed"
+        (
+            "Removed",
+            format!(
+                "; the database file shrank by {:.1} MiB",
+                mib(answer.database_bytes)
+            ),
+        )
     };
     writeln!(
         out,
-        "{verb} the files of {} ended session{} untouched for {days:.1} days ({:.1} MiB); their ledgers stay.",
+        "{verb} what {} ended session{} untouched for {days:.1} days left: {:.1} MiB of files \
+         and {:.1} MiB of database content{shrink}. Their summaries and ledgers stay.",
         sessions.len(),
         if sessions.len() == 1 { "" } else { "s" },
         mib(answer.bytes),
+        mib(answer.content_bytes),
     )?;
     for s in sessions {
         writeln!(
             out,
-            "  {}  {:.1} MiB",
+            "  {}  files {:.1} MiB, database {:.1} MiB",
             common::display::one_line(&s.session_id),
-            mib(s.bytes)
+            mib(s.bytes),
+            mib(s.content_bytes)
         )?;
     }
     Ok(())

@@ -277,6 +277,9 @@ pub fn show(
         if let Some(problem) = &broken {
             value["session"]["ledger_broken"] = json!(problem);
         }
+        if let Some(pruned) = &s.content_pruned {
+            value["session"]["content_pruned"] = pruned.clone();
+        }
         return write_json(out, &value);
     }
 
@@ -351,6 +354,7 @@ pub fn show(
         ("launch error", &s.launch_error),
         ("stop request", &s.stop_request),
         ("terminal", &s.terminal),
+        ("content pruned", &s.content_pruned),
         ("network", &s.network_boundary),
     ] {
         if let Some(v) = value {

@@ -653,12 +653,14 @@ impl Gateway {
             };
             tx.put_action(&ActionRecord::approved(&approved, &child.id, &child.id))?;
         }
+        let (arguments_sha256, arguments_bytes) = crate::state::arguments_digest(&call.arguments);
         Ok((
             LedgerEvent::DelegatedCallApproved {
                 action_id: call.action_id,
                 tool_use_id: call.tool_use_id,
                 name: call.name,
-                arguments: call.arguments,
+                arguments_sha256,
+                arguments_bytes,
             },
             CallEnd::Runs,
         ))

@@ -222,6 +222,7 @@ fn new_subsession(
             end: None,
             in_flight: Vec::new(),
         }),
+        content_pruned: None,
         ..parent.clone()
     }
 }

@@ -114,17 +114,24 @@ impl Admin {
                         dry_run: report.dry_run,
                         older_than_seconds: older_than.as_secs(),
                         bytes: report.bytes,
+                        content_bytes: report.content_bytes,
+                        database_bytes: report.database_bytes,
                         sessions: report
                             .sessions
                             .into_iter()
-                            .map(|(session_id, bytes)| PrunedSession { session_id, bytes })
+                            .map(|s| PrunedSession {
+                                session_id: s.session_id,
+                                bytes: s.bytes,
+                                content_bytes: s.content_bytes,
+                            })
                             .collect(),
                     }),
                     Err(err) => {
                         tracing::error!("prune: {err:#}");
                         AdminAnswer::refused(
                             AdminErrorCode::Internal,
-                            "the gateway could not read its sessions; see its log",
+                            "the gateway could not prune its state (reading or writing it failed); see \
+                             its log",
                         )
                     }
                 }

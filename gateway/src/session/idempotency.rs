@@ -95,7 +95,10 @@ impl Gateway {
             ));
         }
         let (mut view, generation) = match row.answer {
-            IdempotentAnswer::InProgress { lease_generation } => {
+            // Still in progress, or its recorded answer removed by retention: the session as
+            // it is now.
+            IdempotentAnswer::InProgress { lease_generation }
+            | IdempotentAnswer::Pruned { lease_generation } => {
                 let session = self.load(row.session_id.as_deref().unwrap_or_default())?;
                 (self.view(&session, None)?, lease_generation)
             }

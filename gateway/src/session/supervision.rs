@@ -207,15 +207,18 @@ impl Gateway {
                     calls: stored.calls,
                 });
             }
-            // A prompt goes to the runner only as the ledger released it: the record's copy is
-            // not covered by the chain, and one written into the database behind the gateway's
-            // back would reach ChatGPT as the owner's instruction.
+            // A prompt goes to the runner only as the ledger released it (by its SHA-256; rows
+            // from before hashes hold the text): a record edited while the gateway runs is
+            // checked by nothing else until the next open, and one written into the database
+            // behind the gateway's back would reach ChatGPT as the owner's instruction.
             let mut prompt = session.undelivered_prompt.clone();
             if let Some(p) = &prompt {
+                let sha256 = common::hash::sha256_hex(p.text.as_bytes());
                 let released = tx.events(session_id)?.iter().any(|(_, _, kind, data)| {
                     kind == "prompt_released"
                         && data["prompt_id"] == p.prompt_id.as_str()
-                        && data["text"] == p.text.as_str()
+                        && (data["text_sha256"] == sha256.as_str()
+                            || data["text"] == p.text.as_str())
                 });
                 if !released {
                     tracing::error!(

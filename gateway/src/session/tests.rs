@@ -12,6 +12,7 @@ mod ledger_records;
 mod lifecycle;
 mod owners;
 mod recovery;
+mod retention;
 mod skills;
 mod transitions;
 mod turns;

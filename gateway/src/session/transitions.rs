@@ -463,11 +463,7 @@ impl SessionRecord {
             text_sha256: sha256_hex(text.as_bytes()),
             actions: approved
                 .iter()
-                .map(|c| ApprovedAction {
-                    action_id: c.action_id.clone(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                })
+                .map(|c| ApprovedAction::new(&c.action_id, &c.name, &c.arguments))
                 .collect(),
         })
     }
@@ -493,7 +489,13 @@ impl SessionRecord {
             prompt_id: prompt_id.clone(),
             text: text.clone(),
         });
-        Ok(LedgerEvent::PromptReleased { prompt_id, text })
+        // The ledger keeps the prompt's hash and size, not its text (retention must be able to
+        // remove it; the record's copy is checked against the hash before it is resent).
+        Ok(LedgerEvent::PromptReleased {
+            prompt_id,
+            text_sha256: sha256_hex(text.as_bytes()),
+            bytes: text.len() as u64,
+        })
     }
 
     /// The broker confirmed prompt `prompt_id` reached the runner.
@@ -506,6 +508,41 @@ impl SessionRecord {
             self.undelivered_prompt = None;
         }
         LedgerEvent::PromptDelivered { prompt_id }
+    }
+}
+
+/// Retention: an ended session's content goes, its summary stays.
+impl SessionRecord {
+    /// Retention removed the ended session's content (`rows`, their digests as they were, and
+    /// `bytes` of it; `answers` idempotency answers compacted): the record keeps its summary
+    /// (ids, status, terminal reason, times, counts, hashes, label) and drops the texts that
+    /// only the removed content explained. `None` for a live session or one pruned before.
+    pub(crate) fn prune_content(
+        &mut self,
+        rows: Vec<common::ledger_chain::RowRecord>,
+        bytes: u64,
+        answers: u64,
+    ) -> Option<LedgerEvent> {
+        if !self.status.is_terminal() || self.content_pruned.is_some() {
+            return None;
+        }
+        self.content_pruned = Some(crate::view::ContentPruned {
+            at: now_rfc3339(),
+            message: crate::view::CONTENT_PRUNED_NOTICE.to_string(),
+        });
+        self.last_result = None;
+        self.closing_reply = None;
+        self.undelivered_prompt = None;
+        self.undelivered_reply_turn = None;
+        self.pending_turn_id = None;
+        if let Some(end) = self.delegation.as_mut().and_then(|d| d.end.as_mut()) {
+            end.result_text = None;
+        }
+        Some(LedgerEvent::ContentPruned {
+            rows,
+            bytes,
+            idempotency_answers: answers,
+        })
     }
 }
 

@@ -86,6 +86,7 @@ impl Gateway {
             deepseek_subsessions,
             active_deepseek_subsession_id,
             conversation_restarted: session.conversation_restart.clone(),
+            content_pruned: session.content_pruned.clone(),
         })
     }
 

@@ -1,6 +1,8 @@
 //! The ledger's events as one typed enum: each variant is one `kind` of the append-only `events`
 //! table, its fields the row's `data`. Nothing secret goes in (no lease ids, tokens or broker
-//! secrets); prompt and reply texts are recorded by hash, except a released prompt.
+//! secrets); prompt and reply texts are recorded by hash and size, never as bodies (rows written
+//! before this rule keep a released prompt's text), so retention can remove a session's content
+//! while its ledger stays whole.
 
 use common::tools::{Receipt, ToolStatus};
 use serde::Serialize;
@@ -9,12 +11,37 @@ use serde_json::Value;
 use super::{ActionState, StoreError, Tx};
 use crate::view::LaunchError;
 
-/// One approved action, as the reply that approved it is recorded.
+/// One approved action, as the reply that approved it is recorded: its arguments by the SHA-256
+/// of their canonical JSON and that JSON's size, never the arguments themselves (a Write's
+/// content would stay in the append-only ledger forever). Events before this build held
+/// `arguments`; the check reads both.
 #[derive(Debug, Clone, Serialize)]
 pub struct ApprovedAction {
     pub action_id: String,
     pub name: String,
-    pub arguments: Value,
+    pub arguments_sha256: String,
+    pub arguments_bytes: u64,
+}
+
+impl ApprovedAction {
+    /// The record of an action `name` with `arguments`.
+    pub fn new(action_id: &str, name: &str, arguments: &Value) -> ApprovedAction {
+        let (arguments_sha256, arguments_bytes) = arguments_digest(arguments);
+        ApprovedAction {
+            action_id: action_id.to_string(),
+            name: name.to_string(),
+            arguments_sha256,
+            arguments_bytes,
+        }
+    }
+}
+
+/// SHA-256 of the canonical JSON of tool arguments, and that JSON's size.
+pub fn arguments_digest(arguments: &Value) -> (String, u64) {
+    (
+        common::hash::canonical_sha256(arguments),
+        common::hash::canonical_json(arguments).len() as u64,
+    )
 }
 
 /// Every event the gateway records, by kind.
@@ -40,9 +67,12 @@ pub enum LedgerEvent {
     },
     BrokerSpawned {},
     BrokerAdopted {},
+    /// A prompt persisted for release: its hash and size (events before this build held its
+    /// `text` instead; those rows keep it, the chain forbids changing them).
     PromptReleased {
         prompt_id: String,
-        text: String,
+        text_sha256: String,
+        bytes: u64,
     },
     ReplyAccepted {
         turn_id: String,
@@ -79,6 +109,15 @@ pub enum LedgerEvent {
         /// The receipt stored with the action (chained here like every other receipt).
         #[serde(skip_serializing_if = "Option::is_none")]
         receipt: Option<Receipt>,
+    },
+
+    /// Retention removed an ended session's content (`crate::prune`): the rows, each with its
+    /// covered columns' digests as they were (`common::ledger_chain::CONTENT_PRUNED`), the bytes
+    /// of content, and how many idempotency answers were compacted.
+    ContentPruned {
+        rows: Vec<common::ledger_chain::RowRecord>,
+        bytes: u64,
+        idempotency_answers: u64,
     },
 
     // ---- what brokers report
@@ -170,7 +209,9 @@ pub enum LedgerEvent {
         action_id: String,
         tool_use_id: String,
         name: String,
-        arguments: Value,
+        /// By hash and size, as [`ApprovedAction`] (older rows: `arguments`).
+        arguments_sha256: String,
+        arguments_bytes: u64,
     },
     /// In the sub-session: a model request is about to leave for DeepSeek (recorded first, so
     /// one a stopped gateway never saw answered stays in the ledger); `resent`: the runner sent

@@ -10,10 +10,12 @@ mod seals;
 pub mod secrets;
 mod store;
 
-pub use ledger::{ActionEnd, ApprovedAction, LedgerEvent};
+pub use ledger::{ActionEnd, ApprovedAction, LedgerEvent, arguments_digest};
 pub use records::*;
 pub use schema::MigrationError;
-pub use store::{DATABASE_FILE, Store, StoreError, Tx};
+pub use store::{
+    DATABASE_FILE, Reclaimed, RemovedContent, Store, StoreError, Tx, database_file_bytes,
+};
 
 /// A state database as a gateway from before the ledger chain left it (schema version 3), with
 /// `rows` (SQL) in it: what the migration tests start from.

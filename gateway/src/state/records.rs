@@ -154,6 +154,10 @@ pub struct SessionRecord {
     /// what it was delegated, and how it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegation: Option<Delegation>,
+    /// Retention removed the ended session's content (`crate::prune`): what remains is the
+    /// summary (older records: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_pruned: Option<crate::view::ContentPruned>,
 }
 
 /// Which directories a session works in, by identity (device, inode), not by path.
@@ -429,8 +433,8 @@ impl ActionRecord {
 /// What an idempotency key answers. Stored as JSON in the `idempotency` table: `{"in_progress":
 /// true, "lease_generation": g}` while the claimed request is carried out, then the SessionView it
 /// answered (without lease id, recovery token or skill bodies, which are derived again on replay)
-/// with `lease_generation` beside its fields. Rows written before `lease_generation` was stored
-/// read as generation 1.
+/// with `lease_generation` beside its fields; `{"pruned": true, "lease_generation": g}` once
+/// retention removed it. Rows written before `lease_generation` was stored read as generation 1.
 #[derive(Debug, Clone, PartialEq)]
 pub enum IdempotentAnswer {
     /// Claimed in the transaction that carries the request out; its answer is not recorded yet.
@@ -440,6 +444,10 @@ pub enum IdempotentAnswer {
         lease_generation: u32,
         view: Box<crate::view::SessionView>,
     },
+    /// Retention removed the recorded answer of an ended session (`{"pruned": true, …}`): a
+    /// replay answers the session as it is now (its summary, `content_pruned`), never a rebuilt
+    /// copy of what was removed.
+    Pruned { lease_generation: u32 },
 }
 
 impl IdempotentAnswer {
@@ -449,6 +457,9 @@ impl IdempotentAnswer {
         Ok(match self {
             IdempotentAnswer::InProgress { lease_generation } => {
                 serde_json::json!({"in_progress": true, Self::GENERATION: lease_generation})
+            }
+            IdempotentAnswer::Pruned { lease_generation } => {
+                serde_json::json!({"pruned": true, Self::GENERATION: lease_generation})
             }
             IdempotentAnswer::Done {
                 lease_generation,
@@ -471,6 +482,9 @@ impl IdempotentAnswer {
             .unwrap_or(1);
         if value.get("in_progress").is_some() {
             return Ok(IdempotentAnswer::InProgress { lease_generation });
+        }
+        if value.get("pruned").is_some() {
+            return Ok(IdempotentAnswer::Pruned { lease_generation });
         }
         if let Some(map) = value.as_object_mut() {
             map.remove(Self::GENERATION);

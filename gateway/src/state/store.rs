@@ -91,7 +91,14 @@ impl Store {
                 source,
             })?;
         let mut conn = Connection::open(&path)?;
+        // Before any table exists this makes a new database give freed pages back on
+        // `incremental_vacuum` (retention, `content::reclaim_space`); an older one records the
+        // wish and is switched by the first prune's `VACUUM`.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        // Deleted rows' bytes are zeroed in the pages that keep other rows (no extra I/O):
+        // content retention removes is gone from the file, not left between live rows.
+        conn.pragma_update(None, "secure_delete", "FAST")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -827,6 +834,9 @@ impl Tx<'_> {
         Ok(out)
     }
 }
+
+mod content;
+pub use content::{Reclaimed, RemovedContent, database_file_bytes};
 
 #[cfg(test)]
 mod tests;

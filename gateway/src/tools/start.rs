@@ -269,6 +269,7 @@ fn new_record(
         undelivered_reply_turn: None,
         subsessions: Vec::new(),
         delegation: None,
+        content_pruned: None,
     }
 }
 

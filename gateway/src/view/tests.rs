@@ -77,6 +77,7 @@ fn session_view_snapshot() {
         deepseek_subsessions: Vec::new(),
         active_deepseek_subsession_id: None,
         conversation_restarted: None,
+        content_pruned: None,
     };
     insta::assert_json_snapshot!(view);
 }

@@ -111,8 +111,12 @@ fn a_prompt_is_never_released_into_an_ended_session() {
     let event = s.prompt_released("p1".into(), "go".into()).unwrap();
     assert!(matches!(
         event,
-        LedgerEvent::PromptReleased { ref prompt_id, ref text } if prompt_id == "p1" && text == "go"
+        LedgerEvent::PromptReleased { ref prompt_id, ref text_sha256, bytes }
+            if prompt_id == "p1" && *text_sha256 == common::hash::sha256_hex(b"go") && bytes == 2
     ));
+    // The ledger holds the prompt's hash, never its text.
+    let (_, data) = event.to_row().unwrap();
+    assert!(data.get("text").is_none(), "{data}");
     assert_eq!(s.status, SessionStatus::Running);
     s.prompt_delivered("p0".into());
     assert!(s.undelivered_prompt.is_some(), "another prompt's delivery");

@@ -19,7 +19,9 @@ pub(super) struct Recorded {
     pub(super) h: Harness,
     pub(super) session: String,
     pub(super) turn: String,
-    action: String,
+    pub(super) action: String,
+    /// The session's view with its lease, as the reply left it.
+    pub(super) view: crate::view::SessionView,
 }
 
 pub(super) async fn recorded() -> Recorded {
@@ -57,6 +59,7 @@ pub(super) async fn recorded() -> Recorded {
         h,
         turn,
         action,
+        view,
     }
 }
 
@@ -73,7 +76,7 @@ impl Recorded {
 }
 
 /// The check of the state dir (with `sql` applied in a transaction that is rolled back).
-fn first_problem(dir: &std::path::Path, sql: Option<&str>) -> Option<String> {
+pub(super) fn first_problem(dir: &std::path::Path, sql: Option<&str>) -> Option<String> {
     let db = Connection::open(dir.join(DATABASE_FILE)).unwrap();
     let key = std::fs::read_to_string(dir.join("auth/server-key")).unwrap();
     let mut v = Verifier::new(Head::read(dir), Some(key.trim()));

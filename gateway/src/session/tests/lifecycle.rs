@@ -208,7 +208,7 @@ async fn prune_removes_an_ended_sessions_files_keeps_its_ledger_and_never_a_live
     );
     let report = crate::prune::prune(&h.gateway, Duration::ZERO, false).unwrap();
     assert_eq!(report.sessions.len(), 1, "{report:?}");
-    assert_eq!(report.sessions[0].0, ended.native_session_id);
+    assert_eq!(report.sessions[0].session_id, ended.native_session_id);
     assert!(report.bytes >= 64 << 10);
     assert!(!dir_of(&ended.native_session_id).exists());
     assert!(

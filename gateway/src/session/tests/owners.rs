@@ -39,6 +39,7 @@ const FIELDS: &[&str] = &[
     "restart_notice_pending",
     "workspace_identity",
     "delegation",
+    "content_pruned",
 ];
 
 /// Another record's field of the same name, by what is assigned to it (`turn.status =

@@ -64,6 +64,7 @@ pub(super) fn session(status: SessionStatus) -> SessionRecord {
         undelivered_reply_turn: None,
         subsessions: Vec::new(),
         delegation: None,
+        content_pruned: None,
     }
 }
 
