@@ -2,13 +2,16 @@
 //! gatewayctl (probing) share: the recorded process identity (boot, pid, start time) is checked,
 //! the socket is connected, its peer must be our uid and the recorded pid, the identity is checked
 //! again (the pid could have been reused meanwhile), then a hello with a fresh nonce must come
-//! back with the HMAC proof of the recorded secret. Attaching also proves the gateway to the
-//! broker; probing never does, so a probe cannot displace the gateway's verified link.
+//! back naming the session and runner generation the broker is recorded for, with the HMAC proof
+//! of the recorded secret bound to them (so a broker record moved to another session never
+//! attaches). Attaching also proves the gateway to the broker; probing never does, so a probe
+//! cannot displace the gateway's verified link.
 
 use std::path::Path;
 use std::time::Duration;
 
 use common::codec::{CodecError, decode, encode, frame_codec};
+use common::hash::BrokerBinding;
 use common::protocol::{
     BrokerHello, BrokerToGateway, GatewayHello, GatewayToBroker, HelloRejected, PROTOCOL_VERSION,
     PROTOCOL_VERSION_MIN,
@@ -56,81 +59,21 @@ pub enum BrokerLinkError {
     Codec(#[from] CodecError),
 }
 
-/// Connect to the broker recorded as `(pid, start_time, boot_id)` at `socket_path`, verify it
-/// holds `secret`, and prove the gateway holds it too. The socket is tried again until
-/// `connect_timeout` passes (a broker just spawned may not have opened it yet); the hello gets at
-/// least 5 s. `build` is the version text sent in the hello. Also the protocol version the broker
-/// chose (below `VERDICTS_SINCE_VERSION` it does not read verdicts).
-pub async fn connect_broker(
-    socket_path: &Path,
-    pid: i32,
-    start_time: u64,
-    boot_id: &str,
-    secret: &str,
-    connect_timeout: Duration,
-    build: &str,
-) -> Result<(BrokerLink, u32), BrokerLinkError> {
-    let expected = Expected {
-        pid,
-        start_time,
-        boot_id,
-    };
-    let (mut link, hello) = open_and_hello(
-        socket_path,
-        &expected,
-        secret,
-        connect_timeout,
-        connect_timeout.max(MIN_HELLO_TIMEOUT),
-        build,
-    )
-    .await?;
-    link.send(encode(&GatewayToBroker::Proof {
-        proof: common::hash::gateway_proof(secret, &hello.challenge),
-    })?)
-    .await?;
-    Ok((link, hello.protocol_version))
+/// The broker a link is made to, as recorded: its socket, its process (pid, start time, boot),
+/// its secret, and the session and runner generation it must prove it was started for.
+/// Not `Debug`: it holds the secret.
+#[derive(Clone, Copy)]
+pub struct RecordedBroker<'a> {
+    pub socket_path: &'a Path,
+    pub pid: i32,
+    pub start_time: u64,
+    pub boot_id: &'a str,
+    pub secret: &'a str,
+    pub binding: BrokerBinding<'a>,
 }
 
-/// Check the broker recorded as `(pid, start_time, boot_id)` the same way, but send no proof of
-/// our own and close at once: the broker keeps its verified gateway link, and answers with the
-/// version and build it runs. One connection attempt; the whole probe takes at most `timeout`.
-pub async fn probe_broker(
-    socket_path: &Path,
-    pid: i32,
-    start_time: u64,
-    boot_id: &str,
-    secret: &str,
-    timeout: Duration,
-    build: &str,
-) -> Result<BrokerHello, BrokerLinkError> {
-    let expected = Expected {
-        pid,
-        start_time,
-        boot_id,
-    };
-    let probe = open_and_hello(
-        socket_path,
-        &expected,
-        secret,
-        Duration::ZERO,
-        timeout,
-        build,
-    );
-    let (link, hello) = tokio::time::timeout(timeout, probe)
-        .await
-        .map_err(|_| BrokerLinkError::Timeout)??;
-    drop(link);
-    Ok(hello)
-}
-
-struct Expected<'a> {
-    pid: i32,
-    start_time: u64,
-    boot_id: &'a str,
-}
-
-impl Expected<'_> {
-    fn check(&self) -> Result<(), BrokerLinkError> {
+impl RecordedBroker<'_> {
+    fn check_identity(&self) -> Result<(), BrokerLinkError> {
         match sandbox::process::identify(self.pid, self.start_time, self.boot_id) {
             Identity::Verified => Ok(()),
             other => Err(BrokerLinkError::IdentityMismatch(other)),
@@ -138,18 +81,55 @@ impl Expected<'_> {
     }
 }
 
+/// Connect to the `recorded` broker, verify it holds its secret for its session and generation,
+/// and prove the gateway holds it too. The socket is tried again until `connect_timeout` passes
+/// (a broker just spawned may not have opened it yet); the hello gets at least 5 s. `build` is
+/// the version text sent in the hello. Also the protocol version the broker chose.
+pub async fn connect_broker(
+    recorded: &RecordedBroker<'_>,
+    connect_timeout: Duration,
+    build: &str,
+) -> Result<(BrokerLink, u32), BrokerLinkError> {
+    let (mut link, hello) = open_and_hello(
+        recorded,
+        connect_timeout,
+        connect_timeout.max(MIN_HELLO_TIMEOUT),
+        build,
+    )
+    .await?;
+    link.send(encode(&GatewayToBroker::Proof {
+        proof: common::hash::gateway_proof(recorded.secret, recorded.binding, &hello.challenge),
+    })?)
+    .await?;
+    Ok((link, hello.protocol_version))
+}
+
+/// Check the `recorded` broker the same way, but send no proof of our own and close at once: the
+/// broker keeps its verified gateway link, and answers with the version and build it runs. One
+/// connection attempt; the whole probe takes at most `timeout`.
+pub async fn probe_broker(
+    recorded: &RecordedBroker<'_>,
+    timeout: Duration,
+    build: &str,
+) -> Result<BrokerHello, BrokerLinkError> {
+    let probe = open_and_hello(recorded, Duration::ZERO, timeout, build);
+    let (link, hello) = tokio::time::timeout(timeout, probe)
+        .await
+        .map_err(|_| BrokerLinkError::Timeout)??;
+    drop(link);
+    Ok(hello)
+}
+
 /// Everything up to and including the verified hello.
 async fn open_and_hello(
-    socket_path: &Path,
-    expected: &Expected<'_>,
-    secret: &str,
+    expected: &RecordedBroker<'_>,
     connect_timeout: Duration,
     hello_timeout: Duration,
     build: &str,
 ) -> Result<(BrokerLink, BrokerHello), BrokerLinkError> {
     // Identity first: never talk to a process that merely reuses the recorded pid.
-    expected.check()?;
-    let stream = connect(socket_path, connect_timeout).await?;
+    expected.check_identity()?;
+    let stream = connect(expected.socket_path, connect_timeout).await?;
     let cred = stream
         .peer_cred()
         .map_err(BrokerLinkError::PeerCredentials)?;
@@ -160,7 +140,7 @@ async fn open_and_hello(
         return Err(BrokerLinkError::PeerPid);
     }
     // The peer is the recorded pid now; that pid must still be the recorded process.
-    expected.check()?;
+    expected.check_identity()?;
     let mut link = Framed::new(stream, frame_codec());
     let nonce = common::hash::new_secret("nonce");
     link.send(encode(&GatewayToBroker::Hello(GatewayHello {
@@ -177,7 +157,7 @@ async fn open_and_hello(
     let BrokerToGateway::Hello(hello) = decode::<BrokerToGateway>(&frame)? else {
         return Err(BrokerLinkError::NotHello);
     };
-    hello.verify(secret, &nonce)?;
+    hello.verify(expected.secret, expected.binding, &nonce)?;
     Ok((link, hello))
 }
 

@@ -1,6 +1,7 @@
 //! The gateway's connection to this broker: a Unix socket (0600) that accepts one verified gateway
-//! at a time. Handshake first (version range, HMAC proof of the broker secret), then unacknowledged
-//! events are sent in order and releases from the gateway are applied.
+//! at a time. Handshake first (version range, HMAC proofs of the broker secret bound to the session
+//! and runner generation of this broker's spec), then unacknowledged events are sent in order and
+//! releases from the gateway are applied.
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
@@ -75,11 +76,18 @@ async fn connection(
             hello.protocol_min, hello.protocol_max, PROTOCOL_VERSION_MIN, PROTOCOL_VERSION
         )
     });
+    // What this broker was started for, from its spec: the gateway checks it is the session and
+    // generation it attaches the link to, and both proofs bind it.
+    let binding = common::hash::BrokerBinding {
+        session_id: &state.spec.session_id,
+        generation: state.spec.generation,
+    };
     let reply = BrokerToGateway::Hello(BrokerHello {
         protocol_version: version,
         build: env!("CARGO_PKG_VERSION").to_string(),
         session_id: state.spec.session_id.clone(),
-        proof: common::hash::broker_proof(&state.spec.secret, &hello.nonce),
+        generation: state.spec.generation,
+        proof: common::hash::broker_proof(&state.spec.secret, binding, &hello.nonce),
         challenge: challenge.clone(),
         refused: refused.clone(),
     });
@@ -96,7 +104,7 @@ async fn connection(
     let GatewayToBroker::Proof { proof } = decode::<GatewayToBroker>(&second)? else {
         bail!("second frame was not the gateway's proof");
     };
-    let expected = common::hash::gateway_proof(&state.spec.secret, &challenge);
+    let expected = common::hash::gateway_proof(&state.spec.secret, binding, &challenge);
     if !common::hash::constant_time_eq(expected.as_bytes(), proof.as_bytes()) {
         bail!("peer failed the gateway proof");
     }

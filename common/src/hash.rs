@@ -124,15 +124,36 @@ pub fn stored_secret_hash(key: &str, purpose: &str, secret: &str) -> String {
     hmac_hex(key, &format!("stored-secret:v1:{purpose}:{secret}"))
 }
 
+/// Which broker runtime a handshake proof speaks for: the session it was started for and its
+/// runner generation. Bound into both proofs, so a broker proves not only that it holds a secret
+/// but whose secret it is: a database writer who swaps two sessions' broker records cannot make
+/// one session's gateway link accept the other's broker (red team 27, B3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BrokerBinding<'a> {
+    pub session_id: &'a str,
+    pub generation: u32,
+}
+
 /// The broker's answer to the gateway's nonce. Both directions of the handshake MAC a
-/// role-prefixed message, so neither side can be made to compute the other's proof.
-pub fn broker_proof(secret: &str, gateway_nonce: &str) -> String {
-    hmac_hex(secret, &format!("broker:{gateway_nonce}"))
+/// role-prefixed message, so neither side can be made to compute the other's proof; the message is
+/// canonical JSON, so no session id can be made to read as another's with a different nonce.
+pub fn broker_proof(secret: &str, binding: BrokerBinding<'_>, gateway_nonce: &str) -> String {
+    hmac_hex(secret, &proof_message("broker", binding, gateway_nonce))
 }
 
 /// The gateway's answer to the broker's challenge.
-pub fn gateway_proof(secret: &str, broker_challenge: &str) -> String {
-    hmac_hex(secret, &format!("gateway:{broker_challenge}"))
+pub fn gateway_proof(secret: &str, binding: BrokerBinding<'_>, broker_challenge: &str) -> String {
+    hmac_hex(secret, &proof_message("gateway", binding, broker_challenge))
+}
+
+fn proof_message(role: &str, binding: BrokerBinding<'_>, challenge: &str) -> String {
+    canonical_json(&serde_json::json!([
+        "broker-link:v4",
+        role,
+        binding.session_id,
+        binding.generation,
+        challenge
+    ]))
 }
 
 /// Whether `proof` is the HMAC of `message` under `key`, compared in constant time.
@@ -160,6 +181,35 @@ mod tests {
         assert!(verify_hmac_hex("secret", "nonce", &proof));
         assert!(!verify_hmac_hex("other", "nonce", &proof));
         assert!(!verify_hmac_hex("secret", "nonce2", &proof));
+    }
+
+    #[test]
+    fn a_proof_speaks_for_one_session_generation_and_role() {
+        let binding = BrokerBinding {
+            session_id: "ns_a",
+            generation: 1,
+        };
+        let proof = broker_proof("k", binding, "n");
+        for other in [
+            BrokerBinding {
+                session_id: "ns_b",
+                generation: 1,
+            },
+            BrokerBinding {
+                session_id: "ns_a",
+                generation: 2,
+            },
+        ] {
+            assert_ne!(proof, broker_proof("k", other, "n"));
+        }
+        assert_ne!(proof, gateway_proof("k", binding, "n"));
+        assert_ne!(proof, broker_proof("k2", binding, "n"));
+        // No session id reads as another's with a shifted nonce.
+        let shifted = BrokerBinding {
+            session_id: "ns_a\",1,\"n",
+            generation: 1,
+        };
+        assert_ne!(proof, broker_proof("k", shifted, ""));
     }
 
     #[test]

@@ -15,14 +15,18 @@ use serde_json::Value;
 use crate::tools::ActionOutcome;
 
 /// Version this build speaks. 3: the gateway answers `WritePrepared` and `DelegatedCall` with a
-/// [`GatewayToBroker::Verdict`] before acknowledging them.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// [`GatewayToBroker::Verdict`] before acknowledging them. 4: both handshake proofs bind the
+/// session id and runner generation the broker was started for (`hash::BrokerBinding`), and the
+/// broker's hello names its generation.
+pub const PROTOCOL_VERSION: u32 = 4;
 /// First version whose gateway records write intents (`WritePrepared`) and delegated calls and
 /// answers each with a verdict; a broker linked at an older version refuses writes and delegated
 /// calls (an acknowledgement alone never approves anything).
 pub const VERDICTS_SINCE_VERSION: u32 = 3;
-/// Oldest peer version this build still understands.
-pub const PROTOCOL_VERSION_MIN: u32 = 1;
+/// Oldest peer version this build still understands: 4, since an older proof does not say which
+/// session the broker serves, and a broker that cannot prove that is never attached to a session
+/// (an older broker that survived an upgrade is refused with "no common protocol version").
+pub const PROTOCOL_VERSION_MIN: u32 = 4;
 
 /// Messages the gateway sends to a broker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,7 +111,11 @@ pub struct BrokerHello {
     /// The version chosen from the gateway's range.
     pub protocol_version: u32,
     pub build: String,
+    /// The session the broker was started for (bound into `proof`).
     pub session_id: String,
+    /// The runner generation the broker was started for (bound into `proof`).
+    #[serde(default)]
+    pub generation: u32,
     /// `hash::broker_proof` of the gateway's nonce.
     pub proof: String,
     /// Random challenge the gateway must answer with a `Proof` frame.
@@ -124,20 +132,34 @@ pub enum HelloRejected {
     /// The broker refused (no common protocol version); it closes after its hello.
     #[error("broker refused the handshake: {0}")]
     Refused(String),
+    /// The broker says it serves another session or runner generation than the one it was
+    /// recorded for: its record is not this session's (changed outside the gateway).
+    #[error(
+        "the broker serves another session or runner generation than the one it is recorded for"
+    )]
+    OtherSession,
     /// The proof is not the HMAC of our nonce under the recorded secret.
     #[error("broker failed the secret proof")]
     BadProof,
 }
 
 impl BrokerHello {
-    /// Check a broker's answer to our `nonce`: not refused, and proving it holds `secret`.
-    /// Used by the gateway and by `gatewayctl brokers --handshake` (through
-    /// `broker::client`), so both judge alike.
-    pub fn verify(&self, secret: &str, nonce: &str) -> Result<(), HelloRejected> {
+    /// Check a broker's answer to our `nonce`: not refused, serving the session and generation
+    /// `expected`, and proving it holds `secret` for exactly them. Used by the gateway and by
+    /// `gatewayctl brokers --handshake` (through `broker::client`), so both judge alike.
+    pub fn verify(
+        &self,
+        secret: &str,
+        expected: crate::hash::BrokerBinding<'_>,
+        nonce: &str,
+    ) -> Result<(), HelloRejected> {
         if let Some(reason) = &self.refused {
             return Err(HelloRejected::Refused(reason.clone()));
         }
-        let expected = crate::hash::broker_proof(secret, nonce);
+        if self.session_id != expected.session_id || self.generation != expected.generation {
+            return Err(HelloRejected::OtherSession);
+        }
+        let expected = crate::hash::broker_proof(secret, expected, nonce);
         if !crate::hash::constant_time_eq(expected.as_bytes(), self.proof.as_bytes()) {
             return Err(HelloRejected::BadProof);
         }

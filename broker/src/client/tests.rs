@@ -4,6 +4,32 @@ use super::*;
 use tokio::net::UnixListener;
 
 const SECRET: &str = "brk_secret";
+/// The session and generation the fake brokers serve.
+const FAKE: BrokerBinding<'static> = BrokerBinding {
+    session_id: "ns_fake",
+    generation: 1,
+};
+/// The session and generation of `test_support`'s real broker.
+const REAL: BrokerBinding<'static> = BrokerBinding {
+    session_id: "ns_test",
+    generation: 1,
+};
+
+fn recorded<'a>(
+    path: &'a Path,
+    (pid, start, boot): &'a (i32, u64, String),
+    secret: &'a str,
+    binding: BrokerBinding<'a>,
+) -> RecordedBroker<'a> {
+    RecordedBroker {
+        socket_path: path,
+        pid: *pid,
+        start_time: *start,
+        boot_id: boot,
+        secret,
+        binding,
+    }
+}
 
 /// This test process's recorded identity: in-process listeners have it as their peer.
 fn me() -> (i32, u64, String) {
@@ -14,15 +40,20 @@ fn me() -> (i32, u64, String) {
 
 async fn connect_as(
     path: &Path,
-    (pid, start, boot): &(i32, u64, String),
+    me: &(i32, u64, String),
     secret: &str,
 ) -> Result<BrokerLink, BrokerLinkError> {
+    connect_bound(path, me, secret, FAKE).await
+}
+
+async fn connect_bound(
+    path: &Path,
+    me: &(i32, u64, String),
+    secret: &str,
+    binding: BrokerBinding<'_>,
+) -> Result<BrokerLink, BrokerLinkError> {
     connect_broker(
-        path,
-        *pid,
-        *start,
-        boot,
-        secret,
+        &recorded(path, me, secret, binding),
         Duration::from_secs(2),
         "test",
     )
@@ -57,8 +88,9 @@ fn honest_hello(hello: &GatewayHello, secret: &str) -> BrokerToGateway {
     BrokerToGateway::Hello(BrokerHello {
         protocol_version: PROTOCOL_VERSION,
         build: "fake".into(),
-        session_id: "ns_fake".into(),
-        proof: common::hash::broker_proof(secret, &hello.nonce),
+        session_id: FAKE.session_id.into(),
+        generation: FAKE.generation,
+        proof: common::hash::broker_proof(secret, FAKE, &hello.nonce),
         challenge: "challenge-1".into(),
         refused: None,
     })
@@ -74,13 +106,11 @@ async fn the_real_broker_accepts_the_link_and_a_probe_does_not_displace_it() {
     let path = std::path::PathBuf::from(&state.spec.socket_path);
     let me = me();
 
-    let mut link = connect_as(&path, &me, &state.spec.secret).await.unwrap();
+    let mut link = connect_bound(&path, &me, &state.spec.secret, REAL)
+        .await
+        .unwrap();
     let hello = probe_broker(
-        &path,
-        me.0,
-        me.1,
-        &me.2,
-        &state.spec.secret,
+        &recorded(&path, &me, &state.spec.secret, REAL),
         Duration::from_secs(3),
         "probe",
     )
@@ -100,13 +130,74 @@ async fn a_broker_without_the_recorded_secret_fails_the_proof() {
     let state = crate::test_support::state(dir.path());
     let _serving = crate::link::serve(state.clone()).await.unwrap();
     let path = std::path::PathBuf::from(&state.spec.socket_path);
-    let err = connect_as(&path, &me(), "brk_other").await.unwrap_err();
+    let err = connect_bound(&path, &me(), "brk_other", REAL)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, BrokerLinkError::Verify(HelloRejected::BadProof)),
         "{err:?}"
     );
     assert_eq!(err.to_string(), "broker failed the secret proof");
     state.shutdown.cancel();
+}
+
+/// The real broker holds the recorded secret, but it was started for another session or runner
+/// generation than the one it is recorded for (a record moved between sessions): refused, by
+/// the hello's own words and, were those forged, by the bound proof.
+#[tokio::test]
+async fn a_broker_of_another_session_or_generation_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = crate::test_support::state(dir.path());
+    let _serving = crate::link::serve(state.clone()).await.unwrap();
+    let path = std::path::PathBuf::from(&state.spec.socket_path);
+    for other in [
+        BrokerBinding {
+            session_id: "ns_other",
+            generation: 1,
+        },
+        BrokerBinding {
+            session_id: "ns_test",
+            generation: 2,
+        },
+    ] {
+        let err = connect_bound(&path, &me(), &state.spec.secret, other)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, BrokerLinkError::Verify(HelloRejected::OtherSession)),
+            "{other:?}: {err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "the broker serves another session or runner generation than the one it is \
+             recorded for"
+        );
+    }
+    state.shutdown.cancel();
+
+    // A broker that claims the expected session but proves the secret for its own: bad proof.
+    let lying = dir.path().join("lying");
+    std::fs::create_dir(&lying).unwrap();
+    let path = fake_broker(&lying, |hello| {
+        let theirs = BrokerBinding {
+            session_id: "ns_theirs",
+            generation: 1,
+        };
+        Some(BrokerToGateway::Hello(BrokerHello {
+            protocol_version: PROTOCOL_VERSION,
+            build: "fake".into(),
+            session_id: FAKE.session_id.into(),
+            generation: FAKE.generation,
+            proof: common::hash::broker_proof(SECRET, theirs, &hello.nonce),
+            challenge: "challenge-1".into(),
+            refused: None,
+        }))
+    });
+    let err = connect_as(&path, &me(), SECRET).await.unwrap_err();
+    assert!(
+        matches!(err, BrokerLinkError::Verify(HelloRejected::BadProof)),
+        "{err:?}"
+    );
 }
 
 /// The recorded pid is a live process with the right start time, but the socket is served
@@ -161,12 +252,9 @@ async fn a_record_of_another_process_or_boot_is_refused_before_connecting() {
             "{err:?}"
         );
     }
+    let me = (pid, start, boot);
     let err = connect_broker(
-        &missing,
-        pid,
-        start,
-        &boot,
-        SECRET,
+        &recorded(&missing, &me, SECRET, FAKE),
         Duration::from_millis(100),
         "test",
     )
@@ -215,12 +303,9 @@ async fn bad_answers_get_their_own_errors() {
     std::fs::create_dir(&silent).unwrap();
     let listener = UnixListener::bind(silent.join("fake.sock")).unwrap();
     let started = std::time::Instant::now();
+    let silent_socket = silent.join("fake.sock");
     let err = probe_broker(
-        &silent.join("fake.sock"),
-        me.0,
-        me.1,
-        &me.2,
-        SECRET,
+        &recorded(&silent_socket, &me, SECRET, FAKE),
         Duration::from_millis(300),
         "probe",
     )

@@ -2,7 +2,16 @@
 //! and the protocol version range is negotiated with typed refusals.
 
 use super::*;
+use common::hash::BrokerBinding;
 use common::protocol::GatewayHello;
+
+/// What the test broker's spec says it was started for.
+fn binding(state: &BrokerState) -> BrokerBinding<'_> {
+    BrokerBinding {
+        session_id: &state.spec.session_id,
+        generation: state.spec.generation,
+    }
+}
 
 async fn hello(state: &Arc<BrokerState>, min: u32, max: u32) -> BrokerHello {
     let stream = UnixStream::connect(&state.spec.socket_path).await.unwrap();
@@ -43,7 +52,7 @@ async fn an_unproven_peer_cannot_release_or_take_over() {
     else {
         panic!("no hello");
     };
-    let proof = common::hash::gateway_proof(&state.spec.secret, &hello.challenge);
+    let proof = common::hash::gateway_proof(&state.spec.secret, binding(&state), &hello.challenge);
     gateway
         .send(encode(&GatewayToBroker::Proof { proof }).unwrap())
         .await
@@ -95,12 +104,66 @@ async fn version_range_is_negotiated_and_refusals_are_typed() {
     assert!(newer.refused.is_none());
     assert_eq!(
         newer.proof,
-        common::hash::broker_proof(&state.spec.secret, "nonce-1")
+        common::hash::broker_proof(&state.spec.secret, binding(&state), "nonce-1")
+    );
+    assert_eq!(
+        (newer.session_id.as_str(), newer.generation),
+        ("ns_test", 1)
     );
     assert!(!newer.challenge.is_empty());
 
     let incompatible = hello(&state, PROTOCOL_VERSION + 1, PROTOCOL_VERSION + 3).await;
     let reason = incompatible.refused.expect("refused");
     assert!(reason.contains("no common protocol version"), "{reason}");
+    // A gateway from before the session-bound proofs (protocol 1..=3) is refused too: its proof
+    // would not say which session it attaches this broker to.
+    let older = hello(&state, 1, 3).await;
+    let reason = older.refused.expect("refused");
+    assert!(reason.contains("no common protocol version"), "{reason}");
+    state.shutdown.cancel();
+}
+
+/// A gateway that holds the secret but proves it for another session or generation (a proof
+/// made for another broker, replayed) is not this broker's gateway: no event reaches it.
+#[tokio::test]
+async fn a_gateway_proof_for_another_session_or_generation_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = crate::test_support::state(dir.path());
+    let _link = serve(state.clone()).await.unwrap();
+    state.push_event(common::protocol::BrokerEvent::BrokerExiting { reason: "x".into() });
+    for other in [
+        BrokerBinding {
+            session_id: "ns_other",
+            generation: 1,
+        },
+        BrokerBinding {
+            session_id: "ns_test",
+            generation: 2,
+        },
+    ] {
+        let stream = UnixStream::connect(&state.spec.socket_path).await.unwrap();
+        let mut gateway = Framed::new(stream, frame_codec());
+        let hello_frame = GatewayToBroker::Hello(GatewayHello {
+            protocol_min: PROTOCOL_VERSION_MIN,
+            protocol_max: PROTOCOL_VERSION,
+            build: "test".into(),
+            nonce: "n1".into(),
+        });
+        gateway.send(encode(&hello_frame).unwrap()).await.unwrap();
+        let BrokerToGateway::Hello(hello) =
+            decode(&gateway.next().await.unwrap().unwrap()).unwrap()
+        else {
+            panic!("no hello");
+        };
+        let proof = common::hash::gateway_proof(&state.spec.secret, other, &hello.challenge);
+        gateway
+            .send(encode(&GatewayToBroker::Proof { proof }).unwrap())
+            .await
+            .unwrap();
+        assert!(
+            gateway.next().await.is_none(),
+            "a proof for {other:?} got the link"
+        );
+    }
     state.shutdown.cancel();
 }

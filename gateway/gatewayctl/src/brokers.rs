@@ -55,7 +55,7 @@ pub fn run(
         } else if !alive {
             Some(json!({"ok": false, "detail": "skipped: process identity not verified"}))
         } else {
-            Some(match handshake::verify(b) {
+            Some(match handshake::verify(&s.id, b) {
                 Ok(p) => json!({
                     "ok": true,
                     "detail": format!("proof ok, protocol {}, build {}", p.protocol_version, p.build),

@@ -51,6 +51,8 @@ pub struct BrokerInfo {
     pub runtime_dir: String,
     #[serde(skip_serializing)]
     pub secret: String,
+    /// The runner generation the broker was started for (its handshake proves it).
+    pub generation: u32,
 }
 
 impl std::fmt::Debug for BrokerInfo {
@@ -62,6 +64,7 @@ impl std::fmt::Debug for BrokerInfo {
             .field("socket_path", &self.socket_path)
             .field("runtime_dir", &self.runtime_dir)
             .field("secret", &"<redacted>")
+            .field("generation", &self.generation)
             .finish()
     }
 }

@@ -1,6 +1,6 @@
 //! The opt-in live check of a broker (`brokers --handshake`): `broker::client::probe_broker` —
 //! the gateway's own checks (identity, socket peer, HMAC proof of a fresh nonce under the
-//! recorded secret) — without the gateway's proof, so the broker keeps its verified gateway link;
+//! recorded secret, bound to the session and generation it is recorded for) — without the gateway's proof, so the broker keeps its verified gateway link;
 //! the probe only costs the broker one short, unverified connection.
 
 use std::path::Path;
@@ -18,8 +18,9 @@ pub struct Proven {
     pub build: String,
 }
 
-/// Prove the broker at `record.socket_path` is the recorded one and holds its secret.
-pub fn verify(record: &BrokerInfo) -> anyhow::Result<Proven> {
+/// Prove the broker at `record.socket_path` is the recorded one, holds its secret and serves
+/// session `session_id` (the row the record was read from).
+pub fn verify(session_id: &str, record: &BrokerInfo) -> anyhow::Result<Proven> {
     if record.secret.is_empty() {
         bail!("no broker secret recorded");
     }
@@ -27,12 +28,19 @@ pub fn verify(record: &BrokerInfo) -> anyhow::Result<Proven> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let recorded = broker::client::RecordedBroker {
+        socket_path: Path::new(&record.socket_path),
+        pid: record.pid,
+        start_time: record.start_time,
+        boot_id: &record.boot_id,
+        secret: &record.secret,
+        binding: common::hash::BrokerBinding {
+            session_id,
+            generation: record.generation,
+        },
+    };
     let hello = runtime.block_on(broker::client::probe_broker(
-        Path::new(&record.socket_path),
-        record.pid,
-        record.start_time,
-        &record.boot_id,
-        &record.secret,
+        &recorded,
         TIMEOUT,
         &format!("gatewayctl {}", env!("CARGO_PKG_VERSION")),
     ))?;

@@ -99,8 +99,13 @@ fn fake_broker(
         let hello: serde_json::Value = serde_json::from_slice(&body).unwrap();
         let nonce = hello["nonce"].as_str().unwrap();
         let answer = serde_json::json!({
-            "type": "hello", "protocol_version": 1, "build": "fake", "session_id": ACTIVE,
-            "proof": common::hash::broker_proof(secret, nonce),
+            "type": "hello", "protocol_version": common::protocol::PROTOCOL_VERSION,
+            "build": "fake", "session_id": ACTIVE, "generation": 1,
+            "proof": common::hash::broker_proof(
+                secret,
+                common::hash::BrokerBinding { session_id: ACTIVE, generation: 1 },
+                nonce,
+            ),
         });
         let bytes = serde_json::to_vec(&answer).unwrap();
         conn.write_all(&(bytes.len() as u32).to_be_bytes()).unwrap();

@@ -1,9 +1,9 @@
 //! A verified link to one broker: connected and verified by `broker::client` (identity, peer uid
-//! and pid, both sides proving the broker's secret), then carrying frames — messages out,
+//! and pid, both sides proving the broker's secret for the session and generation it serves),
+//! then carrying frames — messages out,
 //! [`LinkEvent`]s in — until either side closes or a frame cannot be written (then it closes:
 //! reported lost, never silently stuck). Persisting events is not this module's job.
 
-use std::path::Path;
 use std::time::Duration;
 
 use common::codec::{decode, encode};
@@ -12,21 +12,26 @@ use futures::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Link, LinkEvent};
+use super::{BrokerOwner, Link, LinkEvent};
 use crate::state::BrokerRecord;
 
-/// Connect to the recorded broker, verify it, and start carrying its frames.
-pub async fn connect(record: &BrokerRecord, timeout: Duration) -> anyhow::Result<Link> {
-    let (framed, version) = broker::client::connect_broker(
-        Path::new(&record.socket_path),
-        record.pid,
-        record.start_time,
-        &record.boot_id,
-        &record.secret,
-        timeout,
-        env!("CARGO_PKG_VERSION"),
-    )
-    .await?;
+/// Connect to `owner`'s broker, recorded as `record` (its process identity), verify it, and start
+/// carrying its frames. The socket and the secret are `owner`'s, derived, not the record's.
+pub async fn connect(
+    owner: &BrokerOwner,
+    record: &BrokerRecord,
+    timeout: Duration,
+) -> anyhow::Result<Link> {
+    let recorded = broker::client::RecordedBroker {
+        socket_path: &owner.socket_path,
+        pid: record.pid,
+        start_time: record.start_time,
+        boot_id: &record.boot_id,
+        secret: &owner.secret,
+        binding: owner.binding(),
+    };
+    let (framed, version) =
+        broker::client::connect_broker(&recorded, timeout, env!("CARGO_PKG_VERSION")).await?;
     let (mut sink, mut stream) = framed.split();
     let (outgoing, mut to_broker) = mpsc::unbounded_channel::<GatewayToBroker>();
     let (events, incoming) = mpsc::unbounded_channel::<LinkEvent>();

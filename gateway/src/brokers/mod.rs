@@ -4,6 +4,7 @@
 //! [`process::ProcessHost`]; tests substitute an in-process one.
 
 pub mod link;
+pub mod ownership;
 pub mod process;
 
 use std::time::Duration;
@@ -13,6 +14,7 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::brokers::ownership::BrokerOwner;
 use crate::config::Config;
 use crate::state::{BrokerRecord, SessionRecord};
 use crate::view::LaunchError;
@@ -37,6 +39,9 @@ pub struct LaunchSpec<'a> {
     pub config: &'a Config,
     pub session: &'a SessionRecord,
     pub generation: u32,
+    /// Where the broker lives and the secret it holds, derived from the session id and
+    /// `generation` (`ownership`): the record the host returns must carry exactly these.
+    pub owner: &'a BrokerOwner,
     pub resume: bool,
     /// The runner's whole system prompt (ours plus the session's frozen skills), the same text
     /// for every generation.
@@ -76,12 +81,21 @@ pub trait BrokerHost: Send + Sync + 'static {
         spec: LaunchSpec<'a>,
     ) -> BoxFuture<'a, Result<BrokerRecord, LaunchError>>;
 
-    /// Connect to the recorded broker and verify it (identity, peer credentials, its secret).
+    /// Connect to the recorded broker and verify it (identity, peer credentials, its secret)
+    /// and that it serves `owner`'s session and generation. The caller has checked `record`
+    /// against `owner` (`BrokerOwner::check`).
     fn connect<'a>(
         &'a self,
+        owner: &'a BrokerOwner,
         record: &'a BrokerRecord,
         timeout: Duration,
     ) -> BoxFuture<'a, anyhow::Result<Link>>;
+
+    /// The broker serving `owner`'s derived socket, if one answers there: its process identity
+    /// as the socket's peer credentials give it (pid, then its start time and boot). Not yet
+    /// verified: `connect` with it proves the broker serves `owner`'s session and generation.
+    /// Used to find a session's own broker when its record no longer leads to it.
+    fn find<'a>(&'a self, owner: &'a BrokerOwner) -> BoxFuture<'a, Option<BrokerRecord>>;
 
     /// Whether the recorded broker process still exists (same boot, pid and start time).
     fn is_alive(&self, record: &BrokerRecord) -> bool;

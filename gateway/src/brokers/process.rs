@@ -1,6 +1,8 @@
 //! Broker processes: spawning one in its own session (setsid, so a gateway exit does not signal
 //! it) from the pinned gateway image, and checking and signalling it by identity (boot, pid, start
-//! time) so a reused pid is never mistaken for it. No session logic: see `session::supervision`.
+//! time, and on Linux its command line naming the record's own spec) so neither a reused pid nor
+//! a record pointed at another session's broker is mistaken for it. No session logic: see
+//! `session::supervision`.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -10,9 +12,9 @@ use common::protocol::BrokerSpec;
 use futures::future::BoxFuture;
 use sandbox::process::{Identity, boot_id, identify, process_start_time};
 
-use super::{BrokerHost, BrokerSignal, LaunchSpec, Link};
+use super::{BrokerHost, BrokerOwner, BrokerSignal, LaunchSpec, Link};
 use crate::private_files::{private_dir, write_private_file};
-use crate::state::{BrokerRecord, id_suffix};
+use crate::state::BrokerRecord;
 use crate::view::{LaunchError, LaunchErrorCode};
 
 /// Unix socket paths must fit `sun_path` (104 bytes on macOS, 108 on Linux).
@@ -47,14 +49,36 @@ impl BrokerHost for ProcessHost {
 
     fn connect<'a>(
         &'a self,
+        owner: &'a BrokerOwner,
         record: &'a BrokerRecord,
         timeout: std::time::Duration,
     ) -> BoxFuture<'a, anyhow::Result<Link>> {
-        Box::pin(super::link::connect(record, timeout))
+        Box::pin(super::link::connect(owner, record, timeout))
+    }
+
+    fn find<'a>(&'a self, owner: &'a BrokerOwner) -> BoxFuture<'a, Option<BrokerRecord>> {
+        Box::pin(async move {
+            let stream = tokio::net::UnixStream::connect(&owner.socket_path)
+                .await
+                .ok()?;
+            let pid = stream.peer_cred().ok()?.pid()?;
+            // Closed at once: the broker drops a connection that sends no hello.
+            drop(stream);
+            Some(BrokerRecord {
+                pid,
+                start_time: process_start_time(pid)?,
+                boot_id: boot_id()?,
+                socket_path: owner.socket_path.display().to_string(),
+                runtime_dir: owner.runtime_dir.display().to_string(),
+                secret: owner.secret.clone(),
+                generation: owner.generation,
+                next_event_seq: 0,
+            })
+        })
     }
 
     fn is_alive(&self, record: &BrokerRecord) -> bool {
-        identify(record.pid, record.start_time, &record.boot_id) == Identity::Verified
+        is_recorded_broker(record)
     }
 
     fn signal(&self, record: &BrokerRecord, signal: BrokerSignal) -> bool {
@@ -68,20 +92,26 @@ fn is_executable(path: &Path) -> bool {
 }
 
 async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
-    let (config, session) = (launch.config, launch.session);
+    let (config, session, owner) = (launch.config, launch.session, launch.owner);
     let (generation, resume) = (launch.generation, launch.resume);
-    // A short directory name keeps the socket path under the platform limit.
-    let short: String = id_suffix(&session.id).chars().take(12).collect();
-    let runtime_dir = config.state_dir.join("run").join(&short);
+    anyhow::ensure!(
+        owner.session_id == session.id && owner.generation == generation,
+        "the broker's derived places and secret are not this launch's"
+    );
+    // Derived from the session id (a short directory name keeps the socket path under the
+    // platform limit): at adoption, a record naming other places is refused.
+    let runtime_dir = owner.runtime_dir.clone();
     private_dir(&runtime_dir)?;
-    let socket_path = runtime_dir.join("b.sock");
+    let socket_path = owner.socket_path.clone();
     if socket_path.as_os_str().len() > MAX_SOCKET_PATH {
         bail!(
             "socket path would be {} bytes; use a shorter CLAUDE_TOOLS_STATE_DIR",
             socket_path.as_os_str().len()
         );
     }
-    let secret = common::hash::new_secret("brk");
+    // Derived from the server key, the session id and the generation: a record moved to another
+    // session carries a secret that session does not derive.
+    let secret = owner.secret.clone();
     let spec = BrokerSpec {
         session_id: session.id.clone(),
         claude_session_id: session.claude_session_id.clone(),
@@ -126,7 +156,7 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
                 runner_model: d.runner_model.clone(),
             }),
     };
-    let spec_path = runtime_dir.join("broker-spec.json");
+    let spec_path = runtime_dir.join(SPEC_FILE);
     write_private_file(&spec_path, serde_json::to_string(&spec)?.as_bytes())?;
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -178,16 +208,47 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
         socket_path: socket_path.display().to_string(),
         runtime_dir: runtime_dir.display().to_string(),
         secret,
+        generation,
         next_event_seq: 1,
     })
+}
+
+/// The file a broker's command line names (`gateway broker --spec <this>`).
+const SPEC_FILE: &str = "broker-spec.json";
+
+/// Whether the recorded broker process is still there (same boot, pid and start time) and, on
+/// Linux, runs as the broker of the record's runtime dir: its command line is `<exe> broker
+/// --spec <runtime dir>/broker-spec.json`, as [`spawn`] started it. A database writer can copy
+/// another broker's pid and start time into a record, not that broker's command line, so no
+/// session signals or waits on another session's broker (a zombie's empty command line reads
+/// as gone, which it is).
+fn is_recorded_broker(record: &BrokerRecord) -> bool {
+    if identify(record.pid, record.start_time, &record.boot_id) != Identity::Verified {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", record.pid)) else {
+            return false;
+        };
+        let spec = Path::new(&record.runtime_dir).join(SPEC_FILE);
+        let args: Vec<&[u8]> = cmdline.split(|byte| *byte == 0).collect();
+        let expected: [&[u8]; 3] = [b"broker", b"--spec", spec.as_os_str().as_bytes()];
+        args.get(1..4) == Some(&expected[..])
+    }
+    // macOS: identity only (its command line is not read here).
+    #[cfg(not(target_os = "linux"))]
+    {
+        true
+    }
 }
 
 /// Send `signal` to the recorded broker if, and only if, it is still that process (same boot,
 /// pid and start time); whether it was sent. On Linux the check and the signal go through one
 /// pidfd, which pins the process: a pid freed and reused between them cannot be hit.
 fn send_verified(record: &BrokerRecord, signal: BrokerSignal) -> bool {
-    let verified =
-        || identify(record.pid, record.start_time, &record.boot_id) == Identity::Verified;
+    let verified = || is_recorded_broker(record);
     #[cfg(target_os = "linux")]
     {
         use rustix::process::{Pid, PidfdFlags, pidfd_open, pidfd_send_signal};

@@ -47,10 +47,12 @@ impl Gateway {
                 })?;
             crate::skills::system_prompt(SYSTEM_PROMPT, &skills)
         };
+        let owner = self.broker_owner(&session.id, generation);
         let spec = LaunchSpec {
             config: &self.config,
             session,
             generation,
+            owner: &owner,
             resume,
             system_prompt: &system_prompt,
         };

@@ -1,6 +1,9 @@
-//! Supervising brokers: attaching to one (and carrying its link's events into state), re-adopting
-//! them all when the gateway starts, reporting a lost runtime, expiring leases, and seeing a stop
-//! through — by signal, then by kill — so no hung broker keeps a session or a write in limbo.
+//! Supervising brokers: attaching to one (and carrying its link's events into state) only when its
+//! record is the session's own (`brokers::ownership`), re-adopting them all when the gateway
+//! starts, reporting a lost runtime (dropping a record that proved another session's, and
+//! stopping the session's own broker its record no longer leads to), expiring leases, and seeing
+//! a stop through — by signal, then by kill — so no hung broker keeps a session or a write in
+//! limbo.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +13,7 @@ use common::time::now_unix_ms;
 use futures::StreamExt;
 
 use super::Gateway;
-use crate::brokers::{ADOPT_CONNECT_TIMEOUT, BrokerSignal, LinkEvent, wait_gone};
+use crate::brokers::{ADOPT_CONNECT_TIMEOUT, BrokerOwner, BrokerSignal, LinkEvent, wait_gone};
 use crate::state::{BrokerRecord, LedgerEvent, SessionStatus, StoreError};
 
 /// Brokers re-adopted at once at start-up.
@@ -23,6 +26,9 @@ const STOP_ENFORCE_AFTER: Duration = Duration::from_secs(12);
 const BROKER_TERM_GRACE: Duration = Duration::from_secs(2);
 /// How long a SIGKILLed broker may take to disappear.
 const KILL_WAIT: Duration = Duration::from_secs(2);
+/// How long a session's own broker that its record no longer leads to has to stop on SIGTERM
+/// (its runner's 5 s grace, then its last report) before it is killed.
+const UNREACHABLE_STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// How [`Gateway::stop_broker`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +90,10 @@ impl Gateway {
         record: &BrokerRecord,
         connect_timeout: Duration,
     ) -> anyhow::Result<()> {
-        let link = self.host.connect(record, connect_timeout).await?;
+        // The record must be the session's own before anything is sent to what it names.
+        let owner = self.broker_owner(session_id, record.generation);
+        owner.check(record)?;
+        let link = self.host.connect(&owner, record, connect_timeout).await?;
         let live = self.live(session_id);
         let link_id = live.set_link(link.outgoing.clone());
         self.on_attached(session_id);
@@ -181,8 +190,113 @@ impl Gateway {
         if let Some(record) = &session.broker
             && let Err(err) = self.attach(session_id, record, ADOPT_CONNECT_TIMEOUT).await
         {
-            self.mark_runtime_lost(session_id, &format!("{err:#}"));
+            let run_generation = session.current_run.as_ref().map(|run| run.generation);
+            self.adoption_refused(session_id, record, run_generation, &err)
+                .await;
         }
+    }
+
+    /// The broker runtime generation `generation` of `session_id` must be: its places and
+    /// secret derived from the session id and the server key, never read from a record.
+    pub(crate) fn broker_owner(&self, session_id: &str, generation: u32) -> BrokerOwner {
+        BrokerOwner::derive(
+            &self.config.state_dir,
+            &self.server_key,
+            session_id,
+            generation,
+        )
+    }
+
+    /// The session's recorded broker was not (re-)attached: its run is lost, and said so. A
+    /// record that proved not to be the session's own (`ownership::disowns`: moved from another
+    /// session or edited) is dropped from the session in the same transition, so nothing is
+    /// ever sent through it again; the broker it names is left alone (it serves its own
+    /// session, whose own record decides its fate). Whatever the reason, the session's own
+    /// broker — one that still answers at the session's derived socket and proves it serves this
+    /// session (the recorded generation's or the current run's) — is stopped first: unreachable
+    /// through its record, it must not keep a runner going beside the next generation on the
+    /// same conversation, nor write while the session's prepared writes are settled.
+    pub(crate) async fn adoption_refused(
+        self: &Arc<Self>,
+        session_id: &str,
+        record: &BrokerRecord,
+        run_generation: Option<u32>,
+        err: &anyhow::Error,
+    ) {
+        let mut generations = vec![record.generation];
+        generations.extend(run_generation);
+        generations.dedup();
+        let mut stopped = false;
+        for generation in generations.into_iter().filter(|g| *g > 0) {
+            stopped |= self.stop_unreachable_broker(session_id, generation).await;
+        }
+        if !crate::brokers::ownership::disowns(err) {
+            self.mark_runtime_lost(session_id, &format!("{err:#}"));
+            return;
+        }
+        tracing::error!(
+            session = %session_id,
+            "the recorded broker is not this session's, so it was not attached: {err:#}"
+        );
+        let why = format!(
+            "the recorded broker is not this session's ({err:#}); the database was changed \
+             outside the gateway, so nothing was attached to it{}. Continue the session to start \
+             a new runner",
+            if stopped {
+                ", and the session's own runner was stopped"
+            } else {
+                ""
+            }
+        );
+        let lost = self.transition(
+            session_id,
+            "recording a disowned broker record",
+            |session| session.broker_disowned(&why),
+        );
+        if lost.is_some_and(|s| s.delegation.is_some() && s.stop_request.is_none()) {
+            self.on_subsession_lost(session_id, "its broker failed verification");
+        }
+        self.resolve_prepared_writes(session_id);
+        self.discard_runtime_dir_of(session_id);
+    }
+
+    /// Stop the broker that serves generation `generation` of `session_id` at the session's
+    /// derived socket, if one is there and proves it (the same handshake as an attach, then
+    /// SIGTERM through its pidfd, SIGKILL if it does not exit in time); whether one was found.
+    /// Its unacknowledged events are not recorded: the session's run is reported lost, and
+    /// writes it left prepared are settled from the files once it is gone.
+    async fn stop_unreachable_broker(&self, session_id: &str, generation: u32) -> bool {
+        let owner = self.broker_owner(session_id, generation);
+        let Some(found) = self.host.find(&owner).await else {
+            return false;
+        };
+        match self
+            .host
+            .connect(&owner, &found, ADOPT_CONNECT_TIMEOUT)
+            .await
+        {
+            Ok(link) => link.close.cancel(),
+            Err(err) => {
+                tracing::info!(
+                    session = %session_id,
+                    "the broker at the session's socket did not prove it is the session's: {err:#}"
+                );
+                return false;
+            }
+        }
+        tracing::warn!(
+            session = %session_id,
+            generation,
+            "stopping the session's own broker, which its record no longer leads to"
+        );
+        self.host.signal(&found, BrokerSignal::Term);
+        if !wait_gone(self.host(), &found, UNREACHABLE_STOP_GRACE).await {
+            self.host.signal(&found, BrokerSignal::Kill);
+            if !wait_gone(self.host(), &found, KILL_WAIT).await {
+                self.record_event(session_id, LedgerEvent::BrokerDidNotExit {});
+            }
+        }
+        true
     }
 
     /// Send again what a (re)attached broker may have missed: the persisted reply of the turn it
@@ -309,6 +423,9 @@ impl Gateway {
                 session.status.is_terminal() || session.status == SessionStatus::Stopping
             })
             .filter_map(|session| Some((session.id.clone(), session.broker.clone()?)))
+            // Only a record at the session's own places: one moved from another session would
+            // stop that session's broker.
+            .filter(|(id, b)| self.broker_owner(id, b.generation).at_own_places(b))
             .filter(|(_, b)| self.host.is_alive(b))
             .collect();
         // Concurrently: a hung broker costs its handshake timeout, and N of them must not cost N
@@ -334,23 +451,30 @@ impl Gateway {
         let live = sessions
             .into_iter()
             .filter(|session| !session.status.is_terminal())
-            .filter_map(|session| Some((session.id, session.broker?)));
+            .filter_map(|session| {
+                let run_generation = session.current_run.as_ref().map(|run| run.generation);
+                Some((session.id, session.broker?, run_generation))
+            });
         futures::stream::iter(live)
-            .for_each_concurrent(ADOPT_CONCURRENCY, |(session_id, record)| async move {
-                match self
-                    .attach(&session_id, &record, ADOPT_CONNECT_TIMEOUT)
-                    .await
-                {
-                    Ok(()) => {
-                        tracing::info!(session = %session_id, "re-adopted broker");
-                        self.record_event(&session_id, LedgerEvent::BrokerAdopted {});
+            .for_each_concurrent(
+                ADOPT_CONCURRENCY,
+                |(session_id, record, run_generation)| async move {
+                    match self
+                        .attach(&session_id, &record, ADOPT_CONNECT_TIMEOUT)
+                        .await
+                    {
+                        Ok(()) => {
+                            tracing::info!(session = %session_id, "re-adopted broker");
+                            self.record_event(&session_id, LedgerEvent::BrokerAdopted {});
+                        }
+                        Err(err) => {
+                            tracing::warn!(session = %session_id, "broker not re-adopted: {err:#}");
+                            self.adoption_refused(&session_id, &record, run_generation, &err)
+                                .await;
+                        }
                     }
-                    Err(err) => {
-                        tracing::warn!(session = %session_id, "broker not re-adopted: {err:#}");
-                        self.mark_runtime_lost(&session_id, &format!("{err:#}"));
-                    }
-                }
-            })
+                },
+            )
             .await;
         for (session_id, record) in unfinished_stops {
             self.send_stop(

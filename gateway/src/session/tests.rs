@@ -3,6 +3,7 @@
 //! brokers instead of processes and Claude Code. The real runner's end-to-end tests are in
 //! `gateway/tests/it`.
 
+mod adoption;
 mod deepseek;
 mod fake_host;
 mod hand_off;

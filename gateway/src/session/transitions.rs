@@ -115,6 +115,17 @@ impl SessionRecord {
         Some(LedgerEvent::RuntimeDetached {})
     }
 
+    /// The recorded broker proved not to be this session's (its record was moved or edited
+    /// outside the gateway): the record is dropped, so nothing — no signal, no re-attach — is
+    /// ever sent through it again, and the run is lost, said plainly.
+    pub(crate) fn broker_disowned(&mut self, reason: &str) -> Option<LedgerEvent> {
+        if self.status.is_terminal() {
+            return None;
+        }
+        self.broker = None;
+        self.runtime_lost(reason)
+    }
+
     /// A verified link is up again: a run that was only lost to this gateway is alive (if the
     /// runner exited meanwhile, the broker's re-sent exit says so next).
     pub(crate) fn reattached(&mut self) -> Option<LedgerEvent> {

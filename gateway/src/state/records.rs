@@ -90,6 +90,10 @@ pub struct BrokerRecord {
     pub socket_path: String,
     pub runtime_dir: String,
     pub secret: String,
+    /// The runner generation the broker was started for (its secret and its handshake are bound
+    /// to it and to the session id); 0 in records of gateways before session-bound brokers.
+    #[serde(default)]
+    pub generation: u32,
     /// Next broker event sequence number the gateway expects.
     pub next_event_seq: u64,
 }

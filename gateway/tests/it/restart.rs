@@ -1,6 +1,6 @@
 //! Surviving restarts with the real runner: the gateway killed (-9) while a turn is pending, while
-//! a Read result is on its way, and while idle; its process group terminated; forged broker
-//! records; lease expiry; a killed runner resumed as a new generation; hung brokers reported at
+//! a Read result is on its way, and while idle; its process group terminated; forged, swapped and
+//! copied broker records (`adoption`); lease expiry; a killed runner resumed as a new generation; hung brokers reported at
 //! restart and killed before they are replaced or when their session is stopped.
 
 use std::time::Duration;
@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::*;
+
+mod adoption;
 
 /// The session's broker record, as the gateway stored it.
 fn broker_record(gw: &GatewayProcess, session_id: &str) -> Value {
@@ -228,61 +230,6 @@ async fn gateway_group_terminated_while_idle_then_continue_on_the_same_runner() 
         "the same runner continues"
     );
     chat.stop(&sid, &lease, "rs-stop", None).await.unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn forged_broker_records_are_refused() {
-    let mut gw = gateway().await;
-    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
-    let chat = chatgpt(&gw).await;
-    let dir = work_dir();
-    let a = start_session(&chat, dir.path(), "a", "rs-forge-a").await;
-    let b = start_session(&chat, dir.path(), "b", "rs-forge-b").await;
-    gw.kill().await;
-
-    // Session a: a start time that is not the broker's (a reused PID looks like this).
-    // Session b: the right process, but a secret that is not the broker's.
-    let db = rusqlite::Connection::open(gw.state_dir().join("gateway.sqlite3")).unwrap();
-    for (view, field, value) in [
-        (&a, "start_time", json!(1)),
-        (&b, "secret", json!("brk_forged")),
-    ] {
-        let sid = session_id(view);
-        let data: String = db
-            .query_row("SELECT data FROM sessions WHERE id = ?1", [&sid], |r| {
-                r.get(0)
-            })
-            .unwrap();
-        let mut record: Value = serde_json::from_str(&data).unwrap();
-        record["broker"][field] = value;
-        db.execute(
-            "UPDATE sessions SET data = ?2 WHERE id = ?1",
-            rusqlite::params![sid, record.to_string()],
-        )
-        .unwrap();
-    }
-    drop(db);
-    gw.start().await.unwrap();
-    let chat = chatgpt(&gw).await;
-    for view in [&a, &b] {
-        let s = super::support::view(
-            &chat
-                .status(&session_id(view), &lease_id(view), 0)
-                .await
-                .unwrap(),
-        );
-        assert_eq!(s["runtime_attached"], false, "{s}");
-        assert_eq!(s["recovery_required"], true);
-        assert_eq!(s["current_run"]["state"], "lost");
-        assert!(s["pending_turn"].is_null());
-    }
-    assert_eq!(
-        count(
-            &gw,
-            "SELECT COUNT(*) FROM events WHERE kind = 'runtime_lost'"
-        ),
-        2
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -68,6 +68,7 @@ pub fn broker(pid: i32, start_time: u64, boot_id: &str, short: &str) -> Value {
         "socket_path": format!("/state/run/{short}/b.sock"),
         "runtime_dir": format!("/state/run/{short}"),
         "secret": SECRET,
+        "generation": 1,
         "next_event_seq": 7
     })
 }

@@ -8,15 +8,14 @@ use common::protocol::{BrokerHello, BrokerToGateway, GatewayToBroker, PROTOCOL_V
 use futures::{SinkExt, StreamExt};
 use tokio_util::codec::Framed;
 
-use crate::brokers::LinkEvent;
+use crate::brokers::{BrokerOwner, LinkEvent};
 use crate::state::BrokerRecord;
-
-const SECRET: &str = "brk_secret";
 
 /// A broker end that passes the handshake and then reads frames until the socket closes;
 /// resolves to how many frames it read after the handshake.
-fn broker(path: &std::path::Path) -> tokio::task::JoinHandle<usize> {
-    let listener = tokio::net::UnixListener::bind(path).unwrap();
+fn broker(owner: &BrokerOwner) -> tokio::task::JoinHandle<usize> {
+    let listener = tokio::net::UnixListener::bind(&owner.socket_path).unwrap();
+    let owner = owner.clone();
     tokio::spawn(async move {
         let (stream, _) = listener.accept().await.unwrap();
         let mut link = Framed::new(stream, frame_codec());
@@ -27,8 +26,9 @@ fn broker(path: &std::path::Path) -> tokio::task::JoinHandle<usize> {
         let reply = BrokerToGateway::Hello(BrokerHello {
             protocol_version: PROTOCOL_VERSION,
             build: "test".into(),
-            session_id: "ns_test".into(),
-            proof: common::hash::broker_proof(SECRET, &hello.nonce),
+            session_id: owner.session_id.clone(),
+            generation: owner.generation,
+            proof: common::hash::broker_proof(&owner.secret, owner.binding(), &hello.nonce),
             challenge: "challenge".into(),
             refused: None,
         });
@@ -45,19 +45,21 @@ fn broker(path: &std::path::Path) -> tokio::task::JoinHandle<usize> {
 #[tokio::test]
 async fn a_frame_that_cannot_be_written_closes_the_link_and_reports_it() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("b.sock");
-    let served = broker(&path);
+    let owner = BrokerOwner::derive(dir.path(), "key", "ns_0123456789abcdef", 1);
+    std::fs::create_dir_all(&owner.runtime_dir).unwrap();
+    let served = broker(&owner);
     let pid = std::process::id() as i32;
     let record = BrokerRecord {
         pid,
         start_time: sandbox::process::process_start_time(pid).unwrap(),
         boot_id: sandbox::process::boot_id().unwrap(),
-        socket_path: path.display().to_string(),
-        runtime_dir: dir.path().display().to_string(),
-        secret: SECRET.into(),
+        socket_path: owner.socket_path.display().to_string(),
+        runtime_dir: owner.runtime_dir.display().to_string(),
+        secret: owner.secret.clone(),
+        generation: 1,
         next_event_seq: 1,
     };
-    let mut link = super::connect(&record, Duration::from_secs(2))
+    let mut link = super::connect(&owner, &record, Duration::from_secs(2))
         .await
         .unwrap();
     link.outgoing.send(GatewayToBroker::Ack { seq: 1 }).unwrap();

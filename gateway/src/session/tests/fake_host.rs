@@ -1,6 +1,7 @@
 //! A [`BrokerHost`] whose brokers live in the test: each spawn is recorded, each link is a pair
 //! of channels the test drives (emit broker events, read what the gateway sent), and a broker
-//! "process" is a flag that signals clear.
+//! "process" is a flag that signals clear. Like a real broker, each serves the session and
+//! generation it was spawned for, and a link to it is refused for any other.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -12,7 +13,7 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::brokers::{BrokerHost, BrokerSignal, LaunchSpec, Link, LinkEvent};
+use crate::brokers::{BrokerHost, BrokerOwner, BrokerSignal, LaunchSpec, Link, LinkEvent};
 use crate::state::BrokerRecord;
 use crate::view::{LaunchError, LaunchErrorCode};
 
@@ -30,6 +31,8 @@ pub struct Spawned {
 #[derive(Default)]
 struct FakeBroker {
     alive: bool,
+    /// The session and generation it was spawned for.
+    serves: (String, u32),
     /// Where the broker's link delivers events to the gateway.
     events: Option<mpsc::UnboundedSender<LinkEvent>>,
     /// What the gateway sent, over every link so far.
@@ -167,23 +170,17 @@ impl BrokerHost for FakeHost {
                 pid,
                 FakeBroker {
                     alive: true,
+                    serves: (spec.session.id.clone(), spec.generation),
                     ..FakeBroker::default()
                 },
             );
-            Ok(BrokerRecord {
-                pid,
-                start_time: 1,
-                boot_id: "fake-boot".into(),
-                socket_path: String::new(),
-                runtime_dir: String::new(),
-                secret: "secret".into(),
-                next_event_seq: 1,
-            })
+            Ok(record_of(spec.owner, pid))
         })
     }
 
     fn connect<'a>(
         &'a self,
+        owner: &'a BrokerOwner,
         record: &'a BrokerRecord,
         _timeout: Duration,
     ) -> BoxFuture<'a, anyhow::Result<Link>> {
@@ -196,6 +193,13 @@ impl BrokerHost for FakeHost {
                 .get_mut(&record.pid)
                 .filter(|b| b.alive)
                 .ok_or_else(|| anyhow::anyhow!("broker process identity does not match"))?;
+            // What the real handshake proves: the broker serves this session and generation.
+            if broker.serves != (owner.session_id.clone(), owner.generation) {
+                return Err(broker::client::BrokerLinkError::Verify(
+                    common::protocol::HelloRejected::OtherSession,
+                )
+                .into());
+            }
             let (outgoing, sent) = mpsc::unbounded_channel();
             let (events, incoming) = mpsc::unbounded_channel();
             let close = CancellationToken::new();
@@ -208,6 +212,17 @@ impl BrokerHost for FakeHost {
                 incoming,
                 close,
             })
+        })
+    }
+
+    fn find<'a>(&'a self, owner: &'a BrokerOwner) -> BoxFuture<'a, Option<BrokerRecord>> {
+        Box::pin(async move {
+            let brokers = self.brokers.lock().unwrap();
+            let serves = (owner.session_id.clone(), owner.generation);
+            brokers
+                .iter()
+                .find(|(_, b)| b.alive && b.serves == serves)
+                .map(|(pid, _)| record_of(owner, *pid))
         })
     }
 
@@ -224,6 +239,20 @@ impl BrokerHost for FakeHost {
             self.kill(record.pid);
         }
         true
+    }
+}
+
+/// The record of fake broker `pid` of `owner`, as the real host writes one.
+pub fn record_of(owner: &BrokerOwner, pid: i32) -> BrokerRecord {
+    BrokerRecord {
+        pid,
+        start_time: 1,
+        boot_id: "fake-boot".into(),
+        socket_path: owner.socket_path.display().to_string(),
+        runtime_dir: owner.runtime_dir.display().to_string(),
+        secret: owner.secret.clone(),
+        generation: owner.generation,
+        next_event_seq: 1,
     }
 }
 

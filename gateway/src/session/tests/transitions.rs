@@ -55,6 +55,7 @@ pub(super) fn session(status: SessionStatus) -> SessionRecord {
             socket_path: String::new(),
             runtime_dir: String::new(),
             secret: String::new(),
+            generation: 1,
             next_event_seq: 1,
         }),
         turn_sequence: 1,

@@ -1,0 +1,135 @@
+//! Tests of the instance registry: where an account lists its gateways, and what readers find.
+
+use super::*;
+
+#[test]
+fn the_registry_belongs_to_the_account_not_to_home() {
+    let passwd = "root:x:0:0:root:/root:/bin/sh\nsvc:x:999:999::relative:/bin/false\n\
+                  alice:x:1000:1000:Alice:/home/alice:/bin/bash\n";
+    assert_eq!(
+        passwd_home(passwd, 1000),
+        Some(PathBuf::from("/home/alice"))
+    );
+    assert_eq!(passwd_home(passwd, 0), Some(PathBuf::from("/root")));
+    assert_eq!(passwd_home(passwd, 999), None);
+    assert_eq!(passwd_home(passwd, 4242), None);
+}
+
+/// Red team 23 B5: an account without a usable home lists its gateways in its own private
+/// dir in the system temp dir, which every gateway reads; one another account holds is
+/// refused, and a gateway that can list itself nowhere gets an error (it does not start).
+#[test]
+fn an_account_without_a_usable_home_registers_in_its_own_temp_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let canonical = std::fs::canonicalize(state.path()).unwrap();
+    let fallback = tmp
+        .path()
+        .join(format!("{FALLBACK_PREFIX}4242"))
+        .join("instances");
+    // No home: the fallback, created 0700.
+    assert_eq!(
+        register_in(None, &fallback, state.path()).unwrap(),
+        fallback
+    );
+    let dir_mode = std::fs::metadata(fallback.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+    // A home that cannot be written (a file where its state dir would go): the fallback.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join(".local"), "not a dir").unwrap();
+    let path = register_in(Some(home.path().into()), &fallback, state.path()).unwrap();
+    assert_eq!(path, fallback);
+    // Every reader finds it, whatever its home list.
+    let files = registry_files_in(&[], None, tmp.path());
+    assert_eq!(files, vec![fallback.clone()]);
+    assert_eq!(listed_in(&files, Path::new("/elsewhere")), vec![canonical]);
+    // Held by another account, or open to others, or a symlink: refused, never used.
+    use std::os::unix::fs::PermissionsExt;
+    let squatted = tmp.path().join(format!("{FALLBACK_PREFIX}4343"));
+    std::fs::create_dir(&squatted).unwrap();
+    std::fs::set_permissions(&squatted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = register_in(None, &squatted.join("instances"), state.path()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not this account's private directory"),
+        "{err}"
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let link = tmp.path().join(format!("{FALLBACK_PREFIX}4444"));
+    std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+    let err = register_in(
+        Some(home.path().into()),
+        &link.join("instances"),
+        state.path(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.starts_with("in the home's registry: "), "{err}");
+    assert!(
+        err.contains("not this account's private directory"),
+        "{err}"
+    );
+    assert!(!elsewhere.path().join("instances").exists());
+    if euid() == 0 {
+        let foreign = tmp.path().join(format!("{FALLBACK_PREFIX}4545"));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&foreign)
+            .unwrap();
+        std::os::unix::fs::chown(&foreign, Some(4545), None).unwrap();
+        assert!(register_in(None, &foreign.join("instances"), state.path()).is_err());
+    }
+}
+
+/// Red team 23 B5: registries under homes at any depth (`/srv1`) are read, and names that
+/// are not a per-account registry dir are not.
+#[test]
+fn every_passwd_home_and_per_account_registry_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in [".native-gateway-7", ".native-gateway-x", "native-gateway-8"] {
+        std::fs::create_dir(tmp.path().join(name)).unwrap();
+    }
+    let passwd = "root:x:0:0::/root:/bin/sh\nsvc:x:5:5::/srv1:/bin/sh\n\
+                  top:x:6:6::/:/bin/sh\nrel:x:7:7::rel:/bin/sh\n";
+    let files = registry_files_in(&[PathBuf::from("/home/me")], Some(passwd), tmp.path());
+    let want: Vec<PathBuf> = vec![
+        registry_path(Path::new("/home/me")),
+        registry_path(Path::new("/root")),
+        registry_path(Path::new("/srv1")),
+        tmp.path().join(".native-gateway-7/instances"),
+    ];
+    let mut want = want;
+    want.sort();
+    assert_eq!(files, want);
+}
+
+#[test]
+fn registration_keeps_live_dirs_once_and_others_see_them() {
+    let home = tempfile::tempdir().unwrap();
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    register_at(&registry_path(home.path()), a.path()).unwrap();
+    register_at(&registry_path(home.path()), b.path()).unwrap();
+    register_at(&registry_path(home.path()), a.path()).unwrap();
+    let registries = vec![registry_path(home.path())];
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap();
+    assert_eq!(listed_in(&registries, a.path()), vec![canonical(b.path())]);
+    assert_eq!(listed_in(&registries, b.path()), vec![canonical(a.path())]);
+    // A gone dir is dropped at the next registration; garbage lines are ignored.
+    let gone = canonical(b.path());
+    drop(b);
+    let path = registry_path(home.path());
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("relative/path\n\n");
+    std::fs::write(&path, text).unwrap();
+    register_at(&registry_path(home.path()), a.path()).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains(&*gone.to_string_lossy()), "{text}");
+    assert!(!text.contains("relative"), "{text}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
