@@ -345,14 +345,8 @@ fn covers(place: &[String], scope: Scope, path: &[String]) -> bool {
     if !path.starts_with(place) {
         return false;
     }
-    match (scope, &path[place.len()..]) {
-        (Scope::Below, _) => true,
-        // A module Python imports from the directory, or a package's `__init__.py`.
-        (Scope::Imports, [name]) => [".py", ".pyc", ".pyw", ".so", ".pyd"]
-            .iter()
-            .any(|suffix| name.ends_with(suffix)),
-        (Scope::Imports, [_, init]) => init == "__init__.py",
-        (Scope::Imports, _) => false,
+    match scope {
+        Scope::Below => true,
     }
 }
 
