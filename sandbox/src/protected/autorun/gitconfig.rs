@@ -163,7 +163,7 @@ impl Places<'_> {
                 .collect();
             let source = Source {
                 paths: format!("a file the git hook `{shown}` runs"),
-                tree: format!("the git hook `{shown}` runs lines that"),
+                tree: format!("the git hook `{shown}` runs commands"),
             };
             match &husky_user_dir {
                 Some(user) => {
