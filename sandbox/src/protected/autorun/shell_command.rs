@@ -148,6 +148,11 @@ pub(super) enum Reading {
 pub enum Scope {
     /// The path and everything below it.
     Below,
+    /// What Python imports from this directory when it is first on `sys.path` and the module
+    /// it runs is known (pre-commit's generated hook runs `python -mpre_commit` from the top):
+    /// its module files (`.py`, `.pyc`, `.so`, `.pyd`) and package `__init__.py` files one
+    /// level down, by any name, since such a file shadows a module of that name.
+    Imports,
 }
 
 /// What runs a script, which decides what else of the tree is a place.

@@ -345,8 +345,13 @@ fn covers(place: &[String], scope: Scope, path: &[String]) -> bool {
     if !path.starts_with(place) {
         return false;
     }
-    match scope {
-        Scope::Below => true,
+    match (scope, &path[place.len()..]) {
+        (Scope::Below, _) => true,
+        (Scope::Imports, [name]) => [".py", ".pyc", ".pyw", ".so", ".pyd"]
+            .iter()
+            .any(|suffix| name.ends_with(suffix)),
+        (Scope::Imports, [_, init]) => init == "__init__.py",
+        (Scope::Imports, _) => false,
     }
 }
 
