@@ -238,6 +238,7 @@ pub(super) fn program_paths(value: &str, reading: Reading) -> Named {
         literal: reading == Reading::Literal,
         out: Vec::new(),
         cwd: Some(String::new()),
+        functions: false,
         result: Ok(()),
     };
     collector.line(value, 0);
@@ -435,6 +436,8 @@ struct Collector {
     /// Where relative paths are taken from (after `cd dir`), relative to the top; `None` once a
     /// `cd` went somewhere unknowable.
     cwd: Option<String>,
+    /// A function was defined: its body, read where it stands, runs where it is called.
+    functions: bool,
     result: Result<(), &'static str>,
 }
 
@@ -547,6 +550,7 @@ impl Collector {
             {
                 i += 1;
                 words.clear();
+                self.functions = true;
                 continue;
             }
             let piped = matches!(op, Some(Op::Pipe | Op::Background));
@@ -583,7 +587,8 @@ impl Collector {
                 _ => {}
             }
             context.grouped = groups > 0;
-            context.conditional = matches!(op, Some(Op::Or | Op::Pipe | Op::Background));
+            // After `&&` or `||` a command may not run; in a pipeline it runs in a subshell.
+            context.conditional = matches!(op, Some(Op::And | Op::Or | Op::Pipe | Op::Background));
         }
         if !subshells.is_empty() {
             self.fail("its parentheses do not match");
@@ -623,6 +628,12 @@ impl Collector {
             return self.fail("it names another account's home (~user)");
         }
         let name = base_name(text);
+        if text.contains('/') && !text.starts_with(['/', '~']) {
+            // A program in the tree, whatever its name (`./python3`, `bin/timeout`): its own
+            // `#!` line says what runs it.
+            self.push(text, Some(ScriptRunner::Shebang));
+            return self.unknown_program_arguments(args, depth);
+        }
         if matches!(text, "cd" | "pushd" | "chdir") {
             return self.cd(args, context);
         }
@@ -631,7 +642,13 @@ impl Collector {
             self.fail("it runs a command through a program whose options are not read");
             return self.arguments(args, depth);
         }
-        if INERT_COMMANDS.contains(&text) {
+        // `command -v x`: it looks a name up, running nothing.
+        if INERT_COMMANDS.contains(&text)
+            || (name == "command"
+                && args
+                    .first()
+                    .is_some_and(|a| matches!(a.text.as_str(), "-v" | "-V")))
+        {
             return;
         }
         if COMPUTED_COMMANDS.contains(&name.as_str()) {
@@ -667,9 +684,7 @@ impl Collector {
         {
             return self.fail("it runs git with its own configuration or directory");
         }
-        if let Some(grammar) =
-            wrapper_grammar(&name).filter(|_| !text.contains('/') || name == "env")
-        {
+        if let Some(grammar) = wrapper_grammar(&name) {
             if text.contains('/') {
                 self.push(text, None);
             }
@@ -695,21 +710,27 @@ impl Collector {
                 self.interpreter(args, depth)
             }
             None => {
-                // A bare name is found on PATH, never in the tree; a path runs as its `#!` says.
+                // A bare name is found on PATH, never in the tree; an absolute path is outside
+                // it or read as its `#!` says.
                 if text.contains('/') {
                     self.push(text, Some(ScriptRunner::Shebang));
                 }
-                self.arguments(args, depth);
-                // A script given to a program not known here may be run by anything.
-                for arg in args {
-                    let lower = arg.text.to_lowercase();
-                    if !arg.text.starts_with('-')
-                        && !arg.text.contains(['$', ' ', '\t', '\n'])
-                        && SCRIPT_EXTENSIONS.iter().any(|ext| lower.ends_with(ext))
-                    {
-                        self.script(arg, ScriptRunner::Interpreter);
-                    }
-                }
+                self.unknown_program_arguments(args, depth);
+            }
+        }
+    }
+
+    /// The arguments of a program not known here, and any script among them, which it may run
+    /// with anything.
+    fn unknown_program_arguments(&mut self, args: &[Word], depth: usize) {
+        self.arguments(args, depth);
+        for arg in args {
+            let lower = arg.text.to_lowercase();
+            if !arg.text.starts_with('-')
+                && !arg.text.contains(['$', ' ', '\t', '\n'])
+                && SCRIPT_EXTENSIONS.iter().any(|ext| lower.ends_with(ext))
+            {
+                self.script(arg, ScriptRunner::Interpreter);
             }
         }
     }
@@ -724,7 +745,7 @@ impl Collector {
             }
         };
         let text = target.text.as_str();
-        if context.grouped || context.conditional {
+        if context.grouped || context.conditional || self.functions {
             self.cwd = None;
             return self
                 .fail("it changes directory inside a group, a function, a pipeline or after ||");

@@ -198,6 +198,8 @@ fn a_literal_cd_moves_where_paths_are_taken_from() {
         "cd tools | true; sh x.sh",
         "if true; then cd tools; fi; sh x.sh",
         "cd; ./x.sh",
+        "true && cd tools; sh x.sh",
+        "f() { sh x.sh; }; cd tools; f",
         "cd -P tools && ./x.sh",
         "(cd tools; sh x.sh",
         "sh x.sh)",
@@ -417,6 +419,19 @@ fn shell_syntax_is_read_or_names_the_whole_tree() {
         paths(&[script("./lib.sh", Shell)])
     );
     assert_eq!(strict("npm test && make check"), paths(&[]));
+    assert_eq!(
+        strict("command -v pre-commit >/dev/null && pre-commit run"),
+        paths(&[])
+    );
+    // A program in the tree is a script whatever its name; a wrapper by absolute path is one.
+    assert_eq!(
+        strict("./python3 x && /usr/bin/timeout 5 python3 /opt/t/c.py"),
+        paths(&[
+            script("./python3", Shebang),
+            at("/usr/bin/timeout"),
+            script("/opt/t/c.py", Python)
+        ])
+    );
     for value in [
         "sh <<EOF\n./x.sh\nEOF",
         "diff <(./x.sh) y",
