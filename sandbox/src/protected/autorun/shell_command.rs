@@ -972,14 +972,19 @@ impl Collector {
             }
             if let Some(path_option) = PATH_OPTIONS.iter().find(|o| text.starts_with(**o)) {
                 let attached = text[path_option.len()..].trim_start_matches('=');
-                if attached.is_empty() {
-                    if let Some(value) = args.get(i) {
-                        self.value(&value.text, depth, false);
-                    }
+                let value = if attached.is_empty() {
                     i += 1;
+                    args.get(i - 1).map(|w| w.text.clone()).unwrap_or_default()
                 } else {
-                    self.value(attached, depth, false);
+                    attached.to_string()
+                };
+                // A module it preloads by a relative path (`node --import ./x.mjs`, `ruby
+                // -r./x`) loads like a script: from the tree, anything in it. A bare name
+                // (`tsx/cjs`) is an installed package; an include dir (`-I lib`) a place.
+                if value.starts_with("./") || value.starts_with("../") || value == "." {
+                    return self.fail("an interpreter preloads a module from the tree");
                 }
+                self.value(&value, depth, false);
             }
         }
         let Some((script, script_args)) = args[i.min(args.len())..].split_first() else {
