@@ -500,6 +500,35 @@ pub struct WriteTarget {
 }
 
 impl WriteTarget {
+    /// Refuse new content that changes what git hooks run through the target's text
+    /// ([`crate::protected::autorun::package_json`]: a `package.json`'s hook sections), unless
+    /// the owner allowed `git_hooks`.
+    pub fn check_content(
+        &self,
+        policy: &PathPolicy,
+        old: Option<&[u8]>,
+        new: &[u8],
+    ) -> Result<(), WriteRefusal> {
+        use crate::protected::autorun::{AutorunClass, package_json};
+        if !package_json::is_package_json(&self.name)
+            || policy
+                .autorun_refused_class(Some(AutorunClass::GitHooks))
+                .is_none()
+        {
+            return Ok(());
+        }
+        match package_json::changed_hook_section(old, new) {
+            Some(section) => Err(autorun_refusal(
+                show(&self.path),
+                format!(
+                    " (it changes package.json's \"{section}\" section, commands a git hook runs)"
+                ),
+                AutorunClass::GitHooks,
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The parent directory, opened for reading (usable with `*at` calls and `fsync`).
     pub fn parent(&self) -> BorrowedFd<'_> {
         self.parent.as_fd()

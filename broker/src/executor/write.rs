@@ -194,6 +194,14 @@ pub fn durable_write<'c>(
             Disposition::NotPrepared,
         )
     })?;
+    // What the new text makes git hooks run (a package.json's lint-staged section).
+    if sandbox::protected::autorun::package_json::is_package_json(target.name()) {
+        let old = current_bytes.unwrap_or_default();
+        let new: Vec<u8> = computed.content.slices(old).flatten().copied().collect();
+        target
+            .check_content(policy, current_bytes, &new)
+            .map_err(|r| refused(r, Disposition::NotPrepared))?;
+    }
     failpoint::hit(Failpoint::AfterRead)
         .map_err(|e| io("before prepare", e, Disposition::NotPrepared))?;
 

@@ -452,3 +452,97 @@ async fn a_worktree_carries_the_source_s_places_whatever_the_repository_layout()
         .await
         .unwrap();
 }
+
+/// Red team 23 c1 with the real runner: a git value the reader does not fully understand
+/// (`python3 -mfsmon` as `core.fsmonitor`) refuses every write in the tree, naming the key, why
+/// and the opt-in; a regular hook file's `exec ./scripts/pre-commit.sh` makes that script a
+/// place while its neighbours stay writable; a package.json edit that changes the
+/// `lint-staged` section is refused and one that bumps the version is not.
+#[tokio::test(flavor = "multi_thread")]
+async fn values_the_reader_cannot_tell_hook_contents_and_hook_sections_are_refused() {
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+
+    let (_strict, strict) = crate::writes::repo();
+    std::fs::write(strict.join("fsmon.py"), "print('ok')\n").unwrap();
+    crate::writes::git(&strict, &["config", "core.fsmonitor", "python3 -mfsmon"]);
+    let v = start_profile(&chat, &strict, "direct_write", "c1-strict").await;
+    let calls = json!([
+        write(&strict.join("fsmon.py"), "import os\n"),
+        write(&strict.join("src/unrelated.rs"), "fn main() {}\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "c1-strict-r1", calls).await;
+    let got = results(&v);
+    for (result, rel) in got.iter().zip(["fsmon.py", "src/unrelated.rs"]) {
+        assert_refused(result, rel, "git_hooks");
+        let output = result["output"].as_str().unwrap_or_default();
+        assert!(
+            output
+                .contains("git's configuration runs `core.fsmonitor`, whose files cannot be told")
+                && output.contains("python -m imports from the working directory")
+                && output.contains("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=git_hooks"),
+            "{rel}: {output}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(strict.join("fsmon.py")).unwrap(),
+        "print('ok')\n"
+    );
+    assert!(!strict.join("src/unrelated.rs").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "c1-strict-stop", None)
+        .await
+        .unwrap();
+
+    let (_hooks, source) = crate::writes::repo();
+    std::fs::create_dir_all(source.join("scripts")).unwrap();
+    std::fs::write(source.join("scripts/pre-commit.sh"), "#!/bin/sh\ntrue\n").unwrap();
+    std::fs::write(
+        source.join(".git/hooks/pre-commit"),
+        "#!/bin/sh\n# project checks\nexec ./scripts/pre-commit.sh \"$@\"\n",
+    )
+    .unwrap();
+    let package = "{\n  \"name\": \"a\",\n  \"version\": \"1.0.0\",\n  \"lint-staged\": {\"*.js\": \"eslint\"}\n}\n";
+    std::fs::write(source.join("package.json"), package).unwrap();
+    let v = start_profile(&chat, &source, "direct_write", "c1-hook").await;
+    let calls = json!([
+        write(
+            &source.join("scripts/pre-commit.sh"),
+            "#!/bin/sh\ntouch /tmp/pwned\n"
+        ),
+        write(&source.join("scripts/build.sh"), "#!/bin/sh\n"),
+        write(
+            &source.join("package.json"),
+            "{\"name\": \"a\", \"version\": \"1.0.0\", \"lint-staged\": {\"*.js\": \"node tools/x.js\"}}\n"
+        ),
+        json!({"name": "Edit", "arguments": {
+            "file_path": source.join("package.json").to_string_lossy(),
+            "old_string": "\"1.0.0\"", "new_string": "\"1.1.0\""}}),
+    ]);
+    let v = reply_calls(&chat, &v, "c1-hook-r1", calls).await;
+    let got = results(&v);
+    assert_refused(&got[0], "scripts/pre-commit.sh", "git_hooks");
+    let output = got[0]["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("a file the git hook `pre-commit` runs"),
+        "{output}"
+    );
+    assert_eq!(got[1]["status"], "ok", "{}", got[1]);
+    assert_refused(&got[2], "package.json", "git_hooks");
+    let output = got[2]["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("it changes package.json's \"lint-staged\" section"),
+        "{output}"
+    );
+    assert_eq!(got[3]["status"], "ok", "{}", got[3]);
+    assert_eq!(
+        std::fs::read_to_string(source.join("scripts/pre-commit.sh")).unwrap(),
+        "#!/bin/sh\ntrue\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(source.join("package.json")).unwrap(),
+        package.replace("1.0.0", "1.1.0")
+    );
+    chat.stop(&session_id(&v), &lease_id(&v), "c1-hook-stop", None)
+        .await
+        .unwrap();
+}

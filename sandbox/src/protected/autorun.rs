@@ -110,7 +110,9 @@ impl AutorunClass {
                  .overcommit.yml, \
                  lefthook's (.)lefthook(-local).{yml,yaml,toml,json,jsonc}, lint-staged's \
                  .lintstagedrc* and lint-staged.config.*, commitlint's .commitlintrc* and \
-                 commitlint.config.*"
+                 commitlint.config.*, package.json's lint-staged, husky, commitlint, \
+                 simple-git-hooks, pre-commit, gitHooks and ghooks sections (the rest of \
+                 package.json stays writable)"
             }
             Self::ShellStartup => {
                 "shell, REPL and debugger start-up files read from the working directory: \
@@ -561,6 +563,7 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
 
 pub mod gitconfig;
 mod link_target;
+pub mod package_json;
 pub mod repository;
 mod shell_command;
 pub mod symlinks;

@@ -581,6 +581,8 @@ fn programs_named_as_the_shell_reads_them_or_the_whole_tree() {
         "[core]\n\tfsmonitor = sh hooks/fsm.sh\n[diff \"y\"]\n\ttextconv = './tools/my conv.sh'\n\
          [alias]\n\ttt = !sh tt.sh\n\tenv = !env X=1 tools/e.sh\n",
     );
+    // What a shell script sources is read from its lines, relative to where git runs it.
+    f.put("hooks/fsm.sh", "#!/bin/sh\n. hooks/lib.sh\n");
     for rel in [
         "hooks/fsm.sh",
         "hooks/lib.sh",
@@ -590,7 +592,13 @@ fn programs_named_as_the_shell_reads_them_or_the_whole_tree() {
     ] {
         f.refused(rel, "git_hooks");
     }
-    for rel in ["tools/my", "conv.sh", "X=1", "docs/readme.md"] {
+    for rel in [
+        "tools/my",
+        "conv.sh",
+        "X=1",
+        "docs/readme.md",
+        "hooks/other.sh",
+    ] {
         f.allowed(rel);
     }
     // A program the shell computes, or a directory it computes: nothing can say which file
@@ -657,26 +665,21 @@ fn every_key_git_runs_by_itself_is_read_and_the_owner_s_commands_by_name_literal
          [credential]\n\thelper = !aws codecommit credential-helper $@\n\thelper = !/usr/bin/gh auth git-credential\n\
          \thelper = \"!f() { echo \\\"password=$GITHUB_TOKEN\\\"; }; f\"\n\
          [core]\n\tsshCommand = ssh -i $HOME/.ssh/id_work\n\tpager = less -+$LESS -FRX\n\
-         [diff \"json\"]\n\ttextconv = jq -S .\n[diff \"crlf\"]\n\ttextconv = perl -pe 's/\\\\r//'\n\
-         [filter \"nbstripout\"]\n\tclean = \"/usr/bin/python3\" -m nbstripout\n\
+         [diff \"json\"]\n\ttextconv = jq -S .\n[filter \"nbstripout\"]\n\tclean = python3 -I -m nbstripout\n\
          [diff \"j\"]\n\ttextconv = python3 py/conv.py\n",
     );
     for rel in [
         "sh/d.sh",
         "sh/key.sh",
-        // What a shell script sources from beside it.
-        "sh/lib.sh",
         "up/up.sh",
         "dt/dt.sh",
         "dt/dx.sh",
         "py/conv.py",
-        // What Python imports from the script's directory and, for `-m`, from the top.
+        // Python's `sys.path[0]` is the script's directory: all of it, at any depth.
         "py/json.py",
         "py/newpkg/__init__.py",
-        "nbstripout.py",
-        "nbstripout/__init__.py",
-        "json.py",
-        "_distutils_hack.so",
+        "py/readme.md",
+        "py/pkg/mod.py",
     ] {
         let message = f.refused(rel, "git_hooks");
         assert!(
@@ -691,8 +694,11 @@ fn every_key_git_runs_by_itself_is_read_and_the_owner_s_commands_by_name_literal
         "README.md",
         "auth/views.py",
         "src/main.rs",
-        "py/readme.md",
-        "py/pkg/mod.py",
+        // A shell script (not there yet) loads nothing from beside it; `python3 -I -m`
+        // imports nothing from the tree.
+        "sh/lib.sh",
+        "nbstripout.py",
+        "json.py",
         "dt/notes.md",
         "tests/test_a.py",
         "origin",

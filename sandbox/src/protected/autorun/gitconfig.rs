@@ -8,12 +8,12 @@
 //! configs) are parsed here as git reads them, every include followed whatever its condition
 //! (fail closed), to git's depth limit.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use super::AutorunClass;
 use super::link_target::{Resolved, resolve};
 pub use super::shell_command::Scope;
-use super::shell_command::{Named as Reads, Reading, ScriptRunner, program_paths};
+use super::shell_command::{Named as Reads, Reading, ScriptRunner, program_paths, shebang_runner};
 
 /// Git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -49,6 +49,7 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         root,
         places: Vec::new(),
         read: 0,
+        scripts: 0,
     };
     let globals = global_configs();
     for dot_git in repos {
@@ -76,32 +77,11 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
                 .map(|dir| git_dir.join(expand_home(dir))),
         );
         for (reads, key) in named.programs {
-            match reads {
-                Reads::WholeTree(reason) => {
-                    // The whole write root, not only this repository: `cd ..` reaches past
-                    // its top.
-                    let why = format!(
-                        "in a tree where git's configuration runs `{key}`, whose files cannot \
-                         be told: {reason}; every write there is refused"
-                    );
-                    let root = out.root.to_path_buf();
-                    out.add(&root, AutorunClass::GitHooks, why, Scope::Below);
-                }
-                Reads::Paths(paths) => {
-                    let why = format!("a program git's configuration runs (`{key}`)");
-                    for top in &tops {
-                        for named in &paths {
-                            let at = top.join(expand_home(&named.path));
-                            out.add(&at, AutorunClass::GitHooks, why.clone(), named.scope);
-                            if let Some((dir, scope)) =
-                                named.script.and_then(|r| script_dir(&at, r))
-                            {
-                                out.add(&dir, AutorunClass::GitHooks, why.clone(), scope);
-                            }
-                        }
-                    }
-                }
-            }
+            let source = Source {
+                paths: format!("a program git's configuration runs (`{key}`)"),
+                tree: format!("git's configuration runs `{key}`"),
+            };
+            out.program(reads, &source, &tops, 0);
         }
         let hooks_paths = named.hooks_paths;
         let mut hook_dirs = vec![common.join("hooks"), git_dir.join("hooks")];
@@ -109,7 +89,7 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
             hook_dirs.push(top.join(expand_home(&value)));
         }
         for dir in hook_dirs {
-            out.hook_dir(&dir);
+            out.hook_dir(&dir, &tops);
         }
     }
     out.places
@@ -119,6 +99,15 @@ struct Places<'a> {
     root: &'a Path,
     places: Vec<GitPlace>,
     read: usize,
+    /// Scripts read for what they run.
+    scripts: usize,
+}
+
+/// What names a program or a script, for the refusal: the places it names (`paths`) and the
+/// subject of a whole-tree refusal (`tree`).
+struct Source {
+    paths: String,
+    tree: String,
 }
 
 impl Places<'_> {
@@ -138,15 +127,22 @@ impl Places<'_> {
         }
     }
 
-    /// A hooks directory (maybe a symlink) is a place, and so is every symlink's target in it.
-    fn hook_dir(&mut self, dir: &Path) {
+    /// A hooks directory (maybe a symlink) is a place, and so is every symlink's target in it
+    /// and what every regular hook file in it runs (its lines read as a strict value's).
+    fn hook_dir(&mut self, dir: &Path, tops: &[PathBuf]) {
         let why = "in a git hooks directory (core.hooksPath, hooks/) or what a symlink there names";
         self.add(dir, AutorunClass::GitHooks, why.to_string(), Scope::Below);
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
-        for entry in entries.flatten() {
-            let is_link = entry.file_type().is_ok_and(|kind| kind.is_symlink());
+        // husky 9 points core.hooksPath at `.husky/_`, whose runner runs `sh -e .husky/<hook>`.
+        let husky_user_dir = std::fs::canonicalize(dir)
+            .ok()
+            .filter(|real| husky_runner(&real.join("x")))
+            .and_then(|real| real.parent().map(Path::to_path_buf));
+        for entry in entries.flatten().take(MAX_FILES) {
+            let kind = entry.file_type();
+            let is_link = kind.as_ref().is_ok_and(|kind| kind.is_symlink());
             if is_link && let Ok(target) = std::fs::read_link(entry.path()) {
                 self.add(
                     &dir.join(target),
@@ -155,7 +151,169 @@ impl Places<'_> {
                     Scope::Below,
                 );
             }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // Git runs no `.sample` hook.
+            if name.ends_with(".sample") || name.starts_with('.') {
+                continue;
+            }
+            let shown: String = name
+                .chars()
+                .take(64)
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect();
+            let source = Source {
+                paths: format!("a file the git hook `{shown}` runs"),
+                tree: format!("the git hook `{shown}` runs commands"),
+            };
+            match &husky_user_dir {
+                Some(user) => {
+                    let hook = user.join(&name);
+                    if hook.is_file() {
+                        self.script(&hook, ScriptRunner::Shell, &source, tops, 0);
+                    }
+                }
+                None => self.script(&entry.path(), ScriptRunner::Shebang, &source, tops, 0),
+            }
         }
+    }
+
+    /// What a value (or a script's lines) names: each path a place, a script's own loads too.
+    fn program(&mut self, reads: Reads, source: &Source, tops: &[PathBuf], depth: usize) {
+        match reads {
+            Reads::WholeTree(reason) => self.whole_tree(source, reason),
+            Reads::Paths(paths) => {
+                for top in tops {
+                    for named in &paths {
+                        let at = top.join(expand_home(&named.path));
+                        let scope = named.scope;
+                        self.add(&at, AutorunClass::GitHooks, source.paths.clone(), scope);
+                        if let Some(runner) = named.script {
+                            let from = [top.join(&named.cwd)];
+                            self.script(&at, runner, source, &from, depth);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The whole write root: nothing narrower can be told (not only this repository: `cd ..`
+    /// reaches past its top).
+    fn whole_tree(&mut self, source: &Source, reason: &str) {
+        let why = format!(
+            "in a tree where {}, whose files cannot be told: {reason}; every write there is \
+             refused",
+            source.tree
+        );
+        let root = self.root.to_path_buf();
+        self.add(&root, AutorunClass::GitHooks, why, Scope::Below);
+    }
+
+    /// What a script loads beside itself, by its runner (a script run directly: by its `#!`
+    /// line; a binary, or a script not there, loads nothing: the script itself is the place):
+    /// Python its directory's whole subtree (`sys.path[0]`); another interpreter anything, so
+    /// the whole tree when the script is in it; a shell what its own lines name, read from
+    /// `from` (where it runs).
+    fn script(
+        &mut self,
+        at: &Path,
+        runner: ScriptRunner,
+        source: &Source,
+        from: &[PathBuf],
+        depth: usize,
+    ) {
+        let real = std::fs::canonicalize(at).unwrap_or_else(|_| at.to_path_buf());
+        if husky_runner(&real) {
+            // husky's own runner (`.husky/_/h`, `husky.sh`): it runs `$0`, the hook, itself a
+            // place; the user's hook is read where the hooks directory is.
+            return;
+        }
+        let runner = match runner {
+            ScriptRunner::Shebang => {
+                // The `#!` line, not a whole binary: this runs at every scan.
+                let Some(head) = super::read_head(&real, 256) else {
+                    return;
+                };
+                if head.starts_with("\u{7f}ELF") || head.contains('\0') {
+                    return;
+                }
+                shebang_runner(head.lines().next().unwrap_or_default())
+                    .unwrap_or(ScriptRunner::Shell)
+            }
+            runner => runner,
+        };
+        let Some(dir) = real.parent().map(Path::to_path_buf) else {
+            return;
+        };
+        let inside = matches!(
+            resolve(self.root, Path::new("/"), &real),
+            Resolved::Inside(_)
+        );
+        match runner {
+            ScriptRunner::Python => {
+                self.add(
+                    &dir,
+                    AutorunClass::GitHooks,
+                    source.paths.clone(),
+                    Scope::Below,
+                );
+            }
+            ScriptRunner::Interpreter if inside => {
+                self.whole_tree(
+                    source,
+                    "an interpreter's script in the tree may load any file of it",
+                );
+            }
+            ScriptRunner::Interpreter => {}
+            // A shell loads nothing from beside its script by itself: what it sources or runs
+            // is in its lines (`$(dirname "$0")` read as the script's directory).
+            ScriptRunner::Shell | ScriptRunner::Shebang => {
+                self.shell_lines(&real, source, from, depth);
+            }
+        }
+    }
+
+    /// What a shell script's own lines name, read as a strict value's (bounded, FIFO-safe).
+    fn shell_lines(&mut self, script: &Path, source: &Source, from: &[PathBuf], depth: usize) {
+        if depth >= MAX_SCRIPT_DEPTH || self.scripts >= MAX_SCRIPTS {
+            return self.whole_tree(source, "its scripts run scripts past what is read");
+        }
+        self.scripts += 1;
+        let Some(text) = super::read_head(script, MAX_SCRIPT_BYTES + 1) else {
+            return;
+        };
+        if text.len() as u64 > MAX_SCRIPT_BYTES {
+            return self.whole_tree(source, "a script it runs is too long to read");
+        }
+        if text.contains(PRE_COMMIT_MARKER) {
+            // `python -mpre_commit` from the top: the top is first on `sys.path`, so the
+            // `pre_commit` package and every module it imports can be shadowed there.
+            for top in from {
+                self.add(
+                    top,
+                    AutorunClass::GitHooks,
+                    source.paths.clone(),
+                    Scope::Imports,
+                );
+                let package = top.join("pre_commit");
+                self.add(
+                    &package,
+                    AutorunClass::GitHooks,
+                    source.paths.clone(),
+                    Scope::Below,
+                );
+            }
+            return;
+        }
+        if generated_by_hook_manager(&text) {
+            return;
+        }
+        let text = match script.parent() {
+            Some(dir) => with_script_dir(&text, dir),
+            None => text,
+        };
+        let reads = program_paths(&text, Reading::Strict);
+        self.program(reads, source, from, depth + 1);
     }
 
     /// Read one config file, collecting `core.hooksPath` values and the paths of programs, and
@@ -234,6 +392,11 @@ struct Named {
     programs: Vec<(Reads, String)>,
 }
 
+/// Endings of key names that run a program, for keys of sections not listed by name.
+const PROGRAM_KEY_SUFFIXES: [&str; 10] = [
+    "command", "cmd", "path", "program", "clean", "smudge", "textconv", "driver", "helper", "tool",
+];
+
 /// Whether git runs `section.key`'s value as a program or shell command, and how it is read:
 /// strictly when git runs it by itself during ordinary commands (status, diff, add, commit,
 /// fetch, submodule update), literally when the owner runs it by name (an alias, a difftool).
@@ -256,6 +419,7 @@ fn names_program(section: &str, key: &str) -> Option<Reading> {
             | ("submodule", "update")
             | ("core", "alternaterefscommand")
             | ("trailer", "cmd" | "command")
+            | ("lfs", "args")
     );
     let literal = section == "alias"
         || matches!(
@@ -266,37 +430,74 @@ fn names_program(section: &str, key: &str) -> Option<Reading> {
             ) | ("mergetool" | "difftool" | "browser", "path")
                 | ("sendemail", "tocmd" | "cccmd" | "sendmailcmd")
         );
-    if strict {
-        Some(Reading::Strict)
-    } else {
-        literal.then_some(Reading::Literal)
+    if literal {
+        return Some(Reading::Literal);
     }
+    // The next extension's program key (git-lfs's `lfs.extension.*.clean`,
+    // `lfs.customtransfer.*.path`): any other key whose name says it runs something is read
+    // as a program, strictly (a value naming no file of the tree, `true` or `meld`, names
+    // nothing).
+    let programmish = PROGRAM_KEY_SUFFIXES
+        .iter()
+        .any(|suffix| key.ends_with(suffix));
+    (strict || programmish).then_some(Reading::Strict)
 }
 
-/// The directory a script loads from (its real one, links resolved) and what of it: Python
-/// imports modules from there, a shell or another interpreter sources or requires files there;
-/// a script run directly says which by its `#!` line (a binary, or a script not there yet,
-/// loads nothing: the script itself is the place).
-fn script_dir(script: &Path, runner: ScriptRunner) -> Option<(PathBuf, Scope)> {
-    let real = std::fs::canonicalize(script).unwrap_or_else(|_| script.to_path_buf());
-    let dir = real.parent()?.to_path_buf();
-    let scope = match runner {
-        ScriptRunner::Python => Scope::Imports,
-        ScriptRunner::Other => Scope::Below,
-        ScriptRunner::Shebang => {
-            // The `#!` line, not a whole binary: this runs at every scan.
-            let text = super::read_head(&real, 256)?;
-            let first = text.lines().next().unwrap_or_default();
-            if text.starts_with("\u{7f}ELF") {
-                return None;
-            } else if first.starts_with("#!") && first.contains("python") {
-                Scope::Imports
-            } else {
-                Scope::Below
-            }
-        }
-    };
-    Some((dir, scope))
+/// Most scripts (hook files and the shell scripts they and git's values run) read per root.
+const MAX_SCRIPTS: usize = 128;
+
+/// Most bytes of a script read; a longer one names the whole tree.
+const MAX_SCRIPT_BYTES: u64 = 64 * 1024;
+
+/// Scripts run by scripts, followed this deep.
+const MAX_SCRIPT_DEPTH: usize = 4;
+
+/// A file of husky's own runner: in a `_` directory of a `.husky` directory.
+fn husky_runner(real: &Path) -> bool {
+    let mut names = real.components().rev().skip(1);
+    matches!(
+        (names.next(), names.next()),
+        (Some(Component::Normal(under)), Some(Component::Normal(husky)))
+            if under == "_" && husky == ".husky"
+    )
+}
+
+/// The line pre-commit writes into the hooks it generates.
+const PRE_COMMIT_MARKER: &str = "# File generated by pre-commit: https://pre-commit.com";
+
+/// A hook a hook manager generated, which runs only the manager, whose configuration is a
+/// `git_hooks` place by name: lefthook's, husky 4's (pre-commit's: [`PRE_COMMIT_MARKER`]). What the configuration runs
+/// is the project's checks (`entry: scripts/lint.sh`, `npm test`), left writable as the
+/// project's own build is (docs/design/protected-set.md).
+fn generated_by_hook_manager(text: &str) -> bool {
+    (text.contains("call_lefthook") && text.contains("LEFTHOOK"))
+        || text.contains("# Created by Husky v4")
+}
+
+/// A script's lines with `$(dirname "$0")` (and its spellings) replaced by the script's real
+/// directory, when that directory needs no quoting: the common way a script names files
+/// beside it, read precisely instead of as a computed path.
+fn with_script_dir(text: &str, dir: &Path) -> String {
+    let dir = dir.to_string_lossy();
+    let plain = dir
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+@,".contains(c));
+    if !plain {
+        return text.to_string();
+    }
+    let mut out = text.to_string();
+    for spelling in [
+        "$(dirname -- \"$0\")",
+        "$(dirname \"$0\")",
+        "$(dirname -- $0)",
+        "$(dirname $0)",
+        "`dirname \"$0\"`",
+        "`dirname $0`",
+        "${0%/*}",
+    ] {
+        out = out.replace(spelling, &dir);
+    }
+    out
 }
 
 /// `section.subsection.key` for a refusal message: printable, bounded.

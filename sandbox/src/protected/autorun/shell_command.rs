@@ -1,27 +1,91 @@
 //! The files a shell command line names (issue 23): the values git's configuration runs
-//! through the shell (`core.fsmonitor`, a filter, a diff driver, an `!` alias) read as the shell
-//! reads them, so a session cannot change the program such a value runs. A value git runs by
-//! itself fails closed: when its meaning depends on more than its words, it names the whole
-//! tree. A value the owner runs by name (an alias, a difftool) names only what it spells out.
+//! through the shell (`core.fsmonitor`, a filter, a diff driver, an `!` alias) and the lines of
+//! hook files and the shell scripts they run, read as the shell reads them, so a session cannot
+//! change the program such a line runs. The reader trusts only what it understands completely:
+//! a small grammar of simple commands, separators, subshells, wrappers whose every option is
+//! encoded, shells, Python, and arguments. Anything else in a line git runs by itself names the
+//! whole tree ([`Reading::Strict`]). A line the owner runs by name (an alias, a difftool) names
+//! only what it spells out ([`Reading::Literal`]).
 
 /// Nested `sh -c '…'` lines read before giving up (each level drops a layer of quotes).
 const MAX_DEPTH: usize = 4;
 
-/// Commands that run what the shell or a tool computes: an evaluated line, names found from
-/// files.
-const COMPUTED_COMMANDS: [&str; 4] = ["eval", "xargs", "find", "busybox"];
+/// Commands that run what the shell or a tool computes (an evaluated line, names found from
+/// files), define code that runs later (traps, aliases) or change how later words are read.
+const COMPUTED_COMMANDS: [&str; 11] = [
+    "eval", "xargs", "find", "busybox", "trap", "alias", "builtin", "enable", "fc", "parallel",
+    "popd",
+];
 
-/// Programs that run a script given as their first argument (beside shells and Python), and
-/// load what it needs from beside it.
-const INTERPRETERS: [&str; 22] = [
+/// Programs that run the command after their own arguments by a grammar not encoded here:
+/// followed nowhere (the whole tree).
+const UNREAD_WRAPPERS: [&str; 24] = [
+    "sudo",
+    "doas",
+    "su",
+    "runuser",
+    "chrt",
+    "taskset",
+    "nsenter",
+    "unshare",
+    "chroot",
+    "firejail",
+    "bwrap",
+    "systemd-run",
+    "strace",
+    "ltrace",
+    "valgrind",
+    "gdb",
+    "watch",
+    "unbuffer",
+    "rlwrap",
+    "ccache",
+    "faketime",
+    "fakeroot",
+    "xvfb-run",
+    "script",
+];
+
+/// Commands that read no file named by their arguments.
+const INERT_COMMANDS: [&str; 11] = [
+    "[", "[[", "test", "echo", "printf", "true", "false", "exit", "return", ":", "set",
+];
+
+/// Endings of script files: an unknown program given one may run it with anything.
+const SCRIPT_EXTENSIONS: [&str; 24] = [
+    ".py", ".pyw", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".tsx", ".jsx", ".sh", ".bash",
+    ".zsh", ".rb", ".pl", ".pm", ".php", ".lua", ".r", ".jl", ".tcl", ".groovy", ".kts", ".ps1",
+];
+
+/// Builtins that set shell variables or export them to every program after them.
+const DECLARING_COMMANDS: [&str; 5] = ["export", "declare", "typeset", "readonly", "local"];
+
+/// Programs that run a script or inline code given to them (beside shells and Python); what a
+/// script of theirs loads (`require('../x')`, `import`) may lie anywhere, so a script of theirs
+/// in the tree names the whole tree.
+const INTERPRETERS: [&str; 24] = [
     "node", "nodejs", "bun", "deno", "perl", "ruby", "php", "lua", "luajit", "rscript", "java",
     "tclsh", "julia", "elixir", "erl", "escript", "guile", "racket", "irb", "groovy", "tsx",
-    "ts-node",
+    "ts-node", "awk", "gawk",
+];
+
+/// Runners that fetch or resolve a package and run it by their own rules (`npx` has a grammar
+/// below): what they run cannot be told from the line.
+const PACKAGE_RUNNERS: [&str; 5] = ["pnpx", "bunx", "uvx", "pipx", "dlx"];
+
+/// `(package manager, subcommand)` pairs that run a package the manager resolves.
+const PACKAGE_RUNNER_SUBCOMMANDS: [(&str, &str); 7] = [
+    ("yarn", "dlx"),
+    ("pnpm", "dlx"),
+    ("pnpm", "exec"),
+    ("npm", "exec"),
+    ("npm", "x"),
+    ("bun", "x"),
+    ("uv", "run"),
 ];
 
 /// Options whose value (attached, after `=`, or the next word) is a file or a search path a
-/// program loads: `ruby -Ilib`, `node --require=./x`, `java -cp .`, `make -f mk`, `sed -f x`,
-/// `ssh -F cfg`, `sqlite3 -init x`, `bash --rcfile x`.
+/// program loads: `make -f mk`, `sed -f x`, `ssh -F cfg`, `sqlite3 -init x`.
 const PATH_OPTIONS: [&str; 14] = [
     "-I",
     "-r",
@@ -39,23 +103,40 @@ const PATH_OPTIONS: [&str; 14] = [
     "-init",
 ];
 
-/// Python options that take a value (the next word is no script).
-const PYTHON_VALUE_OPTIONS: [&str; 2] = ["-W", "-X"];
-
 /// Shells: their `-c` argument is another command line, their first argument a script.
 const SHELLS: [&str; 8] = ["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"];
 
-/// Commands that run the next word (after their options and numbers) as the command.
-const WRAPPERS: [&str; 12] = [
-    "env", "nice", "nohup", "sudo", "command", "time", "stdbuf", "setsid", "timeout", "ionice",
-    "chrt", "exec",
+/// Variables naming a place in the tree (the working directory, git's dirs, the script
+/// itself): an argument built on them is a file there nobody can name here.
+const TREE_VARIABLES: [&str; 9] = [
+    "PWD",
+    "OLDPWD",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_PREFIX",
+    "GIT_COMMON_DIR",
+    "0",
+    "BASH_SOURCE",
+    "CDPATH",
+];
+
+/// Environment assignments before a command that change nothing it loads.
+const HARMLESS_ASSIGNMENTS: [&str; 8] = [
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "COLUMNS",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CI",
 ];
 
 /// How far a value is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reading {
-    /// Git runs it by itself (`core.fsmonitor` at every `git status`): what cannot be resolved
-    /// to files names the whole tree.
+    /// Git runs it by itself (`core.fsmonitor` at every `git status`, a hook): what cannot be
+    /// resolved to files names the whole tree.
     Strict,
     /// The owner runs it by name (`git <alias>`, `git difftool`): like a Makefile target, it
     /// names what it spells out and nothing more.
@@ -67,20 +148,24 @@ pub(super) enum Reading {
 pub enum Scope {
     /// The path and everything below it.
     Below,
-    /// What Python imports from this directory when it is first on `sys.path` (the directory
-    /// of a script it runs, the working directory for `-m` and `-c`): its module files (`.py`,
-    /// `.pyc`, `.so`, `.pyd`) and package `__init__.py` files one level down, by any name,
-    /// since such a file shadows the module of that name the program imports.
+    /// What Python imports from this directory when it is first on `sys.path` and the module
+    /// it runs is known (pre-commit's generated hook runs `python -mpre_commit` from the top):
+    /// its module files (`.py`, `.pyc`, `.so`, `.pyd`) and package `__init__.py` files one
+    /// level down, by any name, since such a file shadows a module of that name.
     Imports,
 }
 
-/// What runs a script, which decides what of its directory is a place.
+/// What runs a script, which decides what else of the tree is a place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ScriptRunner {
-    /// Python: what it imports from the script's directory ([`Scope::Imports`]).
+    /// Python, with the script's directory first on `sys.path`: that directory's whole subtree
+    /// (a package's own modules and data files run or load too).
     Python,
-    /// A shell or another interpreter: the script's directory (what it sources or requires).
-    Other,
+    /// A shell: its directory, and the files its own lines name (read from the file).
+    Shell,
+    /// Another interpreter (`node`, `perl`, `tsx`…): it may load files from anywhere, so a
+    /// script of its in the tree names the whole tree.
+    Interpreter,
     /// Run directly: its `#!` line says which.
     Shebang,
 }
@@ -89,8 +174,11 @@ pub(super) enum ScriptRunner {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct NamedPath {
     pub path: String,
+    /// Where it runs from (after a `cd`), relative to the top: a script's own relative paths
+    /// are taken from there.
+    pub cwd: String,
     pub scope: Scope,
-    /// A script: its (link-resolved) directory is a place too.
+    /// A script: what it loads is a place too, by its runner.
     pub script: Option<ScriptRunner>,
 }
 
@@ -103,32 +191,54 @@ pub(super) enum Named {
 }
 
 /// One word of a command line, quotes and backslashes removed.
+#[derive(Debug, Clone)]
 struct Word {
     text: String,
-    /// In a command's place (first, or after `;`, `&&`, `|`, `(`…): found on PATH when bare.
-    command: bool,
     /// Holds an unquoted `*`, `?`, `[` or `{…,…}`: the shell expands it to files nobody can
     /// list here.
     glob: bool,
 }
 
+/// A shell operator between words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    /// `;`, a newline, `!`.
+    Seq,
+    And,
+    Or,
+    Pipe,
+    Background,
+    /// `(`: a subshell (or a function definition's `()`).
+    Open,
+    Close,
+    /// `{ … }`: a group, run in the same shell.
+    GroupOpen,
+    GroupClose,
+}
+
+#[derive(Debug, Clone)]
+enum Token {
+    Word(Word),
+    Op(Op),
+}
+
 /// The files in the tree a command value may run or read, relative to the working tree's top
-/// (where git runs it, through the shell), read as the shell reads its words: a command with a
-/// `/` and a shell's or an interpreter's script (each with its directory, [`ScriptRunner`]);
-/// other arguments with a `/` or `.`; option values that name files or search paths
-/// ([`PATH_OPTIONS`], `--x=v`); assignments that look like paths (`PYTHONPATH=.`); the line of
-/// a shell's `-c`; paths after a literal `cd dir` are taken from there. `python -m mod` and
-/// `python -c` import from the top. Git's own arguments (`$1`, `$@`) and variables in
-/// ordinary arguments (`-i $HOME/.ssh/k`, `password=$TOKEN`) are no file names. Read
-/// [`Reading::Strict`]ly, a value whose *program* the shell computes (a variable or glob where
-/// a command or script is, `$(…)`, backticks, `~user`), that changes to a computed directory,
-/// sources or `eval`s, runs names computed from files (`xargs`, `find`) or feeds a shell its
-/// script on stdin names the whole tree.
+/// (where git runs it). Read [`Reading::Strict`]ly, only this grammar is trusted: simple
+/// commands joined by `;`, `&&`, `||`, `|`, newlines, subshells `( … )` (a `cd` inside ends at
+/// `)`), groups; `cd DIR` at the top level; wrappers whose every option is encoded
+/// ([`wrapper_grammar`]); shells with `-c LINE` or a script; Python with a script (its whole
+/// directory); a command with a `/` (its `#!` decides); arguments with a `/` or `.`; option
+/// values that name files. Everything else names the whole tree: an environment assignment,
+/// inline code (`-c`, `-e`, `-m` without `-I`), another interpreter's script in the tree, a
+/// variable or glob where a program is, `$(…)`, a here-document, a `cd` inside a group or
+/// function or after `||`, an unknown option of a wrapper, a package runner (`pnpm exec`,
+/// `uvx`, `npx -p`).
 pub(super) fn program_paths(value: &str, reading: Reading) -> Named {
     let mut collector = Collector {
         literal: reading == Reading::Literal,
         out: Vec::new(),
         cwd: Some(String::new()),
+        functions: false,
         result: Ok(()),
     };
     collector.line(value, 0);
@@ -144,7 +254,7 @@ fn base_name(word: &str) -> String {
         .to_string()
 }
 
-/// What a command word runs.
+/// What a command word runs, by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Runner {
     Shell,
@@ -165,6 +275,159 @@ fn runner_of(command: &str) -> Option<Runner> {
     }
 }
 
+/// What runs a script whose first line is `line` (its `#!`): `None` for no `#!` (the shell
+/// runs it). `#!/usr/bin/env -S …` or an unknown program is another interpreter.
+pub(super) fn shebang_runner(line: &str) -> Option<ScriptRunner> {
+    let rest = line.strip_prefix("#!")?;
+    let mut words = rest.split_whitespace();
+    let mut program = words.next().unwrap_or_default();
+    if base_name(program) == "env" {
+        program = match words.next() {
+            Some(next) if !next.starts_with('-') && !next.contains('=') => next,
+            _ => return Some(ScriptRunner::Interpreter),
+        };
+    }
+    Some(match runner_of(program) {
+        Some(Runner::Shell) if program != "." => ScriptRunner::Shell,
+        Some(Runner::Python) => ScriptRunner::Python,
+        _ => ScriptRunner::Interpreter,
+    })
+}
+
+/// The option grammar of a wrapper that runs the command after its options: options without a
+/// value, options taking the next word (or an attached value, `-sKILL`, `--signal=KILL`),
+/// options the reader refuses to follow (they change directory, split a line, run a line),
+/// and how many plain words come before the command (`timeout`'s duration, `flock`'s file).
+struct WrapperGrammar {
+    flags: &'static [&'static str],
+    valued: &'static [&'static str],
+    refused: &'static [&'static str],
+    leading: usize,
+}
+
+fn wrapper_grammar(name: &str) -> Option<WrapperGrammar> {
+    let grammar = |flags, valued, refused, leading| WrapperGrammar {
+        flags,
+        valued,
+        refused,
+        leading,
+    };
+    Some(match name {
+        "env" => grammar(
+            &[
+                "-i",
+                "--ignore-environment",
+                "-0",
+                "--null",
+                "-v",
+                "--debug",
+                "-",
+            ],
+            &["-u", "--unset"],
+            &[
+                "-C",
+                "--chdir",
+                "-S",
+                "--split-string",
+                "--default-signal",
+                "--ignore-signal",
+                "--block-signal",
+                "-P",
+            ],
+            0,
+        ),
+        "nice" => grammar(&[], &["-n", "--adjustment"], &[], 0),
+        "nohup" => grammar(&[], &[], &[], 0),
+        "timeout" => grammar(
+            &[
+                "--foreground",
+                "--preserve-status",
+                "-v",
+                "--verbose",
+                "-f",
+                "-p",
+            ],
+            &["-s", "--signal", "-k", "--kill-after"],
+            &[],
+            1,
+        ),
+        "stdbuf" => grammar(
+            &[],
+            &["-i", "-o", "-e", "--input", "--output", "--error"],
+            &[],
+            0,
+        ),
+        "flock" => grammar(
+            &[
+                "-s",
+                "--shared",
+                "-x",
+                "-e",
+                "--exclusive",
+                "-u",
+                "--unlock",
+                "-n",
+                "--nb",
+                "--nonblock",
+                "-o",
+                "--close",
+                "-F",
+                "--no-fork",
+                "--verbose",
+            ],
+            &["-w", "--wait", "--timeout", "-E", "--conflict-exit-code"],
+            &["-c", "--command"],
+            1,
+        ),
+        "command" => grammar(&["-p"], &[], &["-v", "-V"], 0),
+        "exec" => grammar(&["-c", "-l"], &["-a"], &[], 0),
+        "time" => grammar(
+            &[
+                "-p",
+                "-a",
+                "--append",
+                "-v",
+                "--verbose",
+                "-q",
+                "--quiet",
+                "--portability",
+            ],
+            &["-f", "--format", "-o", "--output"],
+            &[],
+            0,
+        ),
+        "setsid" => grammar(
+            &["-c", "--ctty", "-f", "--fork", "-w", "--wait"],
+            &[],
+            &[],
+            0,
+        ),
+        "ionice" => grammar(
+            &["-t", "--ignore"],
+            &["-c", "--class", "-n", "--classdata"],
+            &["-p", "-P", "-u"],
+            0,
+        ),
+        // npx runs a package's bin found in `node_modules/.bin` (installed packages, refused as
+        // such; a workspace package is reached there through a symlink) or fetched outside.
+        "npx" => grammar(
+            &["-y", "--yes", "--no", "--no-install", "-q", "--quiet"],
+            &[],
+            &[
+                "-p",
+                "--package",
+                "-c",
+                "--call",
+                "--prefix",
+                "-w",
+                "--workspace",
+            ],
+            0,
+        ),
+        _ => return None,
+    })
+}
+
 /// What the words of a value (and the lines nested in it) name.
 struct Collector {
     /// [`Reading::Literal`]: scripts name themselves only (the owner's own command).
@@ -173,7 +436,19 @@ struct Collector {
     /// Where relative paths are taken from (after `cd dir`), relative to the top; `None` once a
     /// `cd` went somewhere unknowable.
     cwd: Option<String>,
+    /// A function was defined: its body, read where it stands, runs where it is called.
+    functions: bool,
     result: Result<(), &'static str>,
+}
+
+/// Where a simple command stands among its neighbours, for what a `cd` in it does.
+#[derive(Debug, Clone, Copy, Default)]
+struct Context {
+    /// Inside a `{ … }` group or a function body: a `cd` there runs at a time the reader
+    /// cannot place.
+    grouped: bool,
+    /// After `||`, or in a pipeline or background job: it may not run, or runs in a subshell.
+    conditional: bool,
 }
 
 impl Collector {
@@ -183,36 +458,56 @@ impl Collector {
         }
     }
 
-    fn push(&mut self, path: &str, scope: Scope, script: Option<ScriptRunner>) {
+    fn push(&mut self, path: &str, script: Option<ScriptRunner>) {
         if path.is_empty() {
             return;
         }
-        let path = if path.starts_with(['/', '~']) {
+        let Some(cwd) = self.cwd.clone() else {
+            return self.fail("it runs from a directory the reader lost");
+        };
+        let path = if path.starts_with(['/', '~']) || cwd.is_empty() {
             path.to_string()
         } else {
-            match &self.cwd {
-                Some(cwd) if cwd.is_empty() => path.to_string(),
-                Some(cwd) => format!("{cwd}/{path}"),
-                None => return,
-            }
+            format!("{cwd}/{path}")
         };
         self.out.push(NamedPath {
             path,
-            scope,
+            cwd,
+            scope: Scope::Below,
             script: script.filter(|_| !self.literal),
         });
     }
 
-    /// An option's or assignment's value: read as a line when it holds blanks.
+    /// An option's value: read as a line when it holds blanks, else a file when it looks
+    /// like one (`any`: whatever it looks like).
     fn value(&mut self, value: &str, depth: usize, any: bool) {
         if value.contains(char::is_whitespace) {
             self.line(value, depth + 1);
+        } else if value.contains('$') {
+            self.variable_argument(value);
         } else if !value.is_empty()
             && !value.starts_with('-')
-            && !value.contains('$')
             && (any || value.contains(['/', '.']))
         {
-            self.push(value, Scope::Below, None);
+            self.push(value, None);
+        }
+    }
+
+    /// An argument holding a variable: no file name (`$1`, `$HOME/.ssh/k`, `password=$TOKEN`)
+    /// unless it is built on a variable naming a place in the tree (`$PWD/x`, `$0`).
+    fn variable_argument(&mut self, text: &str) {
+        let mut rest = text;
+        while let Some(at) = rest.find('$') {
+            let after = &rest[at + 1..];
+            let name: String = after
+                .trim_start_matches('{')
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if TREE_VARIABLES.contains(&name.as_str()) {
+                return self.fail("an argument is built on a variable naming a place in the tree");
+            }
+            rest = after;
         }
     }
 
@@ -224,168 +519,518 @@ impl Collector {
         if value.contains("$(") || value.contains('`') {
             self.fail("the shell computes part of it ($(…), `…`)");
         }
-        if value.contains("\\\n") {
-            self.fail("it continues over lines");
-        }
-        let words = split(value);
-        let mut runner: Option<Runner> = None;
-        let mut script_taken = true;
-        let mut command_next = false;
-        let mut line_next = false;
-        let mut module_next = false;
-        let mut cd_next = false;
-        let mut skip_next = false;
-        let mut path_next = false;
-        let mut stdin_script = false;
-        for word in &words {
-            let text = word.text.as_str();
-            let variable = text.contains('$');
-            if word.command && std::mem::take(&mut stdin_script) {
-                self.fail("a shell reads its script from standard input");
+        let tokens = match split(value) {
+            Ok(tokens) => tokens,
+            Err(why) => {
+                self.fail(why);
+                return;
             }
-            if std::mem::take(&mut cd_next) {
-                if variable || word.glob || text.starts_with('~') || text.starts_with('-') {
-                    self.fail("it changes to a directory the shell computes");
-                    self.cwd = None;
-                } else if !text.starts_with('/') {
-                    self.cwd = self.cwd.take().map(|cwd| {
-                        if cwd.is_empty() {
-                            text.to_string()
-                        } else {
-                            format!("{cwd}/{text}")
-                        }
-                    });
+        };
+        // Saved working directories of open subshells; open groups (`{`) and function bodies.
+        let mut subshells: Vec<Option<String>> = Vec::new();
+        let mut groups = 0usize;
+        let mut context = Context::default();
+        let mut words: Vec<Word> = Vec::new();
+        let mut i = 0;
+        while i <= tokens.len() {
+            let token = tokens.get(i);
+            i += 1;
+            if let Some(Token::Word(word)) = token {
+                words.push(word.clone());
+                continue;
+            }
+            let op = match token {
+                Some(Token::Op(op)) => Some(*op),
+                _ => None,
+            };
+            // A function definition `name ( )`: its body is a group that runs when called.
+            if op == Some(Op::Open)
+                && !words.is_empty()
+                && matches!(tokens.get(i), Some(Token::Op(Op::Close)))
+            {
+                i += 1;
+                words.clear();
+                self.functions = true;
+                continue;
+            }
+            let piped = matches!(op, Some(Op::Pipe | Op::Background));
+            // Compound commands' reserved words: what runs inside `if`/`while`/`for`/`case`
+            // may not run, or runs many times, as a group does.
+            while let Some(first) = words.first().map(|w| w.text.clone()) {
+                match first.as_str() {
+                    "if" | "while" | "until" | "case" | "for" | "select" => groups += 1,
+                    "fi" | "done" | "esac" => groups = groups.saturating_sub(1),
+                    "then" | "else" | "elif" | "do" => {}
+                    _ => break,
+                }
+                context.grouped = groups > 0;
+                words.remove(0);
+                if matches!(first.as_str(), "for" | "select" | "case") {
+                    // `for NAME in WORDS`, `case WORD in`: no command (a `case` pattern's `)`
+                    // is read as an unmatched parenthesis: the whole tree).
+                    words.clear();
+                }
+            }
+            if !words.is_empty() {
+                let mut here = context;
+                here.conditional |= piped;
+                self.command(&std::mem::take(&mut words), depth, here);
+            }
+            match op {
+                Some(Op::Open) => subshells.push(self.cwd.clone()),
+                Some(Op::Close) => match subshells.pop() {
+                    Some(cwd) => self.cwd = cwd,
+                    None => self.fail("its parentheses do not match"),
+                },
+                Some(Op::GroupOpen) => groups += 1,
+                Some(Op::GroupClose) => groups = groups.saturating_sub(1),
+                _ => {}
+            }
+            context.grouped = groups > 0;
+            // After `&&` or `||` a command may not run; in a pipeline it runs in a subshell.
+            context.conditional = matches!(op, Some(Op::And | Op::Or | Op::Pipe | Op::Background));
+        }
+        if !subshells.is_empty() {
+            self.fail("its parentheses do not match");
+        }
+    }
+
+    /// One simple command: assignments, then the command and its arguments.
+    fn command(&mut self, words: &[Word], depth: usize, context: Context) {
+        let mut rest = words;
+        while let Some((first, after)) = rest.split_first() {
+            let Some((name, value)) = assignment(&first.text) else {
+                break;
+            };
+            if !HARMLESS_ASSIGNMENTS.contains(&name) && !name.starts_with("LC_")
+                || value.contains('$')
+            {
+                self.fail("an environment assignment changes what the command loads");
+            }
+            rest = after;
+        }
+        self.run(rest, depth, context);
+    }
+
+    /// `words[0]` is the program.
+    fn run(&mut self, words: &[Word], depth: usize, context: Context) {
+        let Some((program, args)) = words.split_first() else {
+            return;
+        };
+        let text = program.text.as_str();
+        if program.glob {
+            return self.fail("the shell expands a pattern where a program is named");
+        }
+        if text.contains('$') {
+            return self.fail("the shell computes the program it runs");
+        }
+        if text.starts_with('~') && !text.starts_with("~/") {
+            return self.fail("it names another account's home (~user)");
+        }
+        let name = base_name(text);
+        if text.contains('/') && !text.starts_with(['/', '~']) {
+            // A program in the tree, whatever its name (`./python3`, `bin/timeout`): its own
+            // `#!` line says what runs it.
+            self.push(text, Some(ScriptRunner::Shebang));
+            return self.unknown_program_arguments(args, depth);
+        }
+        if matches!(text, "cd" | "pushd" | "chdir") {
+            return self.cd(args, context);
+        }
+        if UNREAD_WRAPPERS.contains(&name.as_str()) {
+            // Read literally, what it spells out is still named.
+            self.fail("it runs a command through a program whose options are not read");
+            return self.arguments(args, depth);
+        }
+        // `command -v x`: it looks a name up, running nothing.
+        if INERT_COMMANDS.contains(&text)
+            || (name == "command"
+                && args
+                    .first()
+                    .is_some_and(|a| matches!(a.text.as_str(), "-v" | "-V")))
+        {
+            return;
+        }
+        if COMPUTED_COMMANDS.contains(&name.as_str()) {
+            return self.fail(
+                "it evaluates a line, defines code run later or runs names computed from files",
+            );
+        }
+        if DECLARING_COMMANDS.contains(&name.as_str()) {
+            if args.iter().any(|w| w.text.contains('=')) {
+                self.fail("it sets variables the programs after it read");
+            }
+            return;
+        }
+        if PACKAGE_RUNNERS.contains(&name.as_str())
+            || args.first().is_some_and(|sub| {
+                PACKAGE_RUNNER_SUBCOMMANDS.contains(&(name.as_str(), sub.text.as_str()))
+            })
+        {
+            return self.fail("a package runner resolves what it runs by its own rules");
+        }
+        if name == "git"
+            && args
+                .iter()
+                .take_while(|w| w.text.starts_with('-'))
+                .any(|w| {
+                    let t = w.text.as_str();
+                    t == "-c"
+                        || t == "-C"
+                        || ["--config-env", "--exec-path", "--git-dir", "--work-tree"]
+                            .iter()
+                            .any(|o| t.starts_with(o))
+                })
+        {
+            return self.fail("it runs git with its own configuration or directory");
+        }
+        if let Some(grammar) = wrapper_grammar(&name) {
+            if text.contains('/') {
+                self.push(text, None);
+            }
+            return self.wrapper(&grammar, args, depth, context);
+        }
+        match runner_of(text) {
+            Some(Runner::Shell) => {
+                if text.contains('/') {
+                    self.push(text, None);
+                }
+                self.shell(args, depth)
+            }
+            Some(Runner::Python) => {
+                if text.contains('/') {
+                    self.push(text, None);
+                }
+                self.python(args, depth)
+            }
+            Some(Runner::Interpreter) => {
+                if text.contains('/') {
+                    self.push(text, None);
+                }
+                self.interpreter(args, depth)
+            }
+            None => {
+                // A bare name is found on PATH, never in the tree; an absolute path is outside
+                // it or read as its `#!` says.
+                if text.contains('/') {
+                    self.push(text, Some(ScriptRunner::Shebang));
+                }
+                self.unknown_program_arguments(args, depth);
+            }
+        }
+    }
+
+    /// The arguments of a program not known here, and any script among them, which it may run
+    /// with anything.
+    fn unknown_program_arguments(&mut self, args: &[Word], depth: usize) {
+        self.arguments(args, depth);
+        for arg in args {
+            let lower = arg.text.to_lowercase();
+            if !arg.text.starts_with('-')
+                && !arg.text.contains(['$', ' ', '\t', '\n'])
+                && SCRIPT_EXTENSIONS.iter().any(|ext| lower.ends_with(ext))
+            {
+                self.script(arg, ScriptRunner::Interpreter);
+            }
+        }
+    }
+
+    /// `cd DIR`: where later relative paths are taken from, when known.
+    fn cd(&mut self, args: &[Word], context: Context) {
+        let target = match args {
+            [dir] => dir,
+            _ => {
+                self.cwd = None;
+                return self.fail("it changes to a directory the reader cannot tell (cd with options, none or several)");
+            }
+        };
+        let text = target.text.as_str();
+        if context.grouped || context.conditional || self.functions {
+            self.cwd = None;
+            return self
+                .fail("it changes directory inside a group, a function, a pipeline or after ||");
+        }
+        if text.contains('$') || target.glob || text.starts_with(['~', '-']) {
+            self.cwd = None;
+            return self.fail("it changes to a directory the shell computes");
+        }
+        self.cwd = if text.starts_with('/') {
+            Some(text.to_string())
+        } else {
+            self.cwd.take().map(|cwd| {
+                if cwd.is_empty() {
+                    text.to_string()
                 } else {
-                    self.cwd = Some(text.to_string());
+                    format!("{cwd}/{text}")
+                }
+            })
+        };
+    }
+
+    /// A wrapper's options by its grammar, then the command it runs.
+    fn wrapper(&mut self, grammar: &WrapperGrammar, args: &[Word], depth: usize, context: Context) {
+        let mut i = 0;
+        let mut leading = grammar.leading;
+        while let Some(word) = args.get(i) {
+            let text = word.text.as_str();
+            i += 1;
+            if text == "--" {
+                break;
+            }
+            if let Some((name, _)) = assignment(text) {
+                // `env NAME=value cmd`: an assignment like one before the command.
+                if !HARMLESS_ASSIGNMENTS.contains(&name) && !name.starts_with("LC_") {
+                    self.fail("an environment assignment changes what the command loads");
                 }
                 continue;
             }
-            if std::mem::take(&mut skip_next) {
+            if !text.starts_with('-') || text == "-" && !grammar.flags.contains(&"-") {
+                if leading > 0 {
+                    // `timeout 30`, `flock /tmp/l`: the duration, the lock file.
+                    leading -= 1;
+                    continue;
+                }
+                i -= 1;
+                break;
+            }
+            // `nice -10`: the old spelling of an adjustment.
+            if grammar.valued.contains(&"-n") && text[1..].chars().all(|c| c.is_ascii_digit()) {
+                continue;
+            }
+            let (option, attached) = match text.split_once('=') {
+                Some((option, value)) if option.starts_with("--") => (option, Some(value)),
+                _ if !text.starts_with("--") && text.len() > 2 => (&text[..2], Some(&text[2..])),
+                _ => (text, None),
+            };
+            if grammar.refused.contains(&option) {
+                return self.fail("a wrapper's option changes its directory, splits or runs a line, or runs no command");
+            }
+            if grammar.flags.contains(&option) && attached.is_none() {
+                continue;
+            }
+            if grammar.valued.contains(&option) {
+                if attached.is_none() {
+                    i += 1;
+                }
+                continue;
+            }
+            return self.fail("a wrapper's option is not one the reader knows");
+        }
+        if leading > 0 && grammar.leading > 0 {
+            // `flock 9`: a descriptor, no command.
+            return;
+        }
+        self.run(&args[i.min(args.len())..], depth, context)
+    }
+
+    /// `sh [options] (-c LINE [$0 args] | SCRIPT args)`.
+    fn shell(&mut self, args: &[Word], depth: usize) {
+        let mut line_next = false;
+        let mut i = 0;
+        while let Some(word) = args.get(i) {
+            let text = word.text.as_str();
+            i += 1;
+            if text == "--" || text == "-" {
+                break;
+            }
+            if let Some(option) = text.strip_prefix("--") {
+                if matches!(option.split('=').next(), Some("rcfile" | "init-file")) {
+                    match option.split_once('=') {
+                        Some((_, value)) => self.value(value, depth, true),
+                        None => {
+                            if let Some(value) = args.get(i) {
+                                self.value(&value.text, depth, true);
+                            }
+                            i += 1;
+                        }
+                    }
+                }
+                continue;
+            }
+            let Some(letters) = text.strip_prefix(['-', '+']) else {
+                i -= 1;
+                break;
+            };
+            if letters.contains('s') {
+                return self.fail("a shell reads its script from standard input");
+            }
+            if letters.contains(['o', 'O']) {
+                i += 1;
+            }
+            line_next |= letters.contains('c');
+        }
+        let rest = &args[i.min(args.len())..];
+        let Some((first, script_args)) = rest.split_first() else {
+            return self.fail("a shell reads its script from standard input");
+        };
+        if line_next {
+            // A child shell: its `cd` ends with it.
+            let cwd = self.cwd.clone();
+            self.line(&first.text, depth + 1);
+            self.cwd = cwd;
+            return;
+        }
+        self.script(first, ScriptRunner::Shell);
+        self.arguments(script_args, depth);
+    }
+
+    /// `python [options] (SCRIPT | -m MODULE | -c CODE) args`, short options run together as
+    /// Python's own parser reads them (`-IBm mod`, `-mmod`, `-Wignore`).
+    fn python(&mut self, args: &[Word], depth: usize) {
+        let mut isolated = false;
+        let mut i = 0;
+        while let Some(word) = args.get(i) {
+            let text = word.text.as_str();
+            i += 1;
+            if text == "--" {
+                break;
+            }
+            if text == "-" {
+                return self.fail("Python reads its program from standard input");
+            }
+            if let Some(long) = text.strip_prefix("--") {
+                match long {
+                    "version" | "help" | "help-all" | "help-env" | "help-xoptions" => return,
+                    _ if long.starts_with("check-hash-based-pycs") => {
+                        if !long.contains('=') {
+                            i += 1;
+                        }
+                    }
+                    _ => return self.fail("Python's option is not one the reader knows"),
+                }
+                continue;
+            }
+            let Some(letters) = text.strip_prefix('-') else {
+                i -= 1;
+                break;
+            };
+            for (at, letter) in letters.char_indices() {
+                match letter {
+                    'I' | 'P' => isolated = true,
+                    'b' | 'B' | 'd' | 'E' | 'i' | 'O' | 'q' | 's' | 'S' | 'u' | 'v' | 'x' | 'R'
+                    | 'h' | 'V' => {}
+                    'W' | 'X' => {
+                        if at + 1 == letters.len() {
+                            i += 1;
+                        }
+                        break;
+                    }
+                    'm' => {
+                        // The module is found on `sys.path`, whose first entry is the working
+                        // directory: the whole tree, unless `-I`/`-P` leave it out.
+                        if !isolated {
+                            return self.fail(
+                                "python -m imports from the working directory, the whole tree",
+                            );
+                        }
+                        return;
+                    }
+                    'c' => return self.fail("Python runs inline code, which may load any file"),
+                    _ => return self.fail("Python's option is not one the reader knows"),
+                }
+            }
+        }
+        let Some((script, script_args)) = args[i.min(args.len())..].split_first() else {
+            return self.fail("Python reads its program from standard input");
+        };
+        let runner = if isolated {
+            None
+        } else {
+            Some(ScriptRunner::Python)
+        };
+        match runner {
+            Some(runner) => self.script(script, runner),
+            None => self.push(&script.text, None),
+        }
+        self.arguments(script_args, depth);
+    }
+
+    /// Another interpreter: inline code names the whole tree; its script names what its
+    /// runner decides (the whole tree when in it); path options name what they load.
+    fn interpreter(&mut self, args: &[Word], depth: usize) {
+        let mut i = 0;
+        while let Some(word) = args.get(i) {
+            let text = word.text.as_str();
+            i += 1;
+            if text == "--" {
+                break;
+            }
+            let Some(option) = text.strip_prefix('-') else {
+                i -= 1;
+                break;
+            };
+            let single = !option.starts_with('-');
+            let long = option.trim_start_matches('-');
+            if (single
+                && option.contains(['e', 'E', 'p'])
+                && !PATH_OPTIONS.iter().any(|o| text.starts_with(o)))
+                || ["eval", "print", "input-type"]
+                    .iter()
+                    .any(|o| long.starts_with(o))
+            {
+                return self.fail("an interpreter runs inline code, which may load any file");
+            }
+            if let Some(path_option) = PATH_OPTIONS.iter().find(|o| text.starts_with(**o)) {
+                let attached = text[path_option.len()..].trim_start_matches('=');
+                let value = if attached.is_empty() {
+                    i += 1;
+                    args.get(i - 1).map(|w| w.text.clone()).unwrap_or_default()
+                } else {
+                    attached.to_string()
+                };
+                // A module it preloads by a relative path (`node --import ./x.mjs`, `ruby
+                // -r./x`) loads like a script: from the tree, anything in it. A bare name
+                // (`tsx/cjs`) is an installed package; an include dir (`-I lib`) a place.
+                if value.starts_with("./") || value.starts_with("../") || value == "." {
+                    return self.fail("an interpreter preloads a module from the tree");
+                }
+                self.value(&value, depth, false);
+            }
+        }
+        let Some((script, script_args)) = args[i.min(args.len())..].split_first() else {
+            return self.fail("an interpreter reads its program from standard input");
+        };
+        self.script(script, ScriptRunner::Interpreter);
+        self.arguments(script_args, depth);
+    }
+
+    /// A script a runner runs.
+    fn script(&mut self, word: &Word, runner: ScriptRunner) {
+        if word.text.contains('$') || word.glob {
+            return self.fail("the shell computes the script it runs");
+        }
+        if word.text.starts_with('~') && !word.text.starts_with("~/") {
+            return self.fail("it names another account's home (~user)");
+        }
+        self.push(&word.text, Some(runner));
+    }
+
+    /// A program's arguments: files it may read as code or configuration.
+    fn arguments(&mut self, args: &[Word], depth: usize) {
+        let mut path_next = false;
+        for word in args {
+            let text = word.text.as_str();
+            if word.glob {
                 continue;
             }
             if std::mem::take(&mut path_next) && !text.starts_with('-') {
                 self.value(text, depth, true);
                 continue;
             }
-            // `timeout 5s`, `nice -n 5`: options and numbers before the command.
-            let number = text.starts_with(|c: char| c.is_ascii_digit())
-                && text
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || ".smhd".contains(c));
-            let pending_command = command_next && (text.starts_with('-') || number);
-            let command = word.command || (command_next && !pending_command);
-            if command {
-                command_next = false;
-            }
-            if word.glob {
-                if command || !script_taken {
-                    self.fail("the shell expands a pattern where a program is named");
-                }
-                continue;
-            }
-            if command && COMPUTED_COMMANDS.contains(&base_name(text).as_str()) {
-                self.fail("it evaluates a line or runs names computed from files");
-            }
-            if text.starts_with('~') && !text.starts_with("~/") {
-                self.fail("it names another account's home (~user)");
-                continue;
-            }
-            if matches!(text, "cd" | "pushd") && command {
-                cd_next = true;
-                continue;
-            }
-            if runner.is_none()
-                && (text == "-C"
-                    || text.starts_with("--chdir")
-                    || text == "-S"
-                    || text.starts_with("--split-string"))
-                && words.iter().any(|w| base_name(&w.text) == "env")
-            {
-                self.fail("env runs it from another directory or splits a line");
-                continue;
-            }
-            if !text.starts_with('-')
-                && let Some((name, assigned)) = text.split_once('=')
-            {
-                let assignment =
-                    !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
-                if command && assignment {
-                    command_next = true;
-                }
-                for part in assigned.split('=') {
-                    self.value(part, depth, false);
-                }
-                continue;
-            }
-            if command {
-                if variable {
-                    self.fail("the shell computes the program it runs");
-                    continue;
-                }
-                runner = runner_of(text);
-                script_taken = runner.is_none();
-                stdin_script = runner == Some(Runner::Shell);
-                command_next = WRAPPERS.contains(&base_name(text).as_str());
-                if text.contains('/') {
-                    let script = runner.is_none().then_some(ScriptRunner::Shebang);
-                    self.push(text, Scope::Below, script);
-                }
-                continue;
-            }
-            if std::mem::take(&mut module_next) {
-                // `python -m pkg.mod`: the package or module at the top, and what the program
-                // imports from the top (first on `sys.path`).
-                let first = text.split('.').next().unwrap_or_default();
-                self.push(first, Scope::Below, None);
-                self.push(&format!("{first}.py"), Scope::Below, None);
-                self.push(".", Scope::Imports, None);
-                script_taken = true;
-                continue;
-            }
-            if line_next && !text.starts_with('-') {
-                line_next = false;
-                stdin_script = false;
-                script_taken = true;
-                self.line(text, depth + 1);
+            if text.contains('$') {
+                self.variable_argument(text);
                 continue;
             }
             if let Some(option) = text.strip_prefix('-') {
                 let single = !option.starts_with('-');
-                match runner {
-                    Some(Runner::Shell) if single && option.contains('c') => line_next = true,
-                    Some(Runner::Shell) if single && option.contains('s') => {
-                        self.fail("a shell reads its script from standard input");
-                    }
-                    Some(Runner::Shell) if single && option.len() == 1 && "oO".contains(option) => {
-                        skip_next = true;
-                    }
-                    Some(Runner::Python) if option == "m" => module_next = true,
-                    Some(Runner::Python) if single && option.starts_with('c') => {
-                        // Inline code imports from the working directory.
-                        self.push(".", Scope::Imports, None);
-                        script_taken = true;
-                        stdin_script = false;
-                    }
-                    Some(Runner::Python) if PYTHON_VALUE_OPTIONS.contains(&text) => {
-                        skip_next = true;
-                    }
-                    Some(Runner::Interpreter)
-                        if single && option.contains(['e', 'E']) && !option.contains('=') =>
-                    {
-                        // Inline code: the owner's own text, run where it is.
-                        script_taken = true;
-                        skip_next = true;
-                    }
-                    _ => {}
-                }
                 if let Some(path_option) = PATH_OPTIONS.iter().find(|o| text.starts_with(**o)) {
                     let attached = text[path_option.len()..].trim_start_matches('=');
                     if attached.is_empty() {
                         path_next = true;
                     } else {
-                        // `ruby -Ilib`; for other commands a short option's letters run
-                        // together (`less -FRX`) unless the rest looks like a path.
-                        let any = runner.is_some() || path_option.len() > 2;
+                        // For a command's own short options the letters run together
+                        // (`less -FRX`) unless the rest looks like a path.
+                        let any = path_option.len() > 2;
                         for part in attached.split('=') {
                             self.value(part, depth, any);
                         }
@@ -401,23 +1046,14 @@ impl Collector {
                 }
                 continue;
             }
-            if !std::mem::replace(&mut script_taken, true) {
-                // A script: what it loads from beside it runs too.
-                stdin_script = false;
-                if variable {
-                    self.fail("the shell computes the script it runs");
-                    continue;
+            if let Some((_, assigned)) = text.split_once('=') {
+                for part in assigned.split('=') {
+                    self.value(part, depth, false);
                 }
-                let script = match runner {
-                    Some(Runner::Python) => ScriptRunner::Python,
-                    _ => ScriptRunner::Other,
-                };
-                self.push(text, Scope::Below, Some(script));
                 continue;
             }
-            if !variable && !matches!(text, "." | "..") && text.contains(['/', '.']) {
-                // An argument: a file the program may read as code or configuration.
-                self.push(text, Scope::Below, None);
+            if !matches!(text, "." | "..") && text.contains(['/', '.']) {
+                self.push(text, None);
             }
             if text.contains(char::is_whitespace) {
                 // A quoted line given to a command (`difftool -x 'sh tools/d.sh'`): what it
@@ -427,69 +1063,155 @@ impl Collector {
                 (self.result, self.cwd) = (result, cwd);
             }
         }
-        if stdin_script {
-            self.fail("a shell reads its script from standard input");
-        }
     }
 }
 
-/// The words of a command line as the shell splits them.
-fn split(value: &str) -> Vec<Word> {
-    /// The word being read, started (in a command's place or not) at its first character.
-    fn current<'a>(word: &'a mut Option<Word>, command_next: &mut bool) -> &'a mut Word {
+/// `NAME=value` as the shell takes an assignment.
+fn assignment(text: &str) -> Option<(&str, &str)> {
+    let (name, value) = text.split_once('=')?;
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    valid.then_some((name, value))
+}
+
+/// The tokens of a command line as the shell splits them: words (quotes and backslashes
+/// removed, `\`-newline joined, `#` comments dropped) and operators; an error for what the
+/// reader does not follow (here-documents, process substitution, an open quote).
+fn split(value: &str) -> Result<Vec<Token>, &'static str> {
+    let mut tokens: Vec<Token> = Vec::new();
+    let mut word: Option<Word> = None;
+    let mut quoting: Option<char> = None;
+    let mut chars = value.chars().peekable();
+    fn start(word: &mut Option<Word>) -> &mut Word {
         word.get_or_insert_with(|| Word {
             text: String::new(),
-            command: std::mem::take(command_next),
             glob: false,
         })
     }
-    let (mut words, mut word, mut quoting, mut command_next) = (Vec::new(), None, None, true);
-    let mut chars = value.chars().peekable();
+    fn add(word: &mut Option<Word>, c: char) {
+        start(word).text.push(c);
+    }
+    let end = |word: &mut Option<Word>, tokens: &mut Vec<Token>| {
+        if let Some(w) = word.take() {
+            tokens.push(Token::Word(w));
+        }
+    };
     while let Some(c) = chars.next() {
         match (quoting, c) {
             (Some(q), c) if c == q => quoting = None,
             // In double quotes a backslash escapes only `$`, `` ` ``, `"`, `\` and a newline.
-            (Some('"'), '\\') => {
-                let word = current(&mut word, &mut command_next);
-                match chars.peek() {
-                    Some(&next) if "$`\"\\\n".contains(next) => {
-                        word.text.push(next);
-                        chars.next();
-                    }
-                    _ => word.text.push('\\'),
+            (Some('"'), '\\') => match chars.peek() {
+                Some('\n') => {
+                    chars.next();
                 }
+                Some(&next) if "$`\"\\".contains(next) => {
+                    add(&mut word, next);
+                    chars.next();
+                }
+                _ => {
+                    add(&mut word, '\\');
+                }
+            },
+            (Some(_), c) => {
+                add(&mut word, c);
             }
-            (Some(_), c) => current(&mut word, &mut command_next).text.push(c),
             (None, '\'' | '"') => {
-                current(&mut word, &mut command_next);
+                start(&mut word);
                 quoting = Some(c);
             }
-            (None, '\\') => current(&mut word, &mut command_next)
-                .text
-                .extend(chars.next()),
-            (None, c) if c.is_whitespace() || c == '<' || c == '>' => words.extend(word.take()),
-            (None, ';' | '&' | '|' | '(' | ')' | '!') => {
-                words.extend(word.take());
-                command_next = true;
+            (None, '\\') => match chars.next() {
+                // A line continuation joins the lines.
+                Some('\n') | None => {}
+                Some(next) => {
+                    start(&mut word);
+                    add(&mut word, next);
+                }
+            },
+            (None, '#') if word.is_none() => {
+                while chars.peek().is_some_and(|c| *c != '\n') {
+                    chars.next();
+                }
+            }
+            (None, '\n') => {
+                end(&mut word, &mut tokens);
+                tokens.push(Token::Op(Op::Seq));
+            }
+            (None, c) if c.is_whitespace() => end(&mut word, &mut tokens),
+            (None, '<' | '>') => {
+                end(&mut word, &mut tokens);
+                match chars.peek() {
+                    Some('<') if c == '<' => return Err("it feeds a command a here-document"),
+                    Some('(') => return Err("it substitutes a process's output (<(…), >(…))"),
+                    Some('&' | '>' | '|') => {
+                        chars.next();
+                    }
+                    _ => {}
+                }
+            }
+            (None, ';') => {
+                end(&mut word, &mut tokens);
+                chars.next_if_eq(&';');
+                tokens.push(Token::Op(Op::Seq));
+            }
+            // `!cmd` (an alias) or `! cmd`: a negated command, in a command's place.
+            (None, '!') if word.is_none() => tokens.push(Token::Op(Op::Seq)),
+            (None, '&') => {
+                end(&mut word, &mut tokens);
+                let op = if chars.next_if_eq(&'&').is_some() {
+                    Op::And
+                } else if chars.next_if_eq(&'>').is_some() {
+                    continue;
+                } else {
+                    Op::Background
+                };
+                tokens.push(Token::Op(op));
+            }
+            (None, '|') => {
+                end(&mut word, &mut tokens);
+                let op = if chars.next_if_eq(&'|').is_some() {
+                    Op::Or
+                } else {
+                    chars.next_if_eq(&'&');
+                    Op::Pipe
+                };
+                tokens.push(Token::Op(op));
+            }
+            (None, '(') => {
+                end(&mut word, &mut tokens);
+                tokens.push(Token::Op(Op::Open));
+            }
+            (None, ')') => {
+                end(&mut word, &mut tokens);
+                tokens.push(Token::Op(Op::Close));
             }
             (None, '{') if word.is_none() && chars.peek().is_some_and(|c| c.is_whitespace()) => {
-                // A group `{ …; }`: a reserved word, not part of a name.
-                command_next = true;
+                tokens.push(Token::Op(Op::GroupOpen));
             }
-            (None, '}') if word.is_none() => {
-                // A group `{ …; }`: a reserved word, not part of a name.
-                command_next = true;
-            }
+            (None, '}') if word.is_none() => tokens.push(Token::Op(Op::GroupClose)),
             (None, c) => {
-                let word = current(&mut word, &mut command_next);
-                word.glob |= matches!(c, '*' | '?' | '[')
-                    || (c == '}' && word.text.contains('{') && word.text.contains(','));
-                word.text.push(c);
+                start(&mut word);
+                if let Some(w) = word.as_mut() {
+                    w.glob |= matches!(c, '*' | '?' | '[')
+                        || (c == '}' && w.text.contains('{') && w.text.contains(','));
+                    w.text.push(c);
+                }
             }
         }
     }
-    words.extend(word.take());
-    words
+    if quoting.is_some() {
+        return Err("a quote is left open");
+    }
+    end(&mut word, &mut tokens);
+    // `[ … ]` and `[[ … ]]` are the test command, not patterns.
+    for token in &mut tokens {
+        if let Token::Word(w) = token
+            && matches!(w.text.as_str(), "[" | "[[" | "]" | "]]")
+        {
+            w.glob = false;
+        }
+    }
+    Ok(tokens)
 }
 
 #[cfg(test)]

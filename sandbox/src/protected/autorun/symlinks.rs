@@ -347,7 +347,6 @@ fn covers(place: &[String], scope: Scope, path: &[String]) -> bool {
     }
     match (scope, &path[place.len()..]) {
         (Scope::Below, _) => true,
-        // A module Python imports from the directory, or a package's `__init__.py`.
         (Scope::Imports, [name]) => [".py", ".pyc", ".pyw", ".so", ".pyd"]
             .iter()
             .any(|suffix| name.ends_with(suffix)),

@@ -378,3 +378,283 @@ fn git_config_is_parsed_as_git_reads_it() {
         ]
     );
 }
+
+/// A repository in a temporary write root, and what git's configuration and hooks name in it.
+struct Repo {
+    _tmp: tempfile::TempDir,
+    root: std::path::PathBuf,
+}
+
+impl Repo {
+    fn new(config: &str) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap().join("work");
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(root.join(".git/config"), config).unwrap();
+        Self { _tmp: tmp, root }
+    }
+
+    fn put(&self, rel: &str, content: &str) -> &Self {
+        let path = self.root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+        self
+    }
+
+    /// Why a write to `rel` is refused as a place git names, if it is.
+    fn why(&self, rel: &str) -> Option<String> {
+        gitconfig::places(&self.root, &[std::path::PathBuf::from(".git")])
+            .into_iter()
+            .find(|place| {
+                let Ok(below) = Path::new(rel).strip_prefix(&place.at) else {
+                    return false;
+                };
+                let names: Vec<&str> = below.iter().map(|n| n.to_str().unwrap()).collect();
+                match (place.scope, names.as_slice()) {
+                    (gitconfig::Scope::Below, _) => true,
+                    (gitconfig::Scope::Imports, [name]) => name.ends_with(".py"),
+                    (gitconfig::Scope::Imports, [_, init]) => *init == "__init__.py",
+                    (gitconfig::Scope::Imports, _) => false,
+                }
+            })
+            .map(|place| place.why)
+    }
+
+    fn refused(&self, rels: &[&str]) {
+        for rel in rels {
+            assert!(self.why(rel).is_some(), "{rel} should be refused");
+        }
+    }
+
+    fn allowed(&self, rels: &[&str]) {
+        for rel in rels {
+            assert_eq!(self.why(rel), None, "{rel} should be writable");
+        }
+    }
+
+    /// Every write refused, the key named.
+    fn whole_tree(&self, key: &str) {
+        let why = self.why("src/unrelated.rs").expect("whole tree refused");
+        assert!(why.contains(key) && why.contains("cannot be told"), "{why}");
+    }
+}
+
+/// Red team 23 c1 B1a, B1b: wrapper options are read by each wrapper's grammar, and a
+/// package runner's interpreter script names the whole tree.
+#[test]
+fn rt_c1_b1a_b1b_wrappers_leave_no_script_directory_writable() {
+    let repo = Repo::new(
+        "[diff \"nb\"]\n\ttextconv = timeout -s KILL 30 python3 tools/nbconv.py\n\
+         [filter \"f2\"]\n\tclean = env -u PYTHONPATH python3 tools2/c.py\n\
+         [diff \"s\"]\n\ttextconv = stdbuf -o L python3 tools3/c.py\n\
+         [diff \"fl\"]\n\ttextconv = flock /tmp/l python3 tools8/tc.py\n",
+    );
+    repo.refused(&[
+        "tools/json.py",
+        "tools2/json.py",
+        "tools3/json.py",
+        "tools8/json.py",
+        "tools8/deep/data.json",
+    ]);
+    repo.allowed(&["src/lib.rs", "tmp/l", "30", "L"]);
+    let npx = Repo::new("[merge \"m\"]\n\tdriver = npx tsx tools5/merge.ts %O %A %B\n");
+    npx.put("tools5/merge.ts", "import './lib'\n");
+    npx.whole_tree("merge.m.driver");
+}
+
+/// B1c, B1d, B1e: `-m` in any spelling, an assignment before the command and inline code.
+#[test]
+fn rt_c1_b1c_b1d_b1e_modules_assignments_and_inline_code_are_the_whole_tree() {
+    for (config, key) in [
+        ("[core]\n\tfsmonitor = python3 -mfsmon\n", "core.fsmonitor"),
+        (
+            "[diff \"j9\"]\n\ttextconv = PYTHONPATH=tools9 python3 -m tcmod\n",
+            "diff.j9.textconv",
+        ),
+        (
+            "[diff \"j6\"]\n\ttextconv = node -e \"require('./tools6/tc.js')\"\n",
+            "diff.j6.textconv",
+        ),
+        (
+            "[filter \"nb\"]\n\tclean = \"/usr/bin/python3\" -m nbstripout\n",
+            "filter.nb.clean",
+        ),
+        (
+            "[core]\n\tpager = python3 -X dev -c 'import p'\n",
+            "core.pager",
+        ),
+        ("[core]\n\tpager = deno run pager.ts\n", "core.pager"),
+        (
+            "[core]\n\tpager = bash -c \"node -r ./x.js\"\n",
+            "core.pager",
+        ),
+    ] {
+        Repo::new(config).whole_tree(key);
+    }
+    // `-I` keeps the tree off `sys.path`.
+    Repo::new("[filter \"nb\"]\n\tclean = python3 -I -m nbstripout\n")
+        .allowed(&["nbstripout.py", "src/lib.rs"]);
+}
+
+/// B1f, B1g: a subshell's `cd` ends at `)`; Python's script directory is a place at any depth.
+#[test]
+fn rt_c1_b1f_b1g_subshells_and_python_packages() {
+    let repo = Repo::new(
+        "[diff \"j10\"]\n\ttextconv = \"(cd tools10 && true); python3 sub/conv10.py\"\n\
+         [diff \"ok\"]\n\ttextconv = python3 toolsok/conv.py\n",
+    );
+    repo.refused(&[
+        "sub/conv10.py",
+        "sub/json.py",
+        "toolsok/nblib/util.py",
+        "toolsok/nblib/__init__.py",
+        "toolsok/data/table.csv",
+    ]);
+    repo.allowed(&["tools10/sub/conv10.py", "src/lib.rs", "tools10/x.py"]);
+}
+
+/// B2: a regular hook file's lines name what it runs, and so on through the shell scripts it
+/// runs; a hook manager's generated hook runs only the manager.
+#[test]
+fn rt_c1_b2_hook_files_are_read_for_what_they_run() {
+    let repo = Repo::new("[core]\n\thooksPath = ci/hooks\n");
+    repo.put(
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\nexec ./scripts/pre-commit.sh \"$@\"\n",
+    )
+    .put(
+        "scripts/pre-commit.sh",
+        "#!/bin/sh\nset -e\n. ./scripts/lib/common.sh\npython3 tools/lint.py\n",
+    )
+    .put(
+        ".git/hooks/post-merge.sample",
+        "#!/bin/sh\nexec ./scripts/sample.sh\n",
+    )
+    .put(
+        "ci/hooks/pre-push",
+        "#!/usr/bin/env bash\n# checks\nsh \\\n  ci/push.sh\n",
+    )
+    .put(
+        "ci/hooks/commit-msg",
+        "#!/bin/sh\nnpx --no -- commitlint --edit \"$1\" && npm test && make check\n",
+    );
+    repo.refused(&[
+        "scripts/pre-commit.sh",
+        "scripts/lib/common.sh",
+        "tools/lint.py",
+        "tools/helpers/x.py",
+        "ci/push.sh",
+        "ci/hooks/anything",
+    ]);
+    repo.allowed(&[
+        "scripts/sample.sh",
+        "scripts/other.sh",
+        "src/lib.rs",
+        "ci/other.sh",
+    ]);
+    // A hook whose lines compute what they run, or another interpreter's hook, is the whole tree.
+    for hook in [
+        "#!/bin/sh\nexec \"$(git rev-parse --show-toplevel)/scripts/x.sh\"\n",
+        "#!/usr/bin/env node\nrequire('../../tools/x')\n",
+        "#!/bin/sh\nexec node tools/h.js\n",
+        "#!/bin/sh\nPYTHONPATH=tools python3 -m checks\n",
+    ] {
+        let repo = Repo::new("");
+        repo.put(".git/hooks/pre-commit", hook);
+        repo.whole_tree("pre-commit");
+    }
+    // A `#!/usr/bin/env python3` hook: its directory (the hooks dir) is already the place.
+    let py = Repo::new("[core]\n\thooksPath = hk\n");
+    py.put("hk/pre-commit", "#!/usr/bin/env python3\nimport checks\n");
+    py.refused(&["hk/checks.py"]);
+    py.allowed(&["src/lib.rs"]);
+    // Generated hooks of pre-commit and lefthook run their manager, whose config is refused
+    // by name; what that config runs is the project's checks (writable, like a Makefile).
+    let managed = Repo::new("");
+    managed
+        .put(
+            ".git/hooks/pre-commit",
+            "#!/usr/bin/env bash\n# File generated by pre-commit: https://pre-commit.com\n\
+             HERE=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\nexec \"$INSTALL_PYTHON\" -mpre_commit\n",
+        )
+        .put(
+            ".git/hooks/pre-push",
+            "#!/bin/sh\ncall_lefthook()\n{\n  \"$LEFTHOOK_BIN\" \"$@\"\n}\ncall_lefthook run pre-push\n",
+        );
+    managed.allowed(&["src/lib.rs", "scripts/lint.sh", "tools/yaml.py"]);
+    // pre-commit's hook runs `python -mpre_commit` from the top: what shadows its imports
+    // there is a place.
+    for rel in [
+        "pre_commit.py",
+        "pre_commit/main.py",
+        "yaml.py",
+        "cfgv/__init__.py",
+    ] {
+        assert!(managed.why(rel).is_some(), "{rel}");
+    }
+}
+
+/// husky 9 points core.hooksPath at `.husky/_`, whose runner runs `.husky/<hook>` with `sh -e`;
+/// husky 8's hooks source `_/husky.sh` through `$(dirname -- "$0")`.
+#[test]
+fn husky_hooks_are_read_through_husky_s_runner() {
+    let v9 = Repo::new("[core]\n\thooksPath = .husky/_\n");
+    v9.put(
+        ".husky/_/h",
+        "#!/usr/bin/env sh\nn=$(basename \"$0\")\nsh -e \"$s\" \"$@\"\n",
+    )
+    .put(
+        ".husky/_/pre-commit",
+        "#!/usr/bin/env sh\n. \"$(dirname \"$0\")/h\"\n",
+    )
+    .put(
+        ".husky/_/pre-push",
+        "#!/usr/bin/env sh\n. \"$(dirname \"$0\")/h\"\n",
+    )
+    .put(".husky/pre-commit", "npx lint-staged\nnpm test\n")
+    .put(".husky/pre-push", "sh scripts/push-check.sh\n");
+    v9.refused(&["scripts/push-check.sh"]);
+    v9.allowed(&["src/lib.rs", "scripts/other.sh"]);
+    let v8 = Repo::new("[core]\n\thooksPath = .husky\n");
+    v8.put(
+        ".husky/_/husky.sh",
+        "#!/usr/bin/env sh\nreadonly hook_name=\"$(basename -- \"$0\")\"\nsh -e \"$0\" \"$@\"\n",
+    )
+    .put(
+        ".husky/pre-commit",
+        "#!/usr/bin/env sh\n. \"$(dirname -- \"$0\")/_/husky.sh\"\n\nnpx lint-staged\n",
+    );
+    v8.allowed(&["src/lib.rs"]);
+}
+
+/// B4: git-lfs's program keys and any key whose name says it runs a program.
+#[test]
+fn rt_c1_b4_program_keys_of_extensions_are_read() {
+    let repo = Repo::new(
+        "[lfs \"extension.x\"]\n\tclean = python3 scripts/lfsx.py %f\n\tsmudge = ./bin/lfs-smudge %f\n\
+         [lfs \"customtransfer.t\"]\n\tpath = tools/xfer\n\targs = tools/xfer-args.sh\n\
+         [someext]\n\thookcommand = ./ext/run\n",
+    );
+    repo.refused(&[
+        "scripts/lfsx.py",
+        "scripts/other.py",
+        "bin/lfs-smudge",
+        "tools/xfer",
+        "tools/xfer-args.sh",
+        "ext/run",
+    ]);
+    repo.allowed(&["src/lib.rs", "tools/other"]);
+}
+
+/// Programs outside the tree, and a project with no program values, name nothing in it.
+#[test]
+fn programs_outside_the_tree_leave_the_project_writable() {
+    let repo = Repo::new(
+        "[filter \"lfs\"]\n\tprocess = git-lfs filter-process\n\trequired = true\n\
+         \tclean = git-lfs clean -- %f\n[diff]\n\ttool = meld\n[difftool \"meld\"]\n\tpath = /usr/bin/meld\n\
+         [core]\n\tpager = delta\n\tquotePath = false\n[interactive]\n\tdiffFilter = delta --color-only\n\
+         [credential]\n\thelper = cache --timeout=3600\n[submodule \"s\"]\n\tpath = libs/s\n",
+    );
+    repo.allowed(&["src/lib.rs", "libs/s/x.c", "README.md", "tools/a.py"]);
+    Repo::new("[user]\n\tname = a\n").allowed(&["src/lib.rs", "scripts/x.sh"]);
+}

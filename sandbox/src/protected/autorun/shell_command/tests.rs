@@ -7,6 +7,7 @@ use super::{Named, NamedPath, Reading, Scope, ScriptRunner, program_paths};
 fn at(path: &str) -> NamedPath {
     NamedPath {
         path: path.into(),
+        cwd: String::new(),
         scope: Scope::Below,
         script: None,
     }
@@ -16,17 +17,9 @@ fn at(path: &str) -> NamedPath {
 fn script(path: &str, runner: ScriptRunner) -> NamedPath {
     NamedPath {
         path: path.into(),
+        cwd: String::new(),
         scope: Scope::Below,
         script: Some(runner),
-    }
-}
-
-/// What Python imports from a directory.
-fn imports(path: &str) -> NamedPath {
-    NamedPath {
-        path: path.into(),
-        scope: Scope::Imports,
-        script: None,
     }
 }
 
@@ -38,17 +31,17 @@ fn paths(named: &[NamedPath]) -> Named {
     Named::Paths(named.to_vec())
 }
 
-use ScriptRunner::{Other, Python, Shebang};
+use ScriptRunner::{Interpreter, Python, Shebang, Shell};
 
 #[test]
 fn words_as_the_shell_reads_them() {
-    assert_eq!(strict("sh fsm.sh"), paths(&[script("fsm.sh", Other)]));
+    assert_eq!(strict("sh fsm.sh"), paths(&[script("fsm.sh", Shell)]));
     assert_eq!(
         strict("'./tools/my conv.sh' --flag"),
         paths(&[script("./tools/my conv.sh", Shebang)])
     );
     assert_eq!(
-        strict("!env X=1 tools/e.sh"),
+        strict("!env LANG=C tools/e.sh"),
         paths(&[script("tools/e.sh", Shebang)])
     );
     // Arguments without a `/` or `.` are subcommands, not files (`gh auth git-credential`);
@@ -72,7 +65,7 @@ fn words_as_the_shell_reads_them() {
     // In double quotes a backslash stays unless it escapes `$`, `` ` ``, `"` or `\`.
     assert_eq!(
         strict("sh \"conv\\x.sh\""),
-        paths(&[script("conv\\x.sh", Other)])
+        paths(&[script("conv\\x.sh", Shell)])
     );
     assert_eq!(strict("tool -fconv.awk"), paths(&[at("conv.awk")]));
     // Wrappers and their options pass the command's place on.
@@ -84,7 +77,7 @@ fn words_as_the_shell_reads_them() {
         "bash -O extglob conv3",
         "exec sh conv3",
     ] {
-        assert_eq!(strict(value), paths(&[script("conv3", Other)]), "{value}");
+        assert_eq!(strict(value), paths(&[script("conv3", Shell)]), "{value}");
     }
 }
 
@@ -104,40 +97,45 @@ fn git_s_own_arguments_and_variables_in_arguments_are_no_file_names() {
 }
 
 #[test]
-fn option_values_and_assignments_name_what_programs_load() {
+fn option_values_name_what_programs_load_and_assignments_are_the_whole_tree() {
     assert_eq!(
         strict("tool --config=c t.cfg"),
         paths(&[at("c"), at("t.cfg")])
     );
     assert_eq!(
-        strict("X=./a ./run"),
-        paths(&[at("./a"), script("./run", Shebang)])
-    );
-    assert_eq!(
         strict("sh --rcfile=rc x.sh"),
-        paths(&[at("rc"), script("x.sh", Other)])
+        paths(&[at("rc"), script("x.sh", Shell)])
     );
-    assert_eq!(
-        strict("NODE_OPTIONS='--require ./h.js' tool"),
-        paths(&[at("./h.js")])
-    );
-    assert_eq!(strict("PYTHONPATH=. tool"), paths(&[at(".")]));
     assert_eq!(strict("make -s -f mk12"), paths(&[at("mk12")]));
     assert_eq!(strict("sed -f clean"), paths(&[at("clean")]));
     assert_eq!(strict("sqlite3 -init conv21"), paths(&[at("conv21")]));
     assert_eq!(
-        strict("/usr/bin/ruby -Ilib -rfsm -e 0"),
-        paths(&[at("/usr/bin/ruby"), at("lib"), at("fsm")])
+        strict("node --require=/opt/hook.js t"),
+        paths(&[at("/opt/hook.js"), script("t", Interpreter)])
     );
+    // Locale and terminal settings change nothing a program loads.
     assert_eq!(
-        strict("node --require=./hook.js t"),
-        paths(&[at("./hook.js"), script("t", Other)])
+        strict("LC_ALL=C TZ=UTC ./run"),
+        paths(&[script("./run", Shebang)])
     );
-    assert_eq!(
-        strict("java -cp . Fsm"),
-        paths(&[at("."), script("Fsm", Other)])
-    );
-    assert_eq!(strict("perl -Mlib=. -e 1"), paths(&[at("lib"), at(".")]));
+    for value in [
+        "X=./a ./run",
+        "PYTHONPATH=tools9 python3 -m tcmod",
+        "PYTHONPATH=. tool",
+        "NODE_OPTIONS='--require ./h.js' tool",
+        "env -u PYTHONPATH PERL5OPT=-Mx perl /opt/x.pl",
+        "LANG=$X ./run",
+        "export PYTHONPATH=tools; python3 /opt/c.py",
+        "/usr/bin/ruby -Ilib -rfsm -e 0",
+        "perl -Mlib=. -e 1",
+        "java -cp . Fsm",
+    ] {
+        assert!(
+            matches!(strict(value), Named::WholeTree(_)),
+            "{value}: {:?}",
+            strict(value)
+        );
+    }
 }
 
 #[test]
@@ -148,7 +146,7 @@ fn a_line_another_shell_runs_is_read_too() {
         "sh -c -- 'sh fsm.sh'",
         "bash -lc \"sh fsm.sh\"",
     ] {
-        assert_eq!(strict(value), paths(&[script("fsm.sh", Other)]), "{value}");
+        assert_eq!(strict(value), paths(&[script("fsm.sh", Shell)]), "{value}");
     }
     let nest = |levels: usize| {
         let mut line = "sh ./x.sh".to_string();
@@ -158,56 +156,133 @@ fn a_line_another_shell_runs_is_read_too() {
         }
         line
     };
-    assert_eq!(strict(&nest(3)), paths(&[script("./x.sh", Other)]));
+    assert_eq!(strict(&nest(3)), paths(&[script("./x.sh", Shell)]));
     assert!(matches!(strict(&nest(8)), Named::WholeTree(_)));
 }
 
 #[test]
 fn a_literal_cd_moves_where_paths_are_taken_from() {
+    let from = |path: &str, runner, cwd: &str| NamedPath {
+        cwd: cwd.into(),
+        ..script(path, runner)
+    };
     assert_eq!(
         strict("cd tools && ./conv.sh"),
-        paths(&[script("tools/./conv.sh", Shebang)])
+        paths(&[from("tools/./conv.sh", Shebang, "tools")])
     );
     assert_eq!(
         strict("cd .. && sh tools/conv.sh"),
-        paths(&[script("../tools/conv.sh", Other)])
+        paths(&[from("../tools/conv.sh", Shell, "..")])
+    );
+    // A subshell's `cd` ends at its `)`; a `cd` in a group, a function, a pipeline or after
+    // `||` cannot be placed.
+    assert_eq!(
+        strict("(cd tools10 && true); python3 conv10.py"),
+        paths(&[script("conv10.py", Python)])
     );
     assert_eq!(
+        strict("(cd a && (cd b; sh x.sh); sh y.sh); sh z.sh"),
+        paths(&[
+            from("a/b/x.sh", Shell, "a/b"),
+            from("a/y.sh", Shell, "a"),
+            script("z.sh", Shell)
+        ])
+    );
+    for value in [
+        "{ cd tools; }; sh x.sh",
+        "f() { cd tools; }; f; sh x.sh",
+        "true || cd tools; sh x.sh",
+        "cd tools | true; sh x.sh",
+        "if true; then cd tools; fi; sh x.sh",
+        "cd; ./x.sh",
+        "true && cd tools; sh x.sh",
+        "f() { sh x.sh; }; cd tools; f",
+        "cd -P tools && ./x.sh",
+        "(cd tools; sh x.sh",
+        "sh x.sh)",
+    ] {
+        assert!(
+            matches!(strict(value), Named::WholeTree(_)),
+            "{value}: {:?}",
+            strict(value)
+        );
+    }
+    assert_eq!(
         program_paths("cd tools && sh m.sh", Reading::Literal),
-        paths(&[at("tools/m.sh")])
+        paths(&[NamedPath {
+            cwd: "tools".into(),
+            ..at("tools/m.sh")
+        }])
     );
 }
 
 #[test]
-fn python_imports_from_the_script_s_directory_or_the_top() {
+fn python_s_script_is_read_with_its_directory_and_inline_code_or_modules_are_the_whole_tree() {
     assert_eq!(
         strict("python3 tools/conv.py"),
         paths(&[script("tools/conv.py", Python)])
     );
     assert_eq!(
-        strict("python3 -W ignore -X utf8 tools/c.py"),
+        strict("python3 -W ignore -X utf8 -Bu tools/c.py"),
         paths(&[script("tools/c.py", Python)])
     );
     assert_eq!(
         strict("nice -n 5 python3 tools/c.py"),
         paths(&[script("tools/c.py", Python)])
     );
-    assert_eq!(
-        strict("\"/usr/bin/python3\" -m nbstripout"),
-        paths(&[
-            at("/usr/bin/python3"),
-            at("nbstripout"),
-            at("nbstripout.py"),
-            imports("."),
-        ])
-    );
-    assert_eq!(strict("python3 -c 'import fsm'"), paths(&[imports(".")]));
-    // Other interpreters' inline code is the owner's own text.
-    assert_eq!(strict("perl -pe 's/\\r//'"), paths(&[]));
+    // `-I`/`-P` keep the working directory and the script's off `sys.path`.
+    assert_eq!(strict("python3 -I -m nbstripout"), paths(&[]));
+    assert_eq!(strict("python3 -Im nbstripout"), paths(&[]));
+    assert_eq!(strict("python3 -P tools/c.py"), paths(&[at("tools/c.py")]));
+    for value in [
+        "\"/usr/bin/python3\" -m nbstripout",
+        "python3 -mfsmon",
+        "python3 -Bmfsmon",
+        "python3 -c 'import fsm'",
+        "python -X utf8 -c 1",
+        "python3 --weird tools/c.py",
+        "python3 -Z tools/c.py",
+        "python3",
+        "python3 -",
+    ] {
+        assert!(
+            matches!(strict(value), Named::WholeTree(_)),
+            "{value}: {:?}",
+            strict(value)
+        );
+    }
+}
+
+#[test]
+fn other_interpreters_scripts_are_theirs_and_inline_code_is_the_whole_tree() {
     assert_eq!(
         strict("node tools/x.js"),
-        paths(&[script("tools/x.js", Other)])
+        paths(&[script("tools/x.js", Interpreter)])
     );
+    assert_eq!(
+        strict("node --import=/opt/hook.mjs -r tsx/cjs /opt/t.js"),
+        paths(&[
+            at("/opt/hook.mjs"),
+            at("tsx/cjs"),
+            script("/opt/t.js", Interpreter)
+        ])
+    );
+    for value in [
+        "node -e \"require('./tools6/tc.js')\"",
+        "node --import ./tools/hook.mjs /opt/t.js",
+        "node --require=./hook.js /opt/t.js",
+        "node --eval=1",
+        "node -p 1",
+        "perl -pe 's/\\r//'",
+        "ruby -e 0",
+        "node",
+    ] {
+        assert!(
+            matches!(strict(value), Named::WholeTree(_)),
+            "{value}: {:?}",
+            strict(value)
+        );
+    }
 }
 
 #[test]
@@ -231,7 +306,6 @@ fn what_the_shell_computes_as_a_program_is_the_whole_tree() {
         "cat fsm.txt | sh",
         "ls | grep fsm | xargs -r sh",
         "find . -name 'fsm.s?' -exec sh {} +",
-        "sh fsm.sh \\\n x",
     ] {
         assert!(
             matches!(strict(value), Named::WholeTree(_)),
@@ -257,5 +331,145 @@ fn a_command_the_owner_runs_by_name_names_what_it_spells_out() {
             Named::Paths(named),
             "{value}"
         );
+    }
+}
+
+/// Red team 23 c1 (B1a, B1b): a wrapper is followed only by its whole option grammar; an
+/// option it does not know, and a runner that resolves packages itself, is the whole tree.
+#[test]
+fn wrappers_are_read_by_their_whole_option_grammar() {
+    for value in [
+        "timeout -s KILL 30 python3 tools/nbconv.py",
+        "timeout --signal=KILL -k 5 --foreground 30s python3 tools/nbconv.py",
+        "stdbuf -o L python3 tools/nbconv.py",
+        "stdbuf -oL -e0 python3 tools/nbconv.py",
+        "env -u PYTHONPATH python3 tools/nbconv.py",
+        "env --unset=PYTHONPATH -i python3 tools/nbconv.py",
+        "flock /tmp/l python3 tools/nbconv.py",
+        "flock -w 10 -x /tmp/l python3 tools/nbconv.py",
+        "nice -n 5 nohup python3 tools/nbconv.py",
+        "nice -10 python3 tools/nbconv.py",
+        "command -p exec -a x time -p python3 tools/nbconv.py",
+        "setsid -w python3 tools/nbconv.py",
+        "ionice -c 3 python3 tools/nbconv.py",
+        "env -- python3 tools/nbconv.py",
+    ] {
+        assert_eq!(
+            strict(value),
+            paths(&[script("tools/nbconv.py", Python)]),
+            "{value}"
+        );
+    }
+    // npx runs an installed package's bin: its script is read like any other.
+    assert_eq!(strict("npx --no -- commitlint --edit \"$1\""), paths(&[]));
+    assert!(matches!(
+        strict("npx tsx tools5/merge.ts"),
+        Named::Paths(p) if p == [script("tools5/merge.ts", Interpreter)]
+    ));
+    for value in [
+        "timeout --weird 30 python3 tools/nbconv.py",
+        "stdbuf -x L python3 tools/nbconv.py",
+        "env -C tools python3 nbconv.py",
+        "env -S 'python3 x.py'",
+        "flock -c 'sh x.sh' /tmp/l",
+        "flock --command=x /tmp/l",
+        "sudo python3 /opt/x.py",
+        "chrt -f 10 python3 /opt/x.py",
+        "npx -p tsx tsx /opt/m.ts",
+        "pnpm exec tsx /opt/m.ts",
+        "yarn dlx tsx /opt/m.ts",
+        "bunx tsx /opt/m.ts",
+        "uvx ruff",
+        "pipx run black",
+        "npm exec -- x",
+        "git -c core.fsmonitor=./x status",
+        "git -C tools status",
+        "xargs sh",
+        "busybox sh x.sh",
+    ] {
+        assert!(
+            matches!(strict(value), Named::WholeTree(_)),
+            "{value}: {:?}",
+            strict(value)
+        );
+    }
+}
+
+/// What the shell does beside simple commands: line continuations, comments and `if` are read;
+/// here-documents, process substitution, `$(…)` and variables naming the tree are not.
+#[test]
+fn shell_syntax_is_read_or_names_the_whole_tree() {
+    assert_eq!(
+        strict("python3 \\\n  tools/c.py"),
+        paths(&[script("tools/c.py", Python)])
+    );
+    assert_eq!(
+        strict(
+            "#!/bin/sh\n# run the checks\nset -e\n[ -f x ] && exec ./scripts/pre-commit.sh \"$@\"\n"
+        ),
+        paths(&[script("./scripts/pre-commit.sh", Shebang)])
+    );
+    assert_eq!(
+        strict("if [ -x ./bin/fmt ]; then ./bin/fmt; else sh tools/fmt.sh; fi"),
+        paths(&[script("./bin/fmt", Shebang), script("tools/fmt.sh", Shell)])
+    );
+    assert_eq!(
+        strict("sh -c 'sh -c \"python3 deep/x.py\"'"),
+        paths(&[script("deep/x.py", Python)])
+    );
+    assert_eq!(
+        strict(". ./lib.sh && run"),
+        paths(&[script("./lib.sh", Shell)])
+    );
+    assert_eq!(strict("npm test && make check"), paths(&[]));
+    assert_eq!(
+        strict("command -v pre-commit >/dev/null && pre-commit run"),
+        paths(&[])
+    );
+    // A program in the tree is a script whatever its name; a wrapper by absolute path is one.
+    assert_eq!(
+        strict("./python3 x && /usr/bin/timeout 5 python3 /opt/t/c.py"),
+        paths(&[
+            script("./python3", Shebang),
+            at("/usr/bin/timeout"),
+            script("/opt/t/c.py", Python)
+        ])
+    );
+    for value in [
+        "sh <<EOF\n./x.sh\nEOF",
+        "diff <(./x.sh) y",
+        "python3 $PWD/tools/x.py",
+        "tool --config $PWD/cfg.toml",
+        "tool ${GIT_DIR}/../x",
+        "sh \"$0.d/x\"",
+        "for f in hooks/*; do sh $f; done",
+        "case $1 in x) sh a.sh;; esac",
+        "sh 'open",
+        "sh",
+        "bash -s < x.sh",
+        "trap 'sh x.sh' EXIT",
+    ] {
+        assert!(
+            matches!(strict(value), Named::WholeTree(_)),
+            "{value}: {:?}",
+            strict(value)
+        );
+    }
+}
+
+#[test]
+fn a_shebang_line_says_what_runs_a_script() {
+    use super::shebang_runner;
+    for (line, want) in [
+        ("#!/bin/sh", Some(Shell)),
+        ("#!/usr/bin/env bash", Some(Shell)),
+        ("#!/usr/bin/env python3", Some(Python)),
+        ("#!/usr/bin/python3.12 -u", Some(Python)),
+        ("#!/usr/bin/env node", Some(Interpreter)),
+        ("#!/usr/bin/env -S deno run", Some(Interpreter)),
+        ("#!/opt/weird", Some(Interpreter)),
+        ("echo hi", None),
+    ] {
+        assert_eq!(shebang_runner(line), want, "{line}");
     }
 }
