@@ -502,6 +502,7 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
             .collect(),
     };
     masked += pseudo_mounts::cover(&keep, &places)?;
+    crate::timing::mark("mounts_pseudo");
     sys::mount_setattr(
         Path::new("/"),
         true,

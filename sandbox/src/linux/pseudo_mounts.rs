@@ -155,3 +155,36 @@ fn cover_one(fd: &OwnedFd) -> std::io::Result<()> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_names_a_mount_only_inside_the_commands_own_directories() {
+        let places = Places {
+            shown: vec![Path::new("/work/project")],
+        };
+        let line = |at: &str| MountLine {
+            id: 7,
+            device: "0:21".into(),
+            root: PathBuf::from("/"),
+            mount_point: PathBuf::from(at),
+            fs_type: "proc".into(),
+        };
+        assert_eq!(
+            places.describe(&line("/work/project/pdir"), "proc"),
+            "a proc file system is mounted at /work/project/pdir"
+        );
+        let outside = places.describe(&line("/home/other/.secret-mnt"), "proc");
+        assert_eq!(
+            outside,
+            "a proc file system is mounted outside the working directory"
+        );
+        assert!(
+            !places
+                .describe(&line("/work/projectile"), "sysfs")
+                .contains("projectile")
+        );
+    }
+}
