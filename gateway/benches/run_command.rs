@@ -216,7 +216,11 @@ const PHASES: &[(&str, &str)] = &[
     ("mounts_masks", "mounts: protected-set masks"),
     ("mounts_dev", "mounts: private /dev"),
     ("mounts_binds", "mounts: visible binds, scratch tmpfs"),
-    ("mounts", "mounts: /proc, read-only remount"),
+    (
+        "mounts_pseudo",
+        "mounts: fresh /proc, other pseudo file systems covered",
+    ),
+    ("mounts", "mounts: read-only remount"),
     ("rlimits", "confine: cwd, rlimits"),
     ("landlock", "confine: caps, nnp, Landlock"),
     ("exec", "confine: seccomp compiled and applied, argv/env"),

@@ -4,6 +4,18 @@
 //! runner's system prompt with the frozen bodies. Bodies are untrusted text (project skills come
 //! from the repository being worked on): they leave this module only for that snapshot file, the
 //! runner's system prompt and `kind: prompt` pending turns; errors and logs name ids and reasons.
+//!
+//! In the system prompt each body sits between `<skill …>` and `</skill>`, and must not be able
+//! to end its block or forge another, also not with a tag a model reads as one though no ASCII
+//! matcher would (red team 23, B7: `</sk\u{200b}ill>`, `＜/skill＞`, `</s\u{212a}ill>` with the
+//! Kelvin sign, a soft hyphen inside). Finding tag-like sequences through a normalised copy
+//! would chase every spelling a model might accept (homoglyphs such as Cyrillic `ѕ` have no
+//! normal form in common with `s`); so instead no tag can start in a body at all
+//! ([`escape_skill_body`]): every `<` and `>` and every character that looks like one or folds
+//! to one (NFKD: fullwidth, small, `≮`, the angle brackets of CJK and maths) is written as a
+//! character reference, and every invisible or format character (Cf, controls but newline and
+//! tab, odd spaces, unassigned code points: `common::display`'s rule) too. The model still
+//! reads the text; nothing in it is markup.
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -352,8 +364,8 @@ pub fn system_prompt(base: &str, skills: &[FrozenSkill]) -> String {
          instructions apply to the whole session:"
     );
     for skill in skills {
-        // A body cannot close its own block or open a forged one: see `escape_skill_tags`.
-        let body = escape_skill_tags(skill.instructions.trim_end_matches('\n'));
+        // A body cannot close its own block or open a forged one: see `escape_skill_body`.
+        let body = escape_skill_body(skill.instructions.trim_end_matches('\n'));
         prompt.push_str(&format!(
             "\n\n<skill id=\"{}\" sha256=\"{}\">\n{body}\n</skill>",
             skill.skill_id, skill.content_sha256,
@@ -362,27 +374,43 @@ pub fn system_prompt(base: &str, skills: &[FrozenSkill]) -> String {
     prompt
 }
 
-/// Every `<` that starts a `skill` tag — opening or closing, in any ASCII case, with spaces
-/// after `<` or `/` — becomes `&lt;`, so no body text can end its block or forge another; all
-/// other text is kept as written.
-pub fn escape_skill_tags(body: &str) -> String {
+/// `body` with no markup left in it: `<` and `>` as `&lt;` and `&gt;`, every other character
+/// that looks like or folds to an angle bracket and every invisible, format or control
+/// character (newline and tab excepted) as `&#xHEX;`; all else as written. No tag, in any
+/// spelling, can start inside a body.
+pub fn escape_skill_body(body: &str) -> String {
+    use std::fmt::Write;
     let mut out = String::with_capacity(body.len());
-    for (i, c) in body.char_indices() {
-        if c == '<' && starts_skill_tag(&body[i + 1..]) {
-            out.push_str("&lt;");
-        } else {
-            out.push(c);
+    for c in body.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\n' | '\t' => out.push(c),
+            c if angle_like(c) || common::display::is_unsafe(c) => {
+                let _ = write!(out, "&#x{:X};", c as u32);
+            }
+            c => out.push(c),
         }
     }
     out
 }
 
-/// Whether `rest` (the text after a `<`) is `[ws]* [/]? [ws]* skill`, case-insensitively.
-fn starts_skill_tag(rest: &str) -> bool {
-    let rest = rest.trim_start();
-    let rest = rest.strip_prefix('/').unwrap_or(rest).trim_start();
-    rest.get(..5)
-        .is_some_and(|word| word.eq_ignore_ascii_case("skill"))
+/// Angle brackets other than `<` and `>` that a reader may take for one: guillemet-like single
+/// quotes, the CJK, mathematical and ornamental angle brackets, the modifier arrowheads and the
+/// Canadian syllabics that look like them.
+const ANGLE_LOOK_ALIKES: &[char] = &[
+    '\u{2039}', '\u{203A}', '\u{2329}', '\u{232A}', '\u{27E8}', '\u{27E9}', '\u{27EA}', '\u{27EB}',
+    '\u{3008}', '\u{3009}', '\u{300A}', '\u{300B}', '\u{276C}', '\u{276D}', '\u{276E}', '\u{276F}',
+    '\u{2770}', '\u{2771}', '\u{29FC}', '\u{29FD}', '\u{02C2}', '\u{02C3}', '\u{1438}', '\u{1433}',
+    '\u{FE64}', '\u{FE65}', '\u{FF1C}', '\u{FF1E}',
+];
+
+/// Whether `c` is, or decomposes (NFKD) to text holding, an angle bracket or a look-alike
+/// (`＜`, `﹤`, `≮` = `<` + U+0338, the vertical presentation forms of `〈`).
+fn angle_like(c: char) -> bool {
+    use unicode_normalization::UnicodeNormalization;
+    let is_angle = |c: char| c == '<' || c == '>' || ANGLE_LOOK_ALIKES.contains(&c);
+    !c.is_ascii() && (is_angle(c) || std::iter::once(c).nfkd().any(is_angle))
 }
 
 #[cfg(test)]

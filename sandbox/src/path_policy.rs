@@ -759,44 +759,21 @@ impl PathPolicy {
     }
 }
 
-/// The kernel pseudo file system an opened object lies on, by `fstatfs` magic (Linux): procfs
-/// (every mount of it, wherever: a second procfs showed the gateway's `/proc/<pid>/maps`),
-/// sysfs, debugfs, tracefs, securityfs, bpffs, cgroup, configfs, pstore, efivarfs, the LSMs'
-/// file systems, nsfs, binfmt_misc, fusectl, devpts, mqueue. By type, not path, so no mount point
-/// or bind mount reaches them. `None` elsewhere, or when `fstatfs` fails on another OS.
+/// The kernel pseudo file system an opened object lies on, by `fstatfs` magic (Linux): any type
+/// of the one list, `protected::pseudo_fs::PSEUDO_FILE_SYSTEMS` (procfs — every mount of it,
+/// wherever: a second procfs showed the gateway's `/proc/<pid>/maps` —, sysfs, cgroup, nsfs…).
+/// By type, not path, so no mount point or bind mount reaches them. `None` elsewhere, or when
+/// `fstatfs` fails on another OS.
 pub(crate) fn pseudo_fs(fd: &impl std::os::fd::AsFd) -> Option<&'static str> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        const KINDS: &[(i64, &str)] = &[
-            (0x9fa0, "proc"),
-            (0x6265_6572, "sysfs"),
-            (0x6462_6720, "debugfs"),
-            (0x7472_6163, "tracefs"),
-            (0x7363_6673, "securityfs"),
-            (0xcafe_4a11, "bpf"),
-            (0x0027_e0eb, "cgroup"),
-            (0x6367_7270, "cgroup2"),
-            (0x6265_6570, "configfs"),
-            (0x6165_676c, "pstore"),
-            (0xde5e_81e4, "efivarfs"),
-            (0xf97c_ff8c, "selinuxfs"),
-            (0x4341_5d53, "smackfs"),
-            (0x6e73_6673, "nsfs"),
-            (0x4249_4e4d, "binfmt_misc"),
-            (0x6573_5543, "fusectl"),
-            (0x1cd1, "devpts"),
-            (0x1980_0202, "mqueue"),
-        ];
         // An unreadable file system type is refused like a pseudo one: fail closed.
         let Ok(stat) = rustix::fs::fstatfs(fd) else {
             return Some("unknown");
         };
         #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
         let kind = stat.f_type as i64;
-        KINDS
-            .iter()
-            .find(|(magic, _)| *magic == kind)
-            .map(|(_, name)| *name)
+        crate::protected::pseudo_fs::by_magic(kind)
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     {

@@ -626,27 +626,35 @@ pub fn install_locations(exe: &Path, claude_bin: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// One line of `/proc/self/mountinfo`: the device, the path inside that file system the mount
-/// shows (`root`), and where it is mounted.
+/// One line of `/proc/self/mountinfo`: the mount's id, the device, the path inside that file
+/// system the mount shows (`root`), where it is mounted, and its file system type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountLine {
+    pub id: u64,
     pub device: String,
     pub root: PathBuf,
     pub mount_point: PathBuf,
+    pub fs_type: String,
 }
 
-/// Parse `/proc/self/mountinfo` text (octal escapes `\040` etc. decoded).
+/// Parse `/proc/self/mountinfo` text (octal escapes `\040` etc. decoded). The type is the first
+/// field after the ` - ` separator (the optional fields before it vary in number).
 pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
     text.lines()
         .filter_map(|line| {
-            let mut fields = line.split(' ');
-            let device = fields.nth(2)?.to_string();
+            let (left, right) = line.split_once(" - ").unwrap_or((line, ""));
+            let mut fields = left.split(' ');
+            let id = fields.next()?.parse().ok()?;
+            let device = fields.nth(1)?.to_string();
             let root = unescape_mount_field(fields.next()?);
             let mount_point = unescape_mount_field(fields.next()?);
+            let fs_type = right.split(' ').next().unwrap_or("").to_string();
             Some(MountLine {
+                id,
                 device,
                 root,
                 mount_point,
+                fs_type,
             })
         })
         .collect()
@@ -781,6 +789,7 @@ pub fn rows(home: &Path) -> Vec<Row> {
 
 pub mod autorun;
 pub mod instances;
+pub mod pseudo_fs;
 pub mod runtime_area;
 
 pub use runtime_area::{

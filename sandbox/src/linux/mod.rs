@@ -11,8 +11,10 @@
 //!    files; `/dev` by a private one holding only the allow-listed devices, see `devices`), the
 //!    scratch dir bind-mounted onto itself — or, with a quota, a private tmpfs of that size over
 //!    it, with HOME and TMPDIR made inside —, the spec's extra writable dirs (the gateway's own
-//!    Git) bound onto themselves, a fresh `/proc`, then every mount made read-only
-//!    and nosuid (`mount_setattr(AT_RECURSIVE)`) except the scratch and writable mounts.
+//!    Git) bound onto themselves, a fresh `/proc`, every other reachable kernel pseudo file
+//!    system covered (`pseudo_mounts`: a second procfs, `/sys`, a `/proc` file bound into the
+//!    project), then every mount made read-only and nosuid (`mount_setattr(AT_RECURSIVE)`)
+//!    except the scratch and writable mounts.
 //! 4. rlimits (`RLIMIT_DATA` per process), all capabilities dropped, `no_new_privs`, Landlock
 //!    (fully enforced or refused), seccomp (two filters), then one report line on stdout and
 //!    `execve`.
@@ -31,6 +33,7 @@ mod devices;
 mod landlock_rules;
 mod namespaces;
 mod overlay;
+mod pseudo_mounts;
 pub mod runner;
 mod seccomp;
 pub(crate) mod sys;
@@ -484,6 +487,22 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         None,
     );
+    // Then no other kernel pseudo file system stays reachable (a second procfs, `/sys`, a
+    // `/proc` file bound into the project): the read tools' list, found by type.
+    let keep: Vec<&Path> = std::iter::once(Path::new("/proc"))
+        .chain(private_dev.then_some(Path::new("/dev/pts")))
+        .collect();
+    let places = pseudo_mounts::Places {
+        shown: std::iter::once(spec.cwd.as_path())
+            .chain(
+                layer
+                    .iter()
+                    .flat_map(|l| l.roots.iter().map(|r| r.path.as_path())),
+            )
+            .collect(),
+    };
+    masked += pseudo_mounts::cover(&keep, &places)?;
+    crate::timing::mark("mounts_pseudo");
     sys::mount_setattr(
         Path::new("/"),
         true,

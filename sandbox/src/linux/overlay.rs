@@ -93,8 +93,33 @@ impl OpenLayer {
             libc::MS_NOSUID | libc::MS_NODEV,
             Some(&options),
         )
-        .map_err(|e| format!("mounting the layer over {}: {e}", root.path.display()))
+        .map_err(|e| {
+            let mut message = format!("mounting the layer over {}: {e}", root.path.display());
+            if let Some(inner) = mount_inside(&root.path) {
+                message.push_str(&inner);
+            }
+            message
+        })
     }
+}
+
+/// Why an overlay cannot be made over `root`, when a mount lies inside it: mounts the command's
+/// namespace inherited are locked to it, and the kernel refuses to take a directory with locked
+/// mounts below as a lower layer (it would show what they cover). Names the first such mount by
+/// its path (inside the project, which the session sees anyway) and type.
+fn mount_inside(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mounts = crate::protected::parse_mountinfo(&text);
+    let inner = mounts
+        .iter()
+        .find(|m| m.mount_point != root && m.mount_point.starts_with(root))?;
+    Some(format!(
+        "; {} inside it is another mount (a {} file system) and a copy-on-write layer cannot \
+         be made over a directory holding mounts: unmount it, or work in a directory without \
+         mounts inside",
+        crate::escape::path_for_display(&inner.mount_point),
+        crate::escape::bytes_for_display(inner.fs_type.as_bytes()),
+    ))
 }
 
 /// Whether an overlay (upper on disk, in `std::env::temp_dir()`) mounts in a new user + mount

@@ -143,6 +143,19 @@ fn mountinfo_escapes_are_decoded() {
     let mounts = parse_mountinfo("5 1 8:1 /a\\040b /mnt/c\\011d rw - ext4 /dev/x rw");
     assert_eq!(mounts[0].root, PathBuf::from("/a b"));
     assert_eq!(mounts[0].mount_point, PathBuf::from("/mnt/c\td"));
+    assert_eq!((mounts[0].id, mounts[0].fs_type.as_str()), (5, "ext4"));
+}
+
+#[test]
+fn mountinfo_ids_and_types_come_past_the_optional_fields() {
+    let mounts = parse_mountinfo(
+        "22 27 0:21 / /proc rw,relatime shared:5 master:1 - proc proc rw\n\
+         41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw",
+    );
+    assert_eq!(mounts.len(), 2);
+    assert_eq!((mounts[0].id, mounts[0].fs_type.as_str()), (22, "proc"));
+    assert_eq!(mounts[0].mount_point, PathBuf::from("/proc"));
+    assert_eq!((mounts[1].id, mounts[1].fs_type.as_str()), (41, "cgroup2"));
 }
 
 #[test]

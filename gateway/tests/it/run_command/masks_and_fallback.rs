@@ -238,3 +238,253 @@ fn devices_are_an_allow_list_and_the_owners_terminals_are_hidden() {
     }
     let _ = std::fs::remove_file(&planted);
 }
+
+/// Mounts this test made on the host, detached when it ends (even on a failed assertion).
+struct HostMounts(Vec<PathBuf>);
+
+impl HostMounts {
+    /// `mount args… at`; these tests run as root, so a mount that fails is a broken host, never
+    /// a reason to skip.
+    fn mount(&mut self, args: &[&str], at: &Path) {
+        let out = std::process::Command::new("mount")
+            .args(args)
+            .arg(at)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mount {args:?} {}: {} (this test must run as root)",
+            at.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.0.push(at.to_path_buf());
+    }
+}
+
+impl Drop for HostMounts {
+    fn drop(&mut self) {
+        for at in self.0.iter().rev() {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(at)
+                .status();
+        }
+    }
+}
+
+/// Python printing, for each path, its listing and whether a file under it reads:
+/// `ls <path> <entries or ERRNO>` and `read <path> <ok or ERRNO>`.
+fn pseudo_probe(listed: &[&Path], read: &[PathBuf]) -> String {
+    let mut script = String::from(
+        "import os, errno\n\
+         def ls(p):\n    try:\n        return sorted(os.listdir(p))\n    except OSError as e:\n        return errno.errorcode[e.errno]\n\
+         def rd(p):\n    try:\n        open(p, 'rb').read(); return 'ok'\n    except OSError as e:\n        return errno.errorcode[e.errno]\n",
+    );
+    for path in listed {
+        script.push_str(&format!("print('ls {0}', ls('{0}'))\n", path.display()));
+    }
+    for path in read {
+        script.push_str(&format!("print('read {0}', rd('{0}'))\n", path.display()));
+    }
+    script
+}
+
+/// Red team 23, B6: a second procfs (and a sysfs) mounted elsewhere on the host stayed visible
+/// to commands, which listed every host process and read root's command line there. Every
+/// kernel pseudo file system the read tools refuse is now covered in the command's mount
+/// namespace, by type; only its own `/proc` (its pid namespace) is left. `/sys` too: the read
+/// tools refuse sysfs, and commands get none.
+#[test]
+fn a_second_procfs_and_a_sysfs_elsewhere_are_empty_to_commands() {
+    let fx = fixture();
+    if !confinable(&fx) {
+        return;
+    }
+    let host = tempfile::tempdir().unwrap();
+    let (proc2, sys2) = (host.path().join("p2"), host.path().join("s2"));
+    std::fs::create_dir_all(&proc2).unwrap();
+    std::fs::create_dir_all(&sys2).unwrap();
+    let mut mounts = HostMounts(Vec::new());
+    mounts.mount(&["-t", "proc", "proc"], &proc2);
+    mounts.mount(&["-t", "sysfs", "sysfs"], &sys2);
+    let pid = std::process::id();
+    // Really mounted: the test itself sees its own command line there.
+    assert!(proc2.join(pid.to_string()).join("cmdline").exists());
+    let script = pseudo_probe(
+        &[
+            &proc2,
+            &sys2,
+            Path::new("/sys"),
+            Path::new("/sys/fs/cgroup"),
+        ],
+        &[
+            proc2.join(format!("{pid}/cmdline")),
+            proc2.join("1/cmdline"),
+            sys2.join("kernel/notes"),
+            PathBuf::from("/proc/self/status"),
+        ],
+    );
+    let out = py(&fx, &script);
+    assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+    let stdout = stdout_of(&out);
+    for listed in [&proc2, &sys2] {
+        assert!(
+            stdout.contains(&format!("ls {} []", listed.display())),
+            "{}",
+            out.output
+        );
+    }
+    assert!(stdout.contains("ls /sys []"), "{}", out.output);
+    assert!(
+        stdout.contains("ls /sys/fs/cgroup ENOENT"),
+        "{}",
+        out.output
+    );
+    for refused in [
+        proc2.join(format!("{pid}/cmdline")),
+        proc2.join("1/cmdline"),
+        sys2.join("kernel/notes"),
+    ] {
+        assert!(
+            stdout.contains(&format!("read {} ENOENT", refused.display())),
+            "{}",
+            out.output
+        );
+    }
+    // Its own procfs still works.
+    assert!(
+        stdout.contains("read /proc/self/status ok"),
+        "{}",
+        out.output
+    );
+}
+
+/// The same with the pseudo file systems inside the project: a procfs on a directory and a
+/// `/proc/<pid>/environ` bound onto a file (an owner's process holding a secret in its
+/// environment). Without a layer they read as empty and other commands still run. With the
+/// copy-on-write layer the kernel refuses the overlay (mounts inherited from the host are locked
+/// in the command's namespace, and a directory with locked mounts below cannot be a lower
+/// layer): every command is refused, and the refusal names the mount inside the project.
+#[test]
+fn pseudo_file_systems_inside_the_project_are_empty_to_commands() {
+    let fx = fixture();
+    if !confinable(&fx) {
+        return;
+    }
+    let mut secret = std::process::Command::new("sleep")
+        .arg("60")
+        .env("NGW_TEST_SECRET", "pseudo-fs-secret-in-env")
+        .spawn()
+        .unwrap();
+    let (pdir, penv) = (fx.wd.join("pdir"), fx.wd.join("penv"));
+    std::fs::create_dir_all(&pdir).unwrap();
+    std::fs::write(&penv, "").unwrap();
+    let mut mounts = HostMounts(Vec::new());
+    mounts.mount(&["-t", "proc", "proc"], &pdir);
+    let environ = format!("/proc/{}/environ", secret.id());
+    mounts.mount(&["--bind", &environ], &penv);
+    assert!(
+        std::fs::read_to_string(&penv)
+            .unwrap()
+            .contains("pseudo-fs-secret")
+    );
+    let layered = CommandSandbox::new(
+        Some(pinned_gateway()),
+        fx.state.join("run/s2/cmd"),
+        &fx.home,
+        &fx.state,
+        &[],
+    )
+    .with_layer(1 << 30);
+    let layered = Executor::new(
+        PathPolicy::new(fx.home.clone(), fx.state.clone(), vec![]),
+        fx.wd.clone(),
+    )
+    .with_command_sandbox(layered)
+    .with_writes(None);
+    let out = layered.execute(
+        "act_layered",
+        &ToolArgs::RunCommand(RunCommandArgs {
+            argv: vec!["true".into()],
+            cwd: None,
+            timeout_seconds: None,
+            fresh_layer: false,
+        }),
+    );
+    assert_eq!(out.status, ToolStatus::Rejected, "{}", out.output);
+    assert_eq!(
+        out.error_code,
+        Some(OutcomeCode::SandboxUnavailable),
+        "{}",
+        out.output
+    );
+    let named = [
+        format!(
+            "{} inside it is another mount (a proc file system)",
+            pdir.display()
+        ),
+        format!(
+            "{} inside it is another mount (a proc file system)",
+            penv.display()
+        ),
+    ];
+    assert!(
+        named.iter().any(|n| out.output.contains(n))
+            && out
+                .output
+                .contains("unmount it, or work in a directory without mounts inside"),
+        "{}",
+        out.output
+    );
+    let script = pseudo_probe(&[&pdir], &[penv.clone(), pdir.join("1/cmdline")]);
+    {
+        let (name, exec) = ("plain", &fx.exec);
+        let out = exec.execute(
+            "act_pseudo",
+            &ToolArgs::RunCommand(RunCommandArgs {
+                argv: vec!["python3".into(), "-c".into(), script.clone()],
+                cwd: None,
+                timeout_seconds: None,
+                fresh_layer: false,
+            }),
+        );
+        assert_eq!(out.status, ToolStatus::Ok, "{name}: {}", out.output);
+        let stdout = stdout_of(&out);
+        assert!(
+            !out.output.contains("pseudo-fs-secret"),
+            "{name}: {}",
+            out.output
+        );
+        assert!(
+            stdout.contains(&format!("ls {} []", pdir.display())),
+            "{name}: {}",
+            out.output
+        );
+        assert!(
+            stdout.contains(&format!("read {} ENOENT", pdir.join("1/cmdline").display())),
+            "{name}: {}",
+            out.output
+        );
+        // The bound file reads as empty: `/dev/null` over it.
+        let penv_line = format!("read {} ok", penv.display());
+        assert!(stdout.contains(&penv_line), "{name}: {}", out.output);
+        let out = exec.execute(
+            "act_plain",
+            &ToolArgs::RunCommand(RunCommandArgs {
+                argv: vec!["cat".into(), "existing.txt".into()],
+                cwd: None,
+                timeout_seconds: None,
+                fresh_layer: false,
+            }),
+        );
+        assert_eq!(out.status, ToolStatus::Ok, "{name}: {}", out.output);
+        assert!(
+            stdout_of(&out).contains("original"),
+            "{name}: {}",
+            out.output
+        );
+    }
+    drop(mounts);
+    let _ = secret.kill();
+    let _ = secret.wait();
+}
