@@ -1011,6 +1011,11 @@ impl Collector {
             );
         }
         match python_module_places(module) {
+            // The owner's own command (an alias) names the module it spells out, not what
+            // shadows its imports, as it names a script without its directory.
+            Some(places) if self.literal => self
+                .out
+                .extend(places.into_iter().filter(|p| p.scope != Scope::Imports)),
             Some(places) => self.out.extend(places),
             None => self.fail("python -m names a module the reader cannot read"),
         }

@@ -519,6 +519,11 @@ fn python_m_from_the_top_names_what_python_imports_from_there() {
         paths(&[at(".nbstripout")])
     );
     assert_eq!(strict("python3 -P -mx"), paths(&[]));
+    // The owner's alias names the module it spells out only.
+    assert_eq!(
+        program_paths("!python3 -m http.server", Reading::Literal),
+        paths(&module_places("http")[1..])
+    );
 }
 
 #[test]
