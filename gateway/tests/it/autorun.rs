@@ -454,7 +454,7 @@ async fn a_worktree_carries_the_source_s_places_whatever_the_repository_layout()
 }
 
 /// Red team 23 c1 with the real runner: a git value the reader does not fully understand
-/// (`python3 -mfsmon` as `core.fsmonitor`) refuses every write in the tree, naming the key, why
+/// (`cd tools && python3 -mfsmon` as `core.fsmonitor`) refuses every write in the tree, naming the key, why
 /// and the opt-in; a regular hook file's `exec ./scripts/pre-commit.sh` makes that script a
 /// place while its neighbours stay writable; a package.json edit that changes the
 /// `lint-staged` section is refused and one that bumps the version is not.
@@ -465,7 +465,10 @@ async fn values_the_reader_cannot_tell_hook_contents_and_hook_sections_are_refus
 
     let (_strict, strict) = crate::writes::repo();
     std::fs::write(strict.join("fsmon.py"), "print('ok')\n").unwrap();
-    crate::writes::git(&strict, &["config", "core.fsmonitor", "python3 -mfsmon"]);
+    crate::writes::git(
+        &strict,
+        &["config", "core.fsmonitor", "cd tools && python3 -mfsmon"],
+    );
     let v = start_profile(&chat, &strict, "direct_write", "c1-strict").await;
     let calls = json!([
         write(&strict.join("fsmon.py"), "import os\n"),
@@ -479,7 +482,10 @@ async fn values_the_reader_cannot_tell_hook_contents_and_hook_sections_are_refus
         assert!(
             output
                 .contains("git's configuration runs `core.fsmonitor`, whose files cannot be told")
-                && output.contains("python -m imports from the working directory")
+                && output.contains(
+                    "python -m imports from the directory it runs in, which is not the working \
+                     tree's top"
+                )
                 && output.contains("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=git_hooks"),
             "{rel}: {output}"
         );
@@ -543,6 +549,70 @@ async fn values_the_reader_cannot_tell_hook_contents_and_hook_sections_are_refus
         package.replace("1.0.0", "1.1.0")
     );
     chat.stop(&session_id(&v), &lease_id(&v), "c1-hook-stop", None)
+        .await
+        .unwrap();
+}
+
+/// H4b with the real runner: nbstripout's filter as `nbstripout --install` writes it
+/// (`"/usr/bin/python3" -m nbstripout`, run from the top) refuses what Python imports from the
+/// top — a module that shadows one it imports, a package's `__init__.py`, its own package, a
+/// bytecode cache, an extension module — naming the key, and leaves the project's sources,
+/// notebooks and docs writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn python_m_from_the_top_refuses_only_what_shadows_its_imports() {
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+
+    let (_tree, tree) = crate::writes::repo();
+    std::fs::create_dir_all(tree.join("mypkg")).unwrap();
+    std::fs::write(tree.join("mypkg/__init__.py"), "").unwrap();
+    crate::writes::git(
+        &tree,
+        &[
+            "config",
+            "filter.nbstripout.clean",
+            "\"/usr/bin/python3\" -m nbstripout",
+        ],
+    );
+    let v = start_profile(&chat, &tree, "direct_write", "h4b-nb").await;
+    let refused = [
+        "nbstripout.py",
+        "json.py",
+        "mypkg/__init__.py",
+        "nbstripout/x.py",
+        "__pycache__/x.pyc",
+        "_socket.so",
+    ];
+    let writable = ["src/pkg/module.py", "notebooks/x.ipynb", "README.md"];
+    let calls: Vec<Value> = refused
+        .iter()
+        .chain(writable.iter())
+        .map(|rel| write(&tree.join(rel), "x = 1\n"))
+        .collect();
+    let v = reply_calls(&chat, &v, "h4b-nb-r1", json!(calls)).await;
+    let got = results(&v);
+    for (result, rel) in got.iter().zip(refused) {
+        assert_refused(result, rel, "git_hooks");
+        let output = result["output"].as_str().unwrap_or_default();
+        assert!(
+            output.contains("a program git's configuration runs (`filter.nbstripout.clean`)")
+                && !output.contains("cannot be told")
+                && output.contains("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=git_hooks"),
+            "{rel}: {output}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(tree.join("mypkg/__init__.py")).unwrap(),
+        ""
+    );
+    for rel in ["nbstripout.py", "json.py", "nbstripout/x.py", "_socket.so"] {
+        assert!(!tree.join(rel).exists(), "{rel}");
+    }
+    for (result, rel) in got[refused.len()..].iter().zip(writable) {
+        assert_eq!(result["status"], "ok", "{rel}: {result}");
+        assert_eq!(std::fs::read_to_string(tree.join(rel)).unwrap(), "x = 1\n");
+    }
+    chat.stop(&session_id(&v), &lease_id(&v), "h4b-nb-stop", None)
         .await
         .unwrap();
 }

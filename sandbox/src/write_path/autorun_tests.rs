@@ -707,6 +707,47 @@ fn every_key_git_runs_by_itself_is_read_and_the_owner_s_commands_by_name_literal
     }
 }
 
+/// H4b: nbstripout's filter (`python -m nbstripout` from the top) makes what Python imports
+/// from the top a place, matched case-insensitively, in the top and in a `core.worktree`;
+/// the project's sources, notebooks and docs stay writable.
+#[test]
+fn python_m_from_the_top_refuses_what_shadows_its_imports() {
+    let f = fixture();
+    f.mkdir(".git");
+    f.put(
+        ".git/config",
+        "[core]\n\tworktree = ../sub\n[filter \"nbstripout\"]\n\
+         \tclean = \\\"/usr/bin/python3\\\" -m nbstripout\n",
+    );
+    for rel in [
+        "nbstripout.py",
+        "json.py",
+        "JSON.PY",
+        "newpkg/__init__.py",
+        "nbstripout/x.py",
+        "__pycache__/x.pyc",
+        "_socket.so",
+        "sub/json.py",
+        "sub/nbstripout/__main__.py",
+    ] {
+        let message = f.refused(rel, "git_hooks");
+        assert!(
+            message.contains("a program git's configuration runs (`filter.nbstripout.clean`)"),
+            "{rel}: {message}"
+        );
+    }
+    for rel in [
+        "src/pkg/module.py",
+        "notebooks/x.ipynb",
+        "README.md",
+        "tests/test_a.py",
+        "sub/src/pkg/module.py",
+        "sub/pkg/sub/__init__.py",
+    ] {
+        f.allowed(rel);
+    }
+}
+
 #[test]
 fn a_program_git_runs_in_another_worktree_or_a_submodule_is_placed_there() {
     let f = fixture();

@@ -13,7 +13,9 @@ use std::path::{Component, Path, PathBuf};
 use super::AutorunClass;
 use super::link_target::{Resolved, resolve};
 pub use super::shell_command::Scope;
-use super::shell_command::{Named as Reads, Reading, ScriptRunner, program_paths, shebang_runner};
+use super::shell_command::{
+    Named as Reads, Reading, ScriptRunner, program_paths, python_module_places, shebang_runner,
+};
 
 /// Git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -48,6 +50,7 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
     let mut out = Places {
         root,
         places: Vec::new(),
+        tops: Vec::new(),
         read: 0,
         scripts: 0,
     };
@@ -76,6 +79,7 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
                 .iter()
                 .map(|dir| git_dir.join(expand_home(dir))),
         );
+        out.tops.clone_from(&tops);
         for (reads, key) in named.programs {
             let source = Source {
                 paths: format!("a program git's configuration runs (`{key}`)"),
@@ -98,6 +102,9 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
 struct Places<'a> {
     root: &'a Path,
     places: Vec<GitPlace>,
+    /// The directories git runs this repository's values and hooks in (its working tree's top,
+    /// a `core.worktree`): only there is `python -m`'s `sys.path[0]` read precisely.
+    tops: Vec<PathBuf>,
     read: usize,
     /// Scripts read for what they run.
     scripts: usize,
@@ -183,6 +190,17 @@ impl Places<'_> {
             Reads::WholeTree(reason) => self.whole_tree(source, reason),
             Reads::Paths(paths) => {
                 for top in tops {
+                    // A script run after a `cd` (or from another directory) runs `python -m`
+                    // with that directory first on `sys.path`: not read here.
+                    if !self.tops.contains(top)
+                        && paths.iter().any(|named| named.scope == Scope::Imports)
+                    {
+                        return self.whole_tree(
+                            source,
+                            "python -m imports from the directory it runs in, which is not \
+                             the working tree's top",
+                        );
+                    }
                     for named in &paths {
                         let at = top.join(expand_home(&named.path));
                         let scope = named.scope;
@@ -286,24 +304,12 @@ impl Places<'_> {
             return self.whole_tree(source, "a script it runs is too long to read");
         }
         if text.contains(PRE_COMMIT_MARKER) {
-            // `python -mpre_commit` from the top: the top is first on `sys.path`, so the
-            // `pre_commit` package and every module it imports can be shadowed there.
-            for top in from {
-                self.add(
-                    top,
-                    AutorunClass::GitHooks,
-                    source.paths.clone(),
-                    Scope::Imports,
-                );
-                let package = top.join("pre_commit");
-                self.add(
-                    &package,
-                    AutorunClass::GitHooks,
-                    source.paths.clone(),
-                    Scope::Below,
-                );
-            }
-            return;
+            // Its `exec "$INSTALL_PYTHON" -mpre_commit` computes the interpreter, but the line
+            // is pre-commit's own: read as `python -m pre_commit` from where the hook runs.
+            return match python_module_places("pre_commit") {
+                Some(places) => self.program(Reads::Paths(places), source, from, depth + 1),
+                None => self.whole_tree(source, "pre-commit's hook runs a module not read"),
+            };
         }
         if generated_by_hook_manager(&text) {
             return;

@@ -148,11 +148,61 @@ pub(super) enum Reading {
 pub enum Scope {
     /// The path and everything below it.
     Below,
-    /// What Python imports from this directory when it is first on `sys.path` and the module
-    /// it runs is known (pre-commit's generated hook runs `python -mpre_commit` from the top):
-    /// its module files (`.py`, `.pyc`, `.so`, `.pyd`) and package `__init__.py` files one
-    /// level down, by any name, since such a file shadows a module of that name.
+    /// What Python can import from this directory when it is first on `sys.path`
+    /// (`python -m MODULE` run from the top, [`python_module_places`]): its module files
+    /// ([`MODULE_SUFFIXES`]: sources, bytecode, extension modules), its `__pycache__/`, and a
+    /// regular package's `__init__` file one level down, by any name, since each shadows an
+    /// installed module of that name the tool imports.
     Imports,
+}
+
+/// Endings of files Python imports as a module (`x.cpython-312-x86_64-linux-gnu.so` ends in
+/// `.so`); `.pyo` and `.pyw` too, for old and Windows interpreters.
+pub(super) const MODULE_SUFFIXES: [&str; 6] = [".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd"];
+
+/// Whether a write to `below` (folded names under a directory first on `sys.path`) changes
+/// what Python imports from there: a top-level module file, anything in `__pycache__/`, a
+/// package's `__init__` file. A directory without an `__init__` is at most a namespace
+/// package: the import system keeps searching `sys.path` past a namespace portion and takes
+/// the first regular package or module of that name anywhere after it, so such a directory
+/// never shadows an installed module; it is only imported for a name nothing installed
+/// provides (an optional import a tool tries and catches), the known limit in
+/// docs/design/protected-set.md. `.pth` files are read only in site directories, never
+/// from the working directory.
+pub(super) fn imports_reach(below: &[String]) -> bool {
+    let module_file = |name: &str| MODULE_SUFFIXES.iter().any(|suffix| name.ends_with(suffix));
+    match below {
+        [first, ..] if first == "__pycache__" => true,
+        [name] => module_file(name),
+        [_, init] => init.starts_with("__init__.") && module_file(init),
+        _ => false,
+    }
+}
+
+/// What `python -m MODULE` run from the working tree's top (the path `""`, first on
+/// `sys.path`) may import from the tree: what shadows any import there ([`Scope::Imports`]),
+/// and the whole subtree of MODULE's top-level package (`a.b` → `a/`, its modules and data)
+/// and its module file (`a.py`). `None` when MODULE is not a dotted name of identifiers.
+pub(super) fn python_module_places(module: &str) -> Option<Vec<NamedPath>> {
+    let identifier = |part: &str| {
+        part.chars().next().is_some_and(|c| !c.is_ascii_digit())
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    if !module.split('.').all(identifier) {
+        return None;
+    }
+    let first = module.split('.').next().unwrap_or(module);
+    let place = |path: String, scope: Scope| NamedPath {
+        path,
+        cwd: String::new(),
+        scope,
+        script: None,
+    };
+    Some(vec![
+        place(String::new(), Scope::Imports),
+        place(first.to_string(), Scope::Below),
+        place(format!("{first}.py"), Scope::Below),
+    ])
 }
 
 /// What runs a script, which decides what else of the tree is a place.
@@ -916,14 +966,21 @@ impl Collector {
                         break;
                     }
                     'm' => {
-                        // The module is found on `sys.path`, whose first entry is the working
-                        // directory: the whole tree, unless `-I`/`-P` leave it out.
+                        let attached = &letters[at + 1..];
+                        let module = if attached.is_empty() {
+                            i += 1;
+                            args.get(i - 1).map(|word| word.text.as_str())
+                        } else {
+                            Some(attached)
+                        };
+                        let Some(module) = module else {
+                            return self.fail("python -m names no module");
+                        };
+                        // `-I`/`-P` leave the working directory off `sys.path`.
                         if !isolated {
-                            return self.fail(
-                                "python -m imports from the working directory, the whole tree",
-                            );
+                            self.python_module(module);
                         }
-                        return;
+                        return self.arguments(&args[i.min(args.len())..], depth);
                     }
                     'c' => return self.fail("Python runs inline code, which may load any file"),
                     _ => return self.fail("Python's option is not one the reader knows"),
@@ -943,6 +1000,25 @@ impl Collector {
             None => self.push(&script.text, None),
         }
         self.arguments(script_args, depth);
+    }
+
+    /// `python -m MODULE` without `-I`/`-P`: the working directory is first on `sys.path`, read
+    /// precisely only when it is the top (where git runs the value), else the whole tree.
+    fn python_module(&mut self, module: &str) {
+        if self.cwd.as_deref() != Some("") {
+            return self.fail(
+                "python -m imports from the directory it runs in, which is not the working tree's top",
+            );
+        }
+        match python_module_places(module) {
+            // The owner's own command (an alias) names the module it spells out, not what
+            // shadows its imports, as it names a script without its directory.
+            Some(places) if self.literal => self
+                .out
+                .extend(places.into_iter().filter(|p| p.scope != Scope::Imports)),
+            Some(places) => self.out.extend(places),
+            None => self.fail("python -m names a module the reader cannot read"),
+        }
     }
 
     /// Another interpreter: inline code names the whole tree; its script names what its

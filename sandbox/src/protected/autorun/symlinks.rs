@@ -347,11 +347,7 @@ fn covers(place: &[String], scope: Scope, path: &[String]) -> bool {
     }
     match (scope, &path[place.len()..]) {
         (Scope::Below, _) => true,
-        (Scope::Imports, [name]) => [".py", ".pyc", ".pyw", ".so", ".pyd"]
-            .iter()
-            .any(|suffix| name.ends_with(suffix)),
-        (Scope::Imports, [_, init]) => init == "__init__.py",
-        (Scope::Imports, _) => false,
+        (Scope::Imports, below) => super::shell_command::imports_reach(below),
     }
 }
 

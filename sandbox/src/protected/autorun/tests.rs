@@ -409,12 +409,13 @@ impl Repo {
                 let Ok(below) = Path::new(rel).strip_prefix(&place.at) else {
                     return false;
                 };
-                let names: Vec<&str> = below.iter().map(|n| n.to_str().unwrap()).collect();
-                match (place.scope, names.as_slice()) {
-                    (gitconfig::Scope::Below, _) => true,
-                    (gitconfig::Scope::Imports, [name]) => name.ends_with(".py"),
-                    (gitconfig::Scope::Imports, [_, init]) => *init == "__init__.py",
-                    (gitconfig::Scope::Imports, _) => false,
+                let names: Vec<String> = below
+                    .iter()
+                    .map(|n| n.to_str().unwrap().to_lowercase())
+                    .collect();
+                match place.scope {
+                    gitconfig::Scope::Below => true,
+                    gitconfig::Scope::Imports => super::shell_command::imports_reach(&names),
                 }
             })
             .map(|place| place.why)
@@ -462,11 +463,15 @@ fn rt_c1_b1a_b1b_wrappers_leave_no_script_directory_writable() {
     npx.whole_tree("merge.m.driver");
 }
 
-/// B1c, B1d, B1e: `-m` in any spelling, an assignment before the command and inline code.
+/// B1c, B1d, B1e: `-m` run elsewhere than the top, an assignment before the command and inline
+/// code.
 #[test]
-fn rt_c1_b1c_b1d_b1e_modules_assignments_and_inline_code_are_the_whole_tree() {
+fn rt_c1_b1c_b1d_b1e_modules_elsewhere_assignments_and_inline_code_are_the_whole_tree() {
     for (config, key) in [
-        ("[core]\n\tfsmonitor = python3 -mfsmon\n", "core.fsmonitor"),
+        (
+            "[core]\n\tfsmonitor = cd tools && python3 -mfsmon\n",
+            "core.fsmonitor",
+        ),
         (
             "[diff \"j9\"]\n\ttextconv = PYTHONPATH=tools9 python3 -m tcmod\n",
             "diff.j9.textconv",
@@ -474,10 +479,6 @@ fn rt_c1_b1c_b1d_b1e_modules_assignments_and_inline_code_are_the_whole_tree() {
         (
             "[diff \"j6\"]\n\ttextconv = node -e \"require('./tools6/tc.js')\"\n",
             "diff.j6.textconv",
-        ),
-        (
-            "[filter \"nb\"]\n\tclean = \"/usr/bin/python3\" -m nbstripout\n",
-            "filter.nb.clean",
         ),
         (
             "[core]\n\tpager = python3 -X dev -c 'import p'\n",
@@ -494,6 +495,83 @@ fn rt_c1_b1c_b1d_b1e_modules_assignments_and_inline_code_are_the_whole_tree() {
     // `-I` keeps the tree off `sys.path`.
     Repo::new("[filter \"nb\"]\n\tclean = python3 -I -m nbstripout\n")
         .allowed(&["nbstripout.py", "src/lib.rs"]);
+}
+
+/// H4b: `python -m MODULE` from the top (nbstripout's filter) names what Python imports from
+/// there, not the whole tree: the project's sources, notebooks and docs stay writable.
+#[test]
+fn python_m_from_the_top_names_only_what_shadows_its_imports() {
+    for config in [
+        // As git writes what `nbstripout --install` sets (quotes escaped in the file).
+        "[filter \"nbstripout\"]\n\tclean = \\\"/usr/bin/python3\\\" -m nbstripout\n\
+         \tsmudge = cat\n[diff \"ipynb\"]\n\ttextconv = \\\"/usr/bin/python3\\\" -m nbstripout -t\n",
+        "[filter \"nbstripout\"]\n\tclean = \"/usr/bin/python3\" -m nbstripout\n",
+        "[filter \"nbstripout\"]\n\tclean = python3 -m nbstripout --attributes .nbstripout\n",
+        "[filter \"nbstripout\"]\n\tclean = '/opt/conda/bin/python3.11' -mnbstripout\n",
+    ] {
+        let repo = Repo::new(config);
+        repo.put("mypkg/__init__.py", "")
+            .put("src/pkg/module.py", "");
+        repo.allowed(&[
+            "src/pkg/module.py",
+            "src/pkg/__init__.py",
+            "notebooks/x.ipynb",
+            "README.md",
+            "mypkg/module.py",
+            "docs/conf.py",
+            "tests/test_x.py",
+        ]);
+        repo.refused(&[
+            "nbstripout.py",
+            "json.py",
+            "JSON.py",
+            "mypkg/__init__.py",
+            "newpkg/__init__.py",
+            "newpkg/__init__.cpython-312-x86_64-linux-gnu.so",
+            "newpkg/__init__.pyc",
+            "nbstripout/x.py",
+            "nbstripout/data/notes.txt",
+            "__pycache__/x.pyc",
+            "__pycache__/deep/x",
+            "_socket.so",
+            "_socket.cpython-312-x86_64-linux-gnu.so",
+            "yaml.pyc",
+            "x.pyd",
+        ]);
+        let why = repo.why("json.py").unwrap();
+        assert!(
+            why.contains("filter.nbstripout.clean") && !why.contains("cannot be told"),
+            "{why}"
+        );
+    }
+    // Named with its arguments: nbstripout's attributes file is read as its configuration.
+    Repo::new(
+        "[filter \"nbstripout\"]\n\tclean = python3 -m nbstripout --attributes .nbstripout\n",
+    )
+    .refused(&[".nbstripout"]);
+    // Elsewhere than the top, or a module that is no dotted name: every write.
+    Repo::new("[filter \"nb\"]\n\tclean = cd sub && python3 -m nbstripout\n")
+        .whole_tree("filter.nb.clean");
+    Repo::new("[filter \"nb\"]\n\tclean = python3 -m ./nbstripout\n").whole_tree("filter.nb.clean");
+    // A script run from elsewhere runs `python -m` there.
+    let script = Repo::new("[filter \"nb\"]\n\tclean = cd tools && sh run.sh\n");
+    script.put("tools/run.sh", "python3 -m nbstripout\n");
+    script.whole_tree("filter.nb.clean");
+    // A hook runs from the top: same reading for its lines, and for the scripts it runs there.
+    let hook = Repo::new("");
+    hook.put(
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\nset -e\npython3 -m mylint --fix\nsh scripts/check.sh\n",
+    )
+    .put("scripts/check.sh", "python3 -m other_check\n");
+    hook.allowed(&["src/pkg/module.py", "notebooks/x.ipynb", "README.md"]);
+    hook.refused(&[
+        "mylint.py",
+        "mylint/rules.py",
+        "other_check/x.py",
+        "json.py",
+        "scripts/check.sh",
+    ]);
 }
 
 /// B1f, B1g: a subshell's `cd` ends at `)`; Python's script directory is a place at any depth.
@@ -584,14 +662,15 @@ fn rt_c1_b2_hook_files_are_read_for_what_they_run() {
     managed.allowed(&["src/lib.rs", "scripts/lint.sh", "tools/yaml.py"]);
     // pre-commit's hook runs `python -mpre_commit` from the top: what shadows its imports
     // there is a place.
-    for rel in [
+    managed.refused(&[
         "pre_commit.py",
         "pre_commit/main.py",
         "yaml.py",
         "cfgv/__init__.py",
-    ] {
-        assert!(managed.why(rel).is_some(), "{rel}");
-    }
+        "__pycache__/yaml.cpython-312.pyc",
+        "_yaml.cpython-312-x86_64-linux-gnu.so",
+    ]);
+    managed.allowed(&["src/pkg/module.py", "notebooks/x.ipynb", "README.md"]);
 }
 
 /// husky 9 points core.hooksPath at `.husky/_`, whose runner runs `.husky/<hook>` with `sh -e`;

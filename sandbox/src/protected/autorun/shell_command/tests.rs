@@ -217,7 +217,7 @@ fn a_literal_cd_moves_where_paths_are_taken_from() {
 }
 
 #[test]
-fn python_s_script_is_read_with_its_directory_and_inline_code_or_modules_are_the_whole_tree() {
+fn python_s_script_is_read_with_its_directory_and_inline_code_is_the_whole_tree() {
     assert_eq!(
         strict("python3 tools/conv.py"),
         paths(&[script("tools/conv.py", Python)])
@@ -235,9 +235,6 @@ fn python_s_script_is_read_with_its_directory_and_inline_code_or_modules_are_the
     assert_eq!(strict("python3 -Im nbstripout"), paths(&[]));
     assert_eq!(strict("python3 -P tools/c.py"), paths(&[at("tools/c.py")]));
     for value in [
-        "\"/usr/bin/python3\" -m nbstripout",
-        "python3 -mfsmon",
-        "python3 -Bmfsmon",
         "python3 -c 'import fsm'",
         "python -X utf8 -c 1",
         "python3 --weird tools/c.py",
@@ -471,5 +468,86 @@ fn a_shebang_line_says_what_runs_a_script() {
         ("echo hi", None),
     ] {
         assert_eq!(shebang_runner(line), want, "{line}");
+    }
+}
+
+/// What `python -m MODULE` from the top may import: what shadows an import there, MODULE's
+/// package and module file.
+fn module_places(first: &str) -> Vec<NamedPath> {
+    vec![
+        NamedPath {
+            path: String::new(),
+            cwd: String::new(),
+            scope: Scope::Imports,
+            script: None,
+        },
+        at(first),
+        at(&format!("{first}.py")),
+    ]
+}
+
+#[test]
+fn python_m_from_the_top_names_what_python_imports_from_there() {
+    // nbstripout's filter as `nbstripout --install` writes it, and spellings of `-m`.
+    let mut absolute = vec![at("/usr/bin/python3")];
+    absolute.extend(module_places("nbstripout"));
+    assert_eq!(
+        strict("\"/usr/bin/python3\" -m nbstripout"),
+        paths(&absolute)
+    );
+    for (value, first) in [
+        ("python3 -m nbstripout", "nbstripout"),
+        ("python -mnbstripout", "nbstripout"),
+        ("python3.12 -B -u -m nbstripout", "nbstripout"),
+        ("python3 -Bmfsmon", "fsmon"),
+        ("python3 -X utf8 -W ignore -m a.b.c", "a"),
+        ("timeout 30 python3 -m pkg_x", "pkg_x"),
+        ("true && python3 -m nbstripout", "nbstripout"),
+    ] {
+        assert_eq!(strict(value), paths(&module_places(first)), "{value}");
+    }
+    // The module's own arguments are read as any program's.
+    let mut with_config = module_places("nbstripout");
+    with_config.push(at(".nbstripout"));
+    assert_eq!(
+        strict("python3 -m nbstripout --attributes .nbstripout"),
+        paths(&with_config)
+    );
+    // `-I`/`-P` keep the working directory off `sys.path`: only the arguments.
+    assert_eq!(
+        strict("python3 -I -m nbstripout --attributes .nbstripout"),
+        paths(&[at(".nbstripout")])
+    );
+    assert_eq!(strict("python3 -P -mx"), paths(&[]));
+    // The owner's alias names the module it spells out only.
+    assert_eq!(
+        program_paths("!python3 -m http.server", Reading::Literal),
+        paths(&module_places("http")[1..])
+    );
+}
+
+#[test]
+fn python_m_elsewhere_than_the_top_or_of_an_unreadable_module_is_the_whole_tree() {
+    for value in [
+        // Its directory first on `sys.path` is not the top.
+        "cd sub && python3 -m x",
+        "cd sub; python3 -m nbstripout",
+        "(cd sub && python3 -m x)",
+        // Not a dotted name of identifiers.
+        "python3 -m ../x",
+        "python3 -m 'a b'",
+        "python3 -m 1x",
+        "python3 -m a..b",
+        "python3 -m .a",
+        "python3 -m \"$MOD\"",
+        "python3 -m nb*",
+        "python3 -m",
+        "python3 -Bm",
+    ] {
+        assert!(
+            matches!(strict(value), Named::WholeTree(_)),
+            "{value}: {:?}",
+            strict(value)
+        );
     }
 }
