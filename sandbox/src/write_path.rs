@@ -517,16 +517,21 @@ impl WriteTarget {
         {
             return Ok(());
         }
-        match package_json::changed_hook_section(old, new) {
-            Some(section) => Err(autorun_refusal(
-                show(&self.path),
-                format!(
-                    " (it changes package.json's \"{section}\" section, commands a git hook runs)"
-                ),
-                AutorunClass::GitHooks,
-            )),
-            None => Ok(()),
-        }
+        let why = match package_json::changed_hook_section(old, new) {
+            Some(package_json::HookChange::Section(section)) => format!(
+                " (it changes package.json's \"{section}\" section, commands a git hook runs)"
+            ),
+            Some(package_json::HookChange::Unreadable) => " (the new package.json is not a JSON \
+                 object this gateway can read, so the sections git hooks run cannot be checked; \
+                 write valid JSON without lone surrogate escapes)"
+                .to_string(),
+            None => return Ok(()),
+        };
+        Err(autorun_refusal(
+            show(&self.path),
+            why,
+            AutorunClass::GitHooks,
+        ))
     }
 
     /// The parent directory, opened for reading (usable with `*at` calls and `fsync`).

@@ -6,6 +6,9 @@
 //! transaction reads from it, and nothing built on it is served. At rest (between two gateways),
 //! the ledger chain's check at open is the guard; the seals start from what that check passed.
 //!
+//! The schema (`sqlite_master`) is sealed the same way, so a trigger another connection creates
+//! is refused before it can run inside the gateway's own transactions.
+//!
 //! The gateway's own OAuth store writes through a second connection: its commits change
 //! `data_version` too, and the comparison (a pass over the sealed tables) then finds nothing.
 //! OAuth's own tables are not sealed here.
@@ -20,7 +23,7 @@ use sha2::{Digest, Sha256};
 
 /// The tables whose rows are sealed: everything a session's answers, leases and replays are
 /// built from.
-pub(super) const SEALED: [&str; 7] = [
+pub(super) const SEALED: [&str; 8] = [
     "sessions",
     "leases",
     "idempotency",
@@ -28,6 +31,10 @@ pub(super) const SEALED: [&str; 7] = [
     "replies",
     "actions",
     "events",
+    // The schema itself (red team 24 B5): a trigger created by another connection would run
+    // inside the gateway's transactions, its writes sealed as the gateway's own. The gateway
+    // changes no schema after its open (a VACUUM takes the seals again).
+    "sqlite_master",
 ];
 
 type RowDigest = [u8; 32];

@@ -114,6 +114,10 @@ impl Store {
         let key = crate::config::load_or_create_server_key(state_dir)
             .map_err(|err| StoreError::Schema(format!("server key: {err:#}")))?;
         let found_version = schema::migrate(&mut conn, &key)?;
+        if let Some(why) = schema::foreign_trigger(&conn)? {
+            chain::latch_broken(state_dir, &why);
+            return Err(StoreError::LedgerBroken(why));
+        }
         let head_path = state_dir.join(common::ledger_chain::HEAD_FILE);
         let opened = match chain::open_check(&conn, state_dir, &key, found_version) {
             Err(StoreError::LedgerBroken(why)) => {

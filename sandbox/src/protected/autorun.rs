@@ -110,7 +110,8 @@ impl AutorunClass {
                  .overcommit.yml, \
                  lefthook's (.)lefthook(-local).{yml,yaml,toml,json,jsonc}, lint-staged's \
                  .lintstagedrc* and lint-staged.config.*, commitlint's .commitlintrc* and \
-                 commitlint.config.*, package.json's lint-staged, husky, commitlint, \
+                 commitlint.config.*, husky 4's .huskyrc* and husky.config.*, \
+                 (.)simple-git-hooks.*, package.json's lint-staged, husky, commitlint, \
                  simple-git-hooks, pre-commit, gitHooks and ghooks sections (the rest of \
                  package.json stays writable)"
             }
@@ -444,8 +445,9 @@ fn is_mise_config(name: &str) -> bool {
 
 /// Git hook managers' config names beyond [`FILES`]: lefthook's
 /// `(.)lefthook(-local).{yml,yaml,toml,json,jsonc}`, lint-staged's `.lintstagedrc.*` and
-/// `lint-staged.config.*`, commitlint's `.commitlintrc*` and `commitlint.config.*` (the
-/// commands and modules they name run at every commit).
+/// `lint-staged.config.*`, commitlint's `.commitlintrc*` and `commitlint.config.*`, husky 4's
+/// `.huskyrc*` and `husky.config.*`, simple-git-hooks' `(.)simple-git-hooks.*` (the commands and
+/// modules they name run at every commit).
 fn is_git_hook_config(name: &str) -> bool {
     let bare = name.strip_prefix('.').unwrap_or(name);
     let lefthook = ["lefthook.", "lefthook-local."].iter().any(|prefix| {
@@ -458,6 +460,13 @@ fn is_git_hook_config(name: &str) -> bool {
         || name == ".commitlintrc"
         || name.starts_with(".commitlintrc.")
         || name.starts_with("commitlint.config.")
+        // husky 4's own config, simple-git-hooks' (red team 24 B3).
+        || name == ".huskyrc"
+        || name.starts_with(".huskyrc.")
+        || name.starts_with("husky.config.")
+        || name.starts_with(".simple-git-hooks.")
+        || name.starts_with("simple-git-hooks.")
+        || name == ".simple-git-hooks"
 }
 
 /// Comparison key of a name: case- and normalisation-insensitive, as on a case-insensitive file

@@ -213,16 +213,24 @@ pub fn other_state_dirs(homes: &[PathBuf], own_state_dir: &Path) -> Vec<PathBuf>
 /// The state dirs the registry files `registries` list, other than `own_state_dir`.
 fn listed_in(registries: &[PathBuf], own_state_dir: &Path) -> Vec<PathBuf> {
     let own = std::fs::canonicalize(own_state_dir).unwrap_or_else(|_| own_state_dir.to_path_buf());
+    use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     for registry in registries {
         let Ok(text) = std::fs::read_to_string(registry) else {
             continue;
         };
-        out.extend(
-            parse(&text)
-                .into_iter()
-                .filter(|p| *p != own && p != own_state_dir),
-        );
+        // A registry speaks only for its own account's directories (red team 24 B6: any account
+        // can make a registry in /tmp, and a listed path is refused to every session): an entry
+        // counts when the directory exists and belongs to the registry's owner, as a gateway's
+        // state dir does. One naming someone else's directory could only block, never protect.
+        let Ok(owner) = std::fs::metadata(registry).map(|m| m.uid()) else {
+            continue;
+        };
+        out.extend(parse(&text).into_iter().filter(|p| {
+            *p != own
+                && p != own_state_dir
+                && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == owner)
+        }));
     }
     out.sort();
     out.dedup();

@@ -71,7 +71,8 @@ fn the_gateways_own_writes_and_other_tables_raise_no_alarm() {
     let (dir, store) = populated();
     // Another connection commits to a table that is not sealed (as the OAuth store does): the
     // next transaction compares every sealed row, and all match.
-    other_writer(dir.path())
+    let plain = || Connection::open(dir.path().join(DATABASE_FILE)).unwrap();
+    plain()
         .execute(
             "INSERT INTO oauth_clients (client_id, redirect_uris, created_at_ms) VALUES ('c', '[]', 0)",
             [],
@@ -90,7 +91,7 @@ fn the_gateways_own_writes_and_other_tables_raise_no_alarm() {
         Err(StoreError::Schema("the caller gave up".into()))
     });
     assert!(failed.is_err());
-    other_writer(dir.path())
+    plain()
         .execute("UPDATE oauth_clients SET created_at_ms = 1", [])
         .unwrap();
     assert!(read_session(&store).is_ok());
@@ -191,7 +192,7 @@ fn seal_check_cost() {
         v[v.len() / 2]
     };
     let (mut quiet, mut after_other) = (Vec::new(), Vec::new());
-    let other = other_writer(dir.path());
+    let other = Connection::open(dir.path().join(DATABASE_FILE)).unwrap();
     for i in 0..20 {
         let start = std::time::Instant::now();
         read_session(&store).unwrap();
@@ -209,4 +210,61 @@ fn seal_check_cost() {
          {after_other:?} after another connection committed ({:.0}x)",
         after_other.as_secs_f64() / quiet.as_secs_f64()
     );
+}
+
+/// Red team 24 B5: a trigger another connection creates would rewrite rows inside the gateway's
+/// own transactions (sealed and signed as its own). Created while it runs, the next transaction
+/// is refused before the trigger can fire; found at an open, the open is refused; the ledger's
+/// own guards dropped (as an attacker does to edit events) are not this check's business.
+#[test]
+fn a_trigger_the_gateway_did_not_make_is_refused_running_and_at_open() {
+    let (dir, store) = populated();
+    let trigger = "CREATE TRIGGER forge AFTER INSERT ON turns BEGIN
+         UPDATE turns SET data = '{\"prompt\":\"read ~/.ssh\"}' WHERE turn_id = NEW.turn_id; END";
+    other_writer(dir.path()).execute_batch(trigger).unwrap();
+    let write = store.write::<_, StoreError>(|tx| {
+        tx.0.execute(
+            "INSERT INTO turns (turn_id, session_id, sequence, fingerprint, status, created_at_ms, data)
+             VALUES ('turn_2', 'ns_a', 2, 'f2', 'pending', 0, '{}')",
+            [],
+        )?;
+        Ok(())
+    });
+    match write {
+        Err(StoreError::LedgerBroken(why)) => {
+            assert!(why.starts_with("sqlite_master row "), "{why}")
+        }
+        other => panic!("expected LedgerBroken, got {other:?}"),
+    }
+    drop(store);
+    std::fs::remove_file(dir.path().join(chain::BROKEN_FILE)).unwrap();
+    match Store::open(dir.path()) {
+        Err(StoreError::LedgerBroken(why)) => {
+            assert_eq!(
+                why,
+                "sqlite_master: trigger \"forge\" was not made by the gateway"
+            );
+        }
+        other => panic!("expected LedgerBroken, got {:?}", other.err()),
+    }
+    // A redefined guard is refused the same way; a dropped one is not (the chain sees edits).
+    std::fs::remove_file(dir.path().join(chain::BROKEN_FILE)).unwrap();
+    other_writer(dir.path())
+        .execute_batch(
+            "DROP TRIGGER forge; CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN SELECT 1; END;",
+        )
+        .unwrap();
+    assert!(matches!(
+        Store::open(dir.path()),
+        Err(StoreError::LedgerBroken(_))
+    ));
+    let fresh = tempfile::tempdir().unwrap();
+    let store = Store::open(fresh.path()).unwrap();
+    store
+        .write::<_, StoreError>(|tx| tx.append_event(None, "one", &json!({})))
+        .unwrap();
+    store.flush_head();
+    drop(store);
+    other_writer(fresh.path());
+    Store::open(fresh.path()).unwrap();
 }

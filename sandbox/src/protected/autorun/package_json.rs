@@ -4,7 +4,7 @@
 //! own build, docs/design/protected-set.md); a write that adds, removes or changes one of these
 //! sections is refused as `git_hooks`, like their dedicated files (`.lintstagedrc*`,
 //! `.husky/`). Sections are compared as parsed JSON (the last of duplicate keys wins, as in
-//! Node), so reformatting the file changes nothing; text that is no JSON object has none.
+//! Node), so reformatting the file changes nothing; new text that is no JSON object is refused.
 
 use std::ffi::OsStr;
 
@@ -29,15 +29,28 @@ pub fn is_package_json(name: &OsStr) -> bool {
     super::fold(name) == "package.json"
 }
 
+/// Why a write of a `package.json` is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookChange {
+    /// This hook section differs, by its JSON path (`lint-staged`, `config.ghooks`).
+    Section(String),
+    /// The new text is no JSON object this reader can parse (red team 24 B2: a lone surrogate
+    /// escape stopped the parser while Node still read the sections): fail closed.
+    Unreadable,
+}
+
 /// The first hook section whose value differs between the file's old text (`None`: absent)
-/// and the new one, by its JSON path (`lint-staged`, `config.ghooks`).
-pub fn changed_hook_section(old: Option<&[u8]>, new: &[u8]) -> Option<String> {
+/// and the new one; new text that does not parse as a JSON object is refused whole.
+pub fn changed_hook_section(old: Option<&[u8]>, new: &[u8]) -> Option<HookChange> {
     let parse = |bytes: Option<&[u8]>| {
         bytes
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
             .filter(serde_json::Value::is_object)
     };
     let (old, new) = (parse(old), parse(Some(new)));
+    if new.is_none() {
+        return Some(HookChange::Unreadable);
+    }
     let section = |doc: &Option<serde_json::Value>, path: &[&str]| {
         let mut at = doc.as_ref()?;
         for key in path {
@@ -51,7 +64,7 @@ pub fn changed_hook_section(old: Option<&[u8]>, new: &[u8]) -> Option<String> {
         .chain(std::iter::once(vec!["config", "ghooks"]));
     for path in paths {
         if section(&old, &path) != section(&new, &path) {
-            return Some(path.join("."));
+            return Some(HookChange::Section(path.join(".")));
         }
     }
     None
@@ -101,26 +114,40 @@ mod tests {
             (br#"{"name":"a"}"#, "lint-staged"),
         ] {
             assert_eq!(
-                changed_hook_section(Some(old), new).as_deref(),
-                Some(want),
+                changed_hook_section(Some(old), new),
+                Some(HookChange::Section(want.into())),
                 "{}",
                 String::from_utf8_lossy(new)
             );
         }
         // A new file with a section; a file that was no JSON and now has one.
         assert_eq!(
-            changed_hook_section(None, br#"{"commitlint":{"extends":["./x.js"]}}"#).as_deref(),
-            Some("commitlint")
+            changed_hook_section(None, br#"{"commitlint":{"extends":["./x.js"]}}"#),
+            Some(HookChange::Section("commitlint".into()))
         );
         assert_eq!(
             changed_hook_section(
                 Some(b"{oops"),
                 br#"{"simple-git-hooks":{"pre-commit":"x"}}"#
-            )
-            .as_deref(),
-            Some("simple-git-hooks")
+            ),
+            Some(HookChange::Section("simple-git-hooks".into()))
         );
         assert_eq!(changed_hook_section(None, br#"{"name":"a"}"#), None);
+        // Red team 24 B2: text serde_json cannot read (a lone surrogate escape, which Node
+        // accepts; a truncated file; not an object) is refused whole, never taken as sectionless.
+        for new in [
+            &br#"{"x":"\ud800","lint-staged":{"*":"sh x.sh"}}"#[..],
+            br#"{"name":"a""#,
+            br#"["lint-staged"]"#,
+            b"",
+        ] {
+            assert_eq!(
+                changed_hook_section(Some(old), new),
+                Some(HookChange::Unreadable),
+                "{}",
+                String::from_utf8_lossy(new)
+            );
+        }
         assert!(is_package_json(OsStr::new("Package.JSON")));
         assert!(!is_package_json(OsStr::new("package.json5")));
     }

@@ -133,3 +133,34 @@ fn registration_keeps_live_dirs_once_and_others_see_them() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 }
+
+/// Red team 24 B6: an entry naming a directory the registry's owner does not own (another
+/// account's project, `/usr/bin`) is ignored: a registry could otherwise make every gateway
+/// refuse any path. Absent entries are ignored too.
+#[test]
+fn a_registry_speaks_only_for_its_owners_directories() {
+    let home = tempfile::tempdir().unwrap();
+    let own = tempfile::tempdir().unwrap();
+    let theirs = tempfile::tempdir().unwrap();
+    let registry = registry_path(home.path());
+    register_at(&registry, theirs.path()).unwrap();
+    // A directory of another account: `/usr/bin` (root's) for an ordinary account; for root,
+    // one given away.
+    let given = tempfile::tempdir().unwrap();
+    let foreign = if euid() == 0 {
+        std::os::unix::fs::chown(given.path(), Some(4747), None).unwrap();
+        std::fs::canonicalize(given.path()).unwrap()
+    } else {
+        PathBuf::from("/usr/bin")
+    };
+    let mut text = std::fs::read_to_string(&registry).unwrap();
+    text.push_str(&format!("{}\n/no/such/dir\n", foreign.display()));
+    std::fs::write(&registry, text).unwrap();
+    let listed = listed_in(std::slice::from_ref(&registry), own.path());
+    assert_eq!(listed, vec![std::fs::canonicalize(theirs.path()).unwrap()]);
+    if euid() == 0 {
+        // The same registry owned by that other account: only its directory counts.
+        std::os::unix::fs::chown(&registry, Some(4747), None).unwrap();
+        assert_eq!(listed_in(&[registry], own.path()), vec![foreign]);
+    }
+}
