@@ -12,6 +12,7 @@
 
 mod chatgpt;
 pub mod deepseek;
+pub mod executables;
 mod gateway;
 mod mcp;
 mod paths;

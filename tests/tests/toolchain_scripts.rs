@@ -6,7 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -20,8 +19,7 @@ fn repo_root() -> PathBuf {
 /// A directory with a stand-in `name` that prints `line` (for `--version`).
 fn stand_in(dir: &Path, name: &str, line: &str) {
     let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\necho '{line}'\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    tests::executables::write(&path, &format!("#!/bin/sh\necho '{line}'\n")).unwrap();
 }
 
 /// Run a script with `dir` first on PATH.

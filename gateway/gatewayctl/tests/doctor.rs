@@ -16,19 +16,8 @@ const GATEWAY_BIN: &str = "/opt/native-gateway/bin/gateway";
 const PUBLIC_BASE: &str = "https://gw.example.net";
 
 fn fake_claude(dir: &Path) -> PathBuf {
-    // Written by a child shell, so no writable descriptor of ours can leak into a concurrently
-    // forked process and make the exec fail with ETXTBSY.
     let path = dir.join("claude");
-    let status = std::process::Command::new("/bin/sh")
-        .args([
-            "-c",
-            "printf '#!/bin/sh\\necho \"2.1.332 (Claude Code)\"\\n' > \"$1\" && chmod 755 \"$1\"",
-            "sh",
-        ])
-        .arg(&path)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    tests::executables::write(&path, "#!/bin/sh\necho \"2.1.332 (Claude Code)\"\n").unwrap();
     path
 }
 

@@ -29,19 +29,11 @@ fn pinned() -> String {
 /// An executable at `path` that prints `<version> (Claude Code)`, like the real CLI.
 fn fake_claude(path: &Path, version: &str) -> PathBuf {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    // Written by a child shell, so no writable descriptor of ours can leak into a concurrently
-    // forked process and make the exec fail with ETXTBSY.
-    let status = std::process::Command::new("/bin/sh")
-        .args([
-            "-c",
-            "printf '#!/bin/sh\\necho \"%s (Claude Code)\"\\n' \"$2\" > \"$1\" && chmod 755 \"$1\"",
-            "sh",
-        ])
-        .arg(path)
-        .arg(version)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    tests::executables::write(
+        path,
+        &format!("#!/bin/sh\necho \"{version} (Claude Code)\"\n"),
+    )
+    .unwrap();
     path.to_path_buf()
 }
 

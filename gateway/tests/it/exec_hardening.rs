@@ -12,13 +12,11 @@ use crate::writes::{git, repo};
 /// A shell script at `path` that creates `marker` and passes stdin through (a filter driver, a
 /// hook, an fsmonitor hook: whatever git would run).
 fn hostile_script(path: &Path, marker: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(
+    tests::executables::write(
         path,
-        format!("#!/bin/sh\ntouch '{}'\ncat\n", marker.display()),
+        &format!("#!/bin/sh\ntouch '{}'\ncat\n", marker.display()),
     )
     .unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 async fn start_worktree(chat: &ScriptedChatGpt, source: &Path, key: &str) -> Value {
@@ -219,11 +217,10 @@ fn the_gateways_git_runs_confined() {
 /// a new session's broker starts from the pinned image too: the replacement never runs.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replaced_gateway_install_never_runs() {
-    use std::os::unix::fs::PermissionsExt;
     let install = tempfile::tempdir().unwrap();
     let install = std::fs::canonicalize(install.path()).unwrap();
     let exe = install.join("gateway");
-    std::fs::copy(GATEWAY, &exe).unwrap();
+    tests::executables::copy(Path::new(GATEWAY), &exe).unwrap();
     let gw = GatewayProcess::builder(&exe)
         .env("CLAUDE_BIN", tests::claude_bin())
         .spawn()
@@ -235,15 +232,13 @@ async fn a_replaced_gateway_install_never_runs() {
 
     let marker = install.join("PWNED");
     let fake = install.join("fake");
-    std::fs::write(
+    tests::executables::write(
         &fake,
-        format!(
+        &format!(
             "#!/bin/sh\ntouch '{}'\nprintf '\\036ngsbx1 {{\"error\":null,\"enforced\":{{}},\"cgroup\":null}}\\n'\nexec \"$@\"\n",
             marker.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    ).unwrap();
     std::fs::rename(&fake, &exe).unwrap();
 
     let calls = json!([{"name": "RunCommand", "arguments": {"argv": ["true"]}}]);

@@ -32,23 +32,19 @@ async fn gateway_with_binds(
     }
     script.push_str(&format!("exec '{GATEWAY}' \"$@\"\n"));
     let inner = wrapper_dir.join("inner.sh");
-    std::fs::write(&inner, script).unwrap();
+    tests::executables::write(&inner, &script).unwrap();
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     let user = if root { "" } else { "--user --map-root-user " };
     let outer = wrapper_dir.join("gateway-in-namespace.sh");
-    std::fs::write(
+    tests::executables::write(
         &outer,
-        format!(
+        &format!(
             "#!/bin/sh\nexec unshare {user}--mount --propagation private /bin/sh '{}' \"$@\"\n",
             inner.display()
         ),
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    for f in [&inner, &outer] {
-        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
     GatewayProcess::builder(&outer)
         .env("CLAUDE_BIN", tests::claude_bin())
         .env("HOME", home)

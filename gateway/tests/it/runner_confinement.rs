@@ -159,13 +159,11 @@ async fn probe_in_the_runners_place_reaches_only_the_broker_port() {
         .unwrap();
     let _cleanup = Cleanup(gw.state_dir().to_path_buf());
     let port: u16 = gw.addr().rsplit(':').next().unwrap().parse().unwrap();
-    std::fs::write(
+    tests::executables::write(
         &probe,
-        probe_script(port, gw.pid().unwrap(), work.path(), gw.state_dir()),
+        &probe_script(port, gw.pid().unwrap(), work.path(), gw.state_dir()),
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
 
     let chat = chatgpt(&gw).await;
     let result = chat

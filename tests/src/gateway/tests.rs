@@ -23,9 +23,7 @@ fn tokens_are_random_and_long() {
 fn script(body: &str) -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fake-gateway");
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::executables::write(&path, &format!("#!/bin/sh\n{body}\n")).unwrap();
     (dir, path)
 }
 

@@ -319,16 +319,14 @@ fn hostile_git_config_does_not_run() {
     let marker_dir = tempfile::tempdir().unwrap();
     let marker = marker_dir.path().join("ran");
     let hook = fx.wd.join("hook.sh");
-    std::fs::write(
+    tests::executables::write(
         &hook,
-        format!(
+        &format!(
             "#!/bin/sh\necho HOSTILE-RAN >&2\ntouch {}\n",
             marker.display()
         ),
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)

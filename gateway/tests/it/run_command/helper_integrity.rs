@@ -38,18 +38,17 @@ fn a_helper_that_does_not_report_is_never_called_a_refusal() {
 #[test]
 fn a_changed_helper_is_never_executed() {
     use sandbox::pinned_exe::PinnedExe;
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("pwned");
     let replace = |install: &Path| {
         let fake = dir.path().join("fake");
-        std::fs::write(&fake, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        tests::executables::write(&fake, &format!("#!/bin/sh\ntouch {}\n", marker.display()))
+            .unwrap();
         std::fs::rename(&fake, install).unwrap();
     };
     let installed = |name: &str| {
         let path = dir.path().join(name);
-        std::fs::copy(GATEWAY, &path).unwrap();
+        tests::executables::copy(Path::new(GATEWAY), &path).unwrap();
         path
     };
 

@@ -27,9 +27,7 @@ fn ordinary_tools_work_and_receipts_carry_the_exit_code() {
 
     // A script inside the working directory, run from a subdirectory.
     let script = fx.wd.join("hello.sh");
-    std::fs::write(&script, "#!/bin/sh\necho \"hello from $(pwd)\"\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    tests::executables::write(&script, "#!/bin/sh\necho \"hello from $(pwd)\"\n").unwrap();
     let out = run_in(&fx, &["../hello.sh"], Some("sub"), None);
     assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
     assert_eq!(
