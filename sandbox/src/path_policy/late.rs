@@ -4,10 +4,14 @@
 //! Read, FindFiles, SearchText and RunCommand. Before each tool call the broker re-reads the
 //! registries ([`LateInstances::refresh`]: a few small files); what they list now is protected
 //! by name from then on (never dropped again), and masked for every new command. A registry that
-//! was readable and no longer is fails the call closed.
+//! was readable and no longer is fails the call closed. Which files are registries (every passwd
+//! home's, every per-uid one in `/tmp`) is derived again only when `/etc/passwd` or `/tmp`
+//! changed ([`RegistrySources`]), not at every call.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::protected::instances::{RegistrySources, registry_files, registry_sources};
 
 /// The registries a policy watches and the state dirs they added since it was built.
 #[derive(Debug)]
@@ -16,6 +20,8 @@ pub(super) struct LateInstances {
     state_dir: PathBuf,
     insensitive: bool,
     seen: RwLock<Seen>,
+    /// The registry files as last derived, and what from.
+    files: Mutex<Option<(RegistrySources, Arc<Vec<PathBuf>>)>>,
 }
 
 #[derive(Debug, Default)]
@@ -29,11 +35,11 @@ struct Seen {
     folded: Vec<Vec<Vec<u8>>>,
 }
 
-/// The registry files to watch now (a per-account one may appear later) and their texts.
-fn read_registries(homes: &[PathBuf]) -> Result<Vec<(PathBuf, Option<String>)>, String> {
-    crate::protected::instances::registry_files(homes)
-        .into_iter()
-        .map(|path| read_registry(&path).map(|text| (path, text)))
+/// The texts of the registry files `files`.
+fn read_registries(files: &[PathBuf]) -> Result<Vec<(PathBuf, Option<String>)>, String> {
+    files
+        .iter()
+        .map(|path| read_registry(path).map(|text| (path.clone(), text)))
         .collect()
 }
 
@@ -58,22 +64,37 @@ impl LateInstances {
     /// Record the registries under `homes` as they are now: call before the policy reads them,
     /// so that a registration in between shows as a change at the first refresh.
     pub(super) fn new(homes: Vec<PathBuf>, state_dir: PathBuf, insensitive: bool) -> Self {
-        let texts = read_registries(&homes).unwrap_or_default();
-        Self {
+        let late = Self {
             homes,
             state_dir,
             insensitive,
-            seen: RwLock::new(Seen {
-                texts,
-                ..Seen::default()
-            }),
+            seen: RwLock::default(),
+            files: Mutex::default(),
+        };
+        let texts = read_registries(&late.registry_files()).unwrap_or_default();
+        late.seen.write().unwrap_or_else(|e| e.into_inner()).texts = texts;
+        late
+    }
+
+    /// The registry files to watch now (a per-account one may appear later): derived again when
+    /// their sources changed.
+    fn registry_files(&self) -> Arc<Vec<PathBuf>> {
+        let sources = registry_sources();
+        let mut cached = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        match cached.as_ref() {
+            Some((seen, files)) if *seen == sources => files.clone(),
+            _ => {
+                let files = Arc::new(registry_files(&self.homes));
+                *cached = Some((sources, files.clone()));
+                files
+            }
         }
     }
 
     /// Re-read the registries; when they changed, protect what they list now too. `Err`: a
     /// registry could not be read (the caller refuses the tool call).
     pub(super) fn refresh(&self) -> Result<(), String> {
-        let texts = read_registries(&self.homes)?;
+        let texts = read_registries(&self.registry_files())?;
         let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());
         if seen.texts == texts {
             return Ok(());
@@ -130,7 +151,7 @@ impl LateInstances {
 #[cfg(test)]
 mod tests {
     use super::super::PathPolicy;
-    use crate::protected::instances::registry_path;
+    use crate::protected::instances::{fallback_registry, registry_path};
 
     /// A state dir listed after the policy was built is protected from the first refresh on;
     /// a registry that turns unreadable fails the refresh.
@@ -166,5 +187,30 @@ mod tests {
         std::fs::create_dir(&registry).unwrap();
         let err = policy.refresh_instances().unwrap_err();
         assert!(err.starts_with("reading "), "{err}");
+    }
+
+    /// The list of registry files is kept between calls, and derived again once the system temp
+    /// dir gains an account's registry dir: a gateway listed there later is protected too.
+    #[test]
+    fn a_registry_dir_made_in_tmp_later_is_read() {
+        let home = tempfile::tempdir().unwrap();
+        let own = tempfile::tempdir().unwrap();
+        let later = tempfile::tempdir().unwrap();
+        let policy = PathPolicy::new(home.path().into(), own.path().into(), vec![]);
+        policy.refresh_instances().unwrap();
+        let token = std::fs::canonicalize(later.path())
+            .unwrap()
+            .join("auth/token");
+        assert!(!policy.is_protected(&token));
+        // A uid no account has, so no real gateway uses this dir.
+        let registry = fallback_registry(4_000_000_000 - std::process::id());
+        let dir = registry.parent().unwrap().to_path_buf();
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(&registry, format!("{}\n", later.path().display())).unwrap();
+        let refreshed = policy.refresh_instances();
+        std::fs::remove_dir_all(&dir).unwrap();
+        refreshed.unwrap();
+        assert!(policy.is_protected(&token));
     }
 }

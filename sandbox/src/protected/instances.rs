@@ -66,6 +66,32 @@ pub fn registry_files(homes: &[PathBuf]) -> Vec<PathBuf> {
     registry_files_in(homes, passwd.as_deref(), Path::new(FALLBACK_PARENT))
 }
 
+/// What [`registry_files`] derives its list from — `/etc/passwd` and the per-account registries'
+/// parent — each by device, inode, mtime and ctime (a change to a file, or an entry added to or
+/// removed from a directory, moves its ctime, which nobody can set back): equal sources, the same
+/// list, so a caller re-derives it only when they differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrySources([Option<[i64; 6]>; 2]);
+
+/// The current [`RegistrySources`]; take them before deriving the list, so that a change during
+/// the derivation shows at the next comparison.
+pub fn registry_sources() -> RegistrySources {
+    use std::os::unix::fs::MetadataExt;
+    let stamp = |path: &str| {
+        std::fs::metadata(path).ok().map(|m| {
+            [
+                m.dev() as i64,
+                m.ino() as i64,
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+            ]
+        })
+    };
+    RegistrySources([stamp("/etc/passwd"), stamp(FALLBACK_PARENT)])
+}
+
 /// [`registry_files`] with the passwd text and the per-account registries' parent given.
 fn registry_files_in(homes: &[PathBuf], passwd: Option<&str>, parent: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = homes.iter().map(|h| registry_path(h)).collect();
