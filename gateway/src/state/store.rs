@@ -206,9 +206,7 @@ impl Store {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let inner = &mut *guard;
-        if let Some(why) = &inner.broken {
-            return Err(StoreError::LedgerBroken(why.clone()).into());
-        }
+        refuse_if_latched(&inner.broken)?;
         let tx = inner
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -217,11 +215,7 @@ impl Store {
             drop(tx);
             return Err(self.latch(&mut inner.broken, why).into());
         }
-        match inner.seals.check(&tx) {
-            Ok(()) => {}
-            Err(CheckError::Differs(why)) => return Err(self.latch(&mut inner.broken, why).into()),
-            Err(CheckError::Sqlite(err)) => return Err(StoreError::from(err).into()),
-        }
+        self.check_sealed(&mut inner.broken, &mut inner.seals, &tx)?;
         let typed = Tx(
             &tx,
             RefCell::new(inner.anchor.clone()),
@@ -251,6 +245,21 @@ impl Store {
         StoreError::LedgerBroken(why)
     }
 
+    /// Compare every sealed row with the database (another connection may have committed);
+    /// a difference is latched like a broken chain.
+    pub(super) fn check_sealed(
+        &self,
+        broken: &mut Option<String>,
+        seals: &mut Seals,
+        conn: &rusqlite::Connection,
+    ) -> Result<(), StoreError> {
+        match seals.check(conn) {
+            Ok(()) => Ok(()),
+            Err(CheckError::Differs(why)) => Err(self.latch(broken, why)),
+            Err(CheckError::Sqlite(err)) => Err(err.into()),
+        }
+    }
+
     /// Wait until the signed head names the newest committed row (tests, measurements).
     pub fn flush_head(&self) {
         self.head.flush();
@@ -266,16 +275,10 @@ impl Store {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let inner = &mut *guard;
-        if let Some(why) = &inner.broken {
-            return Err(StoreError::LedgerBroken(why.clone()).into());
-        }
+        refuse_if_latched(&inner.broken)?;
         let anchor = inner.anchor.clone();
         let tx = inner.conn.transaction().map_err(StoreError::from)?;
-        match inner.seals.check(&tx) {
-            Ok(()) => {}
-            Err(CheckError::Differs(why)) => return Err(self.latch(&mut inner.broken, why).into()),
-            Err(CheckError::Sqlite(err)) => return Err(StoreError::from(err).into()),
-        }
+        self.check_sealed(&mut inner.broken, &mut inner.seals, &tx)?;
         f(&Tx(
             &tx,
             RefCell::new(anchor),
@@ -283,6 +286,14 @@ impl Store {
             RefCell::default(),
             &self.fixed,
         ))
+    }
+}
+
+/// Refuse everything once the ledger was found broken (latched by [`Store::latch`]).
+pub(super) fn refuse_if_latched(broken: &Option<String>) -> Result<(), StoreError> {
+    match broken {
+        Some(why) => Err(StoreError::LedgerBroken(why.clone())),
+        None => Ok(()),
     }
 }
 

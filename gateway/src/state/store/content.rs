@@ -156,18 +156,10 @@ impl super::Store {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let inner = &mut *guard;
-        if let Some(why) = &inner.broken {
-            return Err(StoreError::LedgerBroken(why.clone()));
-        }
+        super::refuse_if_latched(&inner.broken)?;
         // A full VACUUM may renumber rows, after which the seals are taken again: anything
         // another writer changed must be found before that, not sealed as the gateway's.
-        match inner.seals.check(&inner.conn) {
-            Ok(()) => {}
-            Err(super::CheckError::Differs(why)) => {
-                return Err(self.latch(&mut inner.broken, why));
-            }
-            Err(super::CheckError::Sqlite(err)) => return Err(err.into()),
-        }
+        self.check_sealed(&mut inner.broken, &mut inner.seals, &inner.conn)?;
         let conn = &inner.conn;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |row| row.get(0))?;
         let how = if mode == 2 {
