@@ -371,14 +371,20 @@ impl Tx<'_> {
         self.note(Table::Sessions, &session.id, &session.id, before)
     }
 
+    /// The record in the `data` column of the one row `sql` selects, if any.
+    fn data_of<T: DeserializeOwned>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Option<T>, StoreError> {
+        let data: Option<String> = self.0.query_row(sql, params, |row| row.get(0)).optional()?;
+        data.map(|d| from_json(&d)).transpose()
+    }
+
     pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let data: Option<String> = self
-            .0
-            .query_row("SELECT data FROM sessions WHERE id = ?1", [id], |row| {
-                row.get(0)
-            })
-            .optional()?;
-        data.map(|d| self.4.apply(from_json(&d)?)).transpose()
+        self.data_of("SELECT data FROM sessions WHERE id = ?1", [id])?
+            .map(|session| self.4.apply(session))
+            .transpose()
     }
 
     /// Sessions that are not terminal: each may hold a broker and a runner.
@@ -558,15 +564,7 @@ impl Tx<'_> {
     }
 
     pub fn turn(&self, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
-        let data: Option<String> = self
-            .0
-            .query_row(
-                "SELECT data FROM turns WHERE turn_id = ?1",
-                [turn_id],
-                |row| row.get(0),
-            )
-            .optional()?;
-        data.map(|d| from_json(&d)).transpose()
+        self.data_of("SELECT data FROM turns WHERE turn_id = ?1", [turn_id])
     }
 
     pub fn turn_by_fingerprint(
@@ -574,15 +572,10 @@ impl Tx<'_> {
         session_id: &str,
         fingerprint: &str,
     ) -> Result<Option<TurnRecord>, StoreError> {
-        let data: Option<String> = self
-            .0
-            .query_row(
-                "SELECT data FROM turns WHERE session_id = ?1 AND fingerprint = ?2",
-                [session_id, fingerprint],
-                |row| row.get(0),
-            )
-            .optional()?;
-        data.map(|d| from_json(&d)).transpose()
+        self.data_of(
+            "SELECT data FROM turns WHERE session_id = ?1 AND fingerprint = ?2",
+            [session_id, fingerprint],
+        )
     }
 
     // ---- replies ----
@@ -608,15 +601,10 @@ impl Tx<'_> {
         session_id: &str,
         reply_id: &str,
     ) -> Result<Option<ReplyRecord>, StoreError> {
-        let data: Option<String> = self
-            .0
-            .query_row(
-                "SELECT data FROM replies WHERE session_id = ?1 AND reply_id = ?2",
-                [session_id, reply_id],
-                |row| row.get(0),
-            )
-            .optional()?;
-        data.map(|d| from_json(&d)).transpose()
+        self.data_of(
+            "SELECT data FROM replies WHERE session_id = ?1 AND reply_id = ?2",
+            [session_id, reply_id],
+        )
     }
 
     // ---- actions ----
