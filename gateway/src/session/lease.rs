@@ -60,9 +60,14 @@ impl Gateway {
                 ));
             }
             // Keyed: a row a database writer stored for a lease of their own making never matches.
+            // Only the session's current generation counts, whatever the row's `revoked` says:
+            // the generation is in the chained record, the column is not, so a revocation (by
+            // `recover`) cannot be undone by an edit made while the gateway is stopped.
             let hash = crate::state::secrets::lease_hash(&self.server_key, session_id, lease_id);
             let lease = tx.lease(&hash)?;
-            let Some(lease) = lease.filter(|l| l.session_id == session_id && !l.revoked) else {
+            let Some(lease) = lease.filter(|l| {
+                l.session_id == session_id && l.generation == session.lease_generation && !l.revoked
+            }) else {
                 return Err(ToolError::new(
                     ErrorCode::LeaseInvalid,
                     "this lease_id is not the session's current lease; use the lease_id from the \

@@ -4,14 +4,18 @@
 //! Read, FindFiles, SearchText and RunCommand. Before each tool call the broker re-reads the
 //! registries ([`LateInstances::refresh`]: a few small files); what they list now is protected
 //! by name from then on (never dropped again), and masked for every new command. A registry that
-//! was readable and no longer is fails the call closed. Which files are registries (every passwd
-//! home's, every per-uid one in `/tmp`) is derived again only when `/etc/passwd` or `/tmp`
-//! changed ([`RegistrySources`]), not at every call.
+//! turns unreadable, or into something else than a file, hides nothing already seen and fails
+//! nothing: any account can do that to its own registry, and failing every gateway's tool calls
+//! for it would hand each account a switch that stops the others (red team 25). Which files are
+//! registries (every passwd home's, every per-uid one in `/tmp`) is derived again only when
+//! `/etc/passwd` or `/tmp` changed ([`RegistrySources`]), not at every call.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::protected::instances::{RegistrySources, registry_files, registry_sources};
+use crate::protected::instances::{
+    RegistrySources, read_registry, registry_files, registry_sources,
+};
 
 /// The registries a policy watches and the state dirs they added since it was built.
 #[derive(Debug)]
@@ -35,29 +39,13 @@ struct Seen {
     folded: Vec<Vec<Vec<u8>>>,
 }
 
-/// The texts of the registry files `files`.
-fn read_registries(files: &[PathBuf]) -> Result<Vec<(PathBuf, Option<String>)>, String> {
+/// The texts of the registry files `files` (`None`: none that can be trusted to read, see
+/// [`read_registry`]).
+fn read_registries(files: &[PathBuf]) -> Vec<(PathBuf, Option<String>)> {
     files
         .iter()
-        .map(|path| read_registry(path).map(|text| (path.clone(), text)))
+        .map(|path| (path.clone(), read_registry(path).map(|(text, _)| text)))
         .collect()
-}
-
-/// A registry's text: `None` when there is none, or it is another account's this one may not
-/// read (its state dirs are then no more readable than it); any other error is returned.
-fn read_registry(path: &Path) -> Result<Option<String>, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(err)
-            if matches!(
-                err.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            Ok(None)
-        }
-        Err(err) => Err(format!("reading {}: {err}", path.display())),
-    }
 }
 
 impl LateInstances {
@@ -71,7 +59,7 @@ impl LateInstances {
             seen: RwLock::default(),
             files: Mutex::default(),
         };
-        let texts = read_registries(&late.registry_files()).unwrap_or_default();
+        let texts = read_registries(&late.registry_files());
         late.seen.write().unwrap_or_else(|e| e.into_inner()).texts = texts;
         late
     }
@@ -91,27 +79,12 @@ impl LateInstances {
         }
     }
 
-    /// Re-read the registries; when they changed, protect what they list now too. `Err`: a
-    /// registry could not be read (the caller refuses the tool call).
-    pub(super) fn refresh(&self) -> Result<(), String> {
-        let texts = read_registries(&self.registry_files())?;
-        let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());
-        if seen.texts == texts {
-            return Ok(());
+    /// Re-read the registries; when they changed, protect what they list now too.
+    pub(super) fn refresh(&self) {
+        let texts = read_registries(&self.registry_files());
+        if self.seen.read().unwrap_or_else(|e| e.into_inner()).texts == texts {
+            return;
         }
-        for (path, before) in &seen.texts {
-            let now = texts
-                .iter()
-                .find(|(p, _)| p == path)
-                .and_then(|(_, t)| t.as_ref());
-            if before.is_some() && now.is_none() && path.exists() {
-                return Err(format!(
-                    "the registry of gateway state dirs {} can no longer be read",
-                    path.display()
-                ));
-            }
-        }
-        drop(seen);
         let listed = crate::protected::other_gateway_paths(&self.homes, &self.state_dir);
         let mut seen = self.seen.write().unwrap_or_else(|e| e.into_inner());
         let mut paths: Vec<PathBuf> = seen.paths.as_ref().clone();
@@ -129,7 +102,6 @@ impl LateInstances {
             .collect();
         seen.paths = Arc::new(paths);
         seen.texts = texts;
-        Ok(())
     }
 
     /// Whether a path (folded components) is in one of the late entries.
@@ -168,25 +140,41 @@ mod tests {
             .unwrap()
             .join("auth/access-token");
         assert!(!policy.is_protected(&token));
-        policy.refresh_instances().unwrap();
+        policy.refresh_instances();
         assert!(!policy.is_protected(&token), "nothing changed yet");
         let text = format!("{}\n{}\n", own.path().display(), later.path().display());
         std::fs::write(&registry, text).unwrap();
         let clone = policy.clone();
-        policy.refresh_instances().unwrap();
+        policy.refresh_instances();
         assert!(policy.is_protected(&token));
         assert!(clone.is_protected(&token), "clones share the late set");
         let masks = policy.with_late_masks(&[]);
         assert!(masks.iter().any(|m| token.starts_with(m)), "{masks:?}");
         // Removed from the registry: still protected (never dropped).
         std::fs::write(&registry, format!("{}\n", own.path().display())).unwrap();
-        policy.refresh_instances().unwrap();
+        policy.refresh_instances();
         assert!(policy.is_protected(&token));
-        // Unreadable (here: a directory in its place): the refresh fails, the caller refuses.
-        std::fs::remove_file(&registry).unwrap();
-        std::fs::create_dir(&registry).unwrap();
-        let err = policy.refresh_instances().unwrap_err();
-        assert!(err.starts_with("reading "), "{err}");
+        // Turned into something no gateway writes (a directory, a FIFO, a symlink): read as no
+        // registry, never blocking, and what it listed stays protected.
+        for make in [
+            |p: &std::path::Path| std::fs::create_dir(p).unwrap(),
+            |p: &std::path::Path| {
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    p,
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(0o644),
+                    0,
+                )
+                .unwrap()
+            },
+            |p: &std::path::Path| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
+        ] {
+            let _ = std::fs::remove_file(&registry).or_else(|_| std::fs::remove_dir(&registry));
+            make(&registry);
+            policy.refresh_instances();
+            assert!(policy.is_protected(&token));
+        }
     }
 
     /// The list of registry files is kept between calls, and derived again once the system temp
@@ -197,7 +185,7 @@ mod tests {
         let own = tempfile::tempdir().unwrap();
         let later = tempfile::tempdir().unwrap();
         let policy = PathPolicy::new(home.path().into(), own.path().into(), vec![]);
-        policy.refresh_instances().unwrap();
+        policy.refresh_instances();
         let token = std::fs::canonicalize(later.path())
             .unwrap()
             .join("auth/token");
@@ -208,9 +196,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(&registry, format!("{}\n", later.path().display())).unwrap();
-        let refreshed = policy.refresh_instances();
+        policy.refresh_instances();
         std::fs::remove_dir_all(&dir).unwrap();
-        refreshed.unwrap();
         assert!(policy.is_protected(&token));
     }
 }

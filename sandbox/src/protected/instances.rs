@@ -197,8 +197,11 @@ fn register_at(path: &Path, state_dir: &Path) -> std::io::Result<()> {
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
     let mut text = String::new();
     file.read_to_string(&mut text)?;
@@ -218,6 +221,38 @@ fn register_at(path: &Path, state_dir: &Path) -> std::io::Result<()> {
     file.rewind()?;
     file.write_all(out.as_bytes())?;
     file.sync_all()
+}
+
+/// Most bytes a registry holds: [`MAX_ENTRIES`] lines of at most `PATH_MAX` bytes.
+const MAX_REGISTRY_BYTES: u64 = MAX_ENTRIES as u64 * 4097;
+
+/// A registry file as some account left it: its text and its owner's uid. Any account can make
+/// one (in its home, or its dir in `/tmp`), so it is read without trusting it: `None` when it is
+/// absent, unreadable, a symlink, not a regular file (a FIFO would block every gateway's start
+/// and every broker's tool call forever, a device would never end), larger than any registry,
+/// or owned by another account than the directory holding it (a symlinked directory of one
+/// account pointing into another's files). Never blocks.
+pub fn read_registry(path: &Path) -> Option<(String, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_REGISTRY_BYTES {
+        return None;
+    }
+    let dir_owner = std::fs::symlink_metadata(path.parent()?).ok()?.uid();
+    if dir_owner != meta.uid() {
+        return None;
+    }
+    let mut text = String::new();
+    (&file)
+        .take(MAX_REGISTRY_BYTES + 1)
+        .read_to_string(&mut text)
+        .ok()?;
+    (text.len() as u64 <= MAX_REGISTRY_BYTES).then_some((text, meta.uid()))
 }
 
 /// The absolute paths a registry's text lists (anything else is ignored).
@@ -242,14 +277,11 @@ fn listed_in(registries: &[PathBuf], own_state_dir: &Path) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     for registry in registries {
-        let Ok(text) = std::fs::read_to_string(registry) else {
-            continue;
-        };
         // A registry speaks only for its own account's directories (red team 24 B6: any account
         // can make a registry in /tmp, and a listed path is refused to every session): an entry
         // counts when the directory exists and belongs to the registry's owner, as a gateway's
         // state dir does. One naming someone else's directory could only block, never protect.
-        let Ok(owner) = std::fs::metadata(registry).map(|m| m.uid()) else {
+        let Some((text, owner)) = read_registry(registry) else {
             continue;
         };
         out.extend(parse(&text).into_iter().filter(|p| {

@@ -153,3 +153,42 @@ async fn a_planted_or_edited_idempotency_answer_is_not_replayed() {
             .await,
     );
 }
+
+/// `recover` revokes the old lease; marking its row live again while the gateway is stopped (the
+/// `revoked` column is state, not the chained record) does not bring it back: only the session's
+/// current lease generation is accepted. The new lease keeps working.
+#[tokio::test]
+async fn a_revoked_lease_made_live_again_at_rest_stays_refused() {
+    let h = Harness::new();
+    let view = h.start().await;
+    let id = view.native_session_id.clone();
+    let old = view.lease_id.clone().unwrap();
+    let token = view.recovery_token.clone().unwrap();
+    let recovered = h.recover(&view, &token, "r1").await.unwrap();
+    let new = recovered.lease_id.clone().unwrap();
+    assert_ne!(old, new);
+    let args = |lease: &str| json!({"native_session_id": id, "lease_id": lease});
+    assert_eq!(
+        code(PublicTool::Status.call(&h.gateway, args(&old)).await),
+        ErrorCode::LeaseInvalid
+    );
+    // Every lease row of the session live again, expiring far in the future.
+    let changed = db(&h)
+        .execute(
+            "UPDATE leases SET revoked = 0, expires_at_ms = 9000000000000 WHERE session_id = ?1",
+            [&id],
+        )
+        .unwrap();
+    assert_eq!(changed, 2);
+    let restarted = h.restarted();
+    assert_eq!(
+        code(PublicTool::Status.call(&restarted, args(&old)).await),
+        ErrorCode::LeaseInvalid
+    );
+    assert!(
+        PublicTool::Status
+            .call(&restarted, args(&new))
+            .await
+            .is_ok()
+    );
+}

@@ -159,8 +159,63 @@ fn a_registry_speaks_only_for_its_owners_directories() {
     let listed = listed_in(std::slice::from_ref(&registry), own.path());
     assert_eq!(listed, vec![std::fs::canonicalize(theirs.path()).unwrap()]);
     if euid() == 0 {
-        // The same registry owned by that other account: only its directory counts.
+        // The same registry (and its dir) owned by that other account: only its directory
+        // counts.
         std::os::unix::fs::chown(&registry, Some(4747), None).unwrap();
+        std::os::unix::fs::chown(registry.parent().unwrap(), Some(4747), None).unwrap();
         assert_eq!(listed_in(&[registry], own.path()), vec![foreign]);
+    }
+}
+
+/// Any account can make a registry, so it is read without trusting it (red team 25): a FIFO (which
+/// blocked every gateway's start and every broker's tool call), a symlink (to `/dev/zero`, or to
+/// a file of another account listing that account's directories), a directory, a file larger
+/// than any registry, or a file of another owner than its directory reads as no registry, at once.
+#[test]
+fn only_a_plain_file_of_its_directorys_owner_is_read_as_a_registry() {
+    let home = tempfile::tempdir().unwrap();
+    let own = tempfile::tempdir().unwrap();
+    let theirs = tempfile::tempdir().unwrap();
+    let registry = registry_path(home.path());
+    register_at(&registry, theirs.path()).unwrap();
+    let listed = vec![std::fs::canonicalize(theirs.path()).unwrap()];
+    assert_eq!(
+        listed_in(std::slice::from_ref(&registry), own.path()),
+        listed
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let genuine = elsewhere.path().join("instances");
+    std::fs::copy(&registry, &genuine).unwrap();
+    let replace = |make: &dyn Fn(&Path)| {
+        let _ = std::fs::remove_file(&registry).or_else(|_| std::fs::remove_dir(&registry));
+        make(&registry);
+        let started = std::time::Instant::now();
+        assert_eq!(read_registry(&registry), None);
+        assert!(listed_in(std::slice::from_ref(&registry), own.path()).is_empty());
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    };
+    replace(&|p| {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            p,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap()
+    });
+    replace(&|p| std::os::unix::fs::symlink("/dev/zero", p).unwrap());
+    replace(&|p| std::os::unix::fs::symlink(&genuine, p).unwrap());
+    replace(&|p| std::fs::create_dir(p).unwrap());
+    replace(&|p| {
+        let line = format!("{}\n", theirs.path().display());
+        let text = line.repeat(MAX_REGISTRY_BYTES as usize / line.len() + 1);
+        std::fs::write(p, text).unwrap()
+    });
+    if euid() == 0 {
+        replace(&|p| {
+            std::fs::copy(&genuine, p).unwrap();
+            std::os::unix::fs::chown(p, Some(4747), None).unwrap();
+        });
     }
 }
