@@ -219,6 +219,8 @@ pub enum Table {
     Sessions,
     Turns,
     LedgerHead,
+    /// `sqlite_master`: a schema row the migrations did not make.
+    Schema,
 }
 
 /// The first thing found wrong.
@@ -353,6 +355,12 @@ impl Verifier {
             session_id: session_id.map(str::to_string),
             what,
         });
+    }
+
+    /// A schema row the migrations did not make (`common::state_schema::foreign_schema`).
+    pub fn foreign_schema(&mut self, kind: &str, name: &str) {
+        let what = format!("{kind} not made by the gateway's migrations");
+        self.problem(Table::Schema, name.to_string(), None, what);
     }
 
     /// The highest seq AUTOINCREMENT handed out (`sqlite_sequence`), if any.

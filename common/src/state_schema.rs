@@ -157,3 +157,66 @@ UPDATE oauth_grants
 DELETE FROM oauth_tokens;
 DELETE FROM oauth_codes;
 "#;
+
+/// Every migration in order: entry `i` brings a database from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+
+#[cfg(feature = "sqlite")]
+/// One row of `sqlite_master` as [`foreign_schema`] compares it: type, name, table, SQL (the
+/// root page aside: it differs between any two databases).
+type SchemaRow = (String, String, String, Option<String>);
+
+#[cfg(feature = "sqlite")]
+fn schema_rows(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<SchemaRow>> {
+    let mut stmt = conn.prepare("SELECT type, name, tbl_name, sql FROM sqlite_master")?;
+    let rows = stmt.query_map([], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+    })?;
+    rows.collect()
+}
+
+#[cfg(feature = "sqlite")]
+/// A row of the database's schema that the migrations up to `version` did not make, or made
+/// otherwise, named (`sqlite_master: trigger "forge" was not made by the gateway`). The schema
+/// is code that runs inside the gateway's own transactions: a trigger would rewrite rows that
+/// the gateway then seals and signs as its own (red team 24 B5), also when its row says
+/// `TRIGGER` or anything else in its `type` column (SQLite builds the object from the SQL;
+/// red team 25 B1), and a changed table definition changes what a column holds. So every row
+/// must be exactly one the migrations make, compared with an in-memory database they built.
+/// One the migrations make may be missing (a dropped append-only guard: the ledger's chain sees
+/// any edit it would have stopped). A `version` past [`MIGRATIONS`] is compared with all of them.
+pub fn foreign_schema(
+    conn: &rusqlite::Connection,
+    version: i64,
+) -> rusqlite::Result<Option<ForeignSchema>> {
+    let scratch = rusqlite::Connection::open_in_memory()?;
+    let upto = usize::try_from(version).unwrap_or(0).min(MIGRATIONS.len());
+    for sql in &MIGRATIONS[..upto] {
+        scratch.execute_batch(sql)?;
+    }
+    let own = schema_rows(&scratch)?;
+    Ok(schema_rows(conn)?
+        .into_iter()
+        .find(|row| !own.contains(row))
+        .map(|(kind, name, _, _)| ForeignSchema { kind, name }))
+}
+
+/// A schema row the migrations did not make ([`foreign_schema`]): its `type` column as stored
+/// and its name.
+#[cfg(feature = "sqlite")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignSchema {
+    pub kind: String,
+    pub name: String,
+}
+
+#[cfg(feature = "sqlite")]
+impl std::fmt::Display for ForeignSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = format!(
+            "sqlite_master: {} {:?} was not made by the gateway",
+            self.kind, self.name
+        );
+        f.write_str(&crate::display::one_line(&text))
+    }
+}

@@ -158,6 +158,9 @@ pub fn session_content_rows(
 /// transaction for one consistent snapshot.
 pub fn check(conn: &Connection, verifier: &mut Verifier) -> rusqlite::Result<()> {
     let version = schema_version(conn)?;
+    if let Some(foreign) = crate::state_schema::foreign_schema(conn, version)? {
+        verifier.foreign_schema(&foreign.kind, &foreign.name);
+    }
     each_event(conn, version, |row| verifier.event(row))?;
     verifier.issued(issued(conn)?);
     each_covered_row(conn, version, |row| verifier.covered(row))
@@ -187,6 +190,6 @@ pub fn covered_row(
         ),
         Table::Sessions => one(&format!("{SESSION_SQL} WHERE ?1 = ?1 AND id = ?2"), session),
         Table::Turns => one(&format!("{TURN_SQL} WHERE ?1 = ?1 AND turn_id = ?2"), turn),
-        Table::Events | Table::LedgerHead => Ok(None),
+        Table::Events | Table::LedgerHead | Table::Schema => Ok(None),
     }
 }

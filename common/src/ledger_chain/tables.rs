@@ -218,7 +218,7 @@ impl Expected {
             Table::Turns => {
                 self.turns.remove(id);
             }
-            Table::Sessions | Table::Events | Table::LedgerHead => {}
+            Table::Sessions | Table::Events | Table::LedgerHead | Table::Schema => {}
         }
     }
 

@@ -4,17 +4,10 @@
 use rusqlite::Connection;
 
 /// Version this build writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// Each entry migrates from version `index` to `index + 1`.
-const MIGRATIONS: &[&str] = &[
-    common::state_schema::V1,
-    common::state_schema::V2,
-    common::state_schema::V3,
-    common::state_schema::V4,
-    common::state_schema::V5,
-    common::state_schema::V6,
-];
+// Each entry migrates from version `index` to `index + 1`.
+use common::state_schema::MIGRATIONS;
 
 /// Why the database cannot be brought to [`SCHEMA_VERSION`].
 #[derive(Debug, thiserror::Error)]
@@ -71,34 +64,4 @@ pub fn migrate(conn: &mut Connection, key: &str) -> Result<i64, MigrationError> 
             .map_err(step)?;
     }
     Ok(current)
-}
-
-/// The triggers the migrations make (name, SQL as SQLite stores it): the ledger's append-only
-/// guards.
-fn own_triggers() -> rusqlite::Result<Vec<(String, String)>> {
-    let scratch = Connection::open_in_memory()?;
-    scratch.execute_batch(common::state_schema::V1)?;
-    let mut stmt = scratch.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")?;
-    let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
-    rows.collect()
-}
-
-/// A trigger the migrations did not make, or one of theirs redefined (red team 24 B5): it would
-/// run inside the gateway's own transactions, and what it wrote would be sealed and signed as the
-/// gateway's. `Some(what)` names it. A missing guard is not reported here: without it an edit
-/// of a ledger row is still found by the chain.
-pub(super) fn foreign_trigger(conn: &Connection) -> rusqlite::Result<Option<String>> {
-    let own = own_triggers()?;
-    let mut stmt = conn.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")?;
-    let found = stmt
-        .query_map([], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(found.into_iter().find_map(|(name, sql)| {
-        let ours = own
-            .iter()
-            .any(|(n, s)| *n == name && Some(s) == sql.as_ref());
-        (!ours).then(|| format!("sqlite_master: trigger {name:?} was not made by the gateway"))
-    }))
 }

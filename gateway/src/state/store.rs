@@ -113,11 +113,14 @@ impl Store {
             })?;
         let key = crate::config::load_or_create_server_key(state_dir)
             .map_err(|err| StoreError::Schema(format!("server key: {err:#}")))?;
-        let found_version = schema::migrate(&mut conn, &key)?;
-        if let Some(why) = schema::foreign_trigger(&conn)? {
+        // Before migrating: a foreign trigger would run inside the migration's own writes.
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if let Some(foreign) = common::state_schema::foreign_schema(&conn, version)? {
+            let why = foreign.to_string();
             chain::latch_broken(state_dir, &why);
             return Err(StoreError::LedgerBroken(why));
         }
+        let found_version = schema::migrate(&mut conn, &key)?;
         let head_path = state_dir.join(common::ledger_chain::HEAD_FILE);
         let opened = match chain::open_check(&conn, state_dir, &key, found_version) {
             Err(StoreError::LedgerBroken(why)) => {

@@ -268,3 +268,45 @@ fn a_trigger_the_gateway_did_not_make_is_refused_running_and_at_open() {
     other_writer(fresh.path());
     Store::open(fresh.path()).unwrap();
 }
+
+/// Red team 25 B1: the check read only rows whose `type` is `trigger`, but SQLite builds an
+/// object from its SQL whatever that column says. At rest, every schema row the migrations did
+/// not make — a trigger stored as `TRIGGER` or `Trigger`, a view, an index, a table whose
+/// definition was rewritten — refuses the open and is named by the check `gatewayctl verify`
+/// runs (`common::ledger_chain::db::check`).
+#[test]
+fn every_schema_row_the_migrations_did_not_make_is_refused_at_rest() {
+    let forge = "CREATE TRIGGER forge AFTER INSERT ON turns BEGIN \
+                 UPDATE turns SET data = '{}' WHERE turn_id = NEW.turn_id; END";
+    let variants: [(&str, String, &str); 5] = [
+        ("TRIGGER", format!("{forge}; PRAGMA writable_schema = ON; UPDATE sqlite_master SET type = 'TRIGGER' WHERE name = 'forge'"), "forge"),
+        ("Trigger", format!("{forge}; PRAGMA writable_schema = ON; UPDATE sqlite_master SET type = 'Trigger' WHERE name = 'forge'"), "forge"),
+        ("view", "CREATE VIEW v AS SELECT * FROM turns".into(), "v"),
+        ("index", "CREATE INDEX turns_by_data ON turns(length(data))".into(), "turns_by_data"),
+        ("table", "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = replace(sql, 'data TEXT NOT NULL', 'data TEXT NOT NULL DEFAULT ''x''') WHERE name = 'turns'".into(), "turns"),
+    ];
+    for (kind, sql, name) in variants {
+        let (dir, store) = populated();
+        drop(store);
+        other_writer(dir.path()).execute_batch(&sql).unwrap();
+        let expected = format!("sqlite_master: {kind} {name:?} was not made by the gateway");
+        match Store::open(dir.path()) {
+            Err(StoreError::LedgerBroken(why)) => assert_eq!(why, expected),
+            other => panic!("{sql}: expected LedgerBroken, got {:?}", other.err()),
+        }
+        let conn = Connection::open(dir.path().join(DATABASE_FILE)).unwrap();
+        let key = std::fs::read_to_string(dir.path().join("auth/server-key")).unwrap();
+        let mut verifier = common::ledger_chain::Verifier::new(
+            common::ledger_chain::Head::read(dir.path()),
+            Some(key.trim()),
+        );
+        common::ledger_chain::db::check(&conn, &mut verifier).unwrap();
+        let report = verifier.finish();
+        let problem = report.problems.first().expect("verify names the row");
+        assert_eq!(
+            (problem.table, problem.id.as_str()),
+            (common::ledger_chain::Table::Schema, name),
+            "{sql}"
+        );
+    }
+}
