@@ -504,3 +504,6 @@ impl IdempotentAnswer {
 pub fn id_suffix(session_id: &str) -> &str {
     session_id.strip_prefix("ns_").unwrap_or(session_id)
 }
+
+#[cfg(test)]
+mod tests;
