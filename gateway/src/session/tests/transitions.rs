@@ -10,10 +10,9 @@ use crate::session::events::settled_state;
 use crate::session::write_recovery::settle_after_crash;
 use crate::state::{
     ActionRecord, ActionState, BrokerRecord, CurrentRun, LastResult, LedgerEvent, RunState,
-    SessionRecord, SessionStatus,
+    SessionRecord, SessionStatus, TerminalReason, Workspace, WorkspaceKind,
 };
 use crate::tools::{ReplyCall, request_hash};
-use crate::view::{TerminalReason, Workspace, WorkspaceKind};
 
 pub(super) fn session(status: SessionStatus) -> SessionRecord {
     SessionRecord {

@@ -5,9 +5,8 @@
 use common::tools::{CapabilityProfile, SubagentPolicy};
 
 use super::*;
-use crate::state::LedgerEvent;
-use crate::view::{
-    ContentPruned, ConversationRestart, LaunchError, LaunchErrorCode, NetworkBoundary,
+use crate::state::{
+    ContentPruned, ConversationRestart, LaunchError, LaunchErrorCode, LedgerEvent, NetworkBoundary,
     SkillSnapshotEntry, StopRequest, Terminal, Workspace, WorkspaceKind,
 };
 
