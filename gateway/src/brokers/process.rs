@@ -12,8 +12,7 @@ use common::protocol::BrokerSpec;
 use futures::future::BoxFuture;
 use sandbox::process::{Identity, boot_id, identify, process_start_time};
 
-use super::ConnectError;
-use super::{BrokerHost, BrokerOwner, BrokerSignal, LaunchSpec, Link};
+use super::{BrokerHost, BrokerOwner, BrokerSignal, ConnectError, LaunchSpec, Link};
 use crate::private_files::{private_dir, write_private_file};
 use crate::state::{BrokerRecord, LaunchError, LaunchErrorCode};
 
