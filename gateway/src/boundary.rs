@@ -4,7 +4,7 @@
 
 use common::protocol::RunnerConfinement;
 
-use crate::view::NetworkBoundary;
+use crate::state::NetworkBoundary;
 
 /// The runner confinement this host supports; brokers must establish all of it.
 pub fn runner_confinement() -> RunnerConfinement {

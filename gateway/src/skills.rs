@@ -29,8 +29,8 @@ use sandbox::path_policy::{PathPolicy, PathRefusal};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ErrorCode, ToolError};
-use crate::state::SessionRecord;
-use crate::view::{SkillContextView, SkillSnapshotEntry};
+use crate::state::{SessionRecord, SkillSnapshotEntry};
+use crate::view::SkillContextView;
 
 /// The environment variable holding the allowlist.
 pub const ALLOWLIST_ENV: &str = "CLAUDE_TOOLS_NATIVE_SKILL_ALLOWLIST_JSON";

@@ -1,5 +1,7 @@
-//! The SessionView (the answer shape of every successful tool call), the typed records it is made
-//! of, and the `outputSchema` advertising it beside the error result shape (`crate::error`).
+//! The SessionView (the answer shape of every successful tool call), the typed parts it is made
+//! of, and the `outputSchema` advertising it beside the error result shape (`crate::error`). The
+//! public schema only: the stored records have types of their own (`crate::state`), and
+//! `session::view` builds these from them.
 
 use common::schema::{Contract, schema_for};
 use common::tools::{CapabilityProfile, Receipt, SubagentPolicy, ToolStatus};
@@ -118,19 +120,6 @@ pub enum WorkspaceKind {
     Worktree,
 }
 
-impl Workspace {
-    /// A session working in its directory itself (`read_only`, `direct_write`).
-    pub fn in_place(kind: WorkspaceKind, root: String) -> Self {
-        Workspace {
-            kind,
-            root,
-            worktree_path: None,
-            branch: None,
-            base_commit: None,
-        }
-    }
-}
-
 /// The runner generation attached to the session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CurrentRunView {
@@ -219,32 +208,11 @@ pub enum LaunchErrorCode {
     Internal,
 }
 
-impl LaunchError {
-    /// A launch error observed now.
-    pub fn now(code: LaunchErrorCode, message: impl Into<String>) -> Self {
-        LaunchError {
-            code,
-            message: message.into(),
-            at: common::time::now_rfc3339(),
-        }
-    }
-}
-
 /// Who asked the session to stop, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct StopRequest {
     pub reason: String,
     pub at: String,
-}
-
-impl StopRequest {
-    /// A stop requested now.
-    pub fn now(reason: impl Into<String>) -> Self {
-        StopRequest {
-            reason: reason.into(),
-            at: common::time::now_rfc3339(),
-        }
-    }
 }
 
 /// How and when a session ended.
@@ -281,62 +249,6 @@ pub enum TerminalReason {
     LeaseExpired,
     // A write ended in an unknown state; nothing more is written.
     WriteIndeterminate,
-}
-
-impl Terminal {
-    fn at(reason: TerminalReason, at: String) -> Self {
-        Terminal {
-            reason,
-            detail: None,
-            exit_code: None,
-            signal: None,
-            action_id: None,
-            path: None,
-            at,
-        }
-    }
-
-    /// The runtime could not be started.
-    pub fn launch_error() -> Self {
-        Self::at(TerminalReason::LaunchError, common::time::now_rfc3339())
-    }
-
-    /// The session stopped at `at`; `detail` says how when the runner's own exit was not seen.
-    pub fn stopped(
-        detail: Option<&str>,
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-        at: String,
-    ) -> Self {
-        Terminal {
-            detail: detail.map(str::to_string),
-            exit_code,
-            signal,
-            ..Self::at(TerminalReason::Stopped, at)
-        }
-    }
-
-    /// The lease ran out at `at`.
-    pub fn lease_expired(at: String) -> Self {
-        Self::at(TerminalReason::LeaseExpired, at)
-    }
-
-    /// A write's file matches neither its old nor its new content.
-    pub fn write_indeterminate(action_id: String, path: Option<String>) -> Self {
-        Terminal {
-            detail: Some(
-                "a write's file matches neither its old nor its new content; nothing more is \
-                 written in this session. Inspect the file, then start a new session."
-                    .into(),
-            ),
-            action_id: Some(action_id),
-            path,
-            ..Self::at(
-                TerminalReason::WriteIndeterminate,
-                common::time::now_rfc3339(),
-            )
-        }
-    }
 }
 
 /// What confines the runner and its commands on this host; degraded states say so.

@@ -1,7 +1,8 @@
 //! The seam between session logic and broker processes: [`BrokerHost`] starts, verifies, signals
 //! and connects brokers, and a connected broker is a [`Link`] — messages out, [`LinkEvent`]s in.
-//! Nothing here knows the session state; `session::supervision` drives links. The real host is
-//! [`process::ProcessHost`]; tests substitute an in-process one.
+//! Nothing here knows the session state: the session hands over what a broker is started with
+//! ([`SessionSpec`], built in `session::broker_spec`), and `session::supervision` drives links.
+//! The real host is [`process::ProcessHost`]; tests substitute an in-process one.
 
 pub mod link;
 pub mod ownership;
@@ -9,15 +10,16 @@ pub mod process;
 
 use std::time::Duration;
 
-use common::protocol::{BrokerEvent, GatewayToBroker};
+use common::protocol::{BrokerEvent, DelegationSpec, DirIdentity, GatewayToBroker};
+use common::tools::{CapabilityProfile, SubagentPolicy};
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::brokers::link::ConnectError;
 pub use crate::brokers::ownership::BrokerOwner;
 use crate::config::Config;
-use crate::state::{BrokerRecord, SessionRecord};
-use crate::view::LaunchError;
+use crate::state::{BrokerRecord, LaunchError};
 
 /// How long a freshly spawned broker may take to open its socket.
 pub const SPAWN_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -33,11 +35,30 @@ pub enum BrokerSignal {
     Kill,
 }
 
+/// The session's part of a broker's spec (`common::protocol::BrokerSpec`): what the host needs
+/// to know of the session to start its broker, and nothing else of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSpec {
+    pub session_id: String,
+    /// The Claude Code conversation the runner starts or resumes.
+    pub claude_session_id: String,
+    pub profile: CapabilityProfile,
+    pub subagent_policy: SubagentPolicy,
+    /// Where commands run and writes land.
+    pub working_directory: String,
+    /// That directory's identity recorded at the session's start (older records: none).
+    pub working_directory_identity: Option<DirIdentity>,
+    /// A `worktree_write` session's source directory (see `BrokerSpec::merge_target`).
+    pub merge_target: Option<String>,
+    /// Set for a DeepSeek sub-session.
+    pub delegation: Option<DelegationSpec>,
+}
+
 /// One broker runtime to start: runner generation `generation` of `session`; `resume` continues
 /// the recorded Claude Code conversation.
 pub struct LaunchSpec<'a> {
     pub config: &'a Config,
-    pub session: &'a SessionRecord,
+    pub session: SessionSpec,
     pub generation: u32,
     /// Where the broker lives and the secret it holds, derived from the session id and
     /// `generation` (`ownership`): the record the host returns must carry exactly these.
@@ -89,7 +110,7 @@ pub trait BrokerHost: Send + Sync + 'static {
         owner: &'a BrokerOwner,
         record: &'a BrokerRecord,
         timeout: Duration,
-    ) -> BoxFuture<'a, anyhow::Result<Link>>;
+    ) -> BoxFuture<'a, Result<Link, ConnectError>>;
 
     /// The broker serving `owner`'s derived socket, if one answers there: its process identity
     /// as the socket's peer credentials give it (pid, then its start time and boot). Not yet

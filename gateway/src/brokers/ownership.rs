@@ -128,24 +128,17 @@ pub enum NotThisSessions {
 
 /// Whether an attach error proves the record is not this session's broker (as opposed to a
 /// broker that is merely gone or slow, or one of an older build at this session's own places):
-/// the record failed the derivation, the socket's peer is not the recorded process, or the broker
-/// behind it proved another session, generation or secret. Such a record is dropped from the
-/// session, so nothing — no signal, no re-attach — is ever sent through it again.
+/// the record failed the derivation, or the handshake proved it another's
+/// (`ConnectError::disowns_record`). Such a record is dropped from the session, so nothing — no
+/// signal, no re-attach — is ever sent through it again.
 pub fn disowns(err: &anyhow::Error) -> bool {
-    use broker::client::BrokerLinkError;
-    use common::protocol::HelloRejected;
     if let Some(refusal) = err.downcast_ref::<NotThisSessions>() {
         // At the session's own places: a broker of an older build, still this session's; it
         // is kept, so it can still be stopped before a new generation starts.
         return *refusal != NotThisSessions::Unbound;
     }
-    matches!(
-        err.downcast_ref::<BrokerLinkError>(),
-        Some(
-            BrokerLinkError::PeerPid
-                | BrokerLinkError::Verify(HelloRejected::OtherSession | HelloRejected::BadProof)
-        )
-    )
+    err.downcast_ref::<super::ConnectError>()
+        .is_some_and(super::ConnectError::disowns_record)
 }
 
 #[cfg(test)]

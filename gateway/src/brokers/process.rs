@@ -12,10 +12,9 @@ use common::protocol::BrokerSpec;
 use futures::future::BoxFuture;
 use sandbox::process::{Identity, boot_id, identify, process_start_time};
 
-use super::{BrokerHost, BrokerOwner, BrokerSignal, LaunchSpec, Link};
+use super::{BrokerHost, BrokerOwner, BrokerSignal, ConnectError, LaunchSpec, Link};
 use crate::private_files::{private_dir, write_private_file};
-use crate::state::BrokerRecord;
-use crate::view::{LaunchError, LaunchErrorCode};
+use crate::state::{BrokerRecord, LaunchError, LaunchErrorCode};
 
 /// Unix socket paths must fit `sun_path` (104 bytes on macOS, 108 on Linux).
 const MAX_SOCKET_PATH: usize = 100;
@@ -38,7 +37,7 @@ impl BrokerHost for ProcessHost {
                 ));
             }
             spawn(&spec).await.map_err(|err| {
-                tracing::error!(session = %spec.session.id, "spawning broker: {err:#}");
+                tracing::error!(session = %spec.session.session_id, "spawning broker: {err:#}");
                 LaunchError::now(
                     LaunchErrorCode::BrokerSpawnFailed,
                     "the session's runtime could not be started; see the gateway log",
@@ -52,7 +51,7 @@ impl BrokerHost for ProcessHost {
         owner: &'a BrokerOwner,
         record: &'a BrokerRecord,
         timeout: std::time::Duration,
-    ) -> BoxFuture<'a, anyhow::Result<Link>> {
+    ) -> BoxFuture<'a, Result<Link, ConnectError>> {
         Box::pin(super::link::connect(owner, record, timeout))
     }
 
@@ -92,10 +91,10 @@ fn is_executable(path: &Path) -> bool {
 }
 
 async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
-    let (config, session, owner) = (launch.config, launch.session, launch.owner);
+    let (config, session, owner) = (launch.config, &launch.session, launch.owner);
     let (generation, resume) = (launch.generation, launch.resume);
     anyhow::ensure!(
-        owner.session_id == session.id && owner.generation == generation,
+        owner.session_id == session.session_id && owner.generation == generation,
         "the broker's derived places and secret are not this launch's"
     );
     // Derived from the session id (a short directory name keeps the socket path under the
@@ -113,14 +112,14 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
     // session carries a secret that session does not derive.
     let secret = owner.secret.clone();
     let spec = BrokerSpec {
-        session_id: session.id.clone(),
+        session_id: session.session_id.clone(),
         claude_session_id: session.claude_session_id.clone(),
         generation,
         resume,
         profile: session.profile,
         subagent_policy: session.subagent_policy,
         working_directory: session.working_directory.clone(),
-        working_directory_identity: session.workspace_identity.map(|w| w.working_directory),
+        working_directory_identity: session.working_directory_identity,
         runtime_dir: runtime_dir.display().to_string(),
         socket_path: socket_path.display().to_string(),
         secret: secret.clone(),
@@ -146,15 +145,8 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
             .map(str::to_string)
             .collect(),
         command_path: Some(config.command_path.clone()),
-        merge_target: (session.workspace.kind == crate::view::WorkspaceKind::Worktree)
-            .then(|| session.source_directory.clone()),
-        delegation: session
-            .delegation
-            .as_ref()
-            .map(|d| common::protocol::DelegationSpec {
-                parent_session_id: d.parent_session_id.clone(),
-                runner_model: d.runner_model.clone(),
-            }),
+        merge_target: session.merge_target.clone(),
+        delegation: session.delegation.clone(),
     };
     let spec_path = runtime_dir.join(SPEC_FILE);
     write_private_file(&spec_path, serde_json::to_string(&spec)?.as_bytes())?;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::Gateway;
 use super::transitions::EventOrder;
 use crate::state::{ActionEnd, ActionState, LedgerEvent, SessionRecord, StoreError, TurnBody, Tx};
-use crate::view::{LaunchError, LaunchErrorCode};
+use crate::state::{LaunchError, LaunchErrorCode};
 
 /// What to do once a broker event is persisted.
 #[derive(Default)]

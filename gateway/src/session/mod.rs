@@ -8,9 +8,11 @@
 //! - `transitions`: every state change of a session record (pure, unit-tested; the only
 //!   code that assigns its fields).
 //! - `events`: broker events into state; `supervision`: links, adoption, stops, expiry;
-//!   `runner`: launching runner generations; `write_recovery`: settling a dead broker's writes.
-//! - `view`: the SessionView of a session record.
+//!   `runner`: launching runner generations (`broker_spec`: what the broker host is handed);
+//!   `write_recovery`: settling a dead broker's writes.
+//! - `view`: the SessionView of a session record (the one place stored parts become public).
 
+mod broker_spec;
 mod events;
 mod idempotency;
 mod lease;

@@ -13,8 +13,8 @@ use super::supervision::BrokerStop;
 use super::{Gateway, ToolResult, ensure_not_terminal};
 use crate::brokers::{BrokerSignal, LaunchSpec, SPAWN_CONNECT_TIMEOUT};
 use crate::error::{ErrorCode, ToolError};
+use crate::state::{LaunchError, LaunchErrorCode};
 use crate::state::{SessionRecord, StoreError};
-use crate::view::{LaunchError, LaunchErrorCode};
 
 /// Our part of the runner's system prompt; the session's frozen skills follow it.
 const SYSTEM_PROMPT: &str = "You are the local agent harness of Native Gateway. The user's messages \
@@ -50,7 +50,7 @@ impl Gateway {
         let owner = self.broker_owner(&session.id, generation);
         let spec = LaunchSpec {
             config: &self.config,
-            session,
+            session: session.broker_spec(),
             generation,
             owner: &owner,
             resume,

@@ -12,11 +12,10 @@ use common::tools::ClaudeTier;
 use super::ToolResult;
 use crate::error::{ErrorCode, ToolError};
 use crate::state::{
-    ActionRecord, ApprovedAction, BrokerRecord, CurrentRun, LastResult, LedgerEvent, RunState,
-    SessionRecord, SessionStatus, SubsessionEnd, SubsessionStatus, TurnBody, TurnRecord,
-    TurnStatus,
+    ActionRecord, ApprovedAction, BrokerRecord, CurrentRun, LastResult, LaunchError, LedgerEvent,
+    RunState, SessionRecord, SessionStatus, StopRequest, SubsessionEnd, SubsessionStatus, Terminal,
+    TurnBody, TurnRecord, TurnStatus,
 };
-use crate::view::{LaunchError, StopRequest, Terminal};
 
 /// `terminal.detail` of a stop the gateway had to finish by killing the broker.
 pub(crate) const FORCED_STOP_DETAIL: &str =
@@ -253,7 +252,7 @@ impl SessionRecord {
         // Later generations are launched to resume; one that could not (its predecessor saved no
         // transcript) is a new conversation, and ChatGPT must be told, never left to assume.
         if generation > 1 && !resumed {
-            self.conversation_restart = Some(crate::view::ConversationRestart {
+            self.conversation_restart = Some(crate::state::ConversationRestart {
                 generation,
                 at: rfc3339_ms(started_at_ms),
                 message: crate::view::CONVERSATION_RESTART_NOTICE.to_string(),
@@ -537,7 +536,7 @@ impl SessionRecord {
         if !self.status.is_terminal() || self.content_pruned.is_some() {
             return None;
         }
-        self.content_pruned = Some(crate::view::ContentPruned {
+        self.content_pruned = Some(crate::state::ContentPruned {
             at: now_rfc3339(),
             message: crate::view::CONTENT_PRUNED_NOTICE.to_string(),
         });

@@ -1,5 +1,5 @@
 //! The SessionView of a session record: what ChatGPT reads after every call, built from the
-//! stored session, its pending turn (a prompt turn with the session's frozen skills) and the
+//! stored session (its stored parts become the public ones here, `parts`), its pending turn (a prompt turn with the session's frozen skills) and the
 //! ledger's record of the actions that turn reports.
 
 use common::protocol::RunnerToolResult;
@@ -61,7 +61,7 @@ impl Gateway {
             subagent_policy: session.subagent_policy,
             source_directory: session.source_directory.clone(),
             working_directory: session.working_directory.clone(),
-            workspace: session.workspace.clone(),
+            workspace: (&session.workspace).into(),
             claude_session_id: session.claude_session_id.clone(),
             current_run: session.current_run.as_ref().map(|run| CurrentRunView {
                 generation: run.generation,
@@ -77,16 +77,16 @@ impl Gateway {
                 text: r.text.clone(),
                 at: r.at.clone(),
             }),
-            launch_error: session.launch_error.clone(),
-            stop_request: session.stop_request.clone(),
-            terminal: session.terminal.clone(),
-            network_boundary: session.network_boundary.clone(),
-            skill_snapshot: session.skill_snapshot.clone(),
+            launch_error: session.launch_error.as_ref().map(Into::into),
+            stop_request: session.stop_request.as_ref().map(Into::into),
+            terminal: session.terminal.as_ref().map(Into::into),
+            network_boundary: (&session.network_boundary).into(),
+            skill_snapshot: session.skill_snapshot.iter().map(Into::into).collect(),
             deepseek_route,
             deepseek_subsessions,
             active_deepseek_subsession_id,
-            conversation_restarted: session.conversation_restart.clone(),
-            content_pruned: session.content_pruned.clone(),
+            conversation_restarted: session.conversation_restart.as_ref().map(Into::into),
+            content_pruned: session.content_pruned.as_ref().map(Into::into),
         })
     }
 
@@ -199,6 +199,156 @@ fn tool_result_view(action: &ActionRecord, runner_results: &[RunnerToolResult]) 
                 output,
                 truncated,
                 receipt: None,
+            }
+        }
+    }
+}
+
+/// The public parts of the SessionView from the session record's stored parts: the one place the
+/// storage types become the public schema. Each destructures its record whole, so a field added
+/// to a record is a decision here (shown or not), never a silent change of either side.
+mod parts {
+    use crate::state as stored;
+    use crate::view as public;
+
+    impl From<&stored::Workspace> for public::Workspace {
+        fn from(workspace: &stored::Workspace) -> Self {
+            let stored::Workspace {
+                kind,
+                root,
+                worktree_path,
+                branch,
+                base_commit,
+            } = workspace;
+            public::Workspace {
+                kind: match kind {
+                    stored::WorkspaceKind::ReadOnly => public::WorkspaceKind::ReadOnly,
+                    stored::WorkspaceKind::Direct => public::WorkspaceKind::Direct,
+                    stored::WorkspaceKind::Worktree => public::WorkspaceKind::Worktree,
+                },
+                root: root.clone(),
+                worktree_path: worktree_path.clone(),
+                branch: branch.clone(),
+                base_commit: base_commit.clone(),
+            }
+        }
+    }
+
+    impl From<&stored::LaunchError> for public::LaunchError {
+        fn from(error: &stored::LaunchError) -> Self {
+            let stored::LaunchError { code, message, at } = error;
+            use public::LaunchErrorCode as Public;
+            use stored::LaunchErrorCode as Stored;
+            public::LaunchError {
+                code: match code {
+                    Stored::RunnerNotFound => Public::RunnerNotFound,
+                    Stored::RunnerLaunchFailed => Public::RunnerLaunchFailed,
+                    Stored::BrokerSpawnFailed => Public::BrokerSpawnFailed,
+                    Stored::BrokerUnreachable => Public::BrokerUnreachable,
+                    Stored::SessionTerminal => Public::SessionTerminal,
+                    Stored::Internal => Public::Internal,
+                },
+                message: message.clone(),
+                at: at.clone(),
+            }
+        }
+    }
+
+    impl From<&stored::StopRequest> for public::StopRequest {
+        fn from(stop: &stored::StopRequest) -> Self {
+            let stored::StopRequest { reason, at } = stop;
+            public::StopRequest {
+                reason: reason.clone(),
+                at: at.clone(),
+            }
+        }
+    }
+
+    impl From<&stored::Terminal> for public::Terminal {
+        fn from(terminal: &stored::Terminal) -> Self {
+            let stored::Terminal {
+                reason,
+                detail,
+                exit_code,
+                signal,
+                action_id,
+                path,
+                at,
+            } = terminal;
+            use public::TerminalReason as Public;
+            use stored::TerminalReason as Stored;
+            public::Terminal {
+                reason: match reason {
+                    Stored::LaunchError => Public::LaunchError,
+                    Stored::Stopped => Public::Stopped,
+                    Stored::LeaseExpired => Public::LeaseExpired,
+                    Stored::WriteIndeterminate => Public::WriteIndeterminate,
+                },
+                detail: detail.clone(),
+                exit_code: *exit_code,
+                signal: *signal,
+                action_id: action_id.clone(),
+                path: path.clone(),
+                at: at.clone(),
+            }
+        }
+    }
+
+    impl From<&stored::NetworkBoundary> for public::NetworkBoundary {
+        fn from(boundary: &stored::NetworkBoundary) -> Self {
+            let stored::NetworkBoundary {
+                runner,
+                runner_writes,
+                commands,
+                enforced_by,
+                commands_enforced_by,
+                degraded,
+            } = boundary;
+            public::NetworkBoundary {
+                runner: runner.clone(),
+                runner_writes: runner_writes.clone(),
+                commands: commands.clone(),
+                enforced_by: enforced_by.clone(),
+                commands_enforced_by: commands_enforced_by.clone(),
+                degraded: *degraded,
+            }
+        }
+    }
+
+    impl From<&stored::SkillSnapshotEntry> for public::SkillSnapshotEntry {
+        fn from(entry: &stored::SkillSnapshotEntry) -> Self {
+            let stored::SkillSnapshotEntry {
+                skill_id,
+                content_sha256,
+            } = entry;
+            public::SkillSnapshotEntry {
+                skill_id: skill_id.clone(),
+                content_sha256: content_sha256.clone(),
+            }
+        }
+    }
+
+    impl From<&stored::ConversationRestart> for public::ConversationRestart {
+        fn from(restart: &stored::ConversationRestart) -> Self {
+            let stored::ConversationRestart {
+                generation,
+                at,
+                message,
+            } = restart;
+            public::ConversationRestart {
+                generation: *generation,
+                at: at.clone(),
+                message: message.clone(),
+            }
+        }
+    }
+
+    impl From<&stored::ContentPruned> for public::ContentPruned {
+        fn from(pruned: &stored::ContentPruned) -> Self {
+            let stored::ContentPruned { at, message } = pruned;
+            public::ContentPruned {
+                at: at.clone(),
+                message: message.clone(),
             }
         }
     }

@@ -9,9 +9,9 @@ use std::sync::Mutex;
 
 use common::tools::{CapabilityProfile, SubagentPolicy};
 
+use super::parts::{SkillSnapshotEntry, Workspace};
 use super::records::SessionRecord;
 use super::store::StoreError;
-use crate::view::{SkillSnapshotEntry, Workspace};
 
 /// One session's fixed facts.
 #[derive(Debug, Clone)]

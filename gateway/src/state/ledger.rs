@@ -8,8 +8,8 @@ use common::tools::{Receipt, ToolStatus};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::LaunchError;
 use super::{ActionState, StoreError, Tx};
-use crate::view::LaunchError;
 
 /// One approved action, as the reply that approved it is recorded: its arguments by the SHA-256
 /// of their canonical JSON and that JSON's size, never the arguments themselves (a Write's
@@ -56,7 +56,7 @@ pub enum LedgerEvent {
         prompt_sha256: String,
         /// Skills frozen at start: ids and hashes, never bodies.
         #[serde(skip_serializing_if = "Vec::is_empty")]
-        skills: Vec<crate::view::SkillSnapshotEntry>,
+        skills: Vec<super::SkillSnapshotEntry>,
     },
     /// The runtime of a new session could not be started.
     LaunchFailed(LaunchError),
@@ -306,7 +306,7 @@ mod tests {
             ("broker_adopted", serde_json::json!({}))
         );
         let error = LaunchError {
-            code: crate::view::LaunchErrorCode::RunnerNotFound,
+            code: crate::state::LaunchErrorCode::RunnerNotFound,
             message: "m".into(),
             at: "t".into(),
         };

@@ -4,6 +4,7 @@
 mod chain;
 mod fixed;
 mod ledger;
+mod parts;
 mod records;
 mod schema;
 mod seals;
@@ -11,6 +12,7 @@ pub mod secrets;
 mod store;
 
 pub use ledger::{ActionEnd, ApprovedAction, LedgerEvent, arguments_digest};
+pub use parts::*;
 pub use records::*;
 pub use schema::MigrationError;
 pub use store::{

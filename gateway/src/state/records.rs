@@ -1,5 +1,6 @@
 //! Rows of the state database as Rust values. Each is stored as JSON in a `data` column beside the
 //! few columns queries need, so fields can be added without a migration (`#[serde(default)]`).
+//! Their types are the state's own (`parts`), not the SessionView's: see `session::view`.
 
 use common::protocol::RunnerToolResult;
 use common::tools::{ActionOutcome, CapabilityProfile, SubagentPolicy};
@@ -7,8 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::view::{
-    LaunchError, NetworkBoundary, SkillSnapshotEntry, StopRequest, Terminal, Workspace,
+use super::parts::{
+    ContentPruned, ConversationRestart, LaunchError, NetworkBoundary, SkillSnapshotEntry,
+    StopRequest, Terminal, Workspace,
 };
 
 /// Lifecycle of a session, as shown in the SessionView.
@@ -146,7 +148,7 @@ pub struct SessionRecord {
     /// The runner generation that had to start a new conversation because the earlier one
     /// could not be resumed (no transcript), and when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation_restart: Option<crate::view::ConversationRestart>,
+    pub conversation_restart: Option<ConversationRestart>,
     /// That restart is not yet told in a pending turn: the next turn created carries the notice.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restart_notice_pending: bool,
@@ -161,7 +163,7 @@ pub struct SessionRecord {
     /// Retention removed the ended session's content (`crate::prune`): what remains is the
     /// summary (older records: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content_pruned: Option<crate::view::ContentPruned>,
+    pub content_pruned: Option<ContentPruned>,
 }
 
 /// Which directories a session works in, by identity (device, inode), not by path.
@@ -439,6 +441,10 @@ impl ActionRecord {
 /// answered (without lease id, recovery token or skill bodies, which are derived again on replay)
 /// with `lease_generation` beside its fields; `{"pruned": true, "lease_generation": g}` once
 /// retention removed it. Rows written before `lease_generation` was stored read as generation 1.
+///
+/// The one stored value that is the public schema by design: a replay must answer the bytes the
+/// request was answered with, so `Done` holds the SessionView itself: a change to the view
+/// changes what later answers store, and must leave the answers stored before it readable.
 #[derive(Debug, Clone, PartialEq)]
 pub enum IdempotentAnswer {
     /// Claimed in the transaction that carries the request out; its answer is not recorded yet.
@@ -504,3 +510,6 @@ impl IdempotentAnswer {
 pub fn id_suffix(session_id: &str) -> &str {
     session_id.strip_prefix("ns_").unwrap_or(session_id)
 }
+
+#[cfg(test)]
+mod tests;

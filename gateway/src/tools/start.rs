@@ -19,8 +19,8 @@ use serde::Deserialize;
 use super::{DEFAULT_START_WAIT, check_key, check_prompt, wait_seconds};
 use crate::error::{ErrorCode, ToolError};
 use crate::session::{Gateway, Scope, ToolResult, WaitFor, within_budget};
-use crate::state::{SessionRecord, SessionStatus, Tx};
-use crate::view::{SessionView, Workspace, WorkspaceKind};
+use crate::state::{SessionRecord, SessionStatus, Tx, Workspace, WorkspaceKind};
+use crate::view::SessionView;
 
 pub(super) const DESCRIPTION: &str = "Start a new Claude Code session on the owner's computer in \
     which you are the only model: each of its turns comes back to you as pending_turn, answered \
@@ -225,7 +225,7 @@ fn new_record(
     session_id: &str,
     source_directory: String,
     workspace: Workspace,
-    skill_snapshot: Vec<crate::view::SkillSnapshotEntry>,
+    skill_snapshot: Vec<crate::state::SkillSnapshotEntry>,
 ) -> SessionRecord {
     let working_directory = workspace
         .worktree_path

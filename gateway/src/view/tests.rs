@@ -21,7 +21,13 @@ fn session_view_snapshot() {
         subagent_policy: SubagentPolicy::None,
         source_directory: "/home/me/project".into(),
         working_directory: "/home/me/project".into(),
-        workspace: Workspace::in_place(WorkspaceKind::ReadOnly, "/home/me/project".into()),
+        workspace: Workspace {
+            kind: WorkspaceKind::ReadOnly,
+            root: "/home/me/project".into(),
+            worktree_path: None,
+            branch: None,
+            base_commit: None,
+        },
         claude_session_id: "6f1c0c1e-8d7e-4a53-9d44-0f2f4c1b2a10".into(),
         current_run: Some(CurrentRunView {
             generation: 1,
@@ -105,9 +111,12 @@ fn prompt_turn_with_skill_contexts_snapshot() {
     insta::assert_json_snapshot!(turn);
 }
 
-/// The typed records of a session that ended, as ChatGPT reads them.
+/// The typed records of a session that ended, as ChatGPT reads them (built from the stored
+/// records, as `session::view` builds them).
 #[test]
 fn ended_session_records_snapshot() {
+    use crate::state::{LaunchError, StopRequest, Terminal};
+    let public = |terminal: Terminal| super::Terminal::from(&terminal);
     let at = "2026-11-29T19:00:00Z".to_string();
     let mut indeterminate =
         Terminal::write_indeterminate("act_1".into(), Some("/home/me/project/a.txt".into()));
@@ -115,24 +124,25 @@ fn ended_session_records_snapshot() {
     let mut launch_terminal = Terminal::launch_error();
     launch_terminal.at = at.clone();
     let mut launch_error = LaunchError::now(
-        LaunchErrorCode::RunnerNotFound,
+        crate::state::LaunchErrorCode::RunnerNotFound,
         "the Claude Code binary was not found",
     );
     launch_error.at = at.clone();
     let records = serde_json::json!({
-        "stopped": Terminal::stopped(None, Some(143), None, at.clone()),
-        "stopped_unattached": Terminal::stopped(Some("nothing was running"), None, None, at.clone()),
-        "lease_expired": Terminal::lease_expired(at.clone()),
-        "write_indeterminate": indeterminate,
-        "launch_error": launch_terminal,
-        "launch_error_record": launch_error,
-        "stop_request": StopRequest { reason: "done".into(), at },
+        "stopped": public(Terminal::stopped(None, Some(143), None, at.clone())),
+        "stopped_unattached":
+            public(Terminal::stopped(Some("nothing was running"), None, None, at.clone())),
+        "lease_expired": public(Terminal::lease_expired(at.clone())),
+        "write_indeterminate": public(indeterminate),
+        "launch_error": public(launch_terminal),
+        "launch_error_record": super::LaunchError::from(&launch_error),
+        "stop_request": super::StopRequest::from(&StopRequest { reason: "done".into(), at }),
     });
     insta::assert_json_snapshot!(records);
 }
 
-/// Records written before the typed shapes (`message` for a write_indeterminate's text)
-/// still read back.
+/// Views stored as idempotent answers before the typed shapes (`message` for a
+/// write_indeterminate's text) still read back.
 #[test]
 fn stored_terminal_records_read_back() {
     let stored = serde_json::json!({"reason": "write_indeterminate", "message": "m",

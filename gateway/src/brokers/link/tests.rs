@@ -1,5 +1,6 @@
 //! A link whose writer fails (a message over the frame limit) closes and says so: the reader
-//! reports `Closed`, the broker sees the socket close, nothing is left half-working.
+//! reports `Closed`, the broker sees the socket close, nothing is left half-working. A connect
+//! that fails says what failed (`ConnectError`), in the handshake's own words.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use common::protocol::{BrokerHello, BrokerToGateway, GatewayToBroker, PROTOCOL_V
 use futures::{SinkExt, StreamExt};
 use tokio_util::codec::Framed;
 
-use crate::brokers::{BrokerOwner, LinkEvent};
+use crate::brokers::{BrokerOwner, ConnectError, LinkEvent};
 use crate::state::BrokerRecord;
 
 /// A broker end that passes the handshake and then reads frames until the socket closes;
@@ -42,23 +43,29 @@ fn broker(owner: &BrokerOwner) -> tokio::task::JoinHandle<usize> {
     })
 }
 
-#[tokio::test]
-async fn a_frame_that_cannot_be_written_closes_the_link_and_reports_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let owner = BrokerOwner::derive(dir.path(), "key", "ns_0123456789abcdef", 1);
-    std::fs::create_dir_all(&owner.runtime_dir).unwrap();
-    let served = broker(&owner);
+/// A record of this test process as `owner`'s broker (the handshake checks the socket's peer
+/// is the recorded process).
+fn record_of_this_process(owner: &BrokerOwner) -> BrokerRecord {
     let pid = std::process::id() as i32;
-    let record = BrokerRecord {
+    BrokerRecord {
         pid,
         start_time: sandbox::process::process_start_time(pid).unwrap(),
         boot_id: sandbox::process::boot_id().unwrap(),
         socket_path: owner.socket_path.display().to_string(),
         runtime_dir: owner.runtime_dir.display().to_string(),
         secret: owner.secret.clone(),
-        generation: 1,
+        generation: owner.generation,
         next_event_seq: 1,
-    };
+    }
+}
+
+#[tokio::test]
+async fn a_frame_that_cannot_be_written_closes_the_link_and_reports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = BrokerOwner::derive(dir.path(), "key", "ns_0123456789abcdef", 1);
+    std::fs::create_dir_all(&owner.runtime_dir).unwrap();
+    let served = broker(&owner);
+    let record = record_of_this_process(&owner);
     let mut link = super::connect(&owner, &record, Duration::from_secs(2))
         .await
         .unwrap();
@@ -84,4 +91,82 @@ async fn a_frame_that_cannot_be_written_closes_the_link_and_reports_it() {
     // Nothing more is taken: a send now fails instead of vanishing.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(link.outgoing.send(GatewayToBroker::Ack { seq: 2 }).is_err());
+}
+
+/// Generation 2 of the session finds generation 1's broker at the session's socket: refused as
+/// another session's (which disowns the record), not as gone.
+#[tokio::test]
+async fn a_broker_of_another_generation_is_the_wrong_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = BrokerOwner::derive(dir.path(), "key", "ns_0123456789abcdef", 1);
+    std::fs::create_dir_all(&first.runtime_dir).unwrap();
+    let _served = broker(&first);
+    let second = BrokerOwner::derive(dir.path(), "key", "ns_0123456789abcdef", 2);
+    let record = record_of_this_process(&second);
+    let Err(err) = super::connect(&second, &record, Duration::from_secs(2)).await else {
+        panic!("another generation's broker was attached");
+    };
+    assert!(matches!(err, ConnectError::WrongSession), "{err:?}");
+    assert!(err.disowns_record());
+}
+
+/// No broker at the session's socket: unreachable once the window passes, and the record kept.
+#[tokio::test]
+async fn a_missing_socket_is_unreachable() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = BrokerOwner::derive(dir.path(), "key", "ns_0123456789abcdef", 1);
+    let record = record_of_this_process(&owner);
+    let Err(err) = super::connect(&owner, &record, Duration::from_millis(200)).await else {
+        panic!("attached to nothing");
+    };
+    assert!(matches!(err, ConnectError::SocketUnreachable(_)), "{err:?}");
+    assert!(!err.disowns_record());
+}
+
+/// A record whose process is gone (its start time is another's) is refused before anything is
+/// connected.
+#[tokio::test]
+async fn a_record_of_another_process_is_not_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = BrokerOwner::derive(dir.path(), "key", "ns_0123456789abcdef", 1);
+    let mut record = record_of_this_process(&owner);
+    record.start_time += 1;
+    let Err(err) = super::connect(&owner, &record, Duration::from_secs(2)).await else {
+        panic!("attached to a record of another process");
+    };
+    assert!(
+        matches!(
+            err,
+            ConnectError::NotRunning(sandbox::process::Identity::PidReused)
+        ),
+        "{err:?}"
+    );
+    assert!(!err.disowns_record());
+}
+
+/// Typing the error changed no words: each failure of the handshake reads as it did.
+#[test]
+fn connect_errors_say_what_the_handshake_said() {
+    use broker::client::BrokerLinkError;
+    use common::protocol::HelloRejected;
+    let failures = || {
+        vec![
+            BrokerLinkError::IdentityMismatch(sandbox::process::Identity::OtherBoot),
+            BrokerLinkError::Connect(std::io::ErrorKind::NotFound.into()),
+            BrokerLinkError::PeerCredentials(std::io::ErrorKind::Other.into()),
+            BrokerLinkError::PeerUid,
+            BrokerLinkError::PeerPid,
+            BrokerLinkError::Timeout,
+            BrokerLinkError::Closed,
+            BrokerLinkError::NotHello,
+            BrokerLinkError::Verify(HelloRejected::Refused("no common protocol version".into())),
+            BrokerLinkError::Verify(HelloRejected::OtherSession),
+            BrokerLinkError::Verify(HelloRejected::BadProof),
+            BrokerLinkError::Io(std::io::ErrorKind::BrokenPipe.into()),
+            BrokerLinkError::Codec(common::codec::CodecError::TooLarge { bytes: 9 }),
+        ]
+    };
+    for (said, typed) in failures().into_iter().zip(failures()) {
+        assert_eq!(ConnectError::from(typed).to_string(), said.to_string());
+    }
 }

@@ -70,22 +70,22 @@ fn secrets_differ_by_key_session_and_generation() {
 
 #[test]
 fn only_errors_that_prove_another_owner_disown_a_record() {
-    use broker::client::BrokerLinkError;
-    use common::protocol::HelloRejected;
+    use super::super::ConnectError;
     let disowning = [
         anyhow::Error::from(NotThisSessions::Secret),
         NotThisSessions::RuntimeDir.into(),
-        BrokerLinkError::PeerPid.into(),
-        BrokerLinkError::Verify(HelloRejected::OtherSession).into(),
-        BrokerLinkError::Verify(HelloRejected::BadProof).into(),
+        ConnectError::PeerNotRecorded.into(),
+        ConnectError::WrongSession.into(),
+        ConnectError::BadProof.into(),
     ];
     for err in &disowning {
         assert!(disowns(err), "{err:#}");
     }
     let gone_or_slow = [
-        anyhow::Error::from(BrokerLinkError::Timeout),
-        BrokerLinkError::IdentityMismatch(sandbox::process::Identity::NotRunning).into(),
-        BrokerLinkError::Verify(HelloRejected::Refused("old".into())).into(),
+        anyhow::Error::from(ConnectError::Timeout),
+        ConnectError::NotRunning(sandbox::process::Identity::NotRunning).into(),
+        ConnectError::HandshakeRefused("old".into()).into(),
+        ConnectError::SocketUnreachable(std::io::ErrorKind::ConnectionRefused.into()).into(),
         anyhow::anyhow!("connection refused"),
         NotThisSessions::Unbound.into(),
     ];

@@ -90,7 +90,7 @@ async fn a_sub_session_id_is_not_a_session_to_the_public_tools() {
         (SessionStatus::Failed, false, SubsessionStatus::Lost),
     ] {
         child.status = status;
-        child.stop_request = stop.then(|| crate::view::StopRequest::now("r"));
+        child.stop_request = stop.then(|| crate::state::StopRequest::now("r"));
         assert_eq!(child.subsession_status(), expected, "{status:?} {stop}");
     }
     if let Some(delegation) = child.delegation.as_mut() {

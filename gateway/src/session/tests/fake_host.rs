@@ -13,9 +13,10 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::brokers::{BrokerHost, BrokerOwner, BrokerSignal, LaunchSpec, Link, LinkEvent};
-use crate::state::BrokerRecord;
-use crate::view::{LaunchError, LaunchErrorCode};
+use crate::brokers::{
+    BrokerHost, BrokerOwner, BrokerSignal, ConnectError, LaunchSpec, Link, LinkEvent,
+};
+use crate::state::{BrokerRecord, LaunchError, LaunchErrorCode};
 
 /// One spawn the gateway asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,7 +161,7 @@ impl BrokerHost for FakeHost {
             }
             let pid = self.next_pid.fetch_add(1, Ordering::SeqCst);
             self.spawns.lock().unwrap().push(Spawned {
-                session_id: spec.session.id.clone(),
+                session_id: spec.session.session_id.clone(),
                 pid,
                 generation: spec.generation,
                 resume: spec.resume,
@@ -170,7 +171,7 @@ impl BrokerHost for FakeHost {
                 pid,
                 FakeBroker {
                     alive: true,
-                    serves: (spec.session.id.clone(), spec.generation),
+                    serves: (spec.session.session_id.clone(), spec.generation),
                     ..FakeBroker::default()
                 },
             );
@@ -183,22 +184,20 @@ impl BrokerHost for FakeHost {
         owner: &'a BrokerOwner,
         record: &'a BrokerRecord,
         _timeout: Duration,
-    ) -> BoxFuture<'a, anyhow::Result<Link>> {
+    ) -> BoxFuture<'a, Result<Link, ConnectError>> {
         Box::pin(async move {
             if self.refuse_connect.load(Ordering::SeqCst) {
-                anyhow::bail!("connection refused");
+                return Err(ConnectError::SocketUnreachable(
+                    std::io::ErrorKind::ConnectionRefused.into(),
+                ));
             }
             let mut brokers = self.brokers.lock().unwrap();
-            let broker = brokers
-                .get_mut(&record.pid)
-                .filter(|b| b.alive)
-                .ok_or_else(|| anyhow::anyhow!("broker process identity does not match"))?;
+            let broker = brokers.get_mut(&record.pid).filter(|b| b.alive).ok_or(
+                ConnectError::NotRunning(sandbox::process::Identity::NotRunning),
+            )?;
             // What the real handshake proves: the broker serves this session and generation.
             if broker.serves != (owner.session_id.clone(), owner.generation) {
-                return Err(broker::client::BrokerLinkError::Verify(
-                    common::protocol::HelloRejected::OtherSession,
-                )
-                .into());
+                return Err(ConnectError::WrongSession);
             }
             let (outgoing, sent) = mpsc::unbounded_channel();
             let (events, incoming) = mpsc::unbounded_channel();

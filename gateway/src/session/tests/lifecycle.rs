@@ -416,7 +416,7 @@ async fn an_expired_lease_expires_the_session_and_stops_its_runner() {
     assert_eq!(stored.status, SessionStatus::Expired);
     assert_eq!(
         stored.terminal.map(|t| t.reason),
-        Some(TerminalReason::LeaseExpired)
+        Some(crate::state::TerminalReason::LeaseExpired)
     );
     let sent = h.host.drain_sent(pid).await;
     assert!(

@@ -11,7 +11,7 @@ use super::lifecycle::wait_for;
 use crate::error::ErrorCode;
 use crate::state::{ActionState, RunState, SessionStatus};
 use crate::tools::PublicTool;
-use crate::view::{SessionView, TerminalReason};
+use crate::view::SessionView;
 
 async fn recovered(h: &Harness, view: &SessionView, id: &str) -> SessionView {
     let token = view.recovery_token.clone().unwrap();
@@ -174,7 +174,7 @@ async fn a_restarted_gateway_readopts_live_brokers_and_reports_dead_ones() {
 
 /// A direct_write session with a write its broker prepared before it died, the file holding
 /// `on_disk`; the action's settled state.
-async fn settle(on_disk: &str) -> (ActionState, Option<TerminalReason>) {
+async fn settle(on_disk: &str) -> (ActionState, Option<crate::state::TerminalReason>) {
     let h = Harness::new();
     let (view, pid, action_id) = h.approved_write("new\n").await;
     let path = h.project.join("a.txt");
@@ -211,7 +211,7 @@ async fn a_dead_brokers_prepared_write_is_settled_from_the_file() {
         settle("something else\n").await,
         (
             ActionState::Indeterminate,
-            Some(TerminalReason::WriteIndeterminate)
+            Some(crate::state::TerminalReason::WriteIndeterminate)
         )
     );
 }

@@ -10,10 +10,9 @@ use crate::session::events::settled_state;
 use crate::session::write_recovery::settle_after_crash;
 use crate::state::{
     ActionRecord, ActionState, BrokerRecord, CurrentRun, LastResult, LedgerEvent, RunState,
-    SessionRecord, SessionStatus,
+    SessionRecord, SessionStatus, TerminalReason, Workspace, WorkspaceKind,
 };
 use crate::tools::{ReplyCall, request_hash};
-use crate::view::{TerminalReason, Workspace, WorkspaceKind};
 
 pub(super) fn session(status: SessionStatus) -> SessionRecord {
     SessionRecord {
@@ -377,4 +376,42 @@ fn record_enum_names_match_their_serde_names() {
     ] {
         assert_eq!(status.as_str(), wire(status));
     }
+}
+
+/// The broker host is handed the session's spec, nothing else of its record: a worktree's source
+/// directory as the merge target (a session in place has none), a sub-session's delegation.
+#[test]
+fn a_broker_is_handed_its_sessions_spec() {
+    let spec = session(SessionStatus::Idle).broker_spec();
+    assert_eq!(spec.session_id, "ns_test");
+    assert_eq!((spec.merge_target, spec.delegation), (None, None));
+    let mut s = session(SessionStatus::Idle);
+    s.source_directory = "/src".into();
+    s.working_directory = "/state/worktrees/w".into();
+    s.workspace = Workspace {
+        kind: WorkspaceKind::Worktree,
+        root: "/src".into(),
+        worktree_path: Some("/state/worktrees/w".into()),
+        branch: None,
+        base_commit: None,
+    };
+    s.delegation = Some(crate::state::Delegation {
+        parent_session_id: "ns_parent".into(),
+        start_action_id: "act_1".into(),
+        task_sha256: "t".into(),
+        runner_model: "claude-sonnet-4-5".into(),
+        end: None,
+        in_flight: Vec::new(),
+    });
+    let spec = s.broker_spec();
+    assert_eq!(spec.working_directory, "/state/worktrees/w");
+    assert_eq!(spec.merge_target.as_deref(), Some("/src"));
+    let delegation = spec.delegation.unwrap();
+    assert_eq!(
+        (
+            delegation.parent_session_id.as_str(),
+            delegation.runner_model.as_str()
+        ),
+        ("ns_parent", "claude-sonnet-4-5")
+    );
 }

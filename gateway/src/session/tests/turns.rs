@@ -7,7 +7,7 @@ use serde_json::json;
 use super::harness::{Harness, code, prompt_turn, results_turn};
 use crate::error::ErrorCode;
 use crate::state::{ActionState, SessionStatus};
-use crate::view::{SessionView, TerminalReason, TurnKind};
+use crate::view::{SessionView, TurnKind};
 
 /// A started session whose runner asked for its first turn; its view and broker.
 async fn waiting(h: &Harness) -> (SessionView, i32) {
@@ -232,7 +232,10 @@ async fn an_indeterminate_write_fails_the_session_and_stops_the_runner() {
     assert_eq!(stored.status, SessionStatus::Failed);
     assert!(stored.recovery_required);
     let terminal = stored.terminal.unwrap();
-    assert_eq!(terminal.reason, TerminalReason::WriteIndeterminate);
+    assert_eq!(
+        terminal.reason,
+        crate::state::TerminalReason::WriteIndeterminate
+    );
     assert_eq!(terminal.action_id.as_deref(), Some(action_id.as_str()));
 }
 
