@@ -14,7 +14,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use common::outcome::OutcomeCode;
 use common::protocol::{BrokerEvent, Verdict};
-use common::tools::{ActionOutcome, LogicalTool, ToolStatus};
+use common::tools::{ActionOutcome, LogicalTool, ParsedArgs, ToolStatus};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
     Implementation, JsonObject, ListToolsResult, MetaObject as Meta, PaginatedRequestParams,
@@ -322,7 +322,7 @@ impl ExecutorMcp {
             };
         }
         let executed = match LogicalTool::from_name(name).map(|tool| tool.parse_args(arguments)) {
-            Some(Ok(args)) => {
+            Some(Ok(ParsedArgs::Executor(args))) => {
                 let mut journal = GatewayJournal {
                     state: state.clone(),
                     runtime: tokio::runtime::Handle::current(),
@@ -337,25 +337,30 @@ impl ExecutorMcp {
                 .await
                 .map_err(|e| McpError::internal_error(format!("executor task failed: {e}"), None))?
             }
-            other => {
-                let message = match other {
-                    Some(Err(message)) => message.to_string(),
-                    _ => format!("{name} is not a tool of this session"),
-                };
-                crate::executor::Executed {
-                    outcome: ActionOutcome {
-                        status: ToolStatus::Rejected,
-                        output: message,
-                        truncated: false,
-                        error_code: Some(OutcomeCode::InvalidArgument),
-                        receipt: common::tools::Receipt {
-                            action_id: action_id.to_string(),
-                            ..Default::default()
-                        },
-                    },
-                    write: None,
-                }
-            }
+            // The gateway's own tools are answered from the outcome their release carries
+            // (`BrokerState::release_reply`): one that came without it runs nothing here.
+            Some(Ok(ParsedArgs::Gateway(_))) => not_run(
+                action_id,
+                ToolStatus::Error,
+                OutcomeCode::Internal,
+                format!(
+                    "{}: the DeepSeek sub-session controls are carried out by the gateway, and \
+                     this call came without its outcome",
+                    OutcomeCode::Internal
+                ),
+            ),
+            Some(Err(message)) => not_run(
+                action_id,
+                ToolStatus::Rejected,
+                OutcomeCode::InvalidArgument,
+                message.to_string(),
+            ),
+            None => not_run(
+                action_id,
+                ToolStatus::Rejected,
+                OutcomeCode::InvalidArgument,
+                format!("{name} is not a tool of this session"),
+            ),
         };
         let outcome = executed.outcome;
         let seq = state.push_event(BrokerEvent::ActionFinished {
@@ -368,6 +373,28 @@ impl ExecutorMcp {
             return Err(not_recorded());
         }
         Ok(outcome_response(&outcome))
+    }
+}
+
+/// The outcome of an approved action that did not run.
+fn not_run(
+    action_id: &str,
+    status: ToolStatus,
+    code: OutcomeCode,
+    output: String,
+) -> crate::executor::Executed {
+    crate::executor::Executed {
+        outcome: ActionOutcome {
+            status,
+            output,
+            truncated: false,
+            error_code: Some(code),
+            receipt: common::tools::Receipt {
+                action_id: action_id.to_string(),
+                ..Default::default()
+            },
+        },
+        write: None,
     }
 }
 

@@ -130,7 +130,8 @@ impl LogicalTool {
     }
 
     /// The DeepSeek sub-session controls: carried out by the gateway when it accepts the reply
-    /// (their outcome travels with the approval), never by the broker's executor.
+    /// (their outcome travels with the approval), never by the broker's executor. Their
+    /// arguments parse to [`ParsedArgs::Gateway`], the others' to [`ParsedArgs::Executor`].
     pub fn executed_by_gateway(self) -> bool {
         matches!(
             self,
@@ -245,30 +246,50 @@ impl LogicalTool {
         }
     }
 
-    /// Parse and validate arguments for this tool; the error says what is wrong.
-    pub fn parse_args(self, arguments: &Value) -> Result<ToolArgs, ArgsError> {
+    /// Parse and validate arguments for this tool, typed by who carries the call out; the error
+    /// says what is wrong.
+    pub fn parse_args(self, arguments: &Value) -> Result<ParsedArgs, ArgsError> {
         fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, ArgsError> {
             Ok(serde_json::from_value(v.clone())?)
         }
         if !arguments.is_object() {
             return Err(ArgsError::NotAnObject);
         }
-        let args = match self {
-            Self::Read => ToolArgs::Read(parse(arguments)?),
-            Self::FindFiles => ToolArgs::FindFiles(parse(arguments)?),
-            Self::SearchText => ToolArgs::SearchText(parse(arguments)?),
-            Self::RunCommand => ToolArgs::RunCommand(parse(arguments)?),
-            Self::Edit => ToolArgs::Edit(parse(arguments)?),
-            Self::Write => ToolArgs::Write(parse(arguments)?),
-            Self::NotebookEdit => ToolArgs::NotebookEdit(parse(arguments)?),
-            Self::DeepseekSubagentStart => ToolArgs::DeepseekStart(parse(arguments)?),
-            Self::DeepseekSubagentGet | Self::DeepseekSubagentStop => {
-                ToolArgs::Subsession(parse(arguments)?)
-            }
+        let executor = |args: ToolArgs| -> Result<ParsedArgs, ArgsError> {
+            args.validate()?;
+            Ok(ParsedArgs::Executor(args))
         };
-        args.validate()?;
-        Ok(args)
+        let gateway = |args: GatewayToolArgs| -> Result<ParsedArgs, ArgsError> {
+            args.validate()?;
+            Ok(ParsedArgs::Gateway(args))
+        };
+        match self {
+            Self::Read => executor(ToolArgs::Read(parse(arguments)?)),
+            Self::FindFiles => executor(ToolArgs::FindFiles(parse(arguments)?)),
+            Self::SearchText => executor(ToolArgs::SearchText(parse(arguments)?)),
+            Self::RunCommand => executor(ToolArgs::RunCommand(parse(arguments)?)),
+            Self::Edit => executor(ToolArgs::Edit(parse(arguments)?)),
+            Self::Write => executor(ToolArgs::Write(parse(arguments)?)),
+            Self::NotebookEdit => executor(ToolArgs::NotebookEdit(parse(arguments)?)),
+            Self::DeepseekSubagentStart => {
+                gateway(GatewayToolArgs::SubsessionStart(parse(arguments)?))
+            }
+            Self::DeepseekSubagentGet => gateway(GatewayToolArgs::SubsessionGet(parse(arguments)?)),
+            Self::DeepseekSubagentStop => {
+                gateway(GatewayToolArgs::SubsessionStop(parse(arguments)?))
+            }
+        }
     }
+}
+
+/// A logical tool call's parsed, validated arguments, by who carries the call out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParsedArgs {
+    /// Run by the broker's executor once the runner calls it.
+    Executor(ToolArgs),
+    /// Carried out by the gateway when it accepts the reply; the broker only hands the runner
+    /// the outcome that travels with the approval.
+    Gateway(GatewayToolArgs),
 }
 
 /// Why a logical tool's arguments were refused; the text says what to send instead.
@@ -489,7 +510,8 @@ pub struct NotebookEditArgs {
 /// anyway).
 pub const MAX_WRITE_ARGUMENT_BYTES: usize = 768 * 1024;
 
-/// Parsed, validated arguments of one logical tool call.
+/// Parsed, validated arguments of a call the broker's executor runs (the gateway's own tools are
+/// [`GatewayToolArgs`]: the executor has no arm for what it never runs).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolArgs {
     Read(ReadArgs),
@@ -499,10 +521,44 @@ pub enum ToolArgs {
     Edit(EditArgs),
     Write(WriteArgs),
     NotebookEdit(NotebookEditArgs),
-    /// `deepseek_subagent_start` (carried out by the gateway).
-    DeepseekStart(DeepseekStartArgs),
-    /// `deepseek_subagent_get` and `_stop` (carried out by the gateway).
-    Subsession(SubsessionArgs),
+}
+
+/// Parsed, validated arguments of a call the gateway carries out itself: the DeepSeek
+/// sub-session controls.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GatewayToolArgs {
+    /// `deepseek_subagent_start`.
+    SubsessionStart(DeepseekStartArgs),
+    /// `deepseek_subagent_get`.
+    SubsessionGet(SubsessionArgs),
+    /// `deepseek_subagent_stop`.
+    SubsessionStop(SubsessionArgs),
+}
+
+impl GatewayToolArgs {
+    fn validate(&self) -> Result<(), ArgsError> {
+        match self {
+            Self::SubsessionStart(a) => {
+                if a.task.trim().is_empty() {
+                    return Err(ArgsError::Rule("task must not be empty"));
+                }
+                if a.task.len() > MAX_DEEPSEEK_TASK_BYTES {
+                    return Err(ArgsError::Rule(
+                        "task is larger than 32768 bytes; give the sub-session a shorter, \
+                         self-contained task (it can read the worktree itself)",
+                    ));
+                }
+            }
+            Self::SubsessionGet(a) | Self::SubsessionStop(a) => {
+                if a.subsession_id.is_empty() || a.subsession_id.len() > 64 {
+                    return Err(ArgsError::Rule(
+                        "subsession_id must be the id deepseek_subagent_start returned",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Longest task a DeepSeek sub-session is given.
@@ -586,24 +642,6 @@ impl ToolArgs {
             Ok(())
         }
         match self {
-            Self::DeepseekStart(a) => {
-                if a.task.trim().is_empty() {
-                    return Err(ArgsError::Rule("task must not be empty"));
-                }
-                if a.task.len() > MAX_DEEPSEEK_TASK_BYTES {
-                    return Err(ArgsError::Rule(
-                        "task is larger than 32768 bytes; give the sub-session a shorter, \
-                         self-contained task (it can read the worktree itself)",
-                    ));
-                }
-            }
-            Self::Subsession(a) => {
-                if a.subsession_id.is_empty() || a.subsession_id.len() > 64 {
-                    return Err(ArgsError::Rule(
-                        "subsession_id must be the id deepseek_subagent_start returned",
-                    ));
-                }
-            }
             Self::Read(a) => {
                 absolute("file_path", &a.file_path)?;
                 if a.offset == Some(0) || a.limit == Some(0) {

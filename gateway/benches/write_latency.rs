@@ -108,9 +108,12 @@ impl Ledger {
         self.store
             .write(|tx| tx.put_action(&action))
             .context("recording the approval")?;
-        let args = common::tools::LogicalTool::Edit
+        let common::tools::ParsedArgs::Executor(args) = common::tools::LogicalTool::Edit
             .parse_args(&arguments)
-            .map_err(anyhow::Error::msg)?;
+            .map_err(anyhow::Error::msg)?
+        else {
+            anyhow::bail!("Edit is run by the executor");
+        };
         let mut journal = |prepared: &broker::executor::write::PreparedWrite| {
             let mut record = action.clone();
             record.state = ActionState::Prepared;

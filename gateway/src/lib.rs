@@ -61,6 +61,8 @@ pub fn open(config: Config) -> anyhow::Result<Arc<Gateway>> {
         config,
         key,
         Arc::new(brokers::process::ProcessHost),
+        // The one sub-session kind: DeepSeek's, plugged into the session core's hooks.
+        Arc::new(deepseek::Deepseek::new()),
     ))
 }
 

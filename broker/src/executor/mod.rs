@@ -153,13 +153,6 @@ impl Executor {
             ToolArgs::Edit(a) => return write(a.into(), &a.expected_sha256),
             ToolArgs::Write(a) => return write(a.into(), &a.expected_sha256),
             ToolArgs::NotebookEdit(a) => return write(a.into(), &a.expected_sha256),
-            // Their outcome comes with the approval; reaching here means it did not.
-            ToolArgs::DeepseekStart(_) | ToolArgs::Subsession(_) => Err(Failure::new(
-                OutcomeCode::Internal,
-                Path::new(""),
-                "the DeepSeek sub-session controls are carried out by the gateway, and this \
-                 call came without its outcome",
-            )),
         };
         Executed {
             outcome: finish(action_id, result, started),

@@ -325,3 +325,69 @@ async fn a_delegated_call_too_large_for_the_link_never_reaches_it() {
     assert_eq!(status, http::StatusCode::PAYLOAD_TOO_LARGE, "{body}");
     assert!(state.events_after(0).is_empty(), "nothing was queued");
 }
+
+#[tokio::test]
+async fn the_gateways_own_tools_are_answered_from_their_release_and_never_run_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = state(dir.path());
+    let router = super::router(state.clone());
+    let args = json!({"subsession_id": "ds_1"});
+    let carried_out = common::tools::ActionOutcome {
+        status: common::tools::ToolStatus::Ok,
+        output: "{\"status\": \"running\"}".into(),
+        truncated: false,
+        error_code: None,
+        receipt: common::tools::Receipt {
+            action_id: "act_get".into(),
+            ..Default::default()
+        },
+    };
+    let gateway_call = |action_id: &str, name: &str, outcome| ApprovedCall {
+        action_id: action_id.into(),
+        call_index: 0,
+        name: name.into(),
+        arguments: args.clone(),
+        outcome,
+    };
+    state.release_reply(ReplyRelease {
+        turn_id: "turn_1".into(),
+        fingerprint: "f1".into(),
+        text: String::new(),
+        calls: vec![
+            gateway_call("act_get", "deepseek_subagent_get", Some(carried_out)),
+            gateway_call("act_stop", "deepseek_subagent_stop", None),
+        ],
+    });
+    // With its outcome: answered from it at once, nothing reported (the gateway has it).
+    let get = call(Some("toolu_act_get"), "deepseek_subagent_get", args.clone());
+    let (is_error, text) = result_text(&run_tool(&router, get).await);
+    assert!(!is_error && text.contains("running"), "{text}");
+    assert_eq!(state.events_after(0).len(), 0);
+    // Without it (a release no gateway of this build sends): nothing runs, the refusal is
+    // reported like any outcome and reaches the runner once recorded.
+    let stop = call(
+        Some("toolu_act_stop"),
+        "deepseek_subagent_stop",
+        args.clone(),
+    );
+    let pending = tokio::spawn(post(router.clone(), "/mcp", &headers(BEARER), &stop));
+    let seq = loop {
+        if let Some((seq, BrokerEvent::ActionFinished { outcome, .. })) =
+            state.events_after(0).into_iter().next()
+        {
+            assert_eq!(outcome.status, common::tools::ToolStatus::Error);
+            assert_eq!(
+                outcome.error_code,
+                Some(common::outcome::OutcomeCode::Internal)
+            );
+            break seq;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    state.ack(seq);
+    let (is_error, text) = result_text(&pending.await.unwrap().1);
+    assert!(
+        is_error && text.contains("came without its outcome"),
+        "{text}"
+    );
+}

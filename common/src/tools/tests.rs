@@ -97,14 +97,14 @@ fn run_command_args_are_validated() {
     let ok = LogicalTool::RunCommand
         .parse_args(&json!({"argv": ["git", "status"], "cwd": "sub", "timeout_seconds": 600}))
         .unwrap();
-    let ToolArgs::RunCommand(args) = ok else {
+    let ParsedArgs::Executor(ToolArgs::RunCommand(args)) = ok else {
         panic!("wrong variant")
     };
     assert_eq!(args.timeout(), std::time::Duration::from_secs(600));
     let default = LogicalTool::RunCommand
         .parse_args(&json!({"argv": ["true"]}))
         .unwrap();
-    let ToolArgs::RunCommand(default) = default else {
+    let ParsedArgs::Executor(ToolArgs::RunCommand(default)) = default else {
         panic!("wrong variant")
     };
     assert_eq!(default.timeout(), std::time::Duration::from_secs(120));
@@ -153,10 +153,10 @@ fn write_args_are_validated() {
         .unwrap();
     assert!(matches!(
         edit,
-        ToolArgs::Edit(EditArgs {
+        ParsedArgs::Executor(ToolArgs::Edit(EditArgs {
             replace_all: Some(true),
             ..
-        })
+        }))
     ));
     let nb = LogicalTool::NotebookEdit
         .parse_args(
@@ -166,11 +166,11 @@ fn write_args_are_validated() {
         .unwrap();
     assert!(matches!(
         nb,
-        ToolArgs::NotebookEdit(NotebookEditArgs {
+        ParsedArgs::Executor(ToolArgs::NotebookEdit(NotebookEditArgs {
             edit_mode: NotebookEditMode::Insert,
             cell_type: Some(CellType::Code),
             ..
-        })
+        }))
     ));
     for (tool, bad, needle) in [
         (
@@ -283,5 +283,32 @@ fn enum_names_match_their_serde_names() {
         WriteEnd::Indeterminate,
     ] {
         assert_eq!(w.as_str(), wire(w));
+    }
+}
+
+#[test]
+fn arguments_parse_by_who_carries_the_call_out() {
+    for tool in LogicalTool::ALL {
+        let valid = match tool {
+            LogicalTool::Read => json!({"file_path": "/x"}),
+            LogicalTool::FindFiles => json!({}),
+            LogicalTool::SearchText => json!({"query": "q"}),
+            LogicalTool::RunCommand => json!({"argv": ["true"]}),
+            LogicalTool::Edit => json!({"file_path": "/x", "old_string": "a", "new_string": "b"}),
+            LogicalTool::Write => json!({"file_path": "/x", "content": ""}),
+            LogicalTool::NotebookEdit => {
+                json!({"notebook_path": "/x.ipynb", "edit_mode": "insert", "new_source": "s"})
+            }
+            LogicalTool::DeepseekSubagentStart => json!({"task": "t"}),
+            LogicalTool::DeepseekSubagentGet | LogicalTool::DeepseekSubagentStop => {
+                json!({"subsession_id": "ds_1"})
+            }
+        };
+        let parsed = tool.parse_args(&valid).unwrap();
+        assert_eq!(
+            matches!(parsed, ParsedArgs::Gateway(_)),
+            tool.executed_by_gateway(),
+            "{tool:?}: {parsed:?}"
+        );
     }
 }

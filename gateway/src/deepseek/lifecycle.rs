@@ -1,19 +1,20 @@
 //! A sub-session's life after its delegation is persisted: the gateway's calls (start, get,
-//! stop) carried out and recorded, launching it, delegated calls, its end (verified against its
-//! receipts), lost runtimes, stops, settling a delegation a crash left unlaunched, and forwarding
-//! its model requests on the route.
+//! stop) carried out and recorded, launching it, its end (verified against its receipts), lost
+//! runtimes, stops, settling a delegation a crash left unlaunched, and forwarding its model
+//! requests on the route. Private to `deepseek`: the session core reaches it only through the
+//! hooks `super::Deepseek` implements.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::hash::sha256_hex;
 use common::outcome::OutcomeCode;
-use common::protocol::{ApprovedCall, ReplyRelease};
+use common::protocol::ReplyRelease;
 use common::time::{now_unix_ms, rfc3339_ms};
-use common::tools::{ActionOutcome, LogicalTool, Receipt, ToolStatus};
+use common::tools::{ActionOutcome, GatewayToolArgs, LogicalTool, Receipt, ToolStatus};
 use serde_json::{Value, json};
 
-use super::{CallEnd, DelegatedCall, egress, subsession_id_of};
+use super::{egress, gateway_args};
 use crate::error::ToolError;
 use crate::session::{Gateway, ToolResult};
 use crate::state::{
@@ -209,13 +210,12 @@ impl Gateway {
         release: &mut ReplyRelease,
     ) -> ToolResult<()> {
         for call in &mut release.calls {
-            let Some(tool) = LogicalTool::from_name(&call.name).filter(|t| t.executed_by_gateway())
-            else {
+            let Some(args) = gateway_args(call) else {
                 continue;
             };
             let started = now_unix_ms();
-            let (status, child_id) = match tool {
-                LogicalTool::DeepseekSubagentStart => {
+            let (status, child_id) = match args {
+                GatewayToolArgs::SubsessionStart(_) => {
                     let child_id = self.store.read(|tx| {
                         let parent = self.session(tx, parent_id)?;
                         Ok::<_, ToolError>(parent.subsessions.last().cloned().unwrap_or_default())
@@ -226,13 +226,12 @@ impl Gateway {
                     );
                     (self.launch_subsession(&child_id).await, child_id)
                 }
-                LogicalTool::DeepseekSubagentStop => {
-                    let child_id = subsession_id_of(call).to_string();
-                    self.stop_subsession(&child_id, "stopped by deepseek_subagent_stop")
+                GatewayToolArgs::SubsessionStop(stop) => {
+                    self.stop_subsession(&stop.subsession_id, "stopped by deepseek_subagent_stop")
                         .await;
-                    (ToolStatus::Ok, child_id)
+                    (ToolStatus::Ok, stop.subsession_id)
                 }
-                _ => (ToolStatus::Ok, subsession_id_of(call).to_string()),
+                GatewayToolArgs::SubsessionGet(get) => (ToolStatus::Ok, get.subsession_id),
             };
             call.outcome = Some(self.record_gateway_outcome(
                 parent_id,
@@ -346,7 +345,7 @@ impl Gateway {
 
     /// Record how a sub-session ended (once), in its ledger and its session's, and wake the
     /// session's waiters.
-    pub(crate) fn finish_subsession(
+    pub(super) fn finish_subsession(
         &self,
         child_id: &str,
         status: SubsessionStatus,
@@ -392,7 +391,7 @@ impl Gateway {
 
     /// The sub-session's runner ended its turn: the task is done. Its writes are checked
     /// against their receipts (a mismatch fails it, naming the path), then it is stopped.
-    pub(crate) fn on_subsession_turn_ended(
+    pub(super) fn on_subsession_turn_ended(
         self: &Arc<Self>,
         child_id: &str,
         result: Option<String>,
@@ -434,7 +433,7 @@ impl Gateway {
     }
 
     /// The first file sub-session `child_id` wrote that holds the DeepSeek key, if any.
-    pub(crate) fn key_leak_in_files(&self, child_id: &str) -> Option<String> {
+    pub(super) fn key_leak_in_files(&self, child_id: &str) -> Option<String> {
         let key = self.config.deepseek.api_key.as_ref()?;
         let actions = self
             .store
@@ -446,7 +445,7 @@ impl Gateway {
     /// The error for a sub-session whose write just committed leaves the DeepSeek key in its
     /// file (checked at each write, so a key completed by a later write fails the sub-session
     /// before ChatGPT can read it, and again at its end).
-    pub(crate) fn key_leak_in_write(&self, action: &ActionRecord) -> Option<String> {
+    pub(super) fn key_leak_in_write(&self, action: &ActionRecord) -> Option<String> {
         let key = self.config.deepseek.api_key.as_ref()?;
         key_in_written_files(std::slice::from_ref(action), key.expose())
             .map(|path| key_in_file_error(&path))
@@ -455,7 +454,7 @@ impl Gateway {
     /// A tool's output for a session that delegated to DeepSeek (e.g. a Read of a file its
     /// sub-session wrote) never carries the DeepSeek key on to the database and ChatGPT: such an
     /// output is replaced by a notice.
-    pub(crate) fn withhold_deepseek_key(
+    pub(super) fn withhold_deepseek_key(
         &self,
         session: &SessionRecord,
         outcome: &mut ActionOutcome,
@@ -475,7 +474,7 @@ impl Gateway {
     }
 
     /// Fail a running sub-session now (the key in its call or its file) and stop its runtime.
-    pub(crate) fn fail_subsession(self: &Arc<Self>, child_id: &str, error: String) {
+    pub(super) fn fail_subsession(self: &Arc<Self>, child_id: &str, error: String) {
         self.finish_subsession(child_id, SubsessionStatus::Failed, None, Some(error));
         self.stop_ended_runtime(child_id, "the sub-session failed");
         self.enforce_stop(child_id);
@@ -489,7 +488,7 @@ impl Gateway {
 
     /// The sub-session's runtime is gone (its broker died or failed verification): it is
     /// `lost`, never re-run; its prepared writes are settled from the files by the caller.
-    pub(crate) fn on_subsession_lost(&self, child_id: &str, why: &str) {
+    pub(super) fn on_subsession_lost(&self, child_id: &str, why: &str) {
         if let Some(path) = self.key_leak_in_files(child_id) {
             let error = format!("{} (and its runtime is gone)", key_in_file_error(&path));
             return self.finish_subsession(child_id, SubsessionStatus::Failed, None, Some(error));
@@ -504,7 +503,7 @@ impl Gateway {
 
     /// Stop a sub-session and wait until its broker is gone (killed after a grace period), so
     /// the stop is observed before it is recorded.
-    pub(crate) async fn stop_subsession(self: &Arc<Self>, child_id: &str, reason: &str) {
+    pub(super) async fn stop_subsession(self: &Arc<Self>, child_id: &str, reason: &str) {
         let attached = self.live(child_id).attached();
         // Durable first: the broker's exit that follows is then a stop, not a lost runtime.
         self.transition(child_id, "recording a sub-session's stop", |child| {
@@ -543,7 +542,7 @@ impl Gateway {
     }
 
     /// Stop every running sub-session of `parent_id` (before the session itself stops).
-    pub(crate) async fn stop_subsessions(self: &Arc<Self>, parent_id: &str, reason: &str) {
+    pub(super) async fn stop_subsessions(self: &Arc<Self>, parent_id: &str, reason: &str) {
         let Ok(parent) = self.load(parent_id) else {
             return;
         };
@@ -557,7 +556,7 @@ impl Gateway {
     /// At gateway start, before re-adoption: a delegation persisted but never launched (the
     /// gateway stopped in between) is reported not started — it is never launched late, so
     /// never twice — and every start action gets its outcome.
-    pub(crate) fn settle_unlaunched_subsessions(&self) {
+    pub(super) fn settle_unlaunched_subsessions(&self) {
         let Ok(sessions) = self.store.read(|tx| tx.sessions()) else {
             return;
         };
@@ -599,78 +598,12 @@ impl Gateway {
         }
     }
 
-    /// A sub-session's runner called a tool: recorded as an approved action of the sub-session
-    /// (the delegation is its approval) if it is one of the sub-session's tools. Anything else
-    /// is refused and stops the sub-session: its broker checks the same list, so only a broken
-    /// or hostile broker sends one.
-    pub(crate) fn delegated_call(
-        &self,
-        tx: &Tx<'_>,
-        child: &mut SessionRecord,
-        call: DelegatedCall,
-    ) -> Result<(LedgerEvent, CallEnd), StoreError> {
-        let offered = LogicalTool::offered(child.profile, child.subagent_policy);
-        let allowed = child.delegation.is_some()
-            && child.subsession_active()
-            && LogicalTool::from_name(&call.name).is_some_and(|t| offered.contains(&t))
-            && call.action_id.starts_with("act_");
-        if !allowed {
-            return Ok((
-                LedgerEvent::UnapprovedCall {
-                    tool_use_id: call.tool_use_id,
-                    name: call.name,
-                    reason: "not a tool of this sub-session, or it has ended".into(),
-                },
-                CallEnd::Stop,
-            ));
-        }
-        if let Some(key) = &self.config.deepseek.api_key {
-            let mut decoded = String::new();
-            super::answer::collect_strings(&call.arguments, &mut decoded);
-            if super::answer::holds_key(&decoded, key.expose()) {
-                // Never recorded with its arguments, never run: the sub-session fails.
-                return Ok((
-                    LedgerEvent::UnapprovedCall {
-                        tool_use_id: call.tool_use_id,
-                        name: call.name.clone(),
-                        reason: "its arguments hold the DeepSeek API key".into(),
-                    },
-                    CallEnd::Fail(format!(
-                        "a delegated call ({}) was refused: its arguments hold the DeepSeek \
-                         API key (in some form); it did not run",
-                        call.name
-                    )),
-                ));
-            }
-        }
-        if tx.action(&call.action_id)?.is_none() {
-            let approved = ApprovedCall {
-                action_id: call.action_id.clone(),
-                call_index: child.next_delegated_call(),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                outcome: None,
-            };
-            tx.put_action(&ActionRecord::approved(&approved, &child.id, &child.id))?;
-        }
-        let (arguments_sha256, arguments_bytes) = crate::state::arguments_digest(&call.arguments);
-        Ok((
-            LedgerEvent::DelegatedCallApproved {
-                action_id: call.action_id,
-                tool_use_id: call.tool_use_id,
-                name: call.name,
-                arguments_sha256,
-                arguments_bytes,
-            },
-            CallEnd::Runs,
-        ))
-    }
-
     /// One model request of a sub-session's runner, forwarded on the route; recorded in the
     /// sub-session's ledger. Only a live sub-session's broker gets an answer from DeepSeek: any
     /// other broker's request is refused without leaving the gateway.
-    pub(crate) async fn egress(
+    pub(super) async fn egress(
         &self,
+        client: Option<&reqwest::Client>,
         session_id: &str,
         request_id: u64,
         body: &str,
@@ -697,7 +630,7 @@ impl Gateway {
         // stops or ends: dropping the request closes the upstream connection at once.
         let live = self.live(session_id);
         let mut cancelled = false;
-        let (response, record) = match &self.egress_client {
+        let (response, record) = match client {
             Some(client) if allowed => tokio::select! {
                 answered = egress::forward(client, &self.config.deepseek, request_id, body) => answered,
                 () = live.egress_cancelled() => {

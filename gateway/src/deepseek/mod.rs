@@ -4,9 +4,10 @@
 //! broker, runner, private HOME and transcript, actions, receipts and ledger, re-adopted after a
 //! restart and settled like any session's. Here: the checks of a reply that controls one
 //! (barrier, write lock, ownership), its record and the delegation persisted with the reply, and
-//! the summaries; `lifecycle`: what the gateway carries out (start, get, stop), delegated calls,
-//! its end and the verification against its receipts; `route` and `egress`: the fixed way out;
-//! `answer`: what an answer must be before it reaches the runner.
+//! the summaries; `lifecycle`: what the gateway carries out (start, get, stop), its end and the
+//! verification against its receipts; `route` and `egress`: the fixed way out;
+//! `answer`: what an answer must be before it reaches the runner. [`Deepseek`] plugs all this into
+//! the session core's hooks (`session::Subsessions`), screening delegated calls on the way.
 
 pub mod answer;
 pub mod egress;
@@ -18,19 +19,135 @@ mod tests;
 use common::hash::sha256_hex;
 use common::protocol::ApprovedCall;
 use common::time::{now_unix_ms, rfc3339_ms};
-use common::tools::{ClaudeTier, LogicalTool, SubagentPolicy};
+use common::tools::{ClaudeTier, GatewayToolArgs, LogicalTool, ParsedArgs, SubagentPolicy};
 use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolError};
-use crate::session::{Gateway, ToolResult};
-use crate::state::{ActionState, Delegation, SessionRecord, SessionStatus, StoreError, Tx};
+use crate::session::{Gateway, ScreenedOut, Subsessions, ToolResult};
+use crate::state::{
+    ActionRecord, ActionState, Delegation, SessionRecord, SessionStatus, StoreError, Tx,
+};
 
 /// The sub-session runner's system prompt: its task comes as the user prompt.
-pub const SUBSESSION_PROMPT: &str = "You are a DeepSeek sub-session of Native Gateway. ChatGPT \
+const SUBSESSION_PROMPT: &str = "You are a DeepSeek sub-session of Native Gateway. ChatGPT \
 delegated one task to you; it is the user message. Work only in the current working directory (a \
 git worktree) with the mcp__gw__ tools you are given: they are audited, and writes are allowed \
 only inside the worktree. When the task is done, or cannot be done, end with a short report of \
 what you changed and what is left.";
+
+/// DeepSeek sub-sessions as the session core hosts them: registered where the gateway is built
+/// (`crate::open`, the tests' harness).
+pub struct Deepseek {
+    /// The egress's HTTP client (one connection pool for all sub-sessions); none when it could
+    /// not start (then the egress refuses every request).
+    egress_client: Option<reqwest::Client>,
+}
+
+impl Deepseek {
+    pub fn new() -> Deepseek {
+        Deepseek {
+            egress_client: egress::client(),
+        }
+    }
+}
+
+impl Default for Deepseek {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Subsessions for Deepseek {
+    fn system_prompt(&self) -> &str {
+        SUBSESSION_PROMPT
+    }
+
+    /// A call whose arguments hold the DeepSeek key (in any form `answer` recognises) is refused.
+    fn screen_call(
+        &self,
+        gateway: &Gateway,
+        name: &str,
+        arguments: &Value,
+    ) -> Result<(), ScreenedOut> {
+        let Some(key) = &gateway.config.deepseek.api_key else {
+            return Ok(());
+        };
+        let mut decoded = String::new();
+        answer::collect_strings(arguments, &mut decoded);
+        if !answer::holds_key(&decoded, key.expose()) {
+            return Ok(());
+        }
+        Err(ScreenedOut {
+            reason: "its arguments hold the DeepSeek API key".into(),
+            error: format!(
+                "a delegated call ({name}) was refused: its arguments hold the DeepSeek API key \
+                 (in some form); it did not run"
+            ),
+        })
+    }
+
+    fn screen_outcome(
+        &self,
+        gateway: &Gateway,
+        session: &SessionRecord,
+        outcome: &mut common::tools::ActionOutcome,
+    ) {
+        gateway.withhold_deepseek_key(session, outcome);
+    }
+
+    fn screen_write(&self, gateway: &Gateway, action: &ActionRecord) -> Option<String> {
+        gateway.key_leak_in_write(action)
+    }
+
+    fn turn_ended(
+        &self,
+        gateway: &std::sync::Arc<Gateway>,
+        child_id: &str,
+        result: Option<String>,
+        is_error: bool,
+    ) {
+        gateway.on_subsession_turn_ended(child_id, result, is_error);
+    }
+
+    fn fail(&self, gateway: &std::sync::Arc<Gateway>, child_id: &str, error: String) {
+        gateway.fail_subsession(child_id, error);
+    }
+
+    fn runtime_lost(&self, gateway: &Gateway, child_id: &str, why: &str) {
+        gateway.on_subsession_lost(child_id, why);
+    }
+
+    fn model_request<'a>(
+        &'a self,
+        gateway: &'a Gateway,
+        session_id: &'a str,
+        request_id: u64,
+        body: &'a str,
+    ) -> futures::future::BoxFuture<'a, common::protocol::EgressResponse> {
+        Box::pin(gateway.egress(self.egress_client.as_ref(), session_id, request_id, body))
+    }
+
+    fn stop_all<'a>(
+        &'a self,
+        gateway: &'a std::sync::Arc<Gateway>,
+        parent_id: &'a str,
+        reason: &'a str,
+    ) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(gateway.stop_subsessions(parent_id, reason))
+    }
+
+    fn settle_at_start(&self, gateway: &Gateway) {
+        gateway.settle_unlaunched_subsessions();
+    }
+
+    fn summaries(
+        &self,
+        tx: &Tx<'_>,
+        parent: &SessionRecord,
+    ) -> Result<Vec<crate::view::DeepseekSubsession>, StoreError> {
+        summaries(tx, parent)
+    }
+}
 
 /// Calls that change files or run commands: refused while a sub-session runs (the write lock).
 fn locked_while_delegated(tool: LogicalTool) -> bool {
@@ -39,6 +156,15 @@ fn locked_while_delegated(tool: LogicalTool) -> bool {
             tool,
             LogicalTool::RunCommand | LogicalTool::DeepseekSubagentStart
         )
+}
+
+/// A call's arguments as the gateway's own tool it is, if it is one (they were validated when its
+/// reply was accepted).
+fn gateway_args(call: &ApprovedCall) -> Option<GatewayToolArgs> {
+    match LogicalTool::from_name(&call.name)?.parse_args(&call.arguments) {
+        Ok(ParsedArgs::Gateway(args)) => Some(args),
+        _ => None,
+    }
 }
 
 fn subsession_id_of(call: &ApprovedCall) -> &str {
@@ -138,7 +264,7 @@ pub(crate) fn check_reply(
 }
 
 /// The session's sub-sessions as the SessionView lists them.
-pub(crate) fn summaries(
+fn summaries(
     tx: &Tx<'_>,
     parent: &SessionRecord,
 ) -> Result<Vec<crate::view::DeepseekSubsession>, StoreError> {
@@ -165,17 +291,6 @@ pub(crate) fn summaries(
         });
     }
     Ok(out)
-}
-
-/// Put the recorded outcomes of the gateway's calls (start, get, stop) back on a stored reply's
-/// calls before it is released again: the broker answers them from these and runs nothing.
-pub(crate) fn attach_outcomes(tx: &Tx<'_>, calls: &mut [ApprovedCall]) -> Result<(), StoreError> {
-    for call in calls {
-        if LogicalTool::from_name(&call.name).is_some_and(LogicalTool::executed_by_gateway) {
-            call.outcome = tx.action(&call.action_id)?.and_then(|a| a.outcome);
-        }
-    }
-    Ok(())
 }
 
 /// The record of a new sub-session of `parent`, delegated by action `start`.
@@ -253,23 +368,15 @@ pub(crate) fn persist_delegation(
     parent: &mut SessionRecord,
     calls: &[ApprovedCall],
 ) -> Result<(), StoreError> {
-    let Some(start) = calls
-        .iter()
-        .find(|c| c.name == LogicalTool::DeepseekSubagentStart.name())
-    else {
+    let Some((start, args)) = calls.iter().find_map(|call| match gateway_args(call)? {
+        GatewayToolArgs::SubsessionStart(args) => Some((call, args)),
+        _ => None,
+    }) else {
         return Ok(());
     };
-    let task = start
-        .arguments
-        .get("task")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    // The arguments were validated when the reply was accepted; absent means the default.
-    let tier: ClaudeTier = start
-        .arguments
-        .get("tier")
-        .and_then(|t| serde_json::from_value(t.clone()).ok())
-        .unwrap_or_default();
+    let task = args.task.as_str();
+    // Absent means the default.
+    let tier: ClaudeTier = args.tier.unwrap_or_default();
     let child = new_subsession(parent, start, task, tier);
     tx.put_session(&child)?;
     // The sub-session's actions belong to one turn of its own: the delegated task (its id is
@@ -287,22 +394,4 @@ pub(crate) fn persist_delegation(
             .map(str::to_string),
     );
     tx.record(&parent.id, &event)
-}
-
-/// A sub-session runner's tool call, as its broker reported it.
-pub(crate) struct DelegatedCall {
-    pub action_id: String,
-    pub tool_use_id: String,
-    pub name: String,
-    pub arguments: Value,
-}
-
-/// What follows a delegated call's record.
-pub(crate) enum CallEnd {
-    /// Approved: it runs.
-    Runs,
-    /// Not a tool of the sub-session: its runner is stopped.
-    Stop,
-    /// Refused, and the sub-session fails with this error (never naming the key).
-    Fail(String),
 }

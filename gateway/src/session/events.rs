@@ -4,16 +4,21 @@
 
 use broker::executor::failpoint::Failpoint;
 use common::protocol::{
-    BrokerEvent, GatewayToBroker, PreparedWrite, ReplyRelease, TurnContent, TurnRequest, Verdict,
-    WriteEnd,
+    ApprovedCall, BrokerEvent, GatewayToBroker, PreparedWrite, ReplyRelease, TurnContent,
+    TurnRequest, Verdict, WriteEnd,
 };
 use common::tools::{ActionOutcome, LogicalTool, ToolStatus};
 
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use super::Gateway;
 use super::transitions::EventOrder;
-use crate::state::{ActionEnd, ActionState, LedgerEvent, SessionRecord, StoreError, TurnBody, Tx};
+use crate::state::{
+    ActionEnd, ActionRecord, ActionState, LedgerEvent, ReplyRecord, SessionRecord, StoreError,
+    TurnBody, TurnRecord, Tx,
+};
 use crate::state::{LaunchError, LaunchErrorCode};
 
 /// What to do once a broker event is persisted.
@@ -25,10 +30,50 @@ struct AfterEvent {
     stop: Option<String>,
     /// Crash tests: the failpoint to hit after the record is durable.
     failpoint: Option<Failpoint>,
-    /// A DeepSeek sub-session's runner ended its turn: its result text and whether in error.
+    /// A sub-session's runner ended its turn: its result text and whether in error.
     subsession_done: Option<(Option<String>, bool)>,
     /// Fail this sub-session (and stop its runtime) with this error.
     fail_subsession: Option<String>,
+}
+
+/// A sub-session runner's tool call, as its broker reported it.
+struct DelegatedCall {
+    action_id: String,
+    tool_use_id: String,
+    name: String,
+    arguments: Value,
+}
+
+/// What follows a delegated call's record.
+enum CallEnd {
+    /// Approved: it runs.
+    Runs,
+    /// Not a tool of the sub-session: its runner is stopped.
+    Stop,
+    /// Refused by the sub-session's kind, and the sub-session fails with this error.
+    Fail(String),
+}
+
+/// A stored reply released again (a re-attached broker, a retried request), exactly as it went
+/// out first: the calls the gateway carried out itself get their recorded outcomes back, so the
+/// broker answers them from these and runs nothing.
+pub(super) fn release_again(
+    tx: &Tx<'_>,
+    turn: &TurnRecord,
+    reply: ReplyRecord,
+) -> Result<ReplyRelease, StoreError> {
+    let mut calls = reply.calls;
+    for call in &mut calls {
+        if LogicalTool::from_name(&call.name).is_some_and(LogicalTool::executed_by_gateway) {
+            call.outcome = tx.action(&call.action_id)?.and_then(|a| a.outcome);
+        }
+    }
+    Ok(ReplyRelease {
+        turn_id: turn.turn_id.clone(),
+        fingerprint: turn.fingerprint.clone(),
+        text: reply.text,
+        calls,
+    })
 }
 
 /// The state a finished action settles in. A write reports how it ended; a write that failed
@@ -126,15 +171,9 @@ fn turn_requested(
     }
     if let Some(turn) = tx.turn_by_fingerprint(&session.id, &request.fingerprint)? {
         if let Some(reply_id) = &turn.reply_id
-            && let Some(mut reply) = tx.reply(&session.id, reply_id)?
+            && let Some(reply) = tx.reply(&session.id, reply_id)?
         {
-            crate::deepseek::attach_outcomes(tx, &mut reply.calls)?;
-            after.resend = Some(ReplyRelease {
-                turn_id: turn.turn_id.clone(),
-                fingerprint: turn.fingerprint.clone(),
-                text: reply.text,
-                calls: reply.calls,
-            });
+            after.resend = Some(release_again(tx, &turn, reply)?);
         }
         return Ok(LedgerEvent::TurnRequestRetried {
             turn_id: turn.turn_id,
@@ -257,10 +296,11 @@ impl Gateway {
             self.live(session_id).send(GatewayToBroker::Stop { reason });
         }
         if let Some(error) = after.fail_subsession {
-            self.fail_subsession(session_id, error);
+            self.subsessions().fail(self, session_id, error);
         }
         if let Some((result, is_error)) = after.subsession_done {
-            self.on_subsession_turn_ended(session_id, result, is_error);
+            self.subsessions()
+                .turn_ended(self, session_id, result, is_error);
         }
         Ok(verdict)
     }
@@ -332,7 +372,7 @@ impl Gateway {
                 name,
                 arguments,
             } => {
-                let call = crate::deepseek::DelegatedCall {
+                let call = DelegatedCall {
                     action_id,
                     tool_use_id,
                     name,
@@ -356,18 +396,81 @@ impl Gateway {
         &self,
         tx: &Tx<'_>,
         session: &mut SessionRecord,
-        call: crate::deepseek::DelegatedCall,
+        call: DelegatedCall,
         after: &mut AfterEvent,
     ) -> Result<LedgerEvent, StoreError> {
         let (event, end) = self.delegated_call(tx, session, call)?;
         match end {
-            crate::deepseek::CallEnd::Runs => {}
-            crate::deepseek::CallEnd::Stop => {
+            CallEnd::Runs => {}
+            CallEnd::Stop => {
                 after.stop = Some("the sub-session called a tool it does not have".into());
             }
-            crate::deepseek::CallEnd::Fail(error) => after.fail_subsession = Some(error),
+            CallEnd::Fail(error) => after.fail_subsession = Some(error),
         }
         Ok(event)
+    }
+
+    /// A sub-session's runner called a tool: recorded as an approved action of the sub-session
+    /// (the delegation is its approval) if it is one of the sub-session's tools and its kind lets
+    /// it through ([`super::Subsessions::screen_call`]). A call that is not its tool is refused
+    /// and stops the sub-session: its broker checks the same list, so only a broken or hostile
+    /// broker sends one.
+    fn delegated_call(
+        &self,
+        tx: &Tx<'_>,
+        child: &mut SessionRecord,
+        call: DelegatedCall,
+    ) -> Result<(LedgerEvent, CallEnd), StoreError> {
+        let offered = LogicalTool::offered(child.profile, child.subagent_policy);
+        let allowed = child.delegation.is_some()
+            && child.subsession_active()
+            && LogicalTool::from_name(&call.name).is_some_and(|t| offered.contains(&t))
+            && call.action_id.starts_with("act_");
+        if !allowed {
+            return Ok((
+                LedgerEvent::UnapprovedCall {
+                    tool_use_id: call.tool_use_id,
+                    name: call.name,
+                    reason: "not a tool of this sub-session, or it has ended".into(),
+                },
+                CallEnd::Stop,
+            ));
+        }
+        if let Err(screened) = self
+            .subsessions()
+            .screen_call(self, &call.name, &call.arguments)
+        {
+            // Never recorded with its arguments, never run: the sub-session fails.
+            return Ok((
+                LedgerEvent::UnapprovedCall {
+                    tool_use_id: call.tool_use_id,
+                    name: call.name,
+                    reason: screened.reason,
+                },
+                CallEnd::Fail(screened.error),
+            ));
+        }
+        if tx.action(&call.action_id)?.is_none() {
+            let approved = ApprovedCall {
+                action_id: call.action_id.clone(),
+                call_index: child.next_delegated_call(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                outcome: None,
+            };
+            tx.put_action(&ActionRecord::approved(&approved, &child.id, &child.id))?;
+        }
+        let (arguments_sha256, arguments_bytes) = crate::state::arguments_digest(&call.arguments);
+        Ok((
+            LedgerEvent::DelegatedCallApproved {
+                action_id: call.action_id,
+                tool_use_id: call.tool_use_id,
+                name: call.name,
+                arguments_sha256,
+                arguments_bytes,
+            },
+            CallEnd::Runs,
+        ))
     }
 
     /// Settle a finished action; an indeterminate write stops the session.
@@ -380,7 +483,8 @@ impl Gateway {
         write: Option<WriteEnd>,
         after: &mut AfterEvent,
     ) -> Result<LedgerEvent, StoreError> {
-        self.withhold_deepseek_key(session, &mut outcome);
+        self.subsessions()
+            .screen_outcome(self, session, &mut outcome);
         let mut state = ActionState::Committed;
         if let Some(mut action) = tx
             .action(&action_id)?
@@ -396,7 +500,7 @@ impl Gateway {
                 after.stop = Some("a write ended in an unknown state".into());
             }
             if is_write && state == ActionState::Committed && session.delegation.is_some() {
-                after.fail_subsession = self.key_leak_in_write(&action);
+                after.fail_subsession = self.subsessions().screen_write(self, &action);
             }
         }
         let end = ActionEnd {

@@ -11,6 +11,7 @@
 //!   `runner`: launching runner generations (`broker_spec`: what the broker host is handed);
 //!   `write_recovery`: settling a dead broker's writes.
 //! - `view`: the SessionView of a session record (the one place stored parts become public).
+//! - `subsessions`: the hooks a sub-session kind (DeepSeek) plugs into the core by.
 
 mod broker_spec;
 mod events;
@@ -18,6 +19,7 @@ mod idempotency;
 mod lease;
 mod live;
 mod runner;
+mod subsessions;
 pub(crate) mod supervision;
 mod transitions;
 mod view;
@@ -36,6 +38,7 @@ use crate::state::{LedgerEvent, SessionRecord, Store, StoreError, Tx};
 
 pub(crate) use idempotency::{Leased, Request, Scope, Settle};
 pub use live::LiveSession;
+pub use subsessions::{ScreenedOut, Subsessions};
 pub(crate) use transitions::ensure_not_terminal;
 
 /// Every call answers within this budget, whatever it had to do first (launching a broker,
@@ -58,9 +61,8 @@ pub struct Gateway {
     host: Arc<dyn BrokerHost>,
     /// Set when `gateway serve` is stopping: waits end at once, new calls are refused.
     pub drain: crate::drain::Drain,
-    /// The DeepSeek egress's HTTP client (one connection pool for all sub-sessions); none when
-    /// it could not start (then the egress refuses every request).
-    pub(crate) egress_client: Option<reqwest::Client>,
+    /// The sub-sessions this gateway hosts (DeepSeek's), registered by whoever builds it.
+    subsessions: Arc<dyn Subsessions>,
     /// The state dir's disk budget and its last measurement.
     pub state_budget: crate::state_budget::StateBudget,
     /// The one deleter of what sessions discarded in the command runtime area.
@@ -97,6 +99,7 @@ impl Gateway {
         config: Config,
         server_key: String,
         host: Arc<dyn BrokerHost>,
+        subsessions: Arc<dyn Subsessions>,
     ) -> Arc<Gateway> {
         let state_budget =
             crate::state_budget::StateBudget::new(&config.state_dir, config.state_max_mb);
@@ -112,7 +115,7 @@ impl Gateway {
             live: live::LiveSessions::default(),
             host,
             drain: crate::drain::Drain::default(),
-            egress_client: crate::deepseek::egress::client(),
+            subsessions,
         })
     }
 
@@ -262,5 +265,10 @@ impl Gateway {
     /// The broker host (real processes, or a test's).
     pub(crate) fn host(&self) -> &dyn BrokerHost {
         self.host.as_ref()
+    }
+
+    /// The sub-sessions' hooks (see [`Subsessions`]).
+    pub(crate) fn subsessions(&self) -> &dyn Subsessions {
+        self.subsessions.as_ref()
     }
 }

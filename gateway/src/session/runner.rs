@@ -32,8 +32,8 @@ impl Gateway {
         resume: bool,
     ) -> Result<(), LaunchError> {
         let system_prompt = if session.delegation.is_some() {
-            // A DeepSeek sub-session: its task is its prompt; skills are ChatGPT's.
-            crate::deepseek::SUBSESSION_PROMPT.to_string()
+            // A sub-session: its task is its prompt; skills are ChatGPT's.
+            self.subsessions().system_prompt().to_string()
         } else {
             // Every generation gets the snapshot frozen at start, never the skill files as
             // they are.

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::protocol::{GatewayToBroker, ReplyRelease, VERDICTS_SINCE_VERSION, Verdict};
+use common::protocol::{GatewayToBroker, VERDICTS_SINCE_VERSION, Verdict};
 use common::time::now_unix_ms;
 use futures::StreamExt;
 
@@ -132,7 +132,10 @@ impl Gateway {
                         let (gateway, outgoing) = (gateway.clone(), outgoing.clone());
                         let session_id = session_id.clone();
                         tokio::spawn(async move {
-                            let response = gateway.egress(&session_id, request_id, &body).await;
+                            let response = gateway
+                                .subsessions()
+                                .model_request(&gateway, &session_id, request_id, &body)
+                                .await;
                             let _ = outgoing.send(GatewayToBroker::EgressResponse(response));
                         });
                     }
@@ -254,7 +257,8 @@ impl Gateway {
             |session| session.broker_disowned(&why),
         );
         if lost.is_some_and(|s| s.delegation.is_some() && s.stop_request.is_none()) {
-            self.on_subsession_lost(session_id, "its broker failed verification");
+            self.subsessions()
+                .runtime_lost(self, session_id, "its broker failed verification");
         }
         self.resolve_prepared_writes(session_id);
         self.discard_runtime_dir_of(session_id);
@@ -311,15 +315,9 @@ impl Gateway {
             if let Some(turn_id) = &session.undelivered_reply_turn
                 && let Some(turn) = tx.turn(turn_id)?
                 && let Some(reply_id) = &turn.reply_id
-                && let Some(mut stored) = tx.reply(session_id, reply_id)?
+                && let Some(stored) = tx.reply(session_id, reply_id)?
             {
-                crate::deepseek::attach_outcomes(tx, &mut stored.calls)?;
-                reply = Some(ReplyRelease {
-                    turn_id: turn.turn_id.clone(),
-                    fingerprint: turn.fingerprint.clone(),
-                    text: stored.text,
-                    calls: stored.calls,
-                });
+                reply = Some(super::events::release_again(tx, &turn, stored)?);
             }
             // A prompt goes to the runner only as the ledger released it (by its SHA-256; rows
             // from before hashes hold the text): a record edited while the gateway runs is
@@ -383,7 +381,8 @@ impl Gateway {
             session.link_lost(broker_pid, broker_gone, forced)
         });
         if gone && lost.is_some_and(|s| s.delegation.is_some() && s.stop_request.is_none()) {
-            self.on_subsession_lost(session_id, "its broker exited");
+            self.subsessions()
+                .runtime_lost(self, session_id, "its broker exited");
         }
         // Only if the broker itself is gone (a live one finishes its writes and reports).
         self.resolve_prepared_writes(session_id);
@@ -396,7 +395,11 @@ impl Gateway {
             session.runtime_lost(why)
         });
         if lost.is_some_and(|s| s.delegation.is_some() && s.stop_request.is_none()) {
-            self.on_subsession_lost(session_id, "its broker is gone or failed verification");
+            self.subsessions().runtime_lost(
+                self,
+                session_id,
+                "its broker is gone or failed verification",
+            );
         }
         self.resolve_prepared_writes(session_id);
         self.discard_runtime_dir_of(session_id);
@@ -407,7 +410,7 @@ impl Gateway {
     /// which reconciles what happened while it was away.
     pub async fn adopt_all(self: &Arc<Self>) {
         // A delegation recorded but never launched is reported, not launched late.
-        self.settle_unlaunched_subsessions();
+        self.subsessions().settle_at_start(self);
         let sessions = match self.store.read(|tx| tx.sessions()) {
             Ok(sessions) => sessions,
             Err(err) => {
@@ -545,7 +548,8 @@ impl Gateway {
         tokio::spawn(async move {
             // Its sub-sessions stop first (a no-op when the stop already saw to them).
             gateway
-                .stop_subsessions(&session_id, "its session is stopping")
+                .subsessions()
+                .stop_all(&gateway, &session_id, "its session is stopping")
                 .await;
             let Ok(Some(record)) = gateway
                 .store

@@ -31,7 +31,7 @@ impl Gateway {
             if session.subagent_policy == common::tools::SubagentPolicy::DeepseekExplicit {
                 let subsessions = self
                     .store
-                    .read(|tx| crate::deepseek::summaries(tx, session))?;
+                    .read(|tx| self.subsessions().summaries(tx, session))?;
                 let active = subsessions
                     .iter()
                     .find(|s| {

@@ -89,7 +89,8 @@ pub(super) async fn handle(
             }
             // Its DeepSeek sub-sessions first, each observed gone before the session stops.
             gateway
-                .stop_subsessions(session_id, "its session was stopped")
+                .subsessions()
+                .stop_all(gateway, session_id, "its session was stopped")
                 .await;
             let attached = gateway.live(session_id).attached();
             let session = gateway.store.write(|tx| {

@@ -15,7 +15,11 @@ async fn the_egress_refuses_every_broker_but_a_running_sub_sessions() {
     let h = Harness::new();
     let view = h.start().await;
     let body = json!({"model": "claude-sonnet-4-5", "messages": []}).to_string();
-    let response = h.gateway.egress(&view.native_session_id, 3, &body).await;
+    let response = h
+        .gateway
+        .subsessions()
+        .model_request(&h.gateway, &view.native_session_id, 3, &body)
+        .await;
     assert_eq!(response.request_id, 3);
     assert_eq!(response.status, 400);
     assert!(
@@ -39,7 +43,11 @@ async fn the_egress_refuses_every_broker_but_a_running_sub_sessions() {
         .expect("the refused request is recorded");
     assert!(!request.3.to_string().contains("sk-test-key"));
     // An unknown id is refused the same way.
-    let response = h.gateway.egress("ds_nope", 4, &body).await;
+    let response = h
+        .gateway
+        .subsessions()
+        .model_request(&h.gateway, "ds_nope", 4, &body)
+        .await;
     assert_eq!(response.status, 400);
 }
 
@@ -413,7 +421,9 @@ async fn a_key_in_a_delegated_call_or_a_written_file_fails_the_sub_session() {
         error_code: None,
         receipt: Default::default(),
     };
-    h.gateway.withhold_deepseek_key(&parent, &mut read);
+    h.gateway
+        .subsessions()
+        .screen_outcome(&h.gateway, &parent, &mut read);
     assert!(
         read.output
             .starts_with("output withheld: it holds the DeepSeek API key"),

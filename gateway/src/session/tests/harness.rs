@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::fake_host::FakeHost;
 use crate::config::{Config, HttpLimits};
 use crate::error::{ErrorCode, ToolError};
-use crate::session::Gateway;
+use crate::session::{Gateway, Subsessions};
 use crate::state::Store;
 use crate::tools::PublicTool;
 use crate::view::SessionView;
@@ -20,6 +20,8 @@ use crate::view::SessionView;
 pub struct Harness {
     pub gateway: Arc<Gateway>,
     pub host: Arc<FakeHost>,
+    /// The sub-session kind registered, kept for a restarted gateway.
+    subsessions: Arc<dyn Subsessions>,
     pub project: PathBuf,
     /// Keeps the state dir, home and project alive.
     _dir: tempfile::TempDir,
@@ -34,6 +36,8 @@ pub struct Tuning {
     pub extra_protected: Vec<PathBuf>,
     /// `DEEPSEEK_API_KEY` as the gateway read it.
     pub deepseek_key: Option<&'static str>,
+    /// The sub-session kind registered (`None`: DeepSeek's, as `crate::open` registers it).
+    pub subsessions: Option<Arc<dyn Subsessions>>,
 }
 
 impl Default for Tuning {
@@ -44,6 +48,7 @@ impl Default for Tuning {
             skill_allowlist: Default::default(),
             extra_protected: Vec::new(),
             deepseek_key: Some("sk-test-key"),
+            subsessions: None,
         }
     }
 }
@@ -100,10 +105,15 @@ impl Harness {
         let host = FakeHost::new();
         // One server key for the store and the gateway, as `crate::open` has it.
         let key = crate::config::load_or_create_server_key(&config.state_dir).unwrap();
-        let gateway = Gateway::new(store, config, key, host.clone());
+        let subsessions = tuning
+            .subsessions
+            .clone()
+            .unwrap_or_else(|| Arc::new(crate::deepseek::Deepseek::new()));
+        let gateway = Gateway::new(store, config, key, host.clone(), subsessions.clone());
         Harness {
             gateway,
             host,
+            subsessions,
             project,
             _dir: dir,
         }
@@ -116,7 +126,13 @@ impl Harness {
         let config = self.gateway.config.clone();
         let store = Store::open(&config.state_dir).unwrap();
         let key = crate::config::load_or_create_server_key(&config.state_dir).unwrap();
-        Gateway::new(store, config, key, self.host.clone())
+        Gateway::new(
+            store,
+            config,
+            key,
+            self.host.clone(),
+            self.subsessions.clone(),
+        )
     }
 
     pub async fn call(&self, tool: PublicTool, arguments: Value) -> Result<SessionView, ToolError> {
