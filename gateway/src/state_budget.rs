@@ -2,7 +2,11 @@
 //! continues and large replies are refused (`storage_full`) while status, stop and recover of
 //! existing sessions keep working. Measured cheaply: the tree is walked once at start and then at
 //! most every [`REFRESH`], on a background thread, never on a call's path; a call reads the last
-//! measurement. The walk never follows a symlink and counts allocated blocks.
+//! measurement. The walk never follows a symlink and counts allocated blocks. Between two walks,
+//! what the gateway stores for a tool's outcome is charged to an estimate at once (red team 25
+//! B7: small replies of many commands with large outputs doubled a 64 MiB budget in 51 s while
+//! the last walk said there was room), and a walk starts early once the estimate grew by a
+//! thirty-second of the budget.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,9 +15,13 @@ use std::time::Duration;
 
 use crate::error::{ErrorCode, ToolError};
 
-/// How stale a measurement may be before a call starts a new one in the background. Between
-/// two measurements a client can add at most what its calls carry (768 KiB per prompt or reply).
+/// How stale a measurement may be before a call starts a new one in the background.
 pub const REFRESH: Duration = Duration::from_secs(30);
+/// What storing a tool's output of N bytes costs the state dir, as a multiple of N: the action
+/// row, the runner's transcript (the result JSON-escaped, once as the tool result and again in
+/// the conversation it resends), its WAL copy. Measured about 4 (red team 25 B7: 16 outputs of
+/// 64 KiB grew the dir by about 4 MiB).
+pub const OUTPUT_COST_FACTOR: u64 = 4;
 /// Replies larger than this are refused past the budget; smaller ones (a verdict, a short answer)
 /// still let a waiting session finish its turn.
 pub const LARGE_REPLY_BYTES: usize = 64 * 1024;
@@ -57,6 +65,8 @@ struct Inner {
     dir: PathBuf,
     max_bytes: AtomicU64,
     used_bytes: AtomicU64,
+    /// Charged since the last walk ([`StateBudget::charge`]).
+    charged_bytes: AtomicU64,
     measured_at_ms: AtomicI64,
     refreshing: AtomicBool,
 }
@@ -75,6 +85,7 @@ impl StateBudget {
                 dir: dir.to_path_buf(),
                 max_bytes: AtomicU64::new(max_mb.saturating_mul(MIB)),
                 used_bytes: AtomicU64::new(0),
+                charged_bytes: AtomicU64::new(0),
                 measured_at_ms: AtomicI64::new(i64::MIN),
                 refreshing: AtomicBool::new(false),
             }),
@@ -85,8 +96,18 @@ impl StateBudget {
 
     /// Measure now, on this thread.
     pub fn refresh_now(&self) {
+        // Taken before the walk: what is charged during it may or may not be in it, so it stays
+        // charged (counted twice at worst, until the next walk).
+        let charged = self.inner.charged_bytes.load(Ordering::SeqCst);
         let used = sandbox::allocated_bytes(&self.inner.dir);
         self.inner.used_bytes.store(used, Ordering::SeqCst);
+        // Saturating: two walks at once (prune's and a background one) each take theirs off.
+        let _ = self
+            .inner
+            .charged_bytes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
+                Some(now.saturating_sub(charged))
+            });
         self.inner
             .measured_at_ms
             .store(common::time::now_unix_ms(), Ordering::SeqCst);
@@ -102,11 +123,20 @@ impl StateBudget {
         self.inner.max_bytes.store(bytes, Ordering::SeqCst);
     }
 
-    /// The last measurement, starting a new one in the background when it is stale.
+    /// Charge `bytes` the gateway is about to store (a tool's output, times
+    /// [`OUTPUT_COST_FACTOR`]) to the estimate until the next walk.
+    pub fn charge(&self, bytes: u64) {
+        self.inner.charged_bytes.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// The last measurement plus what was charged since, starting a new walk in the background
+    /// when it is stale or the charges grew past a thirty-second of the budget.
     pub fn used_bytes(&self) -> u64 {
         let age = common::time::now_unix_ms()
             .saturating_sub(self.inner.measured_at_ms.load(Ordering::SeqCst));
-        let stale = u128::try_from(age).unwrap_or(u128::MAX) > REFRESH.as_millis();
+        let charged = self.inner.charged_bytes.load(Ordering::SeqCst);
+        let stale = u128::try_from(age).unwrap_or(u128::MAX) > REFRESH.as_millis()
+            || charged > self.max_bytes() / 32;
         if stale && !self.inner.refreshing.swap(true, Ordering::SeqCst) {
             let budget = self.clone();
             let spawned = std::thread::Builder::new()
@@ -119,7 +149,10 @@ impl StateBudget {
                 self.inner.refreshing.store(false, Ordering::SeqCst);
             }
         }
-        self.inner.used_bytes.load(Ordering::SeqCst)
+        self.inner
+            .used_bytes
+            .load(Ordering::SeqCst)
+            .saturating_add(charged)
     }
 
     /// `storage_full` when the state dir is at or past its budget; `what` is what was refused
@@ -141,8 +174,8 @@ impl StateBudget {
                 "the gateway's state dir holds {} MiB, at or past its budget of {} MiB \
                  (CLAUDE_TOOLS_STATE_MAX_MB); {what}. Status, stop and recover of existing \
                  sessions still work. The owner can free space with `gatewayctl prune --older-than \
-                 1d` (ended sessions' runner homes, transcripts and database content) or raise \
-                 CLAUDE_TOOLS_STATE_MAX_MB",
+                 0s` (every ended session's runner home, transcripts and database content; \
+                 `--older-than 1d` keeps a day's) or raise CLAUDE_TOOLS_STATE_MAX_MB",
                 used / MIB,
                 max / MIB
             ),
@@ -160,6 +193,24 @@ mod tests {
         assert_eq!(default_max_mb(100 * 1024), 10 * 1024);
         assert_eq!(default_max_mb(10 << 20), 20 * 1024);
         assert!(fs_total_mb(Path::new("/")) > 0);
+    }
+
+    /// Charges count until the walk that follows them; one taken during a walk stays.
+    #[test]
+    fn charges_count_until_the_next_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = StateBudget::new(dir.path(), 64);
+        let walked = budget.used_bytes();
+        budget.charge(MIB);
+        assert_eq!(budget.used_bytes(), walked + MIB);
+        budget.check("nothing was started").unwrap();
+        budget.charge(64 * MIB);
+        assert_eq!(
+            budget.check("nothing was started").unwrap_err().code,
+            ErrorCode::StorageFull
+        );
+        budget.refresh_now();
+        assert!(budget.used_bytes() < MIB, "the walk replaces the estimate");
     }
 
     #[test]

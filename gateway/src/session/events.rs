@@ -485,6 +485,10 @@ impl Gateway {
     ) -> Result<LedgerEvent, StoreError> {
         self.subsessions()
             .screen_outcome(self, session, &mut outcome);
+        // Stored here and, by the runner, in its transcript: counted before the next walk.
+        self.state_budget.charge(
+            (outcome.output.len() as u64).saturating_mul(crate::state_budget::OUTPUT_COST_FACTOR),
+        );
         let mut state = ActionState::Committed;
         if let Some(mut action) = tx
             .action(&action_id)?

@@ -15,6 +15,7 @@ mod owners;
 mod recovery;
 mod retention;
 mod skills;
+mod state_budget;
 mod subsessions;
 mod transitions;
 mod turns;

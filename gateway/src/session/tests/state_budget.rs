@@ -1,0 +1,71 @@
+//! The state dir's budget between two walks (red team 25 B7): a tool's output the gateway
+//! stores counts at once, and past the budget only a short answer without tool calls is
+//! delivered, so a turn can end but nothing grows the dir further.
+
+use common::tools::{ActionOutcome, Receipt, ToolStatus};
+use serde_json::json;
+
+use super::harness::{Harness, code, results_turn};
+use crate::error::ErrorCode;
+use crate::state_budget::OUTPUT_COST_FACTOR;
+
+#[tokio::test]
+async fn outputs_count_at_once_and_past_the_budget_only_an_answer_is_delivered() {
+    let h = Harness::new();
+    let view = h.start().await;
+    let pid = h.pid(&view);
+    h.runner_asks(pid, "f1").await;
+    let view = h.status(&view).await.unwrap();
+    let budget = &h.gateway.state_budget;
+    budget.refresh_now();
+    let before = budget.used_bytes();
+    // Room for 2 MiB more, and no walk due for 30 s.
+    budget.set_max_bytes(before + (2 << 20));
+    assert!(budget.used_bytes() < before + (1 << 20));
+    let path = h.project.join("a.txt");
+    let calls = json!([{"name": "Read", "arguments": {"file_path": path}}]);
+    h.reply(&view, "r1", "reading", calls.clone())
+        .await
+        .unwrap();
+    let action = h.next_reply(pid).await.calls[0].action_id.clone();
+    let output = "x".repeat(512 * 1024);
+    let outcome = ActionOutcome {
+        status: ToolStatus::Ok,
+        output: output.clone(),
+        truncated: false,
+        error_code: None,
+        receipt: Receipt {
+            action_id: action.clone(),
+            duration_ms: 1,
+            ..Receipt::default()
+        },
+    };
+    h.event(
+        pid,
+        3,
+        common::protocol::BrokerEvent::ActionFinished {
+            action_id: action,
+            outcome,
+            write: None,
+        },
+    )
+    .await;
+    assert!(
+        budget.used_bytes() >= before + output.len() as u64 * OUTPUT_COST_FACTOR,
+        "the stored output was not counted before the next walk"
+    );
+    h.event(pid, 4, results_turn("f2")).await;
+    let view = h.status(&view).await.unwrap();
+    // Past the budget (measured, so no walk in between can change it): tool calls are refused,
+    // even in a short reply …
+    budget.set_max_bytes(1);
+    budget.refresh_now();
+    let refused = h.reply(&view, "r2", "again", calls).await;
+    assert_eq!(code(refused.clone()), ErrorCode::StorageFull);
+    assert!(
+        refused.unwrap_err().message.contains("without tool calls"),
+        "the refusal says what still goes through"
+    );
+    // … and a short answer ends the turn.
+    h.reply(&view, "r3", "done", json!([])).await.unwrap();
+}
