@@ -39,6 +39,8 @@ const CODE_LEN: usize = 8;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeenPage {
     pub page: String,
+    /// Its request id's SHA-256 (a decided page is no longer listed).
+    pub digest: [u8; 32],
     pub client_id: String,
     pub client_name: String,
     pub redirect_host: String,
@@ -124,10 +126,14 @@ impl Approvals {
         self.recent.push_back(page);
     }
 
-    /// The pages opened lately and still open, oldest first.
+    /// The pages opened lately, still open and not decided, oldest first.
     pub fn recent_pages(&mut self, now_ms: i64) -> Vec<SeenPage> {
         self.purge(now_ms);
-        self.recent.iter().cloned().collect()
+        self.recent
+            .iter()
+            .filter(|p| !self.decided.contains_key(&p.digest))
+            .cloned()
+            .collect()
     }
 
     /// A new approval code `XXXX-XXXX` for the page the owner named by its page code (typed in

@@ -212,6 +212,7 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
     oauth.approvals().note_page(
         SeenPage {
             page: request.page.clone(),
+            digest: super::request_id::digest(&request_id),
             client_id: client.client_id.clone(),
             client_name: client_name.clone(),
             redirect_host: redirect_host(redirect_uri),

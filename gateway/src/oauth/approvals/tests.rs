@@ -9,6 +9,7 @@ use super::*;
 fn seen(page: &str, client: &str) -> SeenPage {
     SeenPage {
         page: page.into(),
+        digest: [0; 32],
         client_id: client.into(),
         client_name: client.into(),
         redirect_host: "chatgpt.com".into(),
@@ -29,7 +30,13 @@ fn a_code_approves_only_the_named_page_opened_before_it_once() {
     let mut a = Approvals::default();
     let (owners, strangers, later) = ([1u8; 32], [2u8; 32], [3u8; 32]);
     assert_eq!(a.new_approval_code("not a page", 0), Err(NotAPageCode));
-    a.note_page(seen("abcdefgh", "ChatGPT"), 0);
+    a.note_page(
+        SeenPage {
+            digest: owners,
+            ..seen("abcdefgh", "ChatGPT")
+        },
+        0,
+    );
     let (code, named, ttl, shown) = a.new_approval_code("ABCD-efgh", 1_000).unwrap();
     assert_eq!(
         (code.len(), named.as_str(), ttl),
@@ -61,12 +68,14 @@ fn a_code_approves_only_the_named_page_opened_before_it_once() {
         ),
         ApprovalCheck::Accepted
     );
-    // Approved once: the same request again is decided, whatever is typed.
+    // Approved once: the same request again is decided, whatever is typed, and it is no longer
+    // listed.
     assert!(a.decided(&owners, 5));
     assert_eq!(
         check(&mut a, page("abcdefgh", 0, &owners), &code, 5),
         ApprovalCheck::Decided
     );
+    assert!(a.recent_pages(5).is_empty());
     // Expired codes approve nothing.
     let (late, ..) = a.new_approval_code("bcdefghj", 10_000).unwrap();
     let expiry = 10_000 + ms(APPROVAL_CODE_TTL);
