@@ -36,11 +36,15 @@ impl AdminCall {
 pub enum AdminRequest {
     /// Auth mode, issuer and resource of the running gateway, and the auto-run classes it allows.
     Status,
-    /// A new one-time approval code for the consent pages open now.
-    Approve,
+    /// A new one-time approval code for the consent page whose page code is `page` (without
+    /// one the gateway refuses, saying to name the page).
+    Approve {
+        #[serde(default)]
+        page: Option<String>,
+    },
     /// Revoke a grant, or a client with all its grants.
     Revoke { id: String },
-    /// The consent pages waiting now (kept in the gateway's memory only).
+    /// The consent pages opened lately and still open (a short list in the gateway's memory).
     Pages,
     /// Remove ended sessions' files and database content untouched for `older_than_seconds`
     /// (default: the retention).
@@ -75,16 +79,21 @@ pub struct GatewayStatus {
     pub autorun_allowed: Vec<String>,
 }
 
-/// A one-time approval code and the consent pages it approves.
+/// A one-time approval code and the consent page it approves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalCode {
     pub approval_code: String,
     pub expires_in_seconds: u64,
+    /// The page code it approves (`abcd-efgh`).
+    #[serde(default)]
+    pub page_code: String,
+    /// That page as the gateway saw it lately: empty when it is not among the pages opened
+    /// lately (pushed out by newer ones, or never opened).
     pub waiting: Vec<WaitingPage>,
 }
 
-/// A consent page open when the code was issued.
+/// The consent page an approval code approves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WaitingPage {
@@ -103,6 +112,9 @@ pub struct WaitingPages {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PendingPage {
+    /// The page code the owner names to `approve` (`abcd-efgh`).
+    #[serde(default)]
+    pub page_code: String,
     pub client_id: String,
     pub client_name: String,
     pub redirect_host: String,
@@ -277,6 +289,7 @@ mod tests {
             }),
             AdminAnswer::Pages(WaitingPages {
                 pages: vec![PendingPage {
+                    page_code: "abcd-efgh".into(),
                     client_id: "ngc_x".into(),
                     client_name: "ChatGPT".into(),
                     redirect_host: "chatgpt.com".into(),

@@ -150,7 +150,7 @@ pub async fn serve_http(
         Some(oauth) => tracing::info!(
             auth = auth.mode.as_str(),
             issuer = %oauth.issuer,
-            "OAuth is on; approve a client with `gatewayctl oauth approve`"
+            "OAuth is on; approve a client with `gatewayctl oauth approve <page code>` (shown on its consent page)"
         ),
         None => tracing::info!(auth = auth.mode.as_str(), "OAuth is off"),
     }

@@ -137,9 +137,13 @@ pub enum OAuthCommand {
         /// A grant id or a client id.
         id: String,
     },
-    /// Ask the running gateway for a one-time approval code to type on the consent page
-    /// (10 minutes, once; a few wrong attempts void every outstanding code).
-    Approve,
+    /// Ask the running gateway for a one-time approval code for the consent page with this page
+    /// code (shown on the page): it approves only that page, once, within 10 minutes; five
+    /// wrong codes typed on the page void it. Without a page code: the pages opened lately.
+    Approve {
+        /// The page code the consent page shows, like abcd-2345.
+        page: Option<String>,
+    },
 }
 
 /// Options of `prune`.

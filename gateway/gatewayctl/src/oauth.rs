@@ -6,7 +6,8 @@
 //!
 //! Registration stores nothing (the gateway signs the client id instead), so `clients` lists the
 //! clients with a row — approved or revoked by the owner, or registered by an older gateway —
-//! and, from the running gateway, the consent pages waiting in its memory.
+//! and, from the running gateway, the consent pages it saw opened lately (pages are not stored
+//! either: `approve <page code>` names the one to approve).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -122,8 +123,33 @@ pub fn run(
     match command {
         OAuthCommand::Clients => clients(state_dir, json, out),
         OAuthCommand::Grants => grants(state_dir, json, out),
-        OAuthCommand::Approve => {
-            let answer = expect_answer(admin_request(state_dir, AdminRequest::Approve)?)?;
+        OAuthCommand::Approve { page: None } => {
+            let pages = waiting_pages(state_dir).unwrap_or_default();
+            let mut message = String::from(
+                "name the consent page to approve: gatewayctl oauth approve <page code>, with the \
+                 page code its consent page shows (an approval code approves only that page)",
+            );
+            if !pages.is_empty() {
+                message.push_str("; pages opened lately:");
+                for p in &pages {
+                    message.push_str(&format!(
+                        " {} {} (answer goes to {});",
+                        p.page_code,
+                        common::display::one_line(&p.client_name),
+                        common::display::one_line(&p.redirect_host)
+                    ));
+                }
+                message.pop();
+            }
+            bail!(message)
+        }
+        OAuthCommand::Approve { page: Some(page) } => {
+            let answer = expect_answer(admin_request(
+                state_dir,
+                AdminRequest::Approve {
+                    page: Some(page.clone()),
+                },
+            )?)?;
             let AdminAnswer::ApprovalCode(answer) = answer else {
                 return Err(unexpected(&answer));
             };
@@ -132,24 +158,25 @@ pub fn run(
             }
             let code = &answer.approval_code;
             let minutes = answer.expires_in_seconds / 60;
+            let page = common::display::one_line(&answer.page_code);
             writeln!(out, "Approval code: {code}")?;
             writeln!(
                 out,
-                "Type it on the consent page. It works once, within {minutes} minutes."
+                "Type it on the consent page {page}. It works once, within {minutes} minutes, \
+                 for that page only."
             )?;
-            let waiting = answer.waiting;
-            if waiting.is_empty() {
-                writeln!(out, "No consent page is open right now.")?;
-            } else {
-                writeln!(out, "Consent pages open now:")?;
-                for w in waiting {
-                    writeln!(
-                        out,
-                        "  {} (answer goes to {})",
-                        common::display::one_line(&w.client_name),
-                        common::display::one_line(&w.redirect_host)
-                    )?;
-                }
+            match answer.waiting.first() {
+                Some(w) => writeln!(
+                    out,
+                    "That page: {} (answer goes to {})",
+                    common::display::one_line(&w.client_name),
+                    common::display::one_line(&w.redirect_host)
+                )?,
+                None => writeln!(
+                    out,
+                    "The gateway did not see page {page} among the pages opened lately: check \
+                     that the page names the client you are connecting."
+                )?,
             }
             writeln!(
                 out,
@@ -200,8 +227,8 @@ fn redirect_hosts(uris: &[String]) -> String {
     hosts.join(", ")
 }
 
-/// The consent pages waiting in the running gateway: none when it is not running (they live in
-/// its memory only); `Err` with the reason when it could not say.
+/// The consent pages the running gateway saw opened lately: none when it is not running (the
+/// list lives in its memory only); `Err` with the reason when it could not say.
 fn waiting_pages(state_dir: &Path) -> Result<Vec<PendingPage>, String> {
     match admin_request(state_dir, AdminRequest::Pages) {
         Ok(AdminAnswer::Pages(answer)) => Ok(answer.pages),
@@ -276,11 +303,12 @@ fn clients(state_dir: &Path, json: bool, out: &mut impl Write) -> anyhow::Result
         Ok(pages) => {
             writeln!(
                 out,
-                "\nconsent pages waiting for `gatewayctl oauth approve`:"
+                "\nconsent pages opened lately (approve one: `gatewayctl oauth approve <page>`):"
             )?;
-            let mut table = Table::new(&["CLIENT", "NAME", "REDIRECT TO", "OPEN FOR"]);
+            let mut table = Table::new(&["PAGE", "CLIENT", "NAME", "REDIRECT TO", "OPEN FOR"]);
             for p in &pages {
                 table.row(vec![
+                    p.page_code.clone(),
                     p.client_id.clone(),
                     p.client_name.clone(),
                     p.redirect_host.clone(),

@@ -129,7 +129,9 @@ fn a_database_before_v3_lists_no_oauth_rows() {
 fn approve_and_revoke_need_the_running_gateway() {
     let f = Fixture::new();
     for command in [
-        OAuthCommand::Approve,
+        OAuthCommand::Approve {
+            page: Some("abcd-2345".into()),
+        },
         OAuthCommand::Revoke {
             id: "grant_1".into(),
         },
@@ -143,6 +145,14 @@ fn approve_and_revoke_need_the_running_gateway() {
             "{err}"
         );
     }
+    // Without a page code: told to name one (no gateway to list pages from).
+    let (out, result) = f.run(false, Command::OAuth(OAuthCommand::Approve { page: None }));
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        result.unwrap_err(),
+        "name the consent page to approve: gatewayctl oauth approve <page code>, with the page \
+         code its consent page shows (an approval code approves only that page)"
+    );
 }
 
 #[test]

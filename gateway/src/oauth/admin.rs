@@ -55,30 +55,9 @@ impl Admin {
                     .map(String::from)
                     .collect(),
             }),
-            AdminRequest::Approve => match &self.oauth {
+            AdminRequest::Approve { page } => match &self.oauth {
                 None => oauth_off(),
-                Some(oauth) => match oauth.new_approval_code() {
-                    Ok((code, ttl, covered)) => {
-                        tracing::info!("oauth: the owner asked for an approval code");
-                        AdminAnswer::ApprovalCode(ApprovalCode {
-                            approval_code: code,
-                            expires_in_seconds: ttl.as_secs(),
-                            waiting: covered
-                                .into_iter()
-                                .map(|(client_name, redirect_host)| WaitingPage {
-                                    client_name,
-                                    redirect_host,
-                                })
-                                .collect(),
-                        })
-                    }
-                    Err(super::pending::NothingWaiting) => AdminAnswer::refused(
-                        AdminErrorCode::NothingWaiting,
-                        "no consent page is open: start the connection in your client first, and \
-                         run this again when its consent page asks for a code (a code approves \
-                         only pages open when it is issued)",
-                    ),
-                },
+                Some(oauth) => approve(oauth, page.as_deref()),
             },
             AdminRequest::Pages => match &self.oauth {
                 None => oauth_off(),
@@ -86,18 +65,17 @@ impl Admin {
                     let now = common::time::now_unix_ms();
                     AdminAnswer::Pages(WaitingPages {
                         pages: oauth
-                            .waiting_pages(now)
+                            .recent_pages(now)
                             .into_iter()
-                            .map(|(client_id, client_name, redirect_host, expires_at_ms)| {
-                                PendingPage {
-                                    client_id,
-                                    client_name,
-                                    redirect_host,
-                                    expires_in_seconds: u64::try_from(
-                                        (expires_at_ms - now).max(0) / 1000,
-                                    )
-                                    .unwrap_or(0),
-                                }
+                            .map(|p| PendingPage {
+                                page_code: super::request_id::show_page_code(&p.page),
+                                client_id: p.client_id,
+                                client_name: p.client_name,
+                                redirect_host: p.redirect_host,
+                                expires_in_seconds: u64::try_from(
+                                    (p.expires_at_ms - now).max(0) / 1000,
+                                )
+                                .unwrap_or(0),
                             })
                             .collect(),
                     })
@@ -155,6 +133,42 @@ impl Admin {
                 },
             },
         }
+    }
+}
+
+/// An approval code for the page the owner named, or why not.
+fn approve(oauth: &OAuth, page: Option<&str>) -> AdminAnswer {
+    let Some(page) = page.filter(|p| !p.trim().is_empty()) else {
+        return AdminAnswer::refused(
+            AdminErrorCode::InvalidRequest,
+            "name the consent page to approve: run `gatewayctl oauth approve <page code>` with the \
+             page code its consent page shows (an approval code approves only that page)",
+        );
+    };
+    match oauth.new_approval_code(page) {
+        Ok((code, page, ttl, seen)) => {
+            tracing::info!("oauth: the owner asked for an approval code");
+            AdminAnswer::ApprovalCode(ApprovalCode {
+                approval_code: code,
+                expires_in_seconds: ttl.as_secs(),
+                page_code: super::request_id::show_page_code(&page),
+                waiting: seen
+                    .into_iter()
+                    .map(|p| WaitingPage {
+                        client_name: p.client_name,
+                        redirect_host: p.redirect_host,
+                    })
+                    .collect(),
+            })
+        }
+        Err(super::approvals::NotAPageCode) => AdminAnswer::refused(
+            AdminErrorCode::InvalidRequest,
+            format!(
+                "{:?} is not a page code: a consent page shows its page code as 8 letters and \
+                 digits (like abcd-2345); name that one",
+                common::display::one_line(page)
+            ),
+        ),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The authorization endpoint: `GET` checks the request and shows the consent page; `POST` takes
-//! the owner's decision. Approving needs the owner's one-time approval code; the form is bound to
-//! the browser that loaded it (a CSRF token in the form and in a `SameSite=Strict` cookie) and
-//! must come from this gateway's own origin.
+//! the owner's decision. The page stores nothing: the request travels in its signed request id
+//! (`request_id.rs`), so a flood of pages takes nothing from the owner's. Approving needs the
+//! owner's one-time approval code, issued for this page's page code; the form is bound to the
+//! browser that loaded it (a CSRF token in the form and in a `SameSite=Strict` cookie) and must
+//! come from this gateway's own origin.
 //!
 //! Errors about the client or its redirect URI are shown on a page and never redirected (RFC 6749
 //! §4.1.2.1: the redirect target is not trusted yet); every later error goes back to the client.
@@ -14,18 +16,19 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use super::approvals::{ApprovalCheck, PageRef, REQUEST_TTL, SeenPage};
 use super::consent::{self, ConsentView};
 use super::credentials::challenge_well_formed;
-use super::pending::{ApprovalCheck, AuthorizationRequest, REQUEST_TTL};
+use super::request_id::{ConsentRequest, show_page_code};
 use super::store::CodeRow;
 use super::token::parse_form;
 use super::{OAuth, SCOPE};
 
 /// Longest `state` a client may send (it is echoed back).
 const MAX_STATE_LEN: usize = 1024;
-/// Largest decision form.
-const MAX_DECISION_BYTES: usize = 16 * 1024;
-/// Name prefix of the CSRF cookie (one per authorization request).
+/// Largest decision form (room for the largest request id).
+const MAX_DECISION_BYTES: usize = 32 * 1024;
+/// Name prefix of the CSRF cookie (one per consent page, named by its page code).
 const CSRF_COOKIE: &str = "ngw_csrf_";
 
 fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
@@ -89,9 +92,8 @@ fn redirect_error(
     )
 }
 
-fn cookie_name(request_id: &str) -> String {
-    let tag: String = request_id.chars().skip(4).take(16).collect();
-    format!("{CSRF_COOKIE}{tag}")
+fn cookie_name(page: &str) -> String {
+    format!("{CSRF_COOKIE}{page}")
 }
 
 fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -190,33 +192,41 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
         return refuse("invalid_scope", "the only scope is \"mcp\"");
     }
     let now = common::time::now_unix_ms();
-    let csrf = common::hash::new_secret("csrf");
-    let request = AuthorizationRequest {
-        csrf: csrf.clone(),
+    let request = ConsentRequest {
         client_id: client.client_id.clone(),
-        client_name: client
-            .client_name
-            .clone()
-            .unwrap_or_else(|| "an unnamed client".to_string()),
         redirect_uri: redirect_uri.to_string(),
-        state: state.map(str::to_string),
         code_challenge: challenge.to_string(),
-        resource: oauth.resource.clone(),
+        code_challenge_method: "S256".to_string(),
+        state: state.map(str::to_string),
         scope: SCOPE.to_string(),
-        expires_at_ms: now + i64::try_from(REQUEST_TTL.as_millis()).unwrap_or(i64::MAX),
-        stored_client: client.stored,
+        resource: oauth.resource.clone(),
+        issued_at_ms: now,
+        page: super::request_id::new_page_code(),
     };
-    if let Err(seconds) = oauth
-        .limits()
-        .open_page(&client.client_id, std::time::Instant::now())
-    {
-        return too_many_pages(seconds);
-    }
-    let request_id = match oauth.pending().insert(request.clone(), now) {
-        Ok(id) => id,
-        Err(seconds) => return too_many_pages(seconds),
+    let request_id = oauth.request_ids.issue(&request);
+    let csrf = oauth.request_ids.csrf(&request_id);
+    let client_name = client
+        .client_name
+        .clone()
+        .unwrap_or_else(|| "an unnamed client".to_string());
+    oauth.approvals().note_page(
+        SeenPage {
+            page: request.page.clone(),
+            digest: super::request_id::digest(&request_id),
+            client_id: client.client_id.clone(),
+            client_name: client_name.clone(),
+            redirect_host: redirect_host(redirect_uri),
+            expires_at_ms: now + i64::try_from(REQUEST_TTL.as_millis()).unwrap_or(i64::MAX),
+        },
+        now,
+    );
+    let page = Page {
+        request_id: &request_id,
+        request: &request,
+        csrf: &csrf,
+        client_name: &client_name,
     };
-    let mut response = render_consent(&request_id, &request, None, StatusCode::OK);
+    let mut response = render_consent(&page, None, StatusCode::OK);
     let secure = if oauth.issuer.starts_with("https://") {
         "; Secure"
     } else {
@@ -224,7 +234,7 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
     };
     let cookie = format!(
         "{}={csrf}; Path=/oauth/authorize; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
-        cookie_name(&request_id),
+        cookie_name(&request.page),
         REQUEST_TTL.as_secs()
     );
     if let Ok(value) = http::HeaderValue::from_str(&cookie) {
@@ -235,52 +245,47 @@ pub async fn show_consent(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQ
     response
 }
 
-/// 429 with `Retry-After`: this client opened too many consent pages (the limit is per client,
-/// so a stranger's flood never refuses the owner's client).
-fn too_many_pages(seconds: u64) -> Response {
-    static REFUSED: super::limiter::ThrottledWarning =
-        super::limiter::ThrottledWarning::new(std::time::Duration::from_secs(60));
-    if let Some(left_out) = REFUSED.admit(common::time::now_unix_ms()) {
-        tracing::warn!(
-            left_out,
-            "oauth: consent page refused: too many pages (of one client, or of new clients in all)"
-        );
-    }
-    super::OAuthError::rate_limited(
-        seconds,
-        format!(
-            "this client opened too many authorization pages; try again in {seconds} s (at most \
-             {} at once, then one every {} s)",
-            super::limiter::PAGES_BURST,
-            super::limiter::PAGES_EVERY.as_secs()
-        ),
-    )
-    .into_response()
-}
-
-fn render_consent(
-    request_id: &str,
-    request: &AuthorizationRequest,
-    error: Option<&str>,
-    status: StatusCode,
-) -> Response {
-    let host = url::Url::parse(&request.redirect_uri)
+fn redirect_host(uri: &str) -> String {
+    url::Url::parse(uri)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// One consent page: its signed request, as issued or as posted back and verified.
+struct Page<'a> {
+    request_id: &'a str,
+    request: &'a ConsentRequest,
+    csrf: &'a str,
+    client_name: &'a str,
+}
+
+impl Page<'_> {
+    fn page_ref<'b>(&'b self, digest: &'b [u8; 32]) -> PageRef<'b> {
+        PageRef {
+            page: &self.request.page,
+            issued_at_ms: self.request.issued_at_ms,
+            digest,
+        }
+    }
+}
+
+fn render_consent(page: &Page<'_>, error: Option<&str>, status: StatusCode) -> Response {
+    let host = redirect_host(&page.request.redirect_uri);
     let view = ConsentView {
-        request_id,
-        csrf: &request.csrf,
-        client_name: &request.client_name,
-        client_id: &request.client_id,
-        redirect_uri: &request.redirect_uri,
+        request_id: page.request_id,
+        csrf: page.csrf,
+        page_code: &show_page_code(&page.request.page),
+        client_name: page.client_name,
+        client_id: &page.request.client_id,
+        redirect_uri: &page.request.redirect_uri,
         redirect_host: &host,
         error,
     };
     consent::html_response(
         status,
         consent::consent_page(&view),
-        origin_of(&request.redirect_uri).as_deref(),
+        origin_of(&page.request.redirect_uri).as_deref(),
     )
 }
 
@@ -322,16 +327,27 @@ pub async fn decide(State(oauth): State<Arc<OAuth>>, headers: HeaderMap, body: B
     let field = |key: &str| params.get(key).map(String::as_str).unwrap_or_default();
     let request_id = field("request_id");
     let now = common::time::now_unix_ms();
-    let Some(request) = oauth.pending().get(request_id, now) else {
-        return error_page(
-            StatusCode::BAD_REQUEST,
-            "Request expired",
-            "This authorization request is unknown or expired. Start again from your client.",
-        );
+    let request = match oauth.request_ids.verify(request_id, now) {
+        Ok(request) => request,
+        Err(super::request_id::RequestIdError::Expired) => {
+            return error_page(
+                StatusCode::BAD_REQUEST,
+                "Request expired",
+                &super::request_id::RequestIdError::Expired.to_string(),
+            );
+        }
+        Err(err) => {
+            return error_page(
+                StatusCode::BAD_REQUEST,
+                "Invalid authorization request",
+                &err.to_string(),
+            );
+        }
     };
-    let csrf_ok = common::hash::constant_time_eq(field("csrf").as_bytes(), request.csrf.as_bytes())
-        && cookie_value(&headers, &cookie_name(request_id))
-            .is_some_and(|c| common::hash::constant_time_eq(c.as_bytes(), request.csrf.as_bytes()));
+    let csrf = oauth.request_ids.csrf(request_id);
+    let csrf_ok = common::hash::constant_time_eq(field("csrf").as_bytes(), csrf.as_bytes())
+        && cookie_value(&headers, &cookie_name(&request.page))
+            .is_some_and(|c| common::hash::constant_time_eq(c.as_bytes(), csrf.as_bytes()));
     if !csrf_ok {
         return error_page(
             StatusCode::FORBIDDEN,
@@ -340,9 +356,34 @@ pub async fn decide(State(oauth): State<Arc<OAuth>>, headers: HeaderMap, body: B
              your client.",
         );
     }
+    let digest = super::request_id::digest(request_id);
+    if oauth.approvals().decided(&digest, now) {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Request already decided",
+            "request_decided: this authorization request was already approved, denied or voided; \
+             it works once. Start again from your client.",
+        );
+    }
+    // Verified again (a revocation may have come since the page opened).
+    let client = match oauth.resolve_client(&request.client_id) {
+        Ok(client) => client,
+        Err(super::ClientRefusal::Store(err)) => return state_unreadable(&err),
+        Err(refusal) => return unknown_client_page(&refusal),
+    };
+    let client_name = client
+        .client_name
+        .clone()
+        .unwrap_or_else(|| "an unnamed client".to_string());
+    let page = Page {
+        request_id,
+        request: &request,
+        csrf: &csrf,
+        client_name: &client_name,
+    };
     match field("decision") {
         "deny" => {
-            oauth.pending().remove(request_id);
+            oauth.approvals().deny(page.page_ref(&digest), now);
             tracing::info!(client_id = %request.client_id, "oauth: the owner denied a client");
             redirect_to_client(
                 &oauth,
@@ -355,7 +396,7 @@ pub async fn decide(State(oauth): State<Arc<OAuth>>, headers: HeaderMap, body: B
                 StatusCode::SEE_OTHER,
             )
         }
-        "approve" => approve(&oauth, request_id, &request, field("approval_code"), now),
+        "approve" => approve(&oauth, &page, &digest, &client, field("approval_code"), now),
         _ => error_page(
             StatusCode::BAD_REQUEST,
             "Invalid request",
@@ -366,28 +407,52 @@ pub async fn decide(State(oauth): State<Arc<OAuth>>, headers: HeaderMap, body: B
 
 fn approve(
     oauth: &OAuth,
-    request_id: &str,
-    request: &AuthorizationRequest,
+    page: &Page<'_>,
+    digest: &[u8; 32],
+    client: &super::Client,
     typed_code: &str,
     now: i64,
 ) -> Response {
+    let request = page.request;
     let check = oauth
-        .pending()
-        .check_approval_code(request_id, typed_code, now);
+        .approvals()
+        .check_approval_code(page.page_ref(digest), typed_code, now);
+    let shown_page = show_page_code(&request.page);
+    let retry = |message: &str| render_consent(page, Some(message), StatusCode::BAD_REQUEST);
     match check {
         ApprovalCheck::Accepted => {}
+        ApprovalCheck::NotNamed => {
+            return retry(&format!(
+                "No approval code was issued for this page yet (or only before it opened). Run \
+                 `gatewayctl oauth approve {shown_page}` on the computer running the gateway and \
+                 type the code it prints. Nothing was counted."
+            ));
+        }
+        ApprovalCheck::PageCodeTyped => {
+            return retry(&format!(
+                "That is this page's own page code. Run `gatewayctl oauth approve {shown_page}` \
+                 and type the approval code it prints. Nothing was counted."
+            ));
+        }
+        ApprovalCheck::Decided => {
+            return error_page(
+                StatusCode::BAD_REQUEST,
+                "Request already decided",
+                "request_decided: this authorization request was already approved, denied or \
+                 voided; it works once. Start again from your client.",
+            );
+        }
         ApprovalCheck::Rejected { attempts_left } => {
             static WRONG: super::limiter::ThrottledWarning =
                 super::limiter::ThrottledWarning::new(std::time::Duration::from_secs(10));
             if let Some(left_out) = WRONG.admit(now) {
                 tracing::warn!(client_id = %request.client_id, left_out, "oauth: wrong approval code");
             }
-            let message = format!(
-                "That approval code is not valid for this page (wrong, expired, already used, \
-                 or issued before this page opened). {attempts_left} attempt{} left on this page.",
+            return retry(&format!(
+                "That approval code is not valid for this page (wrong, expired or already used). \
+                 {attempts_left} attempt{} left on this page.",
                 if attempts_left == 1 { "" } else { "s" }
-            );
-            return render_consent(request_id, request, Some(&message), StatusCode::BAD_REQUEST);
+            ));
         }
         ApprovalCheck::Locked => {
             static VOID: super::limiter::ThrottledWarning =
@@ -399,11 +464,10 @@ fn approve(
                 StatusCode::TOO_MANY_REQUESTS,
                 "Too many attempts",
                 "Too many wrong approval codes on this page: it is void. Start again from your \
-                 client, then run `gatewayctl oauth approve` for a new code.",
+                 client, then run `gatewayctl oauth approve <page code>` for a new code.",
             );
         }
     }
-    oauth.pending().remove(request_id);
     let code = common::hash::new_secret(super::credentials::CODE_KIND);
     let row = CodeRow {
         client_id: request.client_id.clone(),
@@ -413,13 +477,7 @@ fn approve(
         scope: request.scope.clone(),
         expires_at_ms: now + i64::try_from(super::CODE_TTL.as_millis()).unwrap_or(i64::MAX),
     };
-    // Verified again (a revocation may have come meanwhile); the row is written with the code.
-    let client = match oauth.resolve_client(&request.client_id) {
-        Ok(client) => client,
-        Err(super::ClientRefusal::Store(err)) => return state_unreadable(&err),
-        Err(refusal) => return unknown_client_page(&refusal),
-    };
-    match oauth.store.approve(&client, &code, &row) {
+    match oauth.store.approve(client, &code, &row) {
         Ok(()) => {}
         Err(err) if err.error == "invalid_client" => {
             return error_page(StatusCode::BAD_REQUEST, "Client revoked", &err.description);

@@ -11,9 +11,10 @@
 //! with `revoked_at_ms` refuses the id although it verifies (`OAuth::resolve_client`).
 
 use base64::Engine;
-use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use super::sealed::{SealError, Sealer};
 
 /// Prefix of every signed client id (a leaked value says what it is; old stored ids start with
 /// `client_`).
@@ -23,8 +24,6 @@ pub const VERSION: u8 = 1;
 /// Bytes of a redirect URI's SHA-256 kept in the id: a second preimage of 128 bits is out of
 /// reach, and the id names the URIs it was issued for without carrying up to 8 × 2000 bytes.
 const URI_HASH_BYTES: usize = 16;
-/// Bytes of the MAC.
-const MAC_BYTES: usize = 32;
 /// Longest id accepted before anything is decoded: room for the largest registration (a name of
 /// 100 characters of up to 4 bytes each, 8 URI hashes, the issue time), with margin.
 pub const MAX_LEN: usize = 1200;
@@ -101,22 +100,14 @@ pub enum ClientIdError {
 
 /// Issues and verifies client ids under the server key.
 pub struct ClientIds {
-    key: Vec<u8>,
+    sealer: Sealer,
 }
 
 impl ClientIds {
     pub fn new(server_key: &str) -> ClientIds {
         ClientIds {
-            key: server_key.as_bytes().to_vec(),
+            sealer: Sealer::new(server_key, MAC_LABEL, PREFIX, MAX_LEN),
         }
-    }
-
-    fn mac(&self) -> Hmac<Sha256> {
-        // HMAC takes keys of any length.
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
-            .unwrap_or_else(|_| unreachable!("HMAC-SHA256 accepts keys of any length"));
-        mac.update(MAC_LABEL);
-        mac
     }
 
     /// The client id for `client`.
@@ -128,42 +119,23 @@ impl ClientIds {
     pub(super) fn issue_version(&self, version: u8, client: &SignedClient) -> String {
         // A struct of strings and numbers: serialising it cannot fail.
         let payload = serde_json::to_vec(client).unwrap_or_default();
-        let mut bytes = Vec::with_capacity(1 + payload.len() + MAC_BYTES);
-        bytes.push(version);
-        bytes.extend_from_slice(&payload);
-        let mut mac = self.mac();
-        mac.update(&bytes);
-        bytes.extend_from_slice(&mac.finalize().into_bytes());
-        format!(
-            "{PREFIX}{}",
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-        )
+        self.sealer.seal(version, &payload)
     }
 
     /// The client `id` names, if this gateway issued it unchanged: the length first, then the MAC
     /// (constant time), and only then the version and the payload.
     pub fn verify(&self, id: &str) -> Result<SignedClient, ClientIdError> {
-        if id.len() > MAX_LEN {
-            return Err(ClientIdError::Oversized);
-        }
-        let encoded = id.strip_prefix(PREFIX).ok_or(ClientIdError::Malformed)?;
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(encoded)
-            .map_err(|_| ClientIdError::Malformed)?;
-        if bytes.len() < 1 + MAC_BYTES + 2 {
-            return Err(ClientIdError::Malformed);
-        }
-        let (signed, tag) = bytes.split_at(bytes.len() - MAC_BYTES);
-        let mut mac = self.mac();
-        mac.update(signed);
-        mac.verify_slice(tag).map_err(|_| ClientIdError::Forged)?;
-        let (&version, payload) = signed.split_first().ok_or(ClientIdError::Malformed)?;
+        let (version, payload) = self.sealer.open(id).map_err(|err| match err {
+            SealError::Oversized => ClientIdError::Oversized,
+            SealError::Malformed => ClientIdError::Malformed,
+            SealError::Forged => ClientIdError::Forged,
+        })?;
         if version != VERSION {
             return Err(ClientIdError::UnknownVersion(version));
         }
         // Only this gateway's own bytes get here: a payload it cannot read is a bug of another
         // build under the same key, refused like a damaged id.
-        serde_json::from_slice(payload).map_err(|_| ClientIdError::Malformed)
+        serde_json::from_slice(&payload).map_err(|_| ClientIdError::Malformed)
     }
 }
 

@@ -97,6 +97,8 @@ fn page(title: &str, main: &str) -> String {
 pub struct ConsentView<'a> {
     pub request_id: &'a str,
     pub csrf: &'a str,
+    /// The page code the owner names to `gatewayctl oauth approve` (`abcd-efgh`).
+    pub page_code: &'a str,
     pub client_name: &'a str,
     pub client_id: &'a str,
     pub redirect_uri: &'a str,
@@ -134,10 +136,11 @@ pub fn consent_page(view: &ConsentView<'_>) -> String {
          <form method=\"post\" action=\"/oauth/authorize\">\n\
          <input type=\"hidden\" name=\"request_id\" value=\"{request_id}\">\n\
          <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\n\
+         <p>Page code: <strong id=\"page-code\">{page_code}</strong></p>\n\
          <label for=\"approval_code\">Approval code</label>\n\
-         <p id=\"code-help\">Keep this page open, run <code>gatewayctl oauth approve</code> on \
-         the computer running the gateway, and type the code it prints. A code works once, for \
-         10 minutes, and only for pages open when it was printed.</p>\n\
+         <p id=\"code-help\">Keep this page open, run <code>gatewayctl oauth approve \
+         {page_code}</code> on the computer running the gateway, and type the approval code it \
+         prints. A code works once, for 10 minutes, and only for this page.</p>\n\
          <input id=\"approval_code\" name=\"approval_code\" type=\"text\" \
          autocomplete=\"one-time-code\" autocapitalize=\"characters\" spellcheck=\"false\" \
          maxlength=\"20\" aria-describedby=\"{described_by}\">\n\
@@ -151,6 +154,7 @@ pub fn consent_page(view: &ConsentView<'_>) -> String {
         uri = escape(view.redirect_uri),
         request_id = escape(view.request_id),
         csrf = escape(view.csrf),
+        page_code = escape(view.page_code),
     );
     page(&format!("Allow {}?", view.client_name), &main)
 }

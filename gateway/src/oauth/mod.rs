@@ -6,11 +6,14 @@
 //! Submodules: `metadata` (RFC 9728 and RFC 8414 documents), `registration` (RFC 7591 DCR,
 //! stateless), `client_id` (the signed client ids registration issues and every endpoint checks),
 //! `authorize` (the authorization endpoint and the owner's consent), `consent` (the HTML page),
-//! `token` (code exchange and refresh rotation), `store` (SQLite rows, hashes only), `pending`
-//! (in-memory authorization requests and approval codes), `credentials` (token prefixes, PKCE),
-//! `limiter` (windows and the consent pages' rate limits), `admin` (the owner-only Unix socket).
+//! `request_id` (the signed consent requests the page carries instead of memory), `sealed` (the
+//! MAC'd encoding both kinds of id share), `token` (code exchange and refresh rotation), `store`
+//! (SQLite rows, hashes only), `approvals` (the owner's approval codes, each naming one page),
+//! `credentials` (token prefixes, PKCE), `limiter` (the consent window, throttled warnings),
+//! `admin` (the owner-only Unix socket).
 
 pub mod admin;
+mod approvals;
 mod authorize;
 pub mod client_id;
 mod consent;
@@ -18,8 +21,9 @@ mod credentials;
 mod error;
 pub mod limiter;
 pub mod metadata;
-mod pending;
 mod registration;
+pub mod request_id;
+mod sealed;
 pub mod store;
 mod token;
 
@@ -202,8 +206,9 @@ pub struct OAuth {
     pub store: OAuthStore,
     /// Issues and verifies the signed client ids.
     pub client_ids: client_id::ClientIds,
-    pending: Mutex<pending::Pending>,
-    limits: Mutex<limiter::Limits>,
+    /// Issues and verifies the signed consent requests and their CSRF tokens.
+    pub request_ids: request_id::RequestIds,
+    approvals: Mutex<approvals::Approvals>,
 }
 
 impl OAuth {
@@ -225,36 +230,33 @@ impl OAuth {
             access_token_ttl: settings.access_token_ttl,
             store,
             client_ids: client_id::ClientIds::new(&key),
-            pending: Mutex::new(pending::Pending::default()),
-            limits: Mutex::new(limiter::Limits::default()),
+            request_ids: request_id::RequestIds::new(&key),
+            approvals: Mutex::new(approvals::Approvals::default()),
         }))
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, pending::Pending> {
-        self.pending
+    fn approvals(&self) -> std::sync::MutexGuard<'_, approvals::Approvals> {
+        self.approvals
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn limits(&self) -> std::sync::MutexGuard<'_, limiter::Limits> {
-        self.limits
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// A new one-time approval code for the consent pages waiting now (the owner's proof), as
-    /// shown to them, with those pages: (client name, redirect host).
+    /// A new one-time approval code for the consent page the owner named by its page code, as
+    /// shown to them: (approval code, page code, lifetime, the page as seen lately if it was).
     #[allow(clippy::type_complexity)]
     pub fn new_approval_code(
         &self,
-    ) -> Result<(String, Duration, Vec<(String, String)>), pending::NothingWaiting> {
-        self.pending()
-            .new_approval_code(common::time::now_unix_ms())
+        page: &str,
+    ) -> Result<(String, String, Duration, Option<approvals::SeenPage>), approvals::NotAPageCode>
+    {
+        self.approvals()
+            .new_approval_code(page, common::time::now_unix_ms())
     }
 
-    /// The consent pages waiting now: (client id, client name, redirect host, expiry).
-    pub fn waiting_pages(&self, now_ms: i64) -> Vec<(String, String, String, i64)> {
-        self.pending().waiting_pages(now_ms)
+    /// The consent pages opened lately and still open, oldest first (for the owner's listings;
+    /// a flood pushes pages out of this list, never out of approval).
+    pub fn recent_pages(&self, now_ms: i64) -> Vec<approvals::SeenPage> {
+        self.approvals().recent_pages(now_ms)
     }
 
     /// The client `client_id` names: a signed id this gateway issued (refused when the owner
@@ -305,8 +307,7 @@ pub struct Client {
     pub client_name: Option<String>,
     /// When it registered.
     pub issued_at_ms: i64,
-    /// It has a row: the owner approved it before (or an older gateway registered it). Only the
-    /// owner adds such rows, so their pages stay out of the cap strangers share (`pending`).
+    /// It has a row: the owner approved it before (or an older gateway registered it).
     pub stored: bool,
     redirects: Redirects,
 }

@@ -1,11 +1,10 @@
 //! Unit tests of the OAuth pieces that need no HTTP: PKCE, redirect URIs, registration requests,
-//! the public base, approval codes and their attempt limit, the consent page's escaping and CSP,
+//! the public base, the consent page's escaping and CSP,
 //! and the store's one-use codes and refresh rotation.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::credentials::{challenge_well_formed, pkce_matches, verifier_well_formed};
-use super::pending::{ApprovalCheck, MAX_APPROVAL_ATTEMPTS, Pending};
 use super::registration::{check_redirect_uri, parse_registration};
 use super::store::{CodeRow, OAuthStore, TokenRequest};
 use super::*;
@@ -116,209 +115,12 @@ fn public_base_is_an_origin_and_the_loopback_default_follows_the_listener() {
     assert!(!AuthMode::OAuth.static_token() && !AuthMode::Token.oauth());
 }
 
-fn waiting_request(expires_at_ms: i64) -> pending::AuthorizationRequest {
-    pending::AuthorizationRequest {
-        csrf: "c".into(),
-        client_id: "client_x".into(),
-        client_name: "X".into(),
-        redirect_uri: "https://a.example/cb".into(),
-        state: None,
-        code_challenge: "c".into(),
-        resource: "r".into(),
-        scope: SCOPE.into(),
-        expires_at_ms,
-        stored_client: false,
-    }
-}
-
-#[test]
-fn approval_codes_are_single_use_expire_and_lock_after_the_attempt_limit() {
-    let mut pending = Pending::default();
-    // Nothing waiting: no code (it would approve nothing).
-    assert_eq!(pending.new_approval_code(0), Err(pending::NothingWaiting));
-    let page = pending.insert(waiting_request(1_000_000), 0).unwrap();
-    let (code, ttl, covered) = pending.new_approval_code(1_000).unwrap();
-    assert_eq!(code.len(), 9);
-    assert_eq!(ttl, pending::APPROVAL_CODE_TTL);
-    assert_eq!(covered, vec![("X".to_string(), "a.example".to_string())]);
-    // A page opened after the code was issued: the code does not approve it.
-    let later = pending.insert(waiting_request(1_000_000), 1_500).unwrap();
-    assert_eq!(
-        pending.check_approval_code(&later, &code, 1_600),
-        ApprovalCheck::Rejected {
-            attempts_left: MAX_APPROVAL_ATTEMPTS - 1
-        }
-    );
-    assert_eq!(
-        pending.check_approval_code(&page, &code.to_lowercase(), 2_000),
-        ApprovalCheck::Accepted
-    );
-    assert_eq!(
-        pending.check_approval_code(&later, &code, 2_000),
-        ApprovalCheck::Rejected {
-            attempts_left: MAX_APPROVAL_ATTEMPTS - 2
-        }
-    );
-    // Expired.
-    let (late, _, _) = pending.new_approval_code(10_000).unwrap();
-    let expiry = 10_000 + i64::try_from(ttl.as_millis()).unwrap();
-    assert!(matches!(
-        pending.check_approval_code(&later, &late, expiry),
-        ApprovalCheck::Rejected { .. }
-    ));
-    // Wrong codes on a stranger's page spend that page only: the owner's code for the owner's
-    // page still works (red-team O-2, O-4).
-    let owners = pending.insert(waiting_request(1_000_000), 20_000).unwrap();
-    let strangers = pending.insert(waiting_request(1_000_000), 20_000).unwrap();
-    let (live, _, _) = pending.new_approval_code(20_000).unwrap();
-    for _ in 1..MAX_APPROVAL_ATTEMPTS {
-        assert!(matches!(
-            pending.check_approval_code(&strangers, "ZZZZ-ZZZZ", 20_001),
-            ApprovalCheck::Rejected { .. }
-        ));
-    }
-    assert_eq!(
-        pending.check_approval_code(&strangers, "ZZZZ-ZZZZ", 20_001),
-        ApprovalCheck::Locked
-    );
-    assert!(
-        pending.get(&strangers, 20_001).is_none(),
-        "the page is void"
-    );
-    assert_eq!(
-        pending.check_approval_code(&owners, &live, 20_002),
-        ApprovalCheck::Accepted
-    );
-}
-
-fn page_of(client_id: &str, expires_at_ms: i64) -> pending::AuthorizationRequest {
-    pending::AuthorizationRequest {
-        client_id: client_id.into(),
-        ..waiting_request(expires_at_ms)
-    }
-}
-
-#[test]
-fn a_flood_of_pages_never_pushes_out_one_a_live_code_covers() {
-    let mut pending = Pending::default();
-    let owners = pending.insert(waiting_request(1_000_000), 0).unwrap();
-    let (code, _, _) = pending.new_approval_code(1).unwrap();
-    // Pages of the same client push out only its uncovered ones.
-    for _ in 0..3 * pending::MAX_PAGES_PER_CLIENT {
-        pending.insert(waiting_request(1_000_000), 2).unwrap();
-    }
-    assert!(
-        pending.get(&owners, 3).is_some(),
-        "the covered page was pushed out"
-    );
-    assert_eq!(
-        pending.check_approval_code(&owners, &code, 4),
-        ApprovalCheck::Accepted
-    );
-}
-
-#[test]
-fn pages_of_other_clients_never_push_out_the_owners_page() {
-    let mut pending = Pending::default();
-    // The owner's page, before any code was asked for (issue 24).
-    let owners = pending
-        .insert(page_of("client_owner", 1_000_000), 0)
-        .unwrap();
-    let mut refused = 0;
-    for i in 0..2 * pending::MAX_REQUESTS {
-        let stranger = format!("client_{}", i % 150);
-        if pending.insert(page_of(&stranger, 1_000_000), 1).is_err() {
-            refused += 1;
-        }
-    }
-    assert!(refused > 0, "the global cap refuses, it does not evict");
-    assert!(
-        pending.get(&owners, 2).is_some(),
-        "the owner's page was pushed out"
-    );
-    assert!(
-        pending
-            .waiting_pages(2)
-            .iter()
-            .any(|(client_id, ..)| client_id == "client_owner")
-    );
-    let (code, _, _) = pending.new_approval_code(3).unwrap();
-    assert_eq!(
-        pending.check_approval_code(&owners, &code, 4),
-        ApprovalCheck::Accepted
-    );
-}
-
-#[test]
-fn waiting_requests_are_bounded_and_expire() {
-    let mut pending = Pending::default();
-    let first = pending.insert(waiting_request(100), 0).unwrap();
-    for _ in 0..pending::MAX_PAGES_PER_CLIENT {
-        pending.insert(waiting_request(200), 0).unwrap();
-    }
-    assert!(
-        pending.get(&first, 0).is_none(),
-        "the oldest was not dropped"
-    );
-    assert_eq!(pending.waiting(0).len(), pending::MAX_PAGES_PER_CLIENT);
-    assert_eq!(pending.waiting(0)[0], ("X".into(), "a.example".into()));
-    assert!(pending.waiting(200).is_empty());
-}
-
-#[test]
-fn page_buckets_refuse_with_the_wait_and_refill_per_client() {
-    use super::limiter::{Limits, PAGES_BURST, PAGES_EVERY};
-    let t0 = std::time::Instant::now();
-    let mut limits = Limits::default();
-    // Per client: a stranger's pages spend only its own bucket.
-    for _ in 0..PAGES_BURST {
-        limits.open_page("client_stranger", t0).unwrap();
-    }
-    assert_eq!(
-        limits.open_page("client_stranger", t0),
-        Err(PAGES_EVERY.as_secs())
-    );
-    limits.open_page("client_owner", t0).unwrap();
-    limits
-        .open_page("client_stranger", t0 + PAGES_EVERY)
-        .unwrap();
-    // Ids are free to mint: the buckets of many stay bounded, and the owner's still works.
-    for i in 0..20_000 {
-        let _ = limits.open_page(&format!("ngc_minted_{i}"), t0);
-    }
-    limits.open_page("client_owner", t0).unwrap();
-}
-
-#[test]
-fn a_flood_of_minted_clients_never_refuses_a_page_of_an_approved_client() {
-    let mut pending = Pending::default();
-    let owners = pending
-        .insert(page_of("ngc_owner_new", 1_000_000), 0)
-        .unwrap();
-    for i in 0..pending::MAX_REQUESTS {
-        let _ = pending.insert(page_of(&format!("ngc_minted_{i}"), 1_000_000), 1);
-    }
-    // The cap of fresh clients is full: a new one is refused, the waiting page stays.
-    assert!(pending.insert(page_of("ngc_late", 1_000_000), 2).is_err());
-    assert!(pending.get(&owners, 2).is_some());
-    // A client the owner approved before (it has a row) still opens its page.
-    let approved = pending::AuthorizationRequest {
-        stored_client: true,
-        ..page_of("ngc_approved", 1_000_000)
-    };
-    let page = pending.insert(approved, 3).unwrap();
-    let (code, _, _) = pending.new_approval_code(4).unwrap();
-    assert_eq!(
-        pending.check_approval_code(&page, &code, 5),
-        ApprovalCheck::Accepted
-    );
-}
-
 #[test]
 fn consent_page_escapes_what_the_client_chose() {
     let page = consent::consent_page(&consent::ConsentView {
         request_id: "req_1",
         csrf: "csrf_1",
+        page_code: "abcd-2345",
         client_name: "<script>alert(1)</script>\"'&",
         client_id: "client_1",
         redirect_uri: "https://a.example/cb?x=\"><img>",
@@ -341,6 +143,7 @@ fn consent_and_error_pages_read_as_written() {
     let page = consent::consent_page(&consent::ConsentView {
         request_id: "req_0123",
         csrf: "csrf_4567",
+        page_code: "abcd-2345",
         client_name: "ChatGPT",
         client_id: "client_89ab",
         redirect_uri: "https://chatgpt.com/connector_platform_oauth_redirect",

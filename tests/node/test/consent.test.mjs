@@ -164,13 +164,13 @@ describe('consent page in headless Chromium', () => {
 
   test('a wrong code is answered on the page; the right one works once', async () => {
     const page = await openConsent('approve-1');
+    const code = await approvalCode(gw.stateDir, await page.locator('#page-code').innerText());
     await page.getByLabel('Approval code').fill('AAAA-AAAA');
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.getByRole('alert').waitFor();
     assert.match(await page.getByRole('alert').innerText(), /not valid .* 4 attempts left/);
     assert.equal(site.landed.length, 0);
 
-    const code = await approvalCode(gw.stateDir);
     await page.getByLabel('Approval code').fill(code);
     await Promise.all([page.waitForURL(`${site.callback}?**`), page.getByRole('button', { name: 'Approve' }).click()]);
     const answer = site.landed.pop();
@@ -178,12 +178,12 @@ describe('consent page in headless Chromium', () => {
     assert.ok(answer.code?.startsWith('ngw_code_'), JSON.stringify(answer));
     assert.equal(answer.iss, new URL(gw.url).origin);
 
-    // The same code on a second consent page: refused.
+    // The same code on a second consent page: refused (it named the first page only).
     const again = await openConsent('approve-2');
     await again.getByLabel('Approval code').fill(code);
     await again.getByRole('button', { name: 'Approve' }).click();
     await again.getByRole('alert').waitFor();
-    assert.match(await again.getByRole('alert').innerText(), /not valid/);
+    assert.match(await again.getByRole('alert').innerText(), /No approval code was issued for this page/);
     assert.equal(site.landed.length, 0);
     await again.close();
     await page.close();
@@ -215,9 +215,9 @@ describe('consent page in headless Chromium', () => {
     const consent = await fetch(authorizeUrl('forged'));
     const html = await consent.text();
     const field = (name) => html.match(new RegExp(`name="${name}" value="([^"]+)"`))[1];
-    // The owner's own page is open too when the code is issued (a code approves only those).
+    // The owner's own page is open too, and the code names it.
     const own = await openConsent('after-attack');
-    const code = await approvalCode(gw.stateDir);
+    const code = await approvalCode(gw.stateDir, await own.locator('#page-code').innerText());
     site.pages.set(
       '/attack',
       `<!doctype html><title>attack</title>

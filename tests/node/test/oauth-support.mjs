@@ -26,12 +26,20 @@ export async function gatewayctl(stateDir, args) {
   return JSON.parse(stdout);
 }
 
-/** A fresh approval code, as the owner gets it. */
-export async function approvalCode(stateDir) {
-  const answer = await gatewayctl(stateDir, ['oauth', 'approve']);
+/** A fresh approval code for the consent page with this page code, as the owner gets it. */
+export async function approvalCode(stateDir, page) {
+  const answer = await gatewayctl(stateDir, ['oauth', 'approve', page]);
   assert.equal(answer.ok, true, JSON.stringify(answer));
   assert.match(answer.approval_code, /^[A-Z2-9]{4}-[A-Z2-9]{4}$/);
+  assert.equal(answer.page_code, page);
   return answer.approval_code;
+}
+
+/** The page code a consent page shows (`abcd-2345`): the owner names it to `oauth approve`. */
+export function pageCode(html) {
+  const match = html.match(/<strong id="page-code">([^<]+)<\/strong>/);
+  assert.ok(match, 'no page code on the consent page');
+  return match[1];
 }
 
 function hidden(html, name) {
@@ -51,8 +59,9 @@ export async function consentOverHttp(authorizationUrl, decision, code) {
   const cookie = page.headers.get('set-cookie')?.split(';')[0];
   assert.ok(cookie, 'the consent page set no CSRF cookie');
   const html = await page.text();
-  // A code approves only pages open when it was issued: the owner asks for it now (a function).
-  if (typeof code === 'function') code = await code();
+  // A code approves only the page it names: the owner asks for it now (a function of the page
+  // code).
+  if (typeof code === 'function') code = await code(pageCode(html));
   const form = new URLSearchParams({
     request_id: hidden(html, 'request_id'),
     csrf: hidden(html, 'csrf'),

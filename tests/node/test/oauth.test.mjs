@@ -72,7 +72,7 @@ class OwnerApprovingProvider {
   async redirectToAuthorization(url) {
     this.authorizations.push(url);
     if (!this.approve) return; // the owner is away: nothing happens
-    const landed = await consentOverHttp(url, 'approve', () => approvalCode(this.stateDir));
+    const landed = await consentOverHttp(url, 'approve', (page) => approvalCode(this.stateDir, page));
     assert.equal(landed.origin + landed.pathname, REDIRECT);
     assert.equal(landed.searchParams.get('state'), url.searchParams.get('state'));
     this.code = landed.searchParams.get('code');

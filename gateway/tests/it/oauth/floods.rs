@@ -1,8 +1,8 @@
 //! Floods of anonymous OAuth traffic against the real gateway (issue 24): registrations and
 //! consent pages opened by strangers before, during and after ChatGPT's registration and the
-//! owner's approval. Registration stores and counts nothing (issue 24 item 1), so no number of
-//! registrations refuses ChatGPT's; consent pages are limited per client and by a cap that
-//! refuses, never evicts, so the owner's waiting page survives, and the owner's flow completes.
+//! owner's approval. Neither registration nor a consent page stores or counts anything (issue 24
+//! item 1: signed client ids, signed request ids), so no number of them refuses ChatGPT's or the
+//! owner's, and the owner's flow completes.
 
 use std::time::{Duration, Instant};
 
@@ -10,20 +10,6 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::support::*;
-
-/// A refusal of the limiter: 429, `temporarily_unavailable`, a `Retry-After` of a few seconds.
-async fn assert_rate_limited(resp: reqwest::Response, most_seconds: u64) {
-    assert_eq!(resp.status().as_u16(), 429);
-    let retry_after: u64 = resp.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!((1..=most_seconds).contains(&retry_after), "{retry_after}");
-    assert_eq!(resp.headers()["cache-control"], "no-store");
-    let body: Value = resp.json().await.unwrap();
-    assert_oauth_error(429, &body, 429, "temporarily_unavailable");
-}
 
 async fn register_raw(gw: &GatewayProcess, name: &str) -> reqwest::Response {
     http()
@@ -44,7 +30,7 @@ async fn stranger(gw: &GatewayProcess, i: usize) -> String {
 
 /// The owner's approval on the page loaded before the flood, and the token exchange: `/mcp` works.
 async fn owner_completes(gw: &GatewayProcess, chatgpt: &str, consent: &Consent) {
-    let code = approval_code(gw);
+    let code = approval_code(gw, consent);
     let (status, location, body) = decide(gw, consent, "approve", &code, None).await;
     assert_eq!(status, 303, "{body}");
     let code = query(&location.unwrap(), "code").unwrap();
@@ -69,13 +55,15 @@ async fn a_registration_flood_neither_evicts_chatgpt_nor_stops_the_approval() {
     assert_eq!(listed["clients"], json!([]), "{listed}");
     let pages = listed["consent_pages"].as_array().unwrap();
     assert_eq!(pages.len(), 1, "{listed}");
+    assert_eq!(pages[0]["page_code"], consent.page.as_str());
     assert_eq!(pages[0]["client_id"], chatgpt.as_str());
     assert_eq!(pages[0]["client_name"], "Test client");
     assert_eq!(pages[0]["redirect_host"], "127.0.0.1");
     let text = gatewayctl_text(&gw, &["oauth", "clients"]).unwrap();
     assert!(
-        text.starts_with("no OAuth clients approved\n\nconsent pages waiting for")
-            && text.contains("Test client"),
+        text.starts_with("no OAuth clients approved\n\nconsent pages opened lately")
+            && text.contains("Test client")
+            && text.contains(&consent.page),
         "{text}"
     );
     owner_completes(&gw, &chatgpt, &consent).await;
@@ -180,6 +168,9 @@ async fn chatgpt_registers_in_the_middle_of_a_flood_of_500_and_gets_tokens() {
     assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_clients"), 1);
 }
 
+/// Pages of a few strangers' clients, before and after the owner's page, far past the old
+/// per-client limit: every one opens (nothing is kept, so nothing is limited), and the owner's
+/// page is approved although the list of pages opened lately no longer shows it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_consent_page_flood_never_pushes_out_the_owners_page() {
     let gw = gateway().await;
@@ -189,7 +180,6 @@ async fn a_consent_page_flood_never_pushes_out_the_owners_page() {
         strangers.push(stranger(&gw, i).await);
     }
     let flood = async |rounds: usize| {
-        let mut limited = 0;
         for _ in 0..rounds {
             for stranger in &strangers {
                 let resp = http()
@@ -197,63 +187,193 @@ async fn a_consent_page_flood_never_pushes_out_the_owners_page() {
                     .send()
                     .await
                     .unwrap();
-                if resp.status().as_u16() == 429 {
-                    assert_rate_limited(resp, 10).await;
-                    limited += 1;
-                } else {
-                    assert_eq!(resp.status().as_u16(), 200);
-                }
+                assert_eq!(resp.status().as_u16(), 200);
             }
         }
-        limited
     };
-    // Strangers' pages before the owner's page: the owner's page still opens.
-    assert!(flood(15).await > 0, "the flood was never limited");
+    flood(15).await;
     let consent = open_consent(&gw, &chatgpt).await;
-    // And after it, before the owner runs `gatewayctl oauth approve`.
-    assert!(flood(20).await > 0, "the flood was never limited");
+    flood(20).await;
+    let listed = gatewayctl_json(&gw, &["oauth", "clients"]);
+    let pages = listed["consent_pages"].as_array().unwrap();
+    assert_eq!(pages.len(), 32, "{listed}");
+    assert!(
+        pages.iter().all(|p| p["client_id"] != chatgpt.as_str()),
+        "{listed}"
+    );
+    let printed = gatewayctl_text(&gw, &["oauth", "approve", &consent.page]).unwrap();
+    assert!(
+        printed.contains(&format!(
+            "The gateway did not see page {} among the pages opened lately",
+            consent.page
+        )),
+        "{printed}"
+    );
     owner_completes(&gw, &chatgpt, &consent).await;
 }
 
-/// Client ids are free to mint, so a stranger opens pages under hundreds of them, past the cap
-/// of pages of clients without a row: the page ChatGPT opened before stays and is approved; a
-/// new client's page is refused with 429 while the cap is full (nothing is pushed out), and a
-/// client the owner approved before (a reconnect) still opens its page.
+/// Strangers' pages opened in the background by 8 connections, each under a freshly minted
+/// client id, until `stop`: (pages opened, pages refused).
+fn page_flood(
+    gw: &std::sync::Arc<GatewayProcess>,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    opened: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> tokio::task::JoinSet<usize> {
+    use std::sync::atomic::Ordering;
+    let mut flood = tokio::task::JoinSet::new();
+    for worker in 0..8 {
+        let (gw, stop, opened) = (gw.clone(), stop.clone(), opened.clone());
+        flood.spawn(async move {
+            let mut refused = 0;
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let id = stranger(&gw, worker * 1_000_000 + i).await;
+                i += 1;
+                let resp = http()
+                    .get(authorize_url(&gw, &id, &[]))
+                    .send()
+                    .await
+                    .unwrap();
+                match resp.status().as_u16() {
+                    200 => {
+                        opened.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => refused += 1,
+                }
+            }
+            refused
+        });
+    }
+    flood
+}
+
+async fn wait_for_pages(opened: &std::sync::atomic::AtomicUsize, at_least: usize) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while opened.load(std::sync::atomic::Ordering::Relaxed) < at_least {
+        assert!(Instant::now() < deadline, "the flood opened too few pages");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Issue 24 item 1's last gap: a stranger keeps more than 1000 consent pages of fresh client ids
+/// open and keeps opening more, while ChatGPT registers for the first time, opens its first page,
+/// the owner approves it, and ChatGPT gets tokens; a client the owner approved before reconnects
+/// meanwhile. No page of anyone is refused.
 #[tokio::test(flavor = "multi_thread")]
-async fn pages_under_hundreds_of_minted_ids_never_push_out_the_owners_page() {
-    let gw = gateway().await;
-    // ChatGPT connected once already (its row exists), then a new connection starts.
+async fn a_first_connection_gets_through_while_a_stranger_keeps_1000_pages_open() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let gw = std::sync::Arc::new(gateway().await);
     let approved = client_id(&gw).await;
     owner_completes(&gw, &approved, &open_consent(&gw, &approved).await).await;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let opened = std::sync::Arc::new(AtomicUsize::new(0));
+    let mut flood = page_flood(&gw, &stop, &opened);
+    wait_for_pages(&opened, 1100).await;
     let chatgpt = client_id(&gw).await;
     let consent = open_consent(&gw, &chatgpt).await;
-    let mut opened = 0;
-    let mut refused = 0;
-    let mut i = 0;
-    // 10 pages each under 110 minted ids: more than the 1000 the cap keeps.
-    while i < 110 {
-        let id = stranger(&gw, i).await;
-        for _ in 0..10 {
-            let resp = http()
-                .get(authorize_url(&gw, &id, &[]))
-                .send()
-                .await
-                .unwrap();
-            if resp.status().as_u16() == 429 {
-                assert_rate_limited(resp, 600).await;
-                refused += 1;
-            } else {
-                assert_eq!(resp.status().as_u16(), 200);
-                opened += 1;
-            }
-        }
-        i += 1;
-    }
-    assert_eq!(opened, 999, "the cap less the owner's page");
-    assert_eq!(refused, 1100 - 999);
-    // The approved client reconnects in the middle of the flood: its page opens.
     let reconnect = open_consent(&gw, &approved).await;
-    // Both of the owner's pages are approved with one code, and tokens issued.
+    let before_approval = opened.load(Ordering::Relaxed);
     owner_completes(&gw, &chatgpt, &consent).await;
     owner_completes(&gw, &approved, &reconnect).await;
+    let during = opened.load(Ordering::Relaxed) - before_approval;
+    stop.store(true, Ordering::Relaxed);
+    let mut refused = 0;
+    while let Some(r) = flood.join_next().await {
+        refused += r.unwrap();
+    }
+    eprintln!(
+        "page flood: {} strangers' pages opened ({during} while the owner approved), {refused} \
+         refused; ChatGPT's first page opened, approved, tokens issued",
+        opened.load(Ordering::Relaxed)
+    );
+    assert!(during > 0, "the flood stopped before the owner approved");
+    assert_eq!(refused, 0);
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_clients"), 2);
+}
+
+/// The owner's success rate under that flood, N first connections in a row, each under 1000+
+/// strangers' pages of fresh ids kept open (figures printed with `--nocapture`). With
+/// `NGW_FLOOD_GATEWAY=<path>` it measures another build of the gateway (the build before issue 24
+/// item 1's stateless pages refuses ChatGPT's first page with 429 while its cap is full), and
+/// speaks that build's admin protocol when the page code is unknown to it.
+#[tokio::test(flavor = "multi_thread")]
+async fn owner_success_rate_under_a_flood_of_1000_open_pages() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    const ATTEMPTS: usize = 10;
+    let binary = std::env::var("NGW_FLOOD_GATEWAY").unwrap_or_else(|_| GATEWAY.to_string());
+    let gw = GatewayProcess::builder(&binary)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .spawn()
+        .await
+        .unwrap();
+    let gw = std::sync::Arc::new(gw);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let opened = std::sync::Arc::new(AtomicUsize::new(0));
+    let mut flood = page_flood(&gw, &stop, &opened);
+    wait_for_pages(&opened, 1000).await;
+    let mut succeeded = 0;
+    let mut outcomes = Vec::new();
+    for _ in 0..ATTEMPTS {
+        let chatgpt = client_id(&gw).await;
+        let outcome = first_connection(&gw, &chatgpt).await;
+        if outcome == "tokens" {
+            succeeded += 1;
+        }
+        outcomes.push(outcome);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut refused = 0;
+    while let Some(r) = flood.join_next().await {
+        refused += r.unwrap();
+    }
+    eprintln!(
+        "owner under a flood of {} strangers' pages ({refused} refused), gateway {binary}: \
+         {succeeded}/{ATTEMPTS} first connections got tokens; outcomes {outcomes:?}",
+        opened.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    assert_eq!(succeeded, ATTEMPTS);
+}
+
+/// One first connection: page, approval, tokens; how far it got.
+async fn first_connection(gw: &GatewayProcess, chatgpt: &str) -> String {
+    let resp = http()
+        .get(authorize_url(gw, chatgpt, &[]))
+        .send()
+        .await
+        .unwrap();
+    if resp.status().as_u16() != 200 {
+        return format!("page {}", resp.status().as_u16());
+    }
+    let cookie = resp.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let html = resp.text().await.unwrap();
+    let page = if html.contains("id=\"page-code\"") {
+        page_code(&html)
+    } else {
+        String::new()
+    };
+    let consent = Consent {
+        request_id: hidden(&html, "request_id"),
+        csrf: hidden(&html, "csrf"),
+        page: page.clone(),
+        cookie,
+        html,
+    };
+    let answer = if page.is_empty() {
+        admin(gw, json!({"op": "approve"}))
+    } else {
+        admin(gw, json!({"op": "approve", "page": page}))
+    };
+    let Some(code) = answer["approval_code"].as_str() else {
+        return format!("approve: {answer}");
+    };
+    let (status, location, _) = decide(gw, &consent, "approve", code, None).await;
+    let Some(code) = location.and_then(|l| query(&l, "code")) else {
+        return format!("decision {status}");
+    };
+    let (status, tokens) = exchange(gw, chatgpt, &code).await;
+    match tokens["access_token"].as_str() {
+        Some(access) if mcp_status(gw, access).await == 200 => "tokens".into(),
+        _ => format!("token {status}"),
+    }
 }

@@ -377,12 +377,13 @@ async fn expired_tokens_and_tokens_for_another_resource_are_refused() {
         .to_string();
     let html = resp.text().await.unwrap();
     let consent = Consent {
+        page: page_code(&html),
         request_id: hidden(&html, "request_id"),
         csrf: hidden(&html, "csrf"),
         cookie,
         html,
     };
-    let code = approval_code(&first);
+    let code = approval_code(&first, &consent);
     let (status, location, body) = decide(&first, &consent, "approve", &code, None).await;
     assert_eq!(status, 303, "{body}");
     let code = query(&location.unwrap(), "code").unwrap();
@@ -603,7 +604,7 @@ async fn a_client_stored_by_an_older_gateway_keeps_working() {
         .unwrap();
     let consent = open_consent(&gw, legacy).await;
     assert!(consent.html.contains("Old ChatGPT"));
-    let code = approval_code(&gw);
+    let code = approval_code(&gw, &consent);
     let (status, location, body) = decide(&gw, &consent, "approve", &code, None).await;
     assert_eq!(status, 303, "{body}");
     let code = query(&location.unwrap(), "code").unwrap();

@@ -52,10 +52,12 @@ pub(super) fn admin_line(gw: &GatewayProcess, line: &str) -> Value {
     serde_json::from_str(&line).unwrap()
 }
 
-/// A fresh approval code, the way the owner gets one: `gatewayctl oauth approve`.
-pub(super) fn approval_code(gw: &GatewayProcess) -> String {
-    let answer = gatewayctl_json(gw, &["oauth", "approve"]);
+/// A fresh approval code for the consent page, the way the owner gets one: `gatewayctl oauth
+/// approve <page code>` with the page code the page shows.
+pub(super) fn approval_code(gw: &GatewayProcess, consent: &Consent) -> String {
+    let answer = gatewayctl_json(gw, &["oauth", "approve", &consent.page]);
     assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["page_code"], consent.page.as_str(), "{answer}");
     answer["approval_code"].as_str().unwrap().to_string()
 }
 
@@ -82,6 +84,8 @@ pub(super) async fn client_id(gw: &GatewayProcess) -> String {
 
 /// A consent page loaded: its form fields and the CSRF cookie the browser would keep.
 pub(super) struct Consent {
+    /// The page code the page shows (`abcd-2345`).
+    pub(super) page: String,
     pub(super) request_id: String,
     pub(super) csrf: String,
     pub(super) cookie: String,
@@ -95,6 +99,16 @@ pub(super) fn hidden(html: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("no {name} in {html}"))
         + marker.len();
     html[start..].split('"').next().unwrap().to_string()
+}
+
+/// The page code a consent page shows.
+pub(super) fn page_code(html: &str) -> String {
+    let marker = "<strong id=\"page-code\">";
+    let start = html
+        .find(marker)
+        .unwrap_or_else(|| panic!("no page code in {html}"))
+        + marker.len();
+    html[start..].split('<').next().unwrap().to_string()
 }
 
 pub(super) fn authorize_url(
@@ -139,6 +153,7 @@ pub(super) async fn open_consent(gw: &GatewayProcess, client_id: &str) -> Consen
     let cookie = cookie.split(';').next().unwrap().to_string();
     let html = resp.text().await.unwrap();
     Consent {
+        page: page_code(&html),
         request_id: hidden(&html, "request_id"),
         csrf: hidden(&html, "csrf"),
         cookie,
@@ -184,7 +199,7 @@ pub(super) fn query(url: &url::Url, key: &str) -> Option<String> {
 /// Register, open the consent page, approve with a fresh approval code: the authorization code.
 pub(super) async fn authorize(gw: &GatewayProcess, client_id: &str) -> String {
     let consent = open_consent(gw, client_id).await;
-    let code = approval_code(gw);
+    let code = approval_code(gw, &consent);
     let (status, location, body) = decide(gw, &consent, "approve", &code, None).await;
     assert_eq!(status, 303, "{body}");
     let location = location.unwrap();

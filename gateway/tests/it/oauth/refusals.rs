@@ -7,15 +7,48 @@ use super::*;
 use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn approval_codes_are_single_use_short_and_attempt_limited() {
+async fn approval_codes_name_one_page_and_are_single_use_and_attempt_limited() {
     let gw = gateway().await;
     let client = client_id(&gw).await;
     let consent = open_consent(&gw, &client).await;
     assert!(consent.html.contains("Test client"));
     assert!(consent.html.contains("127.0.0.1"));
+    assert!(
+        consent
+            .html
+            .contains(&format!("gatewayctl oauth approve {}", consent.page)),
+        "{}",
+        consent.html
+    );
 
-    // What the owner reads: the code, how long it works, and the consent page waiting for it.
-    let printed = gatewayctl_text(&gw, &["oauth", "approve"]).unwrap();
+    // Without a page code: the owner is told to name one, and sees the pages opened lately.
+    let err = gatewayctl_text(&gw, &["oauth", "approve"]).unwrap_err();
+    assert_eq!(
+        err,
+        format!(
+            "name the consent page to approve: gatewayctl oauth approve <page code>, with the \
+             page code its consent page shows (an approval code approves only that page); pages \
+             opened lately: {} Test client (answer goes to 127.0.0.1)",
+            consent.page
+        )
+    );
+    let err = gatewayctl_text(&gw, &["oauth", "approve", "ABCD-EFG0"]).unwrap_err();
+    assert_eq!(
+        err,
+        "the gateway refused: \"ABCD-EFG0\" is not a page code: a consent page shows its page code \
+         as 8 letters and digits (like abcd-2345); name that one (invalid_request)"
+    );
+    // Typed before any code names the page: said so, nothing counted.
+    let (status, _, body) = decide(&gw, &consent, "approve", "AAAA-AAAA", None).await;
+    assert_eq!(status, 400);
+    assert!(
+        body.contains("No approval code was issued for this page yet")
+            && body.contains("Nothing was counted"),
+        "{body}"
+    );
+    // What the owner reads: the code, how long it works, and the page it approves.
+    let printed =
+        gatewayctl_text(&gw, &["oauth", "approve", &consent.page.to_uppercase()]).unwrap();
     let shown = printed
         .lines()
         .next()
@@ -24,7 +57,9 @@ async fn approval_codes_are_single_use_short_and_attempt_limited() {
         .to_string();
     insta::assert_snapshot!(
         "gatewayctl_oauth_approve",
-        printed.replace(&shown, "[CODE]")
+        printed
+            .replace(&shown, "[CODE]")
+            .replace(&consent.page, "[PAGE]")
     );
     // Revoking what does not exist says so, and names the id.
     let err = gatewayctl_text(&gw, &["oauth", "revoke", "grant_nope"]).unwrap_err();
@@ -38,29 +73,50 @@ async fn approval_codes_are_single_use_short_and_attempt_limited() {
     assert_eq!(status, 400);
     assert!(location.is_none());
     assert!(body.contains("4 attempts left on this page"), "{body}");
-    let code = approval_code(&gw);
+    let code = approval_code(&gw, &consent);
     assert!(code.len() == 9 && code.as_bytes()[4] == b'-', "{code}");
     // A new code does not restore the page's attempts.
     let (status, _, body) = decide(&gw, &consent, "approve", "AAAA-AAAA", None).await;
     assert_eq!(status, 400);
     assert!(body.contains("3 attempts left"), "{body}");
+    // The page's own page code typed by mistake: said so, not counted.
+    let (status, _, body) = decide(&gw, &consent, "approve", &consent.page, None).await;
+    assert_eq!(status, 400);
+    assert!(
+        body.contains("That is this page&#39;s own page code"),
+        "{body}"
+    );
     // Typed in lower case without the dash, the right code works, once.
     let typed = code.replace('-', "").to_lowercase();
     let (status, location, _) = decide(&gw, &consent, "approve", &typed, None).await;
     assert_eq!(status, 303);
     assert!(query(&location.unwrap(), "code").is_some());
-    let consent = open_consent(&gw, &client).await;
-    let (status, _, body) = decide(&gw, &consent, "approve", &code, None).await;
+    // Another page of the same client: the spent code names another page.
+    let next = open_consent(&gw, &client).await;
+    let (status, _, body) = decide(&gw, &next, "approve", &code, None).await;
     assert_eq!(status, 400, "a spent approval code worked again");
-    assert!(body.contains("not valid"), "{body}");
+    assert!(
+        body.contains("No approval code was issued for this page"),
+        "{body}"
+    );
 
-    // A stranger's page: wrong codes typed there spend only its own attempts (red-team O-2,
-    // O-4), and the owner's code still approves the owner's page.
+    // A stranger's page: wrong codes typed there count nothing and spend nothing (red-team O-2,
+    // O-4: no code names it), and the owner's code still approves the owner's page.
     let owners = open_consent(&gw, &client).await;
     let strangers = open_consent(&gw, &client).await;
-    let live = approval_code(&gw);
+    let live = approval_code(&gw, &owners);
+    for _ in 0..10 {
+        let (status, _, body) = decide(&gw, &strangers, "approve", &live, None).await;
+        assert_eq!(status, 400);
+        assert!(body.contains("Nothing was counted"), "{body}");
+    }
+    let (status, _, _) = decide(&gw, &owners, "approve", &live, None).await;
+    assert_eq!(status, 303);
+    // Five wrong codes on a page a code names void it: the right code no longer works.
+    let guessed = open_consent(&gw, &client).await;
+    let right = approval_code(&gw, &guessed);
     for left in (1..=4).rev() {
-        let (status, _, body) = decide(&gw, &strangers, "approve", "WRONG-CODE", None).await;
+        let (status, _, body) = decide(&gw, &guessed, "approve", "WRONG-CODE", None).await;
         assert_eq!(status, 400);
         let plural = if left == 1 { "" } else { "s" };
         assert!(
@@ -68,33 +124,27 @@ async fn approval_codes_are_single_use_short_and_attempt_limited() {
             "{body}"
         );
     }
-    let (status, _, body) = decide(&gw, &strangers, "approve", "WRONG-CODE", None).await;
+    let (status, _, body) = decide(&gw, &guessed, "approve", "WRONG-CODE", None).await;
     assert_eq!(status, 429, "{body}");
     assert!(
         body.contains("Too many wrong approval codes on this page"),
         "{body}"
     );
-    // That page is gone; the owner's page takes the owner's code.
-    let (status, _, body) = decide(&gw, &strangers, "approve", &live, None).await;
+    let (status, _, body) = decide(&gw, &guessed, "approve", &right, None).await;
     assert_eq!(status, 400);
-    assert!(body.contains("unknown or expired"), "{body}");
-    let (status, _, _) = decide(&gw, &owners, "approve", &live, None).await;
-    assert_eq!(status, 303);
-    // A page opened after a code was issued is not approved by it.
+    assert!(body.contains("request_decided"), "{body}");
+    // A page opened after a code was issued is not approved by it; the named page still is.
     let first = open_consent(&gw, &client).await;
-    let issued = approval_code(&gw);
-    let (status, _, _) = decide(&gw, &first, "approve", &issued, None).await;
-    assert_eq!(status, 303);
+    let issued = approval_code(&gw, &first);
     let after = open_consent(&gw, &client).await;
     let (status, _, body) = decide(&gw, &after, "approve", &issued, None).await;
     assert_eq!(status, 400, "{body}");
-    // Nothing waiting: the owner gets no code, and is told why.
-    for page in [&after, &consent] {
-        let (status, _, _) = decide(&gw, page, "deny", "", None).await;
-        assert_eq!(status, 303);
-    }
-    let err = gatewayctl_text(&gw, &["oauth", "approve"]).unwrap_err();
-    assert!(err.contains("no consent page is open"), "{err}");
+    assert!(
+        body.contains("No approval code was issued for this page yet"),
+        "{body}"
+    );
+    let (status, _, _) = decide(&gw, &first, "approve", &issued, None).await;
+    assert_eq!(status, 303);
     assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 3);
     assert_eq!(grants_and_tokens(&gw), (0, 0));
 }
@@ -104,9 +154,7 @@ async fn consent_form_refuses_other_sites_and_deny_answers_access_denied() {
     let gw = gateway().await;
     let client = client_id(&gw).await;
     let consent = open_consent(&gw, &client).await;
-    // A second page of the owner's, open when the code is issued (a code approves only those).
-    let spare = open_consent(&gw, &client).await;
-    let code = approval_code(&gw);
+    let code = approval_code(&gw, &consent);
 
     // From another origin: refused, nothing spent.
     let (status, location, body) = decide(
@@ -122,15 +170,28 @@ async fn consent_form_refuses_other_sites_and_deny_answers_access_denied() {
     // Without the browser's cookie (another browser, or a cross-site post that drops it).
     let stolen = Consent {
         cookie: "ngw_csrf_other=x".into(),
+        page: consent.page.clone(),
         request_id: consent.request_id.clone(),
         csrf: consent.csrf.clone(),
         html: String::new(),
     };
     let (status, _, _) = decide(&gw, &stolen, "approve", &code, None).await;
     assert_eq!(status, 403);
+    // With the cookie of another page (the CSRF token is per page).
+    let other = open_consent(&gw, &client).await;
+    let crossed = Consent {
+        cookie: other.cookie.clone(),
+        csrf: other.csrf.clone(),
+        page: consent.page.clone(),
+        request_id: consent.request_id.clone(),
+        html: String::new(),
+    };
+    let (status, _, _) = decide(&gw, &crossed, "approve", &code, None).await;
+    assert_eq!(status, 403);
     // With a wrong CSRF field.
     let forged = Consent {
         csrf: "csrf_forged".into(),
+        page: consent.page.clone(),
         cookie: consent.cookie.clone(),
         request_id: consent.request_id.clone(),
         html: String::new(),
@@ -139,18 +200,137 @@ async fn consent_form_refuses_other_sites_and_deny_answers_access_denied() {
     assert_eq!(status, 403);
     assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 0);
 
-    // Deny: back to the client with access_denied, and the request is gone.
+    // Deny: back to the client with access_denied, and the request is decided.
     let (status, location, _) = decide(&gw, &consent, "deny", "", Some(&gw.base_url())).await;
     assert_eq!(status, 303);
     let location = location.unwrap();
     assert_eq!(query(&location, "error").as_deref(), Some("access_denied"));
     assert_eq!(query(&location, "state").as_deref(), Some("st-1"));
-    let (status, _, _) = decide(&gw, &consent, "approve", &code, None).await;
+    let (status, _, body) = decide(&gw, &consent, "approve", &code, None).await;
     assert_eq!(status, 400);
+    assert!(body.contains("request_decided"), "{body}");
     assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 0);
-    // The approval code was not spent by any of this.
-    let (status, _, _) = decide(&gw, &spare, "approve", &code, None).await;
+    // The other page takes its own code.
+    let own = approval_code(&gw, &other);
+    let (status, _, _) = decide(&gw, &other, "approve", &own, None).await;
     assert_eq!(status, 303);
+}
+
+/// The request id is the page's whole state: one altered, cut, signed by another gateway, of
+/// another format version, too long, or past its 10 minutes is refused on a page that names
+/// what is wrong, and an approved one cannot be used again.
+#[tokio::test(flavor = "multi_thread")]
+async fn forged_altered_expired_and_replayed_request_ids_are_refused_by_name() {
+    use gateway::oauth::request_id::{ConsentRequest, RequestIds};
+    let gw = gateway().await;
+    let client = client_id(&gw).await;
+    let consent = open_consent(&gw, &client).await;
+    let code = approval_code(&gw, &consent);
+    let with_id = |request_id: String| Consent {
+        request_id,
+        page: consent.page.clone(),
+        csrf: consent.csrf.clone(),
+        cookie: consent.cookie.clone(),
+        html: String::new(),
+    };
+    let refused = async |page: &Consent, title: &str, reason: &str| {
+        let (status, location, body) = decide(&gw, page, "approve", &code, None).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(location.is_none());
+        assert!(
+            body.contains(title) && body.contains(reason),
+            "{reason}: {body}"
+        );
+    };
+    let id = &consent.request_id;
+    let mid = id.len() / 2;
+    let flipped = if id.as_bytes()[mid] == b'A' { "B" } else { "A" };
+    let altered = format!("{}{flipped}{}", &id[..mid], &id[mid + 1..]);
+    refused(
+        &with_id(altered),
+        "Invalid authorization request",
+        "request_forged: the request id was not issued by this gateway or was altered",
+    )
+    .await;
+    refused(
+        &with_id(id[..40].to_string()),
+        "Invalid authorization request",
+        "request_malformed",
+    )
+    .await;
+    refused(
+        &with_id("req_0123".into()),
+        "Invalid authorization request",
+        "request_malformed: the request id is not one this gateway issued",
+    )
+    .await;
+    refused(
+        &with_id(format!("ngr_{}", "A".repeat(25_000))),
+        "Invalid authorization request",
+        "request_oversized",
+    )
+    .await;
+    // Signed by another gateway, of another version, or expired (signed with this gateway's
+    // key, as an id of 11 minutes ago would be).
+    let key = std::fs::read_to_string(gw.state_dir().join("auth/server-key")).unwrap();
+    let ours = RequestIds::new(key.trim());
+    let request = |issued_at_ms: i64| ConsentRequest {
+        client_id: client.clone(),
+        redirect_uri: REDIRECT.into(),
+        code_challenge: challenge(VERIFIER),
+        code_challenge_method: "S256".into(),
+        state: Some("st-1".into()),
+        scope: "mcp".into(),
+        resource: format!("{}/mcp", gw.base_url()),
+        issued_at_ms,
+        page: consent.page.replace('-', ""),
+    };
+    let now = common::time::now_unix_ms();
+    let foreign = RequestIds::new("another gateway's key").issue(&request(now));
+    refused(
+        &with_id(foreign),
+        "Invalid authorization request",
+        "request_forged",
+    )
+    .await;
+    refused(
+        &with_id(ours.issue_version(2, &request(now))),
+        "Invalid authorization request",
+        "request_version: the request id was issued in format version 2",
+    )
+    .await;
+    let expired = ours.issue(&request(now - 11 * 60 * 1000));
+    let expired_page = Consent {
+        csrf: ours.csrf(&expired),
+        cookie: format!(
+            "ngw_csrf_{}={}",
+            consent.page.replace('-', ""),
+            ours.csrf(&expired)
+        ),
+        ..with_id(expired)
+    };
+    refused(
+        &expired_page,
+        "Request expired",
+        "request_expired: this authorization request expired (a consent page lasts 10 minutes)",
+    )
+    .await;
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 0);
+    // The real one is approved once; replayed, it is refused (approve and deny alike).
+    let (status, _, body) = decide(&gw, &consent, "approve", &code, None).await;
+    assert_eq!(status, 303, "{body}");
+    for decision in ["approve", "deny"] {
+        let (status, location, body) = decide(&gw, &consent, decision, &code, None).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(location.is_none());
+        assert!(
+            body.contains("Request already decided")
+                && body
+                    .contains("request_decided: this authorization request was already approved"),
+            "{body}"
+        );
+    }
+    assert_eq!(count(&gw, "SELECT COUNT(*) FROM oauth_codes"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -410,7 +590,7 @@ async fn forged_altered_and_revoked_client_ids_are_refused_as_invalid_client() {
     // A page opened before the revocation cannot be approved after it.
     let other = client_id(&gw).await;
     let consent = open_consent(&gw, &other).await;
-    let code = approval_code(&gw);
+    let code = approval_code(&gw, &consent);
     gatewayctl_json(&gw, &["oauth", "revoke", &other]);
     let (status, location, body) = decide(&gw, &consent, "approve", &code, None).await;
     assert_eq!(status, 400, "{body}");
