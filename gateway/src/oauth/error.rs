@@ -12,8 +12,6 @@ pub struct OAuthError {
     /// The registered OAuth error code (`invalid_grant`, `invalid_client`, …).
     pub error: &'static str,
     pub description: String,
-    /// Seconds after which the client may try again (`Retry-After`, with 429).
-    pub retry_after: Option<u64>,
 }
 
 impl OAuthError {
@@ -22,20 +20,6 @@ impl OAuthError {
             status,
             error,
             description: description.into(),
-            retry_after: None,
-        }
-    }
-
-    /// 429 `temporarily_unavailable` (the registered code for "try again later", RFC 6749
-    /// §4.1.2.1) with `Retry-After: retry_after` (RFC 6585 §4).
-    pub fn rate_limited(retry_after: u64, description: impl Into<String>) -> Self {
-        OAuthError {
-            retry_after: Some(retry_after),
-            ..Self::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "temporarily_unavailable",
-                description,
-            )
         }
     }
 
@@ -80,11 +64,6 @@ impl IntoResponse for OAuthError {
         });
         let mut response = (self.status, axum::Json(body)).into_response();
         no_store(&mut response);
-        if let Some(seconds) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
-        }
         if self.status == StatusCode::UNAUTHORIZED {
             // RFC 6749 §5.2: a 401 from the token endpoint names the scheme the client may use.
             response.headers_mut().insert(
