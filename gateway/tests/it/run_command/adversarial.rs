@@ -149,9 +149,13 @@ fn escaping_the_process_group_does_not_outlive_the_call() {
         return;
     }
     let marker = "1000.4242";
+    // The parent waits for the child's word (a pipe, closed on exec) before it ends, so the
+    // child's line is printed before the call can end, however loaded the machine.
     let code = format!(
-        "import os\nif os.fork() == 0:\n    try:\n        os.setsid()\n    except OSError as e:\n        print('setsid', e.errno, flush=True)\n    \
-         os.execv('/bin/sleep', ['sleep', '{marker}'])\nprint('parent done', flush=True)"
+        "import os\nr, w = os.pipe()\nif os.fork() == 0:\n    os.close(r)\n    try:\n        os.setsid()\n    \
+         except OSError as e:\n        print('setsid', e.errno, flush=True)\n    os.write(w, b'x')\n    \
+         os.execv('/bin/sleep', ['sleep', '{marker}'])\nos.close(w)\nos.read(r, 1)\n\
+         print('parent done', flush=True)"
     );
     let started = Instant::now();
     let out = py(&fx, &code);
