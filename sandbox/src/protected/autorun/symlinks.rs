@@ -172,12 +172,10 @@ impl Symlinks {
     /// caller) is reached as, with how: through a symlink (each name it is reachable as,
     /// classified by name or as a venv's `bin/`), through a link whose target depends on the
     /// reader (any tail of the path below the link's name), or as a place git's configuration
-    /// names.
-    pub fn reached_as(
-        &self,
-        root: &Path,
-        path: &Path,
-    ) -> Result<Vec<(AutorunClass, String)>, Incomplete> {
+    /// names. Also every other name it is reachable as ([`Self::aliases`]), so that rules
+    /// keyed on a name other than the auto-run classes (a `package.json`'s hook sections) see
+    /// them too.
+    pub fn reached_as(&self, root: &Path, path: &Path) -> Result<Reached, Incomplete> {
         let mut out = Vec::new();
         let aliases = self.aliases(path)?;
         for alias in std::iter::once(path).chain(aliases.iter().map(PathBuf::as_path)) {
@@ -214,7 +212,10 @@ impl Symlinks {
                 }
             }
         }
-        Ok(out)
+        Ok(Reached {
+            places: out,
+            aliases,
+        })
     }
 
     /// Every other root-relative path that reaches `path` (root-relative, real) through the
@@ -254,6 +255,15 @@ impl Symlinks {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// What a path is reached as ([`Symlinks::reached_as`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reached {
+    /// Each auto-run class it is reached as, with how (for the refusal).
+    pub places: Vec<(AutorunClass, String)>,
+    /// Every other root-relative name it is reachable as through the symlinks.
+    pub aliases: Vec<PathBuf>,
 }
 
 struct Scan<'a> {
