@@ -257,12 +257,14 @@ impl WriteRoot {
         // Rules keyed on what a file is read as hold under every name it is reachable as (red
         // team 24 B4: `package.json -> pkg/real.json` made a write to `pkg/real.json` escape
         // the hook-section comparison).
-        let package_json = std::iter::once(path.to_path_buf())
+        let names: Vec<PathBuf> = std::iter::once(path.to_path_buf())
             .chain(aliases.iter().map(|alias| self.path.join(alias)))
-            .find(|name| {
-                name.file_name()
-                    .is_some_and(crate::protected::autorun::package_json::is_package_json)
-            });
+            .collect();
+        check_strict_hooks(policy, &names, &shown)?;
+        let package_json = names.into_iter().find(|name| {
+            name.file_name()
+                .is_some_and(crate::protected::autorun::package_json::is_package_json)
+        });
         let parent = self.open_parent(policy, dirs, path, parents)?;
         self.check_ancestors(policy, &parent, dirs.len(), path)?;
         let parent_st = rustix::fs::fstat(&parent).map_err(|err| io_refusal(&shown, err))?;
@@ -545,7 +547,7 @@ impl WriteTarget {
         } else {
             format!("reachable as {} through a symlink; ", show(read_as))
         };
-        let why = match package_json::changed_hook_section(old, new) {
+        let why = match package_json::changed_section(old, new, policy.strict_hooks()) {
             Some(package_json::HookChange::Section(section)) => format!(
                 " ({through}it changes package.json's \"{section}\" section, commands a git hook runs)"
             ),
@@ -687,6 +689,39 @@ fn normal_components(path: &Path) -> Vec<&OsStr> {
             _ => None,
         })
         .collect()
+}
+
+/// Under the owner's strict hooks, refuse a target that defines checks a git hook runs under
+/// any of its `names` (its path first, then the names it is reachable as through symlinks).
+fn check_strict_hooks(
+    policy: &PathPolicy,
+    names: &[PathBuf],
+    shown: &str,
+) -> Result<(), WriteRefusal> {
+    use crate::protected::autorun::{AutorunClass, strict_hooks};
+    if !policy.strict_hooks() {
+        return Ok(());
+    }
+    let Some(name) = names
+        .iter()
+        .find(|name| name.file_name().is_some_and(strict_hooks::defines_checks))
+    else {
+        return Ok(());
+    };
+    let through = if Some(name) == names.first() {
+        String::new()
+    } else {
+        format!("reachable as {} through a symlink; ", show(name))
+    };
+    let why = format!(
+        " ({through}{} is on, and it defines checks a git hook runs)",
+        strict_hooks::STRICT_HOOKS_ENV
+    );
+    Err(autorun_refusal(
+        shown.to_string(),
+        why,
+        AutorunClass::GitHooks,
+    ))
 }
 
 /// The refusal of a write to an auto-run place of `class`.

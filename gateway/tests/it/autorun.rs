@@ -775,3 +775,98 @@ async fn rules_by_name_hold_under_every_name_a_file_is_written_through() {
         .await
         .unwrap();
 }
+
+/// Red team 24 B1, the owner's opt-in: with `CLAUDE_TOOLS_STRICT_HOOKS=1` the definitions of
+/// the checks a git hook runs (a Makefile, ESLint's config, also through a symlink, and
+/// package.json's `scripts`) are refused as `git_hooks` naming the mode; a version bump and the
+/// project's sources stay writable. Without it (every other test here) they are written.
+#[tokio::test(flavor = "multi_thread")]
+async fn strict_hooks_refuse_the_definitions_of_the_checks_hooks_run() {
+    let gw = gateway_with(&[("CLAUDE_TOOLS_STRICT_HOOKS", "1")]).await;
+    let chat = chatgpt(&gw).await;
+    let (_repo, root) = crate::writes::repo();
+    std::fs::write(root.join("Makefile"), "lint:\n\ttrue\n").unwrap();
+    std::fs::write(root.join("package.json"), HOOKED_PACKAGE).unwrap();
+    std::fs::create_dir_all(root.join("cfg")).unwrap();
+    std::os::unix::fs::symlink("cfg/lint.mjs", root.join("eslint.config.mjs")).unwrap();
+    let v = start_profile(&chat, &root, "direct_write", "strict-start").await;
+    let edit = |old: &str, new: &str| {
+        json!({"name": "Edit", "arguments": {
+            "file_path": root.join("package.json").to_string_lossy(),
+            "old_string": old, "new_string": new}})
+    };
+    let calls = json!([
+        write(&root.join("Makefile"), "lint:\n\ttouch /tmp/pwned\n"),
+        write(&root.join("cfg/lint.mjs"), "export default [];\n"),
+        write(&root.join("web/.eslintrc.json"), "{}\n"),
+        edit(
+            "\"name\": \"a\",",
+            "\"name\": \"a\", \"scripts\": {\"test\": \"node x.js\"},"
+        ),
+        edit("\"1.0.0\"", "\"1.1.0\""),
+        write(&root.join("src/new.rs"), "fn f() {}\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "strict-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 6, "{v}");
+    for (result, rel) in got
+        .iter()
+        .zip(["Makefile", "cfg/lint.mjs", "web/.eslintrc.json"])
+    {
+        assert_refused(result, rel, "git_hooks");
+        let output = result["output"].as_str().unwrap_or_default();
+        assert!(
+            output
+                .contains("CLAUDE_TOOLS_STRICT_HOOKS is on, and it defines checks a git hook runs"),
+            "{rel}: {output}"
+        );
+    }
+    let through = got[1]["output"].as_str().unwrap_or_default();
+    assert!(
+        through.contains("eslint.config.mjs through a symlink"),
+        "{through}"
+    );
+    assert_refused(&got[3], "package.json", "git_hooks");
+    let output = got[3]["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("package.json's \"scripts\" section"),
+        "{output}"
+    );
+    assert_eq!(got[4]["status"], "ok", "{}", got[4]);
+    assert_eq!(got[5]["status"], "ok", "{}", got[5]);
+    assert_eq!(
+        std::fs::read_to_string(root.join("Makefile")).unwrap(),
+        "lint:\n\ttrue\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("package.json")).unwrap(),
+        HOOKED_PACKAGE.replace("1.0.0", "1.1.0")
+    );
+    assert!(!root.join("cfg/lint.mjs").exists());
+    assert!(!root.join("web").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "strict-stop", None)
+        .await
+        .unwrap();
+}
+
+/// A strict-hooks value other than `0` or `1` stops the gateway at start (exit code 2), naming
+/// the variable and the value: a typo never leaves the owner's intent unapplied.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_strict_hooks_value_other_than_0_or_1_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let outcome = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_TOOLS_STRICT_HOOKS", "yes")
+        .state_dir(&state)
+        .run_to_exit(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(outcome.code(), Some(2), "{}", outcome.stderr);
+    assert!(
+        outcome
+            .stderr
+            .contains("CLAUDE_TOOLS_STRICT_HOOKS: \"yes\" is neither 1 (on) nor 0 (off)"),
+        "{}",
+        outcome.stderr
+    );
+}

@@ -194,3 +194,53 @@ fn a_dot_git_that_is_a_link_into_the_tree_is_refused_whole() {
     f.refused("gd/config", "vcs_config");
     f.allowed("cfg/other");
 }
+
+#[test]
+fn strict_hooks_refuse_the_checks_definitions_under_every_name() {
+    use crate::protected::autorun::AutorunAllowed;
+    let mut f = fixture();
+    f.put("pkg/real.json", HOOKED);
+    f.link("package.json", "pkg/real.json");
+    f.link("Makefile", "build/rules.mk");
+    // Off (the default): the build's definition is the work.
+    f.allowed("sub/Makefile");
+    f.allowed("build/rules.mk");
+    content(
+        &f,
+        &f.policy,
+        "pkg/real.json",
+        Some(HOOKED),
+        &HOOKED.replace("{\"name\"", "{\"scripts\":{\"test\":\"x\"},\"name\""),
+    )
+    .unwrap();
+    let plain = f.policy.clone();
+    f.policy = plain.clone().with_strict_hooks(true);
+    for rel in [
+        "sub/Makefile",
+        "sub/GNUmakefile",
+        "eslint.config.mjs",
+        "web/.eslintrc.json",
+        "tests/conftest.py",
+    ] {
+        let message = f.refused(rel, "git_hooks");
+        assert!(
+            message.contains("CLAUDE_TOOLS_STRICT_HOOKS is on"),
+            "{message}"
+        );
+    }
+    let message = f.refused("build/rules.mk", "git_hooks");
+    assert!(message.contains("reachable as"), "{message}");
+    f.allowed("src/main.rs");
+    f.allowed("docs/Makefile.md");
+    // package.json's scripts are compared like its hook sections; other fields stay writable.
+    let scripts = HOOKED.replace("{\"name\"", "{\"scripts\":{\"test\":\"x\"},\"name\"");
+    let err = content(&f, &f.policy, "pkg/real.json", Some(HOOKED), &scripts).unwrap_err();
+    assert!(err.to_string().contains("\"scripts\" section"), "{err}");
+    content(&f, &f.policy, "pkg/real.json", Some(HOOKED), BUMPED).unwrap();
+    // The owner's git_hooks opt-in opens them again.
+    f.policy = plain
+        .with_strict_hooks(true)
+        .with_autorun_allowed(AutorunAllowed::parse("git_hooks").unwrap());
+    f.allowed("sub/Makefile");
+    content(&f, &f.policy, "pkg/real.json", Some(HOOKED), &scripts).unwrap();
+}
