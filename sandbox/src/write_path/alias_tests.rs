@@ -244,3 +244,26 @@ fn strict_hooks_refuse_the_checks_definitions_under_every_name() {
     f.allowed("sub/Makefile");
     content(&f, &f.policy, "pkg/real.json", Some(HOOKED), &scripts).unwrap();
 }
+
+#[test]
+fn a_manifest_link_through_the_reader_s_context_compares_every_write() {
+    // `/proc/self/cwd` is whatever directory the reader runs in: the link may reach any file of
+    // the root, so every write is compared as a package.json (fail closed).
+    let f = fixture();
+    f.put("pkg/x.json", HOOKED);
+    f.link("package.json", "/proc/self/cwd/pkg/x.json");
+    let err = content(&f, &f.policy, "pkg/x.json", Some(HOOKED), CHANGED).unwrap_err();
+    assert!(err.to_string().contains("\"lint-staged\" section"), "{err}");
+    content(&f, &f.policy, "pkg/x.json", Some(HOOKED), BUMPED).unwrap();
+    let err = content(&f, &f.policy, "src/new.rs", None, "fn f() {}\n").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            WriteRefusal::AutorunPlace {
+                class: "git_hooks",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

@@ -178,6 +178,7 @@ impl Symlinks {
     pub fn reached_as(&self, root: &Path, path: &Path) -> Result<Reached, Incomplete> {
         let mut out = Vec::new();
         let aliases = self.aliases(path)?;
+        let mut maybe: Vec<PathBuf> = Vec::new();
         for alias in std::iter::once(path).chain(aliases.iter().map(PathBuf::as_path)) {
             let shown = crate::path_policy::show(&root.join(alias));
             if alias != path {
@@ -197,6 +198,14 @@ impl Symlinks {
             for link in &self.context {
                 let shown_link = crate::path_policy::show(&root.join(link));
                 for start in 0..=names.len() {
+                    // Every such tail may be a name of the file (a `package.json` link through
+                    // `/proc/self/cwd` is compared whatever it reaches).
+                    let mut tail = link.clone();
+                    tail.extend(&names[start..]);
+                    if maybe.len() >= MAX_ALIASES {
+                        return Err(Incomplete::TooManyAliases);
+                    }
+                    maybe.push(tail);
                     let mut reached = root.join(link);
                     reached.extend(&names[start..]);
                     if let Some(class) = super::autorun_class(&reached) {
@@ -212,6 +221,8 @@ impl Symlinks {
                 }
             }
         }
+        let mut aliases = aliases;
+        aliases.extend(maybe);
         Ok(Reached {
             places: out,
             aliases,
@@ -262,7 +273,8 @@ impl Symlinks {
 pub struct Reached {
     /// Each auto-run class it is reached as, with how (for the refusal).
     pub places: Vec<(AutorunClass, String)>,
-    /// Every other root-relative name it is reachable as through the symlinks.
+    /// Every other root-relative name it is reachable as through the symlinks, and every name
+    /// a link whose target depends on the reader may reach it as.
     pub aliases: Vec<PathBuf>,
 }
 
