@@ -649,6 +649,11 @@ async fn rules_by_name_hold_under_every_name_a_file_is_written_through() {
     let gitconfig = std::fs::read_to_string(root.join(".git/config")).unwrap();
     std::fs::rename(root.join(".git/config"), root.join("gitconfig")).unwrap();
     symlink("../gitconfig", root.join(".git/config")).unwrap();
+    // A link out of the root, to a file a shell start-up could source.
+    let outside = tempfile::tempdir().unwrap();
+    let outside_file = std::fs::canonicalize(outside.path()).unwrap().join("rc");
+    std::fs::write(&outside_file, "plain\n").unwrap();
+    symlink(&outside_file, root.join("ext-rc")).unwrap();
     let v = start_profile(&chat, &root, "direct_write", "alias-direct").await;
     let changed = HOOKED_PACKAGE.replace("eslint", "node tools/x.js");
     let edit = |rel: &str, old: &str, new: &str| {
@@ -667,10 +672,11 @@ async fn rules_by_name_hold_under_every_name_a_file_is_written_through() {
             "cell_id": "c2", "edit_mode": "replace", "new_source": "import os"}}),
         edit("pkg/real.json", "\"1.0.0\"", "\"1.1.0\""),
         json!({"name": "RunCommand", "arguments": {"argv": ["sh", "-c", layer]}}),
+        json!({"name": "RunCommand", "arguments": {"argv": ["sh", "-c", "echo evil >> ext-rc"]}}),
     ]);
     let v = reply_calls(&chat, &v, "alias-direct-r1", calls).await;
     let got = results(&v);
-    assert_eq!(got.len(), 7, "{v}");
+    assert_eq!(got.len(), 8, "{v}");
     for (result, (rel, class)) in got.iter().zip([
         ("pkg/real.json", "git_hooks"),
         ("pkg/real.json", "git_hooks"),
@@ -721,6 +727,17 @@ async fn rules_by_name_hold_under_every_name_a_file_is_written_through() {
         );
     }
     assert!(root.join("package.json").is_symlink());
+    // Out of the root the file system is read-only to commands.
+    let refused = got[7]["receipt"]["exit_code"]
+        .as_i64()
+        .is_some_and(|code| code != 0);
+    let output = got[7]["output"].as_str().unwrap_or_default();
+    assert!(
+        refused && output.contains("Read-only file system"),
+        "{}",
+        got[7]
+    );
+    assert_eq!(std::fs::read_to_string(&outside_file).unwrap(), "plain\n");
     chat.stop(&session_id(&v), &lease_id(&v), "alias-direct-stop", None)
         .await
         .unwrap();
