@@ -121,7 +121,8 @@ impl BrokerState {
             ))
             .with_autorun_allowed(sandbox::protected::autorun::AutorunAllowed::from_names(
                 spec.autorun_allowed.iter().map(String::as_str),
-            ));
+            ))
+            .with_strict_hooks(spec.strict_hooks);
         if let Some(own) = &own_worktree {
             write_policy = write_policy.with_open_subtree(own.clone());
         }

@@ -62,6 +62,7 @@ fn state_value(dir: &std::path::Path) -> BrokerState {
         gateway_install_path: None,
         command_limits: Default::default(),
         autorun_allowed: Vec::new(),
+        strict_hooks: false,
         command_path: None,
         merge_target: None,
         delegation: None,

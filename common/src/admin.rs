@@ -77,6 +77,10 @@ pub struct GatewayStatus {
     pub issuer: Option<String>,
     pub resource: Option<String>,
     pub autorun_allowed: Vec<String>,
+    /// Whether writes refuse the definitions of the checks git hooks run
+    /// (`CLAUDE_TOOLS_STRICT_HOOKS`).
+    #[serde(default)]
+    pub strict_hooks: bool,
 }
 
 /// A one-time approval code and the consent page it approves.

@@ -423,6 +423,10 @@ pub struct BrokerSpec {
     /// class names): none when absent, so an older gateway's broker refuses them all.
     #[serde(default)]
     pub autorun_allowed: Vec<String>,
+    /// The owner's strict-hooks mode (`CLAUDE_TOOLS_STRICT_HOOKS=1`): writes refuse the
+    /// definitions of the checks git hooks run. Off when absent.
+    #[serde(default)]
+    pub strict_hooks: bool,
     /// The PATH commands search (the owner's, filtered by the gateway at start); `None`: the
     /// fixed system PATH.
     #[serde(default)]

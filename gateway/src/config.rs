@@ -42,6 +42,9 @@ pub struct Config {
     /// Auto-run classes sessions may write (`CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES`; none by
     /// default, an unknown class name refuses the start).
     pub autorun_allowed: sandbox::protected::autorun::AutorunAllowed,
+    /// Writes refuse the definitions of the checks git hooks run (`CLAUDE_TOOLS_STRICT_HOOKS=1`;
+    /// off by default, a value other than 0 or 1 refuses the start).
+    pub strict_hooks: bool,
     /// This gateway's exclusive hold on its state dir (none in in-process tests).
     pub instance_lock: Option<Arc<crate::instance_lock::InstanceLock>>,
     /// Host header values accepted besides loopback.
@@ -224,6 +227,7 @@ impl Config {
             owner_home,
             extra_protected,
             autorun_allowed: autorun_allowed_from_env()?,
+            strict_hooks: strict_hooks_from_env()?,
             instance_lock: Some(Arc::new(instance_lock)),
             allowed_hosts,
             http: HttpLimits::from_env()?,
@@ -270,7 +274,8 @@ impl Config {
             &self.claude_bin,
             &self.owner_home,
         ))
-        .with_autorun_allowed(self.autorun_allowed);
+        .with_autorun_allowed(self.autorun_allowed)
+        .with_strict_hooks(self.strict_hooks);
         match own_worktree {
             Some(own) => policy.with_open_subtree(own.to_path_buf()),
             None => policy,
@@ -292,6 +297,18 @@ fn autorun_allowed_from_env() -> anyhow::Result<sandbox::protected::autorun::Aut
         Err(std::env::VarError::NotPresent) => Ok(AutorunAllowed::NONE),
         Err(std::env::VarError::NotUnicode(_)) => {
             anyhow::bail!("{ALLOW_ENV} is not valid UTF-8")
+        }
+    }
+}
+
+/// The owner's strict-hooks mode; a value other than `0` or `1` refuses the start.
+fn strict_hooks_from_env() -> anyhow::Result<bool> {
+    use sandbox::protected::autorun::strict_hooks::{STRICT_HOOKS_ENV, parse};
+    match std::env::var(STRICT_HOOKS_ENV) {
+        Ok(value) => parse(&value).map_err(|err| anyhow::anyhow!(err)),
+        Err(std::env::VarError::NotPresent) => Ok(false),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            anyhow::bail!("{STRICT_HOOKS_ENV} is not valid UTF-8")
         }
     }
 }

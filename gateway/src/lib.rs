@@ -132,6 +132,7 @@ pub async fn serve_http(
             mode: auth.mode,
             oauth: oauth.clone(),
             autorun_allowed: gateway.config.autorun_allowed,
+            strict_hooks: gateway.config.strict_hooks,
             gateway: gateway.clone(),
         },
         oauth::admin::socket_path(&gateway.config.state_dir),

@@ -159,6 +159,8 @@ pub struct PathPolicy {
     write_identities: Vec<(u64, u64)>,
     /// The auto-run classes the owner allowed writes to (none by default).
     autorun_allowed: crate::protected::autorun::AutorunAllowed,
+    /// The owner's strict-hooks mode ([`crate::protected::autorun::strict_hooks`]).
+    strict_hooks: bool,
     /// Where a write root's content goes at a merge (a worktree session's source directory):
     /// its auto-run places count in the write root at the same relative paths.
     merge_target: Option<PathBuf>,
@@ -301,6 +303,7 @@ impl PathPolicy {
             write_protected: Vec::new(),
             write_identities: Vec::new(),
             autorun_allowed: crate::protected::autorun::AutorunAllowed::NONE,
+            strict_hooks: false,
             merge_target: None,
             late,
         }
@@ -356,6 +359,22 @@ impl PathPolicy {
         class: Option<crate::protected::autorun::AutorunClass>,
     ) -> Option<crate::protected::autorun::AutorunClass> {
         class.filter(|class| !self.autorun_allowed.allows(*class))
+    }
+
+    /// Refuse writes to the definitions of the checks git hooks run
+    /// ([`crate::protected::autorun::strict_hooks`], the owner's opt-in).
+    pub fn with_strict_hooks(mut self, strict: bool) -> Self {
+        self.strict_hooks = strict;
+        self
+    }
+
+    /// Whether strict hooks are on and `git_hooks` is not allowed: the checks' definitions are
+    /// refused.
+    pub fn strict_hooks(&self) -> bool {
+        self.strict_hooks
+            && self
+                .autorun_refused_class(Some(crate::protected::autorun::AutorunClass::GitHooks))
+                .is_some()
     }
 
     /// Add entries only writes refuse (install locations, [`crate::protected::install_locations`]):

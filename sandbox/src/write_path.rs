@@ -252,7 +252,19 @@ impl WriteRoot {
         if let Some(class) = policy.autorun_refused(path) {
             return Err(autorun_refusal(shown, String::new(), class));
         }
-        self.check_reachable_autorun(policy, &comps.iter().collect::<PathBuf>(), &shown)?;
+        let aliases =
+            self.check_reachable_autorun(policy, &comps.iter().collect::<PathBuf>(), &shown)?;
+        // Rules keyed on what a file is read as hold under every name it is reachable as (red
+        // team 24 B4: `package.json -> pkg/real.json` made a write to `pkg/real.json` escape
+        // the hook-section comparison).
+        let names: Vec<PathBuf> = std::iter::once(path.to_path_buf())
+            .chain(aliases.iter().map(|alias| self.path.join(alias)))
+            .collect();
+        check_strict_hooks(policy, &names, &shown)?;
+        let package_json = names.into_iter().find(|name| {
+            name.file_name()
+                .is_some_and(crate::protected::autorun::package_json::is_package_json)
+        });
         let parent = self.open_parent(policy, dirs, path, parents)?;
         self.check_ancestors(policy, &parent, dirs.len(), path)?;
         let parent_st = rustix::fs::fstat(&parent).map_err(|err| io_refusal(&shown, err))?;
@@ -276,24 +288,26 @@ impl WriteRoot {
             name: name.to_os_string(),
             path: path.to_path_buf(),
             existing,
+            package_json,
         })
     }
 
     /// Refuse a target that is an auto-run place by its directories' content (an embedded git
     /// repository, a virtual environment's `bin/`) or through a symlink of the root
     /// ([`crate::protected::autorun::symlinks`]); skipped when the owner allowed every class.
+    /// Returns the other root-relative names the target is reachable as (none when skipped).
     fn check_reachable_autorun(
         &self,
         policy: &PathPolicy,
         relative: &Path,
         shown: &str,
-    ) -> Result<(), WriteRefusal> {
+    ) -> Result<Vec<PathBuf>, WriteRefusal> {
         use crate::protected::autorun::{AutorunClass, repository};
         if AutorunClass::ALL
             .iter()
             .all(|class| policy.autorun_refused_class(Some(*class)).is_none())
         {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let content = repository::content_class(&self.path, relative);
         if let Some(class) = policy.autorun_refused_class(content) {
@@ -306,17 +320,17 @@ impl WriteRoot {
         let links = self.symlinks(policy);
         let links = links.as_ref().as_ref().map_err(unknown)?;
         if links.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
-        for (class, via) in links
+        let reached = links
             .reached_as(&self.path, relative)
-            .map_err(|err| unknown(&err))?
-        {
+            .map_err(|err| unknown(&err))?;
+        for (class, via) in reached.places {
             if let Some(class) = policy.autorun_refused_class(Some(class)) {
                 return Err(autorun_refusal(shown.to_string(), via, class));
             }
         }
-        Ok(())
+        Ok(reached.aliases)
     }
 
     /// The root's symlinks, rescanned when the last scan is older than
@@ -497,12 +511,21 @@ pub struct WriteTarget {
     name: OsString,
     path: PathBuf,
     existing: Option<FileIdentity>,
+    /// The name under which the file is read as a `package.json` (its own path, or a name it
+    /// is reachable as through a symlink), when it is one: its new content is checked.
+    package_json: Option<PathBuf>,
 }
 
 impl WriteTarget {
+    /// Whether the new content must pass [`Self::check_content`]: the file is read as a
+    /// `package.json` under its own name or one it is reachable as.
+    pub fn checks_content(&self) -> bool {
+        self.package_json.is_some()
+    }
+
     /// Refuse new content that changes what git hooks run through the target's text
-    /// ([`crate::protected::autorun::package_json`]: a `package.json`'s hook sections), unless
-    /// the owner allowed `git_hooks`.
+    /// ([`crate::protected::autorun::package_json`]: a `package.json`'s hook sections, whatever
+    /// name the file is written through), unless the owner allowed `git_hooks`.
     pub fn check_content(
         &self,
         policy: &PathPolicy,
@@ -510,21 +533,29 @@ impl WriteTarget {
         new: &[u8],
     ) -> Result<(), WriteRefusal> {
         use crate::protected::autorun::{AutorunClass, package_json};
-        if !package_json::is_package_json(&self.name)
-            || policy
-                .autorun_refused_class(Some(AutorunClass::GitHooks))
-                .is_none()
+        let Some(read_as) = &self.package_json else {
+            return Ok(());
+        };
+        if policy
+            .autorun_refused_class(Some(AutorunClass::GitHooks))
+            .is_none()
         {
             return Ok(());
         }
-        let why = match package_json::changed_hook_section(old, new) {
+        let through = if *read_as == self.path {
+            String::new()
+        } else {
+            format!("reachable as {} through a symlink; ", show(read_as))
+        };
+        let why = match package_json::changed_section(old, new, policy.strict_hooks()) {
             Some(package_json::HookChange::Section(section)) => format!(
-                " (it changes package.json's \"{section}\" section, commands a git hook runs)"
+                " ({through}it changes package.json's \"{section}\" section, commands a git hook runs)"
             ),
-            Some(package_json::HookChange::Unreadable) => " (the new package.json is not a JSON \
-                 object this gateway can read, so the sections git hooks run cannot be checked; \
-                 write valid JSON without lone surrogate escapes)"
-                .to_string(),
+            Some(package_json::HookChange::Unreadable) => format!(
+                " ({through}the new package.json is not a JSON object this gateway can read, \
+                 so the sections git hooks run cannot be checked; write valid JSON without \
+                 lone surrogate escapes)"
+            ),
             None => return Ok(()),
         };
         Err(autorun_refusal(
@@ -660,6 +691,39 @@ fn normal_components(path: &Path) -> Vec<&OsStr> {
         .collect()
 }
 
+/// Under the owner's strict hooks, refuse a target that defines checks a git hook runs under
+/// any of its `names` (its path first, then the names it is reachable as through symlinks).
+fn check_strict_hooks(
+    policy: &PathPolicy,
+    names: &[PathBuf],
+    shown: &str,
+) -> Result<(), WriteRefusal> {
+    use crate::protected::autorun::{AutorunClass, strict_hooks};
+    if !policy.strict_hooks() {
+        return Ok(());
+    }
+    let Some(name) = names
+        .iter()
+        .find(|name| name.file_name().is_some_and(strict_hooks::defines_checks))
+    else {
+        return Ok(());
+    };
+    let through = if Some(name) == names.first() {
+        String::new()
+    } else {
+        format!("reachable as {} through a symlink; ", show(name))
+    };
+    let why = format!(
+        " ({through}{} is on, and it defines checks a git hook runs)",
+        strict_hooks::STRICT_HOOKS_ENV
+    );
+    Err(autorun_refusal(
+        shown.to_string(),
+        why,
+        AutorunClass::GitHooks,
+    ))
+}
+
 /// The refusal of a write to an auto-run place of `class`.
 fn autorun_refusal(
     path: String,
@@ -707,6 +771,8 @@ pub fn mode_bits(bits: u32) -> Mode {
     Mode::from_bits_truncate(bits as rustix::fs::RawMode)
 }
 
+#[cfg(test)]
+mod alias_tests;
 #[cfg(test)]
 mod autorun_tests;
 #[cfg(test)]

@@ -144,6 +144,7 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
             .into_iter()
             .map(str::to_string)
             .collect(),
+        strict_hooks: config.strict_hooks,
         command_path: Some(config.command_path.clone()),
         merge_target: session.merge_target.clone(),
         delegation: session.delegation.clone(),

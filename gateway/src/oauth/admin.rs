@@ -36,6 +36,8 @@ pub struct Admin {
     pub oauth: Option<Arc<OAuth>>,
     /// The auto-run classes sessions may write (`gatewayctl doctor` shows them).
     pub autorun_allowed: sandbox::protected::autorun::AutorunAllowed,
+    /// Whether strict hooks are on (`gatewayctl doctor` shows it).
+    pub strict_hooks: bool,
     /// The sessions, for `prune` (the gateway is the state dir's single writer).
     pub gateway: Arc<crate::session::Gateway>,
 }
@@ -54,6 +56,7 @@ impl Admin {
                     .into_iter()
                     .map(String::from)
                     .collect(),
+                strict_hooks: self.strict_hooks,
             }),
             AdminRequest::Approve { page } => match &self.oauth {
                 None => oauth_off(),

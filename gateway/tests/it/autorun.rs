@@ -616,3 +616,274 @@ async fn python_m_from_the_top_refuses_only_what_shadows_its_imports() {
         .await
         .unwrap();
 }
+
+/// A package.json with a git-hook section, and the same one with that section changed.
+const HOOKED_PACKAGE: &str =
+    "{\"name\": \"a\", \"version\": \"1.0.0\", \"lint-staged\": {\"*.js\": \"eslint\"}}\n";
+
+/// Red team 24 B4 with the real runner: rules keyed on a file's name hold whatever name the
+/// bytes are written through. `package.json -> pkg/real.json` (and an absolute link) make
+/// `pkg/real.json` a package.json: Write and Edit changing its `lint-staged` section are refused
+/// as `git_hooks` naming the link, a version bump is written; `.git/config -> ../gitconfig`
+/// makes `gitconfig` git's config; a NotebookEdit through `.vscode -> cfg/vs` is refused; a
+/// command writing through every link changes only its layer. In a worktree, a link committed
+/// in the repository and one only the source directory holds do the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn rules_by_name_hold_under_every_name_a_file_is_written_through() {
+    use std::os::unix::fs::symlink;
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let (_repo, root) = crate::writes::repo();
+    let put = |rel: &str, content: &str| {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    };
+    put("pkg/real.json", HOOKED_PACKAGE);
+    put("pkg/web.json", HOOKED_PACKAGE);
+    put("cfg/vs/n.ipynb", NOTEBOOK);
+    symlink("pkg/real.json", root.join("package.json")).unwrap();
+    std::fs::create_dir_all(root.join("web")).unwrap();
+    symlink(root.join("pkg/web.json"), root.join("web/package.json")).unwrap();
+    symlink("cfg/vs", root.join(".vscode")).unwrap();
+    let gitconfig = std::fs::read_to_string(root.join(".git/config")).unwrap();
+    std::fs::rename(root.join(".git/config"), root.join("gitconfig")).unwrap();
+    symlink("../gitconfig", root.join(".git/config")).unwrap();
+    // A link out of the root, to a file a shell start-up could source.
+    let outside = tempfile::tempdir().unwrap();
+    let outside_file = std::fs::canonicalize(outside.path()).unwrap().join("rc");
+    std::fs::write(&outside_file, "plain\n").unwrap();
+    symlink(&outside_file, root.join("ext-rc")).unwrap();
+    let v = start_profile(&chat, &root, "direct_write", "alias-direct").await;
+    let changed = HOOKED_PACKAGE.replace("eslint", "node tools/x.js");
+    let edit = |rel: &str, old: &str, new: &str| {
+        json!({"name": "Edit", "arguments": {"file_path": root.join(rel).to_string_lossy(),
+            "old_string": old, "new_string": new}})
+    };
+    let layer = "printf '{}' > package.json && printf '{}' > web/package.json && \
+                 printf x > .vscode/n.ipynb && cat pkg/real.json pkg/web.json";
+    let calls = json!([
+        write(&root.join("pkg/real.json"), &changed),
+        edit("pkg/real.json", "\"eslint\"", "\"node tools/x.js\""),
+        write(&root.join("pkg/web.json"), &changed),
+        write(&root.join("gitconfig"), "[core]\n\tfsmonitor = ./x\n"),
+        json!({"name": "NotebookEdit", "arguments": {
+            "notebook_path": root.join("cfg/vs/n.ipynb").to_string_lossy(),
+            "cell_id": "c2", "edit_mode": "replace", "new_source": "import os"}}),
+        edit("pkg/real.json", "\"1.0.0\"", "\"1.1.0\""),
+        json!({"name": "RunCommand", "arguments": {"argv": ["sh", "-c", layer]}}),
+        json!({"name": "RunCommand", "arguments": {"argv": ["sh", "-c", "echo evil >> ext-rc"]}}),
+    ]);
+    let v = reply_calls(&chat, &v, "alias-direct-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 8, "{v}");
+    for (result, (rel, class)) in got.iter().zip([
+        ("pkg/real.json", "git_hooks"),
+        ("pkg/real.json", "git_hooks"),
+        ("pkg/web.json", "git_hooks"),
+        ("gitconfig", "vcs_config"),
+        ("cfg/vs/n.ipynb", "editor_config"),
+    ]) {
+        assert_refused(result, rel, class);
+    }
+    for (result, link) in got
+        .iter()
+        .zip(["package.json", "package.json", "web/package.json"])
+    {
+        let output = result["output"].as_str().unwrap_or_default();
+        assert!(
+            output.contains(&format!(
+                "reachable as {} through a symlink; it changes package.json's \"lint-staged\" section",
+                root.join(link).display()
+            )),
+            "{output}"
+        );
+    }
+    let output = got[3]["output"].as_str().unwrap_or_default();
+    assert!(output.contains("a config file git reads"), "{output}");
+    assert_eq!(got[5]["status"], "ok", "{}", got[5]);
+    assert_eq!(got[6]["status"], "ok", "{}", got[6]);
+    assert_eq!(got[6]["receipt"]["exit_code"], 0, "{}", got[6]);
+    let output = got[6]["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("{}{}"),
+        "the layer saw its writes: {output}"
+    );
+    // The real files: only the version bump landed.
+    let bumped = HOOKED_PACKAGE.replace("1.0.0", "1.1.0");
+    assert_eq!(
+        std::fs::read_to_string(root.join("pkg/real.json")).unwrap(),
+        bumped
+    );
+    for (rel, content) in [
+        ("pkg/web.json", HOOKED_PACKAGE),
+        ("gitconfig", gitconfig.as_str()),
+        ("cfg/vs/n.ipynb", NOTEBOOK),
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(root.join(rel)).unwrap(),
+            content,
+            "{rel}"
+        );
+    }
+    assert!(root.join("package.json").is_symlink());
+    // Out of the root the file system is read-only to commands.
+    let refused = got[7]["receipt"]["exit_code"]
+        .as_i64()
+        .is_some_and(|code| code != 0);
+    let output = got[7]["output"].as_str().unwrap_or_default();
+    assert!(
+        refused && output.contains("Read-only file system"),
+        "{}",
+        got[7]
+    );
+    assert_eq!(std::fs::read_to_string(&outside_file).unwrap(), "plain\n");
+    chat.stop(&session_id(&v), &lease_id(&v), "alias-direct-stop", None)
+        .await
+        .unwrap();
+
+    // worktree_write: a link the repository commits, and one only the source directory holds
+    // (an ignored one: the merge brings the worktree's bytes under it).
+    let (_repo, source) = crate::writes::repo();
+    for rel in ["pkg/real.json", "pkg/web.json"] {
+        std::fs::create_dir_all(source.join("pkg")).unwrap();
+        std::fs::write(source.join(rel), HOOKED_PACKAGE).unwrap();
+    }
+    symlink("pkg/real.json", source.join("package.json")).unwrap();
+    crate::writes::git(&source, &["add", "-A"]);
+    crate::writes::git(&source, &["commit", "-q", "-m", "linked manifest"]);
+    std::fs::create_dir_all(source.join("web")).unwrap();
+    symlink("../pkg/web.json", source.join("web/package.json")).unwrap();
+    // Ignored, so the checkout counts as clean.
+    std::fs::write(
+        source.join(".git/info/exclude"),
+        "web/
+",
+    )
+    .unwrap();
+    let v = start_profile(&chat, &source, "worktree_write", "alias-tree").await;
+    let tree = std::path::PathBuf::from(v["working_directory"].as_str().unwrap());
+    assert!(
+        !tree.join("web").exists(),
+        "only the source holds the second link"
+    );
+    let calls = json!([
+        write(&tree.join("pkg/real.json"), &changed),
+        write(&tree.join("pkg/web.json"), &changed),
+    ]);
+    let v = reply_calls(&chat, &v, "alias-tree-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 2, "{v}");
+    for (result, link) in got.iter().zip(["package.json", "web/package.json"]) {
+        assert_refused(result, "pkg", "git_hooks");
+        let output = result["output"].as_str().unwrap_or_default();
+        assert!(
+            output.contains("\"lint-staged\" section"),
+            "{link}: {output}"
+        );
+    }
+    for rel in ["pkg/real.json", "pkg/web.json"] {
+        assert_eq!(
+            std::fs::read_to_string(tree.join(rel)).unwrap(),
+            HOOKED_PACKAGE
+        );
+    }
+    chat.stop(&session_id(&v), &lease_id(&v), "alias-tree-stop", None)
+        .await
+        .unwrap();
+}
+
+/// Red team 24 B1, the owner's opt-in: with `CLAUDE_TOOLS_STRICT_HOOKS=1` the definitions of
+/// the checks a git hook runs (a Makefile, ESLint's config, also through a symlink, and
+/// package.json's `scripts`) are refused as `git_hooks` naming the mode; a version bump and the
+/// project's sources stay writable. Without it (every other test here) they are written.
+#[tokio::test(flavor = "multi_thread")]
+async fn strict_hooks_refuse_the_definitions_of_the_checks_hooks_run() {
+    let gw = gateway_with(&[("CLAUDE_TOOLS_STRICT_HOOKS", "1")]).await;
+    let chat = chatgpt(&gw).await;
+    let (_repo, root) = crate::writes::repo();
+    std::fs::write(root.join("Makefile"), "lint:\n\ttrue\n").unwrap();
+    std::fs::write(root.join("package.json"), HOOKED_PACKAGE).unwrap();
+    std::fs::create_dir_all(root.join("cfg")).unwrap();
+    std::os::unix::fs::symlink("cfg/lint.mjs", root.join("eslint.config.mjs")).unwrap();
+    let v = start_profile(&chat, &root, "direct_write", "strict-start").await;
+    let edit = |old: &str, new: &str| {
+        json!({"name": "Edit", "arguments": {
+            "file_path": root.join("package.json").to_string_lossy(),
+            "old_string": old, "new_string": new}})
+    };
+    let calls = json!([
+        write(&root.join("Makefile"), "lint:\n\ttouch /tmp/pwned\n"),
+        write(&root.join("cfg/lint.mjs"), "export default [];\n"),
+        write(&root.join("web/.eslintrc.json"), "{}\n"),
+        edit(
+            "\"name\": \"a\",",
+            "\"name\": \"a\", \"scripts\": {\"test\": \"node x.js\"},"
+        ),
+        edit("\"1.0.0\"", "\"1.1.0\""),
+        write(&root.join("src/new.rs"), "fn f() {}\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "strict-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 6, "{v}");
+    for (result, rel) in got
+        .iter()
+        .zip(["Makefile", "cfg/lint.mjs", "web/.eslintrc.json"])
+    {
+        assert_refused(result, rel, "git_hooks");
+        let output = result["output"].as_str().unwrap_or_default();
+        assert!(
+            output
+                .contains("CLAUDE_TOOLS_STRICT_HOOKS is on, and it defines checks a git hook runs"),
+            "{rel}: {output}"
+        );
+    }
+    let through = got[1]["output"].as_str().unwrap_or_default();
+    assert!(
+        through.contains("eslint.config.mjs through a symlink"),
+        "{through}"
+    );
+    assert_refused(&got[3], "package.json", "git_hooks");
+    let output = got[3]["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("package.json's \"scripts\" section"),
+        "{output}"
+    );
+    assert_eq!(got[4]["status"], "ok", "{}", got[4]);
+    assert_eq!(got[5]["status"], "ok", "{}", got[5]);
+    assert_eq!(
+        std::fs::read_to_string(root.join("Makefile")).unwrap(),
+        "lint:\n\ttrue\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("package.json")).unwrap(),
+        HOOKED_PACKAGE.replace("1.0.0", "1.1.0")
+    );
+    assert!(!root.join("cfg/lint.mjs").exists());
+    assert!(!root.join("web").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "strict-stop", None)
+        .await
+        .unwrap();
+}
+
+/// A strict-hooks value other than `0` or `1` stops the gateway at start (exit code 2), naming
+/// the variable and the value: a typo never leaves the owner's intent unapplied.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_strict_hooks_value_other_than_0_or_1_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let outcome = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_TOOLS_STRICT_HOOKS", "yes")
+        .state_dir(&state)
+        .run_to_exit(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(outcome.code(), Some(2), "{}", outcome.stderr);
+    assert!(
+        outcome
+            .stderr
+            .contains("CLAUDE_TOOLS_STRICT_HOOKS: \"yes\" is neither 1 (on) nor 0 (off)"),
+        "{}",
+        outcome.stderr
+    );
+}

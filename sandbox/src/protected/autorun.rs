@@ -575,6 +575,7 @@ mod link_target;
 pub mod package_json;
 pub mod repository;
 mod shell_command;
+pub mod strict_hooks;
 pub mod symlinks;
 
 #[cfg(test)]

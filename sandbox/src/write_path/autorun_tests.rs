@@ -8,28 +8,28 @@ use std::os::unix::fs::symlink;
 use super::tests::{Fixture, fixture};
 
 impl Fixture {
-    fn mkdir(&self, rel: &str) {
+    pub(super) fn mkdir(&self, rel: &str) {
         std::fs::create_dir_all(self.root.join(rel)).unwrap();
     }
 
-    fn file(&self, rel: &str) {
+    pub(super) fn file(&self, rel: &str) {
         self.put(rel, "x");
     }
 
-    fn put(&self, rel: &str, content: &str) {
+    pub(super) fn put(&self, rel: &str, content: &str) {
         let path = self.root.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, content).unwrap();
     }
 
-    fn link(&self, rel: &str, target: &str) {
+    pub(super) fn link(&self, rel: &str, target: &str) {
         let path = self.root.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         symlink(target, path).unwrap();
     }
 
     /// A fresh root each time: the symlink scan is cached per root.
-    fn write(&self, rel: &str) -> Result<WriteTarget, WriteRefusal> {
+    pub(super) fn write(&self, rel: &str) -> Result<WriteTarget, WriteRefusal> {
         WriteRoot::open(&self.policy, &self.root).unwrap().resolve(
             &self.policy,
             &self.root.join(rel),
@@ -37,7 +37,7 @@ impl Fixture {
         )
     }
 
-    fn refused(&self, rel: &str, class: &str) -> String {
+    pub(super) fn refused(&self, rel: &str, class: &str) -> String {
         match self.write(rel) {
             Err(err @ WriteRefusal::AutorunPlace { class: got, .. }) if got == class => {
                 assert_eq!(err.code(), OutcomeCode::NotPermitted);
@@ -47,7 +47,7 @@ impl Fixture {
         }
     }
 
-    fn allowed(&self, rel: &str) {
+    pub(super) fn allowed(&self, rel: &str) {
         if let Err(err) = self.write(rel) {
             panic!("{rel}: {err}");
         }

@@ -79,6 +79,7 @@ pub fn config(dir: &std::path::Path, tuning: &Tuning) -> Config {
         owner_home: home,
         extra_protected: tuning.extra_protected.iter().map(|p| dir.join(p)).collect(),
         autorun_allowed: Default::default(),
+        strict_hooks: false,
         instance_lock: None,
         allowed_hosts: Vec::new(),
         http: HttpLimits::default(),

@@ -563,12 +563,14 @@ async fn admin_socket_is_owner_only() {
 }
 
 /// `doctor` asks the running gateway over the admin socket which auto-run classes its sessions may
-/// write: the gateway's own opt-in, not this shell's environment, decides the lines.
+/// write and whether strict hooks are on: the gateway's own settings, not this shell's
+/// environment, decide the lines.
 #[tokio::test(flavor = "multi_thread")]
 async fn doctor_shows_the_running_gateways_autorun_opt_in() {
     let gw = GatewayProcess::builder(GATEWAY)
         .env("CLAUDE_BIN", tests::claude_bin())
         .env("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES", "editor_config")
+        .env("CLAUDE_TOOLS_STRICT_HOOKS", "1")
         .spawn()
         .await
         .unwrap();
@@ -586,6 +588,15 @@ async fn doctor_shows_the_running_gateways_autorun_opt_in() {
     );
     let hooks = doctor_check(&gw, "auto-run: agent_config");
     assert_eq!(hooks["status"], "OK", "{hooks}");
+    assert_eq!(status["strict_hooks"], true, "{status}");
+    let strict = doctor_check(&gw, "auto-run: strict hooks");
+    assert!(
+        strict["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("on (per the running gateway): refused to writes: the definitions"),
+        "{strict}"
+    );
 }
 
 /// Issue 24 item 1: registration stores nothing now, but a client an older gateway stored (a

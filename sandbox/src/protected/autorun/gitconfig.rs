@@ -3,7 +3,9 @@
 //! symlinks in a hooks directory (`.git/hooks/pre-commit -> ../../scripts/pre-commit`) and the
 //! hooks directory itself when it is a symlink — all `git_hooks` —, and the files
 //! `include.path` / `includeIf.*.path` name (`vcs_config`: such a file can set
-//! `core.fsmonitor`). Git is never run: the config files (the git dir's `config` and
+//! `core.fsmonitor`), and git's own files under another name (`vcs_config`: the config files it
+//! reads, a `.git` or git dir reached through a link, every link in the git dir such as
+//! `config -> ../gitconfig`). Git is never run: the config files (the git dir's `config` and
 //! `config.worktree`, the common dir's `config` for a linked worktree, the account's global
 //! configs) are parsed here as git reads them, every include followed whatever its condition
 //! (fail closed), to git's depth limit.
@@ -95,9 +97,32 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         for dir in hook_dirs {
             out.hook_dir(&dir, &tops);
         }
+        // git's own files under another name (red team 24 B4's class): a `.git` that is a link
+        // into the tree (a directory, or a gitfile), a git dir inside it, and every link in the
+        // git and common dir (`config -> ../gitconfig`, `info -> ../meta`) name files git
+        // reads as its own.
+        out.add(
+            &dot_git,
+            AutorunClass::VcsConfig,
+            OWN_FILES.to_string(),
+            Scope::Below,
+        );
+        out.add(
+            &git_dir,
+            AutorunClass::VcsConfig,
+            OWN_FILES.to_string(),
+            Scope::Below,
+        );
+        for dir in [&git_dir, &common] {
+            out.own_links(dir);
+        }
     }
     out.places
 }
+
+/// Why git's own files reached under another name are places.
+const OWN_FILES: &str = "one of git's own files (its .git entry, git dir, config or a link in \
+     it) under another name";
 
 struct Places<'a> {
     root: &'a Path,
@@ -130,6 +155,19 @@ impl Places<'_> {
             };
             if !self.places.contains(&place) {
                 self.places.push(place);
+            }
+        }
+    }
+
+    /// Every symlink directly in a git or common dir names a file git reads as its own.
+    fn own_links(&mut self, dir: &Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten().take(MAX_FILES) {
+            if entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
+                let why = OWN_FILES.to_string();
+                self.add(&entry.path(), AutorunClass::VcsConfig, why, Scope::Below);
             }
         }
     }
@@ -329,6 +367,13 @@ impl Places<'_> {
             return;
         }
         self.read += 1;
+        if depth == 0 {
+            // A config file itself (the repository's, a global one) may be a link into the
+            // tree (`~/.gitconfig -> ~/dotfiles/gitconfig`, `$XDG_CONFIG_HOME` inside it), or
+            // missing where a Write would create it: the file git reads is a place.
+            let why = "a config file git reads";
+            self.add(file, AutorunClass::VcsConfig, why.to_string(), Scope::Below);
+        }
         let Some(text) = super::read_text(file) else {
             return;
         };

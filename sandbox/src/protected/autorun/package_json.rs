@@ -42,6 +42,12 @@ pub enum HookChange {
 /// The first hook section whose value differs between the file's old text (`None`: absent)
 /// and the new one; new text that does not parse as a JSON object is refused whole.
 pub fn changed_hook_section(old: Option<&[u8]>, new: &[u8]) -> Option<HookChange> {
+    changed_section(old, new, false)
+}
+
+/// [`changed_hook_section`], and with `strict_hooks` also the sections the checks a hook runs
+/// read as their definition ([`super::strict_hooks::PACKAGE_SECTIONS`]: `scripts`, …).
+pub fn changed_section(old: Option<&[u8]>, new: &[u8], strict_hooks: bool) -> Option<HookChange> {
     let parse = |bytes: Option<&[u8]>| {
         bytes
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
@@ -58,8 +64,14 @@ pub fn changed_hook_section(old: Option<&[u8]>, new: &[u8]) -> Option<HookChange
         }
         Some(at.clone())
     };
+    let strict: &[&str] = if strict_hooks {
+        &super::strict_hooks::PACKAGE_SECTIONS
+    } else {
+        &[]
+    };
     let paths = HOOK_SECTIONS
         .iter()
+        .chain(strict)
         .map(|key| vec![*key])
         .chain(std::iter::once(vec!["config", "ghooks"]));
     for path in paths {

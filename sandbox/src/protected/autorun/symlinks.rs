@@ -172,14 +172,13 @@ impl Symlinks {
     /// caller) is reached as, with how: through a symlink (each name it is reachable as,
     /// classified by name or as a venv's `bin/`), through a link whose target depends on the
     /// reader (any tail of the path below the link's name), or as a place git's configuration
-    /// names.
-    pub fn reached_as(
-        &self,
-        root: &Path,
-        path: &Path,
-    ) -> Result<Vec<(AutorunClass, String)>, Incomplete> {
+    /// names. Also every other name it is reachable as ([`Self::aliases`]), so that rules
+    /// keyed on a name other than the auto-run classes (a `package.json`'s hook sections) see
+    /// them too.
+    pub fn reached_as(&self, root: &Path, path: &Path) -> Result<Reached, Incomplete> {
         let mut out = Vec::new();
         let aliases = self.aliases(path)?;
+        let mut maybe: Vec<PathBuf> = Vec::new();
         for alias in std::iter::once(path).chain(aliases.iter().map(PathBuf::as_path)) {
             let shown = crate::path_policy::show(&root.join(alias));
             if alias != path {
@@ -199,6 +198,14 @@ impl Symlinks {
             for link in &self.context {
                 let shown_link = crate::path_policy::show(&root.join(link));
                 for start in 0..=names.len() {
+                    // Every such tail may be a name of the file (a `package.json` link through
+                    // `/proc/self/cwd` is compared whatever it reaches).
+                    let mut tail = link.clone();
+                    tail.extend(&names[start..]);
+                    if maybe.len() >= MAX_ALIASES {
+                        return Err(Incomplete::TooManyAliases);
+                    }
+                    maybe.push(tail);
                     let mut reached = root.join(link);
                     reached.extend(&names[start..]);
                     if let Some(class) = super::autorun_class(&reached) {
@@ -214,7 +221,12 @@ impl Symlinks {
                 }
             }
         }
-        Ok(out)
+        let mut aliases = aliases;
+        aliases.extend(maybe);
+        Ok(Reached {
+            places: out,
+            aliases,
+        })
     }
 
     /// Every other root-relative path that reaches `path` (root-relative, real) through the
@@ -254,6 +266,16 @@ impl Symlinks {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// What a path is reached as ([`Symlinks::reached_as`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reached {
+    /// Each auto-run class it is reached as, with how (for the refusal).
+    pub places: Vec<(AutorunClass, String)>,
+    /// Every other root-relative name it is reachable as through the symlinks, and every name
+    /// a link whose target depends on the reader may reach it as.
+    pub aliases: Vec<PathBuf>,
 }
 
 struct Scan<'a> {
