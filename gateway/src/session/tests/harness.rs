@@ -327,6 +327,25 @@ pub fn results_turn(fingerprint: &str) -> BrokerEvent {
 }
 
 /// The refusal's code.
+/// The broker reports read-only action `action_id` done with `output`.
+pub fn read_finished(action_id: &str, output: &str) -> BrokerEvent {
+    BrokerEvent::ActionFinished {
+        action_id: action_id.into(),
+        outcome: common::tools::ActionOutcome {
+            status: common::tools::ToolStatus::Ok,
+            output: output.into(),
+            truncated: false,
+            error_code: None,
+            receipt: common::tools::Receipt {
+                action_id: action_id.into(),
+                duration_ms: 1,
+                ..Default::default()
+            },
+        },
+        write: None,
+    }
+}
+
 pub fn code<T: std::fmt::Debug>(result: Result<T, ToolError>) -> ErrorCode {
     result.expect_err("the call is refused").code
 }

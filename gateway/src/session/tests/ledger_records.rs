@@ -5,7 +5,6 @@
 //! signed head and the baseline.
 
 use common::ledger_chain::{Head, Verifier};
-use common::protocol::BrokerEvent;
 use common::tools::{ActionOutcome, Receipt, ToolStatus};
 use rusqlite::Connection;
 use serde_json::json;
@@ -35,23 +34,8 @@ pub(super) async fn recorded() -> Recorded {
     let calls = json!([{"name": "Read", "arguments": {"file_path": path}}]);
     h.reply(&view, "r1", "reading", calls).await.unwrap();
     let action = h.next_reply(pid).await.calls[0].action_id.clone();
-    let outcome = ActionOutcome {
-        status: ToolStatus::Ok,
-        output: "hello".into(),
-        truncated: false,
-        error_code: None,
-        receipt: Receipt {
-            action_id: action.clone(),
-            duration_ms: 1,
-            ..Receipt::default()
-        },
-    };
-    let finished = BrokerEvent::ActionFinished {
-        action_id: action.clone(),
-        outcome,
-        write: None,
-    };
-    h.event(pid, 3, finished).await;
+    h.event(pid, 3, super::harness::read_finished(&action, "hello"))
+        .await;
     h.event(pid, 4, results_turn("f2")).await;
     h.gateway.store.flush_head();
     Recorded {

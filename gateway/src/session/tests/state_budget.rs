@@ -2,10 +2,9 @@
 //! stores counts at once, and past the budget only a short answer without tool calls is
 //! delivered, so a turn can end but nothing grows the dir further.
 
-use common::tools::{ActionOutcome, Receipt, ToolStatus};
 use serde_json::json;
 
-use super::harness::{Harness, code, results_turn};
+use super::harness::{Harness, code, read_finished, results_turn};
 use crate::error::ErrorCode;
 use crate::state_budget::OUTPUT_COST_FACTOR;
 
@@ -29,27 +28,7 @@ async fn outputs_count_at_once_and_past_the_budget_only_an_answer_is_delivered()
         .unwrap();
     let action = h.next_reply(pid).await.calls[0].action_id.clone();
     let output = "x".repeat(512 * 1024);
-    let outcome = ActionOutcome {
-        status: ToolStatus::Ok,
-        output: output.clone(),
-        truncated: false,
-        error_code: None,
-        receipt: Receipt {
-            action_id: action.clone(),
-            duration_ms: 1,
-            ..Receipt::default()
-        },
-    };
-    h.event(
-        pid,
-        3,
-        common::protocol::BrokerEvent::ActionFinished {
-            action_id: action,
-            outcome,
-            write: None,
-        },
-    )
-    .await;
+    h.event(pid, 3, read_finished(&action, &output)).await;
     assert!(
         budget.used_bytes() >= before + output.len() as u64 * OUTPUT_COST_FACTOR,
         "the stored output was not counted before the next walk"

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use common::protocol::{BrokerEvent, EgressResponse, Verdict};
-use common::tools::{ActionOutcome, ToolStatus};
+use common::tools::ActionOutcome;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -106,17 +106,7 @@ impl Subsessions for Recording {
 }
 
 fn finished(action_id: &str) -> BrokerEvent {
-    BrokerEvent::ActionFinished {
-        action_id: action_id.into(),
-        outcome: ActionOutcome {
-            status: ToolStatus::Ok,
-            output: "hello".into(),
-            truncated: false,
-            error_code: None,
-            receipt: Default::default(),
-        },
-        write: None,
-    }
+    super::harness::read_finished(action_id, "hello")
 }
 
 #[tokio::test]
