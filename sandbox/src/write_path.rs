@@ -510,21 +510,32 @@ impl WriteTarget {
         new: &[u8],
     ) -> Result<(), WriteRefusal> {
         use crate::protected::autorun::{AutorunClass, package_json};
-        if !package_json::is_package_json(&self.name)
+        if !package_json::reads_hook_sections(&self.name)
             || policy
                 .autorun_refused_class(Some(AutorunClass::GitHooks))
                 .is_none()
         {
             return Ok(());
         }
-        let why = match package_json::changed_hook_section(old, new) {
-            Some(package_json::HookChange::Section(section)) => format!(
-                " (it changes package.json's \"{section}\" section, commands a git hook runs)"
+        let file = self.name.to_string_lossy();
+        let why = match package_json::changed_hook_section_of(&self.name, old, new) {
+            Some(package_json::HookChange::Section(section)) => {
+                format!(" (it changes {file}'s \"{section}\" section, commands a git hook runs)")
+            }
+            Some(package_json::HookChange::Unreadable)
+                if package_json::is_package_json(&self.name) =>
+            {
+                " (the new package.json is not a JSON object this gateway can read, so the \
+                 sections git hooks run cannot be checked; write valid JSON without lone \
+                 surrogate escapes)"
+                    .to_string()
+            }
+            Some(package_json::HookChange::Unreadable) => format!(
+                " (the new {file} uses a form this gateway does not read (a flow mapping, an \
+                 explicit, merged, aliased, tagged or escaped top-level key, a tab), so the \
+                 sections git hooks run cannot be checked; write plain `key: value` top-level \
+                 lines)"
             ),
-            Some(package_json::HookChange::Unreadable) => " (the new package.json is not a JSON \
-                 object this gateway can read, so the sections git hooks run cannot be checked; \
-                 write valid JSON without lone surrogate escapes)"
-                .to_string(),
             None => return Ok(()),
         };
         Err(autorun_refusal(

@@ -194,8 +194,9 @@ pub fn durable_write<'c>(
             Disposition::NotPrepared,
         )
     })?;
-    // What the new text makes git hooks run (a package.json's lint-staged section).
-    if sandbox::protected::autorun::package_json::is_package_json(target.name()) {
+    // What the new text makes git hooks run (a package.json's or package.yaml's lint-staged
+    // section).
+    if sandbox::protected::autorun::package_json::reads_hook_sections(target.name()) {
         let old = current_bytes.unwrap_or_default();
         let new: Vec<u8> = computed.content.slices(old).flatten().copied().collect();
         target

@@ -257,6 +257,7 @@ pub(super) fn program_paths(value: &str, reading: Reading) -> Named {
         out: Vec::new(),
         cwd: Some(String::new()),
         functions: false,
+        stdin: None,
         result: Ok(()),
     };
     collector.line(value, 0);
@@ -322,6 +323,9 @@ struct Collector {
     cwd: Option<String>,
     /// A function was defined: its body, read where it stands, runs where it is called.
     functions: bool,
+    /// The file the current simple command has on standard input (`< x.py`); `None` when it
+    /// reads the hook's own input, a pipe or another descriptor, whose content is unknown.
+    stdin: Option<Word>,
     result: Result<(), &'static str>,
 }
 
@@ -479,8 +483,41 @@ impl Collector {
         }
     }
 
-    /// One simple command: assignments, then the command and its arguments.
+    /// One simple command: assignments, then the command and its arguments; its redirections
+    /// apart (their targets are files it reads or writes; a file on standard input is the
+    /// program of one that reads its code from there).
     fn command(&mut self, words: &[Word], depth: usize, context: Context) {
+        let (redirections, words): (Vec<Word>, Vec<Word>) =
+            words.iter().cloned().partition(|w| w.redirect.is_some());
+        // The last redirection of standard input wins, over a pipe too.
+        let mut stdin = None;
+        for target in &redirections {
+            match target.redirect {
+                Some(Redirect::Stdin) if !target.glob && !target.text.contains('$') => {
+                    stdin = Some(target.clone());
+                }
+                Some(Redirect::Stdin | Redirect::StdinDescriptor) => stdin = None,
+                _ => {}
+            }
+        }
+        self.stdin = stdin;
+        self.command_words(&words, depth, context);
+        self.stdin = None;
+        // What it reads as data (`< in.txt`, `3< cfg`) is named as its arguments are; what it
+        // writes (`> out`, `2>&1`) runs nothing.
+        for target in &redirections {
+            if matches!(target.redirect, Some(Redirect::Output)) || target.glob {
+                continue;
+            }
+            if target.text.contains('$') {
+                self.variable_argument(&target.text);
+            } else if target.text.contains(['/', '.']) {
+                self.push(&target.text, None);
+            }
+        }
+    }
+
+    fn command_words(&mut self, words: &[Word], depth: usize, context: Context) {
         let mut rest = words;
         while let Some((first, after)) = rest.split_first() {
             let Some((name, value)) = assignment(&first.text) else {
@@ -770,7 +807,8 @@ impl Collector {
                 break;
             }
             if text == "-" {
-                return self.fail("Python reads its program from standard input");
+                self.python_stdin(isolated);
+                return self.arguments(&args[i.min(args.len())..], depth);
             }
             if let Some(long) = text.strip_prefix("--") {
                 match long {
@@ -822,18 +860,64 @@ impl Collector {
             }
         }
         let Some((script, script_args)) = args[i.min(args.len())..].split_first() else {
-            return self.fail("Python reads its program from standard input");
+            return self.python_stdin(isolated);
         };
-        let runner = if isolated {
-            None
+        if isolated {
+            if let Some(script) = self.descriptor_script(script) {
+                self.push(&script.text, None);
+            }
         } else {
-            Some(ScriptRunner::Python)
-        };
-        match runner {
-            Some(runner) => self.script(script, runner),
-            None => self.push(&script.text, None),
+            self.script(script, ScriptRunner::Python);
         }
         self.arguments(script_args, depth);
+    }
+
+    /// Python running its program from standard input (`python3 < ci/chk.py`, `python3 -
+    /// < x`): the working directory, not the file's, is first on `sys.path` (without `-I`/`-P`),
+    /// so what Python imports from there is a place, as for `python -m` from the top (red team
+    /// 25 B5); the file itself too. Input from a pipe, the hook's own input or another
+    /// descriptor is code nobody can read here: the whole tree.
+    fn python_stdin(&mut self, isolated: bool) {
+        let Some(file) = self.stdin.take() else {
+            return self.fail("Python reads its program from standard input, which is not a file");
+        };
+        self.push(&file.text, None);
+        if isolated || self.literal {
+            return;
+        }
+        match self.cwd.clone() {
+            Some(cwd) => self.out.push(NamedPath {
+                path: cwd.clone(),
+                cwd,
+                scope: Scope::Imports,
+                script: None,
+            }),
+            None => self.fail("it runs from a directory the reader lost"),
+        }
+    }
+
+    /// A script named as a descriptor (`/dev/stdin`, `/dev/fd/0`, `/proc/self/fd/0`): the
+    /// runner opens what standard input is, and Python and Node resolve the link to the file's
+    /// own directory, so it is that file when standard input is one; any other descriptor or
+    /// device holds code nobody can read here (`None`, having failed).
+    fn descriptor_script(&mut self, word: &Word) -> Option<Word> {
+        let text = word.text.as_str();
+        if !text.starts_with("/dev/") && !text.starts_with("/proc/") {
+            return Some(word.clone());
+        }
+        let stdin = matches!(
+            text,
+            "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "/proc/thread-self/fd/0"
+        );
+        match self.stdin.take() {
+            Some(file) if stdin => Some(file),
+            _ => {
+                self.fail(
+                    "it runs a script from a descriptor or device, whose content is unknown here",
+                );
+                None
+            }
+        }
     }
 
     /// `python -m MODULE` without `-I`/`-P`: the working directory is first on `sys.path`, read
@@ -906,6 +990,9 @@ impl Collector {
 
     /// A script a runner runs.
     fn script(&mut self, word: &Word, runner: ScriptRunner) {
+        let Some(word) = self.descriptor_script(word) else {
+            return;
+        };
         if word.text.contains('$') || word.glob {
             return self.fail("the shell computes the script it runs");
         }
@@ -979,7 +1066,7 @@ impl Collector {
 mod lexer;
 mod wrappers;
 
-use lexer::{Op, Token, Word, assignment, split};
+use lexer::{Op, Redirect, Token, Word, assignment, split};
 use wrappers::{WrapperGrammar, wrapper_grammar};
 
 #[cfg(test)]
