@@ -567,6 +567,7 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
 pub mod gitconfig;
 mod hook_managers;
 mod link_target;
+mod namespaces;
 pub mod package_json;
 pub mod package_yaml;
 pub mod repository;

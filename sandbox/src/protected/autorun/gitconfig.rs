@@ -205,6 +205,23 @@ impl Places<'_> {
                         let at = top.join(expand_home(&named.path));
                         let scope = named.scope;
                         self.add(&at, AutorunClass::GitHooks, source.paths.clone(), scope);
+                        if scope == Scope::Imports {
+                            // A directory there named like an installed namespace package is
+                            // merged into it, ahead of site-packages (red team 25 B6).
+                            for name in super::namespaces::namespace_names(&at) {
+                                let why = format!(
+                                    "{} (Python imports from there, and `{name}/` merges into \
+                                     the installed namespace package `{name}`)",
+                                    source.paths
+                                );
+                                self.add(
+                                    &at.join(&name),
+                                    AutorunClass::GitHooks,
+                                    why,
+                                    Scope::Below,
+                                );
+                            }
+                        }
                         if let Some(runner) = named.script {
                             let from = [top.join(&named.cwd)];
                             self.script(&at, runner, source, &from, depth);

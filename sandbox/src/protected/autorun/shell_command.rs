@@ -165,8 +165,10 @@ pub(super) const MODULE_SUFFIXES: [&str; 6] = [".py", ".pyc", ".pyo", ".pyw", ".
 /// package's `__init__` file. A directory without an `__init__` is at most a namespace
 /// package: the import system keeps searching `sys.path` past a namespace portion and takes
 /// the first regular package or module of that name anywhere after it, so such a directory
-/// never shadows an installed module; it is only imported for a name nothing installed
-/// provides (an optional import a tool tries and catches), the known limit in
+/// never shadows an installed regular module; it is merged into an installed *namespace*
+/// package of its name, which the hook reader protects by name ([`super::namespaces`], red
+/// team 25 B6), and otherwise imported only for a name nothing installed provides (an
+/// optional import a tool tries and catches), the known limit in
 /// docs/design/protected-set.md. `.pth` files are read only in site directories, never
 /// from the working directory.
 pub(super) fn imports_reach(below: &[String]) -> bool {
@@ -874,22 +876,24 @@ impl Collector {
 
     /// Python running its program from standard input (`python3 < ci/chk.py`, `python3 -
     /// < x`): the working directory, not the file's, is first on `sys.path` (without `-I`/`-P`),
-    /// so what Python imports from there is a place, as for `python -m` from the top (red team
-    /// 25 B5); the file itself too. Input from a pipe, the hook's own input or another
-    /// descriptor is code nobody can read here: the whole tree.
+    /// and the program is the project's own script, importing the project's modules from there
+    /// (`import helpers.h`, a namespace directory): as for a script, whose directory's whole
+    /// subtree is a place, the working directory's whole subtree is (red team 25 B5: the whole
+    /// tree when it runs from the top). Input from a pipe, the hook's own input or another
+    /// descriptor is code nobody can read here: the whole tree too.
     fn python_stdin(&mut self, isolated: bool) {
         let Some(file) = self.stdin.take() else {
             return self.fail("Python reads its program from standard input, which is not a file");
         };
         self.push(&file.text, None);
-        if isolated || self.literal {
+        if isolated {
             return;
         }
         match self.cwd.clone() {
             Some(cwd) => self.out.push(NamedPath {
                 path: cwd.clone(),
                 cwd,
-                scope: Scope::Imports,
+                scope: Scope::Below,
                 script: None,
             }),
             None => self.fail("it runs from a directory the reader lost"),

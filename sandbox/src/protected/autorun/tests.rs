@@ -814,3 +814,46 @@ fn every_hook_manager_s_places_and_red_team_25_s_editor_configs_are_classified()
         assert_eq!(class(path), None, "{path}");
     }
 }
+
+/// Red team 25 B5 and B6: Python reading its program from a file on stdin imports from the
+/// working directory (its whole subtree); `python -m` from the top makes a directory named
+/// like an installed namespace package a place, other top-level directories stay writable.
+#[test]
+fn rt25_b5_b6_stdin_programs_and_namespace_packages() {
+    let repo = Repo::new("");
+    repo.put(
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\npython3 -B < ci/chk.py\n",
+    );
+    repo.refused(&["ci/chk.py", "chkhelp.py", "helpers/h.py", "src/lib.rs"]);
+    let repo = Repo::new("");
+    repo.put(
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\ncd ci && python3 < chk.py\n",
+    );
+    repo.refused(&["ci/chk.py", "ci/chkhelp.py", "ci/helpers/h.py"]);
+    repo.allowed(&["chkhelp.py", "src/lib.rs"]);
+    let repo = Repo::new("");
+    repo.put(
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\npython3 -m rt25acmetool\n",
+    )
+    .put(".venv/lib/python3.12/site-packages/acme/util.py", "")
+    .put(".venv/lib/python3.12/site-packages/regular/__init__.py", "");
+    repo.refused(&[
+        "acme/util.py",
+        "acme/sub/deep.py",
+        "google/protobuf/x.py",
+        "jaraco/context.py",
+        "chkhelp.py",
+        "tests/__init__.py",
+    ]);
+    repo.allowed(&[
+        "regular/util.py",
+        "tests/test_x.py",
+        "scripts/release.py",
+        "src/pkg/module.py",
+        "acmex/util.py",
+        "docs/conf.py",
+    ]);
+}

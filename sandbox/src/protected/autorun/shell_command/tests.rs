@@ -552,12 +552,12 @@ fn python_m_elsewhere_than_the_top_or_of_an_unreadable_module_is_the_whole_tree(
     }
 }
 
-/// What Python importing from `cwd` (first on `sys.path`) may shadow there.
+/// The whole subtree of `cwd`, where Python imports the program's modules from.
 fn imports_at(cwd: &str) -> NamedPath {
     NamedPath {
         path: cwd.into(),
         cwd: cwd.into(),
-        scope: Scope::Imports,
+        scope: Scope::Below,
         script: None,
     }
 }
@@ -565,7 +565,8 @@ fn imports_at(cwd: &str) -> NamedPath {
 #[test]
 fn python_reading_its_program_from_a_file_on_stdin_imports_from_where_it_runs() {
     // Red team 25 B5: `python3 < ci/chk.py` puts the working directory first on `sys.path`,
-    // not ci/: what shadows an import there is a place, as for `python -m` from the top.
+    // not ci/: its whole subtree, where the script's imports come from, as a script's own
+    // directory is for `python3 ci/chk.py`.
     let top = |file: &str| paths(&[at(file), imports_at(""), at(file)]);
     for value in [
         "python3 < ci/chk.py",
