@@ -616,3 +616,134 @@ async fn python_m_from_the_top_refuses_only_what_shadows_its_imports() {
         .await
         .unwrap();
 }
+
+/// Red team 25 B4, B8 with the real runner: hook managers' own places (lefthook's script dirs,
+/// nano-staged's and hk's configs), lazygit's per-repository config at any depth, and
+/// package.yaml's hook sections are refused with the class named; look-alikes and an hpack
+/// package.yaml without hook sections are written.
+#[tokio::test(flavor = "multi_thread")]
+async fn hook_managers_places_and_lazygit_s_config_are_refused() {
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let (_tree, tree) = crate::writes::repo();
+    let v = start_profile(&chat, &tree, "direct_write", "rt25-b4").await;
+    let refused = [
+        (".lefthook/pre-commit/check.sh", "git_hooks"),
+        (".lefthook-local/pre-commit/x.sh", "git_hooks"),
+        (".nano-staged.json", "git_hooks"),
+        ("nano-staged.mjs", "git_hooks"),
+        ("hk.pkl", "git_hooks"),
+        (".cargo-husky/hooks/pre-commit", "git_hooks"),
+        (".lazygit.yml", "editor_config"),
+        ("app/sub/.lazygit.yml", "editor_config"),
+    ];
+    let writable = [
+        "docs/lefthook.md",
+        "src/lefthook/x.sh",
+        "lazygit.yml",
+        "docs/nano-staged.md",
+    ];
+    let mut calls: Vec<Value> = refused
+        .iter()
+        .map(|(rel, _)| write(&tree.join(rel), "#!/bin/sh\nid > /tmp/rt25\n"))
+        .chain(writable.iter().map(|rel| write(&tree.join(rel), "plain\n")))
+        .collect();
+    let hpack = "name: app\ndependencies:\n  - base\n";
+    calls.push(write(&tree.join("package.yaml"), hpack));
+    calls.push(write(
+        &tree.join("package.yaml"),
+        &format!("{hpack}lint-staged:\n  \"*\": sh tools/x.sh\n"),
+    ));
+    let v = reply_calls(&chat, &v, "rt25-b4-r1", json!(calls)).await;
+    let got = results(&v);
+    assert_eq!(got.len(), refused.len() + writable.len() + 2, "{v}");
+    for (result, (rel, class)) in got.iter().zip(refused) {
+        assert_refused(result, rel, class);
+        let output = result["output"].as_str().unwrap_or_default();
+        assert!(
+            output.contains(&format!("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES={class}")),
+            "{rel}: {output}"
+        );
+        assert!(!tree.join(rel).exists(), "{rel} was written");
+    }
+    assert!(!tree.join(".lefthook").exists() && !tree.join("app").exists());
+    for (result, rel) in got[refused.len()..].iter().zip(writable) {
+        assert_eq!(result["status"], "ok", "{rel}: {result}");
+    }
+    let yaml = &got[refused.len() + writable.len()..];
+    assert_eq!(yaml[0]["status"], "ok", "{}", yaml[0]);
+    assert_refused(&yaml[1], "package.yaml", "git_hooks");
+    let output = yaml[1]["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("package.yaml's \"lint-staged\" section"),
+        "{output}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tree.join("package.yaml")).unwrap(),
+        hpack
+    );
+    chat.stop(&session_id(&v), &lease_id(&v), "rt25-b4-stop", None)
+        .await
+        .unwrap();
+}
+
+/// Red team 25 B5, B6 with the real runner: a hook running `python3 -B < ci/chk.py` from the
+/// top refuses every write of the tree (Python imports the script's modules from there); a hook
+/// running `python3 -m tool` from the top refuses a directory named like an installed namespace
+/// package (`acme/util.py` merges into `acme`) and leaves other top-level directories writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn python_reading_stdin_or_merging_namespaces_refuses_what_it_imports() {
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let (_a, stdin_tree) = crate::writes::repo();
+    let hook = |tree: &Path, line: &str| {
+        let path = tree.join(".git/hooks/pre-commit");
+        std::fs::write(&path, format!("#!/bin/sh\n{line}\n")).unwrap();
+    };
+    hook(&stdin_tree, "python3 -B < ci/chk.py");
+    let v = start_profile(&chat, &stdin_tree, "direct_write", "rt25-b5").await;
+    let rels = ["chkhelp.py", "helpers/h.py"];
+    let calls: Vec<Value> = rels
+        .iter()
+        .map(|rel| write(&stdin_tree.join(rel), "import os\n"))
+        .collect();
+    let v = reply_calls(&chat, &v, "rt25-b5-r1", json!(calls)).await;
+    for (result, rel) in results(&v).iter().zip(rels) {
+        assert_refused(result, rel, "git_hooks");
+        let output = result["output"].as_str().unwrap_or_default();
+        assert!(output.contains("git hook `pre-commit`"), "{rel}: {output}");
+        assert!(!stdin_tree.join(rel).exists(), "{rel}");
+    }
+    chat.stop(&session_id(&v), &lease_id(&v), "rt25-b5-stop", None)
+        .await
+        .unwrap();
+
+    let (_b, ns_tree) = crate::writes::repo();
+    hook(&ns_tree, "python3 -m rt25acmetool");
+    std::fs::create_dir_all(ns_tree.join(".venv/lib/python3.12/site-packages/acme")).unwrap();
+    let v = start_profile(&chat, &ns_tree, "direct_write", "rt25-b6").await;
+    let refused = ["acme/util.py", "google/protobuf/x.py"];
+    let writable = ["tests/test_x.py", "scripts/release.py", "src/pkg/module.py"];
+    let calls: Vec<Value> = refused
+        .iter()
+        .chain(writable.iter())
+        .map(|rel| write(&ns_tree.join(rel), "x = 1\n"))
+        .collect();
+    let v = reply_calls(&chat, &v, "rt25-b6-r1", json!(calls)).await;
+    let got = results(&v);
+    for (result, rel) in got.iter().zip(refused) {
+        assert_refused(result, rel, "git_hooks");
+        let output = result["output"].as_str().unwrap_or_default();
+        assert!(
+            output.contains("installed namespace package"),
+            "{rel}: {output}"
+        );
+        assert!(!ns_tree.join(rel).exists(), "{rel}");
+    }
+    for (result, rel) in got[refused.len()..].iter().zip(writable) {
+        assert_eq!(result["status"], "ok", "{rel}: {result}");
+    }
+    chat.stop(&session_id(&v), &lease_id(&v), "rt25-b6-stop", None)
+        .await
+        .unwrap();
+}
