@@ -566,6 +566,7 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
 
 pub mod gitconfig;
 mod hook_managers;
+mod lefthook;
 mod link_target;
 mod namespaces;
 pub mod package_json;

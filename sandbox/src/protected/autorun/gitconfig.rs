@@ -95,6 +95,27 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         for dir in hook_dirs {
             out.hook_dir(&dir, &tops);
         }
+        // lefthook's extended configs and script dirs, under names of the project's choosing.
+        for top in &tops {
+            let source = Source {
+                paths: "a file or dir lefthook's configuration names (extends, source_dir)"
+                    .to_string(),
+                tree: "lefthook's configuration names files".to_string(),
+            };
+            match super::lefthook::named_places(top) {
+                Ok(rels) => {
+                    for rel in rels {
+                        out.add(
+                            &top.join(rel),
+                            AutorunClass::GitHooks,
+                            source.paths.clone(),
+                            Scope::Below,
+                        );
+                    }
+                }
+                Err(why) => out.whole_tree(&source, why),
+            }
+        }
     }
     out.places
 }

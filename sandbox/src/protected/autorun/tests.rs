@@ -857,3 +857,19 @@ fn rt25_b5_b6_stdin_programs_and_namespace_packages() {
         "docs/conf.py",
     ]);
 }
+
+/// Red team 25 B4: what lefthook's configuration names under names of the project's choosing
+/// (an `extends:` target, a `source_dir`) is a place; a form not read names the whole tree.
+#[test]
+fn rt25_b4_lefthook_s_extended_files_and_script_dirs() {
+    let repo = Repo::new("");
+    repo.put(
+        "lefthook.yml",
+        "extends:\n  - config/hooks-extra.yml\nsource_dir: tools/lh\n",
+    );
+    repo.refused(&["config/hooks-extra.yml", "tools/lh/pre-commit/x.sh"]);
+    repo.allowed(&["config/other.yml", "tools/x.sh", "src/lib.rs"]);
+    let repo = Repo::new("");
+    repo.put("lefthook.yml", "{extends: [config/x.yml]}\n");
+    repo.whole_tree("lefthook");
+}
