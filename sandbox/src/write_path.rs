@@ -261,9 +261,9 @@ impl WriteRoot {
             .chain(aliases.iter().map(|alias| self.path.join(alias)))
             .collect();
         check_strict_hooks(policy, &names, &shown)?;
-        let package_json = names.into_iter().find(|name| {
+        let hook_sections = names.into_iter().find(|name| {
             name.file_name()
-                .is_some_and(crate::protected::autorun::package_json::is_package_json)
+                .is_some_and(crate::protected::autorun::package_json::reads_hook_sections)
         });
         let parent = self.open_parent(policy, dirs, path, parents)?;
         self.check_ancestors(policy, &parent, dirs.len(), path)?;
@@ -288,7 +288,7 @@ impl WriteRoot {
             name: name.to_os_string(),
             path: path.to_path_buf(),
             existing,
-            package_json,
+            hook_sections,
         })
     }
 
@@ -511,16 +511,17 @@ pub struct WriteTarget {
     name: OsString,
     path: PathBuf,
     existing: Option<FileIdentity>,
-    /// The name under which the file is read as a `package.json` (its own path, or a name it
-    /// is reachable as through a symlink), when it is one: its new content is checked.
-    package_json: Option<PathBuf>,
+    /// The name under which the file is read as a `package.json` or `package.yaml` (its own
+    /// path, or a name it is reachable as through a symlink), when it is one: its new content
+    /// is checked.
+    hook_sections: Option<PathBuf>,
 }
 
 impl WriteTarget {
     /// Whether the new content must pass [`Self::check_content`]: the file is read as a
-    /// `package.json` under its own name or one it is reachable as.
+    /// `package.json` or `package.yaml` under its own name or one it is reachable as.
     pub fn checks_content(&self) -> bool {
-        self.package_json.is_some()
+        self.hook_sections.is_some()
     }
 
     /// Refuse new content that changes what git hooks run through the target's text
@@ -533,7 +534,7 @@ impl WriteTarget {
         new: &[u8],
     ) -> Result<(), WriteRefusal> {
         use crate::protected::autorun::{AutorunClass, package_json};
-        let Some(read_as) = &self.package_json else {
+        let Some(read_as) = &self.hook_sections else {
             return Ok(());
         };
         if policy
@@ -547,14 +548,31 @@ impl WriteTarget {
         } else {
             format!("reachable as {} through a symlink; ", show(read_as))
         };
-        let why = match package_json::changed_section(old, new, policy.strict_hooks()) {
+        let name = read_as.file_name().unwrap_or_default();
+        // The kind, spelled as the documentation spells it (a case-insensitive file system
+        // reads `Package.JSON` as package.json).
+        let file = if package_json::is_package_json(name) {
+            "package.json"
+        } else {
+            "package.yaml"
+        };
+        let why = match package_json::changed_hook_section_of(name, old, new, policy.strict_hooks())
+        {
             Some(package_json::HookChange::Section(section)) => format!(
-                " ({through}it changes package.json's \"{section}\" section, commands a git hook runs)"
+                " ({through}it changes {file}'s \"{section}\" section, commands a git hook runs)"
             ),
+            Some(package_json::HookChange::Unreadable) if package_json::is_package_json(name) => {
+                format!(
+                    " ({through}the new package.json is not a JSON object this gateway can read, \
+                     so the sections git hooks run cannot be checked; write valid JSON without \
+                     lone surrogate escapes)"
+                )
+            }
             Some(package_json::HookChange::Unreadable) => format!(
-                " ({through}the new package.json is not a JSON object this gateway can read, \
-                 so the sections git hooks run cannot be checked; write valid JSON without \
-                 lone surrogate escapes)"
+                " ({through}the new {file} uses a form this gateway does not read (a flow \
+                 mapping, an explicit, merged, aliased, tagged or escaped top-level key, a tab), \
+                 so the sections git hooks run cannot be checked; write plain `key: value` \
+                 top-level lines)"
             ),
             None => return Ok(()),
         };

@@ -89,12 +89,14 @@ impl AutorunClass {
                  .devcontainer/, .devcontainer.json, .nvim.lua, .nvimrc, .exrc, .vimrc, \
                  _vimrc, .gvimrc, _gvimrc, _exrc, .lazy.lua, Emacs's .dir-locals.el, VS \
                  Code's *.code-workspace, .theia/, .vs/, *.sublime-project, .kateproject, \
-                 Eclipse's .externalToolBuilders/, language \
-                 servers' hie.yaml, .hie-bios, .lsp/config.edn, .vim/coc-settings.json"
+                 Eclipse's .externalToolBuilders/, lazygit's .lazygit.yml, .lvimrc, \
+                 .ycm_extra_conf.py, language servers' hie.yaml, .hie-bios, .lsp/config.edn, \
+                 .vim/coc-settings.json, rust-analyzer.toml, .luarc.json"
             }
             Self::DirectoryHooks => {
                 "directory-entry hooks: .envrc, .env (oh-my-zsh's dotenv, autoenv and aider \
                  load it by themselves), .autoenv.zsh, .autoenv_leave.zsh, .rvmrc, \
+                 devbox.json (its init_hook), \
                  .shadowenv.d/, .direnv/ (nix-direnv's cached profiles), mise's mise.toml, .mise.toml, mise.*.toml, \
                  .mise/, .config/mise/, mise/config.toml, .rtx.toml, and .tool-versions"
             }
@@ -106,14 +108,19 @@ impl AutorunClass {
                  activate.d/"
             }
             Self::GitHooks => {
-                "git hooks: .git/hooks, .husky/, .githooks/, .pre-commit-config.yaml, \
-                 .overcommit.yml, \
-                 lefthook's (.)lefthook(-local).{yml,yaml,toml,json,jsonc}, lint-staged's \
-                 .lintstagedrc* and lint-staged.config.*, commitlint's .commitlintrc* and \
-                 commitlint.config.*, husky 4's .huskyrc* and husky.config.*, \
-                 (.)simple-git-hooks.*, package.json's lint-staged, husky, commitlint, \
-                 simple-git-hooks, pre-commit, gitHooks and ghooks sections (the rest of \
-                 package.json stays writable)"
+                "git hooks and their managers' places: .git/hooks, .githooks/, husky's \
+                 .husky/, .huskyrc* and husky.config.*, pre-commit's \
+                 .pre-commit-config.y(a)ml, lefthook's (.)lefthook(-local).{yml,yaml,toml,json,\
+                 jsonc} and script dirs .lefthook/ and .lefthook-local/, lint-staged's \
+                 .lintstagedrc* and lint-staged.config.*, nano-staged's .nanostagedrc and \
+                 (.)nano-staged.*, commitlint's .commitlintrc*, commitlint.config.* and \
+                 .config/commitlintrc*, (.)simple-git-hooks.*, hk's hk.pkl, rusty-hook's \
+                 .rusty-hook.toml, cargo-husky's .cargo-husky/, CaptainHook's captainhook.json, \
+                 GrumPHP's grumphp.yml(.dist), overcommit's .overcommit.yml and .git-hooks/, \
+                 icefox git-hooks' git_hooks/, mookme's .mookme.json and .hooks/, .gitlint, \
+                 package.json's and package.yaml's lint-staged, nano-staged, husky, commitlint, \
+                 simple-git-hooks, pre-commit, pre-push, gitHooks and ghooks sections (the rest \
+                 of those files stays writable)"
             }
             Self::ShellStartup => {
                 "shell, REPL and debugger start-up files read from the working directory: \
@@ -186,8 +193,6 @@ const DIRS: &[(&str, AutorunClass)] = &[
     (".bsp", AutorunClass::ToolchainConfig),
     ("node_modules", AutorunClass::InstalledPackages),
     (".yarn", AutorunClass::InstalledPackages),
-    (".husky", AutorunClass::GitHooks),
-    (".githooks", AutorunClass::GitHooks),
     (".mise", AutorunClass::DirectoryHooks),
     (".hg", AutorunClass::VcsConfig),
     (".jj", AutorunClass::VcsConfig),
@@ -220,11 +225,29 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".hie-bios", AutorunClass::EditorConfig),
     (".dir-locals.el", AutorunClass::EditorConfig),
     (".dir-locals-2.el", AutorunClass::EditorConfig),
+    // lazygit loads it from the repository and every directory above it when it opens, and
+    // runs `git.paging.pager`, `os.*` and custom commands from it (red team 25 B8).
+    (".lazygit.yml", AutorunClass::EditorConfig),
+    (".lazygit.yaml", AutorunClass::EditorConfig),
+    // rust-analyzer runs `cargo.buildScripts.overrideCommand` when it loads the workspace,
+    // `check.overrideCommand` at each save.
+    ("rust-analyzer.toml", AutorunClass::EditorConfig),
+    (".rust-analyzer.toml", AutorunClass::EditorConfig),
+    // lua-language-server runs `runtime.plugin`, a Lua file, when it starts on the project.
+    (".luarc.json", AutorunClass::EditorConfig),
+    (".luarc.jsonc", AutorunClass::EditorConfig),
+    // Vim's localvimrc plugin sources it on entering the directory (with `ask` off, a common
+    // setting, without a prompt), like `.exrc`.
+    (".lvimrc", AutorunClass::EditorConfig),
+    // YouCompleteMe imports it (Python) when a file of the project opens, like `.lvimrc`.
+    (".ycm_extra_conf.py", AutorunClass::EditorConfig),
     (".envrc", AutorunClass::DirectoryHooks),
     (".env", AutorunClass::DirectoryHooks),
     (".autoenv.zsh", AutorunClass::DirectoryHooks),
     (".autoenv_leave.zsh", AutorunClass::DirectoryHooks),
     (".rvmrc", AutorunClass::DirectoryHooks),
+    // devbox's `init_hook` runs at every directory entry with its direnv integration.
+    ("devbox.json", AutorunClass::DirectoryHooks),
     ("mise.toml", AutorunClass::DirectoryHooks),
     (".mise.toml", AutorunClass::DirectoryHooks),
     ("mise.local.toml", AutorunClass::DirectoryHooks),
@@ -232,9 +255,6 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".rtx.toml", AutorunClass::DirectoryHooks),
     (".tool-versions", AutorunClass::DirectoryHooks),
     ("pyvenv.cfg", AutorunClass::PythonStartup),
-    (".pre-commit-config.yaml", AutorunClass::GitHooks),
-    (".lintstagedrc", AutorunClass::GitHooks),
-    (".overcommit.yml", AutorunClass::GitHooks),
     (".bashrc", AutorunClass::ShellStartup),
     (".bash_profile", AutorunClass::ShellStartup),
     (".bash_login", AutorunClass::ShellStartup),
@@ -374,7 +394,7 @@ pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
     if is_mise_config(last) {
         return Some(AutorunClass::DirectoryHooks);
     }
-    if is_git_hook_config(last) {
+    if hook_managers::hook_manager_place(&names) {
         return Some(AutorunClass::GitHooks);
     }
     // Project files of editors that carry settings, tasks or build systems like `.vscode/`
@@ -441,32 +461,6 @@ fn is_mise_config(name: &str) -> bool {
         && ["mise.", ".mise.", ".rtx."]
             .iter()
             .any(|prefix| name.starts_with(prefix))
-}
-
-/// Git hook managers' config names beyond [`FILES`]: lefthook's
-/// `(.)lefthook(-local).{yml,yaml,toml,json,jsonc}`, lint-staged's `.lintstagedrc.*` and
-/// `lint-staged.config.*`, commitlint's `.commitlintrc*` and `commitlint.config.*`, husky 4's
-/// `.huskyrc*` and `husky.config.*`, simple-git-hooks' `(.)simple-git-hooks.*` (the commands and
-/// modules they name run at every commit).
-fn is_git_hook_config(name: &str) -> bool {
-    let bare = name.strip_prefix('.').unwrap_or(name);
-    let lefthook = ["lefthook.", "lefthook-local."].iter().any(|prefix| {
-        bare.strip_prefix(prefix)
-            .is_some_and(|ext| ["yml", "yaml", "toml", "json", "jsonc"].contains(&ext))
-    });
-    lefthook
-        || name.starts_with(".lintstagedrc.")
-        || name.starts_with("lint-staged.config.")
-        || name == ".commitlintrc"
-        || name.starts_with(".commitlintrc.")
-        || name.starts_with("commitlint.config.")
-        // husky 4's own config, simple-git-hooks' (red team 24 B3).
-        || name == ".huskyrc"
-        || name.starts_with(".huskyrc.")
-        || name.starts_with("husky.config.")
-        || name.starts_with(".simple-git-hooks.")
-        || name.starts_with("simple-git-hooks.")
-        || name == ".simple-git-hooks"
 }
 
 /// Comparison key of a name: case- and normalisation-insensitive, as on a case-insensitive file
@@ -571,8 +565,12 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
 }
 
 pub mod gitconfig;
+mod hook_managers;
+mod lefthook;
 mod link_target;
+mod namespaces;
 pub mod package_json;
+pub mod package_yaml;
 pub mod repository;
 mod shell_command;
 pub mod strict_hooks;

@@ -116,6 +116,27 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         for dir in [&git_dir, &common] {
             out.own_links(dir);
         }
+        // lefthook's extended configs and script dirs, under names of the project's choosing.
+        for top in &tops {
+            let source = Source {
+                paths: "a file or dir lefthook's configuration names (extends, source_dir)"
+                    .to_string(),
+                tree: "lefthook's configuration names files".to_string(),
+            };
+            match super::lefthook::named_places(top) {
+                Ok(rels) => {
+                    for rel in rels {
+                        out.add(
+                            &top.join(rel),
+                            AutorunClass::GitHooks,
+                            source.paths.clone(),
+                            Scope::Below,
+                        );
+                    }
+                }
+                Err(why) => out.whole_tree(&source, why),
+            }
+        }
     }
     out.places
 }
@@ -243,6 +264,23 @@ impl Places<'_> {
                         let at = top.join(expand_home(&named.path));
                         let scope = named.scope;
                         self.add(&at, AutorunClass::GitHooks, source.paths.clone(), scope);
+                        if scope == Scope::Imports {
+                            // A directory there named like an installed namespace package is
+                            // merged into it, ahead of site-packages (red team 25 B6).
+                            for name in super::namespaces::namespace_names(&at) {
+                                let why = format!(
+                                    "{} (Python imports from there, and `{name}/` merges into \
+                                     the installed namespace package `{name}`)",
+                                    source.paths
+                                );
+                                self.add(
+                                    &at.join(&name),
+                                    AutorunClass::GitHooks,
+                                    why,
+                                    Scope::Below,
+                                );
+                            }
+                        }
                         if let Some(runner) = named.script {
                             let from = [top.join(&named.cwd)];
                             self.script(&at, runner, source, &from, depth);

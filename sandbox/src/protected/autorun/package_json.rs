@@ -9,7 +9,7 @@
 use std::ffi::OsStr;
 
 /// Top-level keys whose value names commands run at a git hook.
-const HOOK_SECTIONS: [&str; 11] = [
+pub(super) const HOOK_SECTIONS: [&str; 11] = [
     "lint-staged",
     "nano-staged",
     "husky",
@@ -27,6 +27,27 @@ const HOOK_SECTIONS: [&str; 11] = [
 /// case-insensitive file system opens it).
 pub fn is_package_json(name: &OsStr) -> bool {
     super::fold(name) == "package.json"
+}
+
+/// Whether a write of a file of this name is checked for hook sections: a `package.json` or
+/// a `package.yaml` ([`super::package_yaml`]).
+pub fn reads_hook_sections(name: &OsStr) -> bool {
+    is_package_json(name) || super::package_yaml::is_package_yaml(name)
+}
+
+/// The first hook section a write changes in the file named `name`, by its format; with
+/// `strict_hooks`, a `package.json`'s check definitions too ([`changed_section`]).
+pub fn changed_hook_section_of(
+    name: &OsStr,
+    old: Option<&[u8]>,
+    new: &[u8],
+    strict_hooks: bool,
+) -> Option<HookChange> {
+    if super::package_yaml::is_package_yaml(name) {
+        super::package_yaml::changed_hook_section(old, new)
+    } else {
+        changed_section(old, new, strict_hooks)
+    }
 }
 
 /// Why a write of a `package.json` is refused.

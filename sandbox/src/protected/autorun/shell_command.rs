@@ -150,59 +150,10 @@ pub enum Scope {
     Below,
     /// What Python can import from this directory when it is first on `sys.path`
     /// (`python -m MODULE` run from the top, [`python_module_places`]): its module files
-    /// ([`MODULE_SUFFIXES`]: sources, bytecode, extension modules), its `__pycache__/`, and a
+    /// ([`python::MODULE_SUFFIXES`]: sources, bytecode, extension modules), its `__pycache__/`, and a
     /// regular package's `__init__` file one level down, by any name, since each shadows an
     /// installed module of that name the tool imports.
     Imports,
-}
-
-/// Endings of files Python imports as a module (`x.cpython-312-x86_64-linux-gnu.so` ends in
-/// `.so`); `.pyo` and `.pyw` too, for old and Windows interpreters.
-pub(super) const MODULE_SUFFIXES: [&str; 6] = [".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd"];
-
-/// Whether a write to `below` (folded names under a directory first on `sys.path`) changes
-/// what Python imports from there: a top-level module file, anything in `__pycache__/`, a
-/// package's `__init__` file. A directory without an `__init__` is at most a namespace
-/// package: the import system keeps searching `sys.path` past a namespace portion and takes
-/// the first regular package or module of that name anywhere after it, so such a directory
-/// never shadows an installed module; it is only imported for a name nothing installed
-/// provides (an optional import a tool tries and catches), the known limit in
-/// docs/design/protected-set.md. `.pth` files are read only in site directories, never
-/// from the working directory.
-pub(super) fn imports_reach(below: &[String]) -> bool {
-    let module_file = |name: &str| MODULE_SUFFIXES.iter().any(|suffix| name.ends_with(suffix));
-    match below {
-        [first, ..] if first == "__pycache__" => true,
-        [name] => module_file(name),
-        [_, init] => init.starts_with("__init__.") && module_file(init),
-        _ => false,
-    }
-}
-
-/// What `python -m MODULE` run from the working tree's top (the path `""`, first on
-/// `sys.path`) may import from the tree: what shadows any import there ([`Scope::Imports`]),
-/// and the whole subtree of MODULE's top-level package (`a.b` → `a/`, its modules and data)
-/// and its module file (`a.py`). `None` when MODULE is not a dotted name of identifiers.
-pub(super) fn python_module_places(module: &str) -> Option<Vec<NamedPath>> {
-    let identifier = |part: &str| {
-        part.chars().next().is_some_and(|c| !c.is_ascii_digit())
-            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    };
-    if !module.split('.').all(identifier) {
-        return None;
-    }
-    let first = module.split('.').next().unwrap_or(module);
-    let place = |path: String, scope: Scope| NamedPath {
-        path,
-        cwd: String::new(),
-        scope,
-        script: None,
-    };
-    Some(vec![
-        place(String::new(), Scope::Imports),
-        place(first.to_string(), Scope::Below),
-        place(format!("{first}.py"), Scope::Below),
-    ])
 }
 
 /// What runs a script, which decides what else of the tree is a place.
@@ -257,6 +208,7 @@ pub(super) fn program_paths(value: &str, reading: Reading) -> Named {
         out: Vec::new(),
         cwd: Some(String::new()),
         functions: false,
+        stdin: None,
         result: Ok(()),
     };
     collector.line(value, 0);
@@ -322,6 +274,9 @@ struct Collector {
     cwd: Option<String>,
     /// A function was defined: its body, read where it stands, runs where it is called.
     functions: bool,
+    /// The file the current simple command has on standard input (`< x.py`); `None` when it
+    /// reads the hook's own input, a pipe or another descriptor, whose content is unknown.
+    stdin: Option<Word>,
     result: Result<(), &'static str>,
 }
 
@@ -479,8 +434,41 @@ impl Collector {
         }
     }
 
-    /// One simple command: assignments, then the command and its arguments.
+    /// One simple command: assignments, then the command and its arguments; its redirections
+    /// apart (their targets are files it reads or writes; a file on standard input is the
+    /// program of one that reads its code from there).
     fn command(&mut self, words: &[Word], depth: usize, context: Context) {
+        let (redirections, words): (Vec<Word>, Vec<Word>) =
+            words.iter().cloned().partition(|w| w.redirect.is_some());
+        // The last redirection of standard input wins, over a pipe too.
+        let mut stdin = None;
+        for target in &redirections {
+            match target.redirect {
+                Some(Redirect::Stdin) if !target.glob && !target.text.contains('$') => {
+                    stdin = Some(target.clone());
+                }
+                Some(Redirect::Stdin | Redirect::StdinDescriptor) => stdin = None,
+                _ => {}
+            }
+        }
+        self.stdin = stdin;
+        self.command_words(&words, depth, context);
+        self.stdin = None;
+        // What it reads as data (`< in.txt`, `3< cfg`) is named as its arguments are; what it
+        // writes (`> out`, `2>&1`) runs nothing.
+        for target in &redirections {
+            if matches!(target.redirect, Some(Redirect::Output)) || target.glob {
+                continue;
+            }
+            if target.text.contains('$') {
+                self.variable_argument(&target.text);
+            } else if target.text.contains(['/', '.']) {
+                self.push(&target.text, None);
+            }
+        }
+    }
+
+    fn command_words(&mut self, words: &[Word], depth: usize, context: Context) {
         let mut rest = words;
         while let Some((first, after)) = rest.split_first() {
             let Some((name, value)) = assignment(&first.text) else {
@@ -758,103 +746,6 @@ impl Collector {
         self.arguments(script_args, depth);
     }
 
-    /// `python [options] (SCRIPT | -m MODULE | -c CODE) args`, short options run together as
-    /// Python's own parser reads them (`-IBm mod`, `-mmod`, `-Wignore`).
-    fn python(&mut self, args: &[Word], depth: usize) {
-        let mut isolated = false;
-        let mut i = 0;
-        while let Some(word) = args.get(i) {
-            let text = word.text.as_str();
-            i += 1;
-            if text == "--" {
-                break;
-            }
-            if text == "-" {
-                return self.fail("Python reads its program from standard input");
-            }
-            if let Some(long) = text.strip_prefix("--") {
-                match long {
-                    "version" | "help" | "help-all" | "help-env" | "help-xoptions" => return,
-                    _ if long.starts_with("check-hash-based-pycs") => {
-                        if !long.contains('=') {
-                            i += 1;
-                        }
-                    }
-                    _ => return self.fail("Python's option is not one the reader knows"),
-                }
-                continue;
-            }
-            let Some(letters) = text.strip_prefix('-') else {
-                i -= 1;
-                break;
-            };
-            for (at, letter) in letters.char_indices() {
-                match letter {
-                    'I' | 'P' => isolated = true,
-                    'b' | 'B' | 'd' | 'E' | 'i' | 'O' | 'q' | 's' | 'S' | 'u' | 'v' | 'x' | 'R'
-                    | 'h' | 'V' => {}
-                    'W' | 'X' => {
-                        if at + 1 == letters.len() {
-                            i += 1;
-                        }
-                        break;
-                    }
-                    'm' => {
-                        let attached = &letters[at + 1..];
-                        let module = if attached.is_empty() {
-                            i += 1;
-                            args.get(i - 1).map(|word| word.text.as_str())
-                        } else {
-                            Some(attached)
-                        };
-                        let Some(module) = module else {
-                            return self.fail("python -m names no module");
-                        };
-                        // `-I`/`-P` leave the working directory off `sys.path`.
-                        if !isolated {
-                            self.python_module(module);
-                        }
-                        return self.arguments(&args[i.min(args.len())..], depth);
-                    }
-                    'c' => return self.fail("Python runs inline code, which may load any file"),
-                    _ => return self.fail("Python's option is not one the reader knows"),
-                }
-            }
-        }
-        let Some((script, script_args)) = args[i.min(args.len())..].split_first() else {
-            return self.fail("Python reads its program from standard input");
-        };
-        let runner = if isolated {
-            None
-        } else {
-            Some(ScriptRunner::Python)
-        };
-        match runner {
-            Some(runner) => self.script(script, runner),
-            None => self.push(&script.text, None),
-        }
-        self.arguments(script_args, depth);
-    }
-
-    /// `python -m MODULE` without `-I`/`-P`: the working directory is first on `sys.path`, read
-    /// precisely only when it is the top (where git runs the value), else the whole tree.
-    fn python_module(&mut self, module: &str) {
-        if self.cwd.as_deref() != Some("") {
-            return self.fail(
-                "python -m imports from the directory it runs in, which is not the working tree's top",
-            );
-        }
-        match python_module_places(module) {
-            // The owner's own command (an alias) names the module it spells out, not what
-            // shadows its imports, as it names a script without its directory.
-            Some(places) if self.literal => self
-                .out
-                .extend(places.into_iter().filter(|p| p.scope != Scope::Imports)),
-            Some(places) => self.out.extend(places),
-            None => self.fail("python -m names a module the reader cannot read"),
-        }
-    }
-
     /// Another interpreter: inline code names the whole tree; its script names what its
     /// runner decides (the whole tree when in it); path options name what they load.
     fn interpreter(&mut self, args: &[Word], depth: usize) {
@@ -906,6 +797,9 @@ impl Collector {
 
     /// A script a runner runs.
     fn script(&mut self, word: &Word, runner: ScriptRunner) {
+        let Some(word) = self.descriptor_script(word) else {
+            return;
+        };
         if word.text.contains('$') || word.glob {
             return self.fail("the shell computes the script it runs");
         }
@@ -977,9 +871,11 @@ impl Collector {
 }
 
 mod lexer;
+mod python;
 mod wrappers;
 
-use lexer::{Op, Token, Word, assignment, split};
+use lexer::{Op, Redirect, Token, Word, assignment, split};
+pub(super) use python::{imports_reach, python_module_places};
 use wrappers::{WrapperGrammar, wrapper_grammar};
 
 #[cfg(test)]

@@ -742,3 +742,134 @@ fn programs_outside_the_tree_leave_the_project_writable() {
     repo.allowed(&["src/lib.rs", "libs/s/x.c", "README.md", "tools/a.py"]);
     Repo::new("[user]\n\tname = a\n").allowed(&["src/lib.rs", "scripts/x.sh"]);
 }
+
+#[test]
+fn every_hook_manager_s_places_and_red_team_25_s_editor_configs_are_classified() {
+    for path in [
+        "/p/.nano-staged.json",
+        "/p/.nanostagedrc",
+        "/p/nano-staged.js",
+        "/p/.nano-staged.mjs",
+        "/p/nano-staged.cjs",
+        "/p/.lefthook/pre-commit/check.sh",
+        "/p/.lefthook-local/pre-commit/x.sh",
+        "/p/.config/lefthook.yml",
+        "/p/hk.pkl",
+        "/p/hk.local.pkl",
+        "/p/.rusty-hook.toml",
+        "/p/rusty-hook.toml",
+        "/p/captainhook.json",
+        "/p/grumphp.yml",
+        "/p/grumphp.yml.dist",
+        "/p/grumphp.dist.yaml",
+        "/p/.cargo-husky/hooks/pre-commit",
+        "/p/git_hooks/pre-commit/x",
+        "/p/.git-hooks/pre_commit/x.rb",
+        "/p/.pre-commit-config.yml",
+        "/p/.config/commitlintrc.js",
+        "/p/.config/commitlintrc",
+        "/p/.mookme.json",
+        "/p/.hooks/pre-commit.json",
+        "/p/.gitlint",
+        "/p/.husky/pre-commit",
+        "/p/.husky/CLAUDE.md",
+        "/p/sub/.githooks/pre-push",
+        "/p/.Lefthook/PRE-COMMIT/x.sh",
+    ] {
+        assert_eq!(class(path), Some("git_hooks"), "{path}");
+    }
+    for path in [
+        "/p/.lazygit.yml",
+        "/p/app/sub/.lazygit.yml",
+        "/p/.lazygit.yaml",
+        "/p/rust-analyzer.toml",
+        "/p/.luarc.json",
+        "/p/.luarc.jsonc",
+        "/p/.lvimrc",
+        "/p/.ycm_extra_conf.py",
+    ] {
+        assert_eq!(class(path), Some("editor_config"), "{path}");
+    }
+    assert_eq!(class("/p/devbox.json"), Some("directory_hooks"));
+    // Ordinary files with similar names elsewhere stay writable.
+    for path in [
+        "/p/docs/nano-staged.md",
+        "/p/nano-staged.txt",
+        "/p/src/lefthook/runner.go",
+        "/p/lefthook/x.sh",
+        "/p/docs/grumphp.md",
+        "/p/hk.toml",
+        "/p/src/hooks/useThing.ts",
+        "/p/src/git_hooks.py",
+        "/p/commitlintrc.js",
+        "/p/cfg/commitlintrc.js",
+        "/p/lazygit.yml",
+        "/p/docs/rust-analyzer.md",
+        "/p/luarc.json",
+        "/p/devbox.lock",
+        "/p/package.yaml",
+        "/p/.talismanrc",
+        "/p/deno.json",
+    ] {
+        assert_eq!(class(path), None, "{path}");
+    }
+}
+
+/// Red team 25 B5 and B6: Python reading its program from a file on stdin imports from the
+/// working directory (its whole subtree); `python -m` from the top makes a directory named
+/// like an installed namespace package a place, other top-level directories stay writable.
+#[test]
+fn rt25_b5_b6_stdin_programs_and_namespace_packages() {
+    let repo = Repo::new("");
+    repo.put(
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\npython3 -B < ci/chk.py\n",
+    );
+    repo.refused(&["ci/chk.py", "chkhelp.py", "helpers/h.py", "src/lib.rs"]);
+    let repo = Repo::new("");
+    repo.put(
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\ncd ci && python3 < chk.py\n",
+    );
+    repo.refused(&["ci/chk.py", "ci/chkhelp.py", "ci/helpers/h.py"]);
+    repo.allowed(&["chkhelp.py", "src/lib.rs"]);
+    let repo = Repo::new("");
+    repo.put(
+        ".git/hooks/pre-commit",
+        "#!/bin/sh\npython3 -m rt25acmetool\n",
+    )
+    .put(".venv/lib/python3.12/site-packages/acme/util.py", "")
+    .put(".venv/lib/python3.12/site-packages/regular/__init__.py", "");
+    repo.refused(&[
+        "acme/util.py",
+        "acme/sub/deep.py",
+        "google/protobuf/x.py",
+        "jaraco/context.py",
+        "chkhelp.py",
+        "tests/__init__.py",
+    ]);
+    repo.allowed(&[
+        "regular/util.py",
+        "tests/test_x.py",
+        "scripts/release.py",
+        "src/pkg/module.py",
+        "acmex/util.py",
+        "docs/conf.py",
+    ]);
+}
+
+/// Red team 25 B4: what lefthook's configuration names under names of the project's choosing
+/// (an `extends:` target, a `source_dir`) is a place; a form not read names the whole tree.
+#[test]
+fn rt25_b4_lefthook_s_extended_files_and_script_dirs() {
+    let repo = Repo::new("");
+    repo.put(
+        "lefthook.yml",
+        "extends:\n  - config/hooks-extra.yml\nsource_dir: tools/lh\n",
+    );
+    repo.refused(&["config/hooks-extra.yml", "tools/lh/pre-commit/x.sh"]);
+    repo.allowed(&["config/other.yml", "tools/x.sh", "src/lib.rs"]);
+    let repo = Repo::new("");
+    repo.put("lefthook.yml", "{extends: [config/x.yml]}\n");
+    repo.whole_tree("lefthook");
+}

@@ -8,6 +8,23 @@ pub(super) struct Word {
     /// Holds an unquoted `*`, `?`, `[` or `{…,…}`: the shell expands it to files nobody can
     /// list here.
     pub(super) glob: bool,
+    /// The target of a redirection (`< file`, `2> log`, `<&3`): not an argument of the
+    /// command, but what it reads or writes instead of a descriptor.
+    pub(super) redirect: Option<Redirect>,
+}
+
+/// What a redirection does with its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Redirect {
+    /// `< file`, `0< file`, `<> file`: the command's standard input is the file (a program that
+    /// reads its code from standard input runs it: `python3 < x.py`).
+    Stdin,
+    /// `<&N`, `0<&N`: standard input is another descriptor, whose content is unknown here.
+    StdinDescriptor,
+    /// `N< file`, `N<&M` for another descriptor: read by the command as data.
+    Input,
+    /// `> file`, `>> file`, `2>&1`, `&> file`: written, never run.
+    Output,
 }
 
 /// A shell operator between words.
@@ -48,23 +65,34 @@ pub(super) fn assignment(text: &str) -> Option<(&str, &str)> {
 pub(super) fn split(value: &str) -> Result<Vec<Token>, &'static str> {
     let mut tokens: Vec<Token> = Vec::new();
     let mut word: Option<Word> = None;
+    // The redirection the next word is the target of.
+    let mut redirect: Option<Redirect> = None;
+    // How many tokens there were when a redirection was read: an operator before its target is
+    // a line the shell refuses.
+    let mut redirect_at = 0;
     let mut quoting: Option<char> = None;
     let mut chars = value.chars().peekable();
     fn start(word: &mut Option<Word>) -> &mut Word {
         word.get_or_insert_with(|| Word {
             text: String::new(),
             glob: false,
+            redirect: None,
         })
     }
     fn add(word: &mut Option<Word>, c: char) {
         start(word).text.push(c);
     }
-    let end = |word: &mut Option<Word>, tokens: &mut Vec<Token>| {
-        if let Some(w) = word.take() {
-            tokens.push(Token::Word(w));
-        }
-    };
+    let end =
+        |word: &mut Option<Word>, tokens: &mut Vec<Token>, redirect: &mut Option<Redirect>| {
+            if let Some(mut w) = word.take() {
+                w.redirect = redirect.take();
+                tokens.push(Token::Word(w));
+            }
+        };
     while let Some(c) = chars.next() {
+        if redirect.is_some() && tokens.len() > redirect_at {
+            return Err("a redirection has no target");
+        }
         match (quoting, c) {
             (Some(q), c) if c == q => quoting = None,
             // In double quotes a backslash escapes only `$`, `` ` ``, `"`, `\` and a newline.
@@ -101,33 +129,58 @@ pub(super) fn split(value: &str) -> Result<Vec<Token>, &'static str> {
                 }
             }
             (None, '\n') => {
-                end(&mut word, &mut tokens);
+                end(&mut word, &mut tokens, &mut redirect);
                 tokens.push(Token::Op(Op::Seq));
             }
-            (None, c) if c.is_whitespace() => end(&mut word, &mut tokens),
+            (None, c) if c.is_whitespace() => end(&mut word, &mut tokens, &mut redirect),
             (None, '<' | '>') => {
-                end(&mut word, &mut tokens);
+                // `2>`, `0<`: digits written against the operator name a descriptor.
+                let descriptor = word
+                    .as_ref()
+                    .filter(|w| !w.text.is_empty() && w.text.chars().all(|d| d.is_ascii_digit()))
+                    .map(|w| w.text.clone());
+                if descriptor.is_some() {
+                    word = None;
+                }
+                end(&mut word, &mut tokens, &mut redirect);
+                let stdin = c == '<' && descriptor.as_deref().is_none_or(|d| d == "0");
+                let mut duplicate = false;
                 match chars.peek() {
                     Some('<') if c == '<' => return Err("it feeds a command a here-document"),
                     Some('(') => return Err("it substitutes a process's output (<(…), >(…))"),
-                    Some('&' | '>' | '|') => {
+                    Some('&') => {
+                        chars.next();
+                        duplicate = true;
+                    }
+                    Some('>' | '|') => {
                         chars.next();
                     }
                     _ => {}
                 }
+                redirect_at = tokens.len();
+                redirect = Some(match (c, stdin, duplicate) {
+                    ('<', true, false) => Redirect::Stdin,
+                    ('<', true, true) => Redirect::StdinDescriptor,
+                    ('<', false, _) => Redirect::Input,
+                    _ => Redirect::Output,
+                });
             }
             (None, ';') => {
-                end(&mut word, &mut tokens);
+                end(&mut word, &mut tokens, &mut redirect);
                 chars.next_if_eq(&';');
                 tokens.push(Token::Op(Op::Seq));
             }
             // `!cmd` (an alias) or `! cmd`: a negated command, in a command's place.
             (None, '!') if word.is_none() => tokens.push(Token::Op(Op::Seq)),
             (None, '&') => {
-                end(&mut word, &mut tokens);
+                end(&mut word, &mut tokens, &mut redirect);
                 let op = if chars.next_if_eq(&'&').is_some() {
                     Op::And
                 } else if chars.next_if_eq(&'>').is_some() {
+                    // `&> file`: both outputs to the file.
+                    chars.next_if_eq(&'>');
+                    redirect_at = tokens.len();
+                    redirect = Some(Redirect::Output);
                     continue;
                 } else {
                     Op::Background
@@ -135,7 +188,7 @@ pub(super) fn split(value: &str) -> Result<Vec<Token>, &'static str> {
                 tokens.push(Token::Op(op));
             }
             (None, '|') => {
-                end(&mut word, &mut tokens);
+                end(&mut word, &mut tokens, &mut redirect);
                 let op = if chars.next_if_eq(&'|').is_some() {
                     Op::Or
                 } else {
@@ -145,11 +198,11 @@ pub(super) fn split(value: &str) -> Result<Vec<Token>, &'static str> {
                 tokens.push(Token::Op(op));
             }
             (None, '(') => {
-                end(&mut word, &mut tokens);
+                end(&mut word, &mut tokens, &mut redirect);
                 tokens.push(Token::Op(Op::Open));
             }
             (None, ')') => {
-                end(&mut word, &mut tokens);
+                end(&mut word, &mut tokens, &mut redirect);
                 tokens.push(Token::Op(Op::Close));
             }
             (None, '{') if word.is_none() && chars.peek().is_some_and(|c| c.is_whitespace()) => {
@@ -169,7 +222,10 @@ pub(super) fn split(value: &str) -> Result<Vec<Token>, &'static str> {
     if quoting.is_some() {
         return Err("a quote is left open");
     }
-    end(&mut word, &mut tokens);
+    end(&mut word, &mut tokens, &mut redirect);
+    if redirect.is_some() {
+        return Err("a redirection has no target");
+    }
     // `[ … ]` and `[[ … ]]` are the test command, not patterns.
     for token in &mut tokens {
         if let Token::Word(w) = token

@@ -60,7 +60,7 @@ fn words_as_the_shell_reads_them() {
     );
     assert_eq!(
         strict("./x.sh 2>/dev/null <in.txt"),
-        paths(&[script("./x.sh", Shebang), at("/dev/null"), at("in.txt")])
+        paths(&[script("./x.sh", Shebang), at("in.txt")])
     );
     // In double quotes a backslash stays unless it escapes `$`, `` ` ``, `"` or `\`.
     assert_eq!(
@@ -543,6 +543,108 @@ fn python_m_elsewhere_than_the_top_or_of_an_unreadable_module_is_the_whole_tree(
         "python3 -m nb*",
         "python3 -m",
         "python3 -Bm",
+    ] {
+        assert!(
+            matches!(strict(value), Named::WholeTree(_)),
+            "{value}: {:?}",
+            strict(value)
+        );
+    }
+}
+
+/// The whole subtree of `cwd`, where Python imports the program's modules from.
+fn imports_at(cwd: &str) -> NamedPath {
+    NamedPath {
+        path: cwd.into(),
+        cwd: cwd.into(),
+        scope: Scope::Below,
+        script: None,
+    }
+}
+
+#[test]
+fn python_reading_its_program_from_a_file_on_stdin_imports_from_where_it_runs() {
+    // Red team 25 B5: `python3 < ci/chk.py` puts the working directory first on `sys.path`,
+    // not ci/: its whole subtree, where the script's imports come from, as a script's own
+    // directory is for `python3 ci/chk.py`.
+    let top = |file: &str| paths(&[at(file), imports_at(""), at(file)]);
+    for value in [
+        "python3 < ci/chk.py",
+        "python3 <ci/chk.py",
+        "python3 0<ci/chk.py",
+        "python3 -B < ci/chk.py",
+        "python3 -u -X utf8 < ci/chk.py",
+        "python3 -i < ci/chk.py",
+        "python3 - < ci/chk.py",
+        "< ci/chk.py python3",
+        "timeout 30 python3 < ci/chk.py",
+        "cat notes | python3 < ci/chk.py",
+        "python3 < ci/chk.py 2>/dev/null >out.log",
+    ] {
+        assert_eq!(strict(value), top("ci/chk.py"), "{value}");
+    }
+    // After a literal `cd`, Python imports from that directory.
+    assert_eq!(
+        strict("cd tools && python3 < chk.py"),
+        paths(&[
+            NamedPath {
+                cwd: "tools".into(),
+                ..at("tools/chk.py")
+            },
+            imports_at("tools"),
+            NamedPath {
+                cwd: "tools".into(),
+                ..at("tools/chk.py")
+            },
+        ])
+    );
+    // `-I`/`-P` keep it off `sys.path`: the file only.
+    assert_eq!(
+        strict("python3 -I < ci/chk.py"),
+        paths(&[at("ci/chk.py"), at("ci/chk.py")])
+    );
+    // A descriptor naming standard input is that file, with its own directory first on
+    // `sys.path` (Python and Node resolve the link), as `python3 ci/chk.py` would be.
+    for value in [
+        "python3 /dev/stdin < ci/chk.py",
+        "python3 /dev/fd/0 < ci/chk.py",
+        "python3 /proc/self/fd/0 < ci/chk.py",
+    ] {
+        assert_eq!(
+            strict(value),
+            paths(&[script("ci/chk.py", Python), at("ci/chk.py")]),
+            "{value}"
+        );
+    }
+    // Another interpreter's script in the tree (the whole tree, where hooks are read).
+    assert_eq!(
+        strict("node /dev/stdin < lib/x.js"),
+        paths(&[script("lib/x.js", Interpreter), at("lib/x.js")])
+    );
+    // A data file on standard input of a script is named as data, not as a program.
+    assert_eq!(
+        strict("python3 tools/c.py < data/in.txt"),
+        paths(&[script("tools/c.py", Python), at("data/in.txt")])
+    );
+    // Code from a pipe, the hook's own input or another descriptor is unknown: the whole tree.
+    for value in [
+        "cat ci/chk.py | python3",
+        "cat ci/chk.py | python3 -",
+        "python3 <&3",
+        "python3 0<&3",
+        "python3 3< ci/chk.py",
+        "python3 < \"$SCRIPT\"",
+        "python3 < ci/*.py",
+        "python3 /dev/stdin",
+        "cat x | python3 /dev/stdin",
+        "python3 /dev/fd/3 3< ci/chk.py",
+        "python3 /proc/self/fd/3",
+        "sh < tools/x.sh",
+        "sh -c python3 < ci/chk.py",
+        "{ python3; } < ci/chk.py",
+        "python3 <",
+        "python3 < ; true",
+        "python3 <<< 'import x'",
     ] {
         assert!(
             matches!(strict(value), Named::WholeTree(_)),
