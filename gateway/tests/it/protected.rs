@@ -145,7 +145,7 @@ async fn protected_places_are_refused_at_start_and_invisible_to_reads_and_comman
     // Another command's scratch as it would be while that command runs.
     let area = sandbox::protected::command_runtime_area(&state);
     let planted = area.join("othersession/act_x/home");
-    sandbox::protected::ensure_private_dir(&planted).unwrap();
+    sandbox::private_fs::ensure_private_dir(&planted).unwrap();
     std::fs::write(planted.join("secret.txt"), "SCRATCH-SECRET-3\n").unwrap();
     let _area_cleanup = RemoveOnDrop(area.clone());
 
