@@ -3,14 +3,14 @@
 
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::Context as _;
 use sandbox::private_fs::{OpenDir, ensure_private_dir_with};
 
 /// Create `dir` (and parents) 0700, and insist it is a private directory of ours (no symlink;
 /// one made 0755 by hand is narrowed to 0700).
 pub fn private_dir(dir: &Path) -> anyhow::Result<()> {
-    ensure_private_dir_with(dir, OpenDir::Restrict)
-        .with_context(|| format!("creating {}", dir.display()))
+    // Every refusal names the directory already.
+    Ok(ensure_private_dir_with(dir, OpenDir::Restrict)?)
 }
 
 /// Write a private file (0600) holding `contents`, durably: the file and then its directory entry

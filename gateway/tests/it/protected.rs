@@ -33,8 +33,7 @@ async fn gateway_with_binds(
     script.push_str(&format!("exec '{GATEWAY}' \"$@\"\n"));
     let inner = wrapper_dir.join("inner.sh");
     tests::executables::write(&inner, &script).unwrap();
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     let user = if root { "" } else { "--user --map-root-user " };
     let outer = wrapper_dir.join("gateway-in-namespace.sh");
     tests::executables::write(

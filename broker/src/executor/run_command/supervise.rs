@@ -177,19 +177,14 @@ pub(super) fn supervise(
         {
             break;
         }
-        // Which descriptors to wait on, by raw fd (the pipes are read below while this is alive).
-        let mut fds: Vec<i32> = Vec::with_capacity(3);
         let mut polled: Vec<PollFd<'_>> = Vec::with_capacity(3);
         if let (Some(o), false) = (&out, stdout.eof) {
-            fds.push(o.as_raw_fd());
             polled.push(PollFd::new(o, PollFlags::IN));
         }
         if let (Some(e), false) = (&err, stderr.eof) {
-            fds.push(e.as_raw_fd());
             polled.push(PollFd::new(e, PollFlags::IN));
         }
         if let (Some(fd), None) = (&exit_fd, exited_at) {
-            fds.push(fd.as_raw_fd());
             polled.push(PollFd::new(fd, PollFlags::IN));
         }
         if polled.is_empty() {
@@ -197,10 +192,10 @@ pub(super) fn supervise(
             continue;
         }
         let _ = rustix::event::poll(&mut polled, Some(&POLL_TICK));
-        let ready: Vec<(i32, bool)> = fds
+        // By raw fd: the pipes are borrowed by `polled`, and read (mutably) below.
+        let ready: Vec<(i32, bool)> = polled
             .iter()
-            .zip(&polled)
-            .map(|(fd, p)| (*fd, !p.revents().is_empty()))
+            .map(|p| (p.as_fd().as_raw_fd(), !p.revents().is_empty()))
             .collect();
         drop(polled);
         for (fd, revents) in ready {

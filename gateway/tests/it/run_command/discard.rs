@@ -140,7 +140,7 @@ async fn sigterm_does_not_wait_for_a_large_deletion_and_the_next_start_finishes_
     let chat = chatgpt(&gw).await;
     let listed = chat.client.list_tools().await.unwrap();
     assert!(listed.to_string().contains("native_session_start"));
-    gw.signal(nix::sys::signal::Signal::SIGTERM).unwrap();
+    gw.signal(rustix::process::Signal::TERM).unwrap();
     let signalled = Instant::now();
     gw.wait_exit(Duration::from_secs(5)).await.unwrap();
     let exit = signalled.elapsed();
