@@ -113,14 +113,15 @@ pub fn check_private_dir(dir: &Path) -> Result<(), PrivateDirError> {
 }
 
 /// Open `path` as a private file with `options` (read, write, create, truncate… as the caller
-/// needs), never through a symlink: created 0600; an existing one must be a regular file of this
-/// user (any group or other bits on it are removed). A file this call created has its parent
-/// directory synced (the caller syncs the contents it writes).
+/// needs), never through a symlink and never blocking (`O_NONBLOCK`: a FIFO planted at the name
+/// is refused, not waited on; regular files ignore the flag): created 0600; an existing one must
+/// be a regular file of this user (any group or other bits on it are removed). A file this call
+/// created has its parent directory synced (the caller syncs the contents it writes).
 pub fn open_private_file(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
     let existed = std::fs::symlink_metadata(path).is_ok();
     let file = options
         .mode(0o600)
-        .custom_flags((OFlags::NOFOLLOW | OFlags::CLOEXEC).bits() as i32)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
         .open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() || meta.uid() != euid() {

@@ -65,6 +65,32 @@ fn a_symlink_is_never_followed_for_a_file() {
 }
 
 #[test]
+fn a_fifo_at_the_name_is_refused_without_waiting() {
+    use rustix::fs::{CWD, FileType, Mode, mknodat};
+    let (_d, tmp) = tmp();
+    let fifo = tmp.join("registry");
+    mknodat(CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+    for options in [
+        OpenOptions::new().read(true).clone(),
+        OpenOptions::new().write(true).clone(),
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .clone(),
+    ] {
+        let err = open_private_file(&fifo, &mut options.clone()).unwrap_err();
+        // Write-only without a reader: ENXIO from the kernel; otherwise the type check.
+        assert!(
+            err.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error())
+                || err.to_string().contains("not a private file of this user"),
+            "{err}"
+        );
+    }
+    assert!(write_private_file(&fifo, b"x").is_err());
+}
+
+#[test]
 fn a_directory_is_not_a_private_file() {
     let (_d, tmp) = tmp();
     let err = open_private_file(&tmp, OpenOptions::new().read(true)).unwrap_err();
