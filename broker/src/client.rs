@@ -133,7 +133,7 @@ async fn open_and_hello(
     let cred = stream
         .peer_cred()
         .map_err(BrokerLinkError::PeerCredentials)?;
-    if cred.uid() != nix::unistd::getuid().as_raw() {
+    if cred.uid() != rustix::process::getuid().as_raw() {
         return Err(BrokerLinkError::PeerUid);
     }
     if cred.pid() != Some(expected.pid) {

@@ -37,7 +37,7 @@ pub async fn serve(state: Arc<BrokerState>) -> anyhow::Result<tokio::task::JoinH
                 () = state.shutdown.cancelled() => break,
             };
             let Ok((stream, _)) = accepted else { continue };
-            let own_uid = nix::unistd::getuid().as_raw();
+            let own_uid = rustix::process::getuid().as_raw();
             match stream.peer_cred() {
                 Ok(cred) if cred.uid() == own_uid => {}
                 _ => {

@@ -10,8 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use common::protocol::{BrokerEvent, PromptRelease};
 use common::tools::LogicalTool;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -25,12 +24,9 @@ const MCP_TOOL_TIMEOUT_MS: &str = "900000";
 const API_TIMEOUT_MS: &str = "3600000";
 
 fn private_dir(root: &Path, name: &str) -> anyhow::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
+    use sandbox::private_fs::{OpenDir, ensure_private_dir_with};
     let dir = root.join(name);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
+    ensure_private_dir_with(&dir, OpenDir::Restrict)
         .with_context(|| format!("creating runner {name} dir"))?;
     Ok(dir)
 }
@@ -127,11 +123,11 @@ pub async fn launch(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(runtime.join("runner.stderr.log"))
-                .context("opening runner log")?,
+            sandbox::private_fs::open_private_file(
+                &runtime.join("runner.stderr.log"),
+                std::fs::OpenOptions::new().create(true).append(true),
+            )
+            .context("opening runner log")?,
         ))
         .kill_on_drop(false);
     // The runner must not outlive its broker: with the broker gone nobody can answer it, and it
@@ -142,9 +138,7 @@ pub async fn launch(
     unsafe {
         cmd.pre_exec(move || {
             #[cfg(target_os = "linux")]
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
             confinement.apply_in_child()
         });
     }
@@ -154,7 +148,7 @@ pub async fn launch(
     let pid = child
         .id()
         .context("runner exited before it could be tracked")?;
-    let pgid = Pid::from_raw(pid as i32);
+    let pgid = Pid::from_raw(pid as i32).context("the runner has no pid")?;
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
@@ -214,17 +208,8 @@ fn transcript_exists(config_dir: &Path, session_id: &str) -> bool {
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    file.write_all(bytes)?;
-    Ok(())
+    sandbox::private_fs::write_private_file(path, bytes)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Longest final text of a sub-session kept.
@@ -347,12 +332,12 @@ pub async fn stop(state: &Arc<BrokerState>, reason: &str) {
     if let Ok(mut stdin) = state.runner_stdin.try_lock() {
         stdin.take();
     }
-    let _ = killpg(handle.pgid, Signal::SIGTERM);
+    let _ = kill_process_group(handle.pgid, Signal::TERM);
     let exited = tokio::time::timeout(STOP_GRACE, handle.exited.wait_for(|done| *done)).await;
     if !matches!(exited, Ok(Ok(_))) {
-        let _ = killpg(handle.pgid, Signal::SIGKILL);
+        let _ = kill_process_group(handle.pgid, Signal::KILL);
     }
     // The exit watcher reports `RunnerExited` and finishes the broker. Kill stragglers in the
     // group that outlived the leader.
-    let _ = killpg(handle.pgid, Signal::SIGKILL);
+    let _ = kill_process_group(handle.pgid, Signal::KILL);
 }

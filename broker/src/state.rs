@@ -41,7 +41,7 @@ const DEFAULT_LAYER_MB: u64 = 4096;
 
 /// The live runner: its process group and whether it has exited.
 pub struct RunnerHandle {
-    pub pgid: nix::unistd::Pid,
+    pub pgid: rustix::process::Pid,
     pub exited: watch::Receiver<bool>,
 }
 

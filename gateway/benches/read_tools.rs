@@ -524,8 +524,8 @@ fn tool_version(bin: &Path) -> String {
 
 fn check_free_space(opts: &Options) -> anyhow::Result<()> {
     let parent = opts.dir.as_path();
-    let st = nix::sys::statvfs::statvfs(parent).context("statvfs")?;
-    let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+    let st = rustix::fs::statvfs(parent).context("statvfs")?;
+    let free = st.f_bavail * st.f_frsize;
     let need = (opts.files as u64) * 16 * 1024 + (1 << 30);
     println!(
         "free space under {}: {:.1} GiB (need about {:.1} GiB)",

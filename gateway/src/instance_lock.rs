@@ -9,12 +9,13 @@
 //! (its brokers keep running for the gateway that serves the moved dir), and a removed lock file
 //! is put back.
 
+use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use nix::fcntl::{Flock, FlockArg};
+use rustix::fs::{FlockOperation, OFlags};
 
 /// The lock file's name in the state dir.
 pub const LOCK_FILE: &str = "gateway.lock";
@@ -24,11 +25,12 @@ pub const LOCK_FILE: &str = "gateway.lock";
 /// outlives its gateway does not keep the next one out.
 pub struct InstanceLock {
     state_dir: PathBuf,
-    /// The state dir, locked; `(dev, ino)` is what its path must keep naming.
-    _dir: Flock<std::fs::File>,
+    /// The state dir, locked (until this descriptor closes); `(dev, ino)` is what its path must
+    /// keep naming.
+    _dir: File,
     dir_identity: (u64, u64),
     /// `gateway.lock`, locked (replaced when it was removed).
-    file: Mutex<Flock<std::fs::File>>,
+    file: Mutex<File>,
     holder: String,
 }
 
@@ -73,18 +75,14 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
     };
     let dir = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_DIRECTORY)
+        .custom_flags(OFlags::DIRECTORY.bits() as i32)
         .open(state_dir)
         .map_err(io_at(state_dir))?;
     let meta = dir.metadata().map_err(io_at(state_dir))?;
-    let dir = match Flock::lock(dir, FlockArg::LockExclusiveNonblock) {
-        Ok(locked) => locked,
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-            return Err(held(holder_of(state_dir).unwrap_or_else(|| {
-                format!("its lock file {LOCK_FILE} was removed: holder unknown")
-            })));
-        }
-        Err((_, err)) => return Err(io_at(state_dir)(err.into())),
+    let Some(dir) = try_lock(dir).map_err(io_at(state_dir))? else {
+        return Err(held(holder_of(state_dir).unwrap_or_else(|| {
+            format!("its lock file {LOCK_FILE} was removed: holder unknown")
+        })));
     };
     let holder = format!(
         "pid {}, started {}",
@@ -110,25 +108,20 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
 }
 
 /// Lock `gateway.lock` and write `holder` in it; `None`: another process holds it.
-fn lock_file(
-    state_dir: &Path,
-    holder: &str,
-) -> Result<Option<Flock<std::fs::File>>, InstanceLockError> {
+fn lock_file(state_dir: &Path, holder: &str) -> Result<Option<File>, InstanceLockError> {
     let path = state_dir.join(LOCK_FILE);
     let io = io_at(&path);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(&io)?;
-    let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(locked) => locked,
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Ok(None),
-        Err((_, err)) => return Err(io(err.into())),
+    let file = sandbox::private_fs::open_private_file(
+        &path,
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+    )
+    .map_err(&io)?;
+    let Some(mut file) = try_lock(file).map_err(&io)? else {
+        return Ok(None);
     };
     file.set_len(0).map_err(&io)?;
     file.rewind().map_err(&io)?;
@@ -136,11 +129,20 @@ fn lock_file(
     Ok(Some(file))
 }
 
+/// `flock(LOCK_EX | LOCK_NB)` on `file`; `None`: another open file holds the lock.
+fn try_lock(file: File) -> std::io::Result<Option<File>> {
+    match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(file)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// The holder a lock file names (bounded, one line), if it exists and says anything.
 fn holder_of(state_dir: &Path) -> Option<String> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(OFlags::NOFOLLOW.bits() as i32)
         .open(state_dir.join(LOCK_FILE))
         .ok()?;
     let mut text = String::new();

@@ -9,6 +9,7 @@ use common::protocol::CommandLimits;
 
 /// Physical memory of this host, MiB (0 when unknown).
 pub fn host_memory_mb() -> u64 {
+    // rustix has no sysconf(_SC_PHYS_PAGES) (its sysinfo is Linux-only): libc on every OS.
     // SAFETY: sysconf with constant names only reads system configuration.
     let (pages, page_size) = unsafe {
         (
@@ -35,20 +36,10 @@ pub fn default_command_scratch_mb(host_mb: u64) -> u64 {
 
 /// Free space of the file system holding `path`, MiB (0 when unknown).
 pub fn free_disk_mb(path: &std::path::Path) -> u64 {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+    let Ok(stat) = rustix::fs::statvfs(path) else {
         return 0;
     };
-    // SAFETY: an all-zero statvfs is a valid value for the kernel to fill.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid NUL-terminated path and a properly sized out-pointer.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut stat) } != 0 {
-        return 0;
-    }
-    // The field types differ between OSes (u32 blocks on macOS).
-    #[allow(clippy::useless_conversion)]
-    let (blocks, size) = (u64::from(stat.f_bavail), u64::from(stat.f_frsize));
-    blocks.saturating_mul(size) / (1024 * 1024)
+    stat.f_bavail.saturating_mul(stat.f_frsize) / (1024 * 1024)
 }
 
 /// Default budget of one session's copy-on-write layer (build outputs, caches, tool state): a

@@ -125,6 +125,8 @@ fn watch_instance_lock(
 pub fn close_inherited_fds_on_exec() {
     #[cfg(target_os = "linux")]
     {
+        // rustix has no close_range, and the fallback below works on descriptor numbers nobody
+        // owns (any API for those is unsafe): libc here.
         // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors.
         let done = unsafe {
             libc::syscall(

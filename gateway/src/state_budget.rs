@@ -35,20 +35,10 @@ pub fn default_max_mb(fs_total_mb: u64) -> u64 {
 
 /// Size of the file system holding `path`, MiB (0 when unknown).
 pub fn fs_total_mb(path: &Path) -> u64 {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+    let Ok(st) = rustix::fs::statvfs(path) else {
         return 0;
     };
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
-    // SAFETY: a valid NUL-terminated path and a buffer of the right type.
-    if unsafe { libc::statvfs(c_path.as_ptr(), st.as_mut_ptr()) } != 0 {
-        return 0;
-    }
-    // SAFETY: statvfs succeeded and filled the buffer.
-    let st = unsafe { st.assume_init() };
-    #[allow(clippy::useless_conversion)]
-    let total = u64::from(st.f_blocks).saturating_mul(u64::from(st.f_frsize));
-    total / MIB
+    st.f_blocks.saturating_mul(st.f_frsize) / MIB
 }
 
 /// `CLAUDE_TOOLS_STATE_MAX_MB`, or the default sized from the state dir's file system.

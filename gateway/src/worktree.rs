@@ -165,7 +165,7 @@ impl GitRunner {
         argv: Vec<String>,
         writable: &[PathBuf],
     ) -> Result<String, GitError> {
-        use std::os::unix::fs::DirBuilderExt;
+        use sandbox::private_fs::{OpenDir, create_private_dir, ensure_private_dir_with};
         if !sandbox::host_support().can_confine() {
             return Err(GitError::CannotConfine);
         }
@@ -176,10 +176,7 @@ impl GitRunner {
             sandbox::command::FIXED_PATH,
         )
         .map_err(|e| GitError::Setup(e.to_string()))?;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.scratch_root)
+        ensure_private_dir_with(&self.scratch_root, OpenDir::Restrict)
             .map_err(|e| GitError::Setup(format!("git scratch: {e}")))?;
         let scratch = Scratch(
             self.scratch_root
@@ -187,10 +184,7 @@ impl GitRunner {
         );
         for sub in [None, Some("home"), Some("tmp")] {
             let path = sub.map_or_else(|| scratch.0.clone(), |s| scratch.0.join(s));
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&path)
-                .map_err(|e| GitError::Setup(format!("git scratch: {e}")))?;
+            create_private_dir(&path).map_err(|e| GitError::Setup(format!("git scratch: {e}")))?;
         }
         let mut env: Vec<(String, String)> = sandbox::env::command_env(
             &scratch.0,

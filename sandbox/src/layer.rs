@@ -13,12 +13,14 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::spec::layer_key;
 
-/// Make the layer dir and each root's upper/work pair (0700; existing ones are kept).
+/// Make the layer dir (a private dir of ours, [`crate::private_fs`]) and each root's upper/work
+/// pair (0700; existing ones are kept as they are: an upper dir carries the mode a command gave
+/// its root).
 pub fn prepare(dir: &Path, roots: &[PathBuf]) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
+    ensure_private(dir)?;
     let mut builder = std::fs::DirBuilder::new();
     builder.mode(0o700).recursive(true);
-    builder.create(dir)?;
     for root in roots {
         let pair = dir.join(layer_key(root));
         builder.create(pair.join("upper"))?;
@@ -32,13 +34,19 @@ pub fn prepare(dir: &Path, roots: &[PathBuf]) -> io::Result<()> {
 /// are kept).
 pub fn prepare_session_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
+    ensure_private(dir)?;
     let mut builder = std::fs::DirBuilder::new();
     builder.mode(0o700).recursive(true);
-    builder.create(dir)?;
     for sub in crate::env::session_subdirs() {
         builder.create(dir.join(sub))?;
     }
     Ok(())
+}
+
+/// `dir` (and missing parents) as a private dir of ours; one made 0755 by hand is narrowed.
+fn ensure_private(dir: &Path) -> io::Result<()> {
+    crate::private_fs::ensure_private_dir_with(dir, crate::private_fs::OpenDir::Restrict)
+        .map_err(|e| io::Error::other(e.to_string()))
 }
 
 mod remove;
@@ -68,7 +76,7 @@ pub fn move_to_trash(path: &Path, trash: &Path, what: &str) -> io::Result<()> {
     if std::fs::symlink_metadata(path).is_err() {
         return Ok(());
     }
-    crate::protected::ensure_private_dir(trash).map_err(|e| io::Error::other(e.to_string()))?;
+    crate::private_fs::ensure_private_dir(trash).map_err(|e| io::Error::other(e.to_string()))?;
     match std::fs::rename(path, trash.join(trash_name(what))) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -282,23 +290,13 @@ fn reset_root(pair: &Path, trash: &Path) -> io::Result<Forgot> {
 /// An overlay directory that hides the lower one's entries (`rm -r` then `mkdir` in a command).
 #[cfg(target_os = "linux")]
 fn opaque(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+    if dir.as_os_str().as_encoded_bytes().contains(&0) {
         return true;
-    };
+    }
     let mut value = [0u8; 4];
     let mut found = false;
     for name in [c"user.overlay.opaque", c"trusted.overlay.opaque"] {
-        // SAFETY: valid NUL-terminated strings and a buffer of the given length.
-        let len = unsafe {
-            libc::lgetxattr(
-                path.as_ptr(),
-                name.as_ptr(),
-                value.as_mut_ptr().cast(),
-                value.len(),
-            )
-        };
-        found |= len > 0;
+        found |= rustix::fs::lgetxattr(dir, name, &mut value).is_ok_and(|len| len > 0);
     }
     found
 }

@@ -17,6 +17,7 @@ pub mod layer;
 pub mod linux;
 pub mod path_policy;
 pub mod pinned_exe;
+pub mod private_fs;
 pub mod process;
 pub mod protected;
 pub mod seatbelt;

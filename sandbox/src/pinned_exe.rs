@@ -14,7 +14,7 @@
 use std::fs::File;
 use std::io::Read;
 #[cfg(target_os = "linux")]
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -86,8 +86,10 @@ pub struct PinnedExe {
 
 /// Seals that make a memfd immutable.
 #[cfg(target_os = "linux")]
-const IMMUTABLE_SEALS: libc::c_int =
-    libc::F_SEAL_WRITE | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+const IMMUTABLE_SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::WRITE
+    .union(rustix::fs::SealFlags::SHRINK)
+    .union(rustix::fs::SealFlags::GROW)
+    .union(rustix::fs::SealFlags::SEAL);
 
 impl PinnedExe {
     /// Pin the running process's own image (the gateway at start).
@@ -143,10 +145,8 @@ impl PinnedExe {
         let sha256 = hex::encode(hasher.finalize());
         #[cfg(target_os = "linux")]
         if let Some(memfd) = copy {
-            // SAFETY: fcntl on a memfd we own; F_ADD_SEALS only adds seals.
-            if unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_ADD_SEALS, IMMUTABLE_SEALS) } != 0 {
-                return Err(PinError::Copy(std::io::Error::last_os_error()));
-            }
+            rustix::fs::fcntl_add_seals(&memfd, IMMUTABLE_SEALS)
+                .map_err(|e| PinError::Copy(e.into()))?;
             let pinned = Self {
                 file: memfd,
                 sha256,
@@ -220,9 +220,7 @@ impl PinnedExe {
                 path: "/proc/self/exe".into(),
                 source,
             })?;
-            // SAFETY: fcntl on a descriptor we own; F_GET_SEALS only reads.
-            let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
-            if seals >= 0 && seals & IMMUTABLE_SEALS == IMMUTABLE_SEALS {
+            if rustix::fs::fcntl_get_seals(&file).is_ok_and(|s| s.contains(IMMUTABLE_SEALS)) {
                 let size = file.metadata().map(|m| m.size()).unwrap_or(0);
                 return Ok(Self {
                     file,
@@ -321,22 +319,16 @@ impl PinnedExe {
 /// An empty memfd that can be sealed and executed.
 #[cfg(target_os = "linux")]
 fn sealable_memfd() -> std::io::Result<File> {
-    /// `MFD_EXEC` (Linux 6.3): executable even where the default is `MFD_NOEXEC_SEAL`.
-    const MFD_EXEC: libc::c_uint = 0x0010;
+    use rustix::fs::{MemfdFlags, memfd_create};
     let name = c"ngw-gateway";
-    let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
-    // SAFETY: a valid NUL-terminated name and flag bits; returns a new fd or -1.
-    let mut fd = unsafe { libc::memfd_create(name.as_ptr(), base | MFD_EXEC) };
-    if fd < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+    let base = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    // `MFD_EXEC` (Linux 6.3): executable even where the default is `MFD_NOEXEC_SEAL`.
+    let fd = match memfd_create(name, base | MemfdFlags::EXEC) {
         // Kernels before 6.3 do not know MFD_EXEC; their memfds are executable.
-        // SAFETY: as above.
-        fd = unsafe { libc::memfd_create(name.as_ptr(), base) };
-    }
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: memfd_create returned a new descriptor that nothing else owns.
-    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Err(rustix::io::Errno::INVAL) => memfd_create(name, base),
+        other => other,
+    }?;
+    Ok(File::from(fd))
 }
 
 struct HashWriter<'a>(&'a mut Sha256);
@@ -381,16 +373,19 @@ mod tests {
     fn the_copy_is_sealed() {
         let pinned = PinnedExe::pin(Path::new("/bin/true")).unwrap();
         assert_eq!(pinned.pinning_name(), "sealed-memfd");
-        // SAFETY: F_GET_SEALS on a descriptor the test owns.
-        let seals = unsafe { libc::fcntl(pinned.file.as_raw_fd(), libc::F_GET_SEALS) };
-        assert_eq!(seals & IMMUTABLE_SEALS, IMMUTABLE_SEALS);
+        let seals = rustix::fs::fcntl_get_seals(&pinned.file).unwrap();
+        assert!(seals.contains(IMMUTABLE_SEALS), "{seals:?}");
         let mut writable = std::fs::OpenOptions::new()
             .write(true)
             .open(pinned.exec_path().unwrap())
             .unwrap();
         use std::io::Write;
         let err = writable.write_all(b"x").unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
+        assert_eq!(
+            err.raw_os_error(),
+            Some(rustix::io::Errno::PERM.raw_os_error()),
+            "{err}"
+        );
     }
 
     #[test]

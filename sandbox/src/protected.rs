@@ -518,8 +518,7 @@ pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> 
     // Root's override of permissions is not the session's: a root gateway writes only in
     // directories of its own account (another account's files, state or gateway stay theirs).
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     if std::fs::symlink_metadata(root).is_ok_and(|meta| meta.uid() != uid) {
         return Some(
             "belongs to another account; a session writes only in directories of the account \
@@ -793,8 +792,8 @@ pub mod pseudo_fs;
 pub mod runtime_area;
 
 pub use runtime_area::{
-    PrivateDirError, command_runtime_area, ensure_private_dir, establish_runtime_area,
-    legacy_runtime_area, orphan_areas, runtime_area_names,
+    command_runtime_area, establish_runtime_area, legacy_runtime_area, orphan_areas,
+    runtime_area_names,
 };
 
 #[cfg(test)]

@@ -301,18 +301,20 @@ impl GatewayProcess {
     }
 
     /// Sends `signal` to the gateway (e.g. SIGTERM for a graceful stop) without waiting.
-    pub fn signal(&self, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+    pub fn signal(&self, signal: rustix::process::Signal) -> anyhow::Result<()> {
         let pid = self.pid.ok_or_else(|| anyhow!("gateway is not running"))?;
         let pid = i32::try_from(pid).context("pid out of range")?;
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).context("kill(2)")?;
+        let pid = rustix::process::Pid::from_raw(pid).context("no pid")?;
+        rustix::process::kill_process(pid, signal).context("kill(2)")?;
         Ok(())
     }
 
     /// Sends `signal` to the gateway's whole process group, the way launchd stops a job.
-    pub fn signal_group(&self, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+    pub fn signal_group(&self, signal: rustix::process::Signal) -> anyhow::Result<()> {
         let pid = self.pid.ok_or_else(|| anyhow!("gateway is not running"))?;
         let pid = i32::try_from(pid).context("pid out of range")?;
-        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal).context("killpg(2)")?;
+        let pid = rustix::process::Pid::from_raw(pid).context("no pid")?;
+        rustix::process::kill_process_group(pid, signal).context("killpg(2)")?;
         Ok(())
     }
 

@@ -43,11 +43,11 @@ pub fn session_processes(state_dir: &Path) -> Vec<i32> {
 /// SIGKILL every broker and runner started under `state_dir`; how many there were.
 pub fn kill_session_processes(state_dir: &Path) -> usize {
     let pids = session_processes(state_dir);
-    for pid in &pids {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+    for pid in pids
+        .iter()
+        .filter_map(|pid| rustix::process::Pid::from_raw(*pid))
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
     }
     pids.len()
 }

@@ -132,7 +132,8 @@ mod armed {
             Some((p, FailAction::Abort)) if p == point => std::process::abort(),
             Some((p, FailAction::Stop)) if p == point => {
                 // Execution resumes here only if someone sends SIGCONT.
-                nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP).map_err(io::Error::from)
+                use rustix::process::{Signal, getpid, kill_process};
+                kill_process(getpid(), Signal::STOP).map_err(io::Error::from)
             }
             Some((p, FailAction::Error)) if p == point => Err(io::Error::other(format!(
                 "injected failure at failpoint {}",

@@ -157,7 +157,7 @@ pub fn durable_write<'c>(
     let current = read_current(policy, target, Buffer::Spare)
         .map_err(|r| refused(r, Disposition::NotPrepared))?;
     if let Some((_, id)) = &current {
-        let euid = nix::unistd::geteuid().as_raw();
+        let euid = rustix::process::geteuid().as_raw();
         if id.uid != euid {
             return Err(fail(
                 OutcomeCode::NotPermitted,

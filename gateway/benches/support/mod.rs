@@ -162,7 +162,7 @@ impl Drop for GatewayProcess {
         }
         let inner = &mut self.inner;
         self.runtime.block_on(async {
-            if inner.signal(nix::sys::signal::Signal::SIGINT).is_err()
+            if inner.signal(rustix::process::Signal::INT).is_err()
                 || inner.wait_exit(Duration::from_secs(5)).await.is_err()
             {
                 inner.kill().await;

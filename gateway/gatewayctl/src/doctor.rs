@@ -29,7 +29,7 @@ pub fn run(
     let mut checks = claude::checks(args);
     checks.extend(state_dir::checks(state_dir, args));
     if !args.skip_host_probes {
-        checks.push(host::user_check(nix::unistd::geteuid().as_raw()));
+        checks.push(host::user_check(rustix::process::geteuid().as_raw()));
         checks.push(host::userns_check());
         checks.push(host::landlock_check());
         checks.push(host::seccomp_check());

@@ -16,11 +16,7 @@ pub fn uptime_seconds() -> Option<f64> {
 
 /// Clock ticks a second (`sysconf(_SC_CLK_TCK)`).
 pub fn clock_ticks() -> Option<u64> {
-    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .and_then(|t| u64::try_from(t).ok())
-        .filter(|t| *t > 0)
+    Some(rustix::param::clock_ticks_per_second()).filter(|t| *t > 0)
 }
 
 /// Resident memory of `pid` in KiB (`VmRSS` of `/proc/<pid>/status`).

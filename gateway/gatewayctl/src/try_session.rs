@@ -427,6 +427,7 @@ fn explain_exit_code(code: i64) -> String {
     };
     let name = i32::try_from(signal)
         .ok()
+        // nix, not rustix: rustix has no conventional signal names (its Debug says `Signal::ABORT`).
         .and_then(|n| nix::sys::signal::Signal::try_from(n).ok())
         .map_or_else(|| format!("signal {signal}"), |s| s.as_str().to_string());
     format!("{code}: killed by {name} (128 + {signal})")

@@ -55,7 +55,7 @@ fn doctor(f: &Fixture, service_files: Vec<PathBuf>) -> Command {
 }
 
 fn redact(f: &Fixture, text: &str) -> String {
-    let uid = nix::unistd::getuid().as_raw();
+    let uid = rustix::process::getuid().as_raw();
     text.replace(&f.dir.path().display().to_string(), "[TMP]")
         .replace(&format!("uid {uid}"), "uid [UID]")
         .replace(&format!("chown {uid} "), "chown [UID] ")
@@ -275,7 +275,7 @@ fn doctor_host_probes_answer() {
         .iter()
         .find(|c| c["name"] == "user")
         .unwrap();
-    let root = nix::unistd::geteuid().is_root();
+    let root = rustix::process::geteuid().is_root();
     assert_eq!(user["status"], if root { "WARN" } else { "OK" }, "{user}");
 }
 

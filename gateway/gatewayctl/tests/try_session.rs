@@ -40,9 +40,9 @@ impl Drop for Cleanup {
             };
             let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
             if String::from_utf8_lossy(&cmdline).contains(&needle) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(pid).unwrap(),
+                    rustix::process::Signal::KILL,
                 );
             }
         }

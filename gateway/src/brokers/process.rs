@@ -151,11 +151,11 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
     };
     let spec_path = runtime_dir.join(SPEC_FILE);
     write_private_file(&spec_path, serde_json::to_string(&spec)?.as_bytes())?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(runtime_dir.join("broker.log"))
-        .context("opening broker log")?;
+    let log = sandbox::private_fs::open_private_file(
+        &runtime_dir.join("broker.log"),
+        std::fs::OpenOptions::new().create(true).append(true),
+    )
+    .context("opening broker log")?;
 
     // The pinned image, by descriptor: a replaced install file is never what starts.
     let exe = config.exe.exec_path().context("the gateway executable")?;
@@ -182,7 +182,7 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
     // the child into its own session so signals to the gateway's group do not reach it.
     unsafe {
         cmd.pre_exec(|| {
-            nix::unistd::setsid()
+            rustix::process::setsid()
                 .map(|_| ())
                 .map_err(std::io::Error::from)
         });
@@ -264,9 +264,11 @@ fn send_verified(record: &BrokerRecord, signal: BrokerSignal) -> bool {
     #[cfg(not(target_os = "linux"))]
     {
         let signal = match signal {
-            BrokerSignal::Term => nix::sys::signal::Signal::SIGTERM,
-            BrokerSignal::Kill => nix::sys::signal::Signal::SIGKILL,
+            BrokerSignal::Term => rustix::process::Signal::TERM,
+            BrokerSignal::Kill => rustix::process::Signal::KILL,
         };
-        verified() && nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), signal).is_ok()
+        verified()
+            && rustix::process::Pid::from_raw(record.pid)
+                .is_some_and(|pid| rustix::process::kill_process(pid, signal).is_ok())
     }
 }

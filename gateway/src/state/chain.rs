@@ -131,17 +131,8 @@ pub(super) use common::ledger_chain::BROKEN_FILE;
 /// it). The reason is one line of row ids and what is wrong, no secrets.
 pub(super) fn latch_broken(state_dir: &Path, why: &str) {
     let path = state_dir.join(BROKEN_FILE);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .and_then(|mut file| {
-            use std::io::Write;
-            file.write_all(format!("{}\n", common::display::one_line(why)).as_bytes())?;
-            file.sync_all()
-        });
+    let line = format!("{}\n", common::display::one_line(why));
+    let written = sandbox::private_fs::write_private_file(&path, line.as_bytes());
     if let Err(err) = written {
         tracing::error!(error = %err, "latching the broken ledger");
     }

@@ -2,7 +2,6 @@
 //! rows inside transactions. One connection behind a mutex: the gateway is the single writer.
 
 use std::cell::RefCell;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -80,16 +79,14 @@ impl Store {
         let path = state_dir.join(DATABASE_FILE);
         // Create the file ourselves so it is 0600 from its first byte; SQLite keeps the mode for
         // the -wal and -shm files it derives from it.
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)
-            .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o600)))
-            .map_err(|source| StoreError::Io {
-                path: path.display().to_string(),
-                source,
-            })?;
+        sandbox::private_fs::open_private_file(
+            &path,
+            std::fs::OpenOptions::new().create(true).append(true),
+        )
+        .map_err(|source| StoreError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
         let mut conn = Connection::open(&path)?;
         // Before any table exists this makes a new database give freed pages back on
         // `incremental_vacuum` (retention, `content::reclaim_space`); an older one records the
@@ -103,13 +100,10 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let auth = state_dir.join("auth");
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&auth)
-            .map_err(|source| StoreError::Io {
+        sandbox::private_fs::ensure_private_dir_with(&auth, sandbox::private_fs::OpenDir::Restrict)
+            .map_err(|err| StoreError::Io {
                 path: auth.display().to_string(),
-                source,
+                source: std::io::Error::other(err.to_string()),
             })?;
         let key = crate::config::load_or_create_server_key(state_dir)
             .map_err(|err| StoreError::Schema(format!("server key: {err:#}")))?;

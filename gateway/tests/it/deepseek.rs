@@ -755,9 +755,9 @@ async fn a_sub_session_whose_broker_dies_is_lost_and_never_run_again() {
     let v = reply_turn(&chat, &v, "ds-lost-start", start).await;
     let id = subsession_id(&v);
     let pid = broker_pid(&gw, &id);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::KILL,
     )
     .unwrap();
     let (v, ended) = until_ended(&chat, v, &id, "lost").await;

@@ -33,8 +33,7 @@ async fn gateway_with_binds(
     script.push_str(&format!("exec '{GATEWAY}' \"$@\"\n"));
     let inner = wrapper_dir.join("inner.sh");
     tests::executables::write(&inner, &script).unwrap();
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     let user = if root { "" } else { "--user --map-root-user " };
     let outer = wrapper_dir.join("gateway-in-namespace.sh");
     tests::executables::write(
@@ -145,7 +144,7 @@ async fn protected_places_are_refused_at_start_and_invisible_to_reads_and_comman
     // Another command's scratch as it would be while that command runs.
     let area = sandbox::protected::command_runtime_area(&state);
     let planted = area.join("othersession/act_x/home");
-    sandbox::protected::ensure_private_dir(&planted).unwrap();
+    sandbox::private_fs::ensure_private_dir(&planted).unwrap();
     std::fs::write(planted.join("secret.txt"), "SCRATCH-SECRET-3\n").unwrap();
     let _area_cleanup = RemoveOnDrop(area.clone());
 

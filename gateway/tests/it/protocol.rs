@@ -245,8 +245,8 @@ async fn stdio_stops_gracefully_on_sigterm() {
         .unwrap();
     let v: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(v["id"], 1);
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let started = Instant::now();
     let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
         .await

@@ -209,7 +209,7 @@ async fn gateway_group_terminated_while_idle_then_continue_on_the_same_runner() 
     let runner = runner_pid(broker_pid).expect("runner running");
 
     // SIGTERM to the gateway's whole process group, as launchd does: brokers live on.
-    gw.signal_group(nix::sys::signal::Signal::SIGTERM).unwrap();
+    gw.signal_group(rustix::process::Signal::TERM).unwrap();
     gw.wait_exit(Duration::from_secs(10)).await.unwrap();
     assert!(alive(broker_pid) && alive(runner));
     gw.start().await.unwrap();
@@ -382,9 +382,9 @@ async fn a_killed_broker_is_reported_and_continue_starts_a_new_generation() {
     let runner = runner_pid(broker_pid).expect("runner running");
 
     // The broker dies with a turn pending; its runner loses its input and ends too.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(broker_pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(broker_pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
     )
     .unwrap();
     let v = chat
@@ -467,9 +467,9 @@ async fn hung_brokers_are_reported_at_restart_and_killed_before_they_are_replace
         sessions.push((sid, lease, broker, runner));
     }
     for (.., broker, _) in &sessions {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*broker as i32),
-            nix::sys::signal::Signal::SIGSTOP,
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(*broker as i32).unwrap(),
+            rustix::process::Signal::STOP,
         )
         .unwrap();
     }
@@ -556,7 +556,7 @@ async fn sigterm_drains_calls_exits_zero_and_the_next_gateway_readopts() {
         })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    gw.signal(nix::sys::signal::Signal::SIGTERM).unwrap();
+    gw.signal(rustix::process::Signal::TERM).unwrap();
     let (result, waited) = waiting.await.unwrap();
     let v = view(&result.unwrap());
     assert_eq!(v["pending_turn"]["turn_id"], turn.as_str(), "{v}");
@@ -663,9 +663,9 @@ async fn kill_runner(
 ) -> (i64, Value) {
     let broker_pid = broker_record(gw, sid)["pid"].as_i64().unwrap();
     let runner = runner_pid(broker_pid).expect("runner running");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(runner as i32),
-        nix::sys::signal::Signal::SIGKILL,
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(runner as i32).unwrap(),
+        rustix::process::Signal::KILL,
     )
     .unwrap();
     let v = chat

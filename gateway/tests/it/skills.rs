@@ -163,9 +163,9 @@ async fn frozen_skills_reach_every_prompt_turn_and_runner_generation_and_nowhere
     // The runner is killed; the next generation resumes with the same frozen skills.
     let first_broker = broker_pid(&gw, &sid);
     let runner = runner_of(first_broker);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(runner),
-        nix::sys::signal::Signal::SIGKILL,
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(runner).unwrap(),
+        rustix::process::Signal::KILL,
     )
     .unwrap();
     chat.wait_until(&sid, &lease, Duration::from_secs(20), |v| {

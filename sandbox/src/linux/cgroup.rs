@@ -140,11 +140,8 @@ pub fn parent() -> Option<Parent> {
 }
 
 fn writable(dir: &Path) -> bool {
-    let Ok(c) = super::sys::cstring(dir) else {
-        return false;
-    };
-    // SAFETY: a valid NUL-terminated path; access only reads it.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+    use rustix::fs::Access;
+    rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK).is_ok()
 }
 
 /// Whether a command here gets a memory cgroup: a probe that makes and removes one.
@@ -317,9 +314,8 @@ pub struct Joined {
 
 fn random_name() -> Result<String, String> {
     let mut random = [0u8; 8];
-    // SAFETY: getrandom writes at most `random.len()` bytes into the buffer it is given.
-    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
-    if got != random.len() as isize {
+    let got = rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty());
+    if got.ok() != Some(random.len()) {
         return Err("the command's memory cgroup: no random name".into());
     }
     Ok(format!("{PREFIX}{:016x}", u64::from_ne_bytes(random)))
@@ -717,9 +713,11 @@ fn kill_orphaned(dir: &Path) -> bool {
     if std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
         // No cgroup.kill (v1, kernel < 5.14): one by one (a fork in between is caught by the
         // next start's sweep; the pids bound keeps that small).
-        for pid in &pids {
-            // SAFETY: kill with a pid read from the cgroup and a constant signal.
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        for pid in pids
+            .iter()
+            .filter_map(|pid| rustix::process::Pid::from_raw(*pid))
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
     }
     true

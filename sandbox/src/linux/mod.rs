@@ -40,6 +40,7 @@ pub(crate) mod sys;
 
 /// Highest Landlock ABI whose rights the sandbox requests (V7 adds only audit controls).
 pub use landlock_rules::MAX_ABI as MAX_LANDLOCK_ABI;
+pub use sys::landlock_abi_probe;
 
 use std::ffi::CString;
 use std::io::{Read, Write};
@@ -60,8 +61,7 @@ pub fn host_support() -> HostSupport {
 fn probe() -> HostSupport {
     let (namespaces, seccomp) = probe_in_child();
     let memory = cgroup::probe();
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     HostSupport {
         os: "linux".into(),
         namespaces,
@@ -180,8 +180,8 @@ pub fn helper_main() -> i32 {
         }
     }
     crate::timing::mark("memcg");
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == 0 && spec.limits.root_pids_cgroup && !enforced.pids_cgroup {
+    if rustix::process::geteuid().is_root() && spec.limits.root_pids_cgroup && !enforced.pids_cgroup
+    {
         cgroup.pids = sys::join_pids_cgroup(spec.limits.nproc);
         enforced.pids_cgroup = cgroup.pids.is_some();
     }
@@ -215,8 +215,8 @@ pub fn helper_main() -> i32 {
         }
         crate::timing::mark("fork");
         // The command's side: pid 1 of the new pid namespace.
-        // SAFETY: prctl with integer arguments only.
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+        let _ =
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
         enforced.pid_namespace = true;
         if let Err(message) = setup_mounts(&spec, &mut enforced) {
             return fail(&enforced, cgroup, message);

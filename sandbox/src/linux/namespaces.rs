@@ -23,8 +23,10 @@ pub enum UnshareError {
 /// `unshare(flags)`; with `CLONE_NEWUSER`, also deny `setgroups` and map the caller's uid and gid
 /// onto themselves. A user namespace needs the process to be single-threaded.
 pub fn unshare_as_self(flags: libc::c_int) -> Result<(), UnshareError> {
-    // SAFETY: getuid and getgid cannot fail and touch no memory.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let (uid, gid) = (
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw(),
+    );
     // SAFETY: unshare takes no pointers; it only changes this process's namespaces.
     if unsafe { libc::unshare(flags) } != 0 {
         return Err(UnshareError::Unshare(io::Error::last_os_error()));
@@ -52,8 +54,10 @@ mod tests {
     /// report through the exit status whether the ids were mapped onto themselves.
     #[test]
     fn a_new_user_namespace_keeps_the_callers_ids() {
-        // SAFETY: getuid and getgid cannot fail and touch no memory.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let (uid, gid) = (
+            rustix::process::getuid().as_raw(),
+            rustix::process::getgid().as_raw(),
+        );
         // SAFETY: the child makes a few syscalls and file writes, then leaves with _exit; glibc
         // keeps malloc usable in a forked child.
         let pid = unsafe { libc::fork() };
@@ -64,8 +68,10 @@ mod tests {
                 Ok(()) => {
                     let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
                     let fields: Vec<&str> = uid_map.split_whitespace().collect();
-                    // SAFETY: as above.
-                    let (now_uid, now_gid) = unsafe { (libc::getuid(), libc::getgid()) };
+                    let (now_uid, now_gid) = (
+                        rustix::process::getuid().as_raw(),
+                        rustix::process::getgid().as_raw(),
+                    );
                     if now_uid != uid || now_gid != gid {
                         12
                     } else if fields != [uid.to_string(), uid.to_string(), "1".to_string()] {

@@ -30,8 +30,7 @@ pub struct LoopbackNamespace {
 }
 
 fn namespace_flags() -> libc::c_int {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
+    if rustix::process::geteuid().is_root() {
         // Root may create a network namespace directly; a user namespace would also take away
         // its access to files of unmapped owners, which the executor needs.
         libc::CLONE_NEWNET
@@ -206,16 +205,13 @@ impl PreparedRunner {
 /// The runner is picked by the OOM killer after commands, before the broker and the gateway
 /// (raising is always allowed). Raw syscalls on constant data only; best effort.
 fn set_runner_oom_score_adj() {
-    const PATH: &[u8] = b"/proc/self/oom_score_adj\0";
+    use rustix::fs::{Mode, OFlags};
     const VALUE: &[u8] = b"900";
     const _: () = assert!(super::cgroup::RUNNER_OOM_SCORE_ADJ == 900);
-    // SAFETY: a NUL-terminated constant path; open, write and close touch no other memory.
-    unsafe {
-        let fd = libc::open(PATH.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd >= 0 {
-            libc::write(fd, VALUE.as_ptr().cast(), VALUE.len());
-            libc::close(fd);
-        }
+    // A `&CStr` path: rustix passes it as it is, no allocation (this runs between fork and exec).
+    let path = c"/proc/self/oom_score_adj";
+    if let Ok(fd) = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty()) {
+        let _ = rustix::io::write(&fd, VALUE);
     }
 }
 

@@ -98,6 +98,12 @@ pub fn mount(
 
 /// The Landlock ABI version the kernel offers, or `None`.
 pub fn landlock_abi() -> Option<i32> {
+    landlock_abi_probe().ok().filter(|v| *v > 0)
+}
+
+/// The Landlock ABI version, or why the kernel refused to say (`ENOSYS`: not built in,
+/// `EOPNOTSUPP`: disabled at boot). rustix has no Landlock calls: libc's raw syscall.
+pub fn landlock_abi_probe() -> io::Result<i32> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with a null attr, size 0 and the VERSION flag the call only returns a number.
     let ret = unsafe {
@@ -108,18 +114,16 @@ pub fn landlock_abi() -> Option<i32> {
             LANDLOCK_CREATE_RULESET_VERSION,
         )
     };
-    i32::try_from(ret).ok().filter(|v| *v > 0)
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    i32::try_from(ret).map_err(|_| io::Error::other("ABI version out of range"))
 }
 
 /// Point stdin at `/dev/null` (the spec arrived on it).
 pub fn stdin_to_dev_null() -> io::Result<()> {
     let null = std::fs::File::open("/dev/null")?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: both fds are valid; dup2 atomically replaces fd 0.
-    if unsafe { libc::dup2(null.as_raw_fd(), 0) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::stdio::dup2_stdin(&null)?)
 }
 
 /// Close every fd from 3 up: files opened before confinement would stay usable after it.
@@ -152,71 +156,40 @@ pub fn set_rlimits(limits: &Limits, own_user_namespace: bool) -> io::Result<()> 
     let nproc = if own_user_namespace {
         limits.nproc
     } else {
-        // SAFETY: getuid cannot fail.
-        processes_of(unsafe { libc::getuid() }) + limits.nproc
+        processes_of(rustix::process::getuid().as_raw()) + limits.nproc
     };
-    let mut nofile = limits.nofile;
-    let mut current = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `current` is a valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut current) } == 0 {
-        nofile = nofile.min(current.rlim_max);
-    }
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    // `None` in an Rlimit is RLIM_INFINITY.
+    let unlimited = |value: Option<u64>| value.unwrap_or(u64::MAX);
+    let nofile = limits
+        .nofile
+        .min(unlimited(getrlimit(Resource::Nofile).maximum));
     // (resource, soft, hard)
     let mut pairs = vec![
-        (libc::RLIMIT_NPROC, nproc, nproc),
-        (libc::RLIMIT_FSIZE, limits.fsize, limits.fsize),
-        (libc::RLIMIT_CORE, 0, 0),
-        (libc::RLIMIT_NOFILE, nofile, nofile),
+        (Resource::Nproc, nproc, nproc),
+        (Resource::Fsize, limits.fsize, limits.fsize),
+        (Resource::Core, 0, 0),
+        (Resource::Nofile, nofile, nofile),
     ];
     if let Some(memory) = limits.memory {
-        pairs.push((libc::RLIMIT_DATA, memory, memory));
+        pairs.push((Resource::Data, memory, memory));
         // The stack is not counted by RLIMIT_DATA: with the hard limit left unlimited a command
         // raises its soft one and grows a stack past its memory (issue 24). Hard: at most the
         // memory limit (tools that raise theirs, e.g. GCC to 64 MiB, still may); soft: as inherited.
-        let mut stack = libc::rlimit {
-            rlim_cur: memory,
-            rlim_max: memory,
-        };
-        // SAFETY: `stack` is a valid out-pointer.
-        if unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut stack) } != 0 {
-            stack.rlim_cur = memory;
-            stack.rlim_max = memory;
-        }
+        let stack = getrlimit(Resource::Stack);
         // Never above the inherited hard limit (raising it is not allowed).
-        let hard = stack.rlim_max.min(memory);
-        pairs.push((libc::RLIMIT_STACK, stack.rlim_cur.min(hard), hard));
+        let hard = unlimited(stack.maximum).min(memory);
+        pairs.push((Resource::Stack, unlimited(stack.current).min(hard), hard));
     }
     for (resource, soft, hard) in pairs {
-        let limit = libc::rlimit {
-            rlim_cur: soft,
-            rlim_max: hard,
+        let limit = Rlimit {
+            current: Some(soft),
+            maximum: Some(hard),
         };
-        // SAFETY: `limit` is a valid, initialised rlimit.
-        if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        setrlimit(resource, limit)?;
     }
     Ok(())
 }
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
 /// The highest capability number the kernel knows (read before a fork: the child must not
 /// allocate).
@@ -236,67 +209,40 @@ pub fn drop_capabilities() -> bool {
 /// [`drop_capabilities`] with `last_cap` known: raw syscalls only, no allocation, so it may run
 /// between fork and exec.
 pub fn drop_capabilities_to(last_cap: libc::c_ulong) -> bool {
+    use rustix::thread::{CapabilitySets, capabilities, set_capabilities};
+    // The bounding set by number, up to the kernel's last: rustix's bounding-set calls take only
+    // the capabilities it names, so newer ones would stay. libc's prctl here.
     for cap in 0..=last_cap {
         // SAFETY: prctl with integer arguments only; failure (no CAP_SETPCAP) is tolerated here
         // and checked below.
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     }
-    // SAFETY: prctl with integer arguments only.
-    unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        )
+    let _ = rustix::thread::clear_ambient_capability_set();
+    let none = CapabilitySets {
+        effective: rustix::thread::CapabilitySet::empty(),
+        permitted: rustix::thread::CapabilitySet::empty(),
+        inheritable: rustix::thread::CapabilitySet::empty(),
     };
-    let mut header = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [CapData::default(); 2];
-    // SAFETY: header and a two-element data array, the layout capset(2) expects for version 3.
-    let set = unsafe {
-        libc::syscall(
-            libc::SYS_capset,
-            &mut header as *mut CapHeader,
-            data.as_ptr(),
-        )
-    };
-    if set != 0 {
+    if set_capabilities(None, none).is_err() {
         return false;
     }
-    let mut now = [CapData::default(); 2];
-    // SAFETY: same layout, as an out-parameter.
-    let got = unsafe {
-        libc::syscall(
-            libc::SYS_capget,
-            &mut header as *mut CapHeader,
-            now.as_mut_ptr(),
-        )
-    };
-    let empty = now
-        .iter()
-        .all(|d| d.effective == 0 && d.permitted == 0 && d.inheritable == 0);
+    let empty = capabilities(None).is_ok_and(|now| {
+        now.effective.is_empty() && now.permitted.is_empty() && now.inheritable.is_empty()
+    });
     // A non-empty bounding set only matters to a process that can gain capabilities at exec,
     // which no_new_privs prevents unless it is root in its namespace.
     let bounding_empty = (0..=last_cap).all(|cap| {
         // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) == 0 }
     });
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    got == 0 && empty && (bounding_empty || !root)
+    let root = rustix::process::geteuid().is_root();
+    empty && (bounding_empty || !root)
 }
 
 /// Set `PR_SET_NO_NEW_PRIVS` and report whether it is on.
 pub fn no_new_privs() -> bool {
-    // SAFETY: prctl with integer arguments only.
-    unsafe {
-        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-        libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
-    }
+    let _ = rustix::thread::set_no_new_privs(true);
+    rustix::thread::no_new_privs().unwrap_or(false)
 }
 
 /// As root (where the kernel does not enforce RLIMIT_NPROC), create a pids cgroup bounding the
@@ -313,9 +259,8 @@ pub fn pids_cgroup_possible() -> bool {
 fn pids_cgroup(max: u64, enter: bool) -> Option<PathBuf> {
     // A random name: the command can read its own cgroup path, and a pid there would be public.
     let mut random = [0u8; 8];
-    // SAFETY: getrandom writes at most `random.len()` bytes into the buffer it is given.
-    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
-    if got != random.len() as isize {
+    let got = rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty());
+    if got.ok() != Some(random.len()) {
         return None;
     }
     let name = format!("native-gateway-cmd-{:016x}", u64::from_ne_bytes(random));

@@ -11,8 +11,9 @@
 //! or a DeepSeek sub-session.
 
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::private_fs::{self, OpenDir};
 
 /// Where an account's registry lives, under its home.
 pub const REGISTRY: &str = ".local/state/native-gateway/instances";
@@ -167,14 +168,12 @@ fn register_in(
 /// (not a symlink, owned by it, no access for others): one another account created first is
 /// refused, never used.
 fn own_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+    match private_fs::create_private_dir(dir) {
         Ok(()) => return Ok(()),
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(err) => return Err(err),
     }
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.file_type().is_dir() || meta.uid() != euid() || meta.mode() & 0o077 != 0 {
+    if private_fs::check_private_dir(dir).is_err() {
         return Err(std::io::Error::other(
             "it is not this account's private directory (another account may have created it); \
              remove it, or give the account a writable home",
@@ -186,22 +185,17 @@ fn own_private_dir(dir: &Path) -> std::io::Result<()> {
 /// [`register`] in the registry file `path`.
 fn register_at(path: &Path, state_dir: &Path) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+        private_fs::ensure_private_dir_with(dir, OpenDir::Restrict)
+            .map_err(|err| std::io::Error::other(err.to_string()))?;
     }
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("it is not a regular file"));
-    }
+    let mut file = private_fs::open_private_file(
+        path,
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+    )?;
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
     let mut text = String::new();
     file.read_to_string(&mut text)?;
@@ -233,7 +227,7 @@ const MAX_REGISTRY_BYTES: u64 = MAX_ENTRIES as u64 * 4097;
 /// or owned by another account than the directory holding it (a symlinked directory of one
 /// account pointing into another's files). Never blocks.
 pub fn read_registry(path: &Path) -> Option<(String, u32)> {
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)

@@ -9,8 +9,10 @@
 //! its own leftover areas from others'. Older gateways used a predictable name
 //! ([`legacy_runtime_area`]); it stays protected.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+
+use crate::private_fs::{check_private_dir, create_private_dir, replace_private_file};
 use std::path::{Path, PathBuf};
 
 /// The file in the state dir that names the area.
@@ -24,63 +26,8 @@ const PREFIX: &str = "ngw-run-";
 /// Longest pointer or marker read.
 const MAX_RECORD: u64 = 4096;
 
-/// Why [`ensure_private_dir`] would not accept a directory. Each refusal of the directory itself
-/// says the same words ("not a private directory of this user") and what was found.
-#[derive(Debug, thiserror::Error)]
-pub enum PrivateDirError {
-    /// It could not be created or examined.
-    #[error("{}: {source}", dir.display())]
-    Io {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
-    /// Something other than a directory (a symlink, a file) holds the name.
-    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
-    NotADirectory { dir: PathBuf, owner: u32, mode: u32 },
-    /// Another user owns it (the name was squatted in shared `/tmp`).
-    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
-    WrongOwner { dir: PathBuf, owner: u32, mode: u32 },
-    /// It is open to the group or to others.
-    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", dir.display())]
-    OpenMode { dir: PathBuf, owner: u32, mode: u32 },
-}
-
 fn uid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
-}
-
-/// Create `dir` (and missing parents) 0700 and insist that it is a real directory (no symlink)
-/// owned by this user and open to no one else: `/tmp` is shared, a name there can be squatted.
-pub fn ensure_private_dir(dir: &Path) -> Result<(), PrivateDirError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|source| PrivateDirError::Io {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
-    check_private(dir)
-}
-
-/// Whether `dir` itself (never a symlink's target) is a directory of ours, mode `0700` or less.
-fn check_private(dir: &Path) -> Result<(), PrivateDirError> {
-    let meta = std::fs::symlink_metadata(dir).map_err(|source| PrivateDirError::Io {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
-    let (dir, owner, mode) = (dir.to_path_buf(), meta.uid(), meta.mode() & 0o7777);
-    if !meta.is_dir() {
-        return Err(PrivateDirError::NotADirectory { dir, owner, mode });
-    }
-    if owner != uid() {
-        return Err(PrivateDirError::WrongOwner { dir, owner, mode });
-    }
-    if mode & 0o077 != 0 {
-        return Err(PrivateDirError::OpenMode { dir, owner, mode });
-    }
-    Ok(())
+    rustix::process::geteuid().as_raw()
 }
 
 /// The command runtime area of the gateway whose state dir is `state_dir`: the one its state
@@ -139,7 +86,7 @@ fn parse_area(base: &Path, text: &str) -> Option<PathBuf> {
 fn read_small(path: &Path) -> Option<String> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
         .open(path)
         .ok()?;
     if !file.metadata().ok()?.is_file() {
@@ -148,25 +95,6 @@ fn read_small(path: &Path) -> Option<String> {
     let mut text = String::new();
     file.take(MAX_RECORD).read_to_string(&mut text).ok()?;
     Some(text)
-}
-
-/// Write `text` to `path` as a new 0600 file replacing any old one (never through a symlink).
-fn write_record(path: &Path, text: &str) -> std::io::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 /// At gateway start: the area `state_dir` (canonical) records, if it is still a private
@@ -180,14 +108,17 @@ pub fn establish_runtime_area(state_dir: &Path) -> std::io::Result<PathBuf> {
 fn establish_in(base: &Path, state_dir: &Path) -> std::io::Result<PathBuf> {
     let marker = state_dir.to_string_lossy().into_owned();
     if let Some(area) = recorded_in(base, state_dir)
-        && check_private(&area).is_ok()
+        && check_private_dir(&area).is_ok()
         && read_small(&area.join(MARKER)).is_some_and(|m| m == marker)
     {
         return Ok(area);
     }
     let area = create_unpredictable(base)?;
-    write_record(&area.join(MARKER), &marker)?;
-    write_record(&state_dir.join(POINTER), &format!("{}\n", area.display()))?;
+    replace_private_file(&area.join(MARKER), marker.as_bytes())?;
+    replace_private_file(
+        &state_dir.join(POINTER),
+        format!("{}\n", area.display()).as_bytes(),
+    )?;
     Ok(area)
 }
 
@@ -197,13 +128,8 @@ fn create_unpredictable(base: &Path) -> std::io::Result<PathBuf> {
     let mut last = None;
     for _ in 0..32 {
         let area = base.join(format!("{PREFIX}{}-{}", uid(), random_hex()?));
-        match std::fs::DirBuilder::new().mode(0o700).create(&area) {
-            Ok(()) => {
-                return match check_private(&area) {
-                    Ok(()) => Ok(area),
-                    Err(err) => Err(std::io::Error::other(err.to_string())),
-                };
-            }
+        match create_private_dir(&area) {
+            Ok(()) => return Ok(area),
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => last = Some(err),
             Err(err) => return Err(err),
         }
@@ -262,7 +188,7 @@ fn orphans_in(
         let area = base.join(&name);
         if !name.starts_with(&ours)
             || area == keep
-            || check_private(&area).is_err()
+            || check_private_dir(&area).is_err()
             || !older_than(&area, min_age)
         {
             continue;

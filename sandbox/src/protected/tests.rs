@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::path_policy::{PathPolicy, PathRefusal};
+use crate::private_fs::{PrivateDirError, ensure_private_dir};
 use common::outcome::OutcomeCode;
 
 pub(super) fn tmp() -> (tempfile::TempDir, PathBuf) {

@@ -13,17 +13,18 @@ use super::supervise::{Ending, ReportProblem, RunResult};
 use super::{HEADER_RESERVE, millis};
 
 fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGINT => "SIGINT",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGSYS => "SIGSYS",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGILL => "SIGILL",
+    use rustix::process::Signal;
+    match Signal::from_named_raw(sig) {
+        Some(Signal::KILL) => "SIGKILL",
+        Some(Signal::TERM) => "SIGTERM",
+        Some(Signal::SEGV) => "SIGSEGV",
+        Some(Signal::ABORT) => "SIGABRT",
+        Some(Signal::INT) => "SIGINT",
+        Some(Signal::PIPE) => "SIGPIPE",
+        Some(Signal::SYS) => "SIGSYS",
+        Some(Signal::BUS) => "SIGBUS",
+        Some(Signal::FPE) => "SIGFPE",
+        Some(Signal::ILL) => "SIGILL",
         _ => "signal",
     }
 }

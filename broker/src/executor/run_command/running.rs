@@ -45,9 +45,11 @@ impl Drop for Flight {
 pub fn stop_all(wait: Duration) -> usize {
     if let Ok(groups) = GROUPS.lock() {
         for pgid in groups.iter() {
-            // SAFETY: signalling a process group we created and have not reaped (the lock keeps
-            // the supervisor from reaping it meanwhile).
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            // A process group we created and have not reaped (the lock keeps the supervisor from
+            // reaping it meanwhile).
+            if let Some(pgid) = rustix::process::Pid::from_raw(*pgid) {
+                let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+            }
         }
     }
     let until = Instant::now() + wait;

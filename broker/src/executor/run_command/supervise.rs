@@ -2,13 +2,22 @@
 //! helper's report line parsed from the head of stdout, the wall-time bound enforced on the whole
 //! process group (SIGTERM, grace, SIGKILL), and the pids cgroup removed afterwards.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::process::Child;
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::process::{Pid, Signal};
 use std::time::{Duration, Instant};
 
 use sandbox::spec::{Enforced, REPORT_PREFIX, Report};
 
 use super::{DRAIN_AFTER_EXIT, KILL_GRACE, MAX_REPORT_BYTES, STREAM_LIMIT};
+
+/// How long one poll waits before the loop checks the bound and the guard again.
+const POLL_TICK: rustix::event::Timespec = rustix::event::Timespec {
+    tv_sec: 0,
+    tv_nsec: 20_000_000,
+};
 
 /// One stream's capture: the first [`STREAM_LIMIT`] bytes and the total seen.
 #[derive(Default)]
@@ -71,58 +80,38 @@ pub(super) struct RunResult {
     pub(super) _flight: super::running::Flight,
 }
 
-fn set_nonblocking(fd: i32) {
-    // SAFETY: fcntl on a pipe fd we own; only the status flags change.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
+fn set_nonblocking(fd: impl AsFd) {
+    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+    if let Ok(flags) = fcntl_getfl(&fd) {
+        let _ = fcntl_setfl(&fd, flags | OFlags::NONBLOCK);
     }
 }
 
 /// A descriptor that becomes readable when the process `pid` (our unreaped child) exits; `None`
 /// before Linux 5.3 (and on macOS), where the loop's short sleeps stand in.
-fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
+fn pidfd(pid: Pid) -> Option<std::os::fd::OwnedFd> {
     #[cfg(target_os = "linux")]
+    return rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
+    #[cfg(not(target_os = "linux"))]
     {
-        use std::os::fd::FromRawFd;
-        // SAFETY: pidfd_open with our own child's pid and no flags; a descriptor it returns is
-        // owned by nobody else.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if let Ok(fd) = i32::try_from(fd)
-            && fd >= 0
-        {
-            // SAFETY: a fresh descriptor owned only here.
-            return Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
-        }
+        let _ = pid;
+        None
     }
-    let _ = pid;
-    None
 }
 
 /// Exited without reaping (`WNOWAIT`), so the zombie keeps the process group id reserved while
 /// we kill the group.
-fn exited_unreaped(pid: i32) -> bool {
-    // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waitid on our own child with a valid out-pointer; WNOWAIT leaves it waitable.
-    let ret = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    // SAFETY: si_pid is valid to read for a child state change reported by waitid.
-    ret == 0 && unsafe { info.si_pid() } == pid
+fn exited_unreaped(pid: Pid) -> bool {
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    // `None`: no state change yet (waitid left the siginfo's pid zero).
+    matches!(waitid(WaitId::Pid(pid), options), Ok(Some(_)))
 }
 
-fn kill_group(pgid: i32, signal: i32) {
-    // SAFETY: signalling a process group we created (the helper's pid is its pgid and, until we
-    // reap it, cannot be reused).
-    unsafe { libc::kill(-pgid, signal) };
+/// Signal the process group we created (the helper's pid is its pgid and, until we reap it,
+/// cannot be reused).
+fn kill_group(pgid: Pid, signal: Signal) {
+    let _ = rustix::process::kill_process_group(pgid, signal);
 }
 
 /// Read both pipes until the main process exits (or the bound expires), kill the group, drain
@@ -135,18 +124,15 @@ pub(super) fn supervise(
     started: Instant,
     guard: &mut dyn FnMut() -> bool,
 ) -> RunResult {
-    let pid = child.id() as i32;
-    let flight = super::running::Flight::start(pid);
+    let pid = Pid::from_child(child);
+    let flight = super::running::Flight::start(pid.as_raw_pid());
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
-    for fd in [
-        out.as_ref().map(|o| o.as_raw_fd()),
-        err.as_ref().map(|e| e.as_raw_fd()),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        set_nonblocking(fd);
+    if let Some(out) = &out {
+        set_nonblocking(out);
+    }
+    if let Some(err) = &err {
+        set_nonblocking(err);
     }
     let mut stdout = Capture::default();
     let mut stderr = Capture::default();
@@ -168,21 +154,21 @@ pub(super) fn supervise(
         let now = Instant::now();
         if exited_at.is_none() && !stopped_by_guard && guard() {
             stopped_by_guard = true;
-            kill_group(pid, libc::SIGKILL);
+            kill_group(pid, Signal::KILL);
         }
         if exited_at.is_none() && exited_unreaped(pid) {
-            kill_group(pid, libc::SIGKILL);
+            kill_group(pid, Signal::KILL);
             exited_at = Some(now);
         }
         if exited_at.is_none() {
             if now >= deadline && term_sent.is_none() {
                 timed_out = true;
-                kill_group(pid, libc::SIGTERM);
+                kill_group(pid, Signal::TERM);
                 term_sent = Some(now);
             } else if let Some(sent) = term_sent
                 && now >= sent + KILL_GRACE
             {
-                kill_group(pid, libc::SIGKILL);
+                kill_group(pid, Signal::KILL);
             }
         }
         let both_eof = stdout.eof && stderr.eof;
@@ -191,40 +177,33 @@ pub(super) fn supervise(
         {
             break;
         }
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(2);
+        let mut polled: Vec<PollFd<'_>> = Vec::with_capacity(3);
         if let (Some(o), false) = (&out, stdout.eof) {
-            fds.push(libc::pollfd {
-                fd: o.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            polled.push(PollFd::new(o, PollFlags::IN));
         }
         if let (Some(e), false) = (&err, stderr.eof) {
-            fds.push(libc::pollfd {
-                fd: e.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            polled.push(PollFd::new(e, PollFlags::IN));
         }
         if let (Some(fd), None) = (&exit_fd, exited_at) {
-            fds.push(libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            polled.push(PollFd::new(fd, PollFlags::IN));
         }
-        if fds.is_empty() {
+        if polled.is_empty() {
             std::thread::sleep(Duration::from_millis(1));
             continue;
         }
-        // SAFETY: `fds` is a valid array of pollfd of the given length for the call's duration.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 20) };
-        for pfd in &fds {
-            let is_exit = exit_fd.as_ref().is_some_and(|fd| fd.as_raw_fd() == pfd.fd);
-            if pfd.revents == 0 || is_exit {
+        let _ = rustix::event::poll(&mut polled, Some(&POLL_TICK));
+        // By raw fd: the pipes are borrowed by `polled`, and read (mutably) below.
+        let ready: Vec<(i32, bool)> = polled
+            .iter()
+            .map(|p| (p.as_fd().as_raw_fd(), !p.revents().is_empty()))
+            .collect();
+        drop(polled);
+        for (fd, revents) in ready {
+            let is_exit = exit_fd.as_ref().is_some_and(|e| e.as_raw_fd() == fd);
+            if !revents || is_exit {
                 continue;
             }
-            let is_out = out.as_ref().is_some_and(|o| o.as_raw_fd() == pfd.fd);
+            let is_out = out.as_ref().is_some_and(|o| o.as_raw_fd() == fd);
             loop {
                 use std::io::Read;
                 let read = if is_out {
@@ -271,7 +250,7 @@ pub(super) fn supervise(
     // Close our ends: a grandchild still holding the pipes gets EPIPE, we stop waiting for it.
     drop(out);
     drop(err);
-    kill_group(pid, libc::SIGKILL);
+    kill_group(pid, Signal::KILL);
     flight.reaping();
     let ending = match child.wait() {
         Ok(status) => {

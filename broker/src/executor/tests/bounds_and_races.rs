@@ -102,14 +102,8 @@ fn find_files_depth_and_truncation_consistent() {
 /// Exchange two names atomically (Linux `renameat2(RENAME_EXCHANGE)`).
 #[cfg(target_os = "linux")]
 fn exchange(a: &Path, b: &Path) {
-    nix::fcntl::renameat2(
-        nix::fcntl::AT_FDCWD,
-        a,
-        nix::fcntl::AT_FDCWD,
-        b,
-        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
-    )
-    .unwrap();
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).unwrap();
 }
 
 /// RACE: a thread flips `work/comp` between a real directory and a symlink to the protected

@@ -360,48 +360,17 @@ fn mode_is_preserved() {
 /// Drop the capabilities that bypass file permissions from this thread's effective set (root
 /// only; capabilities are per thread on Linux), run `body`, restore them.
 fn without_dac_override<T>(body: impl FnOnce() -> T) -> T {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    if !nix::unistd::geteuid().is_root() {
+    use rustix::thread::{CapabilitySet, capabilities, set_capabilities};
+    if !rustix::process::geteuid().is_root() {
         return body();
     }
-    let mut header = Header {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let mut saved = [Data::default(); 2];
-    // SAFETY: capget/capset with a v3 header and two data structs, as the kernel ABI requires.
-    unsafe {
-        assert_eq!(
-            libc::syscall(libc::SYS_capget, &mut header, saved.as_mut_ptr()),
-            0
-        );
-        let mut reduced = saved;
-        // CAP_DAC_OVERRIDE (1), CAP_DAC_READ_SEARCH (2), CAP_FOWNER (3).
-        reduced[0].effective &= !((1 << 1) | (1 << 2) | (1 << 3));
-        assert_eq!(
-            libc::syscall(libc::SYS_capset, &mut header, reduced.as_ptr()),
-            0
-        );
-    }
+    let saved = capabilities(None).unwrap();
+    let mut reduced = saved;
+    reduced.effective -=
+        CapabilitySet::DAC_OVERRIDE | CapabilitySet::DAC_READ_SEARCH | CapabilitySet::FOWNER;
+    set_capabilities(None, reduced).unwrap();
     let out = body();
-    // SAFETY: as above, restoring the saved sets.
-    unsafe {
-        assert_eq!(
-            libc::syscall(libc::SYS_capset, &mut header, saved.as_ptr()),
-            0
-        );
-    }
+    set_capabilities(None, saved).unwrap();
     out
 }
 
@@ -691,12 +660,11 @@ fn crash_child() {
         return;
     };
     // No core files from the intended aborts.
-    let limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    let none = rustix::process::Rlimit {
+        current: Some(0),
+        maximum: Some(0),
     };
-    // SAFETY: setrlimit with a valid struct.
-    unsafe { libc::setrlimit(libc::RLIMIT_CORE, &limit) };
+    let _ = rustix::process::setrlimit(rustix::process::Resource::Core, none);
     let base = PathBuf::from(dir);
     let root = base.join("work");
     let policy = PathPolicy::new(base.join("home"), base.join("state"), vec![]);

@@ -65,7 +65,7 @@ pub(super) fn userns_check() -> Check {
     let apparmor = read_trimmed("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
         .as_deref()
         == Some("1");
-    let root = nix::unistd::geteuid().is_root();
+    let root = rustix::process::geteuid().is_root();
     let note = if root { " (as root)" } else { "" };
     match find_program("unshare") {
         Some(unshare) => match run_with_timeout(
@@ -104,32 +104,25 @@ pub(super) fn landlock_check() -> Check {
     const NAME: &str = "sandbox: landlock";
     #[cfg(target_os = "linux")]
     {
-        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-        // SAFETY: landlock_create_ruleset with a null attribute pointer, size 0 and the VERSION flag
-        // only returns the ABI number (or an error); no memory is read or written.
-        let abi = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<libc::c_void>(),
-                0usize,
-                LANDLOCK_CREATE_RULESET_VERSION,
-            )
-        };
-        if abi > 0 {
-            let used = abi.min(i64::from(sandbox::spec::MAX_LANDLOCK_ABI));
+        use rustix::io::Errno;
+        let probe = sandbox::linux::landlock_abi_probe();
+        if let Ok(abi) = probe
+            && abi > 0
+        {
+            let used = abi.min(sandbox::spec::MAX_LANDLOCK_ABI);
             return ok(
                 NAME,
                 format!("available, ABI v{abi} (sandboxes enforce v{used})"),
             );
         }
-        let errno = std::io::Error::last_os_error().raw_os_error();
-        match errno {
-            Some(libc::ENOSYS) => warn(
+        let errno = probe.err().and_then(|e| e.raw_os_error());
+        match errno.map(Errno::from_raw_os_error) {
+            Some(Errno::NOSYS) => warn(
                 NAME,
                 "not in this kernel (landlock syscall: ENOSYS)",
                 "use a kernel built with CONFIG_SECURITY_LANDLOCK (5.13+, 6.12+ recommended)",
             ),
-            Some(libc::EOPNOTSUPP) => warn(
+            Some(Errno::OPNOTSUPP) => warn(
                 NAME,
                 "built in but disabled at boot",
                 "add landlock to the lsm= kernel parameter",

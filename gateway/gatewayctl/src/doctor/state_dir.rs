@@ -34,7 +34,7 @@ fn private_check(name: &str, path: &Path, want_dir: bool, mode: u32, missing: Ch
         let kind = if want_dir { "a directory" } else { "a file" };
         return fail(name, format!("{shown} is not {kind}"), "move it aside");
     }
-    let uid = nix::unistd::getuid().as_raw();
+    let uid = rustix::process::getuid().as_raw();
     if meta.uid() != uid {
         return fail(
             name,

@@ -2,6 +2,7 @@
 
 use super::*;
 use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
 
 fn open() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();

@@ -650,8 +650,7 @@ async fn the_admin_socket_refuses_sandboxed_peers() {
         .into_iter()
         .find(|p| std::path::Path::new(p).is_file())
         .expect("python3");
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     let mut wrappers = vec![vec!["setpriv", "--no-new-privs"]];
     if root {
         wrappers.push(vec!["unshare", "--net"]);

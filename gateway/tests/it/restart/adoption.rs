@@ -142,7 +142,7 @@ async fn swapped_broker_records_attach_neither_session_to_the_others_broker() {
     let (sa, sb) = (session_id(&a), session_id(&b));
     let (ra, rb) = (broker_record(&gw, &sa), broker_record(&gw, &sb));
     let (pa, pb) = (ra["pid"].as_i64().unwrap(), rb["pid"].as_i64().unwrap());
-    gw.signal(nix::sys::signal::Signal::SIGTERM).unwrap();
+    gw.signal(rustix::process::Signal::TERM).unwrap();
     gw.wait_exit(Duration::from_secs(20)).await.unwrap();
     assert!(alive(pa) && alive(pb), "brokers outlive the gateway");
 

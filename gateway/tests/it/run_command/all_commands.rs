@@ -157,7 +157,7 @@ async fn commands_of_two_sessions_together_stay_within_the_gateway_bound() {
         }
         assert_eq!(sessions(), 0, "the sessions' cgroups are left");
     }
-    gw.signal(nix::sys::signal::Signal::SIGTERM).unwrap();
+    gw.signal(rustix::process::Signal::TERM).unwrap();
     gw.wait_exit(Duration::from_secs(20)).await.unwrap();
     if let Some(group) = &groups[0] {
         assert!(!group.exists(), "{} is left", group.display());

@@ -126,7 +126,7 @@ async fn sigterm_does_not_wait_for_a_large_deletion_and_the_next_start_finishes_
     let area = sandbox::protected::command_runtime_area(gw.state_dir());
     let trash = area.join(sandbox::layer::TRASH);
     gw.kill().await;
-    sandbox::protected::ensure_private_dir(&trash).unwrap();
+    sandbox::private_fs::ensure_private_dir(&trash).unwrap();
     let big = trash.join("layer-planted");
     for d in 0..1000 {
         let sub = big.join(format!("upper/d{d}"));
@@ -140,7 +140,7 @@ async fn sigterm_does_not_wait_for_a_large_deletion_and_the_next_start_finishes_
     let chat = chatgpt(&gw).await;
     let listed = chat.client.list_tools().await.unwrap();
     assert!(listed.to_string().contains("native_session_start"));
-    gw.signal(nix::sys::signal::Signal::SIGTERM).unwrap();
+    gw.signal(rustix::process::Signal::TERM).unwrap();
     let signalled = Instant::now();
     gw.wait_exit(Duration::from_secs(5)).await.unwrap();
     let exit = signalled.elapsed();

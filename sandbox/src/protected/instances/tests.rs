@@ -1,6 +1,7 @@
 //! Tests of the instance registry: where an account lists its gateways, and what readers find.
 
 use super::*;
+use std::os::unix::fs::DirBuilderExt;
 
 #[test]
 fn the_registry_belongs_to_the_account_not_to_home() {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::protected::tests::tmp;
+use std::os::unix::fs::DirBuilderExt;
 
 #[test]
 fn only_well_formed_records_name_an_area() {
@@ -29,7 +30,7 @@ fn a_start_keeps_its_private_area_and_replaces_one_that_is_not() {
     let (_state_dir, state) = tmp();
     let first = establish_in(&base, &state).unwrap();
     assert!(first.starts_with(&base));
-    assert!(check_private(&first).is_ok());
+    assert!(check_private_dir(&first).is_ok());
     assert_eq!(recorded_in(&base, &state), Some(first.clone()));
     assert_eq!(
         read_small(&first.join(MARKER)).unwrap(),
@@ -42,13 +43,13 @@ fn a_start_keeps_its_private_area_and_replaces_one_that_is_not() {
     std::fs::set_permissions(&first, std::fs::Permissions::from_mode(0o777)).unwrap();
     let second = establish_in(&base, &state).unwrap();
     assert_ne!(first, second);
-    assert!(check_private(&second).is_ok());
+    assert!(check_private_dir(&second).is_ok());
     let moved = base.join("moved");
     std::fs::rename(&second, &moved).unwrap();
     std::os::unix::fs::symlink(&moved, &second).unwrap();
     let third = establish_in(&base, &state).unwrap();
     assert!(third != second && third != first);
-    assert!(check_private(&third).is_ok());
+    assert!(check_private_dir(&third).is_ok());
     assert_eq!(recorded_in(&base, &state), Some(third));
 }
 
@@ -63,9 +64,9 @@ fn orphans_are_our_areas_whose_state_dir_is_gone_or_moved() {
         a
     };
     let kept = area("kept");
-    write_record(&kept.join(MARKER), &live.to_string_lossy()).unwrap();
+    replace_private_file(&kept.join(MARKER), live.to_string_lossy().as_bytes()).unwrap();
     let gone = area("gone");
-    write_record(&gone.join(MARKER), "/nonexistent/state").unwrap();
+    replace_private_file(&gone.join(MARKER), b"/nonexistent/state").unwrap();
     let unmarked = area("000000000000");
     let legacy_live = base.join(
         legacy_runtime_area(&live)
