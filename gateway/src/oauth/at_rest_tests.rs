@@ -151,8 +151,16 @@ fn an_expiry_pushed_later_at_rest_does_not_revive_a_token() {
     );
     let store = open(dir.path());
     // Live until the expiry it was issued with, whatever the column says since.
-    assert!(store.access_token_valid(&access, RESOURCE, 3_600_000).unwrap());
-    assert!(!store.access_token_valid(&access, RESOURCE, 3_601_000).unwrap());
+    assert!(
+        store
+            .access_token_valid(&access, RESOURCE, 3_600_000)
+            .unwrap()
+    );
+    assert!(
+        !store
+            .access_token_valid(&access, RESOURCE, 3_601_000)
+            .unwrap()
+    );
     let err = store.refresh(&refresh, &request(86_401_000)).unwrap_err();
     assert_eq!(err.error, "invalid_grant");
     assert!(err.description.contains("expired"), "{}", err.description);

@@ -22,18 +22,18 @@ mod error;
 pub mod limiter;
 pub mod metadata;
 mod registration;
-pub mod revoked;
 pub mod request_id;
+pub mod revoked;
 mod sealed;
 pub mod store;
 mod token;
 
 #[cfg(test)]
+mod at_rest_tests;
+#[cfg(test)]
 mod props;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod at_rest_tests;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -227,7 +227,8 @@ impl OAuth {
         let issuer = settings.issuer(bound);
         let resource = format!("{issuer}/mcp");
         let key = crate::config::load_or_create_server_key(state_dir)?;
-        let store = OAuthStore::open(state_dir, &key, ledger).context("opening the OAuth tables")?;
+        let store =
+            OAuthStore::open(state_dir, &key, ledger).context("opening the OAuth tables")?;
         Ok(Arc::new(OAuth {
             mode: settings.mode,
             issuer,

@@ -69,9 +69,7 @@ pub struct Revoked {
 impl Revoked {
     /// Load the chained revocations, and chain the ones only the columns hold.
     pub fn load(ledger: Arc<dyn Ledger>, conn: &Connection) -> Result<Revoked, OAuthStoreError> {
-        let events = ledger
-            .state()
-            .read(|tx| tx.events_of_kind(OAUTH_REVOKED))?;
+        let events = ledger.state().read(|tx| tx.events_of_kind(OAUTH_REVOKED))?;
         let mut ids = Ids::default();
         for data in events {
             ids.grants.extend(strings(&data, "grants"));
@@ -123,14 +121,15 @@ impl Revoked {
         if pending.is_empty() {
             return Ok(());
         }
-        let data: Vec<Value> = pending
-            .grants
-            .chunks(IDS_PER_EVENT)
-            .map(|grants| json!({"grants": grants, "clients": [], "reason": pending.reason}))
-            .chain(pending.clients.chunks(IDS_PER_EVENT).map(
-                |clients| json!({"grants": [], "clients": clients, "reason": pending.reason}),
-            ))
-            .collect();
+        let data: Vec<Value> =
+            pending
+                .grants
+                .chunks(IDS_PER_EVENT)
+                .map(|grants| json!({"grants": grants, "clients": [], "reason": pending.reason}))
+                .chain(pending.clients.chunks(IDS_PER_EVENT).map(
+                    |clients| json!({"grants": [], "clients": clients, "reason": pending.reason}),
+                ))
+                .collect();
         self.ledger.state().write(|tx| {
             data.iter()
                 .try_for_each(|data| tx.append_event(None, OAUTH_REVOKED, data))

@@ -280,7 +280,13 @@ impl OAuthStore {
                 )));
             }
             if let Some(grant_id) = used_by {
-                revoke_grant(tx, pending, &grant_id, request.now_ms, "authorization code reused")?;
+                revoke_grant(
+                    tx,
+                    pending,
+                    &grant_id,
+                    request.now_ms,
+                    "authorization code reused",
+                )?;
                 return Ok(Err(OAuthError::invalid_grant(
                     "the authorization code was already used; the tokens issued for it are \
                      revoked: authorize again",
@@ -377,7 +383,13 @@ impl OAuthStore {
                 )));
             }
             if rotated.is_some() {
-                revoke_grant(tx, pending, &grant_id, request.now_ms, "refresh token reused")?;
+                revoke_grant(
+                    tx,
+                    pending,
+                    &grant_id,
+                    request.now_ms,
+                    "refresh token reused",
+                )?;
                 return Ok(Err(OAuthError::invalid_grant(
                     "the refresh token was already used; the whole grant is revoked: authorize \
                      again",
