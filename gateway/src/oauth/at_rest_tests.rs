@@ -38,6 +38,11 @@ fn request(now_ms: i64) -> TokenRequest<'static> {
 
 /// A grant of `client_a`: its (access, refresh) tokens and its id.
 fn grant(store: &OAuthStore, dir: &Path, code: &str) -> (String, String, String) {
+    grant_at(store, dir, code, 1_000)
+}
+
+/// The same, issued at `at_ms`.
+fn grant_at(store: &OAuthStore, dir: &Path, code: &str, at_ms: i64) -> (String, String, String) {
     let client = Client {
         client_id: "client_a".into(),
         client_name: None,
@@ -51,11 +56,11 @@ fn grant(store: &OAuthStore, dir: &Path, code: &str) -> (String, String, String)
         code_challenge: CHALLENGE.into(),
         resource: RESOURCE.into(),
         scope: "mcp".into(),
-        expires_at_ms: 60_000,
+        expires_at_ms: at_ms + 60_000,
     };
     store.approve(&client, code, &row).unwrap();
     let tokens = store
-        .exchange_code(code, REDIRECT, VERIFIER, &request(1_000))
+        .exchange_code(code, REDIRECT, VERIFIER, &request(at_ms))
         .unwrap();
     let conn = rusqlite::Connection::open(dir.join(crate::state::DATABASE_FILE)).unwrap();
     let grant_id: String = conn
@@ -189,4 +194,29 @@ fn revocations_found_only_in_the_columns_are_chained_at_the_next_open() {
     assert!(store.refresh(&refresh, &request(3_000)).is_err());
     // The grant nobody revoked still works after the restarts.
     assert!(store.refresh(&kept, &request(3_000)).is_ok());
+}
+
+#[test]
+fn a_spent_refresh_token_made_unspent_at_rest_is_a_reuse_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    // Real times: spent tokens are loaded until their own expiry.
+    let now = common::time::now_unix_ms();
+    let (_, first, _) = grant_at(&store, dir.path(), "c7", now);
+    let second = store.refresh(&first, &request(now)).unwrap();
+    drop(store);
+    edit_at_rest(dir.path(), UNREVOKE);
+    let store = open(dir.path());
+    let err = store.refresh(&first, &request(now + 1_000)).unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(
+        err.description.contains("already used"),
+        "{}",
+        err.description
+    );
+    // The reuse revoked the grant: the token rotated from it is refused too.
+    let err = store
+        .refresh(&second.refresh_token, &request(now + 2_000))
+        .unwrap_err();
+    assert!(err.description.contains("revoked"), "{}", err.description);
 }

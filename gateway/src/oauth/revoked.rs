@@ -8,8 +8,13 @@
 //! appended right after it; a column revoked but not chained (revoked before this build, or a
 //! crash between the two commits) is recorded at the next open (trust on first use, like the
 //! ledger baseline). The set only grows: a revocation found in either place holds.
+//!
+//! A refresh token spent by rotation is recorded the same way (`oauth_refresh_spent`, the
+//! SHA-256 of its keyed hash and its expiry): a `rotated_at_ms` reset at rest does not make it
+//! usable again, its next use is a reuse and revokes the grant. Entries past their token's
+//! expiry are not loaded (an expired token is refused anyway).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
@@ -19,6 +24,8 @@ use super::store::OAuthStoreError;
 
 /// Kind of the ledger event that records revocations.
 pub const OAUTH_REVOKED: &str = "oauth_revoked";
+/// Kind of the ledger event that records refresh tokens spent by rotation.
+pub const REFRESH_SPENT: &str = "oauth_refresh_spent";
 
 /// Ids per event when many are recorded at once (the first open of an existing state dir).
 const IDS_PER_EVENT: usize = 500;
@@ -46,11 +53,13 @@ pub struct Pending {
     pub grants: Vec<String>,
     pub clients: Vec<String>,
     pub reason: &'static str,
+    /// Refresh tokens spent by rotation: (stored keyed hash, expiry).
+    pub spent: Vec<(String, i64)>,
 }
 
 impl Pending {
     pub fn is_empty(&self) -> bool {
-        self.grants.is_empty() && self.clients.is_empty()
+        self.grants.is_empty() && self.clients.is_empty() && self.spent.is_empty()
     }
 }
 
@@ -58,6 +67,14 @@ impl Pending {
 struct Ids {
     grants: HashSet<String>,
     clients: HashSet<String>,
+    /// SHA-256 of a spent refresh token's stored hash → its expiry.
+    spent: HashMap<String, i64>,
+}
+
+/// What the ledger names a spent refresh token by (not the stored hash itself: a ledger
+/// reader cannot look the row up by it).
+fn spent_name(token_hash: &str) -> String {
+    common::hash::sha256_hex(token_hash.as_bytes())
 }
 
 /// The revoked grant and client ids, as the chain and the columns say.
@@ -75,6 +92,20 @@ impl Revoked {
             ids.grants.extend(strings(&data, "grants"));
             ids.clients.extend(strings(&data, "clients"));
         }
+        let now = common::time::now_unix_ms();
+        let spent = ledger.state().read(|tx| tx.events_of_kind(REFRESH_SPENT))?;
+        for data in spent {
+            let tokens = data.get("tokens").and_then(Value::as_array);
+            for token in tokens.into_iter().flatten() {
+                let name = token.get("token").and_then(Value::as_str);
+                let expires = token.get("expires_at_ms").and_then(Value::as_i64);
+                if let (Some(name), Some(expires)) = (name, expires)
+                    && expires > now
+                {
+                    ids.spent.insert(name.to_string(), expires);
+                }
+            }
+        }
         let unchained = Pending {
             grants: column_revoked(conn, "SELECT grant_id FROM oauth_grants")?
                 .into_iter()
@@ -85,6 +116,12 @@ impl Revoked {
                 .filter(|id| !ids.clients.contains(id))
                 .collect(),
             reason: "revoked in the database before it was chained",
+            spent: column_spent(conn)?
+                .into_iter()
+                .filter(|(hash, expires)| {
+                    *expires > now && !ids.spent.contains_key(&spent_name(hash))
+                })
+                .collect(),
         };
         let revoked = Revoked {
             ledger,
@@ -109,11 +146,19 @@ impl Revoked {
         self.ids().clients.contains(client_id)
     }
 
+    /// Whether the refresh token stored as `token_hash` was spent by a rotation.
+    pub fn spent(&self, token_hash: &str) -> bool {
+        self.ids().spent.contains_key(&spent_name(token_hash))
+    }
+
     /// Refuse `pending`'s ids from now on (before their transaction commits: fail closed).
     pub fn note(&self, pending: &Pending) {
         let mut ids = self.ids();
         ids.grants.extend(pending.grants.iter().cloned());
         ids.clients.extend(pending.clients.iter().cloned());
+        let spent = pending.spent.iter();
+        ids.spent
+            .extend(spent.map(|(hash, expires)| (spent_name(hash), *expires)));
     }
 
     /// Append `pending` to the chained ledger.
@@ -121,18 +166,28 @@ impl Revoked {
         if pending.is_empty() {
             return Ok(());
         }
-        let data: Vec<Value> =
-            pending
-                .grants
-                .chunks(IDS_PER_EVENT)
-                .map(|grants| json!({"grants": grants, "clients": [], "reason": pending.reason}))
-                .chain(pending.clients.chunks(IDS_PER_EVENT).map(
-                    |clients| json!({"grants": [], "clients": clients, "reason": pending.reason}),
-                ))
-                .collect();
+        let reason = pending.reason;
+        let grants = pending.grants.chunks(IDS_PER_EVENT);
+        let clients = pending.clients.chunks(IDS_PER_EVENT);
+        let spent = pending.spent.chunks(IDS_PER_EVENT);
+        let events: Vec<(&str, Value)> = grants
+            .map(|ids| json!({"grants": ids, "clients": [], "reason": reason}))
+            .chain(clients.map(|ids| json!({"grants": [], "clients": ids, "reason": reason})))
+            .map(|data| (OAUTH_REVOKED, data))
+            .chain(spent.map(|tokens| {
+                let tokens: Vec<Value> = tokens
+                    .iter()
+                    .map(|(hash, expires)| {
+                        json!({"token": spent_name(hash), "expires_at_ms": expires})
+                    })
+                    .collect();
+                (REFRESH_SPENT, json!({ "tokens": tokens }))
+            }))
+            .collect();
         self.ledger.state().write(|tx| {
-            data.iter()
-                .try_for_each(|data| tx.append_event(None, OAUTH_REVOKED, data))
+            events
+                .iter()
+                .try_for_each(|(kind, data)| tx.append_event(None, kind, data))
         })?;
         Ok(())
     }
@@ -151,4 +206,14 @@ fn column_revoked(conn: &Connection, select: &str) -> Result<Vec<String>, OAuthS
     let mut stmt = conn.prepare(&format!("{select} WHERE revoked_at_ms IS NOT NULL"))?;
     let ids = stmt.query_map([], |r| r.get::<_, String>(0))?;
     Ok(ids.collect::<Result<_, _>>()?)
+}
+
+/// Refresh tokens the columns say were spent: (stored hash, expiry).
+fn column_spent(conn: &Connection) -> Result<Vec<(String, i64)>, OAuthStoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT token_hash, expires_at_ms FROM oauth_tokens
+         WHERE kind = 'refresh' AND rotated_at_ms IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -382,7 +382,8 @@ impl OAuthStore {
                     "the grant of this refresh token was revoked: authorize again",
                 )));
             }
-            if rotated.is_some() {
+            // Spent, by the column or by the chain (a column reset at rest does not unspend it).
+            if rotated.is_some() || self.revoked.spent(refresh_hash) {
                 revoke_grant(
                     tx,
                     pending,
@@ -407,6 +408,9 @@ impl OAuthStore {
                 "UPDATE oauth_tokens SET rotated_at_ms = ?2 WHERE token_hash = ?1",
                 params![refresh_hash, request.now_ms],
             )?;
+            pending
+                .spent
+                .push((refresh_hash.clone(), expiry(refresh, expires_at_ms)));
             tx.execute(
                 "UPDATE oauth_grants SET refreshed_at_ms = ?2 WHERE grant_id = ?1",
                 params![grant_id, request.now_ms],

@@ -1,8 +1,9 @@
 //! Issue 27 against the real gateway: with it stopped, a database writer (no server key) undoes
-//! the owner's `gatewayctl oauth revoke` and a reuse detection's revocation and pushes every
-//! token's expiry later. After the restart the revoked grants' refresh tokens get `invalid_grant`
+//! the owner's `gatewayctl oauth revoke` and a reuse detection's revocation, makes every spent
+//! refresh token unspent and pushes every token's expiry later. After the restart the revoked grants' refresh tokens get `invalid_grant`
 //! (the chained revocations decide), the expired access token 401 (the expiry the token carries
-//! decides), an untouched grant keeps working, and `gatewayctl verify` passes.
+//! decides), a spent refresh token made unspent is a reuse, an untouched grant keeps working,
+//! and `gatewayctl verify` passes.
 
 use serde_json::{Value, json};
 
@@ -53,6 +54,11 @@ async fn revocations_and_expiries_undone_at_rest_stay_in_force_after_a_restart()
     assert_eq!(status, 200, "{b2}");
     let (status, body) = refresh(&gw, &client, &text(&b, "refresh_token")).await;
     assert_oauth_error(status, &body, 400, "invalid_grant");
+    // Grant D: refreshed once, its first refresh token spent.
+    let code = authorize(&gw, &client).await;
+    let (_, d) = exchange(&gw, &client, &code).await;
+    let (status, d2) = refresh(&gw, &client, &text(&d, "refresh_token")).await;
+    assert_eq!(status, 200, "{d2}");
     // Grant C: nobody revokes it.
     let code = authorize(&gw, &client).await;
     let (_, c) = exchange(&gw, &client, &code).await;
@@ -93,6 +99,16 @@ async fn revocations_and_expiries_undone_at_rest_stay_in_force_after_a_restart()
     assert_eq!(status, 200, "{c2}");
     assert_eq!(mcp_status(&gw, &text(&c2, "access_token")).await, 200);
     assert_eq!(count(&gw, revoked_events), 2, "nothing chained twice");
+    // D's spent refresh token, made unspent at rest, is still a reuse: the grant is revoked.
+    let (status, body) = refresh(&gw, &client, &text(&d, "refresh_token")).await;
+    assert_oauth_error(status, &body, 400, "invalid_grant");
+    assert_eq!(
+        body["error_description"],
+        "the refresh token was already used; the whole grant is revoked: authorize again",
+        "{body}"
+    );
+    let (status, body) = refresh(&gw, &client, &text(&d2, "refresh_token")).await;
+    assert_oauth_error(status, &body, 400, "invalid_grant");
     let verify = gatewayctl_json(&gw, &["verify"]);
     assert_eq!(verify["ok"], true, "{verify}");
 }
