@@ -220,3 +220,37 @@ fn a_spent_refresh_token_made_unspent_at_rest_is_a_reuse_after_the_restart() {
         .unwrap_err();
     assert!(err.description.contains("revoked"), "{}", err.description);
 }
+
+#[test]
+fn an_authorization_code_expires_when_it_says_whatever_its_column_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let code = super::store::with_expiry(super::credentials::CODE_KIND, 60_000);
+    let client = Client {
+        client_id: "client_a".into(),
+        client_name: None,
+        issued_at_ms: 0,
+        stored: false,
+        redirects: Redirects::Stored(vec![REDIRECT.into()]),
+    };
+    let row = CodeRow {
+        client_id: "client_a".into(),
+        redirect_uri: REDIRECT.into(),
+        code_challenge: CHALLENGE.into(),
+        resource: RESOURCE.into(),
+        scope: "mcp".into(),
+        // As a database writer pushed it.
+        expires_at_ms: 9_000_000_000_000,
+    };
+    store.approve(&client, &code, &row).unwrap();
+    let err = store
+        .exchange_code(&code, REDIRECT, VERIFIER, &request(60_000))
+        .unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(err.description.contains("expired"), "{}", err.description);
+    assert!(
+        store
+            .exchange_code(&code, REDIRECT, VERIFIER, &request(59_000))
+            .is_ok()
+    );
+}

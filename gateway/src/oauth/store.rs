@@ -244,6 +244,7 @@ impl OAuthStore {
         request: &TokenRequest<'_>,
     ) -> Result<IssuedTokens, OAuthError> {
         let code_hash = &self.hash(CODE, code);
+        let carried_expiry = embedded_expiry(code);
         self.write(|tx, pending| {
             if !self.client_active(tx, request.client_id)? {
                 return Ok(Err(unknown_client()));
@@ -292,7 +293,8 @@ impl OAuthStore {
                      revoked: authorize again",
                 )));
             }
-            if code.expires_at_ms <= request.now_ms {
+            // The expiry the code carries; the column only for a code of before this build.
+            if carried_expiry.unwrap_or(code.expires_at_ms) <= request.now_ms {
                 return Ok(Err(OAuthError::invalid_grant(
                     "the authorization code has expired: authorize again",
                 )));
@@ -662,10 +664,10 @@ impl OAuthStore {
     }
 }
 
-/// A new token that carries its expiry: `<kind>_<secret>.<expires_at_ms>`. Its keyed hash covers
+/// A new token or authorization code that carries its expiry: `<kind>_<secret>.<expires_at_ms>`. Its keyed hash covers
 /// the whole value, so the expiry the store decides by cannot be pushed later by editing a row
 /// (issue 27); the `expires_at_ms` column only serves the clean-up.
-fn with_expiry(kind: &str, expires_at_ms: i64) -> String {
+pub(super) fn with_expiry(kind: &str, expires_at_ms: i64) -> String {
     format!("{}.{expires_at_ms}", common::hash::new_secret(kind))
 }
 
