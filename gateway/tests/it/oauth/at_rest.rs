@@ -99,6 +99,13 @@ async fn revocations_and_expiries_undone_at_rest_stay_in_force_after_a_restart()
     assert_eq!(status, 200, "{c2}");
     assert_eq!(mcp_status(&gw, &text(&c2, "access_token")).await, 200);
     assert_eq!(count(&gw, revoked_events), 2, "nothing chained twice");
+    // The owner's listing shows what the gateway enforces, not the edited columns.
+    let listed = gatewayctl_json(&gw, &["oauth", "grants"]);
+    let revoked_at = |id: &str| {
+        let grants = listed["grants"].as_array().unwrap();
+        grants.iter().find(|g| g["grant_id"] == id).unwrap()["revoked_at"].clone()
+    };
+    assert!(!revoked_at(&grant_a).is_null(), "{listed}");
     // D's spent refresh token, made unspent at rest, is still a reuse: the grant is revoked.
     let (status, body) = refresh(&gw, &client, &text(&d, "refresh_token")).await;
     assert_oauth_error(status, &body, 400, "invalid_grant");
