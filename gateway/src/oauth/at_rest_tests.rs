@@ -254,3 +254,26 @@ fn an_authorization_code_expires_when_it_says_whatever_its_column_says() {
             .is_ok()
     );
 }
+
+#[test]
+fn an_authorization_code_made_unused_at_rest_is_a_reuse_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let now = common::time::now_unix_ms();
+    let (_, refresh, _) = grant_at(&store, dir.path(), "c9", now);
+    drop(store);
+    edit_at_rest(dir.path(), "UPDATE oauth_codes SET grant_id = NULL;");
+    let store = open(dir.path());
+    let err = store
+        .exchange_code("c9", REDIRECT, VERIFIER, &request(now + 1_000))
+        .unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(
+        err.description.contains("already used"),
+        "{}",
+        err.description
+    );
+    // The reuse revoked the grant the code had made.
+    let err = store.refresh(&refresh, &request(now + 2_000)).unwrap_err();
+    assert!(err.description.contains("revoked"), "{}", err.description);
+}

@@ -12,7 +12,9 @@
 //! A refresh token spent by rotation is recorded the same way (`oauth_refresh_spent`, the
 //! SHA-256 of its keyed hash and its expiry): a `rotated_at_ms` reset at rest does not make it
 //! usable again, its next use is a reuse and revokes the grant. Entries past their token's
-//! expiry are not loaded (an expired token is refused anyway).
+//! expiry are not loaded (an expired token is refused anyway). An authorization code's use is
+//! recorded likewise (`oauth_code_used`, with the grant it made): a `grant_id` reset at rest
+//! does not make it usable again, its next use revokes that grant.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -26,6 +28,8 @@ use super::store::OAuthStoreError;
 pub const OAUTH_REVOKED: &str = "oauth_revoked";
 /// Kind of the ledger event that records refresh tokens spent by rotation.
 pub const REFRESH_SPENT: &str = "oauth_refresh_spent";
+/// Kind of the ledger event that records authorization codes exchanged.
+pub const CODE_USED: &str = "oauth_code_used";
 
 /// Ids per event when many are recorded at once (the first open of an existing state dir).
 const IDS_PER_EVENT: usize = 500;
@@ -55,11 +59,16 @@ pub struct Pending {
     pub reason: &'static str,
     /// Refresh tokens spent by rotation: (stored keyed hash, expiry).
     pub spent: Vec<(String, i64)>,
+    /// Authorization codes exchanged: (stored keyed hash, the grant made, expiry).
+    pub codes: Vec<(String, String, i64)>,
 }
 
 impl Pending {
     pub fn is_empty(&self) -> bool {
-        self.grants.is_empty() && self.clients.is_empty() && self.spent.is_empty()
+        self.grants.is_empty()
+            && self.clients.is_empty()
+            && self.spent.is_empty()
+            && self.codes.is_empty()
     }
 }
 
@@ -69,6 +78,8 @@ struct Ids {
     clients: HashSet<String>,
     /// SHA-256 of a spent refresh token's stored hash → its expiry.
     spent: HashMap<String, i64>,
+    /// SHA-256 of an exchanged code's stored hash → the grant it made.
+    codes: HashMap<String, String>,
 }
 
 /// What the ledger names a spent refresh token by (not the stored hash itself: a ledger
@@ -106,6 +117,19 @@ impl Revoked {
                 }
             }
         }
+        for data in ledger.state().read(|tx| tx.events_of_kind(CODE_USED))? {
+            let codes = data.get("codes").and_then(Value::as_array);
+            for code in codes.into_iter().flatten() {
+                let field = |k: &str| code.get(k).and_then(Value::as_str).map(str::to_string);
+                let expires = code.get("expires_at_ms").and_then(Value::as_i64);
+                if let (Some(name), Some(grant), Some(expires)) =
+                    (field("code"), field("grant"), expires)
+                    && expires > now
+                {
+                    ids.codes.insert(name, grant);
+                }
+            }
+        }
         let unchained = Pending {
             grants: column_revoked(conn, "SELECT grant_id FROM oauth_grants")?
                 .into_iter()
@@ -120,6 +144,12 @@ impl Revoked {
                 .into_iter()
                 .filter(|(hash, expires)| {
                     *expires > now && !ids.spent.contains_key(&spent_name(hash))
+                })
+                .collect(),
+            codes: column_codes(conn)?
+                .into_iter()
+                .filter(|(hash, _, expires)| {
+                    *expires > now && !ids.codes.contains_key(&spent_name(hash))
                 })
                 .collect(),
         };
@@ -146,6 +176,11 @@ impl Revoked {
         self.ids().clients.contains(client_id)
     }
 
+    /// The grant the code stored as `code_hash` was exchanged for, if it was.
+    pub fn code_grant(&self, code_hash: &str) -> Option<String> {
+        self.ids().codes.get(&spent_name(code_hash)).cloned()
+    }
+
     /// Whether the refresh token stored as `token_hash` was spent by a rotation.
     pub fn spent(&self, token_hash: &str) -> bool {
         self.ids().spent.contains_key(&spent_name(token_hash))
@@ -159,6 +194,9 @@ impl Revoked {
         let spent = pending.spent.iter();
         ids.spent
             .extend(spent.map(|(hash, expires)| (spent_name(hash), *expires)));
+        let codes = pending.codes.iter();
+        ids.codes
+            .extend(codes.map(|(hash, grant, _)| (spent_name(hash), grant.clone())));
     }
 
     /// Append `pending` to the chained ledger.
@@ -182,6 +220,15 @@ impl Revoked {
                     })
                     .collect();
                 (REFRESH_SPENT, json!({ "tokens": tokens }))
+            }))
+            .chain(pending.codes.chunks(IDS_PER_EVENT).map(|codes| {
+                let codes: Vec<Value> = codes
+                    .iter()
+                    .map(|(hash, grant, expires)| {
+                        json!({"code": spent_name(hash), "grant": grant, "expires_at_ms": expires})
+                    })
+                    .collect();
+                (CODE_USED, json!({ "codes": codes }))
             }))
             .collect();
         self.ledger.state().write(|tx| {
@@ -215,5 +262,14 @@ fn column_spent(conn: &Connection) -> Result<Vec<(String, i64)>, OAuthStoreError
          WHERE kind = 'refresh' AND rotated_at_ms IS NOT NULL",
     )?;
     let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Authorization codes the columns say were exchanged: (stored hash, grant, expiry).
+fn column_codes(conn: &Connection) -> Result<Vec<(String, String, i64)>, OAuthStoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT code_hash, grant_id, expires_at_ms FROM oauth_codes WHERE grant_id IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -280,7 +280,8 @@ impl OAuthStore {
                     "the authorization code was issued to another client",
                 )));
             }
-            if let Some(grant_id) = used_by {
+            // Used, by the column or by the chain (a column reset at rest does not unuse it).
+            if let Some(grant_id) = used_by.or_else(|| self.revoked.code_grant(code_hash)) {
                 revoke_grant(
                     tx,
                     pending,
@@ -331,6 +332,8 @@ impl OAuthStore {
                 params![code_hash, grant_id],
             )?;
             let tokens = self.issue_tokens(tx, &grant_id, &code.scope, request)?;
+            let expires = carried_expiry.unwrap_or(code.expires_at_ms);
+            pending.codes.push((code_hash.clone(), grant_id, expires));
             Ok(Ok(tokens))
         })
     }
