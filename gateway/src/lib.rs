@@ -121,7 +121,12 @@ pub async fn serve_http(
         .with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
     let oauth = if auth.mode.oauth() {
-        Some(oauth::OAuth::open(auth, addr, &gateway.config.state_dir)?)
+        Some(oauth::OAuth::open(
+            auth,
+            addr,
+            &gateway.config.state_dir,
+            gateway.clone(),
+        )?)
     } else {
         None
     };

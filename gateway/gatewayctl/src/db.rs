@@ -391,6 +391,19 @@ pub struct OAuthGrant {
     pub revoked_reason: Option<String>,
 }
 
+/// The revocations the gateway chained in the ledger (`oauth_revoked` events, issue 27): they
+/// hold whatever the OAuth columns say since, so the listings show what the gateway enforces.
+const CHAINED_REVOCATIONS: &str = "WITH chained(id, is_client, seq, at_ms, reason) AS (
+    SELECT j.value, 0, e.seq, e.at_ms, json_extract(e.data, '$.reason')
+    FROM events e, json_each(e.data, '$.grants') j WHERE e.kind = 'oauth_revoked'
+    UNION ALL
+    SELECT j.value, 1, e.seq, e.at_ms, json_extract(e.data, '$.reason')
+    FROM events e, json_each(e.data, '$.clients') j WHERE e.kind = 'oauth_revoked')";
+
+/// The chained revocations that revoke grant `g`: its own, or its client's.
+const OF_GRANT: &str =
+    "WHERE (NOT is_client AND id = g.grant_id) OR (is_client AND id = g.client_id)";
+
 impl Db {
     /// Whether the OAuth tables exist (a state dir last served by a gateway from before them has
     /// none). Asked of the schema itself, not inferred from the version number.
@@ -411,12 +424,18 @@ impl Db {
         if !self.has_oauth_tables()? {
             return Ok(Vec::new());
         }
-        let mut stmt = self.conn.prepare(
-            "SELECT c.client_id, c.client_name, c.redirect_uris, c.created_at_ms, c.revoked_at_ms,
+        let mut stmt = self.conn.prepare(&format!(
+            "{CHAINED_REVOCATIONS}
+             SELECT c.client_id, c.client_name, c.redirect_uris, c.created_at_ms,
+                    COALESCE(c.revoked_at_ms, (SELECT MIN(at_ms) FROM chained
+                                               WHERE is_client AND id = c.client_id)),
                     (SELECT COUNT(*) FROM oauth_grants g
-                     WHERE g.client_id = c.client_id AND g.revoked_at_ms IS NULL)
-             FROM oauth_clients c ORDER BY c.created_at_ms, c.client_id",
-        )?;
+                     WHERE g.client_id = c.client_id AND g.revoked_at_ms IS NULL
+                       AND NOT EXISTS (SELECT 1 FROM chained
+                                       WHERE (NOT is_client AND id = g.grant_id)
+                                          OR (is_client AND id = c.client_id)))
+             FROM oauth_clients c ORDER BY c.created_at_ms, c.client_id"
+        ))?;
         let rows = stmt.query_map([], |r| {
             let uris: String = r.get(2)?;
             Ok(OAuthClient {
@@ -436,12 +455,16 @@ impl Db {
         if !self.has_oauth_tables()? {
             return Ok(Vec::new());
         }
-        let mut stmt = self.conn.prepare(
-            "SELECT g.grant_id, g.client_id, c.client_name, g.resource, g.scope, g.created_at_ms,
-                    g.refreshed_at_ms, g.revoked_at_ms, g.revoked_reason
+        let mut stmt = self.conn.prepare(&format!(
+            "{CHAINED_REVOCATIONS}
+             SELECT g.grant_id, g.client_id, c.client_name, g.resource, g.scope, g.created_at_ms,
+                    g.refreshed_at_ms,
+                    COALESCE(g.revoked_at_ms, (SELECT MIN(at_ms) FROM chained {OF_GRANT})),
+                    COALESCE(g.revoked_reason,
+                             (SELECT reason FROM chained {OF_GRANT} ORDER BY seq LIMIT 1))
              FROM oauth_grants g LEFT JOIN oauth_clients c ON c.client_id = g.client_id
-             ORDER BY g.created_at_ms, g.grant_id",
-        )?;
+             ORDER BY g.created_at_ms, g.grant_id"
+        ))?;
         let rows = stmt.query_map([], |r| {
             Ok(OAuthGrant {
                 grant_id: r.get(0)?,

@@ -468,14 +468,16 @@ fn approve(
             );
         }
     }
-    let code = common::hash::new_secret(super::credentials::CODE_KIND);
+    let expires_at_ms = now + i64::try_from(super::CODE_TTL.as_millis()).unwrap_or(i64::MAX);
+    // The code carries its expiry under its keyed hash: an edit at rest cannot extend it.
+    let code = super::store::with_expiry(super::credentials::CODE_KIND, expires_at_ms);
     let row = CodeRow {
         client_id: request.client_id.clone(),
         redirect_uri: request.redirect_uri.clone(),
         code_challenge: request.code_challenge.clone(),
         resource: request.resource.clone(),
         scope: request.scope.clone(),
-        expires_at_ms: now + i64::try_from(super::CODE_TTL.as_millis()).unwrap_or(i64::MAX),
+        expires_at_ms,
     };
     match oauth.store.approve(client, &code, &row) {
         Ok(()) => {}

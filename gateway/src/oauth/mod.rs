@@ -23,10 +23,13 @@ pub mod limiter;
 pub mod metadata;
 mod registration;
 pub mod request_id;
+pub mod revoked;
 mod sealed;
 pub mod store;
 mod token;
 
+#[cfg(test)]
+mod at_rest_tests;
 #[cfg(test)]
 mod props;
 #[cfg(test)]
@@ -213,16 +216,19 @@ pub struct OAuth {
 
 impl OAuth {
     /// The authorization server for `settings` bound at `bound`, over the state database in
-    /// `state_dir` (already migrated by the gateway's store).
+    /// `state_dir` (already migrated by the gateway's store, which `ledger`
+    /// holds: it chains the revocations).
     pub fn open(
         settings: &AuthSettings,
         bound: SocketAddr,
         state_dir: &std::path::Path,
+        ledger: Arc<dyn revoked::Ledger>,
     ) -> anyhow::Result<Arc<OAuth>> {
         let issuer = settings.issuer(bound);
         let resource = format!("{issuer}/mcp");
         let key = crate::config::load_or_create_server_key(state_dir)?;
-        let store = OAuthStore::open(state_dir, &key).context("opening the OAuth tables")?;
+        let store =
+            OAuthStore::open(state_dir, &key, ledger).context("opening the OAuth tables")?;
         Ok(Arc::new(OAuth {
             mode: settings.mode,
             issuer,

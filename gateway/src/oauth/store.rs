@@ -21,6 +21,7 @@ use std::sync::Mutex;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::OAuthError;
+use super::revoked::{Ledger, Pending, Revoked};
 
 /// Failures of the OAuth tables (the endpoints answer `server_error` without detail).
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +30,9 @@ pub enum OAuthStoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("state record is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// Reading or appending the chained revocations failed.
+    #[error("ledger: {0}")]
+    Ledger(#[from] crate::state::StoreError),
 }
 
 /// A client's row: one the owner approved or revoked, or one an older gateway registered.
@@ -86,6 +90,9 @@ pub struct OAuthStore {
     conn: Mutex<Connection>,
     /// The server key the secrets are hashed under.
     key: String,
+    /// The revoked grants and clients as the chained ledger holds them (the columns are not
+    /// trusted to keep a revocation: issue 27).
+    revoked: Revoked,
 }
 
 /// Purposes of the stored hashes (`stored_secret_hash`): one kind never passes for another.
@@ -97,15 +104,21 @@ type Outcome<T> = Result<Result<T, OAuthError>, OAuthStoreError>;
 
 impl OAuthStore {
     /// Open the state database of `state_dir` (created and migrated by the session store first);
-    /// `key` is the server key.
-    pub fn open(state_dir: &Path, key: &str) -> Result<OAuthStore, OAuthStoreError> {
+    /// `key` is the server key, `ledger` the session store that chains revocations.
+    pub fn open(
+        state_dir: &Path,
+        key: &str,
+        ledger: std::sync::Arc<dyn Ledger>,
+    ) -> Result<OAuthStore, OAuthStoreError> {
         let conn = Connection::open(state_dir.join(crate::state::DATABASE_FILE))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let revoked = Revoked::load(ledger, &conn)?;
         Ok(OAuthStore {
             conn: Mutex::new(conn),
             key: key.to_string(),
+            revoked,
         })
     }
 
@@ -114,8 +127,13 @@ impl OAuthStore {
     }
 
     /// Run `f` in an immediate transaction, committed when `f` returns `Ok` (whatever the OAuth
-    /// outcome inside: a detected reuse revokes a grant *and* refuses the request).
-    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Outcome<T>) -> Result<T, OAuthError> {
+    /// outcome inside: a detected reuse revokes a grant *and* refuses the request). What `f`
+    /// revokes is refused from before the commit and chained right after it (a failure to chain
+    /// is an error: the answer is `server_error`, the next open chains it from the column).
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>, &mut Pending) -> Outcome<T>,
+    ) -> Result<T, OAuthError> {
         let mut conn = self
             .conn
             .lock()
@@ -123,9 +141,33 @@ impl OAuthStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(OAuthStoreError::from)?;
-        let outcome = f(&tx)?;
+        let mut pending = Pending::default();
+        let outcome = f(&tx, &mut pending)?;
+        self.revoked.note(&pending);
         tx.commit().map_err(OAuthStoreError::from)?;
+        // The OAuth connection's write lock is released: the session store may write now.
+        drop(conn);
+        self.revoked.record(&pending)?;
         outcome
+    }
+
+    /// Whether `client_id` has a row, and whether it is revoked (by the chain or the row).
+    fn client_status_in(
+        &self,
+        conn: &Connection,
+        client_id: &str,
+    ) -> Result<Option<ClientStatus>, OAuthStoreError> {
+        if self.revoked.client(client_id) {
+            return Ok(Some(ClientStatus::Revoked));
+        }
+        client_status(conn, client_id)
+    }
+
+    fn client_active(&self, conn: &Connection, client_id: &str) -> Result<bool, OAuthStoreError> {
+        Ok(matches!(
+            self.client_status_in(conn, client_id)?,
+            Some(ClientStatus::Active(_))
+        ))
     }
 
     fn read<T>(
@@ -141,7 +183,7 @@ impl OAuthStore {
 
     /// Whether `client_id` has a row, and whether it is revoked.
     pub fn client_status(&self, client_id: &str) -> Result<Option<ClientStatus>, OAuthStoreError> {
-        self.read(|conn| client_status(conn, client_id))
+        self.read(|conn| self.client_status_in(conn, client_id))
     }
 
     /// The owner approved `client` for `code`: its row written (first approval) or its redirect
@@ -154,8 +196,8 @@ impl OAuthStore {
         row: &CodeRow,
     ) -> Result<(), OAuthError> {
         let code_hash = self.hash(CODE, code);
-        self.write(|tx| {
-            match client_status(tx, &client.client_id)? {
+        self.write(|tx, _| {
+            match self.client_status_in(tx, &client.client_id)? {
                 Some(ClientStatus::Revoked) => {
                     return Ok(Err(OAuthError::invalid_client(
                         "client_id was revoked by the gateway's owner meanwhile",
@@ -202,8 +244,9 @@ impl OAuthStore {
         request: &TokenRequest<'_>,
     ) -> Result<IssuedTokens, OAuthError> {
         let code_hash = &self.hash(CODE, code);
-        self.write(|tx| {
-            if !client_active(tx, request.client_id)? {
+        let carried_expiry = embedded_expiry(code);
+        self.write(|tx, pending| {
+            if !self.client_active(tx, request.client_id)? {
                 return Ok(Err(unknown_client()));
             }
             let row = tx
@@ -237,14 +280,22 @@ impl OAuthStore {
                     "the authorization code was issued to another client",
                 )));
             }
-            if let Some(grant_id) = used_by {
-                revoke_grant(tx, &grant_id, request.now_ms, "authorization code reused")?;
+            // Used, by the column or by the chain (a column reset at rest does not unuse it).
+            if let Some(grant_id) = used_by.or_else(|| self.revoked.code_grant(code_hash)) {
+                revoke_grant(
+                    tx,
+                    pending,
+                    &grant_id,
+                    request.now_ms,
+                    "authorization code reused",
+                )?;
                 return Ok(Err(OAuthError::invalid_grant(
                     "the authorization code was already used; the tokens issued for it are \
                      revoked: authorize again",
                 )));
             }
-            if code.expires_at_ms <= request.now_ms {
+            // The expiry the code carries; the column only for a code of before this build.
+            if carried_expiry.unwrap_or(code.expires_at_ms) <= request.now_ms {
                 return Ok(Err(OAuthError::invalid_grant(
                     "the authorization code has expired: authorize again",
                 )));
@@ -281,6 +332,8 @@ impl OAuthStore {
                 params![code_hash, grant_id],
             )?;
             let tokens = self.issue_tokens(tx, &grant_id, &code.scope, request)?;
+            let expires = carried_expiry.unwrap_or(code.expires_at_ms);
+            pending.codes.push((code_hash.clone(), grant_id, expires));
             Ok(Ok(tokens))
         })
     }
@@ -293,8 +346,8 @@ impl OAuthStore {
         request: &TokenRequest<'_>,
     ) -> Result<IssuedTokens, OAuthError> {
         let refresh_hash = &self.hash(REFRESH, refresh);
-        self.write(|tx| {
-            if !client_active(tx, request.client_id)? {
+        self.write(|tx, pending| {
+            if !self.client_active(tx, request.client_id)? {
                 return Ok(Err(unknown_client()));
             }
             let row = tx
@@ -329,19 +382,26 @@ impl OAuthStore {
                     "the refresh token was issued to another client",
                 )));
             }
-            if revoked.is_some() {
+            if revoked.is_some() || self.revoked.grant(&grant_id) {
                 return Ok(Err(OAuthError::invalid_grant(
                     "the grant of this refresh token was revoked: authorize again",
                 )));
             }
-            if rotated.is_some() {
-                revoke_grant(tx, &grant_id, request.now_ms, "refresh token reused")?;
+            // Spent, by the column or by the chain (a column reset at rest does not unspend it).
+            if rotated.is_some() || self.revoked.spent(refresh_hash) {
+                revoke_grant(
+                    tx,
+                    pending,
+                    &grant_id,
+                    request.now_ms,
+                    "refresh token reused",
+                )?;
                 return Ok(Err(OAuthError::invalid_grant(
                     "the refresh token was already used; the whole grant is revoked: authorize \
                      again",
                 )));
             }
-            if expires_at_ms <= request.now_ms {
+            if expiry(refresh, expires_at_ms) <= request.now_ms {
                 return Ok(Err(OAuthError::invalid_grant(
                     "the refresh token has expired: authorize again",
                 )));
@@ -353,6 +413,9 @@ impl OAuthStore {
                 "UPDATE oauth_tokens SET rotated_at_ms = ?2 WHERE token_hash = ?1",
                 params![refresh_hash, request.now_ms],
             )?;
+            pending
+                .spent
+                .push((refresh_hash.clone(), expiry(refresh, expires_at_ms)));
             tx.execute(
                 "UPDATE oauth_grants SET refreshed_at_ms = ?2 WHERE grant_id = ?1",
                 params![grant_id, request.now_ms],
@@ -373,7 +436,8 @@ impl OAuthStore {
         self.read(|conn| {
             let row = conn
                 .query_row(
-                    "SELECT t.audience, t.expires_at_ms, g.revoked_at_ms, c.revoked_at_ms
+                    "SELECT t.audience, t.expires_at_ms, g.revoked_at_ms, c.revoked_at_ms,
+                            g.grant_id, g.client_id
                      FROM oauth_tokens t
                      JOIN oauth_grants g ON g.grant_id = t.grant_id
                      JOIN oauth_clients c ON c.client_id = g.client_id
@@ -385,12 +449,20 @@ impl OAuthStore {
                             r.get::<_, i64>(1)?,
                             r.get::<_, Option<i64>>(2)?,
                             r.get::<_, Option<i64>>(3)?,
+                            r.get::<_, String>(4)?,
+                            r.get::<_, String>(5)?,
                         ))
                     },
                 )
                 .optional()?;
-            Ok(matches!(row, Some((aud, expires, None, None))
-                if aud == audience && expires > now_ms))
+            // The expiry the token itself carries (bound by its keyed hash), not the column's;
+            // a token of before this build carries none and is refused (the client refreshes).
+            let Some(expires) = embedded_expiry(token) else {
+                return Ok(false);
+            };
+            Ok(matches!(row, Some((aud, _, None, None, grant, client))
+                if aud == audience && expires > now_ms
+                    && !self.revoked.grant(&grant) && !self.revoked.client(&client)))
         })
     }
 
@@ -403,7 +475,7 @@ impl OAuthStore {
         signed: Option<&super::Client>,
         now_ms: i64,
     ) -> Result<Option<RevokedKind>, OAuthError> {
-        self.write(|tx| {
+        self.write(|tx, pending| {
             let grant: Option<String> = tx
                 .query_row(
                     "SELECT grant_id FROM oauth_grants WHERE grant_id = ?1",
@@ -412,7 +484,7 @@ impl OAuthStore {
                 )
                 .optional()?;
             if grant.is_some() {
-                revoke_grant(tx, id, now_ms, "revoked by the owner")?;
+                revoke_grant(tx, pending, id, now_ms, "revoked by the owner")?;
                 return Ok(Ok(Some(RevokedKind::Grant)));
             }
             let client: Option<String> = tx
@@ -432,6 +504,8 @@ impl OAuthStore {
                      VALUES (?1, ?2, '[]', ?3, ?4)",
                     params![id, signed.client_name, signed.issued_at_ms, now_ms],
                 )?;
+                pending.clients.push(id.to_string());
+                pending.reason = "client revoked by the owner";
                 return Ok(Ok(Some(RevokedKind::Client)));
             }
             tx.execute(
@@ -444,6 +518,9 @@ impl OAuthStore {
                  WHERE client_id = ?1 AND revoked_at_ms IS NULL",
                 params![id, now_ms],
             )?;
+            // The client's grants are refused through the client (every check consults both).
+            pending.clients.push(id.to_string());
+            pending.reason = "client revoked by the owner";
             Ok(Ok(Some(RevokedKind::Client)))
         })
     }
@@ -528,19 +605,16 @@ fn client_status(
     .transpose()
 }
 
-fn client_active(conn: &Connection, client_id: &str) -> Result<bool, OAuthStoreError> {
-    Ok(matches!(
-        client_status(conn, client_id)?,
-        Some(ClientStatus::Active(_))
-    ))
-}
-
+/// Revoke a grant: its row now, the chained event once the transaction committed.
 fn revoke_grant(
     tx: &Transaction<'_>,
+    pending: &mut Pending,
     grant_id: &str,
     now_ms: i64,
-    reason: &str,
+    reason: &'static str,
 ) -> Result<(), OAuthStoreError> {
+    pending.grants.push(grant_id.to_string());
+    pending.reason = reason;
     tx.execute(
         "UPDATE oauth_grants SET revoked_at_ms = ?2, revoked_reason = ?3
          WHERE grant_id = ?1 AND revoked_at_ms IS NULL",
@@ -562,8 +636,10 @@ impl OAuthStore {
             "DELETE FROM oauth_tokens WHERE expires_at_ms < ?1",
             [request.now_ms],
         )?;
-        let access_token = common::hash::new_secret(super::credentials::ACCESS_TOKEN_KIND);
-        let refresh_token = common::hash::new_secret(super::credentials::REFRESH_TOKEN_KIND);
+        let access_expires = request.now_ms + request.access_ttl_ms;
+        let refresh_expires = request.now_ms + request.refresh_ttl_ms;
+        let access_token = with_expiry(super::credentials::ACCESS_TOKEN_KIND, access_expires);
+        let refresh_token = with_expiry(super::credentials::REFRESH_TOKEN_KIND, refresh_expires);
         let mut insert = tx.prepare(
             "INSERT INTO oauth_tokens (token_hash, kind, grant_id, audience, expires_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -573,14 +649,14 @@ impl OAuthStore {
             "access",
             grant_id,
             request.our_resource,
-            request.now_ms + request.access_ttl_ms
+            access_expires
         ])?;
         insert.execute(params![
             self.hash(REFRESH, &refresh_token),
             "refresh",
             grant_id,
             request.our_resource,
-            request.now_ms + request.refresh_ttl_ms
+            refresh_expires
         ])?;
         Ok(IssuedTokens {
             access_token,
@@ -589,4 +665,23 @@ impl OAuthStore {
             scope: scope.to_string(),
         })
     }
+}
+
+/// A new token or authorization code that carries its expiry: `<kind>_<secret>.<expires_at_ms>`. Its keyed hash covers
+/// the whole value, so the expiry the store decides by cannot be pushed later by editing a row
+/// (issue 27); the `expires_at_ms` column only serves the clean-up.
+pub(super) fn with_expiry(kind: &str, expires_at_ms: i64) -> String {
+    format!("{}.{expires_at_ms}", common::hash::new_secret(kind))
+}
+
+/// The expiry a token carries, if it is of the format [`with_expiry`] makes.
+fn embedded_expiry(token: &str) -> Option<i64> {
+    let (_, expires) = token.rsplit_once('.')?;
+    expires.parse().ok()
+}
+
+/// The expiry that decides a refresh token: the one it carries; for one issued before tokens
+/// carried it, the column's (trusted on first use: such a token is rotated at its next use).
+fn expiry(token: &str, column: i64) -> i64 {
+    embedded_expiry(token).unwrap_or(column)
 }

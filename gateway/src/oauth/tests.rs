@@ -162,9 +162,9 @@ fn consent_and_error_pages_read_as_written() {
 
 fn store() -> (tempfile::TempDir, OAuthStore) {
     let dir = tempfile::tempdir().unwrap();
-    crate::state::Store::open(dir.path()).unwrap();
+    let ledger = std::sync::Arc::new(crate::state::Store::open(dir.path()).unwrap());
     let key = crate::config::load_or_create_server_key(dir.path()).unwrap();
-    let store = OAuthStore::open(dir.path(), &key).unwrap();
+    let store = OAuthStore::open(dir.path(), &key, ledger).unwrap();
     (dir, store)
 }
 
@@ -293,9 +293,9 @@ fn client_with_code_2(store: &OAuthStore) {
 }
 
 fn oauth_in(dir: &std::path::Path) -> std::sync::Arc<OAuth> {
-    crate::state::Store::open(dir).unwrap();
+    let ledger = std::sync::Arc::new(crate::state::Store::open(dir).unwrap());
     let settings = AuthSettings::new(AuthMode::Both, Some("https://gw.example.net")).unwrap();
-    OAuth::open(&settings, "127.0.0.1:1".parse().unwrap(), dir).unwrap()
+    OAuth::open(&settings, "127.0.0.1:1".parse().unwrap(), dir, ledger).unwrap()
 }
 
 /// Issue 24 item 1: a signed id needs no row until the owner approves it; approval writes the
@@ -479,9 +479,9 @@ fn migration_to_keyed_hashes_revokes_the_grants_of_plain_hashed_tokens() {
         .unwrap();
     }
     let (_, store) = {
-        crate::state::Store::open(dir.path()).unwrap();
+        let ledger = std::sync::Arc::new(crate::state::Store::open(dir.path()).unwrap());
         let key = crate::config::load_or_create_server_key(dir.path()).unwrap();
-        ((), OAuthStore::open(dir.path(), &key).unwrap())
+        ((), OAuthStore::open(dir.path(), &key, ledger).unwrap())
     };
     assert!(
         !store

@@ -813,6 +813,20 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// The data of every event of `kind` (oldest first), whatever its session: the chain was
+    /// checked at open, so these are the facts this gateway recorded.
+    pub fn events_of_kind(&self, kind: &str) -> Result<Vec<Value>, StoreError> {
+        let mut stmt = self
+            .0
+            .prepare("SELECT data FROM events WHERE kind = ?1 ORDER BY seq")?;
+        let rows = stmt.query_map([kind], |row| row.get::<_, String>(0))?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(from_json(&row?)?);
+        }
+        Ok(out)
+    }
+
     /// Events of one session, oldest first: `(seq, at_ms, kind, data)`.
     pub fn events(&self, session_id: &str) -> Result<Vec<(i64, i64, String, Value)>, StoreError> {
         let mut stmt = self.0.prepare(

@@ -4,6 +4,8 @@
 //! input" list with its OAuth error, HTTP status and nothing half-stored. This file holds the
 //! client side the tests share.
 
+// Revocations and expiries edited while the gateway is stopped (issue 27).
+mod at_rest;
 // The flow end to end, rotation, reuse, revocation, expiry, auth modes, the admin socket.
 mod flow;
 // Registration and consent-page floods: the owner still gets through (issue 24).

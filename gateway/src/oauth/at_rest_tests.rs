@@ -1,0 +1,279 @@
+//! Revocations and expiries edited in the database while the gateway is stopped (issue 27): the
+//! chained revocations and the expiry each token carries decide, whatever the columns say.
+
+use std::path::Path;
+
+use super::store::{CodeRow, OAuthStore, TokenRequest};
+use super::{Client, Redirects};
+use common::admin::RevokedKind;
+
+const RESOURCE: &str = "https://gw.example.net/mcp";
+const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+const REDIRECT: &str = "https://a.example/cb";
+
+/// The gateway (re)started on `dir`: the session store, then the OAuth tables.
+fn open(dir: &Path) -> OAuthStore {
+    let ledger = std::sync::Arc::new(crate::state::Store::open(dir).unwrap());
+    let key = crate::config::load_or_create_server_key(dir).unwrap();
+    OAuthStore::open(dir, &key, ledger).unwrap()
+}
+
+/// Someone who can write the database but has not the server key, the gateway stopped.
+fn edit_at_rest(dir: &Path, sql: &str) {
+    let conn = rusqlite::Connection::open(dir.join(crate::state::DATABASE_FILE)).unwrap();
+    conn.execute_batch(sql).unwrap();
+}
+
+fn request(now_ms: i64) -> TokenRequest<'static> {
+    TokenRequest {
+        client_id: "client_a",
+        resource: None,
+        our_resource: RESOURCE,
+        now_ms,
+        access_ttl_ms: 3_600_000,
+        refresh_ttl_ms: 86_400_000,
+    }
+}
+
+/// A grant of `client_a`: its (access, refresh) tokens and its id.
+fn grant(store: &OAuthStore, dir: &Path, code: &str) -> (String, String, String) {
+    grant_at(store, dir, code, 1_000)
+}
+
+/// The same, issued at `at_ms`.
+fn grant_at(store: &OAuthStore, dir: &Path, code: &str, at_ms: i64) -> (String, String, String) {
+    let client = Client {
+        client_id: "client_a".into(),
+        client_name: None,
+        issued_at_ms: 0,
+        stored: false,
+        redirects: Redirects::Stored(vec![REDIRECT.into()]),
+    };
+    let row = CodeRow {
+        client_id: "client_a".into(),
+        redirect_uri: REDIRECT.into(),
+        code_challenge: CHALLENGE.into(),
+        resource: RESOURCE.into(),
+        scope: "mcp".into(),
+        expires_at_ms: at_ms + 60_000,
+    };
+    store.approve(&client, code, &row).unwrap();
+    let tokens = store
+        .exchange_code(code, REDIRECT, VERIFIER, &request(at_ms))
+        .unwrap();
+    let conn = rusqlite::Connection::open(dir.join(crate::state::DATABASE_FILE)).unwrap();
+    let grant_id: String = conn
+        .query_row(
+            "SELECT grant_id FROM oauth_grants ORDER BY created_at_ms DESC, rowid DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    (tokens.access_token, tokens.refresh_token, grant_id)
+}
+
+fn chained_revocations(dir: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(dir.join(crate::state::DATABASE_FILE)).unwrap();
+    conn.query_row(
+        "SELECT COUNT(*) FROM events WHERE kind = ?1",
+        [super::revoked::OAUTH_REVOKED],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+const UNREVOKE: &str = "UPDATE oauth_grants SET revoked_at_ms = NULL, revoked_reason = NULL;
+     UPDATE oauth_clients SET revoked_at_ms = NULL;
+     UPDATE oauth_tokens SET rotated_at_ms = NULL;";
+
+#[test]
+fn a_grant_the_owner_revoked_stays_revoked_when_its_column_is_reset_at_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let (access, refresh, grant_id) = grant(&store, dir.path(), "c1");
+    assert_eq!(
+        store.revoke(&grant_id, None, 2_000).unwrap(),
+        Some(RevokedKind::Grant)
+    );
+    drop(store);
+    assert_eq!(chained_revocations(dir.path()), 1);
+    edit_at_rest(dir.path(), UNREVOKE);
+    let store = open(dir.path());
+    let err = store.refresh(&refresh, &request(3_000)).unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(err.description.contains("revoked"), "{}", err.description);
+    assert!(!store.access_token_valid(&access, RESOURCE, 3_000).unwrap());
+}
+
+#[test]
+fn a_grant_revoked_by_refresh_token_reuse_stays_revoked_after_an_edit_at_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let (_, first, _) = grant(&store, dir.path(), "c2");
+    let second = store.refresh(&first, &request(2_000)).unwrap();
+    assert!(store.refresh(&first, &request(2_500)).is_err());
+    drop(store);
+    edit_at_rest(dir.path(), UNREVOKE);
+    let store = open(dir.path());
+    for refresh in [&first, &second.refresh_token] {
+        let err = store.refresh(refresh, &request(3_000)).unwrap_err();
+        assert_eq!(err.error, "invalid_grant");
+        assert!(err.description.contains("revoked"), "{}", err.description);
+    }
+    let access = &second.access_token;
+    assert!(!store.access_token_valid(access, RESOURCE, 3_000).unwrap());
+}
+
+#[test]
+fn a_revoked_client_stays_revoked_when_its_row_is_reset_at_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let (access, refresh, _) = grant(&store, dir.path(), "c3");
+    let revoked = store.revoke("client_a", None, 2_000).unwrap();
+    assert_eq!(revoked, Some(RevokedKind::Client));
+    drop(store);
+    edit_at_rest(dir.path(), UNREVOKE);
+    let store = open(dir.path());
+    let err = store.refresh(&refresh, &request(3_000)).unwrap_err();
+    assert_eq!(err.error, "invalid_client");
+    assert!(!store.access_token_valid(&access, RESOURCE, 3_000).unwrap());
+    assert_eq!(
+        store.client_status("client_a").unwrap(),
+        Some(super::store::ClientStatus::Revoked)
+    );
+}
+
+#[test]
+fn an_expiry_pushed_later_at_rest_does_not_revive_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let (access, refresh, _) = grant(&store, dir.path(), "c4");
+    drop(store);
+    edit_at_rest(
+        dir.path(),
+        "UPDATE oauth_tokens SET expires_at_ms = 9000000000000;",
+    );
+    let store = open(dir.path());
+    // Live until the expiry it was issued with, whatever the column says since.
+    assert!(
+        store
+            .access_token_valid(&access, RESOURCE, 3_600_000)
+            .unwrap()
+    );
+    assert!(
+        !store
+            .access_token_valid(&access, RESOURCE, 3_601_000)
+            .unwrap()
+    );
+    let err = store.refresh(&refresh, &request(86_401_000)).unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(err.description.contains("expired"), "{}", err.description);
+    // Before its own expiry the unedited token still works.
+    assert!(store.refresh(&refresh, &request(5_000)).is_ok());
+}
+
+#[test]
+fn revocations_found_only_in_the_columns_are_chained_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let (_, refresh, grant_id) = grant(&store, dir.path(), "c5");
+    let (_, kept, _) = grant(&store, dir.path(), "c6");
+    drop(store);
+    // As a gateway of before this build (or schema 6's upgrade) revoked: the column only.
+    edit_at_rest(
+        dir.path(),
+        &format!("UPDATE oauth_grants SET revoked_at_ms = 1 WHERE grant_id = '{grant_id}';"),
+    );
+    drop(open(dir.path()));
+    assert_eq!(chained_revocations(dir.path()), 1);
+    drop(open(dir.path()));
+    assert_eq!(chained_revocations(dir.path()), 1, "recorded once");
+    edit_at_rest(dir.path(), UNREVOKE);
+    let store = open(dir.path());
+    assert!(store.refresh(&refresh, &request(3_000)).is_err());
+    // The grant nobody revoked still works after the restarts.
+    assert!(store.refresh(&kept, &request(3_000)).is_ok());
+}
+
+#[test]
+fn a_spent_refresh_token_made_unspent_at_rest_is_a_reuse_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    // Real times: spent tokens are loaded until their own expiry.
+    let now = common::time::now_unix_ms();
+    let (_, first, _) = grant_at(&store, dir.path(), "c7", now);
+    let second = store.refresh(&first, &request(now)).unwrap();
+    drop(store);
+    edit_at_rest(dir.path(), UNREVOKE);
+    let store = open(dir.path());
+    let err = store.refresh(&first, &request(now + 1_000)).unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(
+        err.description.contains("already used"),
+        "{}",
+        err.description
+    );
+    // The reuse revoked the grant: the token rotated from it is refused too.
+    let err = store
+        .refresh(&second.refresh_token, &request(now + 2_000))
+        .unwrap_err();
+    assert!(err.description.contains("revoked"), "{}", err.description);
+}
+
+#[test]
+fn an_authorization_code_expires_when_it_says_whatever_its_column_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let code = super::store::with_expiry(super::credentials::CODE_KIND, 60_000);
+    let client = Client {
+        client_id: "client_a".into(),
+        client_name: None,
+        issued_at_ms: 0,
+        stored: false,
+        redirects: Redirects::Stored(vec![REDIRECT.into()]),
+    };
+    let row = CodeRow {
+        client_id: "client_a".into(),
+        redirect_uri: REDIRECT.into(),
+        code_challenge: CHALLENGE.into(),
+        resource: RESOURCE.into(),
+        scope: "mcp".into(),
+        // As a database writer pushed it.
+        expires_at_ms: 9_000_000_000_000,
+    };
+    store.approve(&client, &code, &row).unwrap();
+    let err = store
+        .exchange_code(&code, REDIRECT, VERIFIER, &request(60_000))
+        .unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(err.description.contains("expired"), "{}", err.description);
+    assert!(
+        store
+            .exchange_code(&code, REDIRECT, VERIFIER, &request(59_000))
+            .is_ok()
+    );
+}
+
+#[test]
+fn an_authorization_code_made_unused_at_rest_is_a_reuse_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let now = common::time::now_unix_ms();
+    let (_, refresh, _) = grant_at(&store, dir.path(), "c9", now);
+    drop(store);
+    edit_at_rest(dir.path(), "UPDATE oauth_codes SET grant_id = NULL;");
+    let store = open(dir.path());
+    let err = store
+        .exchange_code("c9", REDIRECT, VERIFIER, &request(now + 1_000))
+        .unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(
+        err.description.contains("already used"),
+        "{}",
+        err.description
+    );
+    // The reuse revoked the grant the code had made.
+    let err = store.refresh(&refresh, &request(now + 2_000)).unwrap_err();
+    assert!(err.description.contains("revoked"), "{}", err.description);
+}
