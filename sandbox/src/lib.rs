@@ -40,8 +40,14 @@ pub fn masked_paths(
     // Devices by allow-list (`protected::DEVICE_FILES`): `/dev` as a whole, and the sandboxes
     // give back only the allowed ones.
     out.push(std::path::PathBuf::from(protected::DEVICE_DIR));
+    // Other gateways' entries are never followed (red team 26 B2: another account's symlink at a
+    // name it controls, followed here, masked `/usr/lib` for every command): they are listed as
+    // real paths already, and the helper masks only what it reaches without another account's
+    // symlink.
+    let name_only = protected::name_only_paths(home, state_dir);
     let canonical: Vec<std::path::PathBuf> = out
         .iter()
+        .filter(|p| !name_only.iter().any(|n| p.starts_with(n)))
         .filter_map(|p| std::fs::canonicalize(p).ok().filter(|c| c != p))
         .collect();
     out.extend(canonical);

@@ -265,7 +265,9 @@ impl PathPolicy {
                     identity_births.push(((meta.dev(), meta.ino()), born));
                 }
             }
-            if let Some(canonical) = canonical_variant(&entry) {
+            // Other gateways' entries by name only, never followed: a symlink another account
+            // put at such a name would otherwise protect its target (red team 26 B2).
+            if let Some(canonical) = by_identity.then(|| canonical_variant(&entry)).flatten() {
                 all.push(canonical);
             }
             all.push(entry);

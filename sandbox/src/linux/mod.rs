@@ -31,6 +31,7 @@
 pub mod cgroup;
 mod devices;
 mod landlock_rules;
+mod mask_target;
 mod namespaces;
 mod overlay;
 mod pseudo_mounts;
@@ -346,26 +347,42 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
             .any(|p| p != mask && p.starts_with(mask))
     };
     let mut shared: Option<&Path> = None;
+    let euid = rustix::process::geteuid().as_raw();
     for path in spec
         .masked
         .iter()
         .filter(|m| *m != Path::new(crate::protected::DEVICE_DIR))
     {
-        let Ok(meta) = std::fs::metadata(path) else {
+        // The object the path names, reached without another account's symlink, and mounted
+        // on through its descriptor: what was checked is what gets covered.
+        let Ok(Some(object)) = mask_target::open(path, euid) else {
             continue;
         };
-        let result = if meta.is_dir() {
+        let Ok(st) = rustix::fs::fstat(&object) else {
+            continue;
+        };
+        let target = PathBuf::from(format!("/proc/self/fd/{}", object.as_raw_fd()));
+        let target = target.as_path();
+        let is_dir =
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+        let result = if is_dir {
             match shared.filter(|_| !inner(path)) {
-                Some(source) => sys::mount(Some(source), path, None, libc::MS_BIND, None),
+                Some(source) => sys::mount(Some(source), target, None, libc::MS_BIND, None),
                 None => {
                     let made = sys::mount(
                         Some(Path::new("tmpfs")),
-                        path,
+                        target,
                         Some("tmpfs"),
                         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                         Some("size=64k,mode=755"),
                     );
-                    if made.is_ok() && shared.is_none() && !inner(path) {
+                    // Bound from by its name later: only an object of this account or root, whose
+                    // name nobody else can swap.
+                    if made.is_ok()
+                        && shared.is_none()
+                        && !inner(path)
+                        && (st.st_uid == euid || st.st_uid == 0)
+                    {
                         shared = Some(path);
                     }
                     made
@@ -374,7 +391,7 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
         } else {
             sys::mount(
                 Some(Path::new("/dev/null")),
-                path,
+                target,
                 None,
                 libc::MS_BIND,
                 None,

@@ -30,21 +30,25 @@ pub(super) struct LateInstances {
 
 #[derive(Debug, Default)]
 struct Seen {
-    /// Each registry file and its text when last read (`None`: absent, or not this account's
-    /// to read).
-    texts: Vec<(PathBuf, Option<String>)>,
+    /// Each registry file and a digest of its text when last read (`None`: absent, or not this
+    /// account's to read): the texts themselves are not kept (red team 26 B3).
+    texts: Vec<(PathBuf, Option<[u8; 32]>)>,
     /// What they added: other state dirs and their runtime areas, as listed and canonical.
     paths: Arc<Vec<PathBuf>>,
     /// The same, folded like the policy's entries.
     folded: Vec<Vec<Vec<u8>>>,
 }
 
-/// The texts of the registry files `files` (`None`: none that can be trusted to read, see
+/// Digests of the registry files `files` (`None`: none that can be trusted to read, see
 /// [`read_registry`]).
-fn read_registries(files: &[PathBuf]) -> Vec<(PathBuf, Option<String>)> {
+fn read_registries(files: &[PathBuf]) -> Vec<(PathBuf, Option<[u8; 32]>)> {
+    use sha2::Digest;
     files
         .iter()
-        .map(|path| (path.clone(), read_registry(path).map(|(text, _)| text)))
+        .map(|path| {
+            let digest = read_registry(path).map(|(text, _)| sha2::Sha256::digest(text).into());
+            (path.clone(), digest)
+        })
         .collect()
 }
 
@@ -88,12 +92,9 @@ impl LateInstances {
         let listed = crate::protected::other_gateway_paths(&self.homes, &self.state_dir);
         let mut seen = self.seen.write().unwrap_or_else(|e| e.into_inner());
         let mut paths: Vec<PathBuf> = seen.paths.as_ref().clone();
-        for path in listed {
-            if let Some(canonical) = super::canonical_variant(&path) {
-                paths.push(canonical);
-            }
-            paths.push(path);
-        }
+        // As listed, never followed (red team 26 B2: a symlink another account swapped in for
+        // its listed dir made its target, `/usr/lib`, protected for the session's life).
+        paths.extend(listed);
         paths.sort();
         paths.dedup();
         seen.folded = paths
@@ -121,83 +122,4 @@ impl LateInstances {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::PathPolicy;
-    use crate::protected::instances::{fallback_registry, registry_path};
-
-    /// A state dir listed after the policy was built is protected from the first refresh on;
-    /// a registry that turns unreadable fails the refresh.
-    #[test]
-    fn a_later_registration_is_protected_after_a_refresh() {
-        let home = tempfile::tempdir().unwrap();
-        let own = tempfile::tempdir().unwrap();
-        let later = tempfile::tempdir().unwrap();
-        let registry = registry_path(home.path());
-        std::fs::create_dir_all(registry.parent().unwrap()).unwrap();
-        std::fs::write(&registry, format!("{}\n", own.path().display())).unwrap();
-        let policy = PathPolicy::new(home.path().into(), own.path().into(), vec![]);
-        let token = std::fs::canonicalize(later.path())
-            .unwrap()
-            .join("auth/access-token");
-        assert!(!policy.is_protected(&token));
-        policy.refresh_instances();
-        assert!(!policy.is_protected(&token), "nothing changed yet");
-        let text = format!("{}\n{}\n", own.path().display(), later.path().display());
-        std::fs::write(&registry, text).unwrap();
-        let clone = policy.clone();
-        policy.refresh_instances();
-        assert!(policy.is_protected(&token));
-        assert!(clone.is_protected(&token), "clones share the late set");
-        let masks = policy.with_late_masks(&[]);
-        assert!(masks.iter().any(|m| token.starts_with(m)), "{masks:?}");
-        // Removed from the registry: still protected (never dropped).
-        std::fs::write(&registry, format!("{}\n", own.path().display())).unwrap();
-        policy.refresh_instances();
-        assert!(policy.is_protected(&token));
-        // Turned into something no gateway writes (a directory, a FIFO, a symlink): read as no
-        // registry, never blocking, and what it listed stays protected.
-        for make in [
-            |p: &std::path::Path| std::fs::create_dir(p).unwrap(),
-            |p: &std::path::Path| {
-                rustix::fs::mknodat(
-                    rustix::fs::CWD,
-                    p,
-                    rustix::fs::FileType::Fifo,
-                    rustix::fs::Mode::from_raw_mode(0o644),
-                    0,
-                )
-                .unwrap()
-            },
-            |p: &std::path::Path| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
-        ] {
-            let _ = std::fs::remove_file(&registry).or_else(|_| std::fs::remove_dir(&registry));
-            make(&registry);
-            policy.refresh_instances();
-            assert!(policy.is_protected(&token));
-        }
-    }
-
-    /// The list of registry files is kept between calls, and derived again once the system temp
-    /// dir gains an account's registry dir: a gateway listed there later is protected too.
-    #[test]
-    fn a_registry_dir_made_in_tmp_later_is_read() {
-        let home = tempfile::tempdir().unwrap();
-        let own = tempfile::tempdir().unwrap();
-        let later = tempfile::tempdir().unwrap();
-        let policy = PathPolicy::new(home.path().into(), own.path().into(), vec![]);
-        policy.refresh_instances();
-        let token = std::fs::canonicalize(later.path())
-            .unwrap()
-            .join("auth/token");
-        assert!(!policy.is_protected(&token));
-        // A uid no account has, so no real gateway uses this dir.
-        let registry = fallback_registry(4_000_000_000 - std::process::id());
-        let dir = registry.parent().unwrap().to_path_buf();
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::write(&registry, format!("{}\n", later.path().display())).unwrap();
-        policy.refresh_instances();
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert!(policy.is_protected(&token));
-    }
-}
+mod tests;

@@ -109,11 +109,20 @@ fn registry_files_in(homes: &[PathBuf], passwd: Option<&str>, parent: &Path) -> 
         out.extend(
             entries
                 .flatten()
+                // One per account (red team 26 B3: any account could make thousands, each read
+                // by every broker before every tool call): a real directory owned by the uid
+                // its name gives.
                 .filter(|e| {
+                    use std::os::unix::fs::MetadataExt;
                     let name = e.file_name();
                     let name = name.to_string_lossy();
-                    name.strip_prefix(FALLBACK_PREFIX)
-                        .is_some_and(|uid| uid.parse::<u32>().is_ok())
+                    let uid = name
+                        .strip_prefix(FALLBACK_PREFIX)
+                        .and_then(|uid| uid.parse::<u32>().ok());
+                    uid.is_some_and(|uid| {
+                        e.metadata()
+                            .is_ok_and(|m| m.file_type().is_dir() && m.uid() == uid)
+                    })
                 })
                 .map(|e| e.path().join("instances")),
         );
@@ -217,13 +226,15 @@ fn register_at(path: &Path, state_dir: &Path) -> std::io::Result<()> {
     file.sync_all()
 }
 
-/// Most bytes a registry holds: [`MAX_ENTRIES`] lines of at most `PATH_MAX` bytes.
-const MAX_REGISTRY_BYTES: u64 = MAX_ENTRIES as u64 * 4097;
+/// Most bytes a registry holds: [`MAX_ENTRIES`] lines of 256 bytes (a state dir's path is far
+/// shorter; red team 26 B3 filled 4 MiB registries to make every broker hold them).
+const MAX_REGISTRY_BYTES: u64 = MAX_ENTRIES as u64 * 256;
 
 /// A registry file as some account left it: its text and its owner's uid. Any account can make
 /// one (in its home, or its dir in `/tmp`), so it is read without trusting it: `None` when it is
 /// absent, unreadable, a symlink, not a regular file (a FIFO would block every gateway's start
-/// and every broker's tool call forever, a device would never end), larger than any registry,
+/// and every broker's tool call forever, a device would never end), hard-linked, larger than
+/// any registry,
 /// or owned by another account than the directory holding it (a symlinked directory of one
 /// account pointing into another's files). Never blocks.
 pub fn read_registry(path: &Path) -> Option<(String, u32)> {
@@ -234,7 +245,9 @@ pub fn read_registry(path: &Path) -> Option<(String, u32)> {
         .open(path)
         .ok()?;
     let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > MAX_REGISTRY_BYTES {
+    // One link: a gateway writes its registry in place, never links it (one file linked into
+    // many registry dirs was read many times).
+    if !meta.is_file() || meta.nlink() != 1 || meta.len() > MAX_REGISTRY_BYTES {
         return None;
     }
     let dir_owner = std::fs::symlink_metadata(path.parent()?).ok()?.uid();

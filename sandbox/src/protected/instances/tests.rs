@@ -24,9 +24,10 @@ fn an_account_without_a_usable_home_registers_in_its_own_temp_dir() {
     let tmp = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let canonical = std::fs::canonicalize(state.path()).unwrap();
+    // Named by this account's uid: readers count only a dir owned by the uid its name gives.
     let fallback = tmp
         .path()
-        .join(format!("{FALLBACK_PREFIX}4242"))
+        .join(format!("{FALLBACK_PREFIX}{}", euid()))
         .join("instances");
     // No home: the fallback, created 0700.
     assert_eq!(
@@ -90,7 +91,16 @@ fn an_account_without_a_usable_home_registers_in_its_own_temp_dir() {
 #[test]
 fn every_passwd_home_and_per_account_registry_is_read() {
     let tmp = tempfile::tempdir().unwrap();
-    for name in [".native-gateway-7", ".native-gateway-x", "native-gateway-8"] {
+    let me = euid();
+    // One named by another uid than its owner's does not count (red team 26 B3: one account
+    // made thousands): at most one per account.
+    let other = me.wrapping_add(1);
+    for name in [
+        format!(".native-gateway-{me}"),
+        format!(".native-gateway-{other}"),
+        ".native-gateway-x".to_string(),
+        "native-gateway-8".to_string(),
+    ] {
         std::fs::create_dir(tmp.path().join(name)).unwrap();
     }
     let passwd = "root:x:0:0::/root:/bin/sh\nsvc:x:5:5::/srv1:/bin/sh\n\
@@ -100,7 +110,7 @@ fn every_passwd_home_and_per_account_registry_is_read() {
         registry_path(Path::new("/home/me")),
         registry_path(Path::new("/root")),
         registry_path(Path::new("/srv1")),
-        tmp.path().join(".native-gateway-7/instances"),
+        tmp.path().join(format!(".native-gateway-{me}/instances")),
     ];
     let mut want = want;
     want.sort();
