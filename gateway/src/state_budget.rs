@@ -22,6 +22,10 @@ pub const REFRESH: Duration = Duration::from_secs(30);
 /// the conversation it resends), its WAL copy. Measured about 4 (red team 25 B7: 16 outputs of
 /// 64 KiB grew the dir by about 4 MiB).
 pub const OUTPUT_COST_FACTOR: u64 = 4;
+/// What storing a prompt's or a reply's text of N bytes costs, as a multiple of N: its row and
+/// the runner's transcript (red team 26 B4: eight sessions of 700 KiB prompts and answers took a
+/// 64 MiB budget to 263 MiB before the first walk).
+pub const TEXT_COST_FACTOR: u64 = 3;
 /// Replies larger than this are refused past the budget; smaller ones (a verdict, a short answer)
 /// still let a waiting session finish its turn.
 pub const LARGE_REPLY_BYTES: usize = 64 * 1024;
@@ -117,6 +121,17 @@ impl StateBudget {
     /// [`OUTPUT_COST_FACTOR`]) to the estimate until the next walk.
     pub fn charge(&self, bytes: u64) {
         self.inner.charged_bytes.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// Charge a prompt's or a reply's text ([`TEXT_COST_FACTOR`]).
+    pub fn charge_text(&self, text: &str) {
+        self.charge((text.len() as u64).saturating_mul(TEXT_COST_FACTOR));
+    }
+
+    /// Walk again at the next look: something of unknown size was just written (a managed
+    /// worktree's checkout).
+    pub fn measure_soon(&self) {
+        self.inner.measured_at_ms.store(i64::MIN, Ordering::SeqCst);
     }
 
     /// The last measurement plus what was charged since, starting a new walk in the background

@@ -77,6 +77,7 @@ pub(super) async fn handle(
             }
             gateway.ensure_runner(session_id).await?;
             let prompt_id = format!("prompt_{}", uuid::Uuid::new_v4().simple());
+            gateway.state_budget.charge_text(&prompt);
             gateway.release_prompt(session_id, prompt_id, prompt, Some(&request))?;
             Ok(Settle {
                 wait: WaitFor::NextTurn,

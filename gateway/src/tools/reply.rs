@@ -157,6 +157,7 @@ pub(super) async fn handle(
                 ))?;
             }
             check_turn(&session, turn_id)?;
+            gateway.state_budget.charge_text(&text);
             let approved = approve(&session, &calls)?;
             let mut release = accept(gateway, &request, session_id, turn_id, text, approved)?;
             // The DeepSeek controls are carried out here, their outcomes released with the rest.

@@ -137,6 +137,7 @@ pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<
     // records the session, so concurrent starts cannot overshoot.
     gateway.store.read(|tx| ensure_capacity(gateway, tx))?;
     gateway.state_budget.check("nothing was started")?;
+    gateway.state_budget.charge_text(&req.prompt);
 
     let session_id = format!("ns_{}", uuid::Uuid::new_v4().simple());
     let state_dir = gateway.config.state_dir.clone();
@@ -152,7 +153,13 @@ pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<
     }
     let (workspace, worktree) =
         match prepare_workspace(gateway, &req, &source_directory, &session_id).await {
-            Ok(prepared) => prepared,
+            Ok(prepared) => {
+                if prepared.1.is_some() {
+                    // A checkout of unknown size: measured at the next look.
+                    gateway.state_budget.measure_soon();
+                }
+                prepared
+            }
             Err(err) => {
                 crate::skills::discard_snapshot(&state_dir, &session_id);
                 return Err(err);

@@ -48,3 +48,33 @@ async fn outputs_count_at_once_and_past_the_budget_only_an_answer_is_delivered()
     // … and a short answer ends the turn.
     h.reply(&view, "r3", "done", json!([])).await.unwrap();
 }
+
+/// Red team 26 B4: prompts and replies count at once too (eight sessions of 700 KiB prompts and
+/// answers took a 64 MiB budget to 263 MiB before the first walk).
+#[tokio::test]
+async fn prompts_and_replies_count_at_once() {
+    use crate::state_budget::TEXT_COST_FACTOR;
+    use crate::tools::PublicTool;
+    let h = Harness::new();
+    let budget = &h.gateway.state_budget;
+    budget.refresh_now();
+    let before = budget.used_bytes();
+    budget.set_max_bytes(before + (64 << 20));
+    let prompt = "p".repeat(300 * 1024);
+    let view = h
+        .call(
+            PublicTool::Start,
+            json!({"prompt": prompt, "working_directory": h.project, "idempotency_key": "big",
+                   "wait_seconds": 0}),
+        )
+        .await
+        .unwrap();
+    let after_start = budget.used_bytes();
+    assert!(after_start >= before + prompt.len() as u64 * TEXT_COST_FACTOR);
+    let pid = h.pid(&view);
+    h.runner_asks(pid, "f1").await;
+    let view = h.status(&view).await.unwrap();
+    let answer = "a".repeat(60 * 1024);
+    h.reply(&view, "r1", &answer, json!([])).await.unwrap();
+    assert!(budget.used_bytes() >= after_start + answer.len() as u64 * TEXT_COST_FACTOR);
+}
