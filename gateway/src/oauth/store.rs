@@ -110,10 +110,7 @@ impl OAuthStore {
         key: &str,
         ledger: std::sync::Arc<dyn Ledger>,
     ) -> Result<OAuthStore, OAuthStoreError> {
-        let conn = Connection::open(state_dir.join(crate::state::DATABASE_FILE))?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let conn = crate::state::open_connection(&state_dir.join(crate::state::DATABASE_FILE))?;
         let revoked = Revoked::load(ledger, &conn)?;
         Ok(OAuthStore {
             conn: Mutex::new(conn),

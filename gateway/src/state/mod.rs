@@ -17,6 +17,7 @@ pub use records::*;
 pub use schema::MigrationError;
 pub use store::{
     DATABASE_FILE, Reclaimed, RemovedContent, Store, StoreError, Tx, database_file_bytes,
+    open_connection,
 };
 
 /// A state database as a gateway from before the ledger chain left it (schema version 3), with

@@ -70,6 +70,20 @@ struct Inner {
 /// Name of the database file inside the state dir.
 pub const DATABASE_FILE: &str = "gateway.sqlite3";
 
+/// A connection to the state database at `path` with the settings every writer of it uses —
+/// the session store's and the OAuth store's (they are per connection, so each must set them):
+/// durable commits, foreign keys, a 5 s wait on the other's lock, and deleted rows' bytes
+/// zeroed in the pages that keep other rows (no extra I/O), so what retention or a revocation
+/// removes is gone from the file, not left between live rows.
+pub fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "secure_delete", "FAST")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(conn)
+}
+
 impl Store {
     /// Open (creating if needed) the database in `state_dir`, which must already exist with mode
     /// 0700. The file and its WAL companions are created 0600. The ledger chain is checked
@@ -87,18 +101,12 @@ impl Store {
             path: path.display().to_string(),
             source,
         })?;
-        let mut conn = Connection::open(&path)?;
-        // Before any table exists this makes a new database give freed pages back on
-        // `incremental_vacuum` (retention, `content::reclaim_space`); an older one records the
-        // wish and is switched by the first prune's `VACUUM`.
+        let mut conn = open_connection(&path)?;
+        // The file's own settings, once. Before any table exists this makes a new database give
+        // freed pages back on `incremental_vacuum` (retention, `content::reclaim_space`); an
+        // older one records the wish and is switched by the first prune's `VACUUM`.
         conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        // Deleted rows' bytes are zeroed in the pages that keep other rows (no extra I/O):
-        // content retention removes is gone from the file, not left between live rows.
-        conn.pragma_update(None, "secure_delete", "FAST")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let auth = state_dir.join("auth");
         sandbox::private_fs::ensure_private_dir_with(&auth, sandbox::private_fs::OpenDir::Restrict)
             .map_err(|err| StoreError::Io {

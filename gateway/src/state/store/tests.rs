@@ -219,3 +219,20 @@ fn event_rows(store: &Store) -> Vec<common::ledger_chain::EventRow> {
         })
         .unwrap()
 }
+
+/// Both stores' connections carry the per-connection settings (the OAuth store's lacked
+/// `secure_delete`, so a revoked token's bytes could stay in the file's free space).
+#[test]
+fn every_connection_is_opened_with_the_same_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = super::open_connection(&dir.path().join(DATABASE_FILE)).unwrap();
+    let pragma = |name: &str| -> i64 {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    // FAST is 2; FULL is 2.
+    assert_eq!(pragma("secure_delete"), 2);
+    assert_eq!(pragma("synchronous"), 2);
+    assert_eq!(pragma("foreign_keys"), 1);
+    assert_eq!(pragma("busy_timeout"), 5000);
+}
