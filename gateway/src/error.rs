@@ -123,6 +123,23 @@ impl From<crate::state::StoreError> for ToolError {
     }
 }
 
+/// Longest `native_session_id` accepted, in bytes (the gateway gives `ns_` + 32 hex digits).
+pub const MAX_SESSION_ID_BYTES: usize = 64;
+
+/// How much of a refused value an error echoes, in characters.
+const SHOWN_CHARS: usize = 48;
+
+/// A refused value as an error shows it: quoted, at most [`SHOWN_CHARS`] characters of it, then
+/// `…` and its full length (a 1 MiB value never comes back whole).
+pub(crate) fn shown(value: &str) -> String {
+    let count = value.chars().count();
+    if count <= SHOWN_CHARS {
+        return format!("{value:?}");
+    }
+    let prefix: String = value.chars().take(SHOWN_CHARS).collect();
+    format!("{prefix:?}… ({} bytes)", value.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::ErrorCode;

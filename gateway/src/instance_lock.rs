@@ -160,7 +160,7 @@ fn holder_of(state_dir: &Path) -> Option<String> {
 /// The admin socket, if a process answers on it (a gateway this lock did not see).
 fn answering_admin_socket(state_dir: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::FileTypeExt;
-    let socket = crate::oauth::admin::socket_path(state_dir);
+    let socket = admin_socket_path(state_dir);
     let meta = std::fs::symlink_metadata(&socket).ok()?;
     (meta.file_type().is_socket() && std::os::unix::net::UnixStream::connect(&socket).is_ok())
         .then_some(socket)
@@ -198,6 +198,12 @@ impl InstanceLock {
         }
         Ok(())
     }
+}
+
+/// The admin socket's path under a state dir (`oauth::admin` serves it; a running gateway is
+/// also found by it).
+pub fn admin_socket_path(state_dir: &Path) -> std::path::PathBuf {
+    state_dir.join("run").join("admin.sock")
 }
 
 #[cfg(test)]
@@ -264,7 +270,7 @@ mod tests {
     #[test]
     fn an_answering_admin_socket_is_another_gateway() {
         let dir = tempfile::tempdir().unwrap();
-        let socket = crate::oauth::admin::socket_path(dir.path());
+        let socket = admin_socket_path(dir.path());
         std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
         let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
         let err = acquire(dir.path()).unwrap_err().to_string();

@@ -263,7 +263,7 @@ impl WriteRoot {
         check_strict_hooks(policy, &names, &shown)?;
         let hook_sections = names.into_iter().find(|name| {
             name.file_name()
-                .is_some_and(crate::protected::autorun::package_json::reads_hook_sections)
+                .is_some_and(crate::protected::autorun::package_files::reads_hook_sections)
         });
         let parent = self.open_parent(policy, dirs, path, parents)?;
         self.check_ancestors(policy, &parent, dirs.len(), path)?;
@@ -533,7 +533,7 @@ impl WriteTarget {
         old: Option<&[u8]>,
         new: &[u8],
     ) -> Result<(), WriteRefusal> {
-        use crate::protected::autorun::{AutorunClass, package_json};
+        use crate::protected::autorun::{AutorunClass, package_files, package_json};
         let Some(read_as) = &self.hook_sections else {
             return Ok(());
         };
@@ -556,8 +556,12 @@ impl WriteTarget {
         } else {
             "package.yaml"
         };
-        let why = match package_json::changed_hook_section_of(name, old, new, policy.strict_hooks())
-        {
+        let why = match package_files::changed_hook_section_of(
+            name,
+            old,
+            new,
+            policy.strict_hooks(),
+        ) {
             Some(package_json::HookChange::Section(section)) => format!(
                 " ({through}it changes {file}'s \"{section}\" section, commands a git hook runs)"
             ),

@@ -21,10 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{AuthMode, OAuth};
 
-/// The socket's path under a state dir.
-pub fn socket_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("run").join("admin.sock")
-}
+/// The socket's path under a state dir (where the instance lock also looks for a running gateway).
+pub use crate::instance_lock::admin_socket_path as socket_path;
 
 /// How long a peer may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);

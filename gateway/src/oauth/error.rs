@@ -1,5 +1,6 @@
 //! The OAuth error answer of the JSON endpoints (RFC 6749 §5.2, RFC 7591 §3.2.2): a stable `error`
-//! code, a description for people, the HTTP status, and `Cache-Control: no-store`.
+//! code, a description for people, the HTTP status, and `Cache-Control: no-store`; and how the
+//! OAuth tables fail (`OAuthStoreError`).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -49,8 +50,8 @@ impl OAuthError {
     }
 }
 
-impl From<super::store::OAuthStoreError> for OAuthError {
-    fn from(err: super::store::OAuthStoreError) -> Self {
+impl From<OAuthStoreError> for OAuthError {
+    fn from(err: OAuthStoreError) -> Self {
         tracing::error!("oauth state: {err}");
         OAuthError::server_error()
     }
@@ -86,4 +87,16 @@ pub fn no_store(response: &mut Response) {
         http::header::PRAGMA,
         http::HeaderValue::from_static("no-cache"),
     );
+}
+
+/// Failures of the OAuth tables (the endpoints answer `server_error` without detail).
+#[derive(Debug, thiserror::Error)]
+pub enum OAuthStoreError {
+    #[error("state database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("state record is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Reading or appending the chained revocations failed.
+    #[error("ledger: {0}")]
+    Ledger(#[from] crate::state::StoreError),
 }

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use super::store::OAuthStoreError;
+use super::error::OAuthStoreError;
 
 /// Kind of the ledger event that records revocations.
 pub const OAUTH_REVOKED: &str = "oauth_revoked";

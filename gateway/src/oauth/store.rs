@@ -21,19 +21,8 @@ use std::sync::Mutex;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::OAuthError;
+pub use super::error::OAuthStoreError;
 use super::revoked::{Ledger, Pending, Revoked};
-
-/// Failures of the OAuth tables (the endpoints answer `server_error` without detail).
-#[derive(Debug, thiserror::Error)]
-pub enum OAuthStoreError {
-    #[error("state database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    #[error("state record is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    /// Reading or appending the chained revocations failed.
-    #[error("ledger: {0}")]
-    Ledger(#[from] crate::state::StoreError),
-}
 
 /// A client's row: one the owner approved or revoked, or one an older gateway registered.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -127,15 +127,15 @@ impl Gateway {
     /// Load a session or answer `not_found` (`invalid_argument` for an id this gateway never
     /// gives: too long, or not printable ASCII). Only a short prefix of the id is echoed.
     pub(crate) fn session(&self, tx: &Tx<'_>, session_id: &str) -> ToolResult<SessionRecord> {
-        if session_id.len() > crate::tools::MAX_SESSION_ID_BYTES
+        if session_id.len() > crate::error::MAX_SESSION_ID_BYTES
             || !session_id.bytes().all(|b| b.is_ascii_graphic())
         {
             return Err(ToolError::invalid(format!(
                 "native_session_id {} is not one this gateway gives (at most {} printable ASCII \
                  characters, e.g. ns_ and 32 hex digits); use the one native_session_start \
                  answered",
-                crate::tools::shown(session_id),
-                crate::tools::MAX_SESSION_ID_BYTES
+                crate::error::shown(session_id),
+                crate::error::MAX_SESSION_ID_BYTES
             )));
         }
         tx.session(session_id)?.ok_or_else(|| {

@@ -9,9 +9,9 @@ use std::sync::Mutex;
 
 use common::tools::{CapabilityProfile, SubagentPolicy};
 
+use super::error::StoreError;
 use super::parts::{SkillSnapshotEntry, Workspace};
 use super::records::SessionRecord;
-use super::store::StoreError;
 
 /// One session's fixed facts.
 #[derive(Debug, Clone)]

@@ -2,6 +2,7 @@
 //! records, turns, replies, actions and the append-only event ledger), and the records stored in it.
 
 mod chain;
+mod error;
 mod fixed;
 mod ledger;
 mod parts;
@@ -11,13 +12,13 @@ mod seals;
 pub mod secrets;
 mod store;
 
+pub use error::StoreError;
 pub use ledger::{ActionEnd, ApprovedAction, LedgerEvent, arguments_digest};
 pub use parts::*;
 pub use records::*;
 pub use schema::MigrationError;
 pub use store::{
-    DATABASE_FILE, Reclaimed, RemovedContent, Store, StoreError, Tx, database_file_bytes,
-    open_connection,
+    DATABASE_FILE, Reclaimed, RemovedContent, Store, Tx, database_file_bytes, open_connection,
 };
 
 /// A state database as a gateway from before the ledger chain left it (schema version 3), with

@@ -12,35 +12,11 @@ use serde_json::Value;
 
 use common::ledger_chain::{CoveredRow, RowRecord, Table};
 
+use super::error::StoreError;
 use super::fixed::Fixed;
 use super::records::{ActionRecord, IdempotentAnswer, ReplyRecord, SessionRecord, TurnRecord};
 use super::seals::{CheckError, Seals};
 use super::{chain, schema};
-
-/// Failures of the state store.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("state database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    #[error("state record is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("state database schema: {0}")]
-    Schema(String),
-    #[error(transparent)]
-    Migration(#[from] super::schema::MigrationError),
-    /// The ledger was changed outside the gateway: it appends nothing more.
-    #[error(
-        "the ledger fails its integrity check ({0}); the gateway appends nothing to it. Run \
-         `gatewayctl verify` to see the first bad row, keep the state dir as evidence and restore \
-         it from a backup, or start over with a new state dir"
-    )]
-    LedgerBroken(String),
-    #[error("state file {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-}
 
 /// The gateway's durable state.
 pub struct Store {

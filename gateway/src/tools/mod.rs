@@ -253,25 +253,11 @@ fn check_key(field: &str, key: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// Longest `native_session_id` accepted, in bytes (the gateway gives `ns_` + 32 hex digits).
-pub const MAX_SESSION_ID_BYTES: usize = 64;
+pub use crate::error::MAX_SESSION_ID_BYTES;
+pub(crate) use crate::error::shown;
 
 /// Longest `working_directory` accepted, in bytes (a path the kernel could open).
 pub const MAX_WORKING_DIRECTORY_BYTES: usize = 4096;
-
-/// How much of a refused value an error echoes, in characters.
-const SHOWN_CHARS: usize = 48;
-
-/// A refused value as an error shows it: quoted, at most [`SHOWN_CHARS`] characters of it, then
-/// `…` and its full length (a 1 MiB value never comes back whole).
-pub(crate) fn shown(value: &str) -> String {
-    let count = value.chars().count();
-    if count <= SHOWN_CHARS {
-        return format!("{value:?}");
-    }
-    let prefix: String = value.chars().take(SHOWN_CHARS).collect();
-    format!("{prefix:?}… ({} bytes)", value.len())
-}
 
 /// Longest `session_label`, in characters.
 pub const MAX_LABEL_CHARS: usize = 200;

@@ -569,6 +569,7 @@ mod hook_managers;
 mod lefthook;
 mod link_target;
 mod namespaces;
+pub mod package_files;
 pub mod package_json;
 pub mod package_yaml;
 pub mod repository;

@@ -29,27 +29,6 @@ pub fn is_package_json(name: &OsStr) -> bool {
     super::fold(name) == "package.json"
 }
 
-/// Whether a write of a file of this name is checked for hook sections: a `package.json` or
-/// a `package.yaml` ([`super::package_yaml`]).
-pub fn reads_hook_sections(name: &OsStr) -> bool {
-    is_package_json(name) || super::package_yaml::is_package_yaml(name)
-}
-
-/// The first hook section a write changes in the file named `name`, by its format; with
-/// `strict_hooks`, a `package.json`'s check definitions too ([`changed_section`]).
-pub fn changed_hook_section_of(
-    name: &OsStr,
-    old: Option<&[u8]>,
-    new: &[u8],
-    strict_hooks: bool,
-) -> Option<HookChange> {
-    if super::package_yaml::is_package_yaml(name) {
-        super::package_yaml::changed_hook_section(old, new)
-    } else {
-        changed_section(old, new, strict_hooks)
-    }
-}
-
 /// Why a write of a `package.json` is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookChange {
