@@ -446,7 +446,56 @@ pub fn write_protected(exe: &Path, claude_bin: &Path, owner_home: &Path) -> Vec<
     let mut homes = vec![owner_home.to_path_buf()];
     homes.extend(other_homes(owner_home));
     for home in homes {
-        out.extend(AUTORUN.iter().map(|entry| home.join(entry)));
+        for entry in AUTORUN {
+            let place = home.join(entry);
+            out.extend(links_out_of(&place));
+            out.push(place);
+        }
+    }
+    out
+}
+
+/// Most entries [`links_out_of`] looks at in one start-up place (editor plugin trees are large;
+/// links sit near the top).
+const MAX_LINK_SCAN: usize = 4096;
+
+/// The targets of the symlinks inside the start-up directory `place` (a file there is followed
+/// by its own canonical name already): what they name runs at login as if it were in `place`
+/// (red team 26 B5: `systemctl --user link` leaves `~/.config/systemd/user/x.service ->
+/// ~/proj/x.service`, and a session wrote the target). A target counts only when its owner also
+/// owns the link, so no account protects another's files through links in its own home.
+fn links_out_of(place: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    if !std::fs::symlink_metadata(place).is_ok_and(|m| m.is_dir()) {
+        return out;
+    }
+    let mut stack = vec![(place.to_path_buf(), 0)];
+    let mut seen = 0;
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_LINK_SCAN {
+                return out;
+            }
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            let path = entry.path();
+            if meta.file_type().is_symlink() {
+                let target = std::fs::canonicalize(&path).ok();
+                if let Some(target) =
+                    target.filter(|t| std::fs::metadata(t).is_ok_and(|m| m.uid() == meta.uid()))
+                {
+                    out.push(target);
+                }
+            } else if meta.is_dir() && depth < 6 {
+                stack.push((path, depth + 1));
+            }
+        }
     }
     out
 }

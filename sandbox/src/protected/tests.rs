@@ -373,3 +373,51 @@ fn a_directory_of_another_account_is_no_write_root() {
     }
     assert_eq!(unfit_write_root(&tmp.join("mine"), &tmp.join("home")), None);
 }
+
+/// Red team 26 B5: a link the owner made from a start-up place into a project (`systemctl
+/// --user link`, an autostart entry) makes its target a start-up file too; a link another
+/// account made in its own home to the owner's file does not (no account protects another's
+/// files through links of its own).
+#[test]
+fn the_targets_of_links_in_start_up_places_are_never_written() {
+    use std::os::unix::fs::symlink;
+    let (_dir, tmp) = tmp();
+    let home = tmp.join("home");
+    let project = tmp.join("project");
+    std::fs::create_dir_all(home.join(".config/systemd/user")).unwrap();
+    std::fs::create_dir_all(home.join(".config/autostart")).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    for name in ["x.service", "a.desktop", "ordinary.rs", "theirs.txt"] {
+        std::fs::write(project.join(name), "x").unwrap();
+    }
+    symlink(
+        project.join("x.service"),
+        home.join(".config/systemd/user/x.service"),
+    )
+    .unwrap();
+    symlink(
+        project.join("a.desktop"),
+        home.join(".config/autostart/a.desktop"),
+    )
+    .unwrap();
+    let foreign = home.join(".config/autostart/theirs.desktop");
+    symlink(project.join("theirs.txt"), &foreign).unwrap();
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        std::os::unix::fs::lchown(&foreign, Some(4747), None).unwrap();
+    }
+    let got = write_protected(
+        Path::new("/nonexistent/gateway"),
+        Path::new("/nonexistent/claude"),
+        &home,
+    );
+    let policy = PathPolicy::new(home.clone(), tmp.join("state"), vec![]).with_write_protected(got);
+    assert!(policy.is_write_protected(&project.join("x.service")));
+    assert!(policy.is_write_protected(&project.join("a.desktop")));
+    assert!(!policy.is_write_protected(&project.join("ordinary.rs")));
+    assert_eq!(
+        policy.is_write_protected(&project.join("theirs.txt")),
+        !root,
+        "a link of another account protects nothing of this one's"
+    );
+}
