@@ -392,6 +392,14 @@ fn other_homes_catalogue(homes: &[PathBuf]) -> Vec<PathBuf> {
 pub const AUTORUN: &[&str] = &[
     ".bashrc",
     ".bash_profile",
+    // Sourced by the usual `.bashrc` (Debian's sources `.bash_aliases`; bash-completion reads
+    // the others): red team 27 B3.
+    ".bash_aliases",
+    ".bash_completion",
+    ".bashrc.d",
+    ".local/share/bash-completion",
+    // IPython runs every file in a profile's startup dir at each start.
+    ".ipython",
     ".bash_login",
     ".bash_logout",
     ".profile",
@@ -411,6 +419,17 @@ pub const AUTORUN: &[&str] = &[
     ".pam_environment",
     ".config/fish",
     ".config/autostart",
+    // systemd-tmpfiles --user runs at login and may write any of the owner's files; Podman's
+    // quadlets become user units; multiplexer and window manager configs run commands at their
+    // start (red team 27 B3).
+    ".config/user-tmpfiles.d",
+    ".config/containers/systemd",
+    ".config/tmux",
+    ".config/plasma-workspace",
+    ".config/i3",
+    ".config/sway",
+    ".config/hypr",
+    ".config/openbox",
     ".config/systemd",
     ".config/environment.d",
     ".config/git",
@@ -449,10 +468,50 @@ pub fn write_protected(exe: &Path, claude_bin: &Path, owner_home: &Path) -> Vec<
         for entry in AUTORUN {
             let place = home.join(entry);
             out.extend(links_out_of(&place));
+            // A start-up file that is itself a link: its target, also before it exists (an
+            // existing one is covered by its canonical name as well).
+            if let Ok(meta) = std::fs::symlink_metadata(&place)
+                && meta.file_type().is_symlink()
+            {
+                use std::os::unix::fs::MetadataExt;
+                out.extend(link_target(&place, meta.uid()));
+            }
             out.push(place);
         }
     }
     out
+}
+
+/// Where the symlink `link` (owned by `owner`) points, when what it names there — or, for a
+/// target that does not exist yet (red team 27 B2: a link to a file a build makes, or one
+/// deleted meanwhile), its nearest existing ancestor — is `owner`'s too. The target is resolved
+/// as far as it exists and the rest joined as written, so a later Write that creates it is
+/// refused.
+fn link_target(link: &Path, owner: u32) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(target) = std::fs::canonicalize(link) {
+        return std::fs::metadata(&target)
+            .is_ok_and(|m| m.uid() == owner)
+            .then_some(target);
+    }
+    let written = std::fs::read_link(link).ok()?;
+    let mut target = link.parent()?.join(written);
+    let mut missing = Vec::new();
+    // Up to the nearest ancestor that exists; `..` and links above it resolve there.
+    let base = loop {
+        match std::fs::canonicalize(&target) {
+            Ok(base) => break base,
+            Err(_) => {
+                missing.push(target.file_name()?.to_os_string());
+                target = target.parent()?.to_path_buf();
+            }
+        }
+    };
+    if !std::fs::metadata(&base).is_ok_and(|m| m.uid() == owner) {
+        return None;
+    }
+    let rest: PathBuf = missing.iter().rev().collect();
+    Some(base.join(rest))
 }
 
 /// Most entries [`links_out_of`] looks at in one start-up place (editor plugin trees are large;
@@ -486,12 +545,7 @@ fn links_out_of(place: &Path) -> Vec<PathBuf> {
             };
             let path = entry.path();
             if meta.file_type().is_symlink() {
-                let target = std::fs::canonicalize(&path).ok();
-                if let Some(target) =
-                    target.filter(|t| std::fs::metadata(t).is_ok_and(|m| m.uid() == meta.uid()))
-                {
-                    out.push(target);
-                }
+                out.extend(link_target(&path, meta.uid()));
             } else if meta.is_dir() && depth < 6 {
                 stack.push((path, depth + 1));
             }

@@ -277,3 +277,34 @@ fn an_authorization_code_made_unused_at_rest_is_a_reuse_after_the_restart() {
     let err = store.refresh(&refresh, &request(now + 2_000)).unwrap_err();
     assert!(err.description.contains("revoked"), "{}", err.description);
 }
+
+/// Red team 27 B1: tokens pointed at a copy of their revoked grant's row (same client, not
+/// revoked) worked again; a token names the grant it was issued for inside its keyed hash.
+#[test]
+fn tokens_pointed_at_a_copy_of_their_revoked_grant_stay_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let (access, refresh, grant_id) = grant(&store, dir.path(), "c9");
+    assert!(store.access_token_valid(&access, RESOURCE, 1_500).unwrap());
+    store.revoke(&grant_id, None, 2_000).unwrap();
+    drop(store);
+    edit_at_rest(
+        dir.path(),
+        &format!(
+            "INSERT INTO oauth_grants (grant_id, client_id, resource, scope, redirect_uri,
+                 created_at_ms)
+             SELECT 'grant_copy', client_id, resource, scope, redirect_uri, created_at_ms
+             FROM oauth_grants WHERE grant_id = '{grant_id}';
+             UPDATE oauth_tokens SET grant_id = 'grant_copy';"
+        ),
+    );
+    let store = open(dir.path());
+    assert!(!store.access_token_valid(&access, RESOURCE, 3_000).unwrap());
+    let err = store.refresh(&refresh, &request(3_000)).unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(
+        err.description.contains("does not belong"),
+        "{}",
+        err.description
+    );
+}

@@ -368,6 +368,13 @@ impl OAuthStore {
                     "the refresh token was issued to another client",
                 )));
             }
+            // Bound to the grant it was issued for (one of before this build names none).
+            if embedded_grant(refresh).is_some_and(|bound| bound != grant_id) {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the refresh token does not belong to the grant its row names: authorize \
+                     again",
+                )));
+            }
             if revoked.is_some() || self.revoked.grant(&grant_id) {
                 return Ok(Err(OAuthError::invalid_grant(
                     "the grant of this refresh token was revoked: authorize again",
@@ -441,13 +448,15 @@ impl OAuthStore {
                     },
                 )
                 .optional()?;
-            // The expiry the token itself carries (bound by its keyed hash), not the column's;
-            // a token of before this build carries none and is refused (the client refreshes).
-            let Some(expires) = embedded_expiry(token) else {
+            // The expiry and the grant the token itself carries (bound by its keyed hash), not
+            // the row's; a token of before this build carries neither and is refused (the
+            // client refreshes).
+            let (Some(expires), Some(bound)) = (embedded_expiry(token), embedded_grant(token))
+            else {
                 return Ok(false);
             };
             Ok(matches!(row, Some((aud, _, None, None, grant, client))
-                if aud == audience && expires > now_ms
+                if aud == audience && expires > now_ms && grant == bound
                     && !self.revoked.grant(&grant) && !self.revoked.client(&client)))
         })
     }
@@ -624,8 +633,16 @@ impl OAuthStore {
         )?;
         let access_expires = request.now_ms + request.access_ttl_ms;
         let refresh_expires = request.now_ms + request.refresh_ttl_ms;
-        let access_token = with_expiry(super::credentials::ACCESS_TOKEN_KIND, access_expires);
-        let refresh_token = with_expiry(super::credentials::REFRESH_TOKEN_KIND, refresh_expires);
+        let access_token = bound_token(
+            super::credentials::ACCESS_TOKEN_KIND,
+            grant_id,
+            access_expires,
+        );
+        let refresh_token = bound_token(
+            super::credentials::REFRESH_TOKEN_KIND,
+            grant_id,
+            refresh_expires,
+        );
         let mut insert = tx.prepare(
             "INSERT INTO oauth_tokens (token_hash, kind, grant_id, audience, expires_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -660,7 +677,25 @@ pub(super) fn with_expiry(kind: &str, expires_at_ms: i64) -> String {
     format!("{}.{expires_at_ms}", common::hash::new_secret(kind))
 }
 
-/// The expiry a token carries, if it is of the format [`with_expiry`] makes.
+/// A new token bound to its grant and carrying its expiry:
+/// `<kind>_<secret>.<grant_id>.<expires_at_ms>`. Its keyed hash covers both, so neither a later
+/// expiry nor another grant (red team 27 B1: tokens pointed at a copy of their revoked grant
+/// row worked again) can be written into its row.
+fn bound_token(kind: &str, grant_id: &str, expires_at_ms: i64) -> String {
+    format!(
+        "{}.{grant_id}.{expires_at_ms}",
+        common::hash::new_secret(kind)
+    )
+}
+
+/// The grant a token of [`bound_token`]'s format names.
+fn embedded_grant(token: &str) -> Option<&str> {
+    let mut parts = token.split('.');
+    let (_, grant, _) = (parts.next()?, parts.next()?, parts.next()?);
+    parts.next().is_none().then_some(grant)
+}
+
+/// The expiry a token carries, if it is of the format [`with_expiry`] or [`bound_token`] makes.
 fn embedded_expiry(token: &str) -> Option<i64> {
     let (_, expires) = token.rsplit_once('.')?;
     expires.parse().ok()

@@ -157,8 +157,14 @@ pub(super) async fn handle(
                 ))?;
             }
             check_turn(&session, turn_id)?;
-            gateway.state_budget.charge_text(&text);
             let approved = approve(&session, &calls)?;
+            // The calls' arguments are stored too (a Write's content: red team 27 B4).
+            gateway.state_budget.charge_text(&text);
+            for call in &calls {
+                gateway
+                    .state_budget
+                    .charge_text(&call.arguments.to_string());
+            }
             let mut release = accept(gateway, &request, session_id, turn_id, text, approved)?;
             // The DeepSeek controls are carried out here, their outcomes released with the rest.
             gateway

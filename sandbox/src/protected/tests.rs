@@ -406,12 +406,24 @@ fn the_targets_of_links_in_start_up_places_are_never_written() {
     if root {
         std::os::unix::fs::lchown(&foreign, Some(4747), None).unwrap();
     }
+    // Dangling (red team 27 B2): to a file a build makes, in a dir that does not exist yet, and
+    // a start-up file that is itself a link to a missing file.
+    symlink(
+        project.join("build/gen.desktop"),
+        home.join(".config/autostart/gen.desktop"),
+    )
+    .unwrap();
+    symlink("../project/zshenv", home.join(".zshenv")).unwrap();
     let got = write_protected(
         Path::new("/nonexistent/gateway"),
         Path::new("/nonexistent/claude"),
         &home,
     );
     let policy = PathPolicy::new(home.clone(), tmp.join("state"), vec![]).with_write_protected(got);
+    assert!(policy.is_write_protected(&project.join("build/gen.desktop")));
+    assert!(policy.is_write_protected(&project.join("zshenv")));
+    assert!(policy.is_write_protected(&home.join(".bash_aliases")));
+    assert!(policy.is_write_protected(&home.join(".config/user-tmpfiles.d/x.conf")));
     assert!(policy.is_write_protected(&project.join("x.service")));
     assert!(policy.is_write_protected(&project.join("a.desktop")));
     assert!(!policy.is_write_protected(&project.join("ordinary.rs")));

@@ -74,7 +74,11 @@ async fn prompts_and_replies_count_at_once() {
     let pid = h.pid(&view);
     h.runner_asks(pid, "f1").await;
     let view = h.status(&view).await.unwrap();
+    // A reply's text and its calls' arguments (red team 27 B4: a Write's content).
     let answer = "a".repeat(60 * 1024);
-    h.reply(&view, "r1", &answer, json!([])).await.unwrap();
-    assert!(budget.used_bytes() >= after_start + answer.len() as u64 * TEXT_COST_FACTOR);
+    let content = "c".repeat(100 * 1024);
+    let calls = json!([{"name": "RunCommand", "arguments": {"argv": ["echo", content]}}]);
+    h.reply(&view, "r1", &answer, calls).await.unwrap();
+    let charged = (answer.len() + content.len()) as u64 * TEXT_COST_FACTOR;
+    assert!(budget.used_bytes() >= after_start + charged);
 }
