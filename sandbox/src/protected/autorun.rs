@@ -179,6 +179,8 @@ const DIRS: &[(&str, AutorunClass)] = &[
     (".trae", AutorunClass::AgentConfig),
     (".augment", AutorunClass::AgentConfig),
     (".openhands", AutorunClass::AgentConfig),
+    // CodeBuddy Code runs hooks from its project settings, like `.qwen/` (red team 27).
+    (".codebuddy", AutorunClass::AgentConfig),
     (".vscode", AutorunClass::EditorConfig),
     (".idea", AutorunClass::EditorConfig),
     (".zed", AutorunClass::EditorConfig),
@@ -190,6 +192,9 @@ const DIRS: &[(&str, AutorunClass)] = &[
     (".externaltoolbuilders", AutorunClass::EditorConfig),
     (".shadowenv.d", AutorunClass::DirectoryHooks),
     (".direnv", AutorunClass::DirectoryHooks),
+    // flox's environment: its manifest's on-activate hook runs when flox activates it on `cd`
+    // (red team 27).
+    (".flox", AutorunClass::DirectoryHooks),
     (".bsp", AutorunClass::ToolchainConfig),
     ("node_modules", AutorunClass::InstalledPackages),
     (".yarn", AutorunClass::InstalledPackages),

@@ -309,6 +309,8 @@ fn more_agent_editor_hook_and_toolchain_names_are_classified() {
         ("/p/x.sublime-project", "editor_config"),
         ("/p/.externalToolBuilders/b.launch", "editor_config"),
         ("/p/.openhands/setup.sh", "agent_config"),
+        ("/p/.codebuddy/settings.json", "agent_config"),
+        ("/p/.flox/env/manifest.toml", "directory_hooks"),
         ("/p/node_modules/eslint/lib/api.js", "installed_packages"),
         ("/p/web/node_modules/.bin/jest", "installed_packages"),
         ("/p/.yarn/plugins/p.cjs", "installed_packages"),
