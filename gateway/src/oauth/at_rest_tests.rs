@@ -36,6 +36,29 @@ fn request(now_ms: i64) -> TokenRequest<'static> {
     }
 }
 
+/// The client every test here approves.
+fn client_a() -> Client {
+    Client {
+        client_id: "client_a".into(),
+        client_name: None,
+        issued_at_ms: 0,
+        stored: false,
+        redirects: Redirects::Stored(vec![REDIRECT.into()]),
+    }
+}
+
+/// An authorization code of `client_a` whose row says it expires at `expires_at_ms`.
+fn code_row(expires_at_ms: i64) -> CodeRow {
+    CodeRow {
+        client_id: "client_a".into(),
+        redirect_uri: REDIRECT.into(),
+        code_challenge: CHALLENGE.into(),
+        resource: RESOURCE.into(),
+        scope: "mcp".into(),
+        expires_at_ms,
+    }
+}
+
 /// A grant of `client_a`: its (access, refresh) tokens and its id.
 fn grant(store: &OAuthStore, dir: &Path, code: &str) -> (String, String, String) {
     grant_at(store, dir, code, 1_000)
@@ -43,21 +66,8 @@ fn grant(store: &OAuthStore, dir: &Path, code: &str) -> (String, String, String)
 
 /// The same, issued at `at_ms`.
 fn grant_at(store: &OAuthStore, dir: &Path, code: &str, at_ms: i64) -> (String, String, String) {
-    let client = Client {
-        client_id: "client_a".into(),
-        client_name: None,
-        issued_at_ms: 0,
-        stored: false,
-        redirects: Redirects::Stored(vec![REDIRECT.into()]),
-    };
-    let row = CodeRow {
-        client_id: "client_a".into(),
-        redirect_uri: REDIRECT.into(),
-        code_challenge: CHALLENGE.into(),
-        resource: RESOURCE.into(),
-        scope: "mcp".into(),
-        expires_at_ms: at_ms + 60_000,
-    };
+    let client = client_a();
+    let row = code_row(at_ms + 60_000);
     store.approve(&client, code, &row).unwrap();
     let tokens = store
         .exchange_code(code, REDIRECT, VERIFIER, &request(at_ms))
@@ -226,22 +236,9 @@ fn an_authorization_code_expires_when_it_says_whatever_its_column_says() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let code = super::store::with_expiry(super::credentials::CODE_KIND, 60_000);
-    let client = Client {
-        client_id: "client_a".into(),
-        client_name: None,
-        issued_at_ms: 0,
-        stored: false,
-        redirects: Redirects::Stored(vec![REDIRECT.into()]),
-    };
-    let row = CodeRow {
-        client_id: "client_a".into(),
-        redirect_uri: REDIRECT.into(),
-        code_challenge: CHALLENGE.into(),
-        resource: RESOURCE.into(),
-        scope: "mcp".into(),
-        // As a database writer pushed it.
-        expires_at_ms: 9_000_000_000_000,
-    };
+    let client = client_a();
+    // As a database writer pushed it.
+    let row = code_row(9_000_000_000_000);
     store.approve(&client, &code, &row).unwrap();
     let err = store
         .exchange_code(&code, REDIRECT, VERIFIER, &request(60_000))
