@@ -226,18 +226,17 @@ impl PathPolicy {
         extra_protected: Vec<PathBuf>,
         insensitive: bool,
     ) -> Self {
-        // Before the registries are read for the set: a gateway registered from now on is
-        // seen at the first refresh.
-        let mut homes = vec![home.clone()];
-        homes.extend(crate::protected::other_homes(&home));
+        // The one rule set (`crate::protected`): catalogue, state dir, extras, host keys and
+        // their mount-table aliases; the home's catalogue again under its canonical spelling.
+        let set = crate::protected::protected_set(&home, &state_dir, &extra_protected);
+        // Gateways registered after the set's own read of the registries show at the first
+        // refresh.
         let late = Arc::new(late::LateInstances::new(
-            homes,
+            &set,
             state_dir.clone(),
             insensitive,
         ));
-        // The one rule set (`crate::protected`): catalogue, state dir, extras, host keys and
-        // their mount-table aliases; the home's catalogue again under its canonical spelling.
-        let mut entries = crate::protected::protected_paths(&home, &state_dir, &extra_protected);
+        let mut entries = set.paths.clone();
         if let Some(canonical) = canonical_variant(&home) {
             entries.extend(
                 crate::protected::catalogue_paths(&canonical)
@@ -246,7 +245,6 @@ impl PathPolicy {
             );
         }
 
-        let name_only = crate::protected::name_only_paths(&home, &state_dir);
         let mut all = Vec::new();
         let mut identities = Vec::new();
         let mut identity_births = Vec::new();
@@ -254,7 +252,7 @@ impl PathPolicy {
             if !entry.is_absolute() {
                 continue;
             }
-            let by_identity = !name_only.iter().any(|p| entry.starts_with(p));
+            let by_identity = !set.is_name_only(&entry);
             if let Some(meta) = by_identity
                 .then(|| std::fs::metadata(&entry).ok())
                 .flatten()

@@ -351,7 +351,12 @@ pub const DEVICE_DIR: &str = "/dev";
 /// owner's. `/` and top-level system directories (`/bin`, `/var`...) used as service accounts'
 /// homes are skipped: the catalogue's entries under them mean nothing.
 pub fn other_homes(owner_home: &Path) -> Vec<PathBuf> {
-    let Ok(passwd) = std::fs::read_to_string("/etc/passwd") else {
+    other_homes_in(owner_home, instances::passwd_text().as_deref())
+}
+
+/// [`other_homes`] with `/etc/passwd`'s text given.
+fn other_homes_in(owner_home: &Path, passwd: Option<&str>) -> Vec<PathBuf> {
+    let Some(passwd) = passwd else {
         return Vec::new();
     };
     let owner = std::fs::canonicalize(owner_home).unwrap_or_else(|_| owner_home.to_path_buf());
@@ -631,57 +636,6 @@ pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> 
     None
 }
 
-/// Every protected path of the set (catalogue, state dir and its command runtime area, other gateways' state dirs and the registries listing them, owner
-/// extras; both spellings of the home are the caller's business), before aliases: what
-/// [`protected_paths`] extends.
-fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
-    // `/etc/passwd` is read once: the other homes serve the catalogue and the registries.
-    let others = other_homes(home);
-    let mut out = catalogue_paths(home);
-    out.extend(other_homes_catalogue(&others));
-    out.push(state_dir.to_path_buf());
-    out.extend(runtime_area::runtime_area_names(state_dir));
-    // Every other gateway's state on this host (the registries say where), and the registries.
-    let mut homes = vec![home.to_path_buf()];
-    homes.extend(others);
-    out.extend(other_gateway_paths(&homes, state_dir));
-    out.extend(instances::registry_files(&homes));
-    out.extend(extra.iter().filter(|p| p.is_absolute()).cloned());
-    out
-}
-
-/// Other gateways' state dirs and command runtime areas, from the registries under `homes`.
-pub fn other_gateway_paths(homes: &[PathBuf], state_dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for other in instances::other_state_dirs(homes, state_dir) {
-        out.extend(runtime_area::runtime_area_names(&other));
-        out.push(other);
-    }
-    out
-}
-
-/// The entries of the protected set protected by name only, never by `(dev, ino)`: other
-/// gateways' state dirs and runtime areas. They come and go (a gateway's state dir may be
-/// deleted while this policy lives, and its inode number then reused by any new directory, which
-/// an identity would wrongly refuse); an alias of one through a mount is still in the set by name
-/// (the mount-table aliases).
-pub fn name_only_paths(home: &Path, state_dir: &Path) -> Vec<PathBuf> {
-    let mut homes = vec![home.to_path_buf()];
-    homes.extend(other_homes(home));
-    other_gateway_paths(&homes, state_dir)
-}
-
-/// The whole protected set as paths: the catalogue under `home`, the state dir, the owner's
-/// extras, the SSH host keys present, and every mount-table alias of those that exist (Linux).
-/// The read policy, the command masks and the runner's Landlock/Seatbelt rules all use this.
-pub fn protected_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = base_paths(home, state_dir, extra);
-    out.extend(host_key_files());
-    let aliases = mount_aliases(&out);
-    out.extend(aliases);
-    out
-}
-
 /// Where `exe` (the gateway) and `claude_bin` (Claude Code) are installed: each as given, its
 /// real file, and its package directory (the gateway's: the directory holding the real file;
 /// Claude Code's: the nearest ancestor of the real file with a `package.json`, else its
@@ -893,11 +847,14 @@ pub mod autorun;
 pub mod instances;
 pub mod pseudo_fs;
 pub mod runtime_area;
+mod set;
 
 pub use runtime_area::{
     command_runtime_area, establish_runtime_area, legacy_runtime_area, orphan_areas,
     runtime_area_names,
 };
+pub(crate) use set::other_gateway_entries;
+pub use set::{ProtectedSet, protected_set};
 
 #[cfg(test)]
 mod tests;

@@ -83,6 +83,56 @@ fn every_catalogue_entry_is_refused_by_read_and_masked_for_commands() {
     assert!(policy.is_protected(&command_runtime_area(&state).join("abc/x")));
 }
 
+/// One derivation of the set reads `/etc/passwd` once and each registry once, for the masks and
+/// for the read policy alike (both derived other gateways' entries a second time, and the
+/// registries' list a third); a refresh after a registration reads each registry once too.
+#[test]
+fn a_derivation_reads_passwd_and_each_registry_once() {
+    use instances::reads;
+    let (_dir, root) = tmp();
+    let (home, own, theirs, later) = (
+        root.join("home"),
+        root.join("own"),
+        root.join("theirs"),
+        root.join("later"),
+    );
+    let registry = instances::registry_path(&home);
+    for dir in [
+        &own,
+        &theirs,
+        &later,
+        &registry.parent().unwrap().to_path_buf(),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(&registry, format!("{}\n", theirs.display())).unwrap();
+    let passwd = Path::new("/etc/passwd");
+    let once = |what: &str, reads: Vec<PathBuf>, passwd_reads: std::ops::RangeInclusive<usize>| {
+        let count = |path: &Path| reads.iter().filter(|r| *r == path).count();
+        assert!(passwd_reads.contains(&count(passwd)), "{what}: {reads:?}");
+        assert_eq!(count(&registry), 1, "{what}: {reads:?}");
+        for read in &reads {
+            assert!(
+                read == passwd || count(read) == 1,
+                "{what}: {read:?} in {reads:?}"
+            );
+        }
+    };
+    reads::take();
+    let masks = crate::masked_paths(&home, &own, &[]);
+    assert!(masks.contains(&theirs), "{masks:?}");
+    once("masks", reads::take(), 1..=1);
+    let policy = PathPolicy::new(home.clone(), own.clone(), vec![]);
+    assert!(policy.is_protected(&theirs.join("token")));
+    once("read policy", reads::take(), 1..=1);
+    let text = format!("{}\n{}\n", theirs.display(), later.display());
+    std::fs::write(&registry, text).unwrap();
+    policy.refresh_instances();
+    assert!(policy.is_protected(&later.join("token")));
+    // `/etc/passwd` again only if another test changed `/tmp` meanwhile (the list is re-derived).
+    once("refresh", reads::take(), 0..=1);
+}
+
 #[test]
 fn host_keys_are_a_pattern_for_read_and_files_for_the_masks() {
     assert!(is_host_key_name(b"ssh_host_ed25519_key"));
@@ -332,11 +382,12 @@ fn other_accounts_homes_come_from_passwd_without_the_owner() {
     assert!(!other_homes(Path::new("/root")).contains(&PathBuf::from("/root")));
     // Their credential stores join the set the read policy and the masks use.
     if homes.contains(&PathBuf::from("/root")) {
-        let set = protected_paths(
+        let set = protected_set(
             Path::new("/nonexistent-owner"),
             Path::new("/nonexistent-state"),
             &[],
-        );
+        )
+        .paths;
         assert!(set.contains(&PathBuf::from("/root/.ssh")), "{set:?}");
     }
 }
