@@ -326,7 +326,10 @@ fn start_up_files_of_the_owner_are_never_written_but_stay_readable() {
         ".local/bin",
         ".gitconfig",
     ] {
-        assert!(got.contains(&home.join(wanted)), "{wanted} not in {got:?}");
+        assert!(
+            got.paths.contains(&home.join(wanted)),
+            "{wanted} not in {got:?}"
+        );
     }
     let policy = PathPolicy::new(home.clone(), tmp.join("state"), vec![]).with_write_protected(got);
     assert!(policy.is_write_protected(&home.join(".bashrc")));
@@ -471,16 +474,51 @@ fn the_targets_of_links_in_start_up_places_are_never_written() {
         &home,
     );
     let policy = PathPolicy::new(home.clone(), tmp.join("state"), vec![]).with_write_protected(got);
-    assert!(policy.is_write_protected(&project.join("build/gen.desktop")));
-    assert!(policy.is_write_protected(&project.join("zshenv")));
+    // Targets of links inside start-up directories: their own auto-run class, naming the link.
+    use crate::path_policy::WriteProtection::{InstallLocation, StartupLinkTarget};
+    let link = |name: &str| StartupLinkTarget {
+        link: format!("~/{name}"),
+    };
+    let targets = [
+        ("build/gen.desktop", link(".config/autostart/gen.desktop")),
+        ("build/gen.desktop/x", link(".config/autostart/gen.desktop")),
+        ("x.service", link(".config/systemd/user/x.service")),
+        ("a.desktop", link(".config/autostart/a.desktop")),
+    ];
+    for (target, why) in &targets {
+        assert_eq!(
+            policy.write_protection(&project.join(target)),
+            Some(why.clone())
+        );
+    }
+    // By identity too: the existing target under another name (a hard link's object).
+    let st = std::fs::metadata(project.join("a.desktop")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let by_identity = policy.write_protection_identity(st.dev(), st.ino());
+    assert_eq!(by_identity, Some(link(".config/autostart/a.desktop")));
+    // A start-up file that is itself a link is the start-up file: its target stays in that class.
+    assert_eq!(
+        policy.write_protection(&project.join("zshenv")),
+        Some(InstallLocation)
+    );
     assert!(policy.is_write_protected(&home.join(".bash_aliases")));
     assert!(policy.is_write_protected(&home.join(".config/user-tmpfiles.d/x.conf")));
-    assert!(policy.is_write_protected(&project.join("x.service")));
-    assert!(policy.is_write_protected(&project.join("a.desktop")));
     assert!(!policy.is_write_protected(&project.join("ordinary.rs")));
     assert_eq!(
         policy.is_write_protected(&project.join("theirs.txt")),
         !root,
         "a link of another account protects nothing of this one's"
     );
+    // The owner's opt-in for the class opens the links' targets, and nothing else.
+    let allowed = crate::protected::autorun::AutorunAllowed::parse("startup_links");
+    let policy = policy.with_autorun_allowed(allowed.unwrap());
+    for (target, _) in &targets {
+        assert_eq!(policy.write_protection(&project.join(target)), None);
+    }
+    assert_eq!(policy.write_protection_identity(st.dev(), st.ino()), None);
+    assert_eq!(
+        policy.write_protection(&project.join("zshenv")),
+        Some(InstallLocation)
+    );
+    assert!(policy.is_write_protected(&home.join(".config/autostart/a.desktop")));
 }
