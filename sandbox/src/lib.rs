@@ -28,7 +28,7 @@ pub mod write_path;
 pub use spec::{Enforced, ExecSpec, HostSupport, Limits, MemoryCounters, MemoryGroup, Report};
 
 /// The paths to mask for a command and to leave out of the runner's readable set: the whole
-/// protected set ([`protected::protected_paths`]: credential stores under `home`, system secrets
+/// protected set ([`protected::protected_set`]: credential stores under `home`, system secrets
 /// and private host keys, the gateway state dir, the owner's extras, and their mount-table
 /// aliases), each also under its canonical spelling. The read tools refuse exactly these.
 pub fn masked_paths(
@@ -36,20 +36,21 @@ pub fn masked_paths(
     state_dir: &std::path::Path,
     extra: &[std::path::PathBuf],
 ) -> Vec<std::path::PathBuf> {
-    let mut out = protected::protected_paths(home, state_dir, extra);
-    // Devices by allow-list (`protected::DEVICE_FILES`): `/dev` as a whole, and the sandboxes
-    // give back only the allowed ones.
-    out.push(std::path::PathBuf::from(protected::DEVICE_DIR));
+    let set = protected::protected_set(home, state_dir, extra);
     // Other gateways' entries are never followed (red team 26 B2: another account's symlink at a
     // name it controls, followed here, masked `/usr/lib` for every command): they are listed as
     // real paths already, and the helper masks only what it reaches without another account's
     // symlink.
-    let name_only = protected::name_only_paths(home, state_dir);
-    let canonical: Vec<std::path::PathBuf> = out
+    let canonical: Vec<std::path::PathBuf> = set
+        .paths
         .iter()
-        .filter(|p| !name_only.iter().any(|n| p.starts_with(n)))
+        .filter(|p| !set.is_name_only(p))
         .filter_map(|p| std::fs::canonicalize(p).ok().filter(|c| c != p))
         .collect();
+    let mut out = set.paths;
+    // Devices by allow-list (`protected::DEVICE_FILES`): `/dev` as a whole, and the sandboxes
+    // give back only the allowed ones.
+    out.push(std::path::PathBuf::from(protected::DEVICE_DIR));
     out.extend(canonical);
     out.sort();
     out.dedup();

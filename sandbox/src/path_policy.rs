@@ -153,10 +153,8 @@ pub struct PathPolicy {
     insensitive: bool,
     /// A directory inside a protected one that is readable anyway (the managed worktrees).
     open_subtree: Option<OpenSubtree>,
-    /// Entries only writes refuse (where the gateway and Claude Code are installed), folded.
-    write_protected: Vec<Vec<Vec<u8>>>,
-    /// `(dev, ino)` of the write-only entries that exist.
-    write_identities: Vec<(u64, u64)>,
+    /// Entries only writes refuse (install locations, start-up files and links' targets).
+    write_only: write_only::WriteOnly,
     /// The auto-run classes the owner allowed writes to (none by default).
     autorun_allowed: crate::protected::autorun::AutorunAllowed,
     /// The owner's strict-hooks mode ([`crate::protected::autorun::strict_hooks`]).
@@ -226,18 +224,17 @@ impl PathPolicy {
         extra_protected: Vec<PathBuf>,
         insensitive: bool,
     ) -> Self {
-        // Before the registries are read for the set: a gateway registered from now on is
-        // seen at the first refresh.
-        let mut homes = vec![home.clone()];
-        homes.extend(crate::protected::other_homes(&home));
+        // The one rule set (`crate::protected`): catalogue, state dir, extras, host keys and
+        // their mount-table aliases; the home's catalogue again under its canonical spelling.
+        let set = crate::protected::protected_set(&home, &state_dir, &extra_protected);
+        // Gateways registered after the set's own read of the registries show at the first
+        // refresh.
         let late = Arc::new(late::LateInstances::new(
-            homes,
+            &set,
             state_dir.clone(),
             insensitive,
         ));
-        // The one rule set (`crate::protected`): catalogue, state dir, extras, host keys and
-        // their mount-table aliases; the home's catalogue again under its canonical spelling.
-        let mut entries = crate::protected::protected_paths(&home, &state_dir, &extra_protected);
+        let mut entries = set.paths.clone();
         if let Some(canonical) = canonical_variant(&home) {
             entries.extend(
                 crate::protected::catalogue_paths(&canonical)
@@ -246,7 +243,6 @@ impl PathPolicy {
             );
         }
 
-        let name_only = crate::protected::name_only_paths(&home, &state_dir);
         let mut all = Vec::new();
         let mut identities = Vec::new();
         let mut identity_births = Vec::new();
@@ -254,7 +250,7 @@ impl PathPolicy {
             if !entry.is_absolute() {
                 continue;
             }
-            let by_identity = !name_only.iter().any(|p| entry.starts_with(p));
+            let by_identity = !set.is_name_only(&entry);
             if let Some(meta) = by_identity
                 .then(|| std::fs::metadata(&entry).ok())
                 .flatten()
@@ -302,8 +298,7 @@ impl PathPolicy {
             identity_births,
             open_subtree: None,
             insensitive,
-            write_protected: Vec::new(),
-            write_identities: Vec::new(),
+            write_only: write_only::WriteOnly::default(),
             autorun_allowed: crate::protected::autorun::AutorunAllowed::NONE,
             strict_hooks: false,
             merge_target: None,
@@ -377,38 +372,6 @@ impl PathPolicy {
             && self
                 .autorun_refused_class(Some(crate::protected::autorun::AutorunClass::GitHooks))
                 .is_some()
-    }
-
-    /// Add entries only writes refuse (install locations, [`crate::protected::install_locations`]):
-    /// by name (as given and canonical) and by `(dev, ino)`.
-    pub fn with_write_protected(mut self, paths: Vec<PathBuf>) -> Self {
-        for path in paths.into_iter().filter(|p| p.is_absolute()) {
-            if let Ok(meta) = std::fs::metadata(&path) {
-                use std::os::unix::fs::MetadataExt;
-                self.write_identities.push((meta.dev(), meta.ino()));
-            }
-            if let Some(canonical) = canonical_variant(&path) {
-                self.write_protected
-                    .push(self.folded_components(&canonical));
-            }
-            self.write_protected.push(self.folded_components(&path));
-        }
-        self.write_protected.sort();
-        self.write_protected.dedup();
-        self.write_identities.sort_unstable();
-        self.write_identities.dedup();
-        self
-    }
-
-    /// Whether `path` is (inside) a write-only protected entry, by name.
-    pub fn is_write_protected(&self, path: &Path) -> bool {
-        let folded = self.folded_components(path);
-        self.write_protected.iter().any(|p| folded.starts_with(p))
-    }
-
-    /// Whether an object with this `(dev, ino)` is a write-only protected entry.
-    pub fn is_write_protected_identity(&self, dev: u64, ino: u64) -> bool {
-        self.write_identities.binary_search(&(dev, ino)).is_ok()
     }
 
     /// Resolve a session's working directory by identity: canonical (every symlink and `/proc`
@@ -806,10 +769,13 @@ pub(crate) fn pseudo_fs(fd: &impl std::os::fd::AsFd) -> Option<&'static str> {
 mod birth;
 mod late;
 mod walk;
+mod write_only;
+
 pub use walk::{
     EntryKind, MAX_WALK_DEPTH, WalkControl, WalkDir, WalkEntry, WalkOptions, WalkStats,
     default_walk_threads,
 };
+pub use write_only::WriteProtection;
 
 /// Flags for intermediate directories: `O_PATH` where available (no read permission needed).
 fn dir_walk_flags() -> OFlags {

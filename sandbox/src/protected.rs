@@ -351,7 +351,12 @@ pub const DEVICE_DIR: &str = "/dev";
 /// owner's. `/` and top-level system directories (`/bin`, `/var`...) used as service accounts'
 /// homes are skipped: the catalogue's entries under them mean nothing.
 pub fn other_homes(owner_home: &Path) -> Vec<PathBuf> {
-    let Ok(passwd) = std::fs::read_to_string("/etc/passwd") else {
+    other_homes_in(owner_home, instances::passwd_text().as_deref())
+}
+
+/// [`other_homes`] with `/etc/passwd`'s text given.
+fn other_homes_in(owner_home: &Path, passwd: Option<&str>) -> Vec<PathBuf> {
+    let Some(passwd) = passwd else {
         return Vec::new();
     };
     let owner = std::fs::canonicalize(owner_home).unwrap_or_else(|_| owner_home.to_path_buf());
@@ -458,100 +463,52 @@ pub const AUTORUN: &[&str] = &[
     "Library/LaunchAgents",
 ];
 
+/// What sessions never write although they may read it ([`write_protected`]).
+#[derive(Debug, Clone, Default)]
+pub struct WriteProtected {
+    /// Where the gateway and Claude Code are installed ([`install_locations`]) and the
+    /// [`AUTORUN`] entries of every account's home: never written.
+    pub paths: Vec<PathBuf>,
+    /// Targets of the links inside those start-up directories: an auto-run class of their own
+    /// ([`autorun::AutorunClass::StartupLinks`]), whose refusal names the link.
+    pub startup_links: Vec<autorun::startup_links::StartupLink>,
+}
+
+impl From<Vec<PathBuf>> for WriteProtected {
+    fn from(paths: Vec<PathBuf>) -> Self {
+        Self {
+            paths,
+            startup_links: Vec::new(),
+        }
+    }
+}
+
 /// What sessions never write although they may read it: where the gateway and Claude Code are
-/// installed ([`install_locations`]) and the [`AUTORUN`] entries of every account's home.
-pub fn write_protected(exe: &Path, claude_bin: &Path, owner_home: &Path) -> Vec<PathBuf> {
-    let mut out = install_locations(exe, claude_bin);
+/// installed ([`install_locations`]), the [`AUTORUN`] entries of every account's home, and what
+/// the links inside those directories name ([`autorun::startup_links`]).
+pub fn write_protected(exe: &Path, claude_bin: &Path, owner_home: &Path) -> WriteProtected {
+    let mut paths = install_locations(exe, claude_bin);
     let mut homes = vec![owner_home.to_path_buf()];
     homes.extend(other_homes(owner_home));
-    for home in homes {
+    for home in &homes {
         for entry in AUTORUN {
             let place = home.join(entry);
-            out.extend(links_out_of(&place));
-            // A start-up file that is itself a link: its target, also before it exists (an
-            // existing one is covered by its canonical name as well).
+            // A start-up file that is itself a link is the file its target is (the shell reads
+            // the target as `~/.zshenv`): the target stays in this class, also before it exists
+            // (an existing one is covered by its canonical name as well).
             if let Ok(meta) = std::fs::symlink_metadata(&place)
                 && meta.file_type().is_symlink()
             {
                 use std::os::unix::fs::MetadataExt;
-                out.extend(link_target(&place, meta.uid()));
+                paths.extend(autorun::startup_links::link_target(&place, meta.uid()));
             }
-            out.push(place);
+            paths.push(place);
         }
     }
-    out
-}
-
-/// Where the symlink `link` (owned by `owner`) points, when what it names there — or, for a
-/// target that does not exist yet (red team 27 B2: a link to a file a build makes, or one
-/// deleted meanwhile), its nearest existing ancestor — is `owner`'s too. The target is resolved
-/// as far as it exists and the rest joined as written, so a later Write that creates it is
-/// refused.
-fn link_target(link: &Path, owner: u32) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    if let Ok(target) = std::fs::canonicalize(link) {
-        return std::fs::metadata(&target)
-            .is_ok_and(|m| m.uid() == owner)
-            .then_some(target);
+    WriteProtected {
+        paths,
+        startup_links: autorun::startup_links::of_homes(&homes),
     }
-    let written = std::fs::read_link(link).ok()?;
-    let mut target = link.parent()?.join(written);
-    let mut missing = Vec::new();
-    // Up to the nearest ancestor that exists; `..` and links above it resolve there.
-    let base = loop {
-        match std::fs::canonicalize(&target) {
-            Ok(base) => break base,
-            Err(_) => {
-                missing.push(target.file_name()?.to_os_string());
-                target = target.parent()?.to_path_buf();
-            }
-        }
-    };
-    if !std::fs::metadata(&base).is_ok_and(|m| m.uid() == owner) {
-        return None;
-    }
-    let rest: PathBuf = missing.iter().rev().collect();
-    Some(base.join(rest))
-}
-
-/// Most entries [`links_out_of`] looks at in one start-up place (editor plugin trees are large;
-/// links sit near the top).
-const MAX_LINK_SCAN: usize = 4096;
-
-/// The targets of the symlinks inside the start-up directory `place` (a file there is followed
-/// by its own canonical name already): what they name runs at login as if it were in `place`
-/// (red team 26 B5: `systemctl --user link` leaves `~/.config/systemd/user/x.service ->
-/// ~/proj/x.service`, and a session wrote the target). A target counts only when its owner also
-/// owns the link, so no account protects another's files through links in its own home.
-fn links_out_of(place: &Path) -> Vec<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let mut out = Vec::new();
-    if !std::fs::symlink_metadata(place).is_ok_and(|m| m.is_dir()) {
-        return out;
-    }
-    let mut stack = vec![(place.to_path_buf(), 0)];
-    let mut seen = 0;
-    while let Some((dir, depth)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            seen += 1;
-            if seen > MAX_LINK_SCAN {
-                return out;
-            }
-            let Ok(meta) = entry.metadata() else {
-                continue;
-            };
-            let path = entry.path();
-            if meta.file_type().is_symlink() {
-                out.extend(link_target(&path, meta.uid()));
-            } else if meta.is_dir() && depth < 6 {
-                stack.push((path, depth + 1));
-            }
-        }
-    }
-    out
 }
 
 /// Why `root` (canonical) cannot be a `direct_write` root, if it cannot: the whole file system,
@@ -629,57 +586,6 @@ pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> 
         );
     }
     None
-}
-
-/// Every protected path of the set (catalogue, state dir and its command runtime area, other gateways' state dirs and the registries listing them, owner
-/// extras; both spellings of the home are the caller's business), before aliases: what
-/// [`protected_paths`] extends.
-fn base_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
-    // `/etc/passwd` is read once: the other homes serve the catalogue and the registries.
-    let others = other_homes(home);
-    let mut out = catalogue_paths(home);
-    out.extend(other_homes_catalogue(&others));
-    out.push(state_dir.to_path_buf());
-    out.extend(runtime_area::runtime_area_names(state_dir));
-    // Every other gateway's state on this host (the registries say where), and the registries.
-    let mut homes = vec![home.to_path_buf()];
-    homes.extend(others);
-    out.extend(other_gateway_paths(&homes, state_dir));
-    out.extend(instances::registry_files(&homes));
-    out.extend(extra.iter().filter(|p| p.is_absolute()).cloned());
-    out
-}
-
-/// Other gateways' state dirs and command runtime areas, from the registries under `homes`.
-pub fn other_gateway_paths(homes: &[PathBuf], state_dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for other in instances::other_state_dirs(homes, state_dir) {
-        out.extend(runtime_area::runtime_area_names(&other));
-        out.push(other);
-    }
-    out
-}
-
-/// The entries of the protected set protected by name only, never by `(dev, ino)`: other
-/// gateways' state dirs and runtime areas. They come and go (a gateway's state dir may be
-/// deleted while this policy lives, and its inode number then reused by any new directory, which
-/// an identity would wrongly refuse); an alias of one through a mount is still in the set by name
-/// (the mount-table aliases).
-pub fn name_only_paths(home: &Path, state_dir: &Path) -> Vec<PathBuf> {
-    let mut homes = vec![home.to_path_buf()];
-    homes.extend(other_homes(home));
-    other_gateway_paths(&homes, state_dir)
-}
-
-/// The whole protected set as paths: the catalogue under `home`, the state dir, the owner's
-/// extras, the SSH host keys present, and every mount-table alias of those that exist (Linux).
-/// The read policy, the command masks and the runner's Landlock/Seatbelt rules all use this.
-pub fn protected_paths(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = base_paths(home, state_dir, extra);
-    out.extend(host_key_files());
-    let aliases = mount_aliases(&out);
-    out.extend(aliases);
-    out
 }
 
 /// Where `exe` (the gateway) and `claude_bin` (Claude Code) are installed: each as given, its
@@ -893,11 +799,14 @@ pub mod autorun;
 pub mod instances;
 pub mod pseudo_fs;
 pub mod runtime_area;
+mod set;
 
 pub use runtime_area::{
     command_runtime_area, establish_runtime_area, legacy_runtime_area, orphan_areas,
     runtime_area_names,
 };
+pub(crate) use set::other_gateway_entries;
+pub use set::{ProtectedSet, protected_set};
 
 #[cfg(test)]
 mod tests;

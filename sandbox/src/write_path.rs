@@ -32,7 +32,9 @@ use common::outcome::OutcomeCode;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
-use crate::path_policy::{PathPolicy, PathRefusal, classify, ident, io_refusal, is_git_name, show};
+use crate::path_policy::{
+    PathPolicy, PathRefusal, WriteProtection, classify, ident, io_refusal, is_git_name, show,
+};
 use crate::protected::autorun::symlinks::{self, Incomplete, Symlinks};
 
 /// A root's symlinks as scanned, or why the scan could not finish.
@@ -63,6 +65,19 @@ pub enum WriteRefusal {
          directory that runs code later outside the sandbox; sessions never write there"
     )]
     InstallLocation { path: String },
+    #[error(
+        "{path}: is the target of {link}, a link in a start-up place of the home: it runs at \
+         login or shell start, outside every sandbox, so sessions do not write it ({class}). If \
+         editing it is the task, the owner can remove the link, or allow the class by starting \
+         the gateway with {env}={class}"
+    )]
+    StartupLinkTarget {
+        path: String,
+        /// The link, `~/…` in the owner's home.
+        link: String,
+        class: &'static str,
+        env: &'static str,
+    },
     #[error(
         "{path}: is no longer the directory this session started in (it was replaced or moved); \
          nothing is written here. Start a new session on the directory"
@@ -101,6 +116,7 @@ impl WriteRefusal {
             | Self::GitDir { .. }
             | Self::CrossesMount { .. }
             | Self::InstallLocation { .. }
+            | Self::StartupLinkTarget { .. }
             | Self::RootReplaced { .. }
             | Self::AutorunPlace { .. }
             | Self::AutorunUnknown { .. } => OutcomeCode::NotPermitted,
@@ -161,15 +177,15 @@ pub struct WriteRoot {
 impl WriteRoot {
     /// Open the root directory (absolute, not protected) without following any symlink.
     pub fn open(policy: &PathPolicy, root: &Path) -> Result<Self, WriteRefusal> {
-        if policy.is_write_protected(root) {
-            return Err(WriteRefusal::InstallLocation { path: show(root) });
+        if let Some(why) = policy.write_protection(root) {
+            return Err(write_protected_refusal(show(root), why));
         }
         let (file, _) = policy.open_dir_no_follow(root).map_err(git_refusal)?;
         let fd = OwnedFd::from(file);
         let st = rustix::fs::fstat(&fd).map_err(|err| io_refusal(&show(root), err))?;
         let (dev, ino) = ident(&st);
-        if policy.is_write_protected_identity(dev, ino) {
-            return Err(WriteRefusal::InstallLocation { path: show(root) });
+        if let Some(why) = policy.write_protection_identity(dev, ino) {
+            return Err(write_protected_refusal(show(root), why));
         }
         Ok(Self {
             fd,
@@ -221,8 +237,8 @@ impl WriteRoot {
     ) -> Result<WriteTarget, WriteRefusal> {
         policy.check(path).map_err(git_refusal)?;
         let shown = show(path);
-        if policy.is_write_protected(path) {
-            return Err(WriteRefusal::InstallLocation { path: shown });
+        if let Some(why) = policy.write_protection(path) {
+            return Err(write_protected_refusal(shown, why));
         }
         if path.as_os_str().as_bytes().ends_with(b"/") {
             return Err(WriteRefusal::IsDirectory { path: shown });
@@ -273,8 +289,8 @@ impl WriteRoot {
             Ok(st) => {
                 policy.check_opened_file(&st, path)?;
                 let (dev, ino) = ident(&st);
-                if policy.is_write_protected_identity(dev, ino) {
-                    return Err(WriteRefusal::InstallLocation { path: shown });
+                if let Some(why) = policy.write_protection_identity(dev, ino) {
+                    return Err(write_protected_refusal(shown, why));
                 }
                 Some(FileIdentity::from_stat(&st))
             }
@@ -376,8 +392,8 @@ impl WriteRoot {
             if policy.is_protected_object(&current, dev, ino) {
                 return Err(PathRefusal::Protected { path: shown() }.into());
             }
-            if policy.is_write_protected_identity(dev, ino) {
-                return Err(WriteRefusal::InstallLocation { path: shown() });
+            if let Some(why) = policy.write_protection_identity(dev, ino) {
+                return Err(write_protected_refusal(shown(), why));
             }
             current = rustix::fs::openat(&current, "..", up_flags(), Mode::empty())
                 .map_err(|err| io_refusal(&shown(), err))?;
@@ -758,6 +774,20 @@ fn autorun_refusal(
         class: class.name(),
         places: class.places(),
         env: crate::protected::autorun::ALLOW_ENV,
+    }
+}
+
+/// The refusal of a write to an entry only writes refuse ([`PathPolicy::write_protection`]).
+fn write_protected_refusal(path: String, why: WriteProtection) -> WriteRefusal {
+    use crate::protected::autorun::{ALLOW_ENV, AutorunClass};
+    match why {
+        WriteProtection::InstallLocation => WriteRefusal::InstallLocation { path },
+        WriteProtection::StartupLinkTarget { link } => WriteRefusal::StartupLinkTarget {
+            path,
+            link,
+            class: AutorunClass::StartupLinks.name(),
+            env: ALLOW_ENV,
+        },
     }
 }
 

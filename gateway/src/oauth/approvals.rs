@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use rand::RngExt;
 
-pub use super::limiter::REQUEST_TTL;
+pub use super::request_id::REQUEST_TTL;
 /// How long an approval code stays usable.
 pub const APPROVAL_CODE_TTL: Duration = Duration::from_secs(10 * 60);
 /// Approval codes alive at once (issuing another retires the oldest).

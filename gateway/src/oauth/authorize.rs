@@ -443,8 +443,8 @@ fn approve(
             );
         }
         ApprovalCheck::Rejected { attempts_left } => {
-            static WRONG: super::limiter::ThrottledWarning =
-                super::limiter::ThrottledWarning::new(std::time::Duration::from_secs(10));
+            static WRONG: super::throttled_warning::ThrottledWarning =
+                super::throttled_warning::ThrottledWarning::new(std::time::Duration::from_secs(10));
             if let Some(left_out) = WRONG.admit(now) {
                 tracing::warn!(client_id = %request.client_id, left_out, "oauth: wrong approval code");
             }
@@ -455,8 +455,8 @@ fn approve(
             ));
         }
         ApprovalCheck::Locked => {
-            static VOID: super::limiter::ThrottledWarning =
-                super::limiter::ThrottledWarning::new(std::time::Duration::from_secs(10));
+            static VOID: super::throttled_warning::ThrottledWarning =
+                super::throttled_warning::ThrottledWarning::new(std::time::Duration::from_secs(10));
             if let Some(left_out) = VOID.admit(now) {
                 tracing::warn!(client_id = %request.client_id, left_out, "oauth: too many wrong approval codes; the consent page is void");
             }

@@ -9,8 +9,18 @@
 //! `request_id` (the signed consent requests the page carries instead of memory), `sealed` (the
 //! MAC'd encoding both kinds of id share), `token` (code exchange and refresh rotation), `store`
 //! (SQLite rows, hashes only), `approvals` (the owner's approval codes, each naming one page),
-//! `credentials` (token prefixes, PKCE), `limiter` (the consent window, throttled warnings),
-//! `admin` (the owner-only Unix socket).
+//! `credentials` (token prefixes, PKCE), `throttled_warning` (warnings strangers can trigger,
+//! logged once a period), `admin` (the owner-only Unix socket).
+//!
+//! How much of the surface strangers may take: nothing shared. Behind a tunnel every client is
+//! 127.0.0.1, so nothing could be limited per address anyway. Registration stores nothing
+//! (`registration`, signed client ids) and neither does opening a consent page (`request_id`,
+//! signed request ids; issue 24 item 1): there is no shared resource to protect, so neither is
+//! limited, and any shared bucket in front of them would be one a stranger drains to keep ChatGPT
+//! out. A bucket per client id would not help either: ids are free to mint, and a stranger who
+//! learned ChatGPT's id could keep ChatGPT's pages refused. Each request's cost is bounded like
+//! any HTTP request's (body size and time, a few URL parses, a database read, two HMACs). What
+//! remains in memory (`approvals`) grows only with the owner's `gatewayctl oauth approve` calls.
 
 pub mod admin;
 mod approvals;
@@ -19,13 +29,13 @@ pub mod client_id;
 mod consent;
 mod credentials;
 mod error;
-pub mod limiter;
 pub mod metadata;
 mod registration;
 pub mod request_id;
 pub mod revoked;
 mod sealed;
 pub mod store;
+mod throttled_warning;
 mod token;
 
 #[cfg(test)]

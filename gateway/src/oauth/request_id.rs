@@ -11,11 +11,16 @@
 //! key with its own label, so only this gateway can compute it, and it is in the form and in the
 //! page's `SameSite=Strict` cookie like before.
 
+use std::time::Duration;
+
 use base64::Engine;
 use rand::RngExt;
 use serde::{Deserialize, Serialize};
 
 use super::sealed::{SealError, Sealer, keyed_mac};
+
+/// How long a consent page stays usable: its request id expires this long after its issue time.
+pub const REQUEST_TTL: Duration = Duration::from_secs(10 * 60);
 
 /// Prefix of every request id.
 pub const PREFIX: &str = "ngr_";
@@ -159,7 +164,7 @@ impl RequestIds {
         }
         let request: ConsentRequest =
             serde_json::from_slice(&payload).map_err(|_| RequestIdError::Malformed)?;
-        let ttl = i64::try_from(super::limiter::REQUEST_TTL.as_millis()).unwrap_or(i64::MAX);
+        let ttl = i64::try_from(REQUEST_TTL.as_millis()).unwrap_or(i64::MAX);
         if now_ms >= request.issued_at_ms.saturating_add(ttl) {
             return Err(RequestIdError::Expired);
         }

@@ -462,6 +462,75 @@ async fn direct_write_never_reaches_code_that_runs_later() {
     chat.stop(&sid, &lease, "dw-c-stop", None).await.unwrap();
 }
 
+/// Red team 26 B5 and 27 B2: a link the owner made in a start-up place of the home into a project
+/// (an autostart entry; a dangling one naming a file a build makes) makes its target the auto-run
+/// class `startup_links`: a Write is refused naming the link and what to do, nothing is
+/// written, and the owner's opt-in for the class opens exactly those targets.
+#[tokio::test(flavor = "multi_thread")]
+async fn targets_of_links_in_start_up_places_are_refused_naming_the_link() {
+    use std::os::unix::fs::symlink;
+    let tree = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tree.path()).unwrap();
+    let (home, project) = (root.join("home"), root.join("project"));
+    let autostart = home.join(".config/autostart");
+    std::fs::create_dir_all(&autostart).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("a.desktop"), "[Desktop Entry]\n").unwrap();
+    symlink(project.join("a.desktop"), autostart.join("a.desktop")).unwrap();
+    symlink(
+        project.join("build/gen.desktop"),
+        autostart.join("gen.desktop"),
+    )
+    .unwrap();
+    let write = |rel: &str| {
+        json!({"name": "Write", "arguments": {
+            "file_path": project.join(rel).to_string_lossy(), "content": "Exec=sh\n"}})
+    };
+    for allowed in ["", "startup_links"] {
+        let gw = GatewayProcess::builder(GATEWAY)
+            .env("CLAUDE_BIN", tests::claude_bin())
+            .env("HOME", &home)
+            .env("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES", allowed)
+            .state_dir(root.join(format!("state{}", allowed.len())))
+            .spawn()
+            .await
+            .expect("gateway starts");
+        let chat = chatgpt(&gw).await;
+        let key = format!("sl{}", allowed.len());
+        let v = crate::writes::start_profile(&chat, &project, "direct_write", &key).await;
+        let calls = json!([
+            write("a.desktop"),
+            write("build/gen.desktop"),
+            write("plain.txt")
+        ]);
+        let next = crate::writes::reply_calls(&chat, &v, &format!("{key}-r"), calls).await;
+        let got = next["pending_turn"]["tool_results"].as_array().unwrap();
+        assert_eq!(got.len(), 3, "{next}");
+        assert_eq!(got[2]["status"], "ok", "{next}");
+        for (result, link) in got.iter().zip(["a.desktop", "gen.desktop"]) {
+            let output = result["output"].as_str().unwrap_or_default();
+            if !allowed.is_empty() {
+                assert_eq!(result["status"], "ok", "{link}: {result}");
+                continue;
+            }
+            assert_eq!(result["status"], "error", "{link}: {result}");
+            assert!(output.starts_with("not_permitted"), "{output}");
+            let named =
+                format!("is the target of ~/.config/autostart/{link}, a link in a start-up");
+            assert!(output.contains(&named), "{output}");
+            assert!(output.contains("remove the link"), "{output}");
+            let opt_in = "CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links";
+            assert!(output.contains(opt_in), "{output}");
+        }
+        let written = std::fs::read_to_string(project.join("a.desktop")).unwrap();
+        assert_eq!(written == "Exec=sh\n", !allowed.is_empty(), "{written}");
+        assert_eq!(project.join("build").exists(), !allowed.is_empty());
+        chat.stop(&session_id(&v), &lease_id(&v), &format!("{key}-s"), None)
+            .await
+            .unwrap();
+    }
+}
+
 /// Another gateway of the same account on this host (red-team F3): its state dir — token, server
 /// key, database, transcripts — is as protected as this gateway's own, for the read tools and
 /// for commands, because every gateway lists its state dir in the account's registry.

@@ -13,8 +13,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::protected::ProtectedSet;
 use crate::protected::instances::{
-    RegistrySources, read_registry, registry_files, registry_sources,
+    RegistrySources, read_registries, registry_files, registry_sources,
 };
 
 /// The registries a policy watches and the state dirs they added since it was built.
@@ -39,33 +40,24 @@ struct Seen {
     folded: Vec<Vec<Vec<u8>>>,
 }
 
-/// Digests of the registry files `files` (`None`: none that can be trusted to read, see
-/// [`read_registry`]).
-fn read_registries(files: &[PathBuf]) -> Vec<(PathBuf, Option<[u8; 32]>)> {
-    use sha2::Digest;
-    files
-        .iter()
-        .map(|path| {
-            let digest = read_registry(path).map(|(text, _)| sha2::Sha256::digest(text).into());
-            (path.clone(), digest)
-        })
-        .collect()
-}
-
 impl LateInstances {
-    /// Record the registries under `homes` as they are now: call before the policy reads them,
-    /// so that a registration in between shows as a change at the first refresh.
-    pub(super) fn new(homes: Vec<PathBuf>, state_dir: PathBuf, insensitive: bool) -> Self {
-        let late = Self {
-            homes,
+    /// Start from the registries as `set` read them (the policy's own entries): a registration
+    /// after that read shows as a change at the first refresh.
+    pub(super) fn new(set: &ProtectedSet, state_dir: PathBuf, insensitive: bool) -> Self {
+        let seen = Seen {
+            texts: set.registries.digests.clone(),
+            ..Seen::default()
+        };
+        Self {
+            homes: set.homes.clone(),
             state_dir,
             insensitive,
-            seen: RwLock::default(),
-            files: Mutex::default(),
-        };
-        let texts = read_registries(&late.registry_files());
-        late.seen.write().unwrap_or_else(|e| e.into_inner()).texts = texts;
-        late
+            seen: RwLock::new(seen),
+            files: Mutex::new(Some((
+                set.registry_sources.clone(),
+                Arc::new(set.registry_files.clone()),
+            ))),
+        }
     }
 
     /// The registry files to watch now (a per-account one may appear later): derived again when
@@ -85,11 +77,12 @@ impl LateInstances {
 
     /// Re-read the registries; when they changed, protect what they list now too.
     pub(super) fn refresh(&self) {
-        let texts = read_registries(&self.registry_files());
-        if self.seen.read().unwrap_or_else(|e| e.into_inner()).texts == texts {
+        let read = read_registries(&self.registry_files(), &self.state_dir);
+        if self.seen.read().unwrap_or_else(|e| e.into_inner()).texts == read.digests {
             return;
         }
-        let listed = crate::protected::other_gateway_paths(&self.homes, &self.state_dir);
+        // What the registries list in the read just compared, not in another one.
+        let listed = crate::protected::other_gateway_entries(&read.state_dirs);
         let mut seen = self.seen.write().unwrap_or_else(|e| e.into_inner());
         let mut paths: Vec<PathBuf> = seen.paths.as_ref().clone();
         // As listed, never followed (red team 26 B2: a symlink another account swapped in for
@@ -102,7 +95,7 @@ impl LateInstances {
             .map(|p| super::folded_components(p, self.insensitive))
             .collect();
         seen.paths = Arc::new(paths);
-        seen.texts = texts;
+        seen.texts = read.digests;
     }
 
     /// Whether a path (folded components) is in one of the late entries.

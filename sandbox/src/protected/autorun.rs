@@ -42,10 +42,13 @@ pub enum AutorunClass {
     /// Installed JavaScript packages and yarn's own files (`node_modules/`, `.yarn/`, the PnP
     /// loader): code that tools, test runners and editor extensions load, not the project's.
     InstalledPackages,
+    /// Targets of the owner's links inside a home's start-up directories
+    /// ([`startup_links`]): they run at login or shell start like the link's place.
+    StartupLinks,
 }
 
 impl AutorunClass {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::AgentConfig,
         Self::EditorConfig,
         Self::DirectoryHooks,
@@ -55,6 +58,7 @@ impl AutorunClass {
         Self::ToolchainConfig,
         Self::VcsConfig,
         Self::InstalledPackages,
+        Self::StartupLinks,
     ];
 
     /// The class's name in messages and in [`ALLOW_ENV`].
@@ -69,6 +73,7 @@ impl AutorunClass {
             Self::ToolchainConfig => "toolchain_config",
             Self::VcsConfig => "vcs_config",
             Self::InstalledPackages => "installed_packages",
+            Self::StartupLinks => "startup_links",
         }
     }
 
@@ -148,6 +153,12 @@ impl AutorunClass {
                 "installed JavaScript packages: everything below node_modules/ and .yarn/ \
                  (releases, plugins, patches, the zero-install cache, editor SDKs), yarn's \
                  .pnp.cjs and .pnp.loader.mjs"
+            }
+            Self::StartupLinks => {
+                "targets of symlinks inside a home's start-up directories (~/.config/autostart/, \
+                 ~/.config/systemd/, ~/.local/bin/, ~/.config/fish/...), where the link's \
+                 owner owns the target, also one that does not exist yet: they run at login or \
+                 shell start as if they were in the directory"
             }
         }
     }
@@ -579,6 +590,7 @@ pub mod package_json;
 pub mod package_yaml;
 pub mod repository;
 mod shell_command;
+pub mod startup_links;
 pub mod strict_hooks;
 pub mod symlinks;
 

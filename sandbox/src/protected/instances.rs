@@ -41,10 +41,17 @@ fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
+/// `/etc/passwd`'s text: the one place it is read, so that one derivation of the protected set
+/// reads it once (counted in tests: [`reads`]).
+pub(crate) fn passwd_text() -> Option<String> {
+    #[cfg(test)]
+    reads::record(Path::new("/etc/passwd"));
+    std::fs::read_to_string("/etc/passwd").ok()
+}
+
 /// The home `/etc/passwd` gives this process's uid, when it is a directory.
 fn account_home() -> Option<PathBuf> {
-    std::fs::read_to_string("/etc/passwd")
-        .ok()
+    passwd_text()
         .and_then(|passwd| passwd_home(&passwd, euid()))
         .filter(|home| home.is_dir())
 }
@@ -63,8 +70,12 @@ fn passwd_home(passwd: &str, uid: u32) -> Option<PathBuf> {
 /// `/etc/passwd` names (whatever its depth: `/srv1` too), and every per-account registry in
 /// the system temp dir. Whether each exists or is readable is the reader's business.
 pub fn registry_files(homes: &[PathBuf]) -> Vec<PathBuf> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok();
-    registry_files_in(homes, passwd.as_deref(), Path::new(FALLBACK_PARENT))
+    registry_files_with(homes, passwd_text().as_deref())
+}
+
+/// [`registry_files`] with `/etc/passwd`'s text given (read once by the caller for its homes).
+pub(crate) fn registry_files_with(homes: &[PathBuf], passwd: Option<&str>) -> Vec<PathBuf> {
+    registry_files_in(homes, passwd, Path::new(FALLBACK_PARENT))
 }
 
 /// What [`registry_files`] derives its list from — `/etc/passwd` and the per-account registries'
@@ -239,6 +250,8 @@ const MAX_REGISTRY_BYTES: u64 = MAX_ENTRIES as u64 * 256;
 /// account pointing into another's files). Never blocks.
 pub fn read_registry(path: &Path) -> Option<(String, u32)> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    #[cfg(test)]
+    reads::record(path);
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -275,31 +288,66 @@ fn parse(text: &str) -> Vec<PathBuf> {
 /// Every state dir listed in the registries ([`registry_files`] of `homes`) that this process
 /// can read, other than `own_state_dir`: other gateways' private state.
 pub fn other_state_dirs(homes: &[PathBuf], own_state_dir: &Path) -> Vec<PathBuf> {
-    listed_in(&registry_files(homes), own_state_dir)
+    read_registries(&registry_files(homes), own_state_dir).state_dirs
 }
 
-/// The state dirs the registry files `registries` list, other than `own_state_dir`.
-fn listed_in(registries: &[PathBuf], own_state_dir: &Path) -> Vec<PathBuf> {
-    let own = std::fs::canonicalize(own_state_dir).unwrap_or_else(|_| own_state_dir.to_path_buf());
+/// One read of a list of registry files: what each held and the state dirs they list, both
+/// from that same read (a caller comparing the digests later acts on what it compared).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegistryRead {
+    /// Each registry file and a digest of its text (`None`: absent, or not to be trusted, see
+    /// [`read_registry`]); the texts themselves are not kept (red team 26 B3).
+    pub digests: Vec<(PathBuf, Option<[u8; 32]>)>,
+    /// The state dirs they list, other than the reader's own.
+    pub state_dirs: Vec<PathBuf>,
+}
+
+/// Read each of `registries` once (see [`read_registry`]): its digest, and the state dirs it
+/// lists other than `own_state_dir`.
+pub fn read_registries(registries: &[PathBuf], own_state_dir: &Path) -> RegistryRead {
+    use sha2::Digest;
     use std::os::unix::fs::MetadataExt;
-    let mut out = Vec::new();
+    let own = std::fs::canonicalize(own_state_dir).unwrap_or_else(|_| own_state_dir.to_path_buf());
+    let mut read = RegistryRead::default();
     for registry in registries {
+        let Some((text, owner)) = read_registry(registry) else {
+            read.digests.push((registry.clone(), None));
+            continue;
+        };
+        read.digests
+            .push((registry.clone(), Some(sha2::Sha256::digest(&text).into())));
         // A registry speaks only for its own account's directories (red team 24 B6: any account
         // can make a registry in /tmp, and a listed path is refused to every session): an entry
         // counts when the directory exists and belongs to the registry's owner, as a gateway's
         // state dir does. One naming someone else's directory could only block, never protect.
-        let Some((text, owner)) = read_registry(registry) else {
-            continue;
-        };
-        out.extend(parse(&text).into_iter().filter(|p| {
+        read.state_dirs.extend(parse(&text).into_iter().filter(|p| {
             *p != own
                 && p != own_state_dir
                 && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == owner)
         }));
     }
-    out.sort();
-    out.dedup();
-    out
+    read.state_dirs.sort();
+    read.state_dirs.dedup();
+    read
+}
+
+/// What this thread read of the files a derivation reads once (`/etc/passwd`, each registry),
+/// in order: tests count them.
+#[cfg(test)]
+pub(crate) mod reads {
+    use std::cell::RefCell;
+    use std::path::{Path, PathBuf};
+
+    thread_local!(static READS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) });
+
+    pub(crate) fn record(path: &Path) {
+        READS.with(|r| r.borrow_mut().push(path.to_path_buf()));
+    }
+
+    /// What was read since the last call.
+    pub(crate) fn take() -> Vec<PathBuf> {
+        READS.with(|r| std::mem::take(&mut *r.borrow_mut()))
+    }
 }
 
 #[cfg(test)]

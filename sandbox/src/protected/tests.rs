@@ -83,6 +83,56 @@ fn every_catalogue_entry_is_refused_by_read_and_masked_for_commands() {
     assert!(policy.is_protected(&command_runtime_area(&state).join("abc/x")));
 }
 
+/// One derivation of the set reads `/etc/passwd` once and each registry once, for the masks and
+/// for the read policy alike (both derived other gateways' entries a second time, and the
+/// registries' list a third); a refresh after a registration reads each registry once too.
+#[test]
+fn a_derivation_reads_passwd_and_each_registry_once() {
+    use instances::reads;
+    let (_dir, root) = tmp();
+    let (home, own, theirs, later) = (
+        root.join("home"),
+        root.join("own"),
+        root.join("theirs"),
+        root.join("later"),
+    );
+    let registry = instances::registry_path(&home);
+    for dir in [
+        &own,
+        &theirs,
+        &later,
+        &registry.parent().unwrap().to_path_buf(),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(&registry, format!("{}\n", theirs.display())).unwrap();
+    let passwd = Path::new("/etc/passwd");
+    let once = |what: &str, reads: Vec<PathBuf>, passwd_reads: std::ops::RangeInclusive<usize>| {
+        let count = |path: &Path| reads.iter().filter(|r| *r == path).count();
+        assert!(passwd_reads.contains(&count(passwd)), "{what}: {reads:?}");
+        assert_eq!(count(&registry), 1, "{what}: {reads:?}");
+        for read in &reads {
+            assert!(
+                read == passwd || count(read) == 1,
+                "{what}: {read:?} in {reads:?}"
+            );
+        }
+    };
+    reads::take();
+    let masks = crate::masked_paths(&home, &own, &[]);
+    assert!(masks.contains(&theirs), "{masks:?}");
+    once("masks", reads::take(), 1..=1);
+    let policy = PathPolicy::new(home.clone(), own.clone(), vec![]);
+    assert!(policy.is_protected(&theirs.join("token")));
+    once("read policy", reads::take(), 1..=1);
+    let text = format!("{}\n{}\n", theirs.display(), later.display());
+    std::fs::write(&registry, text).unwrap();
+    policy.refresh_instances();
+    assert!(policy.is_protected(&later.join("token")));
+    // `/etc/passwd` again only if another test changed `/tmp` meanwhile (the list is re-derived).
+    once("refresh", reads::take(), 0..=1);
+}
+
 #[test]
 fn host_keys_are_a_pattern_for_read_and_files_for_the_masks() {
     assert!(is_host_key_name(b"ssh_host_ed25519_key"));
@@ -276,7 +326,10 @@ fn start_up_files_of_the_owner_are_never_written_but_stay_readable() {
         ".local/bin",
         ".gitconfig",
     ] {
-        assert!(got.contains(&home.join(wanted)), "{wanted} not in {got:?}");
+        assert!(
+            got.paths.contains(&home.join(wanted)),
+            "{wanted} not in {got:?}"
+        );
     }
     let policy = PathPolicy::new(home.clone(), tmp.join("state"), vec![]).with_write_protected(got);
     assert!(policy.is_write_protected(&home.join(".bashrc")));
@@ -332,11 +385,12 @@ fn other_accounts_homes_come_from_passwd_without_the_owner() {
     assert!(!other_homes(Path::new("/root")).contains(&PathBuf::from("/root")));
     // Their credential stores join the set the read policy and the masks use.
     if homes.contains(&PathBuf::from("/root")) {
-        let set = protected_paths(
+        let set = protected_set(
             Path::new("/nonexistent-owner"),
             Path::new("/nonexistent-state"),
             &[],
-        );
+        )
+        .paths;
         assert!(set.contains(&PathBuf::from("/root/.ssh")), "{set:?}");
     }
 }
@@ -420,16 +474,51 @@ fn the_targets_of_links_in_start_up_places_are_never_written() {
         &home,
     );
     let policy = PathPolicy::new(home.clone(), tmp.join("state"), vec![]).with_write_protected(got);
-    assert!(policy.is_write_protected(&project.join("build/gen.desktop")));
-    assert!(policy.is_write_protected(&project.join("zshenv")));
+    // Targets of links inside start-up directories: their own auto-run class, naming the link.
+    use crate::path_policy::WriteProtection::{InstallLocation, StartupLinkTarget};
+    let link = |name: &str| StartupLinkTarget {
+        link: format!("~/{name}"),
+    };
+    let targets = [
+        ("build/gen.desktop", link(".config/autostart/gen.desktop")),
+        ("build/gen.desktop/x", link(".config/autostart/gen.desktop")),
+        ("x.service", link(".config/systemd/user/x.service")),
+        ("a.desktop", link(".config/autostart/a.desktop")),
+    ];
+    for (target, why) in &targets {
+        assert_eq!(
+            policy.write_protection(&project.join(target)),
+            Some(why.clone())
+        );
+    }
+    // By identity too: the existing target under another name (a hard link's object).
+    let st = std::fs::metadata(project.join("a.desktop")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let by_identity = policy.write_protection_identity(st.dev(), st.ino());
+    assert_eq!(by_identity, Some(link(".config/autostart/a.desktop")));
+    // A start-up file that is itself a link is the start-up file: its target stays in that class.
+    assert_eq!(
+        policy.write_protection(&project.join("zshenv")),
+        Some(InstallLocation)
+    );
     assert!(policy.is_write_protected(&home.join(".bash_aliases")));
     assert!(policy.is_write_protected(&home.join(".config/user-tmpfiles.d/x.conf")));
-    assert!(policy.is_write_protected(&project.join("x.service")));
-    assert!(policy.is_write_protected(&project.join("a.desktop")));
     assert!(!policy.is_write_protected(&project.join("ordinary.rs")));
     assert_eq!(
         policy.is_write_protected(&project.join("theirs.txt")),
         !root,
         "a link of another account protects nothing of this one's"
     );
+    // The owner's opt-in for the class opens the links' targets, and nothing else.
+    let allowed = crate::protected::autorun::AutorunAllowed::parse("startup_links");
+    let policy = policy.with_autorun_allowed(allowed.unwrap());
+    for (target, _) in &targets {
+        assert_eq!(policy.write_protection(&project.join(target)), None);
+    }
+    assert_eq!(policy.write_protection_identity(st.dev(), st.ino()), None);
+    assert_eq!(
+        policy.write_protection(&project.join("zshenv")),
+        Some(InstallLocation)
+    );
+    assert!(policy.is_write_protected(&home.join(".config/autostart/a.desktop")));
 }

@@ -51,7 +51,7 @@ pub(super) fn checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
         .collect();
     // The whole set also holds the catalogue under other accounts' homes, other gateways' state
     // dirs and registries, and mount-table aliases: shown as one total, not taken apart.
-    let all = protected::protected_paths(home, state_dir, &extra);
+    let all = protected::protected_set(home, state_dir, &extra).paths;
     checks.push(ok(
         "protected: gateway",
         format!(

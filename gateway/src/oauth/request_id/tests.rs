@@ -28,7 +28,7 @@ fn an_issued_request_verifies_until_it_expires() {
     let id = ids.issue(&wanted);
     assert!(id.starts_with(PREFIX));
     assert_eq!(ids.verify(&id, NOW).unwrap(), wanted);
-    let ttl = i64::try_from(crate::oauth::limiter::REQUEST_TTL.as_millis()).unwrap();
+    let ttl = i64::try_from(crate::oauth::request_id::REQUEST_TTL.as_millis()).unwrap();
     assert_eq!(ids.verify(&id, NOW + ttl - 1).unwrap(), wanted);
     assert_eq!(ids.verify(&id, NOW + ttl), Err(RequestIdError::Expired));
     // Two pages of the same request: different ids, page codes and CSRF tokens.

@@ -47,7 +47,10 @@ fn an_account_without_a_usable_home_registers_in_its_own_temp_dir() {
     // Every reader finds it, whatever its home list.
     let files = registry_files_in(&[], None, tmp.path());
     assert_eq!(files, vec![fallback.clone()]);
-    assert_eq!(listed_in(&files, Path::new("/elsewhere")), vec![canonical]);
+    assert_eq!(
+        read_registries(&files, Path::new("/elsewhere")).state_dirs,
+        vec![canonical]
+    );
     // Held by another account, or open to others, or a symlink: refused, never used.
     use std::os::unix::fs::PermissionsExt;
     let squatted = tmp.path().join(format!("{FALLBACK_PREFIX}4343"));
@@ -127,8 +130,14 @@ fn registration_keeps_live_dirs_once_and_others_see_them() {
     register_at(&registry_path(home.path()), a.path()).unwrap();
     let registries = vec![registry_path(home.path())];
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap();
-    assert_eq!(listed_in(&registries, a.path()), vec![canonical(b.path())]);
-    assert_eq!(listed_in(&registries, b.path()), vec![canonical(a.path())]);
+    assert_eq!(
+        read_registries(&registries, a.path()).state_dirs,
+        vec![canonical(b.path())]
+    );
+    assert_eq!(
+        read_registries(&registries, b.path()).state_dirs,
+        vec![canonical(a.path())]
+    );
     // A gone dir is dropped at the next registration; garbage lines are ignored.
     let gone = canonical(b.path());
     drop(b);
@@ -167,14 +176,17 @@ fn a_registry_speaks_only_for_its_owners_directories() {
     let mut text = std::fs::read_to_string(&registry).unwrap();
     text.push_str(&format!("{}\n/no/such/dir\n", foreign.display()));
     std::fs::write(&registry, text).unwrap();
-    let listed = listed_in(std::slice::from_ref(&registry), own.path());
+    let listed = read_registries(std::slice::from_ref(&registry), own.path()).state_dirs;
     assert_eq!(listed, vec![std::fs::canonicalize(theirs.path()).unwrap()]);
     if euid() == 0 {
         // The same registry (and its dir) owned by that other account: only its directory
         // counts.
         std::os::unix::fs::chown(&registry, Some(4747), None).unwrap();
         std::os::unix::fs::chown(registry.parent().unwrap(), Some(4747), None).unwrap();
-        assert_eq!(listed_in(&[registry], own.path()), vec![foreign]);
+        assert_eq!(
+            read_registries(&[registry], own.path()).state_dirs,
+            vec![foreign]
+        );
     }
 }
 
@@ -191,7 +203,7 @@ fn only_a_plain_file_of_its_directorys_owner_is_read_as_a_registry() {
     register_at(&registry, theirs.path()).unwrap();
     let listed = vec![std::fs::canonicalize(theirs.path()).unwrap()];
     assert_eq!(
-        listed_in(std::slice::from_ref(&registry), own.path()),
+        read_registries(std::slice::from_ref(&registry), own.path()).state_dirs,
         listed
     );
     let elsewhere = tempfile::tempdir().unwrap();
@@ -202,7 +214,11 @@ fn only_a_plain_file_of_its_directorys_owner_is_read_as_a_registry() {
         make(&registry);
         let started = std::time::Instant::now();
         assert_eq!(read_registry(&registry), None);
-        assert!(listed_in(std::slice::from_ref(&registry), own.path()).is_empty());
+        assert!(
+            read_registries(std::slice::from_ref(&registry), own.path())
+                .state_dirs
+                .is_empty()
+        );
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
     };
     replace(&|p| {

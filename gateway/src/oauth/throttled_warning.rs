@@ -1,21 +1,9 @@
-//! How much of the OAuth surface strangers may take: nothing shared. Behind a tunnel every client
-//! is 127.0.0.1, so nothing could be limited per address anyway.
-//!
-//! Registration stores nothing (`registration.rs`, signed client ids) and neither does opening a
-//! consent page (`request_id.rs`, signed request ids; issue 24 item 1): there is no shared
-//! resource to protect, so neither is limited, and any shared bucket in front of them would be
-//! one a stranger drains to keep ChatGPT out. A bucket per client id would not help either: ids
-//! are free to mint, and a stranger who learned ChatGPT's id could keep ChatGPT's pages refused.
-//! Each request's cost is bounded like any HTTP request's (body size and time, a few URL parses,
-//! a database read, two HMACs). What remains in memory (`approvals.rs`) grows only with the
-//! owner's `gatewayctl oauth approve` calls. This module keeps the consent window and the
-//! throttle of warnings strangers can trigger.
+//! Warnings strangers can trigger at will (a refused consent page, a wrong approval code),
+//! logged at most once a period with the count left out, so a flood cannot fill the log. The
+//! rest of the OAuth surface's answer to floods is to keep nothing shared (see `oauth/mod.rs`).
 
 use std::sync::Mutex;
 use std::time::Duration;
-
-/// How long a consent page stays usable.
-pub const REQUEST_TTL: Duration = Duration::from_secs(10 * 60);
 
 /// A warning strangers can trigger at will (a refused page, a wrong approval code): logged at
 /// most once per period with the number left out since, so a flood cannot fill the log, which
