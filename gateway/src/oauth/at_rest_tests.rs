@@ -59,28 +59,40 @@ fn code_row(expires_at_ms: i64) -> CodeRow {
     }
 }
 
-/// A grant of `client_a`: its (access, refresh) tokens and its id.
-fn grant(store: &OAuthStore, dir: &Path, code: &str) -> (String, String, String) {
-    grant_at(store, dir, code, 1_000)
+/// A grant of `client_a`: its tokens, its id and the code that made it.
+struct Grant {
+    access: String,
+    refresh: String,
+    id: String,
+    code: String,
+}
+
+fn grant(store: &OAuthStore, dir: &Path) -> Grant {
+    grant_at(store, dir, 1_000)
 }
 
 /// The same, issued at `at_ms`.
-fn grant_at(store: &OAuthStore, dir: &Path, code: &str, at_ms: i64) -> (String, String, String) {
+fn grant_at(store: &OAuthStore, dir: &Path, at_ms: i64) -> Grant {
     let client = client_a();
     let row = code_row(at_ms + 60_000);
-    store.approve(&client, code, &row).unwrap();
+    let code = store.approve(&client, &row).unwrap();
     let tokens = store
-        .exchange_code(code, REDIRECT, VERIFIER, &request(at_ms))
+        .exchange_code(&code, REDIRECT, VERIFIER, &request(at_ms))
         .unwrap();
     let conn = rusqlite::Connection::open(dir.join(crate::state::DATABASE_FILE)).unwrap();
-    let grant_id: String = conn
+    let id: String = conn
         .query_row(
             "SELECT grant_id FROM oauth_grants ORDER BY created_at_ms DESC, rowid DESC LIMIT 1",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    (tokens.access_token, tokens.refresh_token, grant_id)
+    Grant {
+        access: tokens.access_token,
+        refresh: tokens.refresh_token,
+        id,
+        code,
+    }
 }
 
 fn chained_revocations(dir: &Path) -> i64 {
@@ -101,7 +113,12 @@ const UNREVOKE: &str = "UPDATE oauth_grants SET revoked_at_ms = NULL, revoked_re
 fn a_grant_the_owner_revoked_stays_revoked_when_its_column_is_reset_at_rest() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let (access, refresh, grant_id) = grant(&store, dir.path(), "c1");
+    let Grant {
+        access,
+        refresh,
+        id: grant_id,
+        ..
+    } = grant(&store, dir.path());
     assert_eq!(
         store.revoke(&grant_id, None, 2_000).unwrap(),
         Some(RevokedKind::Grant)
@@ -120,7 +137,7 @@ fn a_grant_the_owner_revoked_stays_revoked_when_its_column_is_reset_at_rest() {
 fn a_grant_revoked_by_refresh_token_reuse_stays_revoked_after_an_edit_at_rest() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let (_, first, _) = grant(&store, dir.path(), "c2");
+    let Grant { refresh: first, .. } = grant(&store, dir.path());
     let second = store.refresh(&first, &request(2_000)).unwrap();
     assert!(store.refresh(&first, &request(2_500)).is_err());
     drop(store);
@@ -139,7 +156,9 @@ fn a_grant_revoked_by_refresh_token_reuse_stays_revoked_after_an_edit_at_rest() 
 fn a_revoked_client_stays_revoked_when_its_row_is_reset_at_rest() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let (access, refresh, _) = grant(&store, dir.path(), "c3");
+    let Grant {
+        access, refresh, ..
+    } = grant(&store, dir.path());
     let revoked = store.revoke("client_a", None, 2_000).unwrap();
     assert_eq!(revoked, Some(RevokedKind::Client));
     drop(store);
@@ -158,7 +177,9 @@ fn a_revoked_client_stays_revoked_when_its_row_is_reset_at_rest() {
 fn an_expiry_pushed_later_at_rest_does_not_revive_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let (access, refresh, _) = grant(&store, dir.path(), "c4");
+    let Grant {
+        access, refresh, ..
+    } = grant(&store, dir.path());
     drop(store);
     edit_at_rest(
         dir.path(),
@@ -187,8 +208,12 @@ fn an_expiry_pushed_later_at_rest_does_not_revive_a_token() {
 fn revocations_found_only_in_the_columns_are_chained_at_the_next_open() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let (_, refresh, grant_id) = grant(&store, dir.path(), "c5");
-    let (_, kept, _) = grant(&store, dir.path(), "c6");
+    let Grant {
+        refresh,
+        id: grant_id,
+        ..
+    } = grant(&store, dir.path());
+    let Grant { refresh: kept, .. } = grant(&store, dir.path());
     drop(store);
     // As a gateway of before this build (or schema 6's upgrade) revoked: the column only.
     edit_at_rest(
@@ -212,7 +237,7 @@ fn a_spent_refresh_token_made_unspent_at_rest_is_a_reuse_after_the_restart() {
     let store = open(dir.path());
     // Real times: spent tokens are loaded until their own expiry.
     let now = common::time::now_unix_ms();
-    let (_, first, _) = grant_at(&store, dir.path(), "c7", now);
+    let Grant { refresh: first, .. } = grant_at(&store, dir.path(), now);
     let second = store.refresh(&first, &request(now)).unwrap();
     drop(store);
     edit_at_rest(dir.path(), UNREVOKE);
@@ -235,11 +260,14 @@ fn a_spent_refresh_token_made_unspent_at_rest_is_a_reuse_after_the_restart() {
 fn an_authorization_code_expires_when_it_says_whatever_its_column_says() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let code = super::store::with_expiry(super::credentials::CODE_KIND, 60_000);
-    let client = client_a();
+    let code = store.approve(&client_a(), &code_row(60_000)).unwrap();
+    drop(store);
     // As a database writer pushed it.
-    let row = code_row(9_000_000_000_000);
-    store.approve(&client, &code, &row).unwrap();
+    edit_at_rest(
+        dir.path(),
+        "UPDATE oauth_codes SET expires_at_ms = 9000000000000;",
+    );
+    let store = open(dir.path());
     let err = store
         .exchange_code(&code, REDIRECT, VERIFIER, &request(60_000))
         .unwrap_err();
@@ -252,17 +280,82 @@ fn an_authorization_code_expires_when_it_says_whatever_its_column_says() {
     );
 }
 
+/// Red team 28 B6: a code's PKCE challenge (or redirect URI, client, resource, scope) edited at
+/// rest let whoever knew the new verifier exchange an intercepted code. The code carries a
+/// digest of its request under its keyed hash.
+#[test]
+fn an_authorization_code_whose_request_was_edited_at_rest_is_refused() {
+    // The attacker's verifier and its S256 challenge.
+    let verifier = "attacker-verifier-0123456789-0123456789-0123456789";
+    let challenge = {
+        use base64::Engine;
+        use sha2::Digest;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(sha2::Sha256::digest(verifier.as_bytes()))
+    };
+    assert!(super::credentials::pkce_matches(verifier, &challenge));
+    for (column, value, presented) in [
+        ("code_challenge", challenge.as_str(), verifier),
+        ("redirect_uri", "https://evil.example/cb", VERIFIER),
+        ("resource", "https://evil.example/mcp", VERIFIER),
+        ("scope", "admin", VERIFIER),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let code = store.approve(&client_a(), &code_row(60_000)).unwrap();
+        drop(store);
+        edit_at_rest(
+            dir.path(),
+            &format!("UPDATE oauth_codes SET {column} = '{value}';"),
+        );
+        let store = open(dir.path());
+        let redirect = if column == "redirect_uri" {
+            value
+        } else {
+            REDIRECT
+        };
+        let err = store
+            .exchange_code(&code, redirect, presented, &request(1_000))
+            .unwrap_err();
+        assert_eq!(err.error, "invalid_grant", "{column}");
+        assert!(
+            err.description
+                .contains("does not match the request it was issued for"),
+            "{column}: {}",
+            err.description
+        );
+    }
+}
+
+/// Red team 28 B5: a refresh token minted before tokens named their grant was trusted to the
+/// grant its row names, an unsealed column: a revoked grant came back through a copy of its
+/// row. Such a token is refused; the client authorizes again.
+#[test]
+fn a_refresh_token_that_names_no_grant_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let Grant { id, .. } = grant(&store, dir.path());
+    let legacy = store.store_legacy_refresh(&id, 9_000_000_000_000);
+    let err = store.refresh(&legacy, &request(2_000)).unwrap_err();
+    assert_eq!(err.error, "invalid_grant");
+    assert!(
+        err.description.contains("older version of this gateway"),
+        "{}",
+        err.description
+    );
+}
+
 #[test]
 fn an_authorization_code_made_unused_at_rest_is_a_reuse_after_the_restart() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let now = common::time::now_unix_ms();
-    let (_, refresh, _) = grant_at(&store, dir.path(), "c9", now);
+    let Grant { refresh, code, .. } = grant_at(&store, dir.path(), now);
     drop(store);
     edit_at_rest(dir.path(), "UPDATE oauth_codes SET grant_id = NULL;");
     let store = open(dir.path());
     let err = store
-        .exchange_code("c9", REDIRECT, VERIFIER, &request(now + 1_000))
+        .exchange_code(&code, REDIRECT, VERIFIER, &request(now + 1_000))
         .unwrap_err();
     assert_eq!(err.error, "invalid_grant");
     assert!(
@@ -281,7 +374,12 @@ fn an_authorization_code_made_unused_at_rest_is_a_reuse_after_the_restart() {
 fn tokens_pointed_at_a_copy_of_their_revoked_grant_stay_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let (access, refresh, grant_id) = grant(&store, dir.path(), "c9");
+    let Grant {
+        access,
+        refresh,
+        id: grant_id,
+        ..
+    } = grant(&store, dir.path());
     assert!(store.access_token_valid(&access, RESOURCE, 1_500).unwrap());
     store.revoke(&grant_id, None, 2_000).unwrap();
     drop(store);

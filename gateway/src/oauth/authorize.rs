@@ -469,8 +469,6 @@ fn approve(
         }
     }
     let expires_at_ms = now + i64::try_from(super::CODE_TTL.as_millis()).unwrap_or(i64::MAX);
-    // The code carries its expiry under its keyed hash: an edit at rest cannot extend it.
-    let code = super::store::with_expiry(super::credentials::CODE_KIND, expires_at_ms);
     let row = CodeRow {
         client_id: request.client_id.clone(),
         redirect_uri: request.redirect_uri.clone(),
@@ -479,8 +477,10 @@ fn approve(
         scope: request.scope.clone(),
         expires_at_ms,
     };
-    match oauth.store.approve(client, &code, &row) {
-        Ok(()) => {}
+    // The code carries its expiry and its request's digest under its keyed hash: an edit at
+    // rest can neither extend it nor give it another client, redirect or challenge.
+    let code = match oauth.store.approve(client, &row) {
+        Ok(code) => code,
         Err(err) if err.error == "invalid_client" => {
             return error_page(StatusCode::BAD_REQUEST, "Client revoked", &err.description);
         }
@@ -491,7 +491,7 @@ fn approve(
                 "The gateway could not write its state; try again.",
             );
         }
-    }
+    };
     tracing::info!(client_id = %request.client_id, "oauth: the owner approved a client");
     redirect_to_client(
         oauth,

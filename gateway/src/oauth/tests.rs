@@ -204,21 +204,22 @@ fn code_row() -> CodeRow {
     }
 }
 
-fn client_with_code(store: &OAuthStore, code: &str) {
-    store.approve(&client_a(), code, &code_row()).unwrap();
+/// A new code for `client_a`'s request.
+fn client_with_code(store: &OAuthStore) -> String {
+    store.approve(&client_a(), &code_row()).unwrap()
 }
 
 #[test]
 fn store_codes_expire_and_are_used_once() {
     let (_dir, store) = store();
-    client_with_code(&store, "h1");
+    let h1 = client_with_code(&store);
     let err = store
-        .exchange_code("h1", "https://a.example/cb", VERIFIER, &request(60_000))
+        .exchange_code(&h1, "https://a.example/cb", VERIFIER, &request(60_000))
         .unwrap_err();
     assert_eq!(err.error, "invalid_grant");
     assert!(err.description.contains("expired"));
     let tokens = store
-        .exchange_code("h1", "https://a.example/cb", VERIFIER, &request(1_000))
+        .exchange_code(&h1, "https://a.example/cb", VERIFIER, &request(1_000))
         .unwrap();
     let access = tokens.access_token.clone();
     assert!(store.access_token_valid(&access, RESOURCE, 2_000).unwrap());
@@ -233,7 +234,7 @@ fn store_codes_expire_and_are_used_once() {
             .unwrap()
     );
     let err = store
-        .exchange_code("h1", "https://a.example/cb", VERIFIER, &request(2_000))
+        .exchange_code(&h1, "https://a.example/cb", VERIFIER, &request(2_000))
         .unwrap_err();
     assert!(err.description.contains("already used"));
     assert!(!store.access_token_valid(&access, RESOURCE, 2_000).unwrap());
@@ -242,9 +243,9 @@ fn store_codes_expire_and_are_used_once() {
 #[test]
 fn store_refresh_rotates_and_a_reuse_revokes_the_grant() {
     let (_dir, store) = store();
-    client_with_code(&store, "h2");
+    let h2 = client_with_code(&store);
     let first = store
-        .exchange_code("h2", "https://a.example/cb", VERIFIER, &request(1_000))
+        .exchange_code(&h2, "https://a.example/cb", VERIFIER, &request(1_000))
         .unwrap();
     let hash = |t: &str| t.to_string();
     let second = store
@@ -271,9 +272,9 @@ fn store_refresh_rotates_and_a_reuse_revokes_the_grant() {
         .unwrap_err();
     assert!(err.description.contains("revoked"));
     // Another resource asked for at refresh: invalid_target, nothing rotated.
-    client_with_code_2(&store);
+    let h3 = client_with_code(&store);
     let third = store
-        .exchange_code("h3", "https://a.example/cb", VERIFIER, &request(4_000))
+        .exchange_code(&h3, "https://a.example/cb", VERIFIER, &request(4_000))
         .unwrap();
     let mut other = request(5_000);
     other.resource = Some("https://other.example/mcp");
@@ -286,10 +287,6 @@ fn store_refresh_rotates_and_a_reuse_revokes_the_grant() {
             .refresh(&hash(&third.refresh_token), &request(5_001))
             .is_ok()
     );
-}
-
-fn client_with_code_2(store: &OAuthStore) {
-    client_with_code(store, "h3");
 }
 
 fn oauth_in(dir: &std::path::Path) -> std::sync::Arc<OAuth> {
@@ -324,8 +321,8 @@ fn signed_clients_get_a_row_only_from_the_owner_and_revocation_refuses_them() {
         client_id: id.clone(),
         ..code_row()
     };
-    oauth.store.approve(&client, "code_1", &row).unwrap();
-    oauth.store.approve(&client, "code_2", &row).unwrap();
+    oauth.store.approve(&client, &row).unwrap();
+    oauth.store.approve(&client, &row).unwrap();
     let Some(store::ClientStatus::Active(stored)) = oauth.store.client_status(&id).unwrap() else {
         panic!("no row after the approval");
     };
@@ -341,7 +338,7 @@ fn signed_clients_get_a_row_only_from_the_owner_and_revocation_refuses_them() {
         oauth.resolve_client(&id),
         Err(ClientRefusal::Revoked)
     ));
-    let err = oauth.store.approve(&client, "code_3", &row).unwrap_err();
+    let err = oauth.store.approve(&client, &row).unwrap_err();
     assert_eq!(err.error, "invalid_client");
     // An id the owner never approved can be revoked too: it gets a revoked row.
     let other = oauth.client_ids.issue(
@@ -387,10 +384,10 @@ fn signed_clients_get_a_row_only_from_the_owner_and_revocation_refuses_them() {
 #[test]
 fn store_refuses_tokens_and_codes_planted_as_plain_sha256() {
     let (dir, store) = store();
-    client_with_code(&store, "code_real");
+    let code_real = client_with_code(&store);
     let real = store
         .exchange_code(
-            "code_real",
+            &code_real,
             "https://a.example/cb",
             VERIFIER,
             &request(1_000),
