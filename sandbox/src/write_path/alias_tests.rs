@@ -51,13 +51,21 @@ fn hook_change_refused(f: &Fixture, rel: &str, read_as: &str, old: Option<&str>)
     if old.is_some() {
         content(f, &f.policy, rel, old, BUMPED).unwrap();
     }
-    assert!(matches!(
-        content(f, &f.policy, rel, old, "{\"a\":\"\\ud800\"").unwrap_err(),
-        WriteRefusal::AutorunPlace {
-            class: "git_hooks",
-            ..
-        }
-    ));
+    git_hooks_refusal(&content(f, &f.policy, rel, old, "{\"a\":\"\\ud800\"").unwrap_err());
+}
+
+/// Asserts that `err` refuses a write as a `git_hooks` place.
+fn git_hooks_refusal(err: &WriteRefusal) {
+    assert!(
+        matches!(
+            err,
+            WriteRefusal::AutorunPlace {
+                class: "git_hooks",
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -113,16 +121,7 @@ fn a_worktree_compares_a_manifest_only_its_merge_target_links() {
     f.put("pkg/real.json", HOOKED);
     let policy = f.policy.clone().with_merge_target(source.clone());
     let err = content(&f, &policy, "pkg/real.json", Some(HOOKED), CHANGED).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            WriteRefusal::AutorunPlace {
-                class: "git_hooks",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    git_hooks_refusal(&err);
     content(&f, &policy, "pkg/real.json", Some(HOOKED), BUMPED).unwrap();
 }
 
@@ -174,8 +173,7 @@ fn git_s_own_files_under_another_name_are_refused() {
     // `.git/config -> ../gitconfig` (a versioned repository config) and a linked `info/`.
     f.put("gitconfig", "[user]\n\tname = a\n");
     f.link(".git/config", "../gitconfig");
-    let message = f.refused("gitconfig", "vcs_config");
-    assert!(message.contains("a config file git reads"), "{message}");
+    f.refused_saying("gitconfig", "vcs_config", "a config file git reads");
     f.link(".git/info", "../meta");
     f.refused("meta/attributes", "vcs_config");
     f.allowed("src/new.rs");
@@ -189,8 +187,7 @@ fn a_dot_git_that_is_a_link_into_the_tree_is_refused_whole() {
     f.put("cfg/gitlink", "gitdir: ../gd\n");
     f.put("gd/HEAD", "ref: refs/heads/main\n");
     f.link("sub/.git", "../cfg/gitlink");
-    let message = f.refused("cfg/gitlink", "vcs_config");
-    assert!(message.contains("one of git's own files"), "{message}");
+    f.refused_saying("cfg/gitlink", "vcs_config", "one of git's own files");
     f.refused("gd/config", "vcs_config");
     f.allowed("cfg/other");
 }
@@ -222,14 +219,9 @@ fn strict_hooks_refuse_the_checks_definitions_under_every_name() {
         "web/.eslintrc.json",
         "tests/conftest.py",
     ] {
-        let message = f.refused(rel, "git_hooks");
-        assert!(
-            message.contains("CLAUDE_TOOLS_STRICT_HOOKS is on"),
-            "{message}"
-        );
+        f.refused_saying(rel, "git_hooks", "CLAUDE_TOOLS_STRICT_HOOKS is on");
     }
-    let message = f.refused("build/rules.mk", "git_hooks");
-    assert!(message.contains("reachable as"), "{message}");
+    f.refused_saying("build/rules.mk", "git_hooks", "reachable as");
     f.allowed("src/main.rs");
     f.allowed("docs/Makefile.md");
     // package.json's scripts are compared like its hook sections; other fields stay writable.
@@ -256,14 +248,5 @@ fn a_manifest_link_through_the_reader_s_context_compares_every_write() {
     assert!(err.to_string().contains("\"lint-staged\" section"), "{err}");
     content(&f, &f.policy, "pkg/x.json", Some(HOOKED), BUMPED).unwrap();
     let err = content(&f, &f.policy, "src/new.rs", None, "fn f() {}\n").unwrap_err();
-    assert!(
-        matches!(
-            err,
-            WriteRefusal::AutorunPlace {
-                class: "git_hooks",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    git_hooks_refusal(&err);
 }

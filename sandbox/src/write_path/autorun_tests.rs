@@ -47,6 +47,12 @@ impl Fixture {
         }
     }
 
+    /// [`Self::refused`], and the refusal says `says`.
+    pub(super) fn refused_saying(&self, rel: &str, class: &str, says: &str) {
+        let message = self.refused(rel, class);
+        assert!(message.contains(says), "{rel}: {message}");
+    }
+
     pub(super) fn allowed(&self, rel: &str) {
         if let Err(err) = self.write(rel) {
             panic!("{rel}: {err}");
@@ -59,13 +65,13 @@ fn a_symlinked_auto_run_directory_makes_its_target_one() {
     let f = fixture();
     // Dangling now: the write would create the directory the link names.
     f.link(".claude", "cfg/cl");
-    let message = f.refused("cfg/cl/settings.json", "agent_config");
-    assert!(
-        message.contains(&format!(
+    f.refused_saying(
+        "cfg/cl/settings.json",
+        "agent_config",
+        &format!(
             "reachable as {} through a symlink",
             f.root.join(".claude/settings.json").display()
-        )),
-        "{message}"
+        ),
     );
     assert!(!f.root.join("cfg").exists(), "no parent was created");
     f.mkdir("cfg/cl/commands");
@@ -148,13 +154,11 @@ fn an_embedded_repository_is_refused_whole() {
     ] {
         f.refused(rel, "vcs_config");
     }
-    let message = f.refused("tools/config", "vcs_config");
-    assert!(
-        message.contains(
-            "a directory on its way holds or would hold git's HEAD, objects, refs or \
-             commondir: git would take it for a repository and run what its config names"
-        ),
-        "{message}"
+    f.refused_saying(
+        "tools/config",
+        "vcs_config",
+        "a directory on its way holds or would hold git's HEAD, objects, refs or \
+             commondir: git would take it for a repository and run what its config names",
     );
     // A gitfile's target is the same kind of directory; a worktree's admin dir has `commondir`.
     f.file("wt/HEAD");
@@ -233,13 +237,11 @@ fn a_virtual_environment_s_programs_are_refused() {
 fn a_conda_environment_s_programs_are_refused_and_the_message_says_why() {
     let f = fixture();
     f.mkdir("cenv/conda-meta");
-    let message = f.refused("cenv/bin/pip", "python_startup");
-    assert!(
-        message.contains(
-            "it is in the bin/ of a Python environment, a directory holding pyvenv.cfg or \
-             conda-meta/: its programs run whenever the environment is used"
-        ),
-        "{message}"
+    f.refused_saying(
+        "cenv/bin/pip",
+        "python_startup",
+        "it is in the bin/ of a Python environment, a directory holding pyvenv.cfg or \
+             conda-meta/: its programs run whenever the environment is used",
     );
     f.refused("cenv/bin/activate", "python_startup");
     f.refused("cenv/lib/python3.11/site-packages/x.pth", "python_startup");
@@ -289,12 +291,10 @@ fn a_symlink_in_git_hooks_makes_its_target_a_hook() {
     f.mkdir(".git/hooks");
     f.file("scripts/pre-commit");
     f.link(".git/hooks/pre-commit", "../../scripts/pre-commit");
-    let message = f.refused("scripts/pre-commit", "git_hooks");
-    assert!(
-        message.contains(
-            "in a git hooks directory (core.hooksPath, hooks/) or what a symlink there names"
-        ),
-        "{message}"
+    f.refused_saying(
+        "scripts/pre-commit",
+        "git_hooks",
+        "in a git hooks directory (core.hooksPath, hooks/) or what a symlink there names",
     );
     f.allowed("scripts/build.sh");
 }
@@ -320,8 +320,7 @@ fn core_hooks_path_names_a_hook_directory() {
         ".git/config",
         "[user]\n\tname = a\n[core] hooksPath = \"tools/\\\n hooks\" ; comment\n",
     );
-    let message = f.refused("tools/ hooks/pre-commit", "git_hooks");
-    assert!(message.contains("tools/ hooks"), "{message}");
+    f.refused_saying("tools/ hooks/pre-commit", "git_hooks", "tools/ hooks");
     f.allowed("tools/hooks/pre-commit");
 }
 
@@ -395,14 +394,12 @@ fn the_program_yarn_path_names_is_refused() {
         ".yarnrc.yml",
         "nodeLinker: pnp\nyarnPath: \"yarnbin/yarn-4.cjs\" # pinned\n",
     );
-    let message = f.refused("yarnbin/yarn-4.cjs", "toolchain_config");
-    assert!(message.contains("yarnPath"), "{message}");
+    f.refused_saying("yarnbin/yarn-4.cjs", "toolchain_config", "yarnPath");
     f.allowed("yarnbin/other.cjs");
     // Yarn 1's `.yarnrc` names the program with `yarn-path`, quoted or not.
     f.file("legacy/yarnbin/y1.js");
     f.put("legacy/.yarnrc", "yarn-path \"yarnbin/y1.js\"\n");
-    let message = f.refused("legacy/yarnbin/y1.js", "toolchain_config");
-    assert!(message.contains("yarn-path"), "{message}");
+    f.refused_saying("legacy/yarnbin/y1.js", "toolchain_config", "yarn-path");
     f.file("bare/tools/y.js");
     f.put("bare/.yarnrc", "# pinned\nyarn-path tools/y.js\n");
     f.refused("bare/tools/y.js", "toolchain_config");
@@ -429,8 +426,7 @@ fn jvm_and_bazel_tool_config_is_refused_and_the_build_definition_is_not() {
         (".dir-locals.el", "editor_config"),
         (".overcommit.yml", "git_hooks"),
     ] {
-        let message = f.refused(rel, class);
-        assert!(message.contains(class), "{rel}: {message}");
+        f.refused_saying(rel, class, class);
     }
     // A directory that is `.mvn` through a symlink is one under its own name too.
     f.mkdir("sub/cfg");
@@ -469,8 +465,7 @@ fn a_linked_worktree_inherits_the_places_of_its_main_tree() {
     f.put(".git", "gitdir: ../main/.git/worktrees/wt\n");
     // What the worktree holds at these paths is, after a merge, the main tree's hook and
     // overcommit's config.
-    let message = f.refused("scripts/pre-commit", "git_hooks");
-    assert!(message.contains("hooks"), "{message}");
+    f.refused_saying("scripts/pre-commit", "git_hooks", "hooks");
     f.refused("docs/oc.yml", "git_hooks");
     f.allowed("scripts/build.sh");
     f.allowed("docs/readme.md");
@@ -535,11 +530,7 @@ fn programs_git_s_configuration_names_in_the_tree_are_refused() {
          [core]\n\tpager = less\n",
     );
     for rel in ["tools/fsmon", "scripts/pdf2txt", "bin/clean", "git-st.sh"] {
-        let message = f.refused(rel, "git_hooks");
-        assert!(
-            message.contains("a program git's configuration runs (`"),
-            "{rel}: {message}"
-        );
+        f.refused_saying(rel, "git_hooks", "a program git's configuration runs (`");
     }
     // A bare name is found on PATH, never in the tree; the options are no files.
     for rel in ["less", "sh", "--x", "tools/other"] {
@@ -681,11 +672,7 @@ fn every_key_git_runs_by_itself_is_read_and_the_owner_s_commands_by_name_literal
         "py/readme.md",
         "py/pkg/mod.py",
     ] {
-        let message = f.refused(rel, "git_hooks");
-        assert!(
-            message.contains("a program git's configuration runs (`"),
-            "{rel}: {message}"
-        );
+        f.refused_saying(rel, "git_hooks", "a program git's configuration runs (`");
     }
     // Ordinary work: the aliases, helpers, pagers and filters spell out no tree file (a `$`
     // in an argument is no file name), a package's own modules and other files beside a
@@ -730,10 +717,10 @@ fn python_m_from_the_top_refuses_what_shadows_its_imports() {
         "sub/json.py",
         "sub/nbstripout/__main__.py",
     ] {
-        let message = f.refused(rel, "git_hooks");
-        assert!(
-            message.contains("a program git's configuration runs (`filter.nbstripout.clean`)"),
-            "{rel}: {message}"
+        f.refused_saying(
+            rel,
+            "git_hooks",
+            "a program git's configuration runs (`filter.nbstripout.clean`)",
         );
     }
     for rel in [
