@@ -50,6 +50,11 @@ const PLACES: &[(&str, &str)] = &[
     (".pdbrc", "shell_startup"),
     (".mvn/jvm.config", "toolchain_config"),
     ("web/node_modules/eslint/lib/api.js", "installed_packages"),
+    // Red team 28: imported at every interpreter start from an editable install's `src/`;
+    // sourced on `cd` by auto-venv plugins; Letta Code's hooks.
+    ("src/usercustomize.py", "python_startup"),
+    ("venv/bin/activate", "python_startup"),
+    (".letta/settings.json", "agent_config"),
 ];
 
 /// Ordinary files with similar names: written.
@@ -60,6 +65,7 @@ const ORDINARY: &[&str] = &[
     "src/bin/activate.rs",
     "scripts/bin/activate_account.py",
     "pnpm-workspace.yaml",
+    "src/sitecustomize_helpers.py",
 ];
 
 /// Tries every place and every ordinary file in `root` in one reply, plus an Edit of an

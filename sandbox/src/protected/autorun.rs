@@ -84,7 +84,8 @@ impl AutorunClass {
                 "coding agents' project configuration: Claude Code's .claude/ and .mcp.json, \
                  .cursor/, .gemini/, .codex/, .kiro/, .continue/, .windsurf/, .roo/, \
                  .kilocode/, .amazonq/, .opencode/, .opencode.json(c), .openhands/, .qwen/, .iflow/, .factory/, .junie/, \
-                 .amp/, .trae/, .augment/, .clinerules/hooks/, .github/hooks/, \
+                 .amp/, .trae/, .augment/, .codebuddy/, .letta/, .vibe/, .goose/, .kimi/, \
+                 .rovodev/, .clinerules/hooks/, .github/hooks/, \
                  opencode.json, crush.json, .continuerc.json, .aider.conf.yml (instruction \
                  files such as CLAUDE.md, AGENTS.md, .clinerules and .cursor/rules/ stay \
                  writable)"
@@ -100,7 +101,7 @@ impl AutorunClass {
             }
             Self::DirectoryHooks => {
                 "directory-entry hooks: .envrc, .env (oh-my-zsh's dotenv, autoenv and aider \
-                 load it by themselves), .autoenv.zsh, .autoenv_leave.zsh, .rvmrc, \
+                 load it by themselves), .envrc.local (what .envrc files source), .autoenv.zsh, .autoenv_leave.zsh, .rvmrc, .rbenv-vars, \
                  devbox.json (its init_hook), \
                  .shadowenv.d/, .direnv/ (nix-direnv's cached profiles), mise's mise.toml, .mise.toml, mise.*.toml, \
                  .mise/, .config/mise/, mise/config.toml, .rtx.toml, and .tool-versions"
@@ -108,6 +109,8 @@ impl AutorunClass {
             Self::PythonStartup => {
                 "Python environments: everything below site-packages or dist-packages \
                  (.pth files, the modules they import, installed packages), pyvenv.cfg, \
+                 sitecustomize and usercustomize modules anywhere (.py, .pyc, extension \
+                 modules, packages), bin/activate* scripts, \
                  every file in the bin/ or Scripts/ of a virtual environment (a directory \
                  holding pyvenv.cfg) or a conda environment (holding conda-meta/), conda's \
                  activate.d/"
@@ -192,6 +195,14 @@ const DIRS: &[(&str, AutorunClass)] = &[
     (".openhands", AutorunClass::AgentConfig),
     // CodeBuddy Code runs hooks from its project settings, like `.qwen/` (red team 27).
     (".codebuddy", AutorunClass::AgentConfig),
+    // Letta Code runs hooks from its project settings; Mistral Vibe starts the stdio MCP servers
+    // its project config names once the folder is trusted; goose, Kimi CLI and Rovo Dev keep
+    // agent settings (extensions, MCP servers) there too (red team 28).
+    (".letta", AutorunClass::AgentConfig),
+    (".vibe", AutorunClass::AgentConfig),
+    (".goose", AutorunClass::AgentConfig),
+    (".kimi", AutorunClass::AgentConfig),
+    (".rovodev", AutorunClass::AgentConfig),
     (".vscode", AutorunClass::EditorConfig),
     (".idea", AutorunClass::EditorConfig),
     (".zed", AutorunClass::EditorConfig),
@@ -207,6 +218,9 @@ const DIRS: &[(&str, AutorunClass)] = &[
     // (red team 27).
     (".flox", AutorunClass::DirectoryHooks),
     (".bsp", AutorunClass::ToolchainConfig),
+    // A package of these names anywhere on an interpreter's path runs at its every start.
+    ("sitecustomize", AutorunClass::PythonStartup),
+    ("usercustomize", AutorunClass::PythonStartup),
     ("node_modules", AutorunClass::InstalledPackages),
     (".yarn", AutorunClass::InstalledPackages),
     (".mise", AutorunClass::DirectoryHooks),
@@ -262,6 +276,10 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".autoenv.zsh", AutorunClass::DirectoryHooks),
     (".autoenv_leave.zsh", AutorunClass::DirectoryHooks),
     (".rvmrc", AutorunClass::DirectoryHooks),
+    // What an `.envrc` commonly sources (`source_env_if_exists .envrc.local`), red team 28.
+    (".envrc.local", AutorunClass::DirectoryHooks),
+    // rbenv-vars sets these for every `ruby` started below the directory (RUBYOPT=-r...).
+    (".rbenv-vars", AutorunClass::DirectoryHooks),
     // devbox's `init_hook` runs at every directory entry with its direnv integration.
     ("devbox.json", AutorunClass::DirectoryHooks),
     ("mise.toml", AutorunClass::DirectoryHooks),
@@ -342,6 +360,13 @@ const FILES_IN: &[(&str, &str, AutorunClass)] = &[
     (".mvn", "maven.config", AutorunClass::ToolchainConfig),
     (".mvn", "extensions.xml", AutorunClass::ToolchainConfig),
     (".bundle", "config", AutorunClass::ToolchainConfig),
+    // A virtual environment's activation scripts, also of one without pyvenv.cfg: auto-venv
+    // shell plugins source `venv/bin/activate` on entering the directory (red team 28).
+    ("bin", "activate", AutorunClass::PythonStartup),
+    ("bin", "activate.fish", AutorunClass::PythonStartup),
+    ("bin", "activate.csh", AutorunClass::PythonStartup),
+    ("bin", "activate.nu", AutorunClass::PythonStartup),
+    ("bin", "activate.ps1", AutorunClass::PythonStartup),
     (".lsp", "config.edn", AutorunClass::EditorConfig),
     (".vim", "coc-settings.json", AutorunClass::EditorConfig),
     ("mise", "config.toml", AutorunClass::DirectoryHooks),
@@ -410,6 +435,9 @@ pub fn autorun_class(path: &Path) -> Option<AutorunClass> {
     if is_mise_config(last) {
         return Some(AutorunClass::DirectoryHooks);
     }
+    if is_site_customize(last) {
+        return Some(AutorunClass::PythonStartup);
+    }
     if hook_managers::hook_manager_place(&names) {
         return Some(AutorunClass::GitHooks);
     }
@@ -477,6 +505,21 @@ fn is_mise_config(name: &str) -> bool {
         && ["mise.", ".mise.", ".rtx."]
             .iter()
             .any(|prefix| name.starts_with(prefix))
+}
+
+/// Modules Python imports at every interpreter start from anywhere on its path — a project's
+/// `src/` named by an editable install's `.pth`, `PYTHONPATH`, a venv's path (red team 28 B1:
+/// the owner's `python3` ran a session's `src/usercustomize.py`): the source, a sourceless or
+/// cached `.pyc` (`__pycache__/sitecustomize.cpython-312.pyc`, which runs if its header matches
+/// the source's size and time) and an extension module (`sitecustomize.cpython-312-x86_64-linux-
+/// gnu.so`).
+fn is_site_customize(name: &str) -> bool {
+    ["sitecustomize.", "usercustomize."]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+        && [".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd"]
+            .iter()
+            .any(|suffix| name.ends_with(suffix))
 }
 
 /// Comparison key of a name: case- and normalisation-insensitive, as on a case-insensitive file

@@ -224,8 +224,9 @@ fn a_virtual_environment_s_programs_are_refused() {
     f.refused(".venv/PIP.INI", "toolchain_config");
     f.allowed("docker/pip.conf");
     f.allowed("tools/bin/run.sh");
-    // Only a real environment's `bin/`: `activate*` elsewhere is ordinary source.
-    f.allowed("tools/bin/activate");
+    // Only a real environment's `bin/` whole; its activation scripts by name too: auto-venv
+    // shell plugins source `venv/bin/activate` without a pyvenv.cfg (red team 28).
+    f.refused("tools/bin/activate", "python_startup");
     f.allowed("src/bin/activate.rs");
     f.allowed("scripts/bin/activate_account.py");
     // Through a symlinked `bin`.

@@ -18,7 +18,10 @@ pub const DEFINITIONS: &str = "the definitions of the checks a git hook runs: pa
      scripts, eslintConfig, prettier and jest sections, Makefile/GNUmakefile/makefile, \
      justfile, Taskfile.yml/.yaml, ESLint's eslint.config.* and .eslintrc*, Prettier's \
      .prettierrc* and prettier.config.*, jest.config.*, vitest.config.*, vite.config.*, \
-     .mocharc.*, pytest's conftest.py and pytest.ini, tox.ini, noxfile.py";
+     .mocharc.*, pytest's conftest.py and pytest.ini, tox.ini, noxfile.py, and the configs \
+     editor extensions load as code when a file opens: Stylelint's .stylelintrc* and \
+     stylelint.config.*, markdownlint-cli2's .markdownlint-cli2.* and .markdownlint.*, \
+     tailwind.config.*, postcss.config.* and .postcssrc*";
 
 /// Parse the owner's value: `1`/`0`, empty or unset is off; anything else refuses the start.
 pub fn parse(value: &str) -> Result<bool, String> {
@@ -36,7 +39,7 @@ pub fn parse(value: &str) -> Result<bool, String> {
 /// auto-run names).
 pub fn defines_checks(name: &std::ffi::OsStr) -> bool {
     let name = super::fold(name);
-    const EXACT: [&str; 12] = [
+    const EXACT: [&str; 14] = [
         "makefile",
         "gnumakefile",
         "justfile",
@@ -49,8 +52,10 @@ pub fn defines_checks(name: &std::ffi::OsStr) -> bool {
         "pytest.ini",
         "tox.ini",
         "noxfile.py",
+        ".stylelintrc",
+        ".postcssrc",
     ];
-    const PREFIXES: [&str; 9] = [
+    const PREFIXES: [&str; 16] = [
         "eslint.config.",
         ".eslintrc.",
         ".prettierrc.",
@@ -60,6 +65,14 @@ pub fn defines_checks(name: &std::ffi::OsStr) -> bool {
         "vite.config.",
         ".mocharc.",
         "vitest.workspace.",
+        // Loaded (JavaScript configs: run) by editor extensions on open (red team 28).
+        ".stylelintrc.",
+        "stylelint.config.",
+        ".markdownlint-cli2.",
+        ".markdownlint.",
+        "tailwind.config.",
+        "postcss.config.",
+        ".postcssrc.",
     ];
     EXACT.contains(&name.as_str()) || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }
@@ -78,6 +91,10 @@ mod tests {
             ".eslintrc.json",
             "conftest.py",
             "jest.config.ts",
+            "tailwind.config.js",
+            ".stylelintrc.cjs",
+            ".markdownlint-cli2.mjs",
+            "postcss.config.mjs",
             "Taskfile.yml",
         ] {
             assert!(defines_checks(OsStr::new(name)), "{name}");

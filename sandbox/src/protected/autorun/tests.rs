@@ -44,6 +44,26 @@ fn places_are_classified() {
             "python_startup",
         ),
         ("/p/.venv/pyvenv.cfg", "python_startup"),
+        // Red team 28 B1: imported at every start from anywhere on the path.
+        ("/p/src/sitecustomize.py", "python_startup"),
+        ("/p/src/usercustomize.py", "python_startup"),
+        ("/p/src/UserCustomize.py", "python_startup"),
+        ("/p/src/usercustomize.pyc", "python_startup"),
+        (
+            "/p/src/__pycache__/sitecustomize.cpython-312.pyc",
+            "python_startup",
+        ),
+        (
+            "/p/lib/usercustomize.cpython-312-x86_64-linux-gnu.so",
+            "python_startup",
+        ),
+        ("/p/src/sitecustomize/__init__.py", "python_startup"),
+        ("/p/venv/bin/activate", "python_startup"),
+        ("/p/env/bin/activate.fish", "python_startup"),
+        ("/p/.letta/settings.json", "agent_config"),
+        ("/p/.vibe/config.toml", "agent_config"),
+        ("/p/.envrc.local", "directory_hooks"),
+        ("/p/.rbenv-vars", "directory_hooks"),
         ("/p/.husky/pre-commit", "git_hooks"),
         ("/p/.pre-commit-config.yaml", "git_hooks"),
         ("/p/.bashrc", "shell_startup"),
@@ -69,7 +89,10 @@ fn ordinary_files_with_similar_names_are_not_places() {
         "/p/mcp.json",
         "/p/.envrc.example",
         "/p/bashrc",
-        "/p/src/sitecustomize.py",
+        "/p/src/sitecustomize_test.py",
+        "/p/docs/usercustomize.md",
+        "/p/bin/activate_all.sh",
+        "/p/scripts/activate",
         "/p/.github/workflows/ci.yml",
         "/p/site-packages",
         "/p/lib/site-packages-old/module.py",
@@ -149,10 +172,10 @@ fn toolchain_vcs_and_environment_places_are_classified() {
         "/p/.yarn/versions/1a2b3c4d.yml",
         "/p/assets/levels/level1.iws",
         "/p/conda/recipe/meta.yaml",
-        // A venv's `bin/` is recognised by its `pyvenv.cfg` (write policy), not by names.
+        // A venv's `bin/` is recognised by its `pyvenv.cfg` (write policy); by name only its
+        // activation scripts (auto-venv shell plugins source them without one).
         "/p/src/bin/activate.rs",
         "/p/scripts/bin/activate_account.py",
-        "/p/venv/bin/activate",
     ] {
         assert_eq!(class(path), None, "{path}");
     }
