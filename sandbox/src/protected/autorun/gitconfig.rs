@@ -57,10 +57,12 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         scripts: 0,
     };
     let globals = global_configs();
+    let mut envrc_dirs = vec![root.to_path_buf()];
     for dot_git in repos {
         let Some(top) = dot_git.parent().map(Path::to_path_buf) else {
             continue;
         };
+        envrc_dirs.push(top.clone());
         let Some(git_dir) = git_dir_of(&dot_git) else {
             continue;
         };
@@ -136,6 +138,30 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
                 }
                 Err(why) => out.whole_tree(&source, why),
             }
+        }
+    }
+    // What an `.envrc` at the root or at a working tree's top sources, watches or evaluates.
+    envrc_dirs.sort();
+    envrc_dirs.dedup();
+    let source = Source {
+        paths: "a file the .envrc sources, watches or evaluates (use flake/nix/devenv): it runs \
+                again at the next cd"
+            .to_string(),
+        tree: "the .envrc names files".to_string(),
+    };
+    for dir in envrc_dirs {
+        match super::envrc::named_places(&dir) {
+            Ok(rels) => {
+                for rel in rels {
+                    out.add(
+                        &dir.join(rel),
+                        AutorunClass::DirectoryHooks,
+                        source.paths.clone(),
+                        Scope::Below,
+                    );
+                }
+            }
+            Err(why) => out.whole_tree_as(AutorunClass::DirectoryHooks, &source, why),
         }
     }
     out.places
@@ -294,13 +320,18 @@ impl Places<'_> {
     /// The whole write root: nothing narrower can be told (not only this repository: `cd ..`
     /// reaches past its top).
     fn whole_tree(&mut self, source: &Source, reason: &str) {
+        self.whole_tree_as(AutorunClass::GitHooks, source, reason);
+    }
+
+    /// [`Self::whole_tree`], refused as `class`.
+    fn whole_tree_as(&mut self, class: AutorunClass, source: &Source, reason: &str) {
         let why = format!(
             "in a tree where {}, whose files cannot be told: {reason}; every write there is \
              refused",
             source.tree
         );
         let root = self.root.to_path_buf();
-        self.add(&root, AutorunClass::GitHooks, why, Scope::Below);
+        self.add(&root, class, why, Scope::Below);
     }
 
     /// What a script loads beside itself, by its runner (a script run directly: by its `#!`

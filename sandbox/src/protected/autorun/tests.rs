@@ -898,3 +898,19 @@ fn rt25_b4_lefthook_s_extended_files_and_script_dirs() {
     repo.put("lefthook.yml", "{extends: [config/x.yml]}\n");
     repo.whole_tree("lefthook");
 }
+
+/// Red team 28 B7: nix-direnv re-evaluates the flake an `.envrc` uses at the next `cd`; what it
+/// sources runs with it. Both are places; a variable names the whole tree.
+#[test]
+fn what_an_envrc_sources_or_evaluates_is_a_directory_hook() {
+    let repo = Repo::new("");
+    repo.put(".envrc", "use flake\nsource_env_if_exists env/local.sh\n");
+    for rel in ["flake.nix", "flake.lock", "env/local.sh"] {
+        let why = repo.why(rel).unwrap_or_else(|| panic!("{rel} not a place"));
+        assert!(why.contains(".envrc"), "{rel}: {why}");
+    }
+    assert!(repo.why("src/main.rs").is_none());
+    repo.put(".envrc", "watch_file $NIX_FILES\n");
+    let why = repo.why("src/main.rs").expect("whole tree refused");
+    assert!(why.contains("cannot be told"), "{why}");
+}

@@ -1,0 +1,162 @@
+//! What an `.envrc` names (red team 28 B7). direnv runs the `.envrc` itself on `cd` (refused by
+//! name), and with it the files it sources (`source_env`, `source_env_if_exists`, `dotenv`,
+//! `dotenv_if_exists`) and watches (`watch_file`, `watch_dir`: a change re-runs it), and through
+//! nix-direnv and devenv the Nix files `use flake` / `use nix` / `use devenv` evaluate — whose
+//! `shellHook` runs again at the next `cd` after a change, without a new `direnv allow`. Those
+//! files are `directory_hooks` places. No shell is trusted: the directives are read as plain
+//! lines of literal words; an argument the reader cannot place (`$`, quotes, globs, `~`) names
+//! the whole tree.
+
+use std::path::{Path, PathBuf};
+
+/// What `use <kind>` evaluates by default, beside any files it is given.
+const USE_DEFAULTS: [(&str, &[&str]); 3] = [
+    ("flake", &["flake.nix", "flake.lock"]),
+    ("nix", &["shell.nix", "default.nix"]),
+    (
+        "devenv",
+        &[
+            "devenv.nix",
+            "devenv.yaml",
+            "devenv.lock",
+            "devenv.local.nix",
+        ],
+    ),
+];
+
+/// Directives whose arguments are files direnv sources or watches.
+const FILE_DIRECTIVES: [&str; 6] = [
+    "source_env",
+    "source_env_if_exists",
+    "dotenv",
+    "dotenv_if_exists",
+    "watch_file",
+    "watch_dir",
+];
+
+/// The files (relative to `dir`, possibly with `..`) the `.envrc` in `dir` names; `Err` (why)
+/// when one of its directives names files in a form not read here.
+pub(super) fn named_places(dir: &Path) -> Result<Vec<PathBuf>, &'static str> {
+    let Some(text) = super::read_head(&dir.join(".envrc"), 1 << 20) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line
+            .split('#')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let Some((&first, args)) = words.split_first() else {
+            continue;
+        };
+        let directive = first.trim_end_matches(';');
+        let (files, defaults): (&[&str], &[&str]) = match directive {
+            d if FILE_DIRECTIVES.contains(&d) => (args, &[]),
+            "use" | "use_flake" | "use_nix" | "use_devenv" => {
+                let (kind, rest) = match directive.strip_prefix("use_") {
+                    Some(kind) => (kind, args),
+                    None => match args.split_first() {
+                        Some((kind, rest)) => (*kind, rest),
+                        None => continue,
+                    },
+                };
+                let Some((_, defaults)) = USE_DEFAULTS.iter().find(|(k, _)| *k == kind) else {
+                    continue;
+                };
+                out.extend(defaults.iter().map(PathBuf::from));
+                for word in rest.iter().filter(|w| !w.starts_with('-')) {
+                    if kind == "flake" {
+                        // A flake reference: a directory (`.`, `./nix`, `path:./nix#shell`)
+                        // whose flake.nix and flake.lock are evaluated; `nixpkgs#hello`,
+                        // `github:o/r` name none of the tree.
+                        let reference = word.split('#').next().unwrap_or("");
+                        let dir = reference.strip_prefix("path:").unwrap_or(reference);
+                        if dir.starts_with('.') || dir.starts_with('/') {
+                            let dir = literal(dir)?;
+                            out.push(dir.join("flake.nix"));
+                            out.push(dir.join("flake.lock"));
+                        }
+                    } else if word.ends_with(".nix") || word.contains('/') {
+                        out.push(literal(word)?);
+                    }
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend(defaults.iter().map(PathBuf::from));
+        for file in files {
+            out.push(literal(file)?);
+        }
+    }
+    Ok(out)
+}
+
+/// A literal file argument, or why it cannot be placed.
+fn literal(word: &str) -> Result<PathBuf, &'static str> {
+    let word = word.trim_end_matches(';');
+    if word.contains(['$', '`', '"', '\'', '*', '?', '[', '{', '~', '\\']) {
+        return Err("its .envrc names files by a variable, a pattern or a quoted word");
+    }
+    Ok(PathBuf::from(word))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(envrc: &str) -> Result<Vec<PathBuf>, &'static str> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".envrc"), envrc).unwrap();
+        named_places(dir.path())
+    }
+
+    #[test]
+    fn sourced_watched_and_evaluated_files_are_named() {
+        let got = names(
+            "source_env_if_exists .envrc.private\ndotenv_if_exists .env.local\n\
+             watch_file nix/shell.nix pkgs.nix # the shell\nuse flake . --impure\n\
+             if has nix; then\n  use_nix dev/shell.nix\nfi\nuse devenv\nlayout python3\n\
+             use flake nixpkgs#hello\n",
+        )
+        .unwrap();
+        let want = [
+            ".envrc.private",
+            ".env.local",
+            "nix/shell.nix",
+            "pkgs.nix",
+            "flake.nix",
+            "flake.lock",
+            "./flake.nix",
+            "./flake.lock",
+            "shell.nix",
+            "default.nix",
+            "dev/shell.nix",
+            "devenv.nix",
+            "devenv.yaml",
+            "devenv.lock",
+            "devenv.local.nix",
+            "flake.nix",
+            "flake.lock",
+        ];
+        assert_eq!(got, want.map(PathBuf::from));
+        assert_eq!(
+            names("export FOO=1\nPATH_add bin\n").unwrap(),
+            Vec::<PathBuf>::new()
+        );
+    }
+
+    #[test]
+    fn a_file_named_by_a_variable_or_pattern_names_the_whole_tree() {
+        for envrc in [
+            "source_env $HOME/x",
+            "watch_file \"a b\"",
+            "watch_file src/*.nix",
+            "dotenv ~/.env",
+        ] {
+            assert!(names(envrc).is_err(), "{envrc}");
+        }
+    }
+}
