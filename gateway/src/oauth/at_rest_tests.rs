@@ -59,6 +59,23 @@ fn code_row(expires_at_ms: i64) -> CodeRow {
     }
 }
 
+/// A store whose one code (for `client_a`, expiring at 60 s) was edited at rest by `sql`.
+fn code_edited_at_rest(sql: &str) -> (tempfile::TempDir, OAuthStore, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let code = store.approve(&client_a(), &code_row(60_000)).unwrap();
+    drop(store);
+    edit_at_rest(dir.path(), sql);
+    let store = open(dir.path());
+    (dir, store, code)
+}
+
+/// The refusal is `invalid_grant` and says `says`.
+fn assert_invalid_grant(err: &super::OAuthError, says: &str) {
+    assert_eq!(err.error, "invalid_grant", "{}", err.description);
+    assert!(err.description.contains(says), "{}", err.description);
+}
+
 /// A grant of `client_a`: its tokens, its id and the code that made it.
 struct Grant {
     access: String,
@@ -128,8 +145,7 @@ fn a_grant_the_owner_revoked_stays_revoked_when_its_column_is_reset_at_rest() {
     edit_at_rest(dir.path(), UNREVOKE);
     let store = open(dir.path());
     let err = store.refresh(&refresh, &request(3_000)).unwrap_err();
-    assert_eq!(err.error, "invalid_grant");
-    assert!(err.description.contains("revoked"), "{}", err.description);
+    assert_invalid_grant(&err, "revoked");
     assert!(!store.access_token_valid(&access, RESOURCE, 3_000).unwrap());
 }
 
@@ -198,8 +214,7 @@ fn an_expiry_pushed_later_at_rest_does_not_revive_a_token() {
             .unwrap()
     );
     let err = store.refresh(&refresh, &request(86_401_000)).unwrap_err();
-    assert_eq!(err.error, "invalid_grant");
-    assert!(err.description.contains("expired"), "{}", err.description);
+    assert_invalid_grant(&err, "expired");
     // Before its own expiry the unedited token still works.
     assert!(store.refresh(&refresh, &request(5_000)).is_ok());
 }
@@ -243,12 +258,7 @@ fn a_spent_refresh_token_made_unspent_at_rest_is_a_reuse_after_the_restart() {
     edit_at_rest(dir.path(), UNREVOKE);
     let store = open(dir.path());
     let err = store.refresh(&first, &request(now + 1_000)).unwrap_err();
-    assert_eq!(err.error, "invalid_grant");
-    assert!(
-        err.description.contains("already used"),
-        "{}",
-        err.description
-    );
+    assert_invalid_grant(&err, "already used");
     // The reuse revoked the grant: the token rotated from it is refused too.
     let err = store
         .refresh(&second.refresh_token, &request(now + 2_000))
@@ -258,21 +268,13 @@ fn a_spent_refresh_token_made_unspent_at_rest_is_a_reuse_after_the_restart() {
 
 #[test]
 fn an_authorization_code_expires_when_it_says_whatever_its_column_says() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let code = store.approve(&client_a(), &code_row(60_000)).unwrap();
-    drop(store);
     // As a database writer pushed it.
-    edit_at_rest(
-        dir.path(),
-        "UPDATE oauth_codes SET expires_at_ms = 9000000000000;",
-    );
-    let store = open(dir.path());
+    let (_dir, store, code) =
+        code_edited_at_rest("UPDATE oauth_codes SET expires_at_ms = 9000000000000;");
     let err = store
         .exchange_code(&code, REDIRECT, VERIFIER, &request(60_000))
         .unwrap_err();
-    assert_eq!(err.error, "invalid_grant");
-    assert!(err.description.contains("expired"), "{}", err.description);
+    assert_invalid_grant(&err, "expired");
     assert!(
         store
             .exchange_code(&code, REDIRECT, VERIFIER, &request(59_000))
@@ -300,15 +302,8 @@ fn an_authorization_code_whose_request_was_edited_at_rest_is_refused() {
         ("resource", "https://evil.example/mcp", VERIFIER),
         ("scope", "admin", VERIFIER),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path());
-        let code = store.approve(&client_a(), &code_row(60_000)).unwrap();
-        drop(store);
-        edit_at_rest(
-            dir.path(),
-            &format!("UPDATE oauth_codes SET {column} = '{value}';"),
-        );
-        let store = open(dir.path());
+        let (_dir, store, code) =
+            code_edited_at_rest(&format!("UPDATE oauth_codes SET {column} = '{value}';"));
         let redirect = if column == "redirect_uri" {
             value
         } else {
@@ -337,12 +332,7 @@ fn a_refresh_token_that_names_no_grant_is_refused() {
     let Grant { id, .. } = grant(&store, dir.path());
     let legacy = store.store_legacy_refresh(&id, 9_000_000_000_000);
     let err = store.refresh(&legacy, &request(2_000)).unwrap_err();
-    assert_eq!(err.error, "invalid_grant");
-    assert!(
-        err.description.contains("older version of this gateway"),
-        "{}",
-        err.description
-    );
+    assert_invalid_grant(&err, "older version of this gateway");
 }
 
 #[test]
@@ -357,12 +347,7 @@ fn an_authorization_code_made_unused_at_rest_is_a_reuse_after_the_restart() {
     let err = store
         .exchange_code(&code, REDIRECT, VERIFIER, &request(now + 1_000))
         .unwrap_err();
-    assert_eq!(err.error, "invalid_grant");
-    assert!(
-        err.description.contains("already used"),
-        "{}",
-        err.description
-    );
+    assert_invalid_grant(&err, "already used");
     // The reuse revoked the grant the code had made.
     let err = store.refresh(&refresh, &request(now + 2_000)).unwrap_err();
     assert!(err.description.contains("revoked"), "{}", err.description);
@@ -396,10 +381,5 @@ fn tokens_pointed_at_a_copy_of_their_revoked_grant_stay_refused() {
     let store = open(dir.path());
     assert!(!store.access_token_valid(&access, RESOURCE, 3_000).unwrap());
     let err = store.refresh(&refresh, &request(3_000)).unwrap_err();
-    assert_eq!(err.error, "invalid_grant");
-    assert!(
-        err.description.contains("does not belong"),
-        "{}",
-        err.description
-    );
+    assert_invalid_grant(&err, "does not belong");
 }

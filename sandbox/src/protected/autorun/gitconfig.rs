@@ -125,19 +125,12 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
                     .to_string(),
                 tree: "lefthook's configuration names files".to_string(),
             };
-            match super::lefthook::named_places(top) {
-                Ok(rels) => {
-                    for rel in rels {
-                        out.add(
-                            &top.join(rel),
-                            AutorunClass::GitHooks,
-                            source.paths.clone(),
-                            Scope::Below,
-                        );
-                    }
-                }
-                Err(why) => out.whole_tree(&source, why),
-            }
+            out.named_by(
+                top,
+                super::lefthook::named_places(top),
+                AutorunClass::GitHooks,
+                &source,
+            );
         }
     }
     // What an `.envrc` at the root or at a working tree's top sources, watches or evaluates.
@@ -150,19 +143,8 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         tree: "the .envrc names files".to_string(),
     };
     for dir in envrc_dirs {
-        match super::envrc::named_places(&dir) {
-            Ok(rels) => {
-                for rel in rels {
-                    out.add(
-                        &dir.join(rel),
-                        AutorunClass::DirectoryHooks,
-                        source.paths.clone(),
-                        Scope::Below,
-                    );
-                }
-            }
-            Err(why) => out.whole_tree_as(AutorunClass::DirectoryHooks, &source, why),
-        }
+        let named = super::envrc::named_places(&dir);
+        out.named_by(&dir, named, AutorunClass::DirectoryHooks, &source);
     }
     out.places
 }
@@ -319,6 +301,25 @@ impl Places<'_> {
 
     /// The whole write root: nothing narrower can be told (not only this repository: `cd ..`
     /// reaches past its top).
+    /// The places a configuration in `dir` names (relative to it) as `class`, or the whole tree
+    /// when it names them in a form the reader cannot place.
+    fn named_by(
+        &mut self,
+        dir: &Path,
+        named: Result<Vec<PathBuf>, &'static str>,
+        class: AutorunClass,
+        source: &Source,
+    ) {
+        match named {
+            Ok(rels) => {
+                for rel in rels {
+                    self.add(&dir.join(rel), class, source.paths.clone(), Scope::Below);
+                }
+            }
+            Err(why) => self.whole_tree_as(class, source, why),
+        }
+    }
+
     fn whole_tree(&mut self, source: &Source, reason: &str) {
         self.whole_tree_as(AutorunClass::GitHooks, source, reason);
     }
