@@ -583,7 +583,7 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
 pub mod gitconfig;
 mod hook_managers;
 mod lefthook;
-mod link_target;
+pub(crate) mod link_target;
 mod namespaces;
 pub mod package_files;
 pub mod package_json;

@@ -138,6 +138,7 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
             }
         }
     }
+    out.global_hooks_paths(&globals);
     out.places
 }
 
@@ -176,6 +177,23 @@ impl Places<'_> {
             };
             if !self.places.contains(&place) {
                 self.places.push(place);
+            }
+        }
+    }
+
+    /// The account's global configs (and what they include) apply to every repository of the
+    /// host, also to those outside the root: a `core.hooksPath` there that names a directory
+    /// by an absolute or `~/` path makes it every repository's hooks directory (red team 28 B2:
+    /// a shared hooks repository as the write root, no repository of its own). The configs
+    /// and includes themselves are places as well.
+    fn global_hooks_paths(&mut self, globals: &[PathBuf]) {
+        let mut named = Named::default();
+        for config in globals {
+            self.read_config(config, 0, &mut named);
+        }
+        for value in named.hooks_paths {
+            if value.starts_with('/') || value.starts_with("~/") {
+                self.hook_dir(&expand_home(&value), &[]);
             }
         }
     }

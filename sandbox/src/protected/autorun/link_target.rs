@@ -82,6 +82,16 @@ pub(super) fn resolve(root: &Path, parent: &Path, target: &Path) -> Resolved {
     }
 }
 
+/// The real path `path` (absolute) names: every link on the way followed (chains, `..`
+/// after a link), resolved as far as it exists and the rest joined as written, a `..` after a
+/// missing component cancelling it. `None` through a loop or a reader-dependent name.
+pub(crate) fn resolved(path: &Path) -> Option<PathBuf> {
+    match resolve(Path::new("/"), Path::new("/"), path) {
+        Resolved::Inside(rel) => Some(Path::new("/").join(rel)),
+        Resolved::Outside | Resolved::Context => None,
+    }
+}
+
 /// Queue `path`'s steps (its first on top); an absolute path restarts from `/`.
 fn push_steps(pending: &mut Vec<Step>, out: &mut PathBuf, path: &Path) {
     if path.is_absolute() {
