@@ -38,12 +38,39 @@ pub struct Derived {
     /// A start-up tree too large to look at whole ([`MAX_CONFIG_ENTRIES`]): its links could not
     /// all be seen, so writes fail closed (the owner's opt-in for the class opens them).
     pub over_bound: Option<PathBuf>,
+    /// Entries looked at (for `gatewayctl doctor`).
+    pub looked_at: usize,
 }
 
 /// Most entries looked at under one home's `~/.config` (fail closed beyond).
 pub const MAX_CONFIG_ENTRIES: usize = 65_536;
-/// How deep `~/.config` is walked (fail closed beyond: a deeper directory is not looked in).
-pub const MAX_CONFIG_DEPTH: usize = 8;
+/// How deep `~/.config` is walked (fail closed beyond).
+pub const MAX_CONFIG_DEPTH: usize = 16;
+/// Directories under `~/.config` not looked in: Electron and Chromium applications' caches and
+/// storage (`~/.config/Code/Cache`, `…/Service Worker`), large, rewritten all the time (each
+/// change would derive the links again) and holding no link the owner made.
+const VOLATILE: &[&str] = &[
+    "Cache",
+    "Code Cache",
+    "GPUCache",
+    "DawnCache",
+    "DawnGraphiteCache",
+    "DawnWebGPUCache",
+    "GrShaderCache",
+    "ShaderCache",
+    "CachedData",
+    "CachedExtensionVSIXs",
+    "CachedProfilesData",
+    "Crashpad",
+    "blob_storage",
+    "IndexedDB",
+    "Local Storage",
+    "Session Storage",
+    "Service Worker",
+    "WebStorage",
+    "logs",
+    "workspaceStorage",
+];
 /// Most entries looked at in one other start-up directory (editor plugin trees are large;
 /// links sit near the top).
 const MAX_LINK_SCAN: usize = 4096;
@@ -174,6 +201,7 @@ impl Derived {
             };
             for entry in entries.flatten() {
                 seen += 1;
+                self.looked_at += 1;
                 if seen > max {
                     return skip.is_some();
                 }
@@ -183,7 +211,11 @@ impl Derived {
                 let path = entry.path();
                 if meta.file_type().is_symlink() {
                     self.link(&path, meta.uid());
-                } else if meta.is_dir() && !skip.is_some_and(|s| s.contains(&path)) {
+                } else if meta.is_dir()
+                    && !skip.is_some_and(|s| {
+                        s.contains(&path) || VOLATILE.iter().any(|v| entry.file_name() == *v)
+                    })
+                {
                     if depth >= max_depth {
                         if skip.is_some() {
                             return true;
@@ -208,3 +240,6 @@ fn owned_by(target: &Path, owner: u32) -> bool {
         .find_map(|dir| std::fs::symlink_metadata(dir).ok())
         .is_some_and(|m| m.uid() == owner)
 }
+
+#[cfg(test)]
+mod tests;
