@@ -40,6 +40,11 @@ pub struct GitPlace {
 /// found inside the root (root-relative); the repository the root itself lies in is found by
 /// walking up from it, as git does.
 pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
+    places_with(root, dot_gits, &global_configs())
+}
+
+/// [`places`] with the account's global config files given.
+pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], globals: &[PathBuf]) -> Vec<GitPlace> {
     let mut repos: Vec<PathBuf> = dot_gits.iter().map(|rel| root.join(rel)).collect();
     if let Some(enclosing) = root
         .ancestors()
@@ -56,7 +61,6 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         read: 0,
         scripts: 0,
     };
-    let globals = global_configs();
     for dot_git in repos {
         let Some(top) = dot_git.parent().map(Path::to_path_buf) else {
             continue;
@@ -138,7 +142,7 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
             }
         }
     }
-    out.global_hooks_paths(&globals);
+    out.global_hooks_paths(globals);
     out.places
 }
 
