@@ -1,8 +1,9 @@
 //! What only writes refuse ([`crate::protected::write_protected`]): where the gateway and Claude
 //! Code are installed and every home's start-up files, by name (as given and canonical) and by
-//! `(dev, ino)`; and, the same way, the targets of links inside start-up directories, each with
-//! its link, refused as their own auto-run class
+//! `(dev, ino)`; and, the same way, the targets of the links in the homes' start-up places,
+//! each with its link, refused as their own auto-run class
 //! ([`crate::protected::autorun::AutorunClass::StartupLinks`]) unless the owner allowed it.
+//! The homes' part is derived again when a directory it was looked for in changed.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};

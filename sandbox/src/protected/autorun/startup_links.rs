@@ -134,7 +134,7 @@ impl Derived {
         }
         // Every dot entry of the home's top level that is a link: the owner's configuration.
         if let Ok(entries) = std::fs::read_dir(home) {
-            for entry in entries.flatten().take(MAX_LINK_SCAN) {
+            for entry in entries.flatten() {
                 if entry.file_name().as_encoded_bytes().starts_with(b".")
                     && let Ok(meta) = entry.metadata()
                     && meta.file_type().is_symlink()
