@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::link_target::resolved;
+use super::link_target::{resolved, resolved_noting};
 
 /// A link in a start-up place and where it points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,9 +167,23 @@ impl Derived {
         }
     }
 
-    /// Record `link`'s target when its owner (`uid`) owns it.
+    /// Record `link`'s target when its owner (`uid`) owns it; the directories of the links a
+    /// chain goes through are watched too (`~/mid` retargeted changes the home).
     fn link(&mut self, link: &Path, uid: u32) {
-        if let Some(target) = resolved(link).filter(|target| owned_by(target, uid)) {
+        let mut chain = Vec::new();
+        let target = resolved_noting(link, &mut |hop| {
+            chain.extend(
+                hop.parent()
+                    .filter(|dir| *dir != link.parent().unwrap_or(dir))
+                    .map(Path::to_path_buf),
+            )
+        });
+        for dir in chain {
+            if !self.watched.iter().any(|(seen, _)| *seen == dir) {
+                self.watch(&dir);
+            }
+        }
+        if let Some(target) = target.filter(|target| owned_by(target, uid)) {
             self.links.push(StartupLink {
                 target,
                 link: link.to_path_buf(),

@@ -263,3 +263,22 @@ fn a_config_tree_deeper_than_the_bound_fails_closed_until_the_owner_opts_in() {
     policy.refresh_write_protected();
     assert_eq!(policy.write_protection(&h.project.join("a.rs")), None);
 }
+
+/// A chain through a link outside the home: retargeting that link is seen at the next refresh
+/// (its directory is watched too).
+#[test]
+fn a_chain_retargeted_outside_the_home_is_followed_again() {
+    let h = home();
+    let elsewhere = h.tmp.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    symlink(h.project.join("first.desktop"), elsewhere.join("mid")).unwrap();
+    h.link(".config/autostart/x.desktop", elsewhere.join("mid"));
+    let policy = h.policy();
+    let x = named(".config/autostart/x.desktop");
+    assert_eq!(policy.write_protection(&h.project.join("first.desktop")), x);
+    std::fs::remove_file(elsewhere.join("mid")).unwrap();
+    symlink(h.project.join("second.desktop"), elsewhere.join("mid")).unwrap();
+    policy.refresh_write_protected();
+    assert_eq!(policy.write_protection(&h.project.join("second.desktop")), x);
+    assert_eq!(policy.write_protection(&h.project.join("first.desktop")), None);
+}
