@@ -94,12 +94,23 @@ pub fn changed(derived: &Derived) -> bool {
     derived.watched.iter().any(|(dir, was)| stamp(dir) != *was)
 }
 
-/// The start-up places of each of `homes` and the links in them.
+/// The start-up places of each of `homes` (the owner's first) and the links in them.
 pub fn derive(homes: &[PathBuf]) -> Derived {
     let mut out = Derived::default();
-    for home in homes {
-        out.home(home);
+    for (i, home) in homes.iter().enumerate() {
+        out.home(home, i == 0);
     }
+    // A link to a home or a directory above one (`~/.config/app/home -> ~`) names no
+    // configuration but everything: no write root is there (`unfit_write_root`), and taking it
+    // would refuse every project in the home.
+    let mut tops: Vec<PathBuf> = homes.to_vec();
+    tops.extend(
+        homes
+            .iter()
+            .filter_map(|home| std::fs::canonicalize(home).ok()),
+    );
+    out.links
+        .retain(|link| !tops.iter().any(|home| home.starts_with(&link.target)));
     out.startup_paths.sort();
     out.startup_paths.dedup();
     out
@@ -110,7 +121,10 @@ impl Derived {
         self.watched.push((dir.to_path_buf(), stamp(dir)));
     }
 
-    fn home(&mut self, home: &Path) {
+    /// One home's places and links. Only the owner's `~/.config` over the bound fails closed:
+    /// another account's links protect only that account's files, which are not the
+    /// session's to write.
+    fn home(&mut self, home: &Path, owner: bool) {
         use std::os::unix::fs::MetadataExt;
         self.watch(home);
         for entry in crate::protected::AUTORUN {
@@ -162,7 +176,7 @@ impl Derived {
                     .map(|r| real.join(r))
             })
             .collect();
-        if self.links_in(&real, MAX_CONFIG_ENTRIES, MAX_CONFIG_DEPTH, Some(&skip)) {
+        if self.links_in(&real, MAX_CONFIG_ENTRIES, MAX_CONFIG_DEPTH, Some(&skip)) && owner {
             self.over_bound.get_or_insert(home.join(".config"));
         }
     }

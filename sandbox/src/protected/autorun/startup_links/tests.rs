@@ -222,6 +222,9 @@ fn any_dot_link_of_the_home_and_any_link_under_config_protects_its_target() {
     // `~/.local/share` outside its start-up places.
     h.link("proj-shortcut", p.join("shortcut"));
     h.link(".local/share/recently-used/x", p.join("recent"));
+    // A link to the home or above it names everything, no configuration: not taken.
+    h.link(".config/app/home", &h.home);
+    h.link(".config/app/top", "/");
     let policy = h.policy();
     for name in dot_files {
         let target = p.join(name.trim_start_matches('.'));
@@ -234,6 +237,7 @@ fn any_dot_link_of_the_home_and_any_link_under_config_protects_its_target() {
     }
     assert_eq!(policy.write_protection(&p.join("shortcut")), None);
     assert_eq!(policy.write_protection(&p.join("recent")), None);
+    assert_eq!(policy.write_protection(&h.home.join("work/a.rs")), None);
 }
 
 #[test]
@@ -258,6 +262,9 @@ fn a_config_tree_deeper_than_the_bound_fails_closed_until_the_owner_opts_in() {
     let allowed = crate::protected::autorun::AutorunAllowed::parse("startup_links").unwrap();
     let opened = policy.clone().with_autorun_allowed(allowed);
     assert_eq!(opened.write_protection(&h.project.join("a.rs")), None);
+    // Only the owner's home fails closed: another account's links protect only its files.
+    let other = super::derive(&[h.tmp.join("elsewhere"), h.home.clone()]);
+    assert_eq!(other.over_bound, None);
     // Within the bound again: derived again at the next refresh, nothing refused.
     std::fs::remove_dir_all(h.home.join(".config/l0")).unwrap();
     policy.refresh_write_protected();
@@ -279,6 +286,12 @@ fn a_chain_retargeted_outside_the_home_is_followed_again() {
     std::fs::remove_file(elsewhere.join("mid")).unwrap();
     symlink(h.project.join("second.desktop"), elsewhere.join("mid")).unwrap();
     policy.refresh_write_protected();
-    assert_eq!(policy.write_protection(&h.project.join("second.desktop")), x);
-    assert_eq!(policy.write_protection(&h.project.join("first.desktop")), None);
+    assert_eq!(
+        policy.write_protection(&h.project.join("second.desktop")),
+        x
+    );
+    assert_eq!(
+        policy.write_protection(&h.project.join("first.desktop")),
+        None
+    );
 }
