@@ -79,8 +79,8 @@ pub enum WriteRefusal {
         env: &'static str,
     },
     #[error(
-        "{path}: could not be checked against the links in {place}: it holds more entries \
-         than are looked at ({class}: a link there makes its target a start-up file); nothing \
+        "{path}: could not be checked against the links in {place}: it holds more entries, or \
+         deeper, than are looked at ({class}: a link there makes its target a start-up file); nothing \
          was written. The owner can move bulky data out of {place}, or allow the class by \
          starting the gateway with {env}={class}"
     )]

@@ -74,7 +74,13 @@ fn chains_and_dot_dot_after_a_missing_part_are_resolved() {
         ".config/autostart/rel.desktop",
         "../../dirlink/../up.desktop",
     );
+    // Relative, two missing levels cancelled by two `..`.
+    let two = "../../../../project/gen2/sub/../../dd2.service";
+    h.link(".config/systemd/user/dd2.service", two);
     let policy = h.policy();
+    let dd2 = named(".config/systemd/user/dd2.service");
+    assert_eq!(policy.write_protection(&p.join("dd2.service")), dd2);
+    assert_eq!(policy.write_protection(&p.join("gen2/sub/keep")), None);
     let chain = named(".config/autostart/chain.desktop");
     assert_eq!(
         policy.write_protection(&p.join("build/chain.desktop")),
@@ -259,6 +265,18 @@ fn a_config_tree_deeper_than_the_bound_fails_closed_until_the_owner_opts_in() {
         place: "~/.config".to_string(),
     });
     assert_eq!(policy.write_protection(&h.project.join("a.rs")), unchecked);
+    // A write's refusal says why and the ways out.
+    let refusal = crate::write_path::WriteRoot::open(&policy, &h.project).unwrap_err();
+    assert_eq!(refusal.code(), common::outcome::OutcomeCode::NotPermitted);
+    let message = refusal.to_string();
+    assert!(
+        message.contains("could not be checked against the links in ~/.config"),
+        "{message}"
+    );
+    assert!(
+        message.contains("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links"),
+        "{message}"
+    );
     let allowed = crate::protected::autorun::AutorunAllowed::parse("startup_links").unwrap();
     let opened = policy.clone().with_autorun_allowed(allowed);
     assert_eq!(opened.write_protection(&h.project.join("a.rs")), None);
