@@ -122,6 +122,10 @@ fn a_dangling_or_linked_config_dir_keeps_its_places_at_every_depth() {
     let unit = h.tmp.join("share/systemd/user/x.service");
     assert_eq!(policy.write_protection(&unit), STARTUP);
     assert_eq!(policy.write_protection(&h.home.join("dot/notes.txt")), None);
+    // `~/.config` itself is a dot link of the home: all of its target is the owner's
+    // configuration, also what no start-up place names (`kitty/kitty.conf`).
+    let kitty = h.home.join("dot/config/kitty/kitty.conf");
+    assert_eq!(policy.write_protection(&kitty), named(".config"));
 }
 
 #[test]
