@@ -913,16 +913,13 @@ impl PathPolicy {
 }
 
 /// The canonical spelling of `path` when it differs (symlinked home, `/etc` -> `/private/etc`),
-/// also for a missing final component whose parent exists.
+/// also when it does not exist: every link on the way followed as far as it exists, the rest
+/// joined as written (red team 28 B3: a dangling `~/.config` link, two missing levels below a
+/// linked one).
 fn canonical_variant(path: &Path) -> Option<PathBuf> {
-    let canonical = match std::fs::canonicalize(path) {
-        Ok(c) => c,
-        Err(_) => {
-            let parent = path.parent()?;
-            let name = path.file_name()?;
-            std::fs::canonicalize(parent).ok()?.join(name)
-        }
-    };
+    let canonical = std::fs::canonicalize(path)
+        .ok()
+        .or_else(|| crate::protected::autorun::link_target::resolved(path))?;
     (canonical != path).then_some(canonical)
 }
 

@@ -467,47 +467,40 @@ pub const AUTORUN: &[&str] = &[
 #[derive(Debug, Clone, Default)]
 pub struct WriteProtected {
     /// Where the gateway and Claude Code are installed ([`install_locations`]) and the
-    /// [`AUTORUN`] entries of every account's home: never written.
+    /// [`AUTORUN`] entries of every account's home as named: never written.
     pub paths: Vec<PathBuf>,
-    /// Targets of the links inside those start-up directories: an auto-run class of their own
+    /// The homes whose start-up places [`Self::derived`] comes from (derived again when they
+    /// change; none: a fixed set).
+    pub homes: Vec<PathBuf>,
+    /// What those start-up places are under their real paths and the links in them
+    /// ([`autorun::startup_links`]): the links' targets are an auto-run class of their own
     /// ([`autorun::AutorunClass::StartupLinks`]), whose refusal names the link.
-    pub startup_links: Vec<autorun::startup_links::StartupLink>,
+    pub derived: autorun::startup_links::Derived,
 }
 
 impl From<Vec<PathBuf>> for WriteProtected {
     fn from(paths: Vec<PathBuf>) -> Self {
         Self {
             paths,
-            startup_links: Vec::new(),
+            ..Self::default()
         }
     }
 }
 
 /// What sessions never write although they may read it: where the gateway and Claude Code are
 /// installed ([`install_locations`]), the [`AUTORUN`] entries of every account's home, and what
-/// the links inside those directories name ([`autorun::startup_links`]).
+/// the links in those homes' start-up places name ([`autorun::startup_links`]).
 pub fn write_protected(exe: &Path, claude_bin: &Path, owner_home: &Path) -> WriteProtected {
     let mut paths = install_locations(exe, claude_bin);
     let mut homes = vec![owner_home.to_path_buf()];
     homes.extend(other_homes(owner_home));
     for home in &homes {
-        for entry in AUTORUN {
-            let place = home.join(entry);
-            // A start-up file that is itself a link is the file its target is (the shell reads
-            // the target as `~/.zshenv`): the target stays in this class, also before it exists
-            // (an existing one is covered by its canonical name as well).
-            if let Ok(meta) = std::fs::symlink_metadata(&place)
-                && meta.file_type().is_symlink()
-            {
-                use std::os::unix::fs::MetadataExt;
-                paths.extend(autorun::startup_links::link_target(&place, meta.uid()));
-            }
-            paths.push(place);
-        }
+        paths.extend(AUTORUN.iter().map(|entry| home.join(entry)));
     }
     WriteProtected {
         paths,
-        startup_links: autorun::startup_links::of_homes(&homes),
+        derived: autorun::startup_links::derive(&homes),
+        homes,
     }
 }
 

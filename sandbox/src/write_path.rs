@@ -79,6 +79,19 @@ pub enum WriteRefusal {
         env: &'static str,
     },
     #[error(
+        "{path}: could not be checked against the links in {place}: it holds more entries, or \
+         deeper, than are looked at ({class}: a link there makes its target a start-up file); nothing \
+         was written. The owner can move bulky data out of {place}, or allow the class by \
+         starting the gateway with {env}={class}"
+    )]
+    StartupLinksUnchecked {
+        path: String,
+        /// The start-up tree, `~/…` in the owner's home.
+        place: String,
+        class: &'static str,
+        env: &'static str,
+    },
+    #[error(
         "{path}: is no longer the directory this session started in (it was replaced or moved); \
          nothing is written here. Start a new session on the directory"
     )]
@@ -117,6 +130,7 @@ impl WriteRefusal {
             | Self::CrossesMount { .. }
             | Self::InstallLocation { .. }
             | Self::StartupLinkTarget { .. }
+            | Self::StartupLinksUnchecked { .. }
             | Self::RootReplaced { .. }
             | Self::AutorunPlace { .. }
             | Self::AutorunUnknown { .. } => OutcomeCode::NotPermitted,
@@ -177,6 +191,7 @@ pub struct WriteRoot {
 impl WriteRoot {
     /// Open the root directory (absolute, not protected) without following any symlink.
     pub fn open(policy: &PathPolicy, root: &Path) -> Result<Self, WriteRefusal> {
+        policy.refresh_write_protected();
         if let Some(why) = policy.write_protection(root) {
             return Err(write_protected_refusal(show(root), why));
         }
@@ -237,6 +252,8 @@ impl WriteRoot {
     ) -> Result<WriteTarget, WriteRefusal> {
         policy.check(path).map_err(git_refusal)?;
         let shown = show(path);
+        // A link the owner made in a start-up place since the last write counts now.
+        policy.refresh_write_protected();
         if let Some(why) = policy.write_protection(path) {
             return Err(write_protected_refusal(shown, why));
         }
@@ -785,6 +802,12 @@ fn write_protected_refusal(path: String, why: WriteProtection) -> WriteRefusal {
         WriteProtection::StartupLinkTarget { link } => WriteRefusal::StartupLinkTarget {
             path,
             link,
+            class: AutorunClass::StartupLinks.name(),
+            env: ALLOW_ENV,
+        },
+        WriteProtection::StartupLinksUnchecked { place } => WriteRefusal::StartupLinksUnchecked {
+            path,
+            place,
             class: AutorunClass::StartupLinks.name(),
             env: ALLOW_ENV,
         },

@@ -289,6 +289,7 @@ fn doctor_shows_the_protected_set() {
     std::fs::write(home.join(".pgpass"), "x").unwrap();
     std::fs::create_dir_all(home.join(".claude")).unwrap();
     std::fs::write(home.join(".claude/.credentials.json"), "{}").unwrap();
+    std::os::unix::fs::symlink(home.join("dotfiles/gdbinit"), home.join(".gdbinit")).unwrap();
     let mut args = match doctor(&f, vec![]) {
         Command::Doctor(a) => a,
         _ => unreachable!(),
@@ -314,6 +315,11 @@ fn doctor_shows_the_protected_set() {
     assert!(detail("protected: model CLIs").contains("~/.claude/.credentials.json"));
     assert!(detail("protected: shell and REPL histories").contains("entries; present here: none"));
     assert!(detail("protected: gateway").contains("/tmp/ngw-run-"));
+    let links = detail("protected: start-up links");
+    assert!(
+        links.contains("1 link(s)") && links.contains("~/.gdbinit"),
+        "{links}"
+    );
     let mut names = Vec::new();
     for check in checks {
         let name = check["name"].as_str().unwrap();
@@ -324,4 +330,43 @@ fn doctor_shows_the_protected_set() {
             names.push(name);
         }
     }
+}
+
+/// A `~/.config` too deep to look at whole: every write is refused, and doctor says so and how
+/// to get out.
+#[test]
+fn doctor_warns_of_a_config_dir_too_large_to_check_for_links() {
+    let f = Fixture::new();
+    let mut deep = f.dir.path().join(".config");
+    for level in 0..=sandbox::protected::autorun::startup_links::MAX_CONFIG_DEPTH + 1 {
+        deep.push(format!("l{level}"));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    let mut args = match doctor(&f, vec![]) {
+        Command::Doctor(a) => a,
+        _ => unreachable!(),
+    };
+    args.skip_host_probes = false;
+    let value: serde_json::Value =
+        serde_json::from_str(&f.run(true, Command::Doctor(args)).0).unwrap();
+    let check = value["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "protected: start-up links")
+        .unwrap_or_else(|| panic!("no start-up links check in {value}"))
+        .clone();
+    assert_eq!(check["status"], "WARN", "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("~/.config holds more than"),
+        "{check}"
+    );
+    let fix = check["fix"].as_str().unwrap_or_default();
+    assert!(
+        fix.contains("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links"),
+        "{check}"
+    );
 }

@@ -531,6 +531,121 @@ async fn targets_of_links_in_start_up_places_are_refused_naming_the_link() {
     }
 }
 
+/// Red team 28 B3: a chain of links from a start-up place (`autostart/chain.desktop -> ~/mid ->
+/// project/build/chain.desktop`, dangling) and a link the owner makes while the session is live
+/// (`~/.gdbinit -> project/gdbinit`, a dot link of the home: B4) are refused naming the link,
+/// and the files stay as they were.
+#[tokio::test(flavor = "multi_thread")]
+async fn chained_and_late_links_from_start_up_places_are_refused() {
+    use std::os::unix::fs::symlink;
+    let tree = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tree.path()).unwrap();
+    let (home, project) = (root.join("home"), root.join("project"));
+    std::fs::create_dir_all(home.join(".config/autostart")).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    symlink(project.join("build/chain.desktop"), home.join("mid")).unwrap();
+    symlink(
+        home.join("mid"),
+        home.join(".config/autostart/chain.desktop"),
+    )
+    .unwrap();
+    std::fs::write(project.join("gdbinit"), "set pagination off\n").unwrap();
+    let write = |rel: &str| {
+        json!({"name": "Write", "arguments": {
+            "file_path": project.join(rel).to_string_lossy(), "content": "shell id\n"}})
+    };
+    let gw = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("HOME", &home)
+        .state_dir(root.join("state"))
+        .spawn()
+        .await
+        .expect("gateway starts");
+    let chat = chatgpt(&gw).await;
+    let v = crate::writes::start_profile(&chat, &project, "direct_write", "late-sl").await;
+    // Made after the session started (its broker derived the links then).
+    symlink(project.join("gdbinit"), home.join(".gdbinit")).unwrap();
+    let calls = json!([
+        write("build/chain.desktop"),
+        write("gdbinit"),
+        write("plain.txt")
+    ]);
+    let next = crate::writes::reply_calls(&chat, &v, "late-sl-r", calls).await;
+    let got = next["pending_turn"]["tool_results"].as_array().unwrap();
+    assert_eq!(got.len(), 3, "{next}");
+    assert_eq!(got[2]["status"], "ok", "{next}");
+    for (result, link) in got
+        .iter()
+        .zip([".config/autostart/chain.desktop", ".gdbinit"])
+    {
+        let output = result["output"].as_str().unwrap_or_default();
+        assert_eq!(result["status"], "error", "{link}: {result}");
+        assert!(output.starts_with("not_permitted"), "{output}");
+        let named = format!("is the target of ~/{link}, a link in a start-up place");
+        assert!(output.contains(&named), "{output}");
+        assert!(output.contains("remove the link"), "{output}");
+        let opt_in = "CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links";
+        assert!(output.contains(opt_in), "{output}");
+    }
+    let kept = std::fs::read_to_string(project.join("gdbinit")).unwrap();
+    assert_eq!(kept, "set pagination off\n");
+    assert!(!project.join("build").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "late-sl-s", None)
+        .await
+        .unwrap();
+}
+
+/// Red team 28 B2, the findable part: the owner's `~/.gitconfig` makes a directory of a shared
+/// hooks repository (no repository of its own: `.git` nowhere in or above it) every
+/// repository's hooks dir; a session on it cannot rewrite a hook there, the hook is unchanged,
+/// and other files stay writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_global_hooks_path_into_a_root_that_is_no_repository_is_refused() {
+    let tree = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tree.path()).unwrap();
+    let (home, shared) = (root.join("home"), root.join("shared"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(shared.join("githooks")).unwrap();
+    let hook = shared.join("githooks/pre-commit");
+    std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
+    let config = format!(
+        "[core]\n\thooksPath = {}\n",
+        shared.join("githooks").display()
+    );
+    std::fs::write(home.join(".gitconfig"), config).unwrap();
+    let gw = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("HOME", &home)
+        .state_dir(root.join("state"))
+        .spawn()
+        .await
+        .expect("gateway starts");
+    let chat = chatgpt(&gw).await;
+    let v = crate::writes::start_profile(&chat, &shared, "direct_write", "ghp").await;
+    let write = |path: &std::path::Path| {
+        json!({"name": "Write", "arguments": {
+            "file_path": path.to_string_lossy(), "content": "#!/bin/sh\nid\n"}})
+    };
+    let calls = json!([write(&hook), write(&shared.join("README.md"))]);
+    let next = crate::writes::reply_calls(&chat, &v, "ghp-r", calls).await;
+    let got = next["pending_turn"]["tool_results"].as_array().unwrap();
+    assert_eq!(got.len(), 2, "{next}");
+    let output = got[0]["output"].as_str().unwrap_or_default();
+    assert_eq!(got[0]["status"], "error", "{next}");
+    assert!(output.starts_with("not_permitted"), "{output}");
+    assert!(output.contains("is an auto-run place"), "{output}");
+    assert!(output.contains("git_hooks"), "{output}");
+    assert!(output.contains("core.hooksPath"), "{output}");
+    assert_eq!(got[1]["status"], "ok", "{next}");
+    assert_eq!(
+        std::fs::read_to_string(&hook).unwrap(),
+        "#!/bin/sh\nexit 0\n"
+    );
+    chat.stop(&session_id(&v), &lease_id(&v), "ghp-s", None)
+        .await
+        .unwrap();
+}
+
 /// Another gateway of the same account on this host (red-team F3): its state dir — token, server
 /// key, database, transcripts — is as protected as this gateway's own, for the read tools and
 /// for commands, because every gateway lists its state dir in the account's registry.

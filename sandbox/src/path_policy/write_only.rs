@@ -1,14 +1,17 @@
 //! What only writes refuse ([`crate::protected::write_protected`]): where the gateway and Claude
 //! Code are installed and every home's start-up files, by name (as given and canonical) and by
-//! `(dev, ino)`; and, the same way, the targets of links inside start-up directories, each with
-//! its link, refused as their own auto-run class
+//! `(dev, ino)`; and, the same way, the targets of the links in the homes' start-up places,
+//! each with its link, refused as their own auto-run class
 //! ([`crate::protected::autorun::AutorunClass::StartupLinks`]) unless the owner allowed it.
+//! The homes' part is derived again when a directory it was looked for in changed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::{PathPolicy, canonical_variant, show};
 use crate::protected::WriteProtected;
 use crate::protected::autorun::AutorunClass;
+use crate::protected::autorun::startup_links::{self, Derived};
 
 /// A path's components, folded like the policy's names.
 type Folded = Vec<Vec<u8>>;
@@ -16,6 +19,22 @@ type Folded = Vec<Vec<u8>>;
 /// The write-only entries, folded like the policy's names.
 #[derive(Debug, Clone, Default)]
 pub(super) struct WriteOnly {
+    /// Install locations and start-up entries as named: fixed.
+    fixed: Keys,
+    /// What the homes' start-up places name now: shared by every clone of the policy, derived
+    /// again when a watched directory changed ([`PathPolicy::refresh_write_protected`]).
+    startup: Arc<Startup>,
+}
+
+#[derive(Debug, Default)]
+struct Startup {
+    homes: Vec<PathBuf>,
+    derived: Mutex<Derived>,
+    keys: RwLock<Keys>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Keys {
     names: Vec<Folded>,
     identities: Vec<(u64, u64)>,
     /// Start-up link targets by name and by identity, each with its link's index in `links`.
@@ -23,6 +42,8 @@ pub(super) struct WriteOnly {
     link_identities: Vec<((u64, u64), usize)>,
     /// The links as messages show them (`~/…` in the owner's home).
     links: Vec<String>,
+    /// A start-up tree too large to see every link in (as shown): every write refused.
+    over_bound: Option<String>,
 }
 
 /// Why a write is refused although reading is allowed.
@@ -30,8 +51,10 @@ pub(super) struct WriteOnly {
 pub enum WriteProtection {
     /// Where the gateway or Claude Code is installed, or a home's start-up file or directory.
     InstallLocation,
-    /// The target of `link` (as shown), a link inside a start-up directory.
+    /// The target of `link` (as shown), a link in a start-up place of a home.
     StartupLinkTarget { link: String },
+    /// `place` (as shown), a start-up tree, is too large to see every link in.
+    StartupLinksUnchecked { place: String },
 }
 
 impl PathPolicy {
@@ -39,35 +62,78 @@ impl PathPolicy {
     /// [`crate::protected::install_locations`] alone).
     pub fn with_write_protected(mut self, set: impl Into<WriteProtected>) -> Self {
         let set = set.into();
-        let mut only = std::mem::take(&mut self.write_only);
+        let mut fixed = Keys::default();
         for path in set.paths.iter().filter(|p| p.is_absolute()) {
-            let (names, identity) = self.write_keys(path);
-            only.names.extend(names);
-            only.identities.extend(identity);
+            self.add_keys(&mut fixed, path);
         }
-        for startup in set.startup_links.iter().filter(|l| l.target.is_absolute()) {
-            let index = only.links.len();
-            only.links
-                .push(match startup.link.strip_prefix(&self.home) {
-                    Ok(rest) => format!("~/{}", show(rest)),
-                    Err(_) => show(&startup.link),
-                });
+        fixed.names.sort();
+        fixed.names.dedup();
+        fixed.identities.sort_unstable();
+        fixed.identities.dedup();
+        let keys = self.startup_keys(&set.derived);
+        self.write_only = WriteOnly {
+            fixed,
+            startup: Arc::new(Startup {
+                homes: set.homes,
+                derived: Mutex::new(set.derived),
+                keys: RwLock::new(keys),
+            }),
+        };
+        self
+    }
+
+    /// Derive the homes' start-up links again when a directory they were looked for in
+    /// changed (else one `lstat` per watched directory): a link the owner made while the
+    /// session is live is refused from the next write on (red team 28 B3).
+    pub fn refresh_write_protected(&self) {
+        let startup = &self.write_only.startup;
+        if startup.homes.is_empty() {
+            return;
+        }
+        let mut derived = startup.derived.lock().unwrap_or_else(|e| e.into_inner());
+        if !startup_links::changed(&derived) {
+            return;
+        }
+        *derived = startup_links::derive(&startup.homes);
+        let keys = self.startup_keys(&derived);
+        *startup.keys.write().unwrap_or_else(|e| e.into_inner()) = keys;
+    }
+
+    /// The keys of what `derived` names.
+    fn startup_keys(&self, derived: &Derived) -> Keys {
+        let mut keys = Keys::default();
+        for path in derived.startup_paths.iter().filter(|p| p.is_absolute()) {
+            self.add_keys(&mut keys, path);
+        }
+        let shown = |path: &Path| match path.strip_prefix(&self.home) {
+            Ok(rest) => format!("~/{}", show(rest)),
+            Err(_) => show(path),
+        };
+        for startup in derived.links.iter().filter(|l| l.target.is_absolute()) {
+            let index = keys.links.len();
+            keys.links.push(shown(&startup.link));
             let (names, identity) = self.write_keys(&startup.target);
-            only.link_names
+            keys.link_names
                 .extend(names.into_iter().map(|name| (name, index)));
-            only.link_identities
+            keys.link_identities
                 .extend(identity.map(|identity| (identity, index)));
         }
-        only.names.sort();
-        only.names.dedup();
-        only.identities.sort_unstable();
-        only.identities.dedup();
+        keys.over_bound = derived.over_bound.as_deref().map(shown);
+        keys.names.sort();
+        keys.names.dedup();
+        keys.identities.sort_unstable();
+        keys.identities.dedup();
         // The first link to a target names it.
-        only.link_identities
+        keys.link_identities
             .sort_by_key(|(identity, index)| (*identity, *index));
-        only.link_identities.dedup_by_key(|(identity, _)| *identity);
-        self.write_only = only;
-        self
+        keys.link_identities.dedup_by_key(|(identity, _)| *identity);
+        keys
+    }
+
+    fn add_keys(&self, keys: &mut Keys, path: &Path) {
+        let (names, identity) = self.write_keys(path);
+        keys.names.extend(names);
+        keys.identities.extend(identity);
     }
 
     /// `path`'s folded names (as given and canonical) and the identity of what it names now.
@@ -83,28 +149,46 @@ impl PathPolicy {
     /// start-up file first, then a start-up link's target unless the owner allowed the class.
     pub fn write_protection(&self, path: &Path) -> Option<WriteProtection> {
         let folded = self.folded_components(path);
-        let only = &self.write_only;
-        if only.names.iter().any(|p| folded.starts_with(p)) {
+        let by_name = |keys: &Keys| keys.names.iter().any(|p| folded.starts_with(p));
+        if by_name(&self.write_only.fixed) {
             return Some(WriteProtection::InstallLocation);
         }
-        let (_, index) = only
+        let keys = self.startup_keys_now();
+        if by_name(&keys) {
+            return Some(WriteProtection::InstallLocation);
+        }
+        let found = keys
             .link_names
             .iter()
-            .find(|(name, _)| folded.starts_with(name))?;
-        self.startup_link(*index)
+            .find(|(name, _)| folded.starts_with(name))
+            .map(|(_, index)| *index);
+        self.startup_link(&keys, found)
     }
 
     /// [`Self::write_protection`] of the object with this `(dev, ino)`.
     pub fn write_protection_identity(&self, dev: u64, ino: u64) -> Option<WriteProtection> {
-        let only = &self.write_only;
-        if only.identities.binary_search(&(dev, ino)).is_ok() {
+        let by_identity = |keys: &Keys| keys.identities.binary_search(&(dev, ino)).is_ok();
+        if by_identity(&self.write_only.fixed) {
             return Some(WriteProtection::InstallLocation);
         }
-        let (_, index) = only
+        let keys = self.startup_keys_now();
+        if by_identity(&keys) {
+            return Some(WriteProtection::InstallLocation);
+        }
+        let found = keys
             .link_identities
             .iter()
-            .find(|(identity, _)| *identity == (dev, ino))?;
-        self.startup_link(*index)
+            .find(|(identity, _)| *identity == (dev, ino))
+            .map(|(_, index)| *index);
+        self.startup_link(&keys, found)
+    }
+
+    fn startup_keys_now(&self) -> std::sync::RwLockReadGuard<'_, Keys> {
+        self.write_only
+            .startup
+            .keys
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether a write to `path` is refused by [`Self::write_protection`].
@@ -112,10 +196,14 @@ impl PathPolicy {
         self.write_protection(path).is_some()
     }
 
-    fn startup_link(&self, index: usize) -> Option<WriteProtection> {
+    /// The refusal for the link at `index` (or, when a start-up tree was too large to see
+    /// every link in, for any path), unless the owner allowed the class.
+    fn startup_link(&self, keys: &Keys, index: Option<usize>) -> Option<WriteProtection> {
         self.autorun_refused_class(Some(AutorunClass::StartupLinks))?;
-        Some(WriteProtection::StartupLinkTarget {
-            link: self.write_only.links.get(index)?.clone(),
-        })
+        if let Some(link) = index.and_then(|index| keys.links.get(index)) {
+            return Some(WriteProtection::StartupLinkTarget { link: link.clone() });
+        }
+        let place = keys.over_bound.clone()?;
+        Some(WriteProtection::StartupLinksUnchecked { place })
     }
 }

@@ -42,8 +42,8 @@ pub enum AutorunClass {
     /// Installed JavaScript packages and yarn's own files (`node_modules/`, `.yarn/`, the PnP
     /// loader): code that tools, test runners and editor extensions load, not the project's.
     InstalledPackages,
-    /// Targets of the owner's links inside a home's start-up directories
-    /// ([`startup_links`]): they run at login or shell start like the link's place.
+    /// Targets of the owner's links in a home's start-up places (its dot entries, `~/.config`,
+    /// the start-up directories: [`startup_links`]): they run like the link's place.
     StartupLinks,
 }
 
@@ -158,10 +158,11 @@ impl AutorunClass {
                  .pnp.cjs and .pnp.loader.mjs"
             }
             Self::StartupLinks => {
-                "targets of symlinks inside a home's start-up directories (~/.config/autostart/, \
-                 ~/.config/systemd/, ~/.local/bin/, ~/.config/fish/...), where the link's \
-                 owner owns the target, also one that does not exist yet: they run at login or \
-                 shell start as if they were in the directory"
+                "targets of symlinks a home holds in its start-up places: every dot entry of \
+                 its top level (~/.gdbinit), anything under ~/.config, and the start-up \
+                 directories (~/.local/bin/, ~/.local/share/systemd/...), where the link's \
+                 owner owns the target, also one that does not exist yet: they run at login, \
+                 shell or tool start as if they were there"
             }
         }
     }
@@ -627,7 +628,7 @@ mod envrc;
 pub mod gitconfig;
 mod hook_managers;
 mod lefthook;
-mod link_target;
+pub(crate) mod link_target;
 mod namespaces;
 pub mod package_files;
 pub mod package_json;

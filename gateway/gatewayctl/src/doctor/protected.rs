@@ -65,5 +65,50 @@ pub(super) fn checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
             all.len(),
         ),
     ));
+    if home != Path::new("/") {
+        checks.push(startup_links(home, &shown));
+    }
     checks
+}
+
+/// The links in the home's start-up places (every dot link, everything under `~/.config`, the
+/// start-up directories), whose targets sessions do not write; a `~/.config` too large to look
+/// at whole is a warning: every write is refused until it shrinks or the owner opens the class.
+fn startup_links(home: &Path, shown: &dyn Fn(&Path) -> String) -> Check {
+    use sandbox::protected::autorun::startup_links::{
+        MAX_CONFIG_DEPTH, MAX_CONFIG_ENTRIES, derive,
+    };
+    let name = "protected: start-up links";
+    let started = std::time::Instant::now();
+    let derived = derive(&[home.to_path_buf()]);
+    let took = started.elapsed().as_millis();
+    if let Some(place) = &derived.over_bound {
+        return crate::check::warn(
+            name,
+            format!(
+                "{} holds more than {MAX_CONFIG_ENTRIES} entries or is deeper than                  {MAX_CONFIG_DEPTH} levels: its links cannot all be seen, so sessions write                  nothing (startup_links)",
+                shown(place)
+            ),
+            format!(
+                "move bulky data out of {}, or start the gateway with                  CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links",
+                shown(place)
+            ),
+        );
+    }
+    let mut links: Vec<String> = derived.links.iter().map(|l| shown(&l.link)).collect();
+    links.sort();
+    links.dedup();
+    let listed = if links.is_empty() {
+        "none".to_string()
+    } else {
+        links.join(", ")
+    };
+    ok(
+        name,
+        format!(
+            "{} link(s) whose targets sessions do not write: {listed} ({} entries looked at in              {took} ms)",
+            links.len(),
+            derived.looked_at
+        ),
+    )
 }

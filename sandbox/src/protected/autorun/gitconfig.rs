@@ -40,6 +40,11 @@ pub struct GitPlace {
 /// found inside the root (root-relative); the repository the root itself lies in is found by
 /// walking up from it, as git does.
 pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
+    places_with(root, dot_gits, &global_configs())
+}
+
+/// [`places`] with the account's global config files given.
+pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], globals: &[PathBuf]) -> Vec<GitPlace> {
     let mut repos: Vec<PathBuf> = dot_gits.iter().map(|rel| root.join(rel)).collect();
     if let Some(enclosing) = root
         .ancestors()
@@ -56,7 +61,6 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         read: 0,
         scripts: 0,
     };
-    let globals = global_configs();
     let mut envrc_dirs = vec![root.to_path_buf()];
     for dot_git in repos {
         let Some(top) = dot_git.parent().map(Path::to_path_buf) else {
@@ -146,6 +150,7 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
         let named = super::envrc::named_places(&dir);
         out.named_by(&dir, named, AutorunClass::DirectoryHooks, &source);
     }
+    out.global_hooks_paths(globals);
     out.places
 }
 
@@ -184,6 +189,23 @@ impl Places<'_> {
             };
             if !self.places.contains(&place) {
                 self.places.push(place);
+            }
+        }
+    }
+
+    /// The account's global configs (and what they include) apply to every repository of the
+    /// host, also to those outside the root: a `core.hooksPath` there that names a directory
+    /// by an absolute or `~/` path makes it every repository's hooks directory (red team 28 B2:
+    /// a shared hooks repository as the write root, no repository of its own). The configs
+    /// and includes themselves are places as well.
+    fn global_hooks_paths(&mut self, globals: &[PathBuf]) {
+        let mut named = Named::default();
+        for config in globals {
+            self.read_config(config, 0, &mut named);
+        }
+        for value in named.hooks_paths {
+            if value.starts_with('/') || value.starts_with("~/") {
+                self.hook_dir(&expand_home(&value), &[]);
             }
         }
     }

@@ -43,6 +43,16 @@ fn reader_dependent(path: &Path) -> bool {
 
 /// The real path `target` (read from a link in `parent`) names, relative to `root`.
 pub(super) fn resolve(root: &Path, parent: &Path, target: &Path) -> Resolved {
+    resolve_noting(root, parent, target, &mut |_| {})
+}
+
+/// [`resolve`], telling `followed` each link followed on the way.
+fn resolve_noting(
+    root: &Path,
+    parent: &Path,
+    target: &Path,
+    followed: &mut dyn FnMut(&Path),
+) -> Resolved {
     let mut out = parent.to_path_buf();
     let mut pending: Vec<Step> = Vec::new();
     push_steps(&mut pending, &mut out, target);
@@ -60,6 +70,7 @@ pub(super) fn resolve(root: &Path, parent: &Path, target: &Path) -> Resolved {
                 match std::fs::symlink_metadata(&next) {
                     Ok(meta) if meta.file_type().is_symlink() => {
                         hops += 1;
+                        followed(&next);
                         let Ok(link) = std::fs::read_link(&next) else {
                             return Resolved::Outside;
                         };
@@ -79,6 +90,22 @@ pub(super) fn resolve(root: &Path, parent: &Path, target: &Path) -> Resolved {
     match out.strip_prefix(root) {
         Ok(inside) => Resolved::Inside(inside.to_path_buf()),
         Err(_) => Resolved::Outside,
+    }
+}
+
+/// The real path `path` (absolute) names: every link on the way followed (chains, `..`
+/// after a link), resolved as far as it exists and the rest joined as written, a `..` after a
+/// missing component cancelling it. `None` through a loop or a reader-dependent name.
+pub(crate) fn resolved(path: &Path) -> Option<PathBuf> {
+    resolved_noting(path, &mut |_| {})
+}
+
+/// [`resolved`], telling `followed` each link followed on the way (whose directory a change
+/// of the chain shows in).
+pub(crate) fn resolved_noting(path: &Path, followed: &mut dyn FnMut(&Path)) -> Option<PathBuf> {
+    match resolve_noting(Path::new("/"), Path::new("/"), path, followed) {
+        Resolved::Inside(rel) => Some(Path::new("/").join(rel)),
+        Resolved::Outside | Resolved::Context => None,
     }
 }
 

@@ -914,3 +914,48 @@ fn what_an_envrc_sources_or_evaluates_is_a_directory_hook() {
     let why = repo.why("src/main.rs").expect("whole tree refused");
     assert!(why.contains("cannot be told"), "{why}");
 }
+
+/// Red team 28 B2: a global config's `core.hooksPath` (directly or through an include) into a
+/// write root that is no repository and lies in none makes that directory every repository's
+/// hooks dir; a relative one names nothing there (it is relative to each repository's top).
+#[test]
+fn a_global_hooks_path_into_a_root_without_a_repository_is_a_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = std::fs::canonicalize(dir.path()).unwrap();
+    let root = tmp.join("shared");
+    std::fs::create_dir_all(root.join("githooks")).unwrap();
+    std::fs::create_dir_all(root.join("hooks2")).unwrap();
+    std::fs::create_dir_all(root.join("relhooks")).unwrap();
+    let global = tmp.join("gitconfig");
+    let included = tmp.join("more.conf");
+    let hooks = root.join("githooks");
+    let text = format!(
+        "[core]\n\thooksPath = {}\n[include]\n\tpath = more.conf\n",
+        hooks.display()
+    );
+    std::fs::write(&global, text).unwrap();
+    let text = format!("[core]\n\thooksPath = {}\n", root.join("hooks2").display());
+    std::fs::write(&included, text).unwrap();
+    let local = tmp.join("local.conf");
+    std::fs::write(&local, "[core]\n\thooksPath = relhooks\n").unwrap();
+    let places = gitconfig::places_with(&root, &[], &[global, local]);
+    let at: Vec<_> = places.iter().map(|p| p.at.clone()).collect();
+    assert!(
+        at.contains(&std::path::PathBuf::from("githooks")),
+        "{places:?}"
+    );
+    assert!(
+        at.contains(&std::path::PathBuf::from("hooks2")),
+        "{places:?}"
+    );
+    assert!(
+        !at.contains(&std::path::PathBuf::from("relhooks")),
+        "{places:?}"
+    );
+    assert!(
+        places.iter().all(|p| p.class == AutorunClass::GitHooks),
+        "{places:?}"
+    );
+    // Without the global configs, nothing names them.
+    assert!(gitconfig::places_with(&root, &[], &[]).is_empty());
+}

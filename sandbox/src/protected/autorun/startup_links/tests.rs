@@ -1,0 +1,319 @@
+//! Unit tests of the start-up links (red team 28 B3, B4): every form of link a home's start-up
+//! places hold (chains, `..` after a missing part, a dangling or linked `~/.config` with
+//! missing levels below it), links made after the policy was built, any dot link of the home
+//! and any link under `~/.config`, and the bound of the walk.
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use crate::path_policy::{PathPolicy, WriteProtection};
+use crate::protected::write_protected;
+
+struct Home {
+    _dir: tempfile::TempDir,
+    tmp: PathBuf,
+    home: PathBuf,
+    project: PathBuf,
+}
+
+fn home() -> Home {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = std::fs::canonicalize(dir.path()).unwrap();
+    let (home, project) = (tmp.join("home"), tmp.join("project"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    Home {
+        _dir: dir,
+        tmp,
+        home,
+        project,
+    }
+}
+
+impl Home {
+    fn policy(&self) -> PathPolicy {
+        let got = write_protected(
+            Path::new("/nonexistent/gateway"),
+            Path::new("/nonexistent/claude"),
+            &self.home,
+        );
+        PathPolicy::new(self.home.clone(), self.tmp.join("state"), vec![]).with_write_protected(got)
+    }
+
+    /// `link` (home-relative, its directories made) pointing at `target`.
+    fn link(&self, link: &str, target: impl AsRef<Path>) {
+        let at = self.home.join(link);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        symlink(target, at).unwrap();
+    }
+}
+
+fn named(link: &str) -> Option<WriteProtection> {
+    Some(WriteProtection::StartupLinkTarget {
+        link: format!("~/{link}"),
+    })
+}
+
+const STARTUP: Option<WriteProtection> = Some(WriteProtection::InstallLocation);
+
+#[test]
+fn chains_and_dot_dot_after_a_missing_part_are_resolved() {
+    let h = home();
+    let p = &h.project;
+    // autostart/chain.desktop -> ~/mid -> project/build/chain.desktop (dangling at the end).
+    symlink(p.join("build/chain.desktop"), h.home.join("mid")).unwrap();
+    h.link(".config/autostart/chain.desktop", h.home.join("mid"));
+    // A start-up file through a chain stays a start-up file.
+    symlink(p.join("aliases"), h.home.join("mid3")).unwrap();
+    h.link(".bash_aliases", "mid3");
+    // `..` after a missing component cancels it.
+    h.link(".config/autostart/dd.desktop", p.join("gen/../dd.desktop"));
+    // Relative, through a linked directory, then `..`.
+    symlink(p.join("deep/er"), h.home.join("dirlink")).unwrap();
+    h.link(
+        ".config/autostart/rel.desktop",
+        "../../dirlink/../up.desktop",
+    );
+    // Relative, two missing levels cancelled by two `..`.
+    let two = "../../../../project/gen2/sub/../../dd2.service";
+    h.link(".config/systemd/user/dd2.service", two);
+    let policy = h.policy();
+    let dd2 = named(".config/systemd/user/dd2.service");
+    assert_eq!(policy.write_protection(&p.join("dd2.service")), dd2);
+    assert_eq!(policy.write_protection(&p.join("gen2/sub/keep")), None);
+    let chain = named(".config/autostart/chain.desktop");
+    assert_eq!(
+        policy.write_protection(&p.join("build/chain.desktop")),
+        chain
+    );
+    assert_eq!(policy.write_protection(&p.join("aliases")), STARTUP);
+    let dd = named(".config/autostart/dd.desktop");
+    assert_eq!(policy.write_protection(&p.join("dd.desktop")), dd);
+    assert_eq!(policy.write_protection(&p.join("gen/keep")), None);
+    // `dirlink/..` is `project/deep`, as the kernel resolves it.
+    let rel = named(".config/autostart/rel.desktop");
+    assert_eq!(policy.write_protection(&p.join("deep/up.desktop")), rel);
+    assert_eq!(policy.write_protection(&p.join("ordinary.rs")), None);
+}
+
+#[test]
+fn a_dangling_or_linked_config_dir_keeps_its_places_at_every_depth() {
+    let h = home();
+    // Dangling: ~/.config -> ~/dot/config (nothing there yet).
+    symlink(h.home.join("dot/config"), h.home.join(".config")).unwrap();
+    // Linked, existing but empty: ~/.local/share/systemd two levels missing below.
+    std::fs::create_dir_all(h.tmp.join("share")).unwrap();
+    std::fs::create_dir_all(h.home.join(".local")).unwrap();
+    symlink(h.tmp.join("share"), h.home.join(".local/share")).unwrap();
+    let policy = h.policy();
+    for file in [
+        "dot/config/autostart/x.desktop",
+        "dot/config/systemd/user/x.service",
+        "dot/config/environment.d/x.conf",
+        "dot/config/containers/systemd/x.container",
+        "dot/config/containers/systemd/deeper/x.container",
+    ] {
+        assert_eq!(
+            policy.write_protection(&h.home.join(file)),
+            STARTUP,
+            "{file}"
+        );
+    }
+    let unit = h.tmp.join("share/systemd/user/x.service");
+    assert_eq!(policy.write_protection(&unit), STARTUP);
+    assert_eq!(policy.write_protection(&h.home.join("dot/notes.txt")), None);
+    // `~/.config` itself is a dot link of the home: all of its target is the owner's
+    // configuration, also what no start-up place names (`kitty/kitty.conf`).
+    let kitty = h.home.join("dot/config/kitty/kitty.conf");
+    assert_eq!(policy.write_protection(&kitty), named(".config"));
+}
+
+#[test]
+fn a_link_made_after_the_policy_is_seen_at_the_next_refresh() {
+    let h = home();
+    let p = &h.project;
+    std::fs::create_dir_all(h.home.join(".config/autostart")).unwrap();
+    std::fs::create_dir_all(h.home.join("dot")).unwrap();
+    let policy = h.policy();
+    let late = p.join("late.desktop");
+    assert_eq!(policy.write_protection(&late), None);
+    h.link(".config/autostart/late.desktop", &late);
+    h.link(".gdbinit", p.join("gdbinit"));
+    h.link(".config/kitty/kitty.conf", p.join("kitty.conf"));
+    // Not before the refresh: the policy is what it was built from.
+    assert_eq!(policy.write_protection(&late), None);
+    // Every clone shares the refresh (the executor holds one, the broker another).
+    let clone = policy.clone();
+    policy.refresh_write_protected();
+    let autostart = named(".config/autostart/late.desktop");
+    assert_eq!(clone.write_protection(&late), autostart);
+    assert_eq!(
+        clone.write_protection(&p.join("gdbinit")),
+        named(".gdbinit")
+    );
+    let kitty = named(".config/kitty/kitty.conf");
+    assert_eq!(clone.write_protection(&p.join("kitty.conf")), kitty);
+    // A late `~/.config` link: its start-up places count under the target's name.
+    std::fs::rename(h.home.join(".config"), h.home.join("old-config")).unwrap();
+    symlink(h.home.join("dot/config"), h.home.join(".config")).unwrap();
+    policy.refresh_write_protected();
+    let unit = h.home.join("dot/config/systemd/user/x.service");
+    assert_eq!(policy.write_protection(&unit), STARTUP);
+    // A removed link protects nothing any more.
+    std::fs::remove_file(h.home.join(".gdbinit")).unwrap();
+    policy.refresh_write_protected();
+    assert_eq!(policy.write_protection(&p.join("gdbinit")), None);
+}
+
+/// Red team 28 B4's names, and others: any dot link of the home, any link under `~/.config`.
+#[test]
+fn any_dot_link_of_the_home_and_any_link_under_config_protects_its_target() {
+    let h = home();
+    let p = &h.project;
+    let dot_files = [
+        ".gdbinit",
+        ".lldbinit",
+        ".pdbrc",
+        ".irbrc",
+        ".pryrc",
+        ".ghci",
+        ".Rprofile",
+        ".psqlrc",
+        ".sqliterc",
+        ".hgrc",
+        ".direnvrc",
+        ".huskyrc",
+        ".wezterm.lua",
+        ".mailcap",
+        ".xbindkeysrc",
+        ".someday-new-tool-rc",
+    ];
+    for name in dot_files {
+        h.link(name, p.join(name.trim_start_matches('.')));
+    }
+    let config = [
+        "direnv/direnvrc",
+        "husky/init.sh",
+        "starship.toml",
+        "wezterm",
+        "kitty",
+        "alacritty",
+        "zellij",
+        "lazygit",
+        "helix/languages.toml",
+        "zed",
+        "Code/User/settings.json",
+        "vim/vimrc",
+        "emacs/init.el",
+        "doom",
+        "nushell",
+        "xonsh",
+        "elvish",
+        "powershell",
+        "hg/hgrc",
+        "jj",
+        "yazi",
+        "mpv/scripts",
+        "mimeapps.list",
+        "labwc",
+        "niri",
+        "river",
+        "qtile",
+        "awesome",
+        "bspwm",
+        "herbstluftwm",
+        "lxsession",
+        "a/b/c/d/e/f/g/deep.conf",
+    ];
+    for (i, rel) in config.iter().enumerate() {
+        h.link(&format!(".config/{rel}"), p.join(format!("c{i}")));
+    }
+    // Not the owner's configuration: a plain (not dot) entry of the home, and a link in
+    // `~/.local/share` outside its start-up places.
+    h.link("proj-shortcut", p.join("shortcut"));
+    h.link(".local/share/recently-used/x", p.join("recent"));
+    // A link to the home or above it names everything, no configuration: not taken.
+    h.link(".config/app/home", &h.home);
+    h.link(".config/app/top", "/");
+    let policy = h.policy();
+    for name in dot_files {
+        let target = p.join(name.trim_start_matches('.'));
+        assert_eq!(policy.write_protection(&target), named(name), "{name}");
+    }
+    for (i, rel) in config.iter().enumerate() {
+        let target = p.join(format!("c{i}/x"));
+        let link = named(&format!(".config/{rel}"));
+        assert_eq!(policy.write_protection(&target), link, "{rel}");
+    }
+    assert_eq!(policy.write_protection(&p.join("shortcut")), None);
+    assert_eq!(policy.write_protection(&p.join("recent")), None);
+    assert_eq!(policy.write_protection(&h.home.join("work/a.rs")), None);
+}
+
+#[test]
+fn a_config_tree_deeper_than_the_bound_fails_closed_until_the_owner_opts_in() {
+    let h = home();
+    let mut deep = h.home.join(".config");
+    for level in 0..=super::MAX_CONFIG_DEPTH + 1 {
+        deep.push(format!("l{level}"));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    // Caches are not looked in: as deep, no refusal.
+    let cache = h
+        .home
+        .join(".config/Code/Cache")
+        .join(deep.strip_prefix(&h.home).unwrap());
+    std::fs::create_dir_all(cache).unwrap();
+    let policy = h.policy();
+    let unchecked = Some(WriteProtection::StartupLinksUnchecked {
+        place: "~/.config".to_string(),
+    });
+    assert_eq!(policy.write_protection(&h.project.join("a.rs")), unchecked);
+    // A write's refusal says why and the ways out.
+    let refusal = crate::write_path::WriteRoot::open(&policy, &h.project).unwrap_err();
+    assert_eq!(refusal.code(), common::outcome::OutcomeCode::NotPermitted);
+    let message = refusal.to_string();
+    assert!(
+        message.contains("could not be checked against the links in ~/.config"),
+        "{message}"
+    );
+    assert!(
+        message.contains("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links"),
+        "{message}"
+    );
+    let allowed = crate::protected::autorun::AutorunAllowed::parse("startup_links").unwrap();
+    let opened = policy.clone().with_autorun_allowed(allowed);
+    assert_eq!(opened.write_protection(&h.project.join("a.rs")), None);
+    // Only the owner's home fails closed: another account's links protect only its files.
+    let other = super::derive(&[h.tmp.join("elsewhere"), h.home.clone()]);
+    assert_eq!(other.over_bound, None);
+    // Within the bound again: derived again at the next refresh, nothing refused.
+    std::fs::remove_dir_all(h.home.join(".config/l0")).unwrap();
+    policy.refresh_write_protected();
+    assert_eq!(policy.write_protection(&h.project.join("a.rs")), None);
+}
+
+/// A chain through a link outside the home: retargeting that link is seen at the next refresh
+/// (its directory is watched too).
+#[test]
+fn a_chain_retargeted_outside_the_home_is_followed_again() {
+    let h = home();
+    let elsewhere = h.tmp.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    symlink(h.project.join("first.desktop"), elsewhere.join("mid")).unwrap();
+    h.link(".config/autostart/x.desktop", elsewhere.join("mid"));
+    let policy = h.policy();
+    let x = named(".config/autostart/x.desktop");
+    assert_eq!(policy.write_protection(&h.project.join("first.desktop")), x);
+    std::fs::remove_file(elsewhere.join("mid")).unwrap();
+    symlink(h.project.join("second.desktop"), elsewhere.join("mid")).unwrap();
+    policy.refresh_write_protected();
+    assert_eq!(
+        policy.write_protection(&h.project.join("second.desktop")),
+        x
+    );
+    assert_eq!(
+        policy.write_protection(&h.project.join("first.desktop")),
+        None
+    );
+}
