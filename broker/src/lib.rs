@@ -157,11 +157,12 @@ pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> an
     // The session's copy-on-write layer, if a command kept it past `finish` (a broker that
     // died without getting here leaves it in the protected runtime area until the session's
     // next broker starts).
-    if let Some(layer) = state.executor.command_layer() {
+    if let Some(layer) = state.executor.command_layer_in_place() {
         layer.discard_if_idle();
     }
-    let scratch_root = state.executor.command_scratch_root();
-    let _ = std::fs::remove_dir(scratch_root.join(executor::SCRATCH_MOUNT_POINT));
-    let _ = std::fs::remove_dir(scratch_root);
+    if let Some(scratch_root) = state.executor.command_scratch_root() {
+        let _ = std::fs::remove_dir(scratch_root.join(executor::SCRATCH_MOUNT_POINT));
+        let _ = std::fs::remove_dir(scratch_root);
+    }
     Ok(())
 }

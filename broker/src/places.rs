@@ -11,13 +11,20 @@ use common::protocol::BrokerSpec;
 /// or RunCommand (masked); each command's own scratch is bound back for it alone.
 /// Its name is the session id's first 12 characters after `ns_` (the gateway's sweep at start
 /// keeps the names of sessions whose broker is alive: `gateway::runtime_area`).
+/// Where it is at the broker's start: the executor checks the area before each command and
+/// follows the gateway to a new one (`CommandSandbox::in_runtime_area`).
 pub(crate) fn command_scratch_root(state_dir: &str, session_id: &str) -> PathBuf {
-    let short: String = session_id
+    sandbox::protected::command_runtime_area(Path::new(state_dir))
+        .join(session_dir_name(session_id))
+}
+
+/// The name of a session's dir in the runtime area (the gateway's `runtime_area::session_dir_name`).
+pub(crate) fn session_dir_name(session_id: &str) -> String {
+    session_id
         .trim_start_matches("ns_")
         .chars()
         .take(12)
-        .collect();
-    sandbox::protected::command_runtime_area(Path::new(state_dir)).join(short)
+        .collect()
 }
 
 /// The session's own managed worktree: a `worktree_write` session's working directory, which

@@ -265,7 +265,7 @@ async fn wait_exit(
     // The session's copy-on-write layer goes with its runner, before the gateway hears of the
     // exit (a stopped session's broker may be killed soon after); a command still running
     // keeps it until the broker's final sweep.
-    if let Some(layer) = state.executor.command_layer() {
+    if let Some(layer) = state.executor.command_layer_in_place() {
         layer.discard_if_idle();
     }
     let seq = state.push_event(BrokerEvent::RunnerExited {

@@ -188,6 +188,10 @@ impl BrokerState {
                 .layer_mb
                 .unwrap_or(DEFAULT_LAYER_MB)
                 .saturating_mul(1024 * 1024),
+        )
+        .in_runtime_area(
+            std::path::Path::new(&spec.state_dir),
+            crate::places::session_dir_name(&spec.session_id),
         );
         let mut executor = Executor::new(policy, PathBuf::from(&spec.working_directory))
             .with_command_sandbox(commands)
@@ -199,7 +203,7 @@ impl BrokerState {
         // A layer left by an earlier broker of this session (a generation whose broker was
         // killed) goes: which real files that broker's writes changed since its last command is
         // lost with it, so its layer could hold stale copies.
-        if let Some(layer) = executor.command_layer() {
+        if let Some(layer) = executor.command_layer_in_place() {
             layer.discard();
         }
         Ok(BrokerState {
@@ -415,7 +419,7 @@ impl BrokerState {
         tracing::info!("broker finishing: {reason}");
         // The session's copy-on-write layer goes before the gateway hears this broker is
         // leaving (it may then kill it); a command still running keeps it for the final sweep.
-        if let Some(layer) = self.executor.command_layer()
+        if let Some(layer) = self.executor.command_layer_in_place()
             && !layer.discard_if_idle()
         {
             tracing::info!("a command is still running: the layer is removed at exit");

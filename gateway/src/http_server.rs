@@ -1,11 +1,12 @@
 //! The HTTP/1.1 server under the MCP app: accepts loopback (or tunnel) connections up to a cap,
 //! bounds how long a client may take to send a request head (which also ends idle keep-alive
-//! connections), keeps the owner's way in when strangers fill every slot (the oldest connection
-//! that is not serving an authenticated request makes way), and stops gracefully: no new
-//! connections, requests in flight finish (bounded), idle connections close.
+//! connections), keeps the owner's way in when strangers fill every slot (a connection that never
+//! carried an authenticated request makes way first, the oldest of them; the owner's idle
+//! keep-alive connections keep their slots, up to [`KEPT_IDLE_OWNER_CONNECTIONS`]), and stops
+//! gracefully: no new connections, requests in flight finish (bounded), idle connections close.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,12 +29,31 @@ const OVERFLOW_ANSWER_BOUND: Duration = Duration::from_secs(2);
 /// How long a new connection waits for the slot of the connection it evicted.
 const EVICTION_WAIT: Duration = Duration::from_millis(500);
 
+/// How many idle connections that carried an authenticated request keep their slots under
+/// pressure (the most recently used ones): a pooling client's keep-alive connections are the
+/// owner's, and only the owner can make more of them. Beyond these, the least recently used
+/// make way, after every connection that never authenticated. Each is closed anyway once idle
+/// for the header read timeout.
+const KEPT_IDLE_OWNER_CONNECTIONS: usize = 16;
+
+/// Orders authenticated requests in time, for "least recently used" (a counter, not a clock).
+static AUTHENTICATED_REQUESTS: AtomicU64 = AtomicU64::new(1);
+
 /// One served connection, as its requests see it (a request extension): whether it is serving an
-/// authenticated request now, and the signal that closes it to make way for another.
+/// authenticated request now, when it last carried one (0: never, a stranger's for all we know),
+/// and the signal that closes it to make way for another.
 #[derive(Debug, Default)]
 struct ConnectionState {
     authenticated_in_flight: AtomicUsize,
+    last_authenticated: AtomicU64,
     evict: CancellationToken,
+}
+
+impl ConnectionState {
+    fn mark_authenticated(&self) {
+        let now = AUTHENTICATED_REQUESTS.fetch_add(1, Ordering::SeqCst);
+        self.last_authenticated.store(now, Ordering::SeqCst);
+    }
 }
 
 /// The connection a request arrived on; the auth layer marks its authenticated requests with it.
@@ -42,11 +62,13 @@ pub struct ConnectionHandle(Arc<ConnectionState>);
 
 impl ConnectionHandle {
     /// Mark the connection as serving an authenticated request until the guard is dropped: it is
-    /// not evicted meanwhile.
+    /// not evicted meanwhile, and afterwards it is the owner's (see
+    /// [`KEPT_IDLE_OWNER_CONNECTIONS`]).
     pub fn authenticated(&self) -> AuthenticatedRequest {
         self.0
             .authenticated_in_flight
             .fetch_add(1, Ordering::SeqCst);
+        self.0.mark_authenticated();
         AuthenticatedRequest(self.0.clone())
     }
 }
@@ -57,6 +79,8 @@ pub struct AuthenticatedRequest(Arc<ConnectionState>);
 
 impl Drop for AuthenticatedRequest {
     fn drop(&mut self) {
+        // Its idle time starts now, not when the request came in.
+        self.0.mark_authenticated();
         self.0
             .authenticated_in_flight
             .fetch_sub(1, Ordering::SeqCst);
@@ -78,15 +102,32 @@ impl Connections {
         id
     }
 
-    /// Close the oldest connection that serves no authenticated request (silent, a half-sent
-    /// head, idle keep-alive, an anonymous request): whoever holds slots without credentials
-    /// cannot keep the owner out. False when every connection is serving the owner.
-    fn evict_oldest_anonymous(&mut self) -> bool {
-        let victim = self.by_age.iter().find(|(_, state)| {
-            !state.evict.is_cancelled() && state.authenticated_in_flight.load(Ordering::SeqCst) == 0
-        });
+    /// Close one connection to make way for a new one: the oldest that never carried an
+    /// authenticated request (silent, a half-sent head, an anonymous request: whoever holds
+    /// slots without credentials cannot keep the owner out, nor push the owner's idle keep-alive
+    /// connection out), else the least recently used idle connection of the owner's beyond the
+    /// [`KEPT_IDLE_OWNER_CONNECTIONS`] most recent. A connection serving an authenticated
+    /// request is never closed. False when nothing may make way.
+    fn evict_for_new(&mut self) -> bool {
+        let live = || {
+            self.by_age
+                .values()
+                .filter(|state| !state.evict.is_cancelled())
+        };
+        let victim = live()
+            .find(|state| state.last_authenticated.load(Ordering::SeqCst) == 0)
+            .or_else(|| {
+                let mut idle_owner: Vec<&Arc<ConnectionState>> = live()
+                    .filter(|state| state.authenticated_in_flight.load(Ordering::SeqCst) == 0)
+                    .collect();
+                if idle_owner.len() <= KEPT_IDLE_OWNER_CONNECTIONS {
+                    return None;
+                }
+                idle_owner.sort_by_key(|state| state.last_authenticated.load(Ordering::SeqCst));
+                idle_owner.first().copied()
+            });
         match victim {
-            Some((_, state)) => {
+            Some(state) => {
                 state.evict.cancel();
                 true
             }
@@ -135,7 +176,7 @@ pub async fn serve(
         let _ = tcp.set_nodelay(true);
         let slot = match slots.clone().try_acquire_owned() {
             Ok(slot) => slot,
-            Err(_) if lock(&connections).evict_oldest_anonymous() => {
+            Err(_) if lock(&connections).evict_for_new() => {
                 match tokio::time::timeout(EVICTION_WAIT, slots.clone().acquire_owned()).await {
                     Ok(Ok(slot)) => slot,
                     _ => {
@@ -217,28 +258,59 @@ fn answer_overflow(tcp: tokio::net::TcpStream, overflow: &Arc<Semaphore>) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_oldest_connection_serving_no_authenticated_request_makes_way() {
+    fn connections(n: usize) -> (Connections, Vec<Arc<ConnectionState>>) {
         let mut connections = Connections::default();
-        let states: Vec<Arc<ConnectionState>> = (0..3)
+        let states: Vec<Arc<ConnectionState>> = (0..n)
             .map(|_| Arc::new(ConnectionState::default()))
             .collect();
         for state in &states {
             connections.insert(state.clone());
         }
-        let owner = ConnectionHandle(states[0].clone()).authenticated();
-        assert!(connections.evict_oldest_anonymous());
+        (connections, states)
+    }
+
+    /// RT29 B4: the owner's idle keep-alive connection is older than the strangers' but is not
+    /// the one that makes way; a request in flight is never closed.
+    #[test]
+    fn connections_that_never_authenticated_make_way_before_the_owners_idle_one() {
+        let (mut connections, states) = connections(4);
+        // The owner's: one idle after a request, one serving a request now.
+        drop(ConnectionHandle(states[0].clone()).authenticated());
+        let serving = ConnectionHandle(states[1].clone()).authenticated();
+        assert!(connections.evict_for_new());
+        assert!(states[2].evict.is_cancelled(), "the oldest stranger first");
+        assert!(connections.evict_for_new());
+        assert!(states[3].evict.is_cancelled());
+        // Only the owner's are left, within the kept number: nothing makes way.
+        assert!(!connections.evict_for_new());
+        assert!(!states[0].evict.is_cancelled() && !states[1].evict.is_cancelled());
+        drop(serving);
+        assert!(!connections.evict_for_new());
+    }
+
+    /// The owner's idle connections are kept up to a bound: beyond it the least recently used
+    /// make way (never one serving a request).
+    #[test]
+    fn the_owners_idle_connections_beyond_the_kept_number_make_way_least_recent_first() {
+        let n = KEPT_IDLE_OWNER_CONNECTIONS + 2;
+        let (mut connections, states) = connections(n);
+        // Used newest-first, so the oldest connections are the most recently used.
+        for state in states.iter().rev() {
+            drop(ConnectionHandle(state.clone()).authenticated());
+        }
+        let serving = ConnectionHandle(states[n - 1].clone()).authenticated();
+        assert!(connections.evict_for_new());
         assert!(
-            !states[0].evict.is_cancelled(),
-            "the owner's request is served"
+            states[n - 2].evict.is_cancelled(),
+            "the least recently used idle one"
         );
-        assert!(states[1].evict.is_cancelled());
-        assert!(connections.evict_oldest_anonymous());
-        assert!(states[2].evict.is_cancelled());
-        // Only the owner's connection is left: nothing to evict.
-        assert!(!connections.evict_oldest_anonymous());
-        drop(owner);
-        assert!(connections.evict_oldest_anonymous());
-        assert!(states[0].evict.is_cancelled());
+        assert!(!states[n - 1].evict.is_cancelled(), "it serves a request");
+        // The kept number of idle ones is left.
+        assert!(!connections.evict_for_new());
+        // The request ends: its connection is now the most recently used idle one.
+        drop(serving);
+        assert!(connections.evict_for_new());
+        assert!(states[n - 3].evict.is_cancelled());
+        assert!(!states[n - 1].evict.is_cancelled());
     }
 }

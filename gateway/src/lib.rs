@@ -55,15 +55,19 @@ pub use session::Gateway;
 pub fn open(config: Config) -> anyhow::Result<Arc<Gateway>> {
     let store = state::Store::open(&config.state_dir).context("opening state database")?;
     let key = config::load_or_create_server_key(&config.state_dir)?;
-    runtime_area::establish(&config.state_dir);
-    Ok(Gateway::new(
+    let area_made = runtime_area::establish(&config.state_dir);
+    let gateway = Gateway::new(
         store,
         config,
         key,
         Arc::new(brokers::process::ProcessHost),
         // The one sub-session kind: DeepSeek's, plugged into the session core's hooks.
         Arc::new(deepseek::Deepseek::new()),
-    ))
+    );
+    if area_made {
+        gateway.reaper.watch(&gateway.config.state_dir);
+    }
+    Ok(gateway)
 }
 
 /// How often ended sessions' files are checked against the retention.

@@ -5,21 +5,33 @@
 //! deleter ([`Reaper`]) that empties its trash: whatever a session discarded — a layer at
 //! `fresh_layer` or stop, the whole dir of a session that ended — is renamed into the trash at
 //! once (by its broker or by the gateway) and deleted by the gateway, which outlives sessions.
+//! While the gateway runs the deleter also watches the area (RT29 B3): it holds a shared `flock`
+//! on it (systemd-tmpfiles skips a directory it cannot lock when aging `/tmp`), checks its
+//! identity every [`TICK`], and when the area is gone or is no longer the directory it made,
+//! makes a new one under a fresh name (`sandbox::protected::replace_runtime_area`), which the
+//! brokers find at their next command; what holds the old name is never touched.
 
 use std::collections::HashSet;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 /// Make sure the state dir names a private runtime area of ours (commands are refused until
-/// it does: the error is logged).
-pub fn establish(state_dir: &Path) {
+/// it does: the error is logged). Whether it does.
+pub fn establish(state_dir: &Path) -> bool {
     match sandbox::protected::establish_runtime_area(state_dir) {
-        Ok(area) => tracing::info!("command runtime area: {}", area.display()),
-        Err(err) => tracing::error!(
-            "the command runtime area could not be made ({err}); commands will be refused"
-        ),
+        Ok(area) => {
+            tracing::info!("command runtime area: {}", area.display());
+            true
+        }
+        Err(err) => {
+            tracing::error!(
+                "the command runtime area could not be made ({err}); commands will be refused"
+            );
+            false
+        }
     }
 }
 
@@ -87,7 +99,8 @@ const TICK: Duration = Duration::from_secs(1);
 /// gateway's exit (it is not waited for: what it did not finish stays in the trash, and the
 /// next start's deleter finishes it).
 pub struct Reaper {
-    area: PathBuf,
+    /// The area now (the watcher replaces it).
+    area: Arc<Mutex<PathBuf>>,
     wake: Mutex<mpsc::Sender<Job>>,
     stats: Arc<ReaperStats>,
 }
@@ -96,6 +109,8 @@ enum Job {
     Wake,
     /// A whole tree outside the area (an orphan area of this account).
     Tree(PathBuf),
+    /// Watch the area of this state dir from now on (see [`Reaper::watch`]).
+    Watch(PathBuf),
 }
 
 /// What the deleter did so far (logs, tests).
@@ -107,6 +122,8 @@ pub struct ReaperStats {
     pub entries: AtomicU64,
     /// Entries that could not be deleted.
     pub failed: AtomicU64,
+    /// Areas made because the one in use was gone or replaced.
+    pub replaced: AtomicU64,
 }
 
 impl Reaper {
@@ -114,6 +131,7 @@ impl Reaper {
     pub fn start(area: PathBuf) -> Reaper {
         let (tx, rx) = mpsc::channel();
         let stats = Arc::new(ReaperStats::default());
+        let area = Arc::new(Mutex::new(area));
         let spawned = std::thread::Builder::new()
             .name("runtime-area-deleter".into())
             .spawn({
@@ -134,6 +152,11 @@ impl Reaper {
         &self.stats
     }
 
+    /// The area in use now.
+    pub fn area(&self) -> PathBuf {
+        lock(&self.area).clone()
+    }
+
     fn send(&self, job: Job) {
         let _ = self
             .wake
@@ -152,11 +175,19 @@ impl Reaper {
         self.send(Job::Tree(tree));
     }
 
+    /// From now on keep the area `state_dir` records in place: locked against `/tmp` cleaners,
+    /// and replaced under a fresh name when it is gone or replaced (the gateway's own, once
+    /// established; in-process tests watch nothing).
+    pub fn watch(&self, state_dir: &Path) {
+        self.send(Job::Watch(state_dir.to_path_buf()));
+    }
+
     /// A session ended and its broker is gone: its dir in the area (scratch, layer, what its
     /// broker set aside) goes into the trash at once, and is deleted in the background.
     pub fn discard_session(&self, session_id: &str) {
-        let dir = self.area.join(session_dir_name(session_id));
-        let trash = self.area.join(sandbox::layer::TRASH);
+        let area = self.area();
+        let dir = area.join(session_dir_name(session_id));
+        let trash = area.join(sandbox::layer::TRASH);
         match sandbox::layer::move_to_trash(&dir, &trash, "session") {
             Ok(()) => self.wake(),
             Err(err) => tracing::warn!(session = %session_id, "discarding its runtime dir: {err}"),
@@ -164,30 +195,112 @@ impl Reaper {
     }
 }
 
+fn lock(area: &Mutex<PathBuf>) -> std::sync::MutexGuard<'_, PathBuf> {
+    area.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The area being watched: its state dir, the identity it had when checked, and the descriptor
+/// holding the shared lock that keeps `/tmp` cleaners off it.
+struct Watched {
+    state_dir: PathBuf,
+    id: (u64, u64),
+    _locked: Option<OwnedFd>,
+}
+
+impl Watched {
+    /// Lock `area` (verified as `id`) for as long as it is watched.
+    fn new(state_dir: PathBuf, area: &sandbox::protected::VerifiedArea) -> Watched {
+        use rustix::fs::{FlockOperation, Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let locked = rustix::fs::open(&area.path, flags, Mode::empty())
+            .ok()
+            .filter(|fd| rustix::fs::flock(fd, FlockOperation::NonBlockingLockShared).is_ok());
+        Watched {
+            state_dir,
+            id: area.id,
+            _locked: locked,
+        }
+    }
+}
+
+/// Check the watched area; when it is gone or not the one checked before, make a new one and
+/// use it from now on.
+fn keep_area(area: &Mutex<PathBuf>, watched: &mut Option<Watched>, stats: &ReaperStats) {
+    let Some(watch) = watched.as_ref() else {
+        return;
+    };
+    let current = lock(area).clone();
+    let why = match sandbox::protected::verify_area(&current, &watch.state_dir) {
+        Ok(found) if found.id == watch.id => return,
+        Ok(_) => "it is another directory than the one made".to_string(),
+        Err(err) => err.to_string(),
+    };
+    let state_dir = watch.state_dir.clone();
+    let made = sandbox::protected::replace_runtime_area(&state_dir).and_then(|new| {
+        sandbox::protected::verify_area(&new, &state_dir).map_err(std::io::Error::other)
+    });
+    match made {
+        Ok(new) => {
+            tracing::warn!(
+                "the command runtime area was gone or replaced ({why}); commands now use a new \
+                 one: {}",
+                new.path.display()
+            );
+            stats.replaced.fetch_add(1, Ordering::Relaxed);
+            *watched = Some(Watched::new(state_dir, &new));
+            *lock(area) = new.path.clone();
+        }
+        // Tried again at the next tick; commands are refused meanwhile (their brokers check).
+        Err(err) => tracing::error!(
+            "the command runtime area was gone or replaced ({why}) and no new one could be \
+             made: {err}"
+        ),
+    }
+}
+
 /// Longest pause between two looks at a trash holding entries that could not be deleted.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-fn run(area: &Path, rx: &mpsc::Receiver<Job>, stats: &ReaperStats) {
-    let trash = area.join(sandbox::layer::TRASH);
+fn run(area: &Mutex<PathBuf>, rx: &mpsc::Receiver<Job>, stats: &ReaperStats) {
     // Entries that could not be deleted are tried again with a doubling pause (a session end
     // still wakes the deleter at once), so they cost neither a core nor a log line a second.
     let mut backoff = Duration::ZERO;
     let mut next_look = std::time::Instant::now();
+    let mut watched: Option<Watched> = None;
     loop {
-        let mut trees = Vec::new();
+        let mut jobs = Vec::new();
         let woken = match rx.recv_timeout(TICK) {
             Ok(job) => {
-                trees.extend(tree_of(job));
+                jobs.push(job);
                 true
             }
             Err(mpsc::RecvTimeoutError::Timeout) => false,
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         };
-        trees.extend(rx.try_iter().filter_map(tree_of));
-        for tree in trees {
-            tally(stats, sandbox::layer::remove_path(&tree), &tree);
+        jobs.extend(rx.try_iter());
+        for job in jobs {
+            match job {
+                Job::Wake => {}
+                Job::Tree(tree) => tally(stats, sandbox::layer::remove_path(&tree), &tree),
+                Job::Watch(state_dir) => {
+                    let current = lock(area).clone();
+                    watched = Some(
+                        match sandbox::protected::verify_area(&current, &state_dir) {
+                            Ok(found) => Watched::new(state_dir, &found),
+                            // Not the area even now: replaced at once below.
+                            Err(_) => Watched {
+                                state_dir,
+                                id: (0, 0),
+                                _locked: None,
+                            },
+                        },
+                    );
+                }
+            }
         }
+        keep_area(area, &mut watched, stats);
         if woken || std::time::Instant::now() >= next_look {
+            let trash = lock(area).join(sandbox::layer::TRASH);
             let failed_before = stats.failed.load(Ordering::Relaxed);
             empty_trash(&trash, stats);
             backoff = if stats.failed.load(Ordering::Relaxed) > failed_before {
@@ -197,13 +310,6 @@ fn run(area: &Path, rx: &mpsc::Receiver<Job>, stats: &ReaperStats) {
             };
             next_look = std::time::Instant::now() + backoff;
         }
-    }
-}
-
-fn tree_of(job: Job) -> Option<PathBuf> {
-    match job {
-        Job::Wake => None,
-        Job::Tree(tree) => Some(tree),
     }
 }
 
@@ -248,68 +354,4 @@ fn tally(stats: &ReaperStats, removed: sandbox::layer::Removed, what: &Path) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The trash is used only if it is a private dir of ours (`create_dir_all` makes 0755).
-    fn private(dir: &Path) {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    }
-
-    #[test]
-    fn only_the_dirs_of_live_sessions_the_marker_and_the_trash_stay() {
-        let tmp = tempfile::tempdir().unwrap();
-        let area = tmp.path();
-        for dir in [
-            "live0000000a",
-            "dead0000000b/layer/k/upper",
-            ".discarded-old/x",
-            ".discarded/layer-1/y",
-        ] {
-            std::fs::create_dir_all(area.join(dir)).unwrap();
-        }
-        std::fs::write(area.join(sandbox::protected::runtime_area::MARKER), "/s").unwrap();
-        private(&area.join(".discarded"));
-        let live: HashSet<String> = [session_dir_name("ns_live0000000a123")].into();
-        assert_eq!(stale_session_dirs(area, &live), 2);
-        let mut left: Vec<String> = std::fs::read_dir(area)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(left, [".discarded", ".state-dir", "live0000000a"]);
-        assert_eq!(
-            std::fs::read_dir(area.join(".discarded")).unwrap().count(),
-            3
-        );
-    }
-
-    /// The deleter empties the trash by itself (a broker's `fresh_layer` tells nobody) and
-    /// deletes an ended session's dir it is handed.
-    #[test]
-    fn the_deleter_empties_the_trash_and_ended_sessions_dirs() {
-        let tmp = tempfile::tempdir().unwrap();
-        let area = tmp.path().to_path_buf();
-        std::fs::create_dir_all(area.join(".discarded/layer-1/a/b")).unwrap();
-        std::fs::create_dir_all(area.join("0123456789ab/layer/k/upper")).unwrap();
-        std::fs::write(area.join("0123456789ab/layer/k/upper/f"), "x").unwrap();
-        private(&area.join(".discarded"));
-        let reaper = Reaper::start(area.clone());
-        reaper.discard_session("ns_0123456789abcdef");
-        assert!(!area.join("0123456789ab").exists());
-        // The counts are added once a pass ends, after its last removal empties the trash:
-        // wait for both.
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while std::fs::read_dir(area.join(".discarded")).unwrap().count() > 0
-            || reaper.stats().entries.load(Ordering::Relaxed) < 8
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the trash was not emptied and counted"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert_eq!(reaper.stats().failed.load(Ordering::Relaxed), 0);
-    }
-}
+mod tests;

@@ -795,8 +795,9 @@ pub mod runtime_area;
 mod set;
 
 pub use runtime_area::{
-    command_runtime_area, establish_runtime_area, legacy_runtime_area, orphan_areas,
-    runtime_area_names,
+    AreaError, VerifiedArea, command_runtime_area, establish_runtime_area, legacy_runtime_area,
+    orphan_areas, recorded_areas, replace_runtime_area, runtime_area_names, verified_area,
+    verify_area,
 };
 pub(crate) use set::other_gateway_entries;
 pub use set::{ProtectedSet, protected_set};

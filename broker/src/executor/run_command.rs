@@ -21,8 +21,8 @@ use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::outcome::OutcomeCode;
@@ -34,6 +34,7 @@ use sandbox::spec::{ExecSpec, Limits};
 
 use super::Executor;
 
+mod area;
 mod layer;
 mod outcome;
 mod running;
@@ -43,6 +44,7 @@ pub use running::stop_all as stop_running_commands;
 
 pub use layer::SessionLayer;
 
+use area::{AREA_WAIT, FollowArea, Placed, layer_at, placed};
 use outcome::finish;
 #[cfg(target_os = "linux")]
 use supervise::Ending;
@@ -111,8 +113,12 @@ pub struct CommandSandbox {
     /// refused. (macOS runs `/usr/bin/sandbox-exec` instead.)
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     helper: Option<Arc<PinnedExe>>,
-    /// Per-command scratch dirs are created below this (the session's runtime dir).
-    scratch_root: PathBuf,
+    /// Where the session's scratch root and layer are now (they move to a new runtime area when
+    /// the gateway replaces one that went: [`CommandSandbox::in_runtime_area`]). Shared by the
+    /// executor's clones.
+    placed: Arc<Mutex<Placed>>,
+    /// The runtime area the scratch root is in, followed from the state dir's record.
+    follow: Option<FollowArea>,
     /// Hidden from commands.
     masked: Vec<PathBuf>,
     /// The owner's home (rustup toolchains are found read-only through it).
@@ -124,8 +130,6 @@ pub struct CommandSandbox {
     own_worktree: Option<PathBuf>,
     /// Where bare executable names are looked up (the owner's filtered PATH).
     search_path: String,
-    /// The session's copy-on-write layer (`None`: commands see the file system read-only).
-    layer: Option<Arc<SessionLayer>>,
     /// The working directory's identity recorded at the session's start: commands run only
     /// while the directory is that one (`None`: an older gateway, not checked).
     expected_wd: Option<common::protocol::DirIdentity>,
@@ -144,14 +148,14 @@ impl CommandSandbox {
     ) -> Self {
         Self {
             helper,
-            scratch_root,
+            placed: placed(scratch_root),
+            follow: None,
             masked: sandbox::masked_paths(home, state_dir, extra_masked),
             owner_home: home.to_path_buf(),
             namespaces: true,
             limits: Limits::default(),
             own_worktree: None,
             search_path: sandbox::command::FIXED_PATH.to_string(),
-            layer: None,
             expected_wd: None,
         }
     }
@@ -161,14 +165,14 @@ impl CommandSandbox {
     pub(super) fn from_policy(policy: &sandbox::path_policy::PathPolicy) -> Self {
         Self {
             helper: None,
-            scratch_root: policy.state_dir().join("run").join("cmd"),
+            placed: placed(policy.state_dir().join("run").join("cmd")),
+            follow: None,
             masked: sandbox::masked_paths(policy.home(), policy.state_dir(), &[]),
             owner_home: policy.home().to_path_buf(),
             namespaces: true,
             limits: Limits::default(),
             own_worktree: None,
             search_path: sandbox::command::FIXED_PATH.to_string(),
-            layer: None,
             expected_wd: None,
         }
     }
@@ -199,13 +203,11 @@ impl CommandSandbox {
 
     /// Give the session a copy-on-write layer of `budget` bytes, in `<scratch root>/layer`
     /// (used where the host can mount overlays; see [`SessionLayer`]).
-    pub fn with_layer(mut self, budget: u64) -> Self {
-        let area = self.scratch_root.parent().unwrap_or(&self.scratch_root);
-        self.layer = Some(Arc::new(SessionLayer::new(
-            self.scratch_root.join("layer"),
-            area.join(sandbox::layer::TRASH),
-            budget,
-        )));
+    pub fn with_layer(self, budget: u64) -> Self {
+        {
+            let mut placed = lock(&self.placed);
+            placed.layer = Some(Arc::new(layer_at(&placed.scratch_root, budget)));
+        }
         self
     }
 
@@ -220,15 +222,20 @@ impl CommandSandbox {
     }
 
     /// The session's layer, if it has one.
-    pub fn layer(&self) -> Option<&SessionLayer> {
-        self.layer.as_deref()
+    pub fn layer(&self) -> Option<Arc<SessionLayer>> {
+        lock(&self.placed).layer.clone()
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Executor {
-    /// Where this session's command scratch dirs are made.
-    pub fn command_scratch_root(&self) -> &Path {
-        &self.commands.scratch_root
+    /// Where this session's command scratch dirs are made, if its runtime area is still the one
+    /// checked.
+    pub fn command_scratch_root(&self) -> Option<PathBuf> {
+        self.commands.scratch_root_in_place()
     }
 
     /// The limits every command of the session gets.
@@ -237,8 +244,13 @@ impl Executor {
     }
 
     /// The session's copy-on-write layer, if commands have one.
-    pub fn command_layer(&self) -> Option<&SessionLayer> {
+    pub fn command_layer(&self) -> Option<Arc<SessionLayer>> {
         self.commands.layer()
+    }
+
+    /// The session's layer, if its runtime area is still the one checked (to remove it).
+    pub fn command_layer_in_place(&self) -> Option<Arc<SessionLayer>> {
+        self.commands.layer_in_place()
     }
 
     /// Configure how `RunCommand` is confined (helper executable, scratch root, masks).
@@ -283,7 +295,7 @@ pub(super) fn run(
     sandbox::timing::mark("run");
     let config = &exec.commands;
     // Also the state dirs of gateways registered after the session started.
-    let masked = exec.policy.with_late_masks(&config.masked);
+    let mut masked = exec.policy.with_late_masks(&config.masked);
     let Ok(wd) = std::fs::canonicalize(exec.working_directory()) else {
         return rejected(
             action_id,
@@ -343,14 +355,34 @@ pub(super) fn run(
         );
     }
     sandbox::timing::mark("checked");
+    // The session's places in the runtime area as it is now (never a name another account took
+    // after the area went: RT29 B3).
+    let (scratch_root, session_layer, moved) = match config.places(AREA_WAIT) {
+        Ok(places) => places,
+        Err(gone) => {
+            tracing::error!("RunCommand: {}", gone.0);
+            return rejected(
+                action_id,
+                OutcomeCode::SandboxUnavailable,
+                gone.to_string(),
+                started,
+            );
+        }
+    };
+    // A new area is masked like the one the broker started with (the path policy protects it
+    // from the next tool call on, when the state dir's record is read again).
+    if let Some(area) = scratch_root.parent()
+        && !masked.iter().any(|m| m == area)
+    {
+        masked.push(area.to_path_buf());
+    }
     // The copy-on-write layer where this host can mount it; on macOS the session's writable
     // dir in its place; else today's read-only view.
     let session_dir = support.session_dir();
-    let layer = config
-        .layer
+    let layer = session_layer
         .as_deref()
         .filter(|_| (config.namespaces && support.copy_on_write()) || session_dir);
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = moved.into_iter().collect();
     let turn = match layer {
         Some(layer) => {
             let view = if session_dir {
@@ -394,8 +426,14 @@ pub(super) fn run(
     // With namespaces and a quota the helper mounts a fresh tmpfs over the scratch dir and makes
     // HOME and TMPDIR inside it: the on-disk subdirs would only be hidden (and cost mkdirs).
     let subdirs = !(config.namespaces && support.namespaces && config.limits.scratch.is_some());
-    let mut scratch = match Scratch::create(&config.scratch_root, action_id, &wd, &masked, subdirs)
-    {
+    let mut scratch = match Scratch::create(
+        &scratch_root,
+        config.follow.is_none(),
+        action_id,
+        &wd,
+        &masked,
+        subdirs,
+    ) {
         Ok(scratch) => scratch,
         Err(message) => {
             tracing::error!("RunCommand scratch: {message}");
@@ -595,8 +633,11 @@ struct Scratch {
 }
 
 impl Scratch {
+    /// `make_area`: the root's parent may be made here (fixed places); else it is the checked
+    /// runtime area, which only the gateway makes (a name that went is never made again).
     fn create(
         root: &Path,
+        make_area: bool,
         action_id: &str,
         wd: &Path,
         masked: &[PathBuf],
@@ -606,7 +647,11 @@ impl Scratch {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         // The runtime area is in shared `/tmp`: it and the session's root must be ours, 0700.
         if let Some(area) = root.parent() {
-            sandbox::private_fs::ensure_private_dir(area)?;
+            if make_area {
+                sandbox::private_fs::ensure_private_dir(area)?;
+            } else {
+                sandbox::private_fs::check_private_dir(area)?;
+            }
         }
         sandbox::private_fs::ensure_private_dir(root)?;
         let root = std::fs::canonicalize(root).map_err(|source| CommandError::Io {

@@ -1,7 +1,8 @@
 //! HTTP as clients and the spec expect it: 401 with `WWW-Authenticate: Bearer` and a JSON body,
 //! a case-insensitive bearer scheme, trailing-slash endpoints, JSON-RPC parse errors for
 //! malformed bodies; and connections that cannot be held forever: half-sent heads and bodies and
-//! idle keep-alive connections are closed within their timeouts, and the connection cap holds.
+//! idle keep-alive connections are closed within their timeouts, and the connection cap holds;
+//! under a flood the owner keeps both a fresh and a kept-alive connection.
 //! The log written to a file carries no colour codes.
 
 use std::time::{Duration, Instant};
@@ -244,6 +245,117 @@ async fn strangers_holding_every_slot_cannot_keep_the_owner_out() {
     assert!(
         statuses.iter().all(|s| *s == 200),
         "the owner got {statuses:?} while {opened} connections were opened against it"
+    );
+}
+
+/// One request on the owner's persistent connection `s` (keep-alive): its status, or why the
+/// connection failed. The whole answer is read (by `Content-Length` or to the last chunk) so the
+/// next request can follow on the same connection.
+async fn on_kept_connection(s: &mut TcpStream, token: &str) -> Result<u16, String> {
+    let body = init_body();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let n = tokio::time::timeout_at(deadline, s.read(&mut buf))
+            .await
+            .map_err(|_| "no answer within 5 s".to_string())?
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(format!("closed after {} bytes", got.len()));
+        }
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        let Some(end) = text.find("\r\n\r\n") else {
+            continue;
+        };
+        let head = text[..end].to_ascii_lowercase();
+        let status: u16 = head[9..12].parse().map_err(|_| head.clone())?;
+        let rest = &got[end + 4..];
+        let length = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map(|v| v.trim().parse::<usize>().unwrap());
+        let complete = match length {
+            Some(length) => rest.len() >= length,
+            None => rest.ends_with(b"0\r\n\r\n"),
+        };
+        if complete {
+            return Ok(status);
+        }
+    }
+}
+
+/// RT29 B4: the owner's idle keep-alive connection (a pooling client's) is older than every
+/// stranger's, and it is still not the one that makes way: a connection that carried an
+/// authenticated request keeps its slot while strangers hold and churn half-open connections.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_owners_kept_alive_connection_survives_a_flood_of_half_open_ones() {
+    const CAP: usize = 16;
+    let cap = CAP.to_string();
+    let gw = gateway_with(&[
+        ("CLAUDE_TOOLS_HTTP_MAX_CONNECTIONS", cap.as_str()),
+        ("CLAUDE_TOOLS_HTTP_HEADER_TIMEOUT_SECONDS", "60"),
+        ("CLAUDE_TOOLS_HTTP_BODY_TIMEOUT_SECONDS", "60"),
+    ])
+    .await;
+    let addr = gw.addr();
+    let mut owner = TcpStream::connect(&addr).await.unwrap();
+    assert_eq!(on_kept_connection(&mut owner, gw.token()).await, Ok(200));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let attacker = {
+        let (addr, stop) = (addr.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut held = std::collections::VecDeque::new();
+            let mut opened = 0usize;
+            while !stop.is_cancelled() && opened < 20_000 {
+                let s = match opened % 3 {
+                    0 => TcpStream::connect(&addr).await.unwrap(),
+                    1 => {
+                        let mut s = TcpStream::connect(&addr).await.unwrap();
+                        let _ = s
+                            .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                            .await;
+                        s
+                    }
+                    _ => half_body(&addr, "/token", None).await,
+                };
+                opened += 1;
+                held.push_back(s);
+                if held.len() > 3 * CAP {
+                    held.pop_front();
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            opened
+        })
+    };
+    let mut outcomes = Vec::new();
+    for i in 0..30 {
+        // Idle for a while between requests, as a pooled connection is, while the flood runs.
+        tokio::time::sleep(Duration::from_millis(if i % 3 == 0 { 600 } else { 150 })).await;
+        outcomes.push(on_kept_connection(&mut owner, gw.token()).await);
+    }
+    stop.cancel();
+    let opened = attacker.await.unwrap();
+    assert!(
+        opened > 10 * CAP,
+        "the attacker opened only {opened} connections"
+    );
+    let through = outcomes.iter().filter(|o| **o == Ok(200)).count();
+    assert_eq!(
+        through, 30,
+        "the owner's kept-alive connection got {through}/30 through while {opened} connections \
+         were opened against it: {outcomes:?}"
     );
 }
 

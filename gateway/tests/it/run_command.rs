@@ -19,6 +19,7 @@ use crate::support::*;
 
 mod adversarial;
 mod all_commands;
+mod area_gone;
 mod discard;
 mod end_to_end;
 mod helper_integrity;

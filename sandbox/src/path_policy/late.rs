@@ -75,11 +75,19 @@ impl LateInstances {
         }
     }
 
-    /// Re-read the registries; when they changed, protect what they list now too.
+    /// Re-read the registries; when they changed, protect what they list now too. So too the
+    /// runtime areas this gateway's and the listed state dirs record now: a running gateway
+    /// replaces an area that went (RT29 B3), and the new one is protected from the next call.
     pub(super) fn refresh(&self) {
         let read = read_registries(&self.registry_files(), &self.state_dir);
-        if self.seen.read().unwrap_or_else(|e| e.into_inner()).texts == read.digests {
-            return;
+        let mut state_dirs = read.state_dirs.clone();
+        state_dirs.push(self.state_dir.clone());
+        let areas = crate::protected::recorded_areas(&state_dirs);
+        {
+            let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());
+            if seen.texts == read.digests && areas.iter().all(|a| seen.paths.contains(a)) {
+                return;
+            }
         }
         // What the registries list in the read just compared, not in another one.
         let listed = crate::protected::other_gateway_entries(&read.state_dirs);
@@ -88,6 +96,7 @@ impl LateInstances {
         // As listed, never followed (red team 26 B2: a symlink another account swapped in for
         // its listed dir made its target, `/usr/lib`, protected for the session's life).
         paths.extend(listed);
+        paths.extend(areas);
         paths.sort();
         paths.dedup();
         seen.folded = paths

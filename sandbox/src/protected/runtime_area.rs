@@ -8,6 +8,13 @@
 //! learn where it is. The area records its state dir back (`.state-dir`), so a start can tell
 //! its own leftover areas from others'. Older gateways used a predictable name
 //! ([`legacy_runtime_area`]); it stays protected.
+//!
+//! The name is visible in `/tmp`, so once the area is gone (a `/tmp` cleaner) another account
+//! can take it (RT29 B3). Nothing uses an area path unchecked: [`verified_area`] opens it without
+//! following a symlink and checks it is a private directory of ours that names its state dir,
+//! returning its `(dev, ino)`; the gateway checks that identity every second and, when the area is
+//! gone or replaced, makes a new one under a fresh name ([`replace_runtime_area`], never the
+//! squatted one), which its brokers find at their next command.
 
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -120,6 +127,131 @@ fn establish_in(base: &Path, state_dir: &Path) -> std::io::Result<PathBuf> {
         format!("{}\n", area.display()).as_bytes(),
     )?;
     Ok(area)
+}
+
+/// While the gateway runs: the area it used is gone or is no longer the directory it made (RT29
+/// B3). A new area under a fresh unpredictable name, recorded in `state_dir` (what was at the old
+/// name is never followed, reused or written to).
+pub fn replace_runtime_area(state_dir: &Path) -> std::io::Result<PathBuf> {
+    replace_in(Path::new(BASE), state_dir)
+}
+
+fn replace_in(base: &Path, state_dir: &Path) -> std::io::Result<PathBuf> {
+    let area = create_unpredictable(base)?;
+    let marker = state_dir.to_string_lossy().into_owned();
+    replace_private_file(&area.join(MARKER), marker.as_bytes())?;
+    replace_private_file(
+        &state_dir.join(POINTER),
+        format!("{}\n", area.display()).as_bytes(),
+    )?;
+    Ok(area)
+}
+
+/// An area checked as it is now: its path and the directory's identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedArea {
+    pub path: PathBuf,
+    /// `(st_dev, st_ino)` of the directory checked.
+    pub id: (u64, u64),
+}
+
+/// Why an area path is not (or no longer) the area.
+#[derive(Debug, thiserror::Error)]
+pub enum AreaError {
+    #[error("the state dir records no runtime area")]
+    NotRecorded,
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A symlink, another account's, open to others, or not a directory.
+    #[error("{}: not a private directory of this user (owner {owner}, mode {mode:o})", path.display())]
+    NotPrivate {
+        path: PathBuf,
+        owner: u32,
+        mode: u32,
+    },
+    #[error("{}: it does not name this gateway's state dir", path.display())]
+    NotThisGateways { path: PathBuf },
+}
+
+/// The area `state_dir` records now, checked by [`verify_area`].
+pub fn verified_area(state_dir: &Path) -> Result<VerifiedArea, AreaError> {
+    let area = recorded(state_dir).ok_or(AreaError::NotRecorded)?;
+    verify_area(&area, state_dir)
+}
+
+/// Whether `area` is the runtime area of `state_dir`: opened without following a symlink, a
+/// directory of ours open to no one else, whose marker (read through that descriptor, never
+/// followed) names `state_dir`. Its identity, to compare with a later look.
+pub fn verify_area(area: &Path, state_dir: &Path) -> Result<VerifiedArea, AreaError> {
+    use rustix::fs::{Mode, OFlags};
+    let io = |e: rustix::io::Errno| AreaError::Io {
+        path: area.to_path_buf(),
+        source: e.into(),
+    };
+    let dir = rustix::fs::open(
+        area,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    );
+    let dir = match dir {
+        Ok(dir) => dir,
+        // A symlink (ELOOP) or something else than a directory at the name.
+        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+            let meta = std::fs::symlink_metadata(area).map_err(|source| AreaError::Io {
+                path: area.to_path_buf(),
+                source,
+            })?;
+            use std::os::unix::fs::MetadataExt;
+            return Err(AreaError::NotPrivate {
+                path: area.to_path_buf(),
+                owner: meta.uid(),
+                mode: meta.mode() & 0o7777,
+            });
+        }
+        Err(e) => return Err(io(e)),
+    };
+    let stat = rustix::fs::fstat(&dir).map_err(io)?;
+    let mode = stat.st_mode & 0o7777;
+    if stat.st_uid != uid() || mode & 0o077 != 0 {
+        return Err(AreaError::NotPrivate {
+            path: area.to_path_buf(),
+            owner: stat.st_uid,
+            mode,
+        });
+    }
+    let marker = rustix::fs::openat(
+        &dir,
+        MARKER,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|_| AreaError::NotThisGateways {
+        path: area.to_path_buf(),
+    })?;
+    let mut text = String::new();
+    let read = std::fs::File::from(marker)
+        .take(MAX_RECORD)
+        .read_to_string(&mut text);
+    if read.is_err() || Path::new(&text) != state_dir {
+        return Err(AreaError::NotThisGateways {
+            path: area.to_path_buf(),
+        });
+    }
+    #[allow(clippy::unnecessary_cast)] // dev_t and ino_t are not u64 on every target
+    let id = (stat.st_dev as u64, stat.st_ino as u64);
+    Ok(VerifiedArea {
+        path: area.to_path_buf(),
+        id,
+    })
+}
+
+/// The areas the given state dirs record now (each well formed, not checked further): what a
+/// running broker adds to its protected set when an area is replaced.
+pub fn recorded_areas(state_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    state_dirs.iter().filter_map(|s| recorded(s)).collect()
 }
 
 /// `mkdir` a new `ngw-run-<uid>-<random>` in `base` (fails on any existing name, symlinks

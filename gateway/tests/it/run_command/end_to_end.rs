@@ -148,7 +148,7 @@ async fn a_squatted_runtime_area_name_never_stops_commands() {
 }
 
 /// Removes a path in `/tmp` a test made or planted (an area's overlay work dirs included).
-struct Removed(PathBuf);
+pub(super) struct Removed(pub(super) PathBuf);
 
 impl Drop for Removed {
     fn drop(&mut self) {

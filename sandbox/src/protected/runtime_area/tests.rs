@@ -104,3 +104,75 @@ fn orphans_are_our_areas_whose_state_dir_is_gone_or_moved() {
     });
     assert!(!found.contains(&kept) && !found.contains(&legacy_live));
 }
+
+/// RT29 B3: once the area went, whatever holds its name is not the area: a directory open to
+/// others, another account's private one, a symlink (to the owner's project), a directory of
+/// ours without the marker.
+#[test]
+fn a_name_taken_after_the_area_went_is_never_the_area() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_base_dir, base) = tmp();
+    let (_state_dir, state) = tmp();
+    let (_project_dir, project) = tmp();
+    let area = establish_in(&base, &state).unwrap();
+    let first = verify_area(&area, &state).unwrap();
+    assert_eq!(first.path, area);
+    let marker = state.to_string_lossy().into_owned();
+    let squat = |mode: u32, owner: Option<u32>, marked: bool| {
+        crate::layer::remove(&area);
+        std::fs::create_dir(&area).unwrap();
+        if marked {
+            replace_private_file(&area.join(MARKER), marker.as_bytes()).unwrap();
+        }
+        std::fs::set_permissions(&area, std::fs::Permissions::from_mode(mode)).unwrap();
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(&area, Some(uid), Some(uid)).unwrap();
+        }
+    };
+    // Open to others, even with a marker naming this state dir.
+    squat(0o777, None, true);
+    assert!(matches!(
+        verify_area(&area, &state),
+        Err(AreaError::NotPrivate { mode: 0o777, .. })
+    ));
+    if uid() == 0 {
+        // Another account's, private (as root the test can make one).
+        squat(0o700, Some(65534), true);
+        let err = verify_area(&area, &state).unwrap_err();
+        assert!(
+            matches!(err, AreaError::NotPrivate { owner: 65534, .. }),
+            "{err}"
+        );
+    }
+    // Ours and private, but no marker: not this gateway's.
+    squat(0o700, None, false);
+    assert!(matches!(
+        verify_area(&area, &state),
+        Err(AreaError::NotThisGateways { .. })
+    ));
+    // Ours, private, the marker: only this account can make that, and it verifies (the gateway
+    // also compares the identity; a reused inode number may make it equal).
+    squat(0o700, None, true);
+    assert!(verify_area(&area, &state).is_ok());
+    // A symlink to the owner's project: never followed.
+    crate::layer::remove(&area);
+    std::os::unix::fs::symlink(&project, &area).unwrap();
+    assert!(matches!(
+        verify_area(&area, &state),
+        Err(AreaError::NotPrivate { .. })
+    ));
+    // Gone.
+    std::fs::remove_file(&area).unwrap();
+    assert!(matches!(
+        verify_area(&area, &state),
+        Err(AreaError::Io { .. })
+    ));
+    // The replacement: a fresh name, recorded; the old name and the project untouched.
+    std::os::unix::fs::symlink(&project, &area).unwrap();
+    let new = replace_in(&base, &state).unwrap();
+    assert_ne!(new, area);
+    assert_eq!(recorded_in(&base, &state), Some(new.clone()));
+    assert!(verify_area(&new, &state).is_ok());
+    assert!(std::fs::symlink_metadata(&area).unwrap().is_symlink());
+    assert_eq!(std::fs::read_dir(&project).unwrap().count(), 0);
+}
