@@ -26,6 +26,10 @@ pub const OUTPUT_COST_FACTOR: u64 = 4;
 /// the runner's transcript (red team 26 B4: eight sessions of 700 KiB prompts and answers took a
 /// 64 MiB budget to 263 MiB before the first walk).
 pub const TEXT_COST_FACTOR: u64 = 3;
+/// What recording an idempotent answer of N bytes (a SessionView as JSON) costs, as a multiple
+/// of N: its row and its WAL copy (red team 29 B2: replies that each recorded a 700 KiB view were
+/// charged ~100 bytes, and eight sessions took a 64 MiB budget to 222 MiB).
+pub const ANSWER_COST_FACTOR: u64 = 2;
 /// Replies larger than this are refused past the budget; smaller ones (a verdict, a short answer)
 /// still let a waiting session finish its turn.
 pub const LARGE_REPLY_BYTES: usize = 64 * 1024;

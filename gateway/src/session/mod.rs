@@ -36,6 +36,7 @@ use crate::config::Config;
 use crate::error::{ErrorCode, ToolError};
 use crate::state::{LedgerEvent, SessionRecord, Store, StoreError, Tx};
 
+pub use idempotency::ANSWERS_KEPT;
 pub(crate) use idempotency::{Leased, Request, Scope, Settle};
 pub use live::LiveSession;
 pub use subsessions::{ScreenedOut, Subsessions};

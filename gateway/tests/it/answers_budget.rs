@@ -1,0 +1,198 @@
+//! Red team 29 B1 through the real gateway: past a full state budget, recover and stop keep
+//! working (by design) but each stored the whole SessionView as its idempotent answer — with a
+//! 700 KiB `last_result`, 703 KiB per call, without limit. Now a session keeps the answers of its
+//! last `ANSWERS_KEPT` (4) calls of each operation, so a flood of new keys leaves the state dir
+//! within a bound (documented in decisions.md, "State dir budget"); the newest replay unchanged,
+//! older ones are refused saying why, and `gatewayctl prune` frees a live session's old answers.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// Calls of each flood: before the bound, 60 × 703 KiB = 41 MiB each.
+const CALLS: usize = 60;
+/// What the state dir may grow by during one flood: the four answers kept (4 × ~0.7 MiB), their
+/// WAL copies, the freed pages of the dropped ones awaiting reuse, and ~7 KiB a call of lease row
+/// and events (recover) — measured 3–5 MiB here.
+const FLOOD_BOUND: u64 = 12 << 20;
+
+/// What a second flood as long may add: ~7 KiB a recover of lease row and events (not bounded
+/// per session: decisions.md), no more answers.
+const SECOND_FLOOD_BOUND: u64 = 2 << 20;
+
+/// A long text the session's turn ends with (its `last_result`).
+fn long_answer() -> String {
+    let mut text = String::from("Here is the summary.\n");
+    while text.len() + 12 <= 700 * 1024 {
+        text.push_str(&format!("w{:09} ", text.len()));
+    }
+    text
+}
+
+fn structured(r: &Value) -> Value {
+    let mut v = view(r);
+    v.as_object_mut().unwrap().remove("replay");
+    v
+}
+
+fn no_longer_kept(r: &Value) {
+    assert_eq!(tool_err_code(r), "idempotency_conflict", "{r}");
+    let message = r["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("no longer kept"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn recover_and_stop_floods_past_a_full_budget_stay_within_a_bound() {
+    let gw = gateway_with(&[("CLAUDE_TOOLS_STATE_MAX_MB", "64")]).await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let dir = work_dir();
+    let started = start_session(&chat, dir.path(), "say something long", "ab-1").await;
+    let (sid, lease) = (session_id(&started), lease_id(&started));
+    let token = started["recovery_token"].as_str().unwrap().to_string();
+    let answer = long_answer();
+    let r = chat
+        .reply(
+            &sid,
+            &lease,
+            &turn_id(&started),
+            "ab-answer",
+            Some(&answer),
+            None,
+        )
+        .await
+        .unwrap();
+    let idle = view(&r);
+    assert_eq!(idle["status"], "idle", "{idle}");
+    assert_eq!(
+        idle["last_result"]["text"].as_str().unwrap().len(),
+        answer.len()
+    );
+
+    // The budget is full (a 70 MiB file in a 64 MiB budget, measured by a prune that removes
+    // nothing): a new start is refused, recover and stop are not.
+    std::fs::write(gw.state_dir().join("filler"), vec![7u8; 70 << 20]).unwrap();
+    gatewayctl_json(&gw, &["prune"]);
+    let refused = chat
+        .start_with("new", dir.path(), "ab-refused", json!({"wait_seconds": 0}))
+        .await
+        .unwrap();
+    assert_eq!(tool_err_code(&refused), "storage_full", "{refused}");
+
+    let size = || sandbox::allocated_bytes(gw.state_dir());
+    let before = size();
+    let flood = |prefix: &'static str| {
+        let chat = &chat;
+        let (sid, token) = (&sid, &token);
+        async move {
+            let mut answers = Vec::new();
+            for i in 0..CALLS {
+                let r = chat
+                    .recover(sid, token, &format!("{prefix}-{i}"), 0)
+                    .await
+                    .unwrap();
+                answers.push(structured(&r));
+            }
+            answers
+        }
+    };
+    flood("ab-first").await;
+    let after_first = size();
+    let grew = after_first.saturating_sub(before);
+    eprintln!(
+        "{CALLS} recovers past the budget: state dir grew by {} KiB",
+        grew >> 10
+    );
+    assert!(
+        grew < FLOOD_BOUND,
+        "recover flood grew the state dir by {grew} bytes"
+    );
+    // Bounded, not merely slower: a second flood as long adds about its lease rows and events.
+    let recovered = flood("ab-rec").await;
+    let again = size().saturating_sub(after_first);
+    eprintln!(
+        "{CALLS} more recovers: state dir grew by {} KiB",
+        again >> 10
+    );
+    assert!(
+        again < SECOND_FLOOD_BOUND,
+        "a second recover flood grew it by {again} bytes"
+    );
+
+    // The newest answers replay unchanged; an older one is refused, nothing done.
+    for (i, answered) in recovered.iter().enumerate().skip(CALLS - 4) {
+        let r = chat
+            .recover(&sid, &token, &format!("ab-rec-{i}"), 0)
+            .await
+            .unwrap();
+        assert_eq!(view(&r)["replay"], true);
+        assert_eq!(&structured(&r), answered, "replay of ab-rec-{i}");
+    }
+    no_longer_kept(&chat.recover(&sid, &token, "ab-rec-0", 0).await.unwrap());
+    let lease = recovered[CALLS - 1]["lease_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let still = chat.status(&sid, &lease, 0).await.unwrap();
+    assert_eq!(
+        view(&still)["status"],
+        "idle",
+        "the refused replay changed the session"
+    );
+
+    // The owner's prune frees the live session's older answers, the newest of each stays.
+    let pruned = gatewayctl_json(&gw, &["prune", "--older-than", "0s"]);
+    assert!(
+        pruned["content_bytes"].as_u64().unwrap() >= 3 * 700 * 1024,
+        "{pruned}"
+    );
+    let full_answers = |scope: String| {
+        count_with(
+            &gw,
+            "SELECT COUNT(*) FROM idempotency WHERE scope = ?1 AND LENGTH(answer) > 128",
+            scope,
+        )
+    };
+    assert_eq!(full_answers(format!("recover:{sid}")), 1);
+    let r = chat
+        .recover(&sid, &token, &format!("ab-rec-{}", CALLS - 1), 0)
+        .await
+        .unwrap();
+    assert_eq!(structured(&r), recovered[CALLS - 1]);
+    no_longer_kept(
+        &chat
+            .recover(&sid, &token, &format!("ab-rec-{}", CALLS - 2), 0)
+            .await
+            .unwrap(),
+    );
+
+    // Stop, then a flood of stops with new request ids on the ended session.
+    let before = size();
+    let mut stops = Vec::new();
+    for i in 0..CALLS {
+        let r = chat
+            .stop(&sid, &lease, &format!("ab-stop-{i}"), None)
+            .await
+            .unwrap();
+        stops.push(structured(&r));
+    }
+    assert_eq!(stops[CALLS - 1]["status"], "stopped");
+    let grew = size().saturating_sub(before);
+    eprintln!(
+        "{CALLS} stops past the budget: state dir grew by {} KiB",
+        grew >> 10
+    );
+    assert!(
+        grew < FLOOD_BOUND,
+        "stop flood grew the state dir by {grew} bytes"
+    );
+    assert_eq!(full_answers(format!("stop:{sid}")), 4);
+    let r = chat
+        .stop(&sid, &lease, &format!("ab-stop-{}", CALLS - 1), None)
+        .await
+        .unwrap();
+    assert_eq!(structured(&r), stops[CALLS - 1]);
+    no_longer_kept(&chat.stop(&sid, &lease, "ab-stop-0", None).await.unwrap());
+}
