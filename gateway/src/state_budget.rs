@@ -6,7 +6,9 @@
 //! what the gateway stores for a tool's outcome is charged to an estimate at once (red team 25
 //! B7: small replies of many commands with large outputs doubled a 64 MiB budget in 51 s while
 //! the last walk said there was room), and a walk starts early once the estimate grew by a
-//! thirty-second of the budget.
+//! thirty-second of the budget. So are prompts and replies, every recorded idempotent answer
+//! (red team 29 B2) and OAuth refreshes (B5); what status, stop and recover may store past the
+//! budget is bounded per session instead (`session::ANSWERS_KEPT`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,9 +29,10 @@ pub const OUTPUT_COST_FACTOR: u64 = 4;
 /// 64 MiB budget to 263 MiB before the first walk).
 pub const TEXT_COST_FACTOR: u64 = 3;
 /// What recording an idempotent answer of N bytes (a SessionView as JSON) costs, as a multiple
-/// of N: its row and its WAL copy (red team 29 B2: replies that each recorded a 700 KiB view were
-/// charged ~100 bytes, and eight sessions took a 64 MiB budget to 222 MiB).
-pub const ANSWER_COST_FACTOR: u64 = 2;
+/// of N: its row (the WAL is reused after each checkpoint). Red team 29 measured 703 KiB of
+/// growth per recover of a 701 KiB view; and replies that each recorded one were charged ~100
+/// bytes, so eight sessions took a 64 MiB budget to 222 MiB (B2).
+pub const ANSWER_COST_FACTOR: u64 = 1;
 /// Replies larger than this are refused past the budget; smaller ones (a verdict, a short answer)
 /// still let a waiting session finish its turn.
 pub const LARGE_REPLY_BYTES: usize = 64 * 1024;
