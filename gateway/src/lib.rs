@@ -30,6 +30,7 @@ pub mod limits;
 pub mod mcp;
 pub mod modes;
 pub mod oauth;
+pub mod pace;
 pub mod private_files;
 pub mod prune;
 pub mod runtime_area;

@@ -83,7 +83,7 @@ pub struct OAuthStore {
     /// trusted to keep a revocation: issue 27).
     revoked: Revoked,
     /// How often each grant may refresh (red team 29 B5).
-    refresh_pace: super::refresh_pace::RefreshPace,
+    refresh_pace: crate::pace::Pace,
     /// The state dir's budget each refresh is charged to, once the gateway set it.
     state_budget: std::sync::OnceLock<crate::state_budget::StateBudget>,
 }
@@ -109,7 +109,7 @@ impl OAuthStore {
             conn: Mutex::new(conn),
             key: key.to_string(),
             revoked,
-            refresh_pace: Default::default(),
+            refresh_pace: super::refresh_pace::refresh_pace(),
             state_budget: std::sync::OnceLock::new(),
         })
     }
