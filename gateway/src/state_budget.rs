@@ -33,6 +33,13 @@ pub const TEXT_COST_FACTOR: u64 = 3;
 /// growth per recover of a 701 KiB view; and replies that each recorded one were charged ~100
 /// bytes, so eight sessions took a 64 MiB budget to 222 MiB (B2).
 pub const ANSWER_COST_FACTOR: u64 = 1;
+/// Past the budget a session may still recover this many times at once, then once per
+/// [`RECOVER_EVERY`] (`busy` over it): each recover stores a lease row and its events, ~5–8 KiB,
+/// and nothing else bounds them (red team 29: 727 recovers in 20 s past the budget).
+pub const RECOVER_BURST: u32 = 8;
+pub const RECOVER_EVERY: Duration = Duration::from_secs(5);
+/// What one recover stores (lease row, events), charged to the estimate.
+pub const RECOVER_COST_BYTES: u64 = 8 * 1024;
 /// Replies larger than this are refused past the budget; smaller ones (a verdict, a short answer)
 /// still let a waiting session finish its turn.
 pub const LARGE_REPLY_BYTES: usize = 64 * 1024;
@@ -165,6 +172,11 @@ impl StateBudget {
             .used_bytes
             .load(Ordering::SeqCst)
             .saturating_add(charged)
+    }
+
+    /// Whether the state dir is at or past its budget (nothing logged).
+    pub fn is_full(&self) -> bool {
+        self.used_bytes() >= self.max_bytes()
     }
 
     /// `storage_full` when the state dir is at or past its budget; `what` is what was refused

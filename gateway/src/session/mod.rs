@@ -68,6 +68,8 @@ pub struct Gateway {
     pub state_budget: crate::state_budget::StateBudget,
     /// The one deleter of what sessions discarded in the command runtime area.
     pub reaper: crate::runtime_area::Reaper,
+    /// Recovers per session past the state budget (`state_budget::RECOVER_BURST`).
+    pub recover_pace: crate::pace::Pace,
 }
 
 /// What a waiting call waits for.
@@ -110,6 +112,10 @@ impl Gateway {
         Arc::new(Gateway {
             state_budget,
             reaper,
+            recover_pace: crate::pace::Pace::new(
+                crate::state_budget::RECOVER_BURST,
+                crate::state_budget::RECOVER_EVERY,
+            ),
             store,
             config,
             server_key,

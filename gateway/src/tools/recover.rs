@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{check_key, wait_seconds};
-use crate::error::ToolError;
+use crate::error::{ErrorCode, ToolError};
 use crate::session::{Gateway, Request, Scope, ToolResult, WaitFor, within_budget};
 use crate::view::SessionView;
 
@@ -56,6 +56,23 @@ pub(super) async fn handle(
     if let Some(view) = gateway.replayed(&request)? {
         return Ok(view);
     }
+    // Past the budget a recover still works (it must, on a full disk), but each stores a lease row
+    // and events: paced per session, never refused for a replay (red team 29 B1).
+    if gateway.state_budget.is_full()
+        && let Err(wait_s) = gateway
+            .recover_pace
+            .take(session_id, common::time::now_unix_ms())
+    {
+        return Err(ToolError::new(
+            ErrorCode::Busy,
+            format!(
+                "the gateway's state dir is at its budget (CLAUDE_TOOLS_STATE_MAX_MB) and this \
+                 session recovered more than {} times lately; nothing was done. Recover again \
+                 in {wait_s} s; status works now",
+                crate::state_budget::RECOVER_BURST
+            ),
+        ));
+    }
     // Recovered into a directory that is not the session's own, the session would read, run
     // and write somewhere else; a terminal session only reports its final state.
     if !session.status.is_terminal() {
@@ -73,6 +90,9 @@ pub(super) async fn handle(
         gateway.commit(tx, &mut session, &event)?;
         Ok::<_, ToolError>(session)
     })?;
+    gateway
+        .state_budget
+        .charge(crate::state_budget::RECOVER_COST_BYTES);
     gateway.notify(&session);
     drop(op);
     let session = if wait > 0 {

@@ -152,3 +152,39 @@ async fn prune_drops_a_live_sessions_older_answers_but_the_newest_of_each_operat
     // The session goes on.
     assert!(h.status(&answers[2]).await.is_ok());
 }
+
+/// Past the budget a recover still works, but each stores a lease row and events: a session
+/// recovers `RECOVER_BURST` times at once, then is told `busy` and when to come back; replays
+/// and status are never paced, and under the budget nothing is.
+#[tokio::test]
+async fn recover_past_the_budget_is_paced_per_session_and_replays_are_not() {
+    use crate::state_budget::RECOVER_BURST;
+    let h = Harness::new();
+    let view = h.start().await;
+    let token = view.recovery_token.clone().unwrap();
+    for i in 0..RECOVER_BURST + 2 {
+        h.recover(&view, &token, &format!("under{i}"))
+            .await
+            .unwrap();
+    }
+    let budget = &h.gateway.state_budget;
+    budget.set_max_bytes(1);
+    budget.refresh_now();
+    let mut last = None;
+    for i in 0..RECOVER_BURST {
+        last = Some(h.recover(&view, &token, &format!("rec{i}")).await.unwrap());
+    }
+    let err = h
+        .recover(&view, &token, "one-too-many")
+        .await
+        .expect_err("paced");
+    assert_eq!(err.code, ErrorCode::Busy);
+    assert!(err.message.contains("Recover again in"), "{}", err.message);
+    assert!(err.message.contains("status works"), "{}", err.message);
+    let last_key = format!("rec{}", RECOVER_BURST - 1);
+    same_answer(
+        h.recover(&view, &token, &last_key).await.unwrap(),
+        last.as_ref().unwrap(),
+    );
+    assert!(h.status(last.as_ref().unwrap()).await.is_ok());
+}
