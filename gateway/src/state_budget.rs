@@ -34,10 +34,23 @@ pub const TEXT_COST_FACTOR: u64 = 3;
 /// bytes, so eight sessions took a 64 MiB budget to 222 MiB (B2).
 pub const ANSWER_COST_FACTOR: u64 = 1;
 /// Past the budget a session may still recover this many times at once, then once per
-/// [`RECOVER_EVERY`] (`busy` over it): each recover stores a lease row and its events, ~5–8 KiB,
-/// and nothing else bounds them (red team 29: 727 recovers in 20 s past the budget).
-pub const RECOVER_BURST: u32 = 8;
-pub const RECOVER_EVERY: Duration = Duration::from_secs(5);
+/// [`PACED_EVERY`] (`busy` over it): each recover stores a lease row and its events, ~5–8 KiB,
+/// and nothing else bounds them (red team 29: 727 recovers in 20 s past the budget). The same
+/// for stops of an ended session with new request ids (each records its key, ~0.5–4 KiB).
+pub const PACED_BURST: u32 = 8;
+pub const PACED_EVERY: Duration = Duration::from_secs(5);
+
+/// `busy` for a call over its pace past the budget: what, and when to come back.
+pub fn paced(what: &str, wait_s: u64) -> ToolError {
+    ToolError::new(
+        ErrorCode::Busy,
+        format!(
+            "the gateway's state dir is at its budget (CLAUDE_TOOLS_STATE_MAX_MB) and this \
+             session's {what} came more than {PACED_BURST} times lately; nothing was done. Send \
+             it again in {wait_s} s; status works now"
+        ),
+    )
+}
 /// What one recover stores (lease row, events), charged to the estimate.
 pub const RECOVER_COST_BYTES: u64 = 8 * 1024;
 /// Replies larger than this are refused past the budget; smaller ones (a verdict, a short answer)

@@ -68,8 +68,9 @@ pub struct Gateway {
     pub state_budget: crate::state_budget::StateBudget,
     /// The one deleter of what sessions discarded in the command runtime area.
     pub reaper: crate::runtime_area::Reaper,
-    /// Recovers per session past the state budget (`state_budget::RECOVER_BURST`).
-    pub recover_pace: crate::pace::Pace,
+    /// Past the state budget, recovers of a session and stops of an ended one, each keyed by
+    /// operation and session (`state_budget::PACED_BURST`).
+    pub past_budget_pace: crate::pace::Pace,
 }
 
 /// What a waiting call waits for.
@@ -112,9 +113,9 @@ impl Gateway {
         Arc::new(Gateway {
             state_budget,
             reaper,
-            recover_pace: crate::pace::Pace::new(
-                crate::state_budget::RECOVER_BURST,
-                crate::state_budget::RECOVER_EVERY,
+            past_budget_pace: crate::pace::Pace::new(
+                crate::state_budget::PACED_BURST,
+                crate::state_budget::PACED_EVERY,
             ),
             store,
             config,

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{check_key, wait_seconds};
-use crate::error::{ErrorCode, ToolError};
+use crate::error::ToolError;
 use crate::session::{Gateway, Request, Scope, ToolResult, WaitFor, within_budget};
 use crate::view::SessionView;
 
@@ -59,19 +59,12 @@ pub(super) async fn handle(
     // Past the budget a recover still works (it must, on a full disk), but each stores a lease row
     // and events: paced per session, never refused for a replay (red team 29 B1).
     if gateway.state_budget.is_full()
-        && let Err(wait_s) = gateway
-            .recover_pace
-            .take(session_id, common::time::now_unix_ms())
+        && let Err(wait_s) = gateway.past_budget_pace.take(
+            &format!("recover:{session_id}"),
+            common::time::now_unix_ms(),
+        )
     {
-        return Err(ToolError::new(
-            ErrorCode::Busy,
-            format!(
-                "the gateway's state dir is at its budget (CLAUDE_TOOLS_STATE_MAX_MB) and this \
-                 session recovered more than {} times lately; nothing was done. Recover again \
-                 in {wait_s} s; status works now",
-                crate::state_budget::RECOVER_BURST
-            ),
-        ));
+        return Err(crate::state_budget::paced("recover", wait_s));
     }
     // Recovered into a directory that is not the session's own, the session would read, run
     // and write somewhere else; a terminal session only reports its final state.

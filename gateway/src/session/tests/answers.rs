@@ -154,15 +154,15 @@ async fn prune_drops_a_live_sessions_older_answers_but_the_newest_of_each_operat
 }
 
 /// Past the budget a recover still works, but each stores a lease row and events: a session
-/// recovers `RECOVER_BURST` times at once, then is told `busy` and when to come back; replays
-/// and status are never paced, and under the budget nothing is.
+/// recovers `PACED_BURST` times at once, then is told `busy` and when to come back; replays
+/// and status are never paced, and under the budget nothing is. Stops of an ended session too.
 #[tokio::test]
 async fn recover_past_the_budget_is_paced_per_session_and_replays_are_not() {
-    use crate::state_budget::RECOVER_BURST;
+    use crate::state_budget::PACED_BURST;
     let h = Harness::new();
     let view = h.start().await;
     let token = view.recovery_token.clone().unwrap();
-    for i in 0..RECOVER_BURST + 2 {
+    for i in 0..PACED_BURST + 2 {
         h.recover(&view, &token, &format!("under{i}"))
             .await
             .unwrap();
@@ -171,7 +171,7 @@ async fn recover_past_the_budget_is_paced_per_session_and_replays_are_not() {
     budget.set_max_bytes(1);
     budget.refresh_now();
     let mut last = None;
-    for i in 0..RECOVER_BURST {
+    for i in 0..PACED_BURST {
         last = Some(h.recover(&view, &token, &format!("rec{i}")).await.unwrap());
     }
     let err = h
@@ -179,12 +179,26 @@ async fn recover_past_the_budget_is_paced_per_session_and_replays_are_not() {
         .await
         .expect_err("paced");
     assert_eq!(err.code, ErrorCode::Busy);
-    assert!(err.message.contains("Recover again in"), "{}", err.message);
+    assert!(err.message.contains("Send it again in"), "{}", err.message);
     assert!(err.message.contains("status works"), "{}", err.message);
-    let last_key = format!("rec{}", RECOVER_BURST - 1);
+    let last_key = format!("rec{}", PACED_BURST - 1);
     same_answer(
         h.recover(&view, &token, &last_key).await.unwrap(),
         last.as_ref().unwrap(),
     );
-    assert!(h.status(last.as_ref().unwrap()).await.is_ok());
+    let last = last.unwrap();
+    assert!(h.status(&last).await.is_ok());
+    // A stop of the live session is never paced; of the ended one, new keys are.
+    h.stop(&last, "s-live").await.unwrap();
+    for i in 0..PACED_BURST {
+        h.stop(&last, &format!("s{i}")).await.unwrap();
+    }
+    let err = h.stop(&last, "s-too-many").await.expect_err("paced");
+    assert_eq!(err.code, ErrorCode::Busy);
+    assert!(err.message.contains("stop"), "{}", err.message);
+    let newest = format!("s{}", PACED_BURST - 1);
+    assert!(
+        h.stop(&last, &newest).await.unwrap().replay,
+        "a replay is not paced"
+    );
 }
