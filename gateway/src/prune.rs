@@ -28,10 +28,10 @@ pub struct PruneReport {
     pub sessions: Vec<PrunedSession>,
     /// Bytes of files removed (allocated blocks).
     pub bytes: u64,
-    /// Bytes of database content removed (the rows' text), live sessions' dropped answers
-    /// included.
+    /// Bytes of ended sessions' database content removed (the rows' text).
     pub content_bytes: u64,
-    /// Live sessions' recorded answers dropped (not counted in a dry run).
+    /// Live sessions' older recorded answers dropped (not counted in a dry run; the admin
+    /// answer shows them only in `database_bytes`, the file's shrink).
     pub live_answers: crate::state::DroppedAnswers,
     /// How much smaller the database file and its WAL became (0 in a dry run).
     pub database_bytes: u64,
@@ -109,7 +109,7 @@ pub fn prune(
         .collect();
     Ok(PruneReport {
         bytes: sessions.iter().map(|s| s.bytes).sum(),
-        content_bytes: sessions.iter().map(|s| s.content_bytes).sum::<u64>() + live_answers.bytes,
+        content_bytes: sessions.iter().map(|s| s.content_bytes).sum(),
         live_answers,
         sessions,
         database_bytes,

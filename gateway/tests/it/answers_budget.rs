@@ -151,7 +151,7 @@ async fn recover_and_stop_floods_past_a_full_budget_stay_within_a_bound() {
     // The owner's prune frees the live session's older answers, the newest of each stays.
     let pruned = gatewayctl_json(&gw, &["prune", "--older-than", "0s"]);
     assert!(
-        pruned["content_bytes"].as_u64().unwrap() >= 3 * 700 * 1024,
+        pruned["database_bytes"].as_u64().unwrap() >= 3 * 700 * 1024,
         "{pruned}"
     );
     assert_eq!(full_answers(format!("recover:{sid}")), 1);
