@@ -30,6 +30,7 @@ pub mod limits;
 pub mod mcp;
 pub mod modes;
 pub mod oauth;
+pub mod pace;
 pub mod private_files;
 pub mod prune;
 pub mod runtime_area;
@@ -125,12 +126,11 @@ pub async fn serve_http(
         .with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
     let oauth = if auth.mode.oauth() {
-        Some(oauth::OAuth::open(
-            auth,
-            addr,
-            &gateway.config.state_dir,
-            gateway.clone(),
-        )?)
+        let oauth = oauth::OAuth::open(auth, addr, &gateway.config.state_dir, gateway.clone())?;
+        oauth
+            .store
+            .charge_refreshes_to(gateway.state_budget.clone());
+        Some(oauth)
     } else {
         None
     };

@@ -8,8 +8,11 @@
 //! pages back to the file system and the state dir's budget is measured again at once. Runs in
 //! the gateway (the state dir's single writer): automatically every hour
 //! (`CLAUDE_TOOLS_RETENTION_DAYS`, default 14) and for `gatewayctl prune` over the admin socket.
-//! A live session is never touched (nor a dir whose short name a live session shares, nor a
-//! sub-session whose delegating session is live); removal never follows a symlink.
+//! A live session's files and content are never touched (nor a dir whose short name a live
+//! session shares, nor a sub-session whose delegating session is live); only its recorded
+//! idempotent answers older than the age go, except the newest of each operation (red team 29
+//! B1: a recover flood's answers were freed by nothing while the session lived). Removal never
+//! follows a symlink.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -25,8 +28,11 @@ pub struct PruneReport {
     pub sessions: Vec<PrunedSession>,
     /// Bytes of files removed (allocated blocks).
     pub bytes: u64,
-    /// Bytes of database content removed (the rows' text).
+    /// Bytes of ended sessions' database content removed (the rows' text).
     pub content_bytes: u64,
+    /// Live sessions' older recorded answers dropped (not counted in a dry run; the admin
+    /// answer shows them only in `database_bytes`, the file's shrink).
+    pub live_answers: crate::state::DroppedAnswers,
     /// How much smaller the database file and its WAL became (0 in a dry run).
     pub database_bytes: u64,
     pub dry_run: bool,
@@ -68,8 +74,13 @@ pub fn prune(
     for (session_id, bytes) in &content {
         pruned.entry(session_id.clone()).or_default().content_bytes = *bytes;
     }
+    let live_answers = if dry_run {
+        crate::state::DroppedAnswers::default()
+    } else {
+        drop_live_answers(gateway, &sessions, older_than)
+    };
     let mut database_bytes = 0;
-    if !dry_run && !content.is_empty() {
+    if !dry_run && (!content.is_empty() || live_answers.answers > 0) {
         match gateway.store.reclaim_space() {
             Ok(how) => {
                 let after = crate::state::database_file_bytes(&gateway.config.state_dir);
@@ -99,6 +110,7 @@ pub fn prune(
     Ok(PruneReport {
         bytes: sessions.iter().map(|s| s.bytes).sum(),
         content_bytes: sessions.iter().map(|s| s.content_bytes).sum(),
+        live_answers,
         sessions,
         database_bytes,
         dry_run,
@@ -145,6 +157,40 @@ fn prune_files(
         removed.push((session.id.clone(), bytes));
     }
     removed
+}
+
+/// The recorded answers of live sessions claimed longer than `older_than` ago, except the
+/// newest of each operation, each session in its own transaction.
+fn drop_live_answers(
+    gateway: &Gateway,
+    sessions: &[SessionRecord],
+    older_than: Duration,
+) -> crate::state::DroppedAnswers {
+    let cutoff_ms = common::time::now_unix_ms()
+        .saturating_sub(i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX));
+    let mut total = crate::state::DroppedAnswers::default();
+    for session in sessions.iter().filter(|s| !s.status.is_terminal()) {
+        match gateway
+            .store
+            .write(|tx| tx.drop_old_answers(&session.id, cutoff_ms))
+        {
+            Ok(dropped) => {
+                total.answers += dropped.answers;
+                total.bytes += dropped.bytes;
+            }
+            Err(err) => {
+                tracing::warn!(session = %session.id, "prune: a live session's old answers: {err}");
+            }
+        }
+    }
+    if total.answers > 0 {
+        tracing::info!(
+            answers = total.answers,
+            bytes = total.bytes,
+            "prune: live sessions' old answers"
+        );
+    }
+    total
 }
 
 /// The database content of ended sessions whose record was untouched for `older_than`, each

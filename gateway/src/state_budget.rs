@@ -6,7 +6,9 @@
 //! what the gateway stores for a tool's outcome is charged to an estimate at once (red team 25
 //! B7: small replies of many commands with large outputs doubled a 64 MiB budget in 51 s while
 //! the last walk said there was room), and a walk starts early once the estimate grew by a
-//! thirty-second of the budget.
+//! thirty-second of the budget. So are prompts and replies, every recorded idempotent answer
+//! (red team 29 B2) and OAuth refreshes (B5); what status, stop and recover may store past the
+//! budget is bounded per session instead (`session::ANSWERS_KEPT`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +28,31 @@ pub const OUTPUT_COST_FACTOR: u64 = 4;
 /// the runner's transcript (red team 26 B4: eight sessions of 700 KiB prompts and answers took a
 /// 64 MiB budget to 263 MiB before the first walk).
 pub const TEXT_COST_FACTOR: u64 = 3;
+/// What recording an idempotent answer of N bytes (a SessionView as JSON) costs, as a multiple
+/// of N: its row (the WAL is reused after each checkpoint). Red team 29 measured 703 KiB of
+/// growth per recover of a 701 KiB view; and replies that each recorded one were charged ~100
+/// bytes, so eight sessions took a 64 MiB budget to 222 MiB (B2).
+pub const ANSWER_COST_FACTOR: u64 = 1;
+/// Past the budget a session may still recover this many times at once, then once per
+/// [`PACED_EVERY`] (`busy` over it): each recover stores a lease row and its events, ~5–8 KiB,
+/// and nothing else bounds them (red team 29: 727 recovers in 20 s past the budget). The same
+/// for stops of an ended session with new request ids (each records its key, ~0.5–4 KiB).
+pub const PACED_BURST: u32 = 8;
+pub const PACED_EVERY: Duration = Duration::from_secs(5);
+
+/// `busy` for a call over its pace past the budget: what, and when to come back.
+pub fn paced(what: &str, wait_s: u64) -> ToolError {
+    ToolError::new(
+        ErrorCode::Busy,
+        format!(
+            "the gateway's state dir is at its budget (CLAUDE_TOOLS_STATE_MAX_MB) and this \
+             session's {what} came more than {PACED_BURST} times lately; nothing was done. Send \
+             it again in {wait_s} s; status works now"
+        ),
+    )
+}
+/// What one recover stores (lease row, events), charged to the estimate.
+pub const RECOVER_COST_BYTES: u64 = 8 * 1024;
 /// Replies larger than this are refused past the budget; smaller ones (a verdict, a short answer)
 /// still let a waiting session finish its turn.
 pub const LARGE_REPLY_BYTES: usize = 64 * 1024;
@@ -158,6 +185,11 @@ impl StateBudget {
             .used_bytes
             .load(Ordering::SeqCst)
             .saturating_add(charged)
+    }
+
+    /// Whether the state dir is at or past its budget (nothing logged).
+    pub fn is_full(&self) -> bool {
+        self.used_bytes() >= self.max_bytes()
     }
 
     /// `storage_full` when the state dir is at or past its budget; `what` is what was refused

@@ -13,6 +13,8 @@ pub struct OAuthError {
     /// The registered OAuth error code (`invalid_grant`, `invalid_client`, …).
     pub error: &'static str,
     pub description: String,
+    /// Seconds for a `Retry-After` header (a 429).
+    pub retry_after_s: Option<u64>,
 }
 
 impl OAuthError {
@@ -21,6 +23,25 @@ impl OAuthError {
             status,
             error,
             description: description.into(),
+            retry_after_s: None,
+        }
+    }
+
+    /// A refresh over its grant's pace: 429 with `Retry-After`; the refresh token stays valid.
+    pub fn refresh_too_often(retry_after_s: u64) -> Self {
+        OAuthError {
+            retry_after_s: Some(retry_after_s),
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "temporarily_unavailable",
+                format!(
+                    "this grant refreshed its tokens more than {} times in {} s; the refresh \
+                     token is still valid: send it again after {retry_after_s} s",
+                    super::refresh_pace::REFRESH_BURST,
+                    super::refresh_pace::REFRESH_EVERY.as_secs()
+                        * u64::from(super::refresh_pace::REFRESH_BURST),
+                ),
+            )
         }
     }
 
@@ -65,6 +86,11 @@ impl IntoResponse for OAuthError {
         });
         let mut response = (self.status, axum::Json(body)).into_response();
         no_store(&mut response);
+        if let Some(seconds) = self.retry_after_s {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             // RFC 6749 §5.2: a 401 from the token endpoint names the scheme the client may use.
             response.headers_mut().insert(

@@ -30,6 +30,7 @@ mod consent;
 mod credentials;
 mod error;
 pub mod metadata;
+pub mod refresh_pace;
 mod registration;
 pub mod request_id;
 pub mod revoked;

@@ -100,6 +100,10 @@ pub struct OAuthStore {
     /// The revoked grants and clients as the chained ledger holds them (the columns are not
     /// trusted to keep a revocation: issue 27).
     revoked: Revoked,
+    /// How often each grant may refresh (red team 29 B5).
+    refresh_pace: crate::pace::Pace,
+    /// The state dir's budget each refresh is charged to, once the gateway set it.
+    state_budget: std::sync::OnceLock<crate::state_budget::StateBudget>,
 }
 
 /// Purposes of the stored hashes (`stored_secret_hash`): one kind never passes for another.
@@ -123,7 +127,15 @@ impl OAuthStore {
             conn: Mutex::new(conn),
             key: key.to_string(),
             revoked,
+            refresh_pace: super::refresh_pace::refresh_pace(),
+            state_budget: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Charge each refresh's rows to `budget` (red team 29 B5: refreshes grew the state dir past
+    /// a full budget, uncharged).
+    pub fn charge_refreshes_to(&self, budget: crate::state_budget::StateBudget) {
+        let _ = self.state_budget.set(budget);
     }
 
     fn hash(&self, purpose: &str, secret: &str) -> String {
@@ -435,6 +447,11 @@ impl OAuthStore {
             if let Err(err) = same_resource(request, &resource) {
                 return Ok(Err(err));
             }
+            // Last, after every check that refuses the token itself (a spent one still revokes
+            // the grant), and before anything is consumed.
+            if let Err(retry_after_s) = self.refresh_pace.take(&grant_id, request.now_ms) {
+                return Ok(Err(OAuthError::refresh_too_often(retry_after_s)));
+            }
             tx.execute(
                 "UPDATE oauth_tokens SET rotated_at_ms = ?2 WHERE token_hash = ?1",
                 params![refresh_hash, request.now_ms],
@@ -448,6 +465,11 @@ impl OAuthStore {
             )?;
             let tokens = self.issue_tokens(tx, &grant_id, &scope, request)?;
             Ok(Ok(tokens))
+        })
+        .inspect(|_| {
+            if let Some(budget) = self.state_budget.get() {
+                budget.charge(super::refresh_pace::REFRESH_COST_BYTES);
+            }
         })
     }
 

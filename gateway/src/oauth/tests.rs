@@ -504,3 +504,56 @@ fn migration_to_keyed_hashes_revokes_the_grants_of_plain_hashed_tokens() {
         .unwrap();
     assert_eq!(tokens, 0);
 }
+
+/// Red team 29 B5: a grant refreshes at most its burst, then at its pace; a refresh over it is
+/// refused with 429 and Retry-After, consumes nothing and revokes nothing (the same token works
+/// once the pace allows, and no reuse is detected); each refresh is charged to the state budget.
+#[test]
+fn store_refresh_over_the_grants_pace_is_refused_without_consuming_the_token() {
+    use super::refresh_pace::{REFRESH_BURST, REFRESH_COST_BYTES, REFRESH_EVERY};
+    let (dir, store) = store();
+    let budget = crate::state_budget::StateBudget::new(dir.path(), 1 << 20);
+    store.charge_refreshes_to(budget.clone());
+    client_with_code(&store, "h4");
+    let mut tokens = store
+        .exchange_code("h4", "https://a.example/cb", VERIFIER, &request(1_000))
+        .unwrap();
+    let charged = budget.used_bytes();
+    for _ in 0..REFRESH_BURST {
+        tokens = store
+            .refresh(&tokens.refresh_token, &request(2_000))
+            .unwrap();
+    }
+    assert!(budget.used_bytes() >= charged + u64::from(REFRESH_BURST) * REFRESH_COST_BYTES);
+    let err = store
+        .refresh(&tokens.refresh_token, &request(2_000))
+        .unwrap_err();
+    assert_eq!(err.status, http::StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(err.error, "temporarily_unavailable");
+    assert_eq!(err.retry_after_s, Some(REFRESH_EVERY.as_secs()));
+    assert!(
+        err.description.contains("still valid"),
+        "{}",
+        err.description
+    );
+    let response = axum::response::IntoResponse::into_response(err);
+    assert_eq!(response.headers()[http::header::RETRY_AFTER], "6");
+    // The access token of the last pair still works: nothing was revoked.
+    assert!(
+        store
+            .access_token_valid(&tokens.access_token, RESOURCE, 2_001)
+            .unwrap()
+    );
+    // The same refresh token, once the pace allows: rotated, no reuse.
+    let later = 2_000 + REFRESH_EVERY.as_millis() as i64;
+    let next = store
+        .refresh(&tokens.refresh_token, &request(later))
+        .unwrap();
+    assert!(store.refresh(&next.refresh_token, &request(later)).is_err());
+    assert!(
+        store
+            .access_token_valid(&next.access_token, RESOURCE, later)
+            .unwrap(),
+        "a paced refresh revoked the grant"
+    );
+}

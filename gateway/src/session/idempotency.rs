@@ -2,7 +2,8 @@
 //! that carries it out (so a concurrent duplicate never runs it twice), records its answer, and a
 //! resend with the same arguments replays that answer; different arguments are a conflict. Also
 //! the one wrapper the leased operations share: check the lease, serialise on the session, replay
-//! or act, wait, answer, remember.
+//! or act, wait, answer, remember. What is recorded is charged to the state budget and bounded
+//! per session and operation ([`ANSWERS_KEPT`], red team 29 B1/B2).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,6 +13,13 @@ use super::{Gateway, ToolResult, WaitFor, within_budget};
 use crate::error::{ErrorCode, ToolError};
 use crate::state::{IdempotentAnswer, SessionRecord, Tx};
 use crate::view::{SessionView, TurnKind};
+
+/// How many recorded answers a session keeps per operation (continue, reply, stop, recover):
+/// older ones are dropped (their keys still recognised, a replay refused saying why). A client
+/// retries its last call, rarely an older one; and recover and stop, which work past the state
+/// budget, may then store at most this many views each per session (red team 29 B1: 703 KiB to
+/// 1022 KiB per call, 2.9 GiB a minute, unbounded).
+pub const ANSWERS_KEPT: usize = 4;
 
 /// Which operation a key belongs to: keys are unique per operation (and per session).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +114,18 @@ impl Gateway {
                 lease_generation,
                 view,
             } => (*view, lease_generation),
+            IdempotentAnswer::Dropped { .. } => {
+                return Err(ToolError::new(
+                    ErrorCode::IdempotencyConflict,
+                    format!(
+                        "the answer recorded for {:?} is no longer kept (a session keeps the \
+                         answers of its last {ANSWERS_KEPT} calls of each operation, and \
+                         `gatewayctl prune` drops older ones); nothing was done. Call status to \
+                         see the session as it is now, and use a new key for a new request",
+                        request.key
+                    ),
+                ));
+            }
         };
         if let Some(turn) = view
             .pending_turn
@@ -153,7 +173,9 @@ impl Gateway {
 
     /// Record the answer of a claimed request. Lease id and recovery token are not stored; they
     /// are derived again on replay, and so are a prompt turn's skill bodies (the database holds
-    /// skill ids and hashes only).
+    /// skill ids and hashes only). What is stored is charged to the state budget, and the
+    /// session's answers of this operation beyond the newest [`ANSWERS_KEPT`] are dropped in the
+    /// same transaction (a start's answer is its new session's first: nothing to bound).
     pub(crate) fn remember(&self, request: &Request<'_>, view: &SessionView, generation: u32) {
         let mut view = view.clone();
         if let Some(turn) = view.pending_turn.as_mut() {
@@ -166,11 +188,18 @@ impl Gateway {
             lease_generation: generation,
             view: Box::new(view),
         };
-        if let Err(err) = self
-            .store
-            .write(|tx| tx.replace_idempotency_answer(&request.scope, request.key, &answer))
-        {
-            tracing::error!("recording idempotent answer: {err}");
+        let recorded = self.store.write(|tx| {
+            let bytes = tx.replace_idempotency_answer(&request.scope, request.key, &answer)?;
+            if request.kind != Scope::Start {
+                tx.drop_answers_beyond(&request.scope, ANSWERS_KEPT)?;
+            }
+            Ok::<_, crate::state::StoreError>(bytes)
+        });
+        match recorded {
+            Ok(bytes) => self
+                .state_budget
+                .charge(bytes.saturating_mul(crate::state_budget::ANSWER_COST_FACTOR)),
+            Err(err) => tracing::error!("recording idempotent answer: {err}"),
         }
     }
 

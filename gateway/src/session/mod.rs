@@ -36,6 +36,7 @@ use crate::config::Config;
 use crate::error::{ErrorCode, ToolError};
 use crate::state::{LedgerEvent, SessionRecord, Store, StoreError, Tx};
 
+pub use idempotency::ANSWERS_KEPT;
 pub(crate) use idempotency::{Leased, Request, Scope, Settle};
 pub use live::LiveSession;
 pub use subsessions::{ScreenedOut, Subsessions};
@@ -67,6 +68,9 @@ pub struct Gateway {
     pub state_budget: crate::state_budget::StateBudget,
     /// The one deleter of what sessions discarded in the command runtime area.
     pub reaper: crate::runtime_area::Reaper,
+    /// Past the state budget, recovers of a session and stops of an ended one, each keyed by
+    /// operation and session (`state_budget::PACED_BURST`).
+    pub past_budget_pace: crate::pace::Pace,
 }
 
 /// What a waiting call waits for.
@@ -109,6 +113,10 @@ impl Gateway {
         Arc::new(Gateway {
             state_budget,
             reaper,
+            past_budget_pace: crate::pace::Pace::new(
+                crate::state_budget::PACED_BURST,
+                crate::state_budget::PACED_EVERY,
+            ),
             store,
             config,
             server_key,

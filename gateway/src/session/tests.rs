@@ -4,6 +4,7 @@
 //! `gateway/tests/it`.
 
 mod adoption;
+mod answers;
 mod deepseek;
 mod fake_host;
 mod hand_off;

@@ -18,7 +18,8 @@ pub use parts::*;
 pub use records::*;
 pub use schema::MigrationError;
 pub use store::{
-    DATABASE_FILE, Reclaimed, RemovedContent, Store, Tx, database_file_bytes, open_connection,
+    DATABASE_FILE, DroppedAnswers, Reclaimed, RemovedContent, Store, Tx, database_file_bytes,
+    open_connection,
 };
 
 /// A state database as a gateway from before the ledger chain left it (schema version 3), with

@@ -440,7 +440,9 @@ impl ActionRecord {
 /// true, "lease_generation": g}` while the claimed request is carried out, then the SessionView it
 /// answered (without lease id, recovery token or skill bodies, which are derived again on replay)
 /// with `lease_generation` beside its fields; `{"pruned": true, "lease_generation": g}` once
-/// retention removed it. Rows written before `lease_generation` was stored read as generation 1.
+/// retention removed it; `{"dropped": true, "lease_generation": g}` once newer answers of the
+/// same session and operation pushed it out (a session keeps its last
+/// [`crate::session::ANSWERS_KEPT`] of each, red team 29 B1). Rows written before `lease_generation` was stored read as generation 1.
 ///
 /// The one stored value that is the public schema by design: a replay must answer the bytes the
 /// request was answered with, so `Done` holds the SessionView itself: a change to the view
@@ -458,6 +460,10 @@ pub enum IdempotentAnswer {
     /// replay answers the session as it is now (its summary, `content_pruned`), never a rebuilt
     /// copy of what was removed.
     Pruned { lease_generation: u32 },
+    /// Pushed out by newer answers of the same session and operation, or by `gatewayctl prune`
+    /// on a live session (`{"dropped": true, …}`): a replay is refused (`idempotency_conflict`,
+    /// saying so), since the session as it is now is no answer to an old recover or stop.
+    Dropped { lease_generation: u32 },
 }
 
 impl IdempotentAnswer {
@@ -470,6 +476,9 @@ impl IdempotentAnswer {
             }
             IdempotentAnswer::Pruned { lease_generation } => {
                 serde_json::json!({"pruned": true, Self::GENERATION: lease_generation})
+            }
+            IdempotentAnswer::Dropped { lease_generation } => {
+                serde_json::json!({"dropped": true, Self::GENERATION: lease_generation})
             }
             IdempotentAnswer::Done {
                 lease_generation,
@@ -495,6 +504,9 @@ impl IdempotentAnswer {
         }
         if value.get("pruned").is_some() {
             return Ok(IdempotentAnswer::Pruned { lease_generation });
+        }
+        if value.get("dropped").is_some() {
+            return Ok(IdempotentAnswer::Dropped { lease_generation });
         }
         if let Some(map) = value.as_object_mut() {
             map.remove(Self::GENERATION);

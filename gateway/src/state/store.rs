@@ -504,14 +504,16 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// Replace the answer of a claimed key: the bytes of the answer's JSON as stored (0 when
+    /// the key was never claimed).
     pub fn replace_idempotency_answer(
         &self,
         scope: &str,
         key: &str,
         answer: &IdempotentAnswer,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
         let Some(claimed) = self.idempotency(scope, key)? else {
-            return Ok(());
+            return Ok(0);
         };
         let answer = to_json(&answer.to_json()?)?;
         let fields = [scope, key, claimed.request_hash.as_str()];
@@ -520,7 +522,7 @@ impl Tx<'_> {
             "UPDATE idempotency SET answer = ?3, mac = ?4 WHERE scope = ?1 AND key = ?2",
             params![scope, key, answer, mac],
         )?;
-        Ok(())
+        Ok(answer.len() as u64)
     }
 
     // ---- turns ----
@@ -833,7 +835,9 @@ impl Tx<'_> {
     }
 }
 
+mod answers;
 mod content;
+pub use answers::DroppedAnswers;
 pub use content::{Reclaimed, RemovedContent, database_file_bytes};
 
 #[cfg(test)]

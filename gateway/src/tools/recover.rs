@@ -56,6 +56,16 @@ pub(super) async fn handle(
     if let Some(view) = gateway.replayed(&request)? {
         return Ok(view);
     }
+    // Past the budget a recover still works (it must, on a full disk), but each stores a lease row
+    // and events: paced per session, never refused for a replay (red team 29 B1).
+    if gateway.state_budget.is_full()
+        && let Err(wait_s) = gateway.past_budget_pace.take(
+            &format!("recover:{session_id}"),
+            common::time::now_unix_ms(),
+        )
+    {
+        return Err(crate::state_budget::paced("recover", wait_s));
+    }
     // Recovered into a directory that is not the session's own, the session would read, run
     // and write somewhere else; a terminal session only reports its final state.
     if !session.status.is_terminal() {
@@ -73,6 +83,9 @@ pub(super) async fn handle(
         gateway.commit(tx, &mut session, &event)?;
         Ok::<_, ToolError>(session)
     })?;
+    gateway
+        .state_budget
+        .charge(crate::state_budget::RECOVER_COST_BYTES);
     gateway.notify(&session);
     drop(op);
     let session = if wait > 0 {

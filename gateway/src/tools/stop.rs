@@ -78,7 +78,15 @@ pub(super) async fn handle(
     gateway
         .leased(call, |session, request| async move {
             if session.status.is_terminal() {
-                // Nothing to stop; the request is still recorded, for its replays.
+                // Nothing to stop; the request is still recorded, for its replays. Past the
+                // budget, paced: each new key of an ended session stores its row and answer.
+                if gateway.state_budget.is_full()
+                    && let Err(wait_s) = gateway
+                        .past_budget_pace
+                        .take(&format!("stop:{session_id}"), common::time::now_unix_ms())
+                {
+                    return Err(crate::state_budget::paced("stop", wait_s));
+                }
                 gateway.store.write(|tx| {
                     gateway.claim(tx, &request, session_id, session.lease_generation)
                 })?;

@@ -37,6 +37,8 @@ mod run_command;
 mod writes;
 // Retention: `gatewayctl prune` removes ended sessions' files, keeps the ledger (issue 24).
 mod prune;
+// Recorded idempotent answers past a full state budget: bounded per session, freed by prune.
+mod answers_budget;
 // Auto-run places: writes that would run by themselves later are refused, per-class opt-in.
 mod autorun;
 // The one protected set through the public surface: start, reads, commands, writes, listings.

@@ -82,3 +82,39 @@ async fn prompts_and_replies_count_at_once() {
     let charged = (answer.len() + content.len()) as u64 * TEXT_COST_FACTOR;
     assert!(budget.used_bytes() >= after_start + charged);
 }
+
+/// Red team 29 B1/B2: an idempotent answer the gateway records (a whole SessionView) counts at
+/// once, also for recover and stop, which are never refused: eight sessions replying with a
+/// 700 KiB `last_result` each were charged ~100 bytes a reply and took a 64 MiB budget to 222 MiB.
+#[tokio::test]
+async fn recorded_answers_count_at_once() {
+    use crate::state_budget::ANSWER_COST_FACTOR;
+    let h = Harness::new();
+    let view = h.start().await;
+    let token = view.recovery_token.clone().unwrap();
+    let pid = h.pid(&view);
+    h.runner_asks(pid, "f1").await;
+    let view = h.status(&view).await.unwrap();
+    let path = h.project.join("a.txt");
+    let calls = json!([{"name": "Read", "arguments": {"file_path": path}}]);
+    h.reply(&view, "r1", "reading", calls).await.unwrap();
+    let action = h.next_reply(pid).await.calls[0].action_id.clone();
+    h.event(pid, 3, read_finished(&action, &"x".repeat(256 * 1024)))
+        .await;
+    h.event(pid, 4, results_turn("f2")).await;
+    let budget = &h.gateway.state_budget;
+    budget.refresh_now();
+    budget.set_max_bytes(budget.used_bytes() + (1 << 30));
+    let before = budget.used_bytes();
+    let answer = h.recover(&view, &token, "rec1").await.unwrap();
+    let bytes = serde_json::to_string(&answer).unwrap().len() as u64;
+    assert!(bytes > 256 * 1024);
+    assert!(
+        budget.used_bytes() >= before + bytes * ANSWER_COST_FACTOR * 9 / 10,
+        "the recorded answer was not counted before the next walk"
+    );
+    // A replay stores nothing and is charged nothing.
+    let charged = budget.used_bytes();
+    h.recover(&view, &token, "rec1").await.unwrap();
+    assert_eq!(budget.used_bytes(), charged);
+}

@@ -104,7 +104,7 @@ impl Tx<'_> {
                 continue;
             };
             let lease_generation = match row.answer {
-                IdempotentAnswer::Pruned { .. } => continue,
+                IdempotentAnswer::Pruned { .. } | IdempotentAnswer::Dropped { .. } => continue,
                 IdempotentAnswer::InProgress { lease_generation }
                 | IdempotentAnswer::Done {
                     lease_generation, ..

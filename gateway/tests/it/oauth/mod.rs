@@ -12,6 +12,8 @@ mod flow;
 mod floods;
 // Each refusal of the consent step, authorization and registration.
 mod refusals;
+// How often a grant may refresh: 429 with Retry-After, the token kept (red team 29 B5).
+mod refresh_pace;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

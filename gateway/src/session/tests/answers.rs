@@ -1,0 +1,202 @@
+//! Recorded idempotent answers are bounded per session and operation and charged (red team 29
+//! B1/B2): recover and stop, which work past the state budget, stored a whole SessionView (up to
+//! ~1 MiB) for every new key, without limit and uncharged. Now the newest
+//! [`crate::session::ANSWERS_KEPT`] of each replay byte for byte, older ones are refused saying
+//! why, and `gatewayctl prune` drops a live session's older answers.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::harness::{Harness, read_finished, results_turn};
+use crate::error::ErrorCode;
+use crate::session::ANSWERS_KEPT;
+use crate::view::SessionView;
+
+/// (answers recorded in full, their bytes) of `scope`.
+fn recorded(h: &Harness, scope: &str) -> (i64, i64) {
+    let db =
+        rusqlite::Connection::open(h.gateway.config.state_dir.join(crate::state::DATABASE_FILE))
+            .unwrap();
+    db.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(LENGTH(answer)), 0) FROM idempotency
+         WHERE scope = ?1 AND answer NOT LIKE '%\"dropped\":true%'",
+        [scope],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
+    .unwrap()
+}
+
+/// A session waiting on a tool-results turn that carries `output_bytes` of output: its view is
+/// about that large; and its recovery token.
+async fn bulky_session(h: &Harness, output_bytes: usize) -> (SessionView, String) {
+    let view = h.start().await;
+    let token = view.recovery_token.clone().unwrap();
+    let pid = h.pid(&view);
+    h.runner_asks(pid, "f1").await;
+    let view = h.status(&view).await.unwrap();
+    let path = h.project.join("a.txt");
+    let calls = json!([{"name": "Read", "arguments": {"file_path": path}}]);
+    h.reply(&view, "r1", "reading", calls).await.unwrap();
+    let action = h.next_reply(pid).await.calls[0].action_id.clone();
+    h.event(pid, 3, read_finished(&action, &"x".repeat(output_bytes)))
+        .await;
+    h.event(pid, 4, results_turn("f2")).await;
+    let view = h.status(&view).await.unwrap();
+    assert!(serde_json::to_string(&view).unwrap().len() > output_bytes);
+    (view, token)
+}
+
+fn same_answer(mut replayed: SessionView, original: &SessionView) {
+    assert!(replayed.replay, "a replay says so");
+    replayed.replay = false;
+    assert_eq!(
+        &replayed, original,
+        "the replay answers what the call answered"
+    );
+}
+
+fn no_longer_kept<T: std::fmt::Debug>(result: Result<T, crate::error::ToolError>) {
+    let err = result.expect_err("an answer no longer kept is refused");
+    assert_eq!(err.code, ErrorCode::IdempotencyConflict);
+    assert!(err.message.contains("no longer kept"), "{}", err.message);
+    assert!(
+        err.message.contains("status"),
+        "says what to do: {}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn recover_keeps_its_last_answers_replays_them_unchanged_and_refuses_older_ones() {
+    let h = Harness::new();
+    let (view, token) = bulky_session(&h, 256 * 1024).await;
+    let scope = format!("recover:{}", view.native_session_id);
+    let mut answers = Vec::new();
+    for i in 0..ANSWERS_KEPT + 6 {
+        answers.push(h.recover(&view, &token, &format!("rec{i}")).await.unwrap());
+    }
+    let (kept, bytes) = recorded(&h, &scope);
+    assert_eq!(kept as usize, ANSWERS_KEPT);
+    assert!(bytes > 256 * 1024 * ANSWERS_KEPT as i64 && bytes < 2 * 256 * 1024 * 8);
+    // The newest replay the bytes they answered, oldest first and newest last …
+    for i in (answers.len() - ANSWERS_KEPT..answers.len()).rev() {
+        let replayed = h.recover(&view, &token, &format!("rec{i}")).await.unwrap();
+        same_answer(replayed, &answers[i]);
+    }
+    // … older ones are refused (not carried out again: the lease did not rotate).
+    let generation = h
+        .gateway
+        .load(&view.native_session_id)
+        .unwrap()
+        .lease_generation;
+    for i in 0..answers.len() - ANSWERS_KEPT {
+        no_longer_kept(h.recover(&view, &token, &format!("rec{i}")).await);
+    }
+    let now = h
+        .gateway
+        .load(&view.native_session_id)
+        .unwrap()
+        .lease_generation;
+    assert_eq!(now, generation);
+    // Their keys are still theirs: other arguments under one of them are a conflict as ever.
+    let other = h.recover(&view, "rec_wrong_token", "rec0").await;
+    assert!(other.is_err());
+}
+
+#[tokio::test]
+async fn stop_on_an_ended_session_keeps_its_last_answers() {
+    let h = Harness::new();
+    let (view, _) = bulky_session(&h, 128 * 1024).await;
+    let scope = format!("stop:{}", view.native_session_id);
+    let mut answers = Vec::new();
+    for i in 0..ANSWERS_KEPT + 4 {
+        answers.push(h.stop(&view, &format!("s{i}")).await.unwrap());
+    }
+    assert_eq!(recorded(&h, &scope).0 as usize, ANSWERS_KEPT);
+    let last = answers.len() - 1;
+    same_answer(
+        h.stop(&view, &format!("s{last}")).await.unwrap(),
+        &answers[last],
+    );
+    no_longer_kept(h.stop(&view, "s0").await);
+}
+
+#[tokio::test]
+async fn prune_drops_a_live_sessions_older_answers_but_the_newest_of_each_operation() {
+    let h = Harness::new();
+    let (view, token) = bulky_session(&h, 128 * 1024).await;
+    let scope = format!("recover:{}", view.native_session_id);
+    let mut answers = Vec::new();
+    for i in 0..3 {
+        answers.push(h.recover(&view, &token, &format!("rec{i}")).await.unwrap());
+    }
+    assert_eq!(recorded(&h, &scope).0, 3);
+    // A dry run drops nothing.
+    let dry = crate::prune::prune(&h.gateway, Duration::ZERO, true).unwrap();
+    assert_eq!(dry.live_answers.answers, 0);
+    assert_eq!(recorded(&h, &scope).0, 3);
+    // Answers younger than the age stay.
+    let young = crate::prune::prune(&h.gateway, Duration::from_secs(3600), false).unwrap();
+    assert_eq!(young.live_answers.answers, 0);
+    let done = crate::prune::prune(&h.gateway, Duration::ZERO, false).unwrap();
+    // rec0 and rec1 of recover, r1 of reply (the reply scope keeps nothing newer: it is its
+    // newest, so it stays); the session's start answer is its own and stays.
+    assert_eq!(done.live_answers.answers, 2, "{done:?}");
+    assert!(done.database_bytes > 0 && done.live_answers.bytes > 2 * 128 * 1024);
+    assert_eq!(recorded(&h, &scope).0, 1);
+    same_answer(h.recover(&view, &token, "rec2").await.unwrap(), &answers[2]);
+    no_longer_kept(h.recover(&view, &token, "rec0").await);
+    // The session goes on.
+    assert!(h.status(&answers[2]).await.is_ok());
+}
+
+/// Past the budget a recover still works, but each stores a lease row and events: a session
+/// recovers `PACED_BURST` times at once, then is told `busy` and when to come back; replays
+/// and status are never paced, and under the budget nothing is. Stops of an ended session too.
+#[tokio::test]
+async fn recover_past_the_budget_is_paced_per_session_and_replays_are_not() {
+    use crate::state_budget::PACED_BURST;
+    let h = Harness::new();
+    let view = h.start().await;
+    let token = view.recovery_token.clone().unwrap();
+    for i in 0..PACED_BURST + 2 {
+        h.recover(&view, &token, &format!("under{i}"))
+            .await
+            .unwrap();
+    }
+    let budget = &h.gateway.state_budget;
+    budget.set_max_bytes(1);
+    budget.refresh_now();
+    let mut last = None;
+    for i in 0..PACED_BURST {
+        last = Some(h.recover(&view, &token, &format!("rec{i}")).await.unwrap());
+    }
+    let err = h
+        .recover(&view, &token, "one-too-many")
+        .await
+        .expect_err("paced");
+    assert_eq!(err.code, ErrorCode::Busy);
+    assert!(err.message.contains("Send it again in"), "{}", err.message);
+    assert!(err.message.contains("status works"), "{}", err.message);
+    let last_key = format!("rec{}", PACED_BURST - 1);
+    same_answer(
+        h.recover(&view, &token, &last_key).await.unwrap(),
+        last.as_ref().unwrap(),
+    );
+    let last = last.unwrap();
+    assert!(h.status(&last).await.is_ok());
+    // A stop of the live session is never paced; of the ended one, new keys are.
+    h.stop(&last, "s-live").await.unwrap();
+    for i in 0..PACED_BURST {
+        h.stop(&last, &format!("s{i}")).await.unwrap();
+    }
+    let err = h.stop(&last, "s-too-many").await.expect_err("paced");
+    assert_eq!(err.code, ErrorCode::Busy);
+    assert!(err.message.contains("stop"), "{}", err.message);
+    let newest = format!("s{}", PACED_BURST - 1);
+    assert!(
+        h.stop(&last, &newest).await.unwrap().replay,
+        "a replay is not paced"
+    );
+}

@@ -1,0 +1,108 @@
+//! How many recorded idempotent answers a session keeps (red team 29 B1): a recorded answer is
+//! a whole SessionView (up to ~1.8 MiB with a long `last_result` and a pending turn's tool
+//! results), and recover and stop record one for every new key even past the state budget. So
+//! each session keeps the answers of its newest calls of each operation and older ones become a
+//! signed `dropped` marker (the row stays: the key is still recognised, and its replay refused
+//! with a message saying why); `gatewayctl prune` drops a live session's older answers too.
+
+use rusqlite::params;
+
+use super::{StoreError, Tx};
+use crate::state::IdempotentAnswer;
+
+/// A recorded answer's JSON is longer than this; the markers (`in_progress`, `pruned`,
+/// `dropped`) are shorter, so the queries below skip them without parsing.
+const MARKER_MAX_BYTES: i64 = 128;
+
+/// What dropping answers freed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DroppedAnswers {
+    pub answers: u64,
+    /// Bytes of the answers' JSON.
+    pub bytes: u64,
+}
+
+impl Tx<'_> {
+    /// Drop the recorded answers of `scope` (one operation of one session) older than its newest
+    /// `keep`, in claim order.
+    pub fn drop_answers_beyond(
+        &self,
+        scope: &str,
+        keep: usize,
+    ) -> Result<DroppedAnswers, StoreError> {
+        let keys: Vec<String> = {
+            let mut stmt = self.0.prepare(
+                "SELECT key FROM idempotency WHERE scope = ?1 AND LENGTH(answer) > ?3
+                 AND rowid < COALESCE(
+                   (SELECT rowid FROM idempotency WHERE scope = ?1
+                    ORDER BY rowid DESC LIMIT 1 OFFSET ?2 - 1), -1)",
+            )?;
+            let keep = i64::try_from(keep.max(1)).unwrap_or(i64::MAX);
+            let rows = stmt.query_map(params![scope, keep, MARKER_MAX_BYTES], |row| row.get(0))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        self.drop_answers(keys.iter().map(|key| (scope, key.as_str())))
+    }
+
+    /// For a prune of a live session: drop its answers claimed at or before `cutoff_ms`, except
+    /// the newest of each operation (a client's retry of its last call still gets its answer).
+    /// Its start's answer stays: one per session, and `start` is one scope for all sessions.
+    pub fn drop_old_answers(
+        &self,
+        session_id: &str,
+        cutoff_ms: i64,
+    ) -> Result<DroppedAnswers, StoreError> {
+        let keys: Vec<(String, String)> = {
+            let mut stmt = self.0.prepare(
+                "SELECT i.scope, i.key FROM idempotency i
+                 WHERE i.session_id = ?1 AND LENGTH(i.answer) > ?3 AND i.created_at_ms <= ?2
+                 AND i.scope <> 'start'
+                 AND i.rowid < (SELECT MAX(n.rowid) FROM idempotency n WHERE n.scope = i.scope)",
+            )?;
+            let rows = stmt.query_map(params![session_id, cutoff_ms, MARKER_MAX_BYTES], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?;
+            rows.collect::<Result<_, _>>()?
+        };
+        self.drop_answers(
+            keys.iter()
+                .map(|(scope, key)| (scope.as_str(), key.as_str())),
+        )
+    }
+
+    /// Replace each recorded (signed, `Done`) answer of `keys` by a signed `dropped` marker.
+    fn drop_answers<'k>(
+        &self,
+        keys: impl Iterator<Item = (&'k str, &'k str)>,
+    ) -> Result<DroppedAnswers, StoreError> {
+        let mut dropped = DroppedAnswers::default();
+        for (scope, key) in keys {
+            let Some(row) = self.idempotency(scope, key)? else {
+                continue;
+            };
+            // Not the gateway's (planted or edited) rows stay as they are, never signed here.
+            let IdempotentAnswer::Done {
+                lease_generation, ..
+            } = row.answer
+            else {
+                continue;
+            };
+            if !row.signed {
+                continue;
+            }
+            let bytes: i64 = self.0.query_row(
+                "SELECT LENGTH(CAST(answer AS BLOB)) FROM idempotency WHERE scope = ?1 AND key = ?2",
+                [scope, key],
+                |row| row.get(0),
+            )?;
+            self.replace_idempotency_answer(
+                scope,
+                key,
+                &IdempotentAnswer::Dropped { lease_generation },
+            )?;
+            dropped.answers += 1;
+            dropped.bytes += u64::try_from(bytes).unwrap_or(0);
+        }
+        Ok(dropped)
+    }
+}
