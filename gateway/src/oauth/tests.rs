@@ -514,9 +514,9 @@ fn store_refresh_over_the_grants_pace_is_refused_without_consuming_the_token() {
     let (dir, store) = store();
     let budget = crate::state_budget::StateBudget::new(dir.path(), 1 << 20);
     store.charge_refreshes_to(budget.clone());
-    client_with_code(&store, "h4");
+    let h4 = client_with_code(&store);
     let mut tokens = store
-        .exchange_code("h4", "https://a.example/cb", VERIFIER, &request(1_000))
+        .exchange_code(&h4, "https://a.example/cb", VERIFIER, &request(1_000))
         .unwrap();
     let charged = budget.used_bytes();
     for _ in 0..REFRESH_BURST {
