@@ -330,7 +330,7 @@ fn a_refresh_token_that_names_no_grant_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let Grant { id, .. } = grant(&store, dir.path());
-    let legacy = store.store_legacy_refresh(&id, 9_000_000_000_000);
+    let legacy = store.store_refresh(&id, 9_000_000_000_000, false);
     let err = store.refresh(&legacy, &request(2_000)).unwrap_err();
     assert_invalid_grant(&err, "older version of this gateway");
 }
@@ -382,4 +382,110 @@ fn tokens_pointed_at_a_copy_of_their_revoked_grant_stay_refused() {
     assert!(!store.access_token_valid(&access, RESOURCE, 3_000).unwrap());
     let err = store.refresh(&refresh, &request(3_000)).unwrap_err();
     assert_invalid_grant(&err, "does not belong");
+}
+
+/// Red team 30 N7: after the owner moved the public address, a token's audience and its grant's
+/// resource set to the new one at rest made the old tokens work again. What a grant was made
+/// for is chained when it is made, and decides.
+#[test]
+fn tokens_of_an_old_address_stay_refused_when_their_rows_are_moved_at_rest() {
+    const MOVED: &str = "https://moved.example.net/mcp";
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let Grant {
+        access, refresh, ..
+    } = grant(&store, dir.path());
+    drop(store);
+    edit_at_rest(
+        dir.path(),
+        &format!(
+            "UPDATE oauth_tokens SET audience = '{MOVED}';
+             UPDATE oauth_grants SET resource = '{MOVED}';"
+        ),
+    );
+    let store = open(dir.path());
+    assert!(!store.access_token_valid(&access, MOVED, 2_000).unwrap());
+    let moved = TokenRequest {
+        our_resource: MOVED,
+        ..request(2_000)
+    };
+    let err = store.refresh(&refresh, &moved).unwrap_err();
+    assert_eq!(err.error, "invalid_target", "{}", err.description);
+}
+
+/// A grant pointed at rest at a copy of its revoked client's row stays refused: the client it was
+/// made for is the chained one.
+#[test]
+fn a_grant_pointed_at_a_copy_of_its_revoked_client_stays_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let Grant {
+        access, refresh, ..
+    } = grant(&store, dir.path());
+    assert_eq!(
+        store.revoke("client_a", None, 2_000).unwrap(),
+        Some(RevokedKind::Client)
+    );
+    drop(store);
+    edit_at_rest(
+        dir.path(),
+        &format!(
+            "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at_ms)
+             SELECT 'client_copy', client_name, redirect_uris, created_at_ms
+             FROM oauth_clients WHERE client_id = 'client_a';
+             UPDATE oauth_grants SET client_id = 'client_copy', revoked_at_ms = NULL;
+             {UNREVOKE}"
+        ),
+    );
+    let store = open(dir.path());
+    assert!(!store.access_token_valid(&access, RESOURCE, 3_000).unwrap());
+    let copy = TokenRequest {
+        client_id: "client_copy",
+        ..request(3_000)
+    };
+    assert_eq!(
+        store.refresh(&refresh, &copy).unwrap_err().error,
+        "invalid_grant"
+    );
+}
+
+/// A grant the chain does not know (made by a gateway of before grants were chained) is taken
+/// from its row at the next open, once: a later edit of the row changes nothing.
+#[test]
+fn a_grant_made_before_grants_were_chained_is_taken_once_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.approve(&client_a(), &code_row(60_000)).unwrap();
+    drop(store);
+    edit_at_rest(
+        dir.path(),
+        &format!(
+            "INSERT INTO oauth_grants (grant_id, client_id, resource, scope, redirect_uri,
+                 created_at_ms)
+             VALUES ('grant_old', 'client_a', '{RESOURCE}', 'mcp', '{REDIRECT}', 1000);"
+        ),
+    );
+    let store = open(dir.path());
+    let refresh = store.store_refresh("grant_old", 9_000_000_000_000, true);
+    let tokens = store.refresh(&refresh, &request(2_000)).unwrap();
+    drop(store);
+    // The row's scope raised, its resource moved: the first taken facts hold.
+    edit_at_rest(dir.path(), "UPDATE oauth_grants SET scope = 'admin';");
+    let store = open(dir.path());
+    let again = store
+        .refresh(&tokens.refresh_token, &request(3_000))
+        .unwrap();
+    assert_eq!(again.scope, "mcp");
+    drop(store);
+    edit_at_rest(
+        dir.path(),
+        "UPDATE oauth_grants SET resource = 'https://other.example/mcp';
+         UPDATE oauth_tokens SET audience = 'https://other.example/mcp';",
+    );
+    let store = open(dir.path());
+    assert!(
+        !store
+            .access_token_valid(&again.access_token, "https://other.example/mcp", 4_000)
+            .unwrap()
+    );
 }

@@ -15,6 +15,12 @@
 //! expiry are not loaded (an expired token is refused anyway). An authorization code's use is
 //! recorded likewise (`oauth_code_used`, with the grant it made): a `grant_id` reset at rest
 //! does not make it usable again, its next use revokes that grant.
+//!
+//! A grant's facts — its client, resource and scope — are chained when it is made
+//! (`oauth_granted`; a grant of before this build at the next open, trust on first use) and
+//! decide every token check, not its row (red team 30 N7: a token's audience and its grant's
+//! resource edited at rest made tokens of an old public address work again; a grant pointed at a
+//! copy of its revoked client's row gave its access token back).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -30,6 +36,16 @@ pub const OAUTH_REVOKED: &str = "oauth_revoked";
 pub const REFRESH_SPENT: &str = "oauth_refresh_spent";
 /// Kind of the ledger event that records authorization codes exchanged.
 pub const CODE_USED: &str = "oauth_code_used";
+/// Kind of the ledger event that records grants made, with their facts.
+pub const GRANTED: &str = "oauth_granted";
+
+/// What a grant was made for, as chained when it was made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantFacts {
+    pub client: String,
+    pub resource: String,
+    pub scope: String,
+}
 
 /// Ids per event when many are recorded at once (the first open of an existing state dir).
 const IDS_PER_EVENT: usize = 500;
@@ -61,6 +77,8 @@ pub struct Pending {
     pub spent: Vec<(String, i64)>,
     /// Authorization codes exchanged: (stored keyed hash, the grant made, expiry).
     pub codes: Vec<(String, String, i64)>,
+    /// Grants made: (grant id, its facts).
+    pub granted: Vec<(String, GrantFacts)>,
 }
 
 impl Pending {
@@ -69,6 +87,7 @@ impl Pending {
             && self.clients.is_empty()
             && self.spent.is_empty()
             && self.codes.is_empty()
+            && self.granted.is_empty()
     }
 }
 
@@ -80,6 +99,8 @@ struct Ids {
     spent: HashMap<String, i64>,
     /// SHA-256 of an exchanged code's stored hash → the grant it made.
     codes: HashMap<String, String>,
+    /// Grant id → what it was made for.
+    granted: HashMap<String, GrantFacts>,
 }
 
 /// What the ledger names a spent refresh token by (not the stored hash itself: a ledger
@@ -130,6 +151,25 @@ impl Revoked {
                 }
             }
         }
+        for data in ledger.state().read(|tx| tx.events_of_kind(GRANTED))? {
+            let grants = data.get("grants").and_then(Value::as_array);
+            for grant in grants.into_iter().flatten() {
+                let field = |k: &str| grant.get(k).and_then(Value::as_str).map(str::to_string);
+                if let (Some(id), Some(client), Some(resource), Some(scope)) = (
+                    field("grant"),
+                    field("client"),
+                    field("resource"),
+                    field("scope"),
+                ) {
+                    // The first record of a grant holds: a later one cannot re-make it.
+                    ids.granted.entry(id).or_insert(GrantFacts {
+                        client,
+                        resource,
+                        scope,
+                    });
+                }
+            }
+        }
         let unchained = Pending {
             grants: column_revoked(conn, "SELECT grant_id FROM oauth_grants")?
                 .into_iter()
@@ -151,6 +191,10 @@ impl Revoked {
                 .filter(|(hash, _, expires)| {
                     *expires > now && !ids.codes.contains_key(&spent_name(hash))
                 })
+                .collect(),
+            granted: column_grants(conn)?
+                .into_iter()
+                .filter(|(id, _)| !ids.granted.contains_key(id))
                 .collect(),
         };
         let revoked = Revoked {
@@ -181,6 +225,12 @@ impl Revoked {
         self.ids().codes.get(&spent_name(code_hash)).cloned()
     }
 
+    /// What the grant `grant_id` was made for, as chained; `None` for a grant the chain does not
+    /// know (its tokens are refused).
+    pub fn grant_facts(&self, grant_id: &str) -> Option<GrantFacts> {
+        self.ids().granted.get(grant_id).cloned()
+    }
+
     /// Whether the refresh token stored as `token_hash` was spent by a rotation.
     pub fn spent(&self, token_hash: &str) -> bool {
         self.ids().spent.contains_key(&spent_name(token_hash))
@@ -197,6 +247,11 @@ impl Revoked {
         let codes = pending.codes.iter();
         ids.codes
             .extend(codes.map(|(hash, grant, _)| (spent_name(hash), grant.clone())));
+        for (id, facts) in &pending.granted {
+            ids.granted
+                .entry(id.clone())
+                .or_insert_with(|| facts.clone());
+        }
     }
 
     /// Append `pending` to the chained ledger.
@@ -229,6 +284,16 @@ impl Revoked {
                     })
                     .collect();
                 (CODE_USED, json!({ "codes": codes }))
+            }))
+            .chain(pending.granted.chunks(IDS_PER_EVENT).map(|grants| {
+                let grants: Vec<Value> = grants
+                    .iter()
+                    .map(|(id, f)| {
+                        json!({"grant": id, "client": f.client, "resource": f.resource,
+                               "scope": f.scope})
+                    })
+                    .collect();
+                (GRANTED, json!({ "grants": grants }))
             }))
             .collect();
         self.ledger.state().write(|tx| {
@@ -271,5 +336,21 @@ fn column_codes(conn: &Connection) -> Result<Vec<(String, String, i64)>, OAuthSt
         "SELECT code_hash, grant_id, expires_at_ms FROM oauth_codes WHERE grant_id IS NOT NULL",
     )?;
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Every grant's facts as its row holds them (chained at the next open when the chain lacks them).
+fn column_grants(conn: &Connection) -> Result<Vec<(String, GrantFacts)>, OAuthStoreError> {
+    let mut stmt = conn.prepare("SELECT grant_id, client_id, resource, scope FROM oauth_grants")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            GrantFacts {
+                client: r.get(1)?,
+                resource: r.get(2)?,
+                scope: r.get(3)?,
+            },
+        ))
+    })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -22,7 +22,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use super::OAuthError;
 pub use super::error::OAuthStoreError;
-use super::revoked::{Ledger, Pending, Revoked};
+use super::revoked::{GrantFacts, Ledger, Pending, Revoked};
 
 /// A client's row: one the owner approved or revoked, or one an older gateway registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -353,6 +353,14 @@ impl OAuthStore {
             )?;
             let tokens = self.issue_tokens(tx, &grant_id, &code.scope, request)?;
             let expires = carried_expiry.unwrap_or(code.expires_at_ms);
+            pending.granted.push((
+                grant_id.clone(),
+                GrantFacts {
+                    client: code.client_id.clone(),
+                    resource: code.resource.clone(),
+                    scope: code.scope.clone(),
+                },
+            ));
             pending.codes.push((code_hash.clone(), grant_id, expires));
             Ok(Ok(tokens))
         })
@@ -373,7 +381,7 @@ impl OAuthStore {
             let row = tx
                 .query_row(
                     "SELECT t.grant_id, t.expires_at_ms, t.rotated_at_ms, g.client_id,
-                            g.resource, g.scope, g.revoked_at_ms
+                            g.resource, g.revoked_at_ms
                      FROM oauth_tokens t JOIN oauth_grants g ON g.grant_id = t.grant_id
                      WHERE t.token_hash = ?1 AND t.kind = 'refresh'",
                     [refresh_hash],
@@ -384,20 +392,25 @@ impl OAuthStore {
                             r.get::<_, Option<i64>>(2)?,
                             r.get::<_, String>(3)?,
                             r.get::<_, String>(4)?,
-                            r.get::<_, String>(5)?,
-                            r.get::<_, Option<i64>>(6)?,
+                            r.get::<_, Option<i64>>(5)?,
                         ))
                     },
                 )
                 .optional()?;
-            let Some((grant_id, expires_at_ms, rotated, client_id, resource, scope, revoked)) = row
-            else {
+            let Some((grant_id, expires_at_ms, rotated, client_id, resource, revoked)) = row else {
                 return Ok(Err(OAuthError::invalid_grant(
                     "the refresh token is not valid (unknown here, or issued before this \
                      gateway stored tokens keyed): authorize again",
                 )));
             };
-            if client_id != request.client_id {
+            // What the grant was made for, as chained when it was made: its row's client,
+            // resource and scope are unsealed columns (red team 30 N7).
+            let Some(facts) = self.revoked.grant_facts(&grant_id) else {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the refresh token's grant is not one this gateway recorded: authorize again",
+                )));
+            };
+            if client_id != request.client_id || facts.client != request.client_id {
                 return Ok(Err(OAuthError::invalid_grant(
                     "the refresh token was issued to another client",
                 )));
@@ -420,7 +433,10 @@ impl OAuthStore {
                     )));
                 }
             }
-            if revoked.is_some() || self.revoked.grant(&grant_id) {
+            if revoked.is_some()
+                || self.revoked.grant(&grant_id)
+                || self.revoked.client(&facts.client)
+            {
                 return Ok(Err(OAuthError::invalid_grant(
                     "the grant of this refresh token was revoked: authorize again",
                 )));
@@ -444,7 +460,9 @@ impl OAuthStore {
                     "the refresh token has expired: authorize again",
                 )));
             }
-            if let Err(err) = same_resource(request, &resource) {
+            if let Err(err) = same_resource(request, &resource)
+                .and_then(|()| same_resource(request, &facts.resource))
+            {
                 return Ok(Err(err));
             }
             // Last, after every check that refuses the token itself (a spent one still revokes
@@ -463,7 +481,7 @@ impl OAuthStore {
                 "UPDATE oauth_grants SET refreshed_at_ms = ?2 WHERE grant_id = ?1",
                 params![grant_id, request.now_ms],
             )?;
-            let tokens = self.issue_tokens(tx, &grant_id, &scope, request)?;
+            let tokens = self.issue_tokens(tx, &grant_id, &facts.scope, request)?;
             Ok(Ok(tokens))
         })
         .inspect(|_| {
@@ -509,9 +527,14 @@ impl OAuthStore {
             let (Some(expires), Some(bound)) = (embedded_expiry(token), bound_part(token)) else {
                 return Ok(false);
             };
+            // The grant's chained facts decide, not its row's columns (red team 30 N7).
+            let Some(facts) = self.revoked.grant_facts(bound) else {
+                return Ok(false);
+            };
             Ok(matches!(row, Some((aud, _, None, None, grant, client))
-                if aud == audience && expires > now_ms && grant == bound
-                    && !self.revoked.grant(&grant) && !self.revoked.client(&client)))
+                if aud == audience && facts.resource == audience && expires > now_ms
+                    && grant == bound && client == facts.client
+                    && !self.revoked.grant(&grant) && !self.revoked.client(&facts.client)))
         })
     }
 
@@ -724,15 +747,23 @@ impl OAuthStore {
     }
 }
 
-/// A refresh token of the format tokens had before they named their grant
-/// (`<kind>_<secret>.<expires_at_ms>`), stored for `grant_id`: what an upgraded gateway finds.
+/// A refresh token stored for `grant_id` as a gateway of before this build left it: one that
+/// names its grant (`<kind>_<secret>.<grant_id>.<expires_at_ms>`) or, with `names_grant` false,
+/// one of before tokens named it (`<kind>_<secret>.<expires_at_ms>`).
 #[cfg(test)]
 impl OAuthStore {
-    pub(super) fn store_legacy_refresh(&self, grant_id: &str, expires_at_ms: i64) -> String {
-        let token = format!(
-            "{}.{expires_at_ms}",
-            common::hash::new_secret(super::credentials::REFRESH_TOKEN_KIND)
-        );
+    pub(super) fn store_refresh(
+        &self,
+        grant_id: &str,
+        expires_at_ms: i64,
+        names_grant: bool,
+    ) -> String {
+        let kind = super::credentials::REFRESH_TOKEN_KIND;
+        let token = if names_grant {
+            bound_token(kind, grant_id, expires_at_ms)
+        } else {
+            format!("{}.{expires_at_ms}", common::hash::new_secret(kind))
+        };
         let hash = self.hash(REFRESH, &token);
         self.write(|tx, _| {
             tx.execute(
@@ -742,7 +773,7 @@ impl OAuthStore {
             )?;
             Ok(Ok(()))
         })
-        .expect("storing a legacy refresh token");
+        .expect("storing a refresh token");
         token
     }
 }
