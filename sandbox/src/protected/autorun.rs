@@ -627,6 +627,7 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
 mod envrc;
 pub mod gitconfig;
 mod hook_managers;
+mod import_roots;
 mod lefthook;
 pub(crate) mod link_target;
 mod namespaces;

@@ -150,6 +150,33 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], globals: &[PathBuf]
         let named = super::envrc::named_places(&dir);
         out.named_by(&dir, named, AutorunClass::DirectoryHooks, &source);
     }
+    // Modules named like what every Python of the account imports, in a directory a `.pth` file
+    // or PYTHONPATH puts on its path.
+    for (dir, names) in super::import_roots::import_roots(root) {
+        if !matches!(resolve(root, Path::new("/"), &dir), Resolved::Inside(_)) {
+            continue;
+        }
+        let why = "a module named like one every Python of the account imports (at start, from \
+                   the standard library, or an installed package), in a directory a .pth file \
+                   or PYTHONPATH puts on every Python's path: it would run in the owner's other \
+                   Python processes"
+            .to_string();
+        for name in names {
+            for rel in [
+                name.clone(),
+                format!("{name}.py"),
+                format!("{name}.pyc"),
+                format!("{name}.pyw"),
+            ] {
+                out.add(
+                    &dir.join(rel),
+                    AutorunClass::PythonStartup,
+                    why.clone(),
+                    Scope::Below,
+                );
+            }
+        }
+    }
     out.global_hooks_paths(globals);
     out.places
 }

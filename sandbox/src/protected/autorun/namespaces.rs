@@ -109,30 +109,13 @@ const PROJECT_SITE_PATTERNS: [&str; 4] = [
 
 /// Bounds: site directories read, entries read in each.
 const MAX_SITES: usize = 256;
-const MAX_ENTRIES: usize = 4096;
+pub(super) const MAX_ENTRIES: usize = 4096;
 
 /// The top-level names that are namespace packages in the environments this account can
 /// see, beside [`WELL_KNOWN`]; `top` is where Python imports from (its venvs are read too).
 pub(super) fn namespace_names(top: &Path) -> BTreeSet<String> {
     let mut names: BTreeSet<String> = WELL_KNOWN.iter().map(|n| n.to_string()).collect();
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
-    let mut sites = Vec::new();
-    for pattern in SITE_PATTERNS {
-        let base = match pattern.strip_prefix("~/") {
-            Some(rest) => match &home {
-                Some(home) => (home.clone(), rest),
-                None => continue,
-            },
-            None => (PathBuf::from("/"), &pattern[1..]),
-        };
-        expand(&base.0, base.1, &mut sites);
-    }
-    for pattern in PROJECT_SITE_PATTERNS {
-        expand(top, pattern, &mut sites);
-    }
-    for site in sites.iter().take(MAX_SITES) {
+    for site in site_dirs(top).iter() {
         let Ok(entries) = std::fs::read_dir(site) else {
             continue;
         };
@@ -150,6 +133,30 @@ pub(super) fn namespace_names(top: &Path) -> BTreeSet<String> {
     names
 }
 
+/// The site directories of the Python environments this account can see, and of `top`'s own
+/// environments (at most [`MAX_SITES`]).
+pub(super) fn site_dirs(top: &Path) -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let mut sites = Vec::new();
+    for pattern in SITE_PATTERNS {
+        let base = match pattern.strip_prefix("~/") {
+            Some(rest) => match &home {
+                Some(home) => (home.clone(), rest),
+                None => continue,
+            },
+            None => (PathBuf::from("/"), &pattern[1..]),
+        };
+        expand(&base.0, base.1, &mut sites);
+    }
+    for pattern in PROJECT_SITE_PATTERNS {
+        expand(top, pattern, &mut sites);
+    }
+    sites.truncate(MAX_SITES);
+    sites
+}
+
 /// A directory Python takes as a namespace portion: no `__init__` module, or one that extends
 /// its `__path__` over `sys.path` (pkgutil's `extend_path`, pkg_resources' `declare_namespace`).
 fn is_namespace(dir: &Path) -> bool {
@@ -164,7 +171,7 @@ fn is_namespace(dir: &Path) -> bool {
 }
 
 /// A name `import` takes (not `__pycache__`, not `x.dist-info`).
-fn identifier(name: &str) -> bool {
+pub(super) fn identifier(name: &str) -> bool {
     !name.starts_with("__")
         && name.chars().next().is_some_and(|c| !c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')

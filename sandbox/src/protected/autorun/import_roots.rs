@@ -1,0 +1,187 @@
+//! Directories on every Python's path (red team 30 N3). A `.pth` file in a site directory puts
+//! the directory it names on `sys.path` of every interpreter of that environment — an editable
+//! install's `src/` in the user site, ahead of the system's packages — and so does `PYTHONPATH`.
+//! A module there named like one Python imports at start (`_distutils_hack`, which Debian's
+//! `distutils-precedence.pth` imports; `encodings`, before `site`), like a standard-library
+//! module, or like an installed package (`yaml`, `pip`) runs in the owner's unrelated Python
+//! processes. Those names are `python_startup` places in such a directory; the project's own
+//! packages there (any other name) stay writable: they are the work.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Modules Python imports at every start before or while `site` runs.
+const AT_START: [&str; 18] = [
+    "site",
+    "sitecustomize",
+    "usercustomize",
+    "encodings",
+    "codecs",
+    "io",
+    "abc",
+    "os",
+    "stat",
+    "posixpath",
+    "genericpath",
+    "ntpath",
+    "_collections_abc",
+    "_sitebuiltins",
+    "_distutils_hack",
+    "_virtualenv",
+    "warnings",
+    "types",
+];
+
+/// Bytes of a `.pth` file read.
+const MAX_PTH: u64 = 64 * 1024;
+
+/// Each directory on every Python's path (named by a site directory's `.pth` file, or by
+/// `PYTHONPATH`), with the module names that must not be shadowed there.
+pub(super) fn import_roots(top: &Path) -> Vec<(PathBuf, BTreeSet<String>)> {
+    let sites = super::namespaces::site_dirs(top);
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PYTHONPATH")
+        .map(|value| std::env::split_paths(&value).collect())
+        .unwrap_or_default();
+    let mut names: BTreeSet<String> = AT_START.iter().map(|n| n.to_string()).collect();
+    for site in &sites {
+        let Ok(entries) = std::fs::read_dir(site) else {
+            continue;
+        };
+        for entry in entries.flatten().take(super::namespaces::MAX_ENTRIES) {
+            let file_name = entry.file_name().to_string_lossy().into_owned();
+            if file_name.ends_with(".pth") {
+                if let Some(text) = super::read_head(&entry.path(), MAX_PTH) {
+                    read_pth(site, &text, &mut dirs, &mut names);
+                }
+                continue;
+            }
+            if let Some(name) = module_name(&file_name) {
+                names.insert(name);
+            }
+        }
+        // The standard library beside a site directory (`…/lib/python3.12/site-packages`).
+        if let Some(stdlib) = site.parent().filter(|dir| dir.join("os.py").is_file()) {
+            for dir in [stdlib.to_path_buf(), stdlib.join("lib-dynload")] {
+                let Ok(entries) = std::fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in entries.flatten().take(super::namespaces::MAX_ENTRIES) {
+                    if let Some(name) = module_name(&entry.file_name().to_string_lossy()) {
+                        names.insert(name);
+                    }
+                }
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs.into_iter().map(|dir| (dir, names.clone())).collect()
+}
+
+/// What one `.pth` line does: an `import` line imports its modules at start, any other line
+/// names a directory (relative to the site directory) put on the path.
+fn read_pth(site: &Path, text: &str, dirs: &mut Vec<PathBuf>, names: &mut BTreeSet<String>) {
+    for line in text.lines() {
+        let line = line.trim_end();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(rest) = line
+            .strip_prefix("import ")
+            .or_else(|| line.strip_prefix("import\t"))
+        {
+            let first = rest.split(';').next().unwrap_or("");
+            for module in first.split(',') {
+                let module = module.split_whitespace().next().unwrap_or("");
+                if let Some(top) = module.split('.').next().filter(|t| !t.is_empty()) {
+                    names.insert(top.to_lowercase());
+                }
+            }
+            continue;
+        }
+        dirs.push(site.join(line));
+    }
+}
+
+/// The module name an entry of a site or standard-library directory provides: a package
+/// directory, a source or bytecode module, an extension module (`x.cpython-312-….so`).
+fn module_name(file_name: &str) -> Option<String> {
+    let stem = file_name.split('.').next().unwrap_or("");
+    let module = file_name == stem
+        || [".py", ".pyc", ".so", ".pyd"]
+            .iter()
+            .any(|suffix| file_name.ends_with(suffix));
+    (module && super::namespaces::identifier(stem)).then(|| stem.to_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pth_files_name_directories_and_modules_imported_at_start() {
+        let site = Path::new("/s");
+        let mut dirs = Vec::new();
+        let mut names = BTreeSet::new();
+        read_pth(
+            site,
+            "# comment\n/home/o/proj/src\nrel/dir\nimport _distutils_hack, os.path; x()\n",
+            &mut dirs,
+            &mut names,
+        );
+        assert_eq!(
+            dirs,
+            [
+                PathBuf::from("/home/o/proj/src"),
+                PathBuf::from("/s/rel/dir")
+            ]
+        );
+        assert_eq!(
+            names,
+            BTreeSet::from(["_distutils_hack".into(), "os".into()])
+        );
+        for (entry, want) in [
+            ("yaml", Some("yaml")),
+            ("six.py", Some("six")),
+            ("_yaml.cpython-312-x86_64-linux-gnu.so", Some("_yaml")),
+            ("PyYAML-6.0.dist-info", None),
+            ("__pycache__", None),
+            ("README.txt", None),
+        ] {
+            assert_eq!(module_name(entry).as_deref(), want, "{entry}");
+        }
+    }
+
+    /// Red team 30 N3: an editable install's `.pth` puts `src/` on the path of every Python of
+    /// the environment; what shadows a module imported at start or an installed one there is a
+    /// place, the project's own package is not.
+    #[test]
+    fn an_editable_installs_source_dir_refuses_only_shadowing_modules() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let site = root.join(".venv/lib/python3.12/site-packages");
+        std::fs::create_dir_all(site.join("yaml")).unwrap();
+        std::fs::create_dir_all(root.join("src/mypkg")).unwrap();
+        std::fs::write(
+            site.join("__editable__.mypkg-0.1.pth"),
+            format!("{}\n", root.join("src").display()),
+        )
+        .unwrap();
+        let places = super::super::gitconfig::places_with(&root, &[], &[]);
+        let placed = |rel: &str| places.iter().any(|p| Path::new(rel).starts_with(&p.at));
+        for rel in [
+            "src/_distutils_hack.py",
+            "src/yaml/__init__.py",
+            "src/encodings/x.py",
+        ] {
+            assert!(placed(rel), "{rel}: {places:?}");
+        }
+        for rel in [
+            "src/mypkg/__init__.py",
+            "src/mypkg/core.py",
+            "src/helpers.py",
+        ] {
+            assert!(!placed(rel), "{rel}");
+        }
+    }
+}
