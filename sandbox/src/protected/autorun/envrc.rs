@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 /// What `use <kind>` evaluates by default, beside any files it is given.
-const USE_DEFAULTS: [(&str, &[&str]); 3] = [
+const USE_DEFAULTS: [(&str, &[&str]); 5] = [
     ("flake", &["flake.nix", "flake.lock"]),
     ("nix", &["shell.nix", "default.nix"]),
     (
@@ -22,6 +22,10 @@ const USE_DEFAULTS: [(&str, &[&str]); 3] = [
             "devenv.local.nix",
         ],
     ),
+    // direnv's own `use guix` (the environment `guix shell` builds) and `use vim` (Vim sources
+    // the file in every session started below the directory), red team 30 N8.
+    ("guix", &["manifest.scm", "guix.scm", "channels.scm"]),
+    ("vim", &[".vimrc.local"]),
 ];
 
 /// Directives whose arguments are files direnv sources or watches.
@@ -54,7 +58,7 @@ pub(super) fn named_places(dir: &Path) -> Result<Vec<PathBuf>, &'static str> {
         let directive = first.trim_end_matches(';');
         let (files, defaults): (&[&str], &[&str]) = match directive {
             d if FILE_DIRECTIVES.contains(&d) => (args, &[]),
-            "use" | "use_flake" | "use_nix" | "use_devenv" => {
+            "use" | "use_flake" | "use_nix" | "use_devenv" | "use_guix" | "use_vim" => {
                 let (kind, rest) = match directive.strip_prefix("use_") {
                     Some(kind) => (kind, args),
                     None => match args.split_first() {
@@ -119,7 +123,7 @@ mod tests {
             "source_env_if_exists .envrc.private\ndotenv_if_exists .env.local\n\
              watch_file nix/shell.nix pkgs.nix # the shell\nuse flake . --impure\n\
              if has nix; then\n  use_nix dev/shell.nix\nfi\nuse devenv\nlayout python3\n\
-             use flake nixpkgs#hello\n",
+             use flake nixpkgs#hello\nuse vim\n",
         )
         .unwrap();
         let want = [
@@ -140,6 +144,7 @@ mod tests {
             "devenv.local.nix",
             "flake.nix",
             "flake.lock",
+            ".vimrc.local",
         ];
         assert_eq!(got, want.map(PathBuf::from));
         assert_eq!(

@@ -21,7 +21,9 @@ pub const DEFINITIONS: &str = "the definitions of the checks a git hook runs: pa
      .mocharc.*, pytest's conftest.py and pytest.ini, tox.ini, noxfile.py, and the configs \
      editor extensions load as code when a file opens: Stylelint's .stylelintrc* and \
      stylelint.config.*, markdownlint-cli2's .markdownlint-cli2.* and .markdownlint.*, \
-     tailwind.config.*, postcss.config.* and .postcssrc*";
+     tailwind.config.*, postcss.config.* and .postcssrc*, babel.config.* and .babelrc*, \
+     svelte.config.*, astro.config.*, playwright.config.*, uno.config.*, windi.config.*, \
+     panda.config.*, graphql.config.*, .graphqlrc* and apollo.config.*";
 
 /// Parse the owner's value: `1`/`0`, empty or unset is off; anything else refuses the start.
 pub fn parse(value: &str) -> Result<bool, String> {
@@ -39,7 +41,7 @@ pub fn parse(value: &str) -> Result<bool, String> {
 /// auto-run names).
 pub fn defines_checks(name: &std::ffi::OsStr) -> bool {
     let name = super::fold(name);
-    const EXACT: [&str; 14] = [
+    const EXACT: [&str; 16] = [
         "makefile",
         "gnumakefile",
         "justfile",
@@ -54,8 +56,10 @@ pub fn defines_checks(name: &std::ffi::OsStr) -> bool {
         "noxfile.py",
         ".stylelintrc",
         ".postcssrc",
+        ".babelrc",
+        ".graphqlrc",
     ];
-    const PREFIXES: [&str; 16] = [
+    const PREFIXES: [&str; 27] = [
         "eslint.config.",
         ".eslintrc.",
         ".prettierrc.",
@@ -73,6 +77,18 @@ pub fn defines_checks(name: &std::ffi::OsStr) -> bool {
         "tailwind.config.",
         "postcss.config.",
         ".postcssrc.",
+        // Red team 30 N8: loaded by their editor extensions or language servers too.
+        "babel.config.",
+        ".babelrc.",
+        "svelte.config.",
+        "astro.config.",
+        "playwright.config.",
+        "uno.config.",
+        "windi.config.",
+        "panda.config.",
+        "graphql.config.",
+        ".graphqlrc.",
+        "apollo.config.",
     ];
     EXACT.contains(&name.as_str()) || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }
@@ -95,6 +111,8 @@ mod tests {
             ".stylelintrc.cjs",
             ".markdownlint-cli2.mjs",
             "postcss.config.mjs",
+            "svelte.config.js",
+            ".babelrc.json",
             "Taskfile.yml",
         ] {
             assert!(defines_checks(OsStr::new(name)), "{name}");
