@@ -167,3 +167,32 @@ fn a_global_configs_programs_into_a_root_without_a_repository_are_places() {
     let whole = place(&places, "").expect("an unreadable program refuses the tree");
     assert!(whole.why.contains("core.fsmonitor"), "{whole:?}");
 }
+
+/// The same spellings in a repository's own config, read from its top: `~name/` expanded,
+/// `init.templateDir` there read as the account's.
+#[test]
+fn a_repository_config_naming_by_tilde_user_names_places() {
+    let (name, home) = own_account();
+    let (_dir, _tmp, root) = setup(&home);
+    let rel = root.strip_prefix(&home).unwrap().display().to_string();
+    for sub in [".git", "hooks2", "tmpl/hooks"] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    std::fs::write(root.join("fsm"), "true\n").unwrap();
+    let text = format!(
+        "[core]\n\thooksPath = ~{name}/{rel}/hooks2\n\tfsmonitor = ~{name}/{rel}/fsm\n\
+         [init]\n\ttemplateDir = ~{name}/{rel}/tmpl\n"
+    );
+    std::fs::write(root.join(".git/config"), text).unwrap();
+    let places = places_with(&root, &[PathBuf::from(".git")], &account(Vec::new()));
+    for (rel, class) in [
+        ("hooks2", AutorunClass::GitHooks),
+        ("fsm", AutorunClass::GitHooks),
+        ("tmpl/hooks", AutorunClass::GitHooks),
+        ("tmpl", AutorunClass::VcsConfig),
+    ] {
+        let got = place(&places, rel).unwrap_or_else(|| panic!("{rel}: {places:?}"));
+        assert_eq!(got.class, class, "{rel}");
+    }
+    assert!(place(&places, "").is_none(), "{places:?}");
+}
