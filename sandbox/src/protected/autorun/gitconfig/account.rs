@@ -3,7 +3,7 @@
 //! `git init` / `git clone` copy into each new repository (`init.templateDir`,
 //! `GIT_TEMPLATE_DIR`), and git's path spellings (`~/`, `~name/`) as git expands them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{AutorunClass, Named, Places, Reads, Scope, Source};
 
@@ -47,11 +47,25 @@ impl Account {
     }
 }
 
+/// git's runtime prefix as `%(prefix)/` spells it: a distribution's git's; a system directory
+/// either way (also `/usr/local`), never inside a write root.
+const GIT_PREFIX: &str = "/usr";
+
+/// Whether a path value names the same place from every repository (absolute, `~`,
+/// `%(prefix)/`), not one relative to each.
+fn placed_alike(value: &str) -> bool {
+    value.starts_with(['/', '~']) || value.starts_with("%(prefix)/")
+}
+
 /// A path value (`core.hooksPath`, `include.path`, `init.templateDir`) as git's
 /// `interpolate_path` expands it: `~` and `~/…` from `$HOME`, `~name` and `~name/…` from the
-/// named account's home in `/etc/passwd`. `None` where git refuses the value ($HOME unset, no
-/// such account): git then stops at that config, and the value names nothing.
+/// named account's home in `/etc/passwd`, `%(prefix)/…` from git's prefix. `None` where git
+/// refuses the value ($HOME unset, no such account): git then stops at that config, and the
+/// value names nothing.
 pub(super) fn expand_user_path(value: &str) -> Option<PathBuf> {
+    if let Some(rest) = value.strip_prefix("%(prefix)/") {
+        return Some(Path::new(GIT_PREFIX).join(rest));
+    }
     let Some(rest) = value.strip_prefix('~') else {
         return Some(PathBuf::from(value));
     };
@@ -102,7 +116,7 @@ impl Places<'_> {
             self.template_dir(value, &mut named);
         }
         for value in std::mem::take(&mut named.hooks_paths) {
-            if value.starts_with(['/', '~'])
+            if placed_alike(&value)
                 && let Some(dir) = expand_user_path(&value)
             {
                 self.hook_dir(&dir, &[]);
@@ -123,7 +137,7 @@ impl Places<'_> {
                    path (init.templateDir, GIT_TEMPLATE_DIR)"
                 .to_string(),
         };
-        if !value.starts_with(['/', '~']) {
+        if !placed_alike(value) {
             let why = "git init and git clone copy it from the directory they run in";
             return self.whole_tree_as(AutorunClass::GitHooks, &source, why);
         }

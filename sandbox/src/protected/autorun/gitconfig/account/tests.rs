@@ -60,6 +60,10 @@ fn git_user_paths_expand_as_git_does() {
     // git refuses an account it does not know (`interpolate_path` returns NULL).
     assert_eq!(expand_user_path("~no-such-account-rt30/x"), None);
     assert_eq!(expand_user_path("/abs/x"), Some(PathBuf::from("/abs/x")));
+    assert_eq!(
+        expand_user_path("%(prefix)/share/t"),
+        Some(PathBuf::from("/usr/share/t"))
+    );
 }
 
 /// `core.hooksPath = ~name/…`, `include.path = ~name/…` and a program by `~name/…` in a global
@@ -124,16 +128,14 @@ fn a_template_directory_in_the_root_is_a_place() {
     }
     assert!(place(&places, "").is_none(), "{places:?}");
     std::fs::write(&global, "[init]\n\ttemplateDir = tmpl\n").unwrap();
-    let places = places_with(
-        &root,
-        &[],
-        &super::Account {
-            configs: vec![global],
-            template_dirs: Vec::new(),
-        },
-    );
+    account.template_dirs.clear();
+    let places = places_with(&root, &[], &account);
     let whole = place(&places, "").expect("a relative template dir refuses the tree");
     assert!(whole.why.contains("template directory"), "{whole:?}");
+    // git's own prefix is a system directory: it names nothing here, and refuses nothing.
+    std::fs::write(&global, "[init]\n\ttemplateDir = %(prefix)/share/t\n").unwrap();
+    let places = places_with(&root, &[], &account);
+    assert!(place(&places, "").is_none(), "{places:?}");
 }
 
 /// Every program key of a global config names, by an absolute or `~/` path, a place in a root
