@@ -660,6 +660,102 @@ async fn a_global_hooks_path_into_a_root_that_is_no_repository_is_refused() {
         .unwrap();
 }
 
+/// Red team 30 N2: for a root that is no repository, the owner's `~/.gitconfig` names places
+/// by git's `~name/` spelling (its hooks dir), by its template directory (whose `hooks/` and
+/// `config` every `git clone` copies) and by the programs it runs in every repository
+/// (`core.fsmonitor`); each is refused with its class and reason, nothing is written, and
+/// other files stay writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_global_git_configs_template_programs_and_user_paths_are_refused() {
+    let uid = rustix::process::geteuid().as_raw().to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let (name, own_home) = passwd
+        .lines()
+        .map(|line| line.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() >= 7 && f[2] == uid)
+        .map(|f| (f[0].to_string(), std::path::PathBuf::from(f[5])))
+        .expect("this account in /etc/passwd");
+    let tree = tempfile::Builder::new()
+        .prefix("rt30n2-")
+        .tempdir_in(&own_home)
+        .unwrap();
+    let root = std::fs::canonicalize(tree.path()).unwrap();
+    let (home, shared) = (root.join("home"), root.join("shared"));
+    for dir in [
+        &home,
+        &shared.join("githooks"),
+        &shared.join("template/hooks"),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let original = "#!/bin/sh\nexit 0\n";
+    let files = [
+        "githooks/pre-commit",
+        "template/hooks/post-checkout",
+        "fsmon",
+    ];
+    for rel in files {
+        std::fs::write(shared.join(rel), original).unwrap();
+    }
+    std::fs::write(shared.join("template/config"), "[core]\n").unwrap();
+    let below = shared
+        .strip_prefix(&own_home)
+        .unwrap()
+        .display()
+        .to_string();
+    let config = format!(
+        "[core]\n\thooksPath = ~{name}/{below}/githooks\n\tfsmonitor = {}\n\
+         [init]\n\ttemplateDir = {}\n",
+        shared.join("fsmon").display(),
+        shared.join("template").display()
+    );
+    std::fs::write(home.join(".gitconfig"), config).unwrap();
+    let gw = GatewayProcess::builder(GATEWAY)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("HOME", &home)
+        .state_dir(root.join("state"))
+        .spawn()
+        .await
+        .expect("gateway starts");
+    let chat = chatgpt(&gw).await;
+    let v = crate::writes::start_profile(&chat, &shared, "direct_write", "gtp").await;
+    let write = |rel: &str| {
+        json!({"name": "Write", "arguments": {
+            "file_path": shared.join(rel).to_string_lossy(), "content": "#!/bin/sh\nid\n"}})
+    };
+    let calls = json!([
+        write(files[0]),
+        write(files[1]),
+        write(files[2]),
+        write("template/config"),
+        write("README.md"),
+    ]);
+    let next = crate::writes::reply_calls(&chat, &v, "gtp-r", calls).await;
+    let got = next["pending_turn"]["tool_results"].as_array().unwrap();
+    assert_eq!(got.len(), 5, "{next}");
+    let expected = [
+        ("git_hooks", "core.hooksPath"),
+        ("git_hooks", "hooks"),
+        ("git_hooks", "core.fsmonitor"),
+        ("vcs_config", "template directory"),
+    ];
+    for (result, (class, why)) in got.iter().zip(expected) {
+        let output = result["output"].as_str().unwrap_or_default();
+        assert_eq!(result["status"], "error", "{next}");
+        assert!(output.starts_with("not_permitted"), "{output}");
+        assert!(output.contains("is an auto-run place"), "{output}");
+        assert!(output.contains(class), "{class}: {output}");
+        assert!(output.contains(why), "{why}: {output}");
+    }
+    assert_eq!(got[4]["status"], "ok", "{next}");
+    for rel in files {
+        assert_eq!(std::fs::read_to_string(shared.join(rel)).unwrap(), original);
+    }
+    chat.stop(&session_id(&v), &lease_id(&v), "gtp-s", None)
+        .await
+        .unwrap();
+}
+
 /// Another gateway of the same account on this host (red-team F3): its state dir — token, server
 /// key, database, transcripts — is as protected as this gateway's own, for the read tools and
 /// for commands, because every gateway lists its state dir in the account's registry.

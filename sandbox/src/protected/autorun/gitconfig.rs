@@ -8,9 +8,12 @@
 //! `config -> ../gitconfig`). Git is never run: the config files (the git dir's `config` and
 //! `config.worktree`, the common dir's `config` for a linked worktree, the account's global
 //! configs) are parsed here as git reads them, every include followed whatever its condition
-//! (fail closed), to git's depth limit.
+//! (fail closed), to git's depth limit. What the account's own configuration names for every
+//! repository, whatever the root (its template directory, its programs), is [`account`]'s.
 
 use std::path::{Component, Path, PathBuf};
+
+mod account;
 
 use super::AutorunClass;
 use super::link_target::{Resolved, resolve};
@@ -18,6 +21,8 @@ pub use super::shell_command::Scope;
 use super::shell_command::{
     Named as Reads, Reading, ScriptRunner, program_paths, python_module_places, shebang_runner,
 };
+pub use account::Account;
+use account::{expand_shell_path, expand_user_path};
 
 /// Git's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -40,11 +45,11 @@ pub struct GitPlace {
 /// found inside the root (root-relative); the repository the root itself lies in is found by
 /// walking up from it, as git does.
 pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
-    places_with(root, dot_gits, &global_configs())
+    places_with(root, dot_gits, &Account::of_process())
 }
 
-/// [`places`] with the account's global config files given.
-pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], globals: &[PathBuf]) -> Vec<GitPlace> {
+/// [`places`] with the account's git files given.
+pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) -> Vec<GitPlace> {
     let mut repos: Vec<PathBuf> = dot_gits.iter().map(|rel| root.join(rel)).collect();
     if let Some(enclosing) = root
         .ancestors()
@@ -60,6 +65,7 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], globals: &[PathBuf]
         tops: Vec::new(),
         read: 0,
         scripts: 0,
+        template_dirs: Vec::new(),
     };
     let mut envrc_dirs = vec![root.to_path_buf()];
     for dot_git in repos {
@@ -72,7 +78,7 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], globals: &[PathBuf]
         };
         let common = common_dir(&git_dir);
         let mut configs = vec![common.join("config"), git_dir.join("config.worktree")];
-        configs.extend(globals.iter().cloned());
+        configs.extend(account.configs.iter().cloned());
         let mut named = Named::default();
         for config in configs {
             out.read_config(&config, 0, &mut named);
@@ -85,7 +91,7 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], globals: &[PathBuf]
             named
                 .worktrees
                 .iter()
-                .map(|dir| git_dir.join(expand_home(dir))),
+                .map(|dir| git_dir.join(expand_shell_path(dir))),
         );
         out.tops.clone_from(&tops);
         for (reads, key) in named.programs {
@@ -95,10 +101,12 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], globals: &[PathBuf]
             };
             out.program(reads, &source, &tops, 0);
         }
-        let hooks_paths = named.hooks_paths;
+        // A repository's own `init.templateDir` is read as the account's (it is copied at a
+        // re-init), below.
+        out.template_dirs.append(&mut named.template_dirs);
         let mut hook_dirs = vec![common.join("hooks"), git_dir.join("hooks")];
-        for value in hooks_paths {
-            hook_dirs.push(top.join(expand_home(&value)));
+        for value in named.hooks_paths {
+            hook_dirs.extend(expand_user_path(&value).map(|dir| top.join(dir)));
         }
         for dir in hook_dirs {
             out.hook_dir(&dir, &tops);
@@ -177,7 +185,7 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], globals: &[PathBuf]
             }
         }
     }
-    out.global_hooks_paths(globals);
+    out.account_wide(account);
     out.places
 }
 
@@ -194,6 +202,8 @@ struct Places<'a> {
     read: usize,
     /// Scripts read for what they run.
     scripts: usize,
+    /// `init.templateDir` values of the repositories' own configs, read with the account's.
+    template_dirs: Vec<String>,
 }
 
 /// What names a program or a script, for the refusal: the places it names (`paths`) and the
@@ -216,23 +226,6 @@ impl Places<'_> {
             };
             if !self.places.contains(&place) {
                 self.places.push(place);
-            }
-        }
-    }
-
-    /// The account's global configs (and what they include) apply to every repository of the
-    /// host, also to those outside the root: a `core.hooksPath` there that names a directory
-    /// by an absolute or `~/` path makes it every repository's hooks directory (red team 28 B2:
-    /// a shared hooks repository as the write root, no repository of its own). The configs
-    /// and includes themselves are places as well.
-    fn global_hooks_paths(&mut self, globals: &[PathBuf]) {
-        let mut named = Named::default();
-        for config in globals {
-            self.read_config(config, 0, &mut named);
-        }
-        for value in named.hooks_paths {
-            if value.starts_with('/') || value.starts_with("~/") {
-                self.hook_dir(&expand_home(&value), &[]);
             }
         }
     }
@@ -318,7 +311,7 @@ impl Places<'_> {
                         );
                     }
                     for named in &paths {
-                        let at = top.join(expand_home(&named.path));
+                        let at = top.join(expand_shell_path(&named.path));
                         let scope = named.scope;
                         self.add(&at, AutorunClass::GitHooks, source.paths.clone(), scope);
                         if scope == Scope::Imports {
@@ -505,7 +498,10 @@ impl Places<'_> {
                 // An empty value makes git look for `/<hook>`: outside any root.
                 ("core", "hookspath") if !value.is_empty() => named.hooks_paths.push(value),
                 ("include" | "includeif", "path") => {
-                    let included = dir.join(expand_home(&value));
+                    // git refuses a value it cannot expand (`~nobody/x`): nothing is included.
+                    let Some(included) = expand_user_path(&value).map(|path| dir.join(path)) else {
+                        continue;
+                    };
                     let why = "a file git's configuration includes";
                     self.add(
                         &included,
@@ -516,6 +512,7 @@ impl Places<'_> {
                     self.read_config(&included, depth + 1, named);
                 }
                 ("core", "worktree") => named.worktrees.push(value),
+                ("init", "templatedir") if !value.is_empty() => named.template_dirs.push(value),
                 // The `ext::` transport runs its command at every fetch or push of the remote
                 // (or of a URL rewritten to it).
                 ("remote", "url" | "pushurl") | ("url", "insteadof" | "pushinsteadof") => {
@@ -560,6 +557,8 @@ struct Named {
     worktrees: Vec<String>,
     /// What each value git runs as a program names, with its key.
     programs: Vec<(Reads, String)>,
+    /// `init.templateDir` values.
+    template_dirs: Vec<String>,
 }
 
 /// Endings of key names that run a program, for keys of sections not listed by name.
@@ -752,28 +751,6 @@ fn common_dir(git_dir: &Path) -> PathBuf {
     super::read_text(&git_dir.join("commondir"))
         .and_then(|text| std::fs::canonicalize(git_dir.join(text.trim())).ok())
         .unwrap_or_else(|| git_dir.to_path_buf())
-}
-
-/// The account's global config files git reads.
-fn global_configs() -> Vec<PathBuf> {
-    let mut out = vec![PathBuf::from("/etc/gitconfig")];
-    if let Some(home) = std::env::var_os("HOME").filter(|home| !home.is_empty()) {
-        let home = PathBuf::from(home);
-        out.push(home.join(".gitconfig"));
-        out.push(home.join(".config/git/config"));
-    }
-    if let Some(xdg) = std::env::var_os("XDG_CONFIG_HOME").filter(|xdg| !xdg.is_empty()) {
-        out.push(PathBuf::from(xdg).join("git/config"));
-    }
-    out
-}
-
-/// `~/x` as git expands it (another account's `~user/` is left as is).
-fn expand_home(value: &str) -> PathBuf {
-    match (value.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => PathBuf::from(value),
-    }
 }
 
 /// One `key = value` of a config file; section and key lower-cased, the subsection as written.

@@ -167,7 +167,8 @@ mod tests {
             format!("{}\n", root.join("src").display()),
         )
         .unwrap();
-        let places = super::super::gitconfig::places_with(&root, &[], &[]);
+        let account = super::super::gitconfig::Account::default();
+        let places = super::super::gitconfig::places_with(&root, &[], &account);
         let placed = |rel: &str| places.iter().any(|p| Path::new(rel).starts_with(&p.at));
         for rel in [
             "src/_distutils_hack.py",

@@ -496,9 +496,8 @@ impl Collector {
         if text.contains('$') {
             return self.fail("the shell computes the program it runs");
         }
-        if text.starts_with('~') && !text.starts_with("~/") {
-            return self.fail("it names another account's home (~user)");
-        }
+        // `~name/…` is the shell's tilde expansion like `~/…`: expanded where it is placed
+        // (gitconfig's `expand_shell_path`).
         let name = base_name(text);
         if text.contains('/') && !text.starts_with(['/', '~']) {
             // A program in the tree, whatever its name (`./python3`, `bin/timeout`): its own
@@ -802,9 +801,6 @@ impl Collector {
         };
         if word.text.contains('$') || word.glob {
             return self.fail("the shell computes the script it runs");
-        }
-        if word.text.starts_with('~') && !word.text.starts_with("~/") {
-            return self.fail("it names another account's home (~user)");
         }
         self.push(&word.text, Some(runner));
     }

@@ -938,7 +938,11 @@ fn a_global_hooks_path_into_a_root_without_a_repository_is_a_place() {
     std::fs::write(&included, text).unwrap();
     let local = tmp.join("local.conf");
     std::fs::write(&local, "[core]\n\thooksPath = relhooks\n").unwrap();
-    let places = gitconfig::places_with(&root, &[], &[global, local]);
+    let account = gitconfig::Account {
+        configs: vec![global, local],
+        template_dirs: Vec::new(),
+    };
+    let places = gitconfig::places_with(&root, &[], &account);
     let at: Vec<_> = places.iter().map(|p| p.at.clone()).collect();
     assert!(
         at.contains(&std::path::PathBuf::from("githooks")),
@@ -957,5 +961,5 @@ fn a_global_hooks_path_into_a_root_without_a_repository_is_a_place() {
         "{places:?}"
     );
     // Without the global configs, nothing names them.
-    assert!(gitconfig::places_with(&root, &[], &[]).is_empty());
+    assert!(gitconfig::places_with(&root, &[], &gitconfig::Account::default()).is_empty());
 }

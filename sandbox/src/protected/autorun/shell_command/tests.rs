@@ -293,7 +293,6 @@ fn what_the_shell_computes_as_a_program_is_the_whole_tree() {
         "sh scripts/*.sh",
         "sh ./x?.sh",
         "bash -c 'sh {conv,x}.sh'",
-        "sh ~rt23u/x.sh",
         "cd $DIR && ./x.sh",
         "env -C tools ./x.sh",
         "env --chdir=tools ./x.sh",
@@ -310,6 +309,13 @@ fn what_the_shell_computes_as_a_program_is_the_whole_tree() {
             strict(value)
         );
     }
+    // `~name/` is the shell's tilde expansion, named as written and expanded where it is placed
+    // (red team 30 N2: gitconfig's `expand_shell_path`).
+    let named = strict("sh ~rt23u/x.sh");
+    assert!(
+        matches!(&named, Named::Paths(p) if p.iter().any(|n| n.path == "~rt23u/x.sh")),
+        "{named:?}"
+    );
 }
 
 #[test]

@@ -1,0 +1,181 @@
+//! What the account's own git configuration names for every repository it has, whatever the
+//! root (red team 30 N2): the global configs (and what they include), the template directory
+//! `git init` / `git clone` copy into each new repository (`init.templateDir`,
+//! `GIT_TEMPLATE_DIR`), and git's path spellings (`~/`, `~name/`) as git expands them.
+
+use std::path::{Path, PathBuf};
+
+use super::{AutorunClass, Named, Places, Reads, Scope, Source};
+
+/// git's compiled-in template directory (Debian's, and git's own default prefix's).
+const DEFAULT_TEMPLATE_DIRS: [&str; 2] = [
+    "/usr/share/git-core/templates",
+    "/usr/local/share/git-core/templates",
+];
+
+/// The account's git files read for every root: its global config files and the template
+/// directories given outside them (`GIT_TEMPLATE_DIR`, git's default).
+#[derive(Debug, Clone, Default)]
+pub struct Account {
+    pub configs: Vec<PathBuf>,
+    /// As written: `~` spellings expanded as in a config, a relative one refuses the tree.
+    pub template_dirs: Vec<String>,
+}
+
+impl Account {
+    /// What git reads for this process's account (the gateway's environment is the owner's).
+    pub fn of_process() -> Self {
+        let env = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+        let mut configs = vec![PathBuf::from("/etc/gitconfig")];
+        // git reads these instead of the usual ones when set: both are read (fail closed).
+        configs.extend(env("GIT_CONFIG_SYSTEM").map(PathBuf::from));
+        configs.extend(env("GIT_CONFIG_GLOBAL").map(PathBuf::from));
+        if let Some(home) = env("HOME") {
+            let home = PathBuf::from(home);
+            configs.push(home.join(".gitconfig"));
+            configs.push(home.join(".config/git/config"));
+        }
+        if let Some(xdg) = env("XDG_CONFIG_HOME") {
+            configs.push(PathBuf::from(xdg).join("git/config"));
+        }
+        let mut template_dirs: Vec<String> = DEFAULT_TEMPLATE_DIRS.map(String::from).to_vec();
+        template_dirs.extend(env("GIT_TEMPLATE_DIR").map(|dir| dir.to_string_lossy().into_owned()));
+        Self {
+            configs,
+            template_dirs,
+        }
+    }
+}
+
+/// git's runtime prefix as `%(prefix)/` spells it: a distribution's git's; a system directory
+/// either way (also `/usr/local`), never inside a write root.
+const GIT_PREFIX: &str = "/usr";
+
+/// Whether a path value names the same place from every repository (absolute, `~`,
+/// `%(prefix)/`), not one relative to each.
+fn placed_alike(value: &str) -> bool {
+    value.starts_with(['/', '~']) || value.starts_with("%(prefix)/")
+}
+
+/// A path value (`core.hooksPath`, `include.path`, `init.templateDir`) as git's
+/// `interpolate_path` expands it: `~` and `~/…` from `$HOME`, `~name` and `~name/…` from the
+/// named account's home in `/etc/passwd`, `%(prefix)/…` from git's prefix. `None` where git
+/// refuses the value ($HOME unset, no such account): git then stops at that config, and the
+/// value names nothing.
+pub(super) fn expand_user_path(value: &str) -> Option<PathBuf> {
+    if let Some(rest) = value.strip_prefix("%(prefix)/") {
+        return Some(Path::new(GIT_PREFIX).join(rest));
+    }
+    let Some(rest) = value.strip_prefix('~') else {
+        return Some(PathBuf::from(value));
+    };
+    let (user, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let home = if user.is_empty() {
+        std::env::var("HOME").ok()?
+    } else {
+        account_home(user)?
+    };
+    Some(PathBuf::from(format!("{home}{tail}")))
+}
+
+/// A path in a command line git runs through the shell: the shell expands `~` and `~name`
+/// as git does, and leaves the word as it is (a relative path) for an unknown account.
+pub(super) fn expand_shell_path(value: &str) -> PathBuf {
+    expand_user_path(value).unwrap_or_else(|| PathBuf::from(value))
+}
+
+/// The home `/etc/passwd` gives the account `name` (its first entry, as `getpwnam`).
+fn account_home(name: &str) -> Option<String> {
+    let passwd = crate::protected::instances::passwd_text()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 7 && fields[0] == name).then(|| fields[5].to_string())
+    })
+}
+
+impl Places<'_> {
+    /// The account's global configs (and what they include) and its template directories
+    /// apply to every repository of the host, also to those outside the root: a
+    /// `core.hooksPath` there naming a directory by an absolute or `~` path makes it every
+    /// repository's hooks directory (red team 28 B2), a program they name by such a path runs
+    /// in every repository (`core.fsmonitor` at each `git status`), and a template directory is
+    /// copied into every new one (its `hooks/`, its `config` as the new repository's). A
+    /// relative path is relative to each repository (names nothing here); what cannot be
+    /// placed refuses the tree.
+    pub(super) fn account_wide(&mut self, account: &Account) {
+        let mut named = Named::default();
+        for config in &account.configs {
+            self.read_config(config, 0, &mut named);
+        }
+        let mut templates = account.template_dirs.clone();
+        templates.append(&mut named.template_dirs);
+        templates.append(&mut self.template_dirs);
+        templates.sort();
+        templates.dedup();
+        for value in &templates {
+            self.template_dir(value, &mut named);
+        }
+        for value in std::mem::take(&mut named.hooks_paths) {
+            if placed_alike(&value)
+                && let Some(dir) = expand_user_path(&value)
+            {
+                self.hook_dir(&dir, &[]);
+            }
+        }
+        for (reads, key) in std::mem::take(&mut named.programs) {
+            self.account_program(reads, &key);
+        }
+    }
+
+    /// A template directory: everything in it is copied into each new repository's git dir —
+    /// `hooks/` its hooks (`post-checkout` runs at the clone), `config` its config (read here
+    /// as a global one).
+    fn template_dir(&mut self, value: &str, named: &mut Named) {
+        let source = Source {
+            paths: String::new(),
+            tree: "the account's git configuration names a template directory by a relative \
+                   path (init.templateDir, GIT_TEMPLATE_DIR)"
+                .to_string(),
+        };
+        if !placed_alike(value) {
+            let why = "git init and git clone copy it from the directory they run in";
+            return self.whole_tree_as(AutorunClass::GitHooks, &source, why);
+        }
+        let Some(dir) = expand_user_path(value) else {
+            return;
+        };
+        self.hook_dir(&dir.join("hooks"), &[]);
+        let why = "in the template directory git init and git clone copy into every new \
+                   repository's git dir (init.templateDir, GIT_TEMPLATE_DIR)";
+        self.add(&dir, AutorunClass::VcsConfig, why.to_string(), Scope::Below);
+        self.read_config(&dir.join("config"), 0, named);
+    }
+
+    /// A program the account's configuration runs: what it names by an absolute or `~` path.
+    fn account_program(&mut self, reads: Reads, key: &str) {
+        let source = Source {
+            paths: format!(
+                "a program the account's git configuration runs in every repository (`{key}`)"
+            ),
+            tree: format!("the account's git configuration runs `{key}`"),
+        };
+        match reads {
+            Reads::WholeTree(reason) => self.whole_tree(&source, reason),
+            Reads::Paths(paths) => {
+                let placed = paths
+                    .into_iter()
+                    .filter(|named| named.path.starts_with(['/', '~']))
+                    .collect();
+                // Read from `/`: only absolute paths are left, and a script's relative names
+                // (relative to a repository elsewhere) resolve outside the root.
+                let tops = vec![PathBuf::from("/")];
+                let saved = std::mem::replace(&mut self.tops, tops.clone());
+                self.program(Reads::Paths(placed), &source, &tops, 0);
+                self.tops = saved;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
