@@ -56,7 +56,9 @@ pub const MAX_CONFIG_DEPTH: usize = 16;
 /// (`~/.config/Code/Cache`, `…/Default/Service Worker`): caches and storage, large, rewritten
 /// all the time (each change would derive the links again) and holding no link the owner made.
 /// Skipped only there ([`chromium_data`]): a `logs` or `Cache` directory elsewhere
-/// (`~/.config/nvim/lua/logs/`) is the owner's (red team 30 N5).
+/// (`~/.config/nvim/lua/logs/`) is the owner's (red team 30 N5). A plugin's `.git` directory
+/// (vim-plug, straight.el and Doom clone whole repositories into start-up trees) is not
+/// looked in either: git's objects, no link the owner made.
 const VOLATILE: &[&str] = &[
     "Cache",
     "Code Cache",
@@ -85,6 +87,8 @@ const VOLATILE: &[&str] = &[
 /// many levels deep by design, not to the fail-closed depth (a linked package is then
 /// protected whole, its inner links not looked at).
 const PACKAGE_PLACES: &[(&str, usize)] = &[
+    // `npm link`'s links: `bin/x`, `lib/node_modules/(@scope/)x`.
+    (".npm-global", 3),
     (".vscode/extensions", 1),
     (".vscode-server/extensions", 1),
     (".local/share/gnome-shell/extensions", 1),
@@ -151,9 +155,7 @@ struct Walk {
 
 impl Derived {
     fn watch(&mut self, dir: &Path) {
-        if !self.watched.iter().any(|(seen, _)| seen == dir) {
-            self.watched.push((dir.to_path_buf(), stamp(dir)));
-        }
+        self.watched.push((dir.to_path_buf(), stamp(dir)));
     }
 
     /// One home's places and links. Only the owner's trees over the bound fail closed:
@@ -286,7 +288,9 @@ impl Derived {
             )
         });
         for dir in chain {
-            self.watch(&dir);
+            if !self.watched.iter().any(|(seen, _)| *seen == dir) {
+                self.watch(&dir);
+            }
         }
         let Ok(target) = target else {
             self.unknowable.get_or_insert(link.to_path_buf());
@@ -345,6 +349,7 @@ impl Derived {
                             && !self.tops.iter().any(|top| top.starts_with(target))
                     })
                 } else if meta.is_dir()
+                    && entry.file_name() != ".git"
                     && !(chromium && VOLATILE.iter().any(|v| entry.file_name() == *v))
                 {
                     Some(path)

@@ -453,15 +453,22 @@ fn every_startup_tree_fails_closed_past_the_bound_and_config_skips_only_caches()
         place: "~/.vim".to_string(),
     });
     assert_eq!(policy.write_protection(&p.join("a.rs")), unchecked);
-    // An extension store is walked only at its top, by design: as deep, no refusal.
+    // Package stores are walked only as deep as the owner's links sit, by design, and a
+    // plugin's `.git` not at all: as deep, no refusal.
     std::fs::remove_dir_all(h.home.join(".vim/l0")).unwrap();
-    let ext = h
-        .home
-        .join(".vscode/extensions")
-        .join(deep.strip_prefix(&h.home).unwrap());
-    std::fs::create_dir_all(ext).unwrap();
+    let rel = deep.strip_prefix(h.home.join(".vim")).unwrap();
+    for store in [
+        ".vscode/extensions",
+        ".npm-global/lib",
+        ".vim/plugged/x/.git",
+    ] {
+        std::fs::create_dir_all(h.home.join(store).join(rel)).unwrap();
+    }
+    h.link(".npm-global/lib/node_modules/@me/tool", p.join("tool"));
     policy.refresh_write_protected();
     assert_eq!(policy.write_protection(&p.join("a.rs")), None);
+    let tool = named(".npm-global/lib/node_modules/@me/tool");
+    assert_eq!(policy.write_protection(&p.join("tool/cli.js")), tool);
 }
 
 /// Red team 30 N6: `/proc/self/root/…` and `/proc/thread-self/root/…` are `/…`; any other
