@@ -201,7 +201,7 @@ impl Derived {
                 },
                 None => full,
             };
-            if self.links_in(&place, &walk) && owner {
+            if self.links_in(&place, &walk, &[]) && owner {
                 self.over_bound.get_or_insert(place);
             }
         }
@@ -226,7 +226,16 @@ impl Derived {
         {
             self.watch(existing);
         }
-        if self.links_in(&real, &full) && owner {
+        // Browser profiles (the catalogue's): the browser rewrites them all the time (each
+        // change would derive the links again), they are large, and no link the owner made
+        // is in them; the catalogue's credential stores are walked (`~/.config/gh`).
+        let browsers: Vec<PathBuf> = crate::protected::CATALOGUE
+            .iter()
+            .filter(|e| e.category == crate::protected::Category::Browsers)
+            .filter_map(|e| Path::new(e.path).strip_prefix(".config").ok())
+            .map(|rest| real.join(rest))
+            .collect();
+        if self.links_in(&real, &full, &browsers) && owner {
             self.over_bound.get_or_insert(home.join(".config"));
         }
         if !owner {
@@ -308,8 +317,9 @@ impl Derived {
     /// N1), walked as `walk` says, every directory looked in watched. The owner's links to its
     /// own directories are walked into too (`~/.config/tmux -> ~/dot/tmux` holding
     /// `tmux.conf -> ~/proj/tmux.conf`), each directory once (by `(dev, ino)`), within the
-    /// same bounds. Returns whether a bound was reached.
-    fn links_in(&mut self, place: &Path, walk: &Walk) -> bool {
+    /// same bounds; the directories `skip` names are not looked in. Returns whether a bound
+    /// was reached.
+    fn links_in(&mut self, place: &Path, walk: &Walk, skip: &[PathBuf]) -> bool {
         use std::os::unix::fs::MetadataExt;
         let Some(real) = resolved(place) else {
             return false;
@@ -350,6 +360,7 @@ impl Derived {
                     })
                 } else if meta.is_dir()
                     && entry.file_name() != ".git"
+                    && !skip.contains(&path)
                     && !(chromium && VOLATILE.iter().any(|v| entry.file_name() == *v))
                 {
                     Some(path)

@@ -461,6 +461,7 @@ fn every_startup_tree_fails_closed_past_the_bound_and_config_skips_only_caches()
         ".vscode/extensions",
         ".npm-global/lib",
         ".vim/plugged/x/.git",
+        ".config/google-chrome/Default",
     ] {
         std::fs::create_dir_all(h.home.join(store).join(rel)).unwrap();
     }
