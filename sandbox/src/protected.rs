@@ -465,6 +465,10 @@ pub const AUTORUN: &[&str] = &[
     // places: walking them would fail closed on their size.
     ".oh-my-zsh",
     ".zsh",
+    ".zshrc.d",
+    // xmonad compiles and runs `xmonad.hs` at login; Hammerspoon runs `init.lua` at start.
+    ".xmonad",
+    ".hammerspoon",
     ".gradle/init.d",
     ".gradle/init.gradle",
     ".gradle/init.gradle.kts",
