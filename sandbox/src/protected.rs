@@ -457,6 +457,30 @@ pub const AUTORUN: &[&str] = &[
     ".emacs.d",
     ".tmux.conf",
     ".screenrc",
+    // Read at every start of their tool (red team 30 N4): zsh frameworks' trees, Gradle's
+    // init scripts, Jupyter's and sbt's configuration and global plugins, Maven's user
+    // extensions, Jupyter kernel definitions (their `argv` runs), and plugins and extensions
+    // that tmux, GNOME Shell, Neovim, VS Code and its server load at start. Caches and
+    // package stores (`~/.cargo/registry`, `~/.npm`, `~/.gradle/caches`) are not start-up
+    // places: walking them would fail closed on their size.
+    ".oh-my-zsh",
+    ".zsh",
+    ".zshrc.d",
+    // xmonad compiles and runs `xmonad.hs` at login; Hammerspoon runs `init.lua` at start.
+    ".xmonad",
+    ".hammerspoon",
+    ".gradle/init.d",
+    ".gradle/init.gradle",
+    ".gradle/init.gradle.kts",
+    ".jupyter",
+    ".local/share/jupyter/kernels",
+    ".sbt/1.0",
+    ".m2/extensions.xml",
+    ".tmux/plugins",
+    ".local/share/gnome-shell/extensions",
+    ".local/share/nvim/site",
+    ".vscode/extensions",
+    ".vscode-server/extensions",
     ".ssh",
     ".gnupg",
     "bin",

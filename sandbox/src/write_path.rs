@@ -92,6 +92,19 @@ pub enum WriteRefusal {
         env: &'static str,
     },
     #[error(
+        "{path}: could not be checked against the start-up link {link}: it names its target \
+         through /proc or /dev/fd, whose meaning depends on the process reading it ({class}); \
+         nothing was written. The owner can point the link at a plain path, or allow the class \
+         by starting the gateway with {env}={class}"
+    )]
+    StartupLinkUnknowable {
+        path: String,
+        /// The link, `~/…` in the owner's home.
+        link: String,
+        class: &'static str,
+        env: &'static str,
+    },
+    #[error(
         "{path}: is no longer the directory this session started in (it was replaced or moved); \
          nothing is written here. Start a new session on the directory"
     )]
@@ -131,6 +144,7 @@ impl WriteRefusal {
             | Self::InstallLocation { .. }
             | Self::StartupLinkTarget { .. }
             | Self::StartupLinksUnchecked { .. }
+            | Self::StartupLinkUnknowable { .. }
             | Self::RootReplaced { .. }
             | Self::AutorunPlace { .. }
             | Self::AutorunUnknown { .. } => OutcomeCode::NotPermitted,
@@ -800,6 +814,12 @@ fn write_protected_refusal(path: String, why: WriteProtection) -> WriteRefusal {
     match why {
         WriteProtection::InstallLocation => WriteRefusal::InstallLocation { path },
         WriteProtection::StartupLinkTarget { link } => WriteRefusal::StartupLinkTarget {
+            path,
+            link,
+            class: AutorunClass::StartupLinks.name(),
+            env: ALLOW_ENV,
+        },
+        WriteProtection::StartupLinkUnknowable { link } => WriteRefusal::StartupLinkUnknowable {
             path,
             link,
             class: AutorunClass::StartupLinks.name(),

@@ -332,16 +332,50 @@ fn doctor_shows_the_protected_set() {
     }
 }
 
-/// A `~/.config` too deep to look at whole: every write is refused, and doctor says so and how
-/// to get out.
+/// A `~/.config` or other start-up tree (`~/.vim`, red team 30 N5) too deep to look at whole:
+/// every write is refused, and doctor says so and how to get out.
 #[test]
 fn doctor_warns_of_a_config_dir_too_large_to_check_for_links() {
-    let f = Fixture::new();
-    let mut deep = f.dir.path().join(".config");
-    for level in 0..=sandbox::protected::autorun::startup_links::MAX_CONFIG_DEPTH + 1 {
-        deep.push(format!("l{level}"));
+    for place in [".config", ".vim"] {
+        let check = startup_links_check(|home| {
+            let mut deep = home.join(place);
+            for level in 0..=sandbox::protected::autorun::startup_links::MAX_CONFIG_DEPTH + 1 {
+                deep.push(format!("l{level}"));
+            }
+            std::fs::create_dir_all(&deep).unwrap();
+        });
+        assert_eq!(check["status"], "WARN", "{check}");
+        let detail = check["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(&format!("~/{place} holds more than")),
+            "{check}"
+        );
+        let fix = check["fix"].as_str().unwrap_or_default();
+        assert!(
+            fix.contains("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links"),
+            "{check}"
+        );
     }
-    std::fs::create_dir_all(&deep).unwrap();
+}
+
+/// A start-up link named through `/proc/<pid>/…` (red team 30 N6): doctor names it.
+#[test]
+fn doctor_warns_of_a_startup_link_through_proc() {
+    let check = startup_links_check(|home| {
+        std::os::unix::fs::symlink("/proc/1/root/etc/x", home.join(".pdbrc")).unwrap();
+    });
+    assert_eq!(check["status"], "WARN", "{check}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("~/.pdbrc names its target through /proc"),
+        "{check}"
+    );
+}
+
+/// The start-up links check of a doctor run over a home `setup` prepared.
+fn startup_links_check(setup: impl Fn(&std::path::Path)) -> serde_json::Value {
+    let f = Fixture::new();
+    setup(f.dir.path());
     let mut args = match doctor(&f, vec![]) {
         Command::Doctor(a) => a,
         _ => unreachable!(),
@@ -349,24 +383,11 @@ fn doctor_warns_of_a_config_dir_too_large_to_check_for_links() {
     args.skip_host_probes = false;
     let value: serde_json::Value =
         serde_json::from_str(&f.run(true, Command::Doctor(args)).0).unwrap();
-    let check = value["checks"]
+    value["checks"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["name"] == "protected: start-up links")
         .unwrap_or_else(|| panic!("no start-up links check in {value}"))
-        .clone();
-    assert_eq!(check["status"], "WARN", "{check}");
-    assert!(
-        check["detail"]
-            .as_str()
-            .unwrap()
-            .contains("~/.config holds more than"),
-        "{check}"
-    );
-    let fix = check["fix"].as_str().unwrap_or_default();
-    assert!(
-        fix.contains("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links"),
-        "{check}"
-    );
+        .clone()
 }

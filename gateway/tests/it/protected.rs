@@ -564,6 +564,12 @@ async fn chained_and_late_links_from_start_up_places_are_refused() {
     )
     .unwrap();
     std::fs::write(project.join("gdbinit"), "set pagination off\n").unwrap();
+    // Red team 30 N1: a link inside a linked start-up directory.
+    std::fs::create_dir_all(home.join("dot/tmux")).unwrap();
+    symlink(project.join("tmux.conf"), home.join("dot/tmux/tmux.conf")).unwrap();
+    symlink(home.join("dot/tmux"), home.join(".config/tmux")).unwrap();
+    let site = home.join(".local/lib/python3.11/site-packages");
+    std::fs::create_dir_all(&site).unwrap();
     let write = |rel: &str| {
         json!({"name": "Write", "arguments": {
             "file_path": project.join(rel).to_string_lossy(), "content": "shell id\n"}})
@@ -579,19 +585,25 @@ async fn chained_and_late_links_from_start_up_places_are_refused() {
     let v = crate::writes::start_profile(&chat, &project, "direct_write", "late-sl").await;
     // Made after the session started (its broker derived the links then).
     symlink(project.join("gdbinit"), home.join(".gdbinit")).unwrap();
+    // Red team 30 N4: a `.pth` link in the user site-packages, made late too.
+    symlink(project.join("dev.pth"), site.join("dev.pth")).unwrap();
     let calls = json!([
+        write("plain.txt"),
         write("build/chain.desktop"),
         write("gdbinit"),
-        write("plain.txt")
+        write("tmux.conf"),
+        write("dev.pth"),
     ]);
     let next = crate::writes::reply_calls(&chat, &v, "late-sl-r", calls).await;
     let got = next["pending_turn"]["tool_results"].as_array().unwrap();
-    assert_eq!(got.len(), 3, "{next}");
-    assert_eq!(got[2]["status"], "ok", "{next}");
-    for (result, link) in got
-        .iter()
-        .zip([".config/autostart/chain.desktop", ".gdbinit"])
-    {
+    assert_eq!(got.len(), 5, "{next}");
+    assert_eq!(got[0]["status"], "ok", "{next}");
+    for (result, link) in got.iter().skip(1).zip([
+        ".config/autostart/chain.desktop",
+        ".gdbinit",
+        "dot/tmux/tmux.conf",
+        ".local/lib/python3.11/site-packages/dev.pth",
+    ]) {
         let output = result["output"].as_str().unwrap_or_default();
         assert_eq!(result["status"], "error", "{link}: {result}");
         assert!(output.starts_with("not_permitted"), "{output}");
@@ -604,6 +616,7 @@ async fn chained_and_late_links_from_start_up_places_are_refused() {
     let kept = std::fs::read_to_string(project.join("gdbinit")).unwrap();
     assert_eq!(kept, "set pagination off\n");
     assert!(!project.join("build").exists());
+    assert!(!project.join("tmux.conf").exists() && !project.join("dev.pth").exists());
     chat.stop(&session_id(&v), &lease_id(&v), "late-sl-s", None)
         .await
         .unwrap();

@@ -44,6 +44,9 @@ struct Keys {
     links: Vec<String>,
     /// A start-up tree too large to see every link in (as shown): every write refused.
     over_bound: Option<String>,
+    /// A start-up link whose target is named through `/proc/<pid>/…` (as shown): every write
+    /// refused.
+    unknowable: Option<String>,
 }
 
 /// Why a write is refused although reading is allowed.
@@ -55,6 +58,9 @@ pub enum WriteProtection {
     StartupLinkTarget { link: String },
     /// `place` (as shown), a start-up tree, is too large to see every link in.
     StartupLinksUnchecked { place: String },
+    /// `link` (as shown), a start-up link, names its target through a name whose meaning
+    /// depends on the reading process (`/proc/<pid>/root/…`).
+    StartupLinkUnknowable { link: String },
 }
 
 impl PathPolicy {
@@ -119,6 +125,7 @@ impl PathPolicy {
                 .extend(identity.map(|identity| (identity, index)));
         }
         keys.over_bound = derived.over_bound.as_deref().map(shown);
+        keys.unknowable = derived.unknowable.as_deref().map(shown);
         keys.names.sort();
         keys.names.dedup();
         keys.identities.sort_unstable();
@@ -202,6 +209,9 @@ impl PathPolicy {
         self.autorun_refused_class(Some(AutorunClass::StartupLinks))?;
         if let Some(link) = index.and_then(|index| keys.links.get(index)) {
             return Some(WriteProtection::StartupLinkTarget { link: link.clone() });
+        }
+        if let Some(link) = keys.unknowable.clone() {
+            return Some(WriteProtection::StartupLinkUnknowable { link });
         }
         let place = keys.over_bound.clone()?;
         Some(WriteProtection::StartupLinksUnchecked { place })

@@ -72,8 +72,9 @@ pub(super) fn checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
 }
 
 /// The links in the home's start-up places (every dot link, everything under `~/.config`, the
-/// start-up directories), whose targets sessions do not write; a `~/.config` too large to look
-/// at whole is a warning: every write is refused until it shrinks or the owner opens the class.
+/// start-up directories), whose targets sessions do not write; a start-up tree too large to
+/// look at whole, or a link named through `/proc`, is a warning: every write is refused until
+/// it is fixed or the owner opens the class.
 fn startup_links(home: &Path, shown: &dyn Fn(&Path) -> String) -> Check {
     use sandbox::protected::autorun::startup_links::{
         MAX_CONFIG_DEPTH, MAX_CONFIG_ENTRIES, derive,
@@ -82,15 +83,33 @@ fn startup_links(home: &Path, shown: &dyn Fn(&Path) -> String) -> Check {
     let started = std::time::Instant::now();
     let derived = derive(&[home.to_path_buf()]);
     let took = started.elapsed().as_millis();
+    if let Some(link) = &derived.unknowable {
+        return crate::check::warn(
+            name,
+            format!(
+                "{} names its target through /proc or /dev/fd, whose meaning depends on the \
+                 process reading it: sessions write nothing (startup_links)",
+                shown(link)
+            ),
+            format!(
+                "point {} at a plain path, or start the gateway with \
+                 CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links",
+                shown(link)
+            ),
+        );
+    }
     if let Some(place) = &derived.over_bound {
         return crate::check::warn(
             name,
             format!(
-                "{} holds more than {MAX_CONFIG_ENTRIES} entries or is deeper than                  {MAX_CONFIG_DEPTH} levels: its links cannot all be seen, so sessions write                  nothing (startup_links)",
+                "{} holds more than {MAX_CONFIG_ENTRIES} entries or is deeper than \
+                 {MAX_CONFIG_DEPTH} levels: its links cannot all be seen, so sessions write \
+                 nothing (startup_links)",
                 shown(place)
             ),
             format!(
-                "move bulky data out of {}, or start the gateway with                  CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links",
+                "move bulky data out of {}, or start the gateway with \
+                 CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links",
                 shown(place)
             ),
         );
@@ -106,7 +125,8 @@ fn startup_links(home: &Path, shown: &dyn Fn(&Path) -> String) -> Check {
     ok(
         name,
         format!(
-            "{} link(s) whose targets sessions do not write: {listed} ({} entries looked at in              {took} ms)",
+            "{} link(s) whose targets sessions do not write: {listed} ({} entries looked at in \
+             {took} ms)",
             links.len(),
             derived.looked_at
         ),

@@ -58,7 +58,8 @@ fn resolve_noting(
     push_steps(&mut pending, &mut out, target);
     let mut hops = 0;
     while let Some(step) = pending.pop() {
-        if reader_dependent(&out) {
+        // `/proc` itself is not yet a process's name (`/proc/self/root` is looked at below).
+        if out != Path::new("/proc") && reader_dependent(&out) {
             return Resolved::Context;
         }
         match step {
@@ -66,6 +67,16 @@ fn resolve_noting(
                 out.pop();
             }
             Step::Name(name) => {
+                // `/proc/self/root` and `/proc/thread-self/root` are `/` for the owner's
+                // processes (none runs chrooted): resolved as `/`, not dropped (red team 30 N6).
+                if out == Path::new("/proc")
+                    && (name == "self" || name == "thread-self")
+                    && matches!(pending.last(), Some(Step::Name(root)) if root == "root")
+                {
+                    pending.pop();
+                    out = PathBuf::from("/");
+                    continue;
+                }
                 let next = out.join(&name);
                 match std::fs::symlink_metadata(&next) {
                     Ok(meta) if meta.file_type().is_symlink() => {
@@ -103,11 +114,25 @@ pub(crate) fn resolved(path: &Path) -> Option<PathBuf> {
 /// [`resolved`], telling `followed` each link followed on the way (whose directory a change
 /// of the chain shows in).
 pub(crate) fn resolved_noting(path: &Path, followed: &mut dyn FnMut(&Path)) -> Option<PathBuf> {
+    resolved_telling(path, followed).ok().flatten()
+}
+
+/// [`resolved_noting`], telling a reader-dependent name (`Err`: `/proc/<pid>/…`, `/dev/fd/…`)
+/// apart from a loop (`Ok(None)`), so a caller can fail closed on the first.
+pub(crate) fn resolved_telling(
+    path: &Path,
+    followed: &mut dyn FnMut(&Path),
+) -> Result<Option<PathBuf>, ReaderDependent> {
     match resolve_noting(Path::new("/"), Path::new("/"), path, followed) {
-        Resolved::Inside(rel) => Some(Path::new("/").join(rel)),
-        Resolved::Outside | Resolved::Context => None,
+        Resolved::Inside(rel) => Ok(Some(Path::new("/").join(rel))),
+        Resolved::Outside => Ok(None),
+        Resolved::Context => Err(ReaderDependent),
     }
 }
+
+/// A path whose meaning depends on the process reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReaderDependent;
 
 /// Queue `path`'s steps (its first on top); an absolute path restarts from `/`.
 fn push_steps(pending: &mut Vec<Step>, out: &mut PathBuf, path: &Path) {

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::link_target::{resolved, resolved_noting};
+use super::link_target::{resolved, resolved_telling};
 
 /// A link in a start-up place and where it points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,20 +35,30 @@ pub struct Derived {
     pub links: Vec<StartupLink>,
     /// Every directory looked in, with its stamp then.
     pub watched: Vec<(PathBuf, Option<Stamp>)>,
-    /// A start-up tree too large to look at whole ([`MAX_CONFIG_ENTRIES`]): its links could not
-    /// all be seen, so writes fail closed (the owner's opt-in for the class opens them).
+    /// A start-up tree too large to look at whole ([`MAX_CONFIG_ENTRIES`],
+    /// [`MAX_CONFIG_DEPTH`]): its links could not all be seen, so writes fail closed (the
+    /// owner's opt-in for the class opens them).
     pub over_bound: Option<PathBuf>,
+    /// A link whose target is named through a reader-dependent name (`/proc/<pid>/root/…`,
+    /// `/dev/fd/…`): what it names cannot be known, so writes fail closed naming it.
+    pub unknowable: Option<PathBuf>,
     /// Entries looked at (for `gatewayctl doctor`).
     pub looked_at: usize,
+    /// The homes and their real paths while deriving (never walked into).
+    tops: Vec<PathBuf>,
 }
 
-/// Most entries looked at under one home's `~/.config` (fail closed beyond).
+/// Most entries looked at in one start-up tree (`~/.config`, `~/.vim`, ...; fail closed beyond).
 pub const MAX_CONFIG_ENTRIES: usize = 65_536;
-/// How deep `~/.config` is walked (fail closed beyond).
+/// How deep a start-up tree is walked (fail closed beyond).
 pub const MAX_CONFIG_DEPTH: usize = 16;
-/// Directories under `~/.config` not looked in: Electron and Chromium applications' caches and
-/// storage (`~/.config/Code/Cache`, `…/Service Worker`), large, rewritten all the time (each
-/// change would derive the links again) and holding no link the owner made.
+/// Directory names not looked in inside a Chromium or Electron application's data
+/// (`~/.config/Code/Cache`, `…/Default/Service Worker`): caches and storage, large, rewritten
+/// all the time (each change would derive the links again) and holding no link the owner made.
+/// Skipped only there ([`chromium_data`]): a `logs` or `Cache` directory elsewhere
+/// (`~/.config/nvim/lua/logs/`) is the owner's (red team 30 N5). A plugin's `.git` directory
+/// (vim-plug, straight.el and Doom clone whole repositories into start-up trees) is not
+/// looked in either: git's objects, no link the owner made.
 const VOLATILE: &[&str] = &[
     "Cache",
     "Code Cache",
@@ -71,9 +81,20 @@ const VOLATILE: &[&str] = &[
     "logs",
     "workspaceStorage",
 ];
-/// Most entries looked at in one other start-up directory (editor plugin trees are large;
-/// links sit near the top).
-const MAX_LINK_SCAN: usize = 4096;
+/// Start-up places that hold installed packages (editor and shell extensions, plugin packs):
+/// the links the owner makes there sit at the top (`extensions/x -> ~/proj/x`,
+/// `pack/dev/start/x`), deeper entries are the packages' own files, so they are walked this
+/// many levels deep by design, not to the fail-closed depth (a linked package is then
+/// protected whole, its inner links not looked at).
+const PACKAGE_PLACES: &[(&str, usize)] = &[
+    // `npm link`'s links: `bin/x`, `lib/node_modules/(@scope/)x`.
+    (".npm-global", 3),
+    (".vscode/extensions", 1),
+    (".vscode-server/extensions", 1),
+    (".local/share/gnome-shell/extensions", 1),
+    (".local/share/nvim/site", 3),
+    (".tmux/plugins", 1),
+];
 
 /// The stamp of the directory `dir` (not following a final link), if it exists.
 pub fn stamp(dir: &Path) -> Option<Stamp> {
@@ -96,24 +117,40 @@ pub fn changed(derived: &Derived) -> bool {
 
 /// The start-up places of each of `homes` (the owner's first) and the links in them.
 pub fn derive(homes: &[PathBuf]) -> Derived {
-    let mut out = Derived::default();
-    for (i, home) in homes.iter().enumerate() {
-        out.home(home, i == 0);
-    }
     // A link to a home or a directory above one (`~/.config/app/home -> ~`) names no
     // configuration but everything: no write root is there (`unfit_write_root`), and taking it
-    // would refuse every project in the home.
+    // would refuse every project in the home; nor is it walked into.
     let mut tops: Vec<PathBuf> = homes.to_vec();
     tops.extend(
         homes
             .iter()
             .filter_map(|home| std::fs::canonicalize(home).ok()),
     );
+    let mut out = Derived {
+        tops: tops.clone(),
+        ..Derived::default()
+    };
+    for (i, home) in homes.iter().enumerate() {
+        out.home(home, i == 0);
+    }
     out.links
         .retain(|link| !tops.iter().any(|home| home.starts_with(&link.target)));
     out.startup_paths.sort();
     out.startup_paths.dedup();
+    out.tops.clear();
     out
+}
+
+/// How one start-up tree is walked.
+#[derive(Clone, Copy)]
+struct Walk {
+    /// Levels below the place looked in.
+    depth: usize,
+    /// Whether a tree deeper than `depth` fails closed (else deeper levels are not the
+    /// owner's by design: [`PACKAGE_PLACES`]).
+    deeper_unchecked: bool,
+    /// The home's owner: only its own links to its own directories are walked into.
+    uid: u32,
 }
 
 impl Derived {
@@ -121,12 +158,22 @@ impl Derived {
         self.watched.push((dir.to_path_buf(), stamp(dir)));
     }
 
-    /// One home's places and links. Only the owner's `~/.config` over the bound fails closed:
+    /// One home's places and links. Only the owner's trees over the bound fail closed:
     /// another account's links protect only that account's files, which are not the
     /// session's to write.
     fn home(&mut self, home: &Path, owner: bool) {
         use std::os::unix::fs::MetadataExt;
+        // Another account's unknowable link protects only its own files: not kept.
+        let unknowable = self.unknowable.clone();
         self.watch(home);
+        let Ok(uid) = std::fs::symlink_metadata(home).map(|m| m.uid()) else {
+            return;
+        };
+        let full = Walk {
+            depth: MAX_CONFIG_DEPTH,
+            deeper_unchecked: true,
+            uid,
+        };
         for entry in crate::protected::AUTORUN {
             let place = home.join(entry);
             // A start-up file that is itself a link (or lies under a linked `~/.config`) is
@@ -141,9 +188,21 @@ impl Derived {
                     self.startup_paths.push(real);
                 }
             }
-            // `~/.config`'s places are in its walk below.
-            if !Path::new(entry).starts_with(".config") {
-                self.links_in(&place, MAX_LINK_SCAN, 6, None);
+            // `~/.config`'s places are in its walk below; package places are walked shallow.
+            let package = PACKAGE_PLACES.iter().find(|(p, _)| p == entry);
+            if Path::new(entry).starts_with(".config") {
+                continue;
+            }
+            let walk = match package {
+                Some((_, depth)) => Walk {
+                    depth: *depth,
+                    deeper_unchecked: false,
+                    uid,
+                },
+                None => full,
+            };
+            if self.links_in(&place, &walk, &[]) && owner {
+                self.over_bound.get_or_insert(place);
             }
         }
         // Every dot entry of the home's top level that is a link: the owner's configuration.
@@ -157,9 +216,8 @@ impl Derived {
                 }
             }
         }
-        // Everything under `~/.config` (followed when it is a link), bounded, the credential
-        // stores the catalogue protects left out (browser profiles are large and hold no
-        // links the owner made).
+        self.site_packages(home);
+        // Everything under `~/.config` (followed when it is a link), bounded.
         let config = home.join(".config");
         let real = resolved(&config).unwrap_or(config);
         // A dangling `~/.config`: its target's nearest existing directory, where it appears.
@@ -168,24 +226,70 @@ impl Derived {
         {
             self.watch(existing);
         }
-        let skip: Vec<PathBuf> = crate::protected::catalogue_paths(home)
-            .into_iter()
-            .filter_map(|p| {
-                p.strip_prefix(home.join(".config"))
-                    .ok()
-                    .map(|r| real.join(r))
-            })
+        // Browser profiles (the catalogue's): the browser rewrites them all the time (each
+        // change would derive the links again), they are large, and no link the owner made
+        // is in them; the catalogue's credential stores are walked (`~/.config/gh`).
+        let browsers: Vec<PathBuf> = crate::protected::CATALOGUE
+            .iter()
+            .filter(|e| e.category == crate::protected::Category::Browsers)
+            .filter_map(|e| Path::new(e.path).strip_prefix(".config").ok())
+            .map(|rest| real.join(rest))
             .collect();
-        if self.links_in(&real, MAX_CONFIG_ENTRIES, MAX_CONFIG_DEPTH, Some(&skip)) && owner {
+        if self.links_in(&real, &full, &browsers) && owner {
             self.over_bound.get_or_insert(home.join(".config"));
+        }
+        if !owner {
+            self.unknowable = unknowable;
+        }
+    }
+
+    /// The `.pth` files (and `sitecustomize`/`usercustomize`) of the user's site-packages
+    /// (`~/.local/lib/python3.*/site-packages`): Python runs them at every start (red team 30
+    /// N4), so a link among them is a start-up link. Only the top level: nothing deeper runs
+    /// at start.
+    fn site_packages(&mut self, home: &Path) {
+        use std::os::unix::fs::MetadataExt;
+        let lib = home.join(".local/lib");
+        self.watch(&lib);
+        let Ok(pythons) = std::fs::read_dir(&lib) else {
+            return;
+        };
+        for python in pythons.flatten() {
+            if !python.file_name().as_encoded_bytes().starts_with(b"python") {
+                continue;
+            }
+            let site = python.path().join("site-packages");
+            self.watch(&python.path());
+            let real = resolved(&site).unwrap_or(site);
+            self.watch(&real);
+            let Ok(entries) = std::fs::read_dir(&real) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                let runs = name.ends_with(".pth")
+                    || ["sitecustomize", "usercustomize"]
+                        .iter()
+                        .any(|m| name == *m || name.strip_suffix(".py") == Some(m));
+                self.looked_at += 1;
+                if runs
+                    && let Ok(meta) = entry.metadata()
+                    && meta.file_type().is_symlink()
+                {
+                    self.link(&entry.path(), meta.uid());
+                }
+            }
         }
     }
 
     /// Record `link`'s target when its owner (`uid`) owns it; the directories of the links a
-    /// chain goes through are watched too (`~/mid` retargeted changes the home).
-    fn link(&mut self, link: &Path, uid: u32) {
+    /// chain goes through are watched too (`~/mid` retargeted changes the home). A target
+    /// named through `/proc/<pid>/…` or `/dev/fd/…` cannot be known: noted, so writes fail
+    /// closed naming the link (red team 30 N6).
+    fn link(&mut self, link: &Path, uid: u32) -> Option<PathBuf> {
         let mut chain = Vec::new();
-        let target = resolved_noting(link, &mut |hop| {
+        let target = resolved_telling(link, &mut |hop| {
             chain.extend(
                 hop.parent()
                     .filter(|dir| *dir != link.parent().unwrap_or(dir))
@@ -197,65 +301,94 @@ impl Derived {
                 self.watch(&dir);
             }
         }
-        if let Some(target) = target.filter(|target| owned_by(target, uid)) {
-            self.links.push(StartupLink {
-                target,
-                link: link.to_path_buf(),
-            });
-        }
+        let Ok(target) = target else {
+            self.unknowable.get_or_insert(link.to_path_buf());
+            return None;
+        };
+        let target = target.filter(|target| owned_by(target, uid))?;
+        self.links.push(StartupLink {
+            target: target.clone(),
+            link: link.to_path_buf(),
+        });
+        Some(target)
     }
 
-    /// The links inside the directory `place` (not followed when it is a link: its target is
-    /// the start-up place then, by its real path), at most `max` entries `depth` deep, and
-    /// every directory looked in watched. Returns whether a bound was reached with `skip`
-    /// given (a walk that must be whole).
-    fn links_in(
-        &mut self,
-        place: &Path,
-        max: usize,
-        max_depth: usize,
-        skip: Option<&[PathBuf]>,
-    ) -> bool {
+    /// The links inside the start-up tree `place` (its target when it is a link, red team 30
+    /// N1), walked as `walk` says, every directory looked in watched. The owner's links to its
+    /// own directories are walked into too (`~/.config/tmux -> ~/dot/tmux` holding
+    /// `tmux.conf -> ~/proj/tmux.conf`), each directory once (by `(dev, ino)`), within the
+    /// same bounds; the directories `skip` names are not looked in. Returns whether a bound
+    /// was reached.
+    fn links_in(&mut self, place: &Path, walk: &Walk, skip: &[PathBuf]) -> bool {
         use std::os::unix::fs::MetadataExt;
-        if !std::fs::symlink_metadata(place).is_ok_and(|m| m.is_dir()) {
+        let Some(real) = resolved(place) else {
             return false;
-        }
-        let mut stack = vec![(place.to_path_buf(), 0)];
+        };
+        let mut visited = std::collections::HashSet::new();
+        let mut stack = vec![(real, 0)];
         let mut seen = 0;
         while let Some((dir, depth)) = stack.pop() {
+            let Ok(meta) = std::fs::metadata(&dir) else {
+                continue;
+            };
+            if !meta.is_dir() || !visited.insert((meta.dev(), meta.ino())) {
+                continue;
+            }
             self.watch(&dir);
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
+            let chromium = chromium_data(&dir);
             for entry in entries.flatten() {
                 seen += 1;
                 self.looked_at += 1;
-                if seen > max {
-                    return skip.is_some();
+                if seen > MAX_CONFIG_ENTRIES {
+                    return true;
                 }
                 let Ok(meta) = entry.metadata() else {
                     continue;
                 };
                 let path = entry.path();
-                if meta.file_type().is_symlink() {
-                    self.link(&path, meta.uid());
-                } else if meta.is_dir()
-                    && !skip.is_some_and(|s| {
-                        s.contains(&path) || VOLATILE.iter().any(|v| entry.file_name() == *v)
+                let into = if meta.file_type().is_symlink() {
+                    let target = self.link(&path, meta.uid());
+                    // Only the owner's own link to its own directory, never a home or above.
+                    target.filter(|target| {
+                        meta.uid() == walk.uid
+                            && std::fs::metadata(target)
+                                .is_ok_and(|m| m.is_dir() && m.uid() == walk.uid)
+                            && !self.tops.iter().any(|top| top.starts_with(target))
                     })
+                } else if meta.is_dir()
+                    && entry.file_name() != ".git"
+                    && !skip.contains(&path)
+                    && !(chromium && VOLATILE.iter().any(|v| entry.file_name() == *v))
                 {
-                    if depth >= max_depth {
-                        if skip.is_some() {
+                    Some(path)
+                } else {
+                    None
+                };
+                if let Some(into) = into {
+                    if depth >= walk.depth {
+                        if walk.deeper_unchecked {
                             return true;
                         }
                         continue;
                     }
-                    stack.push((path, depth + 1));
+                    stack.push((into, depth + 1));
                 }
             }
         }
         false
     }
+}
+
+/// Whether `dir` is a Chromium or Electron application's data directory or one of its
+/// profiles (they hold `Local State` or `Preferences`), or a directory right below one
+/// (`Code/User`): where [`VOLATILE`] names are caches.
+fn chromium_data(dir: &Path) -> bool {
+    dir.ancestors()
+        .take(2)
+        .any(|d| d.join("Local State").is_file() || d.join("Preferences").is_file())
 }
 
 /// Whether `owner` owns `target`, or, when it does not exist yet (red team 27 B2: a link to a

@@ -264,6 +264,8 @@ fn a_config_tree_deeper_than_the_bound_fails_closed_until_the_owner_opts_in() {
         .join(".config/Code/Cache")
         .join(deep.strip_prefix(&h.home).unwrap());
     std::fs::create_dir_all(cache).unwrap();
+    // (Electron's data directory: it holds `Preferences`.)
+    std::fs::write(h.home.join(".config/Code/Preferences"), "{}").unwrap();
     let policy = h.policy();
     let unchecked = Some(WriteProtection::StartupLinksUnchecked {
         place: "~/.config".to_string(),
@@ -316,4 +318,210 @@ fn a_chain_retargeted_outside_the_home_is_followed_again() {
         policy.write_protection(&h.project.join("first.desktop")),
         None
     );
+}
+
+/// Red team 30 N1: a start-up directory that is a link (`~/.config/tmux -> ~/dot/tmux`,
+/// `~/.local/bin -> ~/dot/bin`) is walked into, its links seen, cycles walked once, and a
+/// link made there later seen at the next refresh.
+#[test]
+fn links_inside_a_linked_startup_directory_protect_their_targets() {
+    let h = home();
+    let p = &h.project;
+    let dot = h.home.join("dot");
+    let linked = [
+        (".config/tmux", "tmux", "tmux.conf"),
+        (".config/autostart", "autostart", "x.desktop"),
+        (".config/systemd/user", "user", "x.service"),
+        (".config/nvim", "nvim", "init.lua"),
+        (".config/app/deeper", "deeper", "app.conf"),
+        (".local/bin", "lbin", "tool"),
+        ("bin", "bin", "tool2"),
+        (".vim", "vim", "vimrc"),
+    ];
+    for (place, dir, file) in linked {
+        std::fs::create_dir_all(dot.join(dir)).unwrap();
+        symlink(p.join(file), dot.join(dir).join(file)).unwrap();
+        h.link(place, dot.join(dir));
+    }
+    // Relative, from the linked directory's real place; a chain of two linked directories.
+    symlink(
+        "../../../project/y.desktop",
+        dot.join("autostart/y.desktop"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dot.join("inner")).unwrap();
+    symlink(dot.join("inner"), dot.join("tmux/plugins")).unwrap();
+    symlink(p.join("inner.tmux"), dot.join("inner/inner.tmux")).unwrap();
+    // A cycle and a link to the home are walked once / not at all: no bound reached.
+    symlink(dot.join("tmux"), dot.join("tmux/again")).unwrap();
+    symlink(&h.home, dot.join("nvim/home")).unwrap();
+    let policy = h.policy();
+    for (place, dir, file) in linked {
+        let link = format!("~/dot/{dir}/{file}");
+        let want = Some(WriteProtection::StartupLinkTarget { link });
+        assert_eq!(policy.write_protection(&p.join(file)), want, "{place}");
+    }
+    let y = Some(WriteProtection::StartupLinkTarget {
+        link: "~/dot/autostart/y.desktop".to_string(),
+    });
+    assert_eq!(policy.write_protection(&p.join("y.desktop")), y);
+    let inner = Some(WriteProtection::StartupLinkTarget {
+        link: "~/dot/inner/inner.tmux".to_string(),
+    });
+    assert_eq!(policy.write_protection(&p.join("inner.tmux")), inner);
+    assert_eq!(policy.write_protection(&p.join("ordinary.rs")), None);
+    // A link made later in the linked-to directory.
+    symlink(p.join("late.conf"), dot.join("tmux/late.conf")).unwrap();
+    policy.refresh_write_protected();
+    let late = Some(WriteProtection::StartupLinkTarget {
+        link: "~/dot/tmux/late.conf".to_string(),
+    });
+    assert_eq!(policy.write_protection(&p.join("late.conf")), late);
+}
+
+/// Red team 30 N4: start-up places of tools beyond the shells' (stow links file by file), and
+/// the user site-packages' `.pth` files; caches and package stores are not walked.
+#[test]
+fn links_in_the_tools_startup_places_and_site_packages_protect_their_targets() {
+    let h = home();
+    let p = &h.project;
+    let places = [
+        ".oh-my-zsh/custom/x.zsh",
+        ".gradle/init.d/x.gradle",
+        ".jupyter/jupyter_server_config.py",
+        ".sbt/1.0/global.sbt",
+        ".tmux/plugins/x",
+        ".vscode/extensions/x",
+        ".local/share/gnome-shell/extensions/x",
+        ".local/share/nvim/site/pack/dev/start/x",
+        ".local/share/jupyter/kernels/x",
+        ".ipython/profile_default/startup/x.py",
+        ".local/lib/python3.11/site-packages/x.pth",
+        ".local/lib/python3.12/site-packages/usercustomize.py",
+    ];
+    for (i, place) in places.iter().enumerate() {
+        h.link(place, p.join(format!("t{i}")));
+    }
+    // Not start-up links: a package linked into site-packages (it runs when imported, not
+    // at start), a link in a cache, a link deep inside an installed extension (its own).
+    h.link(".local/lib/python3.11/site-packages/pkg", p.join("pkg"));
+    h.link(".cargo/registry/src/x", p.join("crate"));
+    h.link(".vscode/extensions/y/node_modules/z/dep", p.join("dep"));
+    let policy = h.policy();
+    for (i, place) in places.iter().enumerate() {
+        let target = p.join(format!("t{i}"));
+        assert_eq!(policy.write_protection(&target), named(place), "{place}");
+    }
+    for free in ["pkg", "crate", "dep"] {
+        assert_eq!(policy.write_protection(&p.join(free)), None, "{free}");
+    }
+    // A `.pth` link made later is seen at the next refresh.
+    h.link(
+        ".local/lib/python3.11/site-packages/late.pth",
+        p.join("late"),
+    );
+    policy.refresh_write_protected();
+    let late = named(".local/lib/python3.11/site-packages/late.pth");
+    assert_eq!(policy.write_protection(&p.join("late")), late);
+}
+
+/// Red team 30 N5: every start-up tree fails closed past the bound (not only `~/.config`),
+/// and `~/.config`'s credential stores and `logs` directories are looked in.
+#[test]
+fn every_startup_tree_fails_closed_past_the_bound_and_config_skips_only_caches() {
+    let h = home();
+    let p = &h.project;
+    h.link(".config/gh/config.yml", p.join("gh.yml"));
+    h.link(".config/nvim/lua/logs/init.lua", p.join("init.lua"));
+    // A `Cache` directory outside Electron's data is the owner's too.
+    h.link(".config/tool/Cache/hook.sh", p.join("hook.sh"));
+    let policy = h.policy();
+    let gh = named(".config/gh/config.yml");
+    assert_eq!(policy.write_protection(&p.join("gh.yml")), gh);
+    let logs = named(".config/nvim/lua/logs/init.lua");
+    assert_eq!(policy.write_protection(&p.join("init.lua")), logs);
+    let cache = named(".config/tool/Cache/hook.sh");
+    assert_eq!(policy.write_protection(&p.join("hook.sh")), cache);
+    assert_eq!(policy.write_protection(&p.join("a.rs")), None);
+    let mut deep = h.home.join(".vim");
+    for level in 0..=super::MAX_CONFIG_DEPTH + 1 {
+        deep.push(format!("l{level}"));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    policy.refresh_write_protected();
+    let unchecked = Some(WriteProtection::StartupLinksUnchecked {
+        place: "~/.vim".to_string(),
+    });
+    assert_eq!(policy.write_protection(&p.join("a.rs")), unchecked);
+    // Package stores are walked only as deep as the owner's links sit, by design, and a
+    // plugin's `.git` not at all: as deep, no refusal.
+    std::fs::remove_dir_all(h.home.join(".vim/l0")).unwrap();
+    let rel = deep.strip_prefix(h.home.join(".vim")).unwrap();
+    for store in [
+        ".vscode/extensions",
+        ".npm-global/lib",
+        ".vim/plugged/x/.git",
+        ".config/google-chrome/Default",
+    ] {
+        std::fs::create_dir_all(h.home.join(store).join(rel)).unwrap();
+    }
+    h.link(".npm-global/lib/node_modules/@me/tool", p.join("tool"));
+    policy.refresh_write_protected();
+    assert_eq!(policy.write_protection(&p.join("a.rs")), None);
+    let tool = named(".npm-global/lib/node_modules/@me/tool");
+    assert_eq!(policy.write_protection(&p.join("tool/cli.js")), tool);
+}
+
+/// Red team 30 N6: `/proc/self/root/…` and `/proc/thread-self/root/…` are `/…`; any other
+/// `/proc` or `/dev/fd` target refuses every write, naming the link.
+#[test]
+fn proc_self_root_targets_resolve_and_other_proc_targets_fail_closed() {
+    let h = home();
+    let p = &h.project;
+    let via =
+        |prefix: &str, path: &Path| PathBuf::from(prefix).join(path.strip_prefix("/").unwrap());
+    // `~/.config -> /proc/self/root/<home>/dot/config`, its links under the real path.
+    symlink(
+        via("/proc/self/root", &h.home.join("dot/config")),
+        h.home.join(".config"),
+    )
+    .unwrap();
+    h.link(
+        "dot/config/autostart/a.desktop",
+        via("/proc/self/root", &p.join("a.desktop")),
+    );
+    let b = via("/proc/thread-self/root", &p.join("gen/b.desktop"));
+    h.link("dot/config/autostart/b.desktop", b);
+    let policy = h.policy();
+    let a = named("dot/config/autostart/a.desktop");
+    assert_eq!(policy.write_protection(&p.join("a.desktop")), a);
+    let b = named("dot/config/autostart/b.desktop");
+    assert_eq!(policy.write_protection(&p.join("gen/b.desktop")), b);
+    let unit = h.home.join("dot/config/systemd/user/x.service");
+    assert_eq!(policy.write_protection(&unit), STARTUP);
+    assert_eq!(policy.write_protection(&p.join("a.rs")), None);
+    for (name, target) in [
+        (".pdbrc", "/proc/1/root/etc/pdbrc"),
+        (".psqlrc", "/dev/fd/7"),
+    ] {
+        h.link(name, target);
+        policy.refresh_write_protected();
+        let unknowable = Some(WriteProtection::StartupLinkUnknowable {
+            link: format!("~/{name}"),
+        });
+        assert_eq!(
+            policy.write_protection(&p.join("a.rs")),
+            unknowable,
+            "{name}"
+        );
+        let refusal = crate::write_path::WriteRoot::open(&policy, p).unwrap_err();
+        let message = refusal.to_string();
+        assert!(
+            message.contains(&format!("start-up link ~/{name}")),
+            "{message}"
+        );
+        std::fs::remove_file(h.home.join(name)).unwrap();
+    }
+    policy.refresh_write_protected();
+    assert_eq!(policy.write_protection(&p.join("a.rs")), None);
 }
