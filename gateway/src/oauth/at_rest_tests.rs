@@ -489,3 +489,25 @@ fn a_grant_made_before_grants_were_chained_is_taken_once_at_the_next_open() {
             .unwrap()
     );
 }
+
+/// A used code presented again is a reuse whatever its row says now (its challenge or client
+/// edited at rest must not turn the reuse into a plain refusal that revokes nothing).
+#[test]
+fn a_used_code_whose_row_was_edited_at_rest_is_still_a_reuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let now = common::time::now_unix_ms();
+    let Grant { refresh, code, .. } = grant_at(&store, dir.path(), now);
+    drop(store);
+    edit_at_rest(
+        dir.path(),
+        "UPDATE oauth_codes SET code_challenge = 'x', redirect_uri = 'https://b.example/cb';",
+    );
+    let store = open(dir.path());
+    let err = store
+        .exchange_code(&code, REDIRECT, VERIFIER, &request(now + 1_000))
+        .unwrap_err();
+    assert_invalid_grant(&err, "already used");
+    let err = store.refresh(&refresh, &request(now + 2_000)).unwrap_err();
+    assert_invalid_grant(&err, "revoked");
+}

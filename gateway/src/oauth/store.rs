@@ -289,17 +289,6 @@ impl OAuthStore {
                     "the authorization code is not valid",
                 )));
             };
-            if code.client_id != request.client_id {
-                return Ok(Err(OAuthError::invalid_grant(
-                    "the authorization code was issued to another client",
-                )));
-            }
-            if bound_part(presented) != Some(code.binding().as_str()) {
-                return Ok(Err(OAuthError::invalid_grant(
-                    "the authorization code does not match the request it was issued for: \
-                     authorize again",
-                )));
-            }
             // Used, by the column or by the chain (a column reset at rest does not unuse it).
             if let Some(grant_id) = used_by.or_else(|| self.revoked.code_grant(code_hash)) {
                 revoke_grant(
@@ -312,6 +301,19 @@ impl OAuthStore {
                 return Ok(Err(OAuthError::invalid_grant(
                     "the authorization code was already used; the tokens issued for it are \
                      revoked: authorize again",
+                )));
+            }
+            // After the reuse check: a used code presented again revokes its grant, whatever its
+            // row says now.
+            if bound_part(presented) != Some(code.binding().as_str()) {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the authorization code does not match the request it was issued for: \
+                     authorize again",
+                )));
+            }
+            if code.client_id != request.client_id {
+                return Ok(Err(OAuthError::invalid_grant(
+                    "the authorization code was issued to another client",
                 )));
             }
             // The expiry the code carries; the column only for a code of before this build.
