@@ -29,7 +29,10 @@ const USE_DEFAULTS: [(&str, &[&str]); 5] = [
 ];
 
 /// Directives whose arguments are files direnv sources or watches.
-const FILE_DIRECTIVES: [&str; 6] = [
+const FILE_DIRECTIVES: [&str; 8] = [
+    // The shell's own.
+    "source",
+    ".",
     "source_env",
     "source_env_if_exists",
     "dotenv",
@@ -45,13 +48,22 @@ pub(super) fn named_places(dir: &Path) -> Result<Vec<PathBuf>, &'static str> {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
-    for line in text.lines() {
-        let words: Vec<&str> = line
-            .split('#')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
+    // Each simple command: a line cut at `;`, `&&`, `||`, `|`, with a leading `then`, `do`,
+    // `else`, `if`, `!` or `{` dropped (`has nix && use nix`, `if …; then source_env x; fi`).
+    let commands = text.lines().flat_map(|line| {
+        let line = line.split('#').next().unwrap_or("");
+        line.split([';', '&', '|']).map(|part| {
+            let mut words: Vec<&str> = part.split_whitespace().collect();
+            while words
+                .first()
+                .is_some_and(|w| ["then", "do", "else", "elif", "if", "!", "{", "("].contains(w))
+            {
+                words.remove(0);
+            }
+            words
+        })
+    });
+    for words in commands {
         let Some((&first, args)) = words.split_first() else {
             continue;
         };
