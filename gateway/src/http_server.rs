@@ -106,9 +106,9 @@ impl Connections {
     /// authenticated request (silent, a half-sent head, an anonymous request: whoever holds
     /// slots without credentials cannot keep the owner out, nor push the owner's idle keep-alive
     /// connection out), else the least recently used idle connection of the owner's beyond the
-    /// [`KEPT_IDLE_OWNER_CONNECTIONS`] most recent. A connection serving an authenticated
+    /// `kept` most recent ([`KEPT_IDLE_OWNER_CONNECTIONS`], at most a quarter of the slots). A connection serving an authenticated
     /// request is never closed. False when nothing may make way.
-    fn evict_for_new(&mut self) -> bool {
+    fn evict_for_new(&mut self, kept: usize) -> bool {
         let live = || {
             self.by_age
                 .values()
@@ -120,7 +120,7 @@ impl Connections {
                 let mut idle_owner: Vec<&Arc<ConnectionState>> = live()
                     .filter(|state| state.authenticated_in_flight.load(Ordering::SeqCst) == 0)
                     .collect();
-                if idle_owner.len() <= KEPT_IDLE_OWNER_CONNECTIONS {
+                if idle_owner.len() <= kept {
                     return None;
                 }
                 idle_owner.sort_by_key(|state| state.last_authenticated.load(Ordering::SeqCst));
@@ -151,6 +151,9 @@ pub async fn serve(
     drain_bound: Duration,
 ) -> anyhow::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    // A quarter of the slots at most (review: with few slots, idle owner connections beyond
+    // it must still make way).
+    let kept = KEPT_IDLE_OWNER_CONNECTIONS.min(limits.max_connections / 4);
     let overflow = Arc::new(Semaphore::new(OVERFLOW_ANSWERS));
     let connections = Arc::new(Mutex::new(Connections::default()));
     let graceful = GracefulShutdown::new();
@@ -176,7 +179,7 @@ pub async fn serve(
         let _ = tcp.set_nodelay(true);
         let slot = match slots.clone().try_acquire_owned() {
             Ok(slot) => slot,
-            Err(_) if lock(&connections).evict_for_new() => {
+            Err(_) if lock(&connections).evict_for_new(kept) => {
                 match tokio::time::timeout(EVICTION_WAIT, slots.clone().acquire_owned()).await {
                     Ok(Ok(slot)) => slot,
                     _ => {
@@ -277,15 +280,15 @@ mod tests {
         // The owner's: one idle after a request, one serving a request now.
         drop(ConnectionHandle(states[0].clone()).authenticated());
         let serving = ConnectionHandle(states[1].clone()).authenticated();
-        assert!(connections.evict_for_new());
+        assert!(connections.evict_for_new(KEPT_IDLE_OWNER_CONNECTIONS));
         assert!(states[2].evict.is_cancelled(), "the oldest stranger first");
-        assert!(connections.evict_for_new());
+        assert!(connections.evict_for_new(KEPT_IDLE_OWNER_CONNECTIONS));
         assert!(states[3].evict.is_cancelled());
         // Only the owner's are left, within the kept number: nothing makes way.
-        assert!(!connections.evict_for_new());
+        assert!(!connections.evict_for_new(KEPT_IDLE_OWNER_CONNECTIONS));
         assert!(!states[0].evict.is_cancelled() && !states[1].evict.is_cancelled());
         drop(serving);
-        assert!(!connections.evict_for_new());
+        assert!(!connections.evict_for_new(KEPT_IDLE_OWNER_CONNECTIONS));
     }
 
     /// The owner's idle connections are kept up to a bound: beyond it the least recently used
@@ -299,17 +302,17 @@ mod tests {
             drop(ConnectionHandle(state.clone()).authenticated());
         }
         let serving = ConnectionHandle(states[n - 1].clone()).authenticated();
-        assert!(connections.evict_for_new());
+        assert!(connections.evict_for_new(KEPT_IDLE_OWNER_CONNECTIONS));
         assert!(
             states[n - 2].evict.is_cancelled(),
             "the least recently used idle one"
         );
         assert!(!states[n - 1].evict.is_cancelled(), "it serves a request");
         // The kept number of idle ones is left.
-        assert!(!connections.evict_for_new());
+        assert!(!connections.evict_for_new(KEPT_IDLE_OWNER_CONNECTIONS));
         // The request ends: its connection is now the most recently used idle one.
         drop(serving);
-        assert!(connections.evict_for_new());
+        assert!(connections.evict_for_new(KEPT_IDLE_OWNER_CONNECTIONS));
         assert!(states[n - 3].evict.is_cancelled());
         assert!(!states[n - 1].evict.is_cancelled());
     }

@@ -65,9 +65,11 @@ pub fn open(config: Config) -> anyhow::Result<Arc<Gateway>> {
         // The one sub-session kind: DeepSeek's, plugged into the session core's hooks.
         Arc::new(deepseek::Deepseek::new()),
     );
-    if area_made {
-        gateway.reaper.watch(&gateway.config.state_dir);
+    if !area_made {
+        // The watch makes one at its first look, and keeps trying every tick.
+        tracing::warn!("the command runtime area will be made again in the background");
     }
+    gateway.reaper.watch(&gateway.config.state_dir);
     Ok(gateway)
 }
 

@@ -214,12 +214,24 @@ async fn require_access_token(
     }
     // Keep the token out of anything downstream that might log the path.
     *req.uri_mut() = Uri::from_static("/mcp");
-    // The owner's request: its connection is not evicted for another while it is served.
-    let _served = req
+    // The owner's request: its connection is not evicted for another while it is served — until
+    // its body is sent, not when the handler returns (a tool call's answer is an SSE stream
+    // that may wait up to its wait_seconds).
+    let served = req
         .extensions()
         .get::<crate::http_server::ConnectionHandle>()
         .map(crate::http_server::ConnectionHandle::authenticated);
-    next.run(req).await
+    let response = next.run(req).await;
+    match served {
+        None => response,
+        Some(served) => response.map(|body| {
+            use futures::StreamExt as _;
+            axum::body::Body::from_stream(body.into_data_stream().map(move |chunk| {
+                let _held = &served;
+                chunk
+            }))
+        }),
+    }
 }
 
 /// Limits of one HTTP request the MCP layer enforces itself.

@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-/// Make sure the state dir names a private runtime area of ours (commands are refused until
-/// it does: the error is logged). Whether it does.
+/// Make sure the state dir names a private runtime area of ours (commands are refused until it
+/// does: the watch started next makes one at its first look). Whether it does.
 pub fn establish(state_dir: &Path) -> bool {
     match sandbox::protected::establish_runtime_area(state_dir) {
         Ok(area) => {
@@ -281,7 +281,12 @@ fn run(area: &Mutex<PathBuf>, rx: &mpsc::Receiver<Job>, stats: &ReaperStats) {
         for job in jobs {
             match job {
                 Job::Wake => {}
-                Job::Tree(tree) => tally(stats, sandbox::layer::remove_path(&tree), &tree),
+                Job::Tree(tree) => {
+                    tally(stats, sandbox::layer::remove_path(&tree), &tree);
+                    // Between removals too: a long one must not hold up replacing an area
+                    // that went (brokers wait only a few seconds).
+                    keep_area(area, &mut watched, stats);
+                }
                 Job::Watch(state_dir) => {
                     let current = lock(area).clone();
                     watched = Some(

@@ -214,7 +214,7 @@ pub fn verify_area(area: &Path, state_dir: &Path) -> Result<VerifiedArea, AreaEr
         Err(e) => return Err(io(e)),
     };
     let stat = rustix::fs::fstat(&dir).map_err(io)?;
-    let mode = stat.st_mode & 0o7777;
+    let mode = (stat.st_mode as u32) & 0o7777;
     if stat.st_uid != uid() || mode & 0o077 != 0 {
         return Err(AreaError::NotPrivate {
             path: area.to_path_buf(),

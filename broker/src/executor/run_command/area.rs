@@ -105,14 +105,34 @@ impl CommandSandbox {
     /// The session's layer if its runtime area is still the one checked (what a broker may
     /// remove or set aside at its start and end; never in a name another account took).
     pub fn layer_in_place(&self) -> Option<Arc<SessionLayer>> {
-        self.places(Duration::ZERO)
-            .ok()
-            .and_then(|(_, layer, _)| layer)
+        self.unmoved().and_then(|(_, layer)| layer)
     }
 
     /// The session's scratch root if its runtime area is still the one checked.
     pub fn scratch_root_in_place(&self) -> Option<PathBuf> {
-        self.places(Duration::ZERO).ok().map(|(root, _, _)| root)
+        self.unmoved().map(|(root, _)| root)
+    }
+
+    /// The session's places if the area the state dir records is still the one they are in;
+    /// `None` when it went or was replaced. Only looks: the move to a new area is the next
+    /// command's ([`Self::places`]), which says so in its result.
+    fn unmoved(&self) -> Option<(PathBuf, Option<Arc<SessionLayer>>)> {
+        let placed = lock(&self.placed);
+        let current = (placed.scratch_root.clone(), placed.layer.clone());
+        let Some(follow) = &self.follow else {
+            return Some(current);
+        };
+        match sandbox::protected::verified_area(&follow.state_dir) {
+            Ok(found) => {
+                let same = match &placed.area {
+                    Some(area) => *area == found,
+                    None => placed.scratch_root.parent() == Some(found.path.as_path()),
+                };
+                same.then_some(current)
+            }
+            Err(sandbox::protected::AreaError::NotRecorded) => Some(current),
+            Err(_) => None,
+        }
     }
 }
 
