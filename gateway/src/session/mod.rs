@@ -127,6 +127,21 @@ impl Gateway {
         })
     }
 
+    /// Past the state budget, `operation` (`recover`, a `stop` of an ended session) still works
+    /// but stores rows each time: paced per session (red team 29 B1), `busy` saying when to
+    /// send it again. Below the budget, never.
+    pub fn pace_past_budget(&self, operation: &str, session_id: &str) -> Result<(), ToolError> {
+        if !self.state_budget.is_full() {
+            return Ok(());
+        }
+        self.past_budget_pace
+            .take(
+                &format!("{operation}:{session_id}"),
+                common::time::now_unix_ms(),
+            )
+            .map_err(|wait_s| crate::state_budget::paced(operation, wait_s))
+    }
+
     /// The in-memory side of a session known to exist.
     pub fn live(&self, session_id: &str) -> Arc<LiveSession> {
         self.live.get_or_insert(session_id)

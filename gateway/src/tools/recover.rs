@@ -58,14 +58,7 @@ pub(super) async fn handle(
     }
     // Past the budget a recover still works (it must, on a full disk), but each stores a lease row
     // and events: paced per session, never refused for a replay (red team 29 B1).
-    if gateway.state_budget.is_full()
-        && let Err(wait_s) = gateway.past_budget_pace.take(
-            &format!("recover:{session_id}"),
-            common::time::now_unix_ms(),
-        )
-    {
-        return Err(crate::state_budget::paced("recover", wait_s));
-    }
+    gateway.pace_past_budget("recover", session_id)?;
     // Recovered into a directory that is not the session's own, the session would read, run
     // and write somewhere else; a terminal session only reports its final state.
     if !session.status.is_terminal() {

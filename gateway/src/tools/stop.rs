@@ -80,13 +80,7 @@ pub(super) async fn handle(
             if session.status.is_terminal() {
                 // Nothing to stop; the request is still recorded, for its replays. Past the
                 // budget, paced: each new key of an ended session stores its row and answer.
-                if gateway.state_budget.is_full()
-                    && let Err(wait_s) = gateway
-                        .past_budget_pace
-                        .take(&format!("stop:{session_id}"), common::time::now_unix_ms())
-                {
-                    return Err(crate::state_budget::paced("stop", wait_s));
-                }
+                gateway.pace_past_budget("stop", session_id)?;
                 gateway.store.write(|tx| {
                     gateway.claim(tx, &request, session_id, session.lease_generation)
                 })?;
