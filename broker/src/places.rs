@@ -18,14 +18,7 @@ pub(crate) fn command_scratch_root(state_dir: &str, session_id: &str) -> PathBuf
         .join(session_dir_name(session_id))
 }
 
-/// The name of a session's dir in the runtime area (the gateway's `runtime_area::session_dir_name`).
-pub(crate) fn session_dir_name(session_id: &str) -> String {
-    session_id
-        .trim_start_matches("ns_")
-        .chars()
-        .take(12)
-        .collect()
-}
+pub(crate) use sandbox::protected::session_dir_name;
 
 /// The session's own managed worktree: a `worktree_write` session's working directory, which
 /// the gateway made at `<worktree_dir>/<session_id>`. Anything else is not one.

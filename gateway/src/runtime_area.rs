@@ -35,14 +35,7 @@ pub fn establish(state_dir: &Path) -> bool {
     }
 }
 
-/// The name of a session's dir in the area (what the broker makes, `broker::state`).
-pub fn session_dir_name(session_id: &str) -> String {
-    session_id
-        .trim_start_matches("ns_")
-        .chars()
-        .take(12)
-        .collect()
-}
+pub use sandbox::protected::session_dir_name;
 
 /// Set aside, before the listener opens, this account's orphan areas (see
 /// `sandbox::protected::orphan_areas`) and, in `state_dir`'s own area, every entry but the

@@ -820,8 +820,8 @@ mod set;
 
 pub use runtime_area::{
     AreaError, VerifiedArea, command_runtime_area, establish_runtime_area, legacy_runtime_area,
-    orphan_areas, recorded_areas, replace_runtime_area, runtime_area_names, verified_area,
-    verify_area,
+    orphan_areas, recorded_areas, replace_runtime_area, runtime_area_names, session_dir_name,
+    verified_area, verify_area,
 };
 pub(crate) use set::other_gateway_entries;
 pub use set::{ProtectedSet, protected_set};

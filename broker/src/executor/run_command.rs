@@ -227,9 +227,7 @@ impl CommandSandbox {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::state::lock;
 
 impl Executor {
     /// Where this session's command scratch dirs are made, if its runtime area is still the one

@@ -340,5 +340,14 @@ fn orphans_in(
     out
 }
 
+/// The name of a session's dir in the area: what the broker makes and the gateway sweeps.
+pub fn session_dir_name(session_id: &str) -> String {
+    session_id
+        .trim_start_matches("ns_")
+        .chars()
+        .take(12)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;
