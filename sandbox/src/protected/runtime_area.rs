@@ -120,13 +120,7 @@ fn establish_in(base: &Path, state_dir: &Path) -> std::io::Result<PathBuf> {
     {
         return Ok(area);
     }
-    let area = create_unpredictable(base)?;
-    replace_private_file(&area.join(MARKER), marker.as_bytes())?;
-    replace_private_file(
-        &state_dir.join(POINTER),
-        format!("{}\n", area.display()).as_bytes(),
-    )?;
-    Ok(area)
+    replace_in(base, state_dir)
 }
 
 /// While the gateway runs: the area it used is gone or is no longer the directory it made (RT29
