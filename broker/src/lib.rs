@@ -166,3 +166,9 @@ pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> an
     }
     Ok(())
 }
+
+/// A mutex's guard, also after a panic elsewhere poisoned it: the broker keeps serving its
+/// session rather than failing every later call.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

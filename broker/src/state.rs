@@ -432,9 +432,7 @@ impl BrokerState {
     }
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+pub(crate) use crate::lock;
 
 #[cfg(test)]
 mod tests {

@@ -45,9 +45,10 @@ pub fn paced(what: &str, wait_s: u64) -> ToolError {
     ToolError::new(
         ErrorCode::Busy,
         format!(
-            "the gateway's state dir is at its budget (CLAUDE_TOOLS_STATE_MAX_MB) and this \
-             session's {what} came more than {PACED_BURST} times lately; nothing was done. Send \
-             it again in {wait_s} s; status works now"
+            "the gateway's state dir is at its budget (CLAUDE_TOOLS_STATE_MAX_MB), where each \
+             {what} is paced (per live session; ended sessions together) and this one came after \
+             {PACED_BURST} lately; nothing was done. Send it again in {wait_s} s; status works \
+             now"
         ),
     )
 }

@@ -227,7 +227,7 @@ impl CommandSandbox {
     }
 }
 
-use crate::state::lock;
+use crate::lock;
 
 impl Executor {
     /// Where this session's command scratch dirs are made, if its runtime area is still the one

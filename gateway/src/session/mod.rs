@@ -128,17 +128,26 @@ impl Gateway {
     }
 
     /// Past the state budget, `operation` (`recover`, a `stop` of an ended session) still works
-    /// but stores rows each time: paced per session (red team 29 B1), `busy` saying when to
-    /// send it again. Below the budget, never.
-    pub fn pace_past_budget(&self, operation: &str, session_id: &str) -> Result<(), ToolError> {
+    /// but stores rows each time: paced (red team 29 B1), `busy` saying when to send it again.
+    /// A live session's calls are paced per session; an ended session's share one pace (red team
+    /// 31 N1: a holder of many ended sessions' tokens multiplied a per-session pace). Below the
+    /// budget, never.
+    pub fn pace_past_budget(
+        &self,
+        operation: &str,
+        session_id: &str,
+        ended: bool,
+    ) -> Result<(), ToolError> {
         if !self.state_budget.is_full() {
             return Ok(());
         }
+        let key = if ended {
+            format!("{operation}:ended sessions")
+        } else {
+            format!("{operation}:{session_id}")
+        };
         self.past_budget_pace
-            .take(
-                &format!("{operation}:{session_id}"),
-                common::time::now_unix_ms(),
-            )
+            .take(&key, common::time::now_unix_ms())
             .map_err(|wait_s| crate::state_budget::paced(operation, wait_s))
     }
 

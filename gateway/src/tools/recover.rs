@@ -57,8 +57,8 @@ pub(super) async fn handle(
         return Ok(view);
     }
     // Past the budget a recover still works (it must, on a full disk), but each stores a lease row
-    // and events: paced per session, never refused for a replay (red team 29 B1).
-    gateway.pace_past_budget("recover", session_id)?;
+    // and events: paced, never refused for a replay (red team 29 B1, red team 31 N1).
+    gateway.pace_past_budget("recover", session_id, session.status.is_terminal())?;
     // Recovered into a directory that is not the session's own, the session would read, run
     // and write somewhere else; a terminal session only reports its final state.
     if !session.status.is_terminal() {

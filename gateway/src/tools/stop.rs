@@ -80,7 +80,7 @@ pub(super) async fn handle(
             if session.status.is_terminal() {
                 // Nothing to stop; the request is still recorded, for its replays. Past the
                 // budget, paced: each new key of an ended session stores its row and answer.
-                gateway.pace_past_budget("stop", session_id)?;
+                gateway.pace_past_budget("stop", session_id, true)?;
                 gateway.store.write(|tx| {
                     gateway.claim(tx, &request, session_id, session.lease_generation)
                 })?;

@@ -6,9 +6,11 @@
 
 use std::time::Duration;
 
+use common::tools::CapabilityProfile;
 use serde_json::json;
 
 use super::harness::{Harness, read_finished, results_turn};
+
 use crate::error::ErrorCode;
 use crate::session::ANSWERS_KEPT;
 use crate::view::SessionView;
@@ -199,4 +201,47 @@ async fn recover_past_the_budget_is_paced_per_session_and_replays_are_not() {
         h.stop(&last, &newest).await.unwrap().replay,
         "a replay is not paced"
     );
+}
+
+/// Red team 31 N1: the holder of many ended sessions' tokens multiplied a per-session pace past
+/// the budget (6,248 recovers and stops a minute over 300 sessions). Ended sessions share one
+/// pace; a live session keeps its own.
+#[tokio::test]
+async fn past_the_budget_ended_sessions_share_one_pace_and_a_live_one_keeps_its_own() {
+    use crate::state_budget::PACED_BURST;
+    let h = Harness::new();
+    let mut ended = Vec::new();
+    for i in 0..2 {
+        let view = h
+            .start_with(&format!("start{i}"), CapabilityProfile::ReadOnly)
+            .await;
+        let token = view.recovery_token.clone().unwrap();
+        let stopped = h.stop(&view, &format!("end{i}")).await.unwrap();
+        ended.push((stopped, token));
+    }
+    let live = h
+        .start_with("start-live", CapabilityProfile::ReadOnly)
+        .await;
+    let live_token = live.recovery_token.clone().unwrap();
+    let budget = &h.gateway.state_budget;
+    budget.set_max_bytes(1);
+    budget.refresh_now();
+    let (first, first_token) = &ended[0];
+    for i in 0..PACED_BURST {
+        h.recover(first, first_token, &format!("a{i}"))
+            .await
+            .unwrap();
+    }
+    let (second, second_token) = &ended[1];
+    let err = h
+        .recover(second, second_token, "b0")
+        .await
+        .expect_err("the ended sessions' pace is used up");
+    assert_eq!(err.code, ErrorCode::Busy);
+    assert!(
+        err.message.contains("ended sessions together"),
+        "{}",
+        err.message
+    );
+    h.recover(&live, &live_token, "live0").await.unwrap();
 }
