@@ -86,21 +86,58 @@ fn read_pth(site: &Path, text: &str, dirs: &mut Vec<PathBuf>, names: &mut BTreeS
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        if let Some(rest) = line
-            .strip_prefix("import ")
-            .or_else(|| line.strip_prefix("import\t"))
-        {
-            let first = rest.split(';').next().unwrap_or("");
-            for module in first.split(',') {
-                let module = module.split_whitespace().next().unwrap_or("");
-                if let Some(top) = module.split('.').next().filter(|t| !t.is_empty()) {
-                    names.insert(top.to_lowercase());
-                }
-            }
+        if line.starts_with("import ") || line.starts_with("import\t") {
+            // The line is Python run at every start: every module it names anywhere (after
+            // `;`, inside an `exec` string — red team 32: certifi —, `from x import`,
+            // `__import__('x')`, `import_module('x')`).
+            names.extend(imported_names(line));
             continue;
         }
         dirs.push(site.join(line));
     }
+}
+
+/// Every top-level module name a line of Python code names for import.
+fn imported_names(line: &str) -> Vec<String> {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+    let top = |dotted: &str| {
+        dotted
+            .split('.')
+            .next()
+            .filter(|t| super::namespaces::identifier(t))
+            .map(str::to_lowercase)
+    };
+    let mut out = Vec::new();
+    let tokens: Vec<&str> = line
+        .split(|c: char| !(word(c) || c == ','))
+        .filter(|t| !t.is_empty())
+        .collect();
+    for (i, token) in tokens.iter().enumerate() {
+        match *token {
+            // `import a, b.c` (commas kept in the token stream, split here).
+            // `from a import b`: `b` is a name inside `a`, not a module of its own.
+            "import" if i >= 2 && tokens[i - 2] == "from" => {}
+            "import" => {
+                for next in tokens.iter().skip(i + 1) {
+                    let mut any = false;
+                    for part in next.split(',').filter(|p| !p.is_empty()) {
+                        out.extend(top(part));
+                        any = true;
+                    }
+                    if !next.ends_with(',') || !any {
+                        break;
+                    }
+                }
+            }
+            "from" | "__import__" | "import_module" => {
+                if let Some(next) = tokens.get(i + 1) {
+                    out.extend(top(next.trim_end_matches(',')));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The module name an entry of a site or standard-library directory provides: a package
@@ -125,7 +162,8 @@ mod tests {
         let mut names = BTreeSet::new();
         read_pth(
             site,
-            "# comment\n/home/o/proj/src\nrel/dir\nimport _distutils_hack, os.path; x()\n",
+            "# comment\n/home/o/proj/src\nrel/dir\nimport _distutils_hack, os.path; x()\n\
+             import os; exec('import certifi; from truststore import x; __import__(\\'zz\\')')\n",
             &mut dirs,
             &mut names,
         );
@@ -136,9 +174,10 @@ mod tests {
                 PathBuf::from("/s/rel/dir")
             ]
         );
+        let want = ["_distutils_hack", "os", "certifi", "truststore", "zz"];
         assert_eq!(
             names,
-            BTreeSet::from(["_distutils_hack".into(), "os".into()])
+            want.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>()
         );
         for (entry, want) in [
             ("yaml", Some("yaml")),
