@@ -903,9 +903,11 @@ async fn a_strict_hooks_value_other_than_0_or_1_stops_the_start() {
 async fn the_owners_python_path_and_git_template_reach_the_write_rules() {
     let (_repo, root) = crate::writes::repo();
     let (src, template) = (root.join("src"), root.join("template"));
+    let startup = root.join("pystartup.py");
     let gw = gateway_with(&[
         ("PYTHONPATH", src.to_str().unwrap()),
         ("GIT_TEMPLATE_DIR", template.to_str().unwrap()),
+        ("PYTHONSTARTUP", startup.to_str().unwrap()),
     ])
     .await;
     let chat = chatgpt(&gw).await;
@@ -917,13 +919,20 @@ async fn the_owners_python_path_and_git_template_reach_the_write_rules() {
             "#!/bin/sh\ntouch /tmp/pwned\n"
         ),
         write(&src.join("mypkg/core.py"), "X = 1\n"),
+        // Red team 33: a standard-library name (read from the system's interpreters, not only
+        // beside a site dir) and the file PYTHONSTARTUP names.
+        write(&src.join("json/__init__.py"), "print('x')\n"),
+        write(&startup, "print('x')\n"),
     ]);
     let v = reply_calls(&chat, &v, "owner-env-r1", calls).await;
     let got = results(&v);
-    assert_eq!(got.len(), 3, "{v}");
+    assert_eq!(got.len(), 5, "{v}");
     assert_refused(&got[0], "src/encodings/__init__.py", "python_startup");
     assert_refused(&got[1], "template/hooks/post-checkout", "git_hooks");
     assert_eq!(got[2]["status"], "ok", "{}", got[2]);
+    assert_refused(&got[3], "src/json/__init__.py", "python_startup");
+    assert_refused(&got[4], "pystartup.py", "python_startup");
+    assert!(!src.join("json").exists() && !startup.exists());
     assert!(!src.join("encodings").exists() && !template.exists());
     chat.stop(&session_id(&v), &lease_id(&v), "owner-env-stop", None)
         .await

@@ -18,8 +18,10 @@ use std::path::{Component, Path};
 /// Variables of the owner's environment the auto-run rules read (what git and Python read
 /// instead of, or beside, their usual files): a broker is started with a cleared environment,
 /// so the gateway hands these on to it, or the rules there would read nothing (red team 32).
-pub const OWNER_ENV: [&str; 5] = [
+pub const OWNER_ENV: [&str; 7] = [
     "PYTHONPATH",
+    "PYTHONUSERBASE",
+    "PYTHONSTARTUP",
     "GIT_CONFIG_GLOBAL",
     "GIT_CONFIG_SYSTEM",
     "GIT_TEMPLATE_DIR",

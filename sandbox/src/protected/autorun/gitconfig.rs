@@ -158,6 +158,15 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
         let named = super::envrc::named_places(&dir);
         out.named_by(&dir, named, AutorunClass::DirectoryHooks, &source);
     }
+    // The file the owner's interactive Python runs first (red team 33: a dotfiles repository).
+    if let Some(startup) = std::env::var_os("PYTHONSTARTUP").filter(|v| !v.is_empty()) {
+        out.add(
+            &root.join(startup),
+            AutorunClass::PythonStartup,
+            "the file PYTHONSTARTUP names: the owner's interactive Python runs it first".into(),
+            Scope::Below,
+        );
+    }
     // Modules named like what every Python of the account imports, in a directory a `.pth` file
     // or PYTHONPATH puts on its path.
     for (dir, names) in super::import_roots::import_roots(root) {

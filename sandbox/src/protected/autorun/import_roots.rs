@@ -39,8 +39,15 @@ const MAX_PTH: u64 = 64 * 1024;
 /// `PYTHONPATH`), with the module names that must not be shadowed there.
 pub(super) fn import_roots(top: &Path) -> Vec<(PathBuf, BTreeSet<String>)> {
     let sites = super::namespaces::site_dirs(top);
+    // A relative entry (`PYTHONPATH=src`) is relative to wherever the owner runs Python: read
+    // against the write root, where the owner runs the project's Python (red team 33).
     let mut dirs: Vec<PathBuf> = std::env::var_os("PYTHONPATH")
-        .map(|value| std::env::split_paths(&value).collect())
+        .map(|value| {
+            std::env::split_paths(&value)
+                .filter(|dir| !dir.as_os_str().is_empty())
+                .map(|dir| top.join(dir))
+                .collect()
+        })
         .unwrap_or_default();
     let mut names: BTreeSet<String> = AT_START.iter().map(|n| n.to_string()).collect();
     for site in &sites {
@@ -59,16 +66,29 @@ pub(super) fn import_roots(top: &Path) -> Vec<(PathBuf, BTreeSet<String>)> {
                 names.insert(name);
             }
         }
-        // The standard library beside a site directory (`…/lib/python3.12/site-packages`).
-        if let Some(stdlib) = site.parent().filter(|dir| dir.join("os.py").is_file()) {
-            for dir in [stdlib.to_path_buf(), stdlib.join("lib-dynload")] {
-                let Ok(entries) = std::fs::read_dir(&dir) else {
-                    continue;
-                };
-                for entry in entries.flatten().take(super::namespaces::MAX_ENTRIES) {
-                    if let Some(name) = module_name(&entry.file_name().to_string_lossy()) {
-                        names.insert(name);
-                    }
+    }
+    // The standard libraries: beside a site directory (`…/lib/python3.12/site-packages`), and
+    // the system's and pyenv's interpreters' (Debian's site dir, `/usr/lib/python3/dist-packages`,
+    // is not beside its standard library: red team 33 wrote `src/json` there).
+    let mut stdlibs: Vec<PathBuf> = sites
+        .iter()
+        .filter_map(|s| s.parent().map(Path::to_path_buf))
+        .collect();
+    for (base, pattern) in [
+        ("/usr/lib", "python3*"),
+        ("/usr/local/lib", "python3*"),
+        ("/usr/lib64", "python3*"),
+    ] {
+        super::namespaces::expand(Path::new(base), pattern, &mut stdlibs);
+    }
+    for stdlib in stdlibs.iter().filter(|dir| dir.join("os.py").is_file()) {
+        for dir in [stdlib.to_path_buf(), stdlib.join("lib-dynload")] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten().take(super::namespaces::MAX_ENTRIES) {
+                if let Some(name) = module_name(&entry.file_name().to_string_lossy()) {
+                    names.insert(name);
                 }
             }
         }
@@ -90,7 +110,13 @@ fn read_pth(site: &Path, text: &str, dirs: &mut Vec<PathBuf>, names: &mut BTreeS
             // The line is Python run at every start: every module it names anywhere (after
             // `;`, inside an `exec` string — red team 32: certifi —, `from x import`,
             // `__import__('x')`, `import_module('x')`).
-            names.extend(imported_names(line));
+            // Escapes inside its strings separate statements too (`exec("import a\\nimport b")`).
+            let line = line
+                .replace("\\n", " ")
+                .replace("\\t", " ")
+                .replace("\\x20", " ")
+                .replace("\\r", " ");
+            names.extend(imported_names(&line));
             continue;
         }
         dirs.push(site.join(line));
@@ -152,76 +178,4 @@ fn module_name(file_name: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pth_files_name_directories_and_modules_imported_at_start() {
-        let site = Path::new("/s");
-        let mut dirs = Vec::new();
-        let mut names = BTreeSet::new();
-        read_pth(
-            site,
-            "# comment\n/home/o/proj/src\nrel/dir\nimport _distutils_hack, os.path; x()\n\
-             import os; exec('import certifi; from truststore import x; __import__(\\'zz\\')')\n",
-            &mut dirs,
-            &mut names,
-        );
-        assert_eq!(
-            dirs,
-            [
-                PathBuf::from("/home/o/proj/src"),
-                PathBuf::from("/s/rel/dir")
-            ]
-        );
-        let want = ["_distutils_hack", "os", "certifi", "truststore", "zz"];
-        assert_eq!(
-            names,
-            want.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>()
-        );
-        for (entry, want) in [
-            ("yaml", Some("yaml")),
-            ("six.py", Some("six")),
-            ("_yaml.cpython-312-x86_64-linux-gnu.so", Some("_yaml")),
-            ("PyYAML-6.0.dist-info", None),
-            ("__pycache__", None),
-            ("README.txt", None),
-        ] {
-            assert_eq!(module_name(entry).as_deref(), want, "{entry}");
-        }
-    }
-
-    /// Red team 30 N3: an editable install's `.pth` puts `src/` on the path of every Python of
-    /// the environment; what shadows a module imported at start or an installed one there is a
-    /// place, the project's own package is not.
-    #[test]
-    fn an_editable_installs_source_dir_refuses_only_shadowing_modules() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        let site = root.join(".venv/lib/python3.12/site-packages");
-        std::fs::create_dir_all(site.join("yaml")).unwrap();
-        std::fs::create_dir_all(root.join("src/mypkg")).unwrap();
-        std::fs::write(
-            site.join("__editable__.mypkg-0.1.pth"),
-            format!("{}\n", root.join("src").display()),
-        )
-        .unwrap();
-        let account = super::super::gitconfig::Account::default();
-        let places = super::super::gitconfig::places_with(&root, &[], &account);
-        let placed = |rel: &str| places.iter().any(|p| Path::new(rel).starts_with(&p.at));
-        for rel in [
-            "src/_distutils_hack.py",
-            "src/yaml/__init__.py",
-            "src/encodings/x.py",
-        ] {
-            assert!(placed(rel), "{rel}: {places:?}");
-        }
-        for rel in [
-            "src/mypkg/__init__.py",
-            "src/mypkg/core.py",
-            "src/helpers.py",
-        ] {
-            assert!(!placed(rel), "{rel}");
-        }
-    }
-}
+mod tests;

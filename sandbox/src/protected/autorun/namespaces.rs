@@ -153,6 +153,10 @@ pub(super) fn site_dirs(top: &Path) -> Vec<PathBuf> {
     for pattern in PROJECT_SITE_PATTERNS {
         expand(top, pattern, &mut sites);
     }
+    // The owner's user base moved (red team 33): its site dir instead of `~/.local`'s.
+    if let Some(base) = std::env::var_os("PYTHONUSERBASE").filter(|b| !b.is_empty()) {
+        expand(Path::new(&base), "lib/python3*/site-packages", &mut sites);
+    }
     sites.truncate(MAX_SITES);
     sites
 }
@@ -179,7 +183,7 @@ pub(super) fn identifier(name: &str) -> bool {
 
 /// The directories matching `pattern` (relative, `/`-separated, `*` within one name) below
 /// `base`.
-fn expand(base: &Path, pattern: &str, out: &mut Vec<PathBuf>) {
+pub(super) fn expand(base: &Path, pattern: &str, out: &mut Vec<PathBuf>) {
     let mut level = vec![base.to_path_buf()];
     for part in pattern.split('/') {
         let mut next = Vec::new();

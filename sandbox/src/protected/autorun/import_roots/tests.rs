@@ -1,0 +1,83 @@
+//! Unit tests of the directories on every Python's path and the names refused there.
+
+use super::*;
+
+#[test]
+fn pth_files_name_directories_and_modules_imported_at_start() {
+    let site = Path::new("/s");
+    let mut dirs = Vec::new();
+    let mut names = BTreeSet::new();
+    read_pth(
+        site,
+        "# comment\n/home/o/proj/src\nrel/dir\nimport _distutils_hack, os.path; x()\n\
+         import os; exec('import certifi; from truststore import x; __import__(\\'zz\\')')\n\
+         import os;exec(\"import sys\\nimport colorama\");exec(\"import\\x20sentry\")\n",
+        &mut dirs,
+        &mut names,
+    );
+    assert_eq!(
+        dirs,
+        [
+            PathBuf::from("/home/o/proj/src"),
+            PathBuf::from("/s/rel/dir")
+        ]
+    );
+    let want = [
+        "_distutils_hack",
+        "os",
+        "certifi",
+        "truststore",
+        "zz",
+        "sys",
+        "colorama",
+        "sentry",
+    ];
+    assert_eq!(
+        names,
+        want.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>()
+    );
+    for (entry, want) in [
+        ("yaml", Some("yaml")),
+        ("six.py", Some("six")),
+        ("_yaml.cpython-312-x86_64-linux-gnu.so", Some("_yaml")),
+        ("PyYAML-6.0.dist-info", None),
+        ("__pycache__", None),
+        ("README.txt", None),
+    ] {
+        assert_eq!(module_name(entry).as_deref(), want, "{entry}");
+    }
+}
+
+/// Red team 30 N3: an editable install's `.pth` puts `src/` on the path of every Python of
+/// the environment; what shadows a module imported at start or an installed one there is a
+/// place, the project's own package is not.
+#[test]
+fn an_editable_installs_source_dir_refuses_only_shadowing_modules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let site = root.join(".venv/lib/python3.12/site-packages");
+    std::fs::create_dir_all(site.join("yaml")).unwrap();
+    std::fs::create_dir_all(root.join("src/mypkg")).unwrap();
+    std::fs::write(
+        site.join("__editable__.mypkg-0.1.pth"),
+        format!("{}\n", root.join("src").display()),
+    )
+    .unwrap();
+    let account = super::super::gitconfig::Account::default();
+    let places = super::super::gitconfig::places_with(&root, &[], &account);
+    let placed = |rel: &str| places.iter().any(|p| Path::new(rel).starts_with(&p.at));
+    for rel in [
+        "src/_distutils_hack.py",
+        "src/yaml/__init__.py",
+        "src/encodings/x.py",
+    ] {
+        assert!(placed(rel), "{rel}: {places:?}");
+    }
+    for rel in [
+        "src/mypkg/__init__.py",
+        "src/mypkg/core.py",
+        "src/helpers.py",
+    ] {
+        assert!(!placed(rel), "{rel}");
+    }
+}
