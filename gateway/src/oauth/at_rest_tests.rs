@@ -88,6 +88,14 @@ fn grant(store: &OAuthStore, dir: &Path) -> Grant {
     grant_at(store, dir, 1_000)
 }
 
+/// A new store with one grant (issued at 1 s) and what it holds.
+fn granted() -> (tempfile::TempDir, OAuthStore, Grant) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let grant = grant(&store, dir.path());
+    (dir, store, grant)
+}
+
 /// The same, issued at `at_ms`.
 fn grant_at(store: &OAuthStore, dir: &Path, at_ms: i64) -> Grant {
     let client = client_a();
@@ -128,14 +136,16 @@ const UNREVOKE: &str = "UPDATE oauth_grants SET revoked_at_ms = NULL, revoked_re
 
 #[test]
 fn a_grant_the_owner_revoked_stays_revoked_when_its_column_is_reset_at_rest() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let Grant {
-        access,
-        refresh,
-        id: grant_id,
-        ..
-    } = grant(&store, dir.path());
+    let (
+        dir,
+        store,
+        Grant {
+            access,
+            refresh,
+            id: grant_id,
+            ..
+        },
+    ) = granted();
     assert_eq!(
         store.revoke(&grant_id, None, 2_000).unwrap(),
         Some(RevokedKind::Grant)
@@ -151,9 +161,7 @@ fn a_grant_the_owner_revoked_stays_revoked_when_its_column_is_reset_at_rest() {
 
 #[test]
 fn a_grant_revoked_by_refresh_token_reuse_stays_revoked_after_an_edit_at_rest() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let Grant { refresh: first, .. } = grant(&store, dir.path());
+    let (dir, store, Grant { refresh: first, .. }) = granted();
     let second = store.refresh(&first, &request(2_000)).unwrap();
     assert!(store.refresh(&first, &request(2_500)).is_err());
     drop(store);
@@ -170,11 +178,13 @@ fn a_grant_revoked_by_refresh_token_reuse_stays_revoked_after_an_edit_at_rest() 
 
 #[test]
 fn a_revoked_client_stays_revoked_when_its_row_is_reset_at_rest() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let Grant {
-        access, refresh, ..
-    } = grant(&store, dir.path());
+    let (
+        dir,
+        store,
+        Grant {
+            access, refresh, ..
+        },
+    ) = granted();
     let revoked = store.revoke("client_a", None, 2_000).unwrap();
     assert_eq!(revoked, Some(RevokedKind::Client));
     drop(store);
@@ -191,11 +201,13 @@ fn a_revoked_client_stays_revoked_when_its_row_is_reset_at_rest() {
 
 #[test]
 fn an_expiry_pushed_later_at_rest_does_not_revive_a_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let Grant {
-        access, refresh, ..
-    } = grant(&store, dir.path());
+    let (
+        dir,
+        store,
+        Grant {
+            access, refresh, ..
+        },
+    ) = granted();
     drop(store);
     edit_at_rest(
         dir.path(),
@@ -221,13 +233,15 @@ fn an_expiry_pushed_later_at_rest_does_not_revive_a_token() {
 
 #[test]
 fn revocations_found_only_in_the_columns_are_chained_at_the_next_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let Grant {
-        refresh,
-        id: grant_id,
-        ..
-    } = grant(&store, dir.path());
+    let (
+        dir,
+        store,
+        Grant {
+            refresh,
+            id: grant_id,
+            ..
+        },
+    ) = granted();
     let Grant { refresh: kept, .. } = grant(&store, dir.path());
     drop(store);
     // As a gateway of before this build (or schema 6's upgrade) revoked: the column only.
@@ -327,9 +341,7 @@ fn an_authorization_code_whose_request_was_edited_at_rest_is_refused() {
 /// row. Such a token is refused; the client authorizes again.
 #[test]
 fn a_refresh_token_that_names_no_grant_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let Grant { id, .. } = grant(&store, dir.path());
+    let (_dir, store, Grant { id, .. }) = granted();
     let legacy = store.store_refresh(&id, 9_000_000_000_000, false);
     let err = store.refresh(&legacy, &request(2_000)).unwrap_err();
     assert_invalid_grant(&err, "older version of this gateway");
@@ -357,14 +369,16 @@ fn an_authorization_code_made_unused_at_rest_is_a_reuse_after_the_restart() {
 /// revoked) worked again; a token names the grant it was issued for inside its keyed hash.
 #[test]
 fn tokens_pointed_at_a_copy_of_their_revoked_grant_stay_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let Grant {
-        access,
-        refresh,
-        id: grant_id,
-        ..
-    } = grant(&store, dir.path());
+    let (
+        dir,
+        store,
+        Grant {
+            access,
+            refresh,
+            id: grant_id,
+            ..
+        },
+    ) = granted();
     assert!(store.access_token_valid(&access, RESOURCE, 1_500).unwrap());
     store.revoke(&grant_id, None, 2_000).unwrap();
     drop(store);
@@ -390,11 +404,13 @@ fn tokens_pointed_at_a_copy_of_their_revoked_grant_stay_refused() {
 #[test]
 fn tokens_of_an_old_address_stay_refused_when_their_rows_are_moved_at_rest() {
     const MOVED: &str = "https://moved.example.net/mcp";
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let Grant {
-        access, refresh, ..
-    } = grant(&store, dir.path());
+    let (
+        dir,
+        store,
+        Grant {
+            access, refresh, ..
+        },
+    ) = granted();
     drop(store);
     edit_at_rest(
         dir.path(),
@@ -417,11 +433,13 @@ fn tokens_of_an_old_address_stay_refused_when_their_rows_are_moved_at_rest() {
 /// made for is the chained one.
 #[test]
 fn a_grant_pointed_at_a_copy_of_its_revoked_client_stays_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let Grant {
-        access, refresh, ..
-    } = grant(&store, dir.path());
+    let (
+        dir,
+        store,
+        Grant {
+            access, refresh, ..
+        },
+    ) = granted();
     assert_eq!(
         store.revoke("client_a", None, 2_000).unwrap(),
         Some(RevokedKind::Client)
