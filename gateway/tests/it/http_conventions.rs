@@ -184,6 +184,45 @@ async fn half_body(addr: &str, path: &str, token: Option<&str>) -> TcpStream {
     s
 }
 
+/// A stranger who fills every connection slot and keeps re-opening them as fast as they are
+/// closed: silent connections, half-sent heads and half-sent anonymous bodies to `body_path`, in
+/// turn, one every `pause_ms`, holding the newest `hold`; bounded by `max` connections and
+/// `stop`. Its result is how many connections it opened.
+fn slot_flood(
+    addr: &str,
+    stop: &tokio_util::sync::CancellationToken,
+    hold: usize,
+    max: usize,
+    body_path: &'static str,
+    pause_ms: u64,
+) -> tokio::task::JoinHandle<usize> {
+    let (addr, stop) = (addr.to_string(), stop.clone());
+    tokio::spawn(async move {
+        let mut held = std::collections::VecDeque::new();
+        let mut opened = 0usize;
+        while !stop.is_cancelled() && opened < max {
+            let s = match opened % 3 {
+                0 => TcpStream::connect(&addr).await.unwrap(),
+                1 => {
+                    let mut s = TcpStream::connect(&addr).await.unwrap();
+                    let _ = s
+                        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                        .await;
+                    s
+                }
+                _ => half_body(&addr, body_path, None).await,
+            };
+            opened += 1;
+            held.push_back(s);
+            if held.len() > hold {
+                held.pop_front();
+            }
+            tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+        }
+        opened
+    })
+}
+
 /// Strangers who fill every connection slot (silent connections, half-sent heads, anonymous
 /// half-sent bodies) and keep opening more never keep the owner out: the oldest connection that
 /// serves no authenticated request makes way for a new one. Behind a tunnel every client is
@@ -201,34 +240,7 @@ async fn strangers_holding_every_slot_cannot_keep_the_owner_out() {
     let addr = gw.addr();
     let auth = format!("Bearer {}", gw.token());
     let stop = tokio_util::sync::CancellationToken::new();
-    // The attacker: bounded in time and count, re-opens connections as fast as they are closed.
-    let attacker = {
-        let (addr, stop) = (addr.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut held = std::collections::VecDeque::new();
-            let mut opened = 0usize;
-            while !stop.is_cancelled() && opened < 5_000 {
-                let s = match opened % 3 {
-                    0 => TcpStream::connect(&addr).await.unwrap(),
-                    1 => {
-                        let mut s = TcpStream::connect(&addr).await.unwrap();
-                        let _ = s
-                            .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-                            .await;
-                        s
-                    }
-                    _ => half_body(&addr, "/oauth/register", None).await,
-                };
-                opened += 1;
-                held.push_back(s);
-                if held.len() > 3 * CAP {
-                    held.pop_front();
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            opened
-        })
-    };
+    let attacker = slot_flood(&addr, &stop, 3 * CAP, 5_000, "/oauth/register", 5);
     // Let the flood fill every slot first.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut statuses = Vec::new();
@@ -312,33 +324,7 @@ async fn the_owners_kept_alive_connection_survives_a_flood_of_half_open_ones() {
     let mut owner = TcpStream::connect(&addr).await.unwrap();
     assert_eq!(on_kept_connection(&mut owner, gw.token()).await, Ok(200));
     let stop = tokio_util::sync::CancellationToken::new();
-    let attacker = {
-        let (addr, stop) = (addr.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut held = std::collections::VecDeque::new();
-            let mut opened = 0usize;
-            while !stop.is_cancelled() && opened < 20_000 {
-                let s = match opened % 3 {
-                    0 => TcpStream::connect(&addr).await.unwrap(),
-                    1 => {
-                        let mut s = TcpStream::connect(&addr).await.unwrap();
-                        let _ = s
-                            .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-                            .await;
-                        s
-                    }
-                    _ => half_body(&addr, "/token", None).await,
-                };
-                opened += 1;
-                held.push_back(s);
-                if held.len() > 3 * CAP {
-                    held.pop_front();
-                }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            opened
-        })
-    };
+    let attacker = slot_flood(&addr, &stop, 3 * CAP, 20_000, "/token", 2);
     let mut outcomes = Vec::new();
     for i in 0..30 {
         // Idle for a while between requests, as a pooled connection is, while the flood runs.

@@ -522,19 +522,11 @@ async fn targets_of_links_in_start_up_places_are_refused_naming_the_link() {
         assert_eq!(got.len(), 3, "{next}");
         assert_eq!(got[2]["status"], "ok", "{next}");
         for (result, link) in got.iter().zip(["a.desktop", "gen.desktop"]) {
-            let output = result["output"].as_str().unwrap_or_default();
             if !allowed.is_empty() {
                 assert_eq!(result["status"], "ok", "{link}: {result}");
                 continue;
             }
-            assert_eq!(result["status"], "error", "{link}: {result}");
-            assert!(output.starts_with("not_permitted"), "{output}");
-            let named =
-                format!("is the target of ~/.config/autostart/{link}, a link in a start-up");
-            assert!(output.contains(&named), "{output}");
-            assert!(output.contains("remove the link"), "{output}");
-            let opt_in = "CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links";
-            assert!(output.contains(opt_in), "{output}");
+            assert_refused_naming_link(result, &format!(".config/autostart/{link}"));
         }
         let written = std::fs::read_to_string(project.join("a.desktop")).unwrap();
         assert_eq!(written == "Exec=sh\n", !allowed.is_empty(), "{written}");
@@ -543,6 +535,19 @@ async fn targets_of_links_in_start_up_places_are_refused_naming_the_link() {
             .await
             .unwrap();
     }
+}
+
+/// A Write refused as the target of the owner's link `~/<link>` in a start-up place: the
+/// refusal names the link, says how to undo it and names the opt-in.
+fn assert_refused_naming_link(result: &Value, link: &str) {
+    let output = result["output"].as_str().unwrap_or_default();
+    assert_eq!(result["status"], "error", "{link}: {result}");
+    assert!(output.starts_with("not_permitted"), "{output}");
+    let named = format!("is the target of ~/{link}, a link in a start-up place");
+    assert!(output.contains(&named), "{output}");
+    assert!(output.contains("remove the link"), "{output}");
+    let opt_in = "CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links";
+    assert!(output.contains(opt_in), "{output}");
 }
 
 /// Red team 28 B3: a chain of links from a start-up place (`autostart/chain.desktop -> ~/mid ->
@@ -604,14 +609,7 @@ async fn chained_and_late_links_from_start_up_places_are_refused() {
         "dot/tmux/tmux.conf",
         ".local/lib/python3.11/site-packages/dev.pth",
     ]) {
-        let output = result["output"].as_str().unwrap_or_default();
-        assert_eq!(result["status"], "error", "{link}: {result}");
-        assert!(output.starts_with("not_permitted"), "{output}");
-        let named = format!("is the target of ~/{link}, a link in a start-up place");
-        assert!(output.contains(&named), "{output}");
-        assert!(output.contains("remove the link"), "{output}");
-        let opt_in = "CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=startup_links";
-        assert!(output.contains(opt_in), "{output}");
+        assert_refused_naming_link(result, link);
     }
     let kept = std::fs::read_to_string(project.join("gdbinit")).unwrap();
     assert_eq!(kept, "set pagination off\n");
