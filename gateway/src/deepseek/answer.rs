@@ -427,16 +427,57 @@ fn skeleton(text: &str) -> String {
 /// key — or any long-enough part of it ([`key_windows`]) — as is after JSON decoding (any
 /// escape), split across deltas, blocks or strings, in any letter case, with anything but
 /// letters and digits between its characters, and its base64 (standard or URL-safe, any
-/// alignment) and hex forms (so percent-encoding too). Out of scope, said in
-/// docs/design/decisions.md: other encodings (reversed, rot13, interleaved with other letters)
-/// and pieces shorter than a window sent apart:
+/// alignment) and hex forms (so percent-encoding too), and in look-alike characters
+/// ([`looks_like`]: fullwidth, mathematical, circled, Cyrillic and Greek letters). Out of
+/// scope, said in docs/design/decisions.md: other encodings (reversed, rot13, interleaved with
+/// other letters, ASCII look-alikes such as `l` for `1`) and pieces shorter than a window sent
+/// apart:
 /// the endpoint already holds the key, this keeps it from reaching others by accident or by the
 /// obvious ways.
 pub fn holds_key(decoded: &str, key: &str) -> bool {
     if key.is_empty() {
         return false;
     }
-    holds_key_as_is(decoded, key) || holds_key_as_is(&unescape(decoded), key)
+    let unescaped = unescape(decoded);
+    holds_key_as_is(decoded, key)
+        || holds_key_as_is(&unescaped, key)
+        || holds_key_folded(decoded, key)
+        || holds_key_folded(&unescaped, key)
+}
+
+/// The text as it reads, not as it is spelled: compatibility forms folded (NFKC: fullwidth
+/// `ｓｋ`, mathematical `𝐬𝐤`, circled letters) and then every character replaced by the
+/// prototype of its confusables (UTS #39's skeleton: Cyrillic `ѕ` and `к` read as `s` and `k`;
+/// red team 34 B3 passed the key in fullwidth and bold-math letters).
+fn looks_like(text: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    let compatible: String = text.nfkc().collect();
+    unicode_security::skeleton(&compatible).collect()
+}
+
+/// Whether `decoded` holds the key or a long-enough part of it in look-alike characters: both
+/// read through [`looks_like`], then compared as [`holds_key_as_is`] compares them.
+fn holds_key_folded(decoded: &str, key: &str) -> bool {
+    // ASCII text was read whole by `holds_key_as_is` (and a skeleton of megabytes of it would
+    // cost for nothing).
+    if decoded.is_ascii() {
+        return false;
+    }
+    let text = looks_like(decoded);
+    if text
+        .to_lowercase()
+        .contains(&looks_like(key).to_lowercase())
+    {
+        return true;
+    }
+    if skeleton(key).len() < MIN_FUZZY_KEY {
+        return false;
+    }
+    let text = skeleton(&text);
+    key_windows(key).iter().any(|window| {
+        let form = skeleton(&looks_like(window));
+        form.len() >= MIN_FUZZY_KEY && text.contains(form.as_str())
+    })
 }
 
 fn holds_key_as_is(decoded: &str, key: &str) -> bool {

@@ -61,6 +61,14 @@ async fn hostile_answers_fail_the_sub_session_once_with_a_specific_error() {
     let escaped = format!("\\u0073{}", &key[1..]);
     let (head, tail) = escaped.split_at(12);
     let split = raw_sse(stream_of(&["here: ", head, tail]));
+    // Red team 34 B3: the key in fullwidth letters (ｓｋ－…) reads as the key.
+    let fullwidth: String = key
+        .chars()
+        .map(|c| match c {
+            '!'..='~' => char::from_u32(c as u32 - 0x21 + 0xFF01).unwrap_or(c),
+            other => other,
+        })
+        .collect();
     let cases: Vec<(&str, Step, &str, Option<&str>)> = vec![
         (
             "refusal",
@@ -86,6 +94,12 @@ async fn hostile_answers_fail_the_sub_session_once_with_a_specific_error() {
         (
             "escaped key split across deltas",
             split,
+            "DeepSeek's answer contained the API key",
+            None,
+        ),
+        (
+            "the key in fullwidth letters",
+            Step::Text(format!("the key: {fullwidth}")),
             "DeepSeek's answer contained the API key",
             None,
         ),
@@ -128,8 +142,13 @@ async fn hostile_answers_fail_the_sub_session_once_with_a_specific_error() {
         files_holding(&worktree, key.as_bytes()),
         Vec::<PathBuf>::new()
     );
+    assert_eq!(
+        files_holding(gw.state_dir(), fullwidth.as_bytes()),
+        Vec::<PathBuf>::new()
+    );
     for answer in &public {
         assert!(!answer.contains(&key[1..]), "{answer}");
+        assert!(!answer.contains(&fullwidth), "{answer}");
     }
 }
 

@@ -398,6 +398,68 @@ fn the_key_in_any_recognised_form_fails_the_answer() {
     assert!(!holds_key("anything", ""));
 }
 
+/// Red team 34 B3: the key in characters that read like its own — fullwidth, mathematical bold,
+/// circled, Cyrillic and Greek look-alikes, mixed with ASCII and spaced out — is the key; other
+/// text in those scripts is not.
+#[test]
+fn the_key_in_look_alike_letters_fails_the_answer() {
+    let fullwidth: String = KEY
+        .chars()
+        .map(|c| match c {
+            '!'..='~' => char::from_u32(c as u32 - 0x21 + 0xFF01).unwrap(),
+            other => other,
+        })
+        .collect();
+    let bold: String = KEY
+        .chars()
+        .map(|c| match c {
+            'a'..='z' => char::from_u32(c as u32 - 'a' as u32 + 0x1D41A).unwrap(),
+            '0'..='9' => char::from_u32(c as u32 - '0' as u32 + 0x1D7CE).unwrap(),
+            other => other,
+        })
+        .collect();
+    let circled: String = KEY
+        .chars()
+        .map(|c| match c {
+            'a'..='z' => char::from_u32(c as u32 - 'a' as u32 + 0x24D0).unwrap(),
+            other => other,
+        })
+        .collect();
+    // Cyrillic а, с, е, о, р, ѕ, х and Greek ο for their Latin twins.
+    let cyrillic: String = KEY
+        .chars()
+        .map(|c| match c {
+            'a' => 'а',
+            'c' => 'с',
+            'e' => 'е',
+            'o' => 'ο',
+            's' => 'ѕ',
+            other => other,
+        })
+        .collect();
+    assert_ne!(cyrillic, KEY, "the key has letters with look-alikes");
+    let spaced: String = fullwidth.chars().flat_map(|c| [c, ' ']).collect();
+    let tail: String = fullwidth.chars().skip(3).collect();
+    for form in [&fullwidth, &bold, &circled, &cyrillic, &spaced, &tail] {
+        assert!(holds_key(&format!("the key: {form}."), KEY), "{form}");
+        let here = format!("here {form}");
+        let body = sse(&message(&[text_block(0, &[&here])], "end_turn"));
+        assert_eq!(
+            check(SSE, &body, &expected(true)),
+            Err(Rejected::Key),
+            "{form}"
+        );
+    }
+    for other in [
+        "ｈｅｌｌｏ ｗｏｒｌｄ",
+        "𝐝𝐞𝐞𝐩𝐬𝐞𝐞𝐤 𝐟𝐥𝐚𝐬𝐡",
+        "привет, мир",
+        "ⓢⓚ-ⓝⓞⓣ",
+    ] {
+        assert!(!holds_key(other, KEY), "{other}");
+    }
+}
+
 #[test]
 fn another_model_or_a_refusal_fails_the_answer() {
     for (answered, ok) in [
