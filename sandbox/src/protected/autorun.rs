@@ -15,19 +15,6 @@
 use std::ffi::OsStr;
 use std::path::{Component, Path};
 
-/// Variables of the owner's environment the auto-run rules read (what git and Python read
-/// instead of, or beside, their usual files): a broker is started with a cleared environment,
-/// so the gateway hands these on to it, or the rules there would read nothing (red team 32).
-pub const OWNER_ENV: [&str; 7] = [
-    "PYTHONPATH",
-    "PYTHONUSERBASE",
-    "PYTHONSTARTUP",
-    "GIT_CONFIG_GLOBAL",
-    "GIT_CONFIG_SYSTEM",
-    "GIT_TEMPLATE_DIR",
-    "XDG_CONFIG_HOME",
-];
-
 /// The env var naming the classes the owner allows sessions to write (comma-separated class
 /// names, or `all`), read once at gateway start.
 pub const ALLOW_ENV: &str = "CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES";
@@ -644,6 +631,7 @@ mod import_roots;
 mod lefthook;
 pub(crate) mod link_target;
 mod namespaces;
+pub mod owner_env;
 pub mod package_files;
 pub mod package_json;
 pub mod package_yaml;

@@ -8,6 +8,7 @@
 //! packages there (any other name) stay writable: they are the work.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 /// Modules Python imports at every start before or while `site` runs.
@@ -37,13 +38,16 @@ const MAX_PTH: u64 = 64 * 1024;
 
 /// Each directory on every Python's path (named by a site directory's `.pth` file, or by
 /// `PYTHONPATH`), with the module names that must not be shadowed there.
-pub(super) fn import_roots(top: &Path) -> Vec<(PathBuf, BTreeSet<String>)> {
+pub(super) fn import_roots(
+    top: &Path,
+    python_path: Option<&OsStr>,
+) -> Vec<(PathBuf, BTreeSet<String>)> {
     let sites = super::namespaces::site_dirs(top);
     // A relative entry (`PYTHONPATH=src`) is relative to wherever the owner runs Python: read
     // against the write root, where the owner runs the project's Python (red team 33).
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PYTHONPATH")
+    let mut dirs: Vec<PathBuf> = python_path
         .map(|value| {
-            std::env::split_paths(&value)
+            std::env::split_paths(value)
                 .filter(|dir| !dir.as_os_str().is_empty())
                 .map(|dir| top.join(dir))
                 .collect()
