@@ -635,6 +635,7 @@ pub mod owner_env;
 pub mod package_files;
 pub mod package_json;
 pub mod package_yaml;
+mod pth_code;
 pub mod repository;
 mod shell_command;
 pub mod startup_links;

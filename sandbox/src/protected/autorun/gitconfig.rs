@@ -166,8 +166,9 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
     out.owner_env(account);
     // Modules named like what every Python of the account imports, in a directory a `.pth` file
     // or PYTHONPATH puts on its path.
-    for (dir, names) in super::import_roots::import_roots(root, account.var("PYTHONPATH")) {
-        if !matches!(resolve(root, Path::new("/"), &dir), Resolved::Inside(_)) {
+    let roots = super::import_roots::import_roots(root, account.var("PYTHONPATH"));
+    for dir in &roots.dirs {
+        if !matches!(resolve(root, Path::new("/"), dir), Resolved::Inside(_)) {
             continue;
         }
         let why = "a module named like one every Python of the account imports (at start, from \
@@ -175,7 +176,7 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
                    or PYTHONPATH puts on every Python's path: it would run in the owner's other \
                    Python processes"
             .to_string();
-        for name in names {
+        for name in &roots.names {
             for rel in [
                 name.clone(),
                 format!("{name}.py"),
@@ -189,6 +190,15 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
                     Scope::Below,
                 );
             }
+        }
+        if !roots.opaque.is_empty() {
+            // A `.pth` line builds the name it imports at run time: any module here may run.
+            let why = format!(
+                "a module in a directory on every Python's path, where {} imports a module whose \
+                 name is built at run time: any module there may run at every start",
+                roots.opaque.join(", ")
+            );
+            out.add(dir, AutorunClass::PythonStartup, why, Scope::Imports);
         }
     }
     out.account_wide(account);
