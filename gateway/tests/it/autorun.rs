@@ -985,3 +985,59 @@ async fn the_owners_git_config_variables_and_code_naming_variables_reach_the_wri
         .await
         .unwrap();
 }
+
+/// Red team 33 `pthparse`: a `.pth` import line is read as Python (escapes inside its strings,
+/// joined literals, exec'd code); what it imports, in a directory on every Python's path, is
+/// refused, and a line that builds its module's name at run time refuses every module there;
+/// the project's own package's modules stay writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pth_import_line_is_read_as_python() {
+    let (_repo, root) = crate::writes::repo();
+    let site = root.join(".venv/lib/python3.12/site-packages");
+    std::fs::create_dir_all(&site).unwrap();
+    let src = root.join("src");
+    let pth = format!(
+        "{}\nimport os;exec(\"import sys\\nimport colorama\");exec(\"import\\x20truststore\");__import__(\"sentry\"+\"_sdk\")\n",
+        src.display()
+    );
+    std::fs::write(site.join("tools.pth"), pth).unwrap();
+    let gw = gateway_with(&[]).await;
+    let chat = chatgpt(&gw).await;
+    let v = start_profile(&chat, &root, "direct_write", "pth-start").await;
+    let calls = json!([
+        write(&src.join("colorama/__init__.py"), "print('x')\n"),
+        write(&src.join("truststore.py"), "print('x')\n"),
+        write(&src.join("sentry_sdk/__init__.py"), "print('x')\n"),
+        write(&src.join("mypkg/core.py"), "X = 1\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "pth-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 4, "{v}");
+    assert_refused(&got[0], "src/colorama/__init__.py", "python_startup");
+    assert_refused(&got[1], "src/truststore.py", "python_startup");
+    assert_refused(&got[2], "src/sentry_sdk/__init__.py", "python_startup");
+    assert_eq!(got[3]["status"], "ok", "{}", got[3]);
+    // An opaque line: any module there may run; the package's other modules stay writable.
+    std::fs::write(
+        site.join("zz.pth"),
+        "import os;__import__(chr(121)+'aml')\n",
+    )
+    .unwrap();
+    // The scan is cached for up to 10 s: wait it out.
+    tokio::time::sleep(std::time::Duration::from_secs(11)).await;
+    let calls = json!([
+        write(&src.join("helpers.py"), "print('x')\n"),
+        write(&src.join("mypkg/more.py"), "Y = 1\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "pth-r2", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 2, "{v}");
+    assert_refused(&got[0], "src/helpers.py", "python_startup");
+    let output = got[0]["output"].as_str().unwrap_or_default();
+    assert!(output.contains("zz.pth"), "{output}");
+    assert_eq!(got[1]["status"], "ok", "{}", got[1]);
+    assert!(!src.join("colorama").exists() && !src.join("helpers.py").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "pth-stop", None)
+        .await
+        .unwrap();
+}
