@@ -624,6 +624,7 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+mod env_files;
 mod envrc;
 pub mod gitconfig;
 mod hook_managers;

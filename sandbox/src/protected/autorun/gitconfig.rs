@@ -163,10 +163,17 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
         out.named_by(&dir, named, AutorunClass::DirectoryHooks, &source);
     }
     // What the owner's environment names to run (red teams 32, 33: [`super::owner_env`]).
+    let mut with_root = account.clone();
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    with_root.env.extend(super::env_files::of_root(
+        root,
+        home.as_deref().map(Path::new),
+    ));
+    let account = &with_root;
     out.owner_env(account);
     // Modules named like what every Python of the account imports, in a directory a `.pth` file
     // or PYTHONPATH puts on its path.
-    let roots = super::import_roots::import_roots(root, account.var("PYTHONPATH"));
+    let roots = super::import_roots::import_roots(root, &account.values("PYTHONPATH"));
     for dir in &roots.dirs {
         if !matches!(resolve(root, Path::new("/"), dir), Resolved::Inside(_)) {
             continue;

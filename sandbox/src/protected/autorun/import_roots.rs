@@ -48,18 +48,16 @@ pub(super) struct ImportRoots {
 }
 
 /// The [`ImportRoots`] of the environments `top` and this account see.
-pub(super) fn import_roots(top: &Path, python_path: Option<&OsStr>) -> ImportRoots {
+pub(super) fn import_roots(top: &Path, python_paths: &[&OsStr]) -> ImportRoots {
     let sites = super::namespaces::site_dirs(top);
     // A relative entry (`PYTHONPATH=src`) is relative to wherever the owner runs Python: read
     // against the write root, where the owner runs the project's Python (red team 33).
-    let mut dirs: Vec<PathBuf> = python_path
-        .map(|value| {
-            std::env::split_paths(value)
-                .filter(|dir| !dir.as_os_str().is_empty())
-                .map(|dir| top.join(dir))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = python_paths
+        .iter()
+        .flat_map(|value| std::env::split_paths(value))
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| top.join(dir))
+        .collect();
     let mut names: BTreeSet<String> = AT_START.iter().map(|n| n.to_string()).collect();
     let mut opaque = Vec::new();
     for site in &sites {

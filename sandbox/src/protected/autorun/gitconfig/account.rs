@@ -36,6 +36,13 @@ impl Account {
             .iter()
             .filter_map(|(name, _)| owner_env::var(name).map(|value| (*name, value)))
             .collect();
+        // Set in the owner's shell start-up files, where the gateway may not have seen it (a
+        // service, another shell): red team 33.
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            account
+                .env
+                .extend(super::super::env_files::of_shell(Path::new(&home)));
+        }
         account
     }
 
@@ -70,12 +77,14 @@ impl Account {
 }
 
 impl Account {
-    /// The owner's value of `name` (one of [`owner_env::VARS`]).
-    pub fn var(&self, name: &str) -> Option<&std::ffi::OsStr> {
+    /// The owner's values of `name` (one of [`owner_env::VARS`]): the environment's, then
+    /// those its start-up files and the root's `.envrc`/`.env` assign.
+    pub fn values(&self, name: &str) -> Vec<&std::ffi::OsStr> {
         self.env
             .iter()
-            .find(|(var, _)| *var == name)
+            .filter(|(var, _)| *var == name)
             .map(|(_, value)| value.as_os_str())
+            .collect()
     }
 }
 
