@@ -39,9 +39,20 @@ impl Account {
         // Set in the owner's shell start-up files, where the gateway may not have seen it (a
         // service, another shell): red team 33.
         if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            account
-                .env
-                .extend(super::super::env_files::of_shell(Path::new(&home)));
+            let shell = super::super::env_files::of_shell(Path::new(&home));
+            for (name, value) in &shell {
+                match *name {
+                    "GIT_CONFIG_GLOBAL" | "GIT_CONFIG_SYSTEM" => {
+                        account.configs.push(PathBuf::from(value))
+                    }
+                    "XDG_CONFIG_HOME" => account.configs.push(Path::new(value).join("git/config")),
+                    "GIT_TEMPLATE_DIR" => account
+                        .template_dirs
+                        .push(value.to_string_lossy().into_owned()),
+                    _ => {}
+                }
+            }
+            account.env.extend(shell);
         }
         account
     }
