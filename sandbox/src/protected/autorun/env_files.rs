@@ -89,8 +89,21 @@ fn assignments(text: &str, dir: Option<&Path>, out: &mut Vec<(&'static str, OsSt
         if matches!(names, Names::Options(_) | Names::Command) {
             // A command line: its words are read where the variable is (relative to the
             // write root, as the gateway's own value).
-            let value = unquote(value);
-            if !value.is_empty() {
+            let mut value = unquote(value).to_string();
+            if let Some(home) = std::env::var("HOME").ok().filter(|h| !h.is_empty()) {
+                value = variable(&value, "HOME", &home);
+                if value.starts_with("~/") {
+                    value = format!("{home}{}", &value[1..]);
+                }
+            }
+            // `EDITOR=$VISUAL`: that variable is read by itself.
+            let names_variable = value.strip_prefix('$').is_some_and(|rest| {
+                let rest = rest.trim_start_matches('{');
+                super::owner_env::VARS
+                    .iter()
+                    .any(|(v, _)| rest.starts_with(v))
+            });
+            if !value.is_empty() && !names_variable {
                 out.push((var, OsString::from(value)));
             }
             continue;

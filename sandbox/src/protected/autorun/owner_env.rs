@@ -26,8 +26,10 @@ pub enum Names {
     /// Files run by a list of paths (`LD_PRELOAD`: colons or blanks).
     FileList,
     /// A directory every file of which runs: zsh's start-up files (`ZDOTDIR`), git's
-    /// `git-<cmd>` programs (`GIT_EXEC_PATH`), shared libraries loaded ahead of the system's.
+    /// `git-<cmd>` programs (`GIT_EXEC_PATH`).
     RunDir,
+    /// Directories the dynamic loader searches ahead of the system's (`LD_LIBRARY_PATH`).
+    LibraryPath,
     /// Directories ahead of a language's own library on its import path.
     ImportPath(Lang),
     /// Options naming files or modules loaded at every start of the language's interpreter.
@@ -70,7 +72,7 @@ pub const VARS: &[(&str, Names)] = &[
     ("LD_PRELOAD", Names::FileList),
     ("ZDOTDIR", Names::RunDir),
     ("GIT_EXEC_PATH", Names::RunDir),
-    ("LD_LIBRARY_PATH", Names::RunDir),
+    ("LD_LIBRARY_PATH", Names::LibraryPath),
     ("PYTHONPATH", Names::ImportPath(Lang::Python)),
     ("PERL5LIB", Names::ImportPath(Lang::Perl)),
     ("PERLLIB", Names::ImportPath(Lang::Perl)),

@@ -76,3 +76,19 @@ fn a_root_s_envrc_or_dotenv_puts_its_dirs_on_the_import_path() {
     assert!(at.contains(&PathBuf::from("perl/strict.pm")), "{places:?}");
     assert!(!at.iter().any(|p| p.starts_with("src/mypkg")), "{places:?}");
 }
+
+#[test]
+fn command_values_expand_home_and_a_reference_to_another_table_variable_is_left_to_it() {
+    let home = std::env::var("HOME").unwrap();
+    let got = read(
+        "export EDITOR=\"$HOME/bin/ed -w\"\nexport VISUAL=$EDITOR\nexport GIT_PAGER='~/bin/p'\n\
+         export PERL5OPT=\"-I$HOME/perl -MFoo\"\n",
+        None,
+    );
+    let want = [
+        ("EDITOR", format!("{home}/bin/ed -w")),
+        ("GIT_PAGER", format!("{home}/bin/p")),
+        ("PERL5OPT", format!("-I{home}/perl -MFoo")),
+    ];
+    assert_eq!(got, want);
+}

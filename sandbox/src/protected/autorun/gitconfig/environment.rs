@@ -96,6 +96,21 @@ impl Places<'_> {
                         );
                     }
                 }
+                Names::LibraryPath => {
+                    // The system's libraries by their file names (the loader looks a library
+                    // up by its exact name): the project's own libraries there stay writable.
+                    let why = why(
+                        "a library named like one of the system's, in a directory the \
+                                   dynamic loader searches first",
+                    );
+                    let names = system_libraries();
+                    for dir in std::env::split_paths(value).filter(|d| !d.as_os_str().is_empty()) {
+                        let dir = self.root.join(dir);
+                        for name in &names {
+                            self.add(&dir.join(name), class, why.clone(), Scope::Below);
+                        }
+                    }
+                }
                 Names::ImportPath(lang @ (Lang::Perl | Lang::Ruby)) => {
                     let dirs = std::env::split_paths(value).filter(|d| !d.as_os_str().is_empty());
                     import_dirs.extend(dirs.map(|dir| (lang, self.root.join(dir))));
@@ -164,6 +179,41 @@ fn lang_name(lang: Lang) -> &'static str {
         Lang::Node => "Node",
         Lang::Python => "Python",
     }
+}
+
+/// Where the system's shared libraries are.
+const SYSTEM_LIBRARY_DIRS: [&str; 6] = [
+    "/lib",
+    "/usr/lib",
+    "/lib64",
+    "/usr/lib64",
+    "/usr/local/lib",
+    "/usr/lib/x86_64-linux-gnu",
+];
+
+/// The file names of the system's shared libraries (`libc.so.6`), in its library dirs and
+/// their multiarch subdirectories (`/usr/lib/aarch64-linux-gnu`).
+fn system_libraries() -> Vec<String> {
+    let mut dirs: Vec<PathBuf> = SYSTEM_LIBRARY_DIRS.iter().map(PathBuf::from).collect();
+    super::super::namespaces::expand(Path::new("/usr/lib"), "*-linux-gnu*", &mut dirs);
+    let mut names = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries
+            .flatten()
+            .take(super::super::namespaces::MAX_ENTRIES)
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.contains(".so") {
+                names.push(name);
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// The top-level module names of `lang`'s own library on this system, with [`ALWAYS`].

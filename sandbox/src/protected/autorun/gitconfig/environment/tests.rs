@@ -104,13 +104,21 @@ fn programs_start_up_dirs_and_preloads_the_environment_names_are_places() {
         ("zsh", AutorunClass::ShellStartup),
         ("lib/a.so", AutorunClass::ShellStartup),
         ("lib/b.so", AutorunClass::ShellStartup),
-        ("ld", AutorunClass::ShellStartup),
+        ("ld/libc.so.6", AutorunClass::ShellStartup),
         ("hook.js", AutorunClass::ShellStartup),
         ("esm.mjs", AutorunClass::ShellStartup),
     ] {
         assert_eq!(class_at(&places, rel), Some(class), "{rel}: {places:?}");
     }
-    for ordinary in ["bin", "lib", "sh", "ts-node", "src"] {
+    for ordinary in [
+        "bin",
+        "lib",
+        "sh",
+        "ts-node",
+        "src",
+        "ld",
+        "ld/libmyproj.so",
+    ] {
         assert!(class_at(&places, ordinary).is_none(), "{ordinary}");
     }
 }
@@ -142,5 +150,30 @@ fn an_import_path_ahead_of_perl_s_and_ruby_s_library_protects_only_names_like_th
     }
     for ordinary in ["perl/MyApp.pm", "perl/MyApp", "rb/myapp.rb", "perl", "rb"] {
         assert!(class_at(&places, ordinary).is_none(), "{ordinary}");
+    }
+}
+
+/// The owner's everyday editors and pagers name no place of the tree (and never the whole
+/// tree): only a program by a path in it is one.
+#[test]
+fn everyday_editor_and_pager_values_refuse_nothing() {
+    for (name, value) in [
+        ("EDITOR", "vim"),
+        ("EDITOR", "code --wait"),
+        ("EDITOR", "emacsclient -t -a ''"),
+        ("VISUAL", "/usr/bin/nvim"),
+        ("PAGER", "less -FRX"),
+        ("GIT_PAGER", "delta --dark --paging=always"),
+        (
+            "GIT_SSH_COMMAND",
+            "ssh -i ~/.ssh/id_deploy -o IdentitiesOnly=yes",
+        ),
+        ("GIT_EDITOR", "subl -n -w"),
+        ("NODE_OPTIONS", "--max-old-space-size=8192"),
+        ("LD_LIBRARY_PATH", "/usr/local/cuda/lib64"),
+    ] {
+        let (_dir, root, account) = account(&[(name, value)]);
+        let places = places_with(&root, &[], &account);
+        assert!(places.is_empty(), "{name}={value}: {places:?}");
     }
 }
