@@ -59,6 +59,8 @@ impl Places<'_> {
             let class = class_of(name);
             let why = |what: &str| format!("{what} the owner's environment names ({name})");
             match *names {
+                // `ENV=production` (an application's setting, common in `.env`): no file.
+                Names::File if *name == "ENV" && !value.to_string_lossy().contains('/') => {}
                 Names::File => {
                     let file = self.root.join(value);
                     self.add(

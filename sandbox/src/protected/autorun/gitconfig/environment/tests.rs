@@ -171,6 +171,7 @@ fn everyday_editor_and_pager_values_refuse_nothing() {
         ("GIT_EDITOR", "subl -n -w"),
         ("NODE_OPTIONS", "--max-old-space-size=8192"),
         ("LD_LIBRARY_PATH", "/usr/local/cuda/lib64"),
+        ("ENV", "production"),
     ] {
         let (_dir, root, account) = account(&[(name, value)]);
         let places = places_with(&root, &[], &account);
