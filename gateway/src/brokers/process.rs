@@ -173,13 +173,12 @@ async fn spawn(launch: &LaunchSpec<'_>) -> anyhow::Result<BrokerRecord> {
     if let Ok(filter) = std::env::var("RUST_LOG") {
         cmd.env("RUST_LOG", filter);
     }
-    // The owner's values the broker's write rules read (the broker's own children get cleared
-    // environments of their own: nothing here reaches the runner or a command).
-    for name in sandbox::protected::autorun::OWNER_ENV {
-        if let Some(value) = std::env::var_os(name) {
-            cmd.env(name, value);
-        }
-    }
+    // The owner's values the broker's write rules read, under a prefix: the broker reads them
+    // without running with them (an LD_PRELOAD, a BASH_ENV), and its own children get cleared
+    // environments of their own: nothing here reaches the runner or a command.
+    cmd.envs(sandbox::protected::autorun::owner_env::handed(
+        std::env::vars_os(),
+    ));
     // Crash tests arm the broker's write failpoints through the gateway's environment.
     #[cfg(feature = "failpoints")]
     if let Some(point) = std::env::var_os(broker::executor::failpoint::FAILPOINT_ENV) {

@@ -15,14 +15,14 @@ use serde_json::{Value, json};
 use crate::support::*;
 use crate::writes::{NOTEBOOK, reply_calls, start_profile};
 
-fn results(v: &Value) -> Vec<Value> {
+pub(crate) fn results(v: &Value) -> Vec<Value> {
     v["pending_turn"]["tool_results"]
         .as_array()
         .unwrap_or_else(|| panic!("no tool results in {v}"))
         .clone()
 }
 
-fn write(path: &Path, content: &str) -> Value {
+pub(crate) fn write(path: &Path, content: &str) -> Value {
     json!({"name": "Write", "arguments": {"file_path": path.to_string_lossy(), "content": content}})
 }
 
@@ -181,7 +181,7 @@ async fn sessions_never_write_auto_run_places_unless_the_owner_allows_the_class(
 }
 
 /// Asserts that `result` is the refusal of an auto-run place of `class`.
-fn assert_refused(result: &Value, rel: &str, class: &str) {
+pub(crate) fn assert_refused(result: &Value, rel: &str, class: &str) {
     let output = result["output"].as_str().unwrap_or_default();
     assert_eq!(result["status"], "error", "{rel}: {result}");
     assert!(output.starts_with("not_permitted"), "{rel}: {output}");
@@ -892,49 +892,4 @@ async fn a_strict_hooks_value_other_than_0_or_1_stops_the_start() {
         "{}",
         outcome.stderr
     );
-}
-
-/// Red team 32: the owner's environment the write rules read (`PYTHONPATH`, `GIT_TEMPLATE_DIR`,
-/// git's global config variables) never reached the broker, started with a cleared environment:
-/// the gateway hands them on. With the gateway started with `PYTHONPATH=<root>/src`, a module
-/// that shadows one every Python imports there is refused, and with `GIT_TEMPLATE_DIR` in the
-/// root its hooks are; the project's own package stays writable.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_owners_python_path_and_git_template_reach_the_write_rules() {
-    let (_repo, root) = crate::writes::repo();
-    let (src, template) = (root.join("src"), root.join("template"));
-    let startup = root.join("pystartup.py");
-    let gw = gateway_with(&[
-        ("PYTHONPATH", src.to_str().unwrap()),
-        ("GIT_TEMPLATE_DIR", template.to_str().unwrap()),
-        ("PYTHONSTARTUP", startup.to_str().unwrap()),
-    ])
-    .await;
-    let chat = chatgpt(&gw).await;
-    let v = start_profile(&chat, &root, "direct_write", "owner-env-start").await;
-    let calls = json!([
-        write(&src.join("encodings/__init__.py"), "print('x')\n"),
-        write(
-            &template.join("hooks/post-checkout"),
-            "#!/bin/sh\ntouch /tmp/pwned\n"
-        ),
-        write(&src.join("mypkg/core.py"), "X = 1\n"),
-        // Red team 33: a standard-library name (read from the system's interpreters, not only
-        // beside a site dir) and the file PYTHONSTARTUP names.
-        write(&src.join("json/__init__.py"), "print('x')\n"),
-        write(&startup, "print('x')\n"),
-    ]);
-    let v = reply_calls(&chat, &v, "owner-env-r1", calls).await;
-    let got = results(&v);
-    assert_eq!(got.len(), 5, "{v}");
-    assert_refused(&got[0], "src/encodings/__init__.py", "python_startup");
-    assert_refused(&got[1], "template/hooks/post-checkout", "git_hooks");
-    assert_eq!(got[2]["status"], "ok", "{}", got[2]);
-    assert_refused(&got[3], "src/json/__init__.py", "python_startup");
-    assert_refused(&got[4], "pystartup.py", "python_startup");
-    assert!(!src.join("json").exists() && !startup.exists());
-    assert!(!src.join("encodings").exists() && !template.exists());
-    chat.stop(&session_id(&v), &lease_id(&v), "owner-env-stop", None)
-        .await
-        .unwrap();
 }

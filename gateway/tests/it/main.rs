@@ -41,6 +41,7 @@ mod prune;
 mod answers_budget;
 // Auto-run places: writes that would run by themselves later are refused, per-class opt-in.
 mod autorun;
+mod autorun_env;
 // The one protected set through the public surface: start, reads, commands, writes, listings.
 mod protected;
 // The gateway's own Git and executable: repository config that would run programs, the pinned

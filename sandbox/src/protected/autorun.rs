@@ -15,19 +15,6 @@
 use std::ffi::OsStr;
 use std::path::{Component, Path};
 
-/// Variables of the owner's environment the auto-run rules read (what git and Python read
-/// instead of, or beside, their usual files): a broker is started with a cleared environment,
-/// so the gateway hands these on to it, or the rules there would read nothing (red team 32).
-pub const OWNER_ENV: [&str; 7] = [
-    "PYTHONPATH",
-    "PYTHONUSERBASE",
-    "PYTHONSTARTUP",
-    "GIT_CONFIG_GLOBAL",
-    "GIT_CONFIG_SYSTEM",
-    "GIT_TEMPLATE_DIR",
-    "XDG_CONFIG_HOME",
-];
-
 /// The env var naming the classes the owner allows sessions to write (comma-separated class
 /// names, or `all`), read once at gateway start.
 pub const ALLOW_ENV: &str = "CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES";
@@ -637,6 +624,7 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+mod env_files;
 mod envrc;
 pub mod gitconfig;
 mod hook_managers;
@@ -644,9 +632,11 @@ mod import_roots;
 mod lefthook;
 pub(crate) mod link_target;
 mod namespaces;
+pub mod owner_env;
 pub mod package_files;
 pub mod package_json;
 pub mod package_yaml;
+mod pth_code;
 pub mod repository;
 mod shell_command;
 pub mod startup_links;

@@ -14,6 +14,7 @@
 use std::path::{Component, Path, PathBuf};
 
 mod account;
+mod environment;
 
 use super::AutorunClass;
 use super::link_target::{Resolved, resolve};
@@ -83,6 +84,9 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
         for config in configs {
             out.read_config(&config, 0, &mut named);
         }
+        // git's config from the environment (`GIT_CONFIG_COUNT`, `GIT_CONFIG_PARAMETERS`): a
+        // relative include there is an error to git, a relative hooksPath each repository's.
+        out.read_entries(account.git_entries.clone(), Path::new("/"), 0, &mut named);
         // Programs git runs (`core.fsmonitor` at every `git status`, a diff's `textconv`, a
         // filter's `clean`): what they name is resolved from the working tree's top, and from
         // a `core.worktree` git runs them in instead.
@@ -158,19 +162,20 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
         let named = super::envrc::named_places(&dir);
         out.named_by(&dir, named, AutorunClass::DirectoryHooks, &source);
     }
-    // The file the owner's interactive Python runs first (red team 33: a dotfiles repository).
-    if let Some(startup) = std::env::var_os("PYTHONSTARTUP").filter(|v| !v.is_empty()) {
-        out.add(
-            &root.join(startup),
-            AutorunClass::PythonStartup,
-            "the file PYTHONSTARTUP names: the owner's interactive Python runs it first".into(),
-            Scope::Below,
-        );
-    }
+    // What the owner's environment names to run (red teams 32, 33: [`super::owner_env`]).
+    let mut with_root = account.clone();
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    with_root.env.extend(super::env_files::of_root(
+        root,
+        home.as_deref().map(Path::new),
+    ));
+    let account = &with_root;
+    out.owner_env(account);
     // Modules named like what every Python of the account imports, in a directory a `.pth` file
     // or PYTHONPATH puts on its path.
-    for (dir, names) in super::import_roots::import_roots(root) {
-        if !matches!(resolve(root, Path::new("/"), &dir), Resolved::Inside(_)) {
+    let roots = super::import_roots::import_roots(root, &account.values("PYTHONPATH"));
+    for dir in &roots.dirs {
+        if !matches!(resolve(root, Path::new("/"), dir), Resolved::Inside(_)) {
             continue;
         }
         let why = "a module named like one every Python of the account imports (at start, from \
@@ -178,7 +183,7 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
                    or PYTHONPATH puts on every Python's path: it would run in the owner's other \
                    Python processes"
             .to_string();
-        for name in names {
+        for name in &roots.names {
             for rel in [
                 name.clone(),
                 format!("{name}.py"),
@@ -192,6 +197,15 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
                     Scope::Below,
                 );
             }
+        }
+        if !roots.opaque.is_empty() {
+            // A `.pth` line builds the name it imports at run time: any module here may run.
+            let why = format!(
+                "a module in a directory on every Python's path, where {} imports a module whose \
+                 name is built at run time: any module there may run at every start",
+                roots.opaque.join(", ")
+            );
+            out.add(dir, AutorunClass::PythonStartup, why, Scope::Imports);
         }
     }
     out.account_wide(account);
@@ -499,7 +513,12 @@ impl Places<'_> {
             return;
         };
         let dir = file.parent().unwrap_or(Path::new("/"));
-        for entry in parse(&text) {
+        self.read_entries(parse(&text), dir, depth, named);
+    }
+
+    /// What config entries name (read from a file in `dir`, or from git's environment).
+    fn read_entries(&mut self, entries: Vec<Entry>, dir: &Path, depth: usize, named: &mut Named) {
+        for entry in entries {
             let Some(value) = entry.value.clone() else {
                 continue;
             };

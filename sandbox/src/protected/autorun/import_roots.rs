@@ -8,6 +8,7 @@
 //! packages there (any other name) stay writable: they are the work.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 /// Modules Python imports at every start before or while `site` runs.
@@ -35,21 +36,30 @@ const AT_START: [&str; 18] = [
 /// Bytes of a `.pth` file read.
 const MAX_PTH: u64 = 64 * 1024;
 
-/// Each directory on every Python's path (named by a site directory's `.pth` file, or by
-/// `PYTHONPATH`), with the module names that must not be shadowed there.
-pub(super) fn import_roots(top: &Path) -> Vec<(PathBuf, BTreeSet<String>)> {
+/// The directories on every Python's path (named by a site directory's `.pth` file, or by
+/// `PYTHONPATH`), the module names that must not be shadowed there, and the `.pth` files
+/// (their names) with an opaque import line.
+pub(super) struct ImportRoots {
+    pub dirs: Vec<PathBuf>,
+    pub names: BTreeSet<String>,
+    /// `.pth` files whose import line may import any module (its name built at run time): every
+    /// module of every directory here may run at start.
+    pub opaque: Vec<String>,
+}
+
+/// The [`ImportRoots`] of the environments `top` and this account see.
+pub(super) fn import_roots(top: &Path, python_paths: &[&OsStr]) -> ImportRoots {
     let sites = super::namespaces::site_dirs(top);
     // A relative entry (`PYTHONPATH=src`) is relative to wherever the owner runs Python: read
     // against the write root, where the owner runs the project's Python (red team 33).
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PYTHONPATH")
-        .map(|value| {
-            std::env::split_paths(&value)
-                .filter(|dir| !dir.as_os_str().is_empty())
-                .map(|dir| top.join(dir))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = python_paths
+        .iter()
+        .flat_map(|value| std::env::split_paths(value))
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| top.join(dir))
+        .collect();
     let mut names: BTreeSet<String> = AT_START.iter().map(|n| n.to_string()).collect();
+    let mut opaque = Vec::new();
     for site in &sites {
         let Ok(entries) = std::fs::read_dir(site) else {
             continue;
@@ -57,8 +67,10 @@ pub(super) fn import_roots(top: &Path) -> Vec<(PathBuf, BTreeSet<String>)> {
         for entry in entries.flatten().take(super::namespaces::MAX_ENTRIES) {
             let file_name = entry.file_name().to_string_lossy().into_owned();
             if file_name.ends_with(".pth") {
-                if let Some(text) = super::read_head(&entry.path(), MAX_PTH) {
-                    read_pth(site, &text, &mut dirs, &mut names);
+                if let Some(text) = super::read_head(&entry.path(), MAX_PTH)
+                    && read_pth(site, &text, &mut dirs, &mut names)
+                {
+                    opaque.push(file_name);
                 }
                 continue;
             }
@@ -95,75 +107,39 @@ pub(super) fn import_roots(top: &Path) -> Vec<(PathBuf, BTreeSet<String>)> {
     }
     dirs.sort();
     dirs.dedup();
-    dirs.into_iter().map(|dir| (dir, names.clone())).collect()
+    opaque.sort();
+    opaque.dedup();
+    ImportRoots {
+        dirs,
+        names,
+        opaque,
+    }
 }
 
-/// What one `.pth` line does: an `import` line imports its modules at start, any other line
-/// names a directory (relative to the site directory) put on the path.
-fn read_pth(site: &Path, text: &str, dirs: &mut Vec<PathBuf>, names: &mut BTreeSet<String>) {
+/// What one `.pth` file's lines do: an `import` line imports its modules at start
+/// ([`super::pth_code`]), any other line names a directory (relative to the site directory)
+/// put on the path. True when an import line is opaque.
+fn read_pth(
+    site: &Path,
+    text: &str,
+    dirs: &mut Vec<PathBuf>,
+    names: &mut BTreeSet<String>,
+) -> bool {
+    let mut opaque = false;
     for line in text.lines() {
         let line = line.trim_end();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         if line.starts_with("import ") || line.starts_with("import\t") {
-            // The line is Python run at every start: every module it names anywhere (after
-            // `;`, inside an `exec` string — red team 32: certifi —, `from x import`,
-            // `__import__('x')`, `import_module('x')`).
-            // Escapes inside its strings separate statements too (`exec("import a\\nimport b")`).
-            let line = line
-                .replace("\\n", " ")
-                .replace("\\t", " ")
-                .replace("\\x20", " ")
-                .replace("\\r", " ");
-            names.extend(imported_names(&line));
+            let imports = super::pth_code::imports(line);
+            names.extend(imports.names);
+            opaque |= imports.opaque;
             continue;
         }
         dirs.push(site.join(line));
     }
-}
-
-/// Every top-level module name a line of Python code names for import.
-fn imported_names(line: &str) -> Vec<String> {
-    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
-    let top = |dotted: &str| {
-        dotted
-            .split('.')
-            .next()
-            .filter(|t| super::namespaces::identifier(t))
-            .map(str::to_lowercase)
-    };
-    let mut out = Vec::new();
-    let tokens: Vec<&str> = line
-        .split(|c: char| !(word(c) || c == ','))
-        .filter(|t| !t.is_empty())
-        .collect();
-    for (i, token) in tokens.iter().enumerate() {
-        match *token {
-            // `import a, b.c` (commas kept in the token stream, split here).
-            // `from a import b`: `b` is a name inside `a`, not a module of its own.
-            "import" if i >= 2 && tokens[i - 2] == "from" => {}
-            "import" => {
-                for next in tokens.iter().skip(i + 1) {
-                    let mut any = false;
-                    for part in next.split(',').filter(|p| !p.is_empty()) {
-                        out.extend(top(part));
-                        any = true;
-                    }
-                    if !next.ends_with(',') || !any {
-                        break;
-                    }
-                }
-            }
-            "from" | "__import__" | "import_module" => {
-                if let Some(next) = tokens.get(i + 1) {
-                    out.extend(top(next.trim_end_matches(',')));
-                }
-            }
-            _ => {}
-        }
-    }
-    out
+    opaque
 }
 
 /// The module name an entry of a site or standard-library directory provides: a package

@@ -154,7 +154,7 @@ pub(super) fn site_dirs(top: &Path) -> Vec<PathBuf> {
         expand(top, pattern, &mut sites);
     }
     // The owner's user base moved (red team 33): its site dir instead of `~/.local`'s.
-    if let Some(base) = std::env::var_os("PYTHONUSERBASE").filter(|b| !b.is_empty()) {
+    if let Some(base) = super::owner_env::var("PYTHONUSERBASE") {
         expand(Path::new(&base), "lib/python3*/site-packages", &mut sites);
     }
     sites.truncate(MAX_SITES);

@@ -940,7 +940,7 @@ fn a_global_hooks_path_into_a_root_without_a_repository_is_a_place() {
     std::fs::write(&local, "[core]\n\thooksPath = relhooks\n").unwrap();
     let account = gitconfig::Account {
         configs: vec![global, local],
-        template_dirs: Vec::new(),
+        ..Default::default()
     };
     let places = gitconfig::places_with(&root, &[], &account);
     let at: Vec<_> = places.iter().map(|p| p.at.clone()).collect();

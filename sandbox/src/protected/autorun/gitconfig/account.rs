@@ -3,8 +3,10 @@
 //! `git init` / `git clone` copy into each new repository (`init.templateDir`,
 //! `GIT_TEMPLATE_DIR`), and git's path spellings (`~/`, `~name/`) as git expands them.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use super::super::owner_env;
 use super::{AutorunClass, Named, Places, Reads, Scope, Source};
 
 /// git's compiled-in template directory (Debian's, and git's own default prefix's).
@@ -20,12 +22,48 @@ pub struct Account {
     pub configs: Vec<PathBuf>,
     /// As written: `~` spellings expanded as in a config, a relative one refuses the tree.
     pub template_dirs: Vec<String>,
+    /// Config entries git takes from the environment, read as a global config's.
+    pub git_entries: Vec<super::Entry>,
+    /// The owner's values of [`owner_env::VARS`] (set ones only).
+    pub env: Vec<(&'static str, OsString)>,
 }
 
 impl Account {
     /// What git reads for this process's account (the gateway's environment is the owner's).
     pub fn of_process() -> Self {
-        let env = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+        let mut account = Self::of_env(owner_env::var);
+        account.env = owner_env::VARS
+            .iter()
+            .filter_map(|(name, _)| owner_env::var(name).map(|value| (*name, value)))
+            .collect();
+        // Set in the owner's shell start-up files, where the gateway may not have seen it (a
+        // service, another shell): red team 33.
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            let shell = super::super::env_files::of_shell(Path::new(&home));
+            for (name, value) in &shell {
+                match *name {
+                    "GIT_CONFIG_GLOBAL" | "GIT_CONFIG_SYSTEM" => {
+                        account.configs.push(PathBuf::from(value))
+                    }
+                    "XDG_CONFIG_HOME" => account.configs.push(Path::new(value).join("git/config")),
+                    "GIT_TEMPLATE_DIR" => account
+                        .template_dirs
+                        .push(value.to_string_lossy().into_owned()),
+                    _ => {}
+                }
+            }
+            account.env.extend(shell);
+        }
+        account
+    }
+
+    /// What git reads for an account whose environment `var` gives (the files, the template
+    /// directories and git's config entries; [`Self::env`] is left empty).
+    pub fn of_env(var: impl Fn(&str) -> Option<OsString>) -> Self {
+        let env = |name: &str| match name {
+            "HOME" => std::env::var_os(name).filter(|value| !value.is_empty()),
+            _ => var(name),
+        };
         let mut configs = vec![PathBuf::from("/etc/gitconfig")];
         // git reads these instead of the usual ones when set: both are read (fail closed).
         configs.extend(env("GIT_CONFIG_SYSTEM").map(PathBuf::from));
@@ -43,7 +81,21 @@ impl Account {
         Self {
             configs,
             template_dirs,
+            git_entries: owner_env::git_entries(var),
+            env: Vec::new(),
         }
+    }
+}
+
+impl Account {
+    /// The owner's values of `name` (one of [`owner_env::VARS`]): the environment's, then
+    /// those its start-up files and the root's `.envrc`/`.env` assign.
+    pub fn values(&self, name: &str) -> Vec<&std::ffi::OsStr> {
+        self.env
+            .iter()
+            .filter(|(var, _)| *var == name)
+            .map(|(_, value)| value.as_os_str())
+            .collect()
     }
 }
 
@@ -107,6 +159,7 @@ impl Places<'_> {
         for config in &account.configs {
             self.read_config(config, 0, &mut named);
         }
+        self.read_entries(account.git_entries.clone(), Path::new("/"), 0, &mut named);
         let mut templates = account.template_dirs.clone();
         templates.append(&mut named.template_dirs);
         templates.append(&mut self.template_dirs);
@@ -152,7 +205,7 @@ impl Places<'_> {
     }
 
     /// A program the account's configuration runs: what it names by an absolute or `~` path.
-    fn account_program(&mut self, reads: Reads, key: &str) {
+    pub(super) fn account_program(&mut self, reads: Reads, key: &str) {
         let source = Source {
             paths: format!(
                 "a program the account's git configuration runs in every repository (`{key}`)"

@@ -81,3 +81,58 @@ fn an_editable_installs_source_dir_refuses_only_shadowing_modules() {
         assert!(!placed(rel), "{rel}");
     }
 }
+
+/// Red team 33 `pthparse`: a `.pth` line that builds the name it imports at run time may import
+/// any module of a directory on the path: every module there (and a package's `__init__`) is a
+/// place, naming the `.pth` file; the package's other modules stay writable. The real shapes
+/// (distutils-precedence, an `-nspkg.pth`) beside it leave the project's own package writable.
+#[test]
+fn an_opaque_pth_line_protects_every_module_of_the_import_roots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let site = root.join(".venv/lib/python3.12/site-packages");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::create_dir_all(root.join("src/mypkg")).unwrap();
+    let editable = format!("{}\n", root.join("src").display());
+    std::fs::write(site.join("__editable__.mypkg-0.1.pth"), editable).unwrap();
+    let precedence = "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, \
+                      'local') == 'local'; enabled and __import__('_distutils_hack').add_shim(); \n";
+    std::fs::write(site.join("distutils-precedence.pth"), precedence).unwrap();
+    let account = super::super::gitconfig::Account::default();
+    let placed = |places: &[super::super::gitconfig::GitPlace], rel: &str| {
+        places
+            .iter()
+            .any(|p| match Path::new(rel).strip_prefix(&p.at) {
+                Err(_) => false,
+                Ok(_) if p.scope == super::super::shell_command::Scope::Below => true,
+                Ok(below) => super::super::shell_command::imports_reach(
+                    &below
+                        .iter()
+                        .map(|c| c.to_string_lossy().into_owned())
+                        .collect::<Vec<_>>(),
+                ),
+            })
+    };
+    let places = super::super::gitconfig::places_with(&root, &[], &account);
+    for rel in ["src/mypkg/__init__.py", "src/helpers.py"] {
+        assert!(!placed(&places, rel), "{rel}: {places:?}");
+    }
+    std::fs::write(
+        site.join("zz.pth"),
+        "import os;__import__(chr(121)+'aml')\n",
+    )
+    .unwrap();
+    let places = super::super::gitconfig::places_with(&root, &[], &account);
+    for rel in [
+        "src/mypkg/__init__.py",
+        "src/helpers.py",
+        "src/_distutils_hack.py",
+    ] {
+        assert!(placed(&places, rel), "{rel}: {places:?}");
+    }
+    assert!(!placed(&places, "src/mypkg/core.py"), "{places:?}");
+    assert!(
+        places.iter().any(|p| p.why.contains("zz.pth")),
+        "{places:?}"
+    );
+}

@@ -30,7 +30,7 @@ fn setup(parent: &Path) -> (tempfile::TempDir, PathBuf, PathBuf) {
 fn account(configs: Vec<PathBuf>) -> Account {
     Account {
         configs,
-        template_dirs: Vec::new(),
+        ..Default::default()
     }
 }
 

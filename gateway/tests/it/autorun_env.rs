@@ -1,0 +1,190 @@
+//! The owner's environment with the real runner (red teams 32, 33): the variables that name
+//! code or config the owner's tools run (`PYTHONPATH`, git's config variables and template
+//! directory, `ZDOTDIR`, `PERL5LIB`, …) reach the brokers' write rules, and a `.pth` import line
+//! is read as Python; the project's own files beside each place stay writable.
+
+use serde_json::json;
+
+use crate::autorun::{assert_refused, results, write};
+use crate::support::*;
+use crate::writes::{reply_calls, start_profile};
+
+/// Red team 32: the owner's environment the write rules read (`PYTHONPATH`, `GIT_TEMPLATE_DIR`,
+/// git's global config variables) never reached the broker, started with a cleared environment:
+/// the gateway hands them on. With the gateway started with `PYTHONPATH=<root>/src`, a module
+/// that shadows one every Python imports there is refused, and with `GIT_TEMPLATE_DIR` in the
+/// root its hooks are; the project's own package stays writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_owners_python_path_and_git_template_reach_the_write_rules() {
+    let (_repo, root) = crate::writes::repo();
+    let (src, template) = (root.join("src"), root.join("template"));
+    let startup = root.join("pystartup.py");
+    let gw = gateway_with(&[
+        ("PYTHONPATH", src.to_str().unwrap()),
+        ("GIT_TEMPLATE_DIR", template.to_str().unwrap()),
+        ("PYTHONSTARTUP", startup.to_str().unwrap()),
+    ])
+    .await;
+    let chat = chatgpt(&gw).await;
+    let v = start_profile(&chat, &root, "direct_write", "owner-env-start").await;
+    let calls = json!([
+        write(&src.join("encodings/__init__.py"), "print('x')\n"),
+        write(
+            &template.join("hooks/post-checkout"),
+            "#!/bin/sh\ntouch /tmp/pwned\n"
+        ),
+        write(&src.join("mypkg/core.py"), "X = 1\n"),
+        // Red team 33: a standard-library name (read from the system's interpreters, not only
+        // beside a site dir) and the file PYTHONSTARTUP names.
+        write(&src.join("json/__init__.py"), "print('x')\n"),
+        write(&startup, "print('x')\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "owner-env-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 5, "{v}");
+    assert_refused(&got[0], "src/encodings/__init__.py", "python_startup");
+    assert_refused(&got[1], "template/hooks/post-checkout", "git_hooks");
+    assert_eq!(got[2]["status"], "ok", "{}", got[2]);
+    assert_refused(&got[3], "src/json/__init__.py", "python_startup");
+    assert_refused(&got[4], "pystartup.py", "python_startup");
+    assert!(!src.join("json").exists() && !startup.exists());
+    assert!(!src.join("encodings").exists() && !template.exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "owner-env-stop", None)
+        .await
+        .unwrap();
+}
+
+/// Red team 33: git's config variables (`GIT_CONFIG_COUNT` with its numbered keys,
+/// `GIT_CONFIG_PARAMETERS` in git's quoted form) and the owner's variables that name code
+/// (`ZDOTDIR`'s start-up files, a `PERL5LIB` dir ahead of Perl's library) reach the brokers'
+/// write rules; the project's own module beside them stays writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_owners_git_config_variables_and_code_naming_variables_reach_the_write_rules() {
+    let (_repo, root) = crate::writes::repo();
+    let (hooks, zsh, perl) = (root.join("hooks"), root.join("zsh"), root.join("perl"));
+    let pager = root.join("tools/pager.sh");
+    let params = format!("'core.pager'='{} -R'", pager.display());
+    let gw = gateway_with(&[
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "core.hooksPath"),
+        ("GIT_CONFIG_VALUE_0", hooks.to_str().unwrap()),
+        ("GIT_CONFIG_PARAMETERS", &params),
+        ("ZDOTDIR", zsh.to_str().unwrap()),
+        ("PERL5LIB", perl.to_str().unwrap()),
+    ])
+    .await;
+    let chat = chatgpt(&gw).await;
+    let v = start_profile(&chat, &root, "direct_write", "owner-env2-start").await;
+    let calls = json!([
+        write(&hooks.join("pre-commit"), "#!/bin/sh\ntouch /tmp/pwned\n"),
+        write(&pager, "#!/bin/sh\ntouch /tmp/pwned\n"),
+        write(&zsh.join(".zshrc"), "touch /tmp/pwned\n"),
+        write(&perl.join("strict.pm"), "system('touch /tmp/pwned'); 1;\n"),
+        write(&perl.join("MyApp.pm"), "package MyApp; 1;\n"),
+        write(&root.join("tools/format.sh"), "#!/bin/sh\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "owner-env2-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 6, "{v}");
+    assert_refused(&got[0], "hooks/pre-commit", "git_hooks");
+    assert_refused(&got[1], "tools/pager.sh", "git_hooks");
+    assert_refused(&got[2], "zsh/.zshrc", "shell_startup");
+    assert_refused(&got[3], "perl/strict.pm", "shell_startup");
+    for (i, rel) in [(4, "perl/MyApp.pm"), (5, "tools/format.sh")] {
+        assert_eq!(got[i]["status"], "ok", "{rel}: {}", got[i]);
+        assert!(root.join(rel).is_file(), "{rel}");
+    }
+    assert!(!hooks.exists() && !pager.exists() && !zsh.exists());
+    assert!(!perl.join("strict.pm").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "owner-env2-stop", None)
+        .await
+        .unwrap();
+}
+
+/// Red team 33 `pthparse`: a `.pth` import line is read as Python (escapes inside its strings,
+/// joined literals, exec'd code); what it imports, in a directory on every Python's path, is
+/// refused, and a line that builds its module's name at run time refuses every module there;
+/// the project's own package's modules stay writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pth_import_line_is_read_as_python() {
+    let (_repo, root) = crate::writes::repo();
+    let site = root.join(".venv/lib/python3.12/site-packages");
+    std::fs::create_dir_all(&site).unwrap();
+    let src = root.join("src");
+    let pth = format!(
+        "{}\nimport os;exec(\"import sys\\nimport colorama\");exec(\"import\\x20truststore\");__import__(\"sentry\"+\"_sdk\")\n",
+        src.display()
+    );
+    std::fs::write(site.join("tools.pth"), pth).unwrap();
+    let gw = gateway_with(&[]).await;
+    let chat = chatgpt(&gw).await;
+    let v = start_profile(&chat, &root, "direct_write", "pth-start").await;
+    let calls = json!([
+        write(&src.join("colorama/__init__.py"), "print('x')\n"),
+        write(&src.join("truststore.py"), "print('x')\n"),
+        write(&src.join("sentry_sdk/__init__.py"), "print('x')\n"),
+        write(&src.join("mypkg/core.py"), "X = 1\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "pth-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 4, "{v}");
+    assert_refused(&got[0], "src/colorama/__init__.py", "python_startup");
+    assert_refused(&got[1], "src/truststore.py", "python_startup");
+    assert_refused(&got[2], "src/sentry_sdk/__init__.py", "python_startup");
+    assert_eq!(got[3]["status"], "ok", "{}", got[3]);
+    // An opaque line: any module there may run; the package's other modules stay writable.
+    std::fs::write(
+        site.join("zz.pth"),
+        "import os;__import__(chr(121)+'aml')\n",
+    )
+    .unwrap();
+    // The scan is cached for up to 10 s: wait it out.
+    tokio::time::sleep(std::time::Duration::from_secs(11)).await;
+    let calls = json!([
+        write(&src.join("helpers.py"), "print('x')\n"),
+        write(&src.join("mypkg/more.py"), "Y = 1\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "pth-r2", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 2, "{v}");
+    assert_refused(&got[0], "src/helpers.py", "python_startup");
+    let output = got[0]["output"].as_str().unwrap_or_default();
+    assert!(output.contains("zz.pth"), "{output}");
+    assert_eq!(got[1]["status"], "ok", "{}", got[1]);
+    assert!(!src.join("colorama").exists() && !src.join("helpers.py").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "pth-stop", None)
+        .await
+        .unwrap();
+}
+
+/// Red team 33 `pypath2 envrc`: the root's `.envrc` exports `PYTHONPATH` (direnv sets it at
+/// `cd`; the gateway's environment has none): what shadows a module every Python imports in
+/// that directory is refused, the project's own package is not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_path_the_root_s_envrc_exports_reaches_the_write_rules() {
+    let (_repo, root) = crate::writes::repo();
+    std::fs::write(
+        root.join(".envrc"),
+        "layout python3\nexport PYTHONPATH=\"$PWD/src:$PYTHONPATH\"\n",
+    )
+    .unwrap();
+    let src = root.join("src");
+    let gw = gateway_with(&[]).await;
+    let chat = chatgpt(&gw).await;
+    let v = start_profile(&chat, &root, "direct_write", "envrc-env-start").await;
+    let calls = json!([
+        write(&src.join("encodings/__init__.py"), "print('x')\n"),
+        write(&src.join("json/__init__.py"), "print('x')\n"),
+        write(&src.join("mypkg/core.py"), "X = 1\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "envrc-env-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 3, "{v}");
+    assert_refused(&got[0], "src/encodings/__init__.py", "python_startup");
+    assert_refused(&got[1], "src/json/__init__.py", "python_startup");
+    assert_eq!(got[2]["status"], "ok", "{}", got[2]);
+    assert!(!src.join("encodings").exists() && !src.join("json").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "envrc-env-stop", None)
+        .await
+        .unwrap();
+}

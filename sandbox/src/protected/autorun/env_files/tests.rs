@@ -1,0 +1,94 @@
+//! Unit tests of the owner's variables read from `.envrc`, `.env` and shell start-up files.
+
+use super::*;
+
+fn read(text: &str, dir: Option<&Path>) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    assignments(text, dir, &mut out);
+    out.into_iter()
+        .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
+        .collect()
+}
+
+#[test]
+fn envrc_and_dotenv_values_are_read_against_the_file_s_directory() {
+    let dir = Path::new("/w/proj");
+    let got = read(
+        "export PYTHONPATH=src\nexport PYTHONPATH=\"$PWD/lib:$PYTHONPATH\"\n\
+         PYTHONPATH=${PWD}/a:$(pwd)/b # note\npath_add PERL5LIB perl\nexport PATH=$PWD/bin\n\
+         export PYTHONPATH='$X/gen:/opt/$Y/z:tools'\nexport NODE_OPTIONS=\"--require ./h.js\"\n\
+         layout python3\nexport ZDOTDIR=$HOME_OTHER\n",
+        Some(dir),
+    );
+    let want = [
+        ("PYTHONPATH", "/w/proj/src"),
+        ("PYTHONPATH", "/w/proj/lib"),
+        ("PYTHONPATH", "/w/proj/a:/w/proj/b"),
+        ("PERL5LIB", "/w/proj/perl"),
+        ("PYTHONPATH", "/opt:/w/proj/tools"),
+        ("NODE_OPTIONS", "--require ./h.js"),
+    ];
+    assert_eq!(got, want.map(|(k, v)| (k, v.to_string())));
+}
+
+#[test]
+fn shell_start_up_files_keep_relative_entries_relative_and_expand_home() {
+    let home = std::env::var("HOME").unwrap();
+    let got = read(
+        "export PYTHONPATH=~/lib/py:src\nset -gx PERL5LIB ~/perl\nset -x RUBYLIB rb\n\
+         if [ -d x ]; then\n  export GIT_EXEC_PATH=$HOME/gx\nfi\n",
+        None,
+    );
+    let want = [
+        ("PYTHONPATH", format!("{home}/lib/py:src")),
+        ("PERL5LIB", format!("{home}/perl")),
+        ("RUBYLIB", "rb".to_string()),
+        ("GIT_EXEC_PATH", format!("{home}/gx")),
+    ];
+    assert_eq!(got, want);
+}
+
+/// Red team 33 `pypath2 envrc`: a root's `.envrc` exporting `PYTHONPATH=src` (the gateway's
+/// environment has none) makes `src/` an import root; the nearest `.envrc` up to the home is
+/// read, and the root's `.env`.
+#[test]
+fn a_root_s_envrc_or_dotenv_puts_its_dirs_on_the_import_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = home.join("proj/app");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(home.join("proj/.envrc"), "export PYTHONPATH=$PWD/app/src\n").unwrap();
+    std::fs::write(root.join(".env"), "PERL5LIB=perl\n").unwrap();
+    let got = of_root(&root, Some(&home));
+    let want = [
+        ("PYTHONPATH", root.join("src")),
+        ("PERL5LIB", root.join("perl")),
+    ];
+    let got: Vec<_> = got
+        .into_iter()
+        .map(|(k, v)| (k, PathBuf::from(v)))
+        .collect();
+    assert_eq!(got, want);
+    let account = super::super::gitconfig::Account::default();
+    let places = super::super::gitconfig::places_with(&root, &[], &account);
+    let at: Vec<_> = places.iter().map(|p| p.at.clone()).collect();
+    assert!(at.contains(&PathBuf::from("src/encodings")), "{places:?}");
+    assert!(at.contains(&PathBuf::from("perl/strict.pm")), "{places:?}");
+    assert!(!at.iter().any(|p| p.starts_with("src/mypkg")), "{places:?}");
+}
+
+#[test]
+fn command_values_expand_home_and_a_reference_to_another_table_variable_is_left_to_it() {
+    let home = std::env::var("HOME").unwrap();
+    let got = read(
+        "export EDITOR=\"$HOME/bin/ed -w\"\nexport VISUAL=$EDITOR\nexport GIT_PAGER='~/bin/p'\n\
+         export PERL5OPT=\"-I$HOME/perl -MFoo\"\n",
+        None,
+    );
+    let want = [
+        ("EDITOR", format!("{home}/bin/ed -w")),
+        ("GIT_PAGER", format!("{home}/bin/p")),
+        ("PERL5OPT", format!("-I{home}/perl -MFoo")),
+    ];
+    assert_eq!(got, want);
+}

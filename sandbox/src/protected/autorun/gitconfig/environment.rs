@@ -1,0 +1,291 @@
+//! The places the owner's environment names ([`owner_env::VARS`], red teams 32 and 33): a
+//! program git or a shell runs, a directory of start-up files or programs, the modules a
+//! language's options load, and — in a directory ahead of a language's own library on its
+//! import path — the modules named like that library's (`strict.pm` on `PERL5LIB` runs in every
+//! Perl of the owner's). git's config variables, `PYTHONPATH` and `PYTHONUSERBASE` are read
+//! where the account's git config and Python's import roots are.
+//!
+//! A relative value is relative to wherever the owner runs the tool: it is read against the
+//! write root, where the owner runs the project's tools (as `PYTHONPATH=src`).
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use super::super::owner_env::{self, Lang, Names};
+use super::super::shell_command::{Reading, program_paths};
+use super::{Account, AutorunClass, Places, Scope};
+
+/// Where the system's Perl and Ruby keep their own libraries (patterns as
+/// [`super::super::namespaces::expand`] takes them, from `/`).
+const LIBRARY_DIRS: [(Lang, &str); 10] = [
+    (Lang::Perl, "usr/share/perl/5*"),
+    (Lang::Perl, "usr/lib/*/perl/5*"),
+    (Lang::Perl, "usr/lib/*/perl-base"),
+    (Lang::Perl, "usr/share/perl5"),
+    (Lang::Perl, "usr/lib64/perl5"),
+    (Lang::Perl, "usr/local/share/perl/5*"),
+    (Lang::Ruby, "usr/lib/ruby/3*"),
+    (Lang::Ruby, "usr/lib/ruby/2*"),
+    (Lang::Ruby, "usr/lib/ruby/vendor_ruby"),
+    (Lang::Ruby, "usr/share/ruby"),
+];
+
+/// Modules each interpreter loads at start or nearly every program loads, whether or not a
+/// scan finds its library (`rubygems` at every `ruby`).
+const ALWAYS: [(Lang, &str); 12] = [
+    (Lang::Perl, "strict"),
+    (Lang::Perl, "warnings"),
+    (Lang::Perl, "vars"),
+    (Lang::Perl, "Exporter"),
+    (Lang::Perl, "Carp"),
+    (Lang::Perl, "lib"),
+    (Lang::Perl, "constant"),
+    (Lang::Ruby, "rubygems"),
+    (Lang::Ruby, "bundler"),
+    (Lang::Ruby, "did_you_mean"),
+    (Lang::Ruby, "error_highlight"),
+    (Lang::Ruby, "syntax_suggest"),
+];
+
+impl Places<'_> {
+    /// The places the owner's environment names.
+    pub(super) fn owner_env(&mut self, account: &Account) {
+        let mut import_dirs: Vec<(Lang, PathBuf)> = Vec::new();
+        let mut loads: Vec<(Lang, String)> = Vec::new();
+        for (name, value) in &account.env {
+            let Some((_, names)) = owner_env::VARS.iter().find(|(var, _)| var == name) else {
+                continue;
+            };
+            let class = class_of(name);
+            let why = |what: &str| format!("{what} the owner's environment names ({name})");
+            match *names {
+                // `ENV=production` (an application's setting, common in `.env`): no file.
+                Names::File if *name == "ENV" && !value.to_string_lossy().contains('/') => {}
+                Names::File => {
+                    let file = self.root.join(value);
+                    self.add(
+                        &file,
+                        class,
+                        why("a program or start-up file"),
+                        Scope::Below,
+                    );
+                }
+                Names::FileList => {
+                    for file in value.to_string_lossy().split([':', ' ', '\t']) {
+                        if !file.is_empty() {
+                            let file = self.root.join(file);
+                            self.add(
+                                &file,
+                                class,
+                                why("a library preloaded into every program"),
+                                Scope::Below,
+                            );
+                        }
+                    }
+                }
+                Names::Command => {
+                    let reads = program_paths(&value.to_string_lossy(), Reading::Strict);
+                    self.account_program(reads, &format!("${name}"));
+                }
+                Names::RunDir => {
+                    for dir in std::env::split_paths(value).filter(|d| !d.as_os_str().is_empty()) {
+                        let dir = self.root.join(dir);
+                        self.add(
+                            &dir,
+                            class,
+                            why("a directory whose files run"),
+                            Scope::Below,
+                        );
+                    }
+                }
+                Names::LibraryPath => {
+                    // The system's libraries by their file names (the loader looks a library
+                    // up by its exact name): the project's own libraries there stay writable.
+                    let why = why(
+                        "a library named like one of the system's, in a directory the \
+                                   dynamic loader searches first",
+                    );
+                    let names = system_libraries();
+                    for dir in std::env::split_paths(value).filter(|d| !d.as_os_str().is_empty()) {
+                        let dir = self.root.join(dir);
+                        for name in &names {
+                            self.add(&dir.join(name), class, why.clone(), Scope::Below);
+                        }
+                    }
+                }
+                Names::ImportPath(lang @ (Lang::Perl | Lang::Ruby)) => {
+                    let dirs = std::env::split_paths(value).filter(|d| !d.as_os_str().is_empty());
+                    import_dirs.extend(dirs.map(|dir| (lang, self.root.join(dir))));
+                }
+                Names::Options(lang) => {
+                    let (named, dirs) = owner_env::option_names(lang, value);
+                    import_dirs.extend(dirs.iter().map(|dir| (lang, self.root.join(dir))));
+                    for load in named {
+                        if load.contains('/') {
+                            // A file by path (`--require ./x.js`, `-r/opt/x.rb`); a bare
+                            // node name is an installed package (`installed_packages`).
+                            let file = self.root.join(load.trim_start_matches("file://"));
+                            self.add(
+                                &file,
+                                class,
+                                why("a file loaded at every start"),
+                                Scope::Below,
+                            );
+                        }
+                        loads.push((lang, load));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (lang, dir) in import_dirs {
+            let why = format!(
+                "a module named like one of {}'s own library or one its options load, in a \
+                 directory the owner's environment puts ahead of that library: it would run in \
+                 the owner's other programs",
+                lang_name(lang)
+            );
+            for module in library_names(lang).into_iter().chain(
+                loads
+                    .iter()
+                    .filter(|(l, _)| *l == lang)
+                    .map(|(_, m)| m.clone()),
+            ) {
+                for rel in module_files(lang, &module) {
+                    self.add(
+                        &dir.join(rel),
+                        AutorunClass::ShellStartup,
+                        why.clone(),
+                        Scope::Below,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The class a variable's places are refused as.
+fn class_of(name: &str) -> AutorunClass {
+    match name {
+        n if n.starts_with("GIT_") || n == "SSH_ASKPASS" => AutorunClass::GitHooks,
+        "EDITOR" | "VISUAL" | "PAGER" => AutorunClass::GitHooks,
+        n if n.starts_with("PYTHON") => AutorunClass::PythonStartup,
+        _ => AutorunClass::ShellStartup,
+    }
+}
+
+fn lang_name(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Perl => "Perl",
+        Lang::Ruby => "Ruby",
+        Lang::Node => "Node",
+        Lang::Python => "Python",
+    }
+}
+
+/// Where the system's shared libraries are.
+const SYSTEM_LIBRARY_DIRS: [&str; 6] = [
+    "/lib",
+    "/usr/lib",
+    "/lib64",
+    "/usr/lib64",
+    "/usr/local/lib",
+    "/usr/lib/x86_64-linux-gnu",
+];
+
+/// The file names of the system's shared libraries (`libc.so.6`), in its library dirs and
+/// their multiarch subdirectories (`/usr/lib/aarch64-linux-gnu`).
+fn system_libraries() -> Vec<String> {
+    let mut dirs: Vec<PathBuf> = SYSTEM_LIBRARY_DIRS.iter().map(PathBuf::from).collect();
+    super::super::namespaces::expand(Path::new("/usr/lib"), "*-linux-gnu*", &mut dirs);
+    let mut names = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries
+            .flatten()
+            .take(super::super::namespaces::MAX_ENTRIES)
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.contains(".so") {
+                names.push(name);
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The top-level module names of `lang`'s own library on this system, with [`ALWAYS`].
+fn library_names(lang: Lang) -> Vec<String> {
+    let mut dirs = Vec::new();
+    for (_, pattern) in LIBRARY_DIRS.iter().filter(|(l, _)| *l == lang) {
+        super::super::namespaces::expand(Path::new("/"), pattern, &mut dirs);
+    }
+    let mut names: Vec<String> = ALWAYS
+        .iter()
+        .filter(|(l, _)| *l == lang)
+        .map(|(_, n)| n.to_string())
+        .collect();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries
+            .flatten()
+            .take(super::super::namespaces::MAX_ENTRIES)
+        {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            let stem = file
+                .strip_suffix(".pm")
+                .or_else(|| file.strip_suffix(".rb"))
+                .or_else(|| file.strip_suffix(".so"))
+                .unwrap_or(&file);
+            if !stem.is_empty()
+                && stem
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                names.push(stem.to_string());
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The files a module name is loaded from, relative to a directory on the import path
+/// (`Foo::Bar` → `Foo/Bar.pm`; Ruby's `foo/bar` → `foo/bar.rb`); a top-level name also
+/// names its directory.
+fn module_files(lang: Lang, module: &str) -> Vec<PathBuf> {
+    let rel = match lang {
+        Lang::Perl => module.replace("::", "/"),
+        _ => module.to_string(),
+    };
+    if rel.is_empty()
+        || rel.starts_with('/')
+        || Path::new(&rel)
+            .components()
+            .any(|c| c.as_os_str() == OsStr::new(".."))
+    {
+        return Vec::new();
+    }
+    let mut out = match lang {
+        Lang::Perl => vec![PathBuf::from(format!("{rel}.pm"))],
+        Lang::Ruby => vec![
+            PathBuf::from(format!("{rel}.rb")),
+            PathBuf::from(format!("{rel}.so")),
+        ],
+        _ => Vec::new(),
+    };
+    if !rel.contains('/') {
+        out.push(PathBuf::from(&rel));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

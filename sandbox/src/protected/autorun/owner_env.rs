@@ -1,0 +1,316 @@
+//! The owner's environment variables that name code or configuration the owner's tools run
+//! (issue 23, red teams 32 and 33): one table, [`VARS`], read both for what the gateway hands a
+//! broker (started with a cleared environment, so its write rules would read nothing) and for
+//! what the write rules protect, so the two cannot drift. git's own config variables
+//! (`GIT_CONFIG_COUNT` with its `GIT_CONFIG_KEY_<n>` / `GIT_CONFIG_VALUE_<n>` family,
+//! `GIT_CONFIG_PARAMETERS`) are read here into config entries exactly as git reads them.
+
+use std::ffi::{OsStr, OsString};
+
+use super::gitconfig::Entry;
+
+/// What a variable's value names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Names {
+    /// A config file git reads, or the directory of one (`XDG_CONFIG_HOME`): read as the
+    /// account's global config.
+    GitConfig,
+    /// Config entries git takes from the environment (`GIT_CONFIG_COUNT`, `GIT_CONFIG_PARAMETERS`).
+    GitConfigEntries,
+    /// The template directory git init and clone copy into every new repository.
+    GitTemplateDir,
+    /// A program (path) run by itself: git's ssh, askpass, a shell's start-up file.
+    File,
+    /// A shell command line run (git's editor, pager, ssh command, external diff).
+    Command,
+    /// Files run by a list of paths (`LD_PRELOAD`: colons or blanks).
+    FileList,
+    /// A directory every file of which runs: zsh's start-up files (`ZDOTDIR`), git's
+    /// `git-<cmd>` programs (`GIT_EXEC_PATH`).
+    RunDir,
+    /// Directories the dynamic loader searches ahead of the system's (`LD_LIBRARY_PATH`).
+    LibraryPath,
+    /// Directories ahead of a language's own library on its import path.
+    ImportPath(Lang),
+    /// Options naming files or modules loaded at every start of the language's interpreter.
+    Options(Lang),
+    /// Python's user base: its site directory's `.pth` files run at every start.
+    PythonUserBase,
+}
+
+/// A language whose import path the owner's environment extends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    Python,
+    Perl,
+    Ruby,
+    Node,
+}
+
+/// Every variable read, with what it names.
+pub const VARS: &[(&str, Names)] = &[
+    ("GIT_CONFIG_GLOBAL", Names::GitConfig),
+    ("GIT_CONFIG_SYSTEM", Names::GitConfig),
+    ("XDG_CONFIG_HOME", Names::GitConfig),
+    ("GIT_CONFIG_COUNT", Names::GitConfigEntries),
+    ("GIT_CONFIG_PARAMETERS", Names::GitConfigEntries),
+    ("GIT_TEMPLATE_DIR", Names::GitTemplateDir),
+    ("GIT_SSH", Names::File),
+    ("GIT_ASKPASS", Names::File),
+    ("SSH_ASKPASS", Names::File),
+    ("BASH_ENV", Names::File),
+    ("ENV", Names::File),
+    ("PYTHONSTARTUP", Names::File),
+    ("GIT_SSH_COMMAND", Names::Command),
+    ("GIT_EDITOR", Names::Command),
+    ("GIT_SEQUENCE_EDITOR", Names::Command),
+    ("GIT_PAGER", Names::Command),
+    ("GIT_EXTERNAL_DIFF", Names::Command),
+    ("EDITOR", Names::Command),
+    ("VISUAL", Names::Command),
+    ("PAGER", Names::Command),
+    ("LD_PRELOAD", Names::FileList),
+    ("ZDOTDIR", Names::RunDir),
+    ("GIT_EXEC_PATH", Names::RunDir),
+    ("LD_LIBRARY_PATH", Names::LibraryPath),
+    ("PYTHONPATH", Names::ImportPath(Lang::Python)),
+    ("PERL5LIB", Names::ImportPath(Lang::Perl)),
+    ("PERLLIB", Names::ImportPath(Lang::Perl)),
+    ("RUBYLIB", Names::ImportPath(Lang::Ruby)),
+    ("PERL5OPT", Names::Options(Lang::Perl)),
+    ("RUBYOPT", Names::Options(Lang::Ruby)),
+    ("NODE_OPTIONS", Names::Options(Lang::Node)),
+    ("PYTHONUSERBASE", Names::PythonUserBase),
+];
+
+/// git's numbered config variables: a family, not a fixed list.
+const GIT_KEY_PREFIXES: [&str; 2] = ["GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"];
+
+/// The prefix a value is handed to a broker under: the broker reads the owner's values without
+/// running with them (an `LD_PRELOAD`, a `BASH_ENV`, a `NODE_OPTIONS` would otherwise apply to
+/// the broker and what it starts).
+pub const HANDED_PREFIX: &str = "CLAUDE_TOOLS_OWNER_ENV_";
+
+/// Most `GIT_CONFIG_KEY_<n>` read (git reads as many as `GIT_CONFIG_COUNT` says).
+const MAX_GIT_COUNT: usize = 1024;
+
+/// Whether the variable `name` is one the write rules read (handed on to brokers).
+pub fn read_by_rules(name: &str) -> bool {
+    VARS.iter().any(|(var, _)| *var == name)
+        || GIT_KEY_PREFIXES.iter().any(|prefix| {
+            name.strip_prefix(prefix)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
+/// The environment a broker is handed: each variable [`read_by_rules`] of `vars`, under
+/// [`HANDED_PREFIX`].
+pub fn handed(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    vars.into_iter()
+        .filter_map(|(name, value)| {
+            let name = name.to_str().filter(|n| read_by_rules(n))?;
+            Some((OsString::from(format!("{HANDED_PREFIX}{name}")), value))
+        })
+        .collect()
+}
+
+/// The owner's value of `name`: as handed to a broker, or this process's own (the gateway's).
+pub fn var(name: &str) -> Option<OsString> {
+    std::env::var_os(format!("{HANDED_PREFIX}{name}"))
+        .or_else(|| std::env::var_os(name))
+        .filter(|value| !value.is_empty())
+}
+
+/// The config entries git takes from the environment `get` gives: `GIT_CONFIG_PARAMETERS`
+/// first, then `GIT_CONFIG_KEY_<n>` / `GIT_CONFIG_VALUE_<n>` for n below `GIT_CONFIG_COUNT`.
+/// Where git refuses a malformed value (and runs nothing), what was read before stays read.
+pub fn git_entries(get: impl Fn(&str) -> Option<OsString>) -> Vec<Entry> {
+    let mut out = Vec::new();
+    if let Some(params) = get("GIT_CONFIG_PARAMETERS") {
+        parameters(&params.to_string_lossy(), &mut out);
+    }
+    let count = get("GIT_CONFIG_COUNT")
+        .and_then(|c| c.to_str().and_then(|c| c.trim().parse::<usize>().ok()))
+        .unwrap_or(0);
+    for n in 0..count.min(MAX_GIT_COUNT) {
+        let Some(key) = get(&format!("GIT_CONFIG_KEY_{n}")) else {
+            break;
+        };
+        let value = get(&format!("GIT_CONFIG_VALUE_{n}")).unwrap_or_default();
+        out.extend(entry(
+            &key.to_string_lossy(),
+            Some(value.to_string_lossy().into()),
+        ));
+    }
+    out
+}
+
+/// `GIT_CONFIG_PARAMETERS` as git's `parse_config_env_list` reads it: items separated by
+/// blanks, each `'key=value'` (the old form), `'key'='value'`, `'key'=` or `'key'`, quoted as
+/// `sq_quote` quotes (`'\''` and `'\!'` inside).
+fn parameters(text: &str, out: &mut Vec<Entry>) {
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    loop {
+        while chars.get(i).is_some_and(|c| c.is_whitespace()) {
+            i += 1;
+        }
+        if i >= chars.len() {
+            return;
+        }
+        let Some((key, next)) = sq_dequote_step(&chars, i) else {
+            return;
+        };
+        i = next;
+        match chars.get(i) {
+            None => return out.extend(old_style(&key)),
+            Some(c) if c.is_whitespace() => out.extend(old_style(&key)),
+            Some('=') => {
+                i += 1;
+                match chars.get(i) {
+                    Some('\'') => {
+                        let Some((value, next)) = sq_dequote_step(&chars, i) else {
+                            return;
+                        };
+                        i = next;
+                        if chars.get(i).is_some_and(|c| !c.is_whitespace()) {
+                            return;
+                        }
+                        out.extend(entry(&key, Some(value)));
+                    }
+                    None => return out.extend(entry(&key, Some(String::new()))),
+                    Some(c) if c.is_whitespace() => out.extend(entry(&key, Some(String::new()))),
+                    Some(_) => return,
+                }
+            }
+            Some(_) => return,
+        }
+    }
+}
+
+/// One single-quoted word from `start` (git's `sq_dequote_step`): the word and the index after
+/// it, or `None` where git refuses it.
+fn sq_dequote_step(chars: &[char], start: usize) -> Option<(String, usize)> {
+    if chars.get(start) != Some(&'\'') {
+        return None;
+    }
+    let mut word = String::new();
+    let mut i = start + 1;
+    loop {
+        let c = *chars.get(i)?;
+        i += 1;
+        if c != '\'' {
+            word.push(c);
+            continue;
+        }
+        // Out of the quotes: `\'` or `\!` followed by a quote resumes them.
+        match (chars.get(i), chars.get(i + 1), chars.get(i + 2)) {
+            (Some('\\'), Some(q @ ('\'' | '!')), Some('\'')) => {
+                word.push(*q);
+                i += 3;
+            }
+            _ => return Some((word, i)),
+        }
+    }
+}
+
+/// The old form, `key=value` in one quoted word (no `=`: a bare key, a boolean).
+fn old_style(item: &str) -> Option<Entry> {
+    match item.split_once('=') {
+        Some((key, value)) => entry(key, Some(value.to_string())),
+        None => entry(item, None),
+    }
+}
+
+/// A `section[.subsection].key` name as git's `git_config_parse_key` splits it: the section and
+/// the key lowercased, the subsection (between the first and last dot) as written.
+fn entry(name: &str, value: Option<String>) -> Option<Entry> {
+    let (section, rest) = name.split_once('.')?;
+    let (subsection, key) = match rest.rsplit_once('.') {
+        Some((sub, key)) => (Some(sub.to_string()), key),
+        None => (None, rest),
+    };
+    (!section.is_empty() && !key.is_empty()).then(|| Entry {
+        section: section.to_lowercase(),
+        subsection,
+        key: key.to_lowercase(),
+        value,
+    })
+}
+
+/// The file names a language's options load at start (`NODE_OPTIONS=--require x`,
+/// `PERL5OPT=-MFoo`, `RUBYOPT=-rfoo`), and the directories they add to its import path
+/// (`-I`): (files or module names, dirs).
+pub fn option_names(lang: Lang, value: &OsStr) -> (Vec<String>, Vec<String>) {
+    let value = value.to_string_lossy();
+    let words: Vec<&str> = value.split_whitespace().collect();
+    let (mut loads, mut dirs) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < words.len() {
+        let word = words[i];
+        let next = words.get(i + 1).map(|w| w.to_string());
+        i += 1;
+        let (load, dir) = match lang {
+            Lang::Node => match word.split_once('=') {
+                Some((flag, arg)) if NODE_LOADS.contains(&flag) => (Some(arg.to_string()), None),
+                _ if NODE_LOADS.contains(&word) => {
+                    i += 1;
+                    (next, None)
+                }
+                _ => (None, None),
+            },
+            Lang::Perl | Lang::Ruby => {
+                let loads_flag: &[&str] = match lang {
+                    Lang::Perl => &["-M", "-m", "-d:"],
+                    _ => &["-r"],
+                };
+                let split = |flag: &str, i: &mut usize| match word.strip_prefix(flag) {
+                    Some("") => {
+                        *i += 1;
+                        next.clone()
+                    }
+                    Some(arg) => Some(arg.to_string()),
+                    None => None,
+                };
+                let mut load = None;
+                for flag in loads_flag {
+                    if let Some(arg) = split(flag, &mut i) {
+                        // `-MFoo::Bar=x,y`, `-d:NYTProf`: the module, as a path.
+                        let module = arg
+                            .split(['=', ' '])
+                            .next()
+                            .unwrap_or("")
+                            .trim_start_matches('-');
+                        load = Some(match *flag {
+                            "-d:" => format!("Devel::{module}"),
+                            _ => module.to_string(),
+                        });
+                        break;
+                    }
+                }
+                let dir = if load.is_none() {
+                    split("-I", &mut i)
+                } else {
+                    None
+                };
+                (load, dir)
+            }
+            Lang::Python => (None, None),
+        };
+        loads.extend(load.filter(|l| !l.is_empty()));
+        dirs.extend(dir.filter(|d| !d.is_empty()));
+    }
+    (loads, dirs)
+}
+
+/// node's flags whose argument is a file or module loaded before the program.
+const NODE_LOADS: [&str; 5] = [
+    "--require",
+    "-r",
+    "--import",
+    "--loader",
+    "--experimental-loader",
+];
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,142 @@
+//! Tests of the owner's environment table and git's environment config parsing.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+    let map: HashMap<String, OsString> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), OsString::from(v)))
+        .collect();
+    move |name| map.get(name).cloned()
+}
+
+fn pairs(entries: &[Entry]) -> Vec<(String, Option<String>, String, Option<String>)> {
+    entries
+        .iter()
+        .map(|e| {
+            (
+                e.section.clone(),
+                e.subsection.clone(),
+                e.key.clone(),
+                e.value.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn git_config_parameters_are_read_as_git_reads_them() {
+    let got = git_entries(env(&[(
+        "GIT_CONFIG_PARAMETERS",
+        " 'core.hooksPath'='/x' 'a.b'='c'\t'core.hookspath=/old' 'Diff.My.Sub.textconv'='it'\\''s' \
+         'alias.x' 'e.f'= 'g.h'='a'\\!'b'",
+    )]));
+    let want = [
+        ("core", None, "hookspath", Some("/x")),
+        ("a", None, "b", Some("c")),
+        ("core", None, "hookspath", Some("/old")),
+        ("diff", Some("My.Sub"), "textconv", Some("it's")),
+        ("alias", None, "x", None),
+        ("e", None, "f", Some("")),
+        ("g", None, "h", Some("a!b")),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|(s, sub, k, v)| {
+            (
+                s.to_string(),
+                sub.map(String::from),
+                k.to_string(),
+                v.map(String::from),
+            )
+        })
+        .collect();
+    assert_eq!(pairs(&got), want);
+    // git refuses what follows a malformed item; what came before stays read (fail closed).
+    let got = git_entries(env(&[(
+        "GIT_CONFIG_PARAMETERS",
+        "'a.b'='c' bogus 'd.e'='f'",
+    )]));
+    assert_eq!(pairs(&got).len(), 1);
+}
+
+#[test]
+fn git_config_count_reads_its_numbered_keys() {
+    let got = git_entries(env(&[
+        ("GIT_CONFIG_COUNT", "2"),
+        ("GIT_CONFIG_KEY_0", "core.hooksPath"),
+        ("GIT_CONFIG_VALUE_0", "/h"),
+        ("GIT_CONFIG_KEY_1", "core.fsmonitor"),
+        ("GIT_CONFIG_VALUE_1", "/f"),
+        ("GIT_CONFIG_KEY_2", "core.pager"),
+        ("GIT_CONFIG_VALUE_2", "/not-counted"),
+    ]));
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        (got[1].key.as_str(), got[1].value.as_deref()),
+        ("fsmonitor", Some("/f"))
+    );
+}
+
+#[test]
+fn brokers_are_handed_every_variable_the_rules_read_and_no_other() {
+    for name in [
+        "GIT_CONFIG_KEY_0",
+        "GIT_CONFIG_VALUE_17",
+        "PERL5OPT",
+        "LD_PRELOAD",
+        "ZDOTDIR",
+    ] {
+        assert!(read_by_rules(name), "{name}");
+    }
+    for name in [
+        "GIT_CONFIG_KEY_",
+        "GIT_CONFIG_KEY_x",
+        "PATH",
+        "HOME",
+        "SECRET_TOKEN",
+    ] {
+        assert!(!read_by_rules(name), "{name}");
+    }
+    let vars = [
+        ("PATH", "/bin"),
+        ("NODE_OPTIONS", "-r x"),
+        ("GIT_CONFIG_KEY_3", "a.b"),
+    ]
+    .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+    let got = handed(vars);
+    let names: Vec<_> = got
+        .iter()
+        .map(|(n, _)| n.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            format!("{HANDED_PREFIX}NODE_OPTIONS"),
+            format!("{HANDED_PREFIX}GIT_CONFIG_KEY_3")
+        ]
+    );
+}
+
+#[test]
+fn options_name_the_files_and_modules_they_load() {
+    let node = option_names(
+        Lang::Node,
+        OsStr::new(
+            "--max-old-space-size=4096 --require ./hook.js -r /opt/a.js --import=file:///x/b.mjs",
+        ),
+    );
+    assert_eq!(node.0, ["./hook.js", "/opt/a.js", "file:///x/b.mjs"]);
+    let perl = option_names(
+        Lang::Perl,
+        OsStr::new("-MFoo::Bar=x,y -Ilib2 -I extra -mstrict -d:NYTProf -w"),
+    );
+    assert_eq!(perl.0, ["Foo::Bar", "strict", "Devel::NYTProf"]);
+    assert_eq!(perl.1, ["lib2", "extra"]);
+    let ruby = option_names(Lang::Ruby, OsStr::new("-rjson -r ./x/y.rb -Ivendor -W0"));
+    assert_eq!(ruby.0, ["json", "./x/y.rb"]);
+    assert_eq!(ruby.1, ["vendor"]);
+}
