@@ -849,4 +849,6 @@ mod alias_tests;
 #[cfg(test)]
 mod autorun_tests;
 #[cfg(test)]
+mod lint_config_tests;
+#[cfg(test)]
 mod tests;
