@@ -308,10 +308,14 @@ impl WriteRoot {
             .chain(aliases.iter().map(|alias| self.path.join(alias)))
             .collect();
         check_strict_hooks(policy, &names, &shown)?;
-        let hook_sections = names.into_iter().find(|name| {
-            name.file_name()
-                .is_some_and(crate::protected::autorun::package_files::reads_hook_sections)
-        });
+        let content_checked: Vec<PathBuf> = names
+            .into_iter()
+            .filter(|name| {
+                name.file_name()
+                    .and_then(crate::protected::autorun::package_files::CheckedFile::of)
+                    .is_some()
+            })
+            .collect();
         let parent = self.open_parent(policy, dirs, path, parents)?;
         self.check_ancestors(policy, &parent, dirs.len(), path)?;
         let parent_st = rustix::fs::fstat(&parent).map_err(|err| io_refusal(&shown, err))?;
@@ -335,7 +339,7 @@ impl WriteRoot {
             name: name.to_os_string(),
             path: path.to_path_buf(),
             existing,
-            hook_sections,
+            content_checked,
         })
     }
 
@@ -558,80 +562,54 @@ pub struct WriteTarget {
     name: OsString,
     path: PathBuf,
     existing: Option<FileIdentity>,
-    /// The name under which the file is read as a `package.json` or `package.yaml` (its own
-    /// path, or a name it is reachable as through a symlink), when it is one: its new content
-    /// is checked.
-    hook_sections: Option<PathBuf>,
+    /// The names under which the file is read as a file whose content is checked
+    /// ([`crate::protected::autorun::package_files`]: a `package.json`, a `pyproject.toml`, …):
+    /// its own path, or names it is reachable as through a symlink.
+    content_checked: Vec<PathBuf>,
 }
 
 impl WriteTarget {
     /// Whether the new content must pass [`Self::check_content`]: the file is read as a
-    /// `package.json` or `package.yaml` under its own name or one it is reachable as.
+    /// `package.json`, `package.yaml`, `pyproject.toml`, `setup.cfg` or `tox.ini` under its own
+    /// name or one it is reachable as.
     pub fn checks_content(&self) -> bool {
-        self.hook_sections.is_some()
+        !self.content_checked.is_empty()
     }
 
-    /// Refuse new content that changes what git hooks run through the target's text
-    /// ([`crate::protected::autorun::package_json`]: a `package.json`'s hook sections, whatever
-    /// name the file is written through), unless the owner allowed `git_hooks`.
+    /// Refuse new content that changes what runs through the target's text — a `package.json`'s
+    /// hook sections (`git_hooks`), a `pyproject.toml`'s pylint `init-hook` (`editor_config`):
+    /// the class and the reason come from the kind of file it is read as, under every name it is
+    /// written through ([`crate::protected::autorun::package_files::CheckedFile`]) — unless the
+    /// owner allowed that class.
     pub fn check_content(
         &self,
         policy: &PathPolicy,
         old: Option<&[u8]>,
         new: &[u8],
     ) -> Result<(), WriteRefusal> {
-        use crate::protected::autorun::{AutorunClass, package_files, package_json};
-        let Some(read_as) = &self.hook_sections else {
-            return Ok(());
-        };
-        if policy
-            .autorun_refused_class(Some(AutorunClass::GitHooks))
-            .is_none()
-        {
-            return Ok(());
-        }
-        let through = if *read_as == self.path {
-            String::new()
-        } else {
-            format!("reachable as {} through a symlink; ", show(read_as))
-        };
-        let name = read_as.file_name().unwrap_or_default();
-        // The kind, spelled as the documentation spells it (a case-insensitive file system
-        // reads `Package.JSON` as package.json).
-        let file = if package_json::is_package_json(name) {
-            "package.json"
-        } else {
-            "package.yaml"
-        };
-        let why = match package_files::changed_hook_section_of(
-            name,
-            old,
-            new,
-            policy.strict_hooks(),
-        ) {
-            Some(package_json::HookChange::Section(section)) => format!(
-                " ({through}it changes {file}'s \"{section}\" section, commands a git hook runs)"
-            ),
-            Some(package_json::HookChange::Unreadable) if package_json::is_package_json(name) => {
-                format!(
-                    " ({through}the new package.json is not a JSON object this gateway can read, \
-                     so the sections git hooks run cannot be checked; write valid JSON without \
-                     lone surrogate escapes)"
-                )
+        use crate::protected::autorun::package_files::CheckedFile;
+        for read_as in &self.content_checked {
+            let Some(kind) = read_as.file_name().and_then(CheckedFile::of) else {
+                continue;
+            };
+            if policy.autorun_refused_class(Some(kind.class())).is_none() {
+                continue;
             }
-            Some(package_json::HookChange::Unreadable) => format!(
-                " ({through}the new {file} uses a form this gateway does not read (a flow \
-                 mapping, an explicit, merged, aliased, tagged or escaped top-level key, a tab), \
-                 so the sections git hooks run cannot be checked; write plain `key: value` \
-                 top-level lines)"
-            ),
-            None => return Ok(()),
-        };
-        Err(autorun_refusal(
-            show(&self.path),
-            why,
-            AutorunClass::GitHooks,
-        ))
+            let Some(why) = kind.refusal(old, new, policy.strict_hooks()) else {
+                continue;
+            };
+            let through = if *read_as == self.path {
+                String::new()
+            } else {
+                format!("reachable as {} through a symlink; ", show(read_as))
+            };
+            return Err(autorun_refusal(
+                show(&self.path),
+                format!(" ({through}{why})"),
+                kind.class(),
+            ));
+        }
+        Ok(())
     }
 
     /// The parent directory, opened for reading (usable with `*at` calls and `fsync`).
@@ -870,5 +848,7 @@ pub fn mode_bits(bits: u32) -> Mode {
 mod alias_tests;
 #[cfg(test)]
 mod autorun_tests;
+#[cfg(test)]
+mod lint_config_tests;
 #[cfg(test)]
 mod tests;

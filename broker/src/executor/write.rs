@@ -194,8 +194,8 @@ pub fn durable_write<'c>(
             Disposition::NotPrepared,
         )
     })?;
-    // What the new text makes git hooks run (a package.json's or package.yaml's lint-staged
-    // section, also when the file is one only through a symlink's name).
+    // What the new text makes run: a package.json's or package.yaml's lint-staged section, a
+    // pyproject.toml's pylint init-hook (also when the file is one only through a symlink's name).
     if target.checks_content() {
         let old = current_bytes.unwrap_or_default();
         let new: Vec<u8> = computed.content.slices(old).flatten().copied().collect();

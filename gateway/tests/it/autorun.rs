@@ -893,3 +893,49 @@ async fn a_strict_hooks_value_other_than_0_or_1_stops_the_start() {
         outcome.stderr
     );
 }
+
+/// Red team 34 B1 with the real runner: `.pylintrc` (pylint `exec`s its `init-hook`) and an
+/// Edit giving pyproject.toml a pylint `init-hook` are refused as `editor_config`, naming the
+/// key; an Edit of the same pyproject.toml elsewhere is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn linters_configs_that_load_code_are_refused_and_other_pyproject_edits_written() {
+    let gw = gateway().await;
+    let chat = chatgpt(&gw).await;
+    let (_repo, root) = crate::writes::repo();
+    let pyproject = "[project]\nname = \"a\"\n\n[tool.pylint.main]\njobs = 2\n\n[tool.ruff]\nline-length = 88\n";
+    std::fs::write(root.join("pyproject.toml"), pyproject).unwrap();
+    let v = start_profile(&chat, &root, "direct_write", "rt34-start").await;
+    let edit = |old: &str, new: &str| {
+        json!({"name": "Edit", "arguments": {
+            "file_path": root.join("pyproject.toml").to_string_lossy(),
+            "old_string": old, "new_string": new}})
+    };
+    let calls = json!([
+        write(
+            &root.join(".pylintrc"),
+            "[MAIN]\ninit-hook='import os; os.system(\"id\")'\n"
+        ),
+        edit("jobs = 2", "jobs = 2\ninit-hook = \"import os\""),
+        edit("line-length = 88", "line-length = 100"),
+    ]);
+    let v = reply_calls(&chat, &v, "rt34-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 3, "{v}");
+    assert_refused(&got[0], ".pylintrc", "editor_config");
+    assert_refused(&got[1], "pyproject.toml", "editor_config");
+    let output = got[1]["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("it changes tool.pylint.main.init-hook in pyproject.toml")
+            && output.contains("CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES=editor_config"),
+        "{output}"
+    );
+    assert_eq!(got[2]["status"], "ok", "{}", got[2]);
+    assert!(!root.join(".pylintrc").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("pyproject.toml")).unwrap(),
+        pyproject.replace("88", "100")
+    );
+    chat.stop(&session_id(&v), &lease_id(&v), "rt34-stop", None)
+        .await
+        .unwrap();
+}

@@ -24,7 +24,8 @@ pub const ALLOW_ENV: &str = "CLAUDE_TOOLS_ALLOW_AUTORUN_WRITES";
 pub enum AutorunClass {
     /// Coding agents' project configuration: hooks, MCP servers, commands, sub-agents.
     AgentConfig,
-    /// Editor and IDE project configuration: tasks that run on folder open, interpreter paths.
+    /// Editor and IDE project configuration: tasks that run on folder open, interpreter paths,
+    /// and the configs of linters an editor runs on open or save that load code.
     EditorConfig,
     /// Files a shell runs on entering the directory (direnv, mise).
     DirectoryHooks,
@@ -97,11 +98,21 @@ impl AutorunClass {
                  Code's *.code-workspace, .theia/, .vs/, *.sublime-project, .kateproject, \
                  Eclipse's .externalToolBuilders/, lazygit's .lazygit.yml, .lvimrc, \
                  .ycm_extra_conf.py, language servers' hie.yaml, .hie-bios, .lsp/config.edn, \
-                 .vim/coc-settings.json, rust-analyzer.toml, .luarc.json"
+                 .vim/coc-settings.json, rust-analyzer.toml, .luarc.json, and linters' and \
+                 IDEs' configs that run or load code: pylintrc, .pylintrc(.toml), mypy.ini, \
+                 .mypy.ini, .flake8, .sqlfluff, .rubocop.yml, .rubocop_todo.yml, \
+                 .standard.yml, .php-cs-fixer(.dist).php, .php_cs(.dist), phpstan.neon(.dist), \
+                 phpstan.dist.neon, psalm.xml(.dist), .formatter.exs, .credo.exs, \
+                 .ansible-lint(.yml/.yaml), .luacheckrc, (.)latexmkrc, .lintr, \
+                 .golangci.{yml,yaml,toml,json}, .tflint.hcl, Eclipse's .project and \
+                 .factorypath, and pyproject.toml's, setup.cfg's and tox.ini's keys that load \
+                 code (pylint's init-hook and load-plugins, mypy's plugins, \
+                 [flake8:local-plugins]; the rest of those files stays writable)"
             }
             Self::DirectoryHooks => {
                 "directory-entry hooks: .envrc, .env (oh-my-zsh's dotenv, autoenv and aider \
-                 load it by themselves), .envrc.local (what .envrc files source), .autoenv.zsh, .autoenv_leave.zsh, .rvmrc, .rbenv-vars, \
+                 load it by themselves), .envrc.local (what .envrc files source), .autoenv.zsh, .autoenv_leave.zsh, .rvmrc, \
+                 RVM's .ruby-env and .versions.conf, .rbenv-vars, \
                  devbox.json (its init_hook), \
                  .shadowenv.d/, .direnv/ (nix-direnv's cached profiles), mise's mise.toml, .mise.toml, mise.*.toml, \
                  .mise/, .config/mise/, mise/config.toml, .rtx.toml, and .tool-versions"
@@ -272,11 +283,68 @@ const FILES: &[(&str, AutorunClass)] = &[
     (".lvimrc", AutorunClass::EditorConfig),
     // YouCompleteMe imports it (Python) when a file of the project opens, like `.lvimrc`.
     (".ycm_extra_conf.py", AutorunClass::EditorConfig),
+    // Red team 34 B1/B2: linters' and IDEs' configs that run code or name code they load, when
+    // the owner lints or an editor extension does on open, save or build. pylint `exec`s
+    // `init-hook` and imports `load-plugins` (shared files' keys: [`lint_configs`]).
+    ("pylintrc", AutorunClass::EditorConfig),
+    (".pylintrc", AutorunClass::EditorConfig),
+    ("pylintrc.toml", AutorunClass::EditorConfig),
+    (".pylintrc.toml", AutorunClass::EditorConfig),
+    // mypy imports `plugins` (a module or a `.py` path) and runs `python_executable`.
+    ("mypy.ini", AutorunClass::EditorConfig),
+    (".mypy.ini", AutorunClass::EditorConfig),
+    // flake8 imports `[flake8:local-plugins]` from its `paths`.
+    (".flake8", AutorunClass::EditorConfig),
+    // sqlfluff's jinja templater imports the Python modules of `library_path`.
+    (".sqlfluff", AutorunClass::EditorConfig),
+    // RuboCop and Standard `require` the Ruby files and plugins they name.
+    (".rubocop.yml", AutorunClass::EditorConfig),
+    (".rubocop_todo.yml", AutorunClass::EditorConfig),
+    (".standard.yml", AutorunClass::EditorConfig),
+    // PHP-CS-Fixer's configs are PHP code it runs; PHPStan loads `bootstrapFiles` and
+    // `includes`; Psalm runs its `autoloader` and plugin classes.
+    (".php-cs-fixer.php", AutorunClass::EditorConfig),
+    (".php-cs-fixer.dist.php", AutorunClass::EditorConfig),
+    (".php_cs", AutorunClass::EditorConfig),
+    (".php_cs.dist", AutorunClass::EditorConfig),
+    ("phpstan.neon", AutorunClass::EditorConfig),
+    ("phpstan.neon.dist", AutorunClass::EditorConfig),
+    ("phpstan.dist.neon", AutorunClass::EditorConfig),
+    ("psalm.xml", AutorunClass::EditorConfig),
+    ("psalm.xml.dist", AutorunClass::EditorConfig),
+    // Elixir code: the formatter evaluates it at format-on-save, credo when it lints.
+    (".formatter.exs", AutorunClass::EditorConfig),
+    (".credo.exs", AutorunClass::EditorConfig),
+    // ansible-lint imports the rules of `rulesdir`.
+    (".ansible-lint", AutorunClass::EditorConfig),
+    (".ansible-lint.yml", AutorunClass::EditorConfig),
+    (".ansible-lint.yaml", AutorunClass::EditorConfig),
+    // luacheck runs it as Lua; latexmk as Perl (LaTeX Workshop runs latexmk on save); lintr
+    // evaluates its values as R (the R language server lints on open).
+    (".luacheckrc", AutorunClass::EditorConfig),
+    (".latexmkrc", AutorunClass::EditorConfig),
+    ("latexmkrc", AutorunClass::EditorConfig),
+    (".lintr", AutorunClass::EditorConfig),
+    // golangci-lint loads the Go plugins (`.so`) its custom linters name; TFLint runs the
+    // plugin binaries of its `plugin_dir`.
+    (".golangci.yml", AutorunClass::EditorConfig),
+    (".golangci.yaml", AutorunClass::EditorConfig),
+    (".golangci.toml", AutorunClass::EditorConfig),
+    (".golangci.json", AutorunClass::EditorConfig),
+    (".tflint.hcl", AutorunClass::EditorConfig),
+    // Eclipse (and VS Code's Java language server) run `.project`'s builders at auto-build: an
+    // external tool builder names any launch file of the project or is inline; `.factorypath`
+    // names annotation processor jars the build runs.
+    (".project", AutorunClass::EditorConfig),
+    (".factorypath", AutorunClass::EditorConfig),
     (".envrc", AutorunClass::DirectoryHooks),
     (".env", AutorunClass::DirectoryHooks),
     (".autoenv.zsh", AutorunClass::DirectoryHooks),
     (".autoenv_leave.zsh", AutorunClass::DirectoryHooks),
     (".rvmrc", AutorunClass::DirectoryHooks),
+    // RVM sets the variables these name (`RUBYOPT=-r...`, `env-RUBYOPT=`) on `cd` (red team 34 B2).
+    (".ruby-env", AutorunClass::DirectoryHooks),
+    (".versions.conf", AutorunClass::DirectoryHooks),
     // What an `.envrc` commonly sources (`source_env_if_exists .envrc.local`), red team 28.
     (".envrc.local", AutorunClass::DirectoryHooks),
     // rbenv-vars sets these for every `ruby` started below the directory (RUBYOPT=-r...).
@@ -369,6 +437,10 @@ const FILES_IN: &[(&str, &str, AutorunClass)] = &[
     ("bin", "activate.nu", AutorunClass::PythonStartup),
     ("bin", "activate.ps1", AutorunClass::PythonStartup),
     (".lsp", "config.edn", AutorunClass::EditorConfig),
+    // mypy's and ansible-lint's configs in `~/.config` (or `$XDG_CONFIG_HOME`).
+    ("mypy", "config", AutorunClass::EditorConfig),
+    (".config", "ansible-lint.yml", AutorunClass::EditorConfig),
+    (".config", "ansible-lint.yaml", AutorunClass::EditorConfig),
     (".vim", "coc-settings.json", AutorunClass::EditorConfig),
     ("mise", "config.toml", AutorunClass::DirectoryHooks),
     ("mise", "config.local.toml", AutorunClass::DirectoryHooks),
@@ -631,6 +703,7 @@ mod hook_managers;
 mod import_roots;
 mod lefthook;
 pub(crate) mod link_target;
+pub mod lint_configs;
 mod namespaces;
 pub mod owner_env;
 pub mod package_files;

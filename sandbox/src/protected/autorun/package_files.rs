@@ -1,27 +1,90 @@
-//! The files whose hook sections a write is checked for — a `package.json` and a `package.yaml`
-//! — and which reader compares them, by the name the file is read as.
+//! The shared files whose content a write is checked for, by the name the file is read as — a
+//! `package.json` and a `package.yaml` (sections git hooks run), a `pyproject.toml`,
+//! `setup.cfg` or `tox.ini` (keys that make linters load code, [`lint_configs`]) — with the
+//! class a change is refused as and why, in words the message shows.
 
 use std::ffi::OsStr;
 
-use super::{package_json, package_yaml};
+use super::lint_configs::{self, CodeKeyChange, LintConfig};
+use super::package_json::{self, HookChange};
+use super::{AutorunClass, package_yaml};
 
-/// Whether a write of a file of this name is checked for hook sections: a `package.json` or
-/// a `package.yaml` ([`package_yaml`]).
-pub fn reads_hook_sections(name: &OsStr) -> bool {
-    package_json::is_package_json(name) || package_yaml::is_package_yaml(name)
+/// A file whose new content is compared with its old one before it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckedFile {
+    PackageJson,
+    PackageYaml,
+    Lint(LintConfig),
 }
 
-/// The first hook section a write changes in the file named `name`, by its format; with
-/// `strict_hooks`, a `package.json`'s check definitions too ([`package_json::changed_section`]).
-pub fn changed_hook_section_of(
-    name: &OsStr,
-    old: Option<&[u8]>,
-    new: &[u8],
-    strict_hooks: bool,
-) -> Option<package_json::HookChange> {
-    if package_yaml::is_package_yaml(name) {
-        package_yaml::changed_hook_section(old, new)
-    } else {
-        package_json::changed_section(old, new, strict_hooks)
+impl CheckedFile {
+    /// The kind a file of this name is read as (case-insensitively), or `None`.
+    pub fn of(name: &OsStr) -> Option<Self> {
+        if package_json::is_package_json(name) {
+            Some(Self::PackageJson)
+        } else if package_yaml::is_package_yaml(name) {
+            Some(Self::PackageYaml)
+        } else {
+            LintConfig::of(name).map(Self::Lint)
+        }
     }
+
+    /// The class a refused change belongs to (what the owner's opt-in opens).
+    pub fn class(self) -> AutorunClass {
+        match self {
+            Self::PackageJson | Self::PackageYaml => AutorunClass::GitHooks,
+            Self::Lint(_) => AutorunClass::EditorConfig,
+        }
+    }
+
+    /// Why a write from `old` (`None`: absent) to `new` is refused, as the message says it;
+    /// `None` when it is not. With `strict_hooks`, a `package.json`'s check definitions are
+    /// compared too ([`package_json::changed_section`]).
+    pub fn refusal(self, old: Option<&[u8]>, new: &[u8], strict_hooks: bool) -> Option<String> {
+        match self {
+            Self::PackageJson => Some(
+                match package_json::changed_section(old, new, strict_hooks)? {
+                    HookChange::Section(section) => hook_section("package.json", &section),
+                    HookChange::Unreadable => "the new package.json is not a JSON object this \
+                     gateway can read, so the sections git hooks run cannot be checked; write \
+                     valid JSON without lone surrogate escapes"
+                        .to_string(),
+                },
+            ),
+            Self::PackageYaml => Some(match package_yaml::changed_hook_section(old, new)? {
+                HookChange::Section(section) => hook_section("package.yaml", &section),
+                HookChange::Unreadable => "the new package.yaml uses a form this gateway does \
+                     not read (a flow mapping, an explicit, merged, aliased, tagged or escaped \
+                     top-level key, a tab), so the sections git hooks run cannot be checked; \
+                     write plain `key: value` top-level lines"
+                    .to_string(),
+            }),
+            Self::Lint(kind) => {
+                let file = kind.file_name();
+                Some(match lint_configs::changed_code_key(kind, old, new)? {
+                    CodeKeyChange::Key(key) => format!(
+                        "it changes {key} in {file}, a key that makes the owner's linters or \
+                         editor extensions load code (pylint's init-hook and load-plugins, \
+                         mypy's plugins, flake8's local plugins); edits elsewhere in {file} \
+                         stay allowed"
+                    ),
+                    CodeKeyChange::Unreadable => {
+                        let format = match kind {
+                            LintConfig::Pyproject => "TOML",
+                            LintConfig::SetupCfg | LintConfig::ToxIni => "INI",
+                        };
+                        format!(
+                            "the new {file} is no {format} this gateway can read, and it has or \
+                             gains keys that make linters load code (init-hook, load-plugins, \
+                             plugins), so they cannot be checked; write valid {format}"
+                        )
+                    }
+                })
+            }
+        }
+    }
+}
+
+fn hook_section(file: &str, section: &str) -> String {
+    format!("it changes {file}'s \"{section}\" section, commands a git hook runs")
 }
