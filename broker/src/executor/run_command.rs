@@ -18,6 +18,7 @@
 
 #[cfg(target_os = "linux")]
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -38,6 +39,7 @@ mod area;
 mod layer;
 mod outcome;
 mod running;
+mod settling;
 mod supervise;
 
 pub use running::stop_all as stop_running_commands;
@@ -49,7 +51,7 @@ use outcome::finish;
 #[cfg(target_os = "linux")]
 use supervise::Ending;
 pub use supervise::ReportProblem;
-use supervise::{KilledAt, release_cgroups, supervise};
+use supervise::{KilledAt, oom_killed, release_cgroups, supervise};
 
 /// Bytes kept of each stream.
 const STREAM_LIMIT: usize = MAX_TOOL_OUTPUT_BYTES;
@@ -133,6 +135,8 @@ pub struct CommandSandbox {
     /// The working directory's identity recorded at the session's start: commands run only
     /// while the directory is that one (`None`: an older gateway, not checked).
     expected_wd: Option<common::protocol::DirIdentity>,
+    /// The session's commands still being cleaned up after their answers (shared by clones).
+    settling: Arc<settling::Settling>,
 }
 
 impl CommandSandbox {
@@ -157,6 +161,7 @@ impl CommandSandbox {
             own_worktree: None,
             search_path: sandbox::command::FIXED_PATH.to_string(),
             expected_wd: None,
+            settling: Arc::default(),
         }
     }
 
@@ -174,6 +179,7 @@ impl CommandSandbox {
             own_worktree: None,
             search_path: sandbox::command::FIXED_PATH.to_string(),
             expected_wd: None,
+            settling: Arc::default(),
         }
     }
 
@@ -353,6 +359,20 @@ pub(super) fn run(
         );
     }
     sandbox::timing::mark("checked");
+    // The previous command's helper reaped and cgroups removed: this one joins the same session
+    // cgroup and mounts the same layer.
+    if !config.settling.wait(settling::SETTLE_WAIT) {
+        tracing::error!("RunCommand: the previous command's helper was not reaped in time");
+        return rejected(
+            action_id,
+            OutcomeCode::SandboxUnavailable,
+            "the command was not run: the session's previous command is still being cleaned up; \
+             run it again in a moment"
+                .into(),
+            started,
+        );
+    }
+    sandbox::timing::mark("settled");
     // The session's places in the runtime area as it is now (never a name another account took
     // after the area went: RT29 B3).
     let (scratch_root, session_layer, moved) = match config.places(AREA_WAIT) {
@@ -444,7 +464,7 @@ pub(super) fn run(
         }
     };
     sandbox::timing::mark("scratch");
-    let spec = ExecSpec {
+    let mut spec = ExecSpec {
         program: resolved.program.clone(),
         argv: resolved.argv.clone(),
         cwd: cwd.clone(),
@@ -468,6 +488,7 @@ pub(super) fn run(
         limits: config.limits,
         layer: turn.as_ref().map(|t| t.spec.clone()),
         namespaces: config.namespaces,
+        status_fd: None,
     };
     #[cfg(target_os = "linux")]
     if let Err(problem) = helper_path(config) {
@@ -479,8 +500,8 @@ pub(super) fn run(
             started,
         );
     }
-    let mut child = match spawn(config, &spec) {
-        Ok(child) => child,
+    let (child, status) = match spawn(config, &mut spec) {
+        Ok(spawned) => spawned,
         Err(message) => {
             tracing::error!("RunCommand helper: {message}");
             return rejected(
@@ -493,7 +514,7 @@ pub(super) fn run(
     };
     sandbox::timing::mark("spawned");
     let mut guard = turn.as_ref().map(layer::LayerTurn::guard);
-    let mut run = supervise(&mut child, args.timeout(), started, &mut || {
+    let mut run = supervise(child, status, args.timeout(), started, &mut || {
         guard.as_mut().is_some_and(|g| g.over_budget())
     });
     // macOS: the report is the broker's own (Seatbelt reports nothing); its profile allowed
@@ -513,7 +534,16 @@ pub(super) fn run(
         );
     }
     sandbox::timing::mark("exited");
-    let killed = release_cgroups(run.report.as_ref());
+    // Every process of the command is gone here (reaped, or told by the helper: `CommandEnd`);
+    // a told helper is reaped, and the command's cgroups removed, after the answer.
+    let killed = match run.unreaped.take() {
+        Some(unreaped) => {
+            let killed = oom_killed(run.report.as_ref());
+            config.settling.later(unreaped, run.report.clone());
+            killed
+        }
+        None => release_cgroups(run.report.as_ref()),
+    };
     sandbox::timing::mark("released");
     let own_bound = run
         .report
@@ -744,12 +774,22 @@ fn helper_path(config: &CommandSandbox) -> Result<PathBuf, CommandError> {
 
 /// Start the helper in its own process group with a cleared environment and the spec on stdin.
 #[cfg(target_os = "linux")]
-fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, CommandError> {
+fn spawn(config: &CommandSandbox, spec: &mut ExecSpec) -> Result<Spawned, CommandError> {
     spawn_helper(&helper_path(config)?, spec)
 }
 
+/// The helper, and the read end of its status pipe (`ExecSpec::status_fd`), if one was made.
+type Spawned = (Child, Option<OwnedFd>);
+
 #[cfg(target_os = "linux")]
-fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, CommandError> {
+fn spawn_helper(helper: &Path, spec: &mut ExecSpec) -> Result<Spawned, CommandError> {
+    use std::os::fd::AsRawFd;
+    // The helper tells the command's end on this pipe before its own exit, which tears the
+    // namespaces down (`ExecSpec::status_fd`). Both ends are close-on-exec here; the child clears
+    // the flag on its copy of the write end only. Without a pipe the end is learnt by reaping.
+    let status = std::io::pipe().ok();
+    spec.status_fd = status.as_ref().map(|(_, write)| write.as_raw_fd());
+    let status_fd = spec.status_fd;
     let json = serde_json::to_vec(spec).map_err(CommandError::EncodeSpec)?;
     let mut cmd = std::process::Command::new(helper);
     cmd.arg("sandbox-exec")
@@ -761,12 +801,13 @@ fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, CommandError> {
         .process_group(0);
     // No command outlives its broker: the helper (and, through its own death signal, the pid
     // namespace it forks) is SIGKILLed when the spawning thread dies. That thread is the one that
-    // then supervises the command until it is reaped, so it lives exactly as long as the command
-    // may, and it dies with the broker however the broker ends. A broker already gone before the
-    // prctl (re-parented child) is caught by comparing the parent pid.
+    // then supervises the command until it has ended (the helper, told or reaped, is SIGKILLed
+    // then anyway), so it lives as long as the command may, and it dies with the broker however
+    // the broker ends. A broker already gone before the prctl (re-parented child) is caught by
+    // comparing the parent pid.
     let broker = rustix::process::getpid();
-    // SAFETY: prctl and getppid are async-signal-safe raw syscalls, allocate nothing and change
-    // only the child.
+    // SAFETY: prctl, getppid and fcntl are async-signal-safe raw syscalls, allocate nothing and
+    // change only the child; the status fd is open in the parent until after the spawn.
     unsafe {
         cmd.pre_exec(move || {
             use rustix::process::{Signal, getppid, set_parent_process_death_signal};
@@ -774,10 +815,17 @@ fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, CommandError> {
             if getppid() != Some(broker) {
                 return Err(rustix::io::Errno::SRCH.into());
             }
+            if let Some(fd) = status_fd {
+                let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
+                rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+            }
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|source| CommandError::Spawn {
+    let spawned = cmd.spawn();
+    // Our copy of the write end goes now: the pipe's end then means the helper's is closed.
+    let status = status.map(|(read, _write)| OwnedFd::from(read));
+    let mut child = spawned.map_err(|source| CommandError::Spawn {
         program: helper.to_path_buf(),
         source,
     })?;
@@ -787,12 +835,12 @@ fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, CommandError> {
         // The helper died early; supervise() reports the missing report line.
         tracing::warn!("writing the command spec: {err}");
     }
-    Ok(child)
+    Ok((child, status))
 }
 
 /// macOS: `/usr/bin/sandbox-exec` with the generated profile; its report is synthesised.
 #[cfg(target_os = "macos")]
-fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, CommandError> {
+fn spawn(config: &CommandSandbox, spec: &mut ExecSpec) -> Result<Spawned, CommandError> {
     let canonical = |path: &Path| {
         std::fs::canonicalize(path).map_err(|source| CommandError::Io {
             path: path.to_path_buf(),
@@ -837,14 +885,15 @@ fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, CommandError
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    cmd.spawn().map_err(|source| CommandError::Spawn {
+    let child = cmd.spawn().map_err(|source| CommandError::Spawn {
         program: PathBuf::from("sandbox-exec"),
         source,
-    })
+    })?;
+    Ok((child, None))
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-fn spawn(_config: &CommandSandbox, _spec: &ExecSpec) -> Result<Child, CommandError> {
+fn spawn(_config: &CommandSandbox, _spec: &mut ExecSpec) -> Result<Spawned, CommandError> {
     Err(CommandError::Unsupported)
 }
 
@@ -870,9 +919,15 @@ pub fn run_confined(
     timeout: Duration,
 ) -> Result<ConfinedRun, CommandError> {
     let path = helper.exec_path()?;
-    let mut child = spawn_helper(&path, spec)?;
-    let run = supervise(&mut child, timeout, Instant::now(), &mut || false);
-    release_cgroups(run.report.as_ref());
+    let mut spec = spec.clone();
+    let (child, status) = spawn_helper(&path, &mut spec)?;
+    let mut run = supervise(child, status, timeout, Instant::now(), &mut || false);
+    // The gateway's own Git: its helper is reaped before the answer.
+    if let Some(unreaped) = run.unreaped.take() {
+        unreaped.finish(run.report.as_ref());
+    } else {
+        release_cgroups(run.report.as_ref());
+    }
     match &run.report {
         None => {
             let problem = run.report_problem.unwrap_or(ReportProblem::Missing);

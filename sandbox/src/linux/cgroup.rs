@@ -572,8 +572,17 @@ pub struct Released {
 /// which bound (its own reached: its own; else its gateway's parent's); then its cgroups
 /// removed (memory, unless the session's, kept for its next command; v1's pids).
 pub fn release(report: &crate::spec::Report) -> Released {
+    Released {
+        oom_killed: oom_killed(report),
+        left: remove_command_cgroups(report),
+    }
+}
+
+/// Whether, and at which bound, the OOM killer ended the command since it joined its memory
+/// cgroup (read once the command's processes are gone).
+pub fn oom_killed(report: &crate::spec::Report) -> Option<Bound> {
     let before = report.memory_before.unwrap_or_default();
-    let oom_killed = report
+    report
         .memory_cgroup
         .as_deref()
         .filter(|dir| is_command_cgroup(dir))
@@ -586,14 +595,18 @@ pub fn release(report: &crate::spec::Report) -> Released {
                     Bound::AllCommands
                 },
             )
-        });
-    let left = [&report.memory_cgroup, &report.cgroup]
+        })
+}
+
+/// Remove the command's own cgroups (never a session's, kept for its next command) once the
+/// helper is reaped; the ones that could not be removed.
+pub fn remove_command_cgroups(report: &crate::spec::Report) -> Vec<PathBuf> {
+    [&report.memory_cgroup, &report.cgroup]
         .into_iter()
         .flatten()
         .filter(|dir| !is_session_cgroup(dir) && !remove(dir))
         .cloned()
-        .collect();
-    Released { oom_killed, left }
+        .collect()
 }
 
 /// Whether a command cgroup sits in a gateway's parent.

@@ -1,0 +1,98 @@
+//! The session's commands still being cleaned up after their answers: a helper that told its
+//! command's end is reaped (its exit tears the command's namespaces down) and the command's
+//! cgroups are removed off the caller's path, by one reaper thread. The session's next command
+//! waits for that first ([`Settling::wait`]), so it never shares the session's memory cgroup or
+//! copy-on-write layer with the previous command's helper.
+
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use sandbox::spec::Report;
+
+use super::supervise::Unreaped;
+
+/// How long a command waits for its session's previous ones to be cleaned up (the helper has
+/// been SIGKILLed already; only the kernel's teardown of its namespaces is left).
+pub(super) const SETTLE_WAIT: Duration = Duration::from_secs(10);
+
+/// One session's cleanups not finished yet (shared by the executor's clones).
+#[derive(Debug, Default)]
+pub(super) struct Settling {
+    pending: Mutex<usize>,
+    settled: Condvar,
+}
+
+/// A cleanup for the reaper thread.
+struct Job {
+    unreaped: Unreaped,
+    report: Option<Report>,
+    settling: Arc<Settling>,
+}
+
+impl Job {
+    fn run(self) {
+        self.unreaped.finish(self.report.as_ref());
+        let mut pending = crate::lock(&self.settling.pending);
+        *pending = pending.saturating_sub(1);
+        self.settling.settled.notify_all();
+    }
+}
+
+/// The broker's reaper thread, started at its first use; `None` if it could not be.
+fn reaper() -> Option<&'static Sender<Job>> {
+    static REAPER: OnceLock<Option<Sender<Job>>> = OnceLock::new();
+    REAPER
+        .get_or_init(|| {
+            let (send, receive) = channel::<Job>();
+            std::thread::Builder::new()
+                .name("command-reaper".into())
+                .spawn(move || {
+                    for job in receive {
+                        job.run();
+                    }
+                })
+                .ok()
+                .map(|_| send)
+        })
+        .as_ref()
+}
+
+impl Settling {
+    /// Reap `unreaped` and remove its cgroups after the answer (on the caller's thread when no
+    /// reaper thread can take it).
+    pub(super) fn later(self: &Arc<Self>, unreaped: Unreaped, report: Option<Report>) {
+        *crate::lock(&self.pending) += 1;
+        let job = Job {
+            unreaped,
+            report,
+            settling: Arc::clone(self),
+        };
+        let job = match reaper() {
+            Some(reaper) => match reaper.send(job) {
+                Ok(()) => return,
+                Err(unsent) => unsent.0,
+            },
+            None => job,
+        };
+        job.run();
+    }
+
+    /// Wait (at most `bound`) until every cleanup handed to [`Settling::later`] has finished;
+    /// whether they all have.
+    pub(super) fn wait(&self, bound: Duration) -> bool {
+        let until = Instant::now() + bound;
+        let mut pending = crate::lock(&self.pending);
+        while *pending > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            pending = match self.settled.wait_timeout(pending, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        true
+    }
+}
