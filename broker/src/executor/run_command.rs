@@ -43,6 +43,7 @@ mod settling;
 mod supervise;
 
 pub use running::stop_all as stop_running_commands;
+pub use settling::Settling as CommandCleanups;
 
 pub use layer::SessionLayer;
 
@@ -51,7 +52,7 @@ use outcome::finish;
 #[cfg(target_os = "linux")]
 use supervise::Ending;
 pub use supervise::ReportProblem;
-use supervise::{KilledAt, oom_killed, release_cgroups, supervise};
+use supervise::{KilledAt, oom_killed, own_memory_cgroup, release_cgroups, supervise};
 
 /// Bytes kept of each stream.
 const STREAM_LIMIT: usize = MAX_TOOL_OUTPUT_BYTES;
@@ -255,6 +256,12 @@ impl Executor {
     /// The session's layer, if its runtime area is still the one checked (to remove it).
     pub fn command_layer_in_place(&self) -> Option<Arc<SessionLayer>> {
         self.commands.layer_in_place()
+    }
+
+    /// The session's commands still being cleaned up after their answers: the layer is
+    /// discarded only once none is (its overlays are still mounted until then).
+    pub fn command_cleanups(&self) -> Arc<CommandCleanups> {
+        Arc::clone(&self.commands.settling)
     }
 
     /// Configure how `RunCommand` is confined (helper executable, scratch root, masks).
@@ -539,7 +546,13 @@ pub(super) fn run(
     let killed = match run.unreaped.take() {
         Some(unreaped) => {
             let killed = oom_killed(run.report.as_ref());
-            config.settling.later(unreaped, run.report.clone());
+            // A memory cgroup of the command's own (no session's: an older broker spec) is
+            // gone when the answer comes, as before.
+            if own_memory_cgroup(run.report.as_ref()) {
+                unreaped.finish(run.report.as_ref());
+            } else {
+                config.settling.later(unreaped, run.report.clone());
+            }
             killed
         }
         None => release_cgroups(run.report.as_ref()),

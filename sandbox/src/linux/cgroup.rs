@@ -598,6 +598,15 @@ pub fn oom_killed(report: &crate::spec::Report) -> Option<Bound> {
         })
 }
 
+/// Whether the command had a memory cgroup of its own (not its session's): it can be removed
+/// only once the helper, which is in it too, is reaped.
+pub fn own_memory_cgroup(report: &crate::spec::Report) -> bool {
+    report
+        .memory_cgroup
+        .as_deref()
+        .is_some_and(|dir| is_command_cgroup(dir) && !is_session_cgroup(dir))
+}
+
 /// Remove the command's own cgroups (never a session's, kept for its next command) once the
 /// helper is reaped; the ones that could not be removed.
 pub fn remove_command_cgroups(report: &crate::spec::Report) -> Vec<PathBuf> {

@@ -14,11 +14,11 @@ use super::supervise::Unreaped;
 
 /// How long a command waits for its session's previous ones to be cleaned up (the helper has
 /// been SIGKILLed already; only the kernel's teardown of its namespaces is left).
-pub(super) const SETTLE_WAIT: Duration = Duration::from_secs(10);
+pub const SETTLE_WAIT: Duration = Duration::from_secs(10);
 
 /// One session's cleanups not finished yet (shared by the executor's clones).
 #[derive(Debug, Default)]
-pub(super) struct Settling {
+pub struct Settling {
     pending: Mutex<usize>,
     settled: Condvar,
 }
@@ -59,6 +59,18 @@ fn reaper() -> Option<&'static Sender<Job>> {
 }
 
 impl Settling {
+    /// Whether no cleanup is pending now.
+    pub fn settled(&self) -> bool {
+        *crate::lock(&self.pending) == 0
+    }
+
+    /// Wait (at most [`SETTLE_WAIT`]) off the async threads until no cleanup is pending.
+    pub async fn settle(self: Arc<Self>) {
+        if !self.settled() {
+            let _ = tokio::task::spawn_blocking(move || self.wait(SETTLE_WAIT)).await;
+        }
+    }
+
     /// Reap `unreaped` and remove its cgroups after the answer (on the caller's thread when no
     /// reaper thread can take it).
     pub(super) fn later(self: &Arc<Self>, unreaped: Unreaped, report: Option<Report>) {
@@ -80,7 +92,7 @@ impl Settling {
 
     /// Wait (at most `bound`) until every cleanup handed to [`Settling::later`] has finished;
     /// whether they all have.
-    pub(super) fn wait(&self, bound: Duration) -> bool {
+    pub fn wait(&self, bound: Duration) -> bool {
         let until = Instant::now() + bound;
         let mut pending = crate::lock(&self.pending);
         while *pending > 0 {

@@ -432,6 +432,16 @@ pub(super) fn oom_killed(report: Option<&Report>) -> Option<KilledAt> {
     None
 }
 
+/// Whether the command had a memory cgroup of its own, not its session's.
+pub(super) fn own_memory_cgroup(report: Option<&Report>) -> bool {
+    #[cfg(target_os = "linux")]
+    if let Some(report) = report {
+        return sandbox::linux::cgroup::own_memory_cgroup(report);
+    }
+    let _ = report;
+    false
+}
+
 /// The command's own cgroups removed (not the session's): only once the helper is reaped.
 fn remove_cgroups(report: Option<&Report>) {
     #[cfg(target_os = "linux")]
