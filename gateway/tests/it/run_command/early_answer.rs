@@ -152,3 +152,21 @@ fn find_named(dir: &Path, name: &str) -> Option<PathBuf> {
     }
     None
 }
+
+/// The status pipe stays the helper's: the command (with namespaces, and in the Landlock-only
+/// fallback, where the helper executes it itself) holds no descriptor but 0, 1 and 2.
+#[test]
+fn the_command_holds_no_descriptor_of_the_status_pipe() {
+    let code = "import os\nheld = []\nfor fd in range(3, 4096):\n    try:\n        \
+                os.fstat(fd)\n        held.append(fd)\n    except OSError:\n        pass\n\
+                print('held', held)";
+    for namespaces in [true, false] {
+        let fx = fixture_with(namespaces);
+        if !confinable(&fx) {
+            return;
+        }
+        let out = run(&fx, &["python3", "-c", code]);
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+        assert_eq!(stdout_of(&out).trim(), "held []", "{}", out.output);
+    }
+}
