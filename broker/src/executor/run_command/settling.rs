@@ -33,9 +33,7 @@ struct Job {
 impl Job {
     fn run(self) {
         self.unreaped.finish(self.report.as_ref());
-        let mut pending = crate::lock(&self.settling.pending);
-        *pending = pending.saturating_sub(1);
-        self.settling.settled.notify_all();
+        self.settling.done();
     }
 }
 
@@ -59,6 +57,13 @@ fn reaper() -> Option<&'static Sender<Job>> {
 }
 
 impl Settling {
+    /// One cleanup finished: wake the waiters once none is left.
+    fn done(&self) {
+        let mut pending = crate::lock(&self.pending);
+        *pending = pending.saturating_sub(1);
+        self.settled.notify_all();
+    }
+
     /// Whether no cleanup is pending now.
     pub fn settled(&self) -> bool {
         *crate::lock(&self.pending) == 0
@@ -106,5 +111,30 @@ impl Settling {
             };
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_ends_with_the_last_cleanup_or_at_its_bound() {
+        let settling = Arc::new(Settling::default());
+        assert!(settling.settled() && settling.wait(Duration::ZERO));
+        *crate::lock(&settling.pending) = 2;
+        assert!(!settling.wait(Duration::from_millis(20)));
+        let finishing = Arc::clone(&settling);
+        let finisher = std::thread::spawn(move || {
+            for _ in 0..2 {
+                std::thread::sleep(Duration::from_millis(30));
+                finishing.done();
+            }
+        });
+        let started = Instant::now();
+        assert!(settling.wait(Duration::from_secs(10)));
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert!(settling.settled());
+        finisher.join().unwrap();
     }
 }
