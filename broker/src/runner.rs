@@ -264,7 +264,8 @@ async fn wait_exit(
     exited.send_replace(true);
     // The session's copy-on-write layer goes with its runner, before the gateway hears of the
     // exit (a stopped session's broker may be killed soon after); a command still running
-    // keeps it until the broker's final sweep.
+    // keeps it until the broker's final sweep; an answered one's overlays go first.
+    state.executor.command_cleanups().settle().await;
     if let Some(layer) = state.executor.command_layer_in_place() {
         layer.discard_if_idle();
     }

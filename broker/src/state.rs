@@ -418,7 +418,9 @@ impl BrokerState {
     pub async fn finish(&self, reason: &str) {
         tracing::info!("broker finishing: {reason}");
         // The session's copy-on-write layer goes before the gateway hears this broker is
-        // leaving (it may then kill it); a command still running keeps it for the final sweep.
+        // leaving (it may then kill it); a command still running keeps it for the final sweep,
+        // an answered one's overlays go first.
+        self.executor.command_cleanups().settle().await;
         if let Some(layer) = self.executor.command_layer_in_place()
             && !layer.discard_if_idle()
         {

@@ -42,6 +42,13 @@ fn measure(runs: usize, mut f: impl FnMut()) -> (Duration, Duration) {
     (percentile(&samples, 0.5), percentile(&samples, 0.99))
 }
 
+/// The gateway binary run as the helper: this build's, or `RUN_COMMAND_GATEWAY` (a saved build,
+/// to measure before and after in one session with the saved bench binary of the same build).
+fn gateway_exe() -> std::path::PathBuf {
+    std::env::var_os("RUN_COMMAND_GATEWAY")
+        .map_or_else(|| env!("CARGO_BIN_EXE_gateway").into(), Into::into)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -121,7 +128,8 @@ fn main() {
         ms(plain50),
         ms(plain99)
     );
-    let gateway = std::path::Path::new(env!("CARGO_BIN_EXE_gateway"));
+    let gateway = gateway_exe();
+    let gateway = gateway.as_path();
     let started = Instant::now();
     let sealed = Arc::new(PinnedExe::pin(gateway).unwrap());
     println!(
@@ -202,6 +210,7 @@ fn main() {
 const PHASES: &[(&str, &str)] = &[
     ("run", "broker: RunCommand starts"),
     ("checked", "broker: cwd, argv policy, host support"),
+    ("settled", "broker: the previous command's cleanup awaited"),
     ("scratch", "broker: layer turn, scratch dir made"),
     (
         "helper",
@@ -223,16 +232,20 @@ const PHASES: &[(&str, &str)] = &[
     ("mounts", "mounts: read-only remount"),
     ("rlimits", "confine: cwd, rlimits"),
     ("landlock", "confine: caps, nnp, Landlock"),
-    ("exec", "confine: seccomp compiled and applied, argv/env"),
+    ("seccomp_built", "confine: seccomp compiled"),
+    ("exec", "confine: seccomp applied, argv/env"),
     (
         "waited",
         "command: report, execve, runs, exits, pid ns torn down",
     ),
     (
         "exited",
-        "broker: helper reaped, pipes drained, group killed",
+        "broker: end told (or helper reaped), pipes drained, group killed",
     ),
-    ("released", "broker: cgroups released"),
+    (
+        "released",
+        "broker: OOM read; cgroups released (or handed to the reaper)",
+    ),
     ("cleaned", "broker: scratch removed, layer turn finished"),
 ];
 
@@ -256,7 +269,8 @@ fn stamps(output: &str) -> std::collections::HashMap<String, u64> {
 /// session's cgroup, pids cgroup as root) interleaved with a plain spawn of `true`, p50 of each,
 /// and the p50 of every phase (needs `--features sandbox/timing`).
 fn breakdown(runs: usize) {
-    let gateway = std::path::Path::new(env!("CARGO_BIN_EXE_gateway"));
+    let gateway = gateway_exe();
+    let gateway = gateway.as_path();
     let helper = Arc::new(PinnedExe::pin(gateway).unwrap());
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap();
@@ -385,7 +399,8 @@ fn memory_cgroups() -> i64 {
 /// and with the session's reused; how many memory cgroups the host has before and after (a
 /// removed cgroup whose pages are still cached lingers as a dying one).
 fn dying_cgroups(n: usize) {
-    let gateway = std::path::Path::new(env!("CARGO_BIN_EXE_gateway"));
+    let gateway = gateway_exe();
+    let gateway = gateway.as_path();
     let helper = Arc::new(PinnedExe::pin(gateway).unwrap());
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap();

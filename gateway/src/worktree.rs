@@ -228,6 +228,7 @@ impl GitRunner {
             // The gateway's git writes exactly the dirs above, for real.
             layer: None,
             namespaces: true,
+            status_fd: None,
         };
         let run = broker::executor::run_confined(&self.helper, &spec, GIT_TIMEOUT)
             .map_err(|problem| GitError::Setup(format!("git: {problem}")))?;

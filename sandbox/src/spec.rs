@@ -122,6 +122,46 @@ pub struct ExecSpec {
     pub layer: Option<LayerSpec>,
     /// Try user/mount/network/pid namespaces (tests turn this off to exercise the fallback).
     pub namespaces: bool,
+    /// An inherited pipe's write end (its number in the helper) on which the helper writes the
+    /// command's [`CommandEnd`] once the command's pid namespace is empty, before the helper's own
+    /// exit tears its namespaces down: the broker answers on it and reaps the helper afterwards.
+    /// Never seen by the command. `None`: the broker learns the end by reaping the helper.
+    #[serde(default)]
+    pub status_fd: Option<i32>,
+}
+
+/// How the command (pid 1 of its pid namespace) ended, as the helper writes it on
+/// [`ExecSpec::status_fd`]: written only after the kernel has killed and reaped every other
+/// process of that namespace, so no process of the command is left when the broker reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandEnd {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl CommandEnd {
+    /// Longest line [`CommandEnd::line`] writes.
+    pub const MAX_LINE: usize = 32;
+
+    /// `exit <code>\n` or `signal <number>\n`.
+    pub fn line(self) -> String {
+        match self {
+            Self::Exited(code) => format!("exit {code}\n"),
+            Self::Signaled(sig) => format!("signal {sig}\n"),
+        }
+    }
+
+    /// The whole status pipe's content: exactly one line; anything else is no answer.
+    pub fn parse(bytes: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(bytes).ok()?.strip_suffix('\n')?;
+        let (kind, number) = text.split_once(' ')?;
+        let number: i32 = number.parse().ok()?;
+        match kind {
+            "exit" => Some(Self::Exited(number)),
+            "signal" => Some(Self::Signaled(number)),
+            _ => None,
+        }
+    }
 }
 
 /// A session's copy-on-write layer: `dir` holds one `<key>/upper` + `<key>/work` pair per root
@@ -396,6 +436,33 @@ impl HostSupport {
             "degraded"
         } else {
             "enforced"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CommandEnd;
+
+    #[test]
+    fn command_ends_round_trip_and_nothing_else_parses() {
+        for end in [
+            CommandEnd::Exited(0),
+            CommandEnd::Exited(255),
+            CommandEnd::Signaled(9),
+        ] {
+            assert!(end.line().len() <= CommandEnd::MAX_LINE);
+            assert_eq!(CommandEnd::parse(end.line().as_bytes()), Some(end));
+        }
+        for bad in [
+            &b""[..],
+            b"exit 0",
+            b"exit 0\nexit 1\n",
+            b"exit x\n",
+            b"quit 0\n",
+            b"\xff\n",
+        ] {
+            assert_eq!(CommandEnd::parse(bad), None, "{bad:?}");
         }
     }
 }

@@ -35,7 +35,7 @@ use sandbox::write_path::{WriteRefusal, WriteRoot};
 #[cfg(target_os = "linux")]
 pub use run_command::run_confined;
 pub use run_command::{
-    CommandError, CommandSandbox, ConfinedRun, ReportProblem, SCRATCH_MOUNT_POINT,
+    CommandCleanups, CommandError, CommandSandbox, ConfinedRun, ReportProblem, SCRATCH_MOUNT_POINT,
     stop_running_commands,
 };
 

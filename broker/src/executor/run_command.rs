@@ -16,11 +16,7 @@
 //! caches redirected into it; elsewhere the file system is read-only to them except their scratch
 //! dir.
 
-#[cfg(target_os = "linux")]
-use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,18 +34,24 @@ mod area;
 mod layer;
 mod outcome;
 mod running;
+mod settling;
+mod spawn;
 mod supervise;
 
 pub use running::stop_all as stop_running_commands;
+pub use settling::Settling as CommandCleanups;
 
 pub use layer::SessionLayer;
 
 use area::{AREA_WAIT, FollowArea, Placed, layer_at, placed};
 use outcome::finish;
+use spawn::spawn;
+#[cfg(target_os = "linux")]
+use spawn::{helper_path, spawn_helper};
 #[cfg(target_os = "linux")]
 use supervise::Ending;
 pub use supervise::ReportProblem;
-use supervise::{KilledAt, release_cgroups, supervise};
+use supervise::{KilledAt, oom_killed, own_memory_cgroup, release_cgroups, supervise};
 
 /// Bytes kept of each stream.
 const STREAM_LIMIT: usize = MAX_TOOL_OUTPUT_BYTES;
@@ -133,6 +135,8 @@ pub struct CommandSandbox {
     /// The working directory's identity recorded at the session's start: commands run only
     /// while the directory is that one (`None`: an older gateway, not checked).
     expected_wd: Option<common::protocol::DirIdentity>,
+    /// The session's commands still being cleaned up after their answers (shared by clones).
+    settling: Arc<settling::Settling>,
 }
 
 impl CommandSandbox {
@@ -157,6 +161,7 @@ impl CommandSandbox {
             own_worktree: None,
             search_path: sandbox::command::FIXED_PATH.to_string(),
             expected_wd: None,
+            settling: Arc::default(),
         }
     }
 
@@ -174,6 +179,7 @@ impl CommandSandbox {
             own_worktree: None,
             search_path: sandbox::command::FIXED_PATH.to_string(),
             expected_wd: None,
+            settling: Arc::default(),
         }
     }
 
@@ -249,6 +255,12 @@ impl Executor {
     /// The session's layer, if its runtime area is still the one checked (to remove it).
     pub fn command_layer_in_place(&self) -> Option<Arc<SessionLayer>> {
         self.commands.layer_in_place()
+    }
+
+    /// The session's commands still being cleaned up after their answers: the layer is
+    /// discarded only once none is (its overlays are still mounted until then).
+    pub fn command_cleanups(&self) -> Arc<CommandCleanups> {
+        Arc::clone(&self.commands.settling)
     }
 
     /// Configure how `RunCommand` is confined (helper executable, scratch root, masks).
@@ -353,6 +365,20 @@ pub(super) fn run(
         );
     }
     sandbox::timing::mark("checked");
+    // The previous command's helper reaped and cgroups removed: this one joins the same session
+    // cgroup and mounts the same layer.
+    if !config.settling.wait(settling::SETTLE_WAIT) {
+        tracing::error!("RunCommand: the previous command's helper was not reaped in time");
+        return rejected(
+            action_id,
+            OutcomeCode::SandboxUnavailable,
+            "the command was not run: the session's previous command is still being cleaned up; \
+             run it again in a moment"
+                .into(),
+            started,
+        );
+    }
+    sandbox::timing::mark("settled");
     // The session's places in the runtime area as it is now (never a name another account took
     // after the area went: RT29 B3).
     let (scratch_root, session_layer, moved) = match config.places(AREA_WAIT) {
@@ -444,7 +470,7 @@ pub(super) fn run(
         }
     };
     sandbox::timing::mark("scratch");
-    let spec = ExecSpec {
+    let mut spec = ExecSpec {
         program: resolved.program.clone(),
         argv: resolved.argv.clone(),
         cwd: cwd.clone(),
@@ -468,6 +494,7 @@ pub(super) fn run(
         limits: config.limits,
         layer: turn.as_ref().map(|t| t.spec.clone()),
         namespaces: config.namespaces,
+        status_fd: None,
     };
     #[cfg(target_os = "linux")]
     if let Err(problem) = helper_path(config) {
@@ -479,8 +506,8 @@ pub(super) fn run(
             started,
         );
     }
-    let mut child = match spawn(config, &spec) {
-        Ok(child) => child,
+    let (child, status) = match spawn(config, &mut spec) {
+        Ok(spawned) => spawned,
         Err(message) => {
             tracing::error!("RunCommand helper: {message}");
             return rejected(
@@ -493,7 +520,7 @@ pub(super) fn run(
     };
     sandbox::timing::mark("spawned");
     let mut guard = turn.as_ref().map(layer::LayerTurn::guard);
-    let mut run = supervise(&mut child, args.timeout(), started, &mut || {
+    let mut run = supervise(child, status, args.timeout(), started, &mut || {
         guard.as_mut().is_some_and(|g| g.over_budget())
     });
     // macOS: the report is the broker's own (Seatbelt reports nothing); its profile allowed
@@ -513,7 +540,22 @@ pub(super) fn run(
         );
     }
     sandbox::timing::mark("exited");
-    let killed = release_cgroups(run.report.as_ref());
+    // Every process of the command is gone here (reaped, or told by the helper: `CommandEnd`);
+    // a told helper is reaped, and the command's cgroups removed, after the answer.
+    let killed = match run.unreaped.take() {
+        Some(unreaped) => {
+            let killed = oom_killed(run.report.as_ref());
+            // A memory cgroup of the command's own (no session's: an older broker spec) is
+            // gone when the answer comes, as before.
+            if own_memory_cgroup(run.report.as_ref()) {
+                unreaped.finish(run.report.as_ref());
+            } else {
+                config.settling.later(unreaped, run.report.clone());
+            }
+            killed
+        }
+        None => release_cgroups(run.report.as_ref()),
+    };
     sandbox::timing::mark("released");
     let own_bound = run
         .report
@@ -732,122 +774,6 @@ impl Drop for Scratch {
     }
 }
 
-/// The pinned helper's path for `execve`, checked unchanged (see [`PinnedExe::exec_path`]).
-#[cfg(target_os = "linux")]
-fn helper_path(config: &CommandSandbox) -> Result<PathBuf, CommandError> {
-    Ok(config
-        .helper
-        .as_ref()
-        .ok_or(CommandError::NoHelper)?
-        .exec_path()?)
-}
-
-/// Start the helper in its own process group with a cleared environment and the spec on stdin.
-#[cfg(target_os = "linux")]
-fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, CommandError> {
-    spawn_helper(&helper_path(config)?, spec)
-}
-
-#[cfg(target_os = "linux")]
-fn spawn_helper(helper: &Path, spec: &ExecSpec) -> Result<Child, CommandError> {
-    let json = serde_json::to_vec(spec).map_err(CommandError::EncodeSpec)?;
-    let mut cmd = std::process::Command::new(helper);
-    cmd.arg("sandbox-exec")
-        .env_clear()
-        .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // No command outlives its broker: the helper (and, through its own death signal, the pid
-    // namespace it forks) is SIGKILLed when the spawning thread dies. That thread is the one that
-    // then supervises the command until it is reaped, so it lives exactly as long as the command
-    // may, and it dies with the broker however the broker ends. A broker already gone before the
-    // prctl (re-parented child) is caught by comparing the parent pid.
-    let broker = rustix::process::getpid();
-    // SAFETY: prctl and getppid are async-signal-safe raw syscalls, allocate nothing and change
-    // only the child.
-    unsafe {
-        cmd.pre_exec(move || {
-            use rustix::process::{Signal, getppid, set_parent_process_death_signal};
-            set_parent_process_death_signal(Some(Signal::KILL))?;
-            if getppid() != Some(broker) {
-                return Err(rustix::io::Errno::SRCH.into());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|source| CommandError::Spawn {
-        program: helper.to_path_buf(),
-        source,
-    })?;
-    if let Some(mut stdin) = child.stdin.take()
-        && let Err(err) = stdin.write_all(&json)
-    {
-        // The helper died early; supervise() reports the missing report line.
-        tracing::warn!("writing the command spec: {err}");
-    }
-    Ok(child)
-}
-
-/// macOS: `/usr/bin/sandbox-exec` with the generated profile; its report is synthesised.
-#[cfg(target_os = "macos")]
-fn spawn(config: &CommandSandbox, spec: &ExecSpec) -> Result<Child, CommandError> {
-    let canonical = |path: &Path| {
-        std::fs::canonicalize(path).map_err(|source| CommandError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
-    let seatbelt = sandbox::seatbelt::SeatbeltSpec {
-        scratch: canonical(&spec.scratch)?,
-        // Seatbelt matches resolved paths (`/private/tmp`, not `/tmp`).
-        session_dir: spec
-            .layer
-            .as_ref()
-            .map(|layer| canonical(&layer.dir))
-            .transpose()?,
-        denied: spec
-            .masked
-            .iter()
-            .flat_map(|p| {
-                let mut v = vec![p.clone()];
-                if let Ok(c) = std::fs::canonicalize(p) {
-                    v.push(c);
-                }
-                v
-            })
-            .collect(),
-        visible: spec
-            .visible
-            .iter()
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .collect(),
-    };
-    let mut cmd = sandbox::seatbelt::command(
-        &seatbelt,
-        &config.owner_home,
-        &spec.program,
-        spec.argv.get(1..).unwrap_or(&[]),
-    );
-    cmd.env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    cmd.spawn().map_err(|source| CommandError::Spawn {
-        program: PathBuf::from("sandbox-exec"),
-        source,
-    })
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-fn spawn(_config: &CommandSandbox, _spec: &ExecSpec) -> Result<Child, CommandError> {
-    Err(CommandError::Unsupported)
-}
-
 /// What a confined run of [`run_confined`] produced.
 #[derive(Debug)]
 pub struct ConfinedRun {
@@ -870,9 +796,15 @@ pub fn run_confined(
     timeout: Duration,
 ) -> Result<ConfinedRun, CommandError> {
     let path = helper.exec_path()?;
-    let mut child = spawn_helper(&path, spec)?;
-    let run = supervise(&mut child, timeout, Instant::now(), &mut || false);
-    release_cgroups(run.report.as_ref());
+    let mut spec = spec.clone();
+    let (child, status) = spawn_helper(&path, &mut spec)?;
+    let mut run = supervise(child, status, timeout, Instant::now(), &mut || false);
+    // The gateway's own Git: its helper is reaped before the answer.
+    if let Some(unreaped) = run.unreaped.take() {
+        unreaped.finish(run.report.as_ref());
+    } else {
+        release_cgroups(run.report.as_ref());
+    }
     match &run.report {
         None => {
             let problem = run.report_problem.unwrap_or(ReportProblem::Missing);

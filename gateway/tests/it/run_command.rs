@@ -21,6 +21,7 @@ mod adversarial;
 mod all_commands;
 mod area_gone;
 mod discard;
+mod early_answer;
 mod end_to_end;
 mod helper_integrity;
 mod layer;

@@ -572,8 +572,17 @@ pub struct Released {
 /// which bound (its own reached: its own; else its gateway's parent's); then its cgroups
 /// removed (memory, unless the session's, kept for its next command; v1's pids).
 pub fn release(report: &crate::spec::Report) -> Released {
+    Released {
+        oom_killed: oom_killed(report),
+        left: remove_command_cgroups(report),
+    }
+}
+
+/// Whether, and at which bound, the OOM killer ended the command since it joined its memory
+/// cgroup (read once the command's processes are gone).
+pub fn oom_killed(report: &crate::spec::Report) -> Option<Bound> {
     let before = report.memory_before.unwrap_or_default();
-    let oom_killed = report
+    report
         .memory_cgroup
         .as_deref()
         .filter(|dir| is_command_cgroup(dir))
@@ -586,14 +595,27 @@ pub fn release(report: &crate::spec::Report) -> Released {
                     Bound::AllCommands
                 },
             )
-        });
-    let left = [&report.memory_cgroup, &report.cgroup]
+        })
+}
+
+/// Whether the command had a memory cgroup of its own (not its session's): it can be removed
+/// only once the helper, which is in it too, is reaped.
+pub fn own_memory_cgroup(report: &crate::spec::Report) -> bool {
+    report
+        .memory_cgroup
+        .as_deref()
+        .is_some_and(|dir| is_command_cgroup(dir) && !is_session_cgroup(dir))
+}
+
+/// Remove the command's own cgroups (never a session's, kept for its next command) once the
+/// helper is reaped; the ones that could not be removed.
+pub fn remove_command_cgroups(report: &crate::spec::Report) -> Vec<PathBuf> {
+    [&report.memory_cgroup, &report.cgroup]
         .into_iter()
         .flatten()
         .filter(|dir| !is_session_cgroup(dir) && !remove(dir))
         .cloned()
-        .collect();
-    Released { oom_killed, left }
+        .collect()
 }
 
 /// Whether a command cgroup sits in a gateway's parent.

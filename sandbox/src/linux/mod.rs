@@ -155,7 +155,12 @@ pub fn helper_main() -> i32 {
             format!("stdin: {e}"),
         );
     }
-    sys::close_fds_from_3();
+    // The status pipe stays open on the helper's side only: close-on-exec, so the fallback's
+    // `execve` closes it (its end is then learnt by reaping), and pid 1 closes it at once.
+    let status = spec
+        .status_fd
+        .filter(|fd| *fd >= 3 && sys::set_cloexec(*fd).is_ok());
+    sys::close_fds_from_3(status);
     crate::timing::mark("spec");
     let mut enforced = Enforced::default();
     // The OOM killer picks the command before anything else of the gateway's (inherited).
@@ -212,7 +217,11 @@ pub fn helper_main() -> i32 {
         if pid > 0 {
             // The child reports the phases so far; this side only its wait.
             crate::timing::take();
-            return wait_and_forward(pid);
+            return wait_and_forward(pid, status);
+        }
+        if let Some(fd) = status {
+            // SAFETY: closing the status pipe's inherited copy, which this side never uses.
+            unsafe { libc::close(fd) };
         }
         crate::timing::mark("fork");
         // The command's side: pid 1 of the new pid namespace.
@@ -635,6 +644,7 @@ fn confine_and_exec(
         Ok(filter) => filter,
         Err(error) => return fail(&enforced, cgroup, error.to_string()),
     };
+    crate::timing::mark("seccomp_built");
     if let Err(error) = seccomp::apply(&main, &seccomp::guard_filter()) {
         return fail(&enforced, cgroup, error.to_string());
     }
@@ -691,12 +701,39 @@ fn confine_and_exec(
 
 /// The helper's side after the fork: wait for the command and pass its status on (a signal is
 /// re-raised so the broker sees it).
-fn wait_and_forward(pid: libc::pid_t) -> i32 {
+///
+/// With a status pipe the end is told before the helper exits, since its exit is what tears the
+/// mount namespace (~100 mounts) and the other namespaces down. The command is pid 1 of its pid
+/// namespace: the kernel kills every other process of that namespace when pid 1 exits, and
+/// `waitpid` returns only once they are all reaped (`zap_pid_ns_processes` waits until the
+/// namespace holds no pid but pid 1's), so no process of the command is left when the broker
+/// reads the line. The helper's stdout and stderr are closed first: with them the last writers
+/// of the command's pipes are gone, and the broker drains them to their end.
+fn wait_and_forward(pid: libc::pid_t, status_fd: Option<i32>) -> i32 {
     let Ok(status) = sys::wait_child(pid) else {
         return EXIT_SANDBOX_FAILED;
     };
     crate::timing::mark("waited");
     crate::timing::emit();
+    let end = if libc::WIFEXITED(status) {
+        Some(crate::spec::CommandEnd::Exited(libc::WEXITSTATUS(status)))
+    } else if libc::WIFSIGNALED(status) {
+        Some(crate::spec::CommandEnd::Signaled(libc::WTERMSIG(status)))
+    } else {
+        None
+    };
+    if let (Some(fd), Some(end)) = (status_fd, end) {
+        let _ = std::io::stdout().flush();
+        let line = end.line();
+        // SAFETY: closing our own stdout and stderr (nothing is written on them after this) and
+        // writing a short line from a live buffer to the status pipe, then closing it.
+        unsafe {
+            libc::close(1);
+            libc::close(2);
+            libc::write(fd, line.as_ptr().cast(), line.len());
+            libc::close(fd);
+        }
+    }
     if libc::WIFEXITED(status) {
         return libc::WEXITSTATUS(status);
     }

@@ -126,14 +126,32 @@ pub fn stdin_to_dev_null() -> io::Result<()> {
     Ok(rustix::stdio::dup2_stdin(&null)?)
 }
 
-/// Close every fd from 3 up: files opened before confinement would stay usable after it.
-pub fn close_fds_from_3() {
-    // SAFETY: close_range only closes descriptors; none of ours above 2 is in use here.
-    let ret = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
-    if ret < 0 {
-        for fd in 3..4096 {
-            // SAFETY: closing a descriptor we do not use; EBADF is ignored.
-            unsafe { libc::close(fd) };
+/// Mark an inherited descriptor close-on-exec.
+pub fn set_cloexec(fd: i32) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor number changes only its flags; a bad number is EBADF.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Close every fd from 3 up but `keep` (the status pipe, which only the helper's waiting side
+/// keeps): files opened before confinement would stay usable after it.
+pub fn close_fds_from_3(keep: Option<i32>) {
+    let keep = keep.filter(|fd| *fd >= 3);
+    let ranges = match keep {
+        Some(fd) => [(3, fd - 1), (fd + 1, i32::MAX)],
+        None => [(3, i32::MAX), (0, -1)],
+    };
+    for (first, last) in ranges.into_iter().filter(|(first, last)| first <= last) {
+        // SAFETY: close_range only closes descriptors; none of ours above 2 but `keep` is in use
+        // here.
+        let ret = unsafe { libc::syscall(libc::SYS_close_range, first as u32, last as u32, 0u32) };
+        if ret < 0 {
+            for fd in first..last.min(4095) + 1 {
+                // SAFETY: closing a descriptor we do not use; EBADF is ignored.
+                unsafe { libc::close(fd) };
+            }
         }
     }
 }

@@ -1,15 +1,17 @@
 //! Supervising one confined command: its pipes read without blocking into bounded captures, the
 //! helper's report line parsed from the head of stdout, the wall-time bound enforced on the whole
-//! process group (SIGTERM, grace, SIGKILL), and the pids cgroup removed afterwards.
+//! process group (SIGTERM, grace, SIGKILL), the command's end taken from the helper's status pipe
+//! (the helper is then reaped and the pids cgroup removed after the answer: [`Unreaped`]) or from
+//! reaping the helper.
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::process::Child;
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, Signal};
 use std::time::{Duration, Instant};
 
-use sandbox::spec::{Enforced, REPORT_PREFIX, Report};
+use sandbox::spec::{CommandEnd, Enforced, REPORT_PREFIX, Report};
 
 use super::{DRAIN_AFTER_EXIT, KILL_GRACE, MAX_REPORT_BYTES, STREAM_LIMIT};
 
@@ -67,6 +69,10 @@ pub enum ReportProblem {
 
 pub(super) struct RunResult {
     pub(super) report: Option<Report>,
+    /// The helper told the command's end before its own exit: it is still to be reaped (its
+    /// exit tears the namespaces down) and the command's cgroups to be removed, which the
+    /// answer need not wait for.
+    pub(super) unreaped: Option<Unreaped>,
     /// Bytes of stdout taken as the (attempted) report line.
     pub(super) report_bytes: usize,
     /// Set when the helper's first stdout line was missing or malformed.
@@ -76,8 +82,27 @@ pub(super) struct RunResult {
     pub(super) ending: Ending,
     /// The guard stopped the command (its layer went over budget).
     pub(super) stopped_by_guard: bool,
-    /// Tracked until this result is dropped (after the caller released the cgroups).
-    pub(super) _flight: super::running::Flight,
+    /// Tracked until this result is dropped (after the caller released the cgroups); `None`
+    /// when [`RunResult::unreaped`] holds it.
+    pub(super) _flight: Option<super::running::Flight>,
+}
+
+/// A helper that told its command's end (every process of the command is gone) but is not
+/// reaped yet, with the command's process group still tracked (`running`).
+pub(super) struct Unreaped {
+    child: Child,
+    flight: super::running::Flight,
+}
+
+impl Unreaped {
+    /// Reap the helper (waiting for its namespaces' teardown), then remove the command's cgroups
+    /// (a pids cgroup empties only now); the flight ends last, so a shutdown waits for this.
+    pub(super) fn finish(mut self, report: Option<&Report>) {
+        self.flight.reaping();
+        let _ = self.child.wait();
+        remove_cgroups(report);
+        drop(self.flight);
+    }
 }
 
 fn set_nonblocking(fd: impl AsFd) {
@@ -115,16 +140,18 @@ fn kill_group(pgid: Pid, signal: Signal) {
 }
 
 /// Read both pipes until the main process exits (or the bound expires), kill the group, drain
-/// briefly, reap.
+/// briefly, reap. With a `status` pipe, a told end and both pipes at their end finish the run
+/// before the helper is reaped ([`RunResult::unreaped`]).
 /// `guard` is asked now and then while the command runs; `true` kills the group (the session's
 /// layer went over its budget).
 pub(super) fn supervise(
-    child: &mut Child,
+    mut child: Child,
+    status: Option<OwnedFd>,
     timeout: Duration,
     started: Instant,
     guard: &mut dyn FnMut() -> bool,
 ) -> RunResult {
-    let pid = Pid::from_child(child);
+    let pid = Pid::from_child(&child);
     let flight = super::running::Flight::start(pid.as_raw_pid());
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
@@ -134,6 +161,10 @@ pub(super) fn supervise(
     if let Some(err) = &err {
         set_nonblocking(err);
     }
+    if let Some(status) = &status {
+        set_nonblocking(status);
+    }
+    let mut told = Told::default();
     let mut stdout = Capture::default();
     let mut stderr = Capture::default();
     let mut report_buf: Vec<u8> = Vec::new();
@@ -172,6 +203,11 @@ pub(super) fn supervise(
             }
         }
         let both_eof = stdout.eof && stderr.eof;
+        // Told, and nothing left to read: no process of the command is left (see
+        // `CommandEnd`), so the answer need not wait for the helper's exit.
+        if both_eof && told.end.is_some() && !timed_out && !stopped_by_guard {
+            break;
+        }
         if let Some(at) = exited_at
             && (both_eof || now >= at + DRAIN_AFTER_EXIT)
         {
@@ -185,6 +221,9 @@ pub(super) fn supervise(
             polled.push(PollFd::new(e, PollFlags::IN));
         }
         if let (Some(fd), None) = (&exit_fd, exited_at) {
+            polled.push(PollFd::new(fd, PollFlags::IN));
+        }
+        if let (Some(fd), false) = (&status, told.eof) {
             polled.push(PollFd::new(fd, PollFlags::IN));
         }
         if polled.is_empty() {
@@ -201,6 +240,10 @@ pub(super) fn supervise(
         for (fd, revents) in ready {
             let is_exit = exit_fd.as_ref().is_some_and(|e| e.as_raw_fd() == fd);
             if !revents || is_exit {
+                continue;
+            }
+            if let Some(status) = status.as_ref().filter(|s| s.as_raw_fd() == fd) {
+                told.read(status);
                 continue;
             }
             let is_out = out.as_ref().is_some_and(|o| o.as_raw_fd() == fd);
@@ -251,22 +294,18 @@ pub(super) fn supervise(
     drop(out);
     drop(err);
     kill_group(pid, Signal::KILL);
-    flight.reaping();
-    let ending = match child.wait() {
-        Ok(status) => {
-            use std::os::unix::process::ExitStatusExt;
-            if timed_out {
-                Ending::TimedOut
-            } else if let Some(code) = status.code() {
-                Ending::Exited(code)
-            } else if let Some(sig) = status.signal() {
-                Ending::Signaled(sig)
-            } else {
-                Ending::Unknown
-            }
+    let told_end = told.end.filter(|_| !timed_out && !stopped_by_guard);
+    let (ending, unreaped, flight) = match told_end {
+        Some(end) => {
+            let ending = match end {
+                CommandEnd::Exited(code) => Ending::Exited(code),
+                CommandEnd::Signaled(sig) => Ending::Signaled(sig),
+            };
+            (ending, Some(Unreaped { child, flight }), None)
         }
-        Err(_) => Ending::Unknown,
+        None => (reap(&mut child, &flight, timed_out), None, Some(flight)),
     };
+
     if !report_done {
         if cfg!(target_os = "macos") {
             report = Some(Report {
@@ -283,6 +322,7 @@ pub(super) fn supervise(
     }
     RunResult {
         report,
+        unreaped,
         report_bytes: report_buf.len(),
         report_problem,
         stdout,
@@ -290,6 +330,64 @@ pub(super) fn supervise(
         ending,
         stopped_by_guard,
         _flight: flight,
+    }
+}
+
+/// Reap the helper; its status is the command's end (the helper passes it on).
+fn reap(child: &mut Child, flight: &super::running::Flight, timed_out: bool) -> Ending {
+    flight.reaping();
+    match child.wait() {
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            if timed_out {
+                Ending::TimedOut
+            } else if let Some(code) = status.code() {
+                Ending::Exited(code)
+            } else if let Some(sig) = status.signal() {
+                Ending::Signaled(sig)
+            } else {
+                Ending::Unknown
+            }
+        }
+        Err(_) => Ending::Unknown,
+    }
+}
+
+/// The helper's status pipe as read so far.
+#[derive(Default)]
+struct Told {
+    bytes: Vec<u8>,
+    eof: bool,
+    /// Set at the pipe's end, if its content was exactly one [`CommandEnd`] line.
+    end: Option<CommandEnd>,
+}
+
+impl Told {
+    fn read(&mut self, fd: &OwnedFd) {
+        let mut buf = [0u8; CommandEnd::MAX_LINE + 1];
+        loop {
+            match rustix::io::read(fd, &mut buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    self.end = CommandEnd::parse(&self.bytes);
+                    return;
+                }
+                Ok(n) if self.bytes.len() + n <= CommandEnd::MAX_LINE => {
+                    self.bytes.extend_from_slice(&buf[..n]);
+                }
+                // Longer than any end: not one; the helper's reaping tells.
+                Ok(_) => {
+                    self.eof = true;
+                    return;
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => return,
+                Err(_) => {
+                    self.eof = true;
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -314,20 +412,45 @@ pub(super) enum KilledAt {
 /// After the command: its cgroups removed once their processes are gone (a session's memory
 /// cgroup is kept for its next command); whether, and at which bound, the OOM killer ended it.
 pub(super) fn release_cgroups(report: Option<&Report>) -> Option<KilledAt> {
+    let killed = oom_killed(report);
+    remove_cgroups(report);
+    killed
+}
+
+/// Whether, and at which bound, the OOM killer ended the command (read once its processes are
+/// gone; the helper may still be in the cgroup).
+pub(super) fn oom_killed(report: Option<&Report>) -> Option<KilledAt> {
     #[cfg(target_os = "linux")]
     if let Some(report) = report {
-        use sandbox::linux::cgroup::{Bound, release};
-        let released = release(report);
-        for dir in &released.left {
-            tracing::warn!("could not remove command cgroup {}", dir.display());
-        }
-        return released.oom_killed.map(|bound| match bound {
+        use sandbox::linux::cgroup::Bound;
+        return sandbox::linux::cgroup::oom_killed(report).map(|bound| match bound {
             Bound::Command => KilledAt::Command,
             Bound::AllCommands => KilledAt::AllCommands,
         });
     }
     let _ = report;
     None
+}
+
+/// Whether the command had a memory cgroup of its own, not its session's.
+pub(super) fn own_memory_cgroup(report: Option<&Report>) -> bool {
+    #[cfg(target_os = "linux")]
+    if let Some(report) = report {
+        return sandbox::linux::cgroup::own_memory_cgroup(report);
+    }
+    let _ = report;
+    false
+}
+
+/// The command's own cgroups removed (not the session's): only once the helper is reaped.
+fn remove_cgroups(report: Option<&Report>) {
+    #[cfg(target_os = "linux")]
+    if let Some(report) = report {
+        for dir in sandbox::linux::cgroup::remove_command_cgroups(report) {
+            tracing::warn!("could not remove command cgroup {}", dir.display());
+        }
+    }
+    let _ = report;
 }
 
 #[cfg(test)]

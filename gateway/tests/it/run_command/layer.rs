@@ -7,7 +7,7 @@ use super::*;
 
 /// A session over `wd` and `home` whose commands get a layer of `budget` bytes and whose
 /// executor may write; `session` names its runtime dir (`state/run/<session>/cmd`).
-fn layered(fx: &Fx, session: &str, budget: u64) -> Executor {
+pub(super) fn layered(fx: &Fx, session: &str, budget: u64) -> Executor {
     let scratch_root = fx.state.join("run").join(session).join("cmd");
     let commands = CommandSandbox::new(
         Some(pinned_gateway()),
@@ -74,7 +74,7 @@ fn snapshot(root: &Path) -> Vec<(String, u32, Vec<u8>)> {
     out
 }
 
-fn layer_available() -> bool {
+pub(super) fn layer_available() -> bool {
     let support = sandbox::host_support();
     assert!(
         support.copy_on_write(),
