@@ -95,14 +95,8 @@ pub(super) fn import_roots(top: &Path, python_paths: &[&OsStr]) -> ImportRoots {
     }
     for stdlib in stdlibs.iter().filter(|dir| dir.join("os.py").is_file()) {
         for dir in [stdlib.to_path_buf(), stdlib.join("lib-dynload")] {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten().take(super::namespaces::MAX_ENTRIES) {
-                if let Some(name) = module_name(&entry.file_name().to_string_lossy()) {
-                    names.insert(name);
-                }
-            }
+            let entries = super::namespaces::entry_names(&dir);
+            names.extend(entries.iter().filter_map(|file| module_name(file)));
         }
     }
     dirs.sort();

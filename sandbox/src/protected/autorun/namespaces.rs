@@ -111,6 +111,19 @@ const PROJECT_SITE_PATTERNS: [&str; 4] = [
 const MAX_SITES: usize = 256;
 pub(super) const MAX_ENTRIES: usize = 4096;
 
+/// The names of a directory's entries (lossy UTF-8), at most [`MAX_ENTRIES`]; none when it
+/// cannot be read.
+pub(super) fn entry_names(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .take(MAX_ENTRIES)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
 /// The top-level names that are namespace packages in the environments this account can
 /// see, beside [`WELL_KNOWN`]; `top` is where Python imports from (its venvs are read too).
 pub(super) fn namespace_names(top: &Path) -> BTreeSet<String> {

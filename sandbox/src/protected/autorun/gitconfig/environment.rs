@@ -200,18 +200,8 @@ fn system_libraries() -> Vec<String> {
     super::super::namespaces::expand(Path::new("/usr/lib"), "*-linux-gnu*", &mut dirs);
     let mut names = Vec::new();
     for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries
-            .flatten()
-            .take(super::super::namespaces::MAX_ENTRIES)
-        {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.contains(".so") {
-                names.push(name);
-            }
-        }
+        let entries = super::super::namespaces::entry_names(&dir);
+        names.extend(entries.into_iter().filter(|name| name.contains(".so")));
     }
     names.sort();
     names.dedup();
@@ -230,14 +220,7 @@ fn library_names(lang: Lang) -> Vec<String> {
         .map(|(_, n)| n.to_string())
         .collect();
     for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries
-            .flatten()
-            .take(super::super::namespaces::MAX_ENTRIES)
-        {
-            let file = entry.file_name().to_string_lossy().into_owned();
+        for file in super::super::namespaces::entry_names(&dir) {
             let stem = file
                 .strip_suffix(".pm")
                 .or_else(|| file.strip_suffix(".rb"))
