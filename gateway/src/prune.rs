@@ -237,7 +237,7 @@ fn prune_content(
             if bytes == 0 || dry_run {
                 return Ok((bytes > 0).then_some((bytes, current)));
             }
-            let content = tx.remove_session_content(id)?;
+            let content = tx.remove_session_content(id, current.lease_generation)?;
             let Some(event) = current.prune_content(content.rows, content.bytes, content.answers)
             else {
                 return Ok(None);
