@@ -39,6 +39,8 @@ mod writes;
 mod prune;
 // Recorded idempotent answers past a full state budget: bounded per session, freed by prune.
 mod answers_budget;
+// Floods of recovers and stops on ended sessions store nothing and never lock the owner out.
+mod ended_flood;
 // Auto-run places: writes that would run by themselves later are refused, per-class opt-in.
 mod autorun;
 // The one protected set through the public surface: start, reads, commands, writes, listings.

@@ -141,13 +141,15 @@ impl Tx<'_> {
     }
 
     /// For a prune of an ended session: delete its idempotency keys (a resend of one then
-    /// answers the session's final state as a new request would), except its start's (a resent
-    /// start must never start a second session; compacted instead) and the one last request
-    /// kept per operation. How many were deleted.
+    /// answers the session's final state as a new request would), except the newest of each
+    /// operation (a client's retry of its last call, such as the stop that ended the session,
+    /// still replays), its start's (a resent start must never start a second session;
+    /// compacted instead) and the one last request kept per operation. How many were deleted.
     pub fn delete_ended_keys(&self, session_id: &str) -> Result<u64, StoreError> {
         let deleted = self.0.execute(
             "DELETE FROM idempotency WHERE session_id = ?1 AND scope <> 'start'
-             AND substr(scope, 1, 6) <> 'ended:'",
+             AND substr(scope, 1, 6) <> 'ended:'
+             AND rowid < (SELECT MAX(n.rowid) FROM idempotency n WHERE n.scope = idempotency.scope)",
             [session_id],
         )?;
         Ok(deleted as u64)
