@@ -71,6 +71,9 @@ pub struct Gateway {
     /// Recovers and stops, keyed by operation and live session, or ended sessions together
     /// (`state_budget::PACED_BURST`).
     pub recovery_pace: crate::pace::Pace,
+    /// `worktree_write` starts go one at a time through the budget check, the checkout and its
+    /// measurement (concurrent ones each passed the check before any checkout was measured).
+    pub worktree_starts: tokio::sync::Mutex<()>,
 }
 
 /// What a waiting call waits for.
@@ -117,6 +120,7 @@ impl Gateway {
                 crate::state_budget::PACED_BURST,
                 crate::state_budget::PACED_EVERY,
             ),
+            worktree_starts: tokio::sync::Mutex::new(()),
             store,
             config,
             server_key,
