@@ -124,3 +124,41 @@ async fn a_prune_deletes_an_ended_sessions_keys_and_superseded_leases() {
     assert!(r.h.stop(&again, "stop-1").await.unwrap().replay);
     assert_eq!(counts(&r.h, &r.session), after);
 }
+
+/// A session pruned before keys and leases went with its content (their build kept adding
+/// both afterwards): the next prune deletes them, recorded in its ledger, and it verifies.
+#[tokio::test]
+async fn a_prune_deletes_what_an_already_pruned_session_kept_adding() {
+    let r = recorded().await;
+    r.h.stop(&r.view, "stop-1").await.unwrap();
+    crate::prune::prune(&r.h.gateway, std::time::Duration::ZERO, false).unwrap();
+    let pruned = counts(&r.h, &r.session);
+    let scope = format!("stop:{}", r.session);
+    r.h.gateway
+        .store
+        .write::<_, crate::state::StoreError>(|tx| {
+            let answer = crate::state::IdempotentAnswer::InProgress {
+                lease_generation: 1,
+            };
+            for i in 0..5 {
+                tx.put_idempotency(&scope, &format!("old{i}"), "h", Some(&r.session), &answer)?;
+                tx.insert_lease(&format!("old-lease-{i}"), &r.session, 0, 0)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let done = crate::prune::prune(&r.h.gateway, std::time::Duration::ZERO, false).unwrap();
+    assert_eq!(done.sessions.len(), 1, "{done:?}");
+    let [keys, leases, events] = counts(&r.h, &r.session);
+    // The newest stop key of the five stays in place of the ending one.
+    assert_eq!((keys, leases), (pruned[0], pruned[1]));
+    assert_eq!(events, pruned[2] + 1, "one content_pruned event");
+    r.h.gateway.store.flush_head();
+    assert_eq!(
+        first_problem(&r.state_dir(), None),
+        None,
+        "verify after prune"
+    );
+    let again = crate::prune::prune(&r.h.gateway, std::time::Duration::ZERO, false).unwrap();
+    assert!(again.sessions.is_empty(), "{again:?}");
+}
