@@ -1,7 +1,7 @@
 //! A pace per key (a generic cell rate): `burst` takes at once, then one per `every`; over it,
 //! nothing is taken and the caller learns how long to wait. For what a caller can make the
-//! gateway store where no budget refuses it: OAuth refreshes per grant, recovers per session
-//! past the state budget (red team 29 B1, B5). Kept in memory (a restart forgets it).
+//! gateway store where no budget refuses it: OAuth refreshes per grant, recovers and stops
+//! (red team 29 B1, B5; 31/32 N1). Kept in memory (a restart forgets it).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -44,6 +44,15 @@ impl Pace {
         }
         keys.insert(key.to_string(), whole_at.saturating_add(every));
         Ok(())
+    }
+
+    /// Every key's burst whole again (a test's flood measures storage, not the pace).
+    #[cfg(test)]
+    pub fn clear(&self) {
+        self.whole_at_ms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
     }
 }
 

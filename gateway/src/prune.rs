@@ -70,9 +70,17 @@ pub fn prune(
         pruned.entry(session_id.clone()).or_default().bytes = bytes;
     }
     let database_before = crate::state::database_file_bytes(&gateway.config.state_dir);
-    let content = prune_content(gateway, &sessions, older_than, dry_run);
+    let mut content = prune_content(gateway, &sessions, older_than, dry_run);
+    if !dry_run {
+        // Counted as content for the file's shrink below (no bytes of text).
+        content.extend(
+            forget_pruned_keys(gateway, &sessions)
+                .into_iter()
+                .map(|id| (id, 0)),
+        );
+    }
     for (session_id, bytes) in &content {
-        pruned.entry(session_id.clone()).or_default().content_bytes = *bytes;
+        pruned.entry(session_id.clone()).or_default().content_bytes += *bytes;
     }
     let live_answers = if dry_run {
         crate::state::DroppedAnswers::default()
@@ -237,7 +245,7 @@ fn prune_content(
             if bytes == 0 || dry_run {
                 return Ok((bytes > 0).then_some((bytes, current)));
             }
-            let content = tx.remove_session_content(id)?;
+            let content = tx.remove_session_content(id, current.lease_generation)?;
             let Some(event) = current.prune_content(content.rows, content.bytes, content.answers)
             else {
                 return Ok(None);
@@ -268,4 +276,44 @@ fn prune_content(
         }
     }
     removed
+}
+
+/// Ended sessions pruned before keys and leases went with their content (red team 31/32 N1:
+/// their recovers and stops kept adding both): delete their older keys and superseded lease
+/// rows now, each session in one transaction with a `content_pruned` event naming no rows and
+/// counting the keys. The sessions anything was deleted from.
+fn forget_pruned_keys(gateway: &Gateway, sessions: &[SessionRecord]) -> Vec<String> {
+    let mut forgot = Vec::new();
+    for session in sessions
+        .iter()
+        .filter(|s| s.status.is_terminal() && s.content_pruned.is_some())
+    {
+        let id = session.id.as_str();
+        let step = |tx: &Tx<'_>| {
+            let Some(current) = tx.session(id)? else {
+                return Ok::<_, StoreError>(false);
+            };
+            let keys = tx.delete_ended_keys(id)?;
+            let leases = tx.delete_superseded_leases(id, current.lease_generation)?;
+            if keys + leases == 0 {
+                return Ok(false);
+            }
+            let event = crate::state::LedgerEvent::ContentPruned {
+                rows: Vec::new(),
+                bytes: 0,
+                idempotency_answers: keys,
+            };
+            tx.record(id, &event)?;
+            Ok(true)
+        };
+        match gateway.store.write(step) {
+            Ok(true) => {
+                tracing::info!(session = %id, "prune: a pruned session's later keys and leases");
+                forgot.push(id.to_string());
+            }
+            Ok(false) => {}
+            Err(err) => tracing::warn!(session = %id, "prune: a pruned session's keys: {err}"),
+        }
+    }
+    forgot
 }

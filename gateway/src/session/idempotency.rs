@@ -144,6 +144,88 @@ impl Gateway {
         Ok(Some(view))
     }
 
+    /// The scope under which an ended session keeps the last request of this operation.
+    fn last_scope(request: &Request<'_>) -> String {
+        format!("ended:{}", request.scope)
+    }
+
+    /// Whether the ended session's last request of this operation is kept (for a recover: the
+    /// lease was already rotated after the session ended).
+    pub(crate) fn has_last_request(&self, tx: &Tx<'_>, request: &Request<'_>) -> ToolResult<bool> {
+        Ok(tx.last_request(&Self::last_scope(request))?.is_some())
+    }
+
+    /// Keep `request` as the ended session's last of its operation (overwriting the one before),
+    /// in the caller's transaction.
+    pub(crate) fn keep_last_request(
+        &self,
+        tx: &Tx<'_>,
+        request: &Request<'_>,
+        session_id: &str,
+        generation: u32,
+    ) -> ToolResult<()> {
+        tx.put_last_request(
+            &Self::last_scope(request),
+            &last_request_hash(request),
+            session_id,
+            &IdempotentAnswer::Pruned {
+                lease_generation: generation,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Answer a request on an ended session that changes nothing (a stop, a recover after the
+    /// first since the end): the session as stored with `lease_id` (renewed in place when
+    /// `renew`), storing nothing but the one overwritten last request of the operation (red team
+    /// 31/32 N1: each new key stored a row, an answer and, for a recover, a lease row and an
+    /// event). The same key and arguments as that last request answer `replay: true` (never
+    /// paced); the same key with other arguments is a conflict; a new key is paced as
+    /// `operation` of an ended session.
+    pub(crate) fn answer_ended(
+        &self,
+        session_id: &str,
+        request: &Request<'_>,
+        operation: &str,
+        lease: (&str, bool),
+    ) -> ToolResult<SessionView> {
+        let (lease_id, renew) = lease;
+        let wanted = last_request_hash(request);
+        let last = self
+            .store
+            .read(|tx| tx.last_request(&Self::last_scope(request)))?;
+        let replay = match last.filter(|row| row.signed) {
+            Some(row) if row.request_hash == wanted => true,
+            Some(row) if row.request_hash.split(':').next() == wanted.split(':').next() => {
+                return Err(ToolError::new(
+                    ErrorCode::IdempotencyConflict,
+                    format!(
+                        "{:?} was already used for a different request; use a new key for a new \
+                         request, or resend the original arguments to get its answer again",
+                        request.key
+                    ),
+                ));
+            }
+            _ => false,
+        };
+        if !replay {
+            self.pace_recovery(operation, session_id, true)?;
+        }
+        let session = self.store.write(|tx| {
+            let session = self.session(tx, session_id)?;
+            if renew {
+                self.renew_lease(tx, session_id, lease_id)?;
+            }
+            if !replay {
+                self.keep_last_request(tx, request, session_id, session.lease_generation)?;
+            }
+            Ok::<_, ToolError>(session)
+        })?;
+        let mut view = self.view(&session, Some(lease_id.to_string()))?;
+        view.replay = replay;
+        Ok(view)
+    }
+
     /// Claim `request` inside the transaction that carries it out. `busy` if already claimed
     /// (a concurrent identical request is being handled).
     pub(crate) fn claim(
@@ -225,6 +307,11 @@ impl Gateway {
         if let Some(view) = self.replayed(&call.request)? {
             return Ok(view);
         }
+        if session.status.is_terminal() && call.request.kind == Scope::Stop {
+            // Nothing to stop: answered from the session as stored, nothing per request kept.
+            let lease = (call.lease_id, false);
+            return self.answer_ended(call.session_id, &call.request, "stop", lease);
+        }
         let settle = act(session, call.request.clone()).await?;
         drop(op);
         let session = self
@@ -238,4 +325,14 @@ impl Gateway {
         self.remember(&call.request, &view, session.lease_generation);
         Ok(view)
     }
+}
+
+/// What an ended session's last request is known by: the key's hash (to tell a reused key) and
+/// the request's canonical hash, `<key hash>:<request hash>`.
+fn last_request_hash(request: &Request<'_>) -> String {
+    format!(
+        "{}:{}",
+        common::hash::sha256_hex(request.key.as_bytes()),
+        request.hash
+    )
 }

@@ -39,6 +39,19 @@ impl Gateway {
         Ok(expires)
     }
 
+    /// Renew `lease_id` of a session in place (a lease TTL from now): an ended session's recover
+    /// hands its post-end lease out again without a new row.
+    pub(crate) fn renew_lease(
+        &self,
+        tx: &Tx<'_>,
+        session_id: &str,
+        lease_id: &str,
+    ) -> Result<(), StoreError> {
+        let expires = now_unix_ms() + self.config.lease_ttl.as_millis() as i64;
+        let hash = crate::state::secrets::lease_hash(&self.server_key, session_id, lease_id);
+        tx.renew_lease(&hash, expires)
+    }
+
     /// Check the lease, renew it, and return the session.
     pub(crate) fn authenticate(
         &self,

@@ -68,9 +68,12 @@ pub struct Gateway {
     pub state_budget: crate::state_budget::StateBudget,
     /// The one deleter of what sessions discarded in the command runtime area.
     pub reaper: crate::runtime_area::Reaper,
-    /// Past the state budget, recovers of a session and stops of an ended one, each keyed by
-    /// operation and session (`state_budget::PACED_BURST`).
-    pub past_budget_pace: crate::pace::Pace,
+    /// Recovers and stops, keyed by operation and live session, or ended sessions together
+    /// (`state_budget::PACED_BURST`).
+    pub recovery_pace: crate::pace::Pace,
+    /// `worktree_write` starts go one at a time through the budget check, the checkout and its
+    /// measurement (concurrent ones each passed the check before any checkout was measured).
+    pub worktree_starts: tokio::sync::Mutex<()>,
 }
 
 /// What a waiting call waits for.
@@ -113,10 +116,11 @@ impl Gateway {
         Arc::new(Gateway {
             state_budget,
             reaper,
-            past_budget_pace: crate::pace::Pace::new(
+            recovery_pace: crate::pace::Pace::new(
                 crate::state_budget::PACED_BURST,
                 crate::state_budget::PACED_EVERY,
             ),
+            worktree_starts: tokio::sync::Mutex::new(()),
             store,
             config,
             server_key,
@@ -127,26 +131,23 @@ impl Gateway {
         })
     }
 
-    /// Past the state budget, `operation` (`recover`, a `stop` of an ended session) still works
-    /// but stores rows each time: paced (red team 29 B1), `busy` saying when to send it again.
-    /// A live session's calls are paced per session; an ended session's share one pace (red team
-    /// 31 N1: a holder of many ended sessions' tokens multiplied a per-session pace). Below the
-    /// budget, never.
-    pub fn pace_past_budget(
+    /// `operation` (`recover`, `stop`) is paced whatever the state budget (red team 29 B1, 31/32
+    /// N1): legitimately rare (a client's retry loop, a few a minute), it must not become a write
+    /// rate for whoever holds sessions' tokens. A live session's calls are paced per session; an
+    /// ended session's share one pace (a holder of many ended sessions' tokens would multiply a
+    /// per-session one). `busy` says when to send it again.
+    pub fn pace_recovery(
         &self,
         operation: &str,
         session_id: &str,
         ended: bool,
     ) -> Result<(), ToolError> {
-        if !self.state_budget.is_full() {
-            return Ok(());
-        }
         let key = if ended {
             format!("{operation}:ended sessions")
         } else {
             format!("{operation}:{session_id}")
         };
-        self.past_budget_pace
+        self.recovery_pace
             .take(&key, common::time::now_unix_ms())
             .map_err(|wait_s| crate::state_budget::paced(operation, wait_s))
     }

@@ -6,6 +6,7 @@
 mod adoption;
 mod answers;
 mod deepseek;
+mod ended;
 mod fake_host;
 mod hand_off;
 mod harness;

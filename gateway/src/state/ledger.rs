@@ -113,7 +113,7 @@ pub enum LedgerEvent {
 
     /// Retention removed an ended session's content (`crate::prune`): the rows, each with its
     /// covered columns' digests as they were (`common::ledger_chain::CONTENT_PRUNED`), the bytes
-    /// of content, and how many idempotency answers were compacted.
+    /// of content, and how many idempotency keys were deleted or answers compacted.
     ContentPruned {
         rows: Vec<common::ledger_chain::RowRecord>,
         bytes: u64,

@@ -56,12 +56,24 @@ pub(super) async fn handle(
     if let Some(view) = gateway.replayed(&request)? {
         return Ok(view);
     }
-    // Past the budget a recover still works (it must, on a full disk), but each stores a lease row
-    // and events: paced, never refused for a replay (red team 29 B1, red team 31 N1).
-    gateway.pace_past_budget("recover", session_id, session.status.is_terminal())?;
-    // Recovered into a directory that is not the session's own, the session would read, run
-    // and write somewhere else; a terminal session only reports its final state.
-    if !session.status.is_terminal() {
+    // A recover works whatever the budget (it must, on a full disk), but is paced: a live
+    // session's stores a lease row and events (red team 29 B1, red team 31/32 N1).
+    let ended = session.status.is_terminal();
+    if ended
+        && gateway
+            .store
+            .read(|tx| gateway.has_last_request(tx, &request))?
+    {
+        // The first recover after the end rotated the lease once (cutting off a lease issued
+        // while it ran); later ones hand out that same lease again, renewed in place, and store
+        // nothing per call: an ended session stores O(1) whatever is called on it.
+        let lease_id = gateway.lease_id(session_id, session.lease_generation);
+        return gateway.answer_ended(session_id, &request, "recover", (&lease_id, true));
+    }
+    gateway.pace_recovery("recover", session_id, ended)?;
+    if !ended {
+        // Recovered into a directory that is not the session's own, the session would read,
+        // run and write somewhere else.
         Gateway::check_workspace(&session)?;
     }
     gateway.reattach_if_detached(session_id).await;
@@ -70,6 +82,9 @@ pub(super) async fn handle(
     let session = gateway.store.write(|tx| {
         let mut session = gateway.session(tx, session_id)?;
         gateway.claim(tx, &request, session_id, generation)?;
+        if session.status.is_terminal() {
+            gateway.keep_last_request(tx, &request, session_id, generation)?;
+        }
         tx.revoke_leases(session_id)?;
         let expires = gateway.grant_lease(tx, session_id, generation)?;
         let event = session.lease_rotated(generation, expires, attached);

@@ -136,6 +136,13 @@ pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<
     // Checked before anything is created (no worktree), and again in the transaction that
     // records the session, so concurrent starts cannot overshoot.
     gateway.store.read(|tx| ensure_capacity(gateway, tx))?;
+    // A checkout's size is known only once it is made and measured: `worktree_write` starts
+    // hold this from the check to that measurement, so concurrent ones cannot each pass the
+    // check before any checkout counts (check-then-act).
+    let one_checkout_at_a_time = match req.capability_profile {
+        CapabilityProfile::WorktreeWrite => Some(gateway.worktree_starts.lock().await),
+        _ => None,
+    };
     gateway.state_budget.check("nothing was started")?;
     gateway.state_budget.charge_text(&req.prompt);
 
@@ -155,9 +162,17 @@ pub async fn start(gateway: &Arc<Gateway>, mut req: StartRequest) -> ToolResult<
         match prepare_workspace(gateway, &req, &source_directory, &session_id).await {
             Ok(prepared) => {
                 if prepared.1.is_some() {
-                    // A checkout of unknown size: measured at the next look.
-                    gateway.state_budget.measure_soon();
+                    // A checkout of unknown size: measured now, before the next worktree start
+                    // checks the budget.
+                    let budget = gateway.state_budget.clone();
+                    if tokio::task::spawn_blocking(move || budget.refresh_now())
+                        .await
+                        .is_err()
+                    {
+                        gateway.state_budget.measure_soon();
+                    }
                 }
+                drop(one_checkout_at_a_time);
                 prepared
             }
             Err(err) => {

@@ -78,17 +78,17 @@ pub(super) async fn handle(
     gateway
         .leased(call, |session, request| async move {
             if session.status.is_terminal() {
-                // Nothing to stop; the request is still recorded, for its replays. Past the
-                // budget, paced: each new key of an ended session stores its row and answer.
-                gateway.pace_past_budget("stop", session_id, true)?;
+                // Ended after the wrapper looked (a broker's end raced this call): answered
+                // like any stop of an ended session, nothing per request kept.
                 gateway.store.write(|tx| {
-                    gateway.claim(tx, &request, session_id, session.lease_generation)
+                    gateway.keep_last_request(tx, &request, session_id, session.lease_generation)
                 })?;
                 return Ok(Settle {
                     wait: WaitFor::Terminal,
                     timeout: Duration::ZERO,
                 });
             }
+            gateway.pace_recovery("stop", session_id, false)?;
             // Its DeepSeek sub-sessions first, each observed gone before the session stops.
             gateway
                 .subsessions()

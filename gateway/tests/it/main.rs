@@ -39,6 +39,10 @@ mod writes;
 mod prune;
 // Recorded idempotent answers past a full state budget: bounded per session, freed by prune.
 mod answers_budget;
+// Floods of recovers and stops on ended sessions store nothing and never lock the owner out.
+mod ended_flood;
+// Concurrent worktree_write starts go one at a time through the budget check and checkout.
+mod worktree_budget;
 // Auto-run places: writes that would run by themselves later are refused, per-class opt-in.
 mod autorun;
 mod autorun_env;

@@ -7,7 +7,7 @@
 
 use rusqlite::params;
 
-use super::{StoreError, Tx};
+use super::{IdempotencyRow, StoreError, Tx};
 use crate::state::IdempotentAnswer;
 
 /// A recorded answer's JSON is longer than this; the markers (`in_progress`, `pruned`,
@@ -104,5 +104,68 @@ impl Tx<'_> {
             dropped.bytes += u64::try_from(bytes).unwrap_or(0);
         }
         Ok(dropped)
+    }
+}
+
+/// The one key under which an ended session's last request of an operation is kept
+/// (`Tx::put_last_request`): its scope is `ended:<operation scope>`.
+pub const LAST_REQUEST_KEY: &str = "last";
+
+impl Tx<'_> {
+    /// The last request of an ended session's operation (`scope` is `ended:…`), if any.
+    pub fn last_request(&self, scope: &str) -> Result<Option<IdempotencyRow>, StoreError> {
+        self.idempotency(scope, LAST_REQUEST_KEY)
+    }
+
+    /// Keep `request_hash` as the last request of an ended session's operation, overwriting the
+    /// one before (signed like any idempotency row): one row per session and operation, whatever
+    /// is called on it (red team 31/32 N1).
+    pub fn put_last_request(
+        &self,
+        scope: &str,
+        request_hash: &str,
+        session_id: &str,
+        answer: &IdempotentAnswer,
+    ) -> Result<(), StoreError> {
+        self.0.execute(
+            "DELETE FROM idempotency WHERE scope = ?1 AND key = ?2",
+            [scope, LAST_REQUEST_KEY],
+        )?;
+        self.put_idempotency(
+            scope,
+            LAST_REQUEST_KEY,
+            request_hash,
+            Some(session_id),
+            answer,
+        )
+    }
+
+    /// For a prune of an ended session: delete its idempotency keys (a resend of one then
+    /// answers the session's final state as a new request would), except the newest of each
+    /// operation (a client's retry of its last call, such as the stop that ended the session,
+    /// still replays), its start's (a resent start must never start a second session;
+    /// compacted instead) and the one last request kept per operation. How many were deleted.
+    pub fn delete_ended_keys(&self, session_id: &str) -> Result<u64, StoreError> {
+        let deleted = self.0.execute(
+            "DELETE FROM idempotency WHERE session_id = ?1 AND scope <> 'start'
+             AND substr(scope, 1, 6) <> 'ended:'
+             AND rowid < (SELECT MAX(n.rowid) FROM idempotency n WHERE n.scope = idempotency.scope)",
+            [session_id],
+        )?;
+        Ok(deleted as u64)
+    }
+
+    /// For a prune of an ended session: delete its lease rows older than `generation` (revoked
+    /// by a recover, never valid again). How many.
+    pub fn delete_superseded_leases(
+        &self,
+        session_id: &str,
+        generation: u32,
+    ) -> Result<u64, StoreError> {
+        let deleted = self.0.execute(
+            "DELETE FROM leases WHERE session_id = ?1 AND generation < ?2",
+            params![session_id, generation],
+        )?;
+        Ok(deleted as u64)
     }
 }

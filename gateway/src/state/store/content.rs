@@ -1,14 +1,16 @@
 //! Retention's side of the store: what an ended session's content weighs, removing it (turns,
-//! replies, actions) with its rows' digests for the ledger's `content_pruned` event, compacting
-//! its idempotency answers, and giving the freed pages back to the file system.
+//! replies, actions) with its rows' digests for the ledger's `content_pruned` event, deleting
+//! its idempotency keys and superseded leases, and giving the freed pages back to the file system.
 //!
-//! Bulk and summary, per table: `turns`, `replies` and `actions` rows of a pruned session are
-//! bulk (prompt and tool-result bodies, reply texts and calls, tool arguments, outcomes and write
-//! intents) and are deleted whole; an `idempotency` row keeps its key, request hash and session
-//! (so a resend is still recognised) and its answer becomes `{"pruned": true}`; the `sessions`
-//! row is the summary and stays (its texts that only the removed content explained are dropped
-//! by `SessionRecord::prune_content`); `events` are append-only and stay (they carry hashes and
-//! sizes, not bodies); `leases` are hashes and stay.
+//! Bulk and summary, per table: `turns`, `replies` and `actions` rows of a pruned session are bulk
+//! (prompt and tool-result bodies, reply texts and calls, tool arguments, outcomes and write
+//! intents) and are deleted whole; an `idempotency` row is deleted (a resend then answers the ended
+//! session's final state as a new request would), except its start's, which keeps key, request hash
+//! and session (a resent start must not start another session) with the answer `{"pruned": true}`,
+//! and the one last request kept per operation of an ended session (`ended:` scopes); the
+//! `sessions` row is the summary and stays (its texts that only the removed content explained are
+//! dropped by `SessionRecord::prune_content`); `events` are append-only and stay (they carry hashes
+//! and sizes, not bodies); of `leases` only the current generation's stays.
 
 use common::ledger_chain::{CoveredRow, RowRecord};
 
@@ -22,8 +24,10 @@ pub struct RemovedContent {
     pub rows: Vec<RowRecord>,
     /// Bytes of the removed rows' and answers' text.
     pub bytes: u64,
-    /// Idempotency answers compacted.
+    /// Idempotency keys deleted, or (a start's) compacted.
     pub answers: u64,
+    /// Superseded lease rows deleted.
+    pub leases: u64,
 }
 
 impl Tx<'_> {
@@ -62,9 +66,16 @@ impl Tx<'_> {
     }
 
     /// Remove an ended session's content: its actions, replies and turns (in the order their
-    /// foreign keys allow), and its idempotency answers compacted and signed again. The caller
-    /// records the returned rows in the session's `content_pruned` event in this transaction.
-    pub fn remove_session_content(&self, session_id: &str) -> Result<RemovedContent, StoreError> {
+    /// foreign keys allow), its idempotency keys (its start's compacted and signed again, the
+    /// last request of each operation kept) and its lease rows older than `lease_generation`
+    /// (red team 31/32 N1: prune freed answers but kept keys and leases, ~2 KiB of pages each).
+    /// The caller records the returned rows in the session's `content_pruned` event in this
+    /// transaction.
+    pub fn remove_session_content(
+        &self,
+        session_id: &str,
+        lease_generation: u32,
+    ) -> Result<RemovedContent, StoreError> {
         let mut removed = RemovedContent {
             bytes: self.session_content_bytes(session_id)?,
             ..RemovedContent::default()
@@ -84,7 +95,9 @@ impl Tx<'_> {
                 [session_id],
             )?;
         }
-        removed.answers = self.compact_idempotency(session_id)?;
+        removed.answers =
+            self.delete_ended_keys(session_id)? + self.compact_idempotency(session_id)?;
+        removed.leases = self.delete_superseded_leases(session_id, lease_generation)?;
         Ok(removed)
     }
 
