@@ -162,6 +162,19 @@ async fn leases_are_checked_renewed_rotated_and_expire() {
     tokio::time::sleep(Duration::from_secs(ttl + 1)).await;
     let r = chat.status(&sid, &lease, 0).await.unwrap();
     assert_eq!(tool_err_code(&r), "lease_expired");
+    // The expiry stops the runtime: its broker and runner are gone within the stop's bound (a
+    // loaded host may take more than the sweep's second to end them; until then the gateway's
+    // link to the exiting broker is, truthfully, still attached).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !session_processes(gw.state_dir()).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the expired session's broker and runner still run after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The link's end is read a moment after the broker's exit.
+    tokio::time::sleep(Duration::from_millis(500)).await;
 
     // Recovery with a wrong token is denied and changes nothing.
     let r = chat.recover(&sid, "rec_wrong", "rec-1", 0).await.unwrap();
