@@ -698,6 +698,7 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
 
 mod env_files;
 mod envrc;
+mod git_syntax;
 pub mod gitconfig;
 mod hook_managers;
 mod import_roots;

@@ -7,7 +7,7 @@
 
 use std::ffi::{OsStr, OsString};
 
-use super::gitconfig::Entry;
+use super::git_syntax::Entry;
 
 /// What a variable's value names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
