@@ -265,8 +265,10 @@ async fn wait_exit(
     // The session's copy-on-write layer goes with its runner, before the gateway hears of the
     // exit (a stopped session's broker may be killed soon after); a command still running
     // keeps it until the broker's final sweep; an answered one's overlays go first.
-    state.executor.command_cleanups().settle().await;
-    if let Some(layer) = state.executor.command_layer_in_place() {
+    // A cleanup past its bound may still hold overlays on the layer: the final sweep takes it.
+    if state.executor.command_cleanups().settle().await
+        && let Some(layer) = state.executor.command_layer_in_place()
+    {
         layer.discard_if_idle();
     }
     let seq = state.push_event(BrokerEvent::RunnerExited {

@@ -420,9 +420,9 @@ impl BrokerState {
         // The session's copy-on-write layer goes before the gateway hears this broker is
         // leaving (it may then kill it); a command still running keeps it for the final sweep,
         // an answered one's overlays go first.
-        self.executor.command_cleanups().settle().await;
+        let settled = self.executor.command_cleanups().settle().await;
         if let Some(layer) = self.executor.command_layer_in_place()
-            && !layer.discard_if_idle()
+            && (!settled || !layer.discard_if_idle())
         {
             tracing::info!("a command is still running: the layer is removed at exit");
         }

@@ -70,7 +70,10 @@ pub(super) async fn handle(
         let lease_id = gateway.lease_id(session_id, session.lease_generation);
         return gateway.answer_ended(session_id, &request, "recover", (&lease_id, true));
     }
-    gateway.pace_recovery("recover", session_id, ended)?;
+    // Paced per session even when ended: this rotation happens once per ended session (later
+    // recovers take the branch above), and on the shared key of ended sessions a holder of
+    // other ended sessions' tokens could hold back the rotation that cuts a leaked lease off.
+    gateway.pace_recovery("recover", session_id, false)?;
     if !ended {
         // Recovered into a directory that is not the session's own, the session would read,
         // run and write somewhere else.

@@ -76,18 +76,7 @@ pub(super) async fn handle(
         request: Request::new(Scope::Stop, session_id, &args.request_id, request_hash),
     };
     gateway
-        .leased(call, |session, request| async move {
-            if session.status.is_terminal() {
-                // Ended after the wrapper looked (a broker's end raced this call): answered
-                // like any stop of an ended session, nothing per request kept.
-                gateway.store.write(|tx| {
-                    gateway.keep_last_request(tx, &request, session_id, session.lease_generation)
-                })?;
-                return Ok(Settle {
-                    wait: WaitFor::Terminal,
-                    timeout: Duration::ZERO,
-                });
-            }
+        .leased(call, |_session, request| async move {
             gateway.pace_recovery("stop", session_id, false)?;
             // Its DeepSeek sub-sessions first, each observed gone before the session stops.
             gateway
@@ -97,11 +86,27 @@ pub(super) async fn handle(
             let attached = gateway.live(session_id).attached();
             let session = gateway.store.write(|tx| {
                 let mut session = gateway.session(tx, session_id)?;
+                if session.status.is_terminal() {
+                    // It ended while its sub-sessions were stopped (a broker's end or the lease
+                    // sweep raced this call): its end stands — a stop never turns a failed or
+                    // expired session into a stopped one — and, like any stop of an ended
+                    // session, only the last request is kept.
+                    let generation = session.lease_generation;
+                    gateway.keep_last_request(tx, &request, session_id, generation)?;
+                    return Ok::<_, ToolError>((session, false));
+                }
                 gateway.claim(tx, &request, session_id, session.lease_generation)?;
                 let event = session.stop_requested(&reason, attached);
                 gateway.commit(tx, &mut session, &event)?;
-                Ok::<_, ToolError>(session)
+                Ok((session, true))
             })?;
+            let (session, stopped_now) = session;
+            if !stopped_now {
+                return Ok(Settle {
+                    wait: WaitFor::Terminal,
+                    timeout: Duration::ZERO,
+                });
+            }
             gateway.notify(&session);
             gateway.send_stop(session_id, session.broker.as_ref(), &reason);
             gateway.enforce_stop(session_id);

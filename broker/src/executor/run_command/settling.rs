@@ -32,8 +32,16 @@ struct Job {
 
 impl Job {
     fn run(self) {
+        // Counted done however `finish` ends: a panic on the reaper thread must not leave the
+        // session's later commands waiting for a cleanup that will never report (review).
+        struct Done(Arc<Settling>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.done();
+            }
+        }
+        let _done = Done(self.settling);
         self.unreaped.finish(self.report.as_ref());
-        self.settling.done();
     }
 }
 
@@ -69,11 +77,15 @@ impl Settling {
         *crate::lock(&self.pending) == 0
     }
 
-    /// Wait (at most [`SETTLE_WAIT`]) off the async threads until no cleanup is pending.
-    pub async fn settle(self: Arc<Self>) {
-        if !self.settled() {
-            let _ = tokio::task::spawn_blocking(move || self.wait(SETTLE_WAIT)).await;
+    /// Wait (at most [`SETTLE_WAIT`]) off the async threads until no cleanup is pending;
+    /// whether none is (a helper still unreaped may hold overlays on the session's layer).
+    pub async fn settle(self: Arc<Self>) -> bool {
+        if self.settled() {
+            return true;
         }
+        tokio::task::spawn_blocking(move || self.wait(SETTLE_WAIT))
+            .await
+            .unwrap_or(false)
     }
 
     /// Reap `unreaped` and remove its cgroups after the answer (on the caller's thread when no

@@ -243,15 +243,22 @@ async fn past_the_budget_ended_sessions_share_one_pace_and_a_live_one_keeps_its_
     let budget = &h.gateway.state_budget;
     budget.set_max_bytes(1);
     budget.refresh_now();
+    // The first recover after the end rotates the lease, paced per session; the later ones
+    // hand it back and share the ended sessions' pace.
     let (first, first_token) = &ended[0];
-    for i in 0..PACED_BURST {
+    for i in 0..=PACED_BURST {
         h.recover(first, first_token, &format!("a{i}"))
             .await
             .unwrap();
     }
     let (second, second_token) = &ended[1];
+    let rotated = h.recover(second, second_token, "b0").await.unwrap();
+    assert_ne!(
+        rotated.lease_id, second.lease_id,
+        "another ended session's flood does not hold back the rotation that cuts a lease off"
+    );
     let err = h
-        .recover(second, second_token, "b0")
+        .recover(second, second_token, "b1")
         .await
         .expect_err("the ended sessions' pace is used up");
     assert_eq!(err.code, ErrorCode::Busy);

@@ -17,6 +17,8 @@ pub struct Entry {
 /// continuations. A malformed line is skipped (git refuses the whole file: nothing from it
 /// runs, so reading more than git would only refuses more).
 pub fn parse(text: &str) -> Vec<Entry> {
+    // git skips a UTF-8 byte order mark (read as a first line, it hid the first header: review).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let chars: Vec<char> = text.replace("\r\n", "\n").chars().collect();
     let mut i = 0;
     let mut section = String::new();
@@ -82,6 +84,11 @@ pub fn parse(text: &str) -> Vec<Entry> {
     out
 }
 
+/// The white space of git's `isspace` (`sane_ctype`): ASCII only, CR included.
+fn git_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
 /// A section header after `[`: its name, subsection and the index after `]`.
 fn header(chars: &[char], mut i: usize) -> Option<(String, Option<String>, usize)> {
     let start = i;
@@ -97,7 +104,9 @@ fn header(chars: &[char], mut i: usize) -> Option<(String, Option<String>, usize
             None => (name, None, i + 1),
         });
     }
-    while chars.get(i).is_some_and(|c| *c == ' ' || *c == '\t') {
+    // git's `isspace` (SP, HT, LF, CR) separates the name from its subsection: a lone CR there
+    // (`[includeIf\r"gitdir:/"]`) still opens an include to git.
+    while chars.get(i).copied().is_some_and(git_space) {
         i += 1;
     }
     if chars.get(i) != Some(&'"') {
@@ -138,7 +147,7 @@ fn value(chars: &[char], mut i: usize) -> (Option<String>, usize) {
         if comment {
             continue;
         }
-        if c.is_whitespace() && !quote {
+        if git_space(c) && !quote {
             if !out.is_empty() {
                 space += 1;
             }
@@ -173,5 +182,40 @@ fn value(chars: &[char], mut i: usize) -> (Option<String>, usize) {
             '"' => quote = !quote,
             c => out.push(c),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Vec<(String, Option<String>, String, Option<String>)> {
+        parse(text)
+            .into_iter()
+            .map(|e| (e.section, e.subsection, e.key, e.value))
+            .collect()
+    }
+
+    /// The whole-diff review: git's white space is ASCII with CR (a lone CR between an
+    /// `includeIf` and its subsection still opens an include to git), a byte order mark is
+    /// skipped, and a value keeps a trailing non-ASCII space (git trims only its own).
+    #[test]
+    fn cr_between_name_and_subsection_bom_and_ascii_space_read_as_git_reads_them() {
+        let include = |text: &str| {
+            read(text).into_iter().any(|(s, sub, k, v)| {
+                s == "includeif"
+                    && sub.as_deref() == Some("gitdir:/")
+                    && k == "path"
+                    && v.as_deref() == Some("/x/evil")
+            })
+        };
+        assert!(include("[includeIf\r\"gitdir:/\"]\npath=/x/evil\n"));
+        assert!(include(
+            "\u{feff}[includeIf \"gitdir:/\"]\n\tpath = /x/evil\r\n"
+        ));
+        let value = read("[core]\nhooksPath = /h\u{2028}\n");
+        assert_eq!(value[0].3.as_deref(), Some("/h\u{2028}"));
+        let bom = read("\u{feff}[core]\nhooksPath = /h\n");
+        assert_eq!(bom[0].0, "core");
     }
 }

@@ -1,7 +1,7 @@
 //! The keys of shared Python project files that make the owner's linters load code (red team
 //! 34 B1). `pyproject.toml`, `setup.cfg` and `tox.ini` are mostly the owner's work (build
-//! metadata, other tools' settings) and stay writable, but pylint `exec`s `init-hook` and
-//! imports `load-plugins` and allow-listed extensions, mypy imports `plugins` (a module or a
+//! metadata, other tools' settings) and stay writable, but pylint `exec`s `init-hook`, `eval`s
+//! `evaluation`, imports `load-plugins`, an `output-format` reporter and allow-listed extensions, mypy imports `plugins` (a module or a
 //! `.py` path) and runs `python_executable`, flake8 imports what `[flake8:local-plugins]` names
 //! from its `paths`, sqlfluff's jinja templater imports `library_path` — when the owner lints,
 //! or an editor extension does on open or save. A write that adds, removes or changes one of
@@ -53,13 +53,17 @@ pub enum CodeKeyChange {
 }
 
 /// pylint's options that run or import code; argparse takes any unambiguous prefix of an
-/// option, so a key that is a prefix of one (3 characters at least) counts too.
-const PYLINT_KEYS: [&str; 5] = [
+/// option, so a key that is a prefix of one (3 characters at least) counts too. `evaluation` is
+/// `eval`ed for every scored run and `output-format` imports a reporter named `module.Class`
+/// (red team 35 N1: both ran from pyproject.toml, setup.cfg and tox.ini).
+const PYLINT_KEYS: [&str; 7] = [
     "init-hook",
     "load-plugins",
     "extension-pkg-allow-list",
     "extension-pkg-whitelist",
     "unsafe-load-any-extension",
+    "evaluation",
+    "output-format",
 ];
 
 /// Keys other tools import or run what they name by: mypy's `plugins` and
@@ -71,13 +75,15 @@ const EXACT_KEYS: [&str; 3] = ["plugins", "python-executable", "library-path"];
 const FLAKE8_LOCAL: &str = "flake8:local-plugins";
 
 /// Text that looks like such a key, for text the reader cannot read.
-const LOOKALIKES: [&str; 6] = [
+const LOOKALIKES: [&str; 8] = [
     "init-h",
     "load-pl",
     "extension-pkg",
     "plugins",
     "python-exe",
     "library-path",
+    "evaluation",
+    "output-format",
 ];
 
 /// One key naming code: where it is and its value as written.

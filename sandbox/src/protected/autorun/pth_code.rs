@@ -6,7 +6,14 @@
 //! function given anything but a literal (`__import__(chr(115)+…)`, `exec(open(f).read())`,
 //! `.format`/`%` on the name), an f-string, an import function reached by name
 //! (`getattr(importlib, 'import_module')`), a loader by path (`run_path`, `exec_module`) —
-//! makes the line *opaque*: it may import any module.
+//! makes the line *opaque*: it may import any module. So does a name Python would read after
+//! NFKC (`ｅｘｅｃ` is `exec`: any non-ASCII identifier) and a bytes literal given to a call
+//! that may load it (`pickle.loads(b…)`).
+//! A string literal that reads as a dotted module name (`pkg.mod`, `pkg.mod:attr`) given to any
+//! call but a few that take none (`os.environ.get`, `setdefault`, `write`…) counts as imported:
+//! the standard library has many functions that import by name (`pkgutil.resolve_name`,
+//! `pydoc.locate`, `importlib.resources.files`, `logging.config.dictConfig`, `mock.patch`; red
+//! team 35 N5).
 
 /// Functions whose first argument is a module name.
 const IMPORTERS: [&str; 5] = [
@@ -32,6 +39,28 @@ const INDIRECT: [&str; 8] = [
     "builtins",
 ];
 
+/// Calls whose string arguments name no module (environment lookups, string and list methods,
+/// output): their literals are not counted as imports.
+const NAMES_NO_MODULE: [&str; 17] = [
+    "get",
+    "open",
+    "getenv",
+    "setdefault",
+    "startswith",
+    "endswith",
+    "split",
+    "rsplit",
+    "strip",
+    "replace",
+    "write",
+    "print",
+    "append",
+    "insert",
+    "extend",
+    "isfile",
+    "isdir",
+];
+
 /// How deep `exec` strings are read inside each other.
 const MAX_DEPTH: usize = 4;
 
@@ -48,6 +77,8 @@ pub(super) struct Imports {
 pub(super) fn imports(line: &str) -> Imports {
     let mut out = Imports::default();
     read(line, 0, &mut out);
+    let mut seen = std::collections::HashSet::new();
+    out.names.retain(|name| seen.insert(name.clone()));
     out
 }
 
@@ -60,6 +91,8 @@ enum Tok {
         exact: bool,
     },
     Op(char),
+    /// A bytes literal: data a loader may turn into code (`pickle.loads(b"…")`).
+    Bytes,
 }
 
 fn read(code: &str, depth: usize, out: &mut Imports) {
@@ -68,6 +101,7 @@ fn read(code: &str, depth: usize, out: &mut Imports) {
         return;
     };
     let toks = concatenated(toks);
+    let callees = callees(&toks);
     let name_at = |i: usize| match toks.get(i) {
         Some(Tok::Name(n)) => Some(n.as_str()),
         _ => None,
@@ -136,15 +170,73 @@ fn read(code: &str, depth: usize, out: &mut Imports) {
                     _ => out.opaque = true,
                 }
             }
-            Tok::Name(n) if INDIRECT.contains(&n.as_str()) => out.opaque = true,
+            Tok::Name(n) if INDIRECT.contains(&n.as_str()) || !n.is_ascii() => out.opaque = true,
+            // Bytes given to a loader (`pickle.loads`, `marshal.loads`) may be any code; written
+            // out (`f.write(b"\n")`) they are data.
+            Tok::Bytes
+                if callees[i - 1]
+                    .as_deref()
+                    .is_some_and(|c| !NAMES_NO_MODULE.contains(&c)) =>
+            {
+                out.opaque = true
+            }
             Tok::Str { text, .. }
                 if IMPORTERS.contains(&text.as_str()) || EXECUTORS.contains(&text.as_str()) =>
             {
                 out.opaque = true
             }
+            Tok::Str { text, exact: true } => {
+                let given_to = callees[i - 1].as_deref();
+                // An import or exec function's own argument is read above.
+                let read_above = |c: &str| IMPORTERS.contains(&c) || EXECUTORS.contains(&c);
+                if given_to.is_some_and(|c| !NAMES_NO_MODULE.contains(&c) && !read_above(c)) {
+                    out.names.extend(module_named(text));
+                }
+            }
             _ => {}
         }
     }
+}
+
+/// For each token, the function of the innermost call whose arguments hold it (a tuple, list or
+/// dict inside a call's arguments is still given to that call; a subscript's key, `x['k']`, is
+/// not).
+fn callees(toks: &[Tok]) -> Vec<Option<String>> {
+    // Per open bracket: `Some(name)` a call, `Some("")` a subscript (hides the call around it),
+    // `None` a grouping, tuple, list or dict (shows it).
+    let mut open: Vec<Option<String>> = Vec::new();
+    let mut out = Vec::with_capacity(toks.len());
+    for (i, tok) in toks.iter().enumerate() {
+        let before = i.checked_sub(1).and_then(|j| toks.get(j));
+        match tok {
+            Tok::Op('(') => open.push(match before {
+                Some(Tok::Name(n)) => Some(n.clone()),
+                _ => None,
+            }),
+            Tok::Op('[') if matches!(before, Some(Tok::Name(_) | Tok::Op(')' | ']'))) => {
+                open.push(Some(String::new()))
+            }
+            Tok::Op('[' | '{') => open.push(None),
+            Tok::Op(')' | ']' | '}') => {
+                open.pop();
+            }
+            _ => {}
+        }
+        let callee = open.iter().rev().find_map(|c| c.clone());
+        out.push(callee.filter(|c| !c.is_empty()));
+    }
+    out
+}
+
+/// The top-level module a string names when it reads as a dotted module name, optionally with
+/// an attribute after a colon (`pkg.mod`, `pkg.mod:func`).
+fn module_named(text: &str) -> Option<String> {
+    let module = text.split_once(':').map_or(text, |(module, _)| module);
+    let dotted = !module.is_empty()
+        && module
+            .split('.')
+            .all(|part| super::namespaces::identifier(part));
+    dotted.then(|| top(module)).flatten()
 }
 
 /// The index past the dotted name starting at `i` (a name).
@@ -218,7 +310,11 @@ fn tokens(code: &str) -> Option<Vec<Tok>> {
                 let (text, next) = literal(&chars, i, prefix.contains('r'))?;
                 i = next;
                 let exact = !prefix.contains('f') && !prefix.contains('t');
-                out.push(Tok::Str { text, exact });
+                if prefix.contains('b') {
+                    out.push(Tok::Bytes);
+                } else {
+                    out.push(Tok::Str { text, exact });
+                }
             } else {
                 out.push(Tok::Name(word));
             }

@@ -149,8 +149,30 @@ fn pyproject_edits_elsewhere_pass_and_code_keys_are_refused() {
             format!("{plain}[tool.sqlfluff.templater.jinja]\nlibrary_path = \"lib\"\n"),
             "tool.sqlfluff.templater.jinja.library_path",
         ),
+        // Red team 35 N1: pylint `eval`s `evaluation` and imports an `output-format` reporter.
+        (
+            format!("{plain}[tool.pylint.reports]\nevaluation = \"__import__('os') or 10\"\n"),
+            "tool.pylint.reports.evaluation",
+        ),
+        (
+            format!("{plain}[tool.pylint.main]\noutput-format = \"pkg.rep.R\"\n"),
+            "tool.pylint.main.output-format",
+        ),
     ] {
         assert_eq!(pyproject(plain, &new), key(at), "{new}");
+    }
+    for (new, at) in [
+        (
+            "[pylint.reports]\nevaluation = 10.0 - error\n",
+            "[pylint.reports] evaluation",
+        ),
+        (
+            "[MAIN]\noutput-format = pkg.rep.R\n",
+            "[MAIN] output-format",
+        ),
+    ] {
+        let old = "[metadata]\nname = a\n";
+        assert_eq!(setup_cfg(old, &format!("{old}{new}")), key(at), "{new}");
     }
     // A new file with such keys (the first in key order is named), and removing one, are
     // changes too.

@@ -26,7 +26,7 @@ fn the_real_pth_shapes_are_read_and_none_is_opaque() {
         // A namespace package's -nspkg.pth (setuptools).
         (
             "import sys, types, os;has_mfs = sys.version_info > (3, 5);p = os.path.join(sys._getframe(1).f_locals['sitedir'], *('google',));importlib = has_mfs and __import__('importlib.util');has_mfs and __import__('importlib.machinery');m = has_mfs and sys.modules.setdefault('google', importlib.util.module_from_spec(importlib.machinery.PathFinder.find_spec('google', [os.path.dirname(p)])));m = m or sys.modules.setdefault('google', types.ModuleType('google'));mp = (m or []) and m.__dict__.setdefault('__path__',[]);(p not in mp) and mp.append(p)",
-            &["sys", "types", "os", "importlib", "importlib", "google"],
+            &["sys", "types", "os", "google", "importlib"],
         ),
         // pytest-cov's pytest-cov.pth (a .format call inside the exec'd code).
         (
@@ -101,7 +101,43 @@ fn names_built_at_run_time_make_the_line_opaque() {
         "import os;exec(base64.b64decode('aW1wb3J0IHlhbWw='))",
         "import runpy;runpy.run_path('/x/y.py')",
         "import os;exec(\"import yaml",
+        // Red team 35 review: Python reads identifiers after NFKC (`ｅｘｅｃ` is `exec`), and
+        // bytes given to a loader may be any code.
+        "import os;ｅｘｅｃ(\"import yaml\")",
+        "import pickle;pickle.loads(b'\\x80\\x04cyaml\\nload\\n.')",
     ] {
         assert!(imports(line).opaque, "{line}");
     }
+}
+
+/// Red team 35 N5: the standard library's functions that import a module by a literal name
+/// (7 of 7 ran at `python3 -c pass`) name it; literals given to calls that take no module name
+/// (environment lookups, paths, modes, output) and subscript keys do not.
+#[test]
+fn literal_module_names_given_to_any_call_are_imports() {
+    for (line, want) in [
+        ("import pkgutil;pkgutil.resolve_name('evil.mod:f')", "evil"),
+        ("import pkgutil;pkgutil.get_data('evil', 'x.txt')", "evil"),
+        ("import importlib.resources as r;r.files('evil')", "evil"),
+        ("import pydoc;pydoc.locate('evil.thing')", "evil"),
+        (
+            "import logging.config as c;c.dictConfig({'version': 1, 'root': {'()': 'evil.f'}})",
+            "evil",
+        ),
+        (
+            "from unittest import mock;mock.patch('evil.x').start()",
+            "evil",
+        ),
+        ("import os;help('evil')", "evil"),
+    ] {
+        assert!(names(line).contains(&want.to_string()), "{line}");
+    }
+    assert_eq!(
+        names("import os;os.environ.setdefault('X', 'local');print('done');open('/p', 'rb')"),
+        ["os"]
+    );
+    assert_eq!(
+        names("import os;x = os.environ['HOME'];y = {'k': 'v'}"),
+        ["os"]
+    );
 }
