@@ -56,13 +56,21 @@ async fn the_owners_python_path_and_git_template_reach_the_write_rules() {
 
 /// Red team 33: git's config variables (`GIT_CONFIG_COUNT` with its numbered keys,
 /// `GIT_CONFIG_PARAMETERS` in git's quoted form) and the owner's variables that name code
-/// (`ZDOTDIR`'s start-up files, a `PERL5LIB` dir ahead of Perl's library) reach the brokers'
-/// write rules; the project's own module beside them stays writable.
+/// (`ZDOTDIR`'s start-up files, a `PERL5LIB` dir ahead of Perl's library; red team 35's
+/// `PERL5OPT=-Mlib=`, `LESSOPEN`, `NPM_CONFIG_USERCONFIG`) reach the brokers' write rules; the
+/// project's own module beside them stays writable.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_owners_git_config_variables_and_code_naming_variables_reach_the_write_rules() {
     let (_repo, root) = crate::writes::repo();
     let (hooks, zsh, perl) = (root.join("hooks"), root.join("zsh"), root.join("perl"));
     let pager = root.join("tools/pager.sh");
+    let (plib, less, npmrc) = (
+        root.join("plib"),
+        root.join("bin/lessfilter"),
+        root.join("npmrc"),
+    );
+    let perl5opt = format!("-w -Mlib={}", plib.display());
+    let lessopen = format!("|{} %s", less.display());
     let params = format!("'core.pager'='{} -R'", pager.display());
     let gw = gateway_with(&[
         ("GIT_CONFIG_COUNT", "1"),
@@ -71,6 +79,9 @@ async fn the_owners_git_config_variables_and_code_naming_variables_reach_the_wri
         ("GIT_CONFIG_PARAMETERS", &params),
         ("ZDOTDIR", zsh.to_str().unwrap()),
         ("PERL5LIB", perl.to_str().unwrap()),
+        ("PERL5OPT", &perl5opt),
+        ("LESSOPEN", &lessopen),
+        ("NPM_CONFIG_USERCONFIG", npmrc.to_str().unwrap()),
     ])
     .await;
     let chat = chatgpt(&gw).await;
@@ -82,20 +93,30 @@ async fn the_owners_git_config_variables_and_code_naming_variables_reach_the_wri
         write(&perl.join("strict.pm"), "system('touch /tmp/pwned'); 1;\n"),
         write(&perl.join("MyApp.pm"), "package MyApp; 1;\n"),
         write(&root.join("tools/format.sh"), "#!/bin/sh\n"),
+        write(
+            &plib.join("Getopt/Long.pm"),
+            "system('touch /tmp/pwned'); 1;\n"
+        ),
+        write(&less, "#!/bin/sh\ntouch /tmp/pwned\n"),
+        write(&npmrc, "node-options=--require=/tmp/r.js\n"),
     ]);
     let v = reply_calls(&chat, &v, "owner-env2-r1", calls).await;
     let got = results(&v);
-    assert_eq!(got.len(), 6, "{v}");
+    assert_eq!(got.len(), 9, "{v}");
     assert_refused(&got[0], "hooks/pre-commit", "git_hooks");
     assert_refused(&got[1], "tools/pager.sh", "git_hooks");
     assert_refused(&got[2], "zsh/.zshrc", "shell_startup");
     assert_refused(&got[3], "perl/strict.pm", "shell_startup");
+    assert_refused(&got[6], "plib/Getopt/Long.pm", "shell_startup");
+    assert_refused(&got[7], "bin/lessfilter", "git_hooks");
+    assert_refused(&got[8], "npmrc", "toolchain_config");
     for (i, rel) in [(4, "perl/MyApp.pm"), (5, "tools/format.sh")] {
         assert_eq!(got[i]["status"], "ok", "{rel}: {}", got[i]);
         assert!(root.join(rel).is_file(), "{rel}");
     }
     assert!(!hooks.exists() && !pager.exists() && !zsh.exists());
     assert!(!perl.join("strict.pm").exists());
+    assert!(!plib.exists() && !less.exists() && !npmrc.exists());
     chat.stop(&session_id(&v), &lease_id(&v), "owner-env2-stop", None)
         .await
         .unwrap();

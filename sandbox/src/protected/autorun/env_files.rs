@@ -7,11 +7,38 @@
 //! `$HOME`, and for `.envrc`/`.env` `$PWD`/`${PWD}`/`$(pwd)` (the file's directory); a
 //! self-reference (`$PYTHONPATH`) is dropped; an entry built on anything else is read as its
 //! literal directory part before the expansion (fail closed), or dropped when it has none.
+//! git's config variables (`GIT_CONFIG_COUNT` with `GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`,
+//! `GIT_CONFIG_PARAMETERS`, red team 35 N4) are read into config entries as the gateway's own
+//! are ([`super::owner_env::git_entries`]), the last assignment of each counting.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::owner_env::Names;
+use super::git_syntax::Entry;
+use super::owner_env::{self, Names};
+
+/// What a set of files assigns.
+#[derive(Debug, Default)]
+pub(super) struct Assigned {
+    /// The table's variables ([`owner_env::VARS`]), in the order assigned.
+    pub env: Vec<(&'static str, OsString)>,
+    /// The config entries git's config variables assigned there give.
+    pub git_entries: Vec<Entry>,
+}
+
+impl Assigned {
+    /// `env` with `git`'s assignments read into config entries.
+    fn new(env: Vec<(&'static str, OsString)>, git: &[(String, OsString)]) -> Self {
+        let git_entries = owner_env::git_entries(|name| {
+            git.iter()
+                .rev()
+                .find(|(var, _)| var == name)
+                .map(|(_, value)| value.clone())
+                .filter(|value| !value.is_empty())
+        });
+        Self { env, git_entries }
+    }
+}
 
 /// The account's shell start-up files, relative to its home.
 const SHELL_FILES: [&str; 7] = [
@@ -28,12 +55,12 @@ const SHELL_FILES: [&str; 7] = [
 const MAX_FILE: u64 = 256 * 1024;
 
 /// What the `.envrc` direnv loads for `root` and the root's `.env` assign.
-pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Vec<(&'static str, OsString)> {
-    let mut out = Vec::new();
+pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Assigned {
+    let (mut out, mut git) = (Vec::new(), Vec::new());
     let stop = home.filter(|home| root.starts_with(home));
     for dir in root.ancestors() {
         if let Some(text) = super::read_head(&dir.join(".envrc"), MAX_FILE) {
-            assignments(&text, Some(dir), &mut out);
+            assignments(&text, Some(dir), &mut out, &mut git);
             break;
         }
         if Some(dir) == stop {
@@ -41,26 +68,32 @@ pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Vec<(&'static str, Os
         }
     }
     if let Some(text) = super::read_head(&root.join(".env"), MAX_FILE) {
-        assignments(&text, Some(root), &mut out);
+        assignments(&text, Some(root), &mut out, &mut git);
     }
-    out
+    Assigned::new(out, &git)
 }
 
 /// What the account's shell start-up files in `home` assign.
-pub(super) fn of_shell(home: &Path) -> Vec<(&'static str, OsString)> {
-    let mut out = Vec::new();
+pub(super) fn of_shell(home: &Path) -> Assigned {
+    let (mut out, mut git) = (Vec::new(), Vec::new());
     for file in SHELL_FILES {
         if let Some(text) = super::read_head(&home.join(file), MAX_FILE) {
-            assignments(&text, None, &mut out);
+            assignments(&text, None, &mut out, &mut git);
         }
     }
-    out
+    Assigned::new(out, &git)
 }
 
 /// The assignments of table variables in `text`; `dir` is the file's directory where `$PWD`
 /// and relative entries are read against it (`None`: a shell start-up file, whose relative
-/// entries stay relative).
-fn assignments(text: &str, dir: Option<&Path>, out: &mut Vec<(&'static str, OsString)>) {
+/// entries stay relative); git's config variables go to `git` as assigned (unquoted, `$HOME`
+/// expanded).
+fn assignments(
+    text: &str,
+    dir: Option<&Path>,
+    out: &mut Vec<(&'static str, OsString)>,
+    git: &mut Vec<(String, OsString)>,
+) {
     for line in text.lines() {
         let line = line.trim();
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -83,10 +116,26 @@ fn assignments(text: &str, dir: Option<&Path>, out: &mut Vec<(&'static str, OsSt
                 (name, value.split(" #").next().unwrap_or("").trim())
             }
         };
-        let Some((var, names)) = super::owner_env::VARS.iter().find(|(var, _)| *var == name) else {
+        if owner_env::is_git_config_var(name) {
+            let mut value = unquote(value).to_string();
+            if let Some(home) = std::env::var("HOME").ok().filter(|h| !h.is_empty()) {
+                value = variable(&value, "HOME", &home);
+            }
+            git.push((name.to_string(), OsString::from(value)));
+            continue;
+        }
+        let Some((var, names)) = owner_env::VARS.iter().find(|(var, _)| *var == name) else {
             continue;
         };
-        if matches!(names, Names::Options(_) | Names::Command) {
+        if matches!(
+            names,
+            Names::Options(_)
+                | Names::Command
+                | Names::InputFilter
+                | Names::CommandList
+                | Names::ExCommands
+                | Names::CodeOrAtFile
+        ) {
             // A command line: its words are read where the variable is (relative to the
             // write root, as the gateway's own value).
             let mut value = unquote(value).to_string();

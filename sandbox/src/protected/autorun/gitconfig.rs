@@ -52,6 +52,14 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
 
 /// [`places`] with the account's git files given.
 pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) -> Vec<GitPlace> {
+    // The owner's variables the root's `.envrc`/`.env` set, git's config ones included (red
+    // team 35 N4): read for every repository below, as the account's own.
+    let mut with_root = account.clone();
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    let assigned = super::env_files::of_root(root, home.as_deref().map(Path::new));
+    with_root.env.extend(assigned.env);
+    with_root.git_entries.extend(assigned.git_entries);
+    let account = &with_root;
     let mut repos: Vec<PathBuf> = dot_gits.iter().map(|rel| root.join(rel)).collect();
     if let Some(enclosing) = root
         .ancestors()
@@ -164,13 +172,6 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
         out.named_by(&dir, named, AutorunClass::DirectoryHooks, &source);
     }
     // What the owner's environment names to run (red teams 32, 33: [`super::owner_env`]).
-    let mut with_root = account.clone();
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
-    with_root.env.extend(super::env_files::of_root(
-        root,
-        home.as_deref().map(Path::new),
-    ));
-    let account = &with_root;
     out.owner_env(account);
     // Modules named like what every Python of the account imports, in a directory a `.pth` file
     // or PYTHONPATH puts on its path.

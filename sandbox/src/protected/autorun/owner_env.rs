@@ -23,6 +23,15 @@ pub enum Names {
     File,
     /// A shell command line run (git's editor, pager, ssh command, external diff).
     Command,
+    /// An input filter's command line after a leading `|`, `||` or `-` (less's `LESSOPEN`;
+    /// `%s` is the file).
+    InputFilter,
+    /// A `:`-separated list of command lines, each tried in turn (`BROWSER`).
+    CommandList,
+    /// Ex commands run at vim's start (`VIMINIT`): the files `source`/`so`/`runtime` name.
+    ExCommands,
+    /// Code run at an interpreter's start, or a file when it starts with `@` (`LUA_INIT`).
+    CodeOrAtFile,
     /// Files run by a list of paths (`LD_PRELOAD`: colons or blanks).
     FileList,
     /// A directory every file of which runs: zsh's start-up files (`ZDOTDIR`), git's
@@ -45,6 +54,8 @@ pub enum Lang {
     Perl,
     Ruby,
     Node,
+    /// The JVM's options variables: `-javaagent:<jar>`, `-agentpath:<lib>` load files.
+    Java,
 }
 
 /// Every variable read, with what it names.
@@ -69,6 +80,35 @@ pub const VARS: &[(&str, Names)] = &[
     ("EDITOR", Names::Command),
     ("VISUAL", Names::Command),
     ("PAGER", Names::Command),
+    ("MANPAGER", Names::Command),
+    ("SUDO_EDITOR", Names::Command),
+    ("FCEDIT", Names::Command),
+    ("LESSOPEN", Names::InputFilter),
+    ("LESSCLOSE", Names::InputFilter),
+    ("BROWSER", Names::CommandList),
+    ("VIMINIT", Names::ExCommands),
+    ("EXINIT", Names::ExCommands),
+    ("GVIMINIT", Names::ExCommands),
+    // npm reads its `npm_config_*` variables case-insensitively; the file's keys run code
+    // (`node-options`, `script-shell`, `onload-script`): the file itself.
+    ("NPM_CONFIG_USERCONFIG", Names::File),
+    ("npm_config_userconfig", Names::File),
+    ("NPM_CONFIG_GLOBALCONFIG", Names::File),
+    ("npm_config_globalconfig", Names::File),
+    ("RUSTC_WRAPPER", Names::File),
+    ("RUSTC_WORKSPACE_WRAPPER", Names::File),
+    ("R_PROFILE_USER", Names::File),
+    ("R_PROFILE", Names::File),
+    ("R_ENVIRON_USER", Names::File),
+    ("IRBRC", Names::File),
+    ("LUA_INIT", Names::CodeOrAtFile),
+    ("LUA_INIT_5_1", Names::CodeOrAtFile),
+    ("LUA_INIT_5_2", Names::CodeOrAtFile),
+    ("LUA_INIT_5_3", Names::CodeOrAtFile),
+    ("LUA_INIT_5_4", Names::CodeOrAtFile),
+    ("JAVA_TOOL_OPTIONS", Names::Options(Lang::Java)),
+    ("_JAVA_OPTIONS", Names::Options(Lang::Java)),
+    ("JDK_JAVA_OPTIONS", Names::Options(Lang::Java)),
     ("LD_PRELOAD", Names::FileList),
     ("ZDOTDIR", Names::RunDir),
     ("GIT_EXEC_PATH", Names::RunDir),
@@ -81,6 +121,9 @@ pub const VARS: &[(&str, Names)] = &[
     ("RUBYOPT", Names::Options(Lang::Ruby)),
     ("NODE_OPTIONS", Names::Options(Lang::Node)),
     ("PYTHONUSERBASE", Names::PythonUserBase),
+    // Its standard library (`os`, `site`, `encodings`) runs at every start: the whole dir
+    // (`prefix:exec_prefix`).
+    ("PYTHONHOME", Names::RunDir),
 ];
 
 /// git's numbered config variables: a family, not a fixed list.
@@ -101,6 +144,13 @@ pub fn read_by_rules(name: &str) -> bool {
             name.strip_prefix(prefix)
                 .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         })
+}
+
+/// Whether `name` is one of git's config variables ([`Names::GitConfigEntries`] or the
+/// `GIT_CONFIG_KEY_<n>` / `GIT_CONFIG_VALUE_<n>` family), read into config entries.
+pub fn is_git_config_var(name: &str) -> bool {
+    matches!(name, "GIT_CONFIG_COUNT" | "GIT_CONFIG_PARAMETERS")
+        || (!VARS.iter().any(|(var, _)| *var == name) && read_by_rules(name))
 }
 
 /// The environment a broker is handed: each variable [`read_by_rules`] of `vars`, under
@@ -240,7 +290,8 @@ fn entry(name: &str, value: Option<String>) -> Option<Entry> {
 
 /// The file names a language's options load at start (`NODE_OPTIONS=--require x`,
 /// `PERL5OPT=-MFoo`, `RUBYOPT=-rfoo`), and the directories they add to its import path
-/// (`-I`): (files or module names, dirs).
+/// (`-I`, `-Mlib=DIR,DIR2`): (files or module names, dirs). Java's are the files its agents
+/// load (`-javaagent:<jar>[=…]`, `-agentpath:<lib>[=…]`).
 pub fn option_names(lang: Lang, value: &OsStr) -> (Vec<String>, Vec<String>) {
     let value = value.to_string_lossy();
     let words: Vec<&str> = value.split_whitespace().collect();
@@ -250,15 +301,24 @@ pub fn option_names(lang: Lang, value: &OsStr) -> (Vec<String>, Vec<String>) {
         let word = words[i];
         let next = words.get(i + 1).map(|w| w.to_string());
         i += 1;
-        let (load, dir) = match lang {
+        let (load, dir): (Option<String>, Vec<String>) = match lang {
             Lang::Node => match word.split_once('=') {
-                Some((flag, arg)) if NODE_LOADS.contains(&flag) => (Some(arg.to_string()), None),
+                Some((flag, arg)) if NODE_LOADS.contains(&flag) => {
+                    (Some(arg.to_string()), Vec::new())
+                }
                 _ if NODE_LOADS.contains(&word) => {
                     i += 1;
-                    (next, None)
+                    (next, Vec::new())
                 }
-                _ => (None, None),
+                _ => (None, Vec::new()),
             },
+            Lang::Java => {
+                let file = ["-javaagent:", "-agentpath:"].iter().find_map(|flag| {
+                    let arg = word.strip_prefix(flag)?;
+                    Some(arg.split('=').next().unwrap_or("").to_string())
+                });
+                (file, Vec::new())
+            }
             Lang::Perl | Lang::Ruby => {
                 let loads_flag: &[&str] = match lang {
                     Lang::Perl => &["-M", "-m", "-d:"],
@@ -273,6 +333,7 @@ pub fn option_names(lang: Lang, value: &OsStr) -> (Vec<String>, Vec<String>) {
                     None => None,
                 };
                 let mut load = None;
+                let mut dirs = Vec::new();
                 for flag in loads_flag {
                     if let Some(arg) = split(flag, &mut i) {
                         // `-MFoo::Bar=x,y`, `-d:NYTProf`: the module, as a path.
@@ -281,6 +342,12 @@ pub fn option_names(lang: Lang, value: &OsStr) -> (Vec<String>, Vec<String>) {
                             .next()
                             .unwrap_or("")
                             .trim_start_matches('-');
+                        // `-Mlib=DIR,DIR2` is `use lib` at start: include directories, as `-I`.
+                        if module == "lib" && !arg.starts_with('-') && matches!(*flag, "-M" | "-m")
+                        {
+                            let list = arg.split_once('=').map_or("", |(_, list)| list);
+                            dirs.extend(list.split(',').map(str::to_string));
+                        }
                         load = Some(match *flag {
                             "-d:" => format!("Devel::{module}"),
                             _ => module.to_string(),
@@ -288,17 +355,15 @@ pub fn option_names(lang: Lang, value: &OsStr) -> (Vec<String>, Vec<String>) {
                         break;
                     }
                 }
-                let dir = if load.is_none() {
-                    split("-I", &mut i)
-                } else {
-                    None
-                };
-                (load, dir)
+                if load.is_none() {
+                    dirs.extend(split("-I", &mut i));
+                }
+                (load, dirs)
             }
-            Lang::Python => (None, None),
+            Lang::Python => (None, Vec::new()),
         };
         loads.extend(load.filter(|l| !l.is_empty()));
-        dirs.extend(dir.filter(|d| !d.is_empty()));
+        dirs.extend(dir.into_iter().filter(|d| !d.is_empty()));
     }
     (loads, dirs)
 }

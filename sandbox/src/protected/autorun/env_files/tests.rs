@@ -3,8 +3,8 @@
 use super::*;
 
 fn read(text: &str, dir: Option<&Path>) -> Vec<(&'static str, String)> {
-    let mut out = Vec::new();
-    assignments(text, dir, &mut out);
+    let (mut out, mut git) = (Vec::new(), Vec::new());
+    assignments(text, dir, &mut out, &mut git);
     out.into_iter()
         .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
         .collect()
@@ -65,6 +65,7 @@ fn a_root_s_envrc_or_dotenv_puts_its_dirs_on_the_import_path() {
         ("PERL5LIB", root.join("perl")),
     ];
     let got: Vec<_> = got
+        .env
         .into_iter()
         .map(|(k, v)| (k, PathBuf::from(v)))
         .collect();
@@ -91,4 +92,87 @@ fn command_values_expand_home_and_a_reference_to_another_table_variable_is_left_
         ("PERL5OPT", format!("-I{home}/perl -MFoo")),
     ];
     assert_eq!(got, want);
+}
+
+/// Red team 35 N3: the command-like variables added are read as command lines.
+#[test]
+fn new_command_like_variables_expand_home_as_command_lines() {
+    let home = std::env::var("HOME").unwrap();
+    let got = read(
+        "export LESSOPEN=\"|sh ~/root/lessfilter.sh %s\"\nexport VIMINIT=\"source ~/root/vimrc\"\n\
+         export BROWSER=~/root/bin/browser\nexport LUA_INIT=@$HOME/i.lua\n\
+         export NPM_CONFIG_USERCONFIG=~/root/npmrc\n",
+        None,
+    );
+    let want = [
+        ("LESSOPEN", "|sh ~/root/lessfilter.sh %s".to_string()),
+        ("VIMINIT", "source ~/root/vimrc".to_string()),
+        ("BROWSER", format!("{home}/root/bin/browser")),
+        ("LUA_INIT", format!("@{home}/i.lua")),
+        ("NPM_CONFIG_USERCONFIG", format!("{home}/root/npmrc")),
+    ];
+    assert_eq!(got, want);
+}
+
+/// Red team 35 N4: git's config variables set in an `.envrc` or a start-up file are read into
+/// config entries like the gateway's own, each spelling; the hooks dir they name is a place.
+#[test]
+fn git_s_config_variables_in_envrc_or_start_up_files_are_read() {
+    for (file, text) in [
+        (
+            ".envrc",
+            "export GIT_CONFIG_COUNT=1\nexport GIT_CONFIG_KEY_0=core.hooksPath\n\
+             export GIT_CONFIG_VALUE_0=\"$HOME/proj/hk\"\n",
+        ),
+        (
+            ".envrc",
+            "export GIT_CONFIG_PARAMETERS=\"'core.hooksPath'='$HOME/proj/hk'\"\n",
+        ),
+        (
+            ".env",
+            "GIT_CONFIG_PARAMETERS=\"'core.hooksPath=$HOME/proj/hk'\"\n",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(tmp.path()).unwrap();
+        let root = home.join("proj");
+        std::fs::create_dir_all(&root).unwrap();
+        let text = text.replace("$HOME", home.to_str().unwrap());
+        std::fs::write(root.join(file), &text).unwrap();
+        let got = of_root(&root, Some(&home));
+        assert!(got.env.is_empty(), "{text}: {:?}", got.env);
+        let entry = got.git_entries.first().expect("an entry");
+        assert_eq!(
+            (entry.section.as_str(), entry.key.as_str()),
+            ("core", "hookspath")
+        );
+        let account = super::super::gitconfig::Account::default();
+        let places = super::super::gitconfig::places_with(&root, &[], &account);
+        assert!(
+            places.iter().any(|p| p.at == Path::new("hk")),
+            "{text}: {places:?}"
+        );
+    }
+    let got = {
+        let (mut out, mut git) = (Vec::new(), Vec::new());
+        assignments(
+            "export GIT_CONFIG_COUNT=2\nGIT_CONFIG_KEY_0=core.fsmonitor\n\
+             GIT_CONFIG_VALUE_0=~/x\nexport GIT_CONFIG_KEY_1='alias.st'\nGIT_CONFIG_VALUE_1='!sh y'\n",
+            None,
+            &mut out,
+            &mut git,
+        );
+        Assigned::new(out, &git).git_entries
+    };
+    let keys: Vec<_> = got
+        .iter()
+        .map(|e| (e.key.clone(), e.value.clone()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("fsmonitor".to_string(), Some("~/x".to_string())),
+            ("st".to_string(), Some("!sh y".to_string())),
+        ]
+    );
 }

@@ -40,7 +40,8 @@ impl Account {
         // service, another shell): red team 33.
         if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
             let shell = super::super::env_files::of_shell(Path::new(&home));
-            for (name, value) in &shell {
+            account.git_entries.extend(shell.git_entries);
+            for (name, value) in &shell.env {
                 match *name {
                     "GIT_CONFIG_GLOBAL" | "GIT_CONFIG_SYSTEM" => {
                         account.configs.push(PathBuf::from(value))
@@ -52,7 +53,7 @@ impl Account {
                     _ => {}
                 }
             }
-            account.env.extend(shell);
+            account.env.extend(shell.env);
         }
         account
     }

@@ -12,7 +12,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use super::super::owner_env::{self, Lang, Names};
-use super::super::shell_command::{Reading, program_paths};
+use super::super::shell_command::{Named as Reads, Reading, program_paths};
 use super::{Account, AutorunClass, Places, Scope};
 
 /// Where the system's Perl and Ruby keep their own libraries (patterns as
@@ -86,6 +86,76 @@ impl Places<'_> {
                 Names::Command => {
                     let reads = program_paths(&value.to_string_lossy(), Reading::Strict);
                     self.account_program(reads, &format!("${name}"));
+                }
+                Names::InputFilter => {
+                    // `|cmd %s`, `||cmd %s` (also for empty output), `-cmd` (also on stdin).
+                    let line = value.to_string_lossy();
+                    let line = line
+                        .trim_start()
+                        .trim_start_matches(['|', '-'])
+                        .trim_start();
+                    // The distributions' own filter (`| /usr/bin/lesspipe %s`, set by
+                    // Debian's default `.bashrc`) is a system script the tree cannot change:
+                    // its path alone is read, not its lines, which no strict reading follows
+                    // (every write would be refused). What both lesspipes run from the home,
+                    // `~/.lessfilter`, is a place instead.
+                    let reads = match program_paths(line, Reading::Strict) {
+                        Reads::Paths(paths) => Reads::Paths(
+                            paths
+                                .into_iter()
+                                .map(|mut named| {
+                                    let path = Path::new(&named.path);
+                                    if path.is_absolute() && !path.starts_with(self.root) {
+                                        named.script = None;
+                                    }
+                                    named
+                                })
+                                .collect(),
+                        ),
+                        whole => whole,
+                    };
+                    self.account_program(reads, &format!("${name}"));
+                    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+                        let filter = Path::new(&home).join(".lessfilter");
+                        self.add(
+                            &filter,
+                            class,
+                            why("the filter lesspipe runs"),
+                            Scope::Below,
+                        );
+                    }
+                }
+                Names::CommandList => {
+                    for line in value.to_string_lossy().split(':') {
+                        if !line.trim().is_empty() {
+                            let reads = program_paths(line, Reading::Strict);
+                            self.account_program(reads, &format!("${name}"));
+                        }
+                    }
+                }
+                Names::ExCommands => {
+                    for file in ex_sourced(&value.to_string_lossy()) {
+                        let file = self.root.join(file);
+                        self.add(
+                            &file,
+                            class,
+                            why("a file vim sources at start"),
+                            Scope::Below,
+                        );
+                    }
+                }
+                Names::CodeOrAtFile => {
+                    if let Some(file) = value.to_string_lossy().strip_prefix('@') {
+                        let file = self.root.join(file);
+                        self.add(&file, class, why("a file run at every start"), Scope::Below);
+                    }
+                }
+                Names::Options(Lang::Java) => {
+                    // Agents by path, relative ones from where the JVM starts (the root).
+                    for file in owner_env::option_names(Lang::Java, value).0 {
+                        let file = self.root.join(file);
+                        self.add(&file, class, why("an agent every JVM loads"), Scope::Below);
+                    }
                 }
                 Names::RunDir => {
                     for dir in std::env::split_paths(value).filter(|d| !d.as_os_str().is_empty()) {
@@ -169,9 +239,44 @@ fn class_of(name: &str) -> AutorunClass {
     match name {
         n if n.starts_with("GIT_") || n == "SSH_ASKPASS" => AutorunClass::GitHooks,
         "EDITOR" | "VISUAL" | "PAGER" => AutorunClass::GitHooks,
+        "VIMINIT" | "EXINIT" | "GVIMINIT" => AutorunClass::EditorConfig,
+        n if n.to_ascii_uppercase().starts_with("NPM_CONFIG_") || n.starts_with("RUSTC_") => {
+            AutorunClass::ToolchainConfig
+        }
         n if n.starts_with("PYTHON") => AutorunClass::PythonStartup,
         _ => AutorunClass::ShellStartup,
     }
+}
+
+/// The files Ex commands `source` (`so`, `sou`…, `source!`) or `runtime` (`ru`…, from
+/// `~/.vim` and `~/.config/nvim`) at vim's start; commands separated by `|`, `~`/`$HOME`
+/// expanded.
+fn ex_sourced(commands: &str) -> Vec<PathBuf> {
+    let home = std::env::var("HOME").ok().filter(|h| !h.is_empty());
+    let expand = |word: &str| match &home {
+        Some(home) if word == "~" || word.starts_with("~/") => format!("{home}{}", &word[1..]),
+        Some(home) => word.replace("${HOME}", home).replace("$HOME", home),
+        None => word.to_string(),
+    };
+    let mut out = Vec::new();
+    for command in commands.split('|') {
+        let mut words = command.trim().trim_start_matches(':').split_whitespace();
+        let Some(verb) = words.next().map(|v| v.trim_end_matches('!')) else {
+            continue;
+        };
+        let is = |full: &str, min: usize| verb.len() >= min && full.starts_with(verb);
+        if is("source", 2) {
+            out.extend(words.map(|w| PathBuf::from(expand(w))));
+        } else if is("runtime", 2) {
+            let words: Vec<&str> = words
+                .filter(|w| !["ALL", "START", "OPT", "PACK"].contains(w))
+                .collect();
+            for base in ["~/.vim", "~/.config/nvim"] {
+                out.extend(words.iter().map(|w| Path::new(&expand(base)).join(w)));
+            }
+        }
+    }
+    out
 }
 
 fn lang_name(lang: Lang) -> &'static str {
@@ -180,6 +285,7 @@ fn lang_name(lang: Lang) -> &'static str {
         Lang::Ruby => "Ruby",
         Lang::Node => "Node",
         Lang::Python => "Python",
+        Lang::Java => "Java",
     }
 }
 

@@ -140,3 +140,84 @@ fn options_name_the_files_and_modules_they_load() {
     assert_eq!(ruby.0, ["json", "./x/y.rb"]);
     assert_eq!(ruby.1, ["vendor"]);
 }
+
+/// Red team 35 N2: `PERL5OPT=-Mlib=DIR` is `use lib DIR` at every start: an include
+/// directory exactly as `-I DIR` is, in each spelling.
+#[test]
+fn perl_s_lib_module_in_options_names_include_directories() {
+    for (value, dirs) in [
+        ("-Mlib=plib", vec!["plib"]),
+        ("-Mlib=/a/p,rel/q", vec!["/a/p", "rel/q"]),
+        ("-mlib=m", vec!["m"]),
+        ("-M lib=spaced", vec!["spaced"]),
+        ("-w -MFoo -Mlib=x,y -Iz", vec!["x", "y", "z"]),
+        ("-Mlib", vec![]),
+        ("-Mlibrary=n", vec![]),
+        ("-M-lib=gone", vec![]),
+    ] {
+        let (_, got) = option_names(Lang::Perl, OsStr::new(value));
+        assert_eq!(got, dirs, "{value}");
+    }
+}
+
+/// Red team 35 N3: the JVM's options variables load agents by path.
+#[test]
+fn java_options_name_the_agents_they_load() {
+    let (files, dirs) = option_names(
+        Lang::Java,
+        OsStr::new(
+            "-Xmx2g -javaagent:/opt/a.jar=opt,x -Dx=1 -agentpath:lib/p.so=k -agentlib:jdwp=y \
+             -javaagent:rel.jar",
+        ),
+    );
+    assert_eq!(files, ["/opt/a.jar", "lib/p.so", "rel.jar"]);
+    assert!(dirs.is_empty());
+}
+
+/// Red team 35 N3: the variables added to the table are handed to brokers; git's config
+/// variables are told apart from the table's others (env_files reads them into entries).
+#[test]
+fn red_team_35_s_variables_are_read_and_git_s_are_told_apart() {
+    for name in [
+        "LESSOPEN",
+        "LESSCLOSE",
+        "MANPAGER",
+        "SUDO_EDITOR",
+        "FCEDIT",
+        "BROWSER",
+        "VIMINIT",
+        "EXINIT",
+        "GVIMINIT",
+        "NPM_CONFIG_USERCONFIG",
+        "npm_config_userconfig",
+        "NPM_CONFIG_GLOBALCONFIG",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "LUA_INIT",
+        "R_PROFILE_USER",
+        "IRBRC",
+        "PYTHONHOME",
+    ] {
+        assert!(read_by_rules(name), "{name}");
+        assert!(!is_git_config_var(name), "{name}");
+    }
+    for name in [
+        "GIT_CONFIG_COUNT",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_KEY_0",
+        "GIT_CONFIG_VALUE_12",
+    ] {
+        assert!(is_git_config_var(name), "{name}");
+    }
+    for name in [
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_KEY_",
+        "GIT_CONFIG_KEY_x",
+        "EDITOR",
+    ] {
+        assert!(!is_git_config_var(name), "{name}");
+    }
+}

@@ -178,3 +178,79 @@ fn everyday_editor_and_pager_values_refuse_nothing() {
         assert!(places.is_empty(), "{name}={value}: {places:?}");
     }
 }
+
+/// Red team 35 N2, N3: `-Mlib=`, less's filters, vim's start-up commands, npm's config files,
+/// cargo's wrappers, the JVM's agents, Lua's, R's and irb's start-up files, Python's home.
+#[test]
+fn red_team_35_s_variables_name_places() {
+    let (_dir, root, account) = account(&[
+        ("PERL5OPT", "-w -Mlib={root}/plib,{root}/plib2"),
+        ("LESSOPEN", "|{root}/bin/lessfilter %s"),
+        ("LESSCLOSE", "{root}/bin/lessclose %s %s"),
+        ("MANPAGER", "{root}/bin/manpager -R"),
+        ("SUDO_EDITOR", "{root}/bin/sudoed"),
+        ("FCEDIT", "{root}/bin/fced"),
+        ("BROWSER", "firefox:{root}/bin/browser"),
+        (
+            "VIMINIT",
+            "set nocp | so {root}/vim/init.vim | :source! {root}/vim/two.vim",
+        ),
+        ("EXINIT", "source {root}/exrc"),
+        ("NPM_CONFIG_USERCONFIG", "{root}/npmrc"),
+        ("npm_config_globalconfig", "{root}/gnpmrc"),
+        ("RUSTC_WRAPPER", "{root}/bin/wrap"),
+        ("JAVA_TOOL_OPTIONS", "-javaagent:{root}/agent.jar=x -Xmx1g"),
+        ("JDK_JAVA_OPTIONS", "-agentpath:native/p.so"),
+        ("LUA_INIT", "@{root}/init.lua"),
+        ("R_PROFILE_USER", "{root}/Rprofile"),
+        ("IRBRC", "{root}/irbrc"),
+        ("PYTHONHOME", "{root}/pyhome"),
+    ]);
+    let places = places_with(&root, &[], &account);
+    for (rel, class) in [
+        ("plib/strict.pm", AutorunClass::ShellStartup),
+        ("plib2/warnings.pm", AutorunClass::ShellStartup),
+        ("bin/lessfilter", AutorunClass::GitHooks),
+        ("bin/lessclose", AutorunClass::GitHooks),
+        ("bin/manpager", AutorunClass::GitHooks),
+        ("bin/sudoed", AutorunClass::GitHooks),
+        ("bin/fced", AutorunClass::GitHooks),
+        ("bin/browser", AutorunClass::GitHooks),
+        ("vim/init.vim", AutorunClass::EditorConfig),
+        ("vim/two.vim", AutorunClass::EditorConfig),
+        ("exrc", AutorunClass::EditorConfig),
+        ("npmrc", AutorunClass::ToolchainConfig),
+        ("gnpmrc", AutorunClass::ToolchainConfig),
+        ("bin/wrap", AutorunClass::ToolchainConfig),
+        ("agent.jar", AutorunClass::ShellStartup),
+        ("native/p.so", AutorunClass::ShellStartup),
+        ("init.lua", AutorunClass::ShellStartup),
+        ("Rprofile", AutorunClass::ShellStartup),
+        ("irbrc", AutorunClass::ShellStartup),
+        ("pyhome", AutorunClass::PythonStartup),
+    ] {
+        assert_eq!(class_at(&places, rel), Some(class), "{rel}: {places:?}");
+    }
+    for ordinary in ["bin", "vim", "plib/MyApp.pm", "src", "firefox"] {
+        assert!(class_at(&places, ordinary).is_none(), "{ordinary}");
+    }
+}
+
+/// Everyday values of the new variables name nothing.
+#[test]
+fn everyday_values_of_red_team_35_s_variables_refuse_nothing() {
+    for (name, value) in [
+        ("LESSOPEN", "| /usr/bin/nonexist-x %s"),
+        ("LESSCLOSE", "/usr/bin/lesspipe %s %s"),
+        ("MANPAGER", "less -s"),
+        ("BROWSER", "firefox:chromium"),
+        ("VIMINIT", "set nocompatible"),
+        ("JAVA_TOOL_OPTIONS", "-Dfile.encoding=UTF-8"),
+        ("LUA_INIT", "print('hi')"),
+        ("LESSOPEN", "| /usr/bin/lesspipe %s"),
+    ] {
+        let (_dir, root, account) = account(&[(name, value)]);
+        let places = places_with(&root, &[], &account);
+        assert!(places.is_empty(), "{name}={value}: {places:?}");
+    }
+}
