@@ -232,10 +232,7 @@ fn callees(toks: &[Tok]) -> Vec<Option<String>> {
 /// an attribute after a colon (`pkg.mod`, `pkg.mod:func`).
 fn module_named(text: &str) -> Option<String> {
     let module = text.split_once(':').map_or(text, |(module, _)| module);
-    let dotted = !module.is_empty()
-        && module
-            .split('.')
-            .all(|part| super::namespaces::identifier(part));
+    let dotted = !module.is_empty() && module.split('.').all(super::namespaces::identifier);
     dotted.then(|| top(module)).flatten()
 }
 
