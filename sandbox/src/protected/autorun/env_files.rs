@@ -2,8 +2,12 @@
 //! assignments of [`super::owner_env::VARS`] in the `.envrc` direnv loads for a root (the
 //! nearest one from the root up to the home), the root's `.env` (direnv's `dotenv`, VS Code's
 //! Python extension, python-dotenv) and the account's shell start-up files (`~/.bashrc`,
-//! `~/.profile`, zsh's, fish's `set -x`). Lines are read, never run: `export NAME=value`,
-//! `NAME=value`, direnv's `path_add NAME dir`, fish's `set -gx NAME value…`. Values expand `~`,
+//! `~/.profile`, zsh's, fish's `set -x`), and the files those source. Text is read, never run,
+//! as simple commands (lines joined at a backslash, split at `;`, `&&`, `||`, `|`, comments
+//! dropped: the reviewer found `[ -d x ] && export …`, `export A=1 PYTHONPATH=…`,
+//! `declare -gx`, fish's `set -gx V a b` read as nothing): every `NAME=value` word of `export`,
+//! `declare`/`typeset`, a bare assignment, direnv's `path_add NAME dir`, fish's
+//! `set -gx NAME value…`. Values expand `~`,
 //! `$HOME`, and for `.envrc`/`.env` `$PWD`/`${PWD}`/`$(pwd)` (the file's directory); a
 //! self-reference (`$PYTHONPATH`) is dropped; an entry built on anything else is read as its
 //! literal directory part before the expansion (fail closed), or dropped when it has none.
@@ -54,34 +58,227 @@ const SHELL_FILES: [&str; 7] = [
 /// Bytes of one file read.
 const MAX_FILE: u64 = 256 * 1024;
 
-/// What the `.envrc` direnv loads for `root` and the root's `.env` assign.
+/// How deep files a read file sources are followed, and how many files are read in all.
+const MAX_SOURCE_DEPTH: usize = 3;
+const MAX_FILES: usize = 32;
+
+/// What the `.envrc` direnv loads for `root` and the root's `.env` assign, with the files they
+/// source (`source_env`, `dotenv`, `source`, `.`), read against the file's directory.
 pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Assigned {
-    let (mut out, mut git) = (Vec::new(), Vec::new());
+    let mut reader = Reader::default();
     let stop = home.filter(|home| root.starts_with(home));
     for dir in root.ancestors() {
-        if let Some(text) = super::read_head(&dir.join(".envrc"), MAX_FILE) {
-            assignments(&text, Some(dir), &mut out, &mut git);
+        let envrc = dir.join(".envrc");
+        if envrc.is_file() {
+            reader.file(&envrc, Some(dir), dir, 0);
             break;
         }
         if Some(dir) == stop {
             break;
         }
     }
-    if let Some(text) = super::read_head(&root.join(".env"), MAX_FILE) {
-        assignments(&text, Some(root), &mut out, &mut git);
-    }
-    Assigned::new(out, &git)
+    reader.file(&root.join(".env"), Some(root), root, 0);
+    Assigned::new(reader.out, &reader.git)
 }
 
-/// What the account's shell start-up files in `home` assign.
+/// What the account's shell start-up files in `home` assign, with the files they source
+/// (`source ~/.bash_env`: relative to the home, where a login shell starts).
 pub(super) fn of_shell(home: &Path) -> Assigned {
-    let (mut out, mut git) = (Vec::new(), Vec::new());
+    let mut reader = Reader::default();
     for file in SHELL_FILES {
-        if let Some(text) = super::read_head(&home.join(file), MAX_FILE) {
-            assignments(&text, None, &mut out, &mut git);
+        reader.file(&home.join(file), None, home, 0);
+    }
+    Assigned::new(reader.out, &reader.git)
+}
+
+/// Files read so far and what they assign.
+#[derive(Default)]
+struct Reader {
+    out: Vec<(&'static str, OsString)>,
+    git: Vec<(String, OsString)>,
+    read: Vec<PathBuf>,
+}
+
+impl Reader {
+    /// Read `path` (once, within the bounds): its assignments (`dir` as [`assignments`] takes
+    /// it), then the files it sources, relative to `base`.
+    fn file(&mut self, path: &Path, dir: Option<&Path>, base: &Path, depth: usize) {
+        // By the file it is (`env/../.envrc` is `.envrc`): a cycle of sources ends.
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if self.read.len() >= MAX_FILES || self.read.contains(&real) {
+            return;
+        }
+        let Some(text) = super::read_head(path, MAX_FILE) else {
+            return;
+        };
+        self.read.push(real);
+        assignments(&text, dir, &mut self.out, &mut self.git);
+        if depth >= MAX_SOURCE_DEPTH {
+            return;
+        }
+        for named in sourced(&text) {
+            let mut text = unquote(&named).to_string();
+            if let Some(home) = std::env::var("HOME").ok().filter(|h| !h.is_empty()) {
+                if text == "~" || text.starts_with("~/") {
+                    text = format!("{home}{}", &text[1..]);
+                }
+                text = variable(&text, "HOME", &home);
+            }
+            if let Some(d) = dir.and_then(Path::to_str) {
+                text = variable(&text, "PWD", d);
+            }
+            if text.contains(['$', '`']) {
+                continue;
+            }
+            let next = base.join(&text);
+            let next_dir = dir.map(|_| next.parent().unwrap_or(base).to_path_buf());
+            let next_base = next_dir.clone().unwrap_or_else(|| base.to_path_buf());
+            self.file(&next, next_dir.as_deref(), &next_base, depth + 1);
         }
     }
-    Assigned::new(out, &git)
+}
+
+/// The files a shell or direnv file sources: `source`/`.` (shell), direnv's `source_env`,
+/// `source_env_if_exists`, `dotenv`, `dotenv_if_exists` with an argument.
+fn sourced(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for words in simple_commands(text) {
+        if let [
+            "source" | "." | "source_env" | "source_env_if_exists" | "dotenv" | "dotenv_if_exists",
+            file,
+            ..,
+        ] = words
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            out.push(file.to_string());
+        }
+    }
+    out
+}
+
+/// The simple commands of shell text, each as its words (quotes kept, so a value is unquoted
+/// where it is read): lines joined at a trailing backslash, `#` comments dropped, commands
+/// separated by newlines, `;`, `&`, `|` (and `&&`, `||`) outside quotes, and a leading `then`,
+/// `do`, `else`, `{`, `(` or `!` dropped (`[ -d x ] && export A=1` is two commands).
+fn simple_commands(text: &str) -> Vec<Vec<String>> {
+    let text = text.replace("\\\n", "");
+    let mut commands = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let mut in_word = false;
+    let mut chars = text.chars().peekable();
+    let end_word = |word: &mut String, words: &mut Vec<String>, in_word: &mut bool| {
+        if *in_word {
+            words.push(std::mem::take(word));
+            *in_word = false;
+        }
+    };
+    let end_command = |words: &mut Vec<String>, commands: &mut Vec<Vec<String>>| {
+        while words
+            .first()
+            .is_some_and(|w| ["then", "do", "else", "{", "(", "!"].contains(&w.as_str()))
+        {
+            words.remove(0);
+        }
+        if !words.is_empty() {
+            commands.push(std::mem::take(words));
+        }
+    };
+    while let Some(c) = chars.next() {
+        if let Some(q) = quote {
+            word.push(c);
+            if c == q {
+                quote = None;
+            } else if c == '\\'
+                && q == '"'
+                && let Some(next) = chars.next()
+            {
+                word.push(next);
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' => {
+                quote = Some(c);
+                in_word = true;
+                word.push(c);
+            }
+            '\\' => {
+                in_word = true;
+                word.push(c);
+                if let Some(next) = chars.next() {
+                    word.push(next);
+                }
+            }
+            '#' if !in_word => {
+                for next in chars.by_ref() {
+                    if next == '\n' {
+                        break;
+                    }
+                }
+                end_command(&mut words, &mut commands);
+            }
+            '\n' | ';' | '&' | '|' => {
+                end_word(&mut word, &mut words, &mut in_word);
+                end_command(&mut words, &mut commands);
+            }
+            c if c.is_whitespace() => end_word(&mut word, &mut words, &mut in_word),
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    end_word(&mut word, &mut words, &mut in_word);
+    end_command(&mut words, &mut commands);
+    commands
+}
+
+/// The `(name, value)` pairs a simple command assigns: every `NAME=value` word of `export`,
+/// `declare`/`typeset`/`local`/`readonly` (options skipped) or of a bare assignment (also
+/// those before a command: read, never run, so counted), direnv's `path_add NAME dir`, and
+/// fish's `set -x/-gx NAME value…` (its values joined by `:`, a list).
+fn assigned_by(words: &[String]) -> Vec<(String, String)> {
+    let word = |i: usize| words.get(i).map(String::as_str);
+    match word(0) {
+        Some("path_add" | "PATH_add") => match (word(1), word(2)) {
+            (Some(name), Some(value)) => vec![(name.to_string(), value.to_string())],
+            _ => Vec::new(),
+        },
+        Some("set") => {
+            let rest: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+            let flags: Vec<&&str> = rest.iter().take_while(|w| w.starts_with('-')).collect();
+            let exported = flags
+                .iter()
+                .any(|f| (!f.starts_with("--") && f.contains('x')) || **f == "--export");
+            match rest.get(flags.len()..) {
+                Some([name, values @ ..]) if exported && !values.is_empty() => {
+                    let values: Vec<&str> = values.iter().map(|v| unquote(v)).collect();
+                    vec![(name.to_string(), values.join(":"))]
+                }
+                _ => Vec::new(),
+            }
+        }
+        Some("export" | "declare" | "typeset" | "local" | "readonly") => words[1..]
+            .iter()
+            .filter(|w| !w.starts_with('-'))
+            .filter_map(|w| assignment(w))
+            .collect(),
+        _ => words.iter().map_while(|w| assignment(w)).collect(),
+    }
+}
+
+/// A `NAME=value` word as its name and value.
+fn assignment(word: &str) -> Option<(String, String)> {
+    let (name, value) = word.split_once('=')?;
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    valid.then(|| (name.to_string(), value.to_string()))
 }
 
 /// The assignments of table variables in `text`; `dir` is the file's directory where `$PWD`
@@ -94,28 +291,12 @@ fn assignments(
     out: &mut Vec<(&'static str, OsString)>,
     git: &mut Vec<(String, OsString)>,
 ) {
-    for line in text.lines() {
-        let line = line.trim();
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let (name, value) = match words.as_slice() {
-            ["path_add" | "PATH_add", name, value, ..] => (*name, *value),
-            ["set", flags @ .., name, value]
-                if flags.iter().any(|f| f.contains('x') || *f == "--export") =>
-            {
-                (*name, *value)
-            }
-            _ => {
-                let rest = line
-                    .strip_prefix("export ")
-                    .or_else(|| line.strip_prefix("declare -x "))
-                    .unwrap_or(line)
-                    .trim_start();
-                let Some((name, value)) = rest.split_once('=') else {
-                    continue;
-                };
-                (name, value.split(" #").next().unwrap_or("").trim())
-            }
-        };
+    let pairs: Vec<(String, String)> = simple_commands(text)
+        .iter()
+        .flat_map(|words| assigned_by(words))
+        .collect();
+    for (name, value) in &pairs {
+        let (name, value) = (name.as_str(), value.as_str());
         if owner_env::is_git_config_var(name) {
             let mut value = unquote(value).to_string();
             if let Some(home) = std::env::var("HOME").ok().filter(|h| !h.is_empty()) {

@@ -176,3 +176,77 @@ fn git_s_config_variables_in_envrc_or_start_up_files_are_read() {
         ]
     );
 }
+
+/// The whole-diff review's shapes, each read as nothing before: several assignments in one
+/// `export`, an assignment after `&&`, `declare -gx`/`typeset -x`, a tab after `export`, fish's
+/// list, `;`-joined commands, a backslash continuation, an assignment before a command.
+#[test]
+fn assignments_in_every_simple_command_are_read() {
+    let dir = Path::new("/w/p");
+    let got = read(
+        "export A=1 PYTHONPATH=/x1\n[ -d x ] && export PYTHONPATH=/x2\ndeclare -gx PERL5LIB=/x3\n\
+         typeset -x RUBYLIB=/x4\nexport\tPYTHONPATH=/x5\nset -gx PYTHONPATH /x6 /x7\n\
+         export PYTHONPATH=/x8; cd ..\nexport PYTHONPATH=/x9:\\\n/x10\n\
+         PYTHONPATH=/x11 python3 -c pass\nif true; then export PYTHONPATH=/x12; fi\n\
+         echo 'PYTHONPATH=/not' # PYTHONPATH=/not\n",
+        Some(dir),
+    );
+    let want = [
+        ("PYTHONPATH", "/x1"),
+        ("PYTHONPATH", "/x2"),
+        ("PERL5LIB", "/x3"),
+        ("RUBYLIB", "/x4"),
+        ("PYTHONPATH", "/x5"),
+        ("PYTHONPATH", "/x6:/x7"),
+        ("PYTHONPATH", "/x8"),
+        ("PYTHONPATH", "/x9:/x10"),
+        ("PYTHONPATH", "/x11"),
+        ("PYTHONPATH", "/x12"),
+    ];
+    assert_eq!(got, want.map(|(k, v)| (k, v.to_string())));
+}
+
+/// Files a `.envrc` or a shell start-up file sources are read too (direnv's `source_env` and
+/// `dotenv` against the `.envrc`'s directory, the shell's `source`/`.` against the home), once
+/// each, a cycle ending.
+#[test]
+fn sourced_files_are_read_against_their_base() {
+    let tmp = tempfile::tempdir().unwrap();
+    let top = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = top.join("proj");
+    std::fs::create_dir_all(root.join("env")).unwrap();
+    std::fs::write(
+        root.join(".envrc"),
+        "source_env env/dev.sh\ndotenv env/local.env\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("env/dev.sh"),
+        "export PYTHONPATH=$PWD/lib\nsource_env ../.envrc\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("env/local.env"), "PERL5LIB=perl\n").unwrap();
+    let got: Vec<(&str, String)> = of_root(&root, Some(&top))
+        .env
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
+        .collect();
+    let env = root.join("env");
+    assert_eq!(
+        got,
+        [
+            ("PYTHONPATH", env.join("lib").display().to_string()),
+            ("PERL5LIB", env.join("perl").display().to_string()),
+        ]
+    );
+    let home = top.join("home");
+    std::fs::create_dir_all(home.join(".config")).unwrap();
+    std::fs::write(home.join(".bashrc"), ". .config/env.sh\n").unwrap();
+    std::fs::write(
+        home.join(".config/env.sh"),
+        "export RUBYLIB=/r\nsource ~/.bashrc\n",
+    )
+    .unwrap();
+    let shell = of_shell(&home).env;
+    assert_eq!(shell, [("RUBYLIB", std::ffi::OsString::from("/r"))]);
+}
