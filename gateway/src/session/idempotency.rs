@@ -93,14 +93,7 @@ impl Gateway {
             ));
         }
         if row.request_hash != request.hash {
-            return Err(ToolError::new(
-                ErrorCode::IdempotencyConflict,
-                format!(
-                    "{:?} was already used for a different request; use a new key for a new \
-                     request, or resend the original arguments to get its answer again",
-                    request.key
-                ),
-            ));
+            return Err(key_conflict(request.key));
         }
         let (mut view, generation) = match row.answer {
             // Still in progress, or its recorded answer removed by retention: the session as
@@ -197,14 +190,7 @@ impl Gateway {
         let replay = match last.filter(|row| row.signed) {
             Some(row) if row.request_hash == wanted => true,
             Some(row) if row.request_hash.split(':').next() == wanted.split(':').next() => {
-                return Err(ToolError::new(
-                    ErrorCode::IdempotencyConflict,
-                    format!(
-                        "{:?} was already used for a different request; use a new key for a new \
-                         request, or resend the original arguments to get its answer again",
-                        request.key
-                    ),
-                ));
+                return Err(key_conflict(request.key));
             }
             _ => false,
         };
@@ -325,6 +311,17 @@ impl Gateway {
         self.remember(&call.request, &view, session.lease_generation);
         Ok(view)
     }
+}
+
+/// A key already used for a different request (a recorded one, or an ended session's last).
+fn key_conflict(key: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::IdempotencyConflict,
+        format!(
+            "{key:?} was already used for a different request; use a new key for a new \
+             request, or resend the original arguments to get its answer again"
+        ),
+    )
 }
 
 /// What an ended session's last request is known by: the key's hash (to tell a reused key) and
