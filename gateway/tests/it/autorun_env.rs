@@ -209,3 +209,53 @@ async fn a_python_path_the_root_s_envrc_exports_reaches_the_write_rules() {
         .await
         .unwrap();
 }
+
+/// Red team 36: the `.envrc` is read as the shell splits it — a word joined from quoted pieces
+/// (`'-Mlib='"$PWD"'/plib'`), direnv's `$(expand_path py)` — and a value built on what is not
+/// read (a command's output) refuses every write of the tree, naming the variable.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_envrc_s_quote_joined_and_computed_values_reach_the_write_rules() {
+    let (_repo, root) = crate::writes::repo();
+    std::fs::write(
+        root.join(".envrc"),
+        "export PERL5OPT='-Mlib='\"$PWD\"'/plib'\nPYTHONPATH=$(expand_path py)\nexport PYTHONPATH\n",
+    )
+    .unwrap();
+    let (_other_repo, other) = crate::writes::repo();
+    std::fs::write(
+        other.join(".envrc"),
+        "export PYTHONPATH=\"$(git rev-parse --show-toplevel)/src\"\n",
+    )
+    .unwrap();
+    let gw = gateway_with(&[]).await;
+    let chat = chatgpt(&gw).await;
+    let v = start_profile(&chat, &root, "direct_write", "envrc36-start").await;
+    let calls = json!([
+        write(&root.join("plib/strict.pm"), "1;\n"),
+        write(&root.join("py/json/__init__.py"), "print('x')\n"),
+        write(&root.join("plib/MyApp.pm"), "package MyApp; 1;\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "envrc36-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 3, "{v}");
+    assert_refused(&got[0], "plib/strict.pm", "shell_startup");
+    assert_refused(&got[1], "py/json/__init__.py", "python_startup");
+    assert_eq!(got[2]["status"], "ok", "{}", got[2]);
+    assert!(!root.join("plib/strict.pm").exists() && !root.join("py").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "envrc36-stop", None)
+        .await
+        .unwrap();
+
+    let before = std::fs::read(other.join("notes.txt")).unwrap();
+    let v = start_profile(&chat, &other, "direct_write", "envrc36-start2").await;
+    let calls = json!([write(&other.join("notes.txt"), "hello\n")]);
+    let v = reply_calls(&chat, &v, "envrc36-r2", calls).await;
+    let got = results(&v);
+    assert_refused(&got[0], "notes.txt", "python_startup");
+    let text = got[0].to_string();
+    assert!(text.contains("PYTHONPATH"), "{text}");
+    assert_eq!(std::fs::read(other.join("notes.txt")).unwrap(), before);
+    chat.stop(&session_id(&v), &lease_id(&v), "envrc36-stop2", None)
+        .await
+        .unwrap();
+}

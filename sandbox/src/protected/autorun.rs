@@ -713,6 +713,7 @@ pub mod package_yaml;
 mod pth_code;
 pub mod repository;
 mod shell_command;
+mod shell_words;
 pub mod startup_links;
 pub mod strict_hooks;
 pub mod symlinks;

@@ -3,23 +3,28 @@
 //! nearest one from the root up to the home), the root's `.env` (direnv's `dotenv`, VS Code's
 //! Python extension, python-dotenv) and the account's shell start-up files (`~/.bashrc`,
 //! `~/.profile`, zsh's, fish's `set -x`), and the files those source. Text is read, never run,
-//! as simple commands (lines joined at a backslash, split at `;`, `&&`, `||`, `|`, comments
-//! dropped: the reviewer found `[ -d x ] && export …`, `export A=1 PYTHONPATH=…`,
-//! `declare -gx`, fish's `set -gx V a b` read as nothing): every `NAME=value` word of `export`,
-//! `declare`/`typeset`, a bare assignment, direnv's `path_add NAME dir`, fish's
-//! `set -gx NAME value…`. Values expand `~`,
-//! `$HOME`, and for `.envrc`/`.env` `$PWD`/`${PWD}`/`$(pwd)` (the file's directory); a
-//! self-reference (`$PYTHONPATH`) is dropped; an entry built on anything else is read as its
-//! literal directory part before the expansion (fail closed), or dropped when it has none.
-//! git's config variables (`GIT_CONFIG_COUNT` with `GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`,
-//! `GIT_CONFIG_PARAMETERS`, red team 35 N4) are read into config entries as the gateway's own
-//! are ([`super::owner_env::git_entries`]), the last assignment of each counting.
+//! as the shell splits it ([`super::shell_words`]: quote-joined words are the words the shell
+//! makes, red team 36 B1): every `NAME=value` word of `export`, `declare`/`typeset`, a bare
+//! assignment, direnv's `path_add NAME dir`, fish's `set -gx NAME value…` (a list, exported
+//! joined by `:` when the name ends in `PATH`, else by a space, as fish does: red team 36 B2).
+//! Values expand `~`, `$HOME`, every variable assigned before in the files read, `${X:-y}` and
+//! its kin, and for `.envrc`/`.env` `$PWD` and `$(pwd)` (the file's directory) and direnv's
+//! `$(expand_path dir [base])` (red team 36 B3); a table variable not assigned there is read by
+//! itself (the owner's own value), another from the owner's environment. What is still not
+//! read (a command's output, `$1`, a variable set nowhere seen) fails closed: an entry keeps
+//! its literal directory part before it, and a value with none is *unreadable*, which refuses
+//! every write of the tree (naming the variable). git's config variables (`GIT_CONFIG_COUNT`
+//! with `GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`, `GIT_CONFIG_PARAMETERS`, red team 35 N4) are
+//! read into config entries as the gateway's own are ([`super::owner_env::git_entries`]), the
+//! last assignment of each counting.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::git_syntax::Entry;
 use super::owner_env::{self, Names};
+use super::shell_words::{self, Dialect, Piece, Word};
 
 /// What a set of files assigns.
 #[derive(Debug, Default)]
@@ -28,21 +33,61 @@ pub(super) struct Assigned {
     pub env: Vec<(&'static str, OsString)>,
     /// The config entries git's config variables assigned there give.
     pub git_entries: Vec<Entry>,
+    /// Variables assigned a value not read here, with why: the whole tree is refused.
+    pub unreadable: Vec<(String, String)>,
 }
 
 impl Assigned {
-    /// `env` with `git`'s assignments read into config entries.
-    fn new(env: Vec<(&'static str, OsString)>, git: &[(String, OsString)]) -> Self {
-        let git_entries = owner_env::git_entries(|name| {
-            git.iter()
-                .rev()
-                .find(|(var, _)| var == name)
-                .map(|(_, value)| value.clone())
-                .filter(|value| !value.is_empty())
+    /// What `reader` read, git's assignments read into config entries.
+    fn new(reader: Reader) -> Self {
+        let mut unreadable = reader.unreadable;
+        let git = reader.git;
+        let mut git_entries = owner_env::git_entries(
+            |name| {
+                git.iter()
+                    .rev()
+                    .find(|(var, _)| var == name)
+                    .map(|(_, value)| OsString::from(value))
+                    .filter(|value| !value.is_empty())
+            },
+            &mut unreadable,
+        );
+        // An entry built on what is not read (`GIT_CONFIG_VALUE_0=$(…)`) may name anything.
+        git_entries.retain(|entry| {
+            let marked = [
+                Some(&entry.key),
+                entry.subsection.as_ref(),
+                entry.value.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|text| text.contains(MARK));
+            if marked {
+                unreadable.push((
+                    format!(
+                        "GIT_CONFIG ({}.{})",
+                        entry.section,
+                        entry.key.replace(MARK, "?")
+                    ),
+                    NOT_READ.to_string(),
+                ));
+            }
+            !marked
         });
-        Self { env, git_entries }
+        Self {
+            env: reader.out,
+            git_entries,
+            unreadable,
+        }
     }
 }
+
+/// What a piece not read here expands to: no file or value holds it (a variable's value cannot).
+const MARK: char = '\0';
+
+/// Why a value is unreadable.
+const NOT_READ: &str = "its value is built from what is not read here (a command's output, a \
+     positional parameter or a variable set nowhere the gateway reads)";
 
 /// The account's shell start-up files, relative to its home.
 const SHELL_FILES: [&str; 7] = [
@@ -62,6 +107,9 @@ const MAX_FILE: u64 = 256 * 1024;
 const MAX_SOURCE_DEPTH: usize = 3;
 const MAX_FILES: usize = 32;
 
+/// How deep a value's own words are read again (`${A:-${B:-…}}`, `$(expand_path …)`).
+const MAX_EXPANSION_DEPTH: usize = 4;
+
 /// What the `.envrc` direnv loads for `root` and the root's `.env` assign, with the files they
 /// source (`source_env`, `dotenv`, `source`, `.`), read against the file's directory.
 pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Assigned {
@@ -78,7 +126,7 @@ pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Assigned {
         }
     }
     reader.file(&root.join(".env"), Some(root), root, 0);
-    Assigned::new(reader.out, &reader.git)
+    Assigned::new(reader)
 }
 
 /// What the account's shell start-up files in `home` assign, with the files they source
@@ -88,20 +136,31 @@ pub(super) fn of_shell(home: &Path) -> Assigned {
     for file in SHELL_FILES {
         reader.file(&home.join(file), None, home, 0);
     }
-    Assigned::new(reader.out, &reader.git)
+    Assigned::new(reader)
 }
 
 /// Files read so far and what they assign.
 #[derive(Default)]
 struct Reader {
     out: Vec<(&'static str, OsString)>,
-    git: Vec<(String, OsString)>,
+    /// git's config variables as assigned (expanded).
+    git: Vec<(String, String)>,
+    unreadable: Vec<(String, String)>,
+    /// Every variable assigned so far, expanded ([`MARK`] where a piece was not read).
+    vars: HashMap<String, String>,
     read: Vec<PathBuf>,
 }
 
+/// Where a file's text is read: its directory for `.envrc`/`.env` (`$PWD`, relative entries),
+/// none for a shell start-up file (its relative entries stay relative).
+#[derive(Clone, Copy)]
+struct At<'a> {
+    dir: Option<&'a Path>,
+}
+
 impl Reader {
-    /// Read `path` (once, within the bounds): its assignments (`dir` as [`assignments`] takes
-    /// it), then the files it sources, relative to `base`.
+    /// Read `path` (once, within the bounds): its assignments, then the files it sources,
+    /// relative to `base`.
     fn file(&mut self, path: &Path, dir: Option<&Path>, base: &Path, depth: usize) {
         // By the file it is (`env/../.envrc` is `.envrc`): a cycle of sources ends.
         let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -112,22 +171,36 @@ impl Reader {
             return;
         };
         self.read.push(real);
-        assignments(&text, dir, &mut self.out, &mut self.git);
+        let dialect = match path.extension() {
+            Some(ext) if ext == "fish" => Dialect::Fish,
+            _ => Dialect::Posix,
+        };
+        let at = At { dir };
+        let commands = shell_words::commands(&text, dialect);
+        let mut sourced = Vec::new();
+        for words in &commands {
+            self.command(words, at);
+            if let [first, file, ..] = words.as_slice()
+                && first.literal().is_some_and(|verb| {
+                    matches!(
+                        verb.as_str(),
+                        "source"
+                            | "."
+                            | "source_env"
+                            | "source_env_if_exists"
+                            | "dotenv"
+                            | "dotenv_if_exists"
+                    )
+                })
+            {
+                sourced.push(self.expand(file, at, 0));
+            }
+        }
         if depth >= MAX_SOURCE_DEPTH {
             return;
         }
-        for named in sourced(&text) {
-            let mut text = unquote(&named).to_string();
-            if let Some(home) = std::env::var("HOME").ok().filter(|h| !h.is_empty()) {
-                if text == "~" || text.starts_with("~/") {
-                    text = format!("{home}{}", &text[1..]);
-                }
-                text = variable(&text, "HOME", &home);
-            }
-            if let Some(d) = dir.and_then(Path::to_str) {
-                text = variable(&text, "PWD", d);
-            }
-            if text.contains(['$', '`']) {
+        for text in sourced {
+            if text.contains(MARK) {
                 continue;
             }
             let next = base.join(&text);
@@ -136,266 +209,301 @@ impl Reader {
             self.file(&next, next_dir.as_deref(), &next_base, depth + 1);
         }
     }
-}
 
-/// The files a shell or direnv file sources: `source`/`.` (shell), direnv's `source_env`,
-/// `source_env_if_exists`, `dotenv`, `dotenv_if_exists` with an argument.
-fn sourced(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for words in simple_commands(text) {
-        if let [
-            "source" | "." | "source_env" | "source_env_if_exists" | "dotenv" | "dotenv_if_exists",
-            file,
-            ..,
-        ] = words
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .as_slice()
-        {
-            out.push(file.to_string());
-        }
-    }
-    out
-}
-
-/// The simple commands of shell text, each as its words (quotes kept, so a value is unquoted
-/// where it is read): lines joined at a trailing backslash, `#` comments dropped, commands
-/// separated by newlines, `;`, `&`, `|` (and `&&`, `||`) outside quotes, and a leading `then`,
-/// `do`, `else`, `{`, `(` or `!` dropped (`[ -d x ] && export A=1` is two commands).
-fn simple_commands(text: &str) -> Vec<Vec<String>> {
-    let text = text.replace("\\\n", "");
-    let mut commands = Vec::new();
-    let mut words: Vec<String> = Vec::new();
-    let mut word = String::new();
-    let mut quote: Option<char> = None;
-    let mut in_word = false;
-    let mut chars = text.chars().peekable();
-    let end_word = |word: &mut String, words: &mut Vec<String>, in_word: &mut bool| {
-        if *in_word {
-            words.push(std::mem::take(word));
-            *in_word = false;
-        }
-    };
-    let end_command = |words: &mut Vec<String>, commands: &mut Vec<Vec<String>>| {
-        while words
-            .first()
-            .is_some_and(|w| ["then", "do", "else", "{", "(", "!"].contains(&w.as_str()))
-        {
-            words.remove(0);
-        }
-        if !words.is_empty() {
-            commands.push(std::mem::take(words));
-        }
-    };
-    while let Some(c) = chars.next() {
-        if let Some(q) = quote {
-            word.push(c);
-            if c == q {
-                quote = None;
-            } else if c == '\\'
-                && q == '"'
-                && let Some(next) = chars.next()
-            {
-                word.push(next);
-            }
-            continue;
-        }
-        match c {
-            '\'' | '"' => {
-                quote = Some(c);
-                in_word = true;
-                word.push(c);
-            }
-            '\\' => {
-                in_word = true;
-                word.push(c);
-                if let Some(next) = chars.next() {
-                    word.push(next);
+    /// The assignments of one simple command: every `NAME=value` word of `export`,
+    /// `declare`/`typeset`/`local`/`readonly` (options skipped) or of a bare assignment (also
+    /// those before a command: read, never run, so counted), direnv's `path_add NAME dir`, and
+    /// fish's `set -x/-gx NAME value…`.
+    fn command(&mut self, words: &[Word], at: At) {
+        let first = words.first().and_then(Word::literal);
+        match first.as_deref() {
+            Some("path_add" | "PATH_add") => {
+                if let [_, name, value, ..] = words
+                    && let Some(name) = name.literal()
+                {
+                    let value = self.expand(value, at, 0);
+                    self.assign(&name, value, at);
                 }
             }
-            '#' if !in_word => {
-                for next in chars.by_ref() {
-                    if next == '\n' {
+            Some("set") => {
+                let flags = words[1..]
+                    .iter()
+                    .take_while(|w| w.literal().is_some_and(|w| w.starts_with('-')))
+                    .filter_map(Word::literal)
+                    .collect::<Vec<_>>();
+                let exported = flags
+                    .iter()
+                    .any(|f| (!f.starts_with("--") && f.contains('x')) || f == "--export");
+                let rest = &words[1 + flags.len()..];
+                if let [name, values @ ..] = rest
+                    && exported
+                    && !values.is_empty()
+                    && let Some(name) = name.literal()
+                {
+                    let values: Vec<String> =
+                        values.iter().map(|v| self.expand(v, at, 0)).collect();
+                    let joiner = if name.ends_with("PATH") { ":" } else { " " };
+                    if values.len() > 1 && joiner == " " {
+                        // Each element alone too: what reads the value as a list of its own
+                        // (`PERL5LIB`'s `:`) is read for every element (fail closed).
+                        for value in &values {
+                            self.assign(&name, value.clone(), at);
+                        }
+                    }
+                    self.assign(&name, values.join(joiner), at);
+                }
+            }
+            Some("export" | "declare" | "typeset" | "local" | "readonly") => {
+                for word in &words[1..] {
+                    if word.literal().is_some_and(|w| w.starts_with('-')) {
+                        continue;
+                    }
+                    self.assignment(word, at);
+                }
+            }
+            _ => {
+                for word in words {
+                    if !self.assignment(word, at) {
                         break;
                     }
                 }
-                end_command(&mut words, &mut commands);
-            }
-            '\n' | ';' | '&' | '|' => {
-                end_word(&mut word, &mut words, &mut in_word);
-                end_command(&mut words, &mut commands);
-            }
-            c if c.is_whitespace() => end_word(&mut word, &mut words, &mut in_word),
-            c => {
-                in_word = true;
-                word.push(c);
             }
         }
     }
-    end_word(&mut word, &mut words, &mut in_word);
-    end_command(&mut words, &mut commands);
-    commands
-}
 
-/// The `(name, value)` pairs a simple command assigns: every `NAME=value` word of `export`,
-/// `declare`/`typeset`/`local`/`readonly` (options skipped) or of a bare assignment (also
-/// those before a command: read, never run, so counted), direnv's `path_add NAME dir`, and
-/// fish's `set -x/-gx NAME value…` (its values joined by `:`, a list).
-fn assigned_by(words: &[String]) -> Vec<(String, String)> {
-    let word = |i: usize| words.get(i).map(String::as_str);
-    match word(0) {
-        Some("path_add" | "PATH_add") => match (word(1), word(2)) {
-            (Some(name), Some(value)) => vec![(name.to_string(), value.to_string())],
-            _ => Vec::new(),
-        },
-        Some("set") => {
-            let rest: Vec<&str> = words[1..].iter().map(String::as_str).collect();
-            let flags: Vec<&&str> = rest.iter().take_while(|w| w.starts_with('-')).collect();
-            let exported = flags
-                .iter()
-                .any(|f| (!f.starts_with("--") && f.contains('x')) || **f == "--export");
-            match rest.get(flags.len()..) {
-                Some([name, values @ ..]) if exported && !values.is_empty() => {
-                    let values: Vec<&str> = values.iter().map(|v| unquote(v)).collect();
-                    vec![(name.to_string(), values.join(":"))]
+    /// A `NAME=value` word, assigned; false when the word is no assignment.
+    fn assignment(&mut self, word: &Word, at: At) -> bool {
+        let Some(Piece::Text {
+            text,
+            quoted: false,
+        }) = word.pieces.first()
+        else {
+            return false;
+        };
+        let Some((name, value)) = text.split_once('=') else {
+            return false;
+        };
+        let valid = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return false;
+        }
+        let mut pieces = vec![Piece::Text {
+            text: value.to_string(),
+            quoted: false,
+        }];
+        pieces.extend(word.pieces[1..].iter().cloned());
+        let name = name.to_string();
+        let value = self.expand(&Word { pieces }, at, 0);
+        self.assign(&name, value, at);
+        true
+    }
+
+    /// `word` as the shell expands it in an assignment: [`MARK`] for what is not read here.
+    fn expand(&self, word: &Word, at: At, depth: usize) -> String {
+        let mut out = String::new();
+        for piece in &word.pieces {
+            match piece {
+                Piece::Text {
+                    text,
+                    quoted: false,
+                } => {
+                    // `~` at the start and after a `:` (an assignment's list), before `/`, `:`
+                    // or the end.
+                    let chars: Vec<char> = text.chars().collect();
+                    for (i, c) in chars.iter().enumerate() {
+                        let at_start = out.is_empty() || out.ends_with(':');
+                        let ends = matches!(chars.get(i + 1), None | Some('/' | ':'));
+                        if *c == '~' && at_start && ends {
+                            out.push_str(&self.lookup("HOME", at).unwrap_or(MARK.into()));
+                        } else {
+                            out.push(*c);
+                        }
+                    }
                 }
-                _ => Vec::new(),
+                Piece::Text { text, .. } => out.push_str(text),
+                Piece::Var(name) => out.push_str(&self.lookup(name, at).unwrap_or(MARK.into())),
+                Piece::VarOr { name, op, word } => {
+                    let value = self.lookup(name, at);
+                    let other = || {
+                        if depth >= MAX_EXPANSION_DEPTH {
+                            return MARK.to_string();
+                        }
+                        let word = shell_words::word(word, Dialect::Posix);
+                        self.expand(&word, at, depth + 1)
+                    };
+                    out.push_str(&match (op.as_str(), value) {
+                        // Set nowhere read: unset, as far as can be told; the default is what
+                        // the author meant (`${XDG_DATA_HOME:-$HOME/.local/share}`).
+                        (":-" | "-" | ":=" | "=", None) => other(),
+                        (_, None) => MARK.to_string(),
+                        (":-" | ":=", Some(v)) if v.is_empty() => other(),
+                        (":+", Some(v)) if v.is_empty() => String::new(),
+                        ("+" | ":+", Some(_)) => other(),
+                        (_, Some(v)) => v,
+                    });
+                }
+                Piece::Command(text) => {
+                    out.push_str(&self.substitution(text, at, depth).unwrap_or(MARK.into()))
+                }
+                Piece::Other(_) => out.push(MARK),
             }
         }
-        Some("export" | "declare" | "typeset" | "local" | "readonly") => words[1..]
-            .iter()
-            .filter(|w| !w.starts_with('-'))
-            .filter_map(|w| assignment(w))
-            .collect(),
-        _ => words.iter().map_while(|w| assignment(w)).collect(),
+        out
     }
-}
 
-/// A `NAME=value` word as its name and value.
-fn assignment(word: &str) -> Option<(String, String)> {
-    let (name, value) = word.split_once('=')?;
-    let valid = !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    valid.then(|| (name.to_string(), value.to_string()))
-}
+    /// What a variable expands to: `HOME`; `PWD` (the file's directory; `.` in a shell
+    /// start-up file, read against the root); one assigned before; a table variable not
+    /// assigned before is read by itself (empty here); another from the owner's environment.
+    fn lookup(&self, name: &str, at: At) -> Option<String> {
+        match name {
+            "HOME" => std::env::var("HOME").ok().filter(|h| !h.is_empty()),
+            "PWD" => Some(
+                at.dir
+                    .map_or_else(|| ".".to_string(), |d| d.to_string_lossy().into_owned()),
+            ),
+            _ if self.vars.contains_key(name) => self.vars.get(name).cloned(),
+            _ if owner_env::read_by_rules(name) => Some(String::new()),
+            _ => owner_env::var(name).map(|v| v.to_string_lossy().into_owned()),
+        }
+    }
 
-/// The assignments of table variables in `text`; `dir` is the file's directory where `$PWD`
-/// and relative entries are read against it (`None`: a shell start-up file, whose relative
-/// entries stay relative); git's config variables go to `git` as assigned (unquoted, `$HOME`
-/// expanded).
-fn assignments(
-    text: &str,
-    dir: Option<&Path>,
-    out: &mut Vec<(&'static str, OsString)>,
-    git: &mut Vec<(String, OsString)>,
-) {
-    let pairs: Vec<(String, String)> = simple_commands(text)
-        .iter()
-        .flat_map(|words| assigned_by(words))
-        .collect();
-    for (name, value) in &pairs {
-        let (name, value) = (name.as_str(), value.as_str());
-        if owner_env::is_git_config_var(name) {
-            let mut value = unquote(value).to_string();
-            if let Some(home) = std::env::var("HOME").ok().filter(|h| !h.is_empty()) {
-                value = variable(&value, "HOME", &home);
+    /// What a command substitution gives, where it is read: `pwd`, `which NAME` / `command -v
+    /// NAME` (the name), and direnv's `expand_path PATH [BASE]` (absolute, relative to the
+    /// `.envrc`'s directory).
+    fn substitution(&self, text: &str, at: At, depth: usize) -> Option<String> {
+        let commands = shell_words::commands(text, Dialect::Posix);
+        let [words] = commands.as_slice() else {
+            return None;
+        };
+        let here = at.dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let arg = |i: usize| -> Option<String> {
+            if depth >= MAX_EXPANSION_DEPTH {
+                return None;
             }
-            git.push((name.to_string(), OsString::from(value)));
-            continue;
+            let word = words.get(i)?;
+            Some(self.expand(word, at, depth + 1)).filter(|v| !v.contains(MARK))
+        };
+        match (words[0].literal().as_deref(), words.len()) {
+            (Some("pwd"), 1) => Some(here.to_string_lossy().into_owned()),
+            // `$(which vim)`, `$(command -v nvim)`: the program found on PATH, as the bare name
+            // reads (`EDITOR=vim`).
+            (Some("which"), 2) | (Some("command" | "type"), 3)
+                if words.len() == 2
+                    || words[1].literal().is_some_and(|f| f == "-v" || f == "-p") =>
+            {
+                words.last()?.literal().filter(|name| {
+                    !name.is_empty()
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
+                })
+            }
+            (Some("expand_path"), 2 | 3) if at.dir.is_some() => {
+                let base = match words.len() {
+                    3 => here.join(arg(2)?),
+                    _ => here,
+                };
+                Some(base.join(arg(1)?).to_string_lossy().into_owned())
+            }
+            _ => None,
+        }
+    }
+
+    /// Record `name = value`: every variable for later expansions; the table's variables
+    /// (read by their kind) and git's config variables for the rules.
+    fn assign(&mut self, name: &str, value: String, at: At) {
+        self.vars.insert(name.to_string(), value.clone());
+        if owner_env::is_git_config_var(name) {
+            self.git.push((name.to_string(), value));
+            return;
         }
         let Some((var, names)) = owner_env::VARS.iter().find(|(var, _)| *var == name) else {
-            continue;
+            return;
         };
-        if matches!(
-            names,
+        let unreadable = |why: &str| (var.to_string(), why.to_string());
+        match names {
             Names::Options(_)
-                | Names::Command
-                | Names::InputFilter
-                | Names::CommandList
-                | Names::ExCommands
-                | Names::CodeOrAtFile
-        ) {
-            // A command line: its words are read where the variable is (relative to the
-            // write root, as the gateway's own value).
-            let mut value = unquote(value).to_string();
-            if let Some(home) = std::env::var("HOME").ok().filter(|h| !h.is_empty()) {
-                value = variable(&value, "HOME", &home);
-                if value.starts_with("~/") {
-                    value = format!("{home}{}", &value[1..]);
+            | Names::Command
+            | Names::InputFilter
+            | Names::CommandList
+            | Names::ExCommands
+            | Names::CodeOrAtFile => {
+                // A command line or options: its words are read where the variable is
+                // (relative to the write root, as the gateway's own value).
+                // The value is itself shell text where a shell runs it (`sh -c "$EDITOR"`):
+                // `$HOME` and a leading `~/` in it are expanded there.
+                let mut value = value;
+                if let Some(home) = std::env::var("HOME").ok().filter(|h| !h.is_empty()) {
+                    value = variable(&value, "HOME", &home);
+                    if value.starts_with("~/") {
+                        value = format!("{home}{}", &value[1..]);
+                    }
+                }
+                if value.contains(MARK) {
+                    let loads_unread = match names {
+                        Names::Options(lang) => {
+                            let (loads, dirs) =
+                                owner_env::option_names(*lang, std::ffi::OsStr::new(&value));
+                            // Not read where a switch's letters are (`-\0`, `-w\0`: maybe
+                            // `-MFoo`), only in an option's value (`--max-old-space-size=\0`).
+                            let in_switch = value.split_whitespace().any(|word| {
+                                word.find(MARK).is_some_and(|at| !word[..at].contains('='))
+                            });
+                            in_switch || loads.iter().chain(&dirs).any(|n| n.contains(MARK))
+                        }
+                        Names::CodeOrAtFile => value.starts_with(['@', MARK]),
+                        Names::ExCommands => true,
+                        // The shell reads a computed program as such (the whole tree).
+                        _ => false,
+                    };
+                    if loads_unread {
+                        return self.unreadable.push(unreadable(NOT_READ));
+                    }
+                    value = value.replace(MARK, "${NGW_UNREAD}");
+                }
+                // `EDITOR='$VISUAL'`: that variable is read by itself.
+                let names_variable = value.strip_prefix('$').is_some_and(|rest| {
+                    let rest = rest.trim_start_matches('{');
+                    owner_env::VARS.iter().any(|(v, _)| rest.starts_with(v))
+                });
+                if !value.is_empty() && !names_variable {
+                    self.out.push((var, OsString::from(value)));
                 }
             }
-            // `EDITOR=$VISUAL`: that variable is read by itself.
-            let names_variable = value.strip_prefix('$').is_some_and(|rest| {
-                let rest = rest.trim_start_matches('{');
-                super::owner_env::VARS
-                    .iter()
-                    .any(|(v, _)| rest.starts_with(v))
-            });
-            if !value.is_empty() && !names_variable {
-                out.push((var, OsString::from(value)));
+            _ => {
+                let mut entries = Vec::new();
+                let separators: &[char] = match names {
+                    Names::FileList => &[':', ' ', '\t'],
+                    _ => &[':'],
+                };
+                for entry in value.split(separators).filter(|e| !e.is_empty()) {
+                    let mut text = entry.to_string();
+                    if let Some(mark) = text.find(MARK) {
+                        // Built on what is not read: its literal directory part.
+                        match text[..mark].rfind('/') {
+                            Some(slash) if slash > 0 => text.truncate(slash),
+                            // `ENV=$STAGE` (an application's setting): no file either way.
+                            _ if *var == "ENV" => continue,
+                            _ => {
+                                self.unreadable.push(unreadable(NOT_READ));
+                                continue;
+                            }
+                        }
+                    }
+                    let path = match at.dir {
+                        Some(dir) if !text.starts_with('/') => dir.join(&text),
+                        _ => PathBuf::from(&text),
+                    };
+                    entries.push(path.to_string_lossy().into_owned());
+                }
+                if !entries.is_empty() {
+                    self.out.push((var, OsString::from(entries.join(":"))));
+                }
             }
-            continue;
-        }
-        let entries = expand(unquote(value), var, dir);
-        if !entries.is_empty() {
-            out.push((var, OsString::from(entries.join(":"))));
         }
     }
-}
-
-/// A value without its outer quotes (`"…"`, `'…'`), and a trailing `;`.
-fn unquote(value: &str) -> &str {
-    let value = value.trim_end_matches(';');
-    for quote in ['"', '\''] {
-        if let Some(inner) = value
-            .strip_prefix(quote)
-            .and_then(|v| v.strip_suffix(quote))
-        {
-            return inner;
-        }
-    }
-    value
-}
-
-/// The entries of a `:`-separated value, expanded (see the module's comment).
-fn expand(value: &str, var: &str, dir: Option<&Path>) -> Vec<String> {
-    let home = std::env::var("HOME").ok().filter(|h| !h.is_empty());
-    let mut out = Vec::new();
-    for entry in value.split(':').filter(|e| !e.is_empty()) {
-        if [format!("${var}"), format!("${{{var}}}")]
-            .iter()
-            .any(|s| entry == s)
-        {
-            continue;
-        }
-        let mut text = entry.to_string();
-        if let Some(home) = &home {
-            if text == "~" || text.starts_with("~/") {
-                text = format!("{home}{}", &text[1..]);
-            }
-            text = variable(&text, "HOME", home);
-        }
-        if let Some(dir) = dir.and_then(Path::to_str) {
-            text = variable(&text, "PWD", dir)
-                .replace("$(pwd)", dir)
-                .replace("`pwd`", dir);
-        }
-        if let Some(at) = text.find(['$', '`']) {
-            // Built on what is not read here: its literal directory part.
-            text = match text[..at].rfind('/') {
-                Some(slash) if slash > 0 => text[..slash].to_string(),
-                _ => continue,
-            };
-        }
-        let path = match dir {
-            Some(dir) if !text.starts_with('/') => dir.join(&text),
-            _ => PathBuf::from(&text),
-        };
-        out.push(path.to_string_lossy().into_owned());
-    }
-    out
 }
 
 /// `text` with `${name}` and `$name` (not a longer name: `$HOME_X`) replaced by `value`.

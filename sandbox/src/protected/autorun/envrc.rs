@@ -48,26 +48,34 @@ pub(super) fn named_places(dir: &Path) -> Result<Vec<PathBuf>, &'static str> {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
-    // Each simple command: a line cut at `;`, `&&`, `||`, `|`, with a leading `then`, `do`,
-    // `else`, `if`, `!` or `{` dropped (`has nix && use nix`, `if …; then source_env x; fi`).
-    let commands = text.lines().flat_map(|line| {
-        let line = line.split('#').next().unwrap_or("");
-        line.split([';', '&', '|']).map(|part| {
-            let mut words: Vec<&str> = part.split_whitespace().collect();
-            while words
-                .first()
-                .is_some_and(|w| ["then", "do", "else", "elif", "if", "!", "{", "("].contains(w))
-            {
-                words.remove(0);
-            }
-            words
-        })
-    });
+    // Each simple command, its words as the shell makes them (red team 36 B1: `"wat"ch_file`,
+    // `watch_file 'a'"b"` are the words `watch_file` and `ab`).
+    let commands = super::shell_words::commands(&text, super::shell_words::Dialect::Posix);
     for words in commands {
-        let Some((&first, args)) = words.split_first() else {
+        let Some((first, args)) = words.split_first() else {
             continue;
         };
-        let directive = first.trim_end_matches(';');
+        let Some(directive) = first.literal() else {
+            // A computed command (`$cmd x`, `"$(which source_env)" x`): any directive.
+            if args.is_empty() {
+                continue;
+            }
+            return Err("its .envrc runs a command named by a variable or a substitution");
+        };
+        let args: Vec<String> =
+            args.iter()
+                .map(literal)
+                .collect::<Result<_, _>>()
+                .or_else(|why| {
+                    if is_directive(&directive) {
+                        Err(why)
+                    } else {
+                        Ok(Vec::new())
+                    }
+                })?;
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let args = args.as_slice();
+        let directive = directive.as_str();
         let (files, defaults): (&[&str], &[&str]) = match directive {
             d if FILE_DIRECTIVES.contains(&d) => (args, &[]),
             "use" | "use_flake" | "use_nix" | "use_devenv" | "use_guix" | "use_vim" => {
@@ -90,12 +98,12 @@ pub(super) fn named_places(dir: &Path) -> Result<Vec<PathBuf>, &'static str> {
                         let reference = word.split('#').next().unwrap_or("");
                         let dir = reference.strip_prefix("path:").unwrap_or(reference);
                         if dir.starts_with('.') || dir.starts_with('/') {
-                            let dir = literal(dir)?;
+                            let dir = PathBuf::from(dir);
                             out.push(dir.join("flake.nix"));
                             out.push(dir.join("flake.lock"));
                         }
                     } else if word.ends_with(".nix") || word.contains('/') {
-                        out.push(literal(word)?);
+                        out.push(PathBuf::from(word));
                     }
                 }
                 continue;
@@ -103,20 +111,22 @@ pub(super) fn named_places(dir: &Path) -> Result<Vec<PathBuf>, &'static str> {
             _ => continue,
         };
         out.extend(defaults.iter().map(PathBuf::from));
-        for file in files {
-            out.push(literal(file)?);
-        }
+        out.extend(files.iter().map(PathBuf::from));
     }
     Ok(out)
 }
 
-/// A literal file argument, or why it cannot be placed.
-fn literal(word: &str) -> Result<PathBuf, &'static str> {
-    let word = word.trim_end_matches(';');
-    if word.contains(['$', '`', '"', '\'', '*', '?', '[', '{', '~', '\\']) {
-        return Err("its .envrc names files by a variable, a pattern or a quoted word");
+/// A literal argument, or why it cannot be placed (a variable, a substitution, a pattern, `~`).
+fn literal(word: &super::shell_words::Word) -> Result<String, &'static str> {
+    match word.literal() {
+        Some(text) if !word.is_pattern_or_tilde() => Ok(text),
+        _ => Err("its .envrc names files by a variable, a pattern or a substitution"),
     }
-    Ok(PathBuf::from(word))
+}
+
+/// Whether `directive` is one whose arguments name files (see [`named_places`]).
+fn is_directive(directive: &str) -> bool {
+    FILE_DIRECTIVES.contains(&directive) || directive == "use" || directive.starts_with("use_")
 }
 
 #[cfg(test)]
@@ -169,11 +179,21 @@ mod tests {
     fn a_file_named_by_a_variable_or_pattern_names_the_whole_tree() {
         for envrc in [
             "source_env $HOME/x",
-            "watch_file \"a b\"",
+            "watch_file \"$X\"",
+            "watch_file 'a'\"$(echo b)\"",
             "watch_file src/*.nix",
             "dotenv ~/.env",
+            "$cmd .env.evil",
         ] {
             assert!(names(envrc).is_err(), "{envrc}");
         }
+    }
+
+    /// Red team 36 B1: directives and files spelled in quote-joined pieces are the words the
+    /// shell makes.
+    #[test]
+    fn quote_joined_directives_and_files_are_read_whole() {
+        let got = names("wat\"ch\"_file 'nix/'sh\\ell.nix\nsource_\"env\" \"a b\"\n").unwrap();
+        assert_eq!(got, [PathBuf::from("nix/shell.nix"), PathBuf::from("a b")]);
     }
 }

@@ -59,6 +59,7 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
     let assigned = super::env_files::of_root(root, home.as_deref().map(Path::new));
     with_root.env.extend(assigned.env);
     with_root.git_entries.extend(assigned.git_entries);
+    with_root.unreadable.extend(assigned.unreadable);
     let account = &with_root;
     let mut repos: Vec<PathBuf> = dot_gits.iter().map(|rel| root.join(rel)).collect();
     if let Some(enclosing) = root

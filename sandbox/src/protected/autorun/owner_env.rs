@@ -174,22 +174,35 @@ pub fn var(name: &str) -> Option<OsString> {
 /// The config entries git takes from the environment `get` gives: `GIT_CONFIG_PARAMETERS`
 /// first, then `GIT_CONFIG_KEY_<n>` / `GIT_CONFIG_VALUE_<n>` for n below `GIT_CONFIG_COUNT`.
 /// Where git refuses a malformed value (and runs nothing), what was read before stays read.
-pub fn git_entries(get: impl Fn(&str) -> Option<OsString>) -> Vec<Entry> {
+/// More than [`MAX_GIT_COUNT`] entries, all there, are not read: `unreadable` says so (the
+/// rules then refuse the whole tree).
+pub fn git_entries(
+    get: impl Fn(&str) -> Option<OsString>,
+    unreadable: &mut Vec<(String, String)>,
+) -> Vec<Entry> {
     let mut out = Vec::new();
     if let Some(params) = get("GIT_CONFIG_PARAMETERS") {
         parameters(&params.to_string_lossy(), &mut out);
     }
     let count = get("GIT_CONFIG_COUNT")
-        .and_then(|c| c.to_str().and_then(|c| c.trim().parse::<usize>().ok()))
+        .and_then(|c| c.to_str().and_then(|c| c.trim().parse::<u64>().ok()))
         .unwrap_or(0);
-    for n in 0..count.min(MAX_GIT_COUNT) {
+    let mut read = 0;
+    for n in 0..count.min(MAX_GIT_COUNT as u64) {
         let Some(key) = get(&format!("GIT_CONFIG_KEY_{n}")) else {
             break;
         };
+        read += 1;
         let value = get(&format!("GIT_CONFIG_VALUE_{n}")).unwrap_or_default();
         out.extend(entry(
             &key.to_string_lossy(),
             Some(value.to_string_lossy().into()),
+        ));
+    }
+    if count > MAX_GIT_COUNT as u64 && read == MAX_GIT_COUNT {
+        unreadable.push((
+            "GIT_CONFIG_COUNT".to_string(),
+            format!("git reads more config entries from it than the {MAX_GIT_COUNT} read here"),
         ));
     }
     out
@@ -320,43 +333,9 @@ pub fn option_names(lang: Lang, value: &OsStr) -> (Vec<String>, Vec<String>) {
                 (file, Vec::new())
             }
             Lang::Perl | Lang::Ruby => {
-                let loads_flag: &[&str] = match lang {
-                    Lang::Perl => &["-M", "-m", "-d:"],
-                    _ => &["-r"],
-                };
-                let split = |flag: &str, i: &mut usize| match word.strip_prefix(flag) {
-                    Some("") => {
-                        *i += 1;
-                        next.clone()
-                    }
-                    Some(arg) => Some(arg.to_string()),
-                    None => None,
-                };
-                let mut load = None;
-                let mut dirs = Vec::new();
-                for flag in loads_flag {
-                    if let Some(arg) = split(flag, &mut i) {
-                        // `-MFoo::Bar=x,y`, `-d:NYTProf`: the module, as a path.
-                        let module = arg
-                            .split(['=', ' '])
-                            .next()
-                            .unwrap_or("")
-                            .trim_start_matches('-');
-                        // `-Mlib=DIR,DIR2` is `use lib` at start: include directories, as `-I`.
-                        if module == "lib" && !arg.starts_with('-') && matches!(*flag, "-M" | "-m")
-                        {
-                            let list = arg.split_once('=').map_or("", |(_, list)| list);
-                            dirs.extend(list.split(',').map(str::to_string));
-                        }
-                        load = Some(match *flag {
-                            "-d:" => format!("Devel::{module}"),
-                            _ => module.to_string(),
-                        });
-                        break;
-                    }
-                }
-                if load.is_none() {
-                    dirs.extend(split("-I", &mut i));
+                let (load, dirs, took_next) = switches(lang, word, next.as_deref());
+                if took_next {
+                    i += 1;
                 }
                 (load, dirs)
             }
@@ -366,6 +345,64 @@ pub fn option_names(lang: Lang, value: &OsStr) -> (Vec<String>, Vec<String>) {
         dirs.extend(dir.into_iter().filter(|d| !d.is_empty()));
     }
     (loads, dirs)
+}
+
+/// What one word of `PERL5OPT` or `RUBYOPT` loads and adds to the import path, and whether it
+/// took the next word as its argument. Both interpreters take a word without its dash (perl
+/// reads each word of `PERL5OPT` so, ruby prepends one) and bundled switches (`-wMFoo`,
+/// `-wrfoo`): the letters that take no argument are stepped over (red team 36).
+fn switches(lang: Lang, word: &str, next: Option<&str>) -> (Option<String>, Vec<String>, bool) {
+    let body = word.strip_prefix('-').unwrap_or(word);
+    let (mut load, mut dirs, mut took_next) = (None, Vec::new(), false);
+    if body.starts_with('-') {
+        // A long option (`--enable=frozen-string-literal`): nothing loaded.
+        return (load, dirs, took_next);
+    }
+    let mut argument = |rest: &str| match rest {
+        "" => {
+            took_next = true;
+            next.map(str::to_string)
+        }
+        rest => Some(rest.to_string()),
+    };
+    for (at, c) in body.char_indices() {
+        let rest = &body[at + c.len_utf8()..];
+        match (lang, c) {
+            (Lang::Perl, 'M' | 'm') => {
+                let Some(arg) = argument(rest) else { break };
+                // `-MFoo::Bar=x,y`: the module, as a path.
+                let module = arg.split(['=', ' ']).next().unwrap_or("");
+                // `-Mlib=DIR,DIR2` is `use lib` at start: include directories, as `-I`
+                // (`-M-lib` is `no lib`).
+                if module == "lib" {
+                    let list = arg.split_once('=').map_or("", |(_, list)| list);
+                    dirs.extend(list.split(',').map(str::to_string));
+                }
+                load = Some(module.trim_start_matches('-').to_string());
+                break;
+            }
+            (Lang::Perl, 'd') => {
+                // `-d:Mod`, `-dt:Mod`: `Devel::Mod`.
+                if let Some(module) = rest.trim_start_matches('t').strip_prefix(':') {
+                    let module = module.split(['=', ' ']).next().unwrap_or("");
+                    load = Some(format!("Devel::{module}"));
+                }
+                break;
+            }
+            (Lang::Ruby, 'r') => {
+                load = argument(rest);
+                break;
+            }
+            (_, 'I') => {
+                dirs.extend(argument(rest));
+                break;
+            }
+            (Lang::Perl, 'U' | 'W' | 'w' | 't' | 'T') => {}
+            (Lang::Ruby, 'd' | 'v' | 'w' | 'U' | 'y' | 'W' | '0'..='9') => {}
+            _ => break,
+        }
+    }
+    (load, dirs, took_next)
 }
 
 /// node's flags whose argument is a file or module loaded before the program.

@@ -2,10 +2,23 @@
 
 use super::*;
 
+/// What `text` (a `.envrc` in `dir`, or a start-up file with `None`) assigns.
+fn reader(text: &str, dir: Option<&Path>, dialect: Dialect) -> Reader {
+    let mut reader = Reader::default();
+    for words in shell_words::commands(text, dialect) {
+        reader.command(&words, At { dir });
+    }
+    reader
+}
+
 fn read(text: &str, dir: Option<&Path>) -> Vec<(&'static str, String)> {
-    let (mut out, mut git) = (Vec::new(), Vec::new());
-    assignments(text, dir, &mut out, &mut git);
-    out.into_iter()
+    values(reader(text, dir, Dialect::Posix))
+}
+
+fn values(reader: Reader) -> Vec<(&'static str, String)> {
+    reader
+        .out
+        .into_iter()
         .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
         .collect()
 }
@@ -16,17 +29,20 @@ fn envrc_and_dotenv_values_are_read_against_the_file_s_directory() {
     let got = read(
         "export PYTHONPATH=src\nexport PYTHONPATH=\"$PWD/lib:$PYTHONPATH\"\n\
          PYTHONPATH=${PWD}/a:$(pwd)/b # note\npath_add PERL5LIB perl\nexport PATH=$PWD/bin\n\
-         export PYTHONPATH='$X/gen:/opt/$Y/z:tools'\nexport NODE_OPTIONS=\"--require ./h.js\"\n\
-         layout python3\nexport ZDOTDIR=$HOME_OTHER\n",
+         export PYTHONPATH=\"/opt/$(uname -m)/z:tools\"\nexport NODE_OPTIONS=\"--require ./h.js\"\n\
+         layout python3\nexport PERL5LIB='$X/gen'\n",
         Some(dir),
     );
     let want = [
         ("PYTHONPATH", "/w/proj/src"),
-        ("PYTHONPATH", "/w/proj/lib"),
+        // `$PYTHONPATH` is the value assigned before.
+        ("PYTHONPATH", "/w/proj/lib:/w/proj/src"),
         ("PYTHONPATH", "/w/proj/a:/w/proj/b"),
         ("PERL5LIB", "/w/proj/perl"),
         ("PYTHONPATH", "/opt:/w/proj/tools"),
         ("NODE_OPTIONS", "--require ./h.js"),
+        // Single-quoted: a literal `$` in a directory's name.
+        ("PERL5LIB", "/w/proj/$X/gen"),
     ];
     assert_eq!(got, want.map(|(k, v)| (k, v.to_string())));
 }
@@ -79,7 +95,7 @@ fn a_root_s_envrc_or_dotenv_puts_its_dirs_on_the_import_path() {
 }
 
 #[test]
-fn command_values_expand_home_and_a_reference_to_another_table_variable_is_left_to_it() {
+fn command_values_expand_home_and_a_reference_to_another_variable_reads_its_value() {
     let home = std::env::var("HOME").unwrap();
     let got = read(
         "export EDITOR=\"$HOME/bin/ed -w\"\nexport VISUAL=$EDITOR\nexport GIT_PAGER='~/bin/p'\n\
@@ -88,6 +104,7 @@ fn command_values_expand_home_and_a_reference_to_another_table_variable_is_left_
     );
     let want = [
         ("EDITOR", format!("{home}/bin/ed -w")),
+        ("VISUAL", format!("{home}/bin/ed -w")),
         ("GIT_PAGER", format!("{home}/bin/p")),
         ("PERL5OPT", format!("-I{home}/perl -MFoo")),
     ];
@@ -153,17 +170,13 @@ fn git_s_config_variables_in_envrc_or_start_up_files_are_read() {
             "{text}: {places:?}"
         );
     }
-    let got = {
-        let (mut out, mut git) = (Vec::new(), Vec::new());
-        assignments(
-            "export GIT_CONFIG_COUNT=2\nGIT_CONFIG_KEY_0=core.fsmonitor\n\
-             GIT_CONFIG_VALUE_0=~/x\nexport GIT_CONFIG_KEY_1='alias.st'\nGIT_CONFIG_VALUE_1='!sh y'\n",
-            None,
-            &mut out,
-            &mut git,
-        );
-        Assigned::new(out, &git).git_entries
-    };
+    let got = Assigned::new(reader(
+        "export GIT_CONFIG_COUNT=2\nGIT_CONFIG_KEY_0=core.fsmonitor\n\
+         GIT_CONFIG_VALUE_0=\\~/x\nexport GIT_CONFIG_KEY_1='alias.st'\nGIT_CONFIG_VALUE_1='!sh y'\n",
+        None,
+        Dialect::Posix,
+    ))
+    .git_entries;
     let keys: Vec<_> = got
         .iter()
         .map(|e| (e.key.clone(), e.value.clone()))
@@ -249,4 +262,185 @@ fn sourced_files_are_read_against_their_base() {
     .unwrap();
     let shell = of_shell(&home).env;
     assert_eq!(shell, [("RUBYLIB", std::ffi::OsString::from("/r"))]);
+}
+
+/// Red team 36 B1: words the shell joins from quoted and escaped pieces are read whole, so the
+/// directory or hooks path they name is the one the shell makes.
+#[test]
+fn quote_joined_values_name_what_the_shell_makes() {
+    let home = std::env::var("HOME").unwrap();
+    let dir = Path::new("/w/p");
+    let got = read(
+        "export PERL5OPT='-Mlib='\"$HOME\"'/evil'\nexport PERL5LIB=pl\"i\"b:e\\vil\n\
+         export RUBYOPT=$'-r\\x2e/x.rb'\n",
+        Some(dir),
+    );
+    let want = [
+        ("PERL5OPT", format!("-Mlib={home}/evil")),
+        ("PERL5LIB", "/w/p/plib:/w/p/evil".to_string()),
+        ("RUBYOPT", "-r./x.rb".to_string()),
+    ];
+    assert_eq!(got, want);
+    let git = Assigned::new(reader(
+        "export GIT_CONFIG_PARAMETERS=''\\''core.hooksPath'\\''='\\''/w/p/hk'\\'''\n",
+        Some(dir),
+        Dialect::Posix,
+    ))
+    .git_entries;
+    assert_eq!(git.len(), 1, "{git:?}");
+    assert_eq!(
+        (git[0].key.as_str(), git[0].value.as_deref()),
+        ("hookspath", Some("/w/p/hk"))
+    );
+}
+
+/// Red team 36 B2: fish exports a list joined by `:` only for a name ending in `PATH`, else by a
+/// space (`PERL5OPT` is options); a list variable of another kind is read for each element too.
+#[test]
+fn fish_lists_are_joined_as_fish_exports_them() {
+    let got = values(reader(
+        "set -gx PERL5OPT -w -Mlib=/d\nset -gx PERL5LIB /a /b\nset -x LD_LIBRARY_PATH /l /m\n",
+        None,
+        Dialect::Fish,
+    ));
+    let want = [
+        ("PERL5OPT", "-w"),
+        ("PERL5OPT", "-Mlib=/d"),
+        ("PERL5OPT", "-w -Mlib=/d"),
+        ("PERL5LIB", "/a"),
+        ("PERL5LIB", "/b"),
+        ("PERL5LIB", "/a /b"),
+        ("LD_LIBRARY_PATH", "/l:/m"),
+    ];
+    assert_eq!(got, want.map(|(k, v)| (k, v.to_string())));
+    let (_, dirs) = owner_env::option_names(owner_env::Lang::Perl, std::ffi::OsStr::new(&got[2].1));
+    assert_eq!(dirs, ["/d"]);
+}
+
+/// Red team 36 B3 and values built on other variables: direnv's `expand_path`, `$(pwd)`, a
+/// variable assigned before (in any file read), local::lib's `${PERL5LIB:+:${PERL5LIB}}`.
+#[test]
+fn values_built_on_expand_path_and_other_variables_are_expanded() {
+    let home = std::env::var("HOME").unwrap();
+    let dir = Path::new("/w/p");
+    let got = read(
+        "export PYTHONPATH=$(expand_path lib):$PYTHONPATH\n\
+         export PERL5LIB=\"$(expand_path ../x /w/p/sub)\"\nLIBS=$PWD/l\n\
+         export RUBYLIB=${LIBS}/rb\nexport PYTHONPATH=${UNSET_IN_TEST_X:-$LIBS/d}\n\
+         PERL5LIB=\"$HOME/perl5/lib/perl5${PERL5LIB:+:${PERL5LIB}}\"; export PERL5LIB;\n",
+        Some(dir),
+    );
+    let want = [
+        ("PYTHONPATH", "/w/p/lib".to_string()),
+        ("PERL5LIB", "/w/p/sub/../x".to_string()),
+        ("RUBYLIB", "/w/p/l/rb".to_string()),
+        ("PYTHONPATH", "/w/p/l/d".to_string()),
+        ("PERL5LIB", format!("{home}/perl5/lib/perl5:/w/p/sub/../x")),
+    ];
+    assert_eq!(got, want);
+}
+
+/// What is not read fails closed: an entry keeps its literal directory part, a value with none
+/// is unreadable (the tree refused, naming the variable); a load or switch built on it too; a
+/// command's program built on it reads as computed.
+#[test]
+fn values_not_read_here_fail_closed() {
+    let dir = Path::new("/w/p");
+    let r = reader(
+        "export PYTHONPATH=$(brew --prefix)/lib\nexport PERL5LIB=/opt/$(uname -m)/lib:$1\n\
+         export ZDOTDIR=\"$UNSET_IN_TEST_X\"\nexport NODE_OPTIONS=\"--require $UNSET_IN_TEST_X\"\n\
+         export NODE_OPTIONS=\"--max-old-space-size=$UNSET_IN_TEST_X\"\n\
+         export PERL5OPT=\"-$UNSET_IN_TEST_X\"\nexport LUA_INIT=\"$UNSET_IN_TEST_X\"\n\
+         export EDITOR=\"$(pick-editor) -f\"\nexport ENV=$STAGE_IN_TEST_X\n",
+        Some(dir),
+        Dialect::Posix,
+    );
+    let names: Vec<&str> = r.unreadable.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "PYTHONPATH",
+            "PERL5LIB",
+            "ZDOTDIR",
+            "NODE_OPTIONS",
+            "PERL5OPT",
+            "LUA_INIT"
+        ]
+    );
+    let got = values(r);
+    let want = [
+        ("PERL5LIB", "/opt"),
+        ("NODE_OPTIONS", "--max-old-space-size=${NGW_UNREAD}"),
+        ("EDITOR", "${NGW_UNREAD} -f"),
+    ];
+    // A program found on PATH reads as its bare name; one named by a path does not.
+    let on_path = read(
+        "export EDITOR=\"$(which nvim) -f\"\nexport VISUAL=$(command -v code)\n\
+         export PAGER=$(which ./x)\n",
+        Some(dir),
+    );
+    let found = [
+        ("EDITOR", "nvim -f"),
+        ("VISUAL", "code"),
+        ("PAGER", "${NGW_UNREAD}"),
+    ];
+    assert_eq!(on_path, found.map(|(k, v)| (k, v.to_string())));
+    assert_eq!(got, want.map(|(k, v)| (k, v.to_string())));
+    // A git entry built on it, and the whole tree refused for each.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    std::fs::write(
+        root.join(".envrc"),
+        "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath\n\
+         export GIT_CONFIG_VALUE_0=\"$(git rev-parse --show-toplevel)/hk\"\n",
+    )
+    .unwrap();
+    let got = of_root(&root, None);
+    assert!(got.git_entries.is_empty(), "{:?}", got.git_entries);
+    assert_eq!(got.unreadable.len(), 1, "{:?}", got.unreadable);
+    let account = super::super::gitconfig::Account::default();
+    let places = super::super::gitconfig::places_with(&root, &[], &account);
+    let whole = places
+        .iter()
+        .find(|p| p.at.as_os_str().is_empty() || p.at == Path::new("."))
+        .expect("the whole tree");
+    assert!(
+        whole.why.contains("GIT_CONFIG (core.hookspath)"),
+        "{}",
+        whole.why
+    );
+    assert!(
+        whole.why.contains("every write there is refused"),
+        "{}",
+        whole.why
+    );
+}
+
+/// PERL5OPT and RUBYOPT words without a dash and bundled switches load what they name.
+#[test]
+fn dashless_and_bundled_switches_are_read() {
+    use owner_env::{Lang, option_names};
+    let names = |lang, value: &str| option_names(lang, std::ffi::OsStr::new(value));
+    assert_eq!(
+        names(Lang::Perl, "MFoo Mlib=/d -wMBar -wIinc w -Wmstrict"),
+        (
+            vec![
+                "Foo".to_string(),
+                "lib".into(),
+                "Bar".into(),
+                "strict".into()
+            ],
+            vec!["/d".to_string(), "inc".into()]
+        )
+    );
+    assert_eq!(
+        names(
+            Lang::Ruby,
+            "rubygems -wrx -W2ry -W:no-deprecated -I/i --enable=jit"
+        ),
+        (
+            vec!["ubygems".to_string(), "x".into(), "y".into()],
+            vec!["/i".to_string()]
+        )
+    );
 }

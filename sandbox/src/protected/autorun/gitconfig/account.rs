@@ -26,6 +26,9 @@ pub struct Account {
     pub git_entries: Vec<super::Entry>,
     /// The owner's values of [`owner_env::VARS`] (set ones only).
     pub env: Vec<(&'static str, OsString)>,
+    /// The owner's variables whose value is not read here (variable, why): every write of
+    /// the tree is refused.
+    pub unreadable: Vec<(String, String)>,
 }
 
 impl Account {
@@ -41,6 +44,7 @@ impl Account {
         if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
             let shell = super::super::env_files::of_shell(Path::new(&home));
             account.git_entries.extend(shell.git_entries);
+            account.unreadable.extend(shell.unreadable);
             for (name, value) in &shell.env {
                 match *name {
                     "GIT_CONFIG_GLOBAL" | "GIT_CONFIG_SYSTEM" => {
@@ -79,11 +83,14 @@ impl Account {
         }
         let mut template_dirs: Vec<String> = DEFAULT_TEMPLATE_DIRS.map(String::from).to_vec();
         template_dirs.extend(env("GIT_TEMPLATE_DIR").map(|dir| dir.to_string_lossy().into_owned()));
+        let mut unreadable = Vec::new();
+        let git_entries = owner_env::git_entries(var, &mut unreadable);
         Self {
             configs,
             template_dirs,
-            git_entries: owner_env::git_entries(var),
+            git_entries,
             env: Vec::new(),
+            unreadable,
         }
     }
 }
@@ -213,18 +220,31 @@ impl Places<'_> {
             ),
             tree: format!("the account's git configuration runs `{key}`"),
         };
+        // Read from `/`: only absolute paths are left, and a script's relative names (relative
+        // to a repository elsewhere) resolve outside the root.
+        self.program_from(reads, &source, Path::new("/"), |path| {
+            path.starts_with(['/', '~'])
+        });
+    }
+
+    /// A program's paths `keep` keeps, read with `top` as the only place it runs from.
+    pub(super) fn program_from(
+        &mut self,
+        reads: Reads,
+        source: &Source,
+        top: &Path,
+        keep: impl Fn(&str) -> bool,
+    ) {
         match reads {
-            Reads::WholeTree(reason) => self.whole_tree(&source, reason),
+            Reads::WholeTree(reason) => self.whole_tree(source, reason),
             Reads::Paths(paths) => {
-                let placed = paths
+                let kept = paths
                     .into_iter()
-                    .filter(|named| named.path.starts_with(['/', '~']))
+                    .filter(|named| keep(&named.path))
                     .collect();
-                // Read from `/`: only absolute paths are left, and a script's relative names
-                // (relative to a repository elsewhere) resolve outside the root.
-                let tops = vec![PathBuf::from("/")];
+                let tops = vec![top.to_path_buf()];
                 let saved = std::mem::replace(&mut self.tops, tops.clone());
-                self.program(Reads::Paths(placed), &source, &tops, 0);
+                self.program(Reads::Paths(kept), source, &tops, 0);
                 self.tops = saved;
             }
         }

@@ -50,6 +50,13 @@ const ALWAYS: [(Lang, &str); 12] = [
 impl Places<'_> {
     /// The places the owner's environment names.
     pub(super) fn owner_env(&mut self, account: &Account) {
+        for (name, why) in &account.unreadable {
+            let source = super::Source {
+                paths: String::new(),
+                tree: format!("the owner's environment sets {name}"),
+            };
+            self.whole_tree_as(class_of(name), &source, why);
+        }
         let mut import_dirs: Vec<(Lang, PathBuf)> = Vec::new();
         let mut loads: Vec<(Lang, String)> = Vec::new();
         for (name, value) in &account.env {
@@ -85,7 +92,7 @@ impl Places<'_> {
                 }
                 Names::Command => {
                     let reads = program_paths(&value.to_string_lossy(), Reading::Strict);
-                    self.account_program(reads, &format!("${name}"));
+                    self.env_program(reads, name);
                 }
                 Names::InputFilter => {
                     // `|cmd %s`, `||cmd %s` (also for empty output), `-cmd` (also on stdin).
@@ -114,7 +121,7 @@ impl Places<'_> {
                         ),
                         whole => whole,
                     };
-                    self.account_program(reads, &format!("${name}"));
+                    self.env_program(reads, name);
                     if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
                         let filter = Path::new(&home).join(".lessfilter");
                         self.add(
@@ -129,7 +136,7 @@ impl Places<'_> {
                     for line in value.to_string_lossy().split(':') {
                         if !line.trim().is_empty() {
                             let reads = program_paths(line, Reading::Strict);
-                            self.account_program(reads, &format!("${name}"));
+                            self.env_program(reads, name);
                         }
                     }
                 }
@@ -231,6 +238,23 @@ impl Places<'_> {
                 }
             }
         }
+    }
+}
+
+impl Places<'_> {
+    /// A command line the owner's environment names (`$EDITOR`, `$LESSOPEN`): what it names by
+    /// an absolute or `~` path, and by a relative one with a `/` against the root, where the
+    /// owner runs the project's tools (`LESSOPEN="|bin/f %s"`, red team 36).
+    fn env_program(&mut self, reads: Reads, name: &str) {
+        let source = super::Source {
+            paths: format!("a program the owner's environment runs (`${name}`)"),
+            tree: format!("the owner's environment runs `${name}`"),
+        };
+        // A relative word without a `/` (`--paging=always`) is no path the owner wrote.
+        let root = self.root.to_path_buf();
+        self.program_from(reads, &source, &root, |path| {
+            path.starts_with('~') || path.contains('/')
+        });
     }
 }
 

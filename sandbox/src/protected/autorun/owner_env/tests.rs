@@ -13,6 +13,13 @@ fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
     move |name| map.get(name).cloned()
 }
 
+fn entries_of(get: impl Fn(&str) -> Option<OsString>) -> Vec<Entry> {
+    let mut unreadable = Vec::new();
+    let got = git_entries(get, &mut unreadable);
+    assert!(unreadable.is_empty(), "{unreadable:?}");
+    got
+}
+
 fn pairs(entries: &[Entry]) -> Vec<(String, Option<String>, String, Option<String>)> {
     entries
         .iter()
@@ -29,7 +36,7 @@ fn pairs(entries: &[Entry]) -> Vec<(String, Option<String>, String, Option<Strin
 
 #[test]
 fn git_config_parameters_are_read_as_git_reads_them() {
-    let got = git_entries(env(&[(
+    let got = entries_of(env(&[(
         "GIT_CONFIG_PARAMETERS",
         " 'core.hooksPath'='/x' 'a.b'='c'\t'core.hookspath=/old' 'Diff.My.Sub.textconv'='it'\\''s' \
          'alias.x' 'e.f'= 'g.h'='a'\\!'b'",
@@ -56,7 +63,7 @@ fn git_config_parameters_are_read_as_git_reads_them() {
         .collect();
     assert_eq!(pairs(&got), want);
     // git refuses what follows a malformed item; what came before stays read (fail closed).
-    let got = git_entries(env(&[(
+    let got = entries_of(env(&[(
         "GIT_CONFIG_PARAMETERS",
         "'a.b'='c' bogus 'd.e'='f'",
     )]));
@@ -65,7 +72,7 @@ fn git_config_parameters_are_read_as_git_reads_them() {
 
 #[test]
 fn git_config_count_reads_its_numbered_keys() {
-    let got = git_entries(env(&[
+    let got = entries_of(env(&[
         ("GIT_CONFIG_COUNT", "2"),
         ("GIT_CONFIG_KEY_0", "core.hooksPath"),
         ("GIT_CONFIG_VALUE_0", "/h"),
@@ -79,6 +86,40 @@ fn git_config_count_reads_its_numbered_keys() {
         (got[1].key.as_str(), got[1].value.as_deref()),
         ("fsmonitor", Some("/f"))
     );
+}
+
+/// Red team 36: git reads as many entries as `GIT_CONFIG_COUNT` says; past the bound read here
+/// the rest is unknown, so the whole tree is refused; a count past the keys there is git's
+/// error (it runs nothing), not unreadable.
+#[test]
+fn a_git_config_count_past_the_bound_is_unreadable() {
+    let mut owned: Vec<(String, String)> = (0..=MAX_GIT_COUNT)
+        .flat_map(|n| {
+            [
+                (format!("GIT_CONFIG_KEY_{n}"), "a.b".to_string()),
+                (format!("GIT_CONFIG_VALUE_{n}"), n.to_string()),
+            ]
+        })
+        .collect();
+    owned.push(("GIT_CONFIG_COUNT".into(), (MAX_GIT_COUNT + 1).to_string()));
+    let pairs: Vec<(&str, &str)> = owned
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let mut unreadable = Vec::new();
+    let got = git_entries(env(&pairs), &mut unreadable);
+    assert_eq!(got.len(), MAX_GIT_COUNT);
+    assert_eq!(unreadable.len(), 1, "{unreadable:?}");
+    assert_eq!(unreadable[0].0, "GIT_CONFIG_COUNT");
+    // Exactly the bound, or a count beyond the keys set: read whole, nothing unreadable.
+    for count in [MAX_GIT_COUNT.to_string(), "99999".to_string()] {
+        let mut few = vec![
+            ("GIT_CONFIG_KEY_0", "core.hooksPath"),
+            ("GIT_CONFIG_VALUE_0", "/h"),
+        ];
+        few.push(("GIT_CONFIG_COUNT", count.as_str()));
+        assert_eq!(entries_of(env(&few)).len(), 1);
+    }
 }
 
 #[test]

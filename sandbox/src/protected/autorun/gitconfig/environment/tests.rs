@@ -254,3 +254,44 @@ fn everyday_values_of_red_team_35_s_variables_refuse_nothing() {
         assert!(places.is_empty(), "{name}={value}: {places:?}");
     }
 }
+
+/// Red team 36: a program a command-like variable names by a relative path runs from where the
+/// owner runs the tool: read against the root.
+#[test]
+fn relative_programs_in_command_variables_are_read_against_the_root() {
+    let (_dir, root, account) = account(&[
+        ("LESSOPEN", "|bin/lessfilter %s"),
+        ("EDITOR", "./tools/ed -w"),
+        ("BROWSER", "firefox:scripts/open"),
+        ("PAGER", "less -R"),
+    ]);
+    let places = places_with(&root, &[], &account);
+    for rel in ["bin/lessfilter", "tools/ed", "scripts/open"] {
+        assert_eq!(
+            class_at(&places, rel),
+            Some(AutorunClass::GitHooks),
+            "{rel}: {places:?}"
+        );
+    }
+    for ordinary in ["bin", "tools", "less", "firefox", "src"] {
+        assert!(class_at(&places, ordinary).is_none(), "{ordinary}");
+    }
+}
+
+/// A variable whose value is not read (`unreadable`) refuses the whole tree, naming it.
+#[test]
+fn an_unreadable_variable_refuses_the_whole_tree_naming_it() {
+    let (_dir, root, mut account) = account(&[]);
+    assert!(places_with(&root, &[], &account).is_empty());
+    account.unreadable.push((
+        "PYTHONPATH".into(),
+        "its value is built from what is not read".into(),
+    ));
+    let places = places_with(&root, &[], &account);
+    let whole = places
+        .iter()
+        .find(|p| p.at.as_os_str().is_empty())
+        .expect("the whole tree");
+    assert_eq!(whole.class, AutorunClass::PythonStartup);
+    assert!(whole.why.contains("PYTHONPATH"), "{}", whole.why);
+}
