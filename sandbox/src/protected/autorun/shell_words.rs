@@ -75,6 +75,14 @@ impl Word {
             || (unquoted.contains('{') && unquoted.contains(','))
     }
 
+    /// A quote opened: an empty pair still makes a word (`''`, `""`).
+    fn open_quote(&mut self) {
+        self.pieces.push(Piece::Text {
+            text: String::new(),
+            quoted: true,
+        });
+    }
+
     fn text(&mut self, c: char, quoted: bool) {
         if let Some(Piece::Text { text, quoted: q }) = self.pieces.last_mut()
             && *q == quoted
@@ -239,11 +247,7 @@ impl Lexer {
 
     /// After `'`: POSIX takes everything to the next `'`; fish also `\'` and `\\`.
     fn single_quoted(&mut self, word: &mut Word) {
-        // An empty pair still makes a word (`''`).
-        word.pieces.push(Piece::Text {
-            text: String::new(),
-            quoted: true,
-        });
+        word.open_quote();
         while let Some(c) = self.peek(0) {
             self.at += 1;
             match c {
@@ -263,10 +267,7 @@ impl Lexer {
     /// After `"`: text with `$` expansions (and POSIX's `` `…` ``); a backslash escapes only
     /// `$`, `` ` ``, `"`, `\` and a newline.
     fn double_quoted(&mut self, word: &mut Word) {
-        word.pieces.push(Piece::Text {
-            text: String::new(),
-            quoted: true,
-        });
+        word.open_quote();
         while let Some(c) = self.peek(0) {
             self.at += 1;
             match c {
@@ -324,7 +325,8 @@ impl Lexer {
                     self.at += 1;
                 }
                 if self.dialect == Dialect::Fish && self.peek(0) == Some('[') {
-                    let index = self.balanced_after('[', ']');
+                    self.at += 1;
+                    let index = self.balanced('[', ']');
                     word.pieces.push(Piece::Other(format!("${name}[{index}]")));
                 } else {
                     word.pieces.push(Piece::Var(name));
@@ -444,12 +446,6 @@ impl Lexer {
             out.push(c);
         }
         out
-    }
-
-    /// [`Self::balanced`] when the cursor is on `open`.
-    fn balanced_after(&mut self, open: char, close: char) -> String {
-        self.at += 1;
-        self.balanced(open, close)
     }
 
     /// After `` ` ``: the text up to the next unescaped backtick.
