@@ -130,9 +130,12 @@ pub async fn run(spec_path: PathBuf, isolation: confine::NetworkIsolation) -> an
     }
 
     state.shutdown.cancelled().await;
-    // No command outlives its broker: kill the running ones' groups and wait for their
-    // supervisors to reap them and remove their cgroups.
-    let left = tokio::task::spawn_blocking(|| {
+    // No command outlives its broker: the helper prepared for the next one goes (it sits in the
+    // session's memory cgroup), then the running ones' groups are killed and their supervisors
+    // waited for, to reap them and remove their cgroups.
+    let prepared = state.executor.prepared_helper();
+    let left = tokio::task::spawn_blocking(move || {
+        prepared.close();
         executor::stop_running_commands(std::time::Duration::from_secs(5))
     })
     .await

@@ -8,7 +8,12 @@
 //! the sandbox (target: within 1.2x).
 //!
 //! `--breakdown`: the default path interleaved with a plain spawn, and the p50 of each phase
-//! (build with `--features sandbox/timing`); `--dying N`: memory cgroups left by N commands.
+//! (build with `--features sandbox/timing`), each command's helper started when it comes and
+//! started ahead (issue 26) in one run; `--dying N`: memory cgroups left by N commands.
+//!
+//! `--gap-ms N` (default 20): the pause between two commands, outside the timed region — in a
+//! session the model's turn lies between them, which is when the next command's helper is
+//! started ahead; `--gap-ms 0` measures back-to-back commands, each then waiting for it.
 //!
 //! Run: `cargo bench -p gateway --bench run_command [-- --runs N]`. Target: ≤ 20 ms p50 added.
 //! Figures are recorded in `gateway/benches/RUN_COMMAND_RESULTS.md`.
@@ -27,12 +32,26 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
+/// The value after `name` on the command line, if it parses.
+fn arg<T: std::str::FromStr>(name: &str) -> Option<T> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == name)?;
+    args.get(at + 1)?.parse().ok()
+}
+
+/// The pause between two timed commands (`--gap-ms`).
+fn gap() -> Duration {
+    static GAP: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *GAP.get_or_init(|| Duration::from_millis(arg("--gap-ms").unwrap_or(20)))
+}
+
 fn measure(runs: usize, mut f: impl FnMut()) -> (Duration, Duration) {
     for _ in 0..5 {
         f(); // warm-up
     }
     let mut samples: Vec<Duration> = (0..runs)
         .map(|_| {
+            std::thread::sleep(gap());
             let t = Instant::now();
             f();
             t.elapsed()
@@ -87,23 +106,12 @@ fn executor(
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let runs = args
-        .iter()
-        .position(|a| a == "--runs")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200usize);
-    if args.iter().any(|a| a == "--breakdown") {
+    let runs = arg("--runs").unwrap_or(200usize);
+    if std::env::args().any(|a| a == "--breakdown") {
         breakdown(runs);
         return;
     }
-    if let Some(n) = args
-        .iter()
-        .position(|a| a == "--dying")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(n) = arg("--dying") {
         dying_cgroups(n);
         return;
     }
@@ -221,6 +229,10 @@ const PHASES: &[(&str, &str)] = &[
     ("pidscg", "helper: pids cgroup (root)"),
     ("unshare", "helper: unshare + uid/gid maps"),
     ("fork", "helper: fork into the pid namespace"),
+    (
+        "command_spec",
+        "prepared helper: the command's spec read and checked, mount namespace entered",
+    ),
     ("mounts_layer", "mounts: / private, descriptors, layer"),
     ("mounts_masks", "mounts: protected-set masks"),
     ("mounts_dev", "mounts: private /dev"),
@@ -288,14 +300,26 @@ fn breakdown(runs: usize) {
         ..sandbox::Limits::default()
     };
     for layer in [false, true] {
-        println!(
-            "\n## RunCommand [\"true\"], namespaces{}, memory cgroup in the session's cgroup",
-            if layer { " + the session's layer" } else { "" }
-        );
-        let exec = layered_executor(&root.join(format!("l{layer}")), &helper, &wd, limits, layer);
-        breakdown_of(&exec, runs);
-        if let Some(layer) = exec.command_layer() {
-            layer.discard();
+        for ahead in [false, true] {
+            println!(
+                "\n## RunCommand [\"true\"], namespaces{}, memory cgroup in the session's cgroup, \
+                 helper started {}, {} ms between commands",
+                if layer { " + the session's layer" } else { "" },
+                if ahead { "ahead" } else { "per command" },
+                gap().as_millis()
+            );
+            let exec = layered_executor(
+                &root.join(format!("l{layer}{ahead}")),
+                &helper,
+                &wd,
+                limits,
+                layer,
+                ahead,
+            );
+            breakdown_of(&exec, runs);
+            if let Some(layer) = exec.command_layer() {
+                layer.discard();
+            }
         }
     }
     #[cfg(target_os = "linux")]
@@ -321,6 +345,7 @@ fn breakdown_of(exec: &Executor, runs: usize) {
     let mut phases: Vec<Vec<f64>> = vec![Vec::new(); PHASES.len()];
     let mut missing = 0;
     for i in 0..runs + 5 {
+        std::thread::sleep(gap());
         let t = Instant::now();
         assert!(
             std::process::Command::new("/bin/true")
@@ -426,6 +451,7 @@ fn dying_cgroups(n: usize) {
             &wd,
             limits,
             true,
+            true,
         );
         let before = memory_cgroups();
         for i in 0..n {
@@ -472,6 +498,7 @@ fn layered_executor(
     wd: &std::path::Path,
     limits: sandbox::Limits,
     layer: bool,
+    ahead: bool,
 ) -> Executor {
     let state = root.join("layer-state");
     std::fs::create_dir_all(&state).unwrap();
@@ -493,6 +520,11 @@ fn layered_executor(
         commands.with_layer(4 << 30)
     } else {
         commands
+    };
+    let commands = if ahead {
+        commands
+    } else {
+        commands.started_per_command()
     };
     Executor::new(policy, wd.to_path_buf()).with_command_sandbox(commands)
 }
@@ -526,7 +558,7 @@ fn layer_figures(root: &std::path::Path, helper: &Arc<PinnedExe>, runs: usize, p
         scratch: Some(512 << 20),
         ..sandbox::Limits::default()
     };
-    let exec = layered_executor(root, helper, &krate, limits, true);
+    let exec = layered_executor(root, helper, &krate, limits, true, true);
     let truth = exec.execute("bench", &args(&["true"]));
     if truth.status != ToolStatus::Ok {
         println!("layer: not measured: {}", truth.output);

@@ -229,6 +229,7 @@ impl GitRunner {
             layer: None,
             namespaces: true,
             status_fd: None,
+            ahead: false,
         };
         let run = broker::executor::run_confined(&self.helper, &spec, GIT_TIMEOUT)
             .map_err(|problem| GitError::Setup(format!("git: {problem}")))?;

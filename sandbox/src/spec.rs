@@ -128,6 +128,13 @@ pub struct ExecSpec {
     /// Never seen by the command. `None`: the broker learns the end by reaping the helper.
     #[serde(default)]
     pub status_fd: Option<i32>,
+    /// Started ahead of its command (issue 26): this spec is one line, and only `limits`,
+    /// `namespaces` and `status_fd` are used — the helper joins its cgroups, enters its user,
+    /// network, pid, IPC and UTS namespaces and forks its pid 1, which then waits on stdin for
+    /// the command's own spec (the same three fields, `ahead` false). Everything else — the mount
+    /// namespace, the masks, Landlock, seccomp — is set up from that spec when it comes.
+    #[serde(default)]
+    pub ahead: bool,
 }
 
 /// How the command (pid 1 of its pid namespace) ended, as the helper writes it on

@@ -35,8 +35,8 @@ use sandbox::write_path::{WriteRefusal, WriteRoot};
 #[cfg(target_os = "linux")]
 pub use run_command::run_confined;
 pub use run_command::{
-    CommandCleanups, CommandError, CommandSandbox, ConfinedRun, ReportProblem, SCRATCH_MOUNT_POINT,
-    stop_running_commands,
+    CommandCleanups, CommandError, CommandSandbox, ConfinedRun, PreparedHelper, ReportProblem,
+    SCRATCH_MOUNT_POINT, stop_running_commands,
 };
 
 /// Default wall-clock budget of one `FindFiles`/`SearchText` walk.

@@ -30,6 +30,7 @@ use sandbox::spec::{ExecSpec, Limits};
 
 use super::Executor;
 
+mod ahead;
 mod area;
 mod layer;
 mod outcome;
@@ -41,6 +42,7 @@ mod supervise;
 pub use running::stop_all as stop_running_commands;
 pub use settling::Settling as CommandCleanups;
 
+pub use ahead::Ahead as PreparedHelper;
 pub use layer::SessionLayer;
 
 use area::{AREA_WAIT, FollowArea, Placed, layer_at, placed};
@@ -137,6 +139,10 @@ pub struct CommandSandbox {
     expected_wd: Option<common::protocol::DirIdentity>,
     /// The session's commands still being cleaned up after their answers (shared by clones).
     settling: Arc<settling::Settling>,
+    /// The helper started ahead for the session's next command (shared by clones).
+    ahead: Arc<ahead::Ahead>,
+    /// Start each command's helper ahead (off by [`CommandSandbox::started_per_command`]).
+    prepare_ahead: bool,
 }
 
 impl CommandSandbox {
@@ -162,6 +168,8 @@ impl CommandSandbox {
             search_path: sandbox::command::FIXED_PATH.to_string(),
             expected_wd: None,
             settling: Arc::default(),
+            ahead: Arc::default(),
+            prepare_ahead: true,
         }
     }
 
@@ -180,12 +188,20 @@ impl CommandSandbox {
             search_path: sandbox::command::FIXED_PATH.to_string(),
             expected_wd: None,
             settling: Arc::default(),
+            ahead: Arc::default(),
+            prepare_ahead: true,
         }
     }
 
     /// Run without namespaces (Landlock + seccomp only), to exercise the fallback.
     pub fn without_namespaces(mut self) -> Self {
         self.namespaces = false;
+        self
+    }
+
+    /// Start each command's helper when the command comes, never ahead (the bench's baseline).
+    pub fn started_per_command(mut self) -> Self {
+        self.prepare_ahead = false;
         self
     }
 
@@ -231,6 +247,19 @@ impl CommandSandbox {
     pub fn layer(&self) -> Option<Arc<SessionLayer>> {
         lock(&self.placed).layer.clone()
     }
+
+    /// Start the helper of the session's next command on the reaper thread, after the
+    /// cleanups handed to it so far (`ahead`).
+    #[cfg(target_os = "linux")]
+    fn prepare_next(&self) {
+        let Ok(helper) = helper_path(self) else {
+            return;
+        };
+        let ahead = Arc::clone(&self.ahead);
+        let (limits, namespaces) = (self.limits, self.namespaces);
+        self.settling
+            .then_on_reaper(move || ahead.prepare(&helper, limits, namespaces));
+    }
 }
 
 use crate::lock;
@@ -255,6 +284,12 @@ impl Executor {
     /// The session's layer, if its runtime area is still the one checked (to remove it).
     pub fn command_layer_in_place(&self) -> Option<Arc<SessionLayer>> {
         self.commands.layer_in_place()
+    }
+
+    /// The helper started ahead for the session's next command (the broker discards it at
+    /// shutdown, before the session's memory cgroup goes).
+    pub fn prepared_helper(&self) -> Arc<PreparedHelper> {
+        Arc::clone(&self.commands.ahead)
     }
 
     /// The session's commands still being cleaned up after their answers: the layer is
@@ -495,6 +530,7 @@ pub(super) fn run(
         layer: turn.as_ref().map(|t| t.spec.clone()),
         namespaces: config.namespaces,
         status_fd: None,
+        ahead: false,
     };
     #[cfg(target_os = "linux")]
     if let Err(problem) = helper_path(config) {
@@ -506,7 +542,11 @@ pub(super) fn run(
             started,
         );
     }
-    let (child, status) = match spawn(config, &mut spec) {
+    let spawned = match config.ahead.take(&mut spec) {
+        Some(prepared) => Ok(prepared),
+        None => spawn(config, &mut spec),
+    };
+    let (child, status) = match spawned {
         Ok(spawned) => spawned,
         Err(message) => {
             tracing::error!("RunCommand helper: {message}");
@@ -556,6 +596,11 @@ pub(super) fn run(
         }
         None => release_cgroups(run.report.as_ref()),
     };
+    // After that cleanup, the next command's helper (off this answer's path).
+    #[cfg(target_os = "linux")]
+    if config.prepare_ahead && spec.namespaces && support.namespaces {
+        config.prepare_next();
+    }
     sandbox::timing::mark("released");
     let own_bound = run
         .report

@@ -18,6 +18,7 @@ use serde_json::json;
 use crate::support::*;
 
 mod adversarial;
+mod ahead;
 mod all_commands;
 mod area_gone;
 mod discard;

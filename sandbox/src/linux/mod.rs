@@ -23,6 +23,12 @@
 //! cgroup of its own where the host allows one (`cgroup`), bounding all of the command's
 //! processes and pages together; without one, `/dev/zero` cannot be opened for writing (Landlock).
 //!
+//! Started ahead of its command (`ExecSpec::ahead`, issue 26): the helper reads a one-line spec,
+//! joins the cgroups, enters every namespace of step 2 but the mount namespace, forks, and pid 1
+//! waits on stdin for the command's spec; with it, pid 1 checks that the limits are the ones it
+//! was prepared with, enters the mount namespace (the host's mount table as it is then) and goes
+//! on from step 3 exactly as a helper started for the command.
+//!
 //! Without namespaces (hosts that forbid them) the command runs under Landlock (with masked paths
 //! left out of the readable set) + seccomp + rlimits; the report says so. Without namespaces and
 //! without Landlock the command is refused: the minimum is seccomp + no_new_privs + a read-only
@@ -148,7 +154,10 @@ pub fn helper_main() -> i32 {
         Ok(spec) => spec,
         Err(message) => return fail(&Enforced::default(), Cgroups::default(), message),
     };
-    if let Err(e) = sys::stdin_to_dev_null() {
+    // Started ahead: stdin stays open for the command's spec.
+    if !spec.ahead
+        && let Err(e) = sys::stdin_to_dev_null()
+    {
         return fail(
             &Enforced::default(),
             Cgroups::default(),
@@ -193,7 +202,13 @@ pub fn helper_main() -> i32 {
     }
     crate::timing::mark("pidscg");
     let entered = if spec.namespaces {
-        enter_namespaces()
+        // Started ahead, the mount namespace is made when the command comes: a copy of the
+        // mount table as it is then, not as it was when the helper started.
+        enter_namespaces(if spec.ahead {
+            NAMESPACE_FLAGS & !libc::CLONE_NEWNS
+        } else {
+            NAMESPACE_FLAGS
+        })
     } else {
         Namespaces::Unavailable
     };
@@ -228,25 +243,82 @@ pub fn helper_main() -> i32 {
         let _ =
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
         enforced.pid_namespace = true;
+        let spec = match command_spec(spec, true) {
+            Ok(spec) => spec,
+            Err(message) => return fail(&enforced, cgroup, message),
+        };
         if let Err(message) = setup_mounts(&spec, &mut enforced) {
             return fail(&enforced, cgroup, message);
         }
         crate::timing::mark("mounts");
         return confine_and_exec(&spec, enforced, cgroup, true);
     }
-    confine_and_exec(&spec, enforced, cgroup, false)
+    match command_spec(spec, false) {
+        Ok(spec) => confine_and_exec(&spec, enforced, cgroup, false),
+        Err(message) => fail(&enforced, cgroup, message),
+    }
 }
 
+/// The spec on stdin: up to its first newline (a spec started ahead is one line, its command's
+/// follows) or its end.
 fn read_spec() -> Result<ExecSpec, String> {
+    use std::io::BufRead;
     let mut bytes = Vec::new();
     std::io::stdin()
+        .lock()
         .take(MAX_SPEC_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
+        .read_until(b'\n', &mut bytes)
         .map_err(|e| format!("reading the spec: {e}"))?;
     if bytes.len() > MAX_SPEC_BYTES {
         return Err("the spec is too large".into());
     }
     serde_json::from_slice(&bytes).map_err(|e| format!("parsing the spec: {e}"))
+}
+
+/// The spec the command runs with: `prepared` itself, or — started ahead
+/// ([`ExecSpec::ahead`]) — the command's, read to stdin's end when the broker sends it, which
+/// must agree on everything already done with `prepared` (a helper prepared for other limits
+/// runs nothing). Stdin is `/dev/null` afterwards; `in_namespaces`: the mount namespace is
+/// entered now. An empty stdin is the broker discarding the helper: nothing runs.
+fn command_spec(prepared: ExecSpec, in_namespaces: bool) -> Result<ExecSpec, String> {
+    if !prepared.ahead {
+        return Ok(prepared);
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_SPEC_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("reading the command's spec: {e}"))?;
+    // The phases before this one happened while no command waited.
+    crate::timing::take();
+    crate::timing::mark("command_spec");
+    if bytes.is_empty() {
+        return Err("discarded before a command came".into());
+    }
+    if bytes.len() > MAX_SPEC_BYTES {
+        return Err("the command's spec is too large".into());
+    }
+    let spec: ExecSpec =
+        serde_json::from_slice(&bytes).map_err(|e| format!("parsing the command's spec: {e}"))?;
+    if spec.ahead
+        || spec.limits != prepared.limits
+        || spec.namespaces != prepared.namespaces
+        || spec.status_fd != prepared.status_fd
+    {
+        return Err("the helper was prepared for other limits than the command's".into());
+    }
+    sys::stdin_to_dev_null().map_err(|e| format!("stdin: {e}"))?;
+    if in_namespaces {
+        // SAFETY: unshare takes no pointers; single-threaded, it changes only this process.
+        if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+            return Err(format!(
+                "the mount namespace: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(spec)
 }
 
 /// Write the report line (error or not) on stdout.
@@ -286,9 +358,9 @@ enum Namespaces {
     Broken(String),
 }
 
-fn enter_namespaces() -> Namespaces {
+fn enter_namespaces(flags: libc::c_int) -> Namespaces {
     // The helper is single-threaded (it runs before any runtime), as CLONE_NEWUSER needs.
-    match namespaces::unshare_as_self(NAMESPACE_FLAGS) {
+    match namespaces::unshare_as_self(flags) {
         Ok(()) => Namespaces::Entered,
         Err(namespaces::UnshareError::Unshare(_)) => Namespaces::Unavailable,
         Err(err @ namespaces::UnshareError::IdMap { .. }) => Namespaces::Broken(err.to_string()),

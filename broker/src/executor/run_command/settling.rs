@@ -23,16 +23,15 @@ pub struct Settling {
     settled: Condvar,
 }
 
-/// A cleanup for the reaper thread.
+/// Work for the reaper thread: a cleanup, or starting the session's next helper (`ahead`).
 struct Job {
-    unreaped: Unreaped,
-    report: Option<Report>,
+    work: Box<dyn FnOnce() + Send>,
     settling: Arc<Settling>,
 }
 
 impl Job {
     fn run(self) {
-        // Counted done however `finish` ends: a panic on the reaper thread must not leave the
+        // Counted done however the work ends: a panic on the reaper thread must not leave the
         // session's later commands waiting for a cleanup that will never report (review).
         struct Done(Arc<Settling>);
         impl Drop for Done {
@@ -41,7 +40,7 @@ impl Job {
             }
         }
         let _done = Done(self.settling);
-        self.unreaped.finish(self.report.as_ref());
+        (self.work)();
     }
 }
 
@@ -93,8 +92,7 @@ impl Settling {
     pub(super) fn later(self: &Arc<Self>, unreaped: Unreaped, report: Option<Report>) {
         *crate::lock(&self.pending) += 1;
         let job = Job {
-            unreaped,
-            report,
+            work: Box::new(move || unreaped.finish(report.as_ref())),
             settling: Arc::clone(self),
         };
         let job = match reaper() {
@@ -105,6 +103,30 @@ impl Settling {
             None => job,
         };
         job.run();
+    }
+
+    /// Run `work` on the reaper thread after the cleanups handed over before it, counted like
+    /// them (the next command waits for it); nothing when there is no reaper thread — a helper
+    /// started ahead must be started by a thread that lives as long as the broker. Whether it
+    /// was handed over.
+    #[cfg(target_os = "linux")]
+    pub(super) fn then_on_reaper(self: &Arc<Self>, work: impl FnOnce() + Send + 'static) -> bool {
+        let Some(reaper) = reaper() else {
+            return false;
+        };
+        *crate::lock(&self.pending) += 1;
+        let job = Job {
+            work: Box::new(work),
+            settling: Arc::clone(self),
+        };
+        match reaper.send(job) {
+            Ok(()) => true,
+            Err(_) => {
+                // Never run: not pending either.
+                self.done();
+                false
+            }
+        }
     }
 
     /// Wait (at most `bound`) until every cleanup handed to [`Settling::later`] has finished;

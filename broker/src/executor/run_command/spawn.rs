@@ -3,7 +3,6 @@
 //! death signal armed and the status pipe on which it tells the command's end (Linux); macOS's
 //! `/usr/bin/sandbox-exec` with the generated Seatbelt profile.
 
-#[cfg(target_os = "linux")]
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
@@ -35,6 +34,40 @@ pub(super) type Spawned = (Child, Option<OwnedFd>);
 
 #[cfg(target_os = "linux")]
 pub(super) fn spawn_helper(helper: &Path, spec: &mut ExecSpec) -> Result<Spawned, CommandError> {
+    let (mut child, status) = start_helper(helper, spec)?;
+    write_spec(child.stdin.take(), spec);
+    Ok((child, status))
+}
+
+/// Write `spec` on the helper's stdin and close it (an empty one: the helper runs nothing and
+/// says why in its report).
+pub(super) fn write_spec(stdin: Option<std::process::ChildStdin>, spec: &ExecSpec) {
+    let Some(mut stdin) = stdin else {
+        return;
+    };
+    match serde_json::to_vec(spec) {
+        // The helper died early; supervise() reports the missing report line.
+        Ok(json) => {
+            if let Err(err) = stdin.write_all(&json) {
+                tracing::warn!("writing the command spec: {err}");
+            }
+        }
+        Err(err) => tracing::warn!("encoding the command spec: {err}"),
+    }
+}
+
+/// Start the helper with its stdin still open (the caller writes the spec); sets
+/// `spec.status_fd` to its status pipe's number.
+///
+/// No command outlives its broker: the helper (and, through its own death signal, the pid
+/// namespace it forks) is SIGKILLed when the spawning thread dies. That thread is either the one
+/// that then supervises the command until it has ended (the helper, told or reaped, is SIGKILLed
+/// then anyway), so it lives as long as the command may, or the broker's reaper thread (a helper
+/// started ahead, `ahead`), which lives as long as the broker; either dies with the broker however
+/// the broker ends. A broker already gone before the prctl (re-parented child) is caught by
+/// comparing the parent pid.
+#[cfg(target_os = "linux")]
+pub(super) fn start_helper(helper: &Path, spec: &mut ExecSpec) -> Result<Spawned, CommandError> {
     use std::os::fd::AsRawFd;
     // The helper tells the command's end on this pipe before its own exit, which tears the
     // namespaces down (`ExecSpec::status_fd`). Both ends are close-on-exec here; the child clears
@@ -42,7 +75,6 @@ pub(super) fn spawn_helper(helper: &Path, spec: &mut ExecSpec) -> Result<Spawned
     let status = std::io::pipe().ok();
     spec.status_fd = status.as_ref().map(|(_, write)| write.as_raw_fd());
     let status_fd = spec.status_fd;
-    let json = serde_json::to_vec(spec).map_err(CommandError::EncodeSpec)?;
     let mut cmd = std::process::Command::new(helper);
     cmd.arg("sandbox-exec")
         .env_clear()
@@ -51,12 +83,6 @@ pub(super) fn spawn_helper(helper: &Path, spec: &mut ExecSpec) -> Result<Spawned
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // No command outlives its broker: the helper (and, through its own death signal, the pid
-    // namespace it forks) is SIGKILLed when the spawning thread dies. That thread is the one that
-    // then supervises the command until it has ended (the helper, told or reaped, is SIGKILLed
-    // then anyway), so it lives as long as the command may, and it dies with the broker however
-    // the broker ends. A broker already gone before the prctl (re-parented child) is caught by
-    // comparing the parent pid.
     let broker = rustix::process::getpid();
     // SAFETY: prctl, getppid and fcntl are async-signal-safe raw syscalls, allocate nothing and
     // change only the child; the status fd is open in the parent until after the spawn.
@@ -77,16 +103,10 @@ pub(super) fn spawn_helper(helper: &Path, spec: &mut ExecSpec) -> Result<Spawned
     let spawned = cmd.spawn();
     // Our copy of the write end goes now: the pipe's end then means the helper's is closed.
     let status = status.map(|(read, _write)| OwnedFd::from(read));
-    let mut child = spawned.map_err(|source| CommandError::Spawn {
+    let child = spawned.map_err(|source| CommandError::Spawn {
         program: helper.to_path_buf(),
         source,
     })?;
-    if let Some(mut stdin) = child.stdin.take()
-        && let Err(err) = stdin.write_all(&json)
-    {
-        // The helper died early; supervise() reports the missing report line.
-        tracing::warn!("writing the command spec: {err}");
-    }
     Ok((child, status))
 }
 

@@ -23,7 +23,7 @@ pub(super) fn layered(fx: &Fx, session: &str, budget: u64) -> Executor {
         .with_writes(None)
 }
 
-fn cmd(exec: &Executor, argv: &[&str], fresh: bool) -> ActionOutcome {
+pub(super) fn cmd(exec: &Executor, argv: &[&str], fresh: bool) -> ActionOutcome {
     exec.execute(
         "act_layer",
         &ToolArgs::RunCommand(RunCommandArgs {

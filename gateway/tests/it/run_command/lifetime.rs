@@ -1,7 +1,8 @@
 //! No command outlives its broker (issue 24): a running command is killed and its cgroup
 //! removed when the broker shuts down (every shutdown path calls `stop_running_commands`), and
 //! it dies with a broker killed outright (the helper's death signal, armed by the thread that
-//! supervises it). The "broker" is a child run of this test binary ([`broker_child`]), so that
+//! supervises it, or by the reaper thread for a helper started ahead, which lives as long as
+//! the broker). The "broker" is a child run of this test binary ([`broker_child`]), so that
 //! killing it touches no other test's command.
 
 use super::*;
@@ -64,8 +65,23 @@ fn broker_child() {
     let Ok(mode) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let fx = bounded(mode.ends_with("-ns"));
+    let fx = bounded(mode.ends_with("-ns") || mode == "kill-prepared");
     let marker = marker(&mode);
+    if mode.ends_with("-ns") || mode == "kill-prepared" {
+        // The next command's helper is started ahead (with namespaces): `sleep` runs in it.
+        assert_eq!(run(&fx, &["true"]).status, ToolStatus::Ok);
+        assert!(fx.exec.command_cleanups().wait(Duration::from_secs(10)));
+        let pid = fx
+            .exec
+            .prepared_helper()
+            .waiting()
+            .expect("a prepared helper");
+        println!("BROKER_CHILD_PREPARED {pid}");
+        if mode == "kill-prepared" {
+            // Killed by the parent test while the helper waits for a command.
+            std::thread::sleep(Duration::from_secs(120));
+        }
+    }
     std::thread::scope(|s| {
         let command = s.spawn(|| run(&fx, &["sleep", marker]));
         wait_for(marker);
@@ -137,5 +153,52 @@ fn a_killed_broker_takes_its_running_command_with_it() {
         broker.kill().unwrap();
         broker.wait().unwrap();
         assert_no_processes(&format!("sleep {marker}"));
+    }
+}
+
+/// A helper started ahead and waiting for the next command dies with a broker killed outright
+/// (its death signal is armed by the broker's reaper thread), its pid 1 with it.
+#[test]
+fn a_killed_broker_takes_its_prepared_helper_with_it() {
+    assert!(confinable(&bounded(true)), "this host confines commands");
+    let mut broker = start_broker("kill-prepared");
+    let mut stdout = std::io::BufReader::new(broker.stdout.take().unwrap());
+    let mut line = String::new();
+    let pid = loop {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() > 0,
+            "the broker ended before preparing a helper"
+        );
+        // (After the harness's `test … ` on the same line.)
+        if let Some((_, pid)) = line.trim().split_once("BROKER_CHILD_PREPARED ") {
+            break pid.to_string();
+        }
+    };
+    // The helper forks its pid 1 once it has read its spec and entered its namespaces.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let children = loop {
+        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+        if !children.trim().is_empty() {
+            break children;
+        }
+        assert!(Instant::now() < deadline, "the helper forked no pid 1");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    broker.kill().unwrap();
+    broker.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    for gone in std::iter::once(pid.as_str()).chain(children.split_whitespace()) {
+        // Gone, or a zombie left for whoever reaps orphans here.
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{gone}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, r)| !r.starts_with('Z'))
+            })
+        };
+        while alive() {
+            assert!(Instant::now() < deadline, "{gone} outlived its broker");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }

@@ -240,12 +240,12 @@ fn devices_are_an_allow_list_and_the_owners_terminals_are_hidden() {
 }
 
 /// Mounts this test made on the host, detached when it ends (even on a failed assertion).
-struct HostMounts(Vec<PathBuf>);
+pub(super) struct HostMounts(pub(super) Vec<PathBuf>);
 
 impl HostMounts {
     /// `mount args… at`; these tests run as root, so a mount that fails is a broken host, never
     /// a reason to skip.
-    fn mount(&mut self, args: &[&str], at: &Path) {
+    pub(super) fn mount(&mut self, args: &[&str], at: &Path) {
         let out = std::process::Command::new("mount")
             .args(args)
             .arg(at)
