@@ -224,7 +224,7 @@ async fn an_envrc_s_quote_joined_and_computed_values_reach_the_write_rules() {
     let (_other_repo, other) = crate::writes::repo();
     std::fs::write(
         other.join(".envrc"),
-        "export PYTHONPATH=\"$(git rev-parse --show-toplevel)/src\"\n",
+        "export PYTHONPATH=\"$(brew --prefix)/src\"\n",
     )
     .unwrap();
     let gw = gateway_with(&[]).await;
@@ -256,6 +256,54 @@ async fn an_envrc_s_quote_joined_and_computed_values_reach_the_write_rules() {
     assert!(text.contains("PYTHONPATH"), "{text}");
     assert_eq!(std::fs::read(other.join("notes.txt")).unwrap(), before);
     chat.stop(&session_id(&v), &lease_id(&v), "envrc36-stop2", None)
+        .await
+        .unwrap();
+}
+
+/// Red team 39: what an `.envrc` makes bash read whatever the command (`export $(grep … |
+/// xargs)` of a `.env.local`) is a place, and what that file assigns is the `.envrc`'s — a
+/// `NODE_OPTIONS` preload, git's global config by `GIT_CONFIG_GLOBAL`; the repository's top
+/// (`$(git rev-parse --show-toplevel)`), which used to refuse every write, is read.
+#[tokio::test(flavor = "multi_thread")]
+async fn files_an_envrc_makes_bash_read_and_what_they_assign_reach_the_write_rules() {
+    let (_repo, root) = crate::writes::repo();
+    std::fs::write(
+        root.join(".envrc"),
+        "export $(grep -v '^#' .env.local | xargs)\n\
+         export PYTHONPATH=\"$(git rev-parse --show-toplevel)/src\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join(".env.local"),
+        "# local\nNODE_OPTIONS=--require=./tools/env.js\nGIT_CONFIG_GLOBAL=./dev.gitconfig\n",
+    )
+    .unwrap();
+    let gw = gateway_with(&[]).await;
+    let chat = chatgpt(&gw).await;
+    let v = start_profile(&chat, &root, "direct_write", "envrc39-start").await;
+    let calls = json!([
+        write(&root.join(".env.local"), "BASH_ENV=./x.sh\n"),
+        write(&root.join("tools/env.js"), "require('fs')\n"),
+        write(
+            &root.join("dev.gitconfig"),
+            "[core]\n\tfsmonitor = ./f.sh\n"
+        ),
+        write(&root.join("src/json/__init__.py"), "print('x')\n"),
+        write(&root.join("src/app/__init__.py"), "VERSION = 1\n"),
+        write(&root.join("notes.txt"), "hello\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "envrc39-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 6, "{v}");
+    assert_refused(&got[0], ".env.local", "directory_hooks");
+    assert_refused(&got[1], "tools/env.js", "shell_startup");
+    assert_refused(&got[2], "dev.gitconfig", "vcs_config");
+    assert_refused(&got[3], "src/json/__init__.py", "python_startup");
+    for ok in &got[4..] {
+        assert_eq!(ok["status"], "ok", "{ok}");
+    }
+    assert!(!root.join("tools").exists() && !root.join("dev.gitconfig").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "envrc39-stop", None)
         .await
         .unwrap();
 }

@@ -17,6 +17,19 @@
 //! with `GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`, `GIT_CONFIG_PARAMETERS`, red team 35 N4) are
 //! read into config entries as the gateway's own are ([`super::owner_env::git_entries`]), the
 //! last assignment of each counting.
+//!
+//! Red team 39 (finding 4, and 3, 5, 8): a variable holds *every* value the files assign it
+//! (which one holds when a program starts depends on what the shell ran: a branch, a function
+//! never called, a here-doc), and each is read; `+=` appends, `${X:=y}` assigns, `export
+//! "NAME=…"` and `declare 'NAME='…` are assignments (the builtin splits the word), `~name` is
+//! that account's home, `cd dir` in an `.envrc` adds a `$PWD`, an alias's body and a literal
+//! `eval` are read as commands, `for f in dir/*` gives `$f` every file, zsh's tied arrays
+//! (`typeset -T`) fail closed. An entry built on what is not read protects everything below
+//! its literal directory part (not only what is named like a module there). More start-up
+//! files are read (`.bash_login`, `.zlogin`, zsh's `$ZDOTDIR`, fish's `conf.d` and universal
+//! variables, `environment.d`), past the bounds on files and depth the tree is refused, and a
+//! file a start-up file sources by a relative path is named in every tree (it is sourced from
+//! wherever the shell is: a `cd` or `chpwd` function).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -35,6 +48,11 @@ pub(super) struct Assigned {
     pub git_entries: Vec<Entry>,
     /// Variables assigned a value not read here, with why: the whole tree is refused.
     pub unreadable: Vec<(String, String)>,
+    /// A variable's entry built on what is not read: everything below its literal directory
+    /// part is protected.
+    pub below: Vec<(&'static str, PathBuf)>,
+    /// Files a shell start-up file sources by a relative path (from wherever the shell is).
+    pub relative_sources: Vec<PathBuf>,
 }
 
 impl Assigned {
@@ -78,6 +96,8 @@ impl Assigned {
             env: reader.out,
             git_entries,
             unreadable,
+            below: reader.below,
+            relative_sources: reader.relative_sources,
         }
     }
 }
@@ -90,22 +110,47 @@ const NOT_READ: &str = "its value is built from what is not read here (a command
      positional parameter or a variable set nowhere the gateway reads)";
 
 /// The account's shell start-up files, relative to its home.
-const SHELL_FILES: [&str; 7] = [
+const SHELL_FILES: [&str; 9] = [
     ".bashrc",
     ".bash_profile",
+    ".bash_login",
     ".profile",
     ".zshenv",
     ".zshrc",
     ".zprofile",
+    ".zlogin",
     ".config/fish/config.fish",
 ];
 
-/// Bytes of one file read.
-const MAX_FILE: u64 = 256 * 1024;
+/// zsh's start-up files, read again in `$ZDOTDIR` when a read file sets it.
+const ZSH_FILES: [&str; 4] = [".zshenv", ".zprofile", ".zshrc", ".zlogin"];
 
-/// How deep files a read file sources are followed, and how many files are read in all.
-const MAX_SOURCE_DEPTH: usize = 3;
-const MAX_FILES: usize = 32;
+/// Directories whose every file is a start-up file: fish's `conf.d` (`*.fish`), systemd's
+/// `environment.d` (`*.conf`, assignments for the user's services and, with some display
+/// managers, sessions).
+const STARTUP_DIRS: [(&str, &str); 2] = [
+    (".config/fish/conf.d", ".fish"),
+    (".config/environment.d", ".conf"),
+];
+
+/// Bytes of one file read.
+const MAX_FILE: u64 = 1024 * 1024;
+
+/// How deep files a read file sources are followed, and how many files are read in all: past
+/// either, the tree is refused (what the files past them assign is not known).
+const MAX_SOURCE_DEPTH: usize = 6;
+const MAX_FILES: usize = 128;
+
+/// Most values one variable, or one word's expansion, is read to hold; past it the rest is not
+/// read ([`MARK`]).
+const MAX_VALUES: usize = 16;
+
+/// How many files `for f in dir/*` gives `$f` at most (past it: not read).
+const MAX_GLOB: usize = 64;
+
+/// Why the bounds refuse a tree.
+const PAST_BOUNDS: &str = "the owner's start-up files source more files, deeper or larger \
+     than the gateway reads, so what those assign is not known";
 
 /// How deep a value's own words are read again (`${A:-${B:-…}}`, `$(expand_path …)`).
 const MAX_EXPANSION_DEPTH: usize = 4;
@@ -119,6 +164,16 @@ pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Assigned {
         let envrc = dir.join(".envrc");
         if envrc.is_file() {
             reader.file(&envrc, Some(dir), dir, 0);
+            // What it makes bash read (`export $(xargs < .env.local)`, `eval "$(cat f)"`, a
+            // sourced file's own sources): their assignments are the `.envrc`'s (red team 39
+            // finding 1).
+            // (A watched `package-lock.json` past the bound is data, not what the shell ran.)
+            for name in super::envrc::named_places(dir).unwrap_or_default() {
+                let path = dir.join(name);
+                if std::fs::metadata(&path).is_ok_and(|meta| meta.len() <= MAX_FILE) {
+                    reader.file(&path, Some(dir), dir, 1);
+                }
+            }
             break;
         }
         if Some(dir) == stop {
@@ -136,6 +191,27 @@ pub(super) fn of_shell(home: &Path) -> Assigned {
     for file in SHELL_FILES {
         reader.file(&home.join(file), None, home, 0);
     }
+    // zsh reads its files in `$ZDOTDIR` instead, when `.zshenv` sets it.
+    for zdotdir in reader.values_of("ZDOTDIR") {
+        for file in ZSH_FILES {
+            reader.file(&Path::new(&zdotdir).join(file), None, home, 0);
+        }
+    }
+    for (dir, suffix) in STARTUP_DIRS {
+        let Ok(entries) = std::fs::read_dir(home.join(dir)) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.to_string_lossy().ends_with(suffix))
+            .collect();
+        files.sort();
+        for file in files {
+            reader.file(&file, None, home, 0);
+        }
+    }
+    reader.fish_universal(&home.join(".config/fish/fish_variables"));
     Assigned::new(reader)
 }
 
@@ -146,9 +222,14 @@ struct Reader {
     /// git's config variables as assigned (expanded).
     git: Vec<(String, String)>,
     unreadable: Vec<(String, String)>,
-    /// Every variable assigned so far, expanded ([`MARK`] where a piece was not read).
-    vars: HashMap<String, String>,
+    /// Every value each variable assigned so far may hold, expanded ([`MARK`] where a piece
+    /// was not read).
+    vars: HashMap<String, Vec<String>>,
     read: Vec<PathBuf>,
+    below: Vec<(&'static str, PathBuf)>,
+    relative_sources: Vec<PathBuf>,
+    /// zsh's tied arrays (`typeset -T PERL5LIB perl5lib`): the array → the variable.
+    ties: HashMap<String, String>,
 }
 
 /// Where a file's text is read: its directory for `.envrc`/`.env` (`$PWD`, relative entries),
@@ -164,8 +245,13 @@ impl Reader {
     fn file(&mut self, path: &Path, dir: Option<&Path>, base: &Path, depth: usize) {
         // By the file it is (`env/../.envrc` is `.envrc`): a cycle of sources ends.
         let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        if self.read.len() >= MAX_FILES || self.read.contains(&real) {
+        if self.read.contains(&real) || !real.is_file() {
             return;
+        }
+        if self.read.len() >= MAX_FILES
+            || std::fs::metadata(&real).is_ok_and(|meta| meta.len() > MAX_FILE)
+        {
+            return self.past_bounds();
         }
         let Some(text) = super::read_head(path, MAX_FILE) else {
             return;
@@ -193,13 +279,24 @@ impl Reader {
                     )
                 })
             {
-                sourced.push(self.expand(file, at, 0));
+                for text in self.expand(file, at, 0) {
+                    // From wherever the shell is when it runs this (a `cd` or `chpwd`
+                    // function, `. "$PWD/.localrc"`): named in every tree (red team 39 #8).
+                    if dir.is_none() && !text.starts_with('/') && !text.contains(MARK) {
+                        self.relative_sources.push(PathBuf::from(&text));
+                    }
+                    sourced.push(text);
+                }
             }
         }
         if depth >= MAX_SOURCE_DEPTH {
+            if sourced.iter().any(|text| !text.contains(MARK)) {
+                self.past_bounds();
+            }
             return;
         }
         for text in sourced {
+            // A computed path (`. "$(brew --prefix)/x"`): not read (a stated limit).
             if text.contains(MARK) {
                 continue;
             }
@@ -211,59 +308,116 @@ impl Reader {
     }
 
     /// The assignments of one simple command: every `NAME=value` word of `export`,
-    /// `declare`/`typeset`/`local`/`readonly` (options skipped) or of a bare assignment (also
-    /// those before a command: read, never run, so counted), direnv's `path_add NAME dir`, and
-    /// fish's `set -x/-gx NAME value…`.
+    /// `declare`/`typeset`/`local`/`readonly` (options skipped; a quoted `"NAME=…"` too, the
+    /// builtin splits it) or of a bare assignment (also those before a command: read, never
+    /// run, so counted), `NAME+=value`, `${NAME:=value}` anywhere, direnv's `path_add NAME
+    /// dir`, fish's `set -x/-gx/-a/-p NAME value…`, an alias's body and a literal `eval`'s
+    /// text (read as commands), `for NAME in words` (each word, a pattern's files) and, in an
+    /// `.envrc`, `cd dir` (another `$PWD`).
     fn command(&mut self, words: &[Word], at: At) {
+        self.command_at(words, at, 0);
+    }
+
+    fn command_at(&mut self, words: &[Word], at: At, depth: usize) {
+        // `: "${PYTHONPATH:=$HOME/src}"`: assigned where it is expanded.
+        for piece in words.iter().flat_map(|word| &word.pieces) {
+            if let Piece::VarOr { name, op, word } = piece
+                && (op == ":=" || op == "=")
+            {
+                let word = shell_words::word(word, Dialect::Posix);
+                for value in self.expand(&word, at, 1) {
+                    self.assign(name, value, at);
+                }
+            }
+        }
         let first = words.first().and_then(Word::literal);
         match first.as_deref() {
             Some("path_add" | "PATH_add") => {
                 if let [_, name, value, ..] = words
                     && let Some(name) = name.literal()
                 {
-                    let value = self.expand(value, at, 0);
-                    self.assign(&name, value, at);
+                    for value in self.expand(value, at, 0) {
+                        self.assign(&name, value, at);
+                    }
                 }
             }
-            Some("set") => {
-                let flags = words[1..]
+            Some("set") => self.fish_set(&words[1..], at),
+            Some("export" | "declare" | "typeset" | "local" | "readonly") => {
+                let flags: String = words[1..]
                     .iter()
-                    .take_while(|w| w.literal().is_some_and(|w| w.starts_with('-')))
                     .filter_map(Word::literal)
-                    .collect::<Vec<_>>();
-                let exported = flags
+                    .filter(|w| w.starts_with('-'))
+                    .collect();
+                let names: Vec<&Word> = words[1..]
                     .iter()
-                    .any(|f| (!f.starts_with("--") && f.contains('x')) || f == "--export");
-                let rest = &words[1 + flags.len()..];
-                if let [name, values @ ..] = rest
-                    && exported
-                    && !values.is_empty()
-                    && let Some(name) = name.literal()
+                    .filter(|w| !w.literal().is_some_and(|w| w.starts_with('-')))
+                    .collect();
+                // zsh: `typeset -T PERL5LIB perl5lib` ties the array to the variable.
+                if flags.contains('T')
+                    && let [var, array, ..] = names.as_slice()
+                    && let (Some(var), Some(array)) = (var.literal(), array.literal())
                 {
-                    let values: Vec<String> =
-                        values.iter().map(|v| self.expand(v, at, 0)).collect();
-                    let joiner = if name.ends_with("PATH") { ":" } else { " " };
-                    if values.len() > 1 && joiner == " " {
-                        // Each element alone too: what reads the value as a list of its own
-                        // (`PERL5LIB`'s `:`) is read for every element (fail closed).
-                        for value in &values {
-                            self.assign(&name, value.clone(), at);
+                    self.ties.insert(array.clone(), var.clone());
+                    self.tied(&array, at);
+                }
+                for word in names {
+                    if !self.assignment(word, at, true) {
+                        // `export X`: an array tied to it may have been assigned.
+                        if let Some(name) = word.literal() {
+                            self.tied(&name, at);
                         }
                     }
-                    self.assign(&name, values.join(joiner), at);
                 }
             }
-            Some("export" | "declare" | "typeset" | "local" | "readonly") => {
-                for word in &words[1..] {
-                    if word.literal().is_some_and(|w| w.starts_with('-')) {
-                        continue;
+            Some("cd" | "pushd") if at.dir.is_some() => {
+                if let Some(target) = words.get(1) {
+                    let here = at.dir.map(Path::to_path_buf).unwrap_or_default();
+                    for value in self.expand(target, at, 0) {
+                        let value = here.join(value).to_string_lossy().into_owned();
+                        self.assign("PWD", value, at);
                     }
-                    self.assignment(word, at);
+                }
+            }
+            Some("for") => {
+                if let [_, name, keyword, items @ ..] = words
+                    && keyword.literal().is_some_and(|k| k == "in")
+                    && let Some(name) = name.literal()
+                {
+                    for item in items {
+                        for value in self.expand_pattern(item, at) {
+                            self.assign(&name, value, at);
+                        }
+                    }
+                }
+            }
+            Some("alias" | "eval") if depth < MAX_EXPANSION_DEPTH => {
+                let alias = first.as_deref() == Some("alias");
+                let mut texts = Vec::new();
+                for word in &words[1..] {
+                    for text in self.expand(word, at, 0) {
+                        if text.contains(MARK) {
+                            // `eval "$(pyenv init -)"`: a program's output (a stated limit).
+                            continue;
+                        }
+                        match text.split_once('=') {
+                            Some((_, body)) if alias => texts.push(body.to_string()),
+                            _ if !alias => texts.push(text),
+                            _ => {}
+                        }
+                    }
+                }
+                let text = if alias {
+                    texts.join("\n")
+                } else {
+                    texts.join(" ")
+                };
+                for words in shell_words::commands(&text, Dialect::Posix) {
+                    self.command_at(&words, at, depth + 1);
                 }
             }
             _ => {
                 for word in words {
-                    if !self.assignment(word, at) {
+                    if !self.assignment(word, at, false) {
                         break;
                     }
                 }
@@ -271,17 +425,107 @@ impl Reader {
         }
     }
 
-    /// A `NAME=value` word, assigned; false when the word is no assignment.
-    fn assignment(&mut self, word: &Word, at: At) -> bool {
-        let Some(Piece::Text {
-            text,
-            quoted: false,
-        }) = word.pieces.first()
-        else {
+    /// fish's `set`: with `-x`/`--export` an exported list; `-a`/`-p` (`--append`,
+    /// `--prepend`) add to a list (exported before, or later: read either way).
+    fn fish_set(&mut self, args: &[Word], at: At) {
+        let flags = args
+            .iter()
+            .take_while(|w| w.literal().is_some_and(|w| w.starts_with('-')))
+            .filter_map(|w| w.literal())
+            .collect::<Vec<_>>();
+        let short = |letter: char| {
+            flags
+                .iter()
+                .any(|f| !f.starts_with("--") && f.contains(letter))
+        };
+        let long = |name: &str| flags.iter().any(|f| f == name);
+        let exported = short('x') || long("--export");
+        let appended = short('a') || long("--append");
+        let prepended = short('p') || long("--prepend");
+        let rest = &args[flags.len()..];
+        let [name, values @ ..] = rest else {
+            return;
+        };
+        let Some(name) = name.literal() else {
+            return;
+        };
+        if !(exported || appended || prepended) || values.is_empty() {
+            return;
+        }
+        let elements: Vec<String> = values.iter().flat_map(|v| self.expand(v, at, 0)).collect();
+        let joiner = if name.ends_with("PATH") { ":" } else { " " };
+        // Each element alone too: what reads the value as a list of its own (`PERL5LIB`'s
+        // `:`) is read for every element (fail closed).
+        if elements.len() > 1 && joiner == " " || appended || prepended {
+            for value in &elements {
+                self.assign(&name, value.clone(), at);
+            }
+        }
+        let joined = elements.join(joiner);
+        let mut whole = vec![joined.clone()];
+        if appended || prepended {
+            for old in self.lookup(&name, at).unwrap_or_default() {
+                if old.is_empty() {
+                    continue;
+                }
+                whole.push(if appended {
+                    format!("{old}{joiner}{joined}")
+                } else {
+                    format!("{joined}{joiner}{old}")
+                });
+            }
+        }
+        for value in whole {
+            self.assign(&name, value, at);
+        }
+    }
+
+    /// A zsh array tied to a variable (`perl5lib`, tied to `PERL5LIB`) assigned in the files:
+    /// its elements are not read here, so the variable is not either.
+    fn tied(&mut self, array: &str, _at: At) {
+        if let Some(var) = self.ties.get(array).cloned()
+            && self.vars.contains_key(array)
+        {
+            self.unreadable.push((
+                var,
+                "it is tied to a zsh array (typeset -T) whose elements are not read here"
+                    .to_string(),
+            ));
+        }
+    }
+
+    /// A `NAME=value` (or `NAME+=value`) word, assigned; false when the word is no assignment.
+    /// `builtin` (an argument of `export` and its kin): the name may be quoted.
+    fn assignment(&mut self, word: &Word, at: At, builtin: bool) -> bool {
+        let mut name = String::new();
+        let mut value: Option<Vec<Piece>> = None;
+        for (i, piece) in word.pieces.iter().enumerate() {
+            let Piece::Text { text, quoted } = piece else {
+                return false;
+            };
+            if *quoted && !builtin {
+                return false;
+            }
+            match text.split_once('=') {
+                Some((head, tail)) => {
+                    name.push_str(head);
+                    let mut pieces = vec![Piece::Text {
+                        text: tail.to_string(),
+                        quoted: *quoted,
+                    }];
+                    pieces.extend(word.pieces[i + 1..].iter().cloned());
+                    value = Some(pieces);
+                    break;
+                }
+                None => name.push_str(text),
+            }
+        }
+        let Some(pieces) = value else {
             return false;
         };
-        let Some((name, value)) = text.split_once('=') else {
-            return false;
+        let (name, append) = match name.strip_suffix('+') {
+            Some(name) => (name.to_string(), true),
+            None => (name, false),
         };
         let valid = !name.is_empty()
             && !name.starts_with(|c: char| c.is_ascii_digit())
@@ -289,132 +533,91 @@ impl Reader {
         if !valid {
             return false;
         }
-        let mut pieces = vec![Piece::Text {
-            text: value.to_string(),
-            quoted: false,
-        }];
-        pieces.extend(word.pieces[1..].iter().cloned());
-        let name = name.to_string();
-        let value = self.expand(&Word { pieces }, at, 0);
-        self.assign(&name, value, at);
+        let mut values = self.expand(&Word { pieces }, at, 0);
+        if append {
+            let old = self.lookup(&name, at).unwrap_or_default();
+            let old: Vec<&str> = if old.is_empty() {
+                vec![""]
+            } else {
+                old.iter().map(String::as_str).collect()
+            };
+            values = combine(old.iter().map(|o| o.to_string()).collect(), &values);
+        }
+        for value in values {
+            self.assign(&name, value, at);
+        }
+        if let Some(var) = self.ties.get(&name).cloned() {
+            self.unreadable.push((
+                var,
+                "it is tied to a zsh array (typeset -T) whose elements are not read here"
+                    .to_string(),
+            ));
+        }
         true
     }
 
-    /// `word` as the shell expands it in an assignment: [`MARK`] for what is not read here.
-    fn expand(&self, word: &Word, at: At, depth: usize) -> String {
-        let mut out = String::new();
-        for piece in &word.pieces {
-            match piece {
-                Piece::Text {
-                    text,
-                    quoted: false,
-                } => {
-                    // `~` at the start and after a `:` (an assignment's list), before `/`, `:`
-                    // or the end.
-                    let chars: Vec<char> = text.chars().collect();
-                    for (i, c) in chars.iter().enumerate() {
-                        let at_start = out.is_empty() || out.ends_with(':');
-                        let ends = matches!(chars.get(i + 1), None | Some('/' | ':'));
-                        if *c == '~' && at_start && ends {
-                            out.push_str(&self.lookup("HOME", at).unwrap_or(MARK.into()));
-                        } else {
-                            out.push(*c);
-                        }
-                    }
-                }
-                Piece::Text { text, .. } => out.push_str(text),
-                Piece::Var(name) => out.push_str(&self.lookup(name, at).unwrap_or(MARK.into())),
-                Piece::VarOr { name, op, word } => {
-                    let value = self.lookup(name, at);
-                    let other = || {
-                        if depth >= MAX_EXPANSION_DEPTH {
-                            return MARK.to_string();
-                        }
-                        let word = shell_words::word(word, Dialect::Posix);
-                        self.expand(&word, at, depth + 1)
-                    };
-                    out.push_str(&match (op.as_str(), value) {
-                        // Set nowhere read: unset, as far as can be told; the default is what
-                        // the author meant (`${XDG_DATA_HOME:-$HOME/.local/share}`).
-                        (":-" | "-" | ":=" | "=", None) => other(),
-                        (_, None) => MARK.to_string(),
-                        (":-" | ":=", Some(v)) if v.is_empty() => other(),
-                        (":+", Some(v)) if v.is_empty() => String::new(),
-                        ("+" | ":+", Some(_)) => other(),
-                        (_, Some(v)) => v,
-                    });
-                }
-                Piece::Command(text) => {
-                    out.push_str(&self.substitution(text, at, depth).unwrap_or(MARK.into()))
-                }
-                Piece::Other(_) => out.push(MARK),
-            }
-        }
-        out
+    /// The values `name` was assigned in the files read.
+    fn values_of(&self, name: &str) -> Vec<String> {
+        self.vars
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(|value| !value.contains(MARK) && !value.is_empty())
+            .cloned()
+            .collect()
     }
 
-    /// What a variable expands to: `HOME`; `PWD` (the file's directory; `.` in a shell
-    /// start-up file, read against the root); one assigned before; a table variable not
-    /// assigned before is read by itself (empty here); another from the owner's environment.
-    fn lookup(&self, name: &str, at: At) -> Option<String> {
-        match name {
-            "HOME" => std::env::var("HOME").ok().filter(|h| !h.is_empty()),
-            "PWD" => Some(
-                at.dir
-                    .map_or_else(|| ".".to_string(), |d| d.to_string_lossy().into_owned()),
-            ),
-            _ if self.vars.contains_key(name) => self.vars.get(name).cloned(),
-            _ if owner_env::read_by_rules(name) => Some(String::new()),
-            _ => owner_env::var(name).map(|v| v.to_string_lossy().into_owned()),
+    /// The files past the bounds: what they assign is not known.
+    fn past_bounds(&mut self) {
+        let entry = (
+            "the owner's start-up files".to_string(),
+            PAST_BOUNDS.to_string(),
+        );
+        if !self.unreadable.contains(&entry) {
+            self.unreadable.push(entry);
         }
     }
 
-    /// What a command substitution gives, where it is read: `pwd`, `which NAME` / `command -v
-    /// NAME` (the name), and direnv's `expand_path PATH [BASE]` (absolute, relative to the
-    /// `.envrc`'s directory).
-    fn substitution(&self, text: &str, at: At, depth: usize) -> Option<String> {
-        let commands = shell_words::commands(text, Dialect::Posix);
-        let [words] = commands.as_slice() else {
-            return None;
+    /// fish's universal variables (`set -Ux`), kept in `fish_variables`: `SETUVAR --export
+    /// NAME:value`, `\xHH` escapes, list elements separated by `\x1e`.
+    fn fish_universal(&mut self, path: &Path) {
+        let Some(text) = super::read_head(path, MAX_FILE) else {
+            return;
         };
-        let here = at.dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        let arg = |i: usize| -> Option<String> {
-            if depth >= MAX_EXPANSION_DEPTH {
-                return None;
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("SETUVAR --export ") else {
+                continue;
+            };
+            let Some((name, value)) = rest.split_once(':') else {
+                continue;
+            };
+            let value = unescape_fish(value);
+            let joiner = if name.ends_with("PATH") { ":" } else { " " };
+            let elements: Vec<&str> = value.split('\u{1e}').collect();
+            let at = At { dir: None };
+            if elements.len() > 1 {
+                for element in &elements {
+                    self.assign(name, (*element).to_string(), at);
+                }
             }
-            let word = words.get(i)?;
-            Some(self.expand(word, at, depth + 1)).filter(|v| !v.contains(MARK))
-        };
-        match (words[0].literal().as_deref(), words.len()) {
-            (Some("pwd"), 1) => Some(here.to_string_lossy().into_owned()),
-            // `$(which vim)`, `$(command -v nvim)`: the program found on PATH, as the bare name
-            // reads (`EDITOR=vim`).
-            (Some("which"), 2) | (Some("command" | "type"), 3)
-                if words.len() == 2
-                    || words[1].literal().is_some_and(|f| f == "-v" || f == "-p") =>
-            {
-                words.last()?.literal().filter(|name| {
-                    !name.is_empty()
-                        && name
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
-                })
-            }
-            (Some("expand_path"), 2 | 3) if at.dir.is_some() => {
-                let base = match words.len() {
-                    3 => here.join(arg(2)?),
-                    _ => here,
-                };
-                Some(base.join(arg(1)?).to_string_lossy().into_owned())
-            }
-            _ => None,
+            self.assign(name, elements.join(joiner), at);
         }
     }
 
     /// Record `name = value`: every variable for later expansions; the table's variables
     /// (read by their kind) and git's config variables for the rules.
     fn assign(&mut self, name: &str, value: String, at: At) {
-        self.vars.insert(name.to_string(), value.clone());
+        let values = self.vars.entry(name.to_string()).or_default();
+        // Past the bound: this one and later ones are not read.
+        let value = if values.len() >= MAX_VALUES {
+            MARK.to_string()
+        } else {
+            value
+        };
+        if values.contains(&value) {
+            return;
+        }
+        values.push(value.clone());
         if owner_env::is_git_config_var(name) {
             self.git.push((name.to_string(), value));
             return;
@@ -481,9 +684,17 @@ impl Reader {
                 for entry in value.split(separators).filter(|e| !e.is_empty()) {
                     let mut text = entry.to_string();
                     if let Some(mark) = text.find(MARK) {
-                        // Built on what is not read: its literal directory part.
+                        // Built on what is not read: its literal directory part, and
+                        // everything below it (red team 39 #5: `build/$(uname -m)`).
                         match text[..mark].rfind('/') {
-                            Some(slash) if slash > 0 => text.truncate(slash),
+                            Some(slash) if slash > 0 => {
+                                text.truncate(slash);
+                                let dir = match at.dir {
+                                    Some(dir) if !text.starts_with('/') => dir.join(&text),
+                                    _ => PathBuf::from(&text),
+                                };
+                                self.below.push((var, dir));
+                            }
                             // `ENV=$STAGE` (an application's setting): no file either way.
                             _ if *var == "ENV" => continue,
                             _ => {
@@ -506,6 +717,28 @@ impl Reader {
     }
 }
 
+/// fish's `\xHH` escapes of `fish_variables` decoded.
+fn unescape_fish(text: &str) -> String {
+    let mut bytes = Vec::new();
+    let raw = text.as_bytes();
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'\\'
+            && raw.get(i + 1) == Some(&b'x')
+            && let Some(byte) = text
+                .get(i + 2..i + 4)
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+        {
+            bytes.push(byte);
+            i += 4;
+            continue;
+        }
+        bytes.push(raw[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 /// `text` with `${name}` and `$name` (not a longer name: `$HOME_X`) replaced by `value`.
 fn variable(text: &str, name: &str, value: &str) -> String {
     let text = text.replace(&format!("${{{name}}}"), value);
@@ -525,6 +758,10 @@ fn variable(text: &str, name: &str, value: &str) -> String {
     out.push_str(rest);
     out
 }
+
+mod expand;
+
+use expand::combine;
 
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,15 @@
 //! files are `directory_hooks` places. No shell is trusted: the directives are read as plain
 //! lines of literal words; an argument the reader cannot place (`$`, quotes, globs, `~`) names
 //! the whole tree.
+//!
+//! Red team 39 (finding 1, 6): direnv runs the `.envrc` as bash, so every file it makes bash
+//! read or run is a place too, whatever the command — a redirection's source (`source
+//! /dev/stdin < .env.local`, `done < .env.local`), a file named by a literal path anywhere,
+//! in command substitutions too (`export $(grep -v '^#' .env.local | xargs)`, `eval "$(cat
+//! .env.local)"`, `./scripts/env.sh`) — but the directories `PATH_add` and its kin put on a
+//! path and the text `echo`/`log_status` print. A file the `.envrc` sources is read the same
+//! way (its directives and names, against its directory and the `.envrc`'s), and `source_up`
+//! reads the parent's `.envrc` (against its own directory).
 
 use std::path::{Path, PathBuf};
 
@@ -41,16 +50,149 @@ const FILE_DIRECTIVES: [&str; 8] = [
     "watch_dir",
 ];
 
+/// Commands whose words are no files bash reads: the directories they put on a path, and text.
+const NAMES_NO_FILE: [&str; 12] = [
+    "PATH_add",
+    "path_add",
+    "MANPATH_add",
+    "PATH_rm",
+    "path_rm",
+    "echo",
+    "printf",
+    "log_status",
+    "log_error",
+    "has",
+    "layout",
+    "export",
+];
+
+/// How deep sourced files are followed (past it: the whole tree).
+const MAX_DEPTH: usize = 4;
+
 /// The files (relative to `dir`, possibly with `..`) the `.envrc` in `dir` names; `Err` (why)
 /// when one of its directives names files in a form not read here.
 pub(super) fn named_places(dir: &Path) -> Result<Vec<PathBuf>, &'static str> {
-    let Some(text) = super::read_head(&dir.join(".envrc"), 1 << 20) else {
-        return Ok(Vec::new());
-    };
     let mut out = Vec::new();
+    named_by_file(&dir.join(".envrc"), &[dir.to_path_buf()], dir, 0, &mut out)?;
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|name| seen.insert(name.clone()));
+    Ok(out)
+}
+
+/// What `file` names, relative to `dir` (the `.envrc`'s), each of its names read against every
+/// one of `bases` (a sourced file's relative names: bash's working directory, or direnv's
+/// `source_env` changing into the file's own); files it sources read in turn.
+fn named_by_file(
+    file: &Path,
+    bases: &[PathBuf],
+    dir: &Path,
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), &'static str> {
+    let Some(text) = super::read_head(file, 1 << 20) else {
+        return Ok(());
+    };
+    let relative = |name: &Path| -> Vec<PathBuf> {
+        bases
+            .iter()
+            .map(|base| match base.strip_prefix(dir) {
+                Ok(rel) => rel.join(name),
+                Err(_) => base.join(name),
+            })
+            .collect()
+    };
+    let (directives, sourced) = directive_names(&text)?;
+    let read = read_names(&text, bases);
+    let mut followed = Vec::new();
+    for name in &directives {
+        out.extend(relative(name));
+    }
+    for name in sourced.iter().chain(&read) {
+        followed.extend(relative(name));
+    }
+    out.extend(read.iter().flat_map(|name| relative(name)));
+    // The files it sources or reads (not those only watched), and the parent's `.envrc`
+    // (`source_up`).
+    let mut next: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
+    for name in &followed {
+        let path = dir.join(name);
+        if path.is_file() && path != file {
+            let own = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            next.push((path, vec![bases[0].clone(), own]));
+        }
+    }
+    if text.contains("source_up") {
+        let from = file.parent().and_then(Path::parent);
+        if let Some(parent) = from.and_then(|d| d.ancestors().find(|a| a.join(".envrc").is_file()))
+        {
+            next.push((parent.join(".envrc"), vec![parent.to_path_buf()]));
+        }
+    }
+    if next.is_empty() {
+        return Ok(());
+    }
+    if depth >= MAX_DEPTH {
+        return Err("its .envrc sources files deeper than the gateway reads");
+    }
+    for (path, bases) in next {
+        named_by_file(&path, &bases, dir, depth + 1, out)?;
+    }
+    Ok(())
+}
+
+/// Every file bash reads or runs for the text's commands (a redirection's source, a literal
+/// path, in command substitutions too), but what [`NAMES_NO_FILE`] commands are given: by a
+/// path (a `/` in it), a dot-name (`.env.local`), or the name of a file in one of `bases`.
+fn read_names(text: &str, bases: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for words in super::shell_words::commands_reading(text, super::shell_words::Dialect::Posix, 4) {
+        if words
+            .first()
+            .and_then(super::shell_words::Word::literal)
+            .is_some_and(|first| NAMES_NO_FILE.contains(&first.as_str()))
+        {
+            continue;
+        }
+        for word in &words {
+            let Some(name) = literal_with_pwd(word) else {
+                continue;
+            };
+            let path_like = name.contains('/')
+                || (name.starts_with('.') && name.len() > 1 && name != "..")
+                || bases.iter().any(|base| base.join(&name).is_file());
+            let no_file = name.starts_with('-') || name.contains("://") || name.contains('=');
+            if path_like && !no_file {
+                out.push(PathBuf::from(name));
+            }
+        }
+    }
+    out
+}
+
+/// A word's text with `$PWD` (bash's working directory, the `.envrc`'s) as `.`; `None` with
+/// another expansion in it.
+fn literal_with_pwd(word: &super::shell_words::Word) -> Option<String> {
+    use super::shell_words::Piece;
+    let mut out = String::new();
+    for piece in &word.pieces {
+        match piece {
+            Piece::Text { text, .. } => out.push_str(text),
+            Piece::Var(name) if name == "PWD" => out.push('.'),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// The files the text's directives source, watch or evaluate, and of those the ones sourced.
+type Named = (Vec<PathBuf>, Vec<PathBuf>);
+
+fn directive_names(text: &str) -> Result<Named, &'static str> {
+    let mut out = Vec::new();
+    let mut sourced = Vec::new();
     // Each simple command, its words as the shell makes them (red team 36 B1: `"wat"ch_file`,
     // `watch_file 'a'"b"` are the words `watch_file` and `ab`).
-    let commands = super::shell_words::commands(&text, super::shell_words::Dialect::Posix);
+    let commands = super::shell_words::commands(text, super::shell_words::Dialect::Posix);
     for words in commands {
         let Some((first, args)) = words.split_first() else {
             continue;
@@ -112,9 +254,15 @@ pub(super) fn named_places(dir: &Path) -> Result<Vec<PathBuf>, &'static str> {
         };
         out.extend(defaults.iter().map(PathBuf::from));
         out.extend(files.iter().map(PathBuf::from));
+        if SOURCING.contains(&directive) {
+            sourced.extend(files.iter().map(PathBuf::from));
+        }
     }
-    Ok(out)
+    Ok((out, sourced))
 }
+
+/// Directives whose files bash reads as shell text.
+const SOURCING: [&str; 4] = ["source", ".", "source_env", "source_env_if_exists"];
 
 /// A literal argument, or why it cannot be placed (a variable, a substitution, a pattern, `~`).
 fn literal(word: &super::shell_words::Word) -> Result<String, &'static str> {
@@ -130,70 +278,4 @@ fn is_directive(directive: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn names(envrc: &str) -> Result<Vec<PathBuf>, &'static str> {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(".envrc"), envrc).unwrap();
-        named_places(dir.path())
-    }
-
-    #[test]
-    fn sourced_watched_and_evaluated_files_are_named() {
-        let got = names(
-            "source_env_if_exists .envrc.private\ndotenv_if_exists .env.local\n\
-             watch_file nix/shell.nix pkgs.nix # the shell\nuse flake . --impure\n\
-             if has nix; then\n  use_nix dev/shell.nix\nfi\nuse devenv\nlayout python3\n\
-             use flake nixpkgs#hello\nuse vim\n",
-        )
-        .unwrap();
-        let want = [
-            ".envrc.private",
-            ".env.local",
-            "nix/shell.nix",
-            "pkgs.nix",
-            "flake.nix",
-            "flake.lock",
-            "./flake.nix",
-            "./flake.lock",
-            "shell.nix",
-            "default.nix",
-            "dev/shell.nix",
-            "devenv.nix",
-            "devenv.yaml",
-            "devenv.lock",
-            "devenv.local.nix",
-            "flake.nix",
-            "flake.lock",
-            ".vimrc.local",
-        ];
-        assert_eq!(got, want.map(PathBuf::from));
-        assert_eq!(
-            names("export FOO=1\nPATH_add bin\n").unwrap(),
-            Vec::<PathBuf>::new()
-        );
-    }
-
-    #[test]
-    fn a_file_named_by_a_variable_or_pattern_names_the_whole_tree() {
-        for envrc in [
-            "source_env $HOME/x",
-            "watch_file \"$X\"",
-            "watch_file 'a'\"$(echo b)\"",
-            "watch_file src/*.nix",
-            "dotenv ~/.env",
-            "$cmd .env.evil",
-        ] {
-            assert!(names(envrc).is_err(), "{envrc}");
-        }
-    }
-
-    /// Red team 36 B1: directives and files spelled in quote-joined pieces are the words the
-    /// shell makes.
-    #[test]
-    fn quote_joined_directives_and_files_are_read_whole() {
-        let got = names("wat\"ch\"_file 'nix/'sh\\ell.nix\nsource_\"env\" \"a b\"\n").unwrap();
-        assert_eq!(got, [PathBuf::from("nix/shell.nix"), PathBuf::from("a b")]);
-    }
-}
+mod tests;

@@ -24,6 +24,7 @@ use super::shell_command::{
     Named as Reads, Reading, ScriptRunner, program_paths, python_module_places, shebang_runner,
 };
 pub use account::Account;
+pub(super) use account::account_home;
 use account::{expand_shell_path, expand_user_path};
 
 /// Git's own limit on nested includes.
@@ -56,10 +57,10 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
     // team 35 N4): read for every repository below, as the account's own.
     let mut with_root = account.clone();
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
-    let assigned = super::env_files::of_root(root, home.as_deref().map(Path::new));
-    with_root.env.extend(assigned.env);
-    with_root.git_entries.extend(assigned.git_entries);
-    with_root.unreadable.extend(assigned.unreadable);
+    with_root.add_assigned(super::env_files::of_root(
+        root,
+        home.as_deref().map(Path::new),
+    ));
     let account = &with_root;
     let mut repos: Vec<PathBuf> = dot_gits.iter().map(|rel| root.join(rel)).collect();
     if let Some(enclosing) = root

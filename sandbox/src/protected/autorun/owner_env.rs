@@ -121,6 +121,24 @@ pub const VARS: &[(&str, Names)] = &[
     ("RUBYOPT", Names::Options(Lang::Ruby)),
     ("NODE_OPTIONS", Names::Options(Lang::Node)),
     ("PYTHONUSERBASE", Names::PythonUserBase),
+    // Red team 39 finding 7: files whose entries run programs (a kubeconfig user's `exec`, an
+    // AWS profile's `credential_process`, psql's `\!`, Mercurial's `[hooks]`, a lesskey file's
+    // `LESSOPEN`, go's `GOFLAGS=-toolexec`, yarn's and npm's script shells), and directories
+    // whose files run (IPython's `startup/`, Jupyter's `*_config.py`, Cargo's `config.toml`
+    // wrappers).
+    ("KUBECONFIG", Names::FileList),
+    ("AWS_CONFIG_FILE", Names::File),
+    ("PSQLRC", Names::File),
+    ("HGRCPATH", Names::FileList),
+    ("LESSKEYIN", Names::File),
+    ("LESSKEY", Names::File),
+    ("GOENV", Names::File),
+    ("YARN_RC_FILENAME", Names::File),
+    ("NPM_CONFIG_SCRIPT_SHELL", Names::File),
+    ("npm_config_script_shell", Names::File),
+    ("IPYTHONDIR", Names::RunDir),
+    ("JUPYTER_CONFIG_DIR", Names::RunDir),
+    ("CARGO_HOME", Names::RunDir),
     // Its standard library (`os`, `site`, `encodings`) runs at every start: the whole dir
     // (`prefix:exec_prefix`).
     ("PYTHONHOME", Names::RunDir),

@@ -112,8 +112,33 @@ pub(super) fn commands(text: &str, dialect: Dialect) -> Vec<Vec<Word>> {
         chars: text.chars().collect(),
         at: 0,
         dialect,
+        targets: false,
     };
     lexer.commands()
+}
+
+/// [`commands`] with each redirection's target kept as a word of its command (`< .env.local`:
+/// a file the command reads), and then the commands of every command substitution in them, as
+/// deep as `depth` (what a file's text makes its shell read, red team 39 finding 1).
+pub(super) fn commands_reading(text: &str, dialect: Dialect, depth: usize) -> Vec<Vec<Word>> {
+    let mut lexer = Lexer {
+        chars: text.chars().collect(),
+        at: 0,
+        dialect,
+        targets: true,
+    };
+    let mut out = Vec::new();
+    for command in lexer.commands() {
+        if depth > 0 {
+            for piece in command.iter().flat_map(|word| &word.pieces) {
+                if let Piece::Command(inner) = piece {
+                    out.extend(commands_reading(inner, dialect, depth - 1));
+                }
+            }
+        }
+        out.push(command);
+    }
+    out
 }
 
 /// `text` read as one word, blanks and operators included (the word of `${X:-word}`).
@@ -122,6 +147,7 @@ pub(super) fn word(text: &str, dialect: Dialect) -> Word {
         chars: text.chars().collect(),
         at: 0,
         dialect,
+        targets: false,
     };
     let mut word = Word::default();
     while lexer.at < lexer.chars.len() {
@@ -134,6 +160,8 @@ struct Lexer {
     chars: Vec<char>,
     at: usize,
     dialect: Dialect,
+    /// Keep redirections' targets as words ([`commands_reading`]).
+    targets: bool,
 }
 
 impl Lexer {
@@ -147,9 +175,10 @@ impl Lexer {
         let mut word: Option<Word> = None;
         // The next word is a redirection's target, not an argument.
         let mut target = false;
+        let keep_targets = self.targets;
         let end_word = |word: &mut Option<Word>, words: &mut Vec<Word>, target: &mut bool| {
             if let Some(w) = word.take()
-                && !std::mem::take(target)
+                && (!std::mem::take(target) || keep_targets)
             {
                 words.push(w);
             }
@@ -202,7 +231,8 @@ impl Lexer {
                     }
                     target = true;
                 }
-                c if c == ' ' || c == '\t' || c == '\r' => {
+                // Not `\r`: bash keeps it in the word (a CRLF file's `lib\r` is another name).
+                c if c == ' ' || c == '\t' => {
                     self.at += 1;
                     end_word(&mut word, &mut words, &mut target);
                 }

@@ -444,3 +444,241 @@ fn dashless_and_bundled_switches_are_read() {
         )
     );
 }
+
+/// Every value of `name` in what `text` (an `.envrc` in `/w/p`, or a start-up file) assigns.
+fn values_of(text: &str, dir: Option<&Path>, name: &str) -> Vec<String> {
+    read(text, dir)
+        .into_iter()
+        .filter(|(var, _)| *var == name)
+        .map(|(_, value)| value)
+        .collect()
+}
+
+/// Red team 39 finding 4: a helper variable holds every value the text assigns it (a branch,
+/// a function never called, a here-doc): the exported variable is read with each.
+#[test]
+fn every_value_a_helper_variable_may_hold_is_read() {
+    let dir = Path::new("/w/p");
+    for text in [
+        "LIB=$PWD/lib\nif [ -n \"$CI\" ]; then LIB=/opt/ci/lib; fi\nexport PERL5LIB=$LIB\n",
+        "LIB=$PWD/lib\n: <<'OLD'\nLIB=/opt/ci/lib\nOLD\nexport PERL5LIB=$LIB\n",
+        "LIB=$PWD/lib\nsetlib() { LIB=/opt/ci/lib; }\nexport PERL5LIB=$LIB\n",
+    ] {
+        let got = values_of(text, Some(dir), "PERL5LIB");
+        assert!(got.contains(&"/w/p/lib".to_string()), "{text}: {got:?}");
+        assert!(got.contains(&"/opt/ci/lib".to_string()), "{text}: {got:?}");
+    }
+}
+
+/// Red team 39 finding 4: `export "NAME=…"`, `NAME+=…`, `${NAME:=…}`, `~name` and a CRLF line
+/// are read as the shell reads them.
+#[test]
+fn appends_defaults_quoted_builtins_and_other_homes_are_read() {
+    let dir = Path::new("/w/p");
+    let home = std::env::var("HOME").unwrap();
+    let root_home = super::super::gitconfig::account_home("root").unwrap();
+    for (text, name, want) in [
+        (
+            "export \"PYTHONPATH=$HOME/a/src\"",
+            "PYTHONPATH",
+            format!("{home}/a/src"),
+        ),
+        (
+            "export 'PERL5LIB='\"$PWD/lib\"",
+            "PERL5LIB",
+            "/w/p/lib".to_string(),
+        ),
+        (
+            "export PYTHONPATH\nPYTHONPATH+=\":$HOME/c4/src\"",
+            "PYTHONPATH",
+            format!("{home}/c4/src"),
+        ),
+        (
+            "export PERL5LIB=/a\nexport PERL5LIB+=\":$PWD/lib\"",
+            "PERL5LIB",
+            "/a:/w/p/lib".to_string(),
+        ),
+        (
+            ": \"${PYTHONPATH:=$HOME/c25/src}\"\nexport PYTHONPATH",
+            "PYTHONPATH",
+            format!("{home}/c25/src"),
+        ),
+        (
+            "export PYTHONPATH=~root/c27/src",
+            "PYTHONPATH",
+            format!("{root_home}/c27/src"),
+        ),
+        (
+            "export PERL5LIB=$PWD/lib\r\n",
+            "PERL5LIB",
+            "/w/p/lib\r".to_string(),
+        ),
+        (
+            "alias py='PYTHONPATH=$HOME/c20/src python3'",
+            "PYTHONPATH",
+            format!("{home}/c20/src"),
+        ),
+        (
+            "eval 'export PERL5LIB=$PWD/e'",
+            "PERL5LIB",
+            "/w/p/e".to_string(),
+        ),
+        (
+            "cd backend\nexport PERL5LIB=$PWD/lib",
+            "PERL5LIB",
+            "/w/p/backend/lib".to_string(),
+        ),
+    ] {
+        let got = values_of(text, Some(dir), name);
+        assert!(
+            got.iter()
+                .any(|v| v.split(':').any(|e| e == want) || *v == want),
+            "{text}: {got:?}"
+        );
+    }
+    // A quoted word before a command is a command, not an assignment.
+    assert!(values_of("\"PYTHONPATH=/x\" true", Some(dir), "PYTHONPATH").is_empty());
+}
+
+/// An entry built on what is not read protects everything below its literal directory part
+/// (red team 39 #5), and a file sourced by a relative path from a start-up file is named in
+/// every tree (#8: `cd`/`chpwd` functions, `. "$PWD/.localrc"`).
+#[test]
+fn unread_tails_protect_below_and_relative_sources_are_every_tree_s() {
+    let dir = Path::new("/w/p");
+    let reader = reader(
+        "export PYTHONPATH=$PWD/build/$(uname -m)\n",
+        Some(dir),
+        Dialect::Posix,
+    );
+    assert_eq!(reader.below, [("PYTHONPATH", PathBuf::from("/w/p/build"))]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(tmp.path()).unwrap();
+    std::fs::write(
+        home.join(".bashrc"),
+        "cd() { builtin cd \"$@\" || return; if [ -f .dev-env ]; then . ./.dev-env; fi; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".zshrc"),
+        "chpwd() { [[ -f .project-env ]] && source .project-env }\n",
+    )
+    .unwrap();
+    std::fs::write(home.join(".profile"), ". \"$PWD/.localrc\"\n").unwrap();
+    let sources = of_shell(&home).relative_sources;
+    for want in ["./.dev-env", ".project-env", "./.localrc"] {
+        assert!(
+            sources.contains(&PathBuf::from(want)),
+            "{want}: {sources:?}"
+        );
+    }
+}
+
+/// Red team 39 finding 3: start-up files the shells read beyond the usual ones.
+#[test]
+fn more_start_up_files_are_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(tmp.path()).unwrap();
+    let write = |rel: &str, text: &str| {
+        let path = home.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        ".bashrc",
+        "for rc in ~/.bashrc.d/*; do [ -f \"$rc\" ] && . \"$rc\"; done\n"
+            .replace('~', home.to_str().unwrap())
+            .as_str(),
+    );
+    write(".bashrc.d/dev.sh", "export PYTHONPATH=/c6\n");
+    write(".bash_login", "export PERL5LIB=/c35\n");
+    write(
+        ".zshenv",
+        &format!("export ZDOTDIR={}/.config/zsh\n", home.display()),
+    );
+    write(".config/zsh/.zshrc", "export RUBYLIB=/c34\n");
+    write(".config/fish/conf.d/py.fish", "set -gx PYTHONPATH /c30\n");
+    write(
+        ".config/fish/fish_variables",
+        "# This file contains fish universal variable definitions.\nSETUVAR --export \
+         PERL5OPT:\\x2dMlib\\x3d\\x2fc29\nSETUVAR fish_greeting:hi\n",
+    );
+    write(
+        ".config/environment.d/50-py.conf",
+        "NODE_OPTIONS=--require=/c33.js\n",
+    );
+    write(
+        ".config/fish/config.fish",
+        "set -gx PYTHONPATH /opt/none\nset -a PYTHONPATH /c31\n",
+    );
+    let env: Vec<(&str, String)> = of_shell(&home)
+        .env
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
+        .collect();
+    for (name, want) in [
+        ("PYTHONPATH", "/c6"),
+        ("PERL5LIB", "/c35"),
+        ("RUBYLIB", "/c34"),
+        ("PYTHONPATH", "/c30"),
+        ("PERL5OPT", "-Mlib=/c29"),
+        ("NODE_OPTIONS", "--require=/c33.js"),
+        ("PYTHONPATH", "/c31"),
+    ] {
+        assert!(
+            env.iter()
+                .any(|(k, v)| *k == name && v.split(':').any(|e| e == want)),
+            "{name}={want}: {env:?}"
+        );
+    }
+}
+
+/// Past the bounds (sources too deep, too many files) the files' assignments are not known:
+/// the tree is refused; a zsh tied array fails closed.
+#[test]
+fn past_the_bounds_and_tied_arrays_fail_closed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(tmp.path()).unwrap();
+    std::fs::write(home.join(".bashrc"), ". ./s0\n").unwrap();
+    for i in 0..MAX_SOURCE_DEPTH + 2 {
+        std::fs::write(home.join(format!("s{i}")), format!(". ./s{}\n", i + 1)).unwrap();
+    }
+    let unreadable = of_shell(&home).unreadable;
+    assert!(
+        unreadable
+            .iter()
+            .any(|(what, why)| what.contains("start-up files") && why == PAST_BOUNDS),
+        "{unreadable:?}"
+    );
+    let reader = reader(
+        "typeset -xT PERL5LIB perl5lib\nperl5lib=($HOME/c7/lib $perl5lib)\n",
+        None,
+        Dialect::Posix,
+    );
+    assert!(
+        reader.unreadable.iter().any(|(var, _)| var == "PERL5LIB"),
+        "{:?}",
+        reader.unreadable
+    );
+}
+
+/// Ordinary `.envrc` and start-up lines the red team saw refuse every write (o2, o8): the
+/// repository's top and a command's alternatives are read.
+#[test]
+fn the_repository_top_and_alternatives_of_a_substitution_are_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let top = std::fs::canonicalize(tmp.path()).unwrap();
+    std::fs::create_dir_all(top.join(".git")).unwrap();
+    std::fs::create_dir_all(top.join("sub")).unwrap();
+    let reader = reader(
+        "export PYTHONPATH=$(git rev-parse --show-toplevel)/src\n\
+         export PAGER=\"$(command -v bat || echo less)\"\n",
+        Some(&top.join("sub")),
+        Dialect::Posix,
+    );
+    assert!(reader.unreadable.is_empty(), "{:?}", reader.unreadable);
+    let got = values(reader);
+    assert!(got.contains(&("PYTHONPATH", top.join("src").display().to_string())));
+    assert!(got.contains(&("PAGER", "bat".to_string())), "{got:?}");
+    assert!(got.contains(&("PAGER", "less".to_string())), "{got:?}");
+}

@@ -29,6 +29,10 @@ pub struct Account {
     /// The owner's variables whose value is not read here (variable, why): every write of
     /// the tree is refused.
     pub unreadable: Vec<(String, String)>,
+    /// A variable's entry built on what is not read: everything below this directory.
+    pub below: Vec<(&'static str, PathBuf)>,
+    /// Files the start-up files source by a relative path: in every tree.
+    pub relative_sources: Vec<PathBuf>,
 }
 
 impl Account {
@@ -42,24 +46,32 @@ impl Account {
         // Set in the owner's shell start-up files, where the gateway may not have seen it (a
         // service, another shell): red team 33.
         if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            let shell = super::super::env_files::of_shell(Path::new(&home));
-            account.git_entries.extend(shell.git_entries);
-            account.unreadable.extend(shell.unreadable);
-            for (name, value) in &shell.env {
-                match *name {
-                    "GIT_CONFIG_GLOBAL" | "GIT_CONFIG_SYSTEM" => {
-                        account.configs.push(PathBuf::from(value))
-                    }
-                    "XDG_CONFIG_HOME" => account.configs.push(Path::new(value).join("git/config")),
-                    "GIT_TEMPLATE_DIR" => account
-                        .template_dirs
-                        .push(value.to_string_lossy().into_owned()),
-                    _ => {}
-                }
-            }
-            account.env.extend(shell.env);
+            account.add_assigned(super::super::env_files::of_shell(Path::new(&home)));
         }
         account
+    }
+
+    /// Add what the owner's files assign (shell start-up files, a root's `.envrc`/`.env`), one
+    /// way wherever it is assigned (red team 39 finding 2): git's config variables name the
+    /// files git reads and the template directory it copies, besides the entries and values.
+    pub(in super::super) fn add_assigned(&mut self, assigned: super::super::env_files::Assigned) {
+        for (name, value) in &assigned.env {
+            match *name {
+                "GIT_CONFIG_GLOBAL" | "GIT_CONFIG_SYSTEM" => {
+                    self.configs.push(PathBuf::from(value))
+                }
+                "XDG_CONFIG_HOME" => self.configs.push(Path::new(value).join("git/config")),
+                "GIT_TEMPLATE_DIR" => self
+                    .template_dirs
+                    .push(value.to_string_lossy().into_owned()),
+                _ => {}
+            }
+        }
+        self.git_entries.extend(assigned.git_entries);
+        self.unreadable.extend(assigned.unreadable);
+        self.env.extend(assigned.env);
+        self.below.extend(assigned.below);
+        self.relative_sources.extend(assigned.relative_sources);
     }
 
     /// What git reads for an account whose environment `var` gives (the files, the template
@@ -89,8 +101,8 @@ impl Account {
             configs,
             template_dirs,
             git_entries,
-            env: Vec::new(),
             unreadable,
+            ..Self::default()
         }
     }
 }
@@ -145,7 +157,7 @@ pub(super) fn expand_shell_path(value: &str) -> PathBuf {
 }
 
 /// The home `/etc/passwd` gives the account `name` (its first entry, as `getpwnam`).
-fn account_home(name: &str) -> Option<String> {
+pub(in super::super) fn account_home(name: &str) -> Option<String> {
     let passwd = crate::protected::instances::passwd_text()?;
     passwd.lines().find_map(|line| {
         let fields: Vec<&str> = line.split(':').collect();

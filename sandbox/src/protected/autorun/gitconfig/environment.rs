@@ -57,6 +57,24 @@ impl Places<'_> {
             };
             self.whole_tree_as(class_of(name), &source, why);
         }
+        for (name, dir) in &account.below {
+            let why = format!(
+                "below a directory the owner's environment puts on a path ({name}) with a part \
+                 the gateway does not read: any file there may be what it names"
+            );
+            self.add(&self.root.join(dir), class_of(name), why, Scope::Below);
+        }
+        for rel in &account.relative_sources {
+            let why = "a file the owner's shell start-up files source by a relative path: it \
+                       runs from wherever the shell is (a cd or chpwd function, \
+                       `. \"$PWD/.localrc\"`)";
+            self.add(
+                &self.root.join(rel),
+                AutorunClass::ShellStartup,
+                why.to_string(),
+                Scope::Below,
+            );
+        }
         let mut import_dirs: Vec<(Lang, PathBuf)> = Vec::new();
         let mut loads: Vec<(Lang, String)> = Vec::new();
         for (name, value) in &account.env {
@@ -163,6 +181,13 @@ impl Places<'_> {
                         let file = self.root.join(file);
                         self.add(&file, class, why("an agent every JVM loads"), Scope::Below);
                     }
+                }
+                // Also every other tool's configuration (nvim's `init.lua`, direnv's
+                // `direnvrc`, fish's `config.fish`): the whole directory (red team 39 #7).
+                Names::GitConfig if *name == "XDG_CONFIG_HOME" => {
+                    let dir = self.root.join(value);
+                    let what = "the directory of the owner's tools' configuration";
+                    self.add(&dir, class, why(what), Scope::Below);
                 }
                 Names::RunDir => {
                     for dir in std::env::split_paths(value).filter(|d| !d.as_os_str().is_empty()) {

@@ -295,3 +295,77 @@ fn an_unreadable_variable_refuses_the_whole_tree_naming_it() {
     assert_eq!(whole.class, AutorunClass::PythonStartup);
     assert!(whole.why.contains("PYTHONPATH"), "{}", whole.why);
 }
+
+/// Red team 39 finding 2: git's config variables assigned in the root's `.envrc` or `.env`
+/// name the files git reads and the template directory it copies, as when the shell's start-up
+/// files or the environment set them.
+#[test]
+fn git_s_config_files_named_in_the_root_s_env_files_are_read() {
+    for (file, line, config) in [
+        (
+            ".envrc",
+            "export GIT_CONFIG_GLOBAL=$PWD/.gitconfig.dev",
+            ".gitconfig.dev",
+        ),
+        (".env", "GIT_CONFIG_GLOBAL=./dev.gitconfig", "dev.gitconfig"),
+        (
+            ".envrc",
+            "export XDG_CONFIG_HOME=\"$PWD/.config\"",
+            ".config/git/config",
+        ),
+        (
+            ".envrc",
+            "export GIT_TEMPLATE_DIR=$PWD/.git-templates",
+            ".git-templates/config",
+        ),
+    ] {
+        let (_dir, root, account) = account(&[]);
+        std::fs::write(root.join(file), format!("{line}\n")).unwrap();
+        let path = root.join(config);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let fsmonitor = format!("[core]\n\tfsmonitor = {}/tools/fsm.sh\n", root.display());
+        std::fs::write(&path, fsmonitor).unwrap();
+        let places = places_with(&root, &[], &account);
+        // The file itself (the session cannot write it), and what it runs.
+        assert!(class_at(&places, config).is_some(), "{line}: {places:?}");
+        assert!(
+            class_at(&places, "tools/fsm.sh").is_some(),
+            "{line}: {places:?}"
+        );
+        if line.contains("TEMPLATE") {
+            assert!(class_at(&places, ".git-templates/hooks").is_some());
+        }
+    }
+}
+
+/// Red team 39 finding 7: files whose entries run programs and directories whose files run,
+/// named by variables beyond git's and the interpreters'.
+#[test]
+fn tool_config_files_and_dirs_the_environment_names_are_places() {
+    let (_dir, root, account) = account(&[
+        (
+            "KUBECONFIG",
+            "{root}/deploy/kube.yaml:{root}/deploy/other.yaml",
+        ),
+        ("AWS_CONFIG_FILE", "{root}/aws.cfg"),
+        ("PSQLRC", "{root}/psqlrc"),
+        ("HGRCPATH", "{root}/hgrc"),
+        ("LESSKEYIN", "{root}/conf/lesskey"),
+        ("IPYTHONDIR", "{root}/ipy"),
+        ("XDG_CONFIG_HOME", "{root}/.config"),
+    ]);
+    let places = places_with(&root, &[], &account);
+    for rel in [
+        "deploy/kube.yaml",
+        "deploy/other.yaml",
+        "aws.cfg",
+        "psqlrc",
+        "hgrc",
+        "conf/lesskey",
+        "ipy",
+        ".config",
+    ] {
+        assert!(class_at(&places, rel).is_some(), "{rel}: {places:?}");
+    }
+    assert!(class_at(&places, "deploy").is_none());
+}

@@ -1,0 +1,276 @@
+//! How the owner's files' words expand ([`Reader::expand`]): every value a word may take, a
+//! variable's values, `~` and `~name`, a `for` list's pattern, the command substitutions read.
+
+use std::path::{Path, PathBuf};
+
+use super::super::owner_env;
+use super::super::shell_words::{self, Dialect, Piece, Word};
+use super::{At, MARK, MAX_EXPANSION_DEPTH, MAX_GLOB, MAX_VALUES, Reader};
+
+impl Reader {
+    /// Every value `word` may expand to, as the shell expands it in an assignment: [`MARK`]
+    /// for what is not read here.
+    pub(super) fn expand(&self, word: &Word, at: At, depth: usize) -> Vec<String> {
+        let mut outs = vec![String::new()];
+        for piece in &word.pieces {
+            match piece {
+                Piece::Text {
+                    text,
+                    quoted: false,
+                } => {
+                    for out in &mut outs {
+                        let expanded = self.unquoted(out, text, at);
+                        out.push_str(&expanded);
+                    }
+                }
+                Piece::Text { text, .. } => outs.iter_mut().for_each(|out| out.push_str(text)),
+                Piece::Var(name) => {
+                    let values = self.lookup(name, at).unwrap_or_else(|| vec![MARK.into()]);
+                    outs = combine(outs, &values);
+                }
+                Piece::VarOr { name, op, word } => {
+                    let other = || {
+                        if depth >= MAX_EXPANSION_DEPTH {
+                            return vec![MARK.to_string()];
+                        }
+                        let word = shell_words::word(word, Dialect::Posix);
+                        self.expand(&word, at, depth + 1)
+                    };
+                    let mut values = Vec::new();
+                    match self.lookup(name, at) {
+                        // Set nowhere read: unset, as far as can be told; the default is what
+                        // the author meant (`${XDG_DATA_HOME:-$HOME/.local/share}`).
+                        None if matches!(op.as_str(), ":-" | "-" | ":=" | "=") => {
+                            values.extend(other())
+                        }
+                        None => values.push(MARK.to_string()),
+                        Some(set) => {
+                            for v in set {
+                                match op.as_str() {
+                                    ":-" | ":=" if v.is_empty() => values.extend(other()),
+                                    ":+" if v.is_empty() => values.push(String::new()),
+                                    "+" | ":+" => values.extend(other()),
+                                    _ => values.push(v),
+                                }
+                            }
+                        }
+                    }
+                    outs = combine(outs, &values);
+                }
+                Piece::Command(text) => {
+                    let values = self.substitution(text, at, depth);
+                    outs = combine(outs, &values.unwrap_or_else(|| vec![MARK.into()]));
+                }
+                Piece::Other(_) => outs.iter_mut().for_each(|out| out.push(MARK)),
+            }
+        }
+        outs
+    }
+
+    /// Unquoted text after `out`: `~` at the start and after a `:` (an assignment's list),
+    /// before `/`, `:` or the end, is the home; `~name` that account's.
+    pub(super) fn unquoted(&self, out: &str, text: &str, at: At) -> String {
+        let mut expanded = String::new();
+        let mut rest = text;
+        while !rest.is_empty() {
+            let at_start = (out.is_empty() && expanded.is_empty())
+                || expanded.ends_with(':')
+                || (expanded.is_empty() && out.ends_with(':'));
+            if at_start && let Some(after) = rest.strip_prefix('~') {
+                let end = after.find(['/', ':']).unwrap_or(after.len());
+                let user = &after[..end];
+                let home = if user.is_empty() {
+                    self.lookup("HOME", at).and_then(|h| h.into_iter().next())
+                } else if user
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                {
+                    super::super::gitconfig::account_home(user)
+                } else {
+                    None
+                };
+                match home {
+                    Some(home) => expanded.push_str(&home),
+                    // `~x+y` or an account there is none of: the shell leaves the word.
+                    None if !user.is_empty() => {
+                        expanded.push('~');
+                        expanded.push_str(user);
+                    }
+                    None => expanded.push(MARK),
+                }
+                rest = &after[end..];
+                continue;
+            }
+            let next = rest
+                .char_indices()
+                .skip(1)
+                .find(|(_, c)| *c == ':')
+                .map_or(rest.len(), |(i, _)| i + 1);
+            expanded.push_str(&rest[..next]);
+            rest = &rest[next..];
+        }
+        expanded
+    }
+
+    /// `word` of a `for` list: a pattern in its last component gives each file it matches
+    /// (`~/.bashrc.d/*`, Fedora's start-up files); anything else as [`Self::expand`].
+    pub(super) fn expand_pattern(&self, word: &Word, at: At) -> Vec<String> {
+        if !word.is_pattern_or_tilde() {
+            return self.expand(word, at, 0);
+        }
+        let mut out = Vec::new();
+        for text in self.expand(word, at, 0) {
+            let (dir, pattern) = match text.rsplit_once('/') {
+                Some((dir, pattern)) => (dir.to_string(), pattern.to_string()),
+                None => (".".to_string(), text.clone()),
+            };
+            if !pattern.contains(['*', '?', '[']) || dir.contains(['*', '?', '[', MARK]) {
+                out.push(text);
+                continue;
+            }
+            let base = match at.dir {
+                Some(here) => here.join(&dir),
+                None => PathBuf::from(&dir),
+            };
+            let Ok(entries) = std::fs::read_dir(&base) else {
+                continue;
+            };
+            let mut names: Vec<String> = entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter(|name| !name.starts_with('.') && matches_pattern(&pattern, name))
+                .collect();
+            names.sort();
+            if names.len() > MAX_GLOB {
+                out.push(format!("{dir}/{MARK}"));
+                continue;
+            }
+            out.extend(names.into_iter().map(|name| format!("{dir}/{name}")));
+        }
+        out
+    }
+
+    /// Every value a variable may hold: `HOME`; `PWD` (the file's directory, and where a `cd`
+    /// went; `.` in a shell start-up file, read against the root); one assigned before; a
+    /// table variable not assigned before is read by itself (empty here); another from the
+    /// owner's environment.
+    pub(super) fn lookup(&self, name: &str, at: At) -> Option<Vec<String>> {
+        match name {
+            "HOME" => std::env::var("HOME")
+                .ok()
+                .filter(|h| !h.is_empty())
+                .map(|h| vec![h]),
+            "PWD" => {
+                let mut values = vec![
+                    at.dir
+                        .map_or_else(|| ".".to_string(), |d| d.to_string_lossy().into_owned()),
+                ];
+                values.extend(self.vars.get("PWD").into_iter().flatten().cloned());
+                Some(values)
+            }
+            _ if self.vars.contains_key(name) => self.vars.get(name).cloned(),
+            _ if owner_env::read_by_rules(name) => Some(vec![String::new()]),
+            _ => owner_env::var(name).map(|v| vec![v.to_string_lossy().into_owned()]),
+        }
+    }
+
+    /// What a command substitution may give: what each of its commands prints
+    /// ([`Self::one_substitution`]), `None` when one is not read.
+    pub(super) fn substitution(&self, text: &str, at: At, depth: usize) -> Option<Vec<String>> {
+        // `$(command -v bat || echo less)`: each command's output may be the value (red team
+        // 39 o8); one not read makes the whole not read.
+        let commands = shell_words::commands(text, Dialect::Posix);
+        if commands.is_empty() || commands.len() > 4 {
+            return None;
+        }
+        commands
+            .iter()
+            .map(|words| self.one_substitution(words, at, depth))
+            .collect()
+    }
+
+    /// What one command of a substitution prints, where it is read: `pwd`, `echo words`,
+    /// `which NAME` / `command -v NAME` (the name), direnv's `expand_path PATH [BASE]`
+    /// (absolute, relative to the `.envrc`'s directory) and `git rev-parse --show-toplevel`
+    /// (the repository holding the `.envrc`).
+    pub(super) fn one_substitution(&self, words: &[Word], at: At, depth: usize) -> Option<String> {
+        let here = at.dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let arg = |i: usize| -> Option<String> {
+            if depth >= MAX_EXPANSION_DEPTH {
+                return None;
+            }
+            let word = words.get(i)?;
+            match self.expand(word, at, depth + 1).as_slice() {
+                [value] if !value.contains(MARK) => Some(value.clone()),
+                _ => None,
+            }
+        };
+        let literals: Vec<Option<String>> = words.iter().map(Word::literal).collect();
+        let is = |i: usize, text: &str| literals.get(i).and_then(Option::as_deref) == Some(text);
+        match (literals[0].as_deref(), words.len()) {
+            (Some("pwd"), 1) => Some(here.to_string_lossy().into_owned()),
+            (Some("echo"), n) if n > 1 && !is(1, "-e") && !is(1, "-n") => (1..n)
+                .map(arg)
+                .collect::<Option<Vec<_>>>()
+                .map(|w| w.join(" ")),
+            // `$(which vim)`, `$(command -v nvim)`: the program found on PATH, as the bare name
+            // reads (`EDITOR=vim`).
+            (Some("which"), 2) | (Some("command" | "type"), 3)
+                if words.len() == 2 || is(1, "-v") || is(1, "-p") =>
+            {
+                words.last()?.literal().filter(|name| {
+                    !name.is_empty()
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
+                })
+            }
+            (Some("expand_path"), 2 | 3) if at.dir.is_some() => {
+                let base = match words.len() {
+                    3 => here.join(arg(2)?),
+                    _ => here,
+                };
+                Some(base.join(arg(1)?).to_string_lossy().into_owned())
+            }
+            (Some("git"), 3) if is(1, "rev-parse") && is(2, "--show-toplevel") => {
+                let dir = at.dir?;
+                dir.ancestors()
+                    .find(|d| d.join(".git").exists())
+                    .map(|top| top.to_string_lossy().into_owned())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Every `head + value` (each of `heads` with each of `values`); past [`MAX_VALUES`] the first
+/// head with a [`MARK`] (not read).
+pub(super) fn combine(heads: Vec<String>, values: &[String]) -> Vec<String> {
+    if heads.len().saturating_mul(values.len()) > MAX_VALUES {
+        let first = heads.into_iter().next().unwrap_or_default();
+        return vec![format!("{first}{MARK}")];
+    }
+    heads
+        .iter()
+        .flat_map(|head| values.iter().map(move |value| format!("{head}{value}")))
+        .collect()
+}
+
+/// Whether `name` matches a shell pattern of `*`, `?` and literal characters (a `[` class is
+/// taken as matching any one character: more files, never fewer).
+fn matches_pattern(pattern: &str, name: &str) -> bool {
+    fn go(p: &[char], n: &[char]) -> bool {
+        match p.split_first() {
+            None => n.is_empty(),
+            Some(('*', rest)) => (0..=n.len()).any(|i| go(rest, &n[i..])),
+            Some(('[', rest)) => {
+                let close = rest.iter().position(|c| *c == ']').map_or(0, |i| i + 1);
+                !n.is_empty() && go(&rest[close..], &n[1..])
+            }
+            Some(('?', rest)) => !n.is_empty() && go(rest, &n[1..]),
+            Some((c, rest)) => n.first() == Some(c) && go(rest, &n[1..]),
+        }
+    }
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    go(&p, &n)
+}
