@@ -60,7 +60,7 @@ pub enum AdminRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "answer", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AdminAnswer {
-    Status(GatewayStatus),
+    Status(Box<GatewayStatus>),
     ApprovalCode(ApprovalCode),
     Revoked(Revoked),
     Pages(WaitingPages),
@@ -81,6 +81,10 @@ pub struct GatewayStatus {
     /// (`CLAUDE_TOOLS_STRICT_HOOKS`).
     #[serde(default)]
     pub strict_hooks: bool,
+    /// Where its MCP endpoint listens (`127.0.0.1:8787`): gatewayctl sends the owner's token
+    /// to no other address (red team 39 F7).
+    #[serde(default)]
+    pub listen: Option<String>,
 }
 
 /// A one-time approval code and the consent page it approves.

@@ -145,6 +145,7 @@ pub async fn serve_http(
             autorun_allowed: gateway.config.autorun_allowed,
             strict_hooks: gateway.config.strict_hooks,
             gateway: gateway.clone(),
+            listen: Some(addr),
         },
         oauth::admin::socket_path(&gateway.config.state_dir),
         shutdown.clone(),

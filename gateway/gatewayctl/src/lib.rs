@@ -188,9 +188,11 @@ pub struct TryArgs {
     /// Directory to look at (read-only). Default: the current directory.
     #[arg(value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// The gateway's MCP endpoint (a capability URL `…/mcp/<token>` needs no token).
-    #[arg(long, value_name = "URL", default_value = try_session::DEFAULT_URL)]
-    pub url: String,
+    /// The gateway's MCP endpoint (a capability URL `…/mcp/<token>` needs no token). Default:
+    /// where the state dir's running gateway says it listens; the access token is sent to no
+    /// other address.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
     /// The access token; default: <state>/auth/access-token.
     #[arg(
         long,

@@ -424,7 +424,7 @@ pub(crate) fn auth_check(state_dir: &Path) -> Check {
 /// The running gateway's status (auth mode, OAuth issuer, auto-run classes it allows).
 pub(crate) fn gateway_status(state_dir: &Path) -> Result<GatewayStatus, AdminError> {
     match admin_request(state_dir, AdminRequest::Status)? {
-        AdminAnswer::Status(status) => Ok(status),
+        AdminAnswer::Status(status) => Ok(*status),
         other => Err(AdminError::Answer(admin::encode(&other))),
     }
 }

@@ -5,7 +5,10 @@
 //! and the session is stopped at the end.
 //!
 //! It talks to the gateway only through its public MCP tools, like ChatGPT does; it reads the
-//! state dir only for the access token (`connector-url` does the same).
+//! state dir only for the access token (`connector-url` does the same), which it sends only to
+//! the address the state dir's running gateway names over its owner-only admin socket (red team
+//! 39 F7: another account listening on the default port while the gateway was down or elsewhere
+//! got the owner's token).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,8 +24,6 @@ mod client;
 
 use client::{CallError, McpClient};
 
-/// The gateway's endpoint when `scripts/run` started it with its defaults.
-pub const DEFAULT_URL: &str = "http://127.0.0.1:8787/mcp";
 /// The prompt the scripted ChatGPT starts the session with.
 pub const PROMPT: &str = "Look around this directory: list its files, read one small text file, \
                           and tell me what it is.";
@@ -74,8 +75,14 @@ pub fn run(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let directory = directory(args.dir.as_deref())?;
-    let url = args.url.trim_end_matches('/').to_string();
-    let token = token(state_dir, args.token.as_deref(), &url)?;
+    let given = args.url.as_deref().map(|url| url.trim_end_matches('/'));
+    let token = token(state_dir, args.token.as_deref(), given.unwrap_or(""))?;
+    // A capability URL the owner gave carries its own token, to where they said; a bearer token
+    // goes only to this state dir's gateway.
+    let url = match given {
+        Some(url) if is_capability_url(url) => url.to_string(),
+        given => gateway_url(state_dir, given)?,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -153,6 +160,52 @@ fn token(state_dir: &Path, given: Option<&str>, url: &str) -> anyhow::Result<Opt
         ),
         Err(e) => Err(e).with_context(|| format!("reading the access token {}", path.display())),
     }
+}
+
+/// The MCP endpoint of the state dir's running gateway, as it names its listening address over
+/// its admin socket; a `--url` must be that endpoint.
+fn gateway_url(state_dir: &Path, given: Option<&str>) -> anyhow::Result<String> {
+    let status = crate::oauth::gateway_status(state_dir).map_err(|err| match err {
+        crate::oauth::AdminError::NotRunning(_) => anyhow::anyhow!(
+            "no gateway is running with the state dir {} (it has no admin socket), and the access \
+             token is sent only to that gateway. Start it with scripts/run (in another terminal), \
+             wait for its `listening` line, then run gatewayctl try again; or give the state dir \
+             of the gateway you started (--state-dir), or its capability URL (--url …/mcp/<token>)",
+            common::display::one_line(&state_dir.display().to_string())
+        ),
+        other => anyhow::Error::new(other),
+    })?;
+    let Some(listen) = status.listen else {
+        bail!(
+            "the gateway of this state dir does not say where it listens (an older gateway): \
+             restart it with this version, or give its capability URL (--url …/mcp/<token>)"
+        );
+    };
+    let own = format!("http://{listen}/mcp");
+    match given {
+        None => Ok(own),
+        Some(url) if same_endpoint(url, &listen) => Ok(url.to_string()),
+        Some(url) => bail!(
+            "{} is not where the gateway of this state dir listens ({own}), and the access token \
+             is sent only there. Run gatewayctl try without --url, or with --url {own}",
+            common::display::one_line(url)
+        ),
+    }
+}
+
+/// Whether `url` is `http://<listen>/mcp` (`localhost` for `127.0.0.1`).
+fn same_endpoint(url: &str, listen: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let Some((authority, "mcp")) = rest.split_once('/') else {
+        return false;
+    };
+    authority == listen
+        || authority
+            .strip_prefix("localhost:")
+            .map(|port| format!("127.0.0.1:{port}"))
+            == Some(listen.to_string())
 }
 
 /// The URL as printed: a capability URL's token is replaced by `<token>`.

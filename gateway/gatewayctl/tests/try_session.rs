@@ -55,7 +55,7 @@ fn try_cli(state_dir: &Path, dir: &Path, url: &str, token: Option<&str>) -> Cli 
         json: false,
         command: Command::Try(TryArgs {
             dir: Some(dir.to_path_buf()),
-            url: url.to_string(),
+            url: Some(url.to_string()),
             token: token.map(str::to_string),
         }),
     }
@@ -93,8 +93,34 @@ fn try_runs_one_read_only_session_with_the_real_runner() {
     let refused = refused.unwrap_err();
     assert!(refused.contains("refused the access token"), "{refused}");
 
+    // Red team 39 F7: another listener (another account's, on the port the owner named) gets
+    // nothing: the token goes only to the endpoint the state dir's gateway names.
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    squatter.set_nonblocking(true).unwrap();
+    let squatted = format!("http://{}/mcp", squatter.local_addr().unwrap());
+    let (_, refused) = run(try_cli(gw.state_dir(), &dir_path, &squatted, None));
+    let refused = refused.unwrap_err();
+    assert!(
+        refused.contains("is not where the gateway of this state dir listens")
+            && refused.contains(&gw.url()),
+        "{refused}"
+    );
+    assert_eq!(
+        squatter.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "the squatter was connected to"
+    );
+
     let (out, result) = run(try_cli(gw.state_dir(), &dir_path, &gw.url(), None));
     assert!(result.is_ok(), "{result:?}\n{out}\n{}", gw.stderr_log());
+    // Without --url: the gateway's own endpoint.
+    let mut cli = try_cli(gw.state_dir(), &dir_path, &gw.url(), None);
+    if let Command::Try(args) = &mut cli.command {
+        args.url = None;
+    }
+    let (out, result) = run(cli);
+    assert!(result.is_ok(), "{result:?}\n{out}");
+    assert!(out.contains(&gw.url()), "{out}");
 
     // What ran is real: the Read's receipt is the README's SHA-256, the session was stopped and
     // Claude Code ended on SIGTERM.
@@ -186,7 +212,8 @@ fn try_without_a_gateway_says_how_to_start_one() {
     let (_, result) = run(try_cli(dir.path(), dir.path(), &url, Some("token")));
     let err = result.unwrap_err();
     assert!(
-        err.contains(&format!("no gateway is answering at {url}"))
+        err.contains("no gateway is running with the state dir")
+            && err.contains("the access token is sent only to that gateway")
             && err.contains("Start it with scripts/run"),
         "{err}"
     );

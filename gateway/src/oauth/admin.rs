@@ -38,13 +38,15 @@ pub struct Admin {
     pub strict_hooks: bool,
     /// The sessions, for `prune` (the gateway is the state dir's single writer).
     pub gateway: Arc<crate::session::Gateway>,
+    /// Where the MCP endpoint listens (`gatewayctl try` sends the token nowhere else).
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 impl Admin {
     /// The answer to one request.
     pub fn answer(&self, request: AdminRequest) -> AdminAnswer {
         match request {
-            AdminRequest::Status => AdminAnswer::Status(GatewayStatus {
+            AdminRequest::Status => AdminAnswer::Status(Box::new(GatewayStatus {
                 auth: self.mode.as_str().to_string(),
                 issuer: self.oauth.as_ref().map(|o| o.issuer.clone()),
                 resource: self.oauth.as_ref().map(|o| o.resource.clone()),
@@ -55,7 +57,8 @@ impl Admin {
                     .map(String::from)
                     .collect(),
                 strict_hooks: self.strict_hooks,
-            }),
+                listen: self.listen.map(|addr| addr.to_string()),
+            })),
             AdminRequest::Approve { page } => match &self.oauth {
                 None => oauth_off(),
                 Some(oauth) => approve(oauth, page.as_deref()),

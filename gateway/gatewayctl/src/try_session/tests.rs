@@ -31,13 +31,34 @@ fn exit_codes_above_128_name_their_signal() {
     );
 }
 
+/// The endpoint `scripts/run` serves by default.
+const URL: &str = "http://127.0.0.1:8787/mcp";
+
 #[test]
 fn a_capability_url_is_printed_without_its_token() {
     assert_eq!(
         shown_url("http://127.0.0.1:8787/mcp/s3cret"),
         "http://127.0.0.1:8787/mcp/<token>"
     );
-    assert_eq!(shown_url(DEFAULT_URL), DEFAULT_URL);
+    assert_eq!(shown_url(URL), URL);
+}
+
+/// Red team 39 F7: the token goes only to the endpoint the state dir's gateway names.
+#[test]
+fn only_the_gateway_s_own_endpoint_is_the_same() {
+    let listen = "127.0.0.1:8787";
+    assert!(same_endpoint("http://127.0.0.1:8787/mcp", listen));
+    assert!(same_endpoint("http://localhost:8787/mcp", listen));
+    for other in [
+        "http://127.0.0.1:8788/mcp",
+        "http://127.0.0.2:8787/mcp",
+        "https://127.0.0.1:8787/mcp",
+        "http://127.0.0.1:8787/other",
+        "http://127.0.0.1:8787@evil:80/mcp",
+        "http://127.0.0.1:87870/mcp",
+    ] {
+        assert!(!same_endpoint(other, listen), "{other}");
+    }
 }
 
 #[test]
@@ -51,14 +72,14 @@ fn capability_urls() {
 #[test]
 fn connect_errors_say_what_to_do() {
     let refused = connect_error(
-        DEFAULT_URL,
+        URL,
         &CallError::Unreachable("tcp connect error: Connection refused".into()),
     );
     assert!(
         refused.to_string().contains("Start it with scripts/run"),
         "{refused}"
     );
-    let unauthorized = connect_error(DEFAULT_URL, &CallError::Unauthorized);
+    let unauthorized = connect_error(URL, &CallError::Unauthorized);
     assert!(
         unauthorized
             .to_string()
