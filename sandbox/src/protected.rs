@@ -726,14 +726,37 @@ fn mount_of<'a>(mounts: &'a [MountLine], path: &Path) -> Option<&'a MountLine> {
     best
 }
 
-/// Other places `mounts` shows the protected objects `paths` under: for each protected path
-/// that exists, its location inside its file system (device + path from the mount's root); every
-/// mount of the same device whose root lies inside that location is an alias as a whole (its
-/// mount point), and every mount whose root lies above it shows it at the corresponding path.
+/// Other places `mounts` shows the protected objects `paths` under: for each protected path,
+/// its location inside its file system (device + path from the mount's root; a path not there
+/// yet by its nearest existing ancestor's, so a credential file made later is covered under
+/// every alias too — red team 39 F1); every mount of the same device whose root lies inside
+/// that location is an alias as a whole (its mount point), and every mount whose root lies
+/// above it shows it at the corresponding path.
 pub fn aliases_in(mounts: &[MountLine], paths: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
+    let mut canonical: std::collections::HashMap<PathBuf, Option<PathBuf>> =
+        std::collections::HashMap::new();
+    let mut resolve = |path: &Path| -> Option<PathBuf> {
+        let mut missing = Vec::new();
+        for dir in path.ancestors() {
+            let found = canonical
+                .entry(dir.to_path_buf())
+                .or_insert_with(|| std::fs::canonicalize(dir).ok())
+                .clone();
+            if let Some(real) = found {
+                return Some(
+                    missing
+                        .iter()
+                        .rev()
+                        .fold(real, |acc: PathBuf, c| acc.join(c)),
+                );
+            }
+            missing.push(dir.file_name()?.to_os_string());
+        }
+        None
+    };
     for path in paths {
-        let Ok(real) = std::fs::canonicalize(path) else {
+        let Some(real) = resolve(path) else {
             continue;
         };
         let Some(home_mount) = mount_of(mounts, &real) else {

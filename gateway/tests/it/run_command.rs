@@ -19,6 +19,7 @@ use crate::support::*;
 
 mod adversarial;
 mod ahead;
+mod aliases;
 mod all_commands;
 mod area_gone;
 mod discard;

@@ -9,6 +9,11 @@
 //! for it would hand each account a switch that stops the others (red team 25). Which files are
 //! registries (every passwd home's, every per-uid one in `/tmp`) is derived again only when
 //! `/etc/passwd` or `/tmp` changed ([`RegistrySources`]), not at every call.
+//!
+//! The mount table too (red team 39 F1): a bind mount of a home or of a state dir made after the
+//! policy was built showed the protected objects under a new path, which the session's Read and
+//! commands were given. When `/proc/self/mountinfo` changed (or the registries did), the aliases
+//! of the whole protected set are computed again and protected by name from then on.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -27,6 +32,9 @@ pub(super) struct LateInstances {
     seen: RwLock<Seen>,
     /// The registry files as last derived, and what from.
     files: Mutex<Option<(RegistrySources, Arc<Vec<PathBuf>>)>>,
+    /// The protected set the policy was built from (the mount table's aliases of it are
+    /// computed again when the table changes).
+    base: Vec<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -34,8 +42,11 @@ struct Seen {
     /// Each registry file and a digest of its text when last read (`None`: absent, or not this
     /// account's to read): the texts themselves are not kept (red team 26 B3).
     texts: Vec<(PathBuf, Option<[u8; 32]>)>,
-    /// What they added: other state dirs and their runtime areas, as listed and canonical.
+    /// What they added: other state dirs and their runtime areas, as listed and canonical, and
+    /// the mount table's aliases of everything protected.
     paths: Arc<Vec<PathBuf>>,
+    /// A digest of the mount table when the aliases were last computed.
+    mounts: Option<[u8; 32]>,
     /// The same, folded like the policy's entries.
     folded: Vec<Vec<Vec<u8>>>,
 }
@@ -46,6 +57,7 @@ impl LateInstances {
     pub(super) fn new(set: &ProtectedSet, state_dir: PathBuf, insensitive: bool) -> Self {
         let seen = Seen {
             texts: set.registries.digests.clone(),
+            mounts: mount_table().map(|text| digest(&text)),
             ..Seen::default()
         };
         Self {
@@ -57,6 +69,7 @@ impl LateInstances {
                 set.registry_sources.clone(),
                 Arc::new(set.registry_files.clone()),
             ))),
+            base: set.paths.clone(),
         }
     }
 
@@ -83,9 +96,14 @@ impl LateInstances {
         let mut state_dirs = read.state_dirs.clone();
         state_dirs.push(self.state_dir.clone());
         let areas = crate::protected::recorded_areas(&state_dirs);
+        let table = mount_table();
+        let mounts = table.as_deref().map(digest);
         {
             let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());
-            if seen.texts == read.digests && areas.iter().all(|a| seen.paths.contains(a)) {
+            if seen.texts == read.digests
+                && seen.mounts == mounts
+                && areas.iter().all(|a| seen.paths.contains(a))
+            {
                 return;
             }
         }
@@ -97,6 +115,13 @@ impl LateInstances {
         // its listed dir made its target, `/usr/lib`, protected for the session's life).
         paths.extend(listed);
         paths.extend(areas);
+        if let Some(table) = &table {
+            let mut all = self.base.clone();
+            all.extend(paths.iter().cloned());
+            let parsed = crate::protected::parse_mountinfo(table);
+            paths.extend(crate::protected::aliases_in(&parsed, &all));
+        }
+        seen.mounts = mounts;
         paths.sort();
         paths.dedup();
         seen.folded = paths
@@ -121,6 +146,20 @@ impl LateInstances {
             .paths
             .clone()
     }
+}
+
+/// This process's mount table (Linux; `None` elsewhere or unreadable).
+fn mount_table() -> Option<String> {
+    if cfg!(any(target_os = "linux", target_os = "android")) {
+        std::fs::read_to_string("/proc/self/mountinfo").ok()
+    } else {
+        None
+    }
+}
+
+fn digest(text: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes()).into()
 }
 
 #[cfg(test)]
