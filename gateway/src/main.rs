@@ -125,7 +125,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("gateway: {err:#}");
+            // The message may hold owner-chosen text (a state dir's path): escaped like every
+            // operator output (red team 39: a path's escape sequences reached the terminal).
+            let message = format!("{err:#}");
+            eprintln!("gateway: {}", common::display::multi_line(&message));
             ExitCode::FAILURE
         }
     }

@@ -397,12 +397,18 @@ pub fn escape_skill_body(body: &str) -> String {
 
 /// Angle brackets other than `<` and `>` that a reader may take for one: guillemet-like single
 /// quotes, the CJK, mathematical and ornamental angle brackets, the modifier arrowheads and the
-/// Canadian syllabics that look like them.
+/// Canadian syllabics that look like them; red team 39 added the angle brackets with dot and
+/// arcs (U+2991–2996), the less-than and greater-than signs drawn with a dot, circle, double or
+/// triple nesting or a slanted bar (U+22D6/7, U+226A/B, U+22D8/9, U+2AA1/2, U+2AF7/8, U+2A79/A,
+/// U+2A7D/E, U+2A7F/80) and the low modifier arrowheads (U+02F1/2).
 const ANGLE_LOOK_ALIKES: &[char] = &[
     '\u{2039}', '\u{203A}', '\u{2329}', '\u{232A}', '\u{27E8}', '\u{27E9}', '\u{27EA}', '\u{27EB}',
     '\u{3008}', '\u{3009}', '\u{300A}', '\u{300B}', '\u{276C}', '\u{276D}', '\u{276E}', '\u{276F}',
     '\u{2770}', '\u{2771}', '\u{29FC}', '\u{29FD}', '\u{02C2}', '\u{02C3}', '\u{1438}', '\u{1433}',
-    '\u{FE64}', '\u{FE65}', '\u{FF1C}', '\u{FF1E}',
+    '\u{FE64}', '\u{FE65}', '\u{FF1C}', '\u{FF1E}', '\u{2991}', '\u{2992}', '\u{2993}', '\u{2994}',
+    '\u{2995}', '\u{2996}', '\u{22D6}', '\u{22D7}', '\u{226A}', '\u{226B}', '\u{22D8}', '\u{22D9}',
+    '\u{2AA1}', '\u{2AA2}', '\u{2AF7}', '\u{2AF8}', '\u{2A79}', '\u{2A7A}', '\u{2A7D}', '\u{2A7E}',
+    '\u{2A7F}', '\u{2A80}', '\u{02F1}', '\u{02F2}',
 ];
 
 /// Whether `c` is, or decomposes (NFKD) to text holding, an angle bracket or a look-alike
