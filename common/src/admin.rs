@@ -85,6 +85,44 @@ pub struct GatewayStatus {
     /// to no other address (red team 39 F7).
     #[serde(default)]
     pub listen: Option<String>,
+    /// The confinement its sessions get, as its own process probed it (the SessionView's
+    /// `network_boundary`): what `doctor` reports, not gatewayctl's own probe (red team 39,
+    /// class 9: a gateway under a service's syscall filter has less than gatewayctl has).
+    #[serde(default)]
+    pub confinement: Option<Confinement>,
+}
+
+/// The fields of a `network_boundary` `doctor` shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Confinement {
+    pub runner: String,
+    pub runner_writes: String,
+    pub enforced_by: String,
+    pub commands_enforced_by: String,
+    pub degraded: bool,
+}
+
+impl Confinement {
+    /// The fields of a `network_boundary` object (`sandbox::boundary::network_boundary`).
+    pub fn of_boundary(boundary: &serde_json::Value) -> Self {
+        let field = |key: &str| boundary[key].as_str().unwrap_or("unknown").to_string();
+        Confinement {
+            runner: field("runner"),
+            runner_writes: field("runner_writes"),
+            enforced_by: field("enforced_by"),
+            commands_enforced_by: field("commands_enforced_by"),
+            degraded: boundary["degraded"] != serde_json::Value::Bool(false),
+        }
+    }
+
+    /// One line: `runner network … and writes … (…); commands …`.
+    pub fn summary(&self) -> String {
+        format!(
+            "runner network {} and writes {} ({}); commands {}",
+            self.runner, self.runner_writes, self.enforced_by, self.commands_enforced_by
+        )
+    }
 }
 
 /// A one-time approval code and the consent page it approves.

@@ -33,7 +33,7 @@ pub fn run(
         checks.push(host::userns_check());
         checks.push(host::landlock_check());
         checks.push(host::seccomp_check());
-        checks.push(host::runner_check());
+        checks.push(host::runner_check(state_dir));
         checks.push(commands::layer_check());
         checks.push(commands::memory_check());
         checks.extend(commands::path_checks(state_dir, args.home.as_deref()));

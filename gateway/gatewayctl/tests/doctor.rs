@@ -260,7 +260,7 @@ fn doctor_host_probes_answer() {
     assert_eq!(runner["status"], "OK", "{runner}");
     let detail = runner["detail"].as_str().unwrap();
     assert!(
-        detail.starts_with("runner network loopback:broker-port-only and writes private-dirs-only (linux:netns+landlock(v"),
+        detail.starts_with("no gateway runs with this state dir; probed here: runner network loopback:broker-port-only and writes private-dirs-only (linux:netns+landlock(v"),
         "{detail}"
     );
     for check in value["checks"].as_array().unwrap() {

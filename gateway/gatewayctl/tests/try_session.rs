@@ -113,6 +113,28 @@ fn try_runs_one_read_only_session_with_the_real_runner() {
 
     let (out, result) = run(try_cli(gw.state_dir(), &dir_path, &gw.url(), None));
     assert!(result.is_ok(), "{result:?}\n{out}\n{}", gw.stderr_log());
+    // Red team 39, class 9: doctor shows the running gateway's own confinement report.
+    let doctor = std::process::Command::new(env!("CARGO_BIN_EXE_gatewayctl"))
+        .args(["--json", "--state-dir"])
+        .arg(gw.state_dir())
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let runner = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "sandbox: runner confinement")
+        .unwrap();
+    assert!(
+        runner["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("the running gateway reports: runner network"),
+        "{runner}"
+    );
+
     // Without --url: the gateway's own endpoint.
     let mut cli = try_cli(gw.state_dir(), &dir_path, &gw.url(), None);
     if let Command::Try(args) = &mut cli.command {

@@ -58,6 +58,9 @@ impl Admin {
                     .collect(),
                 strict_hooks: self.strict_hooks,
                 listen: self.listen.map(|addr| addr.to_string()),
+                confinement: Some(common::admin::Confinement::of_boundary(
+                    &sandbox::boundary::network_boundary(),
+                )),
             })),
             AdminRequest::Approve { page } => match &self.oauth {
                 None => oauth_off(),

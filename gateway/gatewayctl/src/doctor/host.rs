@@ -6,6 +6,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::probe::{first_line, run_with_timeout};
+use common::admin::Confinement;
+
 use crate::check::{Check, ok, warn};
 
 /// Root is not the owner the design assumes: a gateway run as root reads what root can read.
@@ -176,21 +178,44 @@ pub(super) fn seccomp_check() -> Check {
     }
 }
 
-/// What a session would get, probed as gatewayctl's own user in its own environment (a service
-/// unit that restricts namespaces gives the gateway less): the same probe and words as the
-/// SessionView's `network_boundary`.
-pub(super) fn runner_check() -> Check {
+/// What a session gets: the running gateway's own report when one serves the state dir (its
+/// process may have less than gatewayctl's: a service unit's syscall filter, a container
+/// profile — red team 39, class 9), else probed as gatewayctl's own user in its own environment;
+/// the same words as the SessionView's `network_boundary`. Where both exist and differ, that is
+/// said: the gateway's is what its sessions get.
+pub(super) fn runner_check(state_dir: &Path) -> Check {
+    let own = Confinement::of_boundary(&sandbox::boundary::network_boundary());
+    let running = crate::oauth::gateway_status(state_dir)
+        .ok()
+        .and_then(|status| status.confinement);
+    runner_check_of(&own, running.as_ref())
+}
+
+/// [`runner_check`] from gatewayctl's own probe and the running gateway's report.
+fn runner_check_of(own: &Confinement, running: Option<&Confinement>) -> Check {
     const NAME: &str = "sandbox: runner confinement";
-    let boundary = sandbox::boundary::network_boundary();
-    let field = |key: &str| boundary[key].as_str().unwrap_or("unknown").to_string();
-    let detail = format!(
-        "runner network {} and writes {} ({}); commands {}",
-        field("runner"),
-        field("runner_writes"),
-        field("enforced_by"),
-        field("commands_enforced_by"),
-    );
-    if boundary["degraded"] == serde_json::Value::Bool(false) {
+    let (shown, whose) = match running {
+        Some(gateway) => (gateway, "the running gateway reports"),
+        None => (own, "no gateway runs with this state dir; probed here"),
+    };
+    let mut detail = format!("{whose}: {}", shown.summary());
+    if let Some(gateway) = running
+        && gateway != own
+    {
+        detail.push_str(&format!(
+            "; gatewayctl's own process here gets more ({}): the gateway runs with less than \
+             this shell (a service unit's SystemCallFilter or RestrictNamespaces, a container \
+             profile), and what it reports is what its sessions get",
+            own.summary()
+        ));
+        return warn(
+            NAME,
+            detail,
+            "lift the restriction the gateway runs under (its service unit or container \
+             profile), then restart it",
+        );
+    }
+    if !shown.degraded {
         ok(NAME, detail)
     } else {
         warn(
@@ -206,6 +231,48 @@ pub(super) fn runner_check() -> Check {
 mod tests {
     use super::*;
     use crate::check::Status;
+
+    /// Red team 39, class 9: a gateway under a syscall filter reported no Landlock while doctor
+    /// said Landlock was there. The running gateway's report is what doctor shows; a
+    /// difference from its own probe is a warning naming both.
+    #[test]
+    fn the_running_gateway_s_confinement_is_the_one_shown() {
+        let full = Confinement {
+            runner: "loopback only".into(),
+            runner_writes: "denied".into(),
+            enforced_by: "linux:userns+netns+landlock(v6)+seccomp".into(),
+            commands_enforced_by: "linux:userns+mountns+landlock(v6)+seccomp".into(),
+            degraded: false,
+        };
+        let less = Confinement {
+            enforced_by: "linux:netns+seccomp+nnp+caps".into(),
+            commands_enforced_by: "unavailable".into(),
+            degraded: true,
+            ..full.clone()
+        };
+        let check = runner_check_of(&full, Some(&less));
+        assert_eq!(check.status, Status::Warn);
+        assert!(
+            check.detail.starts_with("the running gateway reports: ")
+                && check.detail.contains("linux:netns+seccomp+nnp+caps")
+                && check
+                    .detail
+                    .contains("gatewayctl's own process here gets more"),
+            "{}",
+            check.detail
+        );
+        let same = runner_check_of(&full, Some(&full));
+        assert_eq!(same.status, Status::Ok);
+        assert!(same.detail.starts_with("the running gateway reports: "));
+        let alone = runner_check_of(&full, None);
+        assert_eq!(alone.status, Status::Ok);
+        assert!(
+            alone
+                .detail
+                .starts_with("no gateway runs with this state dir")
+        );
+        assert_eq!(runner_check_of(&less, None).status, Status::Warn);
+    }
 
     #[test]
     fn warns_as_root() {
