@@ -426,12 +426,12 @@ fn skeleton(text: &str) -> String {
 /// `\uXXXX`, `\xNN`, HTML entities), which a tool or a later decoder may apply. In scope: the
 /// key — or any long-enough part of it ([`key_windows`]) — as is after JSON decoding (any
 /// escape), split across deltas, blocks or strings, in any letter case, with anything but
-/// letters and digits between its characters, and its base64 (standard or URL-safe, any
-/// alignment) and hex forms (so percent-encoding too), and in look-alike characters
-/// ([`looks_like`]: fullwidth, mathematical, circled, Cyrillic and Greek letters). Out of
-/// scope, said in docs/design/decisions.md: other encodings (reversed, rot13, interleaved with
-/// other letters, ASCII look-alikes such as `l` for `1`) and pieces shorter than a window sent
-/// apart:
+/// letters and digits between its characters, reversed or rot13 (red team 39), and its base64
+/// (standard or URL-safe, any alignment) and hex forms (so percent-encoding too), and in
+/// look-alike characters ([`looks_like`]: fullwidth, mathematical, circled, Cyrillic and Greek
+/// letters). Out of scope, said in docs/design/decisions.md: other encodings (base32, character
+/// codes, interleaved with other letters, ASCII look-alikes such as `l` for `1`) and pieces
+/// shorter than a window sent apart:
 /// the endpoint already holds the key, this keeps it from reaching others by accident or by the
 /// obvious ways.
 pub fn holds_key(decoded: &str, key: &str) -> bool {
@@ -497,9 +497,9 @@ fn holds_key_as_is(decoded: &str, key: &str) -> bool {
     })
 }
 
-/// The parts of the key that count as the key: every run of `max(12, n - 4)` of its `n`
-/// characters (the key without its first or last few characters still gives it away); the
-/// whole key when it is shorter.
+/// The parts of the key that count as the key: every run of `max(16, n / 3)` of its `n`
+/// characters (a third of the key gives it away: red team 39 sent it in two halves, which the
+/// earlier `n - 4` let through); the whole key when it is shorter.
 fn key_windows(key: &str) -> Vec<&str> {
     let bounds: Vec<usize> = key
         .char_indices()
@@ -507,7 +507,7 @@ fn key_windows(key: &str) -> Vec<&str> {
         .chain([key.len()])
         .collect();
     let n = bounds.len() - 1;
-    let width = n.saturating_sub(4).max(12);
+    let width = (n / 3).max(MIN_FUZZY_KEY);
     if width >= n {
         return vec![key];
     }
@@ -516,10 +516,20 @@ fn key_windows(key: &str) -> Vec<&str> {
         .collect()
 }
 
-/// A part of the key as the letters and digits of its recognised encodings.
+/// A part of the key as the letters and digits of its recognised encodings: as is, reversed,
+/// rot13, hex, base64 at each alignment.
 fn key_forms(part: &str) -> Vec<String> {
     let hex: String = part.bytes().map(|b| format!("{b:02x}")).collect();
-    let mut forms = vec![skeleton(part), hex];
+    let reversed: String = part.chars().rev().collect();
+    let rot13: String = part
+        .chars()
+        .map(|c| match c {
+            'a'..='z' => (((c as u8 - b'a' + 13) % 26) + b'a') as char,
+            'A'..='Z' => (((c as u8 - b'A' + 13) % 26) + b'A') as char,
+            c => c,
+        })
+        .collect();
+    let mut forms = vec![skeleton(part), skeleton(&reversed), skeleton(&rot13), hex];
     for engine in [
         base64::engine::general_purpose::STANDARD,
         base64::engine::general_purpose::URL_SAFE,

@@ -216,8 +216,8 @@ async fn stopping_a_sub_session_or_its_session_closes_its_upstream_request_at_on
     assert_eq!(fake.seen().len(), 2, "nothing was sent again");
 }
 
-/// Issue 23/6, second attack: the key completed across two answers (a Write of its start and a
-/// marker, then an Edit of the marker into the rest) is only whole in the file: the sub-session
+/// Issue 23/6, second attack: the key completed across answers (a Write of its start and a
+/// marker, then Edits of the markers into the rest) is only whole in the file: the sub-session
 /// fails naming the path, and the key reaches no public answer.
 #[tokio::test]
 async fn a_key_completed_across_two_writes_fails_the_sub_session_naming_the_file() {
@@ -230,13 +230,19 @@ async fn a_key_completed_across_two_writes_fails_the_sub_session_naming_the_file
     let worktree = PathBuf::from(v["workspace"]["worktree_path"].as_str().unwrap());
     let target = worktree.join("k.txt");
     let path = target.to_string_lossy().to_string();
+    // Pieces under the scan's window (a third of the key, at least 16 characters) each.
+    let (a, b) = (key.len() / 3, 2 * key.len() / 3);
     fake.push(Step::ToolUse {
         name: "Write".into(),
-        input: json!({"file_path": path, "content": format!("{}@@", &key[..17])}),
+        input: json!({"file_path": path, "content": format!("{}@@", &key[..a])}),
     });
     fake.push(Step::ToolUse {
         name: "Edit".into(),
-        input: json!({"file_path": path, "old_string": "@@", "new_string": &key[17..]}),
+        input: json!({"file_path": path, "old_string": "@@", "new_string": format!("{}##", &key[a..b])}),
+    });
+    fake.push(Step::ToolUse {
+        name: "Edit".into(),
+        input: json!({"file_path": path, "old_string": "##", "new_string": &key[b..]}),
     });
     fake.push(Step::Text("done".into()));
     let start = json!([{"name": "deepseek_subagent_start", "arguments": {"task": "do it"}}]);

@@ -381,13 +381,31 @@ fn the_key_in_any_recognised_form_fails_the_answer() {
         Err(Rejected::Key)
     );
     // Text that merely resembles it passes; a short key is matched exactly and by case only.
-    let near = sse(&text("sk-0123456789abcdef and 0123456789abcdef"));
+    let near = sse(&text("sk-0123456789ab and 56789abcdef012"));
     assert!(check(SSE, &near, &expected(true)).is_ok());
-    // Too short a part of the key (under `n - 4` of its characters) passes.
-    let part = sse(&text(&format!(
-        "{} \\u0073 &amp; &#xZZ; \\q",
-        &KEY[..KEY.len() - 5]
-    )));
+    // Red team 39: the key in two halves, reversed, or rot13 fails it.
+    let rot13: String = KEY
+        .chars()
+        .map(|c| match c {
+            'a'..='z' => (((c as u8 - b'a' + 13) % 26) + b'a') as char,
+            c => c,
+        })
+        .collect();
+    let reversed: String = KEY.chars().rev().collect();
+    for form in [
+        format!("A: {} B: {}", &KEY[..18], &KEY[18..]),
+        reversed,
+        rot13,
+    ] {
+        let body = sse(&text(&form));
+        assert_eq!(
+            check(SSE, &body, &expected(true)),
+            Err(Rejected::Key),
+            "{form}"
+        );
+    }
+    // Too short a part of the key (under `max(16, n / 3)` of its characters) passes.
+    let part = sse(&text(&format!("{} \\u0073 &amp; &#xZZ; \\q", &KEY[..15])));
     assert!(check(SSE, &part, &expected(true)).is_ok());
     assert_eq!(
         super::unescape("\\u0073\\x6b&#45;&#x30;&amp;&lt;&bogus;\\\\u0073"),

@@ -377,7 +377,7 @@ async fn a_key_in_a_delegated_call_or_a_written_file_fails_the_sub_session() {
         action_id: "act_w".into(),
         tool_use_id: "toolu_w".into(),
         name: "Write".into(),
-        arguments: json!({"file_path": file, "content": &KEY[..17]}),
+        arguments: json!({"file_path": file, "content": &KEY[..15]}),
     };
     assert_eq!(
         h.gateway.on_broker_event(&child.id, pid, 1, write).unwrap(),
