@@ -66,6 +66,15 @@ fn passwd_home(passwd: &str, uid: u32) -> Option<PathBuf> {
     })
 }
 
+/// The home `/etc/passwd` gives the account `name` (its first entry, as `getpwnam`).
+pub(crate) fn named_account_home(name: &str) -> Option<String> {
+    let passwd = passwd_text()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 7 && fields[0] == name).then(|| fields[5].to_string())
+    })
+}
+
 /// Every registry file a gateway reads: under each of `homes`, under every absolute home
 /// `/etc/passwd` names (whatever its depth: `/srv1` too), and every per-account registry in
 /// the system temp dir. Whether each exists or is readable is the reader's business.

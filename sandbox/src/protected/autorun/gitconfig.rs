@@ -24,7 +24,6 @@ use super::shell_command::{
     Named as Reads, Reading, ScriptRunner, program_paths, python_module_places, shebang_runner,
 };
 pub use account::Account;
-pub(super) use account::account_home;
 use account::{expand_shell_path, expand_user_path};
 
 /// Git's own limit on nested includes.

@@ -85,7 +85,7 @@ impl Reader {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
                 {
-                    super::super::gitconfig::account_home(user)
+                    crate::protected::instances::named_account_home(user)
                 } else {
                     None
                 };

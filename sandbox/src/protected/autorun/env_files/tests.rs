@@ -476,7 +476,7 @@ fn every_value_a_helper_variable_may_hold_is_read() {
 fn appends_defaults_quoted_builtins_and_other_homes_are_read() {
     let dir = Path::new("/w/p");
     let home = std::env::var("HOME").unwrap();
-    let root_home = super::super::gitconfig::account_home("root").unwrap();
+    let root_home = crate::protected::instances::named_account_home("root").unwrap();
     for (text, name, want) in [
         (
             "export \"PYTHONPATH=$HOME/a/src\"",

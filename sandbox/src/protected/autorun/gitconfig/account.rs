@@ -145,7 +145,7 @@ pub(super) fn expand_user_path(value: &str) -> Option<PathBuf> {
     let home = if user.is_empty() {
         std::env::var("HOME").ok()?
     } else {
-        account_home(user)?
+        crate::protected::instances::named_account_home(user)?
     };
     Some(PathBuf::from(format!("{home}{tail}")))
 }
@@ -154,15 +154,6 @@ pub(super) fn expand_user_path(value: &str) -> Option<PathBuf> {
 /// as git does, and leaves the word as it is (a relative path) for an unknown account.
 pub(super) fn expand_shell_path(value: &str) -> PathBuf {
     expand_user_path(value).unwrap_or_else(|| PathBuf::from(value))
-}
-
-/// The home `/etc/passwd` gives the account `name` (its first entry, as `getpwnam`).
-pub(in super::super) fn account_home(name: &str) -> Option<String> {
-    let passwd = crate::protected::instances::passwd_text()?;
-    passwd.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(':').collect();
-        (fields.len() >= 7 && fields[0] == name).then(|| fields[5].to_string())
-    })
 }
 
 impl Places<'_> {
