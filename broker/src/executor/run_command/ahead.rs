@@ -96,18 +96,13 @@ impl Ahead {
                 return;
             }
         };
-        let Some(mut stdin) = child.stdin.take() else {
+        let Some(stdin) = child.stdin.take() else {
+            // (Never: it is piped.) Nothing may be left running.
+            let _ = child.kill();
+            let _ = child.wait();
             return;
         };
-        let mut line = match serde_json::to_vec(&spec) {
-            Ok(line) => line,
-            Err(_) => return,
-        };
-        line.push(b'\n');
-        if let Err(err) = stdin.write_all(&line) {
-            tracing::debug!("preparing the next command's helper: {err}");
-        }
-        let prepared = Prepared {
+        let mut prepared = Prepared {
             child,
             stdin,
             status,
@@ -115,6 +110,15 @@ impl Ahead {
             namespaces,
             status_fd: spec.status_fd,
         };
+        match serde_json::to_vec(&spec) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                if let Err(err) = prepared.stdin.write_all(&line) {
+                    tracing::debug!("preparing the next command's helper: {err}");
+                }
+            }
+            Err(_) => return prepared.discard(),
+        }
         let mut slot = lock(&self.slot);
         if slot.closed {
             drop(slot);
