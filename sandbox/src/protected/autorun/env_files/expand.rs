@@ -232,6 +232,32 @@ impl Reader {
                 };
                 Some(base.join(arg(1)?).to_string_lossy().into_owned())
             }
+            // Python's user site (red team 39 o9: `PYTHONPATH=$(python3 -m site --user-site)`
+            // refused every write): `~/.local` and its newest `lib/python3.*/site-packages`,
+            // which lie in the home's hidden dirs no write root holds.
+            (Some("python" | "python3"), 4) if is(1, "-m") && is(2, "site") => {
+                let home = std::env::var("HOME").ok().filter(|h| !h.is_empty())?;
+                let base = Path::new(&home).join(".local");
+                if is(3, "--user-base") {
+                    return Some(base.to_string_lossy().into_owned());
+                }
+                if !is(3, "--user-site") {
+                    return None;
+                }
+                let mut sites: Vec<PathBuf> = std::fs::read_dir(base.join("lib"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with("python3"))
+                    })
+                    .collect();
+                sites.sort();
+                let dir = sites.pop().unwrap_or_else(|| base.join("lib/python3"));
+                Some(dir.join("site-packages").to_string_lossy().into_owned())
+            }
             (Some("git"), 3) if is(1, "rev-parse") && is(2, "--show-toplevel") => {
                 let dir = at.dir?;
                 dir.ancestors()

@@ -662,8 +662,8 @@ fn past_the_bounds_and_tied_arrays_fail_closed() {
     );
 }
 
-/// Ordinary `.envrc` and start-up lines the red team saw refuse every write (o2, o8): the
-/// repository's top and a command's alternatives are read.
+/// Ordinary `.envrc` and start-up lines the red team saw refuse every write (o2, o8, o9): the
+/// repository's top, a command's alternatives and Python's user site are read.
 #[test]
 fn the_repository_top_and_alternatives_of_a_substitution_are_read() {
     let tmp = tempfile::tempdir().unwrap();
@@ -672,7 +672,8 @@ fn the_repository_top_and_alternatives_of_a_substitution_are_read() {
     std::fs::create_dir_all(top.join("sub")).unwrap();
     let reader = reader(
         "export PYTHONPATH=$(git rev-parse --show-toplevel)/src\n\
-         export PAGER=\"$(command -v bat || echo less)\"\n",
+         export PAGER=\"$(command -v bat || echo less)\"\n\
+         export PYTHONPATH=\"$(python3 -m site --user-site)\"\n",
         Some(&top.join("sub")),
         Dialect::Posix,
     );
@@ -681,4 +682,11 @@ fn the_repository_top_and_alternatives_of_a_substitution_are_read() {
     assert!(got.contains(&("PYTHONPATH", top.join("src").display().to_string())));
     assert!(got.contains(&("PAGER", "bat".to_string())), "{got:?}");
     assert!(got.contains(&("PAGER", "less".to_string())), "{got:?}");
+    let home = std::env::var("HOME").unwrap();
+    assert!(
+        got.iter().any(|(k, v)| *k == "PYTHONPATH"
+            && v.starts_with(&format!("{home}/.local/lib/python3"))
+            && v.ends_with("site-packages")),
+        "{got:?}"
+    );
 }
