@@ -138,6 +138,15 @@ impl LateInstances {
         seen.folded.iter().any(|p| folded.starts_with(p))
     }
 
+    /// Whether a late entry lies at, below or above a path (folded components): a walk of it
+    /// must check its entries' names.
+    pub(super) fn overlaps(&self, folded: &[Vec<u8>]) -> bool {
+        let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());
+        seen.folded
+            .iter()
+            .any(|p| p.starts_with(folded) || folded.starts_with(p))
+    }
+
     /// The late entries as paths (what new commands mask too).
     pub(super) fn paths(&self) -> Arc<Vec<PathBuf>> {
         self.seen

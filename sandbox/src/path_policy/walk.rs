@@ -963,9 +963,12 @@ impl PathPolicy {
         if folded.first().is_none_or(|c| c.as_slice() == b"proc") {
             return true;
         }
+        // The late entries too (red team 40: a gateway started, an alias mounted after the
+        // policy was built, walked into from a parent directory, listed its token).
         self.protected
             .iter()
             .chain(self.host_key_dirs.iter())
             .any(|p| p.starts_with(&folded) || folded.starts_with(p))
+            || self.late.overlaps(&folded)
     }
 }
