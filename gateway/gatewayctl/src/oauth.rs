@@ -41,6 +41,11 @@ pub enum AdminError {
          then try again"
     )]
     NotRunning(String),
+    #[error(
+        "the admin socket {path} is served by another account's process (uid {uid}), not by this \
+         account's gateway: nothing was asked or sent. Check the state dir (--state-dir)"
+    )]
+    NotOwners { path: String, uid: u32 },
     #[error("asking the gateway over {path}: {source}")]
     Io {
         path: String,
@@ -72,6 +77,16 @@ pub fn admin_request(state_dir: &Path, request: AdminRequest) -> Result<AdminAns
         }
         Err(err) => return Err(io(err)),
     };
+    // Only this account's own process is asked (red team 40: another account's socket at a
+    // shared directory's `state/run/admin.sock` named its own listener, and `try` sent the
+    // owner's token there).
+    let peer = peer_uid(&stream).map_err(io)?;
+    if peer != rustix::process::geteuid().as_raw() {
+        return Err(AdminError::NotOwners {
+            path: shown,
+            uid: peer,
+        });
+    }
     stream.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
     stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
     writeln!(stream, "{}", admin::encode(&AdminCall::new(request))).map_err(io)?;
@@ -79,6 +94,19 @@ pub fn admin_request(state_dir: &Path, request: AdminRequest) -> Result<AdminAns
     BufReader::new(stream).read_line(&mut line).map_err(io)?;
     admin::decode_answer(&line)
         .map_err(|_| AdminError::Answer(common::display::one_line(line.trim()).to_string()))
+}
+
+/// The uid of the process serving a connected Unix socket.
+fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        Ok(rustix::net::sockopt::socket_peercred(stream)?.uid.as_raw())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let (uid, _) = nix::unistd::getpeereid(stream).map_err(std::io::Error::from)?;
+        Ok(uid.as_raw())
+    }
 }
 
 /// The answer, or its refusal as the error.

@@ -142,11 +142,13 @@ fn directory(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
 /// The token from `--token`/`CLAUDE_TOOLS_GATEWAY_TOKEN`, else `<state>/auth/access-token`; none
 /// is needed when the URL is already a capability URL (`…/mcp/<token>`).
 fn token(state_dir: &Path, given: Option<&str>, url: &str) -> anyhow::Result<Option<String>> {
-    if let Some(token) = given.filter(|t| !t.is_empty()) {
-        return Ok(Some(token.to_string()));
-    }
+    // The URL carries its own: no other token goes with it (red team 40: an environment token
+    // went to a capability-shaped URL nobody checked).
     if is_capability_url(url) {
         return Ok(None);
+    }
+    if let Some(token) = given.filter(|t| !t.is_empty()) {
+        return Ok(Some(token.to_string()));
     }
     let path = state_dir.join("auth").join("access-token");
     match std::fs::read_to_string(&path) {
@@ -193,19 +195,13 @@ fn gateway_url(state_dir: &Path, given: Option<&str>) -> anyhow::Result<String> 
     }
 }
 
-/// Whether `url` is `http://<listen>/mcp` (`localhost` for `127.0.0.1`).
+/// Whether `url` is `http://<listen>/mcp`, the address exactly as the gateway names it (not
+/// `localhost`, which may resolve to `::1`, where another account may listen: red team 40).
 fn same_endpoint(url: &str, listen: &str) -> bool {
     let Some(rest) = url.strip_prefix("http://") else {
         return false;
     };
-    let Some((authority, "mcp")) = rest.split_once('/') else {
-        return false;
-    };
-    authority == listen
-        || authority
-            .strip_prefix("localhost:")
-            .map(|port| format!("127.0.0.1:{port}"))
-            == Some(listen.to_string())
+    rest.split_once('/') == Some((listen, "mcp"))
 }
 
 /// The URL as printed: a capability URL's token is replaced by `<token>`.

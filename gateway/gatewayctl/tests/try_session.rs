@@ -286,3 +286,53 @@ fn try_shows_why_a_session_could_not_start() {
     );
     assert!(!out.contains("ChatGPT sends"), "{out}");
 }
+
+/// Red team 40: another account's socket at the state dir's admin path (a state dir in a shared
+/// directory) named its own listener, and `try` sent the owner's token there. A socket served by
+/// another uid is never asked.
+#[test]
+fn an_admin_socket_served_by_another_account_is_never_asked() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test serves a socket as another account: run it as root (CI does)"
+    );
+    let shared = tempfile::tempdir().unwrap();
+    let run_dir = shared.path().join("state/run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    for dir in [shared.path(), &shared.path().join("state"), &run_dir] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let socket = run_dir.join("admin.sock");
+    let server = "import socket, os, sys\n\
+        s = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\nos.chmod(sys.argv[1], 0o777)\n\
+        s.listen(1)\nprint('ready', flush=True)\nc, _ = s.accept()\n\
+        print('ASKED' if c.recv(4096) else 'NOTHING', flush=True)\n";
+    let mut squatter = std::process::Command::new("python3")
+        .args(["-c", server])
+        .arg(&socket)
+        .uid(65534)
+        .gid(65534)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(squatter.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let dir = tempfile::tempdir().unwrap();
+    let (_, result) = run(try_cli(
+        &shared.path().join("state"),
+        dir.path(),
+        "http://127.0.0.1:9/mcp",
+        Some("ngw_owner"),
+    ));
+    let err = result.unwrap_err();
+    assert!(
+        err.contains("is served by another account's process (uid 65534)"),
+        "{err}"
+    );
+    // It was connected to (to learn whose it is) and sent nothing.
+    assert_eq!(lines.next().unwrap().unwrap(), "NOTHING");
+    squatter.wait().unwrap();
+}

@@ -48,8 +48,9 @@ fn a_capability_url_is_printed_without_its_token() {
 fn only_the_gateway_s_own_endpoint_is_the_same() {
     let listen = "127.0.0.1:8787";
     assert!(same_endpoint("http://127.0.0.1:8787/mcp", listen));
-    assert!(same_endpoint("http://localhost:8787/mcp", listen));
     for other in [
+        // Red team 40: `localhost` may be `::1` first, another listener.
+        "http://localhost:8787/mcp",
         "http://127.0.0.1:8788/mcp",
         "http://127.0.0.2:8787/mcp",
         "https://127.0.0.1:8787/mcp",
@@ -59,6 +60,18 @@ fn only_the_gateway_s_own_endpoint_is_the_same() {
     ] {
         assert!(!same_endpoint(other, listen), "{other}");
     }
+}
+
+/// Red team 40: a capability URL takes no other token with it, not even the environment's.
+#[test]
+fn a_capability_url_carries_no_other_token() {
+    let none = tempfile::tempdir().unwrap();
+    let url = "http://127.0.0.1:45001/mcp/anything";
+    assert_eq!(token(none.path(), Some("ngw_owner"), url).unwrap(), None);
+    assert_eq!(
+        token(none.path(), Some("ngw_owner"), "http://127.0.0.1:45001/mcp").unwrap(),
+        Some("ngw_owner".to_string())
+    );
 }
 
 #[test]
