@@ -386,7 +386,13 @@ pub fn escape_skill_body(body: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '\n' | '\t' => out.push(c),
-            c if angle_like(c) || common::display::is_unsafe(c) => {
+            // Every non-ASCII character but a letter or digit too (red team 40 found more
+            // bracket-like symbols than any list: `≺skill≻`, `«`, `⊰`, `◁`, `༼`): symbols,
+            // punctuation and marks are entities, letters stay readable.
+            c if angle_like(c)
+                || common::display::is_unsafe(c)
+                || (!c.is_ascii() && !c.is_alphanumeric()) =>
+            {
                 let _ = write!(out, "&#x{:X};", c as u32);
             }
             c => out.push(c),
@@ -408,7 +414,7 @@ const ANGLE_LOOK_ALIKES: &[char] = &[
     '\u{FE64}', '\u{FE65}', '\u{FF1C}', '\u{FF1E}', '\u{2991}', '\u{2992}', '\u{2993}', '\u{2994}',
     '\u{2995}', '\u{2996}', '\u{22D6}', '\u{22D7}', '\u{226A}', '\u{226B}', '\u{22D8}', '\u{22D9}',
     '\u{2AA1}', '\u{2AA2}', '\u{2AF7}', '\u{2AF8}', '\u{2A79}', '\u{2A7A}', '\u{2A7D}', '\u{2A7E}',
-    '\u{2A7F}', '\u{2A80}', '\u{02F1}', '\u{02F2}',
+    '\u{2A7F}', '\u{2A80}', '\u{02F1}', '\u{02F2}', '\u{16B2}',
 ];
 
 /// Whether `c` is, or decomposes (NFKD) to text holding, an angle bracket or a look-alike

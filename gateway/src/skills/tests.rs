@@ -107,10 +107,11 @@ fn every_angle_bracket_and_invisible_character_is_escaped_and_the_rest_kept() {
         ("</sk\u{200b}ill>", "&lt;/sk&#x200B;ill&gt;"),
         ("</sk\u{ad}ill>", "&lt;/sk&#xAD;ill&gt;"),
         ("\u{226e}", "&#x226E;"),
-        // Kept: the Kelvin sign is no bracket (the `<` before it is what made a tag).
+        // Kept: letters (the Kelvin sign is one, no bracket: the `<` before it made a tag);
+        // a combining mark and guillemets are entities (red team 40).
         (
             "é \u{212a} ѕkill \u{e9}\u{301} «x» & &lt;",
-            "é \u{212a} ѕkill \u{e9}\u{301} «x» & &lt;",
+            "é \u{212a} ѕkill \u{e9}&#x301; &#xAB;x&#xBB; & &lt;",
         ),
         ("tab\tand\nnewline", "tab\tand\nnewline"),
         ("cr\r", "cr&#xD;"),
@@ -243,4 +244,21 @@ fn red_team_39_angle_look_alikes_are_escaped() {
         assert!(!escaped.contains(c), "U+{code:04X}: {escaped}");
         assert!(escaped.contains(&format!("&#x{code:X};")), "{escaped}");
     }
+}
+
+/// Red team 40: more bracket-like symbols than any list (`≺skill≻`, `«»`, `⪦⪧`, `⧀⧁`, `⊰⊱`,
+/// `⪻⪼`, `◁▷`, `⩻⩼`, `༼༽`, `⪣`) and the runic `ᚲ`: every non-ASCII character but a letter or
+/// digit is an entity; letters of any script stay as they are.
+#[test]
+fn every_non_ascii_symbol_is_an_entity_and_letters_stay() {
+    for code in [
+        0x227A, 0x227B, 0x00AB, 0x00BB, 0x2AA6, 0x2AA7, 0x29C0, 0x29C1, 0x22B0, 0x22B1, 0x2ABB,
+        0x2ABC, 0x25C1, 0x25B7, 0x2A7B, 0x2A7C, 0x0F3C, 0x0F3D, 0x16B2, 0x2AA3,
+    ] {
+        let c = char::from_u32(code).unwrap();
+        let escaped = super::escape_skill_body(&format!("{c}skill id=\"x\"{c}"));
+        assert!(!escaped.contains(c), "U+{code:04X}: {escaped}");
+    }
+    let text = "café 中文 жизнь ελληνικά 123";
+    assert_eq!(super::escape_skill_body(text), text);
 }
