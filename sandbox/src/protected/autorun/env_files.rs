@@ -352,6 +352,16 @@ impl Reader {
                     .iter()
                     .filter(|w| !w.literal().is_some_and(|w| w.starts_with('-')))
                     .collect();
+                // bash: `declare -n ref=PYTHONPATH`: assigning `ref` assigns the variable.
+                if flags.contains('n') {
+                    for word in &names {
+                        if let Some((reference, target)) =
+                            word.literal().as_deref().and_then(|w| w.split_once('='))
+                        {
+                            self.ties.insert(reference.to_string(), target.to_string());
+                        }
+                    }
+                }
                 // zsh: `typeset -T PERL5LIB perl5lib` ties the array to the variable.
                 if flags.contains('T')
                     && let [var, array, ..] = names.as_slice()
@@ -361,7 +371,7 @@ impl Reader {
                     self.tied(&array, at);
                 }
                 for word in names {
-                    if !self.assignment(word, at, true) {
+                    if !self.assignment(word, at, true) && !self.computed_assignment(word, at) {
                         // `export X`: an array tied to it may have been assigned.
                         if let Some(name) = word.literal() {
                             self.tied(&name, at);
@@ -390,6 +400,28 @@ impl Reader {
                     }
                 }
             }
+            // Builtins that assign a variable named by an argument, with a value not read here
+            // (red team 40: `printf -v`, `read`, zsh's `print -v`, `mapfile`, a nameref).
+            Some("printf" | "print" | "read" | "mapfile" | "readarray") => {
+                self.assigned_by_name(first.as_deref().unwrap_or(""), &words[1..], at);
+            }
+            // `env NAME=value cmd`: assignments for the command (read, never run).
+            Some("env") => {
+                for word in words[1..]
+                    .iter()
+                    .skip_while(|w| w.literal().is_some_and(|w| w.starts_with('-')))
+                {
+                    if !self.assignment(word, at, false) {
+                        break;
+                    }
+                }
+            }
+            // `trap 'code' SIGNAL`: code the shell runs later, from wherever it is then.
+            Some("trap") if depth < MAX_EXPANSION_DEPTH => {
+                if let Some(code) = words.get(1).and_then(Word::literal) {
+                    self.code(&code, at, depth + 1);
+                }
+            }
             Some("alias" | "eval") if depth < MAX_EXPANSION_DEPTH => {
                 let alias = first.as_deref() == Some("alias");
                 let mut texts = Vec::new();
@@ -416,8 +448,12 @@ impl Reader {
                 }
             }
             _ => {
-                for word in words {
+                for (i, word) in words.iter().enumerate() {
                     if !self.assignment(word, at, false) {
+                        // `IFS=: read -r PERL5LIB`: the command after the prefix assignments.
+                        if i > 0 && depth < MAX_EXPANSION_DEPTH {
+                            self.command_at(&words[i..], at, depth + 1);
+                        }
                         break;
                     }
                 }
@@ -480,6 +516,105 @@ impl Reader {
         }
     }
 
+    /// `export "$V=value"`: an assignment to the variable(s) `$V` may name (red team 40), each
+    /// assigned; a name not read here makes the tree unreadable. False when the word holds no
+    /// `=` after its expansions (no assignment).
+    fn computed_assignment(&mut self, word: &Word, at: At) -> bool {
+        let Some(split) = word
+            .pieces
+            .iter()
+            .position(|piece| matches!(piece, Piece::Text { text, .. } if text.contains('=')))
+        else {
+            return false;
+        };
+        let Piece::Text { text, quoted } = &word.pieces[split] else {
+            return false;
+        };
+        let (head, tail) = text.split_once('=').unwrap_or((text, ""));
+        let mut name_pieces = word.pieces[..split].to_vec();
+        name_pieces.push(Piece::Text {
+            text: head.to_string(),
+            quoted: *quoted,
+        });
+        for name in self.expand(
+            &Word {
+                pieces: name_pieces,
+            },
+            at,
+            0,
+        ) {
+            let valid = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            if !valid {
+                self.unreadable.push((
+                    "a variable named by an expansion".to_string(),
+                    "an `export` or `declare` assigns a variable whose name is not read here"
+                        .to_string(),
+                ));
+                continue;
+            }
+            let mut pieces = vec![Piece::Text {
+                text: format!("{name}={tail}"),
+                quoted: false,
+            }];
+            pieces.extend(word.pieces[split + 1..].iter().cloned());
+            self.assignment(&Word { pieces }, at, true);
+        }
+        true
+    }
+
+    /// Shell code held in a string (`trap`, `PROMPT_COMMAND`): its commands read as the file's,
+    /// and a file it sources by a relative path named in every tree.
+    fn code(&mut self, text: &str, at: At, depth: usize) {
+        for words in shell_words::commands(text, Dialect::Posix) {
+            self.command_at(&words, at, depth);
+            if let [verb, file, ..] = words.as_slice()
+                && verb.literal().is_some_and(|v| v == "source" || v == ".")
+                && let Some(file) = file.literal()
+                && !file.starts_with('/')
+                && at.dir.is_none()
+            {
+                self.relative_sources.push(PathBuf::from(file));
+            }
+        }
+    }
+
+    /// `printf -v NAME`, `read [-a] NAME…`, `print -v NAME`, `mapfile`/`readarray NAME`: the
+    /// variables they assign hold what is not read here; one the rules read, or one named by
+    /// an expansion, makes that variable (or the tree) unreadable.
+    fn assigned_by_name(&mut self, verb: &str, args: &[Word], at: At) {
+        let _ = at;
+        let mut targets: Vec<Option<String>> = Vec::new();
+        let mut after_v = false;
+        for word in args {
+            let literal = word.literal();
+            match (verb, literal.as_deref()) {
+                ("printf" | "print", Some("-v")) => after_v = true,
+                ("printf" | "print", _) if after_v => {
+                    targets.push(literal.clone());
+                    after_v = false;
+                }
+                ("read" | "mapfile" | "readarray", Some(flag)) if flag.starts_with('-') => {}
+                ("read" | "mapfile" | "readarray", _) => targets.push(literal.clone()),
+                _ => {}
+            }
+        }
+        for target in targets {
+            let name = match target {
+                Some(name) => name.split('[').next().unwrap_or("").to_string(),
+                None => "a variable named by an expansion".to_string(),
+            };
+            let read_here = owner_env::read_by_rules(&name) || owner_env::is_git_config_var(&name);
+            if read_here || name.starts_with("a variable") {
+                self.unreadable.push((
+                    name,
+                    format!("it is assigned by `{verb}`, whose value is not read here"),
+                ));
+            }
+        }
+    }
+
     /// A zsh array tied to a variable (`perl5lib`, tied to `PERL5LIB`) assigned in the files:
     /// its elements are not read here, so the variable is not either.
     fn tied(&mut self, array: &str, _at: At) {
@@ -488,7 +623,8 @@ impl Reader {
         {
             self.unreadable.push((
                 var,
-                "it is tied to a zsh array (typeset -T) whose elements are not read here"
+                "it is assigned through another name (a zsh tied array, a bash nameref) whose \
+                 values are not read here"
                     .to_string(),
             ));
         }
@@ -543,13 +679,20 @@ impl Reader {
             };
             values = combine(old.iter().map(|o| o.to_string()).collect(), &values);
         }
+        if name == "PROMPT_COMMAND" {
+            // Code bash runs before each prompt, from wherever the shell is (red team 40).
+            for value in &values {
+                self.code(value, at, 1);
+            }
+        }
         for value in values {
             self.assign(&name, value, at);
         }
         if let Some(var) = self.ties.get(&name).cloned() {
             self.unreadable.push((
                 var,
-                "it is tied to a zsh array (typeset -T) whose elements are not read here"
+                "it is assigned through another name (a zsh tied array, a bash nameref) whose \
+                 values are not read here"
                     .to_string(),
             ));
         }
@@ -585,9 +728,16 @@ impl Reader {
             return;
         };
         for line in text.lines() {
-            let Some(rest) = line.strip_prefix("SETUVAR --export ") else {
+            // `--path` marks a path list (red team 40: `set -Ux PYTHONPATH` writes it), in
+            // either order with `--export`.
+            let words: Vec<&str> = line.split(' ').collect();
+            let flags = words.iter().skip(1).take_while(|w| w.starts_with("--"));
+            if words.first() != Some(&"SETUVAR") || !flags.clone().any(|f| *f == "--export") {
                 continue;
-            };
+            }
+            let skip = 1 + flags.count();
+            let rest = words[skip..].join(" ");
+            let rest = rest.as_str();
             let Some((name, value)) = rest.split_once(':') else {
                 continue;
             };

@@ -139,6 +139,12 @@ pub const VARS: &[(&str, Names)] = &[
     ("IPYTHONDIR", Names::RunDir),
     ("JUPYTER_CONFIG_DIR", Names::RunDir),
     ("CARGO_HOME", Names::RunDir),
+    // Red team 40: docker's `cli-plugins/` and config, gpg-agent's `pinentry-program`, screen's
+    // `exec`, and the file oh-my-zsh's dotenv plugin sources in every directory it enters.
+    ("DOCKER_CONFIG", Names::RunDir),
+    ("GNUPGHOME", Names::RunDir),
+    ("SCREENRC", Names::File),
+    ("ZSH_DOTENV_FILE", Names::File),
     // Its standard library (`os`, `site`, `encodings`) runs at every start: the whole dir
     // (`prefix:exec_prefix`).
     ("PYTHONHOME", Names::RunDir),

@@ -340,6 +340,11 @@ impl Lexer {
                 let inner = self.balanced('{', '}');
                 word.pieces.push(braced(&inner));
             }
+            // `$"…"`: bash's locale-translated string, read as the double-quoted one (red team 40).
+            Some('"') if !quoted && self.dialect == Dialect::Posix => {
+                self.at += 1;
+                self.double_quoted(word);
+            }
             Some('\'') if !quoted && self.dialect == Dialect::Posix => {
                 // `$'…'`: ANSI-C quoting, its escapes decoded as the shell decodes them.
                 self.at += 1;

@@ -259,10 +259,14 @@ impl Reader {
                 Some(dir.join("site-packages").to_string_lossy().into_owned())
             }
             (Some("git"), 3) if is(1, "rev-parse") && is(2, "--show-toplevel") => {
+                // Outside a repository git prints nothing (red team 40: that refused the tree).
                 let dir = at.dir?;
-                dir.ancestors()
-                    .find(|d| d.join(".git").exists())
-                    .map(|top| top.to_string_lossy().into_owned())
+                Some(
+                    dir.ancestors()
+                        .find(|d| d.join(".git").exists())
+                        .map(|top| top.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                )
             }
             _ => None,
         }

@@ -392,7 +392,7 @@ fn values_not_read_here_fail_closed() {
     std::fs::write(
         root.join(".envrc"),
         "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath\n\
-         export GIT_CONFIG_VALUE_0=\"$(git rev-parse --show-toplevel)/hk\"\n",
+         export GIT_CONFIG_VALUE_0=\"$(brew --prefix)/hk\"\n",
     )
     .unwrap();
     let got = of_root(&root, None);
@@ -689,4 +689,82 @@ fn the_repository_top_and_alternatives_of_a_substitution_are_read() {
             && v.ends_with("site-packages")),
         "{got:?}"
     );
+}
+
+/// Red team 40: builtins that assign a variable by name (`printf -v`, `read`, zsh's `print -v`,
+/// `mapfile`, a nameref) fail closed for the rules' variables; a computed name is expanded;
+/// `env NAME=v cmd`, `$"…"`, `PROMPT_COMMAND` and `trap` code, and fish's `--path` universal
+/// variables are read.
+#[test]
+fn names_assigned_by_builtins_and_code_in_strings_are_read_or_fail_closed() {
+    for text in [
+        "printf -v PYTHONPATH '%s/src' \"$HOME\"",
+        "read -r PYTHONPATH <<< \"$HOME/src\"",
+        "IFS=: read -r PERL5LIB X <<EOF\n/a:/b\nEOF",
+        "print -v PYTHONPATH $HOME/src",
+        "declare -n ref=PYTHONPATH\nref=$HOME/src",
+        "export \"$(tr a-z A-Z <<< pythonpath)=$HOME/src\"",
+    ] {
+        let reader = reader(text, None, Dialect::Posix);
+        assert!(
+            !reader.unreadable.is_empty(),
+            "{text}: read as {:?}",
+            reader.out
+        );
+    }
+    // Other variables assigned so stay readable (`read -r line` in a loop).
+    assert!(
+        reader("while read -r line; do :; done < f", None, Dialect::Posix)
+            .unreadable
+            .is_empty()
+    );
+    let home = std::env::var("HOME").unwrap();
+    for (text, name, want) in [
+        (
+            "V=PYTHONPATH\nexport \"$V=$HOME/c40\"",
+            "PYTHONPATH",
+            format!("{home}/c40"),
+        ),
+        (
+            "py() { env PYTHONPATH=\"$HOME/c41\" python3 \"$@\"; }",
+            "PYTHONPATH",
+            format!("{home}/c41"),
+        ),
+        (
+            "export PERL5LIB=$\"$HOME/c43\"",
+            "PERL5LIB",
+            format!("{home}/c43"),
+        ),
+    ] {
+        let got = values_of(text, None, name);
+        assert!(got.contains(&want), "{text}: {got:?}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let home_dir = std::fs::canonicalize(tmp.path()).unwrap();
+    std::fs::write(
+        home_dir.join(".bashrc"),
+        "PROMPT_COMMAND='[ -f .pc-env ] && . .pc-env'\ntrap 'source .trap-env' DEBUG\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(home_dir.join(".config/fish")).unwrap();
+    std::fs::write(
+        home_dir.join(".config/fish/fish_variables"),
+        "SETUVAR --export --path PYTHONPATH:\\x2fc29\\x1e\\x2fc29b\n",
+    )
+    .unwrap();
+    let shell = of_shell(&home_dir);
+    for want in [".pc-env", ".trap-env"] {
+        assert!(
+            shell.relative_sources.contains(&PathBuf::from(want)),
+            "{want}: {:?}",
+            shell.relative_sources
+        );
+    }
+    let env: Vec<String> = shell
+        .env
+        .iter()
+        .filter(|(k, _)| *k == "PYTHONPATH")
+        .map(|(_, v)| v.to_string_lossy().into_owned())
+        .collect();
+    assert!(env.contains(&"/c29:/c29b".to_string()), "{env:?}");
 }
