@@ -58,11 +58,25 @@ impl Places<'_> {
             self.whole_tree_as(class_of(name), &source, why);
         }
         for (name, dir) in &account.below {
+            let dir = self.root.join(dir);
+            // At or above the root (`$HOME/c${USER:0:0}/src` leaves `$HOME`, red team 40): the
+            // part not read may name any directory of the tree.
+            let real = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+            if self.root.starts_with(&real) || self.root.starts_with(&dir) {
+                let source = super::Source {
+                    paths: String::new(),
+                    tree: format!("the owner's environment sets {name}"),
+                };
+                let why = "an entry below a directory holding this tree is built on a part the \
+                           gateway does not read";
+                self.whole_tree_as(class_of(name), &source, why);
+                continue;
+            }
             let why = format!(
                 "below a directory the owner's environment puts on a path ({name}) with a part \
                  the gateway does not read: any file there may be what it names"
             );
-            self.add(&self.root.join(dir), class_of(name), why, Scope::Below);
+            self.add(&dir, class_of(name), why, Scope::Below);
         }
         for rel in &account.relative_sources {
             let why = "a file the owner's shell start-up files source by a relative path: it \

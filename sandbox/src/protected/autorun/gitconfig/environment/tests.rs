@@ -369,3 +369,26 @@ fn tool_config_files_and_dirs_the_environment_names_are_places() {
     }
     assert!(class_at(&places, "deploy").is_none());
 }
+
+/// Red team 40: an entry built on an unread part whose literal directory holds the tree
+/// (`$HOME/c${USER:0:0}/src` leaves `$HOME`) refuses the whole tree; one beside it protects
+/// only below itself.
+#[test]
+fn an_unread_tail_above_the_tree_refuses_the_tree() {
+    let (_dir, root, mut above) = account(&[]);
+    let parent = root.parent().unwrap().to_path_buf();
+    above.below.push(("PYTHONPATH", parent));
+    let places = places_with(&root, &[], &above);
+    assert!(
+        places.iter().any(|p| p.at.as_os_str().is_empty()),
+        "{places:?}"
+    );
+    let (_dir2, root, mut beside) = account(&[]);
+    beside.below.push(("PYTHONPATH", root.join("build")));
+    let places = places_with(&root, &[], &beside);
+    assert_eq!(
+        class_at(&places, "build"),
+        Some(AutorunClass::PythonStartup)
+    );
+    assert!(!places.iter().any(|p| p.at.as_os_str().is_empty()));
+}
