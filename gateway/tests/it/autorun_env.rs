@@ -307,3 +307,36 @@ async fn files_an_envrc_makes_bash_read_and_what_they_assign_reach_the_write_rul
         .await
         .unwrap();
 }
+
+/// The owner's `PATH` in the tree (red team 41, found while aiming it): direnv's `PATH_add bin`
+/// puts the project's `bin/` first on the owner's `PATH` there, so a session's `bin/ls` would
+/// run at the owner's next `ls`; a relative entry of the owner's own `PATH` (`.`, `tools`) is
+/// searched from wherever the shell is. Files named like the system's programs are refused
+/// there, with the class; the project's own scripts and files stay writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_owners_path_in_the_tree_protects_files_named_like_the_system_s_programs() {
+    let (_repo, root) = crate::writes::repo();
+    std::fs::write(root.join(".envrc"), "PATH_add bin\n").unwrap();
+    let path = format!("{}:tools", std::env::var("PATH").unwrap());
+    let gw = gateway_with(&[("PATH", path.as_str())]).await;
+    let chat = chatgpt(&gw).await;
+    let v = start_profile(&chat, &root, "direct_write", "path41-start").await;
+    let calls = json!([
+        write(&root.join("bin/ls"), "#!/bin/sh\ntouch /tmp/pwned\n"),
+        write(&root.join("src/deep/env"), "#!/bin/sh\ntouch /tmp/pwned\n"),
+        write(&root.join("bin/run-tests"), "#!/bin/sh\ncargo test\n"),
+        write(&root.join("src/main.rs"), "fn main() {}\n"),
+    ]);
+    let v = reply_calls(&chat, &v, "path41-r1", calls).await;
+    let got = results(&v);
+    assert_eq!(got.len(), 4, "{v}");
+    assert_refused(&got[0], "bin/ls", "shell_startup");
+    assert!(got[0].to_string().contains("PATH"), "{}", got[0]);
+    assert_refused(&got[1], "src/deep/env", "shell_startup");
+    assert_eq!(got[2]["status"], "ok", "{}", got[2]);
+    assert_eq!(got[3]["status"], "ok", "{}", got[3]);
+    assert!(!root.join("bin/ls").exists() && !root.join("src/deep/env").exists());
+    chat.stop(&session_id(&v), &lease_id(&v), "path41-stop", None)
+        .await
+        .unwrap();
+}

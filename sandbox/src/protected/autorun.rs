@@ -710,6 +710,7 @@ pub mod owner_env;
 pub mod package_files;
 pub mod package_json;
 pub mod package_yaml;
+mod programs;
 mod pth_code;
 pub mod repository;
 mod shell_command;

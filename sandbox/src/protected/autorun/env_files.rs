@@ -332,13 +332,58 @@ impl Reader {
         }
         let first = words.first().and_then(Word::literal);
         match first.as_deref() {
-            Some("path_add" | "PATH_add") => {
-                if let [_, name, value, ..] = words
-                    && let Some(name) = name.literal()
-                {
-                    for value in self.expand(value, at, 0) {
-                        self.assign(&name, value, at);
+            // direnv: `PATH_add DIR…` prepends to `PATH`, `path_add NAME DIR…` to NAME (each
+            // directory made absolute against the `.envrc`'s, as direnv's `expand_path` does).
+            Some(verb @ ("path_add" | "PATH_add")) => {
+                let (name, dirs) = match (verb, words) {
+                    ("PATH_add", [_, dirs @ ..]) => (Some("PATH".to_string()), dirs),
+                    (_, [_, name, dirs @ ..]) => (name.literal(), dirs),
+                    _ => (None, &words[..0]),
+                };
+                if let Some(name) = name {
+                    let here = at.dir.map(Path::to_path_buf);
+                    for dir in dirs
+                        .iter()
+                        .flat_map(|d| shell_words::brace_expand(d, Dialect::Posix))
+                    {
+                        for value in self.expand(&dir, at, 0) {
+                            let value = match &here {
+                                Some(here) if !value.starts_with(['/', MARK]) => {
+                                    here.join(value).to_string_lossy().into_owned()
+                                }
+                                _ => value,
+                            };
+                            self.assign(&name, value, at);
+                        }
                     }
+                }
+            }
+            // direnv's layouts and `load_prefix` put directories of the tree on `PATH` (and a
+            // prefix's `lib` on the loader's path); the others' directories lie in `.direnv/`,
+            // a place of its own.
+            Some(verb @ ("layout" | "load_prefix")) if at.dir.is_some() => {
+                let here = at.dir.map(Path::to_path_buf).unwrap_or_default();
+                let layout = words.get(1).and_then(Word::literal);
+                let dirs: Vec<(&str, PathBuf)> = match (verb, layout.as_deref()) {
+                    ("layout", Some("go")) => vec![("PATH", here.join("bin"))],
+                    ("layout", Some("node")) => vec![("PATH", here.join("node_modules/.bin"))],
+                    ("layout", Some("php")) => vec![("PATH", here.join("vendor/bin"))],
+                    ("load_prefix", _) => words
+                        .get(1)
+                        .into_iter()
+                        .flat_map(|w| self.expand(w, at, 0))
+                        .flat_map(|prefix| {
+                            let prefix = here.join(prefix);
+                            [
+                                ("PATH", prefix.join("bin")),
+                                ("LD_LIBRARY_PATH", prefix.join("lib")),
+                            ]
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                for (name, dir) in dirs {
+                    self.assign(name, dir.to_string_lossy().into_owned(), at);
                 }
             }
             Some("set") => self.fish_set(&words[1..], at),
@@ -348,9 +393,11 @@ impl Reader {
                     .filter_map(Word::literal)
                     .filter(|w| w.starts_with('-'))
                     .collect();
-                let names: Vec<&Word> = words[1..]
+                // Arguments: brace-expanded (`export PYTHONPATH=/x/{a,b}` assigns twice).
+                let names: Vec<Word> = words[1..]
                     .iter()
                     .filter(|w| !w.literal().is_some_and(|w| w.starts_with('-')))
+                    .flat_map(|w| shell_words::brace_expand(w, Dialect::Posix))
                     .collect();
                 // bash: `declare -n ref=PYTHONPATH`: assigning `ref` assigns the variable.
                 if flags.contains('n') {
@@ -370,7 +417,11 @@ impl Reader {
                     self.ties.insert(array.clone(), var.clone());
                     self.tied(&array, at);
                 }
-                for word in names {
+                for word in &names {
+                    // `declare -n ref=NAME` makes a reference, read above, not an assignment.
+                    if flags.contains('n') {
+                        continue;
+                    }
                     if !self.assignment(word, at, true) && !self.computed_assignment(word, at) {
                         // `export X`: an array tied to it may have been assigned.
                         if let Some(name) = word.literal() {
@@ -393,8 +444,11 @@ impl Reader {
                     && keyword.literal().is_some_and(|k| k == "in")
                     && let Some(name) = name.literal()
                 {
-                    for item in items {
-                        for value in self.expand_pattern(item, at) {
+                    for item in items
+                        .iter()
+                        .flat_map(|i| shell_words::brace_expand(i, Dialect::Posix))
+                    {
+                        for value in self.expand_pattern(&item, at) {
                             self.assign(&name, value, at);
                         }
                     }
@@ -458,61 +512,6 @@ impl Reader {
                     }
                 }
             }
-        }
-    }
-
-    /// fish's `set`: with `-x`/`--export` an exported list; `-a`/`-p` (`--append`,
-    /// `--prepend`) add to a list (exported before, or later: read either way).
-    fn fish_set(&mut self, args: &[Word], at: At) {
-        let flags = args
-            .iter()
-            .take_while(|w| w.literal().is_some_and(|w| w.starts_with('-')))
-            .filter_map(|w| w.literal())
-            .collect::<Vec<_>>();
-        let short = |letter: char| {
-            flags
-                .iter()
-                .any(|f| !f.starts_with("--") && f.contains(letter))
-        };
-        let long = |name: &str| flags.iter().any(|f| f == name);
-        let exported = short('x') || long("--export");
-        let appended = short('a') || long("--append");
-        let prepended = short('p') || long("--prepend");
-        let rest = &args[flags.len()..];
-        let [name, values @ ..] = rest else {
-            return;
-        };
-        let Some(name) = name.literal() else {
-            return;
-        };
-        if !(exported || appended || prepended) || values.is_empty() {
-            return;
-        }
-        let elements: Vec<String> = values.iter().flat_map(|v| self.expand(v, at, 0)).collect();
-        let joiner = if name.ends_with("PATH") { ":" } else { " " };
-        // Each element alone too: what reads the value as a list of its own (`PERL5LIB`'s
-        // `:`) is read for every element (fail closed).
-        if elements.len() > 1 && joiner == " " || appended || prepended {
-            for value in &elements {
-                self.assign(&name, value.clone(), at);
-            }
-        }
-        let joined = elements.join(joiner);
-        let mut whole = vec![joined.clone()];
-        if appended || prepended {
-            for old in self.lookup(&name, at).unwrap_or_default() {
-                if old.is_empty() {
-                    continue;
-                }
-                whole.push(if appended {
-                    format!("{old}{joiner}{joined}")
-                } else {
-                    format!("{joined}{joiner}{old}")
-                });
-            }
-        }
-        for value in whole {
-            self.assign(&name, value, at);
         }
     }
 
@@ -663,38 +662,54 @@ impl Reader {
             Some(name) => (name.to_string(), true),
             None => (name, false),
         };
+        // `a[1]=x`: an element (bash's element 0 is the scalar).
+        let name = match name.split_once('[') {
+            Some((base, subscript)) if subscript.ends_with(']') => base.to_string(),
+            _ => name,
+        };
         let valid = !name.is_empty()
             && !name.starts_with(|c: char| c.is_ascii_digit())
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {
             return false;
         }
-        let mut values = self.expand(&Word { pieces }, at, 0);
-        if append {
-            let old = self.lookup(&name, at).unwrap_or_default();
-            let old: Vec<&str> = if old.is_empty() {
-                vec![""]
-            } else {
-                old.iter().map(String::as_str).collect()
-            };
-            values = combine(old.iter().map(|o| o.to_string()).collect(), &values);
-        }
+        let values = match pieces.as_slice() {
+            // `NAME=(a b)`, `NAME+=(c)`: each element is a value the variable holds (bash
+            // exports the first, zsh joins a tied array's with `:`, `PROMPT_COMMAND` runs each).
+            [Piece::Text { text, .. }, Piece::Array(elements)] if text.is_empty() => elements
+                .iter()
+                .flat_map(|element| self.expand(element, at, 0))
+                .collect(),
+            _ => {
+                let values = self.expand(&Word { pieces }, at, 0);
+                if append {
+                    let old = self.lookup(&name, at).unwrap_or_default();
+                    let old = if old.is_empty() {
+                        vec![String::new()]
+                    } else {
+                        old
+                    };
+                    combine(old, &values)
+                } else {
+                    values
+                }
+            }
+        };
         if name == "PROMPT_COMMAND" {
             // Code bash runs before each prompt, from wherever the shell is (red team 40).
             for value in &values {
                 self.code(value, at, 1);
             }
         }
+        // Through another name: zsh's `path` or a tied array (`typeset -T`), a bash nameref.
+        let through = zsh_tied(&name)
+            .map(str::to_string)
+            .or_else(|| self.ties.get(&name).cloned());
         for value in values {
+            if let Some(var) = &through {
+                self.assign(var, value.clone(), at);
+            }
             self.assign(&name, value, at);
-        }
-        if let Some(var) = self.ties.get(&name).cloned() {
-            self.unreadable.push((
-                var,
-                "it is assigned through another name (a zsh tied array, a bash nameref) whose \
-                 values are not read here"
-                    .to_string(),
-            ));
         }
         true
     }
@@ -718,39 +733,6 @@ impl Reader {
         );
         if !self.unreadable.contains(&entry) {
             self.unreadable.push(entry);
-        }
-    }
-
-    /// fish's universal variables (`set -Ux`), kept in `fish_variables`: `SETUVAR --export
-    /// NAME:value`, `\xHH` escapes, list elements separated by `\x1e`.
-    fn fish_universal(&mut self, path: &Path) {
-        let Some(text) = super::read_head(path, MAX_FILE) else {
-            return;
-        };
-        for line in text.lines() {
-            // `--path` marks a path list (red team 40: `set -Ux PYTHONPATH` writes it), in
-            // either order with `--export`.
-            let words: Vec<&str> = line.split(' ').collect();
-            let flags = words.iter().skip(1).take_while(|w| w.starts_with("--"));
-            if words.first() != Some(&"SETUVAR") || !flags.clone().any(|f| *f == "--export") {
-                continue;
-            }
-            let skip = 1 + flags.count();
-            let rest = words[skip..].join(" ");
-            let rest = rest.as_str();
-            let Some((name, value)) = rest.split_once(':') else {
-                continue;
-            };
-            let value = unescape_fish(value);
-            let joiner = if name.ends_with("PATH") { ":" } else { " " };
-            let elements: Vec<&str> = value.split('\u{1e}').collect();
-            let at = At { dir: None };
-            if elements.len() > 1 {
-                for element in &elements {
-                    self.assign(name, (*element).to_string(), at);
-                }
-            }
-            self.assign(name, elements.join(joiner), at);
         }
     }
 
@@ -831,8 +813,14 @@ impl Reader {
                     Names::FileList => &[':', ' ', '\t'],
                     _ => &[':'],
                 };
-                for entry in value.split(separators).filter(|e| !e.is_empty()) {
-                    let mut text = entry.to_string();
+                let program_path = matches!(names, Names::ProgramPath);
+                for entry in value.split(separators) {
+                    // An empty `PATH` entry is the working directory, wherever the shell is.
+                    let mut text = match entry {
+                        "" if program_path => ".".to_string(),
+                        "" => continue,
+                        entry => entry.to_string(),
+                    };
                     if let Some(mark) = text.find(MARK) {
                         // Built on what is not read: its literal directory part, and
                         // everything below it (red team 39 #5: `build/$(uname -m)`).
@@ -847,6 +835,13 @@ impl Reader {
                             }
                             // `ENV=$STAGE` (an application's setting): no file either way.
                             _ if *var == "ENV" => continue,
+                            // `$(go env GOPATH)/bin`: any directory may be on `PATH`; what
+                            // that costs is a file named like a program anywhere
+                            // (`Scope::ProgramsBelow`), not every write of the tree.
+                            _ if program_path => {
+                                self.below.push((var, PathBuf::from("/")));
+                                continue;
+                            }
                             _ => {
                                 self.unreadable.push(unreadable(NOT_READ));
                                 continue;
@@ -867,26 +862,12 @@ impl Reader {
     }
 }
 
-/// fish's `\xHH` escapes of `fish_variables` decoded.
-fn unescape_fish(text: &str) -> String {
-    let mut bytes = Vec::new();
-    let raw = text.as_bytes();
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i] == b'\\'
-            && raw.get(i + 1) == Some(&b'x')
-            && let Some(byte) = text
-                .get(i + 2..i + 4)
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-        {
-            bytes.push(byte);
-            i += 4;
-            continue;
-        }
-        bytes.push(raw[i]);
-        i += 1;
+/// The variable zsh ties an array to by itself (`path` is `PATH` as a list).
+fn zsh_tied(array: &str) -> Option<&'static str> {
+    match array {
+        "path" => Some("PATH"),
+        _ => None,
     }
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// `text` with `${name}` and `$name` (not a longer name: `$HOME_X`) replaced by `value`.
@@ -910,6 +891,7 @@ fn variable(text: &str, name: &str, value: &str) -> String {
 }
 
 mod expand;
+mod fish;
 
 use expand::combine;
 

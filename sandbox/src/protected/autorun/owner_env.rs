@@ -45,6 +45,9 @@ pub enum Names {
     Options(Lang),
     /// Python's user base: its site directory's `.pth` files run at every start.
     PythonUserBase,
+    /// Directories the shell searches for a program typed by name (`PATH`): a file there named
+    /// like one of the system's programs runs in its place.
+    ProgramPath,
 }
 
 /// A language whose import path the owner's environment extends.
@@ -148,6 +151,7 @@ pub const VARS: &[(&str, Names)] = &[
     // Its standard library (`os`, `site`, `encodings`) runs at every start: the whole dir
     // (`prefix:exec_prefix`).
     ("PYTHONHOME", Names::RunDir),
+    ("PATH", Names::ProgramPath),
 ];
 
 /// git's numbered config variables: a family, not a fixed list.

@@ -154,6 +154,25 @@ pub enum Scope {
     /// regular package's `__init__` file one level down, by any name, since each shadows an
     /// installed module of that name the tool imports.
     Imports,
+    /// A file directly in this directory named like a program the owner runs by name
+    /// ([`super::programs`]): the directory is on the owner's `PATH`.
+    Programs,
+    /// A file anywhere below this directory named like such a program: a `PATH` entry that is
+    /// relative (searched from wherever the shell is) or built on what is not read.
+    ProgramsBelow,
+}
+
+impl Scope {
+    /// Whether a write to `below` (folded names under the place) touches what the place covers.
+    pub(super) fn reaches(self, below: &[String]) -> bool {
+        match (self, below) {
+            (Self::Below, _) => true,
+            (Self::Imports, below) => imports_reach(below),
+            (Self::Programs, [name]) => super::programs::is_program_name(name),
+            (Self::ProgramsBelow, [.., name]) => super::programs::is_program_name(name),
+            (Self::Programs | Self::ProgramsBelow, _) => false,
+        }
+    }
 }
 
 /// What runs a script, which decides what else of the tree is a place.

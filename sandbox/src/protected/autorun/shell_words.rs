@@ -31,6 +31,9 @@ pub(super) enum Piece {
     /// Any other expansion (`$1`, `$@`, `${#x}`, `${x%y}`, `$((…))`, `$'…'`, fish's `$x[1]`),
     /// as written: what it gives is not read here.
     Other(String),
+    /// An array's elements after an assignment's `=` (`NAME=(a "b c")`, zsh's `path+=(~/bin)`,
+    /// bash's `PROMPT_COMMAND=(…)`).
+    Array(Vec<Word>),
 }
 
 /// A word: its pieces, joined by the shell without a break.
@@ -73,6 +76,25 @@ impl Word {
         starts_tilde
             || unquoted.contains(['*', '?', '['])
             || (unquoted.contains('{') && unquoted.contains(','))
+    }
+
+    /// Whether the word so far is `NAME=` or `NAME+=` (unquoted), where `(` opens an array.
+    fn assigns(&self) -> bool {
+        let [
+            Piece::Text {
+                text,
+                quoted: false,
+            },
+        ] = self.pieces.as_slice()
+        else {
+            return false;
+        };
+        let name = text
+            .strip_suffix("+=")
+            .or_else(|| text.strip_suffix('='))
+            .unwrap_or("");
+        name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     }
 
     /// A quote opened: an empty pair still makes a word (`''`, `""`).
@@ -209,6 +231,27 @@ impl Lexer {
                     self.at += 1;
                     end_word(&mut word, &mut words, &mut target);
                     end_command(&mut words, &mut commands);
+                }
+                // `NAME=(…)`, `NAME+=(…)`: an array assigned (red team 40's open shape: bash's
+                // `PROMPT_COMMAND=('. ./x')` and zsh's `path=(…)` were read as nothing).
+                '(' if self.dialect == Dialect::Posix
+                    && word.as_ref().is_some_and(Word::assigns) =>
+                {
+                    self.at += 1;
+                    let inner = self.balanced('(', ')');
+                    let elements = Lexer {
+                        chars: inner.chars().collect(),
+                        at: 0,
+                        dialect: self.dialect,
+                        targets: false,
+                    }
+                    .commands()
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    if let Some(word) = word.as_mut() {
+                        word.pieces.push(Piece::Array(elements));
+                    }
                 }
                 // fish has no subshell: its `(…)` is a command substitution, read as a piece.
                 '(' if self.dialect == Dialect::Posix => {
@@ -504,6 +547,120 @@ impl Lexer {
         }
         out
     }
+}
+
+/// Most words one brace expansion makes; past it one word not read ([`Piece::Other`]).
+const MAX_BRACE_WORDS: usize = 64;
+
+/// The words `word` makes by brace expansion, as the shell expands an argument: `{a,b}` (an
+/// unquoted brace pair holding an unquoted comma at its own level) gives each alternative, and
+/// in fish also a pair holding an expansion (`{$HOME}/lib` is `$HOME/lib`, red team 40's open
+/// shape); `{a..c}` sequences are not read (a [`Piece::Other`]). Bash does not expand a bare
+/// assignment's value; its callers decide where this applies.
+pub(super) fn brace_expand(word: &Word, dialect: Dialect) -> Vec<Word> {
+    /// A character of unquoted text, or any other piece whole.
+    #[derive(Clone)]
+    enum Token {
+        Char(char),
+        Piece(Piece),
+    }
+    fn tokens(word: &Word) -> Vec<Token> {
+        let mut out = Vec::new();
+        for piece in &word.pieces {
+            match piece {
+                Piece::Text {
+                    text,
+                    quoted: false,
+                } => out.extend(text.chars().map(Token::Char)),
+                piece => out.push(Token::Piece(piece.clone())),
+            }
+        }
+        out
+    }
+    fn word_of(tokens: &[Token]) -> Word {
+        let mut word = Word::default();
+        for token in tokens {
+            match token {
+                Token::Char(c) => word.text(*c, false),
+                Token::Piece(piece) => word.pieces.push(piece.clone()),
+            }
+        }
+        word
+    }
+    /// The first expandable pair at or after `from`: its `{`, its top-level commas, its `}`.
+    fn pair(tokens: &[Token], from: usize, dialect: Dialect) -> Option<(usize, Vec<usize>, usize)> {
+        for open in from..tokens.len() {
+            if !matches!(tokens[open], Token::Char('{')) {
+                continue;
+            }
+            let (mut depth, mut commas, mut expansion) = (0usize, Vec::new(), false);
+            for (at, token) in tokens.iter().enumerate().skip(open + 1) {
+                match token {
+                    Token::Char('{') => depth += 1,
+                    Token::Char('}') if depth > 0 => depth -= 1,
+                    Token::Char('}') => {
+                        let fish_var = dialect == Dialect::Fish && expansion;
+                        if !commas.is_empty() || fish_var {
+                            return Some((open, commas, at));
+                        }
+                        break;
+                    }
+                    Token::Char(',') if depth == 0 => commas.push(at),
+                    Token::Piece(Piece::Var(_) | Piece::Other(_) | Piece::Command(_)) => {
+                        expansion = true
+                    }
+                    _ => {}
+                }
+            }
+        }
+        None
+    }
+    fn go(tokens: Vec<Token>, dialect: Dialect, out: &mut Vec<Word>) {
+        if out.len() > MAX_BRACE_WORDS {
+            return;
+        }
+        let Some((open, commas, close)) = pair(&tokens, 0, dialect) else {
+            out.push(word_of(&tokens));
+            return;
+        };
+        let mut bounds = vec![open];
+        bounds.extend(&commas);
+        bounds.push(close);
+        for window in bounds.windows(2) {
+            let mut next = tokens[..open].to_vec();
+            next.extend_from_slice(&tokens[window[0] + 1..window[1]]);
+            next.extend_from_slice(&tokens[close + 1..]);
+            go(next, dialect, out);
+        }
+    }
+    let tokens = tokens(word);
+    // `{a..c}`, `{1..9..2}`: a sequence (bash, zsh), not read.
+    let text: String = tokens
+        .iter()
+        .map(|t| match t {
+            Token::Char(c) => *c,
+            Token::Piece(_) => '\0',
+        })
+        .collect();
+    if dialect == Dialect::Posix
+        && let Some(open) = text.find('{')
+        && text[open..].find('}').is_some_and(|close| {
+            let inner = &text[open + 1..open + close];
+            inner.contains("..") && !inner.contains(',')
+        })
+    {
+        return vec![Word {
+            pieces: vec![Piece::Other(text)],
+        }];
+    }
+    let mut out = Vec::new();
+    go(tokens, dialect, &mut out);
+    if out.len() > MAX_BRACE_WORDS {
+        return vec![Word {
+            pieces: vec![Piece::Other("{…}".to_string())],
+        }];
+    }
+    out
 }
 
 /// What `${inner}` is: a parameter, a parameter with a default or alternative, or another

@@ -367,10 +367,7 @@ fn covers(place: &[String], scope: Scope, path: &[String]) -> bool {
     if !path.starts_with(place) {
         return false;
     }
-    match (scope, &path[place.len()..]) {
-        (Scope::Below, _) => true,
-        (Scope::Imports, below) => super::shell_command::imports_reach(below),
-    }
+    scope.reaches(&path[place.len()..])
 }
 
 fn fold_all(path: &Path) -> Vec<String> {

@@ -443,10 +443,7 @@ impl Repo {
                     .iter()
                     .map(|n| n.to_str().unwrap().to_lowercase())
                     .collect();
-                match place.scope {
-                    gitconfig::Scope::Below => true,
-                    gitconfig::Scope::Imports => super::shell_command::imports_reach(&names),
-                }
+                place.scope.reaches(&names)
             })
             .map(|place| place.why)
     }

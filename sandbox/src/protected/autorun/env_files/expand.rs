@@ -62,6 +62,14 @@ impl Reader {
                     outs = combine(outs, &values.unwrap_or_else(|| vec![MARK.into()]));
                 }
                 Piece::Other(_) => outs.iter_mut().for_each(|out| out.push(MARK)),
+                // Elsewhere than a whole assigned value: any element.
+                Piece::Array(elements) => {
+                    let values: Vec<String> = elements
+                        .iter()
+                        .flat_map(|element| self.expand(element, at, depth + 1))
+                        .collect();
+                    outs = combine(outs, &values);
+                }
             }
         }
         outs
@@ -169,6 +177,22 @@ impl Reader {
                 Some(values)
             }
             _ if self.vars.contains_key(name) => self.vars.get(name).cloned(),
+            // zsh's `path=(~/bin $path)`: an array tied to a variable is its value.
+            "path" => self.lookup("PATH", at),
+            _ if self.ties.contains_key(name) => {
+                let var = self.ties.get(name)?.clone();
+                if var == name {
+                    None
+                } else {
+                    self.lookup(&var, at)
+                }
+            }
+            // `PATH="$HOME/bin:$PATH"`: the owner's own `PATH`, never empty (an empty entry
+            // would be the working directory).
+            "PATH" => Some(vec![owner_env::var(name).map_or_else(
+                || "/usr/bin:/bin".to_string(),
+                |v| v.to_string_lossy().into_owned(),
+            )]),
             _ if owner_env::read_by_rules(name) => Some(vec![String::new()]),
             _ => owner_env::var(name).map(|v| vec![v.to_string_lossy().into_owned()]),
         }

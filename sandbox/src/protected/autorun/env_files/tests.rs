@@ -39,6 +39,7 @@ fn envrc_and_dotenv_values_are_read_against_the_file_s_directory() {
         ("PYTHONPATH", "/w/proj/lib:/w/proj/src"),
         ("PYTHONPATH", "/w/proj/a:/w/proj/b"),
         ("PERL5LIB", "/w/proj/perl"),
+        ("PATH", "/w/proj/bin"),
         ("PYTHONPATH", "/opt:/w/proj/tools"),
         ("NODE_OPTIONS", "--require ./h.js"),
         // Single-quoted: a literal `$` in a directory's name.
@@ -260,7 +261,12 @@ fn sourced_files_are_read_against_their_base() {
         "export RUBYLIB=/r\nsource ~/.bashrc\n",
     )
     .unwrap();
-    let shell = of_shell(&home).env;
+    // (`~/.bashrc` is the real home's, which may set `PATH`.)
+    let shell: Vec<_> = of_shell(&home)
+        .env
+        .into_iter()
+        .filter(|(name, _)| *name != "PATH")
+        .collect();
     assert_eq!(shell, [("RUBYLIB", std::ffi::OsString::from("/r"))]);
 }
 
@@ -650,8 +656,23 @@ fn past_the_bounds_and_tied_arrays_fail_closed() {
             .any(|(what, why)| what.contains("start-up files") && why == PAST_BOUNDS),
         "{unreadable:?}"
     );
-    let reader = reader(
+    // A tied array assigned as an array is read into its variable (zsh joins it with `:`;
+    // each element is an entry); assigned another way it is not read.
+    let tied = reader(
         "typeset -xT PERL5LIB perl5lib\nperl5lib=($HOME/c7/lib $perl5lib)\n",
+        None,
+        Dialect::Posix,
+    );
+    assert!(tied.unreadable.is_empty(), "{:?}", tied.unreadable);
+    let home = std::env::var("HOME").unwrap();
+    assert!(
+        values(tied).contains(&("PERL5LIB", format!("{home}/c7/lib"))),
+        "PERL5LIB"
+    );
+    // An element by a subscript not read here (`perl5lib[$i]=…`) is not an assignment read:
+    // the array, assigned before the tie, fails closed at `typeset -T`.
+    let reader = reader(
+        "perl5lib=($HOME/c7/lib)\ntypeset -xT PERL5LIB perl5lib\n",
         None,
         Dialect::Posix,
     );
@@ -702,7 +723,6 @@ fn names_assigned_by_builtins_and_code_in_strings_are_read_or_fail_closed() {
         "read -r PYTHONPATH <<< \"$HOME/src\"",
         "IFS=: read -r PERL5LIB X <<EOF\n/a:/b\nEOF",
         "print -v PYTHONPATH $HOME/src",
-        "declare -n ref=PYTHONPATH\nref=$HOME/src",
         "export \"$(tr a-z A-Z <<< pythonpath)=$HOME/src\"",
     ] {
         let reader = reader(text, None, Dialect::Posix);
@@ -711,6 +731,24 @@ fn names_assigned_by_builtins_and_code_in_strings_are_read_or_fail_closed() {
             "{text}: read as {:?}",
             reader.out
         );
+    }
+    // A nameref's and a tied array's assignments, scalar, element or array, are the
+    // variable's (red team 40 had them fail closed; they are read now).
+    let home = std::env::var("HOME").unwrap();
+    for text in [
+        "declare -n ref=PYTHONPATH\nref=$HOME/src",
+        "typeset -n ref=PYTHONPATH\nref=($HOME/src)",
+        "typeset -T PYTHONPATH pythonpath\npythonpath[2]=$HOME/src",
+        "PYTHONPATH[0]=$HOME/src",
+    ] {
+        let reader = reader(text, None, Dialect::Posix);
+        assert!(
+            reader.unreadable.is_empty(),
+            "{text}: {:?}",
+            reader.unreadable
+        );
+        let got = values(reader);
+        assert_eq!(got, [("PYTHONPATH", format!("{home}/src"))], "{text}");
     }
     // Other variables assigned so stay readable (`read -r line` in a loop).
     assert!(
@@ -767,4 +805,80 @@ fn names_assigned_by_builtins_and_code_in_strings_are_read_or_fail_closed() {
         .map(|(_, v)| v.to_string_lossy().into_owned())
         .collect();
     assert!(env.contains(&"/c29:/c29b".to_string()), "{env:?}");
+}
+
+/// The owner's `PATH` (red team 41, found while aiming it): direnv's `PATH_add DIR…` (not
+/// `NAME DIR`) and `path_add NAME DIR…`, against the `.envrc`'s directory; `$PATH` in a value
+/// is the owner's own (never an empty entry, which would be the working directory); an empty
+/// entry written as such is `.`; an entry built on what is not read names any directory (`/`,
+/// read as programs below it, never the whole tree).
+#[test]
+fn the_owner_s_path_is_read_with_direnv_s_directives() {
+    let dir = Path::new("/w/proj");
+    let got = read(
+        "PATH_add bin node_modules/.bin\npath_add PERL5LIB perl perl2\nPATH_add /opt/t\n\
+         layout go\nlayout php\nlayout python3\nload_prefix tools\n",
+        Some(dir),
+    );
+    assert_eq!(
+        got,
+        [
+            ("PATH", "/w/proj/bin"),
+            ("PATH", "/w/proj/node_modules/.bin"),
+            ("PERL5LIB", "/w/proj/perl"),
+            ("PERL5LIB", "/w/proj/perl2"),
+            ("PATH", "/opt/t"),
+            ("PATH", "/w/proj/vendor/bin"),
+            ("PATH", "/w/proj/tools/bin"),
+            ("LD_LIBRARY_PATH", "/w/proj/tools/lib"),
+        ]
+        .map(|(k, v)| (k, v.to_string()))
+    );
+    let home = std::env::var("HOME").unwrap();
+    let got = values_of(
+        "export PATH=\"$HOME/.local/bin:$PATH\"\nPATH=:/usr/bin\n",
+        None,
+        "PATH",
+    );
+    assert_eq!(got[1], ".:/usr/bin", "{got:?}");
+    assert!(
+        got[0].starts_with(&format!("{home}/.local/bin:")),
+        "{got:?}"
+    );
+    assert!(!got[0].contains("::") && !got[0].ends_with(':'), "{got:?}");
+    let unread = reader(
+        "export PATH=\"$(go env GOPATH)/bin:$PATH\"\n",
+        None,
+        Dialect::Posix,
+    );
+    assert_eq!(unread.below, [("PATH", PathBuf::from("/"))]);
+    assert!(unread.unreadable.is_empty(), "{:?}", unread.unreadable);
+}
+
+/// Red team 40's open shapes: bash's `PROMPT_COMMAND` array, zsh's `path` array, fish's
+/// `{$HOME}` and brace lists in `export` arguments are read.
+#[test]
+fn arrays_and_braces_are_read() {
+    let home = std::env::var("HOME").unwrap();
+    let reader = reader(
+        "PROMPT_COMMAND=('history -a' '. ./.pc-env')\npath=(~/proj/bin $path)\n\
+         export PYTHONPATH=/x/{a,b}\n",
+        None,
+        Dialect::Posix,
+    );
+    assert_eq!(reader.relative_sources, [PathBuf::from("./.pc-env")]);
+    let got = values(reader);
+    assert!(
+        got.iter()
+            .any(|(k, v)| *k == "PATH" && v == &format!("{home}/proj/bin")),
+        "{got:?}"
+    );
+    assert!(got.contains(&("PYTHONPATH", "/x/a".to_string())), "{got:?}");
+    assert!(got.contains(&("PYTHONPATH", "/x/b".to_string())), "{got:?}");
+    let fish = values(reader_fish("set -gx PYTHONPATH {$HOME}/proj/lib\n"));
+    assert_eq!(fish, [("PYTHONPATH", format!("{home}/proj/lib"))]);
+}
+
+fn reader_fish(text: &str) -> Reader {
+    reader(text, None, Dialect::Fish)
 }

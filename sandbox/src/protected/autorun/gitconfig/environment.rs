@@ -59,6 +59,10 @@ impl Places<'_> {
         }
         for (name, dir) in &account.below {
             let dir = self.root.join(dir);
+            if *name == "PATH" {
+                self.programs(&dir, Scope::ProgramsBelow, name);
+                continue;
+            }
             // At or above the root (`$HOME/c${USER:0:0}/src` leaves `$HOME`, red team 40): the
             // part not read may name any directory of the tree.
             let real = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
@@ -229,6 +233,17 @@ impl Places<'_> {
                         }
                     }
                 }
+                Names::ProgramPath => {
+                    for dir in std::env::split_paths(value) {
+                        // Relative (`bin`, `.`, an empty entry): searched from wherever the
+                        // shell is, so below every directory of the tree.
+                        if dir.is_absolute() {
+                            self.programs(&dir, Scope::Programs, name);
+                        } else {
+                            self.programs(self.root, Scope::ProgramsBelow, name);
+                        }
+                    }
+                }
                 Names::ImportPath(lang @ (Lang::Perl | Lang::Ruby)) => {
                     let dirs = std::env::split_paths(value).filter(|d| !d.as_os_str().is_empty());
                     import_dirs.extend(dirs.map(|dir| (lang, self.root.join(dir))));
@@ -281,6 +296,27 @@ impl Places<'_> {
 }
 
 impl Places<'_> {
+    /// A directory of the owner's `PATH` (`scope`: its files, or every file below it): files
+    /// there named like the system's programs. One at or above the root covers the tree.
+    fn programs(&mut self, dir: &Path, scope: Scope, name: &str) {
+        let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let (dir, scope) = if self.root.starts_with(&real) || self.root.starts_with(dir) {
+            let scope = match scope {
+                Scope::Programs if self.root != real && self.root != dir => return,
+                scope => scope,
+            };
+            (self.root.to_path_buf(), scope)
+        } else {
+            (dir.to_path_buf(), scope)
+        };
+        let why = format!(
+            "a file named like one of the system's programs, in a directory the owner's \
+             environment puts on the search path for commands ({name}): it would run in that \
+             program's place"
+        );
+        self.add(&dir, AutorunClass::ShellStartup, why, scope);
+    }
+
     /// A command line the owner's environment names (`$EDITOR`, `$LESSOPEN`): what it names by
     /// an absolute or `~` path, and by a relative one with a `/` against the root, where the
     /// owner runs the project's tools (`LESSOPEN="|bin/f %s"`, red team 36).

@@ -104,8 +104,7 @@ fn an_opaque_pth_line_protects_every_module_of_the_import_roots() {
             .iter()
             .any(|p| match Path::new(rel).strip_prefix(&p.at) {
                 Err(_) => false,
-                Ok(_) if p.scope == super::super::shell_command::Scope::Below => true,
-                Ok(below) => super::super::shell_command::imports_reach(
+                Ok(below) => p.scope.reaches(
                     &below
                         .iter()
                         .map(|c| c.to_string_lossy().into_owned())

@@ -130,19 +130,21 @@ fn brokers_are_handed_every_variable_the_rules_read_and_no_other() {
         "PERL5OPT",
         "LD_PRELOAD",
         "ZDOTDIR",
+        "PATH",
     ] {
         assert!(read_by_rules(name), "{name}");
     }
     for name in [
         "GIT_CONFIG_KEY_",
         "GIT_CONFIG_KEY_x",
-        "PATH",
         "HOME",
+        "TERM",
         "SECRET_TOKEN",
     ] {
         assert!(!read_by_rules(name), "{name}");
     }
     let vars = [
+        ("TERM", "xterm"),
         ("PATH", "/bin"),
         ("NODE_OPTIONS", "-r x"),
         ("GIT_CONFIG_KEY_3", "a.b"),
@@ -156,6 +158,7 @@ fn brokers_are_handed_every_variable_the_rules_read_and_no_other() {
     assert_eq!(
         names,
         [
+            format!("{HANDED_PREFIX}PATH"),
             format!("{HANDED_PREFIX}NODE_OPTIONS"),
             format!("{HANDED_PREFIX}GIT_CONFIG_KEY_3")
         ]

@@ -159,3 +159,69 @@ fn a_braced_parameter_with_an_operator_keeps_its_word() {
         [text("a b", false), Piece::Var("X".into())]
     );
 }
+
+/// Brace expansion as the shells do it (red team 40's open shape: fish's `{$HOME}/lib`), array
+/// assignments as one word with their elements.
+#[test]
+fn braces_expand_and_arrays_are_read_as_elements() {
+    let expanded = |text: &str, dialect: Dialect| -> Vec<String> {
+        let words = commands(text, dialect);
+        brace_expand(&words[0][0], dialect)
+            .iter()
+            .map(|w| {
+                w.pieces
+                    .iter()
+                    .map(|p| match p {
+                        Piece::Text { text, .. } => text.clone(),
+                        Piece::Var(name) => format!("<{name}>"),
+                        other => format!("[{other:?}]"),
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(
+        expanded("/x/{a,b}/lib", Dialect::Posix),
+        ["/x/a/lib", "/x/b/lib"]
+    );
+    assert_eq!(
+        expanded("{p,q{1,2}}z", Dialect::Posix),
+        ["pz", "q1z", "q2z"]
+    );
+    // No comma, quoted braces or comma: the word as written.
+    assert_eq!(expanded("{a}", Dialect::Posix), ["{a}"]);
+    assert_eq!(expanded("'{a,b}'", Dialect::Posix), ["{a,b}"]);
+    assert_eq!(expanded("{a\\,b}", Dialect::Posix), ["{a,b}"]);
+    // bash keeps `{$HOME}`; fish expands it.
+    assert_eq!(expanded("{$HOME}/lib", Dialect::Posix), ["{<HOME>}/lib"]);
+    assert_eq!(expanded("{$HOME}/lib", Dialect::Fish), ["<HOME>/lib"]);
+    assert_eq!(
+        expanded("{$HOME,/opt}/lib", Dialect::Fish),
+        ["<HOME>/lib", "/opt/lib"]
+    );
+    // A sequence is not read; a flood of words is not either.
+    let seq = expanded("/o/{1..3}", Dialect::Posix);
+    assert!(seq.len() == 1 && seq[0].starts_with("[Other"), "{seq:?}");
+    let flood = expanded("{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}", Dialect::Posix);
+    assert!(
+        flood.len() == 1 && flood[0].starts_with("[Other"),
+        "{flood:?}"
+    );
+
+    let words = commands(
+        "PROMPT_COMMAND=('. ./a' \"b $X\")\npath+=(~/bin\n $path) # c\n",
+        Dialect::Posix,
+    );
+    assert_eq!(words.len(), 2, "{words:?}");
+    let Piece::Array(elements) = &words[0][0].pieces[1] else {
+        panic!("{words:?}");
+    };
+    assert_eq!(elements[0].literal().as_deref(), Some(". ./a"));
+    assert_eq!(elements.len(), 2);
+    let Piece::Array(elements) = &words[1][0].pieces[1] else {
+        panic!("{words:?}");
+    };
+    assert_eq!(elements.len(), 2, "{elements:?}");
+    // `(` elsewhere still ends a command (a subshell).
+    assert_eq!(literals("(cd x)", Dialect::Posix), [lit(&["cd", "x"])]);
+}

@@ -392,3 +392,58 @@ fn an_unread_tail_above_the_tree_refuses_the_tree() {
     );
     assert!(!places.iter().any(|p| p.at.as_os_str().is_empty()));
 }
+
+/// Whether a write to `rel` is covered by a place, each by its scope.
+fn covered(places: &[GitPlace], rel: &str) -> bool {
+    places.iter().any(|p| {
+        Path::new(rel).strip_prefix(&p.at).is_ok_and(|below| {
+            let below: Vec<String> = below
+                .iter()
+                .map(|c| c.to_string_lossy().to_lowercase())
+                .collect();
+            p.scope.reaches(&below)
+        })
+    })
+}
+
+/// A directory of the tree on the owner's `PATH` (red team 41, found while aiming it: direnv's
+/// `PATH_add bin`): a file there named like one of the system's programs would run whenever
+/// the owner types that name, so it is a place; the project's own scripts stay writable. A
+/// relative entry (`bin`, `.`), searched from wherever the shell is, and one built on what is
+/// not read cover such names anywhere in the tree, and nothing else.
+#[test]
+fn a_path_entry_in_the_tree_protects_files_named_like_the_system_s_programs() {
+    let (_dir, root, owner) = account(&[("PATH", "{root}/bin:/usr/bin:/bin")]);
+    let places = places_with(&root, &[], &owner);
+    for rel in ["bin/ls", "bin/sh", "bin/env", "bin/LS"] {
+        assert!(covered(&places, rel), "{rel}: {places:?}");
+    }
+    for ordinary in [
+        "bin/run-tests",
+        "bin/ls/x",
+        "src/ls",
+        "ls",
+        "bin",
+        "bin/setup.sh",
+    ] {
+        assert!(!covered(&places, ordinary), "{ordinary}: {places:?}");
+    }
+    for path in ["tools:/usr/bin", ":/usr/bin", "/usr/bin:."] {
+        let (_dir, root, owner) = account(&[("PATH", path)]);
+        let places = places_with(&root, &[], &owner);
+        for rel in ["ls", "src/deep/sh", "tools/env"] {
+            assert!(covered(&places, rel), "{path} {rel}: {places:?}");
+        }
+        for ordinary in ["src/main.rs", "tools/run-tests", "ls/readme.md"] {
+            assert!(!covered(&places, ordinary), "{path} {ordinary}: {places:?}");
+        }
+    }
+    let (_dir, root, mut unread) = account(&[]);
+    unread.below.push(("PATH", PathBuf::from("/")));
+    let places = places_with(&root, &[], &unread);
+    assert!(covered(&places, "a/b/ls"), "{places:?}");
+    assert!(!covered(&places, "a/b/c.txt"), "{places:?}");
+    // The system's own directories are no place of the tree.
+    let (_dir, root, system) = account(&[("PATH", "/usr/local/bin:/usr/bin")]);
+    assert!(places_with(&root, &[], &system).is_empty());
+}

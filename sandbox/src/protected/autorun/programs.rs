@@ -1,0 +1,92 @@
+//! The names the owner runs programs by: every entry of the system's command directories and
+//! the home's usual ones, folded as the write rules fold names, read again at most once a
+//! minute. A file of the tree under one of these names, in a directory the owner's `PATH`
+//! holds, runs in place of that program whenever the owner types its name there.
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Where the system keeps its commands.
+const SYSTEM_DIRS: [&str; 6] = [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// Where owners' own tools usually are, relative to the home.
+const HOME_DIRS: [&str; 5] = [
+    ".local/bin",
+    "bin",
+    ".cargo/bin",
+    "go/bin",
+    ".npm-global/bin",
+];
+
+/// How long one reading of the directories is used.
+const FRESH_FOR: Duration = Duration::from_secs(60);
+
+/// At most this many names are read from one directory (a huge `/usr/bin` still costs little).
+const MAX_PER_DIR: usize = 20_000;
+
+type Names = Arc<HashSet<String>>;
+
+static CACHE: Mutex<Option<(Instant, Names)>> = Mutex::new(None);
+
+/// Whether `folded` (a name folded by [`super::fold`]) is a program the owner runs by name.
+pub(super) fn is_program_name(folded: &str) -> bool {
+    names().contains(folded)
+}
+
+fn names() -> Names {
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((at, names)) = cache.as_ref()
+        && at.elapsed() < FRESH_FOR
+    {
+        return Arc::clone(names);
+    }
+    let names = Arc::new(read());
+    *cache = Some((Instant::now(), Arc::clone(&names)));
+    names
+}
+
+fn read() -> HashSet<String> {
+    let mut dirs: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        dirs.extend(HOME_DIRS.iter().map(|d| PathBuf::from(&home).join(d)));
+    }
+    let mut names = HashSet::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten().take(MAX_PER_DIR) {
+            names.insert(super::fold(OsStr::new(&entry.file_name())));
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_systems_commands_are_program_names_and_project_names_are_not() {
+        for name in ["sh", "ls", "env"] {
+            assert!(is_program_name(name), "{name}");
+        }
+        // Folded as the write rules fold: `LS` on a case-insensitive file system opens `ls`.
+        assert!(is_program_name(&super::super::fold(OsStr::new("LS"))));
+        for name in ["build.rs", "run-my-tests", "Cargo.toml", ""] {
+            assert!(!is_program_name(name), "{name}");
+        }
+    }
+}
