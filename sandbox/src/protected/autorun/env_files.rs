@@ -168,10 +168,18 @@ pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Assigned {
             // sourced file's own sources): their assignments are the `.envrc`'s (red team 39
             // finding 1).
             // (A watched `package-lock.json` past the bound is data, not what the shell ran.)
+            // A parent's `.envrc` (`source_up`) runs in its own directory, as direnv's
+            // `source_env` does: its `$PWD` is there, not here.
+            let real_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
             for name in super::envrc::named_places(dir).unwrap_or_default() {
                 let path = dir.join(name);
+                let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+                let at = match real.parent() {
+                    Some(own) if !real.starts_with(&real_dir) => own.to_path_buf(),
+                    _ => dir.to_path_buf(),
+                };
                 if std::fs::metadata(&path).is_ok_and(|meta| meta.len() <= MAX_FILE) {
-                    reader.file(&path, Some(dir), dir, 1);
+                    reader.file(&path, Some(&at), &at, 1);
                 }
             }
             break;
@@ -266,6 +274,21 @@ impl Reader {
         let mut sourced = Vec::new();
         for words in &commands {
             self.command(words, at);
+            // direnv's `source_up [FILE]`: the nearest FILE (`.envrc`) above this directory,
+            // read in its own directory (red team 40's open shape: its assignments were not
+            // read).
+            if let (Some(here), Some(verb)) = (dir, words.first().and_then(Word::literal))
+                && matches!(verb.as_str(), "source_up" | "source_up_if_exists")
+            {
+                let name = words.get(1).and_then(Word::literal);
+                let name = name.as_deref().unwrap_or(".envrc");
+                let found = here
+                    .parent()
+                    .and_then(|up| up.ancestors().find(|a| a.join(name).is_file()));
+                if let Some(found) = found {
+                    sourced.push(found.join(name).to_string_lossy().into_owned());
+                }
+            }
             if let [first, file, ..] = words.as_slice()
                 && first.literal().is_some_and(|verb| {
                     matches!(

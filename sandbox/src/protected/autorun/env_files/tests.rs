@@ -882,3 +882,32 @@ fn arrays_and_braces_are_read() {
 fn reader_fish(text: &str) -> Reader {
     reader(text, None, Dialect::Fish)
 }
+
+/// Red team 40's open shape: the parent's `.envrc` that `source_up` loads runs in its own
+/// directory (direnv's `source_env`), so its `$PWD` is there; an entry it puts in the project
+/// is read where it points.
+#[test]
+fn a_parent_envrc_loaded_by_source_up_is_read_in_its_own_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let top = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = top.join("proj");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        top.join(".envrc"),
+        "export PYTHONPATH=$PWD/proj/lib\nPATH_add tools\n",
+    )
+    .unwrap();
+    std::fs::write(root.join(".envrc"), "source_up\n").unwrap();
+    let got: Vec<(&str, String)> = of_root(&root, Some(&top))
+        .env
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("PYTHONPATH", root.join("lib").display().to_string()),
+            ("PATH", top.join("tools").display().to_string()),
+        ]
+    );
+}
