@@ -227,7 +227,7 @@ pub fn command_path(owner: Option<&str>, is_protected: impl Fn(&Path) -> bool) -
 }
 
 /// Lexical normalisation (`.` dropped, `..` pops); never touches the file system.
-fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for component in path.components() {
         match component {

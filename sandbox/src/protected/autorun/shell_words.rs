@@ -19,8 +19,8 @@ pub(super) enum Piece {
     Text { text: String, quoted: bool },
     /// `$NAME`, `${NAME}`.
     Var(String),
-    /// `${NAME:-word}` and its kin (`-`, `:+`, `+`, `:=`, `=`, `:?`, `?`): the operator and the
-    /// word's text (read again as a word).
+    /// `${NAME:-word}` and its kin (`-`, `:+`, `+`, `:=`, `=`, `:?`, `?`) and the pattern
+    /// removals (`%`, `%%`, `#`, `##`): the operator and the word's text (read again as a word).
     VarOr {
         name: String,
         op: String,
@@ -679,7 +679,9 @@ fn braced(inner: &str) -> Piece {
     if rest.is_empty() {
         return Piece::Var(name.to_string());
     }
-    for op in [":-", ":+", ":=", ":?", "-", "+", "=", "?"] {
+    for op in [
+        ":-", ":+", ":=", ":?", "-", "+", "=", "?", "%%", "%", "##", "#",
+    ] {
         if let Some(word) = rest.strip_prefix(op) {
             return Piece::VarOr {
                 name: name.to_string(),

@@ -37,6 +37,21 @@ impl Reader {
                         self.expand(&word, at, depth + 1)
                     };
                     let mut values = Vec::new();
+                    // `${PWD%/}`, `${X##*/}`: a literal pattern removed from each value (red
+                    // team 40: `${PWD%/}/src` refused every write); one not literal is not read.
+                    if matches!(op.as_str(), "%" | "%%" | "#" | "##") {
+                        let pattern = shell_words::word(word, Dialect::Posix).literal();
+                        let set = self.lookup(name, at);
+                        let values = match (pattern, set) {
+                            (Some(pattern), Some(set)) => set
+                                .iter()
+                                .map(|v| remove_pattern(v, op, &pattern))
+                                .collect(),
+                            _ => vec![MARK.to_string()],
+                        };
+                        outs = combine(outs, &values);
+                        continue;
+                    }
                     match self.lookup(name, at) {
                         // Set nowhere read: unset, as far as can be told; the default is what
                         // the author meant (`${XDG_DATA_HOME:-$HOME/.local/share}`).
@@ -282,6 +297,30 @@ impl Reader {
                 let dir = sites.pop().unwrap_or_else(|| base.join("lib/python3"));
                 Some(dir.join("site-packages").to_string_lossy().into_owned())
             }
+            // `$(realpath src)`, `$(readlink -f ../lib)`, `$(dirname "$X")`, `$(basename …)`
+            // (red team 40: each refused every write), against the file's directory.
+            (Some("realpath"), 2) | (Some("readlink"), 3)
+                if words.len() == 2 || is(1, "-f") || is(1, "-e") || is(1, "-m") =>
+            {
+                let given = PathBuf::from(arg(words.len() - 1)?);
+                // In a start-up file a relative path is from wherever the shell is: left so.
+                if at.dir.is_none() && given.is_relative() {
+                    return Some(given.to_string_lossy().into_owned());
+                }
+                let path = here.join(given);
+                let real = std::fs::canonicalize(&path)
+                    .unwrap_or_else(|_| crate::command::normalize(&path));
+                Some(real.to_string_lossy().into_owned())
+            }
+            (Some("dirname"), 2) => {
+                let path = PathBuf::from(arg(1)?);
+                let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+                Some(parent.map_or_else(|| ".".to_string(), |p| p.to_string_lossy().into_owned()))
+            }
+            (Some("basename"), 2) => {
+                let path = PathBuf::from(arg(1)?);
+                Some(path.file_name()?.to_string_lossy().into_owned())
+            }
             (Some("git"), 3) if is(1, "rev-parse") && is(2, "--show-toplevel") => {
                 // Outside a repository git prints nothing (red team 40: that refused the tree).
                 let dir = at.dir?;
@@ -308,6 +347,32 @@ pub(super) fn combine(heads: Vec<String>, values: &[String]) -> Vec<String> {
         .iter()
         .flat_map(|head| values.iter().map(move |value| format!("{head}{value}")))
         .collect()
+}
+
+/// `value` without the shortest (`%`, `#`) or longest (`%%`, `##`) suffix (`%`) or prefix
+/// (`#`) `pattern` matches; [`MARK`] stays (a value not read keeps its mark).
+fn remove_pattern(value: &str, op: &str, pattern: &str) -> String {
+    let cuts: Vec<usize> = value
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([value.len()])
+        .collect();
+    let suffix = op.starts_with('%');
+    let longest = op.len() == 2;
+    let fits = |at: usize| {
+        let part = if suffix { &value[at..] } else { &value[..at] };
+        !part.contains(MARK) && matches_pattern(pattern, part)
+    };
+    // Suffixes: the shortest starts last; prefixes: the shortest ends first.
+    let order: Vec<usize> = match (suffix, longest) {
+        (true, false) | (false, true) => cuts.iter().rev().copied().collect(),
+        _ => cuts.clone(),
+    };
+    match order.into_iter().find(|at| fits(*at)) {
+        Some(at) if suffix => value[..at].to_string(),
+        Some(at) => value[at..].to_string(),
+        None => value.to_string(),
+    }
 }
 
 /// Whether `name` matches a shell pattern of `*`, `?` and literal characters (a `[` class is

@@ -21,7 +21,6 @@ impl Reader {
                 .any(|f| !f.starts_with("--") && f.contains(letter))
         };
         let long = |name: &str| flags.iter().any(|f| f == name);
-        let exported = short('x') || long("--export");
         let appended = short('a') || long("--append");
         let prepended = short('p') || long("--prepend");
         let rest = &args[flags.len()..];
@@ -31,7 +30,10 @@ impl Reader {
         let Some(name) = name.literal() else {
             return;
         };
-        if !(exported || appended || prepended) || values.is_empty() {
+        // Not exported (`set -l X …`, `set X …`) it is still a value later words expand (red
+        // team 40: `set -l d …; set -gx PYTHONPATH $d/lib` refused every write), and `set X`
+        // of a variable exported before stays exported: read either way.
+        if values.is_empty() {
             return;
         }
         let elements: Vec<String> = values

@@ -911,3 +911,45 @@ fn a_parent_envrc_loaded_by_source_up_is_read_in_its_own_directory() {
         ]
     );
 }
+
+/// Red team 40's ordinary-work refusals: values built with a pattern removal, `realpath`,
+/// `readlink -f`, `dirname`, `basename` and fish's non-exported helpers are read (each refused
+/// every write of the owner's trees before); a pattern not literal still fails closed.
+#[test]
+fn pattern_removals_path_helpers_and_fish_helpers_are_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let top = std::fs::canonicalize(tmp.path()).unwrap();
+    std::fs::create_dir_all(top.join("src")).unwrap();
+    let read = reader(
+        "export PYTHONPATH=${PWD%/}/a\nexport PYTHONPATH=$(realpath ./src)\n\
+         export PYTHONPATH=\"$(dirname \"$PWD\")/b\"\nexport PERL5LIB=$(readlink -f ../c)\n\
+         X=/opt/tool/bin\nexport PERL5LIB=${X%/*}/lib:${X##*/}\nexport RUBYLIB=${X%%/*}r\n",
+        Some(&top),
+        Dialect::Posix,
+    );
+    assert!(read.unreadable.is_empty(), "{:?}", read.unreadable);
+    let got = values(read);
+    let parent = top.parent().unwrap();
+    for want in [
+        ("PYTHONPATH", top.join("a").display().to_string()),
+        ("PYTHONPATH", top.join("src").display().to_string()),
+        ("PYTHONPATH", parent.join("b").display().to_string()),
+        ("PERL5LIB", parent.join("c").display().to_string()),
+        (
+            "PERL5LIB",
+            format!("/opt/tool/lib:{}", top.join("bin").display()),
+        ),
+        ("RUBYLIB", top.join("r").display().to_string()),
+    ] {
+        assert!(got.contains(&want), "{want:?} in {got:?}");
+    }
+    let fish = values(reader_fish(
+        "set -l d /x\nset d2 $d/y\nset -gx PYTHONPATH $d2/lib\n",
+    ));
+    assert!(
+        fish.contains(&("PYTHONPATH", "/x/y/lib".to_string())),
+        "{fish:?}"
+    );
+    let unread = reader("export PYTHONPATH=${PWD%$S}\n", None, Dialect::Posix);
+    assert!(!unread.unreadable.is_empty());
+}

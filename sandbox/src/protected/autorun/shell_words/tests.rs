@@ -152,7 +152,16 @@ fn a_braced_parameter_with_an_operator_keeps_its_word() {
             word: ":${PERL5LIB}".into()
         }
     );
-    assert_eq!(braced("x%.py"), Piece::Other("${x%.py}".into()));
+    assert_eq!(
+        braced("x%.py"),
+        Piece::VarOr {
+            name: "x".into(),
+            op: "%".into(),
+            word: ".py".into()
+        }
+    );
+    assert_eq!(braced("x/a/b"), Piece::Other("${x/a/b}".into()));
+    assert_eq!(braced("#x"), Piece::Other("${#x}".into()));
     assert_eq!(braced("1"), Piece::Other("${1}".into()));
     assert_eq!(
         word("a b$X", Dialect::Posix).pieces,
