@@ -148,6 +148,20 @@ const MAX_VALUES: usize = 16;
 /// How many files `for f in dir/*` gives `$f` at most (past it: not read).
 const MAX_GLOB: usize = 64;
 
+/// Variables whose value is shell code, or text whose command substitutions run, before or at
+/// each prompt: bash's `PROMPT_COMMAND` and `PS0`–`PS4`, zsh's `PROMPT`/`RPROMPT`/`RPS1`
+/// (with `prompt_subst`): what it sources runs from wherever the shell is.
+const PROMPT_CODE: [&str; 8] = [
+    "PROMPT_COMMAND",
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS4",
+    "PROMPT",
+    "RPROMPT",
+    "RPS1",
+];
+
 /// Why the bounds refuse a tree.
 const PAST_BOUNDS: &str = "the owner's start-up files source more files, deeper or larger \
      than the gateway reads, so what those assign is not known";
@@ -589,7 +603,8 @@ impl Reader {
     /// Shell code held in a string (`trap`, `PROMPT_COMMAND`): its commands read as the file's,
     /// and a file it sources by a relative path named in every tree.
     fn code(&mut self, text: &str, at: At, depth: usize) {
-        for words in shell_words::commands(text, Dialect::Posix) {
+        // The commands of its substitutions too (a prompt's `$(. ./x)` runs at every prompt).
+        for words in shell_words::commands_reading(text, Dialect::Posix, MAX_EXPANSION_DEPTH) {
             self.command_at(&words, at, depth);
             if let [verb, file, ..] = words.as_slice()
                 && verb.literal().is_some_and(|v| v == "source" || v == ".")
@@ -718,7 +733,7 @@ impl Reader {
                 }
             }
         };
-        if name == "PROMPT_COMMAND" {
+        if PROMPT_CODE.contains(&name.as_str()) {
             // Code bash runs before each prompt, from wherever the shell is (red team 40).
             for value in &values {
                 self.code(value, at, 1);
@@ -783,6 +798,7 @@ impl Reader {
         let unreadable = |why: &str| (var.to_string(), why.to_string());
         match names {
             Names::Options(_)
+            | Names::GoFlags
             | Names::Command
             | Names::InputFilter
             | Names::CommandList

@@ -48,6 +48,9 @@ pub enum Names {
     /// Directories the shell searches for a program typed by name (`PATH`): a file there named
     /// like one of the system's programs runs in its place.
     ProgramPath,
+    /// The go command's default flags (`GOFLAGS`): `-toolexec=`/`-exec=` programs it runs,
+    /// `-overlay=`/`-modfile=` files it reads as source or module definition.
+    GoFlags,
 }
 
 /// A language whose import path the owner's environment extends.
@@ -152,6 +155,13 @@ pub const VARS: &[(&str, Names)] = &[
     // (`prefix:exec_prefix`).
     ("PYTHONHOME", Names::RunDir),
     ("PATH", Names::ProgramPath),
+    // Red team 41's session: files and programs the build tools read by default (make's
+    // `MAKEFILES` at every run; `GOFLAGS`' `-toolexec`, `-exec`, `-overlay`). Toolchains' homes
+    // (`JAVA_HOME`, `GOROOT`, `GEM_HOME`) and compilers (`CC`) are left out: their values are
+    // mostly computed (`$(go env GOROOT)`, `$(/usr/libexec/java_home)`), which would refuse
+    // every write of those owners' trees (docs/design/protected-set.md).
+    ("MAKEFILES", Names::FileList),
+    ("GOFLAGS", Names::GoFlags),
 ];
 
 /// git's numbered config variables: a family, not a fixed list.

@@ -312,8 +312,10 @@ impl Reader {
                     .unwrap_or_else(|_| crate::command::normalize(&path));
                 Some(real.to_string_lossy().into_owned())
             }
+            // A name without a `/` (`$(which python3)` reads as the bare name) has no
+            // directory read here.
             (Some("dirname"), 2) => {
-                let path = PathBuf::from(arg(1)?);
+                let path = PathBuf::from(arg(1).filter(|a| a.contains('/'))?);
                 let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
                 Some(parent.map_or_else(|| ".".to_string(), |p| p.to_string_lossy().into_owned()))
             }

@@ -953,3 +953,18 @@ fn pattern_removals_path_helpers_and_fish_helpers_are_read() {
     let unread = reader("export PYTHONPATH=${PWD%$S}\n", None, Dialect::Posix);
     assert!(!unread.unreadable.is_empty());
 }
+
+/// A prompt's command substitutions run at every prompt, from wherever the shell is (red team
+/// 41's session): a relative file they source is named in every tree, like `PROMPT_COMMAND`'s.
+#[test]
+fn a_prompt_s_substitutions_are_read_as_code() {
+    let got = reader(
+        "PS1='\\u@\\h $(. ./.prompt-env; echo x) \\$ '\nRPROMPT='$(source .rprompt)'\n",
+        None,
+        Dialect::Posix,
+    );
+    assert_eq!(
+        got.relative_sources,
+        [PathBuf::from("./.prompt-env"), PathBuf::from(".rprompt")]
+    );
+}

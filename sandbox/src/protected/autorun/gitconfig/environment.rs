@@ -114,15 +114,14 @@ impl Places<'_> {
                     );
                 }
                 Names::FileList => {
+                    let what = match *name {
+                        "LD_PRELOAD" => "a library preloaded into every program",
+                        _ => "a file the owner's tool reads at every run",
+                    };
                     for file in value.to_string_lossy().split([':', ' ', '\t']) {
                         if !file.is_empty() {
                             let file = self.root.join(file);
-                            self.add(
-                                &file,
-                                class,
-                                why("a library preloaded into every program"),
-                                Scope::Below,
-                            );
+                            self.add(&file, class, why(what), Scope::Below);
                         }
                     }
                 }
@@ -230,6 +229,25 @@ impl Places<'_> {
                         let dir = self.root.join(dir);
                         for name in &names {
                             self.add(&dir.join(name), class, why.clone(), Scope::Below);
+                        }
+                    }
+                }
+                Names::GoFlags => {
+                    for flag in value.to_string_lossy().split_whitespace() {
+                        let Some((key, arg)) = flag.trim_start_matches('-').split_once('=') else {
+                            continue;
+                        };
+                        match key {
+                            "toolexec" | "exec" => {
+                                let reads = program_paths(arg, Reading::Strict);
+                                self.env_program(reads, name);
+                            }
+                            "overlay" | "modfile" => {
+                                let file = self.root.join(arg);
+                                let what = "a file the go command reads as source";
+                                self.add(&file, class, why(what), Scope::Below);
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -342,6 +360,7 @@ fn class_of(name: &str) -> AutorunClass {
         n if n.to_ascii_uppercase().starts_with("NPM_CONFIG_") || n.starts_with("RUSTC_") => {
             AutorunClass::ToolchainConfig
         }
+        "GOFLAGS" | "MAKEFILES" => AutorunClass::ToolchainConfig,
         n if n.starts_with("PYTHON") => AutorunClass::PythonStartup,
         _ => AutorunClass::ShellStartup,
     }

@@ -447,3 +447,32 @@ fn a_path_entry_in_the_tree_protects_files_named_like_the_system_s_programs() {
     let (_dir, root, system) = account(&[("PATH", "/usr/local/bin:/usr/bin")]);
     assert!(places_with(&root, &[], &system).is_empty());
 }
+
+/// make's `MAKEFILES` (read at every run) and `GOFLAGS`' programs and files (red team 41's
+/// session) are places; everyday `GOFLAGS` name nothing.
+#[test]
+fn makefiles_and_goflags_name_places() {
+    let (_dir, root, owner) = account(&[
+        ("MAKEFILES", "local.mk {root}/ci/common.mk"),
+        (
+            "GOFLAGS",
+            "-mod=mod -toolexec=./tools/wrap.sh -overlay={root}/overlay.json",
+        ),
+    ]);
+    let places = places_with(&root, &[], &owner);
+    // (The program, read as git's programs are, is refused as theirs: `git_hooks`.)
+    assert_eq!(
+        class_at(&places, "tools/wrap.sh"),
+        Some(AutorunClass::GitHooks)
+    );
+    for rel in ["local.mk", "ci/common.mk", "overlay.json"] {
+        assert_eq!(
+            class_at(&places, rel),
+            Some(AutorunClass::ToolchainConfig),
+            "{rel}: {places:?}"
+        );
+    }
+    assert!(!covered(&places, "main.go") && !covered(&places, "Makefile"));
+    let (_dir, root, everyday) = account(&[("GOFLAGS", "-mod=vendor -buildvcs=false -trimpath")]);
+    assert!(places_with(&root, &[], &everyday).is_empty());
+}
