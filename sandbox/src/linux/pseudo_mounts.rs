@@ -89,7 +89,7 @@ fn reachable_pseudo(
     mount: &MountLine,
     kept: &[u64],
 ) -> Result<Option<(OwnedFd, &'static str)>, String> {
-    if kept.contains(&mount.id) {
+    if kept.contains(&mount.id) || crate::protected::pseudo_fs::is_data(&mount.fs_type) {
         return Ok(None);
     }
     // Unopenable (gone, covered by a file, no search permission): the command cannot reach it

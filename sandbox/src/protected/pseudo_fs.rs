@@ -108,6 +108,24 @@ pub fn by_name(name: &str) -> Option<&'static str> {
         .map(|fs| fs.name)
 }
 
+/// File system types that hold data, never kernel state: their superblocks carry their own magic,
+/// never one of [`PSEUDO_FILE_SYSTEMS`]. The mount table names a mount by its file system
+/// type, set by the kernel from the same superblock `fstatfs` reads, so a mount the table calls
+/// one of these is not a pseudo file system and need not be opened to ask (a command's
+/// namespace holds one such mount per protected path it masks: dozens to hundreds). Any other
+/// name, unknown ones included, is asked. FUSE mounts (`fuse.<subtype>`, subtype chosen by the
+/// mounter) report FUSE's magic whatever they are called.
+const DATA_FILE_SYSTEMS: &[&str] = &[
+    "tmpfs", "devtmpfs", "ramfs", "overlay", "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs",
+    "vfat", "exfat", "ntfs3", "zfs", "squashfs", "erofs", "iso9660", "nfs", "nfs4", "cifs", "smb3",
+    "9p", "virtiofs", "fuse", "fuseblk",
+];
+
+/// Whether the mount table's `name` is a data file system (see [`DATA_FILE_SYSTEMS`]).
+pub fn is_data(name: &str) -> bool {
+    DATA_FILE_SYSTEMS.contains(&name) || name.starts_with("fuse.")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +144,10 @@ mod tests {
         assert_eq!(by_name("ext4"), None);
         assert_eq!(by_name("tmpfs"), None);
         assert_eq!(by_name("overlay"), None);
+        for fs in PSEUDO_FILE_SYSTEMS {
+            assert!(!is_data(fs.name), "{} is listed as data", fs.name);
+        }
+        assert!(is_data("tmpfs") && is_data("fuse.sshfs"));
+        assert!(!is_data("fusectl") && !is_data("unknownfs") && !is_data(""));
     }
 }
