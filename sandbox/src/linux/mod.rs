@@ -429,11 +429,15 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
     };
     let mut shared: Option<&Path> = None;
     let euid = rustix::process::geteuid().as_raw();
+    let mut survey = mask_target::Survey::new(&spec.masked);
     for path in spec
         .masked
         .iter()
         .filter(|m| *m != Path::new(crate::protected::DEVICE_DIR))
     {
+        if !survey.may_exist(path) {
+            continue;
+        }
         // The object the path names, reached without another account's symlink, and mounted
         // on through its descriptor: what was checked is what gets covered.
         let Ok(Some(object)) = mask_target::open(path, euid) else {
