@@ -246,3 +246,47 @@ fn a_helper_prepared_for_other_limits_or_discarded_runs_nothing() {
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.ends_with("RAN\n"), "{stdout}");
 }
+
+/// A command run in a prepared helper makes its own mount namespace; the helper holds it, so the
+/// command's exit does not tear its mounts down before the end is told (that teardown was on the
+/// answer's path: `waited`, RUN_COMMAND_RESULTS.md). While the command runs, some other process
+/// holds a descriptor of exactly the command's mount namespace.
+#[test]
+fn the_prepared_helper_holds_its_commands_mount_namespace() {
+    let fx = fixture();
+    if !confinable(&fx) {
+        return;
+    }
+    assert_eq!(run(&fx, &["true"]).status, ToolStatus::Ok);
+    let ahead = prepared(&fx.exec);
+    let marker = "2.7182818";
+    std::thread::scope(|scope| {
+        let command = scope.spawn(|| run(&fx, &["sleep", marker]));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let pid = loop {
+            let found = processes_with(&format!("sleep {marker}"));
+            if let Some(line) = found.first() {
+                break line.split(':').next().unwrap().to_string();
+            }
+            assert!(Instant::now() < deadline, "the command never started");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let ns = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).unwrap();
+        let mut holders = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+                continue;
+            };
+            for fd in fds.flatten() {
+                if std::fs::read_link(fd.path()).is_ok_and(|link| link == ns) {
+                    holders.push(entry.file_name().to_string_lossy().into_owned());
+                }
+            }
+        }
+        assert!(!holders.is_empty(), "nothing holds {}", ns.display());
+        assert!(!holders.contains(&pid), "{holders:?}");
+        let out = command.join().unwrap();
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+    });
+    assert_eq!(ahead.taken(), 1);
+}
