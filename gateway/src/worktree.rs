@@ -230,6 +230,7 @@ impl GitRunner {
             namespaces: true,
             status_fd: None,
             ahead: false,
+            masked_as_prepared: false,
         };
         let run = broker::executor::run_confined(&self.helper, &spec, GIT_TIMEOUT)
             .map_err(|problem| GitError::Setup(format!("git: {problem}")))?;

@@ -132,9 +132,16 @@ pub struct ExecSpec {
     /// `namespaces` and `status_fd` are used — the helper joins its cgroups, enters its user,
     /// network, pid, IPC and UTS namespaces and forks its pid 1, which then waits on stdin for
     /// the command's own spec (the same three fields, `ahead` false). Everything else — the mount
-    /// namespace, the masks, Landlock, seccomp — is set up from that spec when it comes.
+    /// namespace, the masks, Landlock, seccomp — is set up from that spec when it comes. Its
+    /// `masked` (the previous command's) is only parsed ahead, for [`Self::masked_as_prepared`].
     #[serde(default)]
     pub ahead: bool,
+    /// A command's spec for a helper started ahead whose spec named the same `masked` paths, byte
+    /// for byte (the broker compares them): `masked` is empty here and the helper takes the
+    /// prepared list. The list (~1,100 paths here) rarely changes between two commands, and
+    /// writing and parsing it cost the answer ≈0.4 ms. Refused in any other spec.
+    #[serde(default)]
+    pub masked_as_prepared: bool,
 }
 
 /// How the command (pid 1 of its pid namespace) ended, as the helper writes it on

@@ -251,14 +251,14 @@ impl CommandSandbox {
     /// Start the helper of the session's next command on the reaper thread, after the
     /// cleanups handed to it so far (`ahead`).
     #[cfg(target_os = "linux")]
-    fn prepare_next(&self) {
+    fn prepare_next(&self, masked: Vec<PathBuf>) {
         let Ok(helper) = helper_path(self) else {
             return;
         };
         let ahead = Arc::clone(&self.ahead);
         let (limits, namespaces) = (self.limits, self.namespaces);
         self.settling
-            .then_on_reaper(move || ahead.prepare(&helper, limits, namespaces));
+            .then_on_reaper(move || ahead.prepare(&helper, limits, namespaces, masked));
     }
 }
 
@@ -522,15 +522,16 @@ pub(super) fn run(
             },
         ),
         scratch: scratch.path.clone(),
-        masked: masked.clone(),
         // A managed worktree lives in the (masked) state dir; the command must still see it.
         visible: sandbox::visible_under_masks(&masked, &wd, config.own_worktree.as_deref()),
+        masked,
         writable: Vec::new(),
         limits: config.limits,
         layer: turn.as_ref().map(|t| t.spec.clone()),
         namespaces: config.namespaces,
         status_fd: None,
         ahead: false,
+        masked_as_prepared: false,
     };
     #[cfg(target_os = "linux")]
     if let Err(problem) = helper_path(config) {
@@ -599,7 +600,7 @@ pub(super) fn run(
     // After that cleanup, the next command's helper (off this answer's path).
     #[cfg(target_os = "linux")]
     if config.prepare_ahead && spec.namespaces && support.namespaces {
-        config.prepare_next();
+        config.prepare_next(std::mem::take(&mut spec.masked));
     }
     sandbox::timing::mark("released");
     let own_bound = run

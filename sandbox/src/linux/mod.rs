@@ -322,6 +322,9 @@ fn read_spec() -> Result<ExecSpec, String> {
 /// runs nothing). Stdin is `/dev/null` afterwards; `in_namespaces`: the mount namespace is
 /// entered now. An empty stdin is the broker discarding the helper: nothing runs.
 fn command_spec(prepared: ExecSpec, in_namespaces: bool) -> Result<ExecSpec, String> {
+    if prepared.masked_as_prepared {
+        return Err("a spec names prepared masks without a prepared helper's".into());
+    }
     if !prepared.ahead {
         return Ok(prepared);
     }
@@ -340,7 +343,7 @@ fn command_spec(prepared: ExecSpec, in_namespaces: bool) -> Result<ExecSpec, Str
     if bytes.len() > MAX_SPEC_BYTES {
         return Err("the command's spec is too large".into());
     }
-    let spec: ExecSpec =
+    let mut spec: ExecSpec =
         serde_json::from_slice(&bytes).map_err(|e| format!("parsing the command's spec: {e}"))?;
     if spec.ahead
         || spec.limits != prepared.limits
@@ -348,6 +351,13 @@ fn command_spec(prepared: ExecSpec, in_namespaces: bool) -> Result<ExecSpec, Str
         || spec.status_fd != prepared.status_fd
     {
         return Err("the helper was prepared for other limits than the command's".into());
+    }
+    if spec.masked_as_prepared {
+        if !spec.masked.is_empty() {
+            return Err("the command's spec names masks besides the prepared ones".into());
+        }
+        spec.masked = prepared.masked;
+        spec.masked_as_prepared = false;
     }
     sys::stdin_to_dev_null().map_err(|e| format!("stdin: {e}"))?;
     if in_namespaces {

@@ -192,8 +192,9 @@ fn a_helper_prepared_for_other_limits_or_discarded_runs_nothing() {
         namespaces: true,
         status_fd: None,
         ahead,
+        masked_as_prepared: false,
     };
-    let helper = |command: Option<sandbox::ExecSpec>| {
+    let helper = |first: sandbox::ExecSpec, command: Option<sandbox::ExecSpec>| {
         let mut child = std::process::Command::new(GATEWAY)
             .arg("sandbox-exec")
             .stdin(Stdio::piped())
@@ -202,15 +203,14 @@ fn a_helper_prepared_for_other_limits_or_discarded_runs_nothing() {
             .spawn()
             .unwrap();
         let mut stdin = child.stdin.take().unwrap();
-        let mut first = serde_json::to_vec(&spec(true, limits)).unwrap();
+        let mut first = serde_json::to_vec(&first).unwrap();
         first.push(b'\n');
         stdin.write_all(&first).unwrap();
         // The helper is waiting now, however long the command takes to come.
         std::thread::sleep(Duration::from_millis(100));
         if let Some(command) = command {
-            stdin
-                .write_all(&serde_json::to_vec(&command).unwrap())
-                .unwrap();
+            // A helper that refused its first spec has gone: the pipe is broken then.
+            let _ = stdin.write_all(&serde_json::to_vec(&command).unwrap());
         }
         drop(stdin);
         let mut stdout = String::new();
@@ -226,25 +226,69 @@ fn a_helper_prepared_for_other_limits_or_discarded_runs_nothing() {
         nofile: limits.nofile + 1,
         ..limits
     };
-    let (code, stdout) = helper(Some(spec(false, other)));
+    let (code, stdout) = helper(spec(true, limits), Some(spec(false, other)));
     assert_eq!(code, Some(sandbox::spec::EXIT_SANDBOX_FAILED), "{stdout}");
     assert!(
         stdout.contains("prepared for other limits than the command's"),
         "{stdout}"
     );
     assert!(!stdout.contains("RAN"), "{stdout}");
-    let (code, stdout) = helper(Some(spec(true, limits)));
+    let (code, stdout) = helper(spec(true, limits), Some(spec(true, limits)));
     assert_eq!(code, Some(sandbox::spec::EXIT_SANDBOX_FAILED), "{stdout}");
     assert!(!stdout.contains("RAN"), "{stdout}");
-    let (code, stdout) = helper(None);
+    let (code, stdout) = helper(spec(true, limits), None);
     assert_eq!(code, Some(sandbox::spec::EXIT_SANDBOX_FAILED), "{stdout}");
     assert!(
         stdout.contains("discarded before a command came"),
         "{stdout}"
     );
-    let (code, stdout) = helper(Some(spec(false, limits)));
+    let (code, stdout) = helper(spec(true, limits), Some(spec(false, limits)));
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.ends_with("RAN\n"), "{stdout}");
+
+    // A command that repeats the prepared masks sends none: they are the prepared ones.
+    let key = fx.home.join(".ssh/id_ed25519");
+    let reads_key = |masked: Vec<PathBuf>, as_prepared: bool| sandbox::ExecSpec {
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            format!("cat '{}' || echo HIDDEN; echo RAN", key.display()),
+        ],
+        masked,
+        masked_as_prepared: as_prepared,
+        ..spec(false, limits)
+    };
+    let (code, stdout) = helper(spec(true, limits), Some(reads_key(Vec::new(), true)));
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("HIDDEN\nRAN\n"), "{stdout}");
+    assert!(!stdout.contains("PRIVATE KEY"), "{stdout}");
+    // Without them, and not said to be the prepared ones, the key is there: the check above
+    // could fail.
+    let (code, stdout) = helper(spec(true, limits), Some(reads_key(Vec::new(), false)));
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("PRIVATE KEY"), "{stdout}");
+    // Masks of its own besides "the prepared ones", or the claim in a spec with nothing
+    // prepared (started per command, or the prepared spec itself): nothing runs.
+    let extra = vec![fx.home.join(".aws")];
+    let (code, stdout) = helper(spec(true, limits), Some(reads_key(extra, true)));
+    assert_eq!(code, Some(sandbox::spec::EXIT_SANDBOX_FAILED), "{stdout}");
+    assert!(
+        stdout.contains("names masks besides the prepared ones"),
+        "{stdout}"
+    );
+    let claims = sandbox::ExecSpec {
+        masked_as_prepared: true,
+        ..spec(true, limits)
+    };
+    for first in [reads_key(Vec::new(), true), claims] {
+        let (code, stdout) = helper(first, Some(spec(false, limits)));
+        assert_eq!(code, Some(sandbox::spec::EXIT_SANDBOX_FAILED), "{stdout}");
+        assert!(
+            stdout.contains("names prepared masks without a prepared helper's"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("RAN"), "{stdout}");
+    }
 }
 
 /// A command run in a prepared helper makes its own mount namespace; the helper holds it, so the
