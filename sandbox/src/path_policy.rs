@@ -313,11 +313,17 @@ impl PathPolicy {
         self.late.refresh()
     }
 
-    /// `masked` plus the state dirs of gateways registered after this policy was built: what a
-    /// new command hides.
+    /// `masked` (sorted and without duplicates, as [`crate::masked_paths`] returns it) plus the
+    /// state dirs of gateways registered after this policy was built: what a new command hides.
     pub fn with_late_masks(&self, masked: &[PathBuf]) -> Vec<PathBuf> {
+        let late = self.late.paths();
         let mut out = masked.to_vec();
-        out.extend(self.late.paths().iter().cloned());
+        // Nothing late (the common case): `masked` as `masked_paths` made it, sorted and without
+        // duplicates already; sorting ~1,100 `Path`s again cost each command ≈0.17 ms.
+        if late.is_empty() {
+            return out;
+        }
+        out.extend(late.iter().cloned());
         out.sort();
         out.dedup();
         out

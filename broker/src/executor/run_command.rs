@@ -123,7 +123,7 @@ pub struct CommandSandbox {
     placed: Arc<Mutex<Placed>>,
     /// The runtime area the scratch root is in, followed from the state dir's record.
     follow: Option<FollowArea>,
-    /// Hidden from commands.
+    /// Hidden from commands (`sandbox::masked_paths`: sorted, without duplicates).
     masked: Vec<PathBuf>,
     /// The owner's home (rustup toolchains are found read-only through it).
     owner_home: PathBuf,

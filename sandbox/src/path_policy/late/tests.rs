@@ -21,6 +21,14 @@ fn a_later_registration_is_protected_after_a_refresh() {
     assert!(!policy.is_protected(&token));
     policy.refresh_instances();
     assert!(!policy.is_protected(&token), "nothing changed yet");
+    // The given masks (sorted, without duplicates) and whatever is late: still so, all there.
+    let given = crate::masked_paths(home.path(), own.path(), &[]);
+    let merged_well = |masks: &[std::path::PathBuf]| {
+        masks.is_sorted()
+            && masks.windows(2).all(|w| w[0] != w[1])
+            && given.iter().all(|g| masks.contains(g))
+    };
+    assert!(merged_well(&policy.with_late_masks(&given)));
     let text = format!("{}\n{}\n", own.path().display(), later.path().display());
     std::fs::write(&registry, text).unwrap();
     let clone = policy.clone();
@@ -29,6 +37,9 @@ fn a_later_registration_is_protected_after_a_refresh() {
     assert!(clone.is_protected(&token), "clones share the late set");
     let masks = policy.with_late_masks(&[]);
     assert!(masks.iter().any(|m| token.starts_with(m)), "{masks:?}");
+    let masks = policy.with_late_masks(&given);
+    assert!(masks.iter().any(|m| token.starts_with(m)));
+    assert!(merged_well(&masks));
     // Removed from the registry: still protected (never dropped).
     std::fs::write(&registry, format!("{}\n", own.path().display())).unwrap();
     policy.refresh_instances();
