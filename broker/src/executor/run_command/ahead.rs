@@ -65,8 +65,8 @@ struct Prepared {
 impl Ahead {
     /// Start a helper for the session's next command (on the reaper thread). A previous one
     /// still waiting is discarded first; nothing happens once the session shut down.
-    #[cfg(target_os = "linux")]
     /// `masked`: the previous command's masks, which the next one most likely repeats.
+    #[cfg(target_os = "linux")]
     pub(super) fn prepare(
         &self,
         helper: &std::path::Path,
