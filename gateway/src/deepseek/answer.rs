@@ -427,11 +427,12 @@ fn skeleton(text: &str) -> String {
 /// key — or any long-enough part of it ([`key_windows`]) — as is after JSON decoding (any
 /// escape), split across deltas, blocks or strings, in any letter case, with anything but
 /// letters and digits between its characters, reversed or rot13 (red team 39), and its base64
-/// (standard or URL-safe, any alignment) and hex forms (so percent-encoding too), and in
-/// look-alike characters ([`looks_like`]: fullwidth, mathematical, circled, Cyrillic and Greek
-/// letters). Out of scope, said in docs/design/decisions.md: other encodings (base32, character
-/// codes, interleaved with other letters, ASCII look-alikes such as `l` for `1`) and pieces
-/// shorter than a window sent apart:
+/// (standard or URL-safe, any alignment), base32 (standard or extended-hex, any alignment), hex
+/// (so percent-encoding too) and decimal character code forms, and in look-alike characters
+/// ([`looks_like`]: fullwidth, mathematical, circled, Cyrillic and Greek letters). Out of scope,
+/// said in docs/design/decisions.md: other encodings (ascii85, octal, ciphers, interleaved with
+/// other letters, ASCII look-alikes such as `l` for `1`) and pieces shorter than a window sent
+/// apart:
 /// the endpoint already holds the key, this keeps it from reaching others by accident or by the
 /// obvious ways.
 pub fn holds_key(decoded: &str, key: &str) -> bool {
@@ -517,9 +518,11 @@ fn key_windows(key: &str) -> Vec<&str> {
 }
 
 /// A part of the key as the letters and digits of its recognised encodings: as is, reversed,
-/// rot13, hex, base64 at each alignment.
+/// rot13, hex, decimal character codes, base64 and base32 at each alignment.
 fn key_forms(part: &str) -> Vec<String> {
     let hex: String = part.bytes().map(|b| format!("{b:02x}")).collect();
+    // `115, 107, 45` and `[115 107 45]` alike: only the digits are compared (red team 41 6-B1).
+    let decimal: String = part.bytes().map(|b| b.to_string()).collect();
     let reversed: String = part.chars().rev().collect();
     let rot13: String = part
         .chars()
@@ -529,7 +532,27 @@ fn key_forms(part: &str) -> Vec<String> {
             c => c,
         })
         .collect();
-    let mut forms = vec![skeleton(part), skeleton(&reversed), skeleton(&rot13), hex];
+    let mut forms = vec![
+        skeleton(part),
+        skeleton(&reversed),
+        skeleton(&rot13),
+        hex,
+        decimal,
+    ];
+    // Base32 (RFC 4648, and its extended-hex alphabet): 5 bytes to 8 characters, so five
+    // alignments; only the groups made of the part's bytes alone (red team 41 6-B1).
+    for encoding in [&data_encoding::BASE32, &data_encoding::BASE32HEX] {
+        for offset in 0..5 {
+            let mut bytes = vec![0u8; offset];
+            bytes.extend_from_slice(part.as_bytes());
+            let encoded = encoding.encode(&bytes);
+            let start = if offset == 0 { 0 } else { 8 };
+            let end = encoded.len().saturating_sub(8);
+            if end > start {
+                forms.push(skeleton(&encoded[start..end]));
+            }
+        }
+    }
     for engine in [
         base64::engine::general_purpose::STANDARD,
         base64::engine::general_purpose::URL_SAFE,

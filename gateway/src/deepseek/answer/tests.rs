@@ -332,6 +332,23 @@ fn the_key_in_any_recognised_form_fails_the_answer() {
         ("base64 shifted by one", sse(&text(&b64("a")))),
         ("base64 shifted by two", sse(&text(&b64("ab")))),
         ("base64url", sse(&text(&b64url))),
+        // Red team 41 6-B1: base32 (any alignment, either alphabet) and character codes.
+        (
+            "base32",
+            sse(&text(&data_encoding::BASE32.encode(KEY.as_bytes()))),
+        ),
+        ("base32 shifted by three", {
+            let shifted = data_encoding::BASE32.encode(format!("abc{KEY}").as_bytes());
+            sse(&text(&shifted.to_lowercase()))
+        }),
+        ("base32hex shifted by one", {
+            let shifted = data_encoding::BASE32HEX.encode(format!("a{KEY}").as_bytes());
+            sse(&text(&shifted))
+        }),
+        ("decimal character codes", {
+            let codes: Vec<String> = KEY.bytes().map(|b| b.to_string()).collect();
+            sse(&text(&format!("[{}]", codes.join(", "))))
+        }),
         // Issue 23/6, second attack: part of the key, and the key escaped once more.
         ("without its first character", sse(&text(&KEY[1..]))),
         (
