@@ -109,6 +109,7 @@ report = {{
     "write_tmpdir": write(os.path.join(os.environ["TMPDIR"], "probe-" + tag)),
     "read_work_dir": read(os.path.join({work_dir:?}, "notes.txt")),
     "read_server_key": read(os.path.join({state_dir:?}, "auth", "server-key")),
+    "read_server_key_link": read({state_dir:?} + "-server-key-backup"),
     "signal_gateway": attempt(lambda: os.kill({gateway_pid}, 0)),
     "admin_socket": unix_connect(os.path.join({state_dir:?}, "run", "admin.sock")),
     "socketpair": attempt(pair),
@@ -165,6 +166,14 @@ async fn probe_in_the_runners_place_reaches_only_the_broker_port() {
     )
     .unwrap();
 
+    // Red team 43 B1: an owner's hard link of a protected file, next to the state dir (a
+    // directory the runner's read roots are split around: a rule on the link's inode opened the
+    // protected path itself).
+    let backup = RemovedOnDrop(PathBuf::from(format!(
+        "{}-server-key-backup",
+        gw.state_dir().display()
+    )));
+    std::fs::hard_link(gw.state_dir().join("auth/server-key"), &backup.0).unwrap();
     let chat = chatgpt(&gw).await;
     let result = chat
         .start_with(
@@ -226,6 +235,7 @@ async fn probe_in_the_runners_place_reaches_only_the_broker_port() {
     expect("write_tmpdir", "ok");
     expect("read_work_dir", "ok");
     expect("read_server_key", "EACCES");
+    expect("read_server_key_link", "EACCES");
     // Landlock's signal scope: no signal reaches a process outside the runner's domain.
     expect("signal_gateway", "EPERM");
     // Issue 23: no UNIX socket at all (the gateway's admin socket, brokers', D-Bus are pathname
@@ -241,6 +251,15 @@ async fn probe_in_the_runners_place_reaches_only_the_broker_port() {
             .all(|e| !e.file_name().to_string_lossy().starts_with("probe-")),
         "the probe wrote into the working directory"
     );
+}
+
+/// A file removed when dropped, even if the test panics.
+struct RemovedOnDrop(PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Whether process `pid` holds the pipe with inode `inode` open.

@@ -228,6 +228,13 @@ fn expand(dir: &Path, masked: &[PathBuf], out: &mut Vec<PathBuf>, depth: usize) 
     for child in children {
         match child.symlink_metadata() {
             Ok(meta) if meta.file_type().is_symlink() => continue,
+            // A rule on a file is on its inode, which every name of it shares: a hard link here
+            // of a protected file (an owner's backup of a token) made the protected path itself
+            // readable (red team 43 B1). A file with more than one name is not made a root, as
+            // the read tools refuse it.
+            Ok(meta) if !meta.is_dir() && std::os::unix::fs::MetadataExt::nlink(&meta) > 1 => {
+                continue;
+            }
             Ok(_) => expand(&child, masked, out, depth + 1),
             Err(_) => continue,
         }
@@ -276,6 +283,10 @@ mod tests {
         std::fs::write(home.join(".netrc"), "x").unwrap();
         std::fs::write(home.join("notes.txt"), "x").unwrap();
         std::os::unix::fs::symlink(home.join(".ssh"), home.join("keys")).unwrap();
+        // An owner's hard link of a protected file, next to it and one level down.
+        std::fs::write(home.join(".ssh/id_ed25519"), "KEY").unwrap();
+        std::fs::hard_link(home.join(".ssh/id_ed25519"), home.join("key-backup")).unwrap();
+        std::fs::hard_link(home.join(".netrc"), home.join("project/netrc")).unwrap();
         let masked = vec![
             home.join(".ssh"),
             home.join(".config/gcloud"),
@@ -292,6 +303,10 @@ mod tests {
             );
         }
         assert!(!roots.contains(&home.join("keys")));
+        // Not a root: a rule on its inode would open `.ssh/id_ed25519` too. One inside a
+        // directory granted whole is reached only by its own name (Landlock walks the path).
+        assert!(!roots.contains(&home.join("key-backup")), "{roots:?}");
+        assert!(roots.contains(&home.join("project")));
         for visible in ["project", "notes.txt", ".config/git"] {
             assert!(roots.contains(&home.join(visible)), "{visible}: {roots:?}");
         }
