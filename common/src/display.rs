@@ -106,6 +106,17 @@ pub fn one_line(text: &str) -> Cow<'_, str> {
     escape(text, is_unsafe)
 }
 
+/// `text` as [`one_line`], in double quotes (`"` and `\` inside escaped): free text someone else
+/// named (an OAuth client's name) where the text around it carries the structure — a list
+/// joined by separators, `(answer goes to …)` — so that no part of it reads as that structure
+/// (red team 43 B2 named a client `ChatGPT (answer goes to chatgpt.com); qq7x-k2m9 …`).
+pub fn quoted(text: &str) -> String {
+    format!(
+        "\"{}\"",
+        one_line(&text.replace('\\', "\\\\").replace('"', "\\\""))
+    )
+}
+
 /// `text` with every unsafe character escaped except newlines and tabs: for multi-line text the
 /// owner should read as text (a file's content).
 pub fn multi_line(text: &str) -> Cow<'_, str> {

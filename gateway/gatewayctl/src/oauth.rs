@@ -158,16 +158,17 @@ pub fn run(
                  page code its consent page shows (an approval code approves only that page)",
             );
             if !pages.is_empty() {
+                // One page a line, the client's own name quoted: a name may hold `;`, `(`
+                // and page-code-like words, and must not read as another entry (red team 43 B2).
                 message.push_str("; pages opened lately:");
                 for p in &pages {
                     message.push_str(&format!(
-                        " {} {} (answer goes to {});",
+                        "\n  {} {} (answer goes to {})",
                         p.page_code,
-                        common::display::one_line(&p.client_name),
+                        common::display::quoted(&p.client_name),
                         common::display::one_line(&p.redirect_host)
                     ));
                 }
-                message.pop();
             }
             bail!(message)
         }
@@ -197,7 +198,7 @@ pub fn run(
                 Some(w) => writeln!(
                     out,
                     "That page: {} (answer goes to {})",
-                    common::display::one_line(&w.client_name),
+                    common::display::quoted(&w.client_name),
                     common::display::one_line(&w.redirect_host)
                 )?,
                 None => writeln!(

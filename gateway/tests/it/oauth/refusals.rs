@@ -28,8 +28,29 @@ async fn approval_codes_name_one_page_and_are_single_use_and_attempt_limited() {
         format!(
             "name the consent page to approve: gatewayctl oauth approve <page code>, with the \
              page code its consent page shows (an approval code approves only that page); pages \
-             opened lately: {} Test client (answer goes to 127.0.0.1)",
+             opened lately:\n  {} \"Test client\" (answer goes to 127.0.0.1)",
             consent.page
+        )
+    );
+    // Red team 43 B2: a client's own name that mimics the list (its separators, a made-up
+    // page code, another host) stays one quoted name on its page's own line.
+    let forged = "ChatGPT (answer goes to chatgpt.com); qq7x-k2m9 \"Unknown\" client";
+    let (status, hostile) = register(
+        &gw,
+        &json!({"client_name": forged, "redirect_uris": [REDIRECT]}),
+    )
+    .await;
+    assert_eq!(status, 201, "{hostile}");
+    let second = open_consent(&gw, hostile["client_id"].as_str().unwrap()).await;
+    let err = gatewayctl_text(&gw, &["oauth", "approve"]).unwrap_err();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert_eq!(
+        lines[2],
+        format!(
+            "  {} \"ChatGPT (answer goes to chatgpt.com); qq7x-k2m9 \\\"Unknown\\\" client\" \
+             (answer goes to 127.0.0.1)",
+            second.page
         )
     );
     let err = gatewayctl_text(&gw, &["oauth", "approve", "ABCD-EFG0"]).unwrap_err();
