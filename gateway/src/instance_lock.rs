@@ -53,6 +53,12 @@ pub enum InstanceLockError {
          or replaced); stopping so that no two gateways write one state"
     )]
     Replaced { state_dir: String },
+    #[error(
+        "the state dir {state_dir} is on a FUSE file system, whose locks need not reach the files \
+         below it (a second gateway on a FUSE mirror of a live state dir took it over) and whose \
+         writes need not be durable; give the gateway a state dir on a local file system"
+    )]
+    OnFuse { state_dir: String },
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -67,6 +73,22 @@ fn io_at(path: &Path) -> impl Fn(std::io::Error) -> InstanceLockError + '_ {
     }
 }
 
+/// Whether the opened directory lies on a FUSE file system (Linux; never elsewhere).
+fn on_fuse(dir: &File) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        /// `FUSE_SUPER_MAGIC`, `statfs`'s type of every FUSE mount (sshfs, bindfs, rclone, …).
+        const FUSE_MAGIC: i64 = 0x6573_5546;
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        return rustix::fs::fstatfs(dir).is_ok_and(|st| st.f_type as i64 == FUSE_MAGIC);
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        false
+    }
+}
+
 /// Take the state dir's instance lock (the dir exists, 0700), or say who holds it.
 pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
     let held = |holder: String| InstanceLockError::Held {
@@ -78,6 +100,14 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
         .custom_flags(OFlags::DIRECTORY.bits() as i32)
         .open(state_dir)
         .map_err(io_at(state_dir))?;
+    // A lock taken through FUSE may never reach the directory below it: a bindfs mirror of a
+    // live state dir let a second gateway lock "its" dir, take the admin socket and roll the
+    // first one's database back (red team 43 B7).
+    if on_fuse(&dir) {
+        return Err(InstanceLockError::OnFuse {
+            state_dir: state_dir.display().to_string(),
+        });
+    }
     let meta = dir.metadata().map_err(io_at(state_dir))?;
     let Some(dir) = try_lock(dir).map_err(io_at(state_dir))? else {
         return Err(held(holder_of(state_dir).unwrap_or_else(|| {
