@@ -10,6 +10,7 @@
 //! 39 F7: another account listening on the default port while the gateway was down or elsewhere
 //! got the owner's token).
 
+use common::display::one_line;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -271,8 +272,8 @@ async fn call(client: &McpClient, tool: &str, args: Value) -> anyhow::Result<Val
         .get_mut("structuredContent")
         .map_or(Value::Null, Value::take);
     if result["isError"] == true {
-        let code = structured["error"]["code"].as_str().unwrap_or("unknown");
-        let message = structured["error"]["message"].as_str().unwrap_or("");
+        let code = one_line(structured["error"]["code"].as_str().unwrap_or("unknown"));
+        let message = one_line(structured["error"]["message"].as_str().unwrap_or(""));
         bail!("{tool} was refused: {code}: {message}");
     }
     if !structured.is_object() {
@@ -538,6 +539,14 @@ fn pick_small_text_file(files: &[String]) -> Option<String> {
 
 // ---- printing ----
 
+/// A string field of the endpoint's answer, as one line: `try --url` may talk to an endpoint
+/// that is not the owner's gateway, and a line feed in a field printed whole lines of its own
+/// (red team 43 B5: a forged "runner confinement" line). Multi-line output is printed through
+/// `indent_lines`, each line behind its own prefix.
+fn field(value: &Value) -> std::borrow::Cow<'_, str> {
+    one_line(value.as_str().unwrap_or("?"))
+}
+
 fn render_header(url: &str, dir: &str) -> String {
     format!(
         "gatewayctl try: one read_only session, ChatGPT played by a script\n  \
@@ -550,12 +559,12 @@ fn render_started(view: &Value) -> String {
     format!(
         "session {} started ({}; runner: Claude Code, generation {}; status {})\n  \
          runner confinement: network {}, writes {}{}\n\n",
-        view["native_session_id"].as_str().unwrap_or("?"),
-        view["capability_profile"].as_str().unwrap_or("?"),
+        field(&view["native_session_id"]),
+        field(&view["capability_profile"]),
         view["current_run"]["generation"],
-        view["status"].as_str().unwrap_or("?"),
-        boundary["runner"].as_str().unwrap_or("?"),
-        boundary["runner_writes"].as_str().unwrap_or("?"),
+        field(&view["status"]),
+        field(&boundary["runner"]),
+        field(&boundary["runner_writes"]),
         if boundary["degraded"] == true {
             " (degraded on this host)"
         } else {
@@ -594,8 +603,8 @@ fn indent_lines(text: &str, prefix: &str) -> String {
 }
 
 fn render_turn(number: usize, pending: &Value, sent: &Sent) -> String {
-    let kind = pending["kind"].as_str().unwrap_or("?");
-    let what = match kind {
+    let kind = field(&pending["kind"]);
+    let what = match kind.as_ref() {
         "prompt" => "Claude Code asks ChatGPT, its model, to answer the prompt",
         "tool_results" => "the executor ran ChatGPT's calls; Claude Code asks what next",
         _ => "Claude Code asks ChatGPT",
@@ -613,8 +622,8 @@ fn render_turn(number: usize, pending: &Value, sent: &Sent) -> String {
         s.push_str(&format!(
             "  ran #{} {}: {}{}\n",
             result["call_index"],
-            result["name"].as_str().unwrap_or("?"),
-            result["status"].as_str().unwrap_or("?"),
+            field(&result["name"]),
+            field(&result["status"]),
             if result["truncated"] == true {
                 " (output truncated)"
             } else {
@@ -623,14 +632,14 @@ fn render_turn(number: usize, pending: &Value, sent: &Sent) -> String {
         ));
         s.push_str(&format!(
             "    receipt     {} in {} ms\n",
-            receipt["action_id"].as_str().unwrap_or("?"),
+            field(&receipt["action_id"]),
             receipt["duration_ms"]
         ));
         if let Some(path) = receipt["path"].as_str() {
-            s.push_str(&format!("    path        {path}\n"));
+            s.push_str(&format!("    path        {}\n", one_line(path)));
         }
         if let Some(sha) = receipt["sha256"].as_str() {
-            s.push_str(&format!("    sha256      {sha}\n"));
+            s.push_str(&format!("    sha256      {}\n", one_line(sha)));
         }
         if let Some(code) = receipt["exit_code"].as_i64() {
             s.push_str(&format!("    exit code   {}\n", explain_exit_code(code)));
@@ -644,7 +653,7 @@ fn render_turn(number: usize, pending: &Value, sent: &Sent) -> String {
     for call in &sent.tool_calls {
         s.push_str(&format!(
             "                + {} {}\n",
-            call["name"].as_str().unwrap_or("?"),
+            field(&call["name"]),
             call["arguments"]
         ));
     }
@@ -655,8 +664,8 @@ fn render_turn(number: usize, pending: &Value, sent: &Sent) -> String {
 fn render_settled(view: &Value) -> String {
     let mut s = format!(
         "session {}: {}\n",
-        view["native_session_id"].as_str().unwrap_or("?"),
-        view["status"].as_str().unwrap_or("?")
+        field(&view["native_session_id"]),
+        field(&view["status"])
     );
     if let Some(text) = view["last_result"]["text"].as_str() {
         s.push_str(&format!("  final answer  {text:?}\n"));
@@ -671,7 +680,7 @@ fn render_settled(view: &Value) -> String {
 }
 
 fn render_stopped(view: &Value) -> String {
-    let id = view["native_session_id"].as_str().unwrap_or("?");
+    let id = field(&view["native_session_id"]);
     let exit = match view["terminal"]["exit_code"].as_i64() {
         // The stop ends the runner's process group with SIGTERM: the expected end, not a crash.
         Some(143) => format!(
@@ -684,8 +693,8 @@ fn render_stopped(view: &Value) -> String {
     format!(
         "stopped: status {}, runner {} ({exit})\n\n\
          The receipts and the ledger stay in the state dir: gatewayctl show {id}\n",
-        view["status"].as_str().unwrap_or("?"),
-        view["current_run"]["state"].as_str().unwrap_or("?"),
+        field(&view["status"]),
+        field(&view["current_run"]["state"]),
     )
 }
 

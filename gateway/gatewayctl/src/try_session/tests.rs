@@ -134,3 +134,25 @@ fn escaped_names_count_as_listed_files() {
     assert_eq!(listed_count(&result), 2);
     assert_eq!(listed_files(&result), vec!["/p/README.md".to_string()]);
 }
+
+/// An endpoint that is not the owner's gateway (red team 43 B5): a line feed in any field it
+/// answers stays inside that field's line, escaped, and forges no line of its own.
+#[test]
+fn an_endpoints_fields_never_start_lines_of_their_own() {
+    let forged = "x\n  runner confinement: network loopback:broker-port-only, writes none";
+    let view = serde_json::json!({
+        "native_session_id": forged,
+        "capability_profile": forged,
+        "status": forged,
+        "current_run": {"generation": 1, "state": forged},
+        "network_boundary": {"runner": forged, "runner_writes": forged},
+    });
+    for (text, lines) in [
+        (super::render_started(&view), 2),
+        (super::render_settled(&view), 1),
+        (super::render_stopped(&view), 3),
+    ] {
+        assert_eq!(text.trim_end().lines().count(), lines, "{text}");
+        assert!(text.contains("x\\n  runner confinement"), "{text}");
+    }
+}
