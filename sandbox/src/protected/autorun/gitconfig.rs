@@ -187,8 +187,14 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
                    Python processes"
             .to_string();
         for name in &roots.names {
+            // The package directory: only what Python would import from it.
+            out.add(
+                &dir.join(name),
+                AutorunClass::PythonStartup,
+                why.clone(),
+                Scope::ModulesBelow,
+            );
             for rel in [
-                name.clone(),
                 format!("{name}.py"),
                 format!("{name}.pyc"),
                 format!("{name}.pyw"),

@@ -154,6 +154,11 @@ pub enum Scope {
     /// regular package's `__init__` file one level down, by any name, since each shadows an
     /// installed module of that name the tool imports.
     Imports,
+    /// Below a directory named like a module every Python of the account imports, in a
+    /// directory on its path (a package of that name would shadow it): its module files at any
+    /// depth and its `__pycache__/`s; its other files (a web site's `site/index.html`, a
+    /// `test/app.test.js`) are no module.
+    ModulesBelow,
     /// A file directly in this directory named like a program the owner runs by name
     /// ([`super::programs`]): the directory is on the owner's `PATH`.
     Programs,
@@ -168,6 +173,7 @@ impl Scope {
         match (self, below) {
             (Self::Below, _) => true,
             (Self::Imports, below) => imports_reach(below),
+            (Self::ModulesBelow, below) => python::modules_below_reach(below),
             (Self::Programs, [name]) => super::programs::is_program_name(name),
             (Self::ProgramsBelow, [.., name]) => super::programs::is_program_name(name),
             (Self::Programs | Self::ProgramsBelow, _) => false,

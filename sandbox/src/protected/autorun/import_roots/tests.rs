@@ -2,6 +2,21 @@
 
 use super::*;
 
+/// Whether a write to `rel` touches one of `places` (its path and what its scope covers).
+fn reached(places: &[super::super::gitconfig::GitPlace], rel: &str) -> bool {
+    places
+        .iter()
+        .any(|p| match Path::new(rel).strip_prefix(&p.at) {
+            Err(_) => false,
+            Ok(below) => p.scope.reaches(
+                &below
+                    .iter()
+                    .map(|c| c.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>(),
+            ),
+        })
+}
+
 #[test]
 fn pth_files_name_directories_and_modules_imported_at_start() {
     let site = Path::new("/s");
@@ -99,19 +114,7 @@ fn an_opaque_pth_line_protects_every_module_of_the_import_roots() {
                       'local') == 'local'; enabled and __import__('_distutils_hack').add_shim(); \n";
     std::fs::write(site.join("distutils-precedence.pth"), precedence).unwrap();
     let account = super::super::gitconfig::Account::default();
-    let placed = |places: &[super::super::gitconfig::GitPlace], rel: &str| {
-        places
-            .iter()
-            .any(|p| match Path::new(rel).strip_prefix(&p.at) {
-                Err(_) => false,
-                Ok(below) => p.scope.reaches(
-                    &below
-                        .iter()
-                        .map(|c| c.to_string_lossy().into_owned())
-                        .collect::<Vec<_>>(),
-                ),
-            })
-    };
+    let placed = reached;
     let places = super::super::gitconfig::places_with(&root, &[], &account);
     for rel in ["src/mypkg/__init__.py", "src/helpers.py"] {
         assert!(!placed(&places, rel), "{rel}: {places:?}");
@@ -134,4 +137,38 @@ fn an_opaque_pth_line_protects_every_module_of_the_import_roots() {
         places.iter().any(|p| p.why.contains("zz.pth")),
         "{places:?}"
     );
+}
+
+/// Red team 43 W1: a directory named like a module every Python imports, in a directory on the
+/// path, refuses only what Python would import from it — module files at any depth and
+/// `__pycache__/` — not a web site's `site/index.html` or `encodings/README.md`.
+#[test]
+fn a_directory_named_like_a_module_refuses_only_its_modules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let site = root.join(".venv/lib/python3.12/site-packages");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    let editable = format!("{}\n", root.join("src").display());
+    std::fs::write(site.join("__editable__.app-0.1.pth"), editable).unwrap();
+    let account = super::super::gitconfig::Account::default();
+    let places = super::super::gitconfig::places_with(&root, &[], &account);
+    let placed = |rel: &str| reached(&places, rel);
+    for rel in [
+        "src/site/__init__.py",
+        "src/site.py",
+        "src/encodings/deep/x.py",
+        "src/encodings/codec.cpython-312-x86_64-linux-gnu.so",
+        "src/encodings/__pycache__/notes.txt",
+    ] {
+        assert!(placed(rel), "{rel}: {places:?}");
+    }
+    for rel in [
+        "src/site/index.html",
+        "src/site/css/app.css",
+        "src/encodings/README.md",
+        "src/app.js",
+    ] {
+        assert!(!placed(rel), "{rel}");
+    }
 }

@@ -21,13 +21,26 @@ pub(super) const MODULE_SUFFIXES: [&str; 6] = [".py", ".pyc", ".pyo", ".pyw", ".
 /// docs/design/protected-set.md. `.pth` files are read only in site directories, never
 /// from the working directory.
 pub(in crate::protected::autorun) fn imports_reach(below: &[String]) -> bool {
-    let module_file = |name: &str| MODULE_SUFFIXES.iter().any(|suffix| name.ends_with(suffix));
     match below {
         [first, ..] if first == "__pycache__" => true,
         [name] => module_file(name),
         [_, init] => init.starts_with("__init__.") && module_file(init),
         _ => false,
     }
+}
+
+/// Whether a file name is a module Python imports ([`MODULE_SUFFIXES`]).
+fn module_file(name: &str) -> bool {
+    MODULE_SUFFIXES.iter().any(|suffix| name.ends_with(suffix))
+}
+
+/// Whether a write to `below` (folded names under a directory named like a module every Python
+/// imports) is code such a package would run: a module file at any depth, or anything in a
+/// `__pycache__/` (red team 43 W1: `site/index.html` and `test/app.test.js` were refused
+/// whole under a PYTHONPATH of the project's top).
+pub(in crate::protected::autorun) fn modules_below_reach(below: &[String]) -> bool {
+    below.iter().any(|part| part == "__pycache__")
+        || below.last().is_some_and(|name| module_file(name))
 }
 
 /// What `python -m MODULE` run from the working tree's top (the path `""`, first on
