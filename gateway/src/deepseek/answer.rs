@@ -539,37 +539,39 @@ fn key_forms(part: &str) -> Vec<String> {
         hex,
         decimal,
     ];
-    // Base32 (RFC 4648, and its extended-hex alphabet): 5 bytes to 8 characters, so five
-    // alignments; only the groups made of the part's bytes alone (red team 41 6-B1).
+    // Base32 (RFC 4648, and its extended-hex alphabet: 5 bytes to 8 characters; red team 41
+    // 6-B1) and base64 (standard or URL-safe: 3 bytes to 4 characters).
     for encoding in [&data_encoding::BASE32, &data_encoding::BASE32HEX] {
-        for offset in 0..5 {
-            let mut bytes = vec![0u8; offset];
-            bytes.extend_from_slice(part.as_bytes());
-            let encoded = encoding.encode(&bytes);
-            let start = if offset == 0 { 0 } else { 8 };
-            let end = encoded.len().saturating_sub(8);
-            if end > start {
-                forms.push(skeleton(&encoded[start..end]));
-            }
-        }
+        aligned_forms(part.as_bytes(), (5, 8), |b| encoding.encode(b), &mut forms);
     }
     for engine in [
         base64::engine::general_purpose::STANDARD,
         base64::engine::general_purpose::URL_SAFE,
     ] {
-        for offset in 0..3 {
-            let mut bytes = vec![0u8; offset];
-            bytes.extend_from_slice(part.as_bytes());
-            let encoded = engine.encode(&bytes);
-            // Only the groups made of the part's bytes alone are the same wherever it sits.
-            let start = if offset == 0 { 0 } else { 4 };
-            let end = encoded.len().saturating_sub(4);
-            if end > start {
-                forms.push(skeleton(&encoded[start..end]));
-            }
-        }
+        aligned_forms(part.as_bytes(), (3, 4), |b| engine.encode(b), &mut forms);
     }
     forms
+}
+
+/// `part` in a block encoding of `group.0` bytes to `group.1` characters, at each alignment:
+/// only the groups made of the part's bytes alone, which are the same wherever it sits.
+fn aligned_forms(
+    part: &[u8],
+    group: (usize, usize),
+    encode: impl Fn(&[u8]) -> String,
+    forms: &mut Vec<String>,
+) {
+    let (bytes, chars) = group;
+    for offset in 0..bytes {
+        let mut input = vec![0u8; offset];
+        input.extend_from_slice(part);
+        let encoded = encode(&input);
+        let start = if offset == 0 { 0 } else { chars };
+        let end = encoded.len().saturating_sub(chars);
+        if end > start {
+            forms.push(skeleton(&encoded[start..end]));
+        }
+    }
 }
 
 /// One round of unescaping: `\uXXXX`, `\xNN`, `\\`, and HTML entities (`&#NN;`, `&#xHH;`,
