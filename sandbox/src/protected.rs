@@ -348,11 +348,66 @@ pub const DEVICE_DIR: &str = "/dev";
 
 /// The home directories of the host's other accounts (from `/etc/passwd`) that exist: a gateway
 /// running as root reaches them, and their credential stores are no less secret than the
-/// owner's. `/` and top-level system directories (`/bin`, `/var`...) used as service accounts'
-/// homes are skipped: the catalogue's entries under them mean nothing.
+/// owner's. `/` and top-level system directories ([`NOT_HOMES`]: `/bin`, `/var`...) used as
+/// service accounts' homes are skipped: the catalogue's entries under them mean nothing.
+///
+/// Also the `$HOME` of every gateway the registries list (red team 43a B5): a gateway of this
+/// account started with another `$HOME` makes that directory an account's home to every other
+/// gateway — its keys, start-up files and links protected as the passwd homes' are.
 pub fn other_homes(owner_home: &Path) -> Vec<PathBuf> {
-    other_homes_in(owner_home, instances::passwd_text().as_deref())
+    let mut homes = other_homes_in(owner_home, instances::passwd_text().as_deref());
+    let mut all = vec![owner_home.to_path_buf()];
+    all.extend(homes.iter().cloned());
+    let registered = instances::registered_homes(&all);
+    homes.extend(not_yet_homes(&all, registered));
+    homes.sort();
+    homes.dedup();
+    homes
 }
+
+/// Those of `candidates` that are none of `homes` (as given or canonical).
+pub(crate) fn not_yet_homes(homes: &[PathBuf], candidates: Vec<PathBuf>) -> Vec<PathBuf> {
+    let known: Vec<PathBuf> = homes
+        .iter()
+        .flat_map(|h| {
+            [
+                h.clone(),
+                std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()),
+            ]
+        })
+        .collect();
+    candidates
+        .into_iter()
+        .filter(|home| !known.contains(home))
+        .collect()
+}
+
+/// Top-level directories that are no one's home, though `/etc/passwd` gives them to service
+/// accounts (`sync:…:/bin`, `nobody:…:/nonexistent`): the catalogue's entries under them mean
+/// nothing. A home directly under `/` otherwise counts (`/data`, `/workspace`, `/root`).
+const NOT_HOMES: &[&str] = &[
+    "/bin",
+    "/sbin",
+    "/usr",
+    "/var",
+    "/etc",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/run",
+    "/tmp",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/opt",
+    "/srv",
+    "/mnt",
+    "/media",
+    "/snap",
+    "/nonexistent",
+];
 
 /// [`other_homes`] with `/etc/passwd`'s text given.
 fn other_homes_in(owner_home: &Path, passwd: Option<&str>) -> Vec<PathBuf> {
@@ -366,7 +421,8 @@ fn other_homes_in(owner_home: &Path, passwd: Option<&str>) -> Vec<PathBuf> {
         .map(PathBuf::from)
         .filter(|home| {
             home.is_absolute()
-                && (home.components().count() > 2 || home == Path::new("/root"))
+                && home.parent().is_some()
+                && !NOT_HOMES.iter().any(|not| home == Path::new(not))
                 && home.is_dir()
         })
         .filter(|home| *home != owner && home != owner_home)
@@ -377,7 +433,7 @@ fn other_homes_in(owner_home: &Path, passwd: Option<&str>) -> Vec<PathBuf> {
 }
 
 /// The catalogue's home-anchored entries under every other account's home.
-fn other_homes_catalogue(homes: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn other_homes_catalogue(homes: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for home in homes {
         out.extend(

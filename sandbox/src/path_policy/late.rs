@@ -108,7 +108,10 @@ impl LateInstances {
             }
         }
         // What the registries list in the read just compared, not in another one.
-        let listed = crate::protected::other_gateway_entries(&read.state_dirs);
+        let mut listed = crate::protected::other_gateway_entries(&read.state_dirs);
+        // A gateway started meanwhile with another `$HOME`: that home's credential stores.
+        let late_homes = crate::protected::not_yet_homes(&self.homes, read.homes.clone());
+        listed.extend(crate::protected::other_homes_catalogue(&late_homes));
         let mut seen = self.seen.write().unwrap_or_else(|e| e.into_inner());
         let mut paths: Vec<PathBuf> = seen.paths.as_ref().clone();
         // As listed, never followed (red team 26 B2: a symlink another account swapped in for

@@ -157,8 +157,21 @@ fn registry_files_in(homes: &[PathBuf], passwd: Option<&str>, parent: &Path) -> 
 /// the system temp dir. Drops entries whose directory no longer exists; serialised with other
 /// gateways by an exclusive lock on the file. Returns the registry's path; `Err` when it could
 /// be listed nowhere (the gateway must then not start: no other gateway would protect it).
+///
+/// The gateway's own `$HOME` is listed with it (`home <path>` on the next line, which older
+/// readers skip): a gateway of the same account started with another `$HOME` protects this
+/// one's home as an account's (red team 43a B5).
 pub fn register(state_dir: &Path) -> std::io::Result<PathBuf> {
-    register_in(account_home(), &fallback_registry(euid()), state_dir)
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    register_in(
+        account_home(),
+        &fallback_registry(euid()),
+        state_dir,
+        home.as_deref(),
+    )
 }
 
 /// [`register`] with the account's home (if any) and its fallback registry given.
@@ -166,10 +179,11 @@ fn register_in(
     home: Option<PathBuf>,
     fallback: &Path,
     state_dir: &Path,
+    gateway_home: Option<&Path>,
 ) -> std::io::Result<PathBuf> {
     let at_home = home.map(|home| {
         let path = registry_path(&home);
-        register_at(&path, state_dir).map(|()| path)
+        register_at(&path, state_dir, gateway_home).map(|()| path)
     });
     let home_err = match at_home {
         Some(Ok(path)) => return Ok(path),
@@ -179,7 +193,7 @@ fn register_in(
     let listed = fallback
         .parent()
         .map_or(Ok(()), own_private_dir)
-        .and_then(|()| register_at(fallback, state_dir));
+        .and_then(|()| register_at(fallback, state_dir, gateway_home));
     match (listed, home_err) {
         (Ok(()), _) => Ok(fallback.to_path_buf()),
         (Err(err), Some(home_err)) => Err(std::io::Error::other(format!(
@@ -212,7 +226,7 @@ fn own_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// [`register`] in the registry file `path`.
-fn register_at(path: &Path, state_dir: &Path) -> std::io::Result<()> {
+fn register_at(path: &Path, state_dir: &Path, gateway_home: Option<&Path>) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         private_fs::ensure_private_dir_with(dir, OpenDir::Restrict)
             .map_err(|err| std::io::Error::other(err.to_string()))?;
@@ -229,16 +243,21 @@ fn register_at(path: &Path, state_dir: &Path) -> std::io::Result<()> {
     let mut text = String::new();
     file.read_to_string(&mut text)?;
     let own = std::fs::canonicalize(state_dir)?;
-    let mut entries: Vec<PathBuf> = parse(&text)
+    let mut entries: Vec<(PathBuf, Option<PathBuf>)> = parse_entries(&text)
         .into_iter()
-        .filter(|p| *p != own && p.is_dir())
+        .filter(|(p, _)| *p != own && p.is_dir())
         .collect();
-    entries.push(own);
+    entries.push((own, gateway_home.map(Path::to_path_buf)));
     let keep = entries.len().saturating_sub(MAX_ENTRIES);
     let mut out = String::new();
-    for entry in &entries[keep..] {
+    for (entry, home) in &entries[keep..] {
         out.push_str(&entry.to_string_lossy());
         out.push('\n');
+        if let Some(home) = home {
+            out.push_str(HOME_PREFIX);
+            out.push_str(&home.to_string_lossy());
+            out.push('\n');
+        }
     }
     file.set_len(0)?;
     file.rewind()?;
@@ -246,9 +265,12 @@ fn register_at(path: &Path, state_dir: &Path) -> std::io::Result<()> {
     file.sync_all()
 }
 
+/// The line after a state dir's naming its gateway's `$HOME`.
+const HOME_PREFIX: &str = "home ";
+
 /// Most bytes a registry holds: [`MAX_ENTRIES`] lines of 256 bytes (a state dir's path is far
 /// shorter; red team 26 B3 filled 4 MiB registries to make every broker hold them).
-const MAX_REGISTRY_BYTES: u64 = MAX_ENTRIES as u64 * 256;
+const MAX_REGISTRY_BYTES: u64 = MAX_ENTRIES as u64 * 512;
 
 /// A registry file as some account left it: its text and its owner's uid. Any account can make
 /// one (in its home, or its dir in `/tmp`), so it is read without trusting it: `None` when it is
@@ -284,14 +306,24 @@ pub fn read_registry(path: &Path) -> Option<(String, u32)> {
     (text.len() as u64 <= MAX_REGISTRY_BYTES).then_some((text, meta.uid()))
 }
 
-/// The absolute paths a registry's text lists (anything else is ignored).
-fn parse(text: &str) -> Vec<PathBuf> {
-    text.lines()
-        .map(str::trim)
-        .filter(|line| line.starts_with('/') && !line.contains('\0'))
-        .map(PathBuf::from)
-        .take(MAX_ENTRIES)
-        .collect()
+/// The state dirs a registry's text lists (absolute paths, anything else ignored), each with
+/// the `$HOME` its gateway gave on the line after it.
+fn parse_entries(text: &str) -> Vec<(PathBuf, Option<PathBuf>)> {
+    let mut out: Vec<(PathBuf, Option<PathBuf>)> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.contains('\0')) {
+        if line.starts_with('/') {
+            if out.len() == MAX_ENTRIES {
+                break;
+            }
+            out.push((PathBuf::from(line), None));
+        } else if let Some(home) = line.strip_prefix(HOME_PREFIX)
+            && home.starts_with('/')
+            && let Some((_, slot @ None)) = out.last_mut()
+        {
+            *slot = Some(PathBuf::from(home));
+        }
+    }
+    out
 }
 
 /// Every state dir listed in the registries ([`registry_files`] of `homes`) that this process
@@ -309,6 +341,9 @@ pub struct RegistryRead {
     pub digests: Vec<(PathBuf, Option<[u8; 32]>)>,
     /// The state dirs they list, other than the reader's own.
     pub state_dirs: Vec<PathBuf>,
+    /// The `$HOME`s the gateways of those state dirs run with (and the reader's own, as
+    /// listed): each an account's home, whatever `/etc/passwd` says (red team 43a B5).
+    pub homes: Vec<PathBuf>,
 }
 
 /// Read each of `registries` once (see [`read_registry`]): its digest, and the state dirs it
@@ -329,15 +364,57 @@ pub fn read_registries(registries: &[PathBuf], own_state_dir: &Path) -> Registry
         // can make a registry in /tmp, and a listed path is refused to every session): an entry
         // counts when the directory exists and belongs to the registry's owner, as a gateway's
         // state dir does. One naming someone else's directory could only block, never protect.
-        read.state_dirs.extend(parse(&text).into_iter().filter(|p| {
-            *p != own
-                && p != own_state_dir
-                && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == owner)
-        }));
+        let owned =
+            |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == owner);
+        for (state_dir, home) in parse_entries(&text) {
+            if !owned(&state_dir) {
+                continue;
+            }
+            // A home counts as a state dir does: a directory of the registry's owner (never
+            // `/`, which no account owns alone).
+            read.homes
+                .extend(home.filter(|home| home.parent().is_some() && owned(home)));
+            if state_dir != own && state_dir != own_state_dir {
+                read.state_dirs.push(state_dir);
+            }
+        }
     }
     read.state_dirs.sort();
     read.state_dirs.dedup();
+    read.homes.sort();
+    read.homes.dedup();
     read
+}
+
+/// Every home of this process's account: its `$HOME`, the home `/etc/passwd` gives its uid,
+/// and the `$HOME` of each of its gateways the registries list (red team 43a B5, B6): its
+/// start-up files, tools and programs are in any of them.
+pub fn own_homes() -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    homes.extend(account_home());
+    let uid = euid();
+    let registered = registered_homes(&homes)
+        .into_iter()
+        .filter(|home| std::fs::metadata(home).is_ok_and(|m| m.uid() == uid));
+    homes.extend(registered);
+    let mut out: Vec<PathBuf> = Vec::new();
+    for home in homes {
+        let real = std::fs::canonicalize(&home).unwrap_or(home);
+        if !out.contains(&real) && real.parent().is_some() {
+            out.push(real);
+        }
+    }
+    out
+}
+
+/// The `$HOME`s of the gateways the registries of `homes` list ([`RegistryRead::homes`]).
+pub fn registered_homes(homes: &[PathBuf]) -> Vec<PathBuf> {
+    read_registries(&registry_files(homes), Path::new("")).homes
 }
 
 /// What this thread read of the files a derivation reads once (`/etc/passwd`, each registry),

@@ -55,6 +55,8 @@ pub fn protected_set(home: &Path, state_dir: &Path, extra: &[PathBuf]) -> Protec
     let registry_files = instances::registry_files_with(&homes, passwd.as_deref());
     let registries = instances::read_registries(&registry_files, state_dir);
     let name_only = other_gateway_entries(&registries.state_dirs);
+    // Other gateways' `$HOME`s are accounts' homes too (red team 43a B5).
+    homes.extend(super::not_yet_homes(&homes, registries.homes.clone()));
 
     let mut paths = catalogue_paths(home);
     paths.extend(other_homes_catalogue(&homes[1..]));

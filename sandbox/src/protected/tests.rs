@@ -522,3 +522,47 @@ fn the_targets_of_links_in_start_up_places_are_never_written() {
     );
     assert!(policy.is_write_protected(&home.join(".config/autostart/a.desktop")));
 }
+
+/// Red team 43a B5: a gateway of the account started with another `$HOME` lists it; to every
+/// other gateway (whatever its own `$HOME`) that directory is an account's home: its credential
+/// stores protected for reads and commands, its start-up files for writes, and a `direct_write`
+/// root at it refused — at start, and (reads) for a policy built before it registered.
+#[test]
+fn another_gateway_s_home_is_an_account_s_home() {
+    let (_dir, root) = tmp();
+    let (home, own, theirs, their_home) = (
+        root.join("home"),
+        root.join("own"),
+        root.join("theirs"),
+        root.join("their-home"),
+    );
+    for dir in [&home, &own, &theirs, &their_home.join(".ssh")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let key = their_home.join(".ssh/id_ed25519");
+    std::fs::write(&key, "secret").unwrap();
+    let policy_before = PathPolicy::new(home.clone(), own.clone(), vec![]);
+    assert!(!policy_before.is_protected(&key), "the control");
+    let registry = instances::registry_path(&home);
+    std::fs::create_dir_all(registry.parent().unwrap()).unwrap();
+    std::fs::write(
+        &registry,
+        format!("{}\nhome {}\n", theirs.display(), their_home.display()),
+    )
+    .unwrap();
+    let policy = PathPolicy::new(home.clone(), own.clone(), vec![]);
+    assert!(policy.is_protected(&key));
+    let masks = crate::masked_paths(&home, &own, &[]);
+    assert!(masks.iter().any(|m| key.starts_with(m)), "{masks:?}");
+    policy_before.refresh_instances();
+    assert!(policy_before.is_protected(&key));
+    let writes = policy.with_write_protected(write_protected(
+        Path::new("/nonexistent/gateway"),
+        Path::new("/nonexistent/claude"),
+        &home,
+    ));
+    assert!(writes.is_write_protected(&their_home.join(".bashrc")));
+    assert!(writes.is_write_protected(&their_home.join(".ssh/authorized_keys")));
+    assert!(!writes.is_write_protected(&home.join("project/x")));
+    assert!(unfit_write_root(&their_home, &home).is_some_and(|why| why.contains("home directory")));
+}

@@ -53,6 +53,10 @@ pub(super) struct Assigned {
     pub below: Vec<(&'static str, PathBuf)>,
     /// Files a shell start-up file sources by a relative path (from wherever the shell is).
     pub relative_sources: Vec<PathBuf>,
+    /// Files a shell start-up file sources or runs by an absolute path (after `~`, `$HOME` and
+    /// its variables are expanded): a program on a line of its own, in `PROMPT_COMMAND`, a
+    /// trap or an alias, or a script given to a shell or an interpreter (red team 43a B1).
+    pub runs: Vec<PathBuf>,
 }
 
 impl Assigned {
@@ -98,6 +102,7 @@ impl Assigned {
             unreadable,
             below: reader.below,
             relative_sources: reader.relative_sources,
+            runs: reader.runs,
         }
     }
 }
@@ -109,17 +114,28 @@ const MARK: char = '\0';
 const NOT_READ: &str = "its value is built from what is not read here (a command's output, a \
      positional parameter or a variable set nowhere the gateway reads)";
 
-/// The account's shell start-up files, relative to its home.
-const SHELL_FILES: [&str; 9] = [
+/// The account's shell start-up files, relative to its home: the shells' own, what they run
+/// at logout, the X session's, and direnv's (its `direnvrc` runs before every `.envrc` it
+/// loads, and what it exports lands in the owner's shell: red team 43a B8).
+const SHELL_FILES: [&str; 18] = [
     ".bashrc",
     ".bash_profile",
     ".bash_login",
     ".profile",
+    ".bash_logout",
     ".zshenv",
     ".zshrc",
     ".zprofile",
     ".zlogin",
+    ".zlogout",
     ".config/fish/config.fish",
+    ".xprofile",
+    ".xsessionrc",
+    ".xinitrc",
+    ".xsession",
+    ".config/direnv/direnvrc",
+    ".config/direnv/direnv.toml",
+    ".direnvrc",
 ];
 
 /// zsh's start-up files, read again in `$ZDOTDIR` when a read file sets it.
@@ -128,9 +144,10 @@ const ZSH_FILES: [&str; 4] = [".zshenv", ".zprofile", ".zshrc", ".zlogin"];
 /// Directories whose every file is a start-up file: fish's `conf.d` (`*.fish`), systemd's
 /// `environment.d` (`*.conf`, assignments for the user's services and, with some display
 /// managers, sessions).
-const STARTUP_DIRS: [(&str, &str); 2] = [
+const STARTUP_DIRS: [(&str, &str); 3] = [
     (".config/fish/conf.d", ".fish"),
     (".config/environment.d", ".conf"),
+    (".config/direnv/lib", ".sh"),
 ];
 
 /// Bytes of one file read.
@@ -209,7 +226,10 @@ pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Assigned {
 /// What the account's shell start-up files in `home` assign, with the files they source
 /// (`source ~/.bash_env`: relative to the home, where a login shell starts).
 pub(super) fn of_shell(home: &Path) -> Assigned {
-    let mut reader = Reader::default();
+    let mut reader = Reader {
+        home: Some(home.to_string_lossy().into_owned()),
+        ..Reader::default()
+    };
     for file in SHELL_FILES {
         reader.file(&home.join(file), None, home, 0);
     }
@@ -250,6 +270,11 @@ struct Reader {
     read: Vec<PathBuf>,
     below: Vec<(&'static str, PathBuf)>,
     relative_sources: Vec<PathBuf>,
+    runs: Vec<PathBuf>,
+    /// Shell scripts a start-up file ran by an absolute path, not yet read.
+    ran: Vec<String>,
+    /// The home whose files are read (`$HOME`, `~`); none: this process's.
+    home: Option<String>,
     /// zsh's tied arrays (`typeset -T PERL5LIB perl5lib`): the array → the variable.
     ties: HashMap<String, String>,
 }
@@ -325,6 +350,17 @@ impl Reader {
                     sourced.push(text);
                 }
             }
+        }
+        if dir.is_none() {
+            // A start-up file's sources and the shell scripts it runs by absolute path: places
+            // (their text runs in the owner's shell), read in turn for what they assign,
+            // source and run.
+            for text in &sourced {
+                if text.starts_with('/') && !text.contains(MARK) {
+                    self.runs.push(PathBuf::from(text));
+                }
+            }
+            sourced.append(&mut self.ran);
         }
         if depth >= MAX_SOURCE_DEPTH {
             if sourced.iter().any(|text| !text.contains(MARK)) {
@@ -541,6 +577,9 @@ impl Reader {
             _ => {
                 for (i, word) in words.iter().enumerate() {
                     if !self.assignment(word, at, false) {
+                        if i == 0 && at.dir.is_none() {
+                            self.program_run(words, at, depth);
+                        }
                         // `IFS=: read -r PERL5LIB`: the command after the prefix assignments.
                         if i > 0 && depth < MAX_EXPANSION_DEPTH {
                             self.command_at(&words[i..], at, depth + 1);
@@ -549,6 +588,89 @@ impl Reader {
                     }
                 }
             }
+        }
+    }
+
+    /// What a shell start-up file's command runs by an absolute path (red team 43a B1b): the
+    /// program itself (`/p/tools/motd.sh`, in an alias or `PROMPT_COMMAND` too), a file it
+    /// sources (`. /p/.devrc` in an alias or a prompt's code), the script a shell or an
+    /// interpreter is given (`bash ~/p/x.sh`), and the line of a shell's `-c`. Relative ones
+    /// run from wherever the shell is and name a file of every tree only when sourced (read
+    /// in [`Self::file`] and [`Self::code`]); a relative program is left alone (as a git
+    /// alias's is).
+    fn program_run(&mut self, words: &[Word], at: At, depth: usize) {
+        let mut rest = words;
+        // Builtins and wrappers that run the rest as the command (`command -v x` looks up).
+        while let Some(first) = rest.first().and_then(Word::literal) {
+            if !matches!(
+                first.as_str(),
+                "command" | "exec" | "nohup" | "builtin" | "noglob" | "nice" | "sudo"
+            ) {
+                break;
+            }
+            rest = &rest[1..];
+            while let Some(option) = rest.first().and_then(Word::literal) {
+                if !option.starts_with('-') {
+                    break;
+                }
+                if first == "command" && matches!(option.as_str(), "-v" | "-V") {
+                    return;
+                }
+                rest = &rest[1..];
+            }
+        }
+        let Some((program, args)) = rest.split_first() else {
+            return;
+        };
+        for program in self.expand(program, at, 0) {
+            if program.contains(MARK) {
+                continue;
+            }
+            if program.starts_with('/') {
+                self.ran_file(program.clone());
+            }
+            if !matches!(program.as_str(), "." | "source")
+                && !super::shell_command::runs_script(&program)
+            {
+                continue;
+            }
+            let mut args = args.iter();
+            while let Some(arg) = args.next() {
+                let literal = arg.literal();
+                match literal.as_deref() {
+                    Some("-c") => {
+                        if let Some(line) = args.next().and_then(Word::literal)
+                            && depth < MAX_EXPANSION_DEPTH
+                        {
+                            self.code(&line, at, depth + 1);
+                        }
+                        break;
+                    }
+                    Some(option) if option.starts_with('-') => continue,
+                    _ => {}
+                }
+                for script in self.expand(arg, at, 0) {
+                    if script.starts_with('/') && !script.contains(MARK) {
+                        self.ran_file(script);
+                    }
+                }
+                break;
+            }
+        }
+    }
+
+    /// A file a start-up file runs by an absolute path: a place, and read in turn when the
+    /// shell runs it (no `#!`, or a shell's).
+    fn ran_file(&mut self, path: String) {
+        self.runs.push(PathBuf::from(&path));
+        let head = super::read_head(Path::new(&path), 256).unwrap_or_default();
+        let first = head.lines().next().unwrap_or_default();
+        if matches!(
+            super::shell_command::shebang_runner(first),
+            None | Some(super::shell_command::ScriptRunner::Shell)
+        ) && !self.ran.contains(&path)
+        {
+            self.ran.push(path);
         }
     }
 
@@ -752,6 +874,14 @@ impl Reader {
         true
     }
 
+    /// The home whose files are read: the one given, else this process's `$HOME`.
+    fn home_dir(&self) -> Option<String> {
+        self.home
+            .clone()
+            .or_else(|| std::env::var("HOME").ok())
+            .filter(|h| !h.is_empty())
+    }
+
     /// The values `name` was assigned in the files read.
     fn values_of(&self, name: &str) -> Vec<String> {
         self.vars
@@ -809,7 +939,7 @@ impl Reader {
                 // The value is itself shell text where a shell runs it (`sh -c "$EDITOR"`):
                 // `$HOME` and a leading `~/` in it are expanded there.
                 let mut value = value;
-                if let Some(home) = std::env::var("HOME").ok().filter(|h| !h.is_empty()) {
+                if let Some(home) = self.home_dir() {
                     value = variable(&value, "HOME", &home);
                     if value.starts_with("~/") {
                         value = format!("{home}{}", &value[1..]);

@@ -19,13 +19,24 @@ const SYSTEM_DIRS: [&str; 6] = [
     "/bin",
 ];
 
-/// Where owners' own tools usually are, relative to the home.
-const HOME_DIRS: [&str; 5] = [
+/// Where owners' own tools usually are, relative to the home: install dirs and the shims of
+/// version managers (pyenv, rbenv, nodenv, asdf, mise, Volta, Bun, Deno), which put every
+/// tool they manage on `PATH` by name (red team 43a B2).
+const HOME_DIRS: [&str; 14] = [
     ".local/bin",
     "bin",
     ".cargo/bin",
     "go/bin",
     ".npm-global/bin",
+    ".pyenv/bin",
+    ".pyenv/shims",
+    ".rbenv/shims",
+    ".nodenv/shims",
+    ".asdf/shims",
+    ".local/share/mise/shims",
+    ".volta/bin",
+    ".bun/bin",
+    ".deno/bin",
 ];
 
 /// How long one reading of the directories is used.
@@ -57,11 +68,32 @@ fn names() -> Names {
     names
 }
 
+/// The directories read: the system's, the usual ones of every home of the account (its
+/// `$HOME`, its passwd home, its other gateways' `$HOME`s: red team 43a B6), and every
+/// absolute entry of the owner's `PATH` — the environment's and what the account's shell
+/// start-up files put there (`PATH="$HOME/tools:$PATH"`, red team 43a B2).
 fn read() -> HashSet<String> {
     let mut dirs: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
-    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        dirs.extend(HOME_DIRS.iter().map(|d| PathBuf::from(&home).join(d)));
+    let homes = crate::protected::instances::own_homes();
+    for home in &homes {
+        dirs.extend(HOME_DIRS.iter().map(|d| home.join(d)));
     }
+    let mut paths: Vec<std::ffi::OsString> = super::owner_env::var("PATH").into_iter().collect();
+    for home in &homes {
+        let assigned = super::env_files::of_shell(home);
+        paths.extend(
+            assigned
+                .env
+                .into_iter()
+                .filter(|(name, _)| *name == "PATH")
+                .map(|(_, value)| value),
+        );
+    }
+    for value in &paths {
+        dirs.extend(std::env::split_paths(value).filter(|dir| dir.is_absolute()));
+    }
+    dirs.sort();
+    dirs.dedup();
     let mut names = HashSet::new();
     for dir in dirs {
         let Ok(entries) = std::fs::read_dir(&dir) else {

@@ -270,6 +270,12 @@ fn runner_of(command: &str) -> Option<Runner> {
     }
 }
 
+/// Whether `command` (a name or a path) is a shell or an interpreter, which runs the script
+/// it is given.
+pub(super) fn runs_script(command: &str) -> bool {
+    runner_of(command).is_some()
+}
+
 /// What runs a script whose first line is `line` (its `#!`): `None` for no `#!` (the shell
 /// runs it). `#!/usr/bin/env -S …` or an unknown program is another interpreter.
 pub(super) fn shebang_runner(line: &str) -> Option<ScriptRunner> {

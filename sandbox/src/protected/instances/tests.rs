@@ -31,7 +31,7 @@ fn an_account_without_a_usable_home_registers_in_its_own_temp_dir() {
         .join("instances");
     // No home: the fallback, created 0700.
     assert_eq!(
-        register_in(None, &fallback, state.path()).unwrap(),
+        register_in(None, &fallback, state.path(), None).unwrap(),
         fallback
     );
     let dir_mode = std::fs::metadata(fallback.parent().unwrap())
@@ -42,7 +42,7 @@ fn an_account_without_a_usable_home_registers_in_its_own_temp_dir() {
     // A home that cannot be written (a file where its state dir would go): the fallback.
     let home = tempfile::tempdir().unwrap();
     std::fs::write(home.path().join(".local"), "not a dir").unwrap();
-    let path = register_in(Some(home.path().into()), &fallback, state.path()).unwrap();
+    let path = register_in(Some(home.path().into()), &fallback, state.path(), None).unwrap();
     assert_eq!(path, fallback);
     // Every reader finds it, whatever its home list.
     let files = registry_files_in(&[], None, tmp.path());
@@ -56,7 +56,7 @@ fn an_account_without_a_usable_home_registers_in_its_own_temp_dir() {
     let squatted = tmp.path().join(format!("{FALLBACK_PREFIX}4343"));
     std::fs::create_dir(&squatted).unwrap();
     std::fs::set_permissions(&squatted, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let err = register_in(None, &squatted.join("instances"), state.path()).unwrap_err();
+    let err = register_in(None, &squatted.join("instances"), state.path(), None).unwrap_err();
     assert!(
         err.to_string()
             .contains("not this account's private directory"),
@@ -69,6 +69,7 @@ fn an_account_without_a_usable_home_registers_in_its_own_temp_dir() {
         Some(home.path().into()),
         &link.join("instances"),
         state.path(),
+        None,
     )
     .unwrap_err()
     .to_string();
@@ -85,7 +86,7 @@ fn an_account_without_a_usable_home_registers_in_its_own_temp_dir() {
             .create(&foreign)
             .unwrap();
         std::os::unix::fs::chown(&foreign, Some(4545), None).unwrap();
-        assert!(register_in(None, &foreign.join("instances"), state.path()).is_err());
+        assert!(register_in(None, &foreign.join("instances"), state.path(), None).is_err());
     }
 }
 
@@ -125,9 +126,9 @@ fn registration_keeps_live_dirs_once_and_others_see_them() {
     let home = tempfile::tempdir().unwrap();
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
-    register_at(&registry_path(home.path()), a.path()).unwrap();
-    register_at(&registry_path(home.path()), b.path()).unwrap();
-    register_at(&registry_path(home.path()), a.path()).unwrap();
+    register_at(&registry_path(home.path()), a.path(), None).unwrap();
+    register_at(&registry_path(home.path()), b.path(), None).unwrap();
+    register_at(&registry_path(home.path()), a.path(), None).unwrap();
     let registries = vec![registry_path(home.path())];
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap();
     assert_eq!(
@@ -145,7 +146,7 @@ fn registration_keeps_live_dirs_once_and_others_see_them() {
     let mut text = std::fs::read_to_string(&path).unwrap();
     text.push_str("relative/path\n\n");
     std::fs::write(&path, text).unwrap();
-    register_at(&registry_path(home.path()), a.path()).unwrap();
+    register_at(&registry_path(home.path()), a.path(), None).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(!text.contains(&*gone.to_string_lossy()), "{text}");
     assert!(!text.contains("relative"), "{text}");
@@ -163,7 +164,7 @@ fn a_registry_speaks_only_for_its_owners_directories() {
     let own = tempfile::tempdir().unwrap();
     let theirs = tempfile::tempdir().unwrap();
     let registry = registry_path(home.path());
-    register_at(&registry, theirs.path()).unwrap();
+    register_at(&registry, theirs.path(), None).unwrap();
     // A directory of another account: `/usr/bin` (root's) for an ordinary account; for root,
     // one given away.
     let given = tempfile::tempdir().unwrap();
@@ -200,7 +201,7 @@ fn only_a_plain_file_of_its_directorys_owner_is_read_as_a_registry() {
     let own = tempfile::tempdir().unwrap();
     let theirs = tempfile::tempdir().unwrap();
     let registry = registry_path(home.path());
-    register_at(&registry, theirs.path()).unwrap();
+    register_at(&registry, theirs.path(), None).unwrap();
     let listed = vec![std::fs::canonicalize(theirs.path()).unwrap()];
     assert_eq!(
         read_registries(std::slice::from_ref(&registry), own.path()).state_dirs,
@@ -244,5 +245,71 @@ fn only_a_plain_file_of_its_directorys_owner_is_read_as_a_registry() {
             std::fs::copy(&genuine, p).unwrap();
             std::os::unix::fs::chown(p, Some(4747), None).unwrap();
         });
+    }
+}
+
+/// Red team 43a B5: a gateway lists its `$HOME` with its state dir; every reader takes it as an
+/// account's home — kept with its state dir across registrations, dropped with it, never `/`
+/// nor a directory the registry's owner does not own, and ignored by a reader of the old format
+/// (lines not starting with `/`).
+#[test]
+fn a_registration_lists_its_gateway_s_home_and_readers_see_it() {
+    let home = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let other_home = tempfile::tempdir().unwrap();
+    let other_home = std::fs::canonicalize(other_home.path()).unwrap();
+    let path = registry_path(home.path());
+    register_at(&path, a.path(), Some(&other_home)).unwrap();
+    register_at(&path, b.path(), Some(Path::new("/"))).unwrap();
+    register_at(&path, c.path(), None).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains(&format!("\nhome {}\n", other_home.display())),
+        "{text}"
+    );
+    let read = read_registries(std::slice::from_ref(&path), c.path());
+    assert_eq!(read.homes, vec![other_home.clone()]);
+    assert_eq!(read.state_dirs.len(), 2, "{read:?}");
+    // The old reader's view: only the state dirs.
+    assert!(parse_entries(&text).iter().all(|(p, _)| p.is_dir()));
+    // Re-registering another gateway keeps a's home with a.
+    register_at(&path, c.path(), None).unwrap();
+    let read = read_registries(std::slice::from_ref(&path), Path::new(""));
+    assert_eq!(read.homes, vec![other_home.clone()]);
+    // Its state dir gone, its home goes at the next registration.
+    drop(a);
+    register_at(&path, c.path(), None).unwrap();
+    let read = read_registries(std::slice::from_ref(&path), Path::new(""));
+    assert!(read.homes.is_empty(), "{read:?}");
+    // A `home` line with no state dir before it, or after a garbage line, lists nothing.
+    std::fs::write(
+        &path,
+        format!(
+            "home {}\nrel\nhome {}\n",
+            other_home.display(),
+            other_home.display()
+        ),
+    )
+    .unwrap();
+    assert!(
+        read_registries(std::slice::from_ref(&path), Path::new(""))
+            .homes
+            .is_empty()
+    );
+    if euid() == 0 {
+        // A home the registry's owner does not own is not its gateway's.
+        let given = tempfile::tempdir().unwrap();
+        std::os::unix::fs::chown(given.path(), Some(4747), None).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        register_at(&path, state.path(), Some(given.path())).unwrap();
+        assert!(
+            read_registries(std::slice::from_ref(&path), Path::new(""))
+                .homes
+                .is_empty()
+        );
     }
 }

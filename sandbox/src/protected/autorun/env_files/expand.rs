@@ -179,10 +179,7 @@ impl Reader {
     /// owner's environment.
     pub(super) fn lookup(&self, name: &str, at: At) -> Option<Vec<String>> {
         match name {
-            "HOME" => std::env::var("HOME")
-                .ok()
-                .filter(|h| !h.is_empty())
-                .map(|h| vec![h]),
+            "HOME" => self.home_dir().map(|h| vec![h]),
             "PWD" => {
                 let mut values = vec![
                     at.dir
@@ -275,7 +272,7 @@ impl Reader {
             // refused every write): `~/.local` and its newest `lib/python3.*/site-packages`,
             // which lie in the home's hidden dirs no write root holds.
             (Some("python" | "python3"), 4) if is(1, "-m") && is(2, "site") => {
-                let home = std::env::var("HOME").ok().filter(|h| !h.is_empty())?;
+                let home = self.home_dir()?;
                 let base = Path::new(&home).join(".local");
                 if is(3, "--user-base") {
                     return Some(base.to_string_lossy().into_owned());

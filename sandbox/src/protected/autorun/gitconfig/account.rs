@@ -33,6 +33,8 @@ pub struct Account {
     pub below: Vec<(&'static str, PathBuf)>,
     /// Files the start-up files source by a relative path: in every tree.
     pub relative_sources: Vec<PathBuf>,
+    /// Files the start-up files source or run by an absolute path.
+    pub startup_runs: Vec<PathBuf>,
 }
 
 impl Account {
@@ -45,8 +47,10 @@ impl Account {
             .collect();
         // Set in the owner's shell start-up files, where the gateway may not have seen it (a
         // service, another shell): red team 33.
-        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            account.add_assigned(super::super::env_files::of_shell(Path::new(&home)));
+        // Every home of the account: its passwd home and its other gateways' `$HOME`s hold
+        // the shell files its terminals read too (red team 43a B5, B6).
+        for home in crate::protected::instances::own_homes() {
+            account.add_assigned(super::super::env_files::of_shell(&home));
         }
         account
     }
@@ -72,6 +76,7 @@ impl Account {
         self.env.extend(assigned.env);
         self.below.extend(assigned.below);
         self.relative_sources.extend(assigned.relative_sources);
+        self.startup_runs.extend(assigned.runs);
     }
 
     /// What git reads for an account whose environment `var` gives (the files, the template

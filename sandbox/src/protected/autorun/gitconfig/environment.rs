@@ -93,6 +93,20 @@ impl Places<'_> {
                 Scope::Below,
             );
         }
+        for file in &account.startup_runs {
+            // A directory (`. "$PROJECT"` naming the tree) runs nothing.
+            if file.is_dir() {
+                continue;
+            }
+            let why = "a file the owner's shell start-up files (or direnv's direnvrc) source \
+                       or run: it runs in the owner's shell, outside every sandbox";
+            self.add(
+                file,
+                AutorunClass::ShellStartup,
+                why.to_string(),
+                Scope::Below,
+            );
+        }
         let mut import_dirs: Vec<(Lang, PathBuf)> = Vec::new();
         let mut loads: Vec<(Lang, String)> = Vec::new();
         for (name, value) in &account.env {

@@ -476,3 +476,28 @@ fn makefiles_and_goflags_name_places() {
     let (_dir, root, everyday) = account(&[("GOFLAGS", "-mod=vendor -buildvcs=false -trimpath")]);
     assert!(places_with(&root, &[], &everyday).is_empty());
 }
+
+/// Red team 43a B1: a file the owner's start-up files source or run by an absolute path is a
+/// place of the tree it lies in (through `..` too); one naming the tree itself, or a directory
+/// of it, refuses nothing more; one outside the tree names nothing there.
+#[test]
+fn files_start_up_files_source_or_run_are_places() {
+    let (_dir, root, mut account) = account(&[]);
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    account.startup_runs = vec![
+        root.join(".devrc"),
+        root.join("src/../tools/motd.sh"),
+        root.clone(),
+        root.join("src"),
+        PathBuf::from("/usr/share/bash-completion/bash_completion"),
+    ];
+    let places = places_with(&root, &[], &account);
+    assert_eq!(
+        class_at(&places, ".devrc"),
+        Some(AutorunClass::ShellStartup)
+    );
+    assert!(covered(&places, "tools/motd.sh"), "{places:?}");
+    assert!(!covered(&places, "src/app.py"), "{places:?}");
+    assert!(!covered(&places, "README.md"), "{places:?}");
+    assert_eq!(places.len(), 2, "{places:?}");
+}
