@@ -79,6 +79,19 @@ pub enum WriteRefusal {
         env: &'static str,
     },
     #[error(
+        "{path}: is named by {file}, a tool's configuration file in the home (a program it runs \
+         or a file it loads at its start): it runs outside every sandbox, so sessions do not \
+         write it ({class}). If editing it is the task, the owner can take the name out of \
+         {file}, or allow the class by starting the gateway with {env}={class}"
+    )]
+    StartupNamed {
+        path: String,
+        /// The configuration file, `~/…` in the owner's home.
+        file: String,
+        class: &'static str,
+        env: &'static str,
+    },
+    #[error(
         "{path}: could not be checked against the links in {place}: it holds more entries, or \
          deeper, than are looked at ({class}: a link there makes its target a start-up file); nothing \
          was written. The owner can move bulky data out of {place}, or allow the class by \
@@ -143,6 +156,7 @@ impl WriteRefusal {
             | Self::CrossesMount { .. }
             | Self::InstallLocation { .. }
             | Self::StartupLinkTarget { .. }
+            | Self::StartupNamed { .. }
             | Self::StartupLinksUnchecked { .. }
             | Self::StartupLinkUnknowable { .. }
             | Self::RootReplaced { .. }
@@ -794,6 +808,12 @@ fn write_protected_refusal(path: String, why: WriteProtection) -> WriteRefusal {
         WriteProtection::StartupLinkTarget { link } => WriteRefusal::StartupLinkTarget {
             path,
             link,
+            class: AutorunClass::StartupLinks.name(),
+            env: ALLOW_ENV,
+        },
+        WriteProtection::StartupNamed { file } => WriteRefusal::StartupNamed {
+            path,
+            file,
             class: AutorunClass::StartupLinks.name(),
             env: ALLOW_ENV,
         },

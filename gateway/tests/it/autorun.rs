@@ -800,7 +800,7 @@ async fn rules_by_name_hold_under_every_name_a_file_is_written_through() {
 }
 
 /// Red team 24 B1, the owner's opt-in: with `CLAUDE_TOOLS_STRICT_HOOKS=1` the definitions of
-/// the checks a git hook runs (a Makefile, ESLint's config, also through a symlink, and
+/// the checks a git hook runs (a Makefile, jest's config, also through a symlink, and
 /// package.json's `scripts`) are refused as `git_hooks` naming the mode; a version bump and the
 /// project's sources stay writable. Without it (every other test here) they are written.
 #[tokio::test(flavor = "multi_thread")]
@@ -811,7 +811,8 @@ async fn strict_hooks_refuse_the_definitions_of_the_checks_hooks_run() {
     std::fs::write(root.join("Makefile"), "lint:\n\ttrue\n").unwrap();
     std::fs::write(root.join("package.json"), HOOKED_PACKAGE).unwrap();
     std::fs::create_dir_all(root.join("cfg")).unwrap();
-    std::os::unix::fs::symlink("cfg/lint.mjs", root.join("eslint.config.mjs")).unwrap();
+    // (ESLint's code config is `editor_config` whatever the mode: red team 43a B3.)
+    std::os::unix::fs::symlink("cfg/lint.mjs", root.join("jest.config.mjs")).unwrap();
     let v = start_profile(&chat, &root, "direct_write", "strict-start").await;
     let edit = |old: &str, new: &str| {
         json!({"name": "Edit", "arguments": {
@@ -846,7 +847,7 @@ async fn strict_hooks_refuse_the_definitions_of_the_checks_hooks_run() {
     }
     let through = got[1]["output"].as_str().unwrap_or_default();
     assert!(
-        through.contains("eslint.config.mjs through a symlink"),
+        through.contains("jest.config.mjs through a symlink"),
         "{through}"
     );
     assert_refused(&got[3], "package.json", "git_hooks");

@@ -3,7 +3,7 @@
 //! directory, `ZDOTDIR`, `PERL5LIB`, …) reach the brokers' write rules, and a `.pth` import line
 //! is read as Python; the project's own files beside each place stay writable.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::autorun::{assert_refused, results, write};
 use crate::support::*;
@@ -337,6 +337,82 @@ async fn the_owners_path_in_the_tree_protects_files_named_like_the_system_s_prog
     assert_eq!(got[3]["status"], "ok", "{}", got[3]);
     assert!(!root.join("bin/ls").exists() && !root.join("src/deep/env").exists());
     chat.stop(&session_id(&v), &lease_id(&v), "path41-stop", None)
+        .await
+        .unwrap();
+}
+
+/// Red team 43a B1, B1b, B8, B9 with the real runner: with the gateway started under a home
+/// whose `.bashrc` sources a project file and runs one of its scripts on a line of its own,
+/// whose direnv `direnvrc` sources another, and whose `~/.ssh/config` and `~/.vimrc` name
+/// project files to run or load, each of those is refused — as `shell_startup` for what a
+/// shell start-up file sources or runs, naming the config file for what a tool's config
+/// names — and nothing is written; the project's other files stay writable.
+#[tokio::test(flavor = "multi_thread")]
+async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
+    let (_repo, root) = crate::writes::repo();
+    let home = tempfile::tempdir().unwrap();
+    let home_dir = std::fs::canonicalize(home.path()).unwrap();
+    let p = root.to_string_lossy().into_owned();
+    let put = |rel: &str, text: String| {
+        let at = home_dir.join(rel);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, text).unwrap();
+    };
+    put(
+        ".bashrc",
+        format!("source {p}/.devrc\n{p}/tools/motd.sh\nalias ll='{p}/tools/ll.sh -la'\n"),
+    );
+    put(
+        ".config/direnv/direnvrc",
+        format!("source {p}/tools/direnv-lib.sh\n"),
+    );
+    put(
+        ".ssh/config",
+        format!("Host *\n  ProxyCommand {p}/tools/proxy.sh %h %p\n"),
+    );
+    put(".vimrc", format!("source {p}/tools/vimrc.vim\n"));
+    let gw = gateway_with(&[("HOME", home_dir.to_str().unwrap())]).await;
+    let chat = chatgpt(&gw).await;
+    let v = start_profile(&chat, &root, "direct_write", "startup-runs-start").await;
+    let targets = [
+        ".devrc",
+        "tools/motd.sh",
+        "tools/ll.sh",
+        "tools/direnv-lib.sh",
+        "tools/proxy.sh",
+        "tools/vimrc.vim",
+        "tools/build.sh",
+    ];
+    let calls: Vec<Value> = targets
+        .iter()
+        .map(|rel| write(&root.join(rel), "touch /tmp/pwned\n"))
+        .collect();
+    let v = reply_calls(&chat, &v, "startup-runs-r1", json!(calls)).await;
+    let got = results(&v);
+    assert_eq!(got.len(), targets.len(), "{v}");
+    for (result, rel) in got.iter().zip(&targets).take(4) {
+        assert_refused(result, rel, "shell_startup");
+    }
+    for (result, (rel, config)) in got[4..6].iter().zip([
+        ("tools/proxy.sh", ".ssh/config"),
+        ("tools/vimrc.vim", ".vimrc"),
+    ]) {
+        let output = result["output"].as_str().unwrap_or_default();
+        assert_eq!(result["status"], "error", "{rel}: {result}");
+        assert!(output.starts_with("not_permitted"), "{rel}: {output}");
+        assert!(
+            output.contains(&format!(
+                "is named by ~/{config}, a tool's configuration file"
+            )),
+            "{rel}: {output}"
+        );
+        assert!(output.contains("(startup_links)"), "{rel}: {output}");
+    }
+    assert_eq!(got[6]["status"], "ok", "{}", got[6]);
+    for rel in &targets[..6] {
+        assert!(!root.join(rel).exists(), "{rel} was written");
+    }
+    chat.stop(&session_id(&v), &lease_id(&v), "startup-runs-stop", None)
         .await
         .unwrap();
 }

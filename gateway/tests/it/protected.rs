@@ -823,10 +823,16 @@ async fn other_gateway_is_closed_to(
 
 /// Issue 23, item 8: the registry is the account's, not `$HOME`'s. A gateway started with another
 /// HOME lists its state dir in the account's registry (the passwd home of its uid), so a gateway
-/// of the same account with the usual HOME still protects it.
+/// of the same account with the usual HOME still protects it — and (red team 43a B5) that HOME
+/// too, as an account's home: its keys are closed to Read and to commands, and a `direct_write`
+/// session cannot be rooted at it.
 #[tokio::test]
 async fn a_gateway_started_with_another_home_is_protected_too() {
     let elsewhere = tempfile::tempdir().unwrap();
+    let secret = "other-home-private-key-4711";
+    let their_key = elsewhere.path().join(".ssh/id_ed25519");
+    std::fs::create_dir_all(their_key.parent().unwrap()).unwrap();
+    std::fs::write(&their_key, secret).unwrap();
     let other = GatewayProcess::builder(GATEWAY)
         .env("CLAUDE_BIN", tests::claude_bin())
         .env("HOME", elsewhere.path())
@@ -845,11 +851,33 @@ async fn a_gateway_started_with_another_home_is_protected_too() {
     let chat = chatgpt(&gw).await;
     let dir = work_dir();
     let v = start_session(&chat, dir.path(), "look around", "k-other-home").await;
-    let calls = json!([{"name": "Read", "arguments": {"file_path": key_file.to_string_lossy()}}]);
+    let calls = json!([
+        {"name": "Read", "arguments": {"file_path": key_file.to_string_lossy()}},
+        {"name": "Read", "arguments": {"file_path": their_key.to_string_lossy()}},
+        {"name": "RunCommand", "arguments": {"argv": ["cat", their_key.to_string_lossy()]}},
+    ]);
     let v = crate::writes::reply_calls(&chat, &v, "r-other-home", calls).await;
-    let read = &results(&v)[0];
-    assert_eq!(read["status"], "error", "{read}");
-    assert!(output(read).starts_with("not_permitted"), "{read}");
+    let got = results(&v);
+    for read in &got[..2] {
+        assert_eq!(read["status"], "error", "{read}");
+        assert!(output(read).starts_with("not_permitted"), "{read}");
+    }
+    assert_ne!(got[2]["receipt"]["exit_code"], 0, "{}", got[2]);
+    assert!(
+        !v.to_string().contains(secret),
+        "the other home's key leaked: {v}"
+    );
+    let refused = chat
+        .start_with(
+            "edit my dotfiles",
+            elsewhere.path(),
+            "k-other-home-root",
+            json!({"capability_profile": "direct_write", "wait_seconds": 0}),
+        )
+        .await
+        .unwrap();
+    let message = refused["structuredContent"]["error"]["message"].to_string();
+    assert!(message.contains("is a home directory"), "{refused}");
 }
 
 /// Red team 23i B2: a gateway of the account started while a session runs (after its broker

@@ -40,8 +40,9 @@ struct Keys {
     /// Start-up link targets by name and by identity, each with its link's index in `links`.
     link_names: Vec<(Folded, usize)>,
     link_identities: Vec<((u64, u64), usize)>,
-    /// The links as messages show them (`~/…` in the owner's home).
-    links: Vec<String>,
+    /// The links (or configuration files naming the targets: true) as messages show them
+    /// (`~/…` in the owner's home).
+    links: Vec<(String, bool)>,
     /// A start-up tree too large to see every link in (as shown): every write refused.
     over_bound: Option<String>,
     /// A start-up link whose target is named through `/proc/<pid>/…` (as shown): every write
@@ -56,6 +57,9 @@ pub enum WriteProtection {
     InstallLocation,
     /// The target of `link` (as shown), a link in a start-up place of a home.
     StartupLinkTarget { link: String },
+    /// What `file` (as shown), a tool's configuration file in a home, names by path: a
+    /// program it runs or a file it loads.
+    StartupNamed { file: String },
     /// `place` (as shown), a start-up tree, is too large to see every link in.
     StartupLinksUnchecked { place: String },
     /// `link` (as shown), a start-up link, names its target through a name whose meaning
@@ -117,7 +121,7 @@ impl PathPolicy {
         };
         for startup in derived.links.iter().filter(|l| l.target.is_absolute()) {
             let index = keys.links.len();
-            keys.links.push(shown(&startup.link));
+            keys.links.push((shown(&startup.link), startup.named));
             let (names, identity) = self.write_keys(&startup.target);
             keys.link_names
                 .extend(names.into_iter().map(|name| (name, index)));
@@ -207,8 +211,12 @@ impl PathPolicy {
     /// every link in, for any path), unless the owner allowed the class.
     fn startup_link(&self, keys: &Keys, index: Option<usize>) -> Option<WriteProtection> {
         self.autorun_refused_class(Some(AutorunClass::StartupLinks))?;
-        if let Some(link) = index.and_then(|index| keys.links.get(index)) {
-            return Some(WriteProtection::StartupLinkTarget { link: link.clone() });
+        if let Some((link, named)) = index.and_then(|index| keys.links.get(index)) {
+            let link = link.clone();
+            return Some(match named {
+                true => WriteProtection::StartupNamed { file: link },
+                false => WriteProtection::StartupLinkTarget { link },
+            });
         }
         if let Some(link) = keys.unknowable.clone() {
             return Some(WriteProtection::StartupLinkUnknowable { link });

@@ -105,14 +105,16 @@ impl AutorunClass {
                  phpstan.dist.neon, psalm.xml(.dist), .formatter.exs, .credo.exs, \
                  .ansible-lint(.yml/.yaml), .luacheckrc, (.)latexmkrc, .lintr, \
                  .golangci.{yml,yaml,toml,json}, .tflint.hcl, Eclipse's .project and \
-                 .factorypath, and pyproject.toml's, setup.cfg's and tox.ini's keys that load \
+                 .factorypath, the code forms (.js, .mjs, .cjs, .ts) of eslint.config, \
+                 .eslintrc, prettier.config, .prettierrc, stylelint.config, .stylelintrc and \
+                 tailwind.config, and pyproject.toml's, setup.cfg's and tox.ini's keys that load \
                  code (pylint's init-hook and load-plugins, mypy's plugins, \
                  [flake8:local-plugins]; the rest of those files stays writable)"
             }
             Self::DirectoryHooks => {
                 "directory-entry hooks: .envrc, .env (oh-my-zsh's dotenv, autoenv and aider \
                  load it by themselves), .envrc.local (what .envrc files source), .autoenv.zsh, .autoenv_leave.zsh, .rvmrc, \
-                 RVM's .ruby-env and .versions.conf, .rbenv-vars, \
+                 .env.leave, RVM's .ruby-env and .versions.conf, .rbenv-vars, \
                  devbox.json (its init_hook), \
                  .shadowenv.d/, .direnv/ (nix-direnv's cached profiles), mise's mise.toml, .mise.toml, mise.*.toml, \
                  .mise/, .config/mise/, mise/config.toml, .rtx.toml, and .tool-versions"
@@ -173,7 +175,11 @@ impl AutorunClass {
                  its top level (~/.gdbinit), anything under ~/.config, and the start-up \
                  directories (~/.local/bin/, ~/.local/share/systemd/...), where the link's \
                  owner owns the target, also one that does not exist yet: they run at login, \
-                 shell or tool start as if they were there"
+                 shell or tool start as if they were there; and the files a home's tool \
+                 configuration names by an absolute or ~ path (~/.ssh/config's ProxyCommand \
+                 and Include, ~/.vimrc's source, nvim's init.lua, ~/.tmux.conf, ~/.npmrc's \
+                 node-options, ~/.irbrc, ~/.gdbinit, ~/.emacs, ~/.cargo/config.toml, \
+                 ~/.kube/config, ~/.aws/config...), and what those files name in turn"
             }
         }
     }
@@ -337,10 +343,48 @@ const FILES: &[(&str, AutorunClass)] = &[
     // names annotation processor jars the build runs.
     (".project", AutorunClass::EditorConfig),
     (".factorypath", AutorunClass::EditorConfig),
+    // Red team 43a B3: JavaScript linters' and formatters' configs in code form, which the
+    // editors' ESLint, Prettier, Stylelint and Tailwind extensions load in their servers on
+    // opening the project (or any file of it) or at format-on-save — like pylint's and
+    // RuboCop's above. Their JSON and YAML forms stay writable (data; the plugins they name
+    // are installed packages). Test runners' and bundlers' configs (jest, vitest, vite) stay
+    // writable too: what their extensions run is the project's tests, its own code anyway.
+    ("eslint.config.js", AutorunClass::EditorConfig),
+    ("eslint.config.mjs", AutorunClass::EditorConfig),
+    ("eslint.config.cjs", AutorunClass::EditorConfig),
+    ("eslint.config.ts", AutorunClass::EditorConfig),
+    ("eslint.config.mts", AutorunClass::EditorConfig),
+    ("eslint.config.cts", AutorunClass::EditorConfig),
+    (".eslintrc.js", AutorunClass::EditorConfig),
+    (".eslintrc.cjs", AutorunClass::EditorConfig),
+    ("prettier.config.js", AutorunClass::EditorConfig),
+    ("prettier.config.mjs", AutorunClass::EditorConfig),
+    ("prettier.config.cjs", AutorunClass::EditorConfig),
+    ("prettier.config.ts", AutorunClass::EditorConfig),
+    ("prettier.config.mts", AutorunClass::EditorConfig),
+    ("prettier.config.cts", AutorunClass::EditorConfig),
+    (".prettierrc.js", AutorunClass::EditorConfig),
+    (".prettierrc.mjs", AutorunClass::EditorConfig),
+    (".prettierrc.cjs", AutorunClass::EditorConfig),
+    (".prettierrc.ts", AutorunClass::EditorConfig),
+    (".prettierrc.mts", AutorunClass::EditorConfig),
+    (".prettierrc.cts", AutorunClass::EditorConfig),
+    ("stylelint.config.js", AutorunClass::EditorConfig),
+    ("stylelint.config.mjs", AutorunClass::EditorConfig),
+    ("stylelint.config.cjs", AutorunClass::EditorConfig),
+    (".stylelintrc.js", AutorunClass::EditorConfig),
+    (".stylelintrc.mjs", AutorunClass::EditorConfig),
+    (".stylelintrc.cjs", AutorunClass::EditorConfig),
+    ("tailwind.config.js", AutorunClass::EditorConfig),
+    ("tailwind.config.cjs", AutorunClass::EditorConfig),
+    ("tailwind.config.mjs", AutorunClass::EditorConfig),
+    ("tailwind.config.ts", AutorunClass::EditorConfig),
     (".envrc", AutorunClass::DirectoryHooks),
     (".env", AutorunClass::DirectoryHooks),
     (".autoenv.zsh", AutorunClass::DirectoryHooks),
     (".autoenv_leave.zsh", AutorunClass::DirectoryHooks),
+    // autoenv sources it on leaving the directory (`AUTOENV_ENABLE_LEAVE`, red team 43a B4).
+    (".env.leave", AutorunClass::DirectoryHooks),
     (".rvmrc", AutorunClass::DirectoryHooks),
     // RVM sets the variables these name (`RUBYOPT=-r...`, `env-RUBYOPT=`) on `cd` (red team 34 B2).
     (".ruby-env", AutorunClass::DirectoryHooks),

@@ -215,7 +215,7 @@ fn strict_hooks_refuse_the_checks_definitions_under_every_name() {
     for rel in [
         "sub/Makefile",
         "sub/GNUmakefile",
-        "eslint.config.mjs",
+        "jest.config.mjs",
         "web/.eslintrc.json",
         "tests/conftest.py",
     ] {

@@ -162,6 +162,12 @@ pub const VARS: &[(&str, Names)] = &[
     // every write of those owners' trees (docs/design/protected-set.md).
     ("MAKEFILES", Names::FileList),
     ("GOFLAGS", Names::GoFlags),
+    // Red team 43a B7: Emacs loads `site-start` and `default` from its load path at every
+    // start; the XDG autostart spec runs every `autostart/*.desktop` of each config dir at
+    // login. `GEM_PATH` is left out with `GEM_HOME`: RVM and its kin compute it in the scripts
+    // a `.bashrc` sources, which would refuse every write of those owners' trees.
+    ("EMACSLOADPATH", Names::RunDir),
+    ("XDG_CONFIG_DIRS", Names::RunDir),
 ];
 
 /// git's numbered config variables: a family, not a fixed list.

@@ -18,8 +18,10 @@ pub struct StartupLink {
     /// What the link names: every link on the way followed, resolved as far as it exists, the
     /// rest joined as written (`..` cancelling a missing component).
     pub target: PathBuf,
-    /// The link itself.
+    /// The link itself, or the configuration file that names the target.
     pub link: PathBuf,
+    /// The target is named in `link`'s text ([`named`]), not by a symlink.
+    pub named: bool,
 }
 
 /// A directory's identity and change times: a link made, removed or replaced in it changes it.
@@ -217,6 +219,7 @@ impl Derived {
             }
         }
         self.site_packages(home);
+        self.named_in_configs(home, uid);
         // Everything under `~/.config` (followed when it is a link), bounded.
         let config = home.join(".config");
         let real = resolved(&config).unwrap_or(config);
@@ -240,6 +243,59 @@ impl Derived {
         }
         if !owner {
             self.unknowable = unknowable;
+        }
+    }
+
+    /// What the home's tool configuration files ([`named::NAMING_FILES`]) name by path, and
+    /// what the files they name name in turn, within bounds: each file read is watched (a
+    /// line added to `~/.ssh/config` is seen by the next write), each target its config's
+    /// owner owns is a start-up place's target, refused naming the config file.
+    fn named_in_configs(&mut self, home: &Path, uid: u32) {
+        let mut queue: Vec<(PathBuf, PathBuf, usize)> = named::NAMING_FILES
+            .iter()
+            .rev()
+            .map(|file| (home.join(file), home.join(file), 0))
+            .collect();
+        let mut read: Vec<PathBuf> = Vec::new();
+        while let Some((file, config, depth)) = queue.pop() {
+            self.watch(&file);
+            let real = resolved(&file).unwrap_or_else(|| file.clone());
+            if real != file {
+                self.watch(&real);
+            }
+            if read.contains(&real) || read.len() >= named::MAX_FILES {
+                continue;
+            }
+            let Some(text) = named::text_of(&real) else {
+                continue;
+            };
+            read.push(real);
+            // (path, whether a pattern's directory: a file made there later matches too).
+            let mut targets = Vec::new();
+            for found in named::paths_named(&text, home) {
+                match found {
+                    named::Named::Path(path) => targets.push((path, false)),
+                    named::Named::Pattern(dir) => {
+                        targets.extend(named::pattern_files(&dir).into_iter().map(|f| (f, false)));
+                        targets.push((dir, true));
+                    }
+                }
+            }
+            for (target, pattern) in targets {
+                let target = resolved(&target).unwrap_or(target);
+                if (target.is_dir() && !pattern) || !owned_by(&target, uid) {
+                    continue;
+                }
+                self.looked_at += 1;
+                if depth < named::MAX_DEPTH && target.is_file() {
+                    queue.push((target.clone(), config.clone(), depth + 1));
+                }
+                self.links.push(StartupLink {
+                    target,
+                    link: config.clone(),
+                    named: true,
+                });
+            }
         }
     }
 
@@ -309,6 +365,7 @@ impl Derived {
         self.links.push(StartupLink {
             target: target.clone(),
             link: link.to_path_buf(),
+            named: false,
         });
         Some(target)
     }
@@ -401,6 +458,8 @@ fn owned_by(target: &Path, owner: u32) -> bool {
         .find_map(|dir| std::fs::symlink_metadata(dir).ok())
         .is_some_and(|m| m.uid() == owner)
 }
+
+mod named;
 
 #[cfg(test)]
 mod tests;

@@ -960,3 +960,41 @@ fn a_global_hooks_path_into_a_root_without_a_repository_is_a_place() {
     // Without the global configs, nothing names them.
     assert!(gitconfig::places_with(&root, &[], &gitconfig::Account::default()).is_empty());
 }
+
+/// Red team 43a B3, B4: JavaScript linters' and formatters' configs in code form, which editor
+/// extensions load on open or save, are `editor_config` (as pylint's and RuboCop's are);
+/// their data forms and test runners' and bundlers' configs stay writable. autoenv's
+/// `.env.leave` runs on leaving the directory.
+#[test]
+fn code_configs_editor_extensions_load_are_editor_config() {
+    for path in [
+        "/p/eslint.config.js",
+        "/p/web/eslint.config.mjs",
+        "/p/eslint.config.ts",
+        "/p/.eslintrc.js",
+        "/p/.eslintrc.cjs",
+        "/p/prettier.config.cjs",
+        "/p/.prettierrc.js",
+        "/p/.prettierrc.mjs",
+        "/p/stylelint.config.js",
+        "/p/tailwind.config.ts",
+        "/p/ESLint.Config.JS",
+    ] {
+        assert_eq!(class(path), Some("editor_config"), "{path}");
+    }
+    assert_eq!(class("/p/app/.env.leave"), Some("directory_hooks"));
+    for path in [
+        "/p/.eslintrc.json",
+        "/p/.eslintrc.yml",
+        "/p/.prettierrc",
+        "/p/.prettierrc.json",
+        "/p/jest.config.js",
+        "/p/vite.config.ts",
+        "/p/vitest.config.ts",
+        "/p/src/eslint.config.js.md",
+        "/p/tsconfig.json",
+        "/p/.env.leave.example",
+    ] {
+        assert_eq!(class(path), None, "{path}");
+    }
+}

@@ -525,3 +525,79 @@ fn proc_self_root_targets_resolve_and_other_proc_targets_fail_closed() {
     policy.refresh_write_protected();
     assert_eq!(policy.write_protection(&p.join("a.rs")), None);
 }
+
+fn named_in(file: &str) -> Option<WriteProtection> {
+    Some(WriteProtection::StartupNamed {
+        file: format!("~/{file}"),
+    })
+}
+
+/// Red team 43a B9: what the home's tool configuration files name by path — ssh's
+/// `ProxyCommand` and `Include` (and what the included file names in turn), vim's `source`,
+/// nvim's `dofile`, tmux's `run-shell`, npm's `node-options`, irb's `load` — is refused naming
+/// the file that names it; a line added while the policy is live is seen by the next write. The
+/// project itself, a directory a config names, data beside the named files and a relative name
+/// stay writable.
+#[test]
+fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
+    let h = home();
+    let p = h.project.to_string_lossy().into_owned();
+    let write = |rel: &str, text: String| {
+        let at = h.home.join(rel);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, text).unwrap();
+    };
+    std::fs::create_dir_all(h.project.join("tools/ssh.d")).unwrap();
+    std::fs::write(h.project.join("tools/ssh.d/a.conf"), "").unwrap();
+    std::fs::write(
+        h.project.join("tools/ssh.conf"),
+        format!("Host x\n  LocalCommand {p}/tools/local.sh\n"),
+    )
+    .unwrap();
+    write(
+        ".ssh/config",
+        format!(
+            "Host *\n  ProxyCommand {p}/tools/proxy.sh %h %p\nInclude {p}/tools/ssh.conf\n\
+             Include {p}/tools/ssh.d/*.conf\n"
+        ),
+    );
+    write(
+        ".vimrc",
+        format!("source {p}/tools/vimrc.vim\nset path+={p}\n"),
+    );
+    write(
+        ".config/nvim/init.lua",
+        format!("dofile('{p}/tools/init2.lua')\n"),
+    );
+    write(".tmux.conf", format!("run-shell '{p}/tools/tmux-x.sh'\n"));
+    write(
+        ".npmrc",
+        format!("node-options=--require {p}/tools/npmreq.js\n"),
+    );
+    write(".irbrc", "load '~/../project/tools/irb.rb'\n".to_string());
+    let policy = h.policy();
+    let refused = |rel: &str| policy.write_protection(&h.project.join(rel));
+    for (rel, config) in [
+        ("tools/proxy.sh", ".ssh/config"),
+        ("tools/ssh.conf", ".ssh/config"),
+        ("tools/local.sh", ".ssh/config"),
+        ("tools/ssh.d/a.conf", ".ssh/config"),
+        ("tools/vimrc.vim", ".vimrc"),
+        ("tools/init2.lua", ".config/nvim/init.lua"),
+        ("tools/tmux-x.sh", ".tmux.conf"),
+        ("tools/npmreq.js", ".npmrc"),
+        ("tools/irb.rb", ".irbrc"),
+    ] {
+        assert_eq!(refused(rel), named_in(config), "{rel}");
+    }
+    // A file made later where a pattern looks.
+    assert_eq!(refused("tools/ssh.d/new.conf"), named_in(".ssh/config"));
+    for rel in ["src/app.py", "tools/other.sh", "README.md", "tools/x/y.sh"] {
+        assert_eq!(refused(rel), None, "{rel}");
+    }
+    // Added while the policy is live.
+    write(".tmux.conf", format!("run-shell '{p}/tools/later.sh'\n"));
+    policy.refresh_write_protected();
+    assert_eq!(refused("tools/later.sh"), named_in(".tmux.conf"));
+    assert_eq!(refused("tools/tmux-x.sh"), None, "no longer named");
+}

@@ -501,3 +501,19 @@ fn files_start_up_files_source_or_run_are_places() {
     assert!(!covered(&places, "README.md"), "{places:?}");
     assert_eq!(places.len(), 2, "{places:?}");
 }
+
+/// Red team 43a B7: Emacs's load path (its `site-start.el` and `default.el` run at every start)
+/// and the XDG config dirs (their `autostart/*.desktop` run at login) are places below each
+/// directory of the tree they name; the system's own entries name nothing there.
+#[test]
+fn emacs_load_path_and_xdg_config_dirs_are_places() {
+    let (_dir, root, account) = account(&[
+        ("EMACSLOADPATH", "{root}/elisp:"),
+        ("XDG_CONFIG_DIRS", "{root}/xdg:/etc/xdg"),
+    ]);
+    let places = places_with(&root, &[], &account);
+    assert!(covered(&places, "elisp/site-start.el"), "{places:?}");
+    assert!(covered(&places, "xdg/autostart/x.desktop"), "{places:?}");
+    assert!(!covered(&places, "src/main.el"), "{places:?}");
+    assert_eq!(places.len(), 2, "{places:?}");
+}

@@ -1,0 +1,230 @@
+//! What a home's tool configuration files name by path (red team 43a B9): `~/.ssh/config`'s
+//! `ProxyCommand` and `Include`, `~/.vimrc`'s `source`, nvim's `dofile`, `~/.tmux.conf`'s
+//! `run-shell`, `~/.npmrc`'s `node-options=--require`, `~/.irbrc`'s `load` — programs and files
+//! these tools run or load at their start, outside every sandbox. Each file has its own
+//! grammar; rather than one reader per tool, every path spelled out in them is taken
+//! (absolute, `~/`, `$HOME/`, `${HOME}/`, ssh's `%d/`), as the links in the same start-up
+//! places are: the target of a start-up place, refused as [`super::super::AutorunClass::StartupLinks`]
+//! naming the file that names it. Named files are read in turn (an `Include`d file's own
+//! `ProxyCommand`), within bounds. The shell start-up files are read by their own reader, which
+//! knows assignments from programs ([`super::super::env_files`]).
+//!
+//! A pattern (`Include ~/p/ssh.d/*.conf`, ssh's `%h`, a `$VAR`) takes the directory before it
+//! whole: a file made there later may match. Not taken: a directory that exists (a tool config names the project itself, or a directory
+//! a tool `cd`s into, far more often than a plugin directory such as vim's `runtimepath`, and
+//! taking it would refuse every write below it), a relative path (relative to wherever the tool
+//! starts, it cannot be told from a word), a home or a directory above one.
+
+use std::path::{Path, PathBuf};
+
+/// The per-user configuration files read, relative to a home: what ssh, editors, terminal
+/// multiplexers and emulators, REPLs, debuggers, package managers and cloud CLIs read at their
+/// start, whose lines name programs they run or files they load.
+pub(super) const NAMING_FILES: &[&str] = &[
+    ".ssh/config",
+    ".vimrc",
+    ".vim/vimrc",
+    ".gvimrc",
+    ".exrc",
+    ".config/nvim/init.vim",
+    ".config/nvim/init.lua",
+    ".tmux.conf",
+    ".config/tmux/tmux.conf",
+    ".screenrc",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".irbrc",
+    ".pryrc",
+    ".gemrc",
+    ".pythonrc",
+    ".pythonrc.py",
+    ".pdbrc",
+    ".gdbinit",
+    ".config/gdb/gdbinit",
+    ".lldbinit",
+    ".psqlrc",
+    ".sqliterc",
+    ".Rprofile",
+    ".emacs",
+    ".emacs.el",
+    ".emacs.d/init.el",
+    ".emacs.d/early-init.el",
+    ".config/emacs/init.el",
+    ".config/emacs/early-init.el",
+    ".ghci",
+    ".iex.exs",
+    ".perldb",
+    ".inputrc",
+    ".wgetrc",
+    ".curlrc",
+    ".hgrc",
+    ".cargo/config.toml",
+    ".cargo/config",
+    ".kube/config",
+    ".aws/config",
+    ".mavenrc",
+    ".gradle/gradle.properties",
+    ".config/starship.toml",
+    ".config/kitty/kitty.conf",
+    ".wezterm.lua",
+    ".config/wezterm/wezterm.lua",
+    ".config/alacritty/alacritty.toml",
+    ".config/alacritty/alacritty.yml",
+];
+
+/// Bytes of one file read.
+const MAX_FILE: u64 = 1024 * 1024;
+/// How deep named files are read in turn, and how many files are read per home.
+pub(super) const MAX_DEPTH: usize = 4;
+pub(super) const MAX_FILES: usize = 128;
+/// Most paths taken from one file, and files taken from one directory a pattern names.
+const MAX_PER_FILE: usize = 512;
+const MAX_PER_PATTERN: usize = 64;
+
+/// One path a configuration file names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Named {
+    /// A file (or what does not exist yet).
+    Path(PathBuf),
+    /// The files of this directory a pattern may match (`Include ~/p/ssh/*.conf`).
+    Pattern(PathBuf),
+}
+
+/// Characters after which a path may begin: blanks, quotes, and the punctuation that separates
+/// a value from its key or from its neighbours (`node-options=--require=/p/x.js`,
+/// `dofile('/p/x.lua')`, `PATH:/p/bin`, vim's `:!/p/x`).
+fn starts_after(c: char) -> bool {
+    c.is_whitespace() || "'\"`=([{,:;@<>|&!".contains(c)
+}
+
+/// Characters that end a path.
+fn ends_at(c: char) -> bool {
+    c.is_whitespace() || "'\"`;,)]}<>|&:".contains(c)
+}
+
+/// The paths `text` spells out (see the module's doc), with `home` for `~/` and its kin.
+pub(super) fn paths_named(text: &str, home: &Path) -> Vec<Named> {
+    let mut out = Vec::new();
+    let mut previous: Option<char> = None;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let boundary = previous.is_none_or(starts_after);
+        previous = Some(c);
+        if !boundary || out.len() >= MAX_PER_FILE {
+            continue;
+        }
+        let rest = &text[at..];
+        let (base, skip) = if rest.starts_with('/') {
+            (PathBuf::from("/"), 1)
+        } else if let Some(prefix) = ["~/", "$HOME/", "${HOME}/", "%d/"]
+            .iter()
+            .find(|p| rest.starts_with(**p))
+        {
+            (home.to_path_buf(), prefix.len())
+        } else {
+            continue;
+        };
+        let token: &str = rest[skip..].split(ends_at).next().unwrap_or_default();
+        // Skip what was taken (its characters begin no other path).
+        let taken = skip + token.len();
+        while chars.peek().is_some_and(|(next, _)| *next < at + taken) {
+            previous = chars.next().map(|(_, c)| c);
+        }
+        // A pattern or an expansion (`*.conf`, ssh's `%h`, `$VAR`): the directory before it.
+        match token.find(['*', '?', '[', '$', '%', '{']) {
+            Some(cut) => {
+                let dir = token[..cut].rsplit_once('/').map_or("", |(dir, _)| dir);
+                out.push(Named::Pattern(base.join(dir)));
+            }
+            None if token.is_empty() => {}
+            None => out.push(Named::Path(base.join(token))),
+        }
+    }
+    out
+}
+
+/// The files a [`Named::Pattern`] directory holds, as many as are taken.
+pub(super) fn pattern_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
+        .map(|e| e.path())
+        .take(MAX_PER_PATTERN)
+        .collect()
+}
+
+/// The text of a named file to read in turn, if it is a regular file within the bound.
+pub(super) fn text_of(path: &Path) -> Option<String> {
+    super::super::read_head(path, MAX_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(text: &str) -> Vec<Named> {
+        paths_named(text, Path::new("/h"))
+    }
+
+    fn path(p: &str) -> Named {
+        Named::Path(PathBuf::from(p))
+    }
+
+    #[test]
+    fn every_spelling_of_a_path_in_a_tool_s_config_is_taken() {
+        let cases = [
+            (
+                "Host *\n  ProxyCommand /p/tools/proxy.sh %h %p\n",
+                vec![path("/p/tools/proxy.sh")],
+            ),
+            ("Include ~/p/ssh.conf", vec![path("/h/p/ssh.conf")]),
+            ("IdentityFile %d/p/key", vec![path("/h/p/key")]),
+            (
+                "source $HOME/p/x.vim\nso ${HOME}/p/y.vim",
+                vec![path("/h/p/x.vim"), path("/h/p/y.vim")],
+            ),
+            ("dofile('/p/init2.lua')", vec![path("/p/init2.lua")]),
+            ("node-options=\"--require=/p/r.js\"", vec![path("/p/r.js")]),
+            (
+                "run-shell '/p/t.sh'; source-file \"/p/t.conf\"",
+                vec![path("/p/t.sh"), path("/p/t.conf")],
+            ),
+            ("let x = system('/p/a.sh')|call F()", vec![path("/p/a.sh")]),
+            ("nnoremap x :!/p/b.sh<CR>", vec![path("/p/b.sh")]),
+            (
+                "Include /p/ssh/*.conf",
+                vec![Named::Pattern(PathBuf::from("/p/ssh"))],
+            ),
+            (
+                "ProxyCommand /p/%h.sh",
+                vec![Named::Pattern(PathBuf::from("/p"))],
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(paths(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn words_that_are_no_absolute_path_are_not_taken() {
+        for text in [
+            "set number\nsyntax on",
+            "source relative.vim",
+            "a/b/c",
+            "x~/y",
+            "Host example.com",
+            "ratio 1/2",
+        ] {
+            assert_eq!(paths(text), vec![], "{text}");
+        }
+        // A URL's path names a file nowhere near a tree.
+        assert_eq!(
+            paths("registry=https://registry.npmjs.org/"),
+            vec![path("/registry.npmjs.org/")]
+        );
+    }
+}
