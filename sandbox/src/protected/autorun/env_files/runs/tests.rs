@@ -1,0 +1,118 @@
+//! Unit tests of what the owner's start-up files run by an absolute path.
+
+use std::path::PathBuf;
+
+use super::super::of_shell;
+
+/// Red team 43a B1, B1b, B8: what the owner's start-up files (and direnv's `direnvrc`) source or
+/// run by an absolute path, however spelled, in whatever position the shell runs it — and the
+/// files those run in turn. Relative programs, `command -v`, a directory and data named in an
+/// assignment are not runs.
+#[test]
+fn files_start_up_files_source_or_run_by_absolute_paths_are_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let (home, p) = (root.join("home"), root.join("proj"));
+    std::fs::create_dir_all(home.join(".config/direnv/lib")).unwrap();
+    std::fs::create_dir_all(p.join("tools")).unwrap();
+    let proj = p.to_string_lossy();
+    std::fs::write(
+        home.join(".bashrc"),
+        format!(
+            "source {proj}/.devrc\n\
+             [ -f \"$HOME/../proj/tools/aliases.sh\" ] && . \"$HOME/../proj/tools/aliases.sh\"\n\
+             if [ -d {proj} ]; then . {proj}/etc/shellenv; fi\n\
+             {proj}/tools/motd.sh\n\
+             PROMPT_COMMAND={proj}/tools/prompt.sh\n\
+             alias ll='{proj}/tools/ll.sh -la'\n\
+             alias dv='. {proj}/tools/dv.sh'\n\
+             trap '{proj}/tools/on-exit.sh' EXIT\n\
+             greet() {{ bash ~/../proj/tools/greet.sh; }}\n\
+             P={proj}/tools; exec nohup \"$P/exec.sh\"\n\
+             command -v {proj}/tools/looked-up.sh\n\
+             sh -c '{proj}/tools/in-c.sh'\n\
+             python3 -u {proj}/tools/py.py\n\
+             ./relative.sh\n\
+             export DATA={proj}/data.csv\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(home.join(".profile"), format!(". {proj}/etc/profile.sh\n")).unwrap();
+    // What a run shell script runs in turn (no `#!`: the shell runs it).
+    std::fs::write(p.join("tools/motd.sh"), format!("{proj}/tools/second.sh\n")).unwrap();
+    // A Python script is not read as shell.
+    std::fs::write(
+        p.join("tools/py.py"),
+        format!("#!/usr/bin/python3\n{proj}/tools/not-run.sh\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".config/direnv/direnvrc"),
+        format!("source {proj}/tools/direnv-lib.sh\nexport PYTHONPATH={proj}/dlib\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".config/direnv/lib/x.sh"),
+        format!("source_env {proj}/tools/lib-env.sh\n. {proj}/tools/lib-sourced.sh\n"),
+    )
+    .unwrap();
+    let shell = of_shell(&home);
+    let runs: Vec<String> = shell
+        .runs
+        .iter()
+        .map(|r| {
+            // `home/../proj` as the kernel resolves it.
+            let mut normal = PathBuf::new();
+            for part in r.components() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        normal.pop();
+                    }
+                    part => normal.push(part),
+                }
+            }
+            normal
+                .strip_prefix(&p)
+                .map(|r| r.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| r.to_string_lossy().into_owned())
+        })
+        .collect();
+    for want in [
+        ".devrc",
+        "tools/aliases.sh",
+        "etc/shellenv",
+        "tools/motd.sh",
+        "tools/second.sh",
+        "tools/prompt.sh",
+        "tools/ll.sh",
+        "tools/dv.sh",
+        "tools/on-exit.sh",
+        "tools/greet.sh",
+        "tools/exec.sh",
+        "tools/in-c.sh",
+        "tools/py.py",
+        "etc/profile.sh",
+        "tools/direnv-lib.sh",
+        "tools/lib-sourced.sh",
+    ] {
+        assert!(runs.iter().any(|r| r == want), "{want}: {runs:?}");
+    }
+    for not in [
+        "tools/looked-up.sh",
+        "tools/not-run.sh",
+        "relative.sh",
+        "./relative.sh",
+        "data.csv",
+    ] {
+        assert!(!runs.iter().any(|r| r == not), "{not}: {runs:?}");
+    }
+    // direnvrc's exports are the owner's environment.
+    assert!(
+        shell
+            .env
+            .iter()
+            .any(|(k, v)| *k == "PYTHONPATH" && v.to_string_lossy() == format!("{proj}/dlib")),
+        "{:?}",
+        shell.env
+    );
+}
