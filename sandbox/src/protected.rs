@@ -716,6 +716,9 @@ pub struct MountLine {
     pub root: PathBuf,
     pub mount_point: PathBuf,
     pub fs_type: String,
+    /// The mount source (the field after the type): a FUSE passthrough such as bindfs names
+    /// the directory it mirrors there.
+    pub source: PathBuf,
 }
 
 /// Parse `/proc/self/mountinfo` text (octal escapes `\040` etc. decoded). The type is the first
@@ -729,13 +732,16 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
             let device = fields.nth(1)?.to_string();
             let root = unescape_mount_field(fields.next()?);
             let mount_point = unescape_mount_field(fields.next()?);
-            let fs_type = right.split(' ').next().unwrap_or("").to_string();
+            let mut right = right.split(' ');
+            let fs_type = right.next().unwrap_or("").to_string();
+            let source = unescape_mount_field(right.next().unwrap_or(""));
             Some(MountLine {
                 id,
                 device,
                 root,
                 mount_point,
                 fs_type,
+                source,
             })
         })
         .collect()
@@ -841,8 +847,70 @@ pub fn aliases_in(mounts: &[MountLine], paths: &[PathBuf]) -> Vec<PathBuf> {
             }
         }
     }
+    let mut reals: Vec<PathBuf> = paths.iter().filter_map(|p| resolve(p)).collect();
+    reals.extend(out.iter().cloned());
+    out.extend(fuse_mirror_aliases(mounts, reals));
     out.sort();
     out.dedup();
+    out
+}
+
+/// How many mirrors of mirrors are followed.
+const MAX_MIRROR_DEPTH: usize = 4;
+
+/// Where FUSE passthrough mounts (bindfs and its kin, red team 43b B6) show `reals` — the
+/// protected objects and their aliases — and every kernel pseudo file system: a `fuse` mount
+/// whose source is a path mirrors that path's tree under its mount point, and the kernel
+/// knows no device in common (the bind-mount reading above misses it). A mirror of `/proc`
+/// (or of a tree holding it) shows processes' environments and the gateway's state under a
+/// FUSE type, which no `fstatfs` check recognises: its mount point there is protected whole.
+/// A mirror of a mirror is followed too, a few levels deep.
+fn fuse_mirror_aliases(mounts: &[MountLine], mut reals: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mirrors: Vec<(&MountLine, PathBuf)> = mounts
+        .iter()
+        .filter(|m| m.fs_type == "fuse" || m.fs_type.starts_with("fuse."))
+        // A passthrough mirrors a directory (`/dev/fuse` or an image file as the source is
+        // no mirror).
+        .filter(|m| m.source.is_absolute())
+        .filter_map(|m| {
+            let source = std::fs::canonicalize(&m.source).ok()?;
+            source.is_dir().then_some((m, source))
+        })
+        .collect();
+    if mirrors.is_empty() {
+        return Vec::new();
+    }
+    reals.extend(
+        mounts
+            .iter()
+            .filter(|m| pseudo_fs::by_name(&m.fs_type).is_some())
+            .map(|m| m.mount_point.clone()),
+    );
+    let mut out: Vec<PathBuf> = Vec::new();
+    for _ in 0..MAX_MIRROR_DEPTH {
+        let mut found = Vec::new();
+        for (mirror, source) in &mirrors {
+            for real in &reals {
+                let alias = if let Ok(rest) = real.strip_prefix(source) {
+                    mirror.mount_point.join(rest)
+                } else if source.starts_with(real) {
+                    mirror.mount_point.clone()
+                } else {
+                    continue;
+                };
+                // Only where the mirror is what shows there (not covered by a later mount).
+                let shown = mount_of(mounts, &alias).is_some_and(|m| m.id == mirror.id);
+                if shown && !out.contains(&alias) && !found.contains(&alias) {
+                    found.push(alias);
+                }
+            }
+        }
+        if found.is_empty() {
+            break;
+        }
+        out.extend(found.iter().cloned());
+        reals = found;
+    }
     out
 }
 

@@ -171,6 +171,7 @@ mod tests {
             root: PathBuf::from("/"),
             mount_point: PathBuf::from(at),
             fs_type: "proc".into(),
+            source: PathBuf::from("proc"),
         };
         assert_eq!(
             places.describe(&line("/work/project/pdir"), "proc"),

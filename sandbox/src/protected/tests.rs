@@ -566,3 +566,53 @@ fn another_gateway_s_home_is_an_account_s_home() {
     assert!(!writes.is_write_protected(&home.join("project/x")));
     assert!(unfit_write_root(&their_home, &home).is_some_and(|why| why.contains("home directory")));
 }
+
+/// Red team 43b B6: a FUSE passthrough (bindfs) of the state dir, of a home holding protected
+/// entries, of `/proc`, or of such a mirror, shows them under a FUSE type no `fstatfs` check
+/// recognises: each such place is an alias, `/proc`'s mirror whole. FUSE mounts whose source is
+/// no directory (sshfs's `user@host:`, `/dev/fuse`) and mirrors of unrelated directories are not.
+#[test]
+fn fuse_passthrough_mirrors_of_protected_objects_are_aliases() {
+    let (_dir, tmp) = tmp();
+    let (home, state, other) = (tmp.join("home"), tmp.join("state"), tmp.join("other"));
+    let ssh = home.join(".ssh");
+    for dir in [&ssh, &state.join("auth"), &other, &tmp.join("mnt/fhome")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let fuse = |id: u32, source: &str, at: &Path| {
+        format!(
+            "{id} 1 0:{id} / {} rw - fuse {source} rw,user_id=0",
+            at.display()
+        )
+    };
+    let m = |rel: &str| tmp.join("mnt").join(rel);
+    let table = [
+        "1 0 8:1 / / rw - ext4 /dev/x rw".to_string(),
+        "2 1 0:21 / /proc rw - proc proc rw".to_string(),
+        fuse(10, &state.to_string_lossy(), &m("fst")),
+        fuse(11, &home.to_string_lossy(), &m("fhome")),
+        fuse(12, "/proc", &m("fproc")),
+        fuse(13, &m("fhome").to_string_lossy(), &m("f2")),
+        fuse(14, "u@h:/x", &m("ssh")),
+        fuse(15, "/dev/fuse", &m("dev")),
+        fuse(16, &other.to_string_lossy(), &m("fother")),
+        fuse(17, "/", &m("froot")),
+    ]
+    .join("\n");
+    let mounts = parse_mountinfo(&table);
+    assert_eq!(mounts[2].source, state);
+    let aliases = aliases_in(&mounts, &[ssh.clone(), state.clone()]);
+    for want in [
+        m("fst"),
+        m("fhome/.ssh"),
+        m("fproc"),
+        m("f2/.ssh"),
+        m("froot/proc"),
+        m("froot").join(state.strip_prefix("/").unwrap()),
+    ] {
+        assert!(aliases.contains(&want), "{want:?} in {aliases:?}");
+    }
+    for not in [m("ssh"), m("dev"), m("fother"), m("fhome"), m("froot")] {
+        assert!(!aliases.contains(&not), "{not:?} in {aliases:?}");
+    }
+}
