@@ -89,9 +89,15 @@ pub fn admin_request(state_dir: &Path, request: AdminRequest) -> Result<AdminAns
     }
     stream.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
     stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
-    writeln!(stream, "{}", admin::encode(&AdminCall::new(request))).map_err(io)?;
+    let sent = writeln!(stream, "{}", admin::encode(&AdminCall::new(request)));
     let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line).map_err(io)?;
+    // A refusal may be written before the request is read: read it even when the write failed,
+    // and report the write's error only when nothing came back.
+    let read = BufReader::new(stream).read_line(&mut line);
+    if line.trim().is_empty() {
+        sent.map_err(io)?;
+        read.map_err(io)?;
+    }
     admin::decode_answer(&line)
         .map_err(|_| AdminError::Answer(common::display::one_line(line.trim()).to_string()))
 }

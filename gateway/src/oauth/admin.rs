@@ -184,7 +184,9 @@ fn approve(oauth: &OAuth, page: Option<&str>) -> AdminAnswer {
 /// have. Every runner (and each process it starts) lives in its broker's namespace under its own
 /// seccomp filter and `no_new_privs`, as does every command, so an admin request from any of
 /// them is refused even if it reached the socket (the runner's seccomp filter already denies it
-/// UNIX sockets). Unknown (no pid, `/proc` unreadable: a non-dumpable peer) is refused too.
+/// UNIX sockets). Unknown (no pid, `/proc` unreadable: a non-dumpable peer) is refused too; a
+/// peer whose namespace the gateway may not look at (the gateway in a user namespace) is judged
+/// by its seccomp filters and `no_new_privs` alone.
 #[cfg(target_os = "linux")]
 fn peer_is_unconfined(pid: Option<i32>) -> Result<(), String> {
     let pid = pid.filter(|p| *p > 0).ok_or("has no known process id")?;
@@ -203,12 +205,23 @@ fn peer_is_unconfined(pid: Option<i32>) -> Result<(), String> {
         let nnp = field("NoNewPrivs:").ok_or("cannot be inspected")?;
         Ok((filters, nnp))
     };
-    let netns = |who: &str| std::fs::read_link(format!("/proc/{who}/ns/net")).ok();
+    let netns = |who: &str| std::fs::read_link(format!("/proc/{who}/ns/net"));
     let peer = pid.to_string();
     let (own_filters, own_nnp) = status("self")?;
     let (filters, nnp) = status(&peer)?;
-    if netns(&peer).is_none() || netns(&peer) != netns("self") {
-        return Err("is in another network namespace (a session's runner or command)".into());
+    let own_netns = netns("self").map_err(|_| "cannot be inspected".to_string())?;
+    match netns(&peer) {
+        Ok(theirs) if theirs != own_netns => {
+            return Err("is in another network namespace (a session's runner or command)".into());
+        }
+        Ok(_) => {}
+        // A gateway in a user namespace (a rootless container, `unshare -U`) may not look into
+        // a process outside it (red team 43b B3: the owner's gatewayctl was refused as
+        // "another network namespace" and could neither revoke nor approve). Every runner and
+        // command runs under the broker's seccomp filter and `no_new_privs`, checked below;
+        // only an outside process the gateway cannot inspect is let through on that alone.
+        Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => {}
+        Err(_) => return Err("cannot be inspected".into()),
     }
     if filters > own_filters || nnp > own_nnp {
         return Err("runs under a sandbox (seccomp or no_new_privs) the gateway does not".into());
@@ -296,6 +309,13 @@ async fn handle(stream: UnixStream, admin: &Admin) -> anyhow::Result<()> {
         .context("reading the peer's credentials")?;
     let own = nix::unistd::geteuid().as_raw();
     let (read, mut write) = stream.into_split();
+    // The request is read before any refusal is written: a client that writes its request
+    // after the gateway closed saw a broken pipe instead of the refusal (red team 43b B3).
+    let mut line = String::new();
+    let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST_BYTES));
+    tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
+        .await
+        .context("no request in time")??;
     if peer.uid() != own {
         let answer = AdminAnswer::refused(
             AdminErrorCode::Forbidden,
@@ -316,11 +336,6 @@ async fn handle(stream: UnixStream, admin: &Admin) -> anyhow::Result<()> {
         tracing::warn!("admin socket: refused a confined peer: it {why}");
         anyhow::bail!("refused a confined peer: it {why}");
     }
-    let mut line = String::new();
-    let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST_BYTES));
-    tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
-        .await
-        .context("no request in time")??;
     let answer = match admin::decode_call(line.trim()) {
         Ok(request) => admin.answer(request),
         Err(refusal) => refusal,

@@ -183,12 +183,32 @@ pub(super) fn seccomp_check() -> Check {
 /// profile — red team 39, class 9), else probed as gatewayctl's own user in its own environment;
 /// the same words as the SessionView's `network_boundary`. Where both exist and differ, that is
 /// said: the gateway's is what its sessions get.
+///
+/// A gateway that serves the state dir but does not answer (it refused gatewayctl, its answer
+/// is not understood) is not "no gateway" (red team 43b B3: a gateway in a user namespace was
+/// shown as absent, with this shell's full confinement as OK): that is a warning saying so.
 pub(super) fn runner_check(state_dir: &Path) -> Check {
     let own = Confinement::of_boundary(&sandbox::boundary::network_boundary());
-    let running = crate::oauth::gateway_status(state_dir)
-        .ok()
-        .and_then(|status| status.confinement);
-    runner_check_of(&own, running.as_ref())
+    match crate::oauth::gateway_status(state_dir) {
+        Ok(status) => runner_check_of(&own, status.confinement.as_ref()),
+        Err(crate::oauth::AdminError::NotRunning(_)) => runner_check_of(&own, None),
+        Err(err) => unanswered_check(&own, &err.to_string()),
+    }
+}
+
+/// A gateway serves the state dir but did not say what its sessions get.
+fn unanswered_check(own: &Confinement, why: &str) -> Check {
+    warn(
+        "sandbox: runner confinement",
+        format!(
+            "a gateway serves this state dir but did not report what its sessions get ({}); \
+             probed here (its sessions may get less): {}",
+            common::display::one_line(why),
+            own.summary()
+        ),
+        "see each session's network_boundary in its SessionView; run gatewayctl from the \
+         account, namespace and container the gateway runs in",
+    )
 }
 
 /// [`runner_check`] from gatewayctl's own probe and the running gateway's report.
@@ -272,6 +292,29 @@ mod tests {
                 .starts_with("no gateway runs with this state dir")
         );
         assert_eq!(runner_check_of(&less, None).status, Status::Warn);
+    }
+
+    /// Red team 43b B3: a gateway that serves but refuses to answer is never "no gateway".
+    #[test]
+    fn a_gateway_that_does_not_answer_is_a_warning_not_absent() {
+        let own = Confinement {
+            runner: "loopback only".into(),
+            runner_writes: "denied".into(),
+            enforced_by: "linux:userns+netns+landlock(v6)+seccomp".into(),
+            commands_enforced_by: "linux:userns+mountns+landlock(v6)+seccomp".into(),
+            degraded: false,
+        };
+        let check = unanswered_check(&own, "refused: forbidden\n(forged line)");
+        assert_eq!(check.status, Status::Warn);
+        assert!(
+            check
+                .detail
+                .starts_with("a gateway serves this state dir but did not report")
+                && !check.detail.contains("no gateway runs")
+                && !check.detail.contains('\n'),
+            "{}",
+            check.detail
+        );
     }
 
     #[test]
