@@ -29,6 +29,7 @@ mod helper_integrity;
 mod layer;
 mod lifetime;
 mod limits;
+mod mask_races;
 mod masks_and_fallback;
 mod memory;
 mod ordinary;

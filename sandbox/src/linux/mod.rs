@@ -85,6 +85,10 @@ fn probe() -> HostSupport {
     }
 }
 
+/// How many times a masked path whose object is replaced between the open and the mount is
+/// tried (red team 42).
+const MASK_ATTEMPTS: usize = 4;
+
 const NAMESPACE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWNS
     | libc::CLONE_NEWNET
@@ -489,59 +493,83 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
         if !survey.may_exist(path) {
             continue;
         }
-        // The object the path names, reached without another account's symlink, and mounted
-        // on through its descriptor: what was checked is what gets covered.
-        let Ok(Some(object)) = mask_target::open(path, euid) else {
-            continue;
-        };
-        let Ok(st) = rustix::fs::fstat(&object) else {
-            continue;
-        };
-        let target = PathBuf::from(format!("/proc/self/fd/{}", object.as_raw_fd()));
-        let target = target.as_path();
-        let is_dir =
-            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
-        let result = if is_dir {
-            match shared.filter(|_| !inner(path)) {
-                Some(source) => sys::mount(Some(source), target, None, libc::MS_BIND, None),
-                None => {
-                    let made = sys::mount(
-                        Some(Path::new("tmpfs")),
-                        target,
-                        Some("tmpfs"),
-                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                        Some("size=64k,mode=755"),
-                    );
-                    // Bound from by its name later: only an object of this account or root, whose
-                    // name nobody else can swap.
-                    if made.is_ok()
-                        && shared.is_none()
-                        && !inner(path)
-                        && (st.st_uid == euid || st.st_uid == 0)
-                    {
-                        shared = Some(path);
+        // Another account that swaps its own directory in and out (mkdir + rename) between the
+        // open and the mount made the owner's command fail (red team 42): the path is tried
+        // again with the object there now, a few times.
+        for attempt in 1..=MASK_ATTEMPTS {
+            // The object the path names, reached without another account's symlink, and mounted
+            // on through its descriptor: what was checked is what gets covered.
+            let Ok(Some(object)) = mask_target::open(path, euid) else {
+                break;
+            };
+            let Ok(st) = rustix::fs::fstat(&object) else {
+                break;
+            };
+            let target = PathBuf::from(format!("/proc/self/fd/{}", object.as_raw_fd()));
+            let target = target.as_path();
+            let is_dir =
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+            let result = if is_dir {
+                match shared.filter(|_| !inner(path)) {
+                    Some(source) => sys::mount(Some(source), target, None, libc::MS_BIND, None),
+                    None => {
+                        let made = sys::mount(
+                            Some(Path::new("tmpfs")),
+                            target,
+                            Some("tmpfs"),
+                            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                            Some("size=64k,mode=755"),
+                        );
+                        // Bound from by its name later: only an object of this account or root, whose
+                        // name nobody else can swap.
+                        if made.is_ok()
+                            && shared.is_none()
+                            && !inner(path)
+                            && (st.st_uid == euid || st.st_uid == 0)
+                        {
+                            shared = Some(path);
+                        }
+                        made
                     }
-                    made
                 }
+            } else {
+                sys::mount(
+                    Some(Path::new("/dev/null")),
+                    target,
+                    None,
+                    libc::MS_BIND,
+                    None,
+                )
+            };
+            match result {
+                Ok(()) => {
+                    masked += 1;
+                    break;
+                }
+                // Gone between the look and the mount (another gateway's state dir removed meanwhile):
+                // nothing is left there to hide, exactly as if it had been missing at the look.
+                Err(err)
+                    if err.kind() == std::io::ErrorKind::NotFound
+                        && std::fs::symlink_metadata(path)
+                            .is_err_and(|gone| gone.kind() == std::io::ErrorKind::NotFound) =>
+                {
+                    break;
+                }
+                // Replaced meanwhile: again, with what is there now.
+                Err(err)
+                    if err.kind() == std::io::ErrorKind::NotFound && attempt < MASK_ATTEMPTS => {}
+                // Still replaced at every try: another account's own object (its churn exposes
+                // only its own files, which its mode keeps from the owner) is left; the owner's or
+                // root's fails the command.
+                Err(err)
+                    if err.kind() == std::io::ErrorKind::NotFound
+                        && st.st_uid != euid
+                        && st.st_uid != 0 =>
+                {
+                    break;
+                }
+                Err(err) => return Err(e(&format!("masking {}", path.display()), err)),
             }
-        } else {
-            sys::mount(
-                Some(Path::new("/dev/null")),
-                target,
-                None,
-                libc::MS_BIND,
-                None,
-            )
-        };
-        match result {
-            Ok(()) => masked += 1,
-            // Gone between the look and the mount (another gateway's state dir removed meanwhile):
-            // nothing is left there to hide, exactly as if it had been missing at the look.
-            Err(err)
-                if err.kind() == std::io::ErrorKind::NotFound
-                    && std::fs::symlink_metadata(path)
-                        .is_err_and(|gone| gone.kind() == std::io::ErrorKind::NotFound) => {}
-            Err(err) => return Err(e(&format!("masking {}", path.display()), err)),
         }
     }
     crate::timing::mark("mounts_masks");
