@@ -101,6 +101,12 @@ fn reachable_pseudo(
     if id != mount.id {
         return Ok(None);
     }
+    // A bind of a process's `/proc` entry outlives the process: its root is gone, no name
+    // resolves through it, nor can it be mounted over (ENOENT). Nothing can be read there, and
+    // refusing every command of the host for it (red team 43a's observation) protected nothing.
+    if leads_nowhere(&fd) {
+        return Ok(None);
+    }
     // By the kernel's own answer (`fstatfs`, as the read tools check), or by the table's.
     let kind = pseudo_fs(&fd)
         .or_else(|| crate::protected::pseudo_fs::by_name(&mount.fs_type))
@@ -128,6 +134,18 @@ fn mount_id(fd: &impl AsFd) -> std::io::Result<u64> {
         .find_map(|line| line.strip_prefix("mnt_id:"))
         .and_then(|id| id.trim().parse().ok())
         .ok_or_else(|| std::io::Error::other("no mnt_id in fdinfo"))
+}
+
+/// Whether nothing can be opened through `fd` (a mount whose root was removed: a dead
+/// process's `/proc/<pid>` bound elsewhere): opening it, or a name in it, finds no such file
+/// or no such process.
+fn leads_nowhere(fd: &OwnedFd) -> bool {
+    let gone = |err: std::io::Error| {
+        err.kind() == std::io::ErrorKind::NotFound || err.raw_os_error() == Some(libc::ESRCH)
+    };
+    let again = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    std::fs::File::open(&again).is_err_and(gone)
+        && std::fs::File::open(again.join("status")).is_err_and(gone)
 }
 
 /// Mount an empty read-only tmpfs (a directory) or `/dev/null` (anything else) over the mount

@@ -1,7 +1,9 @@
-//! Masks under churn (red team 42): another account that swaps its own credential directory in
-//! and out (mkdir + rename, as fast as it can) between the helper's open and its mount made the
-//! owner's command fail ("masking …: No such file or directory"). The real helper, driven
-//! directly with that directory among its masks, runs every command while four threads churn it.
+//! Masks and covers under the host's churn, the real helper driven directly. Red team 42:
+//! another account that swaps its own credential directory in and out (mkdir + rename, as fast
+//! as it can) between the helper's open and its mount made the owner's command fail ("masking
+//! …: No such file or directory"); every command runs while four threads churn it. Red team
+//! 43a's observation: a bind of a process's `/proc` entry that outlived the process made every
+//! command of the host refuse; it leads nowhere, and a live one is still covered.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::chown;
@@ -49,47 +51,10 @@ fn another_accounts_churning_directory_fails_no_command() {
             })
         })
         .collect();
-    let scratch = fx.state.join("scratch-races");
-    std::fs::create_dir_all(&scratch).unwrap();
-    let spec = sandbox::ExecSpec {
-        program: "/bin/sh".into(),
-        argv: vec!["sh".into(), "-c".into(), "echo RAN".into()],
-        cwd: fx.wd.clone(),
-        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-        scratch,
-        masked: vec![fx.home.join(".ssh"), victim.join(".kube")],
-        visible: Vec::new(),
-        writable: Vec::new(),
-        limits: sandbox::Limits {
-            root_pids_cgroup: false,
-            ..sandbox::Limits::default()
-        },
-        layer: None,
-        namespaces: true,
-        status_fd: None,
-        ahead: false,
-        masked_as_prepared: false,
-    };
+    let spec = echo_spec(&fx, vec![fx.home.join(".ssh"), victim.join(".kube")]);
     let mut failures = Vec::new();
     for _ in 0..40 {
-        let mut child = std::process::Command::new(GATEWAY)
-            .arg("sandbox-exec")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = serde_json::to_vec(&spec).unwrap();
-        line.push(b'\n');
-        child.stdin.take().unwrap().write_all(&line).unwrap();
-        let mut stdout = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut stdout)
-            .unwrap();
-        let code = child.wait().unwrap().code();
+        let (code, stdout) = run_helper(None, &spec);
         if code != Some(0) || !stdout.ends_with("RAN\n") {
             failures.push(stdout);
         }
@@ -105,4 +70,106 @@ fn another_accounts_churning_directory_fails_no_command() {
         "{} of 40 failed: {failures:?}",
         failures.len()
     );
+}
+
+/// A command that echoes `RAN`, with these masks.
+fn echo_spec(fx: &Fx, masked: Vec<PathBuf>) -> sandbox::ExecSpec {
+    let scratch = fx.state.join("scratch-races");
+    std::fs::create_dir_all(&scratch).unwrap();
+    sandbox::ExecSpec {
+        program: "/bin/sh".into(),
+        argv: vec!["sh".into(), "-c".into(), "echo RAN".into()],
+        cwd: fx.wd.clone(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        scratch,
+        masked,
+        visible: Vec::new(),
+        writable: Vec::new(),
+        limits: sandbox::Limits {
+            root_pids_cgroup: false,
+            ..sandbox::Limits::default()
+        },
+        layer: None,
+        namespaces: true,
+        status_fd: None,
+        ahead: false,
+        masked_as_prepared: false,
+    }
+}
+
+/// The helper run on `spec`, in a private mount namespace where `setup` (shell) ran first when
+/// given: its exit code and output.
+fn run_helper(setup: Option<&str>, spec: &sandbox::ExecSpec) -> (Option<i32>, String) {
+    let mut command = match setup {
+        Some(setup) => {
+            let mut c = std::process::Command::new("unshare");
+            c.args(["-m", "--propagation", "private", "sh", "-c"])
+                .arg(format!("{setup}\nexec \"$0\" sandbox-exec"))
+                .arg(GATEWAY);
+            c
+        }
+        None => {
+            let mut c = std::process::Command::new(GATEWAY);
+            c.arg("sandbox-exec");
+            c
+        }
+    };
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = serde_json::to_vec(spec).unwrap();
+    line.push(b'\n');
+    child.stdin.take().unwrap().write_all(&line).unwrap();
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    (child.wait().unwrap().code(), stdout)
+}
+
+/// A bind of a dead process's `/proc/<pid>` (outside the working directory) no longer refuses
+/// the command; a live process's, and a second procfs, are still covered (the command sees
+/// nothing there).
+#[test]
+fn a_bind_of_a_dead_process_s_proc_entry_refuses_no_command() {
+    let fx = fixture();
+    if !confinable(&fx) {
+        return;
+    }
+    let at = fx.wd.parent().unwrap().join("procpid");
+    let second = fx.wd.parent().unwrap().join("proc2");
+    std::fs::create_dir_all(&at).unwrap();
+    std::fs::create_dir_all(&second).unwrap();
+    let mut spec = echo_spec(&fx, Vec::new());
+    let dead = format!(
+        "sleep 20 </dev/null >/dev/null 2>&1 & P=$!\nmount --bind /proc/$P {at}\nkill $P; wait $P 2>/dev/null",
+        at = at.display()
+    );
+    let (code, stdout) = run_helper(Some(&dead), &spec);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.ends_with("RAN\n"), "{stdout}");
+    // Live: covered, so the command reads nothing there.
+    spec.argv = vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "cat {at}/status {second}/self/status 2>/dev/null | grep -c ^Pid: ; echo RAN",
+            at = at.display(),
+            second = second.display()
+        ),
+    ];
+    let live = format!(
+        "sleep 20 </dev/null >/dev/null 2>&1 & P=$!\nmount --bind /proc/$P {at}\nmount -t proc proc {second}",
+        at = at.display(),
+        second = second.display()
+    );
+    let (code, stdout) = run_helper(Some(&live), &spec);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.ends_with("0\nRAN\n"), "{stdout}");
 }
