@@ -272,7 +272,11 @@ impl Derived {
             read.push(real);
             // (path, whether a pattern's directory: a file made there later matches too).
             let mut targets = Vec::new();
-            for found in named::paths_named(&text, home) {
+            let mut found = named::paths_named(&text, home);
+            if config.ends_with(".ssh/config") {
+                found.extend(named::ssh_relative_includes(&text, home));
+            }
+            for found in found {
                 match found {
                     named::Named::Path(path) => targets.push((path, false)),
                     named::Named::Pattern(dir) => {

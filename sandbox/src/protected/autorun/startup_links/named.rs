@@ -144,6 +144,36 @@ pub(super) fn paths_named(text: &str, home: &Path) -> Vec<Named> {
     out
 }
 
+/// ssh's `Include` with a relative path (`Include ../p/ssh.conf`, `Include config.d/*`): ssh
+/// takes it from `~/.ssh` (a user config's include), which no spelling scan sees.
+pub(super) fn ssh_relative_includes(text: &str, home: &Path) -> Vec<Named> {
+    let base = home.join(".ssh");
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        let Some((keyword, rest)) = line.split_once(|c: char| c.is_whitespace() || c == '=') else {
+            continue;
+        };
+        if !keyword.eq_ignore_ascii_case("include") {
+            continue;
+        }
+        for word in rest.trim_start_matches([' ', '\t', '=']).split_whitespace() {
+            let word = word.trim_matches('"');
+            if word.starts_with(['/', '~', '%', '$']) || word.is_empty() {
+                continue;
+            }
+            match word.find(['*', '?', '[']) {
+                Some(cut) => {
+                    let dir = word[..cut].rsplit_once('/').map_or("", |(dir, _)| dir);
+                    out.push(Named::Pattern(base.join(dir)));
+                }
+                None => out.push(Named::Path(base.join(word))),
+            }
+        }
+    }
+    out
+}
+
 /// The files a [`Named::Pattern`] directory holds, as many as are taken.
 pub(super) fn pattern_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -207,6 +237,22 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(paths(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn ssh_s_relative_includes_are_taken_from_its_directory() {
+        let got = ssh_relative_includes(
+            "Host x\n  Include ../p/ssh.conf \"../p/two.conf\"\ninclude=config.d/*\nInclude /abs\n",
+            Path::new("/h"),
+        );
+        assert_eq!(
+            got,
+            vec![
+                path("/h/.ssh/../p/ssh.conf"),
+                path("/h/.ssh/../p/two.conf"),
+                Named::Pattern(PathBuf::from("/h/.ssh/config.d")),
+            ]
+        );
     }
 
     #[test]

@@ -558,7 +558,7 @@ fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
         ".ssh/config",
         format!(
             "Host *\n  ProxyCommand {p}/tools/proxy.sh %h %p\nInclude {p}/tools/ssh.conf\n\
-             Include {p}/tools/ssh.d/*.conf\n"
+             Include {p}/tools/ssh.d/*.conf\nInclude ../../project/tools/rel.conf\n"
         ),
     );
     write(
@@ -582,6 +582,7 @@ fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
         ("tools/ssh.conf", ".ssh/config"),
         ("tools/local.sh", ".ssh/config"),
         ("tools/ssh.d/a.conf", ".ssh/config"),
+        ("tools/rel.conf", ".ssh/config"),
         ("tools/vimrc.vim", ".vimrc"),
         ("tools/init2.lua", ".config/nvim/init.lua"),
         ("tools/tmux-x.sh", ".tmux.conf"),
