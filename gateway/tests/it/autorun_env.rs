@@ -346,7 +346,9 @@ async fn the_owners_path_in_the_tree_protects_files_named_like_the_system_s_prog
 /// whose direnv `direnvrc` sources another, and whose `~/.ssh/config` and `~/.vimrc` name
 /// project files to run or load, each of those is refused — as `shell_startup` for what a
 /// shell start-up file sources or runs, naming the config file for what a tool's config
-/// names — and nothing is written; the project's other files stay writable.
+/// names — and nothing is written; the project's other files stay writable. B2: a program in a
+/// directory the `.bashrc` puts on `PATH` (`$HOME/tools/deploy`) is a program name, so
+/// `bin/deploy` in a tree dir direnv puts on `PATH` is refused; `bin/setup` is not.
 #[tokio::test(flavor = "multi_thread")]
 async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
     let (_repo, root) = crate::writes::repo();
@@ -360,8 +362,14 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
     };
     put(
         ".bashrc",
-        format!("source {p}/.devrc\n{p}/tools/motd.sh\nalias ll='{p}/tools/ll.sh -la'\n"),
+        format!(
+            "source {p}/.devrc\n{p}/tools/motd.sh\nalias ll='{p}/tools/ll.sh -la'\n\
+             export PATH=\"$HOME/tools:$PATH\"\n"
+        ),
     );
+    // B2: a program of the owner's own PATH dir, named in a tree dir direnv puts on PATH.
+    put("tools/deploy", "#!/bin/sh\n".to_string());
+    std::fs::write(root.join(".envrc"), "PATH_add bin\n").unwrap();
     put(
         ".config/direnv/direnvrc",
         format!("source {p}/tools/direnv-lib.sh\n"),
@@ -381,7 +389,9 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
         "tools/direnv-lib.sh",
         "tools/proxy.sh",
         "tools/vimrc.vim",
+        "bin/deploy",
         "tools/build.sh",
+        "bin/setup",
     ];
     let calls: Vec<Value> = targets
         .iter()
@@ -408,8 +418,10 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
         );
         assert!(output.contains("(startup_links)"), "{rel}: {output}");
     }
-    assert_eq!(got[6]["status"], "ok", "{}", got[6]);
-    for rel in &targets[..6] {
+    assert_refused(&got[6], "bin/deploy", "shell_startup");
+    assert_eq!(got[7]["status"], "ok", "{}", got[7]);
+    assert_eq!(got[8]["status"], "ok", "{}", got[8]);
+    for rel in &targets[..7] {
         assert!(!root.join(rel).exists(), "{rel} was written");
     }
     chat.stop(&session_id(&v), &lease_id(&v), "startup-runs-stop", None)
