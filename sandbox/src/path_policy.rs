@@ -98,7 +98,8 @@ pub enum PathRefusal {
     PermissionDenied { path: String, component: String },
     #[error(
         "{path}: is on a kernel pseudo file system ({fs}); the read tools never read process or \
-         kernel state there (RunCommand sees its own sandbox's /proc)"
+         kernel state there (RunCommand, with full confinement, sees its own sandbox's /proc; \
+         network_boundary says whether commands have it)"
     )]
     PseudoFileSystem { path: String, fs: &'static str },
     #[error("{path}: {message}")]
