@@ -274,20 +274,28 @@ impl Derived {
             let mut targets = Vec::new();
             let mut found = named::paths_named(&text, home);
             if config.ends_with(".ssh/config") {
-                found.extend(named::ssh_relative_includes(&text, home));
+                found.extend(named::ssh_includes(&text, home));
             }
             for found in found {
-                match found {
-                    named::Named::Path(path) => targets.push((path, false)),
-                    named::Named::Pattern(dir) => {
-                        targets.extend(named::pattern_files(&dir).into_iter().map(|f| (f, false)));
-                        targets.push((dir, true));
+                let (dir, pattern, whole) = match found {
+                    named::Named::Path(path) => {
+                        targets.push((path, false));
+                        continue;
                     }
+                    named::Named::Matching { dir, name } => (dir, Some(name), false),
+                    named::Named::Dir(dir) => (dir, None, true),
+                };
+                // A file made there later that matches: seen when the directory changes.
+                self.watch(&dir);
+                let files = named::pattern_files(&dir, pattern.as_deref());
+                targets.extend(files.into_iter().map(|file| (file, false)));
+                if whole {
+                    targets.push((dir, true));
                 }
             }
-            for (target, pattern) in targets {
+            for (target, whole_dir) in targets {
                 let target = resolved(&target).unwrap_or(target);
-                if (target.is_dir() && !pattern) || !owned_by(&target, uid) {
+                if (target.is_dir() && !whole_dir) || !owned_by(&target, uid) {
                     continue;
                 }
                 self.looked_at += 1;

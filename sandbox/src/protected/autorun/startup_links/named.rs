@@ -9,11 +9,14 @@
 //! `ProxyCommand`), within bounds. The shell start-up files are read by their own reader, which
 //! knows assignments from programs ([`super::super::env_files`]).
 //!
-//! A pattern (`Include ~/p/ssh.d/*.conf`, ssh's `%h`, a `$VAR`) takes the directory before it
-//! whole: a file made there later may match. Not taken: a directory that exists (a tool config names the project itself, or a directory
-//! a tool `cd`s into, far more often than a plugin directory such as vim's `runtimepath`, and
-//! taking it would refuse every write below it), a relative path (relative to wherever the tool
-//! starts, it cannot be told from a word), a home or a directory above one.
+//! A pattern or an expansion in a path's last part (`ControlPath /p/cm-%r@%h`, `/p/$X.sh`)
+//! names the files of its directory that match it (each expansion read as `*`); ssh's
+//! `Include` of a pattern names its directory whole (ssh reads a file made there later too),
+//! and its relative `Include` is taken from `~/.ssh`. Not taken: a directory that exists (a
+//! tool config names the project itself, or a directory a tool `cd`s into, far more often than
+//! a plugin directory such as vim's `runtimepath`, and taking it would refuse every write
+//! below it), a relative path (relative to wherever the tool starts, it cannot be told from a
+//! word), a home or a directory above one.
 
 use std::path::{Path, PathBuf};
 
@@ -87,8 +90,13 @@ const MAX_PER_PATTERN: usize = 64;
 pub(super) enum Named {
     /// A file (or what does not exist yet).
     Path(PathBuf),
-    /// The files of this directory a pattern may match (`Include ~/p/ssh/*.conf`).
-    Pattern(PathBuf),
+    /// The files of `dir` whose name matches `name`, a pattern (`*`, `?`, and each expansion —
+    /// ssh's `%h`, a `$VAR` — read as `*`): `ControlPath /tmp/cm-%r@%h` names files of `/tmp`
+    /// like `cm-…`, not `/tmp`. A wildcard in a directory part names nothing taken.
+    Matching { dir: PathBuf, name: String },
+    /// A directory whose every file is read (ssh's `Include ~/p/ssh.d/*`): whole, a file made
+    /// there later too.
+    Dir(PathBuf),
 }
 
 /// Characters after which a path may begin: blanks, quotes, and the punctuation that separates
@@ -102,6 +110,9 @@ fn starts_after(c: char) -> bool {
 fn ends_at(c: char) -> bool {
     c.is_whitespace() || "'\"`;,)]}<>|&:".contains(c)
 }
+
+/// What makes a path's part a pattern: globs and expansions.
+const WILD: [char; 6] = ['*', '?', '[', '$', '%', '{'];
 
 /// The paths `text` spells out (see the module's doc), with `home` for `~/` and its kin.
 pub(super) fn paths_named(text: &str, home: &Path) -> Vec<Named> {
@@ -131,22 +142,59 @@ pub(super) fn paths_named(text: &str, home: &Path) -> Vec<Named> {
         while chars.peek().is_some_and(|(next, _)| *next < at + taken) {
             previous = chars.next().map(|(_, c)| c);
         }
-        // A pattern or an expansion (`*.conf`, ssh's `%h`, `$VAR`): the directory before it.
-        match token.find(['*', '?', '[', '$', '%', '{']) {
-            Some(cut) => {
-                let dir = token[..cut].rsplit_once('/').map_or("", |(dir, _)| dir);
-                out.push(Named::Pattern(base.join(dir)));
-            }
-            None if token.is_empty() => {}
-            None => out.push(Named::Path(base.join(token))),
+        // A pattern or an expansion (`*.conf`, ssh's `%h`, `$VAR`) in the last part only.
+        let (dir, name) = token.rsplit_once('/').unwrap_or(("", token));
+        if dir.contains(WILD) || token.is_empty() {
+            continue;
+        }
+        if name.contains(WILD) {
+            out.push(Named::Matching {
+                dir: base.join(dir),
+                name: as_pattern(name),
+            });
+        } else {
+            out.push(Named::Path(base.join(token)));
         }
     }
     out
 }
 
-/// ssh's `Include` with a relative path (`Include ../p/ssh.conf`, `Include config.d/*`): ssh
-/// takes it from `~/.ssh` (a user config's include), which no spelling scan sees.
-pub(super) fn ssh_relative_includes(text: &str, home: &Path) -> Vec<Named> {
+/// A name with wildcards and expansions as a shell pattern: each expansion (`%h`, `%%`,
+/// `$VAR`, `${VAR}`, a `{a,b}` list) is `*`.
+fn as_pattern(name: &str) -> String {
+    let mut out = String::new();
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '%' => {
+                chars.next();
+                out.push('*');
+            }
+            '$' | '{' => {
+                if c == '{' || chars.peek() == Some(&'{') {
+                    for c in chars.by_ref() {
+                        if c == '}' {
+                            break;
+                        }
+                    }
+                } else {
+                    while chars
+                        .next_if(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .is_some()
+                    {}
+                }
+                out.push('*');
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// ssh's `Include`s: a relative path (`Include ../p/ssh.conf`, `Include config.d/*`) is taken
+/// from `~/.ssh` (a user config's include), which no spelling scan sees; a pattern's directory
+/// (`Include ~/p/ssh.d/*.conf`) is taken whole, since ssh reads a file made there later too.
+pub(super) fn ssh_includes(text: &str, home: &Path) -> Vec<Named> {
     let base = home.join(".ssh");
     let mut out = Vec::new();
     for line in text.lines() {
@@ -159,29 +207,42 @@ pub(super) fn ssh_relative_includes(text: &str, home: &Path) -> Vec<Named> {
         }
         for word in rest.trim_start_matches([' ', '\t', '=']).split_whitespace() {
             let word = word.trim_matches('"');
-            if word.starts_with(['/', '~', '%', '$']) || word.is_empty() {
+            let (at, relative) = if let Some(rest) = word.strip_prefix("~/") {
+                (home.to_path_buf(), rest)
+            } else if word.starts_with('/') {
+                (PathBuf::from("/"), word)
+            } else if word.is_empty() || word.starts_with(['%', '$', '~']) {
                 continue;
-            }
-            match word.find(['*', '?', '[']) {
+            } else {
+                (base.clone(), word)
+            };
+            match relative.find(['*', '?', '[']) {
                 Some(cut) => {
-                    let dir = word[..cut].rsplit_once('/').map_or("", |(dir, _)| dir);
-                    out.push(Named::Pattern(base.join(dir)));
+                    let dir = relative[..cut].rsplit_once('/').map_or("", |(dir, _)| dir);
+                    out.push(Named::Dir(at.join(dir)));
                 }
-                None => out.push(Named::Path(base.join(word))),
+                // An absolute or `~` file is the spelling scan's already.
+                None if at == base => out.push(Named::Path(base.join(relative))),
+                None => {}
             }
         }
     }
     out
 }
 
-/// The files a [`Named::Pattern`] directory holds, as many as are taken.
-pub(super) fn pattern_files(dir: &Path) -> Vec<PathBuf> {
+/// The files of `dir` whose names match `pattern` (every file for `None`), as many as are
+/// taken.
+pub(super) fn pattern_files(dir: &Path, pattern: Option<&str>) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
+        .filter(|e| {
+            pattern
+                .is_none_or(|p| super::super::matches_pattern(p, &e.file_name().to_string_lossy()))
+        })
         .map(|e| e.path())
         .take(MAX_PER_PATTERN)
         .collect()
@@ -193,84 +254,4 @@ pub(super) fn text_of(path: &Path) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn paths(text: &str) -> Vec<Named> {
-        paths_named(text, Path::new("/h"))
-    }
-
-    fn path(p: &str) -> Named {
-        Named::Path(PathBuf::from(p))
-    }
-
-    #[test]
-    fn every_spelling_of_a_path_in_a_tool_s_config_is_taken() {
-        let cases = [
-            (
-                "Host *\n  ProxyCommand /p/tools/proxy.sh %h %p\n",
-                vec![path("/p/tools/proxy.sh")],
-            ),
-            ("Include ~/p/ssh.conf", vec![path("/h/p/ssh.conf")]),
-            ("IdentityFile %d/p/key", vec![path("/h/p/key")]),
-            (
-                "source $HOME/p/x.vim\nso ${HOME}/p/y.vim",
-                vec![path("/h/p/x.vim"), path("/h/p/y.vim")],
-            ),
-            ("dofile('/p/init2.lua')", vec![path("/p/init2.lua")]),
-            ("node-options=\"--require=/p/r.js\"", vec![path("/p/r.js")]),
-            (
-                "run-shell '/p/t.sh'; source-file \"/p/t.conf\"",
-                vec![path("/p/t.sh"), path("/p/t.conf")],
-            ),
-            ("let x = system('/p/a.sh')|call F()", vec![path("/p/a.sh")]),
-            ("nnoremap x :!/p/b.sh<CR>", vec![path("/p/b.sh")]),
-            (
-                "Include /p/ssh/*.conf",
-                vec![Named::Pattern(PathBuf::from("/p/ssh"))],
-            ),
-            (
-                "ProxyCommand /p/%h.sh",
-                vec![Named::Pattern(PathBuf::from("/p"))],
-            ),
-        ];
-        for (text, want) in cases {
-            assert_eq!(paths(text), want, "{text}");
-        }
-    }
-
-    #[test]
-    fn ssh_s_relative_includes_are_taken_from_its_directory() {
-        let got = ssh_relative_includes(
-            "Host x\n  Include ../p/ssh.conf \"../p/two.conf\"\ninclude=config.d/*\nInclude /abs\n",
-            Path::new("/h"),
-        );
-        assert_eq!(
-            got,
-            vec![
-                path("/h/.ssh/../p/ssh.conf"),
-                path("/h/.ssh/../p/two.conf"),
-                Named::Pattern(PathBuf::from("/h/.ssh/config.d")),
-            ]
-        );
-    }
-
-    #[test]
-    fn words_that_are_no_absolute_path_are_not_taken() {
-        for text in [
-            "set number\nsyntax on",
-            "source relative.vim",
-            "a/b/c",
-            "x~/y",
-            "Host example.com",
-            "ratio 1/2",
-        ] {
-            assert_eq!(paths(text), vec![], "{text}");
-        }
-        // A URL's path names a file nowhere near a tree.
-        assert_eq!(
-            paths("registry=https://registry.npmjs.org/"),
-            vec![path("/registry.npmjs.org/")]
-        );
-    }
-}
+mod tests;

@@ -549,6 +549,9 @@ fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
     };
     std::fs::create_dir_all(h.project.join("tools/ssh.d")).unwrap();
     std::fs::write(h.project.join("tools/ssh.d/a.conf"), "").unwrap();
+    // A pattern outside an Include names the matching files only, not its directory.
+    std::fs::write(h.project.join("cm-me@host"), "").unwrap();
+    std::fs::write(h.project.join("README.md"), "").unwrap();
     std::fs::write(
         h.project.join("tools/ssh.conf"),
         format!("Host x\n  LocalCommand {p}/tools/local.sh\n"),
@@ -558,7 +561,8 @@ fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
         ".ssh/config",
         format!(
             "Host *\n  ProxyCommand {p}/tools/proxy.sh %h %p\nInclude {p}/tools/ssh.conf\n\
-             Include {p}/tools/ssh.d/*.conf\nInclude ../../project/tools/rel.conf\n"
+             Include {p}/tools/ssh.d/*.conf\nInclude ../../project/tools/rel.conf\n\
+             ControlPath {p}/cm-%r@%h:%p\n"
         ),
     );
     write(
@@ -583,6 +587,7 @@ fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
         ("tools/local.sh", ".ssh/config"),
         ("tools/ssh.d/a.conf", ".ssh/config"),
         ("tools/rel.conf", ".ssh/config"),
+        ("cm-me@host", ".ssh/config"),
         ("tools/vimrc.vim", ".vimrc"),
         ("tools/init2.lua", ".config/nvim/init.lua"),
         ("tools/tmux-x.sh", ".tmux.conf"),

@@ -1,0 +1,92 @@
+//! Unit tests of the paths tool configuration files spell out.
+
+use super::*;
+
+fn paths(text: &str) -> Vec<Named> {
+    paths_named(text, Path::new("/h"))
+}
+
+fn path(p: &str) -> Named {
+    Named::Path(PathBuf::from(p))
+}
+
+fn matching(dir: &str, name: &str) -> Named {
+    Named::Matching {
+        dir: PathBuf::from(dir),
+        name: name.to_string(),
+    }
+}
+
+#[test]
+fn every_spelling_of_a_path_in_a_tool_s_config_is_taken() {
+    let cases = [
+        (
+            "Host *\n  ProxyCommand /p/tools/proxy.sh %h %p\n",
+            vec![path("/p/tools/proxy.sh")],
+        ),
+        ("Include ~/p/ssh.conf", vec![path("/h/p/ssh.conf")]),
+        ("IdentityFile %d/p/key", vec![path("/h/p/key")]),
+        (
+            "source $HOME/p/x.vim\nso ${HOME}/p/y.vim",
+            vec![path("/h/p/x.vim"), path("/h/p/y.vim")],
+        ),
+        ("dofile('/p/init2.lua')", vec![path("/p/init2.lua")]),
+        ("node-options=\"--require=/p/r.js\"", vec![path("/p/r.js")]),
+        (
+            "run-shell '/p/t.sh'; source-file \"/p/t.conf\"",
+            vec![path("/p/t.sh"), path("/p/t.conf")],
+        ),
+        ("let x = system('/p/a.sh')|call F()", vec![path("/p/a.sh")]),
+        ("nnoremap x :!/p/b.sh<CR>", vec![path("/p/b.sh")]),
+        ("Include /p/ssh/*.conf", vec![matching("/p/ssh", "*.conf")]),
+        ("ProxyCommand /p/%h.sh", vec![matching("/p", "*.sh")]),
+        (
+            "ControlPath /tmp/cm-%r@%h",
+            vec![matching("/tmp", "cm-*@*")],
+        ),
+        ("x = $HOME/a/${X}y$Z", vec![matching("/h/a", "*")]),
+        ("x = ~/a/b$Zc.sh", vec![matching("/h/a", "b*.sh")]),
+        ("x /p/$D/y.sh", vec![]),
+    ];
+    for (text, want) in cases {
+        assert_eq!(paths(text), want, "{text}");
+    }
+}
+
+#[test]
+fn ssh_s_relative_includes_are_taken_from_its_directory() {
+    let got = ssh_includes(
+        "Host x\n  Include ../p/ssh.conf \"../p/two.conf\"\ninclude=config.d/*\n\
+         Include /abs ~/p/ssh.d/*.conf /q/*\n",
+        Path::new("/h"),
+    );
+    assert_eq!(
+        got,
+        vec![
+            path("/h/.ssh/../p/ssh.conf"),
+            path("/h/.ssh/../p/two.conf"),
+            Named::Dir(PathBuf::from("/h/.ssh/config.d")),
+            Named::Dir(PathBuf::from("/h/p/ssh.d")),
+            Named::Dir(PathBuf::from("/q")),
+        ]
+    );
+}
+
+#[test]
+fn words_that_are_no_absolute_path_are_not_taken() {
+    for text in [
+        "set number\nsyntax on",
+        "source relative.vim",
+        "a/b/c",
+        "x~/y",
+        "Host example.com",
+        "ratio 1/2",
+    ] {
+        assert_eq!(paths(text), vec![], "{text}");
+    }
+    // A URL's path names a file nowhere near a tree.
+    assert_eq!(
+        paths("registry=https://registry.npmjs.org/"),
+        vec![path("/registry.npmjs.org/")]
+    );
+}
