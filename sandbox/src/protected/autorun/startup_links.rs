@@ -277,20 +277,13 @@ impl Derived {
                 found.extend(named::ssh_includes(&text, home));
             }
             for found in found {
-                let (dir, pattern, whole) = match found {
-                    named::Named::Path(path) => {
-                        targets.push((path, false));
-                        continue;
+                match found {
+                    named::Named::Path(path) => targets.push((path, false)),
+                    named::Named::Dir(dir) => {
+                        let files = named::dir_files(&dir);
+                        targets.extend(files.into_iter().map(|file| (file, false)));
+                        targets.push((dir, true));
                     }
-                    named::Named::Matching { dir, name } => (dir, Some(name), false),
-                    named::Named::Dir(dir) => (dir, None, true),
-                };
-                // A file made there later that matches: seen when the directory changes.
-                self.watch(&dir);
-                let files = named::pattern_files(&dir, pattern.as_deref());
-                targets.extend(files.into_iter().map(|file| (file, false)));
-                if whole {
-                    targets.push((dir, true));
                 }
             }
             for (target, whole_dir) in targets {

@@ -9,10 +9,11 @@
 //! `ProxyCommand`), within bounds. The shell start-up files are read by their own reader, which
 //! knows assignments from programs ([`super::super::env_files`]).
 //!
-//! A pattern or an expansion in a path's last part (`ControlPath /p/cm-%r@%h`, `/p/$X.sh`)
-//! names the files of its directory that match it (each expansion read as `*`); ssh's
-//! `Include` of a pattern names its directory whole (ssh reads a file made there later too),
-//! and its relative `Include` is taken from `~/.ssh`. Not taken: a directory that exists (a
+//! A path with a pattern or an expansion (`/p/src/*.py`, ssh's `%h`, a `$VAR`) is not taken:
+//! such a path is a matcher (vim's `autocmd` patterns, `set path+=…/**`, a `ControlPath`
+//! socket) far more often than code to run (red team 44a W1: `src/` had been closed). ssh's
+//! `Include` is read by its own grammar: a pattern there names its directory whole (ssh reads
+//! a file made there later too), and its relative `Include` is taken from `~/.ssh`. Not taken: a directory that exists (a
 //! tool config names the project itself, or a directory a tool `cd`s into, far more often than
 //! a plugin directory such as vim's `runtimepath`, and taking it would refuse every write
 //! below it), a relative path (relative to wherever the tool starts, it cannot be told from a
@@ -90,10 +91,6 @@ const MAX_PER_PATTERN: usize = 64;
 pub(super) enum Named {
     /// A file (or what does not exist yet).
     Path(PathBuf),
-    /// The files of `dir` whose name matches `name`, a pattern (`*`, `?`, and each expansion —
-    /// ssh's `%h`, a `$VAR` — read as `*`): `ControlPath /tmp/cm-%r@%h` names files of `/tmp`
-    /// like `cm-…`, not `/tmp`. A wildcard in a directory part names nothing taken.
-    Matching { dir: PathBuf, name: String },
     /// A directory whose every file is read (ssh's `Include ~/p/ssh.d/*`): whole, a file made
     /// there later too.
     Dir(PathBuf),
@@ -142,50 +139,10 @@ pub(super) fn paths_named(text: &str, home: &Path) -> Vec<Named> {
         while chars.peek().is_some_and(|(next, _)| *next < at + taken) {
             previous = chars.next().map(|(_, c)| c);
         }
-        // A pattern or an expansion (`*.conf`, ssh's `%h`, `$VAR`) in the last part only.
-        let (dir, name) = token.rsplit_once('/').unwrap_or(("", token));
-        if dir.contains(WILD) || token.is_empty() {
-            continue;
-        }
-        if name.contains(WILD) {
-            out.push(Named::Matching {
-                dir: base.join(dir),
-                name: as_pattern(name),
-            });
-        } else {
+        // A pattern or an expansion (`*.py`, ssh's `%h`, `$VAR`): a matcher (vim's `autocmd`
+        // patterns, `set path+=…/**`, a `ControlPath` socket) far more often than code to run.
+        if !token.is_empty() && !token.contains(WILD) {
             out.push(Named::Path(base.join(token)));
-        }
-    }
-    out
-}
-
-/// A name with wildcards and expansions as a shell pattern: each expansion (`%h`, `%%`,
-/// `$VAR`, `${VAR}`, a `{a,b}` list) is `*`.
-fn as_pattern(name: &str) -> String {
-    let mut out = String::new();
-    let mut chars = name.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '%' => {
-                chars.next();
-                out.push('*');
-            }
-            '$' | '{' => {
-                if c == '{' || chars.peek() == Some(&'{') {
-                    for c in chars.by_ref() {
-                        if c == '}' {
-                            break;
-                        }
-                    }
-                } else {
-                    while chars
-                        .next_if(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .is_some()
-                    {}
-                }
-                out.push('*');
-            }
-            c => out.push(c),
         }
     }
     out
@@ -230,19 +187,14 @@ pub(super) fn ssh_includes(text: &str, home: &Path) -> Vec<Named> {
     out
 }
 
-/// The files of `dir` whose names match `pattern` (every file for `None`), as many as are
-/// taken.
-pub(super) fn pattern_files(dir: &Path, pattern: Option<&str>) -> Vec<PathBuf> {
+/// The files of an included directory, as many as are taken.
+pub(super) fn dir_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
-        .filter(|e| {
-            pattern
-                .is_none_or(|p| super::super::matches_pattern(p, &e.file_name().to_string_lossy()))
-        })
         .map(|e| e.path())
         .take(MAX_PER_PATTERN)
         .collect()

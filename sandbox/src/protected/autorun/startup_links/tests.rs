@@ -549,7 +549,7 @@ fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
     };
     std::fs::create_dir_all(h.project.join("tools/ssh.d")).unwrap();
     std::fs::write(h.project.join("tools/ssh.d/a.conf"), "").unwrap();
-    // A pattern outside an Include names the matching files only, not its directory.
+    // A pattern outside an Include names nothing (a socket, a matcher).
     std::fs::write(h.project.join("cm-me@host"), "").unwrap();
     std::fs::write(h.project.join("README.md"), "").unwrap();
     std::fs::write(
@@ -587,7 +587,6 @@ fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
         ("tools/local.sh", ".ssh/config"),
         ("tools/ssh.d/a.conf", ".ssh/config"),
         ("tools/rel.conf", ".ssh/config"),
-        ("cm-me@host", ".ssh/config"),
         ("tools/vimrc.vim", ".vimrc"),
         ("tools/init2.lua", ".config/nvim/init.lua"),
         ("tools/tmux-x.sh", ".tmux.conf"),
@@ -598,7 +597,13 @@ fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
     }
     // A file made later where a pattern looks.
     assert_eq!(refused("tools/ssh.d/new.conf"), named_in(".ssh/config"));
-    for rel in ["src/app.py", "tools/other.sh", "README.md", "tools/x/y.sh"] {
+    for rel in [
+        "src/app.py",
+        "tools/other.sh",
+        "README.md",
+        "tools/x/y.sh",
+        "cm-me@host",
+    ] {
         assert_eq!(refused(rel), None, "{rel}");
     }
     // Added while the policy is live.
