@@ -168,6 +168,24 @@ pub const VARS: &[(&str, Names)] = &[
     // a `.bashrc` sources, which would refuse every write of those owners' trees.
     ("EMACSLOADPATH", Names::RunDir),
     ("XDG_CONFIG_DIRS", Names::RunDir),
+    // Red team 44a C2: vim's runtime (its `plugin/` and `defaults.vim` at every start), the
+    // XDG data dirs (fish's `vendor_conf.d`, nvim's `site/plugin`, completions), direnv's
+    // config dir (its `direnvrc`), Gradle's user home (`init.d/` at every build), Julia's
+    // depot (`config/startup.jl`), Doom Emacs's dir, Python's bytecode cache (the `.pyc`
+    // imported instead of the source), the files starship, ripgrep and fzf read or run, and
+    // the dynamic loader's auditors.
+    ("VIMRUNTIME", Names::RunDir),
+    ("XDG_DATA_HOME", Names::RunDir),
+    ("XDG_DATA_DIRS", Names::RunDir),
+    ("DIRENV_CONFIG", Names::RunDir),
+    ("GRADLE_USER_HOME", Names::RunDir),
+    ("JULIA_DEPOT_PATH", Names::RunDir),
+    ("DOOMDIR", Names::RunDir),
+    ("PYTHONPYCACHEPREFIX", Names::RunDir),
+    ("STARSHIP_CONFIG", Names::File),
+    ("RIPGREP_CONFIG_PATH", Names::File),
+    ("FZF_DEFAULT_COMMAND", Names::Command),
+    ("LD_AUDIT", Names::FileList),
 ];
 
 /// git's numbered config variables: a family, not a fixed list.

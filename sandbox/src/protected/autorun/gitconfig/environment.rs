@@ -288,12 +288,27 @@ impl Places<'_> {
                             // A file by path (`--require ./x.js`, `-r/opt/x.rb`); a bare
                             // node name is an installed package (`installed_packages`).
                             let file = self.root.join(load.trim_start_matches("file://"));
-                            self.add(
-                                &file,
-                                class,
-                                why("a file loaded at every start"),
-                                Scope::Below,
-                            );
+                            // ruby's `-r/p/x` loads `/p/x.rb` (red team 44a C2-B3), node's
+                            // `--require /p/x` `/p/x.js`: each name it may load.
+                            let mut files = vec![file.clone()];
+                            let suffixes: &[&str] = match lang {
+                                Lang::Ruby => &[".rb", ".so"],
+                                Lang::Node => &[".js", ".cjs", ".mjs", ".json", ".node"],
+                                _ => &[],
+                            };
+                            files.extend(suffixes.iter().map(|suffix| {
+                                let mut name = file.clone().into_os_string();
+                                name.push(suffix);
+                                PathBuf::from(name)
+                            }));
+                            for file in files {
+                                self.add(
+                                    &file,
+                                    class,
+                                    why("a file loaded at every start"),
+                                    Scope::Below,
+                                );
+                            }
                         }
                         loads.push((lang, load));
                     }
@@ -370,7 +385,10 @@ fn class_of(name: &str) -> AutorunClass {
     match name {
         n if n.starts_with("GIT_") || n == "SSH_ASKPASS" => AutorunClass::GitHooks,
         "EDITOR" | "VISUAL" | "PAGER" => AutorunClass::GitHooks,
-        "VIMINIT" | "EXINIT" | "GVIMINIT" => AutorunClass::EditorConfig,
+        "VIMINIT" | "EXINIT" | "GVIMINIT" | "VIMRUNTIME" | "DOOMDIR" | "EMACSLOADPATH" => {
+            AutorunClass::EditorConfig
+        }
+        "GRADLE_USER_HOME" => AutorunClass::ToolchainConfig,
         n if n.to_ascii_uppercase().starts_with("NPM_CONFIG_") || n.starts_with("RUSTC_") => {
             AutorunClass::ToolchainConfig
         }

@@ -517,3 +517,49 @@ fn emacs_load_path_and_xdg_config_dirs_are_places() {
     assert!(!covered(&places, "src/main.el"), "{places:?}");
     assert_eq!(places.len(), 2, "{places:?}");
 }
+
+/// Red team 44a C2: the variables found outside the table name places — vim's runtime, the XDG
+/// data dirs, direnv's config dir, Gradle's user home, Julia's depot, Doom's dir, Python's
+/// bytecode prefix, starship's and ripgrep's configs, fzf's command, the loader's auditors — and
+/// ruby's `-r/p/x` loads `/p/x.rb` (node's `--require /p/y` `/p/y.js`).
+#[test]
+fn red_team_44_s_variables_name_places() {
+    let (_dir, root, account) = account(&[
+        ("VIMRUNTIME", "{root}/vimruntime"),
+        ("XDG_DATA_HOME", "{root}/xdgdata"),
+        ("XDG_DATA_DIRS", "{root}/share:/usr/share"),
+        ("DIRENV_CONFIG", "{root}/direnvcfg"),
+        ("GRADLE_USER_HOME", "{root}/gradlehome"),
+        ("JULIA_DEPOT_PATH", "{root}/julia"),
+        ("DOOMDIR", "{root}/doom"),
+        ("PYTHONPYCACHEPREFIX", "{root}/pycache"),
+        ("STARSHIP_CONFIG", "{root}/starship.toml"),
+        ("RIPGREP_CONFIG_PATH", "{root}/rgrc"),
+        ("FZF_DEFAULT_COMMAND", "{root}/tools/fzf.sh --all"),
+        ("LD_AUDIT", "{root}/audit.so"),
+        ("RUBYOPT", "-r{root}/rb/boot"),
+        ("NODE_OPTIONS", "--require {root}/js/boot"),
+    ]);
+    let places = places_with(&root, &[], &account);
+    for rel in [
+        "vimruntime/plugin/x.vim",
+        "xdgdata/nvim/site/plugin/x.vim",
+        "share/fish/vendor_conf.d/x.fish",
+        "direnvcfg/direnvrc",
+        "gradlehome/init.d/x.gradle",
+        "julia/config/startup.jl",
+        "doom/config.el",
+        "pycache/x.cpython-312.pyc",
+        "starship.toml",
+        "rgrc",
+        "tools/fzf.sh",
+        "audit.so",
+        "rb/boot.rb",
+        "js/boot.js",
+    ] {
+        assert!(covered(&places, rel), "{rel}: {places:?}");
+    }
+    for rel in ["src/main.rs", "rb/other.rb", "README.md"] {
+        assert!(!covered(&places, rel), "{rel}: {places:?}");
+    }
+}
