@@ -49,6 +49,9 @@ struct Seen {
     mounts: Option<[u8; 32]>,
     /// The same, folded like the policy's entries.
     folded: Vec<Vec<Vec<u8>>>,
+    /// The start-up entries (`AUTORUN`) of the homes of gateways registered since the policy
+    /// was built (red team 44a C8-B1), folded: only writes refuse them.
+    write_folded: Vec<Vec<Vec<u8>>>,
 }
 
 impl LateInstances {
@@ -112,6 +115,10 @@ impl LateInstances {
         // A gateway started meanwhile with another `$HOME`: that home's credential stores.
         let late_homes = crate::protected::not_yet_homes(&self.homes, read.homes.clone());
         listed.extend(crate::protected::other_homes_catalogue(&late_homes));
+        let startup_entries: Vec<PathBuf> = late_homes
+            .iter()
+            .flat_map(|home| crate::protected::AUTORUN.iter().map(|e| home.join(e)))
+            .collect();
         let mut seen = self.seen.write().unwrap_or_else(|e| e.into_inner());
         let mut paths: Vec<PathBuf> = seen.paths.as_ref().clone();
         // As listed, never followed (red team 26 B2: a symlink another account swapped in for
@@ -133,6 +140,18 @@ impl LateInstances {
             .collect();
         seen.paths = Arc::new(paths);
         seen.texts = read.digests;
+        for entry in &startup_entries {
+            let folded = super::folded_components(entry, self.insensitive);
+            if !seen.write_folded.contains(&folded) {
+                seen.write_folded.push(folded);
+            }
+        }
+    }
+
+    /// Whether a path (folded components) is at or below a late home's start-up entry.
+    pub(super) fn covers_write(&self, folded: &[Vec<u8>]) -> bool {
+        let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());
+        seen.write_folded.iter().any(|p| folded.starts_with(p))
     }
 
     /// Whether a path (folded components) is in one of the late entries.

@@ -165,7 +165,7 @@ impl PathPolicy {
             return Some(WriteProtection::InstallLocation);
         }
         let keys = self.startup_keys_now();
-        if by_name(&keys) {
+        if by_name(&keys) || self.late.covers_write(&folded) {
             return Some(WriteProtection::InstallLocation);
         }
         let found = keys

@@ -526,7 +526,8 @@ fn the_targets_of_links_in_start_up_places_are_never_written() {
 /// Red team 43a B5: a gateway of the account started with another `$HOME` lists it; to every
 /// other gateway (whatever its own `$HOME`) that directory is an account's home: its credential
 /// stores protected for reads and commands, its start-up files for writes, and a `direct_write`
-/// root at it refused — at start, and (reads) for a policy built before it registered.
+/// root at it refused — at start, and for a policy built before it registered (from its next
+/// call).
 #[test]
 fn another_gateway_s_home_is_an_account_s_home() {
     let (_dir, root) = tmp();
@@ -554,8 +555,20 @@ fn another_gateway_s_home_is_an_account_s_home() {
     assert!(policy.is_protected(&key));
     let masks = crate::masked_paths(&home, &own, &[]);
     assert!(masks.iter().any(|m| key.starts_with(m)), "{masks:?}");
+    assert!(
+        !policy_before.is_write_protected(&their_home.join(".gitconfig")),
+        "the control"
+    );
     policy_before.refresh_instances();
     assert!(policy_before.is_protected(&key));
+    // Its start-up files too, for a policy built before it registered (red team 44a C8-B1).
+    for rel in [".gitconfig", ".local/bin/x", ".config/autostart/x.desktop"] {
+        assert!(
+            policy_before.is_write_protected(&their_home.join(rel)),
+            "{rel}"
+        );
+    }
+    assert!(!policy_before.is_write_protected(&their_home.join("notes.txt")));
     let writes = policy.with_write_protected(write_protected(
         Path::new("/nonexistent/gateway"),
         Path::new("/nonexistent/claude"),
