@@ -825,16 +825,40 @@ impl Reader {
     /// (read by their kind) and git's config variables for the rules.
     fn assign(&mut self, name: &str, value: String, at: At) {
         let values = self.vars.entry(name.to_string()).or_default();
-        // Past the bound: this one and later ones are not read.
-        let value = if values.len() >= MAX_VALUES {
-            MARK.to_string()
+        let value = if is_search_list(name) {
+            // A search list (`PATH`, `PYTHONPATH`…) holds one value: every entry it may hold,
+            // in the order first seen. Each place rule is per entry, never per order, and
+            // every line `PATH="x:$PATH"` doubling its possible values had reached the bound
+            // after four such lines: past it, every file named like a program anywhere was
+            // refused (a real `.bashrc` has more: red team 44a C3-B1).
+            let mut entries: Vec<String> = values
+                .first()
+                .map(|v| v.split(':').map(str::to_string).collect())
+                .unwrap_or_default();
+            let known = entries.len();
+            for entry in value.split(':') {
+                if !entries.iter().any(|e| e == entry) {
+                    entries.push(entry.to_string());
+                }
+            }
+            if known == entries.len() && !values.is_empty() {
+                return;
+            }
+            *values = vec![entries.join(":")];
+            value
         } else {
+            // Past the bound: this one and later ones are not read.
+            let value = if values.len() >= MAX_VALUES {
+                MARK.to_string()
+            } else {
+                value
+            };
+            if values.contains(&value) {
+                return;
+            }
+            values.push(value.clone());
             value
         };
-        if values.contains(&value) {
-            return;
-        }
-        values.push(value.clone());
         if owner_env::is_git_config_var(name) {
             self.git.push((name.to_string(), value));
             return;
@@ -946,6 +970,18 @@ impl Reader {
             }
         }
     }
+}
+
+/// Whether the table's variable `name` is a `:`-separated search list, whose entries each name
+/// a place whatever their order.
+fn is_search_list(name: &str) -> bool {
+    owner_env::VARS.iter().any(|(var, names)| {
+        *var == name
+            && matches!(
+                names,
+                Names::ProgramPath | Names::ImportPath(_) | Names::RunDir | Names::LibraryPath
+            )
+    })
 }
 
 /// The variable zsh ties an array to by itself (`path` is `PATH` as a list).

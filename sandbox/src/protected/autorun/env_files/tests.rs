@@ -802,9 +802,16 @@ fn names_assigned_by_builtins_and_code_in_strings_are_read_or_fail_closed() {
         .env
         .iter()
         .filter(|(k, _)| *k == "PYTHONPATH")
-        .map(|(_, v)| v.to_string_lossy().into_owned())
+        .flat_map(|(_, v)| {
+            let v = v.to_string_lossy().into_owned();
+            v.split(':').map(str::to_string).collect::<Vec<_>>()
+        })
         .collect();
-    assert!(env.contains(&"/c29:/c29b".to_string()), "{env:?}");
+    // Each entry (a search list's order never decides a place).
+    assert!(
+        env.iter().any(|e| e == "/c29") && env.iter().any(|e| e == "/c29b"),
+        "{env:?}"
+    );
 }
 
 /// The owner's `PATH` (red team 41, found while aiming it): direnv's `PATH_add DIR…` (not
@@ -967,4 +974,40 @@ fn a_prompt_s_substitutions_are_read_as_code() {
         got.relative_sources,
         [PathBuf::from("./.prompt-env"), PathBuf::from(".rprompt")]
     );
+}
+
+/// Red team 44a C3-B1 (and this host's own tests): a `.bashrc` with many `PATH="x:$PATH"` lines
+/// — each doubling the values `PATH` may hold — past the bound had made `PATH` unread, and every
+/// file named like a program anywhere refused, while the dirs of the later lines (and
+/// `.profile`'s) were never read as program dirs. A search list holds every entry it may hold.
+#[test]
+fn many_path_lines_keep_every_entry_and_reach_no_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(tmp.path()).unwrap();
+    let mut bashrc = String::new();
+    for n in 0..24 {
+        bashrc.push_str(&format!("export PATH=\"$HOME/b{n}:$PATH\"\n"));
+    }
+    bashrc.push_str("PYTHONPATH=/py1:$PYTHONPATH\nPYTHONPATH=/py2:$PYTHONPATH\n");
+    std::fs::write(home.join(".bashrc"), bashrc).unwrap();
+    std::fs::write(home.join(".profile"), "PATH=\"$HOME/profbin:$PATH\"\n").unwrap();
+    let shell = of_shell(&home);
+    let entries: Vec<String> = shell
+        .env
+        .iter()
+        .filter(|(k, _)| *k == "PATH")
+        .flat_map(|(_, v)| {
+            let v = v.to_string_lossy().into_owned();
+            v.split(':').map(str::to_string).collect::<Vec<_>>()
+        })
+        .collect();
+    for n in 0..24 {
+        let want = format!("{}/b{n}", home.display());
+        assert!(entries.contains(&want), "{want}: {entries:?}");
+    }
+    let profbin = format!("{}/profbin", home.display());
+    assert!(entries.contains(&profbin), "{entries:?}");
+    assert!(!entries.iter().any(|e| e.contains(MARK)), "{entries:?}");
+    assert!(shell.below.is_empty(), "{:?}", shell.below);
+    assert!(shell.unreadable.is_empty(), "{:?}", shell.unreadable);
 }
