@@ -273,6 +273,9 @@ struct Reader {
     runs: Vec<PathBuf>,
     /// Shell scripts a start-up file ran by an absolute path, not yet read.
     ran: Vec<String>,
+    /// Where a start-up file's `cd` to an absolute directory went: a relative program after it
+    /// (`cd /p && ./x`) runs from there.
+    shell_cwd: Option<String>,
     /// The home whose files are read (`$HOME`, `~`); none: this process's.
     home: Option<String>,
     /// zsh's tied arrays (`typeset -T PERL5LIB perl5lib`): the array → the variable.
@@ -541,6 +544,9 @@ impl Reader {
                     if !self.assignment(word, at, false) {
                         break;
                     }
+                }
+                if at.dir.is_none() {
+                    self.program_run(words, at, depth);
                 }
             }
             // `trap 'code' SIGNAL`: code the shell runs later, from wherever it is then.

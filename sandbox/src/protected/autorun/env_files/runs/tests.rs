@@ -116,3 +116,65 @@ fn files_start_up_files_source_or_run_by_absolute_paths_are_runs() {
         shell.env
     );
 }
+
+/// Red team 44a C1-B1: what a start-up file runs through wrappers (`env`, `timeout`, `setsid`,
+/// `stdbuf`, `flock`, `script -c`, `find -exec`, `xargs`), `complete -C`, `bind -x`, the
+/// `function f { … }` form, and a relative program after `cd /abs` (also in an alias).
+#[test]
+fn wrappers_completions_bindings_and_cd_runs_are_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let (home, p) = (root.join("home"), root.join("proj"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(p.join("tools")).unwrap();
+    let proj = p.to_string_lossy();
+    std::fs::write(
+        home.join(".bashrc"),
+        format!(
+            "env FOO=1 {proj}/tools/env.sh\n\
+             timeout 5 {proj}/tools/timeout.sh\n\
+             setsid -f {proj}/tools/setsid.sh\n\
+             stdbuf -oL {proj}/tools/stdbuf.sh\n\
+             flock /tmp/l {proj}/tools/flock.sh\n\
+             script -qc '{proj}/tools/script.sh' /dev/null\n\
+             find /tmp -maxdepth 0 -exec {proj}/tools/find.sh {{}} \\;\n\
+             echo x | xargs -r {proj}/tools/xargs.sh\n\
+             complete -C {proj}/tools/complete.sh mycmd\n\
+             bind -x '\"\\C-x\": {proj}/tools/bind.sh'\n\
+             function f {{ {proj}/tools/function.sh; }}\n\
+             alias go2='cd {proj} && ./tools/aliased.sh'\n\
+             cd {proj}\n\
+             ./tools/after-cd.sh\n\
+             command -v {proj}/tools/looked-up.sh\n"
+        ),
+    )
+    .unwrap();
+    let runs: Vec<PathBuf> = of_shell(&home).runs;
+    for want in [
+        "env.sh",
+        "timeout.sh",
+        "setsid.sh",
+        "stdbuf.sh",
+        "flock.sh",
+        "script.sh",
+        "find.sh",
+        "xargs.sh",
+        "complete.sh",
+        "bind.sh",
+        "function.sh",
+        "aliased.sh",
+        "after-cd.sh",
+    ] {
+        let want = p.join("tools").join(want);
+        let found = runs.iter().any(|r| {
+            r == &want
+                || std::path::absolute(r).ok().is_some_and(|a| a == want)
+                || r.to_string_lossy().replace("/./", "/") == want.to_string_lossy()
+        });
+        assert!(found, "{want:?}: {runs:?}");
+    }
+    assert!(
+        !runs.iter().any(|r| r.ends_with("looked-up.sh")),
+        "{runs:?}"
+    );
+}
