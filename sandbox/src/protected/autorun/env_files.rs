@@ -978,51 +978,13 @@ impl Reader {
     }
 }
 
-/// Whether the table's variable `name` is a `:`-separated search list, whose entries each name
-/// a place whatever their order.
-fn is_search_list(name: &str) -> bool {
-    owner_env::VARS.iter().any(|(var, names)| {
-        *var == name
-            && matches!(
-                names,
-                Names::ProgramPath | Names::ImportPath(_) | Names::RunDir | Names::LibraryPath
-            )
-    })
-}
-
-/// The variable zsh ties an array to by itself (`path` is `PATH` as a list).
-fn zsh_tied(array: &str) -> Option<&'static str> {
-    match array {
-        "path" => Some("PATH"),
-        _ => None,
-    }
-}
-
-/// `text` with `${name}` and `$name` (not a longer name: `$HOME_X`) replaced by `value`.
-fn variable(text: &str, name: &str, value: &str) -> String {
-    let text = text.replace(&format!("${{{name}}}"), value);
-    let pattern = format!("${name}");
-    let mut out = String::new();
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find(&pattern) {
-        let after = &rest[at + pattern.len()..];
-        out.push_str(&rest[..at]);
-        if after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
-            out.push_str(&pattern);
-        } else {
-            out.push_str(value);
-        }
-        rest = after;
-    }
-    out.push_str(rest);
-    out
-}
-
 mod expand;
 mod fish;
 mod runs;
 
-use expand::combine;
+use expand::{combine, is_search_list, variable, zsh_tied};
 
+#[cfg(test)]
+mod path_tests;
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::owner_env;
+use super::super::owner_env::{self, Names};
 use super::super::shell_words::{self, Dialect, Piece, Word};
 use super::{At, MARK, MAX_EXPANSION_DEPTH, MAX_GLOB, MAX_VALUES, Reader};
 
@@ -374,4 +374,44 @@ fn remove_pattern(value: &str, op: &str, pattern: &str) -> String {
         Some(at) => value[at..].to_string(),
         None => value.to_string(),
     }
+}
+
+/// Whether the table's variable `name` is a `:`-separated search list, whose entries each name
+/// a place whatever their order.
+pub(super) fn is_search_list(name: &str) -> bool {
+    owner_env::VARS.iter().any(|(var, names)| {
+        *var == name
+            && matches!(
+                names,
+                Names::ProgramPath | Names::ImportPath(_) | Names::RunDir | Names::LibraryPath
+            )
+    })
+}
+
+/// The variable zsh ties an array to by itself (`path` is `PATH` as a list).
+pub(super) fn zsh_tied(array: &str) -> Option<&'static str> {
+    match array {
+        "path" => Some("PATH"),
+        _ => None,
+    }
+}
+
+/// `text` with `${name}` and `$name` (not a longer name: `$HOME_X`) replaced by `value`.
+pub(super) fn variable(text: &str, name: &str, value: &str) -> String {
+    let text = text.replace(&format!("${{{name}}}"), value);
+    let pattern = format!("${name}");
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find(&pattern) {
+        let after = &rest[at + pattern.len()..];
+        out.push_str(&rest[..at]);
+        if after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            out.push_str(&pattern);
+        } else {
+            out.push_str(value);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
