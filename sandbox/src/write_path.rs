@@ -35,6 +35,7 @@ use rustix::io::Errno;
 use crate::path_policy::{
     PathPolicy, PathRefusal, WriteProtection, classify, ident, io_refusal, is_git_name, show,
 };
+use crate::protected::autorun::owner_files;
 use crate::protected::autorun::symlinks::{self, Incomplete, Symlinks};
 
 /// A root's symlinks as scanned, or why the scan could not finish.
@@ -212,8 +213,9 @@ pub struct WriteRoot {
     path: PathBuf,
     dev: u64,
     ino: u64,
-    /// The root's symlinks as last scanned, and when (see [`symlinks`]).
-    symlinks: Mutex<Option<(Instant, ScannedLinks)>>,
+    /// The root's symlinks as last scanned, when, and the generation of the owner's start-up
+    /// files then (see [`symlinks`], [`owner_files`]).
+    symlinks: Mutex<Option<(Instant, u64, ScannedLinks)>>,
 }
 
 impl WriteRoot {
@@ -398,15 +400,17 @@ impl WriteRoot {
         Ok(reached.aliases)
     }
 
-    /// The root's symlinks, rescanned when the last scan is older than
-    /// [`symlinks::MAX_AGE`].
+    /// The root's symlinks (and the places the owner's files name), rescanned when the last
+    /// scan is older than [`symlinks::MAX_AGE`] or the owner's start-up files changed since
+    /// (red team 44a C1-B6).
     fn symlinks(&self, policy: &PathPolicy) -> ScannedLinks {
         let mut cache = self
             .symlinks
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((at, links)) = cache.as_ref()
+        if let Some((at, generation, links)) = cache.as_ref()
             && at.elapsed() < symlinks::MAX_AGE
+            && *generation == owner_files::generation()
         {
             return links.clone();
         }
@@ -417,7 +421,7 @@ impl WriteRoot {
             policy.merge_target(),
             &skip,
         ));
-        *cache = Some((Instant::now(), fresh.clone()));
+        *cache = Some((Instant::now(), owner_files::generation(), fresh.clone()));
         fresh
     }
 

@@ -424,6 +424,16 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
     for rel in &targets[..7] {
         assert!(!root.join(rel).exists(), "{rel} was written");
     }
+    // Red team 44a C1-B6: a line the owner adds while the session is live counts from the
+    // session's next write, not ten seconds later.
+    let rc = home_dir.join(".bashrc");
+    let mut text = std::fs::read_to_string(&rc).unwrap();
+    text.push_str(&format!("source {p}/tools/live.sh\n"));
+    std::fs::write(&rc, text).unwrap();
+    let calls = json!([write(&root.join("tools/live.sh"), "touch /tmp/pwned\n")]);
+    let v = reply_calls(&chat, &v, "startup-runs-r2", calls).await;
+    assert_refused(&results(&v)[0], "tools/live.sh", "shell_startup");
+    assert!(!root.join("tools/live.sh").exists());
     chat.stop(&session_id(&v), &lease_id(&v), "startup-runs-stop", None)
         .await
         .unwrap();

@@ -770,6 +770,7 @@ pub(crate) mod link_target;
 pub mod lint_configs;
 mod namespaces;
 pub mod owner_env;
+pub mod owner_files;
 pub mod package_files;
 pub mod package_json;
 pub mod package_yaml;

@@ -53,6 +53,9 @@ pub(super) struct Assigned {
     pub below: Vec<(&'static str, PathBuf)>,
     /// Files a shell start-up file sources by a relative path (from wherever the shell is).
     pub relative_sources: Vec<PathBuf>,
+    /// Every file read, and every start-up file looked for: a change to any of them changes
+    /// what the rules derive ([`super::owner_files`]).
+    pub read: Vec<PathBuf>,
     /// Files a shell start-up file sources or runs by an absolute path (after `~`, `$HOME` and
     /// its variables are expanded): a program on a line of its own, in `PROMPT_COMMAND`, a
     /// trap or an alias, or a script given to a shell or an interpreter (red team 43a B1).
@@ -103,6 +106,7 @@ impl Assigned {
             below: reader.below,
             relative_sources: reader.relative_sources,
             runs: reader.runs,
+            read: reader.read,
         }
     }
 }
@@ -230,6 +234,8 @@ pub(super) fn of_shell(home: &Path) -> Assigned {
         home: Some(home.to_string_lossy().into_owned()),
         ..Reader::default()
     };
+    let mut looked_for: Vec<PathBuf> = SHELL_FILES.iter().map(|f| home.join(f)).collect();
+    looked_for.extend(STARTUP_DIRS.iter().map(|(dir, _)| home.join(dir)));
     for file in SHELL_FILES {
         reader.file(&home.join(file), None, home, 0);
     }
@@ -254,7 +260,10 @@ pub(super) fn of_shell(home: &Path) -> Assigned {
         }
     }
     reader.fish_universal(&home.join(".config/fish/fish_variables"));
-    Assigned::new(reader)
+    let mut assigned = Assigned::new(reader);
+    looked_for.retain(|f| !assigned.read.contains(f));
+    assigned.read.extend(looked_for);
+    assigned
 }
 
 /// Files read so far and what they assign.

@@ -47,7 +47,9 @@ pub struct GitPlace {
 /// found inside the root (root-relative); the repository the root itself lies in is found by
 /// walking up from it, as git does.
 pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
-    places_with(root, dot_gits, &Account::of_process())
+    let account = Account::of_process();
+    super::owner_files::record(&account.read_files);
+    places_with(root, dot_gits, &account)
 }
 
 /// [`places`] with the account's git files given.

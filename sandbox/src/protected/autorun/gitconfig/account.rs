@@ -35,6 +35,8 @@ pub struct Account {
     pub relative_sources: Vec<PathBuf>,
     /// Files the start-up files source or run by an absolute path.
     pub startup_runs: Vec<PathBuf>,
+    /// The owner's files read (and start-up files looked for) to derive this.
+    pub read_files: Vec<PathBuf>,
 }
 
 impl Account {
@@ -77,6 +79,7 @@ impl Account {
         self.below.extend(assigned.below);
         self.relative_sources.extend(assigned.relative_sources);
         self.startup_runs.extend(assigned.runs);
+        self.read_files.extend(assigned.read);
     }
 
     /// What git reads for an account whose environment `var` gives (the files, the template
