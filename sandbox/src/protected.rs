@@ -621,8 +621,9 @@ pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> 
     homes.extend(other_homes(owner_home));
     if homes.iter().any(|home| home.starts_with(root)) {
         return Some(
-            "is a home directory or contains one (start-up files, keys, other projects); \
-             choose the project's own directory",
+            "is a home directory or contains one (start-up files, keys, other projects; the \
+             $HOME any gateway of the account was started with counts as one, while its state \
+             dir exists); choose the project's own directory",
         );
     }
     // A home's hidden directories hold tools' state and code (`~/.local`, `~/.pyenv`,

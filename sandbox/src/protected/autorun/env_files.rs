@@ -118,11 +118,13 @@ const MARK: char = '\0';
 const NOT_READ: &str = "its value is built from what is not read here (a command's output, a \
      positional parameter or a variable set nowhere the gateway reads)";
 
-/// The account's shell start-up files, relative to its home: the shells' own, what they run
-/// at logout, the X session's, and direnv's (its `direnvrc` runs before every `.envrc` it
-/// loads, and what it exports lands in the owner's shell: red team 43a B8).
+/// The account's shell start-up files, relative to its home: the shells' own (and what
+/// bash-completion sources), what they run at logout, the X session's, and direnv's (its
+/// `direnvrc` runs before every `.envrc` it loads, and what it exports is the owner's: red
+/// team 43a B8).
 const SHELL_FILES: [&str; 18] = [
     ".bashrc",
+    ".bash_completion",
     ".bash_profile",
     ".bash_login",
     ".profile",
@@ -138,7 +140,6 @@ const SHELL_FILES: [&str; 18] = [
     ".xinitrc",
     ".xsession",
     ".config/direnv/direnvrc",
-    ".config/direnv/direnv.toml",
     ".direnvrc",
 ];
 

@@ -186,6 +186,10 @@ pub const VARS: &[(&str, Names)] = &[
     ("RIPGREP_CONFIG_PATH", Names::File),
     ("FZF_DEFAULT_COMMAND", Names::Command),
     ("LD_AUDIT", Names::FileList),
+    // Red team 44a C1-B4: zsh's autoloaded functions (`fpath`, tied to `FPATH`) and
+    // oh-my-zsh's custom dir (every `*.zsh` there is sourced at start).
+    ("FPATH", Names::RunDir),
+    ("ZSH_CUSTOM", Names::RunDir),
 ];
 
 /// git's numbered config variables: a family, not a fixed list.

@@ -219,7 +219,7 @@ impl Derived {
             }
         }
         self.site_packages(home);
-        self.named_in_configs(home, uid);
+        self.named_in_configs(home, uid, owner);
         // Everything under `~/.config` (followed when it is a link), bounded.
         let config = home.join(".config");
         let real = resolved(&config).unwrap_or(config);
@@ -250,12 +250,22 @@ impl Derived {
     /// what the files they name name in turn, within bounds: each file read is watched (a
     /// line added to `~/.ssh/config` is seen by the next write), each target its config's
     /// owner owns is a start-up place's target, refused naming the config file.
-    fn named_in_configs(&mut self, home: &Path, uid: u32) {
+    fn named_in_configs(&mut self, home: &Path, uid: u32, owner: bool) {
         let mut queue: Vec<(PathBuf, PathBuf, usize)> = named::NAMING_FILES
             .iter()
             .rev()
             .map(|file| (home.join(file), home.join(file), 0))
             .collect();
+        for dir in named::NAMING_DIRS {
+            let dir = home.join(dir);
+            self.watch(&dir);
+            for file in named::dir_files(&dir)
+                .into_iter()
+                .take(named::MAX_DIR_FILES)
+            {
+                queue.push((file.clone(), file, 0));
+            }
+        }
         let mut read: Vec<PathBuf> = Vec::new();
         while let Some((file, config, depth)) = queue.pop() {
             self.watch(&file);
@@ -273,12 +283,27 @@ impl Derived {
             // (path, whether a pattern's directory: a file made there later matches too).
             let mut targets = Vec::new();
             let mut found = named::paths_named(&text, home);
+            // Past the bound, what the rest names is not known: fail closed, as a start-up
+            // tree too large to walk does (red team 44a C1-B5).
+            if found.len() >= named::MAX_PER_FILE && owner {
+                self.over_bound.get_or_insert(config.clone());
+            }
             if config.ends_with(".ssh/config") {
                 found.extend(named::ssh_includes(&text, home));
             }
             for found in found {
                 match found {
-                    named::Named::Path(path) => targets.push((path, false)),
+                    named::Named::Path(path) => {
+                        // Given without an ending, a loader may add one.
+                        if path.extension().is_none() {
+                            targets.extend(named::LOADED_ENDINGS.iter().map(|ending| {
+                                let mut name = path.clone().into_os_string();
+                                name.push(ending);
+                                (PathBuf::from(name), false)
+                            }));
+                        }
+                        targets.push((path, false));
+                    }
                     named::Named::Dir(dir) => {
                         let files = named::dir_files(&dir);
                         targets.extend(files.into_iter().map(|file| (file, false)));

@@ -193,6 +193,7 @@ impl Reader {
             _ if self.vars.contains_key(name) => self.vars.get(name).cloned(),
             // zsh's `path=(~/bin $path)`: an array tied to a variable is its value.
             "path" => self.lookup("PATH", at),
+            "fpath" => self.lookup("FPATH", at),
             _ if self.ties.contains_key(name) => {
                 let var = self.ties.get(name)?.clone();
                 if var == name {
@@ -392,6 +393,7 @@ pub(super) fn is_search_list(name: &str) -> bool {
 pub(super) fn zsh_tied(array: &str) -> Option<&'static str> {
     match array {
         "path" => Some("PATH"),
+        "fpath" => Some("FPATH"),
         _ => None,
     }
 }

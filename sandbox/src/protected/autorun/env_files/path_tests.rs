@@ -86,3 +86,26 @@ fn many_path_lines_keep_every_entry_and_reach_no_bound() {
     assert!(shell.below.is_empty(), "{:?}", shell.below);
     assert!(shell.unreadable.is_empty(), "{:?}", shell.unreadable);
 }
+
+/// Red team 44a C1-B4: zsh's `fpath` array (tied to `FPATH`, its own old value read as the
+/// owner's) and oh-my-zsh's `ZSH_CUSTOM` are read as directories whose files run; the usual
+/// `fpath=(dir $fpath)` makes nothing unreadable.
+#[test]
+fn zsh_s_fpath_and_oh_my_zsh_s_custom_dir_are_read() {
+    let got = read(
+        "fpath=(/p/zfuncs $fpath)\nexport ZSH_CUSTOM=/p/omz-custom\n",
+        None,
+    );
+    assert!(
+        got.iter()
+            .any(|(k, v)| *k == "FPATH" && v.split(':').any(|e| e == "/p/zfuncs")),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(&("ZSH_CUSTOM", "/p/omz-custom".to_string())),
+        "{got:?}"
+    );
+    let reader = reader("fpath=(/p/zfuncs $fpath)\n", None, Dialect::Posix);
+    assert!(reader.unreadable.is_empty(), "{:?}", reader.unreadable);
+    assert!(reader.below.is_empty(), "{:?}", reader.below);
+}

@@ -77,13 +77,54 @@ pub(super) const NAMING_FILES: &[&str] = &[
     ".config/alacritty/alacritty.yml",
 ];
 
+/// Per-user directories whose every file (one level) is such a configuration: units and
+/// autostart entries (`ExecStart=`, `Exec=`), fish's autoloaded functions, IPython's and
+/// Jupyter's start-up files, Julia's `startup.jl`, window managers' and editors' configs, VS
+/// Code's user settings and tasks, Gradle's init scripts (red team 44a C1-B3).
+pub(super) const NAMING_DIRS: &[&str] = &[
+    ".config/systemd/user",
+    ".local/share/systemd/user",
+    ".config/autostart",
+    ".config/fish/functions",
+    ".config/fish/completions",
+    ".ipython/profile_default",
+    ".ipython/profile_default/startup",
+    ".jupyter",
+    ".julia/config",
+    ".config/i3",
+    ".config/sway",
+    ".config/hypr",
+    ".config/openbox",
+    ".config/plasma-workspace/env",
+    ".config/plasma-workspace/shutdown",
+    ".config/helix",
+    ".config/lazygit",
+    ".config/nvim/lua",
+    ".config/nvim/plugin",
+    ".vim/plugin",
+    ".gradle/init.d",
+    ".config/Code/User",
+    ".config/VSCodium/User",
+    ".config/Cursor/User",
+    ".local/share/applications",
+];
+
+/// Most files read from one of [`NAMING_DIRS`].
+pub(super) const MAX_DIR_FILES: usize = 64;
+
+/// Endings a program or a loader adds to a name given without one (`--require /p/x` loads
+/// `/p/x.js`, `require '/p/x'` `/p/x.rb`, emacs's `(load "/p/x")` `/p/x.el`).
+pub(super) const LOADED_ENDINGS: &[&str] = &[
+    ".js", ".cjs", ".mjs", ".json", ".rb", ".lua", ".vim", ".el", ".elc", ".py", ".sh",
+];
+
 /// Bytes of one file read.
 const MAX_FILE: u64 = 1024 * 1024;
 /// How deep named files are read in turn, and how many files are read per home.
 pub(super) const MAX_DEPTH: usize = 4;
 pub(super) const MAX_FILES: usize = 128;
 /// Most paths taken from one file, and files taken from one directory a pattern names.
-const MAX_PER_FILE: usize = 512;
+pub(super) const MAX_PER_FILE: usize = 4096;
 const MAX_PER_PATTERN: usize = 64;
 
 /// One path a configuration file names.

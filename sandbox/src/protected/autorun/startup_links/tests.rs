@@ -612,3 +612,58 @@ fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
     assert_eq!(refused("tools/later.sh"), named_in(".tmux.conf"));
     assert_eq!(refused("tools/tmux-x.sh"), None, "no longer named");
 }
+
+/// Red team 44a C1-B2, B3, B5: the files of per-user config dirs (a user unit's `ExecStart=`, an
+/// autostart entry's `Exec=`, a fish function) are read like the config files; a name given
+/// without an ending names what a loader adds (`--require /p/x` loads `/p/x.js`); a config
+/// naming more paths than are read fails closed.
+#[test]
+fn config_dirs_endings_and_the_bound() {
+    let h = home();
+    let p = h.project.to_string_lossy().into_owned();
+    let write = |rel: &str, text: String| {
+        let at = h.home.join(rel);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, text).unwrap();
+    };
+    write(
+        ".config/systemd/user/x.service",
+        format!("[Service]\nExecStart={p}/tools/svc.sh\n"),
+    );
+    write(
+        ".config/autostart/x.desktop",
+        format!("[Desktop Entry]\nExec={p}/tools/auto.sh\n"),
+    );
+    write(
+        ".config/fish/functions/deploy.fish",
+        format!("function deploy\n  {p}/tools/deploy.fish.sh\nend\n"),
+    );
+    write(
+        ".npmrc",
+        format!("node-options=--require {p}/tools/npmreq\n"),
+    );
+    let policy = h.policy();
+    let refused = |rel: &str| policy.write_protection(&h.project.join(rel));
+    for (rel, config) in [
+        ("tools/svc.sh", ".config/systemd/user/x.service"),
+        ("tools/auto.sh", ".config/autostart/x.desktop"),
+        ("tools/deploy.fish.sh", ".config/fish/functions/deploy.fish"),
+        ("tools/npmreq", ".npmrc"),
+        ("tools/npmreq.js", ".npmrc"),
+    ] {
+        assert_eq!(refused(rel), named_in(config), "{rel}");
+    }
+    assert_eq!(refused("tools/npmreq.txt"), None);
+    // Past the bound: every write is refused, naming the config.
+    let many: String = (0..5000)
+        .map(|n| format!("IdentityFile /k/{n}\n"))
+        .collect();
+    write(".ssh/config", many);
+    policy.refresh_write_protected();
+    assert_eq!(
+        refused("src/main.rs"),
+        Some(WriteProtection::StartupLinksUnchecked {
+            place: "~/.ssh/config".to_string()
+        })
+    );
+}
