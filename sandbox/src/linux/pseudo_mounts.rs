@@ -104,7 +104,7 @@ fn reachable_pseudo(
     // A bind of a process's `/proc` entry outlives the process: its root is gone, no name
     // resolves through it, nor can it be mounted over (ENOENT). Nothing can be read there, and
     // refusing every command of the host for it (red team 43a's observation) protected nothing.
-    if leads_nowhere(&fd) {
+    if leads_nowhere(&fd) || dead_process_entry(mount) {
         return Ok(None);
     }
     // By the kernel's own answer (`fstatfs`, as the read tools check), or by the table's.
@@ -136,6 +136,19 @@ fn mount_id(fd: &impl AsFd) -> std::io::Result<u64> {
         .ok_or_else(|| std::io::Error::other("no mnt_id in fdinfo"))
 }
 
+/// Whether `mount` is a bind of an entry of a process that is gone: procfs's root for it ends
+/// in `//deleted` (`/30916/task/30916//deleted`, red team 45 F6: a dead process's `task/<tid>`,
+/// `fd`, `net`, `status` bound elsewhere had refused every command as the `/proc/<pid>` bind
+/// did). Nothing resolves through it; it cannot be mounted over either.
+fn dead_process_entry(mount: &MountLine) -> bool {
+    mount.fs_type == "proc"
+        && mount
+            .root
+            .as_os_str()
+            .as_encoded_bytes()
+            .ends_with(b"//deleted")
+}
+
 /// Whether nothing can be opened through `fd` (a mount whose root was removed: a dead
 /// process's `/proc/<pid>` bound elsewhere): opening it, or a name in it, finds no such file
 /// or no such process.
@@ -144,6 +157,18 @@ fn leads_nowhere(fd: &OwnedFd) -> bool {
         err.kind() == std::io::ErrorKind::NotFound || err.raw_os_error() == Some(libc::ESRCH)
     };
     let again = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    let is_dir = rustix::fs::fstat(fd)
+        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+    if !is_dir {
+        // A dead process's file opens, but reading it finds no such process.
+        use std::io::Read as _;
+        let mut byte = [0u8; 1];
+        return std::fs::File::open(&again)
+            .and_then(|mut file| file.read(&mut byte))
+            .is_err_and(gone);
+    }
+    // A directory: a name in it must find nothing too (a second procfs's root opens, but
+    // has no `status`; a live process's directory has one).
     std::fs::File::open(&again).is_err_and(gone)
         && std::fs::File::open(again.join("status")).is_err_and(gone)
 }
@@ -190,6 +215,7 @@ mod tests {
             mount_point: PathBuf::from(at),
             fs_type: "proc".into(),
             source: PathBuf::from("proc"),
+            super_options: "rw".into(),
         };
         assert_eq!(
             places.describe(&line("/work/project/pdir"), "proc"),

@@ -584,32 +584,57 @@ fn another_gateway_s_home_is_an_account_s_home() {
 /// entries, of `/proc`, or of such a mirror, shows them under a FUSE type no `fstatfs` check
 /// recognises: each such place is an alias, `/proc`'s mirror whole. FUSE mounts whose source is
 /// no directory (sshfs's `user@host:`, `/dev/fuse`) and mirrors of unrelated directories are not.
+/// Red team 45: a mirror of `/` is protected whole, not path by path (F4: the set had exploded);
+/// another account's mirror without `allow_other` is skipped (nothing of ours can enter it);
+/// a protected path that is itself a mirror makes its source an alias (F5); a mirror whose
+/// root does not list what its claimed source lists is protected whole (F1).
 #[test]
 fn fuse_passthrough_mirrors_of_protected_objects_are_aliases() {
     let (_dir, tmp) = tmp();
     let (home, state, other) = (tmp.join("home"), tmp.join("state"), tmp.join("other"));
     let ssh = home.join(".ssh");
-    for dir in [&ssh, &state.join("auth"), &other, &tmp.join("mnt/fhome")] {
+    let m = |rel: &str| tmp.join("mnt").join(rel);
+    let keys = tmp.join("keysrc");
+    // The mirrors' roots list what their sources list, as a passthrough's do.
+    for dir in [
+        &ssh,
+        &state.join("auth"),
+        &other,
+        &m("fst/auth"),
+        &m("fhome/.ssh"),
+        &m("f2/.ssh"),
+        &m("lying"),
+        &keys,
+        &m("froot"),
+    ] {
         std::fs::create_dir_all(dir).unwrap();
     }
-    let fuse = |id: u32, source: &str, at: &Path| {
+    let uid = rustix::process::geteuid().as_raw();
+    let fuse = |id: u32, source: &str, at: &Path, options: &str| {
         format!(
-            "{id} 1 0:{id} / {} rw - fuse {source} rw,user_id=0",
+            "{id} 1 0:{id} / {} rw - fuse {source} {options}",
             at.display()
         )
     };
-    let m = |rel: &str| tmp.join("mnt").join(rel);
+    let own = format!("rw,user_id={uid}");
     let table = [
         "1 0 8:1 / / rw - ext4 /dev/x rw".to_string(),
         "2 1 0:21 / /proc rw - proc proc rw".to_string(),
-        fuse(10, &state.to_string_lossy(), &m("fst")),
-        fuse(11, &home.to_string_lossy(), &m("fhome")),
-        fuse(12, "/proc", &m("fproc")),
-        fuse(13, &m("fhome").to_string_lossy(), &m("f2")),
-        fuse(14, "u@h:/x", &m("ssh")),
-        fuse(15, "/dev/fuse", &m("dev")),
-        fuse(16, &other.to_string_lossy(), &m("fother")),
-        fuse(17, "/", &m("froot")),
+        fuse(10, &state.to_string_lossy(), &m("fst"), &own),
+        fuse(11, &home.to_string_lossy(), &m("fhome"), &own),
+        fuse(12, "/proc", &m("fproc"), &own),
+        fuse(13, &m("fhome").to_string_lossy(), &m("f2"), &own),
+        fuse(14, "u@h:/x", &m("ssh"), &own),
+        fuse(15, "/dev/fuse", &m("dev"), &own),
+        fuse(16, &other.to_string_lossy(), &m("fother"), &own),
+        fuse(17, "/", &m("froot"), &own),
+        // Another account's, without allow_other: nothing of ours enters it.
+        fuse(18, "/", &m("theirs"), "rw,user_id=4747"),
+        // Its source claim lists nothing of what it shows (its root is empty, the state dir
+        // is not).
+        fuse(19, &state.to_string_lossy(), &m("lying"), &own),
+        // ~/.ssh itself is a mirror of where the keys really live.
+        fuse(20, &keys.to_string_lossy(), &ssh, &own),
     ]
     .join("\n");
     let mounts = parse_mountinfo(&table);
@@ -620,12 +645,27 @@ fn fuse_passthrough_mirrors_of_protected_objects_are_aliases() {
         m("fhome/.ssh"),
         m("fproc"),
         m("f2/.ssh"),
-        m("froot/proc"),
-        m("froot").join(state.strip_prefix("/").unwrap()),
+        m("froot"),
+        m("lying"),
+        keys.clone(),
     ] {
         assert!(aliases.contains(&want), "{want:?} in {aliases:?}");
     }
-    for not in [m("ssh"), m("dev"), m("fother"), m("fhome"), m("froot")] {
+    for not in [m("ssh"), m("dev"), m("fother"), m("fhome"), m("theirs")] {
         assert!(!aliases.contains(&not), "{not:?} in {aliases:?}");
     }
+    // Bounded: many mirrors of `/` cost one alias each.
+    let many: Vec<String> = (100..140)
+        .map(|id| {
+            fuse(
+                id,
+                "/",
+                &m(&format!("r{id}")),
+                "rw,allow_other,user_id=4747",
+            )
+        })
+        .collect();
+    let mounts = parse_mountinfo(&[table, many.join("\n")].join("\n"));
+    let aliases = aliases_in(&mounts, &[ssh.clone(), state.clone()]);
+    assert!(aliases.len() < 200, "{}", aliases.len());
 }

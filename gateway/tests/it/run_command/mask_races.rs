@@ -133,8 +133,8 @@ fn run_helper(setup: Option<&str>, spec: &sandbox::ExecSpec) -> (Option<i32>, St
     (child.wait().unwrap().code(), stdout)
 }
 
-/// A bind of a dead process's `/proc/<pid>` (outside the working directory) no longer refuses
-/// the command; a live process's, and a second procfs, are still covered (the command sees
+/// A bind of a dead process's `/proc/<pid>` (outside the working directory), of its task
+/// directory or of one of its files, no longer refuses the command; a live process's, and a second procfs, are still covered (the command sees
 /// nothing there).
 #[test]
 fn a_bind_of_a_dead_process_s_proc_entry_refuses_no_command() {
@@ -147,9 +147,20 @@ fn a_bind_of_a_dead_process_s_proc_entry_refuses_no_command() {
     std::fs::create_dir_all(&at).unwrap();
     std::fs::create_dir_all(&second).unwrap();
     let mut spec = echo_spec(&fx, Vec::new());
+    // Red team 45 F6: its task directory and a file of it too.
+    let (task, file) = (
+        at.with_file_name("proctask"),
+        at.with_file_name("procstatus"),
+    );
+    std::fs::create_dir_all(&task).unwrap();
+    std::fs::write(&file, "").unwrap();
     let dead = format!(
-        "sleep 20 </dev/null >/dev/null 2>&1 & P=$!\nmount --bind /proc/$P {at}\nkill $P; wait $P 2>/dev/null",
-        at = at.display()
+        "sleep 20 </dev/null >/dev/null 2>&1 & P=$!\nmount --bind /proc/$P {at}\n\
+         mount --bind /proc/$P/task/$P {task}\nmount --bind /proc/$P/status {file}\n\
+         kill $P; wait $P 2>/dev/null",
+        at = at.display(),
+        task = task.display(),
+        file = file.display()
     );
     let (code, stdout) = run_helper(Some(&dead), &spec);
     assert_eq!(code, Some(0), "{stdout}");

@@ -1,0 +1,305 @@
+//! The mount table read for aliases of the protected set: `/proc/self/mountinfo` parsed, the
+//! places binds show a protected object under, and FUSE passthrough mirrors (bindfs) of it.
+
+use std::path::{Path, PathBuf};
+
+use super::pseudo_fs;
+
+/// One line of `/proc/self/mountinfo`: the mount's id, the device, the path inside that file
+/// system the mount shows (`root`), where it is mounted, and its file system type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountLine {
+    pub id: u64,
+    pub device: String,
+    pub root: PathBuf,
+    pub mount_point: PathBuf,
+    pub fs_type: String,
+    /// The mount source (the field after the type): a FUSE passthrough such as bindfs names
+    /// the directory it mirrors there.
+    pub source: PathBuf,
+    /// The super block's options (the field after the source): a FUSE mount's `user_id=` and
+    /// `allow_other`.
+    pub super_options: String,
+}
+
+/// Parse `/proc/self/mountinfo` text (octal escapes `\040` etc. decoded). The type is the first
+/// field after the ` - ` separator (the optional fields before it vary in number).
+pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
+    text.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ").unwrap_or((line, ""));
+            let mut fields = left.split(' ');
+            let id = fields.next()?.parse().ok()?;
+            let device = fields.nth(1)?.to_string();
+            let root = unescape_mount_field(fields.next()?);
+            let mount_point = unescape_mount_field(fields.next()?);
+            let mut right = right.split(' ');
+            let fs_type = right.next().unwrap_or("").to_string();
+            let source = unescape_mount_field(right.next().unwrap_or(""));
+            let super_options = right.next().unwrap_or("").to_string();
+            Some(MountLine {
+                id,
+                device,
+                root,
+                mount_point,
+                fs_type,
+                source,
+                super_options,
+            })
+        })
+        .collect()
+}
+
+fn unescape_mount_field(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
+        {
+            let value = (bytes[i + 1] - b'0') as u32 * 64
+                + (bytes[i + 2] - b'0') as u32 * 8
+                + (bytes[i + 3] - b'0') as u32;
+            out.push(value as u8);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// The mount showing `path` (canonical): the last-mounted one whose mount point is the longest
+/// prefix of it.
+fn mount_of<'a>(mounts: &'a [MountLine], path: &Path) -> Option<&'a MountLine> {
+    let mut best: Option<&MountLine> = None;
+    for m in mounts {
+        if path.starts_with(&m.mount_point)
+            && best.is_none_or(|b| {
+                m.mount_point.components().count() >= b.mount_point.components().count()
+            })
+        {
+            best = Some(m);
+        }
+    }
+    best
+}
+
+/// Other places `mounts` shows the protected objects `paths` under: for each protected path,
+/// its location inside its file system (device + path from the mount's root; a path not there
+/// yet by its nearest existing ancestor's, so a credential file made later is covered under
+/// every alias too — red team 39 F1); every mount of the same device whose root lies inside
+/// that location is an alias as a whole (its mount point), and every mount whose root lies
+/// above it shows it at the corresponding path.
+pub fn aliases_in(mounts: &[MountLine], paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut canonical: std::collections::HashMap<PathBuf, Option<PathBuf>> =
+        std::collections::HashMap::new();
+    let mut resolve = |path: &Path| -> Option<PathBuf> {
+        let mut missing = Vec::new();
+        for dir in path.ancestors() {
+            let found = canonical
+                .entry(dir.to_path_buf())
+                .or_insert_with(|| std::fs::canonicalize(dir).ok())
+                .clone();
+            if let Some(real) = found {
+                return Some(
+                    missing
+                        .iter()
+                        .rev()
+                        .fold(real, |acc: PathBuf, c| acc.join(c)),
+                );
+            }
+            missing.push(dir.file_name()?.to_os_string());
+        }
+        None
+    };
+    for path in paths {
+        let Some(real) = resolve(path) else {
+            continue;
+        };
+        let Some(home_mount) = mount_of(mounts, &real) else {
+            continue;
+        };
+        let Ok(below) = real.strip_prefix(&home_mount.mount_point) else {
+            continue;
+        };
+        let inside = home_mount.root.join(below);
+        for m in mounts.iter().filter(|m| m.device == home_mount.device) {
+            let alias = if m.root.starts_with(&inside) {
+                Some(m.mount_point.clone())
+            } else if let Ok(rest) = inside.strip_prefix(&m.root) {
+                Some(m.mount_point.join(rest))
+            } else {
+                None
+            };
+            if let Some(alias) = alias
+                && alias != real
+                && alias != *path
+                // Only where the alias is really what the mount table says it shows (a later
+                // mount may cover it).
+                && mount_of(mounts, &alias).is_some_and(|shown| shown.device == m.device)
+            {
+                out.push(alias);
+            }
+        }
+    }
+    let mut reals: Vec<PathBuf> = paths.iter().filter_map(|p| resolve(p)).collect();
+    reals.extend(out.iter().cloned());
+    out.extend(fuse_mirror_aliases(mounts, reals));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// How many mirrors of mirrors are followed.
+const MAX_MIRROR_DEPTH: usize = 4;
+
+/// A mirror showing more protected objects than this is protected whole (a mirror of `/` shows
+/// every one: mapping each through it, and through mirrors of it, had made the set explode —
+/// red team 45 F4).
+const MAX_PER_MIRROR: usize = 16;
+
+/// Where FUSE passthrough mounts (bindfs and its kin, red team 43b B6) show `reals` — the
+/// protected objects and their aliases — and every kernel pseudo file system: a `fuse` mount
+/// whose source is a directory mirrors that directory under its mount point, and the kernel
+/// knows no device in common (the bind-mount reading above misses it). Both ways (red team 45
+/// F5): a mirror showing a protected object is an alias there, and a protected path that *is*
+/// a mirror (`~/.ssh` a bindfs of where the keys live) makes its source an alias. A mirror of
+/// `/proc` (or of a tree holding a kernel pseudo file system) shows processes' environments
+/// under a FUSE type no `fstatfs` check recognises: protected whole, as is a mirror showing
+/// many protected objects, and one whose root does not list what its claimed source lists
+/// (the source string is only the mounter's claim: made in another namespace, or its source
+/// unmounted since, red team 45 F1). Mirrors of mirrors are followed a few levels deep. A FUSE
+/// mount of another account without `allow_other` is skipped: no process of this account,
+/// root's included, can enter it.
+fn fuse_mirror_aliases(mounts: &[MountLine], mut reals: Vec<PathBuf>) -> Vec<PathBuf> {
+    let euid = rustix::process::geteuid().as_raw();
+    let mirrors: Vec<(&MountLine, PathBuf)> = mounts
+        .iter()
+        .filter(|m| m.fs_type == "fuse" || m.fs_type.starts_with("fuse."))
+        .filter(|m| fuse_enterable(m, euid))
+        // A passthrough mirrors a directory (`/dev/fuse` or an image file as the source is
+        // no mirror).
+        .filter(|m| m.source.is_absolute())
+        .filter_map(|m| {
+            let source = std::fs::canonicalize(&m.source).ok()?;
+            source.is_dir().then_some((m, source))
+        })
+        .collect();
+    if mirrors.is_empty() {
+        return Vec::new();
+    }
+    reals.extend(
+        mounts
+            .iter()
+            .filter(|m| pseudo_fs::by_name(&m.fs_type).is_some())
+            .map(|m| m.mount_point.clone()),
+    );
+    let mut out: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    let mut whole: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let shown_by = |alias: &Path, mirror: &MountLine| {
+        mount_of(mounts, alias).is_some_and(|m| m.id == mirror.id)
+    };
+    for _ in 0..MAX_MIRROR_DEPTH {
+        let mut found: Vec<PathBuf> = Vec::new();
+        for (mirror, source) in &mirrors {
+            if whole.contains(&mirror.id) {
+                continue;
+            }
+            let mut shows: Vec<PathBuf> = Vec::new();
+            let mut all = false;
+            for real in &reals {
+                if let Ok(rest) = real.strip_prefix(source) {
+                    shows.push(mirror.mount_point.join(rest));
+                } else if source.starts_with(real) {
+                    all = true;
+                }
+                // The reverse: the protected path is (inside) the mirror; its source too.
+                if let Ok(rest) = real.strip_prefix(&mirror.mount_point) {
+                    found.push(source.join(rest));
+                } else if mirror.mount_point.starts_with(real) {
+                    found.push(source.clone());
+                }
+            }
+            if !shows.is_empty()
+                && (all
+                    || shows.len() > MAX_PER_MIRROR
+                    || !same_listing(&mirror.mount_point, source))
+            {
+                all = true;
+            }
+            if all {
+                whole.insert(mirror.id);
+                found.push(mirror.mount_point.clone());
+                continue;
+            }
+            found.extend(shows.into_iter().filter(|alias| shown_by(alias, mirror)));
+        }
+        found.retain(|alias| out.insert(alias.clone()));
+        if found.is_empty() {
+            break;
+        }
+        reals = found;
+    }
+    let mut out: Vec<PathBuf> = out.into_iter().collect();
+    out.sort();
+    out
+}
+
+/// Whether this account's processes can enter FUSE mount `m`: its own (`user_id=`), or one
+/// mounted with `allow_other`. Unknown options count as enterable.
+fn fuse_enterable(m: &MountLine, euid: u32) -> bool {
+    let mut owner = None;
+    for option in m.super_options.split(',') {
+        if option == "allow_other" {
+            return true;
+        }
+        if let Some(id) = option.strip_prefix("user_id=") {
+            owner = id.parse::<u32>().ok();
+        }
+    }
+    owner.is_none_or(|owner| owner == euid)
+}
+
+/// Whether a mirror's root lists the names its claimed source lists (the first 64 of each,
+/// sorted): a passthrough does; a mount whose source string no longer names what it shows
+/// does not, and is then protected whole. Unreadable either way counts as different.
+fn same_listing(mount_point: &Path, source: &Path) -> bool {
+    let names = |dir: &Path| -> Option<Vec<std::ffi::OsString>> {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .ok()?
+            .take(4096)
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect();
+        names.sort();
+        names.truncate(64);
+        Some(names)
+    };
+    match (names(mount_point), names(source)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// [`aliases_in`] for this process's mount table (Linux; nothing elsewhere).
+pub fn mount_aliases(paths: &[PathBuf]) -> Vec<PathBuf> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        match std::fs::read_to_string("/proc/self/mountinfo") {
+            Ok(text) => aliases_in(&parse_mountinfo(&text), paths),
+            Err(_) => Vec::new(),
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = paths;
+        Vec::new()
+    }
+}
