@@ -3,11 +3,13 @@
 //! same user cannot unlink while it holds files, unlike a lock file (red team 23i: with
 //! `gateway.lock` removed, a second gateway took a fresh lock, re-adopted the first's brokers and
 //! appended to its ledger) — then on `<state>/gateway.lock` (which names the holder: pid and start
-//! time; older gateways lock only it), then the admin socket must not answer. A second gateway
-//! exits at once naming the first. The holder checks every second that the path still names the
-//! directory it locked ([`InstanceLock::check`]): if the state dir was moved or replaced it stops
-//! (its brokers keep running for the gateway that serves the moved dir), and a removed lock file
-//! is put back.
+//! time, and on a second line its start in ticks and boot; older gateways lock only it), then
+//! the admin socket must not answer, and, the locks taken, the holder the file names must not be
+//! alive (a stacked file system's lock never reaches the first gateway's: red team 45 F3). A
+//! second gateway exits at once naming the first. The holder checks every second that the path
+//! still names the directory it locked ([`InstanceLock::check`]): if the state dir was moved or
+//! replaced it stops (its brokers keep running for the gateway that serves the moved dir), and
+//! a removed lock file is put back.
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -114,13 +116,26 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
             format!("its lock file {LOCK_FILE} was removed: holder unknown")
         })));
     };
+    // Locked, yet the holder the lock file names is alive: a lock taken through a stacked file
+    // system (an overlay whose upper layer is a live state dir, red team 45 F3) never reaches
+    // the first gateway's, but its lock file still names that gateway.
+    if let Some(holder) = live_holder(state_dir) {
+        return Err(held(format!(
+            "{holder}, still running although its lock did not reach this path (a stacked or \
+             network file system?)"
+        )));
+    }
     let holder = format!(
         "pid {}, started {}",
         std::process::id(),
         common::time::now_rfc3339()
     );
+    // A second line names this process by what survives no pid reuse: its start in clock
+    // ticks since boot, and the boot.
+    let identity = process_identity("self").unwrap_or_default();
+    let holder_line = format!("{holder}\n{identity}\n");
     // An older gateway locks only the file.
-    let file = lock_file(state_dir, &holder)?
+    let file = lock_file(state_dir, &holder_line)?
         .ok_or_else(|| held(holder_of(state_dir).unwrap_or_else(|| "it is starting".into())))?;
     if let Some(socket) = answering_admin_socket(state_dir) {
         return Err(held(format!(
@@ -133,7 +148,7 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
         _dir: dir,
         dir_identity: (meta.dev(), meta.ino()),
         file: Mutex::new(file),
-        holder,
+        holder: holder_line,
     })
 }
 
@@ -168,17 +183,57 @@ fn try_lock(file: File) -> std::io::Result<Option<File>> {
     }
 }
 
-/// The holder a lock file names (bounded, one line), if it exists and says anything.
-fn holder_of(state_dir: &Path) -> Option<String> {
+/// The lock file's text (bounded: the file is ours, but a damaged one must not flood a
+/// message), if it exists.
+fn lock_text(state_dir: &Path) -> Option<String> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(OFlags::NOFOLLOW.bits() as i32)
         .open(state_dir.join(LOCK_FILE))
         .ok()?;
     let mut text = String::new();
-    // Bounded: the file is ours, but a damaged one must not flood the message.
-    let _ = file.take(256).read_to_string(&mut text);
+    let _ = file.take(512).read_to_string(&mut text);
+    Some(text)
+}
+
+/// `start <ticks> boot <id>` of process `pid` (`self` for this one), from procfs.
+fn process_identity(pid: &str) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 22 (starttime), counted after the command's closing parenthesis.
+    let after = stat.rsplit_once(')')?.1;
+    let start = after.split_whitespace().nth(19)?;
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(format!("start {start} boot {}", boot.trim()))
+}
+
+/// The holder the lock file names, if that very process is alive (same pid, start and boot)
+/// and is not this one.
+fn live_holder(state_dir: &Path) -> Option<String> {
+    let text = lock_text(state_dir)?;
+    let mut lines = text.lines();
+    let holder = lines.next()?.trim().to_string();
+    let identity = lines.next()?.trim();
+    let pid = holder.strip_prefix("pid ")?.split(',').next()?.trim();
+    let pid: u32 = pid.parse().ok()?;
+    if pid == std::process::id() || identity.is_empty() {
+        return None;
+    }
+    (process_identity(&pid.to_string()).as_deref() == Some(identity)).then(|| {
+        holder
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(120)
+            .collect()
+    })
+}
+
+/// The holder a lock file names (bounded, its first line), if it exists and says anything.
+fn holder_of(state_dir: &Path) -> Option<String> {
+    let text = lock_text(state_dir)?;
     let holder: String = text
+        .lines()
+        .next()
+        .unwrap_or_default()
         .trim()
         .chars()
         .filter(|c| !c.is_control())
@@ -237,74 +292,4 @@ pub fn admin_socket_path(state_dir: &Path) -> std::path::PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_second_holder_is_refused_naming_the_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = acquire(dir.path()).unwrap();
-        let err = acquire(dir.path()).unwrap_err().to_string();
-        assert!(
-            err.contains("another gateway is serving this state dir"),
-            "{err}"
-        );
-        assert!(
-            err.contains(&format!("pid {}", std::process::id())),
-            "{err}"
-        );
-        drop(first);
-        let _again = acquire(dir.path()).unwrap();
-    }
-
-    /// Red team 23i B1: removing the lock file does not let a second holder in; the holder puts
-    /// the file back at its next check.
-    #[test]
-    fn a_removed_lock_file_does_not_let_a_second_holder_in() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = acquire(dir.path()).unwrap();
-        std::fs::remove_file(dir.path().join(LOCK_FILE)).unwrap();
-        let err = acquire(dir.path()).unwrap_err().to_string();
-        assert!(
-            err.contains("another gateway is serving this state dir (its lock file gateway.lock was removed: holder unknown)"),
-            "{err}"
-        );
-        first.check().unwrap();
-        let err = acquire(dir.path()).unwrap_err().to_string();
-        assert!(
-            err.contains(&format!("(pid {}", std::process::id())),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn a_moved_state_dir_is_noticed_by_its_holder() {
-        let base = tempfile::tempdir().unwrap();
-        let state = base.path().join("state");
-        std::fs::create_dir(&state).unwrap();
-        let first = acquire(&state).unwrap();
-        first.check().unwrap();
-        std::fs::rename(&state, base.path().join("moved")).unwrap();
-        std::fs::create_dir(&state).unwrap();
-        let err = first.check().unwrap_err().to_string();
-        assert!(
-            err.contains(
-                "is no longer the directory this gateway locked (it was moved or replaced)"
-            ),
-            "{err}"
-        );
-        // The new directory is another state: a gateway may take it.
-        let _second = acquire(&state).unwrap();
-    }
-
-    #[test]
-    fn an_answering_admin_socket_is_another_gateway() {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = admin_socket_path(dir.path());
-        std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
-        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-        let err = acquire(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("(its admin socket"), "{err}");
-        assert!(err.contains("answers)"), "{err}");
-    }
-}
+mod tests;
