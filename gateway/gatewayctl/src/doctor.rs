@@ -33,8 +33,11 @@ pub fn run(
         checks.push(host::userns_check());
         checks.push(host::landlock_check());
         checks.push(host::seccomp_check());
-        checks.push(host::runner_check(state_dir));
-        checks.push(commands::layer_check());
+        // The running gateway's own report, asked once: what its sessions get.
+        let running = crate::oauth::gateway_status(state_dir);
+        let reported = running.as_ref().ok().and_then(|s| s.confinement.as_ref());
+        checks.push(host::runner_check(&running));
+        checks.push(commands::layer_check(reported));
         checks.push(commands::memory_check());
         checks.extend(commands::path_checks(state_dir, args.home.as_deref()));
         checks.extend(protected::checks(state_dir, args.home.as_deref()));

@@ -55,6 +55,8 @@ pub enum AdminError {
         "the gateway's answer is not one this gatewayctl understands (update gatewayctl to the gateway's version): {0}"
     )]
     Answer(String),
+    #[error("the gateway refused: {0}")]
+    Refused(String),
 }
 
 /// Send one request to the running gateway's admin socket; its answer.
@@ -460,6 +462,12 @@ pub(crate) fn auth_check(state_dir: &Path) -> Check {
 pub(crate) fn gateway_status(state_dir: &Path) -> Result<GatewayStatus, AdminError> {
     match admin_request(state_dir, AdminRequest::Status)? {
         AdminAnswer::Status(status) => Ok(*status),
+        // A refusal is the gateway's answer, not another version's (red team 45 F2).
+        AdminAnswer::Refused(refusal) => Err(AdminError::Refused(format!(
+            "{} ({})",
+            common::display::one_line(&refusal.message),
+            refusal.error
+        ))),
         other => Err(AdminError::Answer(admin::encode(&other))),
     }
 }

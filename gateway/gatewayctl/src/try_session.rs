@@ -558,15 +558,20 @@ fn render_started(view: &Value) -> String {
     let boundary = &view["network_boundary"];
     format!(
         "session {} started ({}; runner: Claude Code, generation {}; status {})\n  \
-         runner confinement: network {}, writes {}{}\n\n",
+         runner confinement: network {}, writes {} ({})\n  \
+         commands: {}{}\n\n",
         field(&view["native_session_id"]),
         field(&view["capability_profile"]),
         view["current_run"]["generation"],
         field(&view["status"]),
         field(&boundary["runner"]),
         field(&boundary["runner_writes"]),
+        field(&boundary["enforced_by"]),
+        field(&boundary["commands_enforced_by"]),
+        // Which part is degraded is what the session's own view says (red team 45 F2: the
+        // runner was called degraded where its commands were).
         if boundary["degraded"] == true {
-            " (degraded on this host)"
+            " (the session's confinement is degraded on this host: see its network_boundary)"
         } else {
             ""
         },

@@ -202,6 +202,7 @@ fn try_runs_one_read_only_session_with_the_real_runner() {
         (r"\b[0-9a-f]{64}\b", "[SHA256]"),
         (r"in \d+ ms", "in [N] ms"),
         (r"runner confinement: .*", "runner confinement: [HOST]"),
+        (r"(?m)^  commands: .*", "  commands: [HOST]"),
     ]}, {
         insta::assert_snapshot!(out);
     });

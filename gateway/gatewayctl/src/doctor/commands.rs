@@ -6,9 +6,26 @@ use std::path::{Path, PathBuf};
 use crate::check::{Check, ok, warn};
 
 /// Whether commands get the session's copy-on-write layer (overlays in their user namespace).
-pub(super) fn layer_check() -> Check {
+///
+/// Where a gateway runs, its own report decides (red team 45 F2: a gateway in a user namespace
+/// gives its commands a read-only file system while this shell could mount a layer).
+pub(super) fn layer_check(running: Option<&common::admin::Confinement>) -> Check {
     const NAME: &str = "sandbox: command layer";
     let host = sandbox::host_support();
+    if let Some(gateway) = running
+        && !gateway.commands_enforced_by.contains("overlay")
+    {
+        return warn(
+            NAME,
+            format!(
+                "the running gateway's commands get no copy-on-write layer (commands {}): they \
+                 see the file system read-only, so builds and tests that write fail",
+                common::display::one_line(&gateway.commands_enforced_by)
+            ),
+            "lift the restriction the gateway runs under (user namespaces for its user, its \
+             service unit or container profile), then restart it",
+        );
+    }
     if host.copy_on_write() {
         ok(
             NAME,
@@ -91,4 +108,37 @@ pub(super) fn path_checks(state_dir: &Path, home: Option<&Path>) -> Vec<Check> {
         ),
         ok("commands: tools", tools.join(", ")),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Status;
+
+    /// Red team 45 F2: the running gateway's report decides the command layer's line.
+    #[test]
+    fn a_gateway_whose_commands_get_no_layer_is_a_warning() {
+        let reported = |commands: &str| common::admin::Confinement {
+            runner: "loopback only".into(),
+            runner_writes: "denied".into(),
+            enforced_by: "linux:netns+landlock(v6)+seccomp".into(),
+            commands_enforced_by: commands.into(),
+            degraded: true,
+        };
+        let without = layer_check(Some(&reported("linux:landlock(v6)+seccomp+nnp+caps")));
+        assert_eq!(without.status, Status::Warn);
+        assert!(
+            without
+                .detail
+                .starts_with("the running gateway's commands get no copy-on-write layer"),
+            "{}",
+            without.detail
+        );
+        let with = layer_check(Some(&reported("linux:userns+mountns+seccomp+overlay")));
+        assert!(
+            !with.detail.starts_with("the running gateway's"),
+            "{}",
+            with.detail
+        );
+    }
 }

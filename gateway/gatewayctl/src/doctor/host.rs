@@ -187,9 +187,11 @@ pub(super) fn seccomp_check() -> Check {
 /// A gateway that serves the state dir but does not answer (it refused gatewayctl, its answer
 /// is not understood) is not "no gateway" (red team 43b B3: a gateway in a user namespace was
 /// shown as absent, with this shell's full confinement as OK): that is a warning saying so.
-pub(super) fn runner_check(state_dir: &Path) -> Check {
+pub(super) fn runner_check(
+    running: &Result<common::admin::GatewayStatus, crate::oauth::AdminError>,
+) -> Check {
     let own = Confinement::of_boundary(&sandbox::boundary::network_boundary());
-    match crate::oauth::gateway_status(state_dir) {
+    match running {
         Ok(status) => runner_check_of(&own, status.confinement.as_ref()),
         Err(crate::oauth::AdminError::NotRunning(_)) => runner_check_of(&own, None),
         Err(err) => unanswered_check(&own, &err.to_string()),

@@ -145,10 +145,11 @@ fn an_endpoints_fields_never_start_lines_of_their_own() {
         "capability_profile": forged,
         "status": forged,
         "current_run": {"generation": 1, "state": forged},
-        "network_boundary": {"runner": forged, "runner_writes": forged},
+        "network_boundary": {"runner": forged, "runner_writes": forged,
+            "enforced_by": forged, "commands_enforced_by": forged},
     });
     for (text, lines) in [
-        (super::render_started(&view), 2),
+        (super::render_started(&view), 3),
         (super::render_settled(&view), 1),
         (super::render_stopped(&view), 3),
     ] {
