@@ -19,6 +19,15 @@ use std::sync::Mutex;
 
 use rustix::fs::{FlockOperation, OFlags};
 
+/// The state dir's database files, which must have no other name (another state dir holding
+/// one would share the database and its ledger).
+const LINK_CHECKED: [&str; 4] = [
+    "gateway.sqlite3",
+    "gateway.sqlite3-wal",
+    "gateway.sqlite3-shm",
+    "ledger-head",
+];
+
 /// The lock file's name in the state dir.
 pub const LOCK_FILE: &str = "gateway.lock";
 
@@ -61,6 +70,12 @@ pub enum InstanceLockError {
          writes need not be durable; give the gateway a state dir on a local file system"
     )]
     OnFuse { state_dir: String },
+    #[error(
+        "{path} has another name (a hard link): a gateway on another state dir holding it would \
+         share this one's database and ledger; give each state dir its own files (copy, do not \
+         link), then start again"
+    )]
+    Linked { path: String },
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -116,6 +131,16 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
             format!("its lock file {LOCK_FILE} was removed: holder unknown")
         })));
     };
+    // A state file with a second name is shared with whatever directory holds that name: a
+    // gateway there writes this one's database behind its locks (red team 45 F7).
+    for name in LINK_CHECKED {
+        let path = state_dir.join(name);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.nlink() > 1) {
+            return Err(InstanceLockError::Linked {
+                path: path.display().to_string(),
+            });
+        }
+    }
     // Locked, yet the holder the lock file names is alive: a lock taken through a stacked file
     // system (an overlay whose upper layer is a live state dir, red team 45 F3) never reaches
     // the first gateway's, but its lock file still names that gateway.

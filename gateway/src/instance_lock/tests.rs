@@ -108,3 +108,21 @@ fn a_live_holder_named_by_the_lock_file_is_refused_even_when_the_lock_was_taken(
     );
     drop(taken);
 }
+
+/// Red team 45 F7: a state dir whose database has another name (linked into a second state
+/// dir) is refused, naming the file; a plain copy is not.
+#[test]
+fn a_state_dir_whose_database_has_another_name_is_refused() {
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let db = first.path().join("gateway.sqlite3");
+    std::fs::write(&db, "db").unwrap();
+    std::fs::hard_link(&db, second.path().join("gateway.sqlite3")).unwrap();
+    for dir in [first.path(), second.path()] {
+        let err = acquire(dir).unwrap_err().to_string();
+        assert!(err.contains("has another name (a hard link)"), "{err}");
+    }
+    std::fs::remove_file(second.path().join("gateway.sqlite3")).unwrap();
+    std::fs::copy(&db, second.path().join("gateway.sqlite3")).unwrap();
+    drop(acquire(first.path()).unwrap());
+    drop(acquire(second.path()).unwrap());
+}
