@@ -19,12 +19,21 @@ impl Table {
     }
 
     /// Each cell is shown on one line with unsafe characters escaped
-    /// ([`common::display::one_line`]): a value cannot forge a row or act on the terminal.
+    /// ([`common::display::one_line`]): a value cannot forge a row or act on the terminal. A
+    /// cell holding the column separator (two spaces) is quoted
+    /// ([`common::display::quoted`]): a client named `ChatGPT    chatgpt.com    2 active
+    /// grant(s)` cannot forge columns (red teams 43 and 45).
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(
             cells
                 .into_iter()
-                .map(|cell| common::display::one_line(&cell).into_owned())
+                .map(|cell| {
+                    if cell.contains("  ") || cell.starts_with('"') {
+                        common::display::quoted(&cell)
+                    } else {
+                        common::display::one_line(&cell).into_owned()
+                    }
+                })
                 .collect(),
         );
     }
@@ -148,5 +157,23 @@ mod tests {
         assert_eq!(clip("abcdef", 4), "abc…");
         assert_eq!(time_s(1_795_978_369_662), "2026-11-29T18:52:49Z");
         assert_eq!(time_ms(1_795_978_369_662), "2026-11-29T18:52:49.662Z");
+    }
+
+    /// A cell holding the column separator is quoted, so it forges no column; one starting
+    /// with a quote is quoted too, so a quoted-looking value cannot pass for one.
+    #[test]
+    fn a_cell_with_the_column_separator_is_quoted() {
+        let mut table = Table::new(&["name", "redirect to"]);
+        table.row(vec!["ChatGPT    chatgpt.com".into(), "evil.example".into()]);
+        table.row(vec!["\"x\"".into(), "a b".into()]);
+        let mut out = Vec::new();
+        table.write(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("\"ChatGPT    chatgpt.com\"  evil.example"),
+            "{text}"
+        );
+        assert!(text.contains(r#""\"x\"""#), "{text}");
+        assert!(text.contains("a b"), "{text}");
     }
 }
