@@ -228,11 +228,10 @@ fn fuse_mirror_aliases(mounts: &[MountLine], mut reals: Vec<PathBuf>) -> Vec<Pat
                     found.push(source.clone());
                 }
             }
-            if !shows.is_empty()
-                && (all
-                    || shows.len() > MAX_PER_MIRROR
-                    || !same_listing(&mirror.mount_point, source))
-            {
+            // A root that does not list what its claimed source lists shows something else
+            // than the source, whatever the source holds (red team 46 C5-B1: a bind of the
+            // state dir, mirrored, then unmounted below the mirror).
+            if all || shows.len() > MAX_PER_MIRROR || !same_listing(&mirror.mount_point, source) {
                 all = true;
             }
             if all {

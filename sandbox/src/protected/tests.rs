@@ -606,6 +606,9 @@ fn fuse_passthrough_mirrors_of_protected_objects_are_aliases() {
         &m("lying"),
         &keys,
         &m("froot"),
+        &m("fother"),
+        &m("gone/auth"),
+        &tmp.join("e"),
     ] {
         std::fs::create_dir_all(dir).unwrap();
     }
@@ -635,6 +638,9 @@ fn fuse_passthrough_mirrors_of_protected_objects_are_aliases() {
         fuse(19, &state.to_string_lossy(), &m("lying"), &own),
         // ~/.ssh itself is a mirror of where the keys really live.
         fuse(20, &keys.to_string_lossy(), &ssh, &own),
+        // Red team 46 C5-B1: its source string names an empty directory (the bind it mirrored
+        // was unmounted below it) while its root shows the state dir.
+        fuse(21, &tmp.join("e").to_string_lossy(), &m("gone"), &own),
     ]
     .join("\n");
     let mounts = parse_mountinfo(&table);
@@ -647,6 +653,7 @@ fn fuse_passthrough_mirrors_of_protected_objects_are_aliases() {
         m("f2/.ssh"),
         m("froot"),
         m("lying"),
+        m("gone"),
         keys.clone(),
     ] {
         assert!(aliases.contains(&want), "{want:?} in {aliases:?}");
