@@ -119,6 +119,11 @@ impl PathPolicy {
             Ok(rest) => format!("~/{}", show(rest)),
             Err(_) => show(path),
         };
+        // The mount table: a target is also written through every other path of it (a bind
+        // mount or FUSE mirror of the project, red team 46 C5-B3).
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .map(|text| crate::protected::parse_mountinfo(&text))
+            .unwrap_or_default();
         for startup in derived.links.iter().filter(|l| l.target.is_absolute()) {
             let index = keys.links.len();
             keys.links.push((shown(&startup.link), startup.named));
@@ -127,6 +132,14 @@ impl PathPolicy {
                 .extend(names.into_iter().map(|name| (name, index)));
             keys.link_identities
                 .extend(identity.map(|identity| (identity, index)));
+            if mounts.len() > 1 {
+                let target = std::slice::from_ref(&startup.target);
+                for alias in crate::protected::aliases_in(&mounts, target) {
+                    let (names, _) = self.write_keys(&alias);
+                    keys.link_names
+                        .extend(names.into_iter().map(|name| (name, index)));
+                }
+            }
         }
         keys.over_bound = derived.over_bound.as_deref().map(shown);
         keys.unknowable = derived.unknowable.as_deref().map(shown);

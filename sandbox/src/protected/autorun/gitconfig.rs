@@ -49,11 +49,26 @@ pub struct GitPlace {
 pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
     let account = Account::of_process();
     super::owner_files::record(&account.read_files);
-    places_with(root, dot_gits, &account)
+    // Other paths of the root's own directory (a bind mount of the project, a FUSE mirror of
+    // it: red team 46 C5-B3): the owner's files name the project by one of them.
+    let aliases = crate::protected::mount_aliases(&[root.to_path_buf()]);
+    places_with_aliases(root, dot_gits, &account, aliases)
 }
 
 /// [`places`] with the account's git files given.
+#[cfg(test)]
 pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) -> Vec<GitPlace> {
+    places_with_aliases(root, dot_gits, account, Vec::new())
+}
+
+/// [`places_with`], a target named under one of `aliases` (other paths of the root's
+/// directory) read as the same place under the root.
+pub(crate) fn places_with_aliases(
+    root: &Path,
+    dot_gits: &[PathBuf],
+    account: &Account,
+    aliases: Vec<PathBuf>,
+) -> Vec<GitPlace> {
     // The owner's variables the root's `.envrc`/`.env` set, git's config ones included (red
     // team 35 N4): read for every repository below, as the account's own.
     let mut with_root = account.clone();
@@ -74,6 +89,7 @@ pub(crate) fn places_with(root: &Path, dot_gits: &[PathBuf], account: &Account) 
     }
     let mut out = Places {
         root,
+        aliases,
         places: Vec::new(),
         tops: Vec::new(),
         read: 0,
@@ -229,6 +245,8 @@ const OWN_FILES: &str = "one of git's own files (its .git entry, git dir, config
 
 struct Places<'a> {
     root: &'a Path,
+    /// Other paths of the root's directory (mount aliases).
+    aliases: Vec<PathBuf>,
     places: Vec<GitPlace>,
     /// The directories git runs this repository's values and hooks in (its working tree's top,
     /// a `core.worktree`): only there is `python -m`'s `sys.path[0]` read precisely.
@@ -251,7 +269,16 @@ impl Places<'_> {
     /// `target` (absolute) as a place when its real path lies in the root; resolved from `/`
     /// so that links on the way resolve before a `..`.
     fn add(&mut self, target: &Path, class: AutorunClass, why: String, scope: Scope) {
-        if let Resolved::Inside(at) = resolve(self.root, Path::new("/"), target) {
+        let mut resolved = resolve(self.root, Path::new("/"), target);
+        if !matches!(resolved, Resolved::Inside(_))
+            && let Some(rest) = self
+                .aliases
+                .iter()
+                .find_map(|alias| target.strip_prefix(alias).ok())
+        {
+            resolved = resolve(self.root, Path::new("/"), &self.root.join(rest));
+        }
+        if let Resolved::Inside(at) = resolved {
             let place = GitPlace {
                 at,
                 class,

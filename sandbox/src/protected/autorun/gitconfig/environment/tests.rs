@@ -563,3 +563,21 @@ fn red_team_44_s_variables_name_places() {
         assert!(!covered(&places, rel), "{rel}: {places:?}");
     }
 }
+
+/// Red team 46 C5-B3: a root that is another path of the project (a bind mount or a FUSE mirror
+/// of it) gets the places the owner's files name under the project's usual path, rebased.
+#[test]
+fn places_named_under_another_path_of_the_root_are_the_root_s() {
+    let (_dir, root, mut account) = account(&[]);
+    let usual = PathBuf::from("/work/projects/app");
+    account.startup_runs = vec![usual.join(".devrc"), usual.join("tools/motd.sh")];
+    let places = super::super::places_with_aliases(&root, &[], &account, vec![usual.clone()]);
+    assert_eq!(
+        class_at(&places, ".devrc"),
+        Some(AutorunClass::ShellStartup)
+    );
+    assert!(covered(&places, "tools/motd.sh"), "{places:?}");
+    assert!(!covered(&places, "src/app.py"), "{places:?}");
+    // Without the alias nothing there is a place (the control).
+    assert!(places_with(&root, &[], &account).is_empty());
+}
