@@ -740,25 +740,6 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Whether `name` matches a shell pattern of `*`, `?` and literal characters (a `[` class is
-/// taken as matching any one character: more files, never fewer).
-pub(crate) fn matches_pattern(pattern: &str, name: &str) -> bool {
-    fn go(p: &[char], n: &[char]) -> bool {
-        match p.split_first() {
-            None => n.is_empty(),
-            Some(('*', rest)) => (0..=n.len()).any(|i| go(rest, &n[i..])),
-            Some(('[', rest)) => {
-                let close = rest.iter().position(|c| *c == ']').map_or(0, |i| i + 1);
-                !n.is_empty() && go(&rest[close..], &n[1..])
-            }
-            Some(('?', rest)) => !n.is_empty() && go(rest, &n[1..]),
-            Some((c, rest)) => n.first() == Some(c) && go(rest, &n[1..]),
-        }
-    }
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    go(&p, &n)
-}
-
 mod env_files;
 mod envrc;
 mod git_syntax;

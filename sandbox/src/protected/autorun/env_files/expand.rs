@@ -161,9 +161,7 @@ impl Reader {
             let mut names: Vec<String> = entries
                 .flatten()
                 .filter_map(|e| e.file_name().to_str().map(str::to_string))
-                .filter(|name| {
-                    !name.starts_with('.') && super::super::matches_pattern(&pattern, name)
-                })
+                .filter(|name| !name.starts_with('.') && matches_pattern(&pattern, name))
                 .collect();
             names.sort();
             if names.len() > MAX_GLOB {
@@ -363,7 +361,7 @@ fn remove_pattern(value: &str, op: &str, pattern: &str) -> String {
     let longest = op.len() == 2;
     let fits = |at: usize| {
         let part = if suffix { &value[at..] } else { &value[..at] };
-        !part.contains(MARK) && super::super::matches_pattern(pattern, part)
+        !part.contains(MARK) && matches_pattern(pattern, part)
     };
     // Suffixes: the shortest starts last; prefixes: the shortest ends first.
     let order: Vec<usize> = match (suffix, longest) {
@@ -416,4 +414,23 @@ pub(super) fn variable(text: &str, name: &str, value: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// Whether `name` matches a shell pattern of `*`, `?` and literal characters (a `[` class is
+/// taken as matching any one character: more files, never fewer).
+fn matches_pattern(pattern: &str, name: &str) -> bool {
+    fn go(p: &[char], n: &[char]) -> bool {
+        match p.split_first() {
+            None => n.is_empty(),
+            Some(('*', rest)) => (0..=n.len()).any(|i| go(rest, &n[i..])),
+            Some(('[', rest)) => {
+                let close = rest.iter().position(|c| *c == ']').map_or(0, |i| i + 1);
+                !n.is_empty() && go(&rest[close..], &n[1..])
+            }
+            Some(('?', rest)) => !n.is_empty() && go(rest, &n[1..]),
+            Some((c, rest)) => n.first() == Some(c) && go(rest, &n[1..]),
+        }
+    }
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    go(&p, &n)
 }

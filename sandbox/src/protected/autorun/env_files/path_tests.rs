@@ -1,6 +1,6 @@
 //! Unit tests of the owner's `PATH` and the other search lists read from start-up files.
 
-use super::tests::{read, reader, values_of};
+use super::tests::{entries, read, reader, values_of};
 use super::*;
 
 /// The owner's `PATH` (red team 41, found while aiming it): direnv's `PATH_add DIR…` (not
@@ -67,15 +67,7 @@ fn many_path_lines_keep_every_entry_and_reach_no_bound() {
     std::fs::write(home.join(".bashrc"), bashrc).unwrap();
     std::fs::write(home.join(".profile"), "PATH=\"$HOME/profbin:$PATH\"\n").unwrap();
     let shell = of_shell(&home);
-    let entries: Vec<String> = shell
-        .env
-        .iter()
-        .filter(|(k, _)| *k == "PATH")
-        .flat_map(|(_, v)| {
-            let v = v.to_string_lossy().into_owned();
-            v.split(':').map(str::to_string).collect::<Vec<_>>()
-        })
-        .collect();
+    let entries = entries(&shell.env, "PATH");
     for n in 0..24 {
         let want = format!("{}/b{n}", home.display());
         assert!(entries.contains(&want), "{want}: {entries:?}");

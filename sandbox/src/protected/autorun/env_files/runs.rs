@@ -113,37 +113,30 @@ impl Reader {
                 // `script -qc 'line'`, `find … -exec prog {} ;`, `xargs prog`: the line or the
                 // program they run.
                 "script" | "find" | "xargs" => {
-                    let after = match program.as_str() {
-                        "script" => args.iter().position(|a| {
-                            a.literal().is_some_and(|w| {
-                                w == "-c"
-                                    || (w.starts_with('-')
-                                        && w.ends_with('c')
-                                        && !w.starts_with("--"))
-                            })
+                    let option = |i: usize| args.get(i).and_then(Word::literal);
+                    let is =
+                        |i: usize, test: &dyn Fn(&str) -> bool| option(i).is_some_and(|w| test(&w));
+                    // Where what it runs begins: the word after `-c`/`-qc` (script's line),
+                    // after `-exec` and its kin (find's command), or xargs' first non-option.
+                    let start = (0..args.len()).find(|&i| match program.as_str() {
+                        "script" => is(i, &|w| {
+                            w == "-c"
+                                || (w.starts_with('-') && !w.starts_with("--") && w.ends_with('c'))
                         }),
-                        "find" => args.iter().position(|a| {
-                            a.literal().is_some_and(|w| {
-                                matches!(w.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir")
-                            })
-                        }),
-                        _ => args
-                            .iter()
-                            .position(|a| !a.literal().is_some_and(|w| w.starts_with('-')))
-                            .map(|i| i.wrapping_sub(1)),
+                        "find" => is(i, &|w| matches!(w, "-exec" | "-execdir" | "-ok" | "-okdir")),
+                        _ => !is(i, &|w| w.starts_with('-')),
+                    });
+                    let start = match program.as_str() {
+                        "xargs" => start,
+                        _ => start.map(|i| i + 1),
                     };
-                    if let Some(i) = after
-                        && depth < MAX_EXPANSION_DEPTH
-                    {
+                    if let Some(start) = start.filter(|_| depth < MAX_EXPANSION_DEPTH) {
                         if program == "script" {
-                            if let Some(line) = literal(i + 1) {
+                            if let Some(line) = literal(start) {
                                 self.code(&line, at, depth + 1);
                             }
-                        } else {
-                            let from = i.wrapping_add(1);
-                            if from < args.len() {
-                                self.program_run(&args[from..], at, depth + 1);
-                            }
+                        } else if start < args.len() {
+                            self.program_run(&args[start..], at, depth + 1);
                         }
                     }
                     return;

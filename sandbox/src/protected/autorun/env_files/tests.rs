@@ -15,6 +15,17 @@ pub(super) fn read(text: &str, dir: Option<&Path>) -> Vec<(&'static str, String)
     values(reader(text, dir, Dialect::Posix))
 }
 
+/// Every entry of every value `env` assigns the search list `name`.
+pub(super) fn entries(env: &[(&'static str, OsString)], name: &str) -> Vec<String> {
+    env.iter()
+        .filter(|(k, _)| *k == name)
+        .flat_map(|(_, v)| {
+            let v = v.to_string_lossy().into_owned();
+            v.split(':').map(str::to_string).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 fn values(reader: Reader) -> Vec<(&'static str, String)> {
     reader
         .out
@@ -798,15 +809,7 @@ fn names_assigned_by_builtins_and_code_in_strings_are_read_or_fail_closed() {
             shell.relative_sources
         );
     }
-    let env: Vec<String> = shell
-        .env
-        .iter()
-        .filter(|(k, _)| *k == "PYTHONPATH")
-        .flat_map(|(_, v)| {
-            let v = v.to_string_lossy().into_owned();
-            v.split(':').map(str::to_string).collect::<Vec<_>>()
-        })
-        .collect();
+    let env = entries(&shell.env, "PYTHONPATH");
     // Each entry (a search list's order never decides a place).
     assert!(
         env.iter().any(|e| e == "/c29") && env.iter().any(|e| e == "/c29b"),

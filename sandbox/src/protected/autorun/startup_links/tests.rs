@@ -40,6 +40,13 @@ impl Home {
         PathPolicy::new(self.home.clone(), self.tmp.join("state"), vec![]).with_write_protected(got)
     }
 
+    /// `rel` (home-relative, its directories made) holding `text`.
+    fn write(&self, rel: &str, text: String) {
+        let at = self.home.join(rel);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, text).unwrap();
+    }
+
     /// `link` (home-relative, its directories made) pointing at `target`.
     fn link(&self, link: &str, target: impl AsRef<Path>) {
         let at = self.home.join(link);
@@ -542,11 +549,7 @@ fn named_in(file: &str) -> Option<WriteProtection> {
 fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
     let h = home();
     let p = h.project.to_string_lossy().into_owned();
-    let write = |rel: &str, text: String| {
-        let at = h.home.join(rel);
-        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-        std::fs::write(at, text).unwrap();
-    };
+    let write = |rel: &str, text: String| h.write(rel, text);
     std::fs::create_dir_all(h.project.join("tools/ssh.d")).unwrap();
     std::fs::write(h.project.join("tools/ssh.d/a.conf"), "").unwrap();
     // A pattern outside an Include names nothing (a socket, a matcher).
@@ -621,11 +624,7 @@ fn what_tool_configs_name_by_path_is_refused_naming_the_config() {
 fn config_dirs_endings_and_the_bound() {
     let h = home();
     let p = h.project.to_string_lossy().into_owned();
-    let write = |rel: &str, text: String| {
-        let at = h.home.join(rel);
-        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-        std::fs::write(at, text).unwrap();
-    };
+    let write = |rel: &str, text: String| h.write(rel, text);
     write(
         ".config/systemd/user/x.service",
         format!("[Service]\nExecStart={p}/tools/svc.sh\n"),
