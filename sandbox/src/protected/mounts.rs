@@ -173,7 +173,8 @@ const MAX_PER_MIRROR: usize = 16;
 /// F5): a mirror showing a protected object is an alias there, and a protected path that *is*
 /// a mirror (`~/.ssh` a bindfs of where the keys live) makes its source an alias. A mirror of
 /// `/proc` (or of a tree holding a kernel pseudo file system) shows processes' environments
-/// under a FUSE type no `fstatfs` check recognises: protected whole, as is a mirror showing
+/// under a FUSE type no `fstatfs` check recognises: protected whole, as is a mirror of a tree
+/// holding the mirror itself, a mirror showing
 /// many protected objects, and one whose root does not list what its claimed source lists
 /// (the source string is only the mounter's claim: made in another namespace, or its source
 /// unmounted since, red team 45 F1). Mirrors of mirrors are followed a few levels deep. A FUSE
@@ -196,12 +197,11 @@ fn fuse_mirror_aliases(mounts: &[MountLine], mut reals: Vec<PathBuf>) -> Vec<Pat
     if mirrors.is_empty() {
         return Vec::new();
     }
-    reals.extend(
-        mounts
-            .iter()
-            .filter(|m| pseudo_fs::by_name(&m.fs_type).is_some())
-            .map(|m| m.mount_point.clone()),
-    );
+    let pseudo: Vec<&Path> = mounts
+        .iter()
+        .filter(|m| pseudo_fs::by_name(&m.fs_type).is_some())
+        .map(|m| m.mount_point.as_path())
+        .collect();
     let mut out: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     let mut whole: std::collections::HashSet<u64> = std::collections::HashSet::new();
     let shown_by = |alias: &Path, mirror: &MountLine| {
@@ -214,31 +214,42 @@ fn fuse_mirror_aliases(mounts: &[MountLine], mut reals: Vec<PathBuf>) -> Vec<Pat
                 continue;
             }
             let mut shows: Vec<PathBuf> = Vec::new();
-            let mut all = false;
+            // A mirror of a tree that holds or lies in a kernel pseudo file system shows
+            // processes' environments (red team 46: a mirror of `/` was mapped object by
+            // object); one of a tree holding the mirror itself shows itself again below, and a
+            // single-threaded FUSE daemon deadlocks on a lookup through it — every later look
+            // at such a path (a broker's, a command's) hangs for good. Both are whole, never
+            // looked into.
+            let mut all = mirror.mount_point.starts_with(source)
+                || pseudo
+                    .iter()
+                    .any(|p| p.starts_with(source) || source.starts_with(p));
+            // The reverse: the protected path is (inside) the mirror; its source too.
+            let mut reverse: Vec<PathBuf> = Vec::new();
             for real in &reals {
                 if let Ok(rest) = real.strip_prefix(source) {
                     shows.push(mirror.mount_point.join(rest));
                 } else if source.starts_with(real) {
                     all = true;
                 }
-                // The reverse: the protected path is (inside) the mirror; its source too.
                 if let Ok(rest) = real.strip_prefix(&mirror.mount_point) {
-                    found.push(source.join(rest));
+                    reverse.push(source.join(rest));
                 } else if mirror.mount_point.starts_with(real) {
-                    found.push(source.clone());
+                    reverse.push(source.clone());
                 }
             }
             // A root that does not list what its claimed source lists shows something else
             // than the source, whatever the source holds (red team 46 C5-B1: a bind of the
             // state dir, mirrored, then unmounted below the mirror).
             if all || shows.len() > MAX_PER_MIRROR || !same_listing(&mirror.mount_point, source) {
-                all = true;
-            }
-            if all {
+                // Whole, and never mapped back: its source is no protected object's home (the
+                // mirror, once in the set, came back as a protected path at the next refresh
+                // and made its source `/` a mask: no command kept a layer, red team 46).
                 whole.insert(mirror.id);
                 found.push(mirror.mount_point.clone());
                 continue;
             }
+            found.extend(reverse);
             found.extend(shows.into_iter().filter(|alias| shown_by(alias, mirror)));
         }
         found.retain(|alias| out.insert(alias.clone()));

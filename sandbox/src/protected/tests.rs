@@ -676,3 +676,61 @@ fn fuse_passthrough_mirrors_of_protected_objects_are_aliases() {
     let aliases = aliases_in(&mounts, &[ssh.clone(), state.clone()]);
     assert!(aliases.len() < 200, "{}", aliases.len());
 }
+
+/// Red team 46: a mirror of `/` listed like `/` and mapped protected object by object put paths
+/// through itself (`/m/m/proc`) into the set; bindfs, single-threaded, deadlocks on a lookup
+/// through itself, and every broker of the host hung at its start. A mirror of a tree holding a
+/// kernel pseudo file system, and one of a tree holding the mirror itself, are whole: nothing
+/// under them is named, whatever their roots list.
+#[test]
+fn mirrors_holding_proc_or_themselves_are_whole_and_never_looked_into() {
+    let (_dir, tmp) = tmp();
+    let home = tmp.join("home");
+    let ssh = home.join(".ssh");
+    let (root_mirror, self_mirror) = (tmp.join("mnt/root"), home.join("mnt/self"));
+    // Both roots list what their sources list (the listing check passes).
+    for entry in std::fs::read_dir("/").unwrap().filter_map(Result::ok) {
+        std::fs::create_dir_all(root_mirror.join(entry.file_name())).unwrap();
+    }
+    for dir in [&ssh, &self_mirror.join(".ssh"), &self_mirror.join("mnt")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let uid = rustix::process::geteuid().as_raw();
+    let table = [
+        "1 0 8:1 / / rw - ext4 /dev/x rw".to_string(),
+        "2 1 0:21 / /proc rw - proc proc rw".to_string(),
+        format!(
+            "10 1 0:10 / {} rw - fuse / rw,user_id={uid}",
+            root_mirror.display()
+        ),
+        format!(
+            "11 1 0:11 / {} rw - fuse {} rw,user_id={uid}",
+            self_mirror.display(),
+            home.display()
+        ),
+    ]
+    .join("\n");
+    let mounts = parse_mountinfo(&table);
+    let aliases = aliases_in(&mounts, std::slice::from_ref(&ssh));
+    assert!(aliases.contains(&root_mirror), "{aliases:?}");
+    assert!(aliases.contains(&self_mirror), "{aliases:?}");
+    for alias in &aliases {
+        let inside = |mirror: &Path| alias.starts_with(mirror) && alias != mirror;
+        assert!(
+            !inside(&root_mirror) && !inside(&self_mirror),
+            "named inside a whole mirror: {alias:?} in {aliases:?}"
+        );
+    }
+    // The next refresh reads the set with the mirrors in it: a whole mirror is not mapped
+    // back to its source (`/` had become a mask: no command of the host kept its layer).
+    let again = aliases_in(
+        &mounts,
+        &[ssh.clone(), root_mirror.clone(), self_mirror.clone()],
+    );
+    for source in [Path::new("/"), home.as_path()] {
+        assert!(
+            !again.contains(&source.to_path_buf()),
+            "{source:?} in {again:?}"
+        );
+    }
+}
