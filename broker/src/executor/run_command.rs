@@ -447,13 +447,15 @@ pub(super) fn run(
             let view = if session_dir {
                 layer::View::SessionDir
             } else {
-                layer::View::Overlays(layer::roots(
+                let roots = layer::roots(
                     &config.owner_home,
                     &wd,
                     config.own_worktree.as_deref(),
                     &masked,
                     layer.dir(),
-                ))
+                );
+                notes.extend(roots.note());
+                layer::View::Overlays(roots.dirs)
             };
             match layer.begin(view, args.fresh_layer) {
                 Ok(turn) => Some(turn),

@@ -32,6 +32,7 @@ mod limits;
 mod mask_races;
 mod masks_and_fallback;
 mod memory;
+mod mounts_inside;
 mod ordinary;
 mod projects;
 

@@ -499,60 +499,8 @@ impl LayerTurn<'_> {
     }
 }
 
-/// The directories a command sees copy-on-write: the owner's HOME, the working directory (the
-/// managed worktree in a worktree session) and, for a linked worktree, its repository's Git
-/// dir (so `git commit` in a command lands in the layer too). Nested ones are covered by their
-/// ancestor; `/`, a root holding the layer itself (overlayfs refuses overlapping layers) and a
-/// root inside a masked place other than the session's own worktree stay read-only.
-pub fn roots(
-    home: &Path,
-    wd: &Path,
-    own_worktree: Option<&Path>,
-    masked: &[PathBuf],
-    layer_dir: &Path,
-) -> Vec<PathBuf> {
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    for path in [
-        Some(home.to_path_buf()),
-        Some(wd.to_path_buf()),
-        git_common_dir(wd),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        if let Ok(canonical) = std::fs::canonicalize(&path)
-            && canonical.is_dir()
-        {
-            candidates.push(canonical);
-        }
-    }
-    let allowed = |root: &Path| {
-        root != Path::new("/")
-            && !layer_dir.starts_with(root)
-            && (own_worktree.is_some_and(|w| root == w)
-                || !masked.iter().any(|m| root.starts_with(m)))
-    };
-    // A root inside an ancestor root is covered by the ancestor's overlay — unless a mask lies
-    // over it (the worktree in the state dir), which would hide it there.
-    let under_mask = |root: &Path| masked.iter().any(|m| root.starts_with(m));
-    let mut kept: Vec<PathBuf> = Vec::new();
-    for root in candidates.into_iter().filter(|r| allowed(r)) {
-        if kept.iter().any(|k| root.starts_with(k)) && !under_mask(&root) {
-            continue;
-        }
-        kept.retain(|k| !k.starts_with(&root) || under_mask(k));
-        kept.push(root);
-    }
-    kept
-}
-
-/// A linked worktree's repository Git dir (`<repo>/.git` for `.git` = `gitdir: <repo>/.git/worktrees/<name>`).
-fn git_common_dir(wd: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(wd.join(".git")).ok()?;
-    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
-    let worktrees = gitdir.parent()?;
-    (worktrees.file_name()? == "worktrees").then(|| worktrees.parent().map(Path::to_path_buf))?
-}
+mod roots;
+pub use roots::roots;
 
 #[cfg(test)]
 mod tests;

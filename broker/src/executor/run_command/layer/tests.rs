@@ -75,46 +75,6 @@ fn a_new_or_fresh_layer_without_room_for_its_budget_is_refused() {
     ));
 }
 
-#[test]
-fn roots_nest_under_home_and_keep_the_worktree_under_its_mask() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let home = base.join("home");
-    let project = home.join("project");
-    let state = home.join("state");
-    let worktree = state.join("worktrees/s1");
-    let repo_git = base.join("repo/.git");
-    for dir in [&project, &worktree, &repo_git.join("worktrees/s1")] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    let layer = base.join("tmp/layer");
-    let masks = [state.clone()];
-    // A project under HOME: HOME alone.
-    assert_eq!(
-        roots(&home, &project, None, &masks, &layer),
-        vec![home.clone()]
-    );
-    // The worktree under the masked state dir keeps its own overlay, and its Git dir too.
-    std::fs::write(
-        worktree.join(".git"),
-        format!("gitdir: {}/worktrees/s1\n", repo_git.display()),
-    )
-    .unwrap();
-    assert_eq!(
-        roots(&home, &worktree, Some(&worktree), &masks, &layer),
-        [home.clone(), worktree.clone(), repo_git.clone()]
-    );
-    // Another place under a mask is not a root; `/` and a root holding the layer neither.
-    assert_eq!(
-        roots(&home, &worktree, None, &masks, &layer),
-        [home.clone(), repo_git.clone()]
-    );
-    assert_eq!(
-        roots(Path::new("/"), &base, None, &[], &layer),
-        Vec::<PathBuf>::new()
-    );
-}
-
 const MIB: u64 = 1 << 20;
 
 /// `count` files of `size` bytes in `dir`.

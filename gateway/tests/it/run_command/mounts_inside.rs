@@ -1,0 +1,98 @@
+//! Red team 46: one mount inside the gateway's HOME (a FUSE mirror, a bind, a tmpfs) made every
+//! command of every session fail — the kernel takes no directory holding mounts locked to the
+//! command's namespace as an overlay's lower layer. The gateway runs here (real runner) in a
+//! private mount namespace with a tmpfs inside its HOME and another inside the project: the
+//! commands run, HOME's and the project's other directories stay copy-on-write (the real files
+//! untouched), the mounts and the directories leading to them read-only (a stated limit), and
+//! the result says so.
+
+use serde_json::json;
+
+use super::*;
+use crate::autorun::results;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mounts_inside_home_and_the_project_leave_commands_running() {
+    assert_eq!(
+        rustix::process::geteuid().as_raw(),
+        0,
+        "this test mounts in a private mount namespace: it needs root"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(home.keep()).unwrap();
+    let (disk, project) = (home.join("mnt/disk"), home.join("proj"));
+    let (cache, data) = (home.join(".cache"), project.join("data"));
+    for dir in [&disk, &cache, &data, &project.join("src")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(project.join("src/main.txt"), "source\n").unwrap();
+    // The gateway, exec'd in a private mount namespace where both mounts exist.
+    let wrapper = home.join("gateway-in-namespace");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec unshare -m --propagation private sh -c 'mount -t tmpfs -o size=1m \
+             tmpfs {disk} && echo on-disk > {disk}/f && mount -t tmpfs -o size=1m tmpfs {data} \
+             && exec \"$0\" \"$@\"' {gateway} \"$@\"\n",
+            disk = disk.display(),
+            data = data.display(),
+            gateway = GATEWAY,
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let gw = GatewayProcess::builder(&wrapper)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("HOME", &home)
+        .spawn()
+        .await
+        .expect("gateway starts in its namespace");
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    let v = start_session(&chat, &project, "build it", "k-mounts-inside").await;
+    let script = "echo built > src/out.txt && cat src/main.txt && mkdir -p \"$HOME/.cache/tool\" \
+                  && echo cached > \"$HOME/.cache/tool/x\" && cat \"$HOME/.cache/tool/x\" \
+                  && cat \"$HOME/mnt/disk/f\" && (touch \"$HOME/mnt/disk/g\" 2>/dev/null \
+                  || echo disk-read-only) && (touch data/x 2>/dev/null || echo data-read-only) && (touch top.txt 2>/dev/null || echo top-read-only)";
+    let calls = json!([
+        {"name": "RunCommand", "arguments": {"argv": ["sh", "-c", script]}},
+        {"name": "RunCommand", "arguments": {"argv": ["cat", "src/out.txt"]}},
+    ]);
+    let v = crate::writes::reply_calls(&chat, &v, "r-mounts-inside", calls).await;
+    let got = results(&v);
+    let first = got[0]["output"].as_str().unwrap_or_default();
+    assert_eq!(got[0]["receipt"]["exit_code"], 0, "{}", got[0]);
+    for line in [
+        "source\n",
+        "cached\n",
+        "on-disk\n",
+        "disk-read-only\n",
+        "data-read-only\n",
+        "top-read-only\n",
+    ] {
+        assert!(first.contains(line), "{line:?} missing: {first}");
+    }
+    assert!(
+        first.contains("note: mounts inside the command's copy-on-write directories")
+            && first.contains(&disk.display().to_string())
+            && first.contains(&data.display().to_string()),
+        "{first}"
+    );
+    // The layer kept the first command's file for the second; the real tree has none of it.
+    assert_eq!(got[1]["receipt"]["exit_code"], 0, "{}", got[1]);
+    assert!(
+        got[1]["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("built\n"),
+        "{}",
+        got[1]
+    );
+    assert!(!project.join("src/out.txt").exists());
+    assert!(!cache.join("tool").exists());
+    let _ = std::fs::remove_dir_all(&home);
+}
