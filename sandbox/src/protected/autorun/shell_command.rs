@@ -903,7 +903,8 @@ mod wrappers;
 
 use lexer::{Op, Redirect, Token, Word, assignment, split};
 pub(super) use python::{imports_reach, python_module_places};
-use wrappers::{WrapperGrammar, wrapper_grammar};
+use wrappers::wrapper_grammar;
+pub(super) use wrappers::{CHDIR_OPTIONS, LINE_OPTIONS, WrapperGrammar, startup_wrapper_grammar};
 
 #[cfg(test)]
 mod tests;

@@ -213,7 +213,13 @@ impl Lexer {
                         Some(Piece::Text { quoted: false, .. })
                     )
             }) {
-                words.remove(0);
+                let keyword = words.remove(0);
+                // bash's `time -p cmd`: the keyword's own option.
+                if keyword.literal().as_deref() == Some("time")
+                    && words.first().and_then(Word::literal).as_deref() == Some("-p")
+                {
+                    words.remove(0);
+                }
             }
             if !words.is_empty() {
                 commands.push(std::mem::take(words));

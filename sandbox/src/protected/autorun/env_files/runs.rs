@@ -7,32 +7,31 @@ use std::path::{Path, PathBuf};
 use super::shell_words::Word;
 use super::{At, MARK, MAX_EXPANSION_DEPTH, Reader};
 
-/// Builtins and wrappers that run the rest of the line as the command, with how many
-/// positional words of their own come first (`timeout 30`, `flock /tmp/l`, `chrt 10`).
-const WRAPPERS: &[(&str, usize)] = &[
-    ("command", 0),
-    ("exec", 0),
-    ("nohup", 0),
-    ("builtin", 0),
-    ("noglob", 0),
-    ("nice", 0),
-    ("sudo", 0),
-    ("env", 0),
-    ("setsid", 0),
-    ("stdbuf", 0),
-    ("ionice", 0),
-    ("time", 0),
-    ("caffeinate", 0),
-    ("timeout", 1),
-    ("flock", 1),
-    ("chrt", 1),
-    ("taskset", 1),
-];
+/// What a command's words run once the wrappers in front (`nohup`, `timeout -s KILL 5`,
+/// `flock -w 3 LOCK`, `env -u X`, `sudo -u me`, …: each by its option grammar,
+/// `shell_command::startup_wrapper_grammar`) and a `function NAME {` header are skipped.
+enum Command<'a> {
+    /// The command itself (program first).
+    Words(&'a [Word]),
+    /// A line a wrapper runs (`flock LOCK -c LINE`, `su -c LINE`, `env -S LINE`, `watch`'s).
+    Line(Line<'a>),
+    /// A wrapper's option the grammar does not know, or one that changes the directory: where
+    /// the command begins is not told, so every later word naming a file counts as run
+    /// (relative ones from the wrapper's directory when it names one).
+    Unclear(&'a [Word], Option<&'a Word>),
+    /// Nothing runs (`command -v x`, a wrapper with no command).
+    Nothing,
+}
 
-/// `words` without the wrappers in front of the command (their options, `NAME=value`
-/// assignments of `env`, their own positional words), and without a `function NAME` header
-/// and its `{`: the command itself. `command -v x` (a lookup) runs nothing: empty.
-fn skip_wrappers(words: &[Word]) -> &[Word] {
+/// Where a wrapper's line is: a word, an option's attached text, or words joined (`watch`).
+enum Line<'a> {
+    Word(&'a Word),
+    Text(String),
+    Joined(&'a [Word]),
+}
+
+fn skip_wrappers(words: &[Word]) -> Command<'_> {
+    use super::super::shell_command::{CHDIR_OPTIONS, LINE_OPTIONS, startup_wrapper_grammar};
     let mut rest = words;
     if rest.first().and_then(Word::literal).as_deref() == Some("function") {
         rest = rest.get(2..).unwrap_or_default();
@@ -40,24 +39,78 @@ fn skip_wrappers(words: &[Word]) -> &[Word] {
             rest = &rest[1..];
         }
     }
-    while let Some(first) = rest.first().and_then(Word::literal) {
-        let Some((_, positional)) = WRAPPERS.iter().find(|(w, _)| *w == first) else {
+    while let Some(name) = rest.first().and_then(Word::literal) {
+        let Some(grammar) = startup_wrapper_grammar(&name) else {
             break;
         };
         rest = &rest[1..];
-        while let Some(option) = rest.first().and_then(Word::literal) {
-            if first == "command" && matches!(option.as_str(), "-v" | "-V") {
-                return &[];
-            }
-            let assignment = first == "env" && option.contains('=') && !option.starts_with('=');
-            if !option.starts_with('-') && !assignment {
+        let mut leading = grammar.leading;
+        loop {
+            let Some(word) = rest.first() else {
+                return Command::Nothing;
+            };
+            let text = word.literal().unwrap_or_default();
+            let next = |n: usize| rest.get(n..).unwrap_or_default();
+            if text == "--" {
+                rest = next(1);
                 break;
             }
-            rest = &rest[1..];
+            if name == "env" && text.contains('=') && !text.starts_with(['=', '-']) {
+                rest = next(1);
+                continue;
+            }
+            if !text.starts_with('-') || text == "-" && !grammar.flags.contains(&"-") {
+                if leading > 0 {
+                    // `timeout 30`, `flock LOCK`, `chrt 5`: the duration, lock, priority.
+                    leading -= 1;
+                    rest = next(1);
+                    continue;
+                }
+                if name == "watch" {
+                    // watch runs its words joined as one `sh -c` line.
+                    return Command::Line(Line::Joined(rest));
+                }
+                break;
+            }
+            // `nice -10`: the old spelling of an adjustment.
+            if grammar.valued.contains(&"-n") && text[1..].chars().all(|c| c.is_ascii_digit()) {
+                rest = next(1);
+                continue;
+            }
+            let (option, attached) = match text.split_once('=') {
+                Some((option, value)) if option.starts_with("--") => (option, Some(value)),
+                _ if !text.starts_with("--") && text.len() > 2 => (&text[..2], Some(&text[2..])),
+                _ => (text.as_str(), None),
+            };
+            if grammar.refused.contains(&option) {
+                if name == "command" {
+                    return Command::Nothing;
+                }
+                if LINE_OPTIONS.contains(&option) {
+                    return match attached {
+                        Some(line) => Command::Line(Line::Text(line.to_string())),
+                        None => rest
+                            .get(1)
+                            .map_or(Command::Nothing, |w| Command::Line(Line::Word(w))),
+                    };
+                }
+                let dir = CHDIR_OPTIONS
+                    .contains(&option)
+                    .then(|| rest.get(1))
+                    .flatten()
+                    .filter(|_| attached.is_none());
+                return Command::Unclear(next(1), dir);
+            }
+            if grammar.flags.contains(&option) && attached.is_none() {
+                rest = next(1);
+            } else if grammar.valued.contains(&option) {
+                rest = next(if attached.is_none() { 2 } else { 1 });
+            } else {
+                return Command::Unclear(next(1), None);
+            }
         }
-        rest = rest.get(*positional..).unwrap_or_default();
     }
-    rest
+    Command::Words(rest)
 }
 
 impl Reader {
@@ -69,7 +122,51 @@ impl Reader {
     /// in [`Self::file`] and [`Self::code`]); a relative program is left alone (as a git
     /// alias's is).
     pub(super) fn program_run(&mut self, words: &[Word], at: At, depth: usize) {
-        let rest = skip_wrappers(words);
+        let rest = match skip_wrappers(words) {
+            Command::Words(rest) => rest,
+            Command::Nothing => return,
+            Command::Line(line) => {
+                if depth < MAX_EXPANSION_DEPTH {
+                    let lines = match line {
+                        Line::Word(word) => self.expand(word, at, 0),
+                        Line::Text(text) => vec![text],
+                        Line::Joined(words) => words
+                            .iter()
+                            .map(Word::literal)
+                            .collect::<Option<Vec<_>>>()
+                            .map(|w| vec![w.join(" ")])
+                            .unwrap_or_default(),
+                    };
+                    for line in lines.iter().filter(|l| !l.contains(MARK)) {
+                        self.code(line, at, depth + 1);
+                    }
+                }
+                return;
+            }
+            Command::Unclear(rest, dir) => {
+                let dir = dir.and_then(|d| {
+                    self.expand(d, at, 0)
+                        .into_iter()
+                        .find(|d| d.starts_with('/'))
+                });
+                for word in rest {
+                    for path in self.expand(word, at, 0) {
+                        if path.contains(MARK) {
+                            continue;
+                        }
+                        let path = match (&dir, path.starts_with('/')) {
+                            (_, true) => path,
+                            (Some(dir), false) if path.contains('/') => format!("{dir}/{path}"),
+                            _ => continue,
+                        };
+                        if !Path::new(&path).is_dir() {
+                            self.ran_file(path);
+                        }
+                    }
+                }
+                return;
+            }
+        };
         let Some((program, args)) = rest.split_first() else {
             return;
         };
@@ -81,7 +178,12 @@ impl Reader {
             match program.as_str() {
                 // `cd /p && ./x` (red team 44a C1-B1): later relative programs run from there.
                 "cd" | "pushd" => {
-                    if let Some(dir) = args.first() {
+                    // `cd -P DIR`: its options first.
+                    let dir = args.iter().find(|a| {
+                        !a.literal()
+                            .is_some_and(|t| t.starts_with('-') && t.len() > 1)
+                    });
+                    if let Some(dir) = dir {
                         let dirs = self.expand(dir, at, 0);
                         self.shell_cwd = dirs.into_iter().find(|d| d.starts_with('/'));
                     }
@@ -90,23 +192,41 @@ impl Reader {
                 // `complete -C prog`: bash runs it at each completion; `bind -x 'KEY: line'`
                 // at each key press.
                 "complete" | "compgen" => {
-                    if let Some(at_c) = args
-                        .iter()
-                        .position(|a| a.literal().as_deref() == Some("-C"))
-                        && let Some(line) = literal(at_c + 1)
-                        && depth < MAX_EXPANSION_DEPTH
-                    {
+                    // `-C prog` or `-C"prog"` (attached).
+                    let line = args.iter().enumerate().find_map(|(i, a)| {
+                        let text = a.literal()?;
+                        match text.strip_prefix("-C")? {
+                            "" => literal(i + 1),
+                            attached => Some(attached.to_string()),
+                        }
+                    });
+                    if let Some(line) = line.filter(|_| depth < MAX_EXPANSION_DEPTH) {
                         self.code(&line, at, depth + 1);
                     }
                     return;
                 }
                 "bind" => {
-                    if args.first().and_then(Word::literal).as_deref() == Some("-x")
-                        && let Some(binding) = literal(1)
+                    // `bind -x 'KEY: line'`, also after `-m KEYMAP`.
+                    if let Some(at_x) = args
+                        .iter()
+                        .position(|a| a.literal().as_deref() == Some("-x"))
+                        && let Some(binding) = literal(at_x + 1)
                         && let Some((_, line)) = binding.split_once(':')
                         && depth < MAX_EXPANSION_DEPTH
                     {
                         self.code(line.trim().trim_matches('"'), at, depth + 1);
+                    }
+                    return;
+                }
+                // tmux and screen run their command words as shell lines (`tmux new-session
+                // -d 'line'`, `tmux run-shell 'line'`, `screen -dmS name prog`).
+                "tmux" | "screen" => {
+                    if depth < MAX_EXPANSION_DEPTH {
+                        for line in args.iter().filter_map(Word::literal) {
+                            if !line.starts_with('-') {
+                                self.code(&line, at, depth + 1);
+                            }
+                        }
                     }
                     return;
                 }

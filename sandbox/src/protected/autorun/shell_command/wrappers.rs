@@ -5,20 +5,28 @@
 /// value, options taking the next word (or an attached value, `-sKILL`, `--signal=KILL`),
 /// options the reader refuses to follow (they change directory, split a line, run a line),
 /// and how many plain words come before the command (`timeout`'s duration, `flock`'s file).
-pub(super) struct WrapperGrammar {
-    pub(super) flags: &'static [&'static str],
-    pub(super) valued: &'static [&'static str],
-    pub(super) refused: &'static [&'static str],
-    pub(super) leading: usize,
+pub(in crate::protected::autorun) struct WrapperGrammar {
+    pub(in crate::protected::autorun) flags: &'static [&'static str],
+    pub(in crate::protected::autorun) valued: &'static [&'static str],
+    pub(in crate::protected::autorun) refused: &'static [&'static str],
+    pub(in crate::protected::autorun) leading: usize,
 }
 
-pub(super) fn wrapper_grammar(name: &str) -> Option<WrapperGrammar> {
-    let grammar = |flags, valued, refused, leading| WrapperGrammar {
+const fn grammar(
+    flags: &'static [&'static str],
+    valued: &'static [&'static str],
+    refused: &'static [&'static str],
+    leading: usize,
+) -> WrapperGrammar {
+    WrapperGrammar {
         flags,
         valued,
         refused,
         leading,
-    };
+    }
+}
+
+pub(in crate::protected::autorun) fn wrapper_grammar(name: &str) -> Option<WrapperGrammar> {
     Some(match name {
         "env" => grammar(
             &[
@@ -134,3 +142,259 @@ pub(super) fn wrapper_grammar(name: &str) -> Option<WrapperGrammar> {
         _ => return None,
     })
 }
+
+/// What a shell start-up file may put in front of a command, beyond [`wrapper_grammar`]'s: the
+/// start-up reader (`env_files::runs`) follows these too, and, where an option is not known
+/// here, takes every later word naming a file as run.
+pub(in crate::protected::autorun) fn startup_wrapper_grammar(name: &str) -> Option<WrapperGrammar> {
+    if let Some(grammar) = wrapper_grammar(name) {
+        return Some(grammar);
+    }
+    Some(match name {
+        "builtin" | "noglob" | "coproc" | "nocorrect" => grammar(&[], &[], &[], 0),
+        "sudo" | "doas" => grammar(
+            &[
+                "-A",
+                "-b",
+                "-E",
+                "-H",
+                "-K",
+                "-k",
+                "-n",
+                "-P",
+                "-S",
+                "-B",
+                "-N",
+                "--preserve-env",
+                "--set-home",
+                "--non-interactive",
+                "--stdin",
+                "--background",
+                "--askpass",
+                "--login-class",
+            ],
+            &[
+                "-C",
+                "-g",
+                "-h",
+                "-p",
+                "-r",
+                "-t",
+                "-T",
+                "-U",
+                "-u",
+                "--user",
+                "--group",
+                "--prompt",
+                "--role",
+                "--type",
+                "--other-user",
+                "--command-timeout",
+                "--close-from",
+                "--preserve-env",
+                "--host",
+            ],
+            &[
+                "-D", "--chdir", "-i", "--login", "-s", "--shell", "-e", "--edit", "-l", "-v",
+            ],
+            0,
+        ),
+        "chrt" => grammar(
+            &[
+                "-a",
+                "-b",
+                "-d",
+                "-e",
+                "-f",
+                "-i",
+                "-o",
+                "-r",
+                "-R",
+                "-v",
+                "--all-tasks",
+                "--batch",
+                "--deadline",
+                "--fifo",
+                "--idle",
+                "--other",
+                "--rr",
+                "--reset-on-fork",
+                "--verbose",
+            ],
+            &[
+                "-T",
+                "-P",
+                "-D",
+                "--sched-runtime",
+                "--sched-period",
+                "--sched-deadline",
+            ],
+            &["-p", "--pid", "-m", "--max"],
+            1,
+        ),
+        "taskset" => grammar(
+            &["-a", "--all-tasks", "-c", "--cpu-list"],
+            &[],
+            &["-p", "--pid"],
+            1,
+        ),
+        "prlimit" => grammar(
+            &["--noheadings", "--raw", "--verbose"],
+            &[
+                "-A",
+                "-c",
+                "-d",
+                "-e",
+                "-f",
+                "-i",
+                "-l",
+                "-m",
+                "-n",
+                "-q",
+                "-r",
+                "-s",
+                "-t",
+                "-u",
+                "-v",
+                "-x",
+                "-y",
+                "-o",
+                "--as",
+                "--core",
+                "--cpu",
+                "--data",
+                "--fsize",
+                "--locks",
+                "--memlock",
+                "--msgqueue",
+                "--nice",
+                "--nofile",
+                "--nproc",
+                "--rss",
+                "--rtprio",
+                "--rttime",
+                "--sigpending",
+                "--stack",
+                "--output",
+            ],
+            &["-p", "--pid"],
+            0,
+        ),
+        "runuser" | "su" => grammar(
+            &[
+                "-",
+                "-l",
+                "--login",
+                "-m",
+                "-p",
+                "--preserve-environment",
+                "-P",
+                "--pty",
+            ],
+            &[
+                "-u",
+                "--user",
+                "-g",
+                "--group",
+                "-G",
+                "--supp-group",
+                "-w",
+                "--whitelist-environment",
+                "-s",
+                "--shell",
+            ],
+            &["-c", "--command", "--session-command"],
+            0,
+        ),
+        "unshare" => grammar(
+            &[
+                "-m",
+                "-u",
+                "-i",
+                "-n",
+                "-p",
+                "-U",
+                "-C",
+                "-T",
+                "-f",
+                "-r",
+                "-c",
+                "--mount",
+                "--uts",
+                "--ipc",
+                "--net",
+                "--pid",
+                "--user",
+                "--cgroup",
+                "--time",
+                "--fork",
+                "--map-root-user",
+                "--map-current-user",
+                "--kill-child",
+                "--mount-proc",
+                "--keep-caps",
+                "--map-auto",
+            ],
+            &[
+                "--propagation",
+                "--setgroups",
+                "-S",
+                "--setuid",
+                "-G",
+                "--setgid",
+                "--map-user",
+                "--map-group",
+                "--map-users",
+                "--map-groups",
+                "--monotonic",
+                "--boottime",
+                "-l",
+                "--load-interp",
+            ],
+            &["-R", "--root", "-w", "--wd"],
+            0,
+        ),
+        "watch" => grammar(
+            &[
+                "-b",
+                "--beep",
+                "-e",
+                "--errexit",
+                "-g",
+                "--chgexit",
+                "-t",
+                "--no-title",
+                "-x",
+                "--exec",
+                "-c",
+                "--color",
+                "-C",
+                "--no-color",
+                "-p",
+                "--precise",
+                "-r",
+                "--no-rerun",
+                "-w",
+                "--no-wrap",
+            ],
+            &["-n", "--interval", "-q", "--equexit", "-d", "--differences"],
+            &[],
+            0,
+        ),
+        "caffeinate" => grammar(&["-d", "-i", "-m", "-s", "-u"], &["-t", "-w"], &[], 0),
+        _ => return None,
+    })
+}
+
+/// Options that run their value as a shell line (`flock -c`, `su -c`, `env -S`).
+pub(in crate::protected::autorun) const LINE_OPTIONS: &[&str] = &[
+    "-c",
+    "--command",
+    "--session-command",
+    "-S",
+    "--split-string",
+];
+
+/// Options that change the directory the command runs in (`env -C`, `sudo -D`, `unshare -w`).
+pub(in crate::protected::autorun) const CHDIR_OPTIONS: &[&str] =
+    &["-C", "--chdir", "-D", "-w", "--wd"];

@@ -122,11 +122,7 @@ fn files_start_up_files_source_or_run_by_absolute_paths_are_runs() {
 /// `function f { … }` form, and a relative program after `cd /abs` (also in an alias).
 #[test]
 fn wrappers_completions_bindings_and_cd_runs_are_runs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
-    let (home, p) = (root.join("home"), root.join("proj"));
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::create_dir_all(p.join("tools")).unwrap();
+    let (_tmp, home, p) = home_and_project();
     let proj = p.to_string_lossy();
     std::fs::write(
         home.join(".bashrc"),
@@ -177,4 +173,94 @@ fn wrappers_completions_bindings_and_cd_runs_are_runs() {
         !runs.iter().any(|r| r.ends_with("looked-up.sh")),
         "{runs:?}"
     );
+}
+
+/// Red team 46a: wrappers with option arguments or not listed before (one grammar per wrapper,
+/// shared with the hooks' reader), lines wrappers run (`flock -c`, `su -c`, `env -S`, `watch`,
+/// tmux and screen), `complete -C"…"` attached, `bind -m KEYMAP -x`, `cd -P`, and a wrapper's
+/// option the grammar does not know (every later word naming a file counts).
+#[test]
+fn wrappers_with_options_and_the_lines_they_run_are_runs() {
+    let (_tmp, home, p) = home_and_project();
+    let proj = p.to_string_lossy();
+    std::fs::write(
+        home.join(".bashrc"),
+        format!(
+            "timeout -s KILL 5 {proj}/tools/t1.sh\n\
+             timeout --signal=TERM -k 2 5 {proj}/tools/t2.sh\n\
+             nice -n 5 {proj}/tools/nice.sh\n\
+             nice -10 {proj}/tools/nice10.sh\n\
+             flock -w 3 /tmp/l {proj}/tools/flockw.sh\n\
+             flock /tmp/l -c '{proj}/tools/flockc.sh'\n\
+             env -S '{proj}/tools/envs.sh a b'\n\
+             env -u X -C {proj} ./tools/envc.sh\n\
+             prlimit --nofile=64 {proj}/tools/prlimit.sh\n\
+             runuser -u me -- {proj}/tools/runuser.sh\n\
+             su -c '{proj}/tools/su.sh' me\n\
+             sudo -u root -E {proj}/tools/sudo.sh\n\
+             unshare -r --propagation private {proj}/tools/unshare.sh\n\
+             watch -n 5 {proj}/tools/watch.sh\n\
+             exec -a name {proj}/tools/execa.sh\n\
+             time -p {proj}/tools/time.sh\n\
+             coproc {proj}/tools/coproc.sh\n\
+             chrt -f 10 {proj}/tools/chrt.sh\n\
+             taskset -c 0 {proj}/tools/taskset.sh\n\
+             tmux new-session -d -s w '{proj}/tools/tmux.sh'\n\
+             screen -dmS s {proj}/tools/screen.sh\n\
+             complete -C\"{proj}/tools/completec.sh\" cmd\n\
+             bind -m vi -x '\"\\C-x\": {proj}/tools/bindm.sh'\n\
+             cd -P {proj} && ./tools/cdp.sh\n\
+             stdbuf --weird-option {proj}/tools/unknown-option.sh\n"
+        ),
+    )
+    .unwrap();
+    let runs: Vec<String> = of_shell(&home)
+        .runs
+        .iter()
+        .map(|r| r.to_string_lossy().replace("/./", "/"))
+        .collect();
+    for want in [
+        "t1.sh",
+        "t2.sh",
+        "nice.sh",
+        "nice10.sh",
+        "flockw.sh",
+        "flockc.sh",
+        "envs.sh",
+        "envc.sh",
+        "prlimit.sh",
+        "runuser.sh",
+        "su.sh",
+        "sudo.sh",
+        "unshare.sh",
+        "watch.sh",
+        "execa.sh",
+        "time.sh",
+        "coproc.sh",
+        "chrt.sh",
+        "taskset.sh",
+        "tmux.sh",
+        "screen.sh",
+        "completec.sh",
+        "bindm.sh",
+        "cdp.sh",
+        "unknown-option.sh",
+    ] {
+        let want = p.join("tools").join(want).to_string_lossy().into_owned();
+        assert!(runs.contains(&want), "{want}: {runs:?}");
+    }
+    // Option values, lock files and durations are not runs.
+    for not in ["/tmp/l", "5", "KILL"] {
+        assert!(!runs.iter().any(|r| r == not), "{not}: {runs:?}");
+    }
+}
+
+/// A temp dir holding `home/` and `proj/tools/` (canonical paths).
+fn home_and_project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let (home, p) = (root.join("home"), root.join("proj"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(p.join("tools")).unwrap();
+    (tmp, home, p)
 }
