@@ -364,7 +364,7 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
         ".bashrc",
         format!(
             "source {p}/.devrc\n{p}/tools/motd.sh\nalias ll='{p}/tools/ll.sh -la'\n\
-             export PATH=\"$HOME/tools:$PATH\"\n"
+             export PATH=\"$HOME/tools:$PATH\"\nexport PROJ={p}\n"
         ),
     );
     // B2: a program of the owner's own PATH dir, named in a tree dir direnv puts on PATH.
@@ -378,7 +378,8 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
         ".ssh/config",
         format!("Host *\n  ProxyCommand {p}/tools/proxy.sh %h %p\n"),
     );
-    put(".vimrc", format!("source {p}/tools/vimrc.vim\n"));
+    // Red team 46a: through a variable the start-up files give (vim started from that shell).
+    put(".vimrc", "source $PROJ/tools/vimrc.vim\n".to_string());
     let gw = gateway_with(&[("HOME", home_dir.to_str().unwrap())]).await;
     let chat = chatgpt(&gw).await;
     let v = start_profile(&chat, &root, "direct_write", "startup-runs-start").await;

@@ -35,81 +35,9 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::git_syntax::Entry;
 use super::owner_env::{self, Names};
 use super::shell_words::{self, Dialect, Piece, Word};
-
-/// What a set of files assigns.
-#[derive(Debug, Default)]
-pub(super) struct Assigned {
-    /// The table's variables ([`owner_env::VARS`]), in the order assigned.
-    pub env: Vec<(&'static str, OsString)>,
-    /// The config entries git's config variables assigned there give.
-    pub git_entries: Vec<Entry>,
-    /// Variables assigned a value not read here, with why: the whole tree is refused.
-    pub unreadable: Vec<(String, String)>,
-    /// A variable's entry built on what is not read: everything below its literal directory
-    /// part is protected.
-    pub below: Vec<(&'static str, PathBuf)>,
-    /// Files a shell start-up file sources by a relative path (from wherever the shell is).
-    pub relative_sources: Vec<PathBuf>,
-    /// Every file read, and every start-up file looked for: a change to any of them changes
-    /// what the rules derive ([`super::owner_files`]).
-    pub read: Vec<PathBuf>,
-    /// Files a shell start-up file sources or runs by an absolute path (after `~`, `$HOME` and
-    /// its variables are expanded): a program on a line of its own, in `PROMPT_COMMAND`, a
-    /// trap or an alias, or a script given to a shell or an interpreter (red team 43a B1).
-    pub runs: Vec<PathBuf>,
-}
-
-impl Assigned {
-    /// What `reader` read, git's assignments read into config entries.
-    fn new(reader: Reader) -> Self {
-        let mut unreadable = reader.unreadable;
-        let git = reader.git;
-        let mut git_entries = owner_env::git_entries(
-            |name| {
-                git.iter()
-                    .rev()
-                    .find(|(var, _)| var == name)
-                    .map(|(_, value)| OsString::from(value))
-                    .filter(|value| !value.is_empty())
-            },
-            &mut unreadable,
-        );
-        // An entry built on what is not read (`GIT_CONFIG_VALUE_0=$(…)`) may name anything.
-        git_entries.retain(|entry| {
-            let marked = [
-                Some(&entry.key),
-                entry.subsection.as_ref(),
-                entry.value.as_ref(),
-            ]
-            .into_iter()
-            .flatten()
-            .any(|text| text.contains(MARK));
-            if marked {
-                unreadable.push((
-                    format!(
-                        "GIT_CONFIG ({}.{})",
-                        entry.section,
-                        entry.key.replace(MARK, "?")
-                    ),
-                    NOT_READ.to_string(),
-                ));
-            }
-            !marked
-        });
-        Self {
-            env: reader.out,
-            git_entries,
-            unreadable,
-            below: reader.below,
-            relative_sources: reader.relative_sources,
-            runs: reader.runs,
-            read: reader.read,
-        }
-    }
-}
+pub(super) use assigned::Assigned;
 
 /// What a piece not read here expands to: no file or value holds it (a variable's value cannot).
 const MARK: char = '\0';
@@ -988,6 +916,7 @@ impl Reader {
     }
 }
 
+mod assigned;
 mod expand;
 mod fish;
 mod runs;

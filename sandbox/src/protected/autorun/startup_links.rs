@@ -267,6 +267,7 @@ impl Derived {
             }
         }
         let mut read: Vec<PathBuf> = Vec::new();
+        let vars = super::env_files::of_shell(home).absolute_vars;
         while let Some((file, config, depth)) = queue.pop() {
             self.watch(&file);
             let real = resolved(&file).unwrap_or_else(|| file.clone());
@@ -282,7 +283,9 @@ impl Derived {
             read.push(real);
             // (path, whether a pattern's directory: a file made there later matches too).
             let mut targets = Vec::new();
-            let mut found = named::paths_named(&text, home);
+            let mut found = named::paths_named(&text, home, &|name| {
+                vars.get(name).cloned().unwrap_or_default()
+            });
             // Past the bound, what the rest names is not known: fail closed, as a start-up
             // tree too large to walk does (red team 44a C1-B5).
             if found.len() >= named::MAX_PER_FILE && owner {

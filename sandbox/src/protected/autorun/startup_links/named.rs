@@ -9,7 +9,9 @@
 //! `ProxyCommand`), within bounds. The shell start-up files are read by their own reader, which
 //! knows assignments from programs ([`super::super::env_files`]).
 //!
-//! A path with a pattern or an expansion (`/p/src/*.py`, ssh's `%h`, a `$VAR`) is not taken:
+//! A variable the owner's start-up files give an absolute value starts a path too (`$PROJ/x`:
+//! the tool is started from that shell). A path with a pattern or another expansion
+//! (`/p/src/*.py`, ssh's `%h`, a `$VAR` set nowhere read) is not taken:
 //! such a path is a matcher (vim's `autocmd` patterns, `set path+=…/**`, a `ControlPath`
 //! socket) far more often than code to run (red team 44a W1: `src/` had been closed). ssh's
 //! `Include` is read by its own grammar: a pattern there names its directory whole (ssh reads
@@ -152,8 +154,35 @@ fn ends_at(c: char) -> bool {
 /// What makes a path's part a pattern: globs and expansions.
 const WILD: [char; 6] = ['*', '?', '[', '$', '%', '{'];
 
-/// The paths `text` spells out (see the module's doc), with `home` for `~/` and its kin.
-pub(super) fn paths_named(text: &str, home: &Path) -> Vec<Named> {
+/// `$NAME/…` or `${NAME}/…` at the start of `rest`: the variable's name and the length up to
+/// the `/`.
+fn variable_prefix(rest: &str) -> Option<(&str, usize)> {
+    let after = rest.strip_prefix('$')?;
+    let (name, len) = match after.strip_prefix('{') {
+        Some(braced) => {
+            let name = braced.split('}').next()?;
+            (name, name.len() + 3)
+        }
+        None => {
+            let len = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..len], len + 1)
+        }
+    };
+    let valid = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    (valid && rest[len..].starts_with('/')).then_some((name, len + 1))
+}
+
+/// The paths `text` spells out (see the module's doc), with `home` for `~/` and its kin and
+/// `vars` for the absolute values the owner's start-up files give a variable (`$PROJ/x`, the
+/// tool started from that shell: red team 46a); a variable without one names nothing.
+pub(super) fn paths_named(
+    text: &str,
+    home: &Path,
+    vars: &dyn Fn(&str) -> Vec<String>,
+) -> Vec<Named> {
     let mut out = Vec::new();
     let mut previous: Option<char> = None;
     let mut chars = text.char_indices().peekable();
@@ -164,13 +193,15 @@ pub(super) fn paths_named(text: &str, home: &Path) -> Vec<Named> {
             continue;
         }
         let rest = &text[at..];
-        let (base, skip) = if rest.starts_with('/') {
-            (PathBuf::from("/"), 1)
+        let (bases, skip) = if rest.starts_with('/') {
+            (vec![PathBuf::from("/")], 1)
         } else if let Some(prefix) = ["~/", "$HOME/", "${HOME}/", "%d/"]
             .iter()
             .find(|p| rest.starts_with(**p))
         {
-            (home.to_path_buf(), prefix.len())
+            (vec![home.to_path_buf()], prefix.len())
+        } else if let Some((name, len)) = variable_prefix(rest) {
+            (vars(name).into_iter().map(PathBuf::from).collect(), len)
         } else {
             continue;
         };
@@ -183,7 +214,7 @@ pub(super) fn paths_named(text: &str, home: &Path) -> Vec<Named> {
         // A pattern or an expansion (`*.py`, ssh's `%h`, `$VAR`): a matcher (vim's `autocmd`
         // patterns, `set path+=…/**`, a `ControlPath` socket) far more often than code to run.
         if !token.is_empty() && !token.contains(WILD) {
-            out.push(Named::Path(base.join(token)));
+            out.extend(bases.iter().map(|base| Named::Path(base.join(token))));
         }
     }
     out

@@ -3,7 +3,10 @@
 use super::*;
 
 fn paths(text: &str) -> Vec<Named> {
-    paths_named(text, Path::new("/h"))
+    paths_named(text, Path::new("/h"), &|name| match name {
+        "PROJ" => vec!["/p1".into(), "/p2".into()],
+        _ => Vec::new(),
+    })
 }
 
 fn path(p: &str) -> Named {
@@ -80,5 +83,25 @@ fn words_that_are_no_absolute_path_are_not_taken() {
     assert_eq!(
         paths("registry=https://registry.npmjs.org/"),
         vec![path("/registry.npmjs.org/")]
+    );
+}
+
+/// Red team 46a: a variable the owner's start-up files give an absolute value starts a path
+/// (`ProxyCommand $PROJ/x`, vim's `source ${PROJ}/x.vim`), under each value; one set nowhere
+/// read, a pattern after it, and a bare `$PROJ` name nothing.
+#[test]
+fn known_variables_start_paths() {
+    assert_eq!(
+        paths("ProxyCommand $PROJ/tools/proxy.sh %h\nsource ${PROJ}/x.vim\n"),
+        [
+            path("/p1/tools/proxy.sh"),
+            path("/p2/tools/proxy.sh"),
+            path("/p1/x.vim"),
+            path("/p2/x.vim"),
+        ]
+    );
+    assert_eq!(
+        paths("run-shell $UNSET/x.sh\nsource $PROJ/*.vim\ncd $PROJ\n$PROJx/y"),
+        Vec::<Named>::new()
     );
 }
