@@ -364,7 +364,7 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
         ".bashrc",
         format!(
             "source {p}/.devrc\n{p}/tools/motd.sh\nalias ll='{p}/tools/ll.sh -la'\n\
-             export PATH=\"$HOME/tools:$PATH\"\nexport PROJ={p}\n"
+             export PATH=\"$HOME/tools:$PATH\"\nexport PROJ={p}\nalias m='mytool --fast'\n"
         ),
     );
     // B2: a program of the owner's own PATH dir, named in a tree dir direnv puts on PATH.
@@ -391,6 +391,7 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
         "tools/proxy.sh",
         "tools/vimrc.vim",
         "bin/deploy",
+        "bin/mytool",
         "tools/build.sh",
         "bin/setup",
     ];
@@ -420,9 +421,11 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
         assert!(output.contains("(startup_links)"), "{rel}: {output}");
     }
     assert_refused(&got[6], "bin/deploy", "shell_startup");
-    assert_eq!(got[7]["status"], "ok", "{}", got[7]);
+    // Red team 46a: a name `.bashrc` runs bare (an alias's `mytool`) is a program name too.
+    assert_refused(&got[7], "bin/mytool", "shell_startup");
     assert_eq!(got[8]["status"], "ok", "{}", got[8]);
-    for rel in &targets[..7] {
+    assert_eq!(got[9]["status"], "ok", "{}", got[9]);
+    for rel in &targets[..8] {
         assert!(!root.join(rel).exists(), "{rel} was written");
     }
     // Red team 44a C1-B6: a line the owner adds while the session is live counts from the

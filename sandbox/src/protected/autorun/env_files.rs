@@ -209,6 +209,7 @@ struct Reader {
     below: Vec<(&'static str, PathBuf)>,
     relative_sources: Vec<PathBuf>,
     runs: Vec<PathBuf>,
+    bare_runs: Vec<String>,
     /// Shell scripts a start-up file ran by an absolute path, not yet read.
     ran: Vec<String>,
     /// Where a start-up file's `cd` to an absolute directory went: a relative program after it

@@ -1,6 +1,6 @@
 //! The names the owner runs programs by: every entry of the system's command directories and
-//! the home's usual ones, folded as the write rules fold names, read again at most once a
-//! minute. A file of the tree under one of these names, in a directory the owner's `PATH`
+//! the home's usual ones, and what the shell start-up files run by a bare name, folded as the
+//! write rules fold names, read again at most once a minute. A file of the tree under one of these names, in a directory the owner's `PATH`
 //! holds, runs in place of that program whenever the owner types its name there.
 
 use std::collections::HashSet;
@@ -71,7 +71,8 @@ fn names() -> Names {
 /// The directories read: the system's, the usual ones of every home of the account (its
 /// `$HOME`, its passwd home, its other gateways' `$HOME`s: red team 43a B6), and every
 /// absolute entry of the owner's `PATH` — the environment's and what the account's shell
-/// start-up files put there (`PATH="$HOME/tools:$PATH"`, red team 43a B2).
+/// start-up files put there (`PATH="$HOME/tools:$PATH"`, red team 43a B2); and the names those
+/// files run programs by.
 fn read() -> HashSet<String> {
     let mut dirs: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
     let homes = crate::protected::instances::own_homes();
@@ -79,8 +80,16 @@ fn read() -> HashSet<String> {
         dirs.extend(HOME_DIRS.iter().map(|d| home.join(d)));
     }
     let mut paths: Vec<std::ffi::OsString> = super::owner_env::var("PATH").into_iter().collect();
+    let mut names = HashSet::new();
     for home in &homes {
         let assigned = super::env_files::of_shell(home);
+        // What the start-up files run by a bare name (an alias's `mytool`, red team 46a).
+        names.extend(
+            assigned
+                .bare_runs
+                .iter()
+                .map(|name| super::fold(OsStr::new(name))),
+        );
         paths.extend(
             assigned
                 .env
@@ -94,7 +103,6 @@ fn read() -> HashSet<String> {
     }
     dirs.sort();
     dirs.dedup();
-    let mut names = HashSet::new();
     for dir in dirs {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;

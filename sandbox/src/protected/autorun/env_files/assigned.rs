@@ -30,6 +30,9 @@ pub(in crate::protected::autorun) struct Assigned {
     /// its variables are expanded): a program on a line of its own, in `PROMPT_COMMAND`, a
     /// trap or an alias, or a script given to a shell or an interpreter (red team 43a B1).
     pub runs: Vec<PathBuf>,
+    /// Programs they run by a bare name (found on `PATH`): program names
+    /// ([`super::super::programs`]).
+    pub bare_runs: Vec<String>,
     /// Every variable's absolute values, as the files assign them: what `$PROJ/x` in a tool's
     /// config started from that shell names (red team 46a).
     pub absolute_vars: HashMap<String, Vec<String>>,
@@ -92,6 +95,7 @@ impl Assigned {
             below: reader.below,
             relative_sources: reader.relative_sources,
             runs: reader.runs,
+            bare_runs: reader.bare_runs,
             read: reader.read,
             absolute_vars,
         }

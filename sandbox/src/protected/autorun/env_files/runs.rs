@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use super::shell_words::Word;
 use super::{At, MARK, MAX_EXPANSION_DEPTH, Reader};
 
+/// Most bare program names kept from the start-up files.
+const MAX_BARE_RUNS: usize = 4096;
+
 /// What a command's words run once the wrappers in front (`nohup`, `timeout -s KILL 5`,
 /// `flock -w 3 LOCK`, `env -u X`, `sudo -u me`, …: each by its option grammar,
 /// `shell_command::startup_wrapper_grammar`) and a `function NAME {` header are skipped.
@@ -265,6 +268,12 @@ impl Reader {
             }
             if program.starts_with('/') {
                 self.ran_file(program.clone());
+            } else if !program.contains('/') {
+                // A bare name is found on PATH: a file of that name in a tree dir on the
+                // owner's PATH runs in its place (red team 46a).
+                if self.bare_runs.len() < MAX_BARE_RUNS && !self.bare_runs.contains(&program) {
+                    self.bare_runs.push(program.clone());
+                }
             } else if program.contains('/')
                 && let Some(cwd) = self.shell_cwd.clone()
             {

@@ -210,11 +210,24 @@ fn wrappers_with_options_and_the_lines_they_run_are_runs() {
              complete -C\"{proj}/tools/completec.sh\" cmd\n\
              bind -m vi -x '\"\\C-x\": {proj}/tools/bindm.sh'\n\
              cd -P {proj} && ./tools/cdp.sh\n\
-             stdbuf --weird-option {proj}/tools/unknown-option.sh\n"
+             stdbuf --weird-option {proj}/tools/unknown-option.sh\n\
+             alias m='nohup mytool --fast'\n"
         ),
     )
     .unwrap();
-    let runs: Vec<String> = of_shell(&home)
+    let shell = of_shell(&home);
+    // A bare name is a program name (a file of it in a tree dir on PATH runs in its place).
+    assert!(
+        shell.bare_runs.iter().any(|n| n == "mytool"),
+        "{:?}",
+        shell.bare_runs
+    );
+    assert!(
+        !shell.bare_runs.iter().any(|n| n.contains('/')),
+        "{:?}",
+        shell.bare_runs
+    );
+    let runs: Vec<String> = shell
         .runs
         .iter()
         .map(|r| r.to_string_lossy().replace("/./", "/"))
