@@ -123,6 +123,8 @@ pub const VARS: &[(&str, Names)] = &[
     ("PERL5LIB", Names::ImportPath(Lang::Perl)),
     ("PERLLIB", Names::ImportPath(Lang::Perl)),
     ("RUBYLIB", Names::ImportPath(Lang::Ruby)),
+    // Where `NODE_OPTIONS=-r mod` finds `mod` (red team 46a).
+    ("NODE_PATH", Names::ImportPath(Lang::Node)),
     ("PERL5OPT", Names::Options(Lang::Perl)),
     ("RUBYOPT", Names::Options(Lang::Ruby)),
     ("NODE_OPTIONS", Names::Options(Lang::Node)),

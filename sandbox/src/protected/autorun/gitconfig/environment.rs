@@ -276,7 +276,7 @@ impl Places<'_> {
                         }
                     }
                 }
-                Names::ImportPath(lang @ (Lang::Perl | Lang::Ruby)) => {
+                Names::ImportPath(lang @ (Lang::Perl | Lang::Ruby | Lang::Node)) => {
                     let dirs = std::env::split_paths(value).filter(|d| !d.as_os_str().is_empty());
                     import_dirs.extend(dirs.map(|dir| (lang, self.root.join(dir))));
                 }
@@ -518,6 +518,10 @@ fn module_files(lang: Lang, module: &str) -> Vec<PathBuf> {
             PathBuf::from(format!("{rel}.rb")),
             PathBuf::from(format!("{rel}.so")),
         ],
+        Lang::Node => [".js", ".cjs", ".mjs", ".json", ".node"]
+            .iter()
+            .map(|ending| PathBuf::from(format!("{rel}{ending}")))
+            .collect(),
         _ => Vec::new(),
     };
     if !rel.contains('/') {

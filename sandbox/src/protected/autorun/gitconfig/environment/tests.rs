@@ -130,6 +130,9 @@ fn an_import_path_ahead_of_perl_s_and_ruby_s_library_protects_only_names_like_th
         ("PERL5OPT", "-MMy::Tool -I{root}/perl2"),
         ("RUBYLIB", "rb"),
         ("RUBYOPT", "-rmyhook"),
+        // Red team 46a: node's `-r mod` found through NODE_PATH.
+        ("NODE_PATH", "{root}/nlib"),
+        ("NODE_OPTIONS", "-r nodehook --max-old-space-size=4096"),
     ]);
     let places = places_with(&root, &[], &account);
     for rel in [
@@ -141,6 +144,9 @@ fn an_import_path_ahead_of_perl_s_and_ruby_s_library_protects_only_names_like_th
         "rb/rubygems.rb",
         "rb/bundler",
         "rb/myhook.rb",
+        "nlib/nodehook.js",
+        "nlib/nodehook.cjs",
+        "nlib/nodehook",
     ] {
         assert_eq!(
             class_at(&places, rel),
@@ -148,7 +154,15 @@ fn an_import_path_ahead_of_perl_s_and_ruby_s_library_protects_only_names_like_th
             "{rel}: {places:?}"
         );
     }
-    for ordinary in ["perl/MyApp.pm", "perl/MyApp", "rb/myapp.rb", "perl", "rb"] {
+    for ordinary in [
+        "perl/MyApp.pm",
+        "perl/MyApp",
+        "rb/myapp.rb",
+        "perl",
+        "rb",
+        "nlib/app.js",
+        "nlib",
+    ] {
         assert!(class_at(&places, ordinary).is_none(), "{ordinary}");
     }
 }
