@@ -251,6 +251,9 @@ impl Reader {
             _ => Dialect::Posix,
         };
         let at = At { dir };
+        if dir.is_none() {
+            self.files_named(&text, dialect, at);
+        }
         let commands = shell_words::commands(&text, dialect);
         let mut sourced = Vec::new();
         for words in &commands {

@@ -78,6 +78,23 @@ impl Word {
             || (unquoted.contains('{') && unquoted.contains(','))
     }
 
+    /// Whether the word is an assignment (`NAME=value`, `NAME+=value`, its name unquoted).
+    pub(super) fn is_assignment(&self) -> bool {
+        let Some(Piece::Text {
+            text,
+            quoted: false,
+        }) = self.pieces.first()
+        else {
+            return false;
+        };
+        let Some((name, _)) = text.split_once('=') else {
+            return false;
+        };
+        let name = name.strip_suffix('+').unwrap_or(name);
+        name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    }
+
     /// Whether the word so far is `NAME=` or `NAME+=` (unquoted), where `(` opens an array.
     fn assigns(&self) -> bool {
         let [

@@ -4,11 +4,21 @@
 
 use std::path::{Path, PathBuf};
 
-use super::shell_words::Word;
+use super::shell_words::{self, Dialect, Piece, Word};
 use super::{At, MARK, MAX_EXPANSION_DEPTH, Reader};
 
 /// Most bare program names kept from the start-up files.
 const MAX_BARE_RUNS: usize = 4096;
+
+/// Most files the start-up files' words name.
+const MAX_NAMED: usize = 4096;
+
+/// Builtins whose words only assign, unset or change directory: what they name is not run by
+/// them (an assignment's value is read by kind, a `cd`'s directory is where relative programs
+/// run from).
+const NOT_RUNNING: [&str; 9] = [
+    "cd", "pushd", "popd", "export", "declare", "typeset", "local", "readonly", "unset",
+];
 
 /// What a command's words run once the wrappers in front (`nohup`, `timeout -s KILL 5`,
 /// `flock -w 3 LOCK`, `env -u X`, `sudo -u me`, …: each by its option grammar,
@@ -312,6 +322,64 @@ impl Reader {
                     }
                 }
                 break;
+            }
+        }
+    }
+
+    /// Every file a shell start-up file's commands name by an absolute path — a word of any
+    /// command (its program, an argument, `--opt=/p/x`, a token of a quoted line), a
+    /// redirection's target, a word of a command substitution's command, an array's element —
+    /// is a run, but for the words of lookups and of builtins that only assign or change
+    /// directory. Reading which word a command runs (wrapper grammars, interpreter options)
+    /// kept missing shapes (red team 47a: `$EMPTY /p/x`, `prlimit -n /p/x`, `timeout -- 5
+    /// /p/x`, `ssh-agent /p/x`, `bash -o pipefail /p/x`, `eval "$(/p/x init)"`, `bash < /p/x`),
+    /// so the spelling decides, as for tool configs; these are not read in turn (the program
+    /// reading above follows what it knows runs). An existing directory is not named.
+    pub(super) fn files_named(&mut self, text: &str, dialect: Dialect, at: At) {
+        for words in shell_words::commands_reading(text, dialect, MAX_EXPANSION_DEPTH) {
+            let first = words.first().and_then(Word::literal).unwrap_or_default();
+            let lookup = matches!(
+                first.as_str(),
+                "type" | "which" | "hash" | "whence" | "where"
+            ) || (first == "command"
+                && words
+                    .get(1)
+                    .and_then(Word::literal)
+                    .is_some_and(|o| o == "-v" || o == "-V"));
+            if lookup || NOT_RUNNING.contains(&first.as_str()) {
+                continue;
+            }
+            for word in &words {
+                let elements: Vec<Word> = match word.pieces.as_slice() {
+                    [.., Piece::Array(elements)] => elements.clone(),
+                    // An alias's body is a line the shell runs.
+                    _ if word.is_assignment() && first != "alias" => continue,
+                    _ => vec![word.clone()],
+                };
+                for element in &elements {
+                    for value in self.expand(element, at, 0) {
+                        let value = match value.split_once('=') {
+                            Some((_, body)) if first == "alias" => body.to_string(),
+                            _ => value,
+                        };
+                        for token in value.split_whitespace() {
+                            let token = match token.split_once("=/") {
+                                Some((option, path)) if option.starts_with('-') => {
+                                    format!("/{path}")
+                                }
+                                _ => token.to_string(),
+                            };
+                            let token = token.trim_end_matches([';', ')', '"', '\'']);
+                            if token.starts_with('/')
+                                && !token.contains(MARK)
+                                && !Path::new(token).is_dir()
+                                && self.runs.len() < MAX_NAMED
+                            {
+                                self.runs.push(PathBuf::from(token));
+                            }
+                        }
+                    }
+                }
             }
         }
     }
