@@ -341,3 +341,36 @@ fn every_file_a_start_up_command_names_is_a_run() {
         assert!(!runs.contains(not), "{not:?}: {runs:?}");
     }
 }
+
+/// Red team 47a, zsh and fish: a process substitution's program, zsh's `autoload` and `repeat`,
+/// fish's command substitution, its `alias NAME 'line'` and `bass`.
+#[test]
+fn zsh_and_fish_start_up_files_name_their_runs_too() {
+    let (_tmp, home, p) = home_and_project();
+    let f = |name: &str| p.join("tools").join(name).to_string_lossy().into_owned();
+    std::fs::write(
+        home.join(".zshrc"),
+        format!(
+            "source <({} completion zsh)\nautoload -Uz {}\nrepeat 1 {}\n",
+            f("z1"),
+            f("z2"),
+            f("z3")
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(home.join(".config/fish")).unwrap();
+    std::fs::write(
+        home.join(".config/fish/config.fish"),
+        format!(
+            "eval ({} init)\nalias x '{}'\nbass source {}\n",
+            f("f1"),
+            f("f2"),
+            f("f3")
+        ),
+    )
+    .unwrap();
+    let runs = of_shell(&home).runs;
+    for name in ["z1", "z2", "z3", "f1", "f2", "f3"] {
+        assert!(runs.contains(&PathBuf::from(f(name))), "{name}: {runs:?}");
+    }
+}
