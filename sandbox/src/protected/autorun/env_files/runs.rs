@@ -388,12 +388,18 @@ impl Reader {
     /// shell runs it (no `#!`, or a shell's).
     fn ran_file(&mut self, path: String) {
         self.runs.push(PathBuf::from(&path));
-        let head = super::super::read_head(Path::new(&path), 256).unwrap_or_default();
+        let head = super::super::read_head(Path::new(&path), 512).unwrap_or_default();
         let first = head.lines().next().unwrap_or_default();
-        if matches!(
-            super::super::shell_command::shebang_runner(first),
-            None | Some(super::super::shell_command::ScriptRunner::Shell)
-        ) && !self.ran.contains(&path)
+        // A program (an ELF, any binary) is no shell text: reading `/bin/bash` as a script had
+        // passed the size bound, and past it every write of every session was refused (red
+        // team 47a: `exec /bin/bash -l`, `alias g=/usr/bin/git` in a `.bashrc`).
+        let binary = head.starts_with('\u{7f}') || head.contains(['\0', '\u{fffd}']);
+        if !binary
+            && matches!(
+                super::super::shell_command::shebang_runner(first),
+                None | Some(super::super::shell_command::ScriptRunner::Shell)
+            )
+            && !self.ran.contains(&path)
         {
             self.ran.push(path);
         }

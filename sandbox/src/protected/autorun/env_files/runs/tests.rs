@@ -374,3 +374,24 @@ fn zsh_and_fish_start_up_files_name_their_runs_too() {
         assert!(runs.contains(&PathBuf::from(f(name))), "{name}: {runs:?}");
     }
 }
+
+/// Red team 47a (availability): a start-up file running a system program by its path (`exec
+/// /bin/bash -l`, `alias g=/usr/bin/git`) read that binary as a shell script; past the size
+/// bound every write of every session was refused. A binary is not read.
+#[test]
+fn programs_run_by_path_are_not_read_as_scripts() {
+    let (_tmp, home, _p) = home_and_project();
+    let bash = std::fs::canonicalize("/bin/bash").unwrap();
+    assert!(
+        std::fs::metadata(&bash).unwrap().len() > 1024 * 1024,
+        "a large binary"
+    );
+    std::fs::write(
+        home.join(".bashrc"),
+        format!("alias b={}\nexec {} -l\n", bash.display(), bash.display()),
+    )
+    .unwrap();
+    let shell = of_shell(&home);
+    assert!(shell.unreadable.is_empty(), "{:?}", shell.unreadable);
+    assert!(!shell.read.contains(&bash), "{:?}", shell.read);
+}
