@@ -388,12 +388,15 @@ impl Reader {
     /// shell runs it (no `#!`, or a shell's).
     fn ran_file(&mut self, path: String) {
         self.runs.push(PathBuf::from(&path));
-        let head = super::super::read_head(Path::new(&path), 512).unwrap_or_default();
-        let first = head.lines().next().unwrap_or_default();
         // A program (an ELF, any binary) is no shell text: reading `/bin/bash` as a script had
         // passed the size bound, and past it every write of every session was refused (red
-        // team 47a: `exec /bin/bash -l`, `alias g=/usr/bin/git` in a `.bashrc`).
-        let binary = head.starts_with('\u{7f}') || head.contains(['\0', '\u{fffd}']);
+        // team 47a: `exec /bin/bash -l`, `alias g=/usr/bin/git` in a `.bashrc`). A file not
+        // there yet is read when it is.
+        let exists = Path::new(&path).is_file();
+        let text = super::super::read_text_head(Path::new(&path), 512);
+        let binary = exists && text.is_none();
+        let head = text.unwrap_or_default();
+        let first = head.lines().next().unwrap_or_default();
         if !binary
             && matches!(
                 super::super::shell_command::shebang_runner(first),

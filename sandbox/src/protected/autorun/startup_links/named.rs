@@ -274,7 +274,7 @@ pub(super) fn dir_files(dir: &Path) -> Vec<PathBuf> {
 
 /// The text of a named file to read in turn, if it is a regular file within the bound.
 pub(super) fn text_of(path: &Path) -> Option<String> {
-    super::super::read_head(path, MAX_FILE)
+    super::super::read_text_head(path, MAX_FILE)
 }
 
 #[cfg(test)]

@@ -666,3 +666,41 @@ fn config_dirs_endings_and_the_bound() {
         })
     );
 }
+
+/// Red team 47a (availability): a program a tool config names (`ProxyCommand /bin/bash …`,
+/// vim's `:!/usr/bin/git`) is not read as a config in turn: its bytes spelled thousands of
+/// "paths" and, past the bound, every write of the owner was refused.
+#[test]
+fn programs_a_tool_config_names_are_not_read_as_configs() {
+    let h = home();
+    let bash = std::fs::canonicalize("/bin/bash").unwrap();
+    std::fs::create_dir_all(h.home.join(".ssh")).unwrap();
+    std::fs::write(
+        h.home.join(".ssh/config"),
+        format!("Host *\n  ProxyCommand {} -c 'nc %h %p'\n", bash.display()),
+    )
+    .unwrap();
+    std::fs::write(
+        h.home.join(".vimrc"),
+        format!("nnoremap x :!{}\n", bash.display()),
+    )
+    .unwrap();
+    let derived = super::derive(std::slice::from_ref(&h.home));
+    // Only the program itself (and the endings a loader adds) is named: nothing its bytes
+    // spell.
+    let named: Vec<&PathBuf> = derived
+        .links
+        .iter()
+        .filter(|l| {
+            l.named
+                && !l
+                    .target
+                    .to_string_lossy()
+                    .starts_with(&*bash.to_string_lossy())
+        })
+        .map(|l| &l.target)
+        .collect();
+    assert!(named.is_empty(), "read as a config: {named:?}");
+    assert_eq!(derived.over_bound, None);
+    assert_eq!(h.policy().write_protection(&h.project.join("a.rs")), None);
+}
