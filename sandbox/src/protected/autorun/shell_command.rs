@@ -701,7 +701,9 @@ impl Collector {
             }
             let (option, attached) = match text.split_once('=') {
                 Some((option, value)) if option.starts_with("--") => (option, Some(value)),
-                _ if !text.starts_with("--") && text.len() > 2 => (&text[..2], Some(&text[2..])),
+                _ if !text.starts_with("--") && text.len() > 2 && text.is_char_boundary(2) => {
+                    (&text[..2], Some(&text[2..]))
+                }
                 _ => (text, None),
             };
             if grammar.refused.contains(&option) {

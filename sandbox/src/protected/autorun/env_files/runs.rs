@@ -92,7 +92,9 @@ fn skip_wrappers(words: &[Word]) -> Command<'_> {
             }
             let (option, attached) = match text.split_once('=') {
                 Some((option, value)) if option.starts_with("--") => (option, Some(value)),
-                _ if !text.starts_with("--") && text.len() > 2 => (&text[..2], Some(&text[2..])),
+                _ if !text.starts_with("--") && text.len() > 2 && text.is_char_boundary(2) => {
+                    (&text[..2], Some(&text[2..]))
+                }
                 _ => (text.as_str(), None),
             };
             if grammar.refused.contains(&option) {

@@ -659,3 +659,16 @@ fn python_reading_its_program_from_a_file_on_stdin_imports_from_where_it_runs() 
         );
     }
 }
+
+/// A wrapper's option whose second character is not ASCII (`nice -é x`) is an option the
+/// grammar does not know: the line closes the tree, it does not panic the reader.
+#[test]
+fn a_multibyte_option_is_unknown_not_a_panic() {
+    for value in ["nice -é tools/x.sh", "timeout -ñ5 3 tools/x.sh"] {
+        assert!(
+            matches!(strict(value), Named::WholeTree(_)),
+            "{value}: {:?}",
+            strict(value)
+        );
+    }
+}

@@ -211,6 +211,7 @@ fn wrappers_with_options_and_the_lines_they_run_are_runs() {
              bind -m vi -x '\"\\C-x\": {proj}/tools/bindm.sh'\n\
              cd -P {proj} && ./tools/cdp.sh\n\
              stdbuf --weird-option {proj}/tools/unknown-option.sh\n\
+             nice -é {proj}/tools/multibyte-option.sh\n\
              alias m='nohup mytool --fast'\n"
         ),
     )
@@ -258,6 +259,7 @@ fn wrappers_with_options_and_the_lines_they_run_are_runs() {
         "bindm.sh",
         "cdp.sh",
         "unknown-option.sh",
+        "multibyte-option.sh",
     ] {
         let want = p.join("tools").join(want).to_string_lossy().into_owned();
         assert!(runs.contains(&want), "{want}: {runs:?}");
