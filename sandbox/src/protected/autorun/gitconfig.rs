@@ -90,6 +90,7 @@ pub(crate) fn places_with_aliases(
     let mut out = Places {
         root,
         aliases,
+        vars: &account.absolute_vars,
         places: Vec::new(),
         tops: Vec::new(),
         read: 0,
@@ -247,6 +248,8 @@ struct Places<'a> {
     root: &'a Path,
     /// Other paths of the root's directory (mount aliases).
     aliases: Vec<PathBuf>,
+    /// The owner's variables with absolute values (`core.pager = $TOOLS/pager`).
+    vars: &'a std::collections::HashMap<String, Vec<String>>,
     places: Vec<GitPlace>,
     /// The directories git runs this repository's values and hooks in (its working tree's top,
     /// a `core.worktree`): only there is `python -m`'s `sys.path[0]` read precisely.
@@ -601,7 +604,7 @@ impl Places<'_> {
                     if section == "submodule" && !value.starts_with('!') {
                         continue;
                     }
-                    let mut reads = program_paths(&value, reading);
+                    let mut reads = self.program_paths_with_vars(&value, reading);
                     if section == "submodule"
                         && let Reads::Paths(paths) = &reads
                         && paths.iter().any(|p| !p.path.starts_with(['/', '~']))
@@ -613,6 +616,61 @@ impl Places<'_> {
             }
         }
     }
+}
+
+impl Places<'_> {
+    /// [`program_paths`] of `value` with each `$NAME`/`${NAME}` the owner's start-up files give
+    /// absolute values replaced by each of them (git runs the value with the owner's
+    /// environment); one they do not give stays, and is read as before (a value built on what
+    /// is not read). All the values' paths together, or the first whole-tree refusal.
+    fn program_paths_with_vars(&self, value: &str, reading: Reading) -> Reads {
+        let mut values = vec![value.to_string()];
+        for (name, known) in self.vars {
+            for spelling in [format!("${{{name}}}"), format!("${name}")] {
+                if !values.iter().any(|v| v.contains(&spelling)) {
+                    continue;
+                }
+                values = values
+                    .iter()
+                    .flat_map(|v| {
+                        known.iter().map(|k| {
+                            // `$NAME` only where the name ends (not `$NAMES`).
+                            replace_variable(v, &spelling, k)
+                        })
+                    })
+                    .take(MAX_VAR_VALUES)
+                    .collect();
+            }
+        }
+        let mut paths = Vec::new();
+        for value in &values {
+            match program_paths(value, reading) {
+                Reads::Paths(found) => paths.extend(found),
+                whole => return whole,
+            }
+        }
+        Reads::Paths(paths)
+    }
+}
+
+/// Most spellings a value with variables is read as.
+const MAX_VAR_VALUES: usize = 16;
+
+/// `text` with `spelling` (`$NAME` or `${NAME}`) replaced by `value` where it is the whole
+/// variable (`$NAME` not followed by a name character).
+fn replace_variable(text: &str, spelling: &str, value: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(spelling) {
+        let after = &rest[at + spelling.len()..];
+        let whole = spelling.ends_with('}')
+            || !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+        out.push_str(&rest[..at]);
+        out.push_str(if whole { value } else { spelling });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What a repository's config files name, collected while reading them.

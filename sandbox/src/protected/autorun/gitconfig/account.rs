@@ -37,6 +37,9 @@ pub struct Account {
     pub startup_runs: Vec<PathBuf>,
     /// The owner's files read (and start-up files looked for) to derive this.
     pub read_files: Vec<PathBuf>,
+    /// Every variable's absolute values, as the start-up files assign them: what a `$VAR` in a
+    /// program git runs expands to.
+    pub absolute_vars: std::collections::HashMap<String, Vec<String>>,
 }
 
 impl Account {
@@ -80,6 +83,14 @@ impl Account {
         self.relative_sources.extend(assigned.relative_sources);
         self.startup_runs.extend(assigned.runs);
         self.read_files.extend(assigned.read);
+        for (name, values) in assigned.absolute_vars {
+            let known = self.absolute_vars.entry(name).or_default();
+            for value in values {
+                if !known.contains(&value) {
+                    known.push(value);
+                }
+            }
+        }
     }
 
     /// What git reads for an account whose environment `var` gives (the files, the template

@@ -198,3 +198,37 @@ fn a_repository_config_naming_by_tilde_user_names_places() {
     }
     assert!(place(&places, "").is_none(), "{places:?}");
 }
+
+/// Red team 46a (availability): a program value built on a variable the owner's start-up files
+/// give an absolute value (`core.pager = $TOOLS/pager`) names that file, under each value, as
+/// git started from that shell runs it; it no longer refuses the whole tree. A variable set
+/// nowhere read still does, and `$TOOLSX` is not `$TOOLS`.
+#[test]
+fn program_values_on_the_owner_s_variables_name_their_files() {
+    let (_dir, tmp, root) = setup(&std::env::temp_dir());
+    let global = tmp.join("gitconfig");
+    std::fs::write(
+        &global,
+        "[core]\n\tpager = $TOOLS/pager -R\n\teditor = ${TOOLS}/ed\n",
+    )
+    .unwrap();
+    let mut owner = account(vec![global.clone()]);
+    owner.absolute_vars.insert(
+        "TOOLS".into(),
+        vec![
+            root.join("tools").display().to_string(),
+            root.join("more").display().to_string(),
+        ],
+    );
+    let places = places_with(&root, &[], &owner);
+    for rel in ["tools/pager", "more/pager", "tools/ed", "more/ed"] {
+        let got = place(&places, rel).unwrap_or_else(|| panic!("{rel}: {places:?}"));
+        assert_eq!(got.class, AutorunClass::GitHooks, "{rel}");
+    }
+    assert!(place(&places, "").is_none(), "{places:?}");
+    for value in ["$UNSET/pager", "$TOOLSX/pager"] {
+        std::fs::write(&global, format!("[core]\n\tpager = {value}\n")).unwrap();
+        let places = places_with(&root, &[], &owner);
+        assert!(place(&places, "").is_some(), "{value}: {places:?}");
+    }
+}
