@@ -741,7 +741,7 @@ pub mod autorun;
 pub mod instances;
 mod mounts;
 pub mod pseudo_fs;
-pub use mounts::{MountLine, aliases_in, mount_aliases, parse_mountinfo};
+pub use mounts::{MountLine, aliases_in, mount_aliases, parse_mountinfo, read_mount_table};
 pub mod runtime_area;
 mod set;
 

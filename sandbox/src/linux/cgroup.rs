@@ -60,9 +60,11 @@ struct Mount {
 }
 
 fn mounts() -> Vec<Mount> {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+    // Bytes, lossily: another mount's name that is no UTF-8 must not hide the cgroup ones.
+    let Ok(table) = std::fs::read("/proc/self/mountinfo") else {
         return Vec::new();
     };
+    let text = String::from_utf8_lossy(&table);
     text.lines()
         .filter_map(|line| {
             let (left, right) = line.split_once(" - ")?;

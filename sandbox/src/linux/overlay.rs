@@ -108,8 +108,7 @@ impl OpenLayer {
 /// mounts below as a lower layer (it would show what they cover). Names the first such mount by
 /// its path (inside the project, which the session sees anyway) and type.
 fn mount_inside(root: &Path) -> Option<String> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mounts = crate::protected::parse_mountinfo(&text);
+    let mounts = crate::protected::read_mount_table().ok()?;
     let inner = mounts
         .iter()
         .find(|m| m.mount_point != root && m.mount_point.starts_with(root))?;

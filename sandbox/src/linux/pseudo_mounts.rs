@@ -20,7 +20,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
 
 use super::sys;
 use crate::path_policy::pseudo_fs;
-use crate::protected::{MountLine, parse_mountinfo};
+use crate::protected::MountLine;
 
 /// Where a mount is, as the refusal names it: its path when it lies in one of `shown` (the
 /// command's own directories: its working directory and layer roots, which the session sees
@@ -78,9 +78,7 @@ pub fn cover(keep: &[&Path], places: &Places<'_>) -> Result<usize, String> {
 }
 
 fn table() -> Result<Vec<MountLine>, String> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|text| parse_mountinfo(&text))
-        .map_err(|err| format!("reading the mount table: {err}"))
+    crate::protected::read_mount_table().map_err(|err| format!("reading the mount table: {err}"))
 }
 
 /// `mount` opened at its mount point and its pseudo type, if it is a pseudo file system the

@@ -179,18 +179,18 @@ impl LateInstances {
     }
 }
 
-/// This process's mount table (Linux; `None` elsewhere or unreadable).
-fn mount_table() -> Option<String> {
+/// This process's mount table, as bytes (Linux; `None` elsewhere or unreadable).
+fn mount_table() -> Option<Vec<u8>> {
     if cfg!(any(target_os = "linux", target_os = "android")) {
-        std::fs::read_to_string("/proc/self/mountinfo").ok()
+        std::fs::read("/proc/self/mountinfo").ok()
     } else {
         None
     }
 }
 
-fn digest(text: &str) -> [u8; 32] {
+fn digest(table: &[u8]) -> [u8; 32] {
     use sha2::Digest;
-    sha2::Sha256::digest(text.as_bytes()).into()
+    sha2::Sha256::digest(table).into()
 }
 
 #[cfg(test)]

@@ -121,9 +121,7 @@ impl PathPolicy {
         };
         // The mount table: a target is also written through every other path of it (a bind
         // mount or FUSE mirror of the project, red team 46 C5-B3).
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-            .map(|text| crate::protected::parse_mountinfo(&text))
-            .unwrap_or_default();
+        let mounts = crate::protected::read_mount_table().unwrap_or_default();
         for startup in derived.links.iter().filter(|l| l.target.is_absolute()) {
             let index = keys.links.len();
             keys.links.push((shown(&startup.link), startup.named));

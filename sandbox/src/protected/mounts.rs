@@ -22,21 +22,27 @@ pub struct MountLine {
     pub super_options: String,
 }
 
-/// Parse `/proc/self/mountinfo` text (octal escapes `\040` etc. decoded). The type is the first
-/// field after the ` - ` separator (the optional fields before it vary in number).
-pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
-    text.lines()
+/// Parse `/proc/self/mountinfo` (octal escapes `\040` etc. decoded). The type is the first
+/// field after the ` - ` separator (the optional fields before it vary in number). Bytes, not
+/// text: the kernel escapes only blanks and backslashes, so a mount point with a byte that is
+/// no UTF-8 (`caf\xe9`, any account's FUSE mount) made the whole table unreadable as text —
+/// and every reader then saw no mounts: aliases lost (a mirrored key readable), every command
+/// refused (red team 47b B1-B3).
+pub fn parse_mountinfo(table: &[u8]) -> Vec<MountLine> {
+    table
+        .split(|b| *b == b'\n')
         .filter_map(|line| {
-            let (left, right) = line.split_once(" - ").unwrap_or((line, ""));
-            let mut fields = left.split(' ');
-            let id = fields.next()?.parse().ok()?;
-            let device = fields.nth(1)?.to_string();
+            let (left, right) = split_once_bytes(line, b" - ").unwrap_or((line, b""));
+            let mut fields = left.split(|b| *b == b' ');
+            let id = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+            let device = String::from_utf8_lossy(fields.nth(1)?).into_owned();
             let root = unescape_mount_field(fields.next()?);
             let mount_point = unescape_mount_field(fields.next()?);
-            let mut right = right.split(' ');
-            let fs_type = right.next().unwrap_or("").to_string();
-            let source = unescape_mount_field(right.next().unwrap_or(""));
-            let super_options = right.next().unwrap_or("").to_string();
+            let mut right = right.split(|b| *b == b' ');
+            let fs_type = String::from_utf8_lossy(right.next().unwrap_or_default()).into_owned();
+            let source = unescape_mount_field(right.next().unwrap_or_default());
+            let super_options =
+                String::from_utf8_lossy(right.next().unwrap_or_default()).into_owned();
             Some(MountLine {
                 id,
                 device,
@@ -50,9 +56,20 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
         .collect()
 }
 
-fn unescape_mount_field(field: &str) -> PathBuf {
+/// This process's mount table, parsed.
+pub fn read_mount_table() -> std::io::Result<Vec<MountLine>> {
+    std::fs::read("/proc/self/mountinfo").map(|table| parse_mountinfo(&table))
+}
+
+fn split_once_bytes<'a>(line: &'a [u8], separator: &[u8]) -> Option<(&'a [u8], &'a [u8])> {
+    let at = line
+        .windows(separator.len())
+        .position(|window| window == separator)?;
+    Some((&line[..at], &line[at + separator.len()..]))
+}
+
+fn unescape_mount_field(bytes: &[u8]) -> PathBuf {
     use std::os::unix::ffi::OsStringExt;
-    let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
@@ -241,7 +258,7 @@ fn fuse_mirror_aliases(mounts: &[MountLine], mut reals: Vec<PathBuf>) -> Vec<Pat
             // A root that does not list what its claimed source lists shows something else
             // than the source, whatever the source holds (red team 46 C5-B1: a bind of the
             // state dir, mirrored, then unmounted below the mirror).
-            if all || shows.len() > MAX_PER_MIRROR || !same_listing(&mirror.mount_point, source) {
+            if all || shows.len() > MAX_PER_MIRROR || !same_listing(mirror, source) {
                 // Whole, and never mapped back: its source is no protected object's home (the
                 // mirror, once in the set, came back as a protected path at the next refresh
                 // and made its source `/` a mask: no command kept a layer, red team 46).
@@ -280,8 +297,22 @@ fn fuse_enterable(m: &MountLine, euid: u32) -> bool {
 
 /// Whether a mirror's root lists the names its claimed source lists (the first 64 of each,
 /// sorted): a passthrough does; a mount whose source string no longer names what it shows
-/// does not, and is then protected whole. Unreadable either way counts as different.
-fn same_listing(mount_point: &Path, source: &Path) -> bool {
+/// does not, and is then protected whole. Unreadable either way counts as different, and so
+/// does a listing that does not come within [`LISTING_WAIT`]: a FUSE daemon that hangs (stopped,
+/// its remote gone) blocked the gateway's start and every session's next tool call for good
+/// (red team 47a). The look runs on a thread of its own, which a hung daemon keeps; a mount
+/// found hung is not looked at again (by its id), so one hung mount costs one thread.
+fn same_listing(mount: &MountLine, source: &Path) -> bool {
+    use std::sync::Mutex;
+    static HUNG: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
+    let key = (mount.id, mount.mount_point.clone());
+    if HUNG
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&key)
+    {
+        return false;
+    }
     let names = |dir: &Path| -> Option<Vec<std::ffi::OsString>> {
         let mut names: Vec<_> = std::fs::read_dir(dir)
             .ok()?
@@ -292,18 +323,38 @@ fn same_listing(mount_point: &Path, source: &Path) -> bool {
         names.truncate(64);
         Some(names)
     };
-    match (names(mount_point), names(source)) {
-        (Some(a), Some(b)) => a == b,
-        _ => false,
+    let (send, receive) = std::sync::mpsc::channel();
+    let (mount_point, source) = (mount.mount_point.clone(), source.to_path_buf());
+    let looked = std::thread::Builder::new()
+        .name("mirror-listing".into())
+        .spawn(move || {
+            let same = match (names(&mount_point), names(&source)) {
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            };
+            let _ = send.send(same);
+        });
+    if looked.is_err() {
+        return false;
+    }
+    match receive.recv_timeout(LISTING_WAIT) {
+        Ok(same) => same,
+        Err(_) => {
+            HUNG.lock().unwrap_or_else(|e| e.into_inner()).push(key);
+            false
+        }
     }
 }
+
+/// How long a mirror's listing may take before the mirror counts as hung.
+const LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// [`aliases_in`] for this process's mount table (Linux; nothing elsewhere).
 pub fn mount_aliases(paths: &[PathBuf]) -> Vec<PathBuf> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        match std::fs::read_to_string("/proc/self/mountinfo") {
-            Ok(text) => aliases_in(&parse_mountinfo(&text), paths),
+        match read_mount_table() {
+            Ok(mounts) => aliases_in(&mounts, paths),
             Err(_) => Vec::new(),
         }
     }

@@ -175,7 +175,7 @@ fn bind_mounts_of_protected_objects_are_aliases() {
         mount("9:9", &ssh, &tmp.join("mnt/elsewhere")),
     ]
     .join("\n");
-    let mounts = parse_mountinfo(&table);
+    let mounts = parse_mountinfo(table.as_bytes());
     assert_eq!(mounts.len(), 6);
     let aliases = aliases_in(&mounts, &[ssh.clone(), state.clone()]);
     assert!(aliases.contains(&tmp.join("mnt/keys")), "{aliases:?}");
@@ -191,7 +191,7 @@ fn bind_mounts_of_protected_objects_are_aliases() {
 
 #[test]
 fn mountinfo_escapes_are_decoded() {
-    let mounts = parse_mountinfo("5 1 8:1 /a\\040b /mnt/c\\011d rw - ext4 /dev/x rw");
+    let mounts = parse_mountinfo(b"5 1 8:1 /a\\040b /mnt/c\\011d rw - ext4 /dev/x rw");
     assert_eq!(mounts[0].root, PathBuf::from("/a b"));
     assert_eq!(mounts[0].mount_point, PathBuf::from("/mnt/c\td"));
     assert_eq!((mounts[0].id, mounts[0].fs_type.as_str()), (5, "ext4"));
@@ -200,13 +200,32 @@ fn mountinfo_escapes_are_decoded() {
 #[test]
 fn mountinfo_ids_and_types_come_past_the_optional_fields() {
     let mounts = parse_mountinfo(
-        "22 27 0:21 / /proc rw,relatime shared:5 master:1 - proc proc rw\n\
+        b"22 27 0:21 / /proc rw,relatime shared:5 master:1 - proc proc rw\n\
          41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw",
     );
     assert_eq!(mounts.len(), 2);
     assert_eq!((mounts[0].id, mounts[0].fs_type.as_str()), (22, "proc"));
     assert_eq!(mounts[0].mount_point, PathBuf::from("/proc"));
     assert_eq!((mounts[1].id, mounts[1].fs_type.as_str()), (41, "cgroup2"));
+}
+
+/// Red team 47b B1-B3: a mount point whose name is no UTF-8 (`caf\xe9`, any account's FUSE
+/// mount) made the table unreadable as text, and every reader saw no mounts: a mirror of
+/// `~/.ssh` was no alias, every command was refused. Its own line is read as bytes, and the
+/// other lines with it.
+#[test]
+fn a_mount_point_that_is_no_utf8_is_read_with_the_rest() {
+    use std::os::unix::ffi::OsStrExt;
+    let table = b"22 27 0:21 / /proc rw - proc proc rw\n\
+        30 1 0:40 / /tmp/caf\xe9 rw - tmpfs none rw\n\
+        31 1 0:41 / /mnt/mir rw - fuse /home/u/.ssh rw,user_id=0";
+    let mounts = parse_mountinfo(table);
+    assert_eq!(mounts.len(), 3);
+    assert_eq!(
+        mounts[1].mount_point.as_os_str().as_bytes(),
+        b"/tmp/caf\xe9"
+    );
+    assert_eq!(mounts[2].source, PathBuf::from("/home/u/.ssh"));
 }
 
 #[test]
@@ -643,7 +662,7 @@ fn fuse_passthrough_mirrors_of_protected_objects_are_aliases() {
         fuse(21, &tmp.join("e").to_string_lossy(), &m("gone"), &own),
     ]
     .join("\n");
-    let mounts = parse_mountinfo(&table);
+    let mounts = parse_mountinfo(table.as_bytes());
     assert_eq!(mounts[2].source, state);
     let aliases = aliases_in(&mounts, &[ssh.clone(), state.clone()]);
     for want in [
@@ -672,7 +691,7 @@ fn fuse_passthrough_mirrors_of_protected_objects_are_aliases() {
             )
         })
         .collect();
-    let mounts = parse_mountinfo(&[table, many.join("\n")].join("\n"));
+    let mounts = parse_mountinfo([table, many.join("\n")].join("\n").as_bytes());
     let aliases = aliases_in(&mounts, &[ssh.clone(), state.clone()]);
     assert!(aliases.len() < 200, "{}", aliases.len());
 }
@@ -710,7 +729,7 @@ fn mirrors_holding_proc_or_themselves_are_whole_and_never_looked_into() {
         ),
     ]
     .join("\n");
-    let mounts = parse_mountinfo(&table);
+    let mounts = parse_mountinfo(table.as_bytes());
     let aliases = aliases_in(&mounts, std::slice::from_ref(&ssh));
     assert!(aliases.contains(&root_mirror), "{aliases:?}");
     assert!(aliases.contains(&self_mirror), "{aliases:?}");
@@ -733,4 +752,76 @@ fn mirrors_holding_proc_or_themselves_are_whole_and_never_looked_into() {
             "{source:?} in {again:?}"
         );
     }
+}
+
+/// Red team 47a: a FUSE mirror whose daemon hangs (stopped, its remote gone) blocked the
+/// gateway's start and every session's next tool call for good, on the look at its root. A
+/// FUSE mount no daemon ever answers stands in for it here (in a mount namespace of this
+/// test's threads): the derivation comes back within the wait, the mirror protected whole.
+#[test]
+fn a_hung_fuse_mirror_is_whole_and_stops_nothing() {
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    let (_dir, tmp) = tmp();
+    let (source, mirror) = (tmp.join("src"), tmp.join("mnt"));
+    for dir in [&source, &mirror] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let uid = rustix::process::geteuid().as_raw();
+    let table = format!(
+        "1 0 8:1 / / rw - ext4 /dev/x rw\n90 1 0:90 / {} rw - fuse.hung {} rw,user_id={uid}",
+        mirror.display(),
+        source.display()
+    );
+    let (done, finished) = std::sync::mpsc::channel();
+    let (mirror_at, protected) = (mirror.clone(), tmp.join("home/.ssh"));
+    std::thread::spawn(move || {
+        let fuse = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .expect("this test needs /dev/fuse");
+        // SAFETY: plain syscalls on this thread only: a new mount namespace (this thread's and
+        // the threads it starts), made private, then a FUSE mount on a temp dir whose daemon
+        // (`fuse`, never read) answers nothing. All strings are NUL-terminated CStrings.
+        unsafe {
+            assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0, "unshare");
+            let root = CString::new("/").unwrap();
+            let private = libc::MS_REC | libc::MS_PRIVATE;
+            let null = std::ptr::null();
+            assert_eq!(
+                libc::mount(null, root.as_ptr(), null, private, null.cast()),
+                0
+            );
+            let src = CString::new(source.to_str().unwrap()).unwrap();
+            let at = CString::new(mirror_at.to_str().unwrap()).unwrap();
+            let kind = CString::new("fuse.hung").unwrap();
+            let data = CString::new(format!(
+                "fd={},rootmode=40000,user_id={uid},group_id=0",
+                fuse.as_raw_fd()
+            ))
+            .unwrap();
+            let made = libc::mount(
+                src.as_ptr(),
+                at.as_ptr(),
+                kind.as_ptr(),
+                0,
+                data.as_ptr().cast(),
+            );
+            assert_eq!(
+                made,
+                0,
+                "mounting the hung FUSE: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let aliases = aliases_in(&parse_mountinfo(table.as_bytes()), &[protected]);
+        let _ = done.send(aliases);
+        // Closing the device ends the connection: the look still blocked on it returns.
+        drop(fuse);
+    });
+    let aliases = finished
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the derivation hung on the FUSE mount");
+    assert_eq!(aliases, vec![mirror]);
 }

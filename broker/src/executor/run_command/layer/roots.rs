@@ -66,13 +66,9 @@ pub fn roots(
     masked: &[PathBuf],
     layer_dir: &Path,
 ) -> Roots {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|text| {
-            sandbox::protected::parse_mountinfo(&text)
-                .into_iter()
-                .map(|m| m.mount_point)
-                .collect::<Vec<_>>()
-        })
+    // Unreadable: no root is split, and a mount inside one fails the command (closed).
+    let mounts: Vec<PathBuf> = sandbox::protected::read_mount_table()
+        .map(|table| table.into_iter().map(|m| m.mount_point).collect())
         .unwrap_or_default();
     roots_among(home, wd, own_worktree, masked, layer_dir, &mounts)
 }
