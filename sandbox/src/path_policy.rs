@@ -251,7 +251,9 @@ impl PathPolicy {
             if !entry.is_absolute() {
                 continue;
             }
-            let by_identity = !set.is_name_only(&entry);
+            // A hung FUSE mirror's mount point by its path alone: a `stat` of it never returns.
+            let by_identity =
+                !set.is_name_only(&entry) && !crate::protected::is_hung_mirror(&entry);
             if let Some(meta) = by_identity
                 .then(|| std::fs::metadata(&entry).ok())
                 .flatten()

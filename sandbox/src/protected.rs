@@ -741,7 +741,9 @@ pub mod autorun;
 pub mod instances;
 mod mounts;
 pub mod pseudo_fs;
-pub use mounts::{MountLine, aliases_in, mount_aliases, parse_mountinfo, read_mount_table};
+pub use mounts::{
+    MountLine, aliases_in, is_hung_mirror, mount_aliases, parse_mountinfo, read_mount_table,
+};
 pub mod runtime_area;
 mod set;
 

@@ -302,9 +302,18 @@ fn fuse_enterable(m: &MountLine, euid: u32) -> bool {
 /// its remote gone) blocked the gateway's start and every session's next tool call for good
 /// (red team 47a). The look runs on a thread of its own, which a hung daemon keeps; a mount
 /// found hung is not looked at again (by its id), so one hung mount costs one thread.
+static HUNG: std::sync::Mutex<Vec<(u64, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether `path` is the mount point of a FUSE mirror found hung (see [`same_listing`]): it is
+/// protected by its path alone, and nothing else looks at it (a `stat` of it blocks too).
+pub fn is_hung_mirror(path: &Path) -> bool {
+    HUNG.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|(_, at)| at == path)
+}
+
 fn same_listing(mount: &MountLine, source: &Path) -> bool {
-    use std::sync::Mutex;
-    static HUNG: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
     let key = (mount.id, mount.mount_point.clone());
     if HUNG
         .lock()

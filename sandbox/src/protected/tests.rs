@@ -823,5 +823,8 @@ fn a_hung_fuse_mirror_is_whole_and_stops_nothing() {
     let aliases = finished
         .recv_timeout(std::time::Duration::from_secs(20))
         .expect("the derivation hung on the FUSE mount");
-    assert_eq!(aliases, vec![mirror]);
+    assert_eq!(aliases, vec![mirror.clone()]);
+    // Known hung: protected by its path alone, never looked at again (a `stat` blocks too).
+    assert!(is_hung_mirror(&mirror));
+    assert!(!is_hung_mirror(&tmp));
 }
