@@ -364,7 +364,8 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
         ".bashrc",
         format!(
             "source {p}/.devrc\n{p}/tools/motd.sh\nalias ll='{p}/tools/ll.sh -la'\n\
-             export PATH=\"$HOME/tools:$PATH\"\nexport PROJ={p}\nalias m='mytool --fast'\n"
+             export PATH=\"$HOME/tools:$PATH\"\nexport PROJ={p}\nalias m='mytool --fast'\n\
+             for f in {p}/rc.d/*.sh; do . \"$f\"; done\n"
         ),
     );
     // B2: a program of the owner's own PATH dir, named in a tree dir direnv puts on PATH.
@@ -438,6 +439,11 @@ async fn files_the_owners_start_up_and_tool_configs_run_are_refused() {
     let v = reply_calls(&chat, &v, "startup-runs-r2", calls).await;
     assert_refused(&results(&v)[0], "tools/live.sh", "shell_startup");
     assert!(!root.join("tools/live.sh").exists());
+    // Red team 47b B6: a new file in a directory `.bashrc` sources by a pattern.
+    let calls = json!([write(&root.join("rc.d/new.sh"), "touch /tmp/pwned\n")]);
+    let v = reply_calls(&chat, &v, "startup-runs-r3", calls).await;
+    assert_refused(&results(&v)[0], "rc.d/new.sh", "shell_startup");
+    assert!(!root.join("rc.d/new.sh").exists());
     chat.stop(&session_id(&v), &lease_id(&v), "startup-runs-stop", None)
         .await
         .unwrap();

@@ -210,6 +210,7 @@ struct Reader {
     relative_sources: Vec<PathBuf>,
     runs: Vec<PathBuf>,
     bare_runs: Vec<String>,
+    run_dirs: Vec<PathBuf>,
     /// Shell scripts a start-up file ran by an absolute path, not yet read.
     ran: Vec<String>,
     /// Where a start-up file's `cd` to an absolute directory went: a relative program after it

@@ -33,6 +33,9 @@ pub(in crate::protected::autorun) struct Assigned {
     /// Programs they run by a bare name (found on `PATH`): program names
     /// ([`super::super::programs`]).
     pub bare_runs: Vec<String>,
+    /// Directories a start-up file's command names by a pattern (`for f in /p/rc.d/*.sh; do .
+    /// "$f"; done`): a file made there later matches too, so every file below is a run.
+    pub run_dirs: Vec<PathBuf>,
     /// Every variable's absolute values, as the files assign them: what `$PROJ/x` in a tool's
     /// config started from that shell names (red team 46a).
     pub absolute_vars: HashMap<String, Vec<String>>,
@@ -96,6 +99,7 @@ impl Assigned {
             relative_sources: reader.relative_sources,
             runs: reader.runs,
             bare_runs: reader.bare_runs,
+            run_dirs: reader.run_dirs,
             read: reader.read,
             absolute_vars,
         }

@@ -359,6 +359,25 @@ impl Reader {
                     _ => vec![word.clone()],
                 };
                 for element in &elements {
+                    // A pattern's directory (red team 47b B6): what is made there later
+                    // matches too.
+                    if element.is_pattern_or_tilde() {
+                        for value in self.expand(element, at, 0) {
+                            if let Some((dir, last)) = value.rsplit_once('/')
+                                && last.contains(['*', '?', '['])
+                                && dir.starts_with('/')
+                                && !dir.contains(['*', '?', '[', MARK])
+                                // `~/.bash_*`: the home or above names no directory of runs.
+                                && !self
+                                    .home
+                                    .as_deref()
+                                    .is_some_and(|home| Path::new(home).starts_with(dir))
+                                && self.run_dirs.len() < MAX_NAMED
+                            {
+                                self.run_dirs.push(PathBuf::from(dir));
+                            }
+                        }
+                    }
                     for value in self.expand(element, at, 0) {
                         let value = match value.split_once('=') {
                             Some((_, body)) if first == "alias" => body.to_string(),

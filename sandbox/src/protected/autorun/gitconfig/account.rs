@@ -35,6 +35,8 @@ pub struct Account {
     pub relative_sources: Vec<PathBuf>,
     /// Files the start-up files source or run by an absolute path.
     pub startup_runs: Vec<PathBuf>,
+    /// Directories whose every file the start-up files name by a pattern.
+    pub startup_run_dirs: Vec<PathBuf>,
     /// The owner's files read (and start-up files looked for) to derive this.
     pub read_files: Vec<PathBuf>,
     /// Every variable's absolute values, as the start-up files assign them: what a `$VAR` in a
@@ -82,6 +84,7 @@ impl Account {
         self.below.extend(assigned.below);
         self.relative_sources.extend(assigned.relative_sources);
         self.startup_runs.extend(assigned.runs);
+        self.startup_run_dirs.extend(assigned.run_dirs);
         self.read_files.extend(assigned.read);
         for (name, values) in assigned.absolute_vars {
             let known = self.absolute_vars.entry(name).or_default();

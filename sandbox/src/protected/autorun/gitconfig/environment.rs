@@ -107,6 +107,17 @@ impl Places<'_> {
                 Scope::Below,
             );
         }
+        for dir in &account.startup_run_dirs {
+            let why = "a directory whose files the owner's shell start-up files source or run by \
+                       a pattern (a file made there later matches too): they run in the owner's \
+                       shell, outside every sandbox";
+            self.add(
+                dir,
+                AutorunClass::ShellStartup,
+                why.to_string(),
+                Scope::Below,
+            );
+        }
         let mut import_dirs: Vec<(Lang, PathBuf)> = Vec::new();
         let mut loads: Vec<(Lang, String)> = Vec::new();
         for (name, value) in &account.env {

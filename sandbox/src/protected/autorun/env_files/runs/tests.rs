@@ -397,3 +397,24 @@ fn programs_run_by_path_are_not_read_as_scripts() {
     assert!(shell.unreadable.is_empty(), "{:?}", shell.unreadable);
     assert!(!shell.read.contains(&bash), "{:?}", shell.read);
 }
+
+/// Red team 47b B6: a directory a start-up file sources by a pattern (`for f in /p/rc.d/*.sh; do
+/// . "$f"; done`) holds runs made later too: the directory is named whole. The home (`~/.bash_*`)
+/// and a pattern's own directory part with a pattern are not.
+#[test]
+fn a_pattern_s_directory_is_a_directory_of_runs() {
+    let (_tmp, home, p) = home_and_project();
+    std::fs::create_dir_all(p.join("rc.d")).unwrap();
+    std::fs::write(
+        home.join(".bashrc"),
+        format!(
+            "for f in {p}/rc.d/*.sh; do . \"$f\"; done\n\
+             [ -d {p}/rcd2 ] && for f in {p}/rcd2/*.bash; do source $f; done\n\
+             for f in ~/.bash_*; do . \"$f\"; done\nls {p}/*/x\n",
+            p = p.display()
+        ),
+    )
+    .unwrap();
+    let dirs = of_shell(&home).run_dirs;
+    assert_eq!(dirs, [p.join("rc.d"), p.join("rcd2")], "{dirs:?}");
+}
