@@ -210,6 +210,9 @@ struct Reader {
     relative_sources: Vec<PathBuf>,
     runs: Vec<PathBuf>,
     bare_runs: Vec<String>,
+    /// Names the start-up files define as functions or aliases: typed, they run the
+    /// definition, not a program found on `PATH`.
+    defined: Vec<String>,
     run_dirs: Vec<PathBuf>,
     /// Shell scripts a start-up file ran by an absolute path, not yet read.
     ran: Vec<String>,

@@ -98,7 +98,11 @@ impl Assigned {
             below: reader.below,
             relative_sources: reader.relative_sources,
             runs: reader.runs,
-            bare_runs: reader.bare_runs,
+            bare_runs: reader
+                .bare_runs
+                .into_iter()
+                .filter(|name| !reader.defined.contains(name))
+                .collect(),
             run_dirs: reader.run_dirs,
             read: reader.read,
             absolute_vars,

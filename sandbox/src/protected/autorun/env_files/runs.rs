@@ -338,6 +338,7 @@ impl Reader {
     /// so the spelling decides, as for tool configs; these are not read in turn (the program
     /// reading above follows what it knows runs). An existing directory is not named.
     pub(super) fn files_named(&mut self, text: &str, dialect: Dialect, at: At) {
+        self.definitions(text);
         for words in shell_words::commands_reading(text, dialect, MAX_EXPANSION_DEPTH) {
             let first = words.first().and_then(Word::literal).unwrap_or_default();
             let lookup = matches!(
@@ -401,6 +402,34 @@ impl Reader {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// The names `text` defines as functions (`f() {`, `function f`, fish's `function f`) or
+    /// aliases (`alias f=…`, fish's `alias f '…'`), read by line.
+    fn definitions(&mut self, text: &str) {
+        let name_of = |word: &str| {
+            let name: String = word
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+                .collect();
+            (!name.is_empty()).then_some(name)
+        };
+        for line in text.lines().map(str::trim_start) {
+            let mut words = line.split_whitespace();
+            let name = match words.next() {
+                Some("function" | "alias") => words.next().and_then(name_of),
+                Some(first) if line.contains("()") => {
+                    name_of(first).filter(|n| line[n.len()..].trim_start().starts_with("()"))
+                }
+                _ => None,
+            };
+            if let Some(name) = name
+                && self.defined.len() < MAX_BARE_RUNS
+                && !self.defined.contains(&name)
+            {
+                self.defined.push(name);
             }
         }
     }

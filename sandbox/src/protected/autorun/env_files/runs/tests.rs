@@ -212,11 +212,25 @@ fn wrappers_with_options_and_the_lines_they_run_are_runs() {
              cd -P {proj} && ./tools/cdp.sh\n\
              stdbuf --weird-option {proj}/tools/unknown-option.sh\n\
              nice -é {proj}/tools/multibyte-option.sh\n\
-             alias m='nohup mytool --fast'\n"
+             alias m='nohup mytool --fast'\n\
+             up() {{ cd ..; }}\nfunction mk {{ make \"$@\"; }}\nalias ll='ls -l'\nup; mk; ll\n"
         ),
     )
     .unwrap();
     let shell = of_shell(&home);
+    // Functions and aliases the files define run their definitions, not a program.
+    for defined in ["up", "mk", "ll"] {
+        assert!(
+            !shell.bare_runs.iter().any(|n| n == defined),
+            "{defined}: {:?}",
+            shell.bare_runs
+        );
+    }
+    assert!(
+        shell.bare_runs.iter().any(|n| n == "make"),
+        "{:?}",
+        shell.bare_runs
+    );
     // A bare name is a program name (a file of it in a tree dir on PATH runs in its place).
     assert!(
         shell.bare_runs.iter().any(|n| n == "mytool"),
