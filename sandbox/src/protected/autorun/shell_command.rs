@@ -677,6 +677,10 @@ impl Collector {
             let text = word.text.as_str();
             i += 1;
             if text == "--" {
+                // `timeout -- 5 cmd`: the options end, the duration still comes first (red
+                // team 47a).
+                i += leading;
+                leading = 0;
                 break;
             }
             if let Some((name, _)) = assignment(text) {

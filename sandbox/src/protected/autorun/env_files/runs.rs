@@ -65,7 +65,8 @@ fn skip_wrappers(words: &[Word]) -> Command<'_> {
             let text = word.literal().unwrap_or_default();
             let next = |n: usize| rest.get(n..).unwrap_or_default();
             if text == "--" {
-                rest = next(1);
+                // `timeout -- 5 cmd`: the options end, the duration still comes first.
+                rest = next(1 + leading);
                 break;
             }
             if name == "env" && text.contains('=') && !text.starts_with(['=', '-']) {
@@ -159,11 +160,15 @@ impl Reader {
                 return;
             }
             Command::Unclear(rest, dir) => {
-                let dir = dir.and_then(|d| {
-                    self.expand(d, at, 0)
-                        .into_iter()
-                        .find(|d| d.starts_with('/'))
-                });
+                // Relative ones from the wrapper's directory, else from where a `cd` went
+                // (`cd /p && flock -xn LOCK ./x`, red team 47a).
+                let dir = dir
+                    .and_then(|d| {
+                        self.expand(d, at, 0)
+                            .into_iter()
+                            .find(|d| d.starts_with('/'))
+                    })
+                    .or_else(|| self.shell_cwd.clone());
                 for word in rest {
                     for path in self.expand(word, at, 0) {
                         if path.contains(MARK) {
@@ -385,11 +390,10 @@ impl Reader {
                             _ => value,
                         };
                         for token in value.split_whitespace() {
+                            // `--config=/p/x`, git's `-c core.pager=/p/x`.
                             let token = match token.split_once("=/") {
-                                Some((option, path)) if option.starts_with('-') => {
-                                    format!("/{path}")
-                                }
-                                _ => token.to_string(),
+                                Some((_, path)) => format!("/{path}"),
+                                None => token.to_string(),
                             };
                             let token = token.trim_end_matches([';', ')', '"', '\'']);
                             if token.starts_with('/')

@@ -672,3 +672,16 @@ fn a_multibyte_option_is_unknown_not_a_panic() {
         );
     }
 }
+
+/// Red team 47a: `--` ends a wrapper's options, and its own words (a duration, a lock) still
+/// come before the command (`timeout -- 5 tools/x.sh` in a hook).
+#[test]
+fn a_wrapper_s_words_after_double_dash_are_not_the_command() {
+    for value in ["timeout -- 5 tools/x.sh", "flock -- /tmp/l tools/x.sh"] {
+        let named = strict(value);
+        assert!(
+            matches!(&named, Named::Paths(paths) if paths.iter().any(|p| p.path == "tools/x.sh")),
+            "{value}: {named:?}"
+        );
+    }
+}

@@ -212,6 +212,7 @@ fn wrappers_with_options_and_the_lines_they_run_are_runs() {
              cd -P {proj} && ./tools/cdp.sh\n\
              stdbuf --weird-option {proj}/tools/unknown-option.sh\n\
              nice -é {proj}/tools/multibyte-option.sh\n\
+             cd {proj} && flock -xn /tmp/l ./tools/flock-relative.sh\n\
              alias m='nohup mytool --fast'\n\
              up() {{ cd ..; }}\nfunction mk {{ make \"$@\"; }}\nalias ll='ls -l'\nup; mk; ll\n"
         ),
@@ -274,6 +275,7 @@ fn wrappers_with_options_and_the_lines_they_run_are_runs() {
         "cdp.sh",
         "unknown-option.sh",
         "multibyte-option.sh",
+        "flock-relative.sh",
     ] {
         let want = p.join("tools").join(want).to_string_lossy().into_owned();
         assert!(runs.contains(&want), "{want}: {runs:?}");
@@ -328,6 +330,8 @@ fn every_file_a_start_up_command_names_is_a_run() {
         "cat @ | bash",
         "alias q='ssh-agent @'",
         "tool --config=@",
+        "git -c core.pager=@ log",
+        "timeout -- 5 @",
     ];
     let file = |i: usize| {
         p.join(format!("tools/f{i}.sh"))
