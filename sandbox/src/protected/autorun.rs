@@ -723,23 +723,19 @@ fn read_text(path: &Path) -> Option<String> {
     read_head(path, u64::MAX)
 }
 
-/// The first `limit` bytes of such a file, as text (a `#!` line needs no more).
-/// [`read_head`] of a text file: `None` for a binary (an ELF, any NUL or invalid UTF-8 in
-/// its first KiB), which no shell or tool reads as configuration — reading a program named by a
+/// [`read_head`] of a text file: `None` for a binary (an ELF, any NUL in its first KiB), which
+/// no shell or tool reads as configuration; a Latin-1 byte is text (a `.vimrc` with an accented
+/// comment had named nothing: red team 47b B13, B14) — reading a program named by a
 /// start-up file or a tool config (`exec /bin/bash`, `ProxyCommand /usr/bin/nc`) as text had
 /// passed the bounds, and past them every write was refused (red team 47a).
 fn read_text_head(path: &Path, limit: u64) -> Option<String> {
     let text = read_head(path, limit)?;
-    // A character the byte limit cut in two is no sign of a binary.
-    let head: String = text
-        .trim_end_matches('\u{fffd}')
-        .chars()
-        .take(1024)
-        .collect();
-    let binary = head.starts_with('\u{7f}') || head.contains(['\0', '\u{fffd}']);
+    let head: String = text.chars().take(1024).collect();
+    let binary = head.starts_with("\u{7f}ELF") || head.contains('\0');
     (!binary).then_some(text)
 }
 
+/// The first `limit` bytes of such a file, as text (a `#!` line needs no more).
 fn read_head(path: &Path, limit: u64) -> Option<String> {
     use std::io::Read as _;
     use std::os::unix::fs::OpenOptionsExt as _;

@@ -46,7 +46,12 @@ fn euid() -> u32 {
 pub(crate) fn passwd_text() -> Option<String> {
     #[cfg(test)]
     reads::record(Path::new("/etc/passwd"));
-    std::fs::read_to_string("/etc/passwd").ok()
+    // Lossily: one line that is no UTF-8 (a Latin-1 GECOS, `Jos\xe9`) made the file unread,
+    // and with it every account's home and registry — every other gateway's state dir was
+    // readable (red team 47b B11). Its own line's fields may come out altered; the others not.
+    std::fs::read("/etc/passwd")
+        .ok()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The home `/etc/passwd` gives this process's uid, when it is a directory.
@@ -298,12 +303,14 @@ pub fn read_registry(path: &Path) -> Option<(String, u32)> {
     if dir_owner != meta.uid() {
         return None;
     }
-    let mut text = String::new();
+    // Bytes, read lossily: one line that is no UTF-8 hid every entry (red team 47b B12).
+    let mut bytes = Vec::new();
     (&file)
         .take(MAX_REGISTRY_BYTES + 1)
-        .read_to_string(&mut text)
+        .read_to_end(&mut bytes)
         .ok()?;
-    (text.len() as u64 <= MAX_REGISTRY_BYTES).then_some((text, meta.uid()))
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    (bytes.len() as u64 <= MAX_REGISTRY_BYTES).then_some((text, meta.uid()))
 }
 
 /// The state dirs a registry's text lists (absolute paths, anything else ignored), each with

@@ -313,3 +313,19 @@ fn a_registration_lists_its_gateway_s_home_and_readers_see_it() {
         );
     }
 }
+
+/// Red team 47b B12: a registry line that is no UTF-8 (hand-edited, an older build) hid every
+/// entry of the file; the others are read.
+#[test]
+fn a_line_that_is_no_utf8_hides_no_other_entry() {
+    let home = tempfile::tempdir().unwrap();
+    let own = tempfile::tempdir().unwrap();
+    let theirs = tempfile::tempdir().unwrap();
+    let registry = registry_path(home.path());
+    register_at(&registry, theirs.path(), None).unwrap();
+    let mut bytes = std::fs::read(&registry).unwrap();
+    bytes.extend_from_slice(b"/opt/caf\xe9/state\n");
+    std::fs::write(&registry, bytes).unwrap();
+    let listed = read_registries(std::slice::from_ref(&registry), own.path()).state_dirs;
+    assert_eq!(listed, vec![std::fs::canonicalize(theirs.path()).unwrap()]);
+}

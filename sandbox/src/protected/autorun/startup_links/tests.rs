@@ -704,3 +704,21 @@ fn programs_a_tool_config_names_are_not_read_as_configs() {
     assert_eq!(derived.over_bound, None);
     assert_eq!(h.policy().write_protection(&h.project.join("a.rs")), None);
 }
+
+/// Red team 47b B13: a tool config with a Latin-1 byte (an accented comment) is text: what it
+/// names is still a start-up target (the binary check had read it as absent).
+#[test]
+fn a_latin1_tool_config_still_names_its_files() {
+    let h = home();
+    let plug = h.project.join("plug.vim");
+    let mut text = b"\" vimrc de Jos\xe9\nsource ".to_vec();
+    text.extend_from_slice(plug.to_string_lossy().as_bytes());
+    text.push(b'\n');
+    std::fs::write(h.home.join(".vimrc"), text).unwrap();
+    let derived = super::derive(std::slice::from_ref(&h.home));
+    assert!(
+        derived.links.iter().any(|l| l.named && l.target == plug),
+        "{:?}",
+        derived.links
+    );
+}
