@@ -362,7 +362,8 @@ impl Reader {
                     [.., Piece::Array(elements)] => elements.clone(),
                     // An alias's body is a line the shell runs.
                     _ if word.is_assignment() && first != "alias" => continue,
-                    _ => vec![word.clone()],
+                    // `. /p/{a,b}.sh` sources both (red team 47b B17).
+                    _ => shell_words::brace_expand(word, dialect),
                 };
                 for element in &elements {
                     // A pattern's directory (red team 47b B6): what is made there later

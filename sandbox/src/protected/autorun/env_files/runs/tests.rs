@@ -331,6 +331,7 @@ fn every_file_a_start_up_command_names_is_a_run() {
         "alias q='ssh-agent @'",
         "tool --config=@",
         "git -c core.pager=@ log",
+        ". {@,/dev/null}",
         "timeout -- 5 @",
     ];
     let file = |i: usize| {
