@@ -588,6 +588,15 @@ pub fn write_protected(exe: &Path, claude_bin: &Path, owner_home: &Path) -> Writ
 /// an account's home or a directory above one (its start-up files, keys and every project in
 /// it), or a system directory whose files run as or for other programs.
 pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> {
+    // Under every path of it: a bind mount or mirror of HOME or of `~/.config` as the root
+    // wrote the home's real start-up files (red team 47b B15).
+    std::iter::once(root.to_path_buf())
+        .chain(mount_aliases(&[root.to_path_buf()]))
+        .find_map(|path| unfit_write_root_at(&path, owner_home))
+}
+
+/// [`unfit_write_root`] for one path of the root.
+fn unfit_write_root_at(root: &Path, owner_home: &Path) -> Option<&'static str> {
     const SYSTEM: &[&str] = &[
         "/etc",
         "/usr",

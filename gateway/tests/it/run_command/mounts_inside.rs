@@ -6,6 +6,8 @@
 //! untouched), the mounts and the directories leading to them read-only (a stated limit), and
 //! the result says so.
 
+use std::path::Path;
+
 use serde_json::json;
 
 use super::*;
@@ -27,30 +29,13 @@ async fn mounts_inside_home_and_the_project_leave_commands_running() {
     }
     std::fs::write(project.join("src/main.txt"), "source\n").unwrap();
     // The gateway, exec'd in a private mount namespace where both mounts exist.
-    let wrapper = home.join("gateway-in-namespace");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nexec unshare -m --propagation private sh -c 'mount -t tmpfs -o size=1m \
-             tmpfs {disk} && echo on-disk > {disk}/f && mount -t tmpfs -o size=1m tmpfs {data} \
-             && exec \"$0\" \"$@\"' {gateway} \"$@\"\n",
-            disk = disk.display(),
-            data = data.display(),
-            gateway = GATEWAY,
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let gw = GatewayProcess::builder(&wrapper)
-        .env("CLAUDE_BIN", tests::claude_bin())
-        .env("HOME", &home)
-        .spawn()
-        .await
-        .expect("gateway starts in its namespace");
+    let setup = format!(
+        "mount -t tmpfs -o size=1m tmpfs {disk} && echo on-disk > {disk}/f && \
+         mount -t tmpfs -o size=1m tmpfs {data}",
+        disk = disk.display(),
+        data = data.display(),
+    );
+    let gw = gateway_in_namespace(&home, &setup).await;
     let _cleanup = Cleanup(gw.state_dir().to_path_buf());
     let chat = chatgpt(&gw).await;
     let v = start_session(&chat, &project, "build it", "k-mounts-inside").await;
@@ -95,4 +80,74 @@ async fn mounts_inside_home_and_the_project_leave_commands_running() {
     assert!(!project.join("src/out.txt").exists());
     assert!(!cache.join("tool").exists());
     let _ = std::fs::remove_dir_all(&home);
+}
+
+/// The gateway with `HOME=home`, exec'd in a private mount namespace where `setup` (shell, no
+/// single quotes) ran first.
+async fn gateway_in_namespace(home: &Path, setup: &str) -> GatewayProcess {
+    let wrapper = home.join("gateway-in-namespace");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec unshare -m --propagation private sh -c '{setup} && exec \"$0\" \
+             \"$@\"' {GATEWAY} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    GatewayProcess::builder(&wrapper)
+        .env("CLAUDE_BIN", tests::claude_bin())
+        .env("HOME", home)
+        .spawn()
+        .await
+        .expect("gateway starts in its namespace")
+}
+
+/// Red team 47b B15: a bind mount of HOME (or of `~/.config`) as a `direct_write` working
+/// directory wrote the home's real start-up files (`.config/autostart`, fish's config): the
+/// root is judged under every path of it, so it is refused as the home it is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bind_of_home_or_its_config_is_no_write_root() {
+    assert_eq!(
+        rustix::process::geteuid().as_raw(),
+        0,
+        "this test mounts in a private mount namespace: it needs root"
+    );
+    let base = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(base.keep()).unwrap();
+    let (home, bound, bound_config) = (base.join("home"), base.join("w"), base.join("cfg"));
+    for dir in [&home.join(".config/fish"), &bound, &bound_config] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let setup = format!(
+        "mount --bind {home} {bound} && mount --bind {home}/.config {config}",
+        home = home.display(),
+        bound = bound.display(),
+        config = bound_config.display()
+    );
+    let gw = gateway_in_namespace(&home, &setup).await;
+    let _cleanup = Cleanup(gw.state_dir().to_path_buf());
+    let chat = chatgpt(&gw).await;
+    for (wd, why) in [
+        (&bound, "is a home directory"),
+        (&bound_config, "inside a hidden directory of a home"),
+    ] {
+        let refused = chat
+            .start_with(
+                "edit my dotfiles",
+                wd,
+                &format!("k-bind-{}", wd.display()),
+                json!({"capability_profile": "direct_write", "wait_seconds": 0}),
+            )
+            .await
+            .unwrap();
+        let message = refused["structuredContent"]["error"]["message"].to_string();
+        assert!(message.contains(why), "{}: {refused}", wd.display());
+    }
+    assert!(!home.join(".config/autostart").exists());
+    let _ = std::fs::remove_dir_all(&base);
 }
