@@ -75,6 +75,10 @@ pub const VARS: &[(&str, Names)] = &[
     ("GIT_SSH", Names::File),
     ("GIT_ASKPASS", Names::File),
     ("SSH_ASKPASS", Names::File),
+    // Red team 47b B8: `sudo -A` runs it (asking the owner's password); readline's init file
+    // binds keys to macros that type commands.
+    ("SUDO_ASKPASS", Names::File),
+    ("INPUTRC", Names::File),
     ("BASH_ENV", Names::File),
     ("ENV", Names::File),
     ("PYTHONSTARTUP", Names::File),

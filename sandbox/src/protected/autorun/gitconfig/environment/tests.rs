@@ -219,6 +219,9 @@ fn red_team_35_s_variables_name_places() {
         ("R_PROFILE_USER", "{root}/Rprofile"),
         ("IRBRC", "{root}/irbrc"),
         ("PYTHONHOME", "{root}/pyhome"),
+        // Red team 47b B8.
+        ("SUDO_ASKPASS", "{root}/bin/askpass"),
+        ("INPUTRC", "{root}/inputrc"),
     ]);
     let places = places_with(&root, &[], &account);
     for (rel, class) in [
@@ -242,6 +245,8 @@ fn red_team_35_s_variables_name_places() {
         ("Rprofile", AutorunClass::ShellStartup),
         ("irbrc", AutorunClass::ShellStartup),
         ("pyhome", AutorunClass::PythonStartup),
+        ("bin/askpass", AutorunClass::ShellStartup),
+        ("inputrc", AutorunClass::ShellStartup),
     ] {
         assert_eq!(class_at(&places, rel), Some(class), "{rel}: {places:?}");
     }
