@@ -159,12 +159,26 @@ pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Assigned {
 /// What the account's shell start-up files in `home` assign, with the files they source
 /// (`source ~/.bash_env`: relative to the home, where a login shell starts).
 pub(super) fn of_shell(home: &Path) -> Assigned {
-    let mut reader = Reader {
-        home: Some(home.to_string_lossy().into_owned()),
-        ..Reader::default()
-    };
+    // Twice: the second read starts with every variable the first found, so one a file
+    // exports is known in a file read before it (`.profile` exports `PROJ`, `.bashrc`, read
+    // first here, sources `$PROJ/x.sh`: a login shell reads them the other way; red team 47b
+    // B7). Values only add, so the second read names all the first did.
+    let first = read_shell(home, HashMap::new());
+    let mut assigned = Assigned::new(read_shell(home, first.vars));
     let mut looked_for: Vec<PathBuf> = SHELL_FILES.iter().map(|f| home.join(f)).collect();
     looked_for.extend(STARTUP_DIRS.iter().map(|(dir, _)| home.join(dir)));
+    looked_for.retain(|f| !assigned.read.contains(f));
+    assigned.read.extend(looked_for);
+    assigned
+}
+
+/// One read of `home`'s shell start-up files, starting from `vars`.
+fn read_shell(home: &Path, elsewhere: HashMap<String, Vec<String>>) -> Reader {
+    let mut reader = Reader {
+        home: Some(home.to_string_lossy().into_owned()),
+        elsewhere,
+        ..Reader::default()
+    };
     for file in SHELL_FILES {
         reader.file(&home.join(file), None, home, 0);
     }
@@ -189,10 +203,7 @@ pub(super) fn of_shell(home: &Path) -> Assigned {
         }
     }
     reader.fish_universal(&home.join(".config/fish/fish_variables"));
-    let mut assigned = Assigned::new(reader);
-    looked_for.retain(|f| !assigned.read.contains(f));
-    assigned.read.extend(looked_for);
-    assigned
+    reader
 }
 
 /// Files read so far and what they assign.
@@ -205,6 +216,9 @@ struct Reader {
     /// Every value each variable assigned so far may hold, expanded ([`MARK`] where a piece
     /// was not read).
     vars: HashMap<String, Vec<String>>,
+    /// What an earlier read of the same files gave each variable: a variable one file sets is
+    /// known in a file read before it ([`of_shell`]).
+    elsewhere: HashMap<String, Vec<String>>,
     read: Vec<PathBuf>,
     below: Vec<(&'static str, PathBuf)>,
     relative_sources: Vec<PathBuf>,

@@ -189,6 +189,8 @@ impl Reader {
                 Some(values)
             }
             _ if self.vars.contains_key(name) => self.vars.get(name).cloned(),
+            // Set in another of the files, read later (`.profile` after `.bashrc`).
+            _ if self.elsewhere.contains_key(name) => self.elsewhere.get(name).cloned(),
             // zsh's `path=(~/bin $path)`: an array tied to a variable is its value.
             "path" => self.lookup("PATH", at),
             "fpath" => self.lookup("FPATH", at),

@@ -437,3 +437,18 @@ fn a_pattern_s_directory_is_a_directory_of_runs() {
     let dirs = of_shell(&home).run_dirs;
     assert_eq!(dirs, [p.join("rc.d"), p.join("rcd2")], "{dirs:?}");
 }
+
+/// Red team 47b B7: a variable `.profile` exports is known in `.bashrc`, which is read first
+/// here (a login shell reads `.profile` first and it often sources `.bashrc`).
+#[test]
+fn a_variable_one_start_up_file_exports_is_known_in_the_others() {
+    let (_tmp, home, p) = home_and_project();
+    std::fs::write(home.join(".bashrc"), ". \"$PROJ/xvar.sh\"\n").unwrap();
+    std::fs::write(
+        home.join(".profile"),
+        format!("export PROJ={}\n", p.display()),
+    )
+    .unwrap();
+    let runs = of_shell(&home).runs;
+    assert!(runs.contains(&p.join("xvar.sh")), "{runs:?}");
+}
