@@ -161,7 +161,11 @@ impl PathPolicy {
     /// `path`'s folded names (as given and canonical) and the identity of what it names now.
     fn write_keys(&self, path: &Path) -> (Vec<Folded>, Option<(u64, u64)>) {
         use std::os::unix::fs::MetadataExt;
-        let identity = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        // A hung FUSE mirror's path by its name alone: a `stat` of it never returns.
+        let identity = (!crate::protected::is_hung_mirror(path))
+            .then(|| std::fs::metadata(path).ok())
+            .flatten()
+            .map(|m| (m.dev(), m.ino()));
         let mut names = vec![self.folded_components(path)];
         names.extend(canonical_variant(path).map(|c| self.folded_components(&c)));
         (names, identity)
