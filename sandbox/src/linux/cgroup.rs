@@ -60,28 +60,15 @@ struct Mount {
 }
 
 fn mounts() -> Vec<Mount> {
-    // Bytes, lossily: another mount's name that is no UTF-8 must not hide the cgroup ones.
-    let Ok(table) = std::fs::read("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&table);
-    text.lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let fields: Vec<&str> = left.split(' ').collect();
-            let mut right = right.split(' ');
-            let fstype = right.next()?.to_string();
-            let _source = right.next()?;
-            let options = right.next().unwrap_or("").to_string();
-            if fstype != "cgroup" && fstype != "cgroup2" {
-                return None;
-            }
-            Some(Mount {
-                point: PathBuf::from(fields.get(4)?),
-                root: (*fields.get(3)?).to_string(),
-                fstype,
-                options,
-            })
+    crate::protected::read_mount_table()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.fs_type == "cgroup" || m.fs_type == "cgroup2")
+        .map(|m| Mount {
+            point: m.mount_point,
+            root: m.root.to_string_lossy().into_owned(),
+            fstype: m.fs_type,
+            options: m.super_options,
         })
         .collect()
 }

@@ -15,13 +15,7 @@ use crate::autorun::results;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mounts_inside_home_and_the_project_leave_commands_running() {
-    assert_eq!(
-        rustix::process::geteuid().as_raw(),
-        0,
-        "this test mounts in a private mount namespace: it needs root"
-    );
-    let home = tempfile::tempdir().unwrap();
-    let home = std::fs::canonicalize(home.keep()).unwrap();
+    let home = root_scratch_dir();
     let (disk, project) = (home.join("mnt/disk"), home.join("proj"));
     let (cache, data) = (home.join(".cache"), project.join("data"));
     for dir in [&disk, &cache, &data, &project.join("src")] {
@@ -112,13 +106,7 @@ async fn gateway_in_namespace(home: &Path, setup: &str) -> GatewayProcess {
 /// root is judged under every path of it, so it is refused as the home it is.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bind_of_home_or_its_config_is_no_write_root() {
-    assert_eq!(
-        rustix::process::geteuid().as_raw(),
-        0,
-        "this test mounts in a private mount namespace: it needs root"
-    );
-    let base = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(base.keep()).unwrap();
+    let base = root_scratch_dir();
     let (home, bound, bound_config) = (base.join("home"), base.join("w"), base.join("cfg"));
     for dir in [&home.join(".config/fish"), &bound, &bound_config] {
         std::fs::create_dir_all(dir).unwrap();
@@ -150,4 +138,15 @@ async fn a_bind_of_home_or_its_config_is_no_write_root() {
     }
     assert!(!home.join(".config/autostart").exists());
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A kept temp dir (canonical; the test removes it), after checking the test runs as root:
+/// it mounts in a private mount namespace.
+fn root_scratch_dir() -> std::path::PathBuf {
+    assert_eq!(
+        rustix::process::geteuid().as_raw(),
+        0,
+        "this test mounts in a private mount namespace: it needs root"
+    );
+    std::fs::canonicalize(tempfile::tempdir().unwrap().keep()).unwrap()
 }

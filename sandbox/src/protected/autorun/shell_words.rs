@@ -91,8 +91,7 @@ impl Word {
             return false;
         };
         let name = name.strip_suffix('+').unwrap_or(name);
-        name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        is_variable_name(name)
     }
 
     /// Whether the word so far is `NAME=` or `NAME+=` (unquoted), where `(` opens an array.
@@ -110,8 +109,7 @@ impl Word {
             .strip_suffix("+=")
             .or_else(|| text.strip_suffix('='))
             .unwrap_or("");
-        name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        is_variable_name(name)
     }
 
     /// A quote opened: an empty pair still makes a word (`''`, `""`).
@@ -134,6 +132,12 @@ impl Word {
             quoted,
         });
     }
+}
+
+/// Whether `name` is a shell variable's name (a letter or `_`, then letters, digits, `_`).
+pub(super) fn is_variable_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Words that begin a compound command or chain one, dropped in front of a simple command

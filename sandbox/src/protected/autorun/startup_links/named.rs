@@ -170,9 +170,8 @@ fn variable_prefix(rest: &str) -> Option<(&str, usize)> {
             (&after[..len], len + 1)
         }
     };
-    let valid = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    (valid && rest[len..].starts_with('/')).then_some((name, len + 1))
+    (super::super::shell_words::is_variable_name(name) && rest[len..].starts_with('/'))
+        .then_some((name, len + 1))
 }
 
 /// The paths `text` spells out (see the module's doc), with `home` for `~/` and its kin and
