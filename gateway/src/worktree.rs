@@ -231,6 +231,7 @@ impl GitRunner {
             status_fd: None,
             ahead: false,
             masked_as_prepared: false,
+            hung: sandbox::protected::hung_mounts(),
         };
         let run = broker::executor::run_confined(&self.helper, &spec, GIT_TIMEOUT)
             .map_err(|problem| GitError::Setup(format!("git: {problem}")))?;

@@ -44,7 +44,7 @@ pub fn masked_paths(
     let canonical: Vec<std::path::PathBuf> = set
         .paths
         .iter()
-        .filter(|p| !set.is_name_only(p))
+        .filter(|p| !set.is_name_only(p) && !protected::is_hung_mount(p))
         .filter_map(|p| std::fs::canonicalize(p).ok().filter(|c| c != p))
         .collect();
     let mut out = set.paths;

@@ -252,8 +252,7 @@ impl PathPolicy {
                 continue;
             }
             // A hung FUSE mirror's mount point by its path alone: a `stat` of it never returns.
-            let by_identity =
-                !set.is_name_only(&entry) && !crate::protected::is_hung_mirror(&entry);
+            let by_identity = !set.is_name_only(&entry) && !crate::protected::is_hung_mount(&entry);
             if let Some(meta) = by_identity
                 .then(|| std::fs::metadata(&entry).ok())
                 .flatten()

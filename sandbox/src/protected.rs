@@ -751,7 +751,8 @@ pub mod instances;
 mod mounts;
 pub mod pseudo_fs;
 pub use mounts::{
-    MountLine, aliases_in, is_hung_mirror, mount_aliases, parse_mountinfo, read_mount_table,
+    MountLine, aliases_in, found_hung_elsewhere, hung_mounts, is_hung_mount, mount_aliases,
+    parse_mountinfo, read_mount_table,
 };
 pub mod runtime_area;
 mod set;

@@ -142,6 +142,11 @@ pub struct ExecSpec {
     /// writing and parsing it cost the answer ≈0.4 ms. Refused in any other spec.
     #[serde(default)]
     pub masked_as_prepared: bool,
+    /// FUSE mount points the broker found hung (`protected::is_hung_mount`), all in `masked`:
+    /// each is covered by an empty tmpfs through its parent before anything else is mounted or
+    /// looked at, and nothing at or below it is looked at (a `stat` there never returns).
+    #[serde(default)]
+    pub hung: Vec<PathBuf>,
 }
 
 /// How the command (pid 1 of its pid namespace) ended, as the helper writes it on

@@ -534,6 +534,7 @@ pub(super) fn run(
         status_fd: None,
         ahead: false,
         masked_as_prepared: false,
+        hung: sandbox::protected::hung_mounts(),
     };
     #[cfg(target_os = "linux")]
     if let Err(problem) = helper_path(config) {

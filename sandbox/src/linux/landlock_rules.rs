@@ -196,6 +196,11 @@ fn enter(
 pub fn read_roots_excluding(masked: &[PathBuf]) -> Vec<PathBuf> {
     let mut targets: Vec<PathBuf> = Vec::new();
     for m in masked {
+        // A hung FUSE mount is masked by its path alone: a `stat` of it never returns.
+        if crate::protected::is_hung_mount(m) {
+            targets.push(m.clone());
+            continue;
+        }
         if m.symlink_metadata().is_err() {
             continue;
         }
@@ -226,6 +231,10 @@ fn expand(dir: &Path, masked: &[PathBuf], out: &mut Vec<PathBuf>, depth: usize) 
     let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     children.sort();
     for child in children {
+        // Never a root, never looked at: a hung FUSE mount (its `stat` never returns).
+        if crate::protected::is_hung_mount(&child) {
+            continue;
+        }
         match child.symlink_metadata() {
             Ok(meta) if meta.file_type().is_symlink() => continue,
             // A rule on a file is on its inode, which every name of it shares: a hard link here

@@ -245,6 +245,38 @@ pub fn open(path: &Path, euid: u32) -> io::Result<Option<OwnedFd>> {
     Ok(Some(at))
 }
 
+/// Cover `path`, a FUSE mount point whose daemon hangs, with an empty read-only tmpfs without
+/// asking its file system anything: its parent is reached as [`open`] reaches any masked path,
+/// and the mount point is opened `O_PATH` from it (crossing into a mount asks its daemon
+/// nothing, where a `stat` blocks for good). `Ok(false)`: nothing of this account is there.
+pub fn cover_hung(path: &Path, euid: u32) -> io::Result<bool> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(false);
+    };
+    let Some(parent) = open(parent, euid)? else {
+        return Ok(false);
+    };
+    let point = match rustix::fs::openat(
+        &parent,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(false),
+        Err(err) => return Err(err.into()),
+    };
+    use std::os::fd::AsRawFd;
+    super::sys::mount(
+        Some(Path::new("tmpfs")),
+        Path::new(&format!("/proc/self/fd/{}", point.as_raw_fd())),
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
+        Some("size=4k,mode=755"),
+    )?;
+    Ok(true)
+}
+
 /// Push `path`'s normal components (and `..`) onto `rest` so the first is popped first.
 fn push_components(rest: &mut Vec<OsString>, path: &Path) {
     let names: Vec<OsString> = path

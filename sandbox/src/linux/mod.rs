@@ -47,6 +47,8 @@ pub(crate) mod sys;
 
 /// Highest Landlock ABI whose rights the sandbox requests (V7 adds only audit controls).
 pub use landlock_rules::MAX_ABI as MAX_LANDLOCK_ABI;
+#[cfg(test)]
+pub(crate) use landlock_rules::read_roots_excluding;
 pub use sys::landlock_abi_probe;
 
 use std::ffi::CString;
@@ -326,6 +328,13 @@ fn read_spec() -> Result<ExecSpec, String> {
 /// runs nothing). Stdin is `/dev/null` afterwards; `in_namespaces`: the mount namespace is
 /// entered now. An empty stdin is the broker discarding the helper: nothing runs.
 fn command_spec(prepared: ExecSpec, in_namespaces: bool) -> Result<ExecSpec, String> {
+    let spec = read_command_spec(prepared, in_namespaces)?;
+    // Every look of this process at paths steps around them, as the broker's do.
+    crate::protected::found_hung_elsewhere(&spec.hung);
+    Ok(spec)
+}
+
+fn read_command_spec(prepared: ExecSpec, in_namespaces: bool) -> Result<ExecSpec, String> {
     if prepared.masked_as_prepared {
         return Err("a spec names prepared masks without a prepared helper's".into());
     }
@@ -433,6 +442,16 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
         None,
     )
     .map_err(|err| e("making / private", err))?;
+    let euid = rustix::process::geteuid().as_raw();
+    let mut masked = 0;
+    // Hung FUSE mounts first: every later look (the layer's, the masks') would block on them.
+    for path in &spec.hung {
+        if mask_target::cover_hung(path, euid)
+            .map_err(|err| e(&format!("covering {}", path.display()), err))?
+        {
+            masked += 1;
+        }
+    }
     // Keep the scratch dir reachable even if a masked dir (the state dir) covers it.
     let scratch = std::fs::File::open(&spec.scratch).map_err(|err| e("opening scratch", err))?;
     use std::os::fd::AsRawFd;
@@ -463,7 +482,6 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
         }
     }
     crate::timing::mark("mounts_layer");
-    let mut masked = 0;
     // `/dev` last: the file masks are bound from `/dev/null`.
     let private_dev = spec
         .masked
@@ -483,14 +501,13 @@ fn setup_mounts(spec: &ExecSpec, enforced: &mut Enforced) -> Result<(), String> 
             .any(|p| p != mask && p.starts_with(mask))
     };
     let mut shared: Option<&Path> = None;
-    let euid = rustix::process::geteuid().as_raw();
     let mut survey = mask_target::Survey::new(&spec.masked);
     for path in spec
         .masked
         .iter()
         .filter(|m| *m != Path::new(crate::protected::DEVICE_DIR))
     {
-        if !survey.may_exist(path) {
+        if crate::protected::is_hung_mount(path) || !survey.may_exist(path) {
             continue;
         }
         // Another account that swaps its own directory in and out (mkdir + rename) between the

@@ -162,7 +162,7 @@ impl PathPolicy {
     fn write_keys(&self, path: &Path) -> (Vec<Folded>, Option<(u64, u64)>) {
         use std::os::unix::fs::MetadataExt;
         // A hung FUSE mirror's path by its name alone: a `stat` of it never returns.
-        let identity = (!crate::protected::is_hung_mirror(path))
+        let identity = (!crate::protected::is_hung_mount(path))
             .then(|| std::fs::metadata(path).ok())
             .flatten()
             .map(|m| (m.dev(), m.ino()));

@@ -115,6 +115,7 @@ fn mount_of<'a>(mounts: &'a [MountLine], path: &Path) -> Option<&'a MountLine> {
 /// that location is an alias as a whole (its mount point), and every mount whose root lies
 /// above it shows it at the corresponding path.
 pub fn aliases_in(mounts: &[MountLine], paths: &[PathBuf]) -> Vec<PathBuf> {
+    probe_fuse_mounts(mounts);
     let mut out = Vec::new();
     let mut canonical: std::collections::HashMap<PathBuf, Option<PathBuf>> =
         std::collections::HashMap::new();
@@ -123,7 +124,11 @@ pub fn aliases_in(mounts: &[MountLine], paths: &[PathBuf]) -> Vec<PathBuf> {
         for dir in path.ancestors() {
             let found = canonical
                 .entry(dir.to_path_buf())
-                .or_insert_with(|| std::fs::canonicalize(dir).ok())
+                .or_insert_with(|| {
+                    (!is_hung_mount(dir))
+                        .then(|| std::fs::canonicalize(dir).ok())
+                        .flatten()
+                })
                 .clone();
             if let Some(real) = found {
                 return Some(
@@ -170,6 +175,13 @@ pub fn aliases_in(mounts: &[MountLine], paths: &[PathBuf]) -> Vec<PathBuf> {
     let mut reals: Vec<PathBuf> = paths.iter().filter_map(|p| resolve(p)).collect();
     reals.extend(out.iter().cloned());
     out.extend(fuse_mirror_aliases(mounts, reals));
+    // A hung FUSE mount shows nothing now and anything once its daemon answers again.
+    out.extend(
+        mounts
+            .iter()
+            .filter(|m| is_fuse(m) && is_hung_mount(&m.mount_point))
+            .map(|m| m.mount_point.clone()),
+    );
     out.sort();
     out.dedup();
     out
@@ -201,11 +213,10 @@ fn fuse_mirror_aliases(mounts: &[MountLine], mut reals: Vec<PathBuf>) -> Vec<Pat
     let euid = rustix::process::geteuid().as_raw();
     let mirrors: Vec<(&MountLine, PathBuf)> = mounts
         .iter()
-        .filter(|m| m.fs_type == "fuse" || m.fs_type.starts_with("fuse."))
-        .filter(|m| fuse_enterable(m, euid))
+        .filter(|m| is_fuse(m) && fuse_enterable(m, euid))
         // A passthrough mirrors a directory (`/dev/fuse` or an image file as the source is
         // no mirror).
-        .filter(|m| m.source.is_absolute())
+        .filter(|m| m.source.is_absolute() && !is_hung_mount(&m.source))
         .filter_map(|m| {
             let source = std::fs::canonicalize(&m.source).ok()?;
             source.is_dir().then_some((m, source))
@@ -295,31 +306,98 @@ fn fuse_enterable(m: &MountLine, euid: u32) -> bool {
     owner.is_none_or(|owner| owner == euid)
 }
 
+/// FUSE mounts judged by a look at their root (see [`probe_fuse_mounts`]), by mount id: whether
+/// the daemon answered. A FUSE daemon that hangs (stopped, its remote gone) blocks every
+/// `stat`, `open` and listing of a path at or below its mount point for good: it had blocked
+/// the gateway's start, every broker's start (the runner's read rules walk the dirs holding
+/// masks) and every session's next tool call (red teams 47a, 47b).
+static FUSE_JUDGED: std::sync::Mutex<Vec<(u64, PathBuf, bool)>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether `path` is at or below the mount point of a FUSE mount found hung: it is protected by
+/// its path alone, and nothing looks at it.
+pub fn is_hung_mount(path: &Path) -> bool {
+    FUSE_JUDGED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|(_, at, answered)| !answered && path.starts_with(at))
+}
+
+/// Take `mount_points` as FUSE mounts found hung by another process (a command's helper is told
+/// by its broker): this one never looks at them either.
+pub fn found_hung_elsewhere(mount_points: &[PathBuf]) {
+    if mount_points.is_empty() {
+        return;
+    }
+    FUSE_JUDGED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(mount_points.iter().map(|at| (u64::MAX, at.clone(), false)));
+}
+
+/// The mount points of the FUSE mounts this process found hung.
+pub fn hung_mounts() -> Vec<PathBuf> {
+    FUSE_JUDGED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|(_, _, answered)| !answered)
+        .map(|(_, at, _)| at.clone())
+        .collect()
+}
+
+/// Judge every FUSE mount of `mounts` this account can enter and not judged yet: its root's
+/// first entry is asked for, all at once, each on a thread; one that does not answer within
+/// [`LISTING_WAIT`] is hung from then on ([`is_hung_mount`]). A mount judged answering is not
+/// asked again by this process (one that hangs later is a known limit).
+pub(crate) fn probe_fuse_mounts(mounts: &[MountLine]) {
+    let euid = rustix::process::geteuid().as_raw();
+    let judged: Vec<u64> = FUSE_JUDGED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(id, _, _)| *id)
+        .collect();
+    let since = std::time::Instant::now();
+    let looks: Vec<_> = mounts
+        .iter()
+        .filter(|m| is_fuse(m) && fuse_enterable(m, euid) && !judged.contains(&m.id))
+        .map(|m| {
+            let (send, receive) = std::sync::mpsc::channel();
+            let root = m.mount_point.clone();
+            let spawned = std::thread::Builder::new()
+                .name("fuse-look".into())
+                .spawn(move || {
+                    let _ = send.send(std::fs::read_dir(&root).map(|mut d| d.next()).is_ok());
+                });
+            (m, spawned.is_ok().then_some(receive))
+        })
+        .collect();
+    let mut verdicts = Vec::new();
+    for (m, receive) in looks {
+        let answered = receive.is_some_and(|r| {
+            r.recv_timeout(LISTING_WAIT.saturating_sub(since.elapsed()))
+                .is_ok()
+        });
+        verdicts.push((m.id, m.mount_point.clone(), answered));
+    }
+    FUSE_JUDGED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(verdicts);
+}
+
+fn is_fuse(m: &MountLine) -> bool {
+    m.fs_type == "fuse" || m.fs_type.starts_with("fuse.")
+}
+
 /// Whether a mirror's root lists the names its claimed source lists (the first 64 of each,
 /// sorted): a passthrough does; a mount whose source string no longer names what it shows
 /// does not, and is then protected whole. Unreadable either way counts as different, and so
-/// does a listing that does not come within [`LISTING_WAIT`]: a FUSE daemon that hangs (stopped,
-/// its remote gone) blocked the gateway's start and every session's next tool call for good
-/// (red team 47a). The look runs on a thread of its own, which a hung daemon keeps; a mount
-/// found hung is not looked at again (by its id), so one hung mount costs one thread.
-static HUNG: std::sync::Mutex<Vec<(u64, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-
-/// Whether `path` is the mount point of a FUSE mirror found hung (see [`same_listing`]): it is
-/// protected by its path alone, and nothing else looks at it (a `stat` of it blocks too).
-pub fn is_hung_mirror(path: &Path) -> bool {
-    HUNG.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .any(|(_, at)| at == path)
-}
-
+/// does a mirror found hung or a listing that does not come within [`LISTING_WAIT`] (its
+/// source may hang too).
 fn same_listing(mount: &MountLine, source: &Path) -> bool {
-    let key = (mount.id, mount.mount_point.clone());
-    if HUNG
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(&key)
-    {
+    if is_hung_mount(&mount.mount_point) || is_hung_mount(source) {
         return false;
     }
     let names = |dir: &Path| -> Option<Vec<std::ffi::OsString>> {
@@ -346,13 +424,14 @@ fn same_listing(mount: &MountLine, source: &Path) -> bool {
     if looked.is_err() {
         return false;
     }
-    match receive.recv_timeout(LISTING_WAIT) {
-        Ok(same) => same,
-        Err(_) => {
-            HUNG.lock().unwrap_or_else(|e| e.into_inner()).push(key);
-            false
-        }
-    }
+    receive.recv_timeout(LISTING_WAIT).unwrap_or_else(|_| {
+        FUSE_JUDGED.lock().unwrap_or_else(|e| e.into_inner()).push((
+            mount.id,
+            mount.mount_point.clone(),
+            false,
+        ));
+        false
+    })
 }
 
 /// How long a mirror's listing may take before the mirror counts as hung.

@@ -754,27 +754,19 @@ fn mirrors_holding_proc_or_themselves_are_whole_and_never_looked_into() {
     }
 }
 
-/// Red team 47a: a FUSE mirror whose daemon hangs (stopped, its remote gone) blocked the
-/// gateway's start and every session's next tool call for good, on the look at its root. A
-/// FUSE mount no daemon ever answers stands in for it here (in a mount namespace of this
-/// test's threads): the derivation comes back within the wait, the mirror protected whole.
-#[test]
-fn a_hung_fuse_mirror_is_whole_and_stops_nothing() {
+/// Run `look` on a thread in a mount namespace of its own where a FUSE mount that no daemon
+/// ever answers sits at `at` (source string `source`); its answer, or a failure after 20 s (the
+/// look hung). Closing the device afterwards ends the connection: looks still blocked return.
+pub(crate) fn with_hung_fuse<T: Send + 'static>(
+    source: &str,
+    at: &Path,
+    look: impl FnOnce() -> T + Send + 'static,
+) -> T {
     use std::ffi::CString;
     use std::os::fd::AsRawFd;
-    let (_dir, tmp) = tmp();
-    let (source, mirror) = (tmp.join("src"), tmp.join("mnt"));
-    for dir in [&source, &mirror] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
     let uid = rustix::process::geteuid().as_raw();
-    let table = format!(
-        "1 0 8:1 / / rw - ext4 /dev/x rw\n90 1 0:90 / {} rw - fuse.hung {} rw,user_id={uid}",
-        mirror.display(),
-        source.display()
-    );
     let (done, finished) = std::sync::mpsc::channel();
-    let (mirror_at, protected) = (mirror.clone(), tmp.join("home/.ssh"));
+    let (source, at) = (source.to_owned(), at.to_path_buf());
     std::thread::spawn(move || {
         let fuse = std::fs::OpenOptions::new()
             .read(true)
@@ -782,8 +774,8 @@ fn a_hung_fuse_mirror_is_whole_and_stops_nothing() {
             .open("/dev/fuse")
             .expect("this test needs /dev/fuse");
         // SAFETY: plain syscalls on this thread only: a new mount namespace (this thread's and
-        // the threads it starts), made private, then a FUSE mount on a temp dir whose daemon
-        // (`fuse`, never read) answers nothing. All strings are NUL-terminated CStrings.
+        // the threads it starts), made private, then a FUSE mount whose daemon (`fuse`, never
+        // read) answers nothing. All strings are NUL-terminated CStrings.
         unsafe {
             assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0, "unshare");
             let root = CString::new("/").unwrap();
@@ -793,8 +785,8 @@ fn a_hung_fuse_mirror_is_whole_and_stops_nothing() {
                 libc::mount(null, root.as_ptr(), null, private, null.cast()),
                 0
             );
-            let src = CString::new(source.to_str().unwrap()).unwrap();
-            let at = CString::new(mirror_at.to_str().unwrap()).unwrap();
+            let src = CString::new(source).unwrap();
+            let at = CString::new(at.to_str().unwrap()).unwrap();
             let kind = CString::new("fuse.hung").unwrap();
             let data = CString::new(format!(
                 "fd={},rootmode=40000,user_id={uid},group_id=0",
@@ -815,16 +807,65 @@ fn a_hung_fuse_mirror_is_whole_and_stops_nothing() {
                 std::io::Error::last_os_error()
             );
         }
-        let aliases = aliases_in(&parse_mountinfo(table.as_bytes()), &[protected]);
-        let _ = done.send(aliases);
-        // Closing the device ends the connection: the look still blocked on it returns.
+        let _ = done.send(look());
         drop(fuse);
     });
-    let aliases = finished
+    finished
         .recv_timeout(std::time::Duration::from_secs(20))
-        .expect("the derivation hung on the FUSE mount");
+        .expect("the look hung on the FUSE mount")
+}
+
+/// Red team 47a: a FUSE mirror whose daemon hangs (stopped, its remote gone) blocked the
+/// gateway's start and every session's next tool call for good, on the look at its root. A
+/// FUSE mount no daemon ever answers stands in for it here: the derivation comes back within
+/// the wait, the mirror protected whole.
+#[test]
+fn a_hung_fuse_mirror_is_whole_and_stops_nothing() {
+    let (_dir, tmp) = tmp();
+    let (source, mirror) = (tmp.join("src"), tmp.join("mnt"));
+    for dir in [&source, &mirror] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let uid = rustix::process::geteuid().as_raw();
+    let table = format!(
+        "1 0 8:1 / / rw - ext4 /dev/x rw\n90 1 0:90 / {} rw - fuse.hung {} rw,user_id={uid}",
+        mirror.display(),
+        source.display()
+    );
+    let protected = tmp.join("home/.ssh");
+    let aliases = with_hung_fuse(source.to_str().unwrap(), &mirror, move || {
+        aliases_in(&parse_mountinfo(table.as_bytes()), &[protected])
+    });
     assert_eq!(aliases, vec![mirror.clone()]);
     // Known hung: protected by its path alone, never looked at again (a `stat` blocks too).
-    assert!(is_hung_mirror(&mirror));
-    assert!(!is_hung_mirror(&tmp));
+    assert!(is_hung_mount(&mirror));
+    assert!(is_hung_mount(&mirror.join("below")));
+    assert!(!is_hung_mount(&tmp));
+}
+
+/// Red team 48 (variant of 47a): any FUSE mount that hangs, not only a mirror (sshfs whose
+/// server is gone, a stalled gvfs in `/run/user/<uid>`), blocked a broker's start: the runner's
+/// read rules list the directories holding masks and looked at every entry. It is judged at the
+/// derivation, protected by its path, and the read rules step around it.
+#[test]
+fn a_hung_fuse_mount_is_protected_and_the_read_rules_step_around_it() {
+    let (_dir, tmp) = tmp();
+    let remote = tmp.join("remote");
+    std::fs::create_dir_all(&remote).unwrap();
+    std::fs::create_dir_all(tmp.join("kept")).unwrap();
+    let uid = rustix::process::geteuid().as_raw();
+    let table = format!(
+        "1 0 8:1 / / rw - ext4 /dev/x rw\n91 1 0:91 / {} rw - fuse.sshfs host:/srv rw,user_id={uid}",
+        remote.display(),
+    );
+    std::fs::create_dir_all(tmp.join(".ssh")).unwrap();
+    let masked = vec![tmp.join(".ssh")];
+    let (aliases, roots) = with_hung_fuse("host:/srv", &remote, move || {
+        let aliases = aliases_in(&parse_mountinfo(table.as_bytes()), &masked);
+        (aliases, crate::linux::read_roots_excluding(&masked))
+    });
+    assert_eq!(aliases, vec![remote.clone()]);
+    assert!(is_hung_mount(&remote));
+    assert!(roots.contains(&tmp.join("kept")), "{roots:?}");
+    assert!(!roots.iter().any(|r| r.starts_with(&remote)), "{roots:?}");
 }

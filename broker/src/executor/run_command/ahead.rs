@@ -100,6 +100,7 @@ impl Ahead {
             status_fd: None,
             ahead: true,
             masked_as_prepared: false,
+            hung: Vec::new(),
         };
         let (mut child, status) = match super::spawn::start_helper(helper, &mut spec) {
             Ok(started) => started,

@@ -193,6 +193,7 @@ fn a_helper_prepared_for_other_limits_or_discarded_runs_nothing() {
         status_fd: None,
         ahead,
         masked_as_prepared: false,
+        hung: Vec::new(),
     };
     let helper = |first: sandbox::ExecSpec, command: Option<sandbox::ExecSpec>| {
         let mut child = std::process::Command::new(GATEWAY)
@@ -256,6 +257,7 @@ fn a_helper_prepared_for_other_limits_or_discarded_runs_nothing() {
         ],
         masked,
         masked_as_prepared: as_prepared,
+        hung: Vec::new(),
         ..spec(false, limits)
     };
     let (code, stdout) = helper(spec(true, limits), Some(reads_key(Vec::new(), true)));
@@ -278,6 +280,7 @@ fn a_helper_prepared_for_other_limits_or_discarded_runs_nothing() {
     );
     let claims = sandbox::ExecSpec {
         masked_as_prepared: true,
+        hung: Vec::new(),
         ..spec(true, limits)
     };
     for first in [reads_key(Vec::new(), true), claims] {

@@ -72,6 +72,77 @@ fn another_accounts_churning_directory_fails_no_command() {
     );
 }
 
+/// Red teams 47a and 48: a FUSE mount whose daemon hangs (sshfs with its server gone, a stopped
+/// bindfs) blocked every command for good: the helper's first look at the masked mount point (a
+/// `stat`) never returned. The broker names the mounts it found hung; the helper covers each
+/// through its parent, asking its file system nothing, and the command runs and sees it empty.
+/// A FUSE mount no daemon answers stands in for the hung one (this test is its daemon and never
+/// reads); the helper runs in this thread's mount namespace, where it is mounted.
+#[test]
+fn a_hung_fuse_mount_among_the_masks_stops_no_command() {
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    let fx = fixture();
+    if !confinable(&fx) {
+        return;
+    }
+    assert_eq!(
+        rustix::process::geteuid().as_raw(),
+        0,
+        "this test mounts a FUSE file system: it needs root"
+    );
+    let remote = fx.home.join("remote");
+    std::fs::create_dir_all(&remote).unwrap();
+    std::fs::write(remote.join("under"), "hidden by the mount").unwrap();
+    let mut spec = echo_spec(&fx, vec![fx.home.join(".ssh"), remote.clone()]);
+    spec.argv[2] = format!("ls -A {} && echo RAN", remote.display());
+    spec.hung = vec![remote.clone()];
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let fuse = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .expect("this test needs /dev/fuse");
+        // SAFETY: plain syscalls, this thread only: a private mount namespace of its own (the
+        // helper it spawns inherits it), then a FUSE mount whose daemon (`fuse`, never read)
+        // answers nothing. The strings are NUL-terminated CStrings.
+        unsafe {
+            assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0, "unshare");
+            let null = std::ptr::null();
+            let root = CString::new("/").unwrap();
+            let private = libc::MS_REC | libc::MS_PRIVATE;
+            assert_eq!(
+                libc::mount(null, root.as_ptr(), null, private, null.cast()),
+                0
+            );
+            let (source, kind) = (c"host:/srv", c"fuse.sshfs");
+            let at = CString::new(remote.to_str().unwrap()).unwrap();
+            let data = CString::new(format!(
+                "fd={},rootmode=40000,user_id=0,group_id=0",
+                fuse.as_raw_fd()
+            ))
+            .unwrap();
+            let made = libc::mount(
+                source.as_ptr(),
+                at.as_ptr(),
+                kind.as_ptr(),
+                0,
+                data.as_ptr().cast(),
+            );
+            assert_eq!(made, 0, "mounting: {}", std::io::Error::last_os_error());
+        }
+        let _ = done.send(run_helper(None, &spec));
+        drop(fuse);
+    });
+    let (code, stdout) = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the command hung on the FUSE mount");
+    assert_eq!(code, Some(0), "{stdout}");
+    // `ls -A` of the covered mount point lists nothing: not the FUSE root, not what it covers.
+    assert!(stdout.ends_with("}\nRAN\n"), "{stdout}");
+}
+
 /// A command that echoes `RAN`, with these masks.
 fn echo_spec(fx: &Fx, masked: Vec<PathBuf>) -> sandbox::ExecSpec {
     let scratch = fx.state.join("scratch-races");
@@ -94,6 +165,7 @@ fn echo_spec(fx: &Fx, masked: Vec<PathBuf>) -> sandbox::ExecSpec {
         status_fd: None,
         ahead: false,
         masked_as_prepared: false,
+        hung: Vec::new(),
     }
 }
 
