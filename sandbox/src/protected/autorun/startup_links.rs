@@ -259,10 +259,13 @@ impl Derived {
         for dir in named::NAMING_DIRS {
             let dir = home.join(dir);
             self.watch(&dir);
-            for file in named::dir_files(&dir)
-                .into_iter()
-                .take(named::MAX_DIR_FILES)
-            {
+            let Some(files) = named::dir_files(&dir, named::MAX_DIR_FILES) else {
+                if owner {
+                    self.over_bound.get_or_insert(dir);
+                }
+                continue;
+            };
+            for file in files {
                 queue.push((file.clone(), file, 0));
             }
         }
@@ -274,7 +277,13 @@ impl Derived {
             if real != file {
                 self.watch(&real);
             }
-            if read.contains(&real) || read.len() >= named::MAX_FILES {
+            if read.contains(&real) {
+                continue;
+            }
+            if read.len() >= named::MAX_FILES {
+                if owner {
+                    self.over_bound.get_or_insert(config.clone());
+                }
                 continue;
             }
             let Some(text) = named::text_of(&real) else {
@@ -308,7 +317,14 @@ impl Derived {
                         targets.push((path, false));
                     }
                     named::Named::Dir(dir) => {
-                        let files = named::dir_files(&dir);
+                        // Files added there are read by the next write.
+                        self.watch(&dir);
+                        let Some(files) = named::dir_files(&dir, named::MAX_PER_PATTERN) else {
+                            if owner {
+                                self.over_bound.get_or_insert(config.clone());
+                            }
+                            continue;
+                        };
                         targets.extend(files.into_iter().map(|file| (file, false)));
                         targets.push((dir, true));
                     }

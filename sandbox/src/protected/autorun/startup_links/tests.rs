@@ -667,6 +667,58 @@ fn config_dirs_endings_and_the_bound() {
     );
 }
 
+/// Red team 48 F5: past 64 files of an `Include` pattern (or 128 files a home) the reader
+/// skipped the rest in the file system's order, and what they named stayed writable. Now 70
+/// included files' targets are all refused, and a pattern or directory holding more files than
+/// are read fails closed, naming the config or the directory.
+#[test]
+fn many_included_files_are_all_read_and_past_the_bound_fail_closed() {
+    let h = home();
+    let p = h.project.to_string_lossy().into_owned();
+    h.write(".ssh/config", format!("Include {p}/ssh.d/*.conf\n"));
+    std::fs::create_dir_all(h.project.join("ssh.d")).unwrap();
+    for n in 0..70 {
+        std::fs::write(
+            h.project.join(format!("ssh.d/{n}.conf")),
+            format!("Host h{n}\n  ProxyCommand {p}/bin/proxy{n}.sh %h\n"),
+        )
+        .unwrap();
+    }
+    let policy = h.policy();
+    let refused = |rel: &str| policy.write_protection(&h.project.join(rel));
+    for n in 0..70 {
+        assert_eq!(
+            refused(&format!("bin/proxy{n}.sh")),
+            named_in(".ssh/config"),
+            "{n}"
+        );
+    }
+    assert_eq!(refused("src/main.rs"), None);
+    for n in 70..1100 {
+        std::fs::write(h.project.join(format!("ssh.d/{n}.conf")), "").unwrap();
+    }
+    policy.refresh_write_protected();
+    let unchecked = |place: &str| {
+        Some(WriteProtection::StartupLinksUnchecked {
+            place: place.to_string(),
+        })
+    };
+    assert_eq!(refused("src/main.rs"), unchecked("~/.ssh/config"));
+    // A per-user config dir (desktop entries) holding more files than are read.
+    let h = home();
+    for n in 0..1100 {
+        h.write(
+            &format!(".local/share/applications/{n}.desktop"),
+            String::new(),
+        );
+    }
+    let policy = h.policy();
+    assert_eq!(
+        policy.write_protection(&h.project.join("src/main.rs")),
+        unchecked("~/.local/share/applications")
+    );
+}
+
 /// Red team 47a (availability): a program a tool config names (`ProxyCommand /bin/bash …`,
 /// vim's `:!/usr/bin/git`) is not read as a config in turn: its bytes spelled thousands of
 /// "paths" and, past the bound, every write of the owner was refused.
