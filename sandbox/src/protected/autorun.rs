@@ -13,7 +13,7 @@
 //! interpreter start or import (a `.pth` file's module, `pip` itself), not the project's source.
 
 use std::ffi::OsStr;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 /// The env var naming the classes the owner allows sessions to write (comma-separated class
 /// names, or `all`), read once at gateway start.
@@ -750,6 +750,26 @@ fn read_head(path: &Path, limit: u64) -> Option<String> {
     let mut bytes = Vec::new();
     file.take(limit).read_to_end(&mut bytes).ok()?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The system's root, where the system-wide start-up files and schedulers are read
+/// ([`env_files`]' `/etc/profile`, [`startup_links`]' `/etc/crontab`): `/`; in a unit test,
+/// the directory the test set on its thread, and none by default (the host's own `/etc` would
+/// change what each test finds).
+fn system_root() -> PathBuf {
+    #[cfg(test)]
+    return TEST_SYSTEM_ROOT
+        .with(|root| root.borrow().clone())
+        .unwrap_or_else(|| PathBuf::from("/nonexistent/system-root"));
+    #[cfg(not(test))]
+    PathBuf::from("/")
+}
+
+#[cfg(test)]
+thread_local! {
+    /// [`system_root`] for the tests of this thread.
+    static TEST_SYSTEM_ROOT: std::cell::RefCell<Option<PathBuf>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 mod env_files;

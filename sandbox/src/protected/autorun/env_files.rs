@@ -71,6 +71,31 @@ const SHELL_FILES: [&str; 18] = [
     ".direnvrc",
 ];
 
+/// The system's shell start-up files, relative to the system's root (`super::system_root`):
+/// every login or interactive shell of every account reads them before its own, so a line there
+/// that sources or runs a project file runs it as much as the account's own would (red team 48
+/// F1). `/etc/environment` holds plain assignments (pam_env reads it at each login).
+const SYSTEM_SHELL_FILES: [&str; 13] = [
+    "etc/environment",
+    "etc/profile",
+    "etc/bash.bashrc",
+    "etc/bashrc",
+    "etc/zshenv",
+    "etc/zsh/zshenv",
+    "etc/zprofile",
+    "etc/zsh/zprofile",
+    "etc/zshrc",
+    "etc/zsh/zshrc",
+    "etc/zlogin",
+    "etc/zsh/zlogin",
+    "etc/fish/config.fish",
+];
+
+/// The system's directories whose every file (of the ending) a shell's start-up runs:
+/// `/etc/profile` sources `/etc/profile.d/*.sh`, fish reads `/etc/fish/conf.d/*.fish`.
+const SYSTEM_STARTUP_DIRS: [(&str, &str); 2] =
+    [("etc/profile.d", ".sh"), ("etc/fish/conf.d", ".fish")];
+
 /// zsh's start-up files, read again in `$ZDOTDIR` when a read file sets it.
 const ZSH_FILES: [&str; 4] = [".zshenv", ".zprofile", ".zshrc", ".zlogin"];
 
@@ -165,8 +190,11 @@ pub(super) fn of_shell(home: &Path) -> Assigned {
     // B7). Values only add, so the second read names all the first did.
     let first = read_shell(home, HashMap::new());
     let mut assigned = Assigned::new(read_shell(home, first.vars));
+    let system = super::system_root();
     let mut looked_for: Vec<PathBuf> = SHELL_FILES.iter().map(|f| home.join(f)).collect();
     looked_for.extend(STARTUP_DIRS.iter().map(|(dir, _)| home.join(dir)));
+    looked_for.extend(SYSTEM_SHELL_FILES.iter().map(|f| system.join(f)));
+    looked_for.extend(SYSTEM_STARTUP_DIRS.iter().map(|(dir, _)| system.join(dir)));
     looked_for.retain(|f| !assigned.read.contains(f));
     assigned.read.extend(looked_for);
     assigned
@@ -179,6 +207,14 @@ fn read_shell(home: &Path, elsewhere: HashMap<String, Vec<String>>) -> Reader {
         elsewhere,
         ..Reader::default()
     };
+    // The system's first, as a login shell reads them.
+    let system = super::system_root();
+    for file in SYSTEM_SHELL_FILES {
+        reader.file(&system.join(file), None, home, 0);
+    }
+    for (dir, suffix) in SYSTEM_STARTUP_DIRS {
+        reader.dir(&system.join(dir), suffix, home);
+    }
     for file in SHELL_FILES {
         reader.file(&home.join(file), None, home, 0);
     }
@@ -189,18 +225,7 @@ fn read_shell(home: &Path, elsewhere: HashMap<String, Vec<String>>) -> Reader {
         }
     }
     for (dir, suffix) in STARTUP_DIRS {
-        let Ok(entries) = std::fs::read_dir(home.join(dir)) else {
-            continue;
-        };
-        let mut files: Vec<PathBuf> = entries
-            .flatten()
-            .map(|entry| entry.path())
-            .filter(|path| path.to_string_lossy().ends_with(suffix))
-            .collect();
-        files.sort();
-        for file in files {
-            reader.file(&file, None, home, 0);
-        }
+        reader.dir(&home.join(dir), suffix, home);
     }
     reader.fish_universal(&home.join(".config/fish/fish_variables"));
     reader
@@ -247,6 +272,23 @@ struct At<'a> {
 }
 
 impl Reader {
+    /// Read every file of `dir` whose name ends in `suffix`, in name order (a start-up
+    /// directory: `conf.d`, `profile.d`).
+    fn dir(&mut self, dir: &Path, suffix: &str, home: &Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.to_string_lossy().ends_with(suffix))
+            .collect();
+        files.sort();
+        for file in files {
+            self.file(&file, None, home, 0);
+        }
+    }
+
     /// Read `path` (once, within the bounds): its assignments, then the files it sources,
     /// relative to `base`.
     fn file(&mut self, path: &Path, dir: Option<&Path>, base: &Path, depth: usize) {

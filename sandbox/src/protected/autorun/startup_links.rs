@@ -251,13 +251,20 @@ impl Derived {
     /// line added to `~/.ssh/config` is seen by the next write), each target its config's
     /// owner owns is a start-up place's target, refused naming the config file.
     fn named_in_configs(&mut self, home: &Path, uid: u32, owner: bool) {
+        let system = super::system_root();
         let mut queue: Vec<(PathBuf, PathBuf, usize)> = named::NAMING_FILES
             .iter()
+            .map(|file| home.join(file))
+            .chain(
+                named::SYSTEM_NAMING_FILES
+                    .iter()
+                    .map(|file| system.join(file)),
+            )
             .rev()
-            .map(|file| (home.join(file), home.join(file), 0))
+            .map(|file| (file.clone(), file, 0))
             .collect();
-        for dir in named::NAMING_DIRS {
-            let dir = home.join(dir);
+        let dirs = named::NAMING_DIRS.iter().map(|dir| home.join(dir));
+        for dir in dirs.chain(named::SYSTEM_NAMING_DIRS.iter().map(|dir| system.join(dir))) {
             self.watch(&dir);
             let Some(files) = named::dir_files(&dir, named::MAX_DIR_FILES) else {
                 if owner {

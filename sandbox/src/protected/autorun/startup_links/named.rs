@@ -77,6 +77,77 @@ pub(super) const NAMING_FILES: &[&str] = &[
     ".config/wezterm/wezterm.lua",
     ".config/alacritty/alacritty.toml",
     ".config/alacritty/alacritty.yml",
+    // Coding agents' user settings: hooks, status lines, key helpers and MCP servers are
+    // commands they run at their start and on events (red team 48 F2: the owner's `claude` ran
+    // the project script its `~/.claude/settings.json` SessionStart hook named).
+    ".claude/settings.json",
+    ".claude.json",
+    ".codex/config.toml",
+    ".gemini/settings.json",
+    ".cursor/mcp.json",
+    ".config/opencode/opencode.json",
+    ".config/opencode/opencode.jsonc",
+    ".config/opencode/config.json",
+    ".continue/config.json",
+    ".continue/config.yaml",
+    ".aider.conf.yml",
+    // Editors' and tools' user settings naming programs (red team 48 F3): language servers,
+    // version managers' `path:` and hooks, shells other than bash, zsh and fish, R's start-up
+    // variables, gpg-agent's pinentry, mailcap viewers, docker CLI plugins, gh aliases.
+    ".config/zed/settings.json",
+    ".vscode-server/data/Machine/settings.json",
+    ".tool-versions",
+    ".config/mise/config.toml",
+    ".mise.toml",
+    ".gradle/init.gradle",
+    ".gradle/init.gradle.kts",
+    ".config/nushell/config.nu",
+    ".config/nushell/env.nu",
+    ".config/powershell/Microsoft.PowerShell_profile.ps1",
+    ".config/powershell/profile.ps1",
+    ".cshrc",
+    ".tcshrc",
+    ".login",
+    ".kshrc",
+    ".mkshrc",
+    ".Renviron",
+    ".gnupg/gpg-agent.conf",
+    ".mailcap",
+    ".docker/config.json",
+    ".config/gh/config.yml",
+    ".pam_environment",
+];
+
+/// The system's configuration files read the same way, relative to the system's root: the
+/// system crontab (its lines run as any account at their times) and ssh's and vim's system-wide
+/// configs (red team 48 F1).
+pub(super) const SYSTEM_NAMING_FILES: &[&str] = &[
+    "etc/crontab",
+    "etc/anacrontab",
+    "etc/ssh/ssh_config",
+    "etc/vim/vimrc",
+    "etc/vim/vimrc.local",
+    "etc/vimrc",
+    "etc/xdg/nvim/sysinit.vim",
+    "etc/gitconfig",
+];
+
+/// The system's directories whose every file (one level) is such a configuration: cron's
+/// tables (each account's own, readable as root; `/etc/cron.d`), the scripts cron runs daily
+/// and weekly, system units (`ExecStart=`), autostart entries of every desktop session, and
+/// ssh's included configs.
+pub(super) const SYSTEM_NAMING_DIRS: &[&str] = &[
+    "etc/cron.d",
+    "etc/cron.hourly",
+    "etc/cron.daily",
+    "etc/cron.weekly",
+    "etc/cron.monthly",
+    "var/spool/cron/crontabs",
+    "var/spool/cron",
+    "etc/systemd/system",
+    "etc/systemd/user",
+    "etc/xdg/autostart",
+    "etc/ssh/ssh_config.d",
 ];
 
 /// Per-user directories whose every file (one level) is such a configuration: units and

@@ -719,6 +719,74 @@ fn many_included_files_are_all_read_and_past_the_bound_fail_closed() {
     );
 }
 
+/// Red team 48 F1, F2, F3: coding agents' user settings (a `~/.claude/settings.json` hook, a
+/// Codex `notify`, an MCP server's command), other user configs naming programs, and the
+/// system's schedulers and units (the system crontab, an account's own table, `/etc/cron.d`, a
+/// system unit's `ExecStart=`) name project files that then run unconfined: refused, naming the
+/// file. The system's root is a tmp dir on this test's thread.
+#[test]
+fn agents_settings_and_the_systems_schedulers_name_their_programs() {
+    let h = home();
+    let p = h.project.to_string_lossy().into_owned();
+    let system = h.tmp.join("sys");
+    let sys_write = |rel: &str, text: String| {
+        let at = system.join(rel);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, text).unwrap();
+    };
+    h.write(
+        ".claude/settings.json",
+        format!(
+            r#"{{"hooks":{{"SessionStart":[{{"hooks":[{{"type":"command","command":"{p}/hooks/start.sh"}}]}}]}}}}"#
+        ),
+    );
+    h.write(
+        ".codex/config.toml",
+        format!("notify = [\"{p}/bin/notify.py\"]\n"),
+    );
+    h.write(
+        ".claude.json",
+        format!(r#"{{"mcpServers":{{"x":{{"command":"{p}/bin/mcp.js"}}}}}}"#),
+    );
+    h.write(".tool-versions", format!("nodejs path:{p}/node\n"));
+    sys_write("etc/crontab", format!("* * * * * root {p}/cron/every.sh\n"));
+    sys_write(
+        "var/spool/cron/crontabs/root",
+        format!("@daily {p}/cron/mine.sh\n"),
+    );
+    sys_write("etc/cron.d/proj", format!("0 1 * * * root {p}/cron/d.sh\n"));
+    sys_write(
+        "etc/systemd/system/proj.service",
+        format!("[Service]\nExecStart={p}/bin/serve\n"),
+    );
+    super::super::TEST_SYSTEM_ROOT.with(|root| *root.borrow_mut() = Some(system.clone()));
+    let policy = h.policy();
+    let refused = |rel: &str| policy.write_protection(&h.project.join(rel));
+    for (rel, config) in [
+        ("hooks/start.sh", ".claude/settings.json"),
+        ("bin/notify.py", ".codex/config.toml"),
+        ("bin/mcp.js", ".claude.json"),
+        ("node", ".tool-versions"),
+    ] {
+        std::fs::create_dir_all(h.project.join(rel).parent().unwrap()).unwrap();
+        assert_eq!(refused(rel), named_in(config), "{rel}");
+    }
+    for (rel, config) in [
+        ("cron/every.sh", "etc/crontab"),
+        ("cron/mine.sh", "var/spool/cron/crontabs/root"),
+        ("cron/d.sh", "etc/cron.d/proj"),
+        ("bin/serve", "etc/systemd/system/proj.service"),
+    ] {
+        let file = system.join(config).display().to_string();
+        assert_eq!(
+            refused(rel),
+            Some(WriteProtection::StartupNamed { file }),
+            "{rel}"
+        );
+    }
+    assert_eq!(refused("src/main.rs"), None);
+}
+
 /// Red team 47a (availability): a program a tool config names (`ProxyCommand /bin/bash …`,
 /// vim's `:!/usr/bin/git`) is not read as a config in turn: its bytes spelled thousands of
 /// "paths" and, past the bound, every write of the owner was refused.

@@ -452,3 +452,44 @@ fn a_variable_one_start_up_file_exports_is_known_in_the_others() {
     let runs = of_shell(&home).runs;
     assert!(runs.contains(&p.join("xvar.sh")), "{runs:?}");
 }
+
+/// Red team 48 F1: the system's start-up files (`/etc/profile`, `/etc/profile.d/*.sh`,
+/// `/etc/bash.bashrc`, `/etc/zsh/zshrc`, fish's `/etc/fish/conf.d`) run what they source or run
+/// for every shell of every account, as the account's own do; they are read first, under the
+/// system's root (a tmp dir standing in for `/` on this test's thread), and watched.
+#[test]
+fn the_systems_start_up_files_runs_are_runs() {
+    let (tmp, home, p) = home_and_project();
+    let system = tmp.path().canonicalize().unwrap().join("sys");
+    let write = |rel: &str, text: String| {
+        let at = system.join(rel);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, text).unwrap();
+    };
+    let p = p.display();
+    write(
+        "etc/profile",
+        "for i in /etc/profile.d/*.sh; do . $i; done\n".into(),
+    );
+    write("etc/profile.d/proj.sh", format!(". {p}/tools/env.sh\n"));
+    write(
+        "etc/profile.d/skipped.txt",
+        format!(". {p}/tools/not-sh.sh\n"),
+    );
+    write("etc/bash.bashrc", format!("{p}/tools/motd.sh\n"));
+    write("etc/zsh/zshrc", format!("source {p}/tools/z.zsh\n"));
+    write(
+        "etc/fish/conf.d/x.fish",
+        format!("source {p}/tools/x.fish\n"),
+    );
+    super::super::super::TEST_SYSTEM_ROOT.with(|root| *root.borrow_mut() = Some(system.clone()));
+    let assigned = of_shell(&home);
+    for run in ["env.sh", "motd.sh", "z.zsh", "x.fish"] {
+        let run = PathBuf::from(format!("{p}/tools/{run}"));
+        assert!(assigned.runs.contains(&run), "{run:?}: {:?}", assigned.runs);
+    }
+    let not = PathBuf::from(format!("{p}/tools/not-sh.sh"));
+    assert!(!assigned.runs.contains(&not));
+    assert!(assigned.read.contains(&system.join("etc/profile.d")));
+    assert!(assigned.read.contains(&system.join("etc/environment")));
+}
