@@ -300,12 +300,12 @@ impl Reader {
         if self.read.len() >= MAX_FILES
             || std::fs::metadata(&real).is_ok_and(|meta| meta.len() > MAX_FILE)
         {
-            return self.past_bounds();
+            return self.past_bounds(&real);
         }
         let Some(text) = super::read_head(path, MAX_FILE) else {
             return;
         };
-        self.read.push(real);
+        self.read.push(real.clone());
         let dialect = match path.extension() {
             Some(ext) if ext == "fish" => Dialect::Fish,
             _ => Dialect::Posix,
@@ -369,7 +369,7 @@ impl Reader {
         }
         if depth >= MAX_SOURCE_DEPTH {
             if sourced.iter().any(|text| !text.contains(MARK)) {
-                self.past_bounds();
+                self.past_bounds(&real);
             }
             return;
         }
@@ -818,15 +818,21 @@ impl Reader {
             .collect()
     }
 
-    /// The files past the bounds: what they assign is not known.
-    fn past_bounds(&mut self) {
+    /// The files past the bounds, the first found at `file`: what they assign is not known. The
+    /// file is named (in whichever home it is: red team 48 F6 — another gateway's home past the
+    /// bounds refused every write with nothing to look for).
+    fn past_bounds(&mut self, file: &Path) {
+        if self.unreadable.iter().any(|(_, why)| why == PAST_BOUNDS) {
+            return;
+        }
         let entry = (
-            "the owner's start-up files".to_string(),
+            format!(
+                "the owner's start-up files (past the bounds at {})",
+                file.display()
+            ),
             PAST_BOUNDS.to_string(),
         );
-        if !self.unreadable.contains(&entry) {
-            self.unreadable.push(entry);
-        }
+        self.unreadable.push(entry);
     }
 
     /// Record `name = value`: every variable for later expansions; the table's variables

@@ -320,11 +320,11 @@ impl Reader {
                     if script.contains(MARK) {
                         continue;
                     }
+                    // A script given by a bare name is a file too (an interpreter reads its
+                    // operand from where it is, `(cd /p && bash start.sh)`, red team 48 F8b).
                     if script.starts_with('/') {
                         self.ran_file(script);
-                    } else if script.contains('/')
-                        && let Some(cwd) = self.shell_cwd.clone()
-                    {
+                    } else if let Some(cwd) = self.shell_cwd.clone() {
                         self.ran_file(format!("{cwd}/{script}"));
                     }
                 }

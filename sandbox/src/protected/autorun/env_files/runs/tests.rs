@@ -139,6 +139,7 @@ fn wrappers_completions_bindings_and_cd_runs_are_runs() {
              bind -x '\"\\C-x\": {proj}/tools/bind.sh'\n\
              function f {{ {proj}/tools/function.sh; }}\n\
              alias go2='cd {proj} && ./tools/aliased.sh'\n\
+             (cd {proj}/tools && bash start2.sh; python3 s2.py)\n\
              cd {proj}\n\
              ./tools/after-cd.sh\n\
              command -v {proj}/tools/looked-up.sh\n"
@@ -160,6 +161,8 @@ fn wrappers_completions_bindings_and_cd_runs_are_runs() {
         "function.sh",
         "aliased.sh",
         "after-cd.sh",
+        "start2.sh",
+        "s2.py",
     ] {
         let want = p.join("tools").join(want);
         let found = runs.iter().any(|r| {
