@@ -50,6 +50,13 @@ pub fn check_redirect_uri(uri: &str) -> Result<(), OAuthError> {
             "a redirect URI is longer than {MAX_REDIRECT_URI_LEN} bytes"
         )));
     }
+    // Shown to the owner on the consent page, and kept verbatim: nothing that could disguise
+    // it there (red team 48 F10: ESC, BEL and a right-to-left override reached the page).
+    if !uri.is_ascii() || uri.chars().any(|c| c.is_ascii_control() || c == ' ') {
+        return Err(invalid_redirect(
+            "a redirect URI must be printable ASCII without spaces (percent-encode the rest)",
+        ));
+    }
     let parsed = url::Url::parse(uri)
         .map_err(|_| invalid_redirect("a redirect URI is not an absolute URL"))?;
     let Some(host) = parsed.host() else {

@@ -74,6 +74,18 @@ fn registration_keeps_redirect_uris_verbatim_and_names_bounded() {
         let err = parse_registration(body.to_string().as_bytes(), 0).unwrap_err();
         assert_eq!(err.error, "invalid_client_metadata", "{name:?}");
     }
+    // Red team 48 F10: the consent page shows the URI; controls and bidi marks are refused.
+    for uri in [
+        "https://chatgpt.com/cb?x=\u{1b}[31mRED",
+        "https://chatgpt.com/cb?x=\u{202e}evil",
+        "https://chatgpt.com/cb?x=a\u{7}",
+        "https://chatgpt.com/cb?x=caf\u{e9}",
+        "https://chatgpt.com/cb?x=a b",
+    ] {
+        let body = serde_json::json!({"redirect_uris": [uri]});
+        let err = parse_registration(body.to_string().as_bytes(), 0).unwrap_err();
+        assert_eq!(err.error, "invalid_redirect_uri", "{uri:?}");
+    }
     let big = vec![b' '; registration::MAX_REGISTRATION_BYTES + 1];
     let err = parse_registration(&big, 0).unwrap_err();
     assert_eq!(err.status, http::StatusCode::PAYLOAD_TOO_LARGE);
