@@ -106,6 +106,9 @@ fn on_fuse(dir: &File) -> bool {
     }
 }
 
+/// How long a gateway whose lock was taken waits for the holder its lock file names to exit.
+const HOLDER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Take the state dir's instance lock (the dir exists, 0700), or say who holds it.
 pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
     let held = |holder: String| InstanceLockError::Held {
@@ -144,10 +147,19 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
     // Locked, yet the holder the lock file names is alive: a lock taken through a stacked file
     // system (an overlay whose upper layer is a live state dir, red team 45 F3) never reaches
     // the first gateway's, but its lock file still names that gateway.
-    if let Some(holder) = live_holder(state_dir) {
+    // A gateway that is shutting down has let its lock go before it exits: a restart right
+    // after a SIGTERM waits for it (red team 48 F9: refused for ~2 s, blaming the file system).
+    let mut holder = live_holder(state_dir);
+    let deadline = std::time::Instant::now() + HOLDER_EXIT_WAIT;
+    while holder.is_some() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        holder = live_holder(state_dir);
+    }
+    if let Some(holder) = holder {
         return Err(held(format!(
-            "{holder}, still running although its lock did not reach this path (a stacked or \
-             network file system?)"
+            "{holder}, still running {} s after its lock was released here (its lock did not \
+             reach this path: a stacked or network file system?)",
+            HOLDER_EXIT_WAIT.as_secs()
         )));
     }
     let holder = format!(

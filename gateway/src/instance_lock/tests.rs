@@ -90,7 +90,8 @@ fn a_live_holder_named_by_the_lock_file_is_refused_even_when_the_lock_was_taken(
     write(&identity);
     let err = acquire(dir.path()).unwrap_err().to_string();
     assert!(
-        err.contains(&format!("pid {pid}")) && err.contains("still running although its lock"),
+        err.contains(&format!("pid {pid}"))
+            && err.contains("still running 5 s after its lock was released"),
         "{err}"
     );
     // Another start time (a reused pid): not the holder.
@@ -107,6 +108,32 @@ fn a_live_holder_named_by_the_lock_file_is_refused_even_when_the_lock_was_taken(
         "{text}"
     );
     drop(taken);
+}
+
+/// Red team 48 F9: a restart right after a SIGTERM found the old gateway still exiting (its
+/// lock already released) and was refused, blaming the file system; it now waits for the
+/// holder to exit and takes the lock.
+#[test]
+fn a_holder_that_exits_soon_is_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("1")
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let identity = process_identity(&pid).unwrap();
+    std::fs::write(
+        dir.path().join(LOCK_FILE),
+        format!("pid {pid}, started 2026-01-01T00:00:00Z\n{identity}\n"),
+    )
+    .unwrap();
+    // Reaped as it exits (a zombie is still "alive" by its /proc entry).
+    let reaper = std::thread::spawn(move || child.wait());
+    let started = std::time::Instant::now();
+    let taken = acquire(dir.path()).unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    drop(taken);
+    reaper.join().unwrap().unwrap();
 }
 
 /// Red team 45 F7: a state dir whose database has another name (linked into a second state
