@@ -606,10 +606,13 @@ impl WriteTarget {
         new: &[u8],
     ) -> Result<(), WriteRefusal> {
         use crate::protected::autorun::package_files::CheckedFile;
-        for read_as in &self.content_checked {
-            let Some(kind) = read_as.file_name().and_then(CheckedFile::of) else {
-                continue;
-            };
+        let kinds = self.content_checked.iter().flat_map(|read_as| {
+            let kind = read_as.file_name().and_then(CheckedFile::of);
+            kind.into_iter()
+                .flat_map(CheckedFile::with_companions)
+                .map(move |kind| (read_as, kind))
+        });
+        for (read_as, kind) in kinds {
             if policy.autorun_refused_class(Some(kind.class())).is_none() {
                 continue;
             }

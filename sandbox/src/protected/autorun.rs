@@ -109,7 +109,9 @@ impl AutorunClass {
                  .eslintrc, prettier.config, .prettierrc, stylelint.config, .stylelintrc and \
                  tailwind.config, and pyproject.toml's, setup.cfg's and tox.ini's keys that load \
                  code (pylint's init-hook and load-plugins, mypy's plugins, \
-                 [flake8:local-plugins]; the rest of those files stays writable)"
+                 [flake8:local-plugins]) and the paths the JSON and YAML configs of ESLint, \
+                 Prettier, Stylelint, markdownlint, Babel and SWC name (also in package.json's \
+                 sections of them); the rest of those files stays writable)"
             }
             Self::DirectoryHooks => {
                 "directory-entry hooks: .envrc, .env (oh-my-zsh's dotenv, autoenv and aider \
@@ -778,6 +780,7 @@ mod git_syntax;
 pub mod gitconfig;
 mod hook_managers;
 mod import_roots;
+pub mod js_configs;
 mod lefthook;
 pub(crate) mod link_target;
 pub mod lint_configs;

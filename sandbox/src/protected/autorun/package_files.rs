@@ -5,6 +5,7 @@
 
 use std::ffi::OsStr;
 
+use super::js_configs;
 use super::lint_configs::{self, CodeKeyChange, LintConfig};
 use super::package_json::{self, HookChange};
 use super::{AutorunClass, package_yaml};
@@ -15,6 +16,11 @@ pub enum CheckedFile {
     PackageJson,
     PackageYaml,
     Lint(LintConfig),
+    /// A JavaScript tool's JSON or YAML config ([`js_configs`]).
+    JsConfig,
+    /// `package.json`'s sections of those tools ([`js_configs::PACKAGE_SECTIONS`]): checked
+    /// with [`Self::PackageJson`], refused as another class.
+    PackageJsonTools,
 }
 
 impl CheckedFile {
@@ -24,6 +30,8 @@ impl CheckedFile {
             Some(Self::PackageJson)
         } else if package_yaml::is_package_yaml(name) {
             Some(Self::PackageYaml)
+        } else if js_configs::is_js_config(name) {
+            Some(Self::JsConfig)
         } else {
             LintConfig::of(name).map(Self::Lint)
         }
@@ -33,8 +41,14 @@ impl CheckedFile {
     pub fn class(self) -> AutorunClass {
         match self {
             Self::PackageJson | Self::PackageYaml => AutorunClass::GitHooks,
-            Self::Lint(_) => AutorunClass::EditorConfig,
+            Self::Lint(_) | Self::JsConfig | Self::PackageJsonTools => AutorunClass::EditorConfig,
         }
+    }
+
+    /// This kind and the others a file of its name is checked as.
+    pub fn with_companions(self) -> impl Iterator<Item = Self> {
+        let companion = (self == Self::PackageJson).then_some(Self::PackageJsonTools);
+        std::iter::once(self).chain(companion)
     }
 
     /// Why a write from `old` (`None`: absent) to `new` is refused, as the message says it;
@@ -51,6 +65,21 @@ impl CheckedFile {
                         .to_string(),
                 },
             ),
+            Self::PackageJsonTools => {
+                let (section, path) = package_json::added_tool_path(old, new)?;
+                Some(js_config_path(
+                    &format!("package.json's \"{section}\" section"),
+                    &path,
+                ))
+            }
+            Self::JsConfig => {
+                let (old, new) = (
+                    old.map(String::from_utf8_lossy),
+                    String::from_utf8_lossy(new),
+                );
+                let path = js_configs::added_path(old.as_deref(), &new)?;
+                Some(js_config_path("this config", &path))
+            }
             Self::PackageYaml => Some(match package_yaml::changed_hook_section(old, new)? {
                 HookChange::Section(section) => hook_section("package.yaml", &section),
                 HookChange::Unreadable => "the new package.yaml uses a form this gateway does \
@@ -83,6 +112,14 @@ impl CheckedFile {
             }
         }
     }
+}
+
+fn js_config_path(place: &str, path: &str) -> String {
+    format!(
+        "it adds the path {path:?} to {place}: a JavaScript linter's, formatter's or compiler's \
+         config loads the file a path names as its parser, plugin, preset or rule, when the \
+         owner's editor opens or saves a file; package names and other edits stay allowed"
+    )
 }
 
 fn hook_section(file: &str, section: &str) -> String {
