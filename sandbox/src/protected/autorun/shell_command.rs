@@ -165,13 +165,17 @@ pub enum Scope {
     /// A file anywhere below this directory named like such a program: a `PATH` entry that is
     /// relative (searched from wherever the shell is) or built on what is not read.
     ProgramsBelow,
+    /// The path (relative to the root) at any depth of the tree, and what is below it: a file
+    /// the owner's shell sources by a relative path from wherever it is (a `cd` hook sources
+    /// `sub/.localrc` on `cd sub`, red team 48 F8).
+    AtAnyDepth,
 }
 
 impl Scope {
     /// Whether a write to `below` (folded names under the place) touches what the place covers.
     pub(super) fn reaches(self, below: &[String]) -> bool {
         match (self, below) {
-            (Self::Below, _) => true,
+            (Self::Below | Self::AtAnyDepth, _) => true,
             (Self::Imports, below) => imports_reach(below),
             (Self::ModulesBelow, below) => python::modules_below_reach(below),
             (Self::Programs, [name]) => super::programs::is_program_name(name),

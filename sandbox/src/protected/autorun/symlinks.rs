@@ -363,14 +363,17 @@ impl Scan<'_> {
 
 /// The folded names of `path`, for prefix matching.
 /// Whether a write to `path` (folded components) touches the place `place` covers.
-fn covers(place: &[String], scope: Scope, path: &[String]) -> bool {
+pub(super) fn covers(place: &[String], scope: Scope, path: &[String]) -> bool {
+    if scope == Scope::AtAnyDepth {
+        return (0..path.len()).any(|at| path[at..].starts_with(place));
+    }
     if !path.starts_with(place) {
         return false;
     }
     scope.reaches(&path[place.len()..])
 }
 
-fn fold_all(path: &Path) -> Vec<String> {
+pub(super) fn fold_all(path: &Path) -> Vec<String> {
     normal(path).iter().map(|n| super::fold(n)).collect()
 }
 

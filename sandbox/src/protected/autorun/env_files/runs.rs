@@ -10,6 +10,9 @@ use super::{At, MARK, MAX_EXPANSION_DEPTH, Reader};
 /// Most bare program names kept from the start-up files.
 const MAX_BARE_RUNS: usize = 4096;
 
+/// Most scripts named by a relative path kept (each is a place at every depth of each tree).
+const MAX_RELATIVE_RUNS: usize = 256;
+
 /// Most files the start-up files' words name.
 const MAX_NAMED: usize = 4096;
 
@@ -322,10 +325,20 @@ impl Reader {
                     }
                     // A script given by a bare name is a file too (an interpreter reads its
                     // operand from where it is, `(cd /p && bash start.sh)`, red team 48 F8b).
+                    // With no `cd` before it, from wherever the shell is (a terminal opened in
+                    // the project, a `cd` hook): sourced by a relative path (F8).
                     if script.starts_with('/') {
                         self.ran_file(script);
                     } else if let Some(cwd) = self.shell_cwd.clone() {
                         self.ran_file(format!("{cwd}/{script}"));
+                    } else if !matches!(program.as_str(), "." | "source")
+                        && self.relative_sources.len() < MAX_RELATIVE_RUNS
+                    {
+                        // (`.`'s file is the source reading's.)
+                        let script = PathBuf::from(script);
+                        if !self.relative_sources.contains(&script) {
+                            self.relative_sources.push(script);
+                        }
                     }
                 }
                 break;

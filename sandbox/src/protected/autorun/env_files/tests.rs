@@ -581,9 +581,19 @@ fn unread_tails_protect_below_and_relative_sources_are_every_tree_s() {
         "chpwd() { [[ -f .project-env ]] && source .project-env }\n",
     )
     .unwrap();
-    std::fs::write(home.join(".profile"), ". \"$PWD/.localrc\"\n").unwrap();
+    std::fs::write(
+        home.join(".profile"),
+        ". \"$PWD/.localrc\"\nprecmd() { bash .autorun2.sh; python3 .hook3.py; }\n",
+    )
+    .unwrap();
     let sources = of_shell(&home).relative_sources;
-    for want in ["./.dev-env", ".project-env", "./.localrc"] {
+    for want in [
+        "./.dev-env",
+        ".project-env",
+        "./.localrc",
+        ".autorun2.sh",
+        ".hook3.py",
+    ] {
         assert!(
             sources.contains(&PathBuf::from(want)),
             "{want}: {sources:?}"

@@ -90,7 +90,7 @@ impl Places<'_> {
                 &self.root.join(rel),
                 AutorunClass::ShellStartup,
                 why.to_string(),
-                Scope::Below,
+                Scope::AtAnyDepth,
             );
         }
         for file in &account.startup_runs {

@@ -600,3 +600,26 @@ fn places_named_under_another_path_of_the_root_are_the_root_s() {
     // Without the alias nothing there is a place (the control).
     assert!(places_with(&root, &[], &account).is_empty());
 }
+
+/// Red team 48 F8: a file the owner's shell sources by a relative path (a `cd` hook's
+/// `. ./.dev-env`) is sourced from whichever directory the shell enters, so its name is a place
+/// at every depth of the tree (only the top was: `sub/.dev-env` was written and sourced on
+/// `cd sub`); other names stay writable.
+#[test]
+fn a_relatively_sourced_name_is_a_place_at_any_depth() {
+    use super::super::super::symlinks::{covers, fold_all};
+    let (_dir, root, mut owner) = account(&[]);
+    owner.relative_sources.push(PathBuf::from("./.dev-env"));
+    let places = places_with(&root, &[], &owner);
+    let refused = |rel: &str| {
+        places
+            .iter()
+            .any(|p| covers(&fold_all(&p.at), p.scope, &fold_all(Path::new(rel))))
+    };
+    for rel in [".dev-env", "sub/.dev-env", "a/b/.DEV-ENV"] {
+        assert!(refused(rel), "{rel}: {places:?}");
+    }
+    for rel in ["sub/dev-env", ".dev-env.bak", "src/main.rs", "sub"] {
+        assert!(!refused(rel), "{rel}");
+    }
+}
