@@ -158,8 +158,16 @@ DELETE FROM oauth_tokens;
 DELETE FROM oauth_codes;
 "#;
 
+/// Schema version 7: the idempotency rows of one scope in claim order (issue 26). Each recorded
+/// answer drops the answers that fell out of its scope's newest few; finding them had read every
+/// row of the scope (one per `reply_and_wait` of a session), so each turn cost more than the one
+/// before.
+pub const V7: &str = r#"
+CREATE INDEX idempotency_by_scope ON idempotency(scope);
+"#;
+
 /// Every migration in order: entry `i` brings a database from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 #[cfg(feature = "sqlite")]
 /// One row of `sqlite_master` as [`foreign_schema`] compares it: type, name, table, SQL (the

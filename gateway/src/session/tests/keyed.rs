@@ -81,8 +81,11 @@ async fn schema_6_rekeys_genuine_old_leases_and_drops_planted_ones() {
             rusqlite::params![sha256_hex(lease.as_bytes()), id],
         )
         .unwrap();
-        db.execute_batch("ALTER TABLE idempotency DROP COLUMN mac; PRAGMA user_version = 5;")
-            .unwrap();
+        db.execute_batch(
+            "DROP INDEX idempotency_by_scope; ALTER TABLE idempotency DROP COLUMN mac;
+             PRAGMA user_version = 5;",
+        )
+        .unwrap();
     }
     plant(&h, &id, "lease_planted");
     let restarted = h.restarted();

@@ -14,6 +14,9 @@ use crate::state::IdempotentAnswer;
 /// `dropped`) are shorter, so the queries below skip them without parsing.
 const MARKER_MAX_BYTES: i64 = 128;
 
+/// How many rows past a scope's kept answers [`Tx::drop_answers_beyond`] looks at.
+const DROP_WINDOW: i64 = 16;
+
 /// What dropping answers freed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct DroppedAnswers {
@@ -24,21 +27,28 @@ pub struct DroppedAnswers {
 
 impl Tx<'_> {
     /// Drop the recorded answers of `scope` (one operation of one session) older than its newest
-    /// `keep`, in claim order.
+    /// `keep`, in claim order. Only the [`DROP_WINDOW`] rows just past them are looked at: every
+    /// recorded answer of the scope runs this, so at most one row falls out of the kept ones
+    /// each time and the rows further back were dropped already. Looking at all of them had read
+    /// every row of the scope, one per call: a session's turn cost grew with its length
+    /// (issue 26; `gatewayctl prune` still drops a live session's older answers by age).
     pub fn drop_answers_beyond(
         &self,
         scope: &str,
         keep: usize,
     ) -> Result<DroppedAnswers, StoreError> {
         let keys: Vec<String> = {
-            let mut stmt = self.0.prepare(
-                "SELECT key FROM idempotency WHERE scope = ?1 AND LENGTH(answer) > ?3
-                 AND rowid < COALESCE(
-                   (SELECT rowid FROM idempotency WHERE scope = ?1
-                    ORDER BY rowid DESC LIMIT 1 OFFSET ?2 - 1), -1)",
+            let mut stmt = self.0.prepare_cached(
+                "SELECT key FROM idempotency
+                 WHERE rowid IN (SELECT rowid FROM idempotency INDEXED BY idempotency_by_scope
+                                 WHERE scope = ?1 ORDER BY rowid DESC LIMIT ?4 OFFSET ?2)
+                 AND LENGTH(answer) > ?3",
             )?;
             let keep = i64::try_from(keep.max(1)).unwrap_or(i64::MAX);
-            let rows = stmt.query_map(params![scope, keep, MARKER_MAX_BYTES], |row| row.get(0))?;
+            let rows = stmt
+                .query_map(params![scope, keep, MARKER_MAX_BYTES, DROP_WINDOW], |row| {
+                    row.get(0)
+                })?;
             rows.collect::<Result<_, _>>()?
         };
         self.drop_answers(keys.iter().map(|key| (scope, key.as_str())))

@@ -218,8 +218,8 @@ fn a_state_dir_from_the_previous_build_opens_and_goes_on() {
     drop(store);
     let db = attacker(dir.path());
     db.execute_batch(
-        "ALTER TABLE events DROP COLUMN mac; ALTER TABLE idempotency DROP COLUMN mac;
-         PRAGMA user_version = 4;",
+        "DROP INDEX idempotency_by_scope; ALTER TABLE events DROP COLUMN mac;
+         ALTER TABLE idempotency DROP COLUMN mac; PRAGMA user_version = 4;",
     )
     .unwrap();
     let hash: String = db

@@ -236,3 +236,26 @@ fn every_connection_is_opened_with_the_same_settings() {
     assert_eq!(pragma("foreign_keys"), 1);
     assert_eq!(pragma("busy_timeout"), 5000);
 }
+
+/// Issue 26: dropping a scope's old answers looks at the few rows just past the kept ones, in
+/// claim order through the scope's index: no sort of the scope's rows, no pass over all of them
+/// (one row per `reply_and_wait` of a session had made each turn cost more than the last).
+#[test]
+fn dropping_old_answers_reads_only_the_rows_past_the_kept_ones() {
+    let (_dir, store) = open();
+    let plan: Vec<String> = store
+        .read::<_, StoreError>(|tx| {
+            let mut stmt = tx.0.prepare(
+                "EXPLAIN QUERY PLAN SELECT rowid FROM idempotency INDEXED BY \
+                 idempotency_by_scope WHERE scope = ?1 ORDER BY rowid DESC LIMIT 16 OFFSET 4",
+            )?;
+            let rows = stmt.query_map(["reply:s"], |row| row.get::<_, String>(3))?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .unwrap();
+    assert!(
+        plan.iter().any(|step| step.contains("idempotency_by_scope"))
+            && !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+        "{plan:?}"
+    );
+}
