@@ -57,8 +57,13 @@ pub fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    // Every statement a turn runs stays parsed (rusqlite keeps 16 by default; a turn runs more).
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
 }
+
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 128;
 
 impl Store {
     /// Open (creating if needed) the database in `state_dir`, which must already exist with mode
@@ -333,10 +338,27 @@ type ActionRow = (ActionRecord, String, Option<String>, Option<String>);
 impl Tx<'_> {
     // ---- sessions ----
 
+    /// `sql` run with `params` through the connection's statement cache: the per-turn
+    /// statements were parsed again at every call (about a tenth of the gateway's time per turn,
+    /// issue 26).
+    fn run(&self, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+        self.0.prepare_cached(sql)?.execute(params)
+    }
+
+    /// The one row `sql` selects, through the statement cache ([`Self::run`]).
+    fn row<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        self.0.prepare_cached(sql)?.query_row(params, f)
+    }
+
     pub fn put_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
         self.4.learn(session);
         let before = self.covered(Table::Sessions, &session.id, &session.id)?;
-        self.0.execute(
+        self.run(
             "INSERT INTO sessions (id, status, revision, created_at_ms, updated_at_ms, data)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT(id) DO UPDATE SET status = ?2, revision = ?3, updated_at_ms = ?5, data = ?6",
@@ -358,7 +380,7 @@ impl Tx<'_> {
         sql: &str,
         params: impl rusqlite::Params,
     ) -> Result<Option<T>, StoreError> {
-        let data: Option<String> = self.0.query_row(sql, params, |row| row.get(0)).optional()?;
+        let data: Option<String> = self.row(sql, params, |row| row.get(0)).optional()?;
         data.map(|d| from_json(&d)).transpose()
     }
 
@@ -370,7 +392,7 @@ impl Tx<'_> {
 
     /// Sessions that are not terminal: each may hold a broker and a runner.
     pub fn live_session_count(&self) -> Result<usize, StoreError> {
-        let n: i64 = self.0.query_row(
+        let n: i64 = self.row(
             "SELECT COUNT(*) FROM sessions WHERE status NOT IN ('stopped', 'failed', 'expired')",
             [],
             |row| row.get(0),
@@ -381,7 +403,7 @@ impl Tx<'_> {
     pub fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         let mut stmt = self
             .0
-            .prepare("SELECT data FROM sessions ORDER BY created_at_ms, id")?;
+            .prepare_cached("SELECT data FROM sessions ORDER BY created_at_ms, id")?;
         let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
         let mut out = Vec::new();
         for row in rows {
@@ -403,7 +425,7 @@ impl Tx<'_> {
         generation: u32,
         expires_at_ms: i64,
     ) -> Result<(), StoreError> {
-        self.0.execute(
+        self.run(
             "INSERT INTO leases (lease_hash, session_id, generation, expires_at_ms) VALUES (?1, ?2, ?3, ?4)",
             params![lease_hash, session_id, generation, expires_at_ms],
         )?;
@@ -412,8 +434,7 @@ impl Tx<'_> {
 
     pub fn lease(&self, lease_hash: &str) -> Result<Option<LeaseRow>, StoreError> {
         Ok(self
-            .0
-            .query_row(
+            .row(
                 "SELECT session_id, generation, expires_at_ms, revoked FROM leases WHERE lease_hash = ?1",
                 [lease_hash],
                 |row| {
@@ -429,7 +450,7 @@ impl Tx<'_> {
     }
 
     pub fn renew_lease(&self, lease_hash: &str, expires_at_ms: i64) -> Result<(), StoreError> {
-        self.0.execute(
+        self.run(
             "UPDATE leases SET expires_at_ms = ?2 WHERE lease_hash = ?1",
             params![lease_hash, expires_at_ms],
         )?;
@@ -437,7 +458,7 @@ impl Tx<'_> {
     }
 
     pub fn revoke_leases(&self, session_id: &str) -> Result<(), StoreError> {
-        self.0.execute(
+        self.run(
             "UPDATE leases SET revoked = 1 WHERE session_id = ?1",
             [session_id],
         )?;
@@ -453,8 +474,7 @@ impl Tx<'_> {
     ) -> Result<Option<IdempotencyRow>, StoreError> {
         type Row = (String, Option<String>, String, Option<String>);
         let row: Option<Row> = self
-            .0
-            .query_row(
+            .row(
                 "SELECT request_hash, session_id, answer, mac FROM idempotency
                  WHERE scope = ?1 AND key = ?2",
                 [scope, key],
@@ -487,7 +507,7 @@ impl Tx<'_> {
     ) -> Result<(), StoreError> {
         let answer = to_json(&answer.to_json()?)?;
         let mac = idempotency_mac(self.2, [scope, key, request_hash], session_id, &answer);
-        self.0.execute(
+        self.run(
             "INSERT INTO idempotency
              (scope, key, request_hash, session_id, answer, created_at_ms, mac)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -518,7 +538,7 @@ impl Tx<'_> {
         let answer = to_json(&answer.to_json()?)?;
         let fields = [scope, key, claimed.request_hash.as_str()];
         let mac = idempotency_mac(self.2, fields, claimed.session_id.as_deref(), &answer);
-        self.0.execute(
+        self.run(
             "UPDATE idempotency SET answer = ?3, mac = ?4 WHERE scope = ?1 AND key = ?2",
             params![scope, key, answer, mac],
         )?;
@@ -529,7 +549,7 @@ impl Tx<'_> {
 
     pub fn put_turn(&self, turn: &TurnRecord) -> Result<(), StoreError> {
         let before = self.covered(Table::Turns, &turn.session_id, &turn.turn_id)?;
-        self.0.execute(
+        self.run(
             "INSERT INTO turns (turn_id, session_id, sequence, fingerprint, status, created_at_ms, data)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT(turn_id) DO UPDATE SET status = ?5, data = ?7",
@@ -564,7 +584,7 @@ impl Tx<'_> {
     // ---- replies ----
 
     pub fn insert_reply(&self, reply: &ReplyRecord) -> Result<(), StoreError> {
-        self.0.execute(
+        self.run(
             "INSERT INTO replies (session_id, reply_id, turn_id, request_hash, created_at_ms, data)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![
@@ -596,7 +616,7 @@ impl Tx<'_> {
         let outcome = action.outcome.as_ref().map(to_json).transpose()?;
         let prepared = action.prepared.as_ref().map(to_json).transpose()?;
         let before = self.covered(Table::Actions, &action.session_id, &action.action_id)?;
-        self.0.execute(
+        self.run(
             "INSERT INTO actions (action_id, session_id, turn_id, call_index, name, arguments, state, outcome, updated_at_ms, prepared)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
              ON CONFLICT(action_id) DO UPDATE SET state = ?7, outcome = ?8, updated_at_ms = ?9, prepared = ?10",
@@ -658,14 +678,14 @@ impl Tx<'_> {
     pub fn sessions_with_prepared_writes(&self) -> Result<Vec<String>, StoreError> {
         let mut stmt = self
             .0
-            .prepare("SELECT DISTINCT session_id FROM actions WHERE state = 'prepared'")?;
+            .prepare_cached("SELECT DISTINCT session_id FROM actions WHERE state = 'prepared'")?;
         let rows = stmt.query_map([], |row| row.get(0))?;
         Ok(rows.collect::<Result<Vec<String>, _>>()?)
     }
 
     /// Whether any action was approved in the turn.
     pub fn turn_has_actions(&self, turn_id: &str) -> Result<bool, StoreError> {
-        Ok(self.0.query_row(
+        Ok(self.row(
             "SELECT EXISTS (SELECT 1 FROM actions WHERE turn_id = ?1)",
             [turn_id],
             |row| row.get(0),
@@ -686,8 +706,7 @@ impl Tx<'_> {
             Self::ACTION_COLUMNS
         );
         let parts = self
-            .0
-            .query_row(&sql, [action_id], Self::action_from_row)
+            .row(&sql, [action_id], Self::action_from_row)
             .optional()?;
         parts.map(Self::finish_action).transpose()
     }
@@ -701,7 +720,7 @@ impl Tx<'_> {
             "SELECT {} FROM actions WHERE {condition}",
             Self::ACTION_COLUMNS
         );
-        let mut stmt = self.0.prepare(&sql)?;
+        let mut stmt = self.0.prepare_cached(&sql)?;
         let rows = stmt.query_map([param], Self::action_from_row)?;
         let mut out = Vec::new();
         for row in rows {
@@ -789,7 +808,7 @@ impl Tx<'_> {
         let hash =
             common::ledger_chain::link_hash(&anchor.hash, seq, session_id, at_ms, kind, &text);
         let mac = common::ledger_chain::row_mac(self.2, seq, &hash);
-        self.0.execute(
+        self.run(
             "INSERT INTO events (seq, session_id, at_ms, kind, data, hash, mac)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![seq, session_id, at_ms, kind, text, hash, mac],
@@ -804,7 +823,7 @@ impl Tx<'_> {
     pub fn events_of_kind(&self, kind: &str) -> Result<Vec<Value>, StoreError> {
         let mut stmt = self
             .0
-            .prepare("SELECT data FROM events WHERE kind = ?1 ORDER BY seq")?;
+            .prepare_cached("SELECT data FROM events WHERE kind = ?1 ORDER BY seq")?;
         let rows = stmt.query_map([kind], |row| row.get::<_, String>(0))?;
         let mut out = Vec::new();
         for row in rows {
@@ -815,7 +834,7 @@ impl Tx<'_> {
 
     /// Events of one session, oldest first: `(seq, at_ms, kind, data)`.
     pub fn events(&self, session_id: &str) -> Result<Vec<(i64, i64, String, Value)>, StoreError> {
-        let mut stmt = self.0.prepare(
+        let mut stmt = self.0.prepare_cached(
             "SELECT seq, at_ms, kind, data FROM events WHERE session_id = ?1 ORDER BY seq",
         )?;
         let rows = stmt.query_map([session_id], |row| {

@@ -63,7 +63,7 @@ impl Tx<'_> {
         cutoff_ms: i64,
     ) -> Result<DroppedAnswers, StoreError> {
         let keys: Vec<(String, String)> = {
-            let mut stmt = self.0.prepare(
+            let mut stmt = self.0.prepare_cached(
                 "SELECT i.scope, i.key FROM idempotency i
                  WHERE i.session_id = ?1 AND LENGTH(i.answer) > ?3 AND i.created_at_ms <= ?2
                  AND i.scope <> 'start'
@@ -100,7 +100,7 @@ impl Tx<'_> {
             if !row.signed {
                 continue;
             }
-            let bytes: i64 = self.0.query_row(
+            let bytes: i64 = self.row(
                 "SELECT LENGTH(CAST(answer AS BLOB)) FROM idempotency WHERE scope = ?1 AND key = ?2",
                 [scope, key],
                 |row| row.get(0),
@@ -137,7 +137,7 @@ impl Tx<'_> {
         session_id: &str,
         answer: &IdempotentAnswer,
     ) -> Result<(), StoreError> {
-        self.0.execute(
+        self.run(
             "DELETE FROM idempotency WHERE scope = ?1 AND key = ?2",
             [scope, LAST_REQUEST_KEY],
         )?;
@@ -156,7 +156,7 @@ impl Tx<'_> {
     /// still replays), its start's (a resent start must never start a second session;
     /// compacted instead) and the one last request kept per operation. How many were deleted.
     pub fn delete_ended_keys(&self, session_id: &str) -> Result<u64, StoreError> {
-        let deleted = self.0.execute(
+        let deleted = self.run(
             "DELETE FROM idempotency WHERE session_id = ?1 AND scope <> 'start'
              AND substr(scope, 1, 6) <> 'ended:'
              AND rowid < (SELECT MAX(n.rowid) FROM idempotency n WHERE n.scope = idempotency.scope)",
@@ -172,7 +172,7 @@ impl Tx<'_> {
         session_id: &str,
         generation: u32,
     ) -> Result<u64, StoreError> {
-        let deleted = self.0.execute(
+        let deleted = self.run(
             "DELETE FROM leases WHERE session_id = ?1 AND generation < ?2",
             params![session_id, generation],
         )?;

@@ -34,7 +34,7 @@ impl Tx<'_> {
     /// Bytes of text an ended session's content holds (what a prune of it removes; the
     /// database file shrinks by about as much once its pages are reclaimed).
     pub fn session_content_bytes(&self, session_id: &str) -> Result<u64, StoreError> {
-        let bytes: i64 = self.0.query_row(
+        let bytes: i64 = self.row(
             "SELECT
                (SELECT COALESCE(SUM(LENGTH(CAST(data AS BLOB))), 0)
                   FROM turns WHERE session_id = ?1)
@@ -56,8 +56,7 @@ impl Tx<'_> {
     pub fn session_updated_at_ms(&self, session_id: &str) -> Result<Option<i64>, StoreError> {
         use rusqlite::OptionalExtension;
         Ok(self
-            .0
-            .query_row(
+            .row(
                 "SELECT updated_at_ms FROM sessions WHERE id = ?1",
                 [session_id],
                 |row| row.get(0),
@@ -90,7 +89,7 @@ impl Tx<'_> {
                 }));
         })?;
         for table in ["actions", "replies", "turns"] {
-            self.0.execute(
+            self.run(
                 &format!("DELETE FROM {table} WHERE session_id = ?1"),
                 [session_id],
             )?;
@@ -107,7 +106,7 @@ impl Tx<'_> {
         let keys: Vec<(String, String)> = {
             let mut stmt = self
                 .0
-                .prepare("SELECT scope, key FROM idempotency WHERE session_id = ?1")?;
+                .prepare_cached("SELECT scope, key FROM idempotency WHERE session_id = ?1")?;
             let rows = stmt.query_map([session_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
             rows.collect::<Result<_, _>>()?
         };

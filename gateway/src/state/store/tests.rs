@@ -254,7 +254,8 @@ fn dropping_old_answers_reads_only_the_rows_past_the_kept_ones() {
         })
         .unwrap();
     assert!(
-        plan.iter().any(|step| step.contains("idempotency_by_scope"))
+        plan.iter()
+            .any(|step| step.contains("idempotency_by_scope"))
             && !plan.iter().any(|step| step.contains("TEMP B-TREE")),
         "{plan:?}"
     );
