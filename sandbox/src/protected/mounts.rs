@@ -352,16 +352,22 @@ pub fn hung_mounts() -> Vec<PathBuf> {
 /// asked again by this process (one that hangs later is a known limit).
 pub(crate) fn probe_fuse_mounts(mounts: &[MountLine]) {
     let euid = rustix::process::geteuid().as_raw();
-    let judged: Vec<u64> = FUSE_JUDGED
+    // By id and mount point: an id is reused once its mount is gone.
+    let judged: Vec<(u64, PathBuf)> = FUSE_JUDGED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .map(|(id, _, _)| *id)
+        .map(|(id, at, _)| (*id, at.clone()))
         .collect();
     let since = std::time::Instant::now();
     let looks: Vec<_> = mounts
         .iter()
-        .filter(|m| is_fuse(m) && fuse_enterable(m, euid) && !judged.contains(&m.id))
+        .filter(|m| is_fuse(m) && fuse_enterable(m, euid))
+        .filter(|m| {
+            !judged
+                .iter()
+                .any(|(id, at)| *id == m.id && *at == m.mount_point)
+        })
         .map(|m| {
             let (send, receive) = std::sync::mpsc::channel();
             let root = m.mount_point.clone();

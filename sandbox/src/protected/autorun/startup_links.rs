@@ -283,6 +283,20 @@ impl Derived {
             let real = resolved(&file).unwrap_or_else(|| file.clone());
             if real != file {
                 self.watch(&real);
+                // A config reached through a link (a dotfiles project's `codex/config.toml`
+                // stowed as `~/.codex/config.toml`) is itself what the tool reads (red team 48
+                // F2b): its target is refused as a link's.
+                // Only a link the account made itself: another account's link protects
+                // nothing of this one's.
+                let own_link = std::fs::symlink_metadata(&file)
+                    .is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == uid);
+                if depth == 0 && own_link && owned_by(&real, uid) && real.is_file() {
+                    self.links.push(StartupLink {
+                        target: real.clone(),
+                        link: file.clone(),
+                        named: false,
+                    });
+                }
             }
             if read.contains(&real) {
                 continue;

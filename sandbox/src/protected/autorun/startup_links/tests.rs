@@ -759,9 +759,14 @@ fn agents_settings_and_the_systems_schedulers_name_their_programs() {
         "etc/systemd/system/proj.service",
         format!("[Service]\nExecStart={p}/bin/serve\n"),
     );
+    // Stowed from a dotfiles project: the config file itself is refused as the link's target.
+    std::fs::create_dir_all(h.project.join("dot")).unwrap();
+    std::fs::write(h.project.join("dot/gemini.json"), "{}").unwrap();
+    h.link(".gemini/settings.json", h.project.join("dot/gemini.json"));
     super::super::TEST_SYSTEM_ROOT.with(|root| *root.borrow_mut() = Some(system.clone()));
     let policy = h.policy();
     let refused = |rel: &str| policy.write_protection(&h.project.join(rel));
+    assert_eq!(refused("dot/gemini.json"), named(".gemini/settings.json"));
     for (rel, config) in [
         ("hooks/start.sh", ".claude/settings.json"),
         ("bin/notify.py", ".codex/config.toml"),
