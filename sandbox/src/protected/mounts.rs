@@ -369,14 +369,9 @@ pub(crate) fn probe_fuse_mounts(mounts: &[MountLine]) {
                 .any(|(id, at)| *id == m.id && *at == m.mount_point)
         })
         .map(|m| {
-            let (send, receive) = std::sync::mpsc::channel();
             let root = m.mount_point.clone();
-            let spawned = std::thread::Builder::new()
-                .name("fuse-look".into())
-                .spawn(move || {
-                    let _ = send.send(std::fs::read_dir(&root).map(|mut d| d.next()).is_ok());
-                });
-            (m, spawned.is_ok().then_some(receive))
+            let look = spawn_look(move || std::fs::read_dir(&root).map(|mut d| d.next()).is_ok());
+            (m, look)
         })
         .collect();
     let mut verdicts = Vec::new();
@@ -416,21 +411,14 @@ fn same_listing(mount: &MountLine, source: &Path) -> bool {
         names.truncate(64);
         Some(names)
     };
-    let (send, receive) = std::sync::mpsc::channel();
     let (mount_point, source) = (mount.mount_point.clone(), source.to_path_buf());
-    let looked = std::thread::Builder::new()
-        .name("mirror-listing".into())
-        .spawn(move || {
-            let same = match (names(&mount_point), names(&source)) {
-                (Some(a), Some(b)) => a == b,
-                _ => false,
-            };
-            let _ = send.send(same);
-        });
-    if looked.is_err() {
+    let Some(look) = spawn_look(move || match (names(&mount_point), names(&source)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }) else {
         return false;
-    }
-    receive.recv_timeout(LISTING_WAIT).unwrap_or_else(|_| {
+    };
+    look.recv_timeout(LISTING_WAIT).unwrap_or_else(|_| {
         FUSE_JUDGED.lock().unwrap_or_else(|e| e.into_inner()).push((
             mount.id,
             mount.mount_point.clone(),
@@ -438,6 +426,21 @@ fn same_listing(mount: &MountLine, source: &Path) -> bool {
         ));
         false
     })
+}
+
+/// `look` on a thread of its own, its answer on the receiver (`None`: no thread). A look that
+/// hangs on a FUSE daemon keeps its thread; the caller waits only [`LISTING_WAIT`].
+fn spawn_look<T: Send + 'static>(
+    look: impl FnOnce() -> T + Send + 'static,
+) -> Option<std::sync::mpsc::Receiver<T>> {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("fuse-look".into())
+        .spawn(move || {
+            let _ = send.send(look());
+        })
+        .ok()?;
+    Some(receive)
 }
 
 /// How long a mirror's listing may take before the mirror counts as hung.
