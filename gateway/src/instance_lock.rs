@@ -106,6 +106,9 @@ fn on_fuse(dir: &File) -> bool {
     }
 }
 
+/// The lock file's line saying its holder is stopping.
+const STOPPING: &str = "stopping";
+
 /// How long a gateway whose lock was taken waits for the holder its lock file names to exit.
 const HOLDER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -129,10 +132,25 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceLockError> {
         });
     }
     let meta = dir.metadata().map_err(io_at(state_dir))?;
-    let Some(dir) = try_lock(dir).map_err(io_at(state_dir))? else {
-        return Err(held(holder_of(state_dir).unwrap_or_else(|| {
-            format!("its lock file {LOCK_FILE} was removed: holder unknown")
-        })));
+    // A holder that is stopping (it marks its lock file on SIGTERM, [`InstanceLock::
+    // mark_stopping`]) still holds the lock while it finishes: a restart right after the
+    // SIGTERM waits for it (red team 49: refused at once, 3 of 3). A running holder refuses at
+    // once, as before.
+    let deadline = std::time::Instant::now() + HOLDER_EXIT_WAIT;
+    let mut dir = dir;
+    let dir = loop {
+        let copy = dir.try_clone().map_err(io_at(state_dir))?;
+        if let Some(locked) = try_lock(copy).map_err(io_at(state_dir))? {
+            break locked;
+        }
+        let stopping = lock_text(state_dir).is_some_and(|text| text.lines().any(|l| l == STOPPING));
+        if !stopping || std::time::Instant::now() >= deadline {
+            return Err(held(holder_of(state_dir).unwrap_or_else(|| {
+                format!("its lock file {LOCK_FILE} was removed: holder unknown")
+            })));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        dir = dir.try_clone().map_err(io_at(state_dir))?;
     };
     // A state file with a second name is shared with whatever directory holds that name: a
     // gateway there writes this one's database behind its locks (red team 45 F7).
@@ -289,6 +307,13 @@ fn answering_admin_socket(state_dir: &Path) -> Option<PathBuf> {
 }
 
 impl InstanceLock {
+    /// Say in the lock file that this gateway is stopping (after SIGTERM): a gateway started
+    /// meanwhile waits for the lock instead of refusing.
+    pub fn mark_stopping(&self) {
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = file.write_all(format!("{STOPPING}\n").as_bytes());
+    }
+
     /// Whether the lock still guards the state dir's path: the path names the directory locked
     /// at start (else [`InstanceLockError::Replaced`]: the caller stops serving). A removed or
     /// replaced lock file is locked anew (the directory's lock keeps other gateways out

@@ -53,6 +53,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<ExitCode> {
     let gateway = crate::open(config)?;
     let shutdown = CancellationToken::new();
     crate::start_background(gateway.clone(), shutdown.clone()).await;
+    let stopping = instance_lock.clone();
     let lost = watch_instance_lock(instance_lock, shutdown.clone());
     // SIGTERM (launchd, systemd) and SIGINT stop the server gracefully; brokers and runners keep
     // running for the next start to re-adopt.
@@ -63,6 +64,9 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<ExitCode> {
         tokio::select! {
             _ = terminate.recv() => {}
             _ = tokio::signal::ctrl_c() => {}
+        }
+        if let Some(lock) = &stopping {
+            lock.mark_stopping();
         }
         signal.cancel();
     });

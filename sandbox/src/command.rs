@@ -6,6 +6,9 @@
 //!
 //! The deny list is a courtesy that gives the model a clear refusal; the OS sandbox is the control.
 
+// Every look at the owner's files goes through `crate::look` (sandbox/clippy.toml).
+#![deny(clippy::disallowed_methods)]
+
 use std::path::{Component, Path, PathBuf};
 
 use common::outcome::OutcomeCode;
@@ -135,7 +138,7 @@ pub fn check(
 ) -> Result<ResolvedCommand, CommandRefusal> {
     let first = argv.first().ok_or(CommandRefusal::Empty)?;
     let program = resolve_executable(first, working_directory, cwd, search)?;
-    let canonical = std::fs::canonicalize(&program).map_err(|_| CommandRefusal::Missing {
+    let canonical = crate::look::canonicalize(&program).map_err(|_| CommandRefusal::Missing {
         path: program.display().to_string(),
     })?;
     // argv[0] stays as asked: a venv's `python` finds its venv from it, rustup's proxies their
@@ -190,7 +193,7 @@ pub fn resolve_executable(
                 search: search.to_string(),
             });
     };
-    match std::fs::metadata(&path) {
+    match crate::look::metadata(&path) {
         Err(_) => Err(CommandRefusal::Missing {
             path: word.to_string(),
         }),
@@ -211,10 +214,10 @@ pub fn command_path(owner: Option<&str>, is_protected: impl Fn(&Path) -> bool) -
         let path = Path::new(dir);
         let usable = dir.starts_with('/')
             && !kept.contains(&dir)
-            && std::fs::metadata(path)
+            && crate::look::metadata(path)
                 .is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o002 == 0)
             && !is_protected(path)
-            && std::fs::canonicalize(path).is_ok_and(|c| !is_protected(&c));
+            && crate::look::canonicalize(path).is_ok_and(|c| !is_protected(&c));
         if usable {
             kept.push(dir);
         }
@@ -243,7 +246,7 @@ pub(crate) fn normalize(path: &Path) -> PathBuf {
 
 fn is_executable_file(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    crate::look::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 fn file_name(path: &Path) -> String {
@@ -415,7 +418,7 @@ fn check_wrapped(
         resolve_executable(word, working_directory, cwd, search).ok()
     };
     if let Some(program) = resolved
-        && let Ok(canonical) = std::fs::canonicalize(&program)
+        && let Ok(canonical) = crate::look::canonicalize(&program)
     {
         {
             check_words(
@@ -640,4 +643,5 @@ fn wrapped_command<'a>(
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

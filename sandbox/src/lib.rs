@@ -7,6 +7,9 @@
 //! Architecture invariant: knows nothing of sessions, MCP or sockets; of the workspace it uses
 //! only `common`'s refusal codes (`common::outcome`).
 
+// Looks at the owner's files are denied only in the readers (sandbox/clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 pub mod boundary;
 pub mod command;
 pub mod env;
@@ -15,6 +18,7 @@ pub mod fold;
 pub mod layer;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod look;
 pub mod path_policy;
 pub mod pinned_exe;
 pub mod private_fs;
@@ -45,7 +49,7 @@ pub fn masked_paths(
         .paths
         .iter()
         .filter(|p| !set.is_name_only(p) && !protected::is_hung_mount(p))
-        .filter_map(|p| std::fs::canonicalize(p).ok().filter(|c| c != p))
+        .filter_map(|p| crate::look::canonicalize(p).ok().filter(|c| c != p))
         .collect();
     let mut out = set.paths;
     // Devices by allow-list (`protected::DEVICE_FILES`): `/dev` as a whole, and the sandboxes
@@ -69,7 +73,7 @@ pub fn visible_under_masks(
         return Vec::new();
     };
     let canonical =
-        |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        |p: &std::path::Path| crate::look::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let (wd, own) = (canonical(working_directory), canonical(own));
     if wd != own {
         return Vec::new();
@@ -139,7 +143,7 @@ pub fn disk_usage(dir: &std::path::Path) -> DiskUsage {
     let mut total = DiskUsage::default();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(path) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        let Ok(meta) = crate::look::symlink_metadata(&path) else {
             continue;
         };
         total.bytes = total
@@ -147,7 +151,7 @@ pub fn disk_usage(dir: &std::path::Path) -> DiskUsage {
             .saturating_add(meta.blocks().saturating_mul(512));
         total.inodes += 1;
         if meta.is_dir()
-            && let Ok(entries) = std::fs::read_dir(&path)
+            && let Ok(entries) = crate::look::read_dir(&path)
         {
             stack.extend(entries.flatten().map(|e| e.path()));
         }

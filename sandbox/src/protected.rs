@@ -11,6 +11,9 @@
 //! [`install_locations`] adds the write-only entries: where the gateway and Claude Code are
 //! installed.
 
+// Every look at the owner's files goes through `crate::look` (sandbox/clippy.toml).
+#![deny(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 
 /// What kind of secret a catalogue entry holds (shown by `gatewayctl doctor`).
@@ -304,7 +307,7 @@ pub fn is_host_key_name(name: &[u8]) -> bool {
 pub fn host_key_files() -> Vec<PathBuf> {
     let mut out = Vec::new();
     for dir in SSH_HOST_KEY_DIRS {
-        let Ok(entries) = std::fs::read_dir(dir) else {
+        let Ok(entries) = crate::look::read_dir(dir) else {
             continue;
         };
         for entry in entries.flatten() {
@@ -372,7 +375,7 @@ pub(crate) fn not_yet_homes(homes: &[PathBuf], candidates: Vec<PathBuf>) -> Vec<
         .flat_map(|h| {
             [
                 h.clone(),
-                std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()),
+                crate::look::canonicalize(h).unwrap_or_else(|_| h.clone()),
             ]
         })
         .collect();
@@ -414,7 +417,7 @@ fn other_homes_in(owner_home: &Path, passwd: Option<&str>) -> Vec<PathBuf> {
     let Some(passwd) = passwd else {
         return Vec::new();
     };
-    let owner = std::fs::canonicalize(owner_home).unwrap_or_else(|_| owner_home.to_path_buf());
+    let owner = crate::look::canonicalize(owner_home).unwrap_or_else(|_| owner_home.to_path_buf());
     let mut out: Vec<PathBuf> = passwd
         .lines()
         .filter_map(|line| line.split(':').nth(5))
@@ -423,7 +426,7 @@ fn other_homes_in(owner_home: &Path, passwd: Option<&str>) -> Vec<PathBuf> {
             home.is_absolute()
                 && home.parent().is_some()
                 && !NOT_HOMES.iter().any(|not| home == Path::new(not))
-                && home.is_dir()
+                && crate::look::is_dir(home)
         })
         .filter(|home| *home != owner && home != owner_home)
         .collect();
@@ -590,8 +593,26 @@ pub fn write_protected(exe: &Path, claude_bin: &Path, owner_home: &Path) -> Writ
 pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> {
     // Under every path of it: a bind mount or mirror of HOME or of `~/.config` as the root
     // wrote the home's real start-up files (red team 47b B15).
+    if is_hung_mount(root) {
+        return Some(
+            "is on a FUSE mount that does not answer (its daemon stopped or its remote gone); \
+             start that mount again or choose another directory",
+        );
+    }
+    // A hung alias here is one whose claimed source holds the root or lies in it (red team
+    // 49: a stopped bindfs of an unrelated directory on `/etc/profile.d` had refused every
+    // project as "a system directory").
+    let (hung, answering): (Vec<PathBuf>, Vec<PathBuf>) = root_aliases(root)
+        .into_iter()
+        .partition(|alias| is_hung_mount(alias));
+    if !hung.is_empty() {
+        return Some(
+            "is mirrored by a FUSE mount that does not answer (its daemon stopped), where its \
+             files could show in any directory; unmount it (fusermount -u) or start it again",
+        );
+    }
     std::iter::once(root.to_path_buf())
-        .chain(mount_aliases(&[root.to_path_buf()]))
+        .chain(answering)
         .find_map(|path| unfit_write_root_at(&path, owner_home))
 }
 
@@ -624,7 +645,7 @@ fn unfit_write_root_at(root: &Path, owner_home: &Path) -> Option<&'static str> {
         return Some("is the whole file system; choose the project's own directory");
     }
     let mut homes = vec![owner_home.to_path_buf()];
-    if let Ok(canonical) = std::fs::canonicalize(owner_home) {
+    if let Ok(canonical) = crate::look::canonicalize(owner_home) {
         homes.push(canonical);
     }
     homes.extend(other_homes(owner_home));
@@ -662,7 +683,7 @@ fn unfit_write_root_at(root: &Path, owner_home: &Path) -> Option<&'static str> {
     // directories of its own account (another account's files, state or gateway stay theirs).
     use std::os::unix::fs::MetadataExt;
     let uid = rustix::process::geteuid().as_raw();
-    if std::fs::symlink_metadata(root).is_ok_and(|meta| meta.uid() != uid) {
+    if crate::look::symlink_metadata(root).is_ok_and(|meta| meta.uid() != uid) {
         return Some(
             "belongs to another account; a session writes only in directories of the account \
              the gateway runs as",
@@ -682,14 +703,14 @@ pub fn install_locations(exe: &Path, claude_bin: &Path) -> Vec<PathBuf> {
             continue;
         }
         out.push(program.to_path_buf());
-        let Ok(real) = std::fs::canonicalize(program) else {
+        let Ok(real) = crate::look::canonicalize(program) else {
             continue;
         };
         let package = if npm {
             real.ancestors()
                 .skip(1)
                 .take(6)
-                .find(|dir| dir.join("package.json").is_file())
+                .find(|dir| crate::look::is_file(dir.join("package.json")))
                 .or_else(|| real.parent())
                 .map(Path::to_path_buf)
         } else {
@@ -732,7 +753,7 @@ pub fn rows(home: &Path) -> Vec<Row> {
         .zip(catalogue_paths(home))
         .map(|(e, path)| Row {
             category: e.category.as_str(),
-            present: path.symlink_metadata().is_ok(),
+            present: crate::look::symlink_metadata(&path).is_ok(),
             path,
         })
         .collect();
@@ -751,8 +772,8 @@ pub mod instances;
 mod mounts;
 pub mod pseudo_fs;
 pub use mounts::{
-    MountLine, aliases_in, found_hung_elsewhere, hung_mounts, is_hung_mount, mount_aliases,
-    parse_mountinfo, read_mount_table,
+    MountLine, aliases_in, found_hung_elsewhere, hung_mounts, is_hung_mount,
+    judge_fuse_mounts_once, mount_aliases, parse_mountinfo, read_mount_table, root_aliases,
 };
 pub mod runtime_area;
 mod set;
@@ -766,4 +787,5 @@ pub(crate) use set::other_gateway_entries;
 pub use set::{ProtectedSet, protected_set};
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

@@ -153,3 +153,27 @@ fn a_state_dir_whose_database_has_another_name_is_refused() {
     drop(acquire(first.path()).unwrap());
     drop(acquire(second.path()).unwrap());
 }
+
+/// Red team 49: a restart right after SIGTERM was refused at once (the stopping gateway still
+/// held its lock while it finished). A holder that marked itself stopping is waited for, up
+/// to the bound; a running one is refused at once.
+#[test]
+fn a_stopping_holder_is_waited_for_and_a_running_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = acquire(dir.path()).unwrap();
+    let started = std::time::Instant::now();
+    assert!(acquire(dir.path()).is_err());
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    first.mark_stopping();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        drop(first);
+    });
+    let started = std::time::Instant::now();
+    let second = acquire(dir.path()).unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(500));
+    releaser.join().unwrap();
+    // Its own lock file does not say stopping.
+    assert!(!lock_text(dir.path()).unwrap().contains(STOPPING));
+    drop(second);
+}

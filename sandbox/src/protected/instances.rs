@@ -49,7 +49,7 @@ pub(crate) fn passwd_text() -> Option<String> {
     // Lossily: one line that is no UTF-8 (a Latin-1 GECOS, `Jos\xe9`) made the file unread,
     // and with it every account's home and registry — every other gateway's state dir was
     // readable (red team 47b B11). Its own line's fields may come out altered; the others not.
-    std::fs::read("/etc/passwd")
+    crate::look::read("/etc/passwd")
         .ok()
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
 }
@@ -58,7 +58,7 @@ pub(crate) fn passwd_text() -> Option<String> {
 fn account_home() -> Option<PathBuf> {
     passwd_text()
         .and_then(|passwd| passwd_home(&passwd, euid()))
-        .filter(|home| home.is_dir())
+        .filter(|home| crate::look::is_dir(home))
 }
 
 /// The home `passwd` (the file's text) gives `uid`.
@@ -104,7 +104,7 @@ pub struct RegistrySources([Option<[i64; 6]>; 2]);
 pub fn registry_sources() -> RegistrySources {
     use std::os::unix::fs::MetadataExt;
     let stamp = |path: &str| {
-        std::fs::metadata(path).ok().map(|m| {
+        crate::look::metadata(path).ok().map(|m| {
             [
                 m.dev() as i64,
                 m.ino() as i64,
@@ -130,7 +130,7 @@ fn registry_files_in(homes: &[PathBuf], passwd: Option<&str>, parent: &Path) -> 
             .filter(|home| home.is_absolute() && *home != Path::new("/"))
             .map(registry_path),
     );
-    if let Ok(entries) = std::fs::read_dir(parent) {
+    if let Ok(entries) = crate::look::read_dir(parent) {
         out.extend(
             entries
                 .flatten()
@@ -145,7 +145,7 @@ fn registry_files_in(homes: &[PathBuf], passwd: Option<&str>, parent: &Path) -> 
                         .strip_prefix(FALLBACK_PREFIX)
                         .and_then(|uid| uid.parse::<u32>().ok());
                     uid.is_some_and(|uid| {
-                        e.metadata()
+                        crate::look::symlink_metadata(e.path())
                             .is_ok_and(|m| m.file_type().is_dir() && m.uid() == uid)
                     })
                 })
@@ -170,7 +170,7 @@ pub fn register(state_dir: &Path) -> std::io::Result<PathBuf> {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
-        .and_then(|h| std::fs::canonicalize(h).ok());
+        .and_then(|h| crate::look::canonicalize(h).ok());
     register_in(
         account_home(),
         &fallback_registry(euid()),
@@ -247,10 +247,10 @@ fn register_at(path: &Path, state_dir: &Path, gateway_home: Option<&Path>) -> st
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
     let mut text = String::new();
     file.read_to_string(&mut text)?;
-    let own = std::fs::canonicalize(state_dir)?;
+    let own = crate::look::canonicalize(state_dir)?;
     let mut entries: Vec<(PathBuf, Option<PathBuf>)> = parse_entries(&text)
         .into_iter()
-        .filter(|(p, _)| *p != own && p.is_dir())
+        .filter(|(p, _)| *p != own && crate::look::is_dir(p))
         .collect();
     entries.push((own, gateway_home.map(Path::to_path_buf)));
     let keep = entries.len().saturating_sub(MAX_ENTRIES);
@@ -288,6 +288,8 @@ pub fn read_registry(path: &Path) -> Option<(String, u32)> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     #[cfg(test)]
     reads::record(path);
+    crate::look::answers(path).ok()?;
+    #[allow(clippy::disallowed_methods)] // looked at through the gate just above
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -299,7 +301,7 @@ pub fn read_registry(path: &Path) -> Option<(String, u32)> {
     if !meta.is_file() || meta.nlink() != 1 || meta.len() > MAX_REGISTRY_BYTES {
         return None;
     }
-    let dir_owner = std::fs::symlink_metadata(path.parent()?).ok()?.uid();
+    let dir_owner = crate::look::symlink_metadata(path.parent()?).ok()?.uid();
     if dir_owner != meta.uid() {
         return None;
     }
@@ -358,7 +360,8 @@ pub struct RegistryRead {
 pub fn read_registries(registries: &[PathBuf], own_state_dir: &Path) -> RegistryRead {
     use sha2::Digest;
     use std::os::unix::fs::MetadataExt;
-    let own = std::fs::canonicalize(own_state_dir).unwrap_or_else(|_| own_state_dir.to_path_buf());
+    let own =
+        crate::look::canonicalize(own_state_dir).unwrap_or_else(|_| own_state_dir.to_path_buf());
     let mut read = RegistryRead::default();
     for registry in registries {
         let Some((text, owner)) = read_registry(registry) else {
@@ -371,8 +374,9 @@ pub fn read_registries(registries: &[PathBuf], own_state_dir: &Path) -> Registry
         // can make a registry in /tmp, and a listed path is refused to every session): an entry
         // counts when the directory exists and belongs to the registry's owner, as a gateway's
         // state dir does. One naming someone else's directory could only block, never protect.
-        let owned =
-            |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == owner);
+        let owned = |p: &Path| {
+            crate::look::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == owner)
+        };
         for (state_dir, home) in parse_entries(&text) {
             if !owned(&state_dir) {
                 continue;
@@ -407,11 +411,11 @@ pub fn own_homes() -> Vec<PathBuf> {
     let uid = euid();
     let registered = registered_homes(&homes)
         .into_iter()
-        .filter(|home| std::fs::metadata(home).is_ok_and(|m| m.uid() == uid));
+        .filter(|home| crate::look::metadata(home).is_ok_and(|m| m.uid() == uid));
     homes.extend(registered);
     let mut out: Vec<PathBuf> = Vec::new();
     for home in homes {
-        let real = std::fs::canonicalize(&home).unwrap_or(home);
+        let real = crate::look::canonicalize(&home).unwrap_or(home);
         if !out.contains(&real) && real.parent().is_some() {
             out.push(real);
         }
@@ -444,4 +448,5 @@ pub(crate) mod reads {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

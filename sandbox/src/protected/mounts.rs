@@ -58,7 +58,10 @@ pub fn parse_mountinfo(table: &[u8]) -> Vec<MountLine> {
 
 /// This process's mount table, parsed.
 pub fn read_mount_table() -> std::io::Result<Vec<MountLine>> {
-    std::fs::read("/proc/self/mountinfo").map(|table| parse_mountinfo(&table))
+    // The calling thread's: a thread may have a mount namespace of its own (the tests' hung
+    // FUSE mounts do). Procfs, never a FUSE mount.
+    #[allow(clippy::disallowed_methods)]
+    std::fs::read("/proc/thread-self/mountinfo").map(|table| parse_mountinfo(&table))
 }
 
 fn split_once_bytes<'a>(line: &'a [u8], separator: &[u8]) -> Option<(&'a [u8], &'a [u8])> {
@@ -126,7 +129,7 @@ pub fn aliases_in(mounts: &[MountLine], paths: &[PathBuf]) -> Vec<PathBuf> {
                 .entry(dir.to_path_buf())
                 .or_insert_with(|| {
                     (!is_hung_mount(dir))
-                        .then(|| std::fs::canonicalize(dir).ok())
+                        .then(|| crate::look::canonicalize(dir).ok())
                         .flatten()
                 })
                 .clone();
@@ -218,8 +221,8 @@ fn fuse_mirror_aliases(mounts: &[MountLine], mut reals: Vec<PathBuf>) -> Vec<Pat
         // no mirror).
         .filter(|m| m.source.is_absolute() && !is_hung_mount(&m.source))
         .filter_map(|m| {
-            let source = std::fs::canonicalize(&m.source).ok()?;
-            source.is_dir().then_some((m, source))
+            let source = crate::look::canonicalize(&m.source).ok()?;
+            crate::look::is_dir(&source).then_some((m, source))
         })
         .collect();
     if mirrors.is_empty() {
@@ -326,6 +329,7 @@ pub fn is_hung_mount(path: &Path) -> bool {
 /// Take `mount_points` as FUSE mounts found hung by another process (a command's helper is told
 /// by its broker): this one never looks at them either.
 pub fn found_hung_elsewhere(mount_points: &[PathBuf]) {
+    FUSE_JUDGED_ONCE.call_once(|| {});
     if mount_points.is_empty() {
         return;
     }
@@ -333,6 +337,49 @@ pub fn found_hung_elsewhere(mount_points: &[PathBuf]) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .extend(mount_points.iter().map(|at| (u64::MAX, at.clone(), false)));
+}
+
+/// Other paths of the directory `root`, for mapping files named elsewhere into it:
+/// [`mount_aliases`] without the hung FUSE mounts that cannot show it. For the masks a hung
+/// mount is an alias of anything (it is protected whole); taken as one here it made every
+/// file a start-up file names under it a file of the root — a stopped bindfs on
+/// `/etc/profile.d` refused every write of every project (red team 49).
+pub fn root_aliases(root: &Path) -> Vec<PathBuf> {
+    mount_aliases(&[root.to_path_buf()])
+        .into_iter()
+        .filter(|alias| !is_hung_mount(alias) || hung_mount_may_show(alias, root))
+        .collect()
+}
+
+/// Whether the hung FUSE mount at `mount_point` may show `path`: its claimed source (the only
+/// account of what it mirrors that does not need its daemon) is a directory holding `path` or
+/// lying inside it. A source that is no local path (`user@host:/dir`, `/dev/fuse`) mirrors no
+/// local directory.
+pub(crate) fn hung_mount_may_show(mount_point: &Path, path: &Path) -> bool {
+    let Ok(mounts) = read_mount_table() else {
+        return true;
+    };
+    mounts
+        .iter()
+        .rev()
+        .find(|m| m.mount_point == mount_point)
+        .is_none_or(|m| {
+            m.source.is_absolute() && (path.starts_with(&m.source) || m.source.starts_with(path))
+        })
+}
+
+/// Whether this process judged the FUSE mounts of its mount table (or was told them).
+static FUSE_JUDGED_ONCE: std::sync::Once = std::sync::Once::new();
+
+/// Judge the FUSE mounts of this process's mount table, once per process: before its first
+/// look at the owner's files (`crate::look`), so a hung mount is known before anything could
+/// stat through it. Mounts made later are judged when the protected set is next derived.
+pub fn judge_fuse_mounts_once() {
+    FUSE_JUDGED_ONCE.call_once(|| {
+        if let Ok(mounts) = read_mount_table() {
+            probe_fuse_mounts(&mounts);
+        }
+    });
 }
 
 /// The mount points of the FUSE mounts this process found hung.
@@ -370,6 +417,8 @@ pub(crate) fn probe_fuse_mounts(mounts: &[MountLine]) {
         })
         .map(|m| {
             let root = m.mount_point.clone();
+            // The judging look itself, on a thread of its own that may hang.
+            #[allow(clippy::disallowed_methods)]
             let look = spawn_look(move || std::fs::read_dir(&root).map(|mut d| d.next()).is_ok());
             (m, look)
         })
@@ -402,7 +451,7 @@ fn same_listing(mount: &MountLine, source: &Path) -> bool {
         return false;
     }
     let names = |dir: &Path| -> Option<Vec<std::ffi::OsString>> {
-        let mut names: Vec<_> = std::fs::read_dir(dir)
+        let mut names: Vec<_> = crate::look::read_dir(dir)
             .ok()?
             .take(4096)
             .filter_map(|e| e.ok().map(|e| e.file_name()))

@@ -127,6 +127,7 @@ pub fn is_data(name: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests {
     use super::*;
 

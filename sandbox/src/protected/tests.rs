@@ -869,3 +869,90 @@ fn a_hung_fuse_mount_is_protected_and_the_read_rules_step_around_it() {
     assert!(roots.contains(&tmp.join("kept")), "{roots:?}");
     assert!(!roots.iter().any(|r| r.starts_with(&remote)), "{roots:?}");
 }
+
+/// Red team 49: a hung FUSE mount anywhere a reader's name leads (on `PATH`, inside the
+/// project, reached through a symlink, sourced by `~/.bashrc`) hung the gateway's or a
+/// session's start: every look at the owner's files by the readers goes through one gate
+/// (`crate::look`) that never asks a hung mount, and the write root's checks take a hung mount
+/// for an alias of the root only when its claimed source can show the root.
+#[test]
+fn no_reader_asks_a_hung_fuse_mount_and_it_refuses_only_the_roots_it_may_show() {
+    let (_dir, tmp) = tmp();
+    let (proj, home) = (tmp.join("proj"), tmp.join("home"));
+    let inner = proj.join("inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::os::unix::fs::symlink(inner.join("tool.sh"), proj.join("link")).unwrap();
+    std::os::unix::fs::symlink(proj.join("link"), tmp.join("chain")).unwrap();
+    let at = inner.clone();
+    let (path, looks, fit, on_it, scanned) = with_hung_fuse("host:/srv", &inner, move || {
+        mounts::probe_fuse_mounts(&read_mount_table().unwrap());
+        let path =
+            crate::command::command_path(Some(&format!("{}:/usr/bin", at.display())), |_| false);
+        let looks = [
+            crate::look::is_file(at.join("tool.sh")),
+            crate::look::metadata(proj.join("link")).is_ok(),
+            crate::look::canonicalize(tmp.join("chain")).is_ok(),
+            crate::look::read_to_string(proj.join("inner/../link")).is_ok(),
+            crate::look::symlink_metadata(proj.join("link")).is_ok(),
+        ];
+        let fit = unfit_write_root(&proj, &home);
+        let on_it = unfit_write_root(&at, &home);
+        let root = rustix::fs::open(
+            &proj,
+            rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        let scanned = autorun::symlinks::Symlinks::scan(
+            std::os::fd::AsFd::as_fd(&root),
+            &proj,
+            None,
+            &|_, _| false,
+        )
+        .is_ok();
+        (path, looks, fit, on_it, scanned)
+    });
+    assert_eq!(path, "/usr/bin", "the hung PATH entry is left out");
+    // Only the link itself (not followed) is looked at.
+    assert_eq!(looks, [false, false, false, false, true]);
+    assert_eq!(
+        fit, None,
+        "a hung sshfs inside the project shows no directory of it"
+    );
+    assert!(
+        on_it.is_some_and(|why| why.contains("does not answer")),
+        "{on_it:?}"
+    );
+    assert!(
+        scanned,
+        "the project's symlink scan steps around the hung mount"
+    );
+}
+
+/// The other side: a hung passthrough whose claimed source holds the root may show the root's
+/// files anywhere (here on a directory of its own), so `direct_write` refuses it, naming why.
+#[test]
+fn a_hung_mirror_of_the_write_root_refuses_it_naming_the_mount() {
+    let (_dir, tmp) = tmp();
+    let (src, home, at) = (tmp.join("src"), tmp.join("home"), tmp.join("mirror"));
+    for dir in [&src.join("proj"), &home, &at] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let source = src.display().to_string();
+    let proj = src.join("proj");
+    let outside = tmp.join("home").join("..").join("other");
+    std::fs::create_dir_all(&outside).unwrap();
+    let (mirrored, unrelated) = with_hung_fuse(&source, &at, move || {
+        mounts::probe_fuse_mounts(&read_mount_table().unwrap());
+        (
+            unfit_write_root(&proj, &home),
+            unfit_write_root(&tmp.join("other"), &home),
+        )
+    });
+    assert!(
+        mirrored.is_some_and(|why| why.contains("mirrored by a FUSE mount that does not answer")),
+        "{mirrored:?}"
+    );
+    assert_eq!(unrelated, None);
+}

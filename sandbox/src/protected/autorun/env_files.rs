@@ -151,7 +151,7 @@ pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Assigned {
     let stop = home.filter(|home| root.starts_with(home));
     for dir in root.ancestors() {
         let envrc = dir.join(".envrc");
-        if envrc.is_file() {
+        if crate::look::is_file(&envrc) {
             reader.file(&envrc, Some(dir), dir, 0);
             // What it makes bash read (`export $(xargs < .env.local)`, `eval "$(cat f)"`, a
             // sourced file's own sources): their assignments are the `.envrc`'s (red team 39
@@ -159,15 +159,15 @@ pub(super) fn of_root(root: &Path, home: Option<&Path>) -> Assigned {
             // (A watched `package-lock.json` past the bound is data, not what the shell ran.)
             // A parent's `.envrc` (`source_up`) runs in its own directory, as direnv's
             // `source_env` does: its `$PWD` is there, not here.
-            let real_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+            let real_dir = crate::look::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
             for name in super::envrc::named_places(dir).unwrap_or_default() {
                 let path = dir.join(name);
-                let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+                let real = crate::look::canonicalize(&path).unwrap_or_else(|_| path.clone());
                 let at = match real.parent() {
                     Some(own) if !real.starts_with(&real_dir) => own.to_path_buf(),
                     _ => dir.to_path_buf(),
                 };
-                if std::fs::metadata(&path).is_ok_and(|meta| meta.len() <= MAX_FILE) {
+                if crate::look::metadata(&path).is_ok_and(|meta| meta.len() <= MAX_FILE) {
                     reader.file(&path, Some(&at), &at, 1);
                 }
             }
@@ -275,7 +275,7 @@ impl Reader {
     /// Read every file of `dir` whose name ends in `suffix`, in name order (a start-up
     /// directory: `conf.d`, `profile.d`).
     fn dir(&mut self, dir: &Path, suffix: &str, home: &Path) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
+        let Ok(entries) = crate::look::read_dir(dir) else {
             return;
         };
         let mut files: Vec<PathBuf> = entries
@@ -293,12 +293,12 @@ impl Reader {
     /// relative to `base`.
     fn file(&mut self, path: &Path, dir: Option<&Path>, base: &Path, depth: usize) {
         // By the file it is (`env/../.envrc` is `.envrc`): a cycle of sources ends.
-        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        if self.read.contains(&real) || !real.is_file() {
+        let real = crate::look::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if self.read.contains(&real) || !crate::look::is_file(&real) {
             return;
         }
         if self.read.len() >= MAX_FILES
-            || std::fs::metadata(&real).is_ok_and(|meta| meta.len() > MAX_FILE)
+            || crate::look::metadata(&real).is_ok_and(|meta| meta.len() > MAX_FILE)
         {
             return self.past_bounds(&real);
         }
@@ -328,7 +328,7 @@ impl Reader {
                 let name = name.as_deref().unwrap_or(".envrc");
                 let found = here
                     .parent()
-                    .and_then(|up| up.ancestors().find(|a| a.join(name).is_file()));
+                    .and_then(|up| up.ancestors().find(|a| crate::look::is_file(a.join(name))));
                 if let Some(found) = found {
                     sourced.push(found.join(name).to_string_lossy().into_owned());
                 }

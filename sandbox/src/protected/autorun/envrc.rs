@@ -116,15 +116,17 @@ fn named_by_file(
     let mut next: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
     for name in &followed {
         let path = dir.join(name);
-        if path.is_file() && path != file {
+        if crate::look::is_file(&path) && path != file {
             let own = path.parent().map(Path::to_path_buf).unwrap_or_default();
             next.push((path, vec![bases[0].clone(), own]));
         }
     }
     if text.contains("source_up") {
         let from = file.parent().and_then(Path::parent);
-        if let Some(parent) = from.and_then(|d| d.ancestors().find(|a| a.join(".envrc").is_file()))
-        {
+        if let Some(parent) = from.and_then(|d| {
+            d.ancestors()
+                .find(|a| crate::look::is_file(a.join(".envrc")))
+        }) {
             next.push((parent.join(".envrc"), vec![parent.to_path_buf()]));
         }
     }
@@ -159,7 +161,9 @@ fn read_names(text: &str, bases: &[PathBuf]) -> Vec<PathBuf> {
             };
             let path_like = name.contains('/')
                 || (name.starts_with('.') && name.len() > 1 && name != "..")
-                || bases.iter().any(|base| base.join(&name).is_file());
+                || bases
+                    .iter()
+                    .any(|base| crate::look::is_file(base.join(&name)));
             let no_file = name.starts_with('-') || name.contains("://") || name.contains('=');
             if path_like && !no_file {
                 out.push(PathBuf::from(name));
@@ -278,4 +282,5 @@ fn is_directive(directive: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

@@ -186,6 +186,7 @@ fn value(chars: &[char], mut i: usize) -> (Option<String>, usize) {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests {
     use super::*;
 

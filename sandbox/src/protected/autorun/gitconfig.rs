@@ -51,7 +51,7 @@ pub fn places(root: &Path, dot_gits: &[PathBuf]) -> Vec<GitPlace> {
     super::owner_files::record(&account.read_files);
     // Other paths of the root's own directory (a bind mount of the project, a FUSE mirror of
     // it: red team 46 C5-B3): the owner's files name the project by one of them.
-    let aliases = crate::protected::mount_aliases(&[root.to_path_buf()]);
+    let aliases = crate::protected::root_aliases(root);
     places_with_aliases(root, dot_gits, &account, aliases)
 }
 
@@ -83,7 +83,7 @@ pub(crate) fn places_with_aliases(
         .ancestors()
         .skip(1)
         .map(|dir| dir.join(".git"))
-        .find(|dot_git| std::fs::symlink_metadata(dot_git).is_ok())
+        .find(|dot_git| crate::look::symlink_metadata(dot_git).is_ok())
     {
         repos.push(enclosing);
     }
@@ -296,7 +296,7 @@ impl Places<'_> {
 
     /// Every symlink directly in a git or common dir names a file git reads as its own.
     fn own_links(&mut self, dir: &Path) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
+        let Ok(entries) = crate::look::read_dir(dir) else {
             return;
         };
         for entry in entries.flatten().take(MAX_FILES) {
@@ -312,18 +312,18 @@ impl Places<'_> {
     fn hook_dir(&mut self, dir: &Path, tops: &[PathBuf]) {
         let why = "in a git hooks directory (core.hooksPath, hooks/) or what a symlink there names";
         self.add(dir, AutorunClass::GitHooks, why.to_string(), Scope::Below);
-        let Ok(entries) = std::fs::read_dir(dir) else {
+        let Ok(entries) = crate::look::read_dir(dir) else {
             return;
         };
         // husky 9 points core.hooksPath at `.husky/_`, whose runner runs `sh -e .husky/<hook>`.
-        let husky_user_dir = std::fs::canonicalize(dir)
+        let husky_user_dir = crate::look::canonicalize(dir)
             .ok()
             .filter(|real| husky_runner(&real.join("x")))
             .and_then(|real| real.parent().map(Path::to_path_buf));
         for entry in entries.flatten().take(MAX_FILES) {
             let kind = entry.file_type();
             let is_link = kind.as_ref().is_ok_and(|kind| kind.is_symlink());
-            if is_link && let Ok(target) = std::fs::read_link(entry.path()) {
+            if is_link && let Ok(target) = crate::look::read_link(entry.path()) {
                 self.add(
                     &dir.join(target),
                     AutorunClass::GitHooks,
@@ -348,7 +348,7 @@ impl Places<'_> {
             match &husky_user_dir {
                 Some(user) => {
                     let hook = user.join(&name);
-                    if hook.is_file() {
+                    if crate::look::is_file(&hook) {
                         self.script(&hook, ScriptRunner::Shell, &source, tops, 0);
                     }
                 }
@@ -454,7 +454,7 @@ impl Places<'_> {
         from: &[PathBuf],
         depth: usize,
     ) {
-        let real = std::fs::canonicalize(at).unwrap_or_else(|_| at.to_path_buf());
+        let real = crate::look::canonicalize(at).unwrap_or_else(|_| at.to_path_buf());
         if husky_runner(&real) {
             // husky's own runner (`.husky/_/h`, `husky.sh`): it runs `$0`, the hook, itself a
             // place; the user's hook is read where the hooks directory is.
@@ -819,7 +819,7 @@ pub fn checkouts(root: &Path) -> Vec<PathBuf> {
     let Some(dot_git) = root
         .ancestors()
         .map(|dir| dir.join(".git"))
-        .find(|dot_git| std::fs::symlink_metadata(dot_git).is_ok())
+        .find(|dot_git| crate::look::symlink_metadata(dot_git).is_ok())
     else {
         return Vec::new();
     };
@@ -834,7 +834,7 @@ pub fn checkouts(root: &Path) -> Vec<PathBuf> {
     {
         tops.push(main.to_path_buf());
     }
-    if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
+    if let Ok(entries) = crate::look::read_dir(common.join("worktrees")) {
         for entry in entries.flatten().take(MAX_FILES) {
             let Some(text) = super::read_text(&entry.path().join("gitdir")) else {
                 continue;
@@ -847,7 +847,7 @@ pub fn checkouts(root: &Path) -> Vec<PathBuf> {
     }
     let mut out: Vec<PathBuf> = tops
         .into_iter()
-        .filter_map(|t| std::fs::canonicalize(t.join(below)).ok())
+        .filter_map(|t| crate::look::canonicalize(t.join(below)).ok())
         .filter(|tree| tree != root)
         .collect();
     out.sort();
@@ -858,7 +858,7 @@ pub fn checkouts(root: &Path) -> Vec<PathBuf> {
 /// The git dir a `.git` entry names: itself, or a gitfile's `gitdir:` (relative to the
 /// gitfile's directory).
 fn git_dir_of(dot_git: &Path) -> Option<PathBuf> {
-    let meta = std::fs::metadata(dot_git).ok()?;
+    let meta = crate::look::metadata(dot_git).ok()?;
     let dir = if meta.is_dir() {
         dot_git.to_path_buf()
     } else {
@@ -866,13 +866,13 @@ fn git_dir_of(dot_git: &Path) -> Option<PathBuf> {
         let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
         dot_git.parent()?.join(named)
     };
-    std::fs::canonicalize(dir).ok()
+    crate::look::canonicalize(dir).ok()
 }
 
 /// A linked worktree's common dir (its `commondir` file, relative to the git dir), else the
 /// git dir itself.
 fn common_dir(git_dir: &Path) -> PathBuf {
     super::read_text(&git_dir.join("commondir"))
-        .and_then(|text| std::fs::canonicalize(git_dir.join(text.trim())).ok())
+        .and_then(|text| crate::look::canonicalize(git_dir.join(text.trim())).ok())
         .unwrap_or_else(|| git_dir.to_path_buf())
 }

@@ -61,7 +61,7 @@ pub(super) fn import_roots(top: &Path, python_paths: &[&OsStr]) -> ImportRoots {
     let mut names: BTreeSet<String> = AT_START.iter().map(|n| n.to_string()).collect();
     let mut opaque = Vec::new();
     for site in &sites {
-        let Ok(entries) = std::fs::read_dir(site) else {
+        let Ok(entries) = crate::look::read_dir(site) else {
             continue;
         };
         for entry in entries.flatten().take(super::namespaces::MAX_ENTRIES) {
@@ -93,7 +93,10 @@ pub(super) fn import_roots(top: &Path, python_paths: &[&OsStr]) -> ImportRoots {
     ] {
         super::namespaces::expand(Path::new(base), pattern, &mut stdlibs);
     }
-    for stdlib in stdlibs.iter().filter(|dir| dir.join("os.py").is_file()) {
+    for stdlib in stdlibs
+        .iter()
+        .filter(|dir| crate::look::is_file(dir.join("os.py")))
+    {
         for dir in [stdlib.to_path_buf(), stdlib.join("lib-dynload")] {
             let entries = super::namespaces::entry_names(&dir);
             names.extend(entries.iter().filter_map(|file| module_name(file)));
@@ -148,4 +151,5 @@ fn module_name(file_name: &str) -> Option<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

@@ -114,4 +114,5 @@ fn paths_in(text: &str) -> BTreeSet<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

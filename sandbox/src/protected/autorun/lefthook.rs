@@ -136,6 +136,7 @@ fn yaml_values(text: &str) -> Result<Vec<String>, &'static str> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests {
     use super::*;
 

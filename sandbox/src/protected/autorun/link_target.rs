@@ -78,11 +78,11 @@ fn resolve_noting(
                     continue;
                 }
                 let next = out.join(&name);
-                match std::fs::symlink_metadata(&next) {
+                match crate::look::symlink_metadata(&next) {
                     Ok(meta) if meta.file_type().is_symlink() => {
                         hops += 1;
                         followed(&next);
-                        let Ok(link) = std::fs::read_link(&next) else {
+                        let Ok(link) = crate::look::read_link(&next) else {
                             return Resolved::Outside;
                         };
                         if hops > MAX_HOPS {

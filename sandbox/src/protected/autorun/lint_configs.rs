@@ -272,4 +272,5 @@ fn ini_entries(text: &str) -> Option<Vec<IniEntry>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

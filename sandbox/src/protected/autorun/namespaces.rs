@@ -114,7 +114,7 @@ pub(super) const MAX_ENTRIES: usize = 4096;
 /// The names of a directory's entries (lossy UTF-8), at most [`MAX_ENTRIES`]; none when it
 /// cannot be read.
 pub(super) fn entry_names(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = crate::look::read_dir(dir) else {
         return Vec::new();
     };
     entries
@@ -129,7 +129,7 @@ pub(super) fn entry_names(dir: &Path) -> Vec<String> {
 pub(super) fn namespace_names(top: &Path) -> BTreeSet<String> {
     let mut names: BTreeSet<String> = WELL_KNOWN.iter().map(|n| n.to_string()).collect();
     for site in site_dirs(top).iter() {
-        let Ok(entries) = std::fs::read_dir(site) else {
+        let Ok(entries) = crate::look::read_dir(site) else {
             continue;
         };
         for entry in entries.flatten().take(MAX_ENTRIES) {
@@ -178,10 +178,10 @@ pub(super) fn site_dirs(top: &Path) -> Vec<PathBuf> {
 /// its `__path__` over `sys.path` (pkgutil's `extend_path`, pkg_resources' `declare_namespace`).
 fn is_namespace(dir: &Path) -> bool {
     let init = dir.join("__init__.py");
-    if !init.exists() {
+    if !crate::look::exists(&init) {
         return !["__init__.pyc", "__init__.so"]
             .iter()
-            .any(|name| dir.join(name).exists());
+            .any(|name| crate::look::exists(dir.join(name)));
     }
     super::read_head(&init, 4096)
         .is_some_and(|text| text.contains("extend_path") || text.contains("declare_namespace"))
@@ -204,12 +204,12 @@ pub(super) fn expand(base: &Path, pattern: &str, out: &mut Vec<PathBuf>) {
             match part.split_once('*') {
                 None => {
                     let path = dir.join(part);
-                    if path.is_dir() {
+                    if crate::look::is_dir(&path) {
                         next.push(path);
                     }
                 }
                 Some((prefix, suffix)) => {
-                    let Ok(entries) = std::fs::read_dir(dir) else {
+                    let Ok(entries) = crate::look::read_dir(dir) else {
                         continue;
                     };
                     for entry in entries.flatten().take(MAX_ENTRIES) {
@@ -217,7 +217,7 @@ pub(super) fn expand(base: &Path, pattern: &str, out: &mut Vec<PathBuf>) {
                         if name.len() >= prefix.len() + suffix.len()
                             && name.starts_with(prefix)
                             && name.ends_with(suffix)
-                            && entry.path().is_dir()
+                            && crate::look::is_dir(entry.path())
                         {
                             next.push(entry.path());
                         }
@@ -234,6 +234,7 @@ pub(super) fn expand(base: &Path, pattern: &str, out: &mut Vec<PathBuf>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests {
     use super::*;
 

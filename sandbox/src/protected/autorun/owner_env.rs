@@ -487,4 +487,5 @@ const NODE_LOADS: [&str; 5] = [
 ];
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

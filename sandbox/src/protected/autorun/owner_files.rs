@@ -62,6 +62,7 @@ pub fn generation() -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests {
     use super::*;
 

@@ -101,4 +101,5 @@ pub fn added_tool_path(old: Option<&[u8]>, new: &[u8]) -> Option<(&'static str, 
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

@@ -404,4 +404,5 @@ fn literal(chars: &[char], start: usize, raw: bool) -> Option<(String, usize)> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

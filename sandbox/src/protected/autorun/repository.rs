@@ -55,7 +55,7 @@ pub fn venv_class(root: &Path, relative: &Path) -> Option<AutorunClass> {
         let in_environment = || {
             ["pyvenv.cfg", "conda-meta"]
                 .iter()
-                .any(|marker| std::fs::symlink_metadata(dir.join(marker)).is_ok())
+                .any(|marker| crate::look::symlink_metadata(dir.join(marker)).is_ok())
         };
         if i + 1 < names.len() && (folded == "bin" || folded == "scripts") && in_environment() {
             return Some(AutorunClass::PythonStartup);
@@ -80,7 +80,7 @@ fn looks_like_git_dir(dir: &Path, adding: Option<&OsStr>) -> bool {
         .iter()
         .map(|piece| {
             adding.as_deref() == Some(*piece)
-                || std::fs::symlink_metadata(dir.join(piece_name(piece))).is_ok()
+                || crate::look::symlink_metadata(dir.join(piece_name(piece))).is_ok()
         })
         .collect();
     let (head, commondir) = (have[0], have[3]);

@@ -917,4 +917,5 @@ use wrappers::wrapper_grammar;
 pub(super) use wrappers::{CHDIR_OPTIONS, LINE_OPTIONS, WrapperGrammar, startup_wrapper_grammar};
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

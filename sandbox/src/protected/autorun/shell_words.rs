@@ -721,4 +721,5 @@ fn braced(inner: &str) -> Piece {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

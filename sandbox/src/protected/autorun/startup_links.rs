@@ -101,7 +101,7 @@ const PACKAGE_PLACES: &[(&str, usize)] = &[
 /// The stamp of the directory `dir` (not following a final link), if it exists.
 pub fn stamp(dir: &Path) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(dir).ok()?;
+    let m = crate::look::symlink_metadata(dir).ok()?;
     Some((
         m.dev(),
         m.ino(),
@@ -126,7 +126,7 @@ pub fn derive(homes: &[PathBuf]) -> Derived {
     tops.extend(
         homes
             .iter()
-            .filter_map(|home| std::fs::canonicalize(home).ok()),
+            .filter_map(|home| crate::look::canonicalize(home).ok()),
     );
     let mut out = Derived {
         tops: tops.clone(),
@@ -168,7 +168,7 @@ impl Derived {
         // Another account's unknowable link protects only its own files: not kept.
         let unknowable = self.unknowable.clone();
         self.watch(home);
-        let Ok(uid) = std::fs::symlink_metadata(home).map(|m| m.uid()) else {
+        let Ok(uid) = crate::look::symlink_metadata(home).map(|m| m.uid()) else {
             return;
         };
         let full = Walk {
@@ -182,7 +182,7 @@ impl Derived {
             // the file its real path names (the shell reads the target as `~/.zshenv`): that
             // path stays a start-up file, also before it exists.
             if let Some(real) = resolved(&place).filter(|real| *real != place) {
-                let owner = std::fs::symlink_metadata(&place)
+                let owner = crate::look::symlink_metadata(&place)
                     .ok()
                     .filter(|m| m.file_type().is_symlink())
                     .map(|m| m.uid());
@@ -208,10 +208,10 @@ impl Derived {
             }
         }
         // Every dot entry of the home's top level that is a link: the owner's configuration.
-        if let Ok(entries) = std::fs::read_dir(home) {
+        if let Ok(entries) = crate::look::read_dir(home) {
             for entry in entries.flatten() {
                 if entry.file_name().as_encoded_bytes().starts_with(b".")
-                    && let Ok(meta) = entry.metadata()
+                    && let Ok(meta) = crate::look::symlink_metadata(entry.path())
                     && meta.file_type().is_symlink()
                 {
                     self.link(&entry.path(), meta.uid());
@@ -224,8 +224,11 @@ impl Derived {
         let config = home.join(".config");
         let real = resolved(&config).unwrap_or(config);
         // A dangling `~/.config`: its target's nearest existing directory, where it appears.
-        if let Some(existing) = real.ancestors().skip(1).find(|dir| dir.is_dir())
-            && !real.is_dir()
+        if let Some(existing) = real
+            .ancestors()
+            .skip(1)
+            .find(|dir| crate::look::is_dir(dir))
+            && !crate::look::is_dir(&real)
         {
             self.watch(existing);
         }
@@ -288,9 +291,9 @@ impl Derived {
                 // F2b): its target is refused as a link's.
                 // Only a link the account made itself: another account's link protects
                 // nothing of this one's.
-                let own_link = std::fs::symlink_metadata(&file)
+                let own_link = crate::look::symlink_metadata(&file)
                     .is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == uid);
-                if depth == 0 && own_link && owned_by(&real, uid) && real.is_file() {
+                if depth == 0 && own_link && owned_by(&real, uid) && crate::look::is_file(&real) {
                     self.links.push(StartupLink {
                         target: real.clone(),
                         link: file.clone(),
@@ -353,11 +356,11 @@ impl Derived {
             }
             for (target, whole_dir) in targets {
                 let target = resolved(&target).unwrap_or(target);
-                if (target.is_dir() && !whole_dir) || !owned_by(&target, uid) {
+                if (crate::look::is_dir(&target) && !whole_dir) || !owned_by(&target, uid) {
                     continue;
                 }
                 self.looked_at += 1;
-                if depth < named::MAX_DEPTH && target.is_file() {
+                if depth < named::MAX_DEPTH && crate::look::is_file(&target) {
                     queue.push((target.clone(), config.clone(), depth + 1));
                 }
                 self.links.push(StartupLink {
@@ -377,7 +380,7 @@ impl Derived {
         use std::os::unix::fs::MetadataExt;
         let lib = home.join(".local/lib");
         self.watch(&lib);
-        let Ok(pythons) = std::fs::read_dir(&lib) else {
+        let Ok(pythons) = crate::look::read_dir(&lib) else {
             return;
         };
         for python in pythons.flatten() {
@@ -388,7 +391,7 @@ impl Derived {
             self.watch(&python.path());
             let real = resolved(&site).unwrap_or(site);
             self.watch(&real);
-            let Ok(entries) = std::fs::read_dir(&real) else {
+            let Ok(entries) = crate::look::read_dir(&real) else {
                 continue;
             };
             for entry in entries.flatten() {
@@ -400,7 +403,7 @@ impl Derived {
                         .any(|m| name == *m || name.strip_suffix(".py") == Some(m));
                 self.looked_at += 1;
                 if runs
-                    && let Ok(meta) = entry.metadata()
+                    && let Ok(meta) = crate::look::symlink_metadata(entry.path())
                     && meta.file_type().is_symlink()
                 {
                     self.link(&entry.path(), meta.uid());
@@ -455,14 +458,14 @@ impl Derived {
         let mut stack = vec![(real, 0)];
         let mut seen = 0;
         while let Some((dir, depth)) = stack.pop() {
-            let Ok(meta) = std::fs::metadata(&dir) else {
+            let Ok(meta) = crate::look::metadata(&dir) else {
                 continue;
             };
             if !meta.is_dir() || !visited.insert((meta.dev(), meta.ino())) {
                 continue;
             }
             self.watch(&dir);
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+            let Ok(entries) = crate::look::read_dir(&dir) else {
                 continue;
             };
             let chromium = chromium_data(&dir);
@@ -472,7 +475,7 @@ impl Derived {
                 if seen > MAX_CONFIG_ENTRIES {
                     return true;
                 }
-                let Ok(meta) = entry.metadata() else {
+                let Ok(meta) = crate::look::symlink_metadata(entry.path()) else {
                     continue;
                 };
                 let path = entry.path();
@@ -481,7 +484,7 @@ impl Derived {
                     // Only the owner's own link to its own directory, never a home or above.
                     target.filter(|target| {
                         meta.uid() == walk.uid
-                            && std::fs::metadata(target)
+                            && crate::look::metadata(target)
                                 .is_ok_and(|m| m.is_dir() && m.uid() == walk.uid)
                             && !self.tops.iter().any(|top| top.starts_with(target))
                     })
@@ -513,9 +516,9 @@ impl Derived {
 /// profiles (they hold `Local State` or `Preferences`), or a directory right below one
 /// (`Code/User`): where [`VOLATILE`] names are caches.
 fn chromium_data(dir: &Path) -> bool {
-    dir.ancestors()
-        .take(2)
-        .any(|d| d.join("Local State").is_file() || d.join("Preferences").is_file())
+    dir.ancestors().take(2).any(|d| {
+        crate::look::is_file(d.join("Local State")) || crate::look::is_file(d.join("Preferences"))
+    })
 }
 
 /// Whether `owner` owns `target`, or, when it does not exist yet (red team 27 B2: a link to a
@@ -525,11 +528,12 @@ fn owned_by(target: &Path, owner: u32) -> bool {
     use std::os::unix::fs::MetadataExt;
     target
         .ancestors()
-        .find_map(|dir| std::fs::symlink_metadata(dir).ok())
+        .find_map(|dir| crate::look::symlink_metadata(dir).ok())
         .is_some_and(|m| m.uid() == owner)
 }
 
 mod named;
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

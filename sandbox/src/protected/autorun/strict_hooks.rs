@@ -94,6 +94,7 @@ pub fn defines_checks(name: &std::ffi::OsStr) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests {
     use super::*;
     use std::ffi::OsStr;

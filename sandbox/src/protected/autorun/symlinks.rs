@@ -99,6 +99,7 @@ impl Symlinks {
         trees.dedup();
         for tree in trees.iter().filter(|tree| tree.as_path() != root_path) {
             let io = |err: rustix::io::Errno| Incomplete::Io(err.to_string());
+            crate::look::answers(tree).map_err(|err| Incomplete::Io(err.to_string()))?;
             let fd = rustix::fs::open(tree, dir_flags(), Mode::empty()).map_err(io)?;
             let of_tree = Self::scan_tree(fd.as_fd(), tree, skip)?;
             found.links.extend(of_tree.links);
@@ -307,7 +308,12 @@ impl Scan<'_> {
         for entry in listing {
             let entry = entry.map_err(io)?;
             let name = OsStr::from_bytes(entry.file_name().to_bytes());
-            if name == "." || name == ".." {
+            // A FUSE mount found hung is never asked (`crate::look`); what it holds is
+            // protected whole by its path.
+            if name == "."
+                || name == ".."
+                || crate::protected::is_hung_mount(&self.root_path.join(rel).join(name))
+            {
                 continue;
             }
             let kind = match entry.file_type() {

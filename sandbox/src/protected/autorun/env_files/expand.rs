@@ -155,7 +155,7 @@ impl Reader {
                 Some(here) => here.join(&dir),
                 None => PathBuf::from(&dir),
             };
-            let Ok(entries) = std::fs::read_dir(&base) else {
+            let Ok(entries) = crate::look::read_dir(&base) else {
                 continue;
             };
             let mut names: Vec<String> = entries
@@ -283,7 +283,7 @@ impl Reader {
                 if !is(3, "--user-site") {
                     return None;
                 }
-                let mut sites: Vec<PathBuf> = std::fs::read_dir(base.join("lib"))
+                let mut sites: Vec<PathBuf> = crate::look::read_dir(base.join("lib"))
                     .into_iter()
                     .flatten()
                     .flatten()
@@ -308,7 +308,7 @@ impl Reader {
                     return Some(given.to_string_lossy().into_owned());
                 }
                 let path = here.join(given);
-                let real = std::fs::canonicalize(&path)
+                let real = crate::look::canonicalize(&path)
                     .unwrap_or_else(|_| crate::command::normalize(&path));
                 Some(real.to_string_lossy().into_owned())
             }
@@ -328,7 +328,7 @@ impl Reader {
                 let dir = at.dir?;
                 Some(
                     dir.ancestors()
-                        .find(|d| d.join(".git").exists())
+                        .find(|d| crate::look::exists(d.join(".git")))
                         .map(|top| top.to_string_lossy().into_owned())
                         .unwrap_or_default(),
                 )

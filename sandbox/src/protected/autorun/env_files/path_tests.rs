@@ -1,5 +1,8 @@
 //! Unit tests of the owner's `PATH` and the other search lists read from start-up files.
 
+// Tests make their fixtures directly.
+#![allow(clippy::disallowed_methods)]
+
 use super::tests::{entries, read, reader, values_of};
 use super::*;
 

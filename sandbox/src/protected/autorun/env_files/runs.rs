@@ -182,7 +182,7 @@ impl Reader {
                             (Some(dir), false) if path.contains('/') => format!("{dir}/{path}"),
                             _ => continue,
                         };
-                        if !Path::new(&path).is_dir() {
+                        if !crate::look::is_dir(Path::new(&path)) {
                             self.ran_file(path);
                         }
                     }
@@ -412,7 +412,7 @@ impl Reader {
                             let token = token.trim_end_matches([';', ')', '"', '\'']);
                             if token.starts_with('/')
                                 && !token.contains(MARK)
-                                && !Path::new(token).is_dir()
+                                && !crate::look::is_dir(Path::new(token))
                                 && self.runs.len() < MAX_NAMED
                             {
                                 self.runs.push(PathBuf::from(token));
@@ -460,7 +460,7 @@ impl Reader {
         // passed the size bound, and past it every write of every session was refused (red
         // team 47a: `exec /bin/bash -l`, `alias g=/usr/bin/git` in a `.bashrc`). A file not
         // there yet is read when it is.
-        let exists = Path::new(&path).is_file();
+        let exists = crate::look::is_file(Path::new(&path));
         let text = super::super::read_text_head(Path::new(&path), 512);
         let binary = exists && text.is_none();
         let head = text.unwrap_or_default();
@@ -478,4 +478,5 @@ impl Reader {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

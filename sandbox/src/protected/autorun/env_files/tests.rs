@@ -1,5 +1,8 @@
 //! Unit tests of the owner's variables read from `.envrc`, `.env` and shell start-up files.
 
+// Tests make their fixtures directly.
+#![allow(clippy::disallowed_methods)]
+
 use super::*;
 
 /// What `text` (a `.envrc` in `dir`, or a start-up file with `None`) assigns.

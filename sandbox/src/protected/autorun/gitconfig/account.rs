@@ -277,4 +277,5 @@ impl Places<'_> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;

@@ -65,7 +65,7 @@ impl Places<'_> {
             }
             // At or above the root (`$HOME/c${USER:0:0}/src` leaves `$HOME`, red team 40): the
             // part not read may name any directory of the tree.
-            let real = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+            let real = crate::look::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
             if self.root.starts_with(&real) || self.root.starts_with(&dir) {
                 let source = super::Source {
                     paths: String::new(),
@@ -95,7 +95,7 @@ impl Places<'_> {
         }
         for file in &account.startup_runs {
             // A directory (`. "$PROJECT"` naming the tree) runs nothing.
-            if file.is_dir() {
+            if crate::look::is_dir(file) {
                 continue;
             }
             let why = "a file the owner's shell start-up files (or direnv's direnvrc) source \
@@ -357,7 +357,7 @@ impl Places<'_> {
     /// A directory of the owner's `PATH` (`scope`: its files, or every file below it): files
     /// there named like the system's programs. One at or above the root covers the tree.
     fn programs(&mut self, dir: &Path, scope: Scope, name: &str) {
-        let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let real = crate::look::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         let (dir, scope) = if self.root.starts_with(&real) || self.root.starts_with(dir) {
             let scope = match scope {
                 Scope::Programs if self.root != real && self.root != dir => return,
@@ -542,4 +542,5 @@ fn module_files(lang: Lang, module: &str) -> Vec<PathBuf> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
 mod tests;
