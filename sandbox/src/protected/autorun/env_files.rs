@@ -38,6 +38,7 @@ use std::path::{Path, PathBuf};
 use super::owner_env::{self, Names};
 use super::shell_words::{self, Dialect, Piece, Word};
 pub(super) use assigned::Assigned;
+use files::{SHELL_FILES, STARTUP_DIRS, SYSTEM_SHELL_FILES, SYSTEM_STARTUP_DIRS, ZSH_FILES};
 
 /// What a piece not read here expands to: no file or value holds it (a variable's value cannot).
 const MARK: char = '\0';
@@ -45,68 +46,6 @@ const MARK: char = '\0';
 /// Why a value is unreadable.
 const NOT_READ: &str = "its value is built from what is not read here (a command's output, a \
      positional parameter or a variable set nowhere the gateway reads)";
-
-/// The account's shell start-up files, relative to its home: the shells' own (and what
-/// bash-completion sources), what they run at logout, the X session's, and direnv's (its
-/// `direnvrc` runs before every `.envrc` it loads, and what it exports is the owner's: red
-/// team 43a B8).
-const SHELL_FILES: [&str; 18] = [
-    ".bashrc",
-    ".bash_completion",
-    ".bash_profile",
-    ".bash_login",
-    ".profile",
-    ".bash_logout",
-    ".zshenv",
-    ".zshrc",
-    ".zprofile",
-    ".zlogin",
-    ".zlogout",
-    ".config/fish/config.fish",
-    ".xprofile",
-    ".xsessionrc",
-    ".xinitrc",
-    ".xsession",
-    ".config/direnv/direnvrc",
-    ".direnvrc",
-];
-
-/// The system's shell start-up files, relative to the system's root (`super::system_root`):
-/// every login or interactive shell of every account reads them before its own, so a line there
-/// that sources or runs a project file runs it as much as the account's own would (red team 48
-/// F1). `/etc/environment` holds plain assignments (pam_env reads it at each login).
-const SYSTEM_SHELL_FILES: [&str; 13] = [
-    "etc/environment",
-    "etc/profile",
-    "etc/bash.bashrc",
-    "etc/bashrc",
-    "etc/zshenv",
-    "etc/zsh/zshenv",
-    "etc/zprofile",
-    "etc/zsh/zprofile",
-    "etc/zshrc",
-    "etc/zsh/zshrc",
-    "etc/zlogin",
-    "etc/zsh/zlogin",
-    "etc/fish/config.fish",
-];
-
-/// The system's directories whose every file (of the ending) a shell's start-up runs:
-/// `/etc/profile` sources `/etc/profile.d/*.sh`, fish reads `/etc/fish/conf.d/*.fish`.
-const SYSTEM_STARTUP_DIRS: [(&str, &str); 2] =
-    [("etc/profile.d", ".sh"), ("etc/fish/conf.d", ".fish")];
-
-/// zsh's start-up files, read again in `$ZDOTDIR` when a read file sets it.
-const ZSH_FILES: [&str; 4] = [".zshenv", ".zprofile", ".zshrc", ".zlogin"];
-
-/// Directories whose every file is a start-up file: fish's `conf.d` (`*.fish`), systemd's
-/// `environment.d` (`*.conf`, assignments for the user's services and, with some display
-/// managers, sessions).
-const STARTUP_DIRS: [(&str, &str); 3] = [
-    (".config/fish/conf.d", ".fish"),
-    (".config/environment.d", ".conf"),
-    (".config/direnv/lib", ".sh"),
-];
 
 /// Bytes of one file read.
 const MAX_FILE: u64 = 1024 * 1024;
@@ -986,8 +925,10 @@ impl Reader {
     }
 }
 
+pub(super) mod agents;
 mod assigned;
 mod expand;
+mod files;
 mod fish;
 mod runs;
 

@@ -266,8 +266,23 @@ impl Derived {
             .rev()
             .map(|file| (file.clone(), file, 0))
             .collect();
-        let dirs = named::NAMING_DIRS.iter().map(|dir| home.join(dir));
-        for dir in dirs.chain(named::SYSTEM_NAMING_DIRS.iter().map(|dir| system.join(dir))) {
+        queue.extend(
+            named::system_python_configs(&system)
+                .into_iter()
+                .map(|file| (file.clone(), file, 0)),
+        );
+        let mut dirs: Vec<PathBuf> = named::NAMING_DIRS
+            .iter()
+            .map(|dir| home.join(dir))
+            .chain(named::SYSTEM_NAMING_DIRS.iter().map(|dir| system.join(dir)))
+            .collect();
+        let drop_ins: Vec<PathBuf> = dirs
+            .iter()
+            .filter(|dir| dir.to_string_lossy().contains("systemd"))
+            .flat_map(|dir| named::drop_in_dirs(dir))
+            .collect();
+        dirs.extend(drop_ins);
+        for dir in dirs {
             self.watch(&dir);
             let Some(files) = named::dir_files(&dir, named::MAX_DIR_FILES) else {
                 if owner {
@@ -326,6 +341,10 @@ impl Derived {
             }
             if config.ends_with(".ssh/config") {
                 found.extend(named::ssh_includes(&text, home));
+            }
+            found.extend(named::unit_relative_runs(&text));
+            if config.to_string_lossy().contains("ld.so.conf") {
+                found.extend(named::loader_dirs(&text));
             }
             for found in found {
                 match found {

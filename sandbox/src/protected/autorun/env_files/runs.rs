@@ -294,10 +294,16 @@ impl Reader {
                 if self.bare_runs.len() < MAX_BARE_RUNS && !self.bare_runs.contains(&program) {
                     self.bare_runs.push(program.clone());
                 }
-            } else if program.contains('/')
-                && let Some(cwd) = self.shell_cwd.clone()
-            {
+            } else if let Some(cwd) = self.shell_cwd.clone() {
                 self.ran_file(format!("{cwd}/{program}"));
+            } else if self.relative_sources.len() < MAX_RELATIVE_RUNS {
+                // `./x.sh` or `tools/x` with no `cd` before it runs from wherever the shell is
+                // (a `cd` hook, an agent's hook in the project it is opened in): a file at
+                // every depth (red team 49).
+                let script = PathBuf::from(program.trim_start_matches("./"));
+                if !self.relative_sources.contains(&script) {
+                    self.relative_sources.push(script);
+                }
             }
             if !matches!(program.as_str(), "." | "source")
                 && !super::super::shell_command::runs_script(&program)
@@ -316,6 +322,17 @@ impl Reader {
                         }
                         break;
                     }
+                    // `python -m pkg.mod`: the module's file or package, from where the
+                    // interpreter starts (red team 49: an MCP server's `-m` with its `cwd`).
+                    Some("-m") if program.contains("python") => {
+                        if let Some(module) = args.next().and_then(Word::literal) {
+                            let rel = module.replace('.', "/");
+                            for script in [format!("{rel}.py"), rel] {
+                                self.script_run(script, &program);
+                            }
+                        }
+                        break;
+                    }
                     Some(option) if option.starts_with('-') => continue,
                     _ => {}
                 }
@@ -323,25 +340,30 @@ impl Reader {
                     if script.contains(MARK) {
                         continue;
                     }
-                    // A script given by a bare name is a file too (an interpreter reads its
-                    // operand from where it is, `(cd /p && bash start.sh)`, red team 48 F8b).
-                    // With no `cd` before it, from wherever the shell is (a terminal opened in
-                    // the project, a `cd` hook): sourced by a relative path (F8).
-                    if script.starts_with('/') {
-                        self.ran_file(script);
-                    } else if let Some(cwd) = self.shell_cwd.clone() {
-                        self.ran_file(format!("{cwd}/{script}"));
-                    } else if !matches!(program.as_str(), "." | "source")
-                        && self.relative_sources.len() < MAX_RELATIVE_RUNS
-                    {
-                        // (`.`'s file is the source reading's.)
-                        let script = PathBuf::from(script);
-                        if !self.relative_sources.contains(&script) {
-                            self.relative_sources.push(script);
-                        }
-                    }
+                    self.script_run(script, &program);
                 }
                 break;
+            }
+        }
+    }
+
+    /// A script `program` (an interpreter, `.`) is given by `script`.
+    fn script_run(&mut self, script: String, program: &str) {
+        // A script given by a bare name is a file too (an interpreter reads its operand from
+        // where it is, `(cd /p && bash start.sh)`, red team 48 F8b). With no `cd` before it,
+        // from wherever the shell is (a terminal opened in the project, a `cd` hook): sourced
+        // by a relative path (F8).
+        if script.starts_with('/') {
+            self.ran_file(script);
+        } else if let Some(cwd) = self.shell_cwd.clone() {
+            self.ran_file(format!("{cwd}/{script}"));
+        } else if !matches!(program, "." | "source")
+            && self.relative_sources.len() < MAX_RELATIVE_RUNS
+        {
+            // (`.`'s file is the source reading's.)
+            let script = PathBuf::from(script);
+            if !self.relative_sources.contains(&script) {
+                self.relative_sources.push(script);
             }
         }
     }

@@ -37,6 +37,11 @@ pub struct Account {
     pub startup_runs: Vec<PathBuf>,
     /// Directories whose every file the start-up files name by a pattern.
     pub startup_run_dirs: Vec<PathBuf>,
+    /// Files coding agents' user settings run by an absolute path
+    /// ([`super::super::env_files::agents`]).
+    pub agent_runs: Vec<PathBuf>,
+    /// Files they run by a relative path, from the project they are opened in: in every tree.
+    pub agent_relative_runs: Vec<PathBuf>,
     /// The owner's files read (and start-up files looked for) to derive this.
     pub read_files: Vec<PathBuf>,
     /// Every variable's absolute values, as the start-up files assign them: what a `$VAR` in a
@@ -58,6 +63,7 @@ impl Account {
         // the shell files its terminals read too (red team 43a B5, B6).
         for home in crate::protected::instances::own_homes() {
             account.add_assigned(super::super::env_files::of_shell(&home));
+            account.add_agents(super::super::env_files::agents::of_agents(&home));
         }
         account
     }
@@ -94,6 +100,13 @@ impl Account {
                 }
             }
         }
+    }
+
+    /// Add what the coding agents' user settings run.
+    pub(in super::super) fn add_agents(&mut self, assigned: super::super::env_files::Assigned) {
+        self.agent_runs.extend(assigned.runs);
+        self.agent_relative_runs.extend(assigned.relative_sources);
+        self.read_files.extend(assigned.read);
     }
 
     /// What git reads for an account whose environment `var` gives (the files, the template

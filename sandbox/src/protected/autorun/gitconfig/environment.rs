@@ -107,6 +107,27 @@ impl Places<'_> {
                 Scope::Below,
             );
         }
+        let agents = "a file a coding agent's user settings run (a hook, status line, key helper \
+                      or MCP server, ~/.claude/settings.json and its kin): it runs outside every \
+                      sandbox in the projects the owner opens the agent in";
+        for file in &account.agent_runs {
+            if !crate::look::is_dir(file) {
+                self.add(
+                    file,
+                    AutorunClass::StartupLinks,
+                    agents.to_string(),
+                    Scope::Below,
+                );
+            }
+        }
+        for rel in &account.agent_relative_runs {
+            self.add(
+                &self.root.join(rel),
+                AutorunClass::StartupLinks,
+                agents.to_string(),
+                Scope::AtAnyDepth,
+            );
+        }
         for dir in &account.startup_run_dirs {
             let why = "a directory whose files the owner's shell start-up files source or run by \
                        a pattern (a file made there later matches too): they run in the owner's \

@@ -85,6 +85,7 @@ pub(super) const NAMING_FILES: &[&str] = &[
     ".codex/config.toml",
     ".gemini/settings.json",
     ".cursor/mcp.json",
+    ".config/goose/config.yaml",
     ".config/opencode/opencode.json",
     ".config/opencode/opencode.jsonc",
     ".config/opencode/config.json",
@@ -130,6 +131,18 @@ pub(super) const SYSTEM_NAMING_FILES: &[&str] = &[
     "etc/vimrc",
     "etc/xdg/nvim/sysinit.vim",
     "etc/gitconfig",
+    // Red team 49: what the loader, PAM, sshd, tmux, screen, logrotate and mail readers take
+    // from the system's files (libraries preloaded into every process, a key command sshd
+    // runs as root, hooks run as root).
+    "etc/ld.so.preload",
+    "etc/ld.so.conf",
+    "etc/security/pam_env.conf",
+    "etc/ssh/sshd_config",
+    "etc/tmux.conf",
+    "etc/screenrc",
+    "etc/mailcap",
+    "etc/logrotate.conf",
+    "etc/inputrc",
 ];
 
 /// The system's directories whose every file (one level) is such a configuration: cron's
@@ -148,6 +161,13 @@ pub(super) const SYSTEM_NAMING_DIRS: &[&str] = &[
     "etc/systemd/user",
     "etc/xdg/autostart",
     "etc/ssh/ssh_config.d",
+    "etc/ssh/sshd_config.d",
+    "etc/ld.so.conf.d",
+    "etc/init.d",
+    "etc/apt/apt.conf.d",
+    "etc/logrotate.d",
+    "etc/udev/rules.d",
+    "lib/udev/rules.d",
 ];
 
 /// Per-user directories whose every file (one level) is such a configuration: units and
@@ -218,7 +238,8 @@ pub(super) enum Named {
 /// a value from its key or from its neighbours (`node-options=--require=/p/x.js`,
 /// `dofile('/p/x.lua')`, `PATH:/p/bin`, vim's `:!/p/x`).
 fn starts_after(c: char) -> bool {
-    c.is_whitespace() || "'\"`=([{,:;@<>|&!".contains(c)
+    // `+` and `-` too: systemd's `ExecStart=-/p/x` and `ExecStartPre=+/p/x` (red team 49).
+    c.is_whitespace() || "'\"`=([{,:;@<>|&!+-".contains(c)
 }
 
 /// Characters that end a path.
@@ -331,6 +352,82 @@ pub(super) fn ssh_includes(text: &str, home: &Path) -> Vec<Named> {
         }
     }
     out
+}
+
+/// systemd's drop-in directories in `dir` (`x.service.d/`): their files are read with the
+/// units (red team 49: an `ExecStartPost=` in `ssh.service.d/override.conf` was not).
+pub(super) fn drop_in_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = crate::look::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "d") && crate::look::is_dir(p))
+        .take(MAX_DIR_FILES)
+        .collect()
+}
+
+/// The system's Python configs (`/etc/python3.11/sitecustomize.py`): every Python of the system
+/// runs them at its start, as any account.
+pub(super) fn system_python_configs(system: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = crate::look::read_dir(system.join("etc")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().as_encoded_bytes().starts_with(b"python"))
+        .flat_map(|e| ["sitecustomize.py", "usercustomize.py"].map(|f| e.path().join(f)))
+        .take(MAX_DIR_FILES)
+        .collect()
+}
+
+/// What a systemd unit runs by a path relative to its `WorkingDirectory=` (`ExecStart=/bin/sh
+/// x.sh`, red team 49): each word after the program of an `Exec…=` line that is no option or
+/// expansion, under each working directory the unit names.
+pub(super) fn unit_relative_runs(text: &str) -> Vec<Named> {
+    let dirs: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("WorkingDirectory="))
+        .map(|d| d.trim().trim_start_matches(['-', '!']))
+        .filter(|d| d.starts_with('/'))
+        .collect();
+    let mut out = Vec::new();
+    for line in text.lines().filter(|_| !dirs.is_empty()) {
+        let Some((key, value)) = line.trim().split_once('=') else {
+            continue;
+        };
+        if !key.trim_end().starts_with("Exec") {
+            continue;
+        }
+        // The exec prefixes (`-`, `@`, `:`, `+`, `!`, `!!`), then the program.
+        let value = value
+            .trim_start()
+            .trim_start_matches(['-', '@', ':', '+', '!']);
+        for word in value.split_whitespace().skip(1) {
+            let word = word.trim_matches(['"', '\'']);
+            if word.is_empty() || word.starts_with(['/', '-', '$', '%', '~']) {
+                continue;
+            }
+            out.extend(
+                dirs.iter()
+                    .map(|dir| Named::Path(Path::new(dir).join(word))),
+            );
+        }
+    }
+    out.truncate(MAX_PER_FILE);
+    out
+}
+
+/// The directories `ld.so.conf` and its included files list: the loader takes libraries from
+/// each, for every program of the system (red team 49: `libc.so.6` planted in one).
+pub(super) fn loader_dirs(text: &str) -> Vec<Named> {
+    text.lines()
+        .filter_map(|l| l.split('#').next()?.split_whitespace().next())
+        .filter(|word| word.starts_with('/'))
+        .map(|dir| Named::Dir(PathBuf::from(dir)))
+        .take(MAX_PER_FILE)
+        .collect()
 }
 
 /// The files directly in `dir` (none when it cannot be listed); `None` when it holds more than

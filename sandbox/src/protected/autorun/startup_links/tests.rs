@@ -847,3 +847,77 @@ fn a_latin1_tool_config_still_names_its_files() {
         derived.links
     );
 }
+
+/// Red team 49: systemd's exec prefixes, drop-ins and working directories, and the system's
+/// loader, PAM, sshd, tmux, udev, logrotate, apt and Python configs name programs too.
+#[test]
+fn the_systems_units_loader_and_daemons_name_their_programs() {
+    let h = home();
+    let p = h.project.to_string_lossy().into_owned();
+    let system = h.tmp.join("sys");
+    let sys_write = |rel: &str, text: String| {
+        let at = system.join(rel);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, text).unwrap();
+    };
+    sys_write(
+        "etc/systemd/system/rt.service",
+        format!("[Service]\nExecStart=-{p}/sd/dash.sh\nExecStartPre=+{p}/sd/plus.sh\n"),
+    );
+    sys_write(
+        "etc/systemd/system/ssh.service.d/override.conf",
+        format!("[Service]\nExecStartPost={p}/sd/dropin.sh\n"),
+    );
+    sys_write(
+        "etc/systemd/system/rel.service",
+        format!("[Service]\nWorkingDirectory={p}\nExecStart=/bin/sh sd/rel.sh\n"),
+    );
+    sys_write("etc/ld.so.preload", format!("{p}/lib/pre.so\n"));
+    sys_write("etc/ld.so.conf.d/zz.conf", format!("# dirs\n{p}/libdir\n"));
+    sys_write(
+        "etc/security/pam_env.conf",
+        format!("LD_PRELOAD DEFAULT={p}/lib/pam.so\n"),
+    );
+    sys_write(
+        "etc/ssh/sshd_config",
+        format!("AuthorizedKeysCommand {p}/bin/keys\n"),
+    );
+    sys_write(
+        "etc/udev/rules.d/99.rules",
+        format!("RUN+=\"{p}/bin/udev\"\n"),
+    );
+    sys_write("etc/tmux.conf", format!("run-shell {p}/bin/tmux.sh\n"));
+    sys_write(
+        "etc/python3.11/sitecustomize.py",
+        format!("exec(open('{p}/py/site.py').read())\n"),
+    );
+    std::fs::create_dir_all(h.project.join("libdir")).unwrap();
+    super::super::TEST_SYSTEM_ROOT.with(|root| *root.borrow_mut() = Some(system.clone()));
+    let policy = h.policy();
+    let refused = |rel: &str| policy.write_protection(&h.project.join(rel));
+    for (rel, config) in [
+        ("sd/dash.sh", "etc/systemd/system/rt.service"),
+        ("sd/plus.sh", "etc/systemd/system/rt.service"),
+        (
+            "sd/dropin.sh",
+            "etc/systemd/system/ssh.service.d/override.conf",
+        ),
+        ("sd/rel.sh", "etc/systemd/system/rel.service"),
+        ("lib/pre.so", "etc/ld.so.preload"),
+        ("libdir/libc.so.6", "etc/ld.so.conf.d/zz.conf"),
+        ("lib/pam.so", "etc/security/pam_env.conf"),
+        ("bin/keys", "etc/ssh/sshd_config"),
+        ("bin/udev", "etc/udev/rules.d/99.rules"),
+        ("bin/tmux.sh", "etc/tmux.conf"),
+        ("py/site.py", "etc/python3.11/sitecustomize.py"),
+    ] {
+        let file = system.join(config).display().to_string();
+        assert_eq!(
+            refused(rel),
+            Some(WriteProtection::StartupNamed { file }),
+            "{rel}"
+        );
+    }
+    assert_eq!(refused("src/main.rs"), None);
+    assert_eq!(refused("sd/other.sh"), None);
+}

@@ -623,3 +623,27 @@ fn a_relatively_sourced_name_is_a_place_at_any_depth() {
         assert!(!refused(rel), "{rel}");
     }
 }
+
+/// Red team 49: what the coding agents' user settings run is a place: by its absolute path,
+/// and a relative one at every depth of every tree (the project the agent is opened in).
+#[test]
+fn what_coding_agents_run_is_a_place_at_its_path_and_relative_ones_at_every_depth() {
+    let (_dir, root, mut account) = account(&[]);
+    account.agent_runs = vec![root.join("hooks/start.sh")];
+    account.agent_relative_runs = vec![PathBuf::from("scripts/h.sh")];
+    let places = places_with(&root, &[], &account);
+    assert_eq!(
+        class_at(&places, "hooks/start.sh"),
+        Some(AutorunClass::StartupLinks)
+    );
+    let relative = places
+        .iter()
+        .find(|p| p.at == Path::new("scripts/h.sh"))
+        .expect("the relative run is a place");
+    assert_eq!(
+        relative.scope,
+        crate::protected::autorun::shell_command::Scope::AtAnyDepth
+    );
+    assert!(relative.why.contains("coding agent"), "{}", relative.why);
+    assert!(class_at(&places, "scripts").is_none());
+}

@@ -1,0 +1,265 @@
+//! Coding agents' user settings read as the commands they hold (red team 49): hooks, status
+//! lines, key helpers, notifiers and MCP servers are shell lines or programs with arguments that
+//! the agent runs unconfined, in whatever project the owner opens it, with that project as
+//! their working directory. The spelling scan of tool configs (`startup_links::named`) took only
+//! literal absolute paths from their text, and missed JSON escapes (`"\/p\/x.sh"`,
+//! `"\u002fp/x.sh"`), the documented `"$CLAUDE_PROJECT_DIR"/scripts/x.sh`, relative commands
+//! (`./x.sh`, `node x.js`), `cd /p && ./x` and an MCP server's `cwd`. Here each file is parsed
+//! (JSON with comments, TOML), every command found is made a shell line (`cd CWD && PROGRAM
+//! ARGS…`, the project-dir variables as `.`), and the lines go through the shell start-up
+//! reader: absolute runs name files, runs by a relative path name files at every depth of
+//! every tree (the project the agent is opened in may be any of them).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{Assigned, MARK, Reader};
+
+/// The agents' user settings files, relative to a home, and whether each is TOML (else JSON,
+/// comments and trailing commas allowed). YAML ones (`.continue/config.yaml`,
+/// `.aider.conf.yml`, goose's `config.yaml`) are left to the spelling scan.
+pub(in crate::protected::autorun) const AGENT_FILES: &[(&str, bool)] = &[
+    (".claude/settings.json", false),
+    (".claude/settings.local.json", false),
+    (".claude.json", false),
+    (".codex/config.toml", true),
+    (".gemini/settings.json", false),
+    (".qwen/settings.json", false),
+    (".cursor/mcp.json", false),
+    (".codeium/windsurf/mcp_config.json", false),
+    (".kiro/settings/mcp.json", false),
+    (".aws/amazonq/mcp.json", false),
+    (".factory/mcp.json", false),
+    (".config/Claude/claude_desktop_config.json", false),
+    (".config/amp/settings.json", false),
+    (".config/crush/crush.json", false),
+    (".config/opencode/opencode.json", false),
+    (".config/opencode/opencode.jsonc", false),
+    (".config/opencode/config.json", false),
+    (".continue/config.json", false),
+    (".config/zed/settings.json", false),
+    (".config/Code/User/mcp.json", false),
+    (".config/Code/User/settings.json", false),
+    (".config/Cursor/User/settings.json", false),
+];
+
+/// Keys whose string value is a shell line the agent runs.
+const LINE_KEYS: &[&str] = &[
+    "apiKeyHelper",
+    "awsAuthRefresh",
+    "awsCredentialExport",
+    "otelHeadersHelper",
+    "toolDiscoveryCommand",
+    "toolCallCommand",
+];
+
+/// Keys whose array value is a program and its arguments (Codex's `notify`).
+const ARGV_KEYS: &[&str] = &["notify"];
+
+/// Variables that name the project the agent runs in (its working directory for hooks).
+const PROJECT_VARS: &[&str] = &[
+    "${CLAUDE_PROJECT_DIR}",
+    "$CLAUDE_PROJECT_DIR",
+    "${workspaceFolder}",
+    "${GEMINI_PROJECT_DIR}",
+    "$GEMINI_PROJECT_DIR",
+];
+
+/// Most lines taken from one home's agent settings.
+const MAX_LINES: usize = 4096;
+
+/// What the agents' user settings under `home` run, read as shell lines.
+pub(in crate::protected::autorun) fn of_agents(home: &Path) -> Assigned {
+    let mut reader = Reader {
+        home: Some(home.to_string_lossy().into_owned()),
+        ..Reader::default()
+    };
+    for (file, toml) in AGENT_FILES {
+        let path = home.join(file);
+        let Some(text) = super::super::read_head(&path, super::MAX_FILE) else {
+            continue;
+        };
+        reader.read.push(path);
+        let mut lines = Vec::new();
+        match parse(&text, *toml) {
+            Some(value) => command_lines(&value, &mut lines),
+            // Not readable as its format: the agent does not run it either, but its strings
+            // may still be read by another version: every quoted string is a line.
+            None => lines.extend(quoted_strings(&text)),
+        }
+        for line in lines.into_iter().take(MAX_LINES) {
+            // Each runs on its own, from the project (no `cd` carries over).
+            reader.shell_cwd = None;
+            reader.code(&project_dir_as_here(&line), super::At { dir: None }, 0);
+        }
+    }
+    Assigned::new(reader)
+}
+
+/// The document, JSON (comments and trailing commas dropped) or TOML.
+fn parse(text: &str, toml: bool) -> Option<Value> {
+    if toml {
+        let value: toml::Value = toml::from_str(text).ok()?;
+        return serde_json::to_value(value).ok();
+    }
+    serde_json::from_str(&strip_jsonc(text)).ok()
+}
+
+/// JSON with comments (`//`, `/* */`) and trailing commas as plain JSON; strings untouched.
+fn strip_jsonc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                out.push(c);
+                while let Some(s) = chars.next() {
+                    out.push(s);
+                    if s == '\\' {
+                        if let Some(escaped) = chars.next() {
+                            out.push(escaped);
+                        }
+                    } else if s == '"' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for s in chars.by_ref() {
+                    if s == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for s in chars.by_ref() {
+                    if last == '*' && s == '/' {
+                        break;
+                    }
+                    last = s;
+                }
+                out.push(' ');
+            }
+            ',' => {
+                // A comma before `}` or `]` (blanks between) is dropped.
+                let rest: String = chars.clone().take_while(|s| s.is_whitespace()).collect();
+                let after = chars.clone().nth(rest.chars().count());
+                if !matches!(after, Some('}' | ']')) {
+                    out.push(c);
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Every command `value` holds, as a shell line.
+fn command_lines(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            // `{"command": …, "args": […], "cwd": …}` (MCP servers, hooks, status lines) and
+            // goose's `cmd`.
+            for key in ["command", "cmd"] {
+                let Some(command) = map.get(key) else {
+                    continue;
+                };
+                let args: Vec<String> = match map.get("args") {
+                    Some(Value::Array(args)) => args.iter().filter_map(string_of).collect(),
+                    _ => Vec::new(),
+                };
+                let line = match command {
+                    // A hook's or status line's command is a shell line; with arguments, an
+                    // MCP server's is a program.
+                    Value::String(line) if args.is_empty() => line.clone(),
+                    Value::String(program) => {
+                        argv_line(std::iter::once(program.clone()).chain(args))
+                    }
+                    Value::Array(argv) => argv_line(argv.iter().filter_map(string_of).chain(args)),
+                    _ => continue,
+                };
+                match map.get("cwd").and_then(Value::as_str) {
+                    Some(cwd) => out.push(format!("cd {} && {line}", quote(cwd))),
+                    None => out.push(line),
+                }
+            }
+            for (key, child) in map {
+                match child {
+                    Value::String(line) if LINE_KEYS.contains(&key.as_str()) => {
+                        out.push(line.clone());
+                    }
+                    Value::Array(argv) if ARGV_KEYS.contains(&key.as_str()) => {
+                        out.push(argv_line(argv.iter().filter_map(string_of)));
+                    }
+                    _ => command_lines(child, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| command_lines(item, out)),
+        _ => {}
+    }
+}
+
+fn string_of(value: &Value) -> Option<String> {
+    value.as_str().map(str::to_string)
+}
+
+/// A program and its arguments as one shell line, each word quoted.
+fn argv_line(words: impl Iterator<Item = String>) -> String {
+    words.map(|w| quote(&w)).collect::<Vec<_>>().join(" ")
+}
+
+/// `word` single-quoted for a POSIX shell (a project-dir variable stays expandable: it is
+/// replaced before the line is read).
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// The line with the variables naming the project (the agent's working directory) as `.`;
+/// a quoted one (`"$CLAUDE_PROJECT_DIR"/x`) too.
+fn project_dir_as_here(line: &str) -> String {
+    let mut line = line.to_string();
+    for var in PROJECT_VARS {
+        for spelled in [format!("\"{var}\""), format!("'{var}'"), var.to_string()] {
+            line = line.replace(&spelled, ".");
+        }
+    }
+    // A reader's mark never comes from the owner's text.
+    line.replace(MARK, "")
+}
+
+/// The strings of a document that does not parse, decoded as JSON strings where they can be.
+fn quoted_strings(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('"') {
+        let after = &rest[start + 1..];
+        let mut end = None;
+        let mut escaped = false;
+        for (i, c) in after.char_indices() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => {
+                    end = Some(i);
+                    break;
+                }
+                _ => escaped = false,
+            }
+        }
+        let Some(end) = end else { break };
+        let raw = &after[..end];
+        let decoded = serde_json::from_str::<String>(&format!("\"{raw}\""))
+            .unwrap_or_else(|_| raw.to_string());
+        out.push(decoded);
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their fixtures directly
+mod tests;
