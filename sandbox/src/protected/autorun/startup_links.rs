@@ -371,6 +371,7 @@ impl Derived {
                         targets.extend(files.into_iter().map(|file| (file, false)));
                         targets.push((dir, true));
                     }
+                    named::Named::Loaded(dir) => targets.push((dir, true)),
                 }
             }
             for (target, whole_dir) in targets {

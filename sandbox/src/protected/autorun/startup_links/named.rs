@@ -232,6 +232,9 @@ pub(super) enum Named {
     /// A directory whose every file is read (ssh's `Include ~/p/ssh.d/*`): whole, a file made
     /// there later too.
     Dir(PathBuf),
+    /// A directory whose files a program loads (the loader's library directories): whole, its
+    /// files not read (they are libraries, and a system's hold thousands).
+    Loaded(PathBuf),
 }
 
 /// Characters after which a path may begin: blanks, quotes, and the punctuation that separates
@@ -425,7 +428,7 @@ pub(super) fn loader_dirs(text: &str) -> Vec<Named> {
     text.lines()
         .filter_map(|l| l.split('#').next()?.split_whitespace().next())
         .filter(|word| word.starts_with('/'))
-        .map(|dir| Named::Dir(PathBuf::from(dir)))
+        .map(|dir| Named::Loaded(PathBuf::from(dir)))
         .take(MAX_PER_FILE)
         .collect()
 }

@@ -873,7 +873,17 @@ fn the_systems_units_loader_and_daemons_name_their_programs() {
         format!("[Service]\nWorkingDirectory={p}\nExecStart=/bin/sh sd/rel.sh\n"),
     );
     sys_write("etc/ld.so.preload", format!("{p}/lib/pre.so\n"));
-    sys_write("etc/ld.so.conf.d/zz.conf", format!("# dirs\n{p}/libdir\n"));
+    // A system's library directory holds thousands of files: listed, never read (the first
+    // cut failed closed on `/usr/lib/x86_64-linux-gnu`).
+    let libs = h.tmp.join("usr-lib");
+    std::fs::create_dir_all(&libs).unwrap();
+    for i in 0..1100 {
+        std::fs::write(libs.join(format!("lib{i}.so")), "").unwrap();
+    }
+    sys_write(
+        "etc/ld.so.conf.d/zz.conf",
+        format!("# dirs\n{p}/libdir\n{}\n", libs.display()),
+    );
     sys_write(
         "etc/security/pam_env.conf",
         format!("LD_PRELOAD DEFAULT={p}/lib/pam.so\n"),
