@@ -30,11 +30,8 @@ pub(super) const SHELL_FILES: [&str; 18] = [
 /// every login or interactive shell of every account reads them before its own, so a line there
 /// that sources or runs a project file runs it as much as the account's own would (red team 48
 /// F1). `/etc/environment` holds plain assignments (pam_env reads it at each login).
-pub(super) const SYSTEM_SHELL_FILES: [&str; 16] = [
+pub(super) const SYSTEM_SHELL_FILES: [&str; 13] = [
     "etc/environment",
-    "etc/rc.local",
-    "etc/ssh/sshrc",
-    "etc/X11/Xsession",
     "etc/profile",
     "etc/bash.bashrc",
     "etc/bashrc",
@@ -51,14 +48,10 @@ pub(super) const SYSTEM_SHELL_FILES: [&str; 16] = [
 
 /// The system's directories whose every file (of the ending) a shell's start-up runs:
 /// `/etc/profile` sources `/etc/profile.d/*.sh`, fish reads `/etc/fish/conf.d/*.fish`.
-pub(super) const SYSTEM_STARTUP_DIRS: [(&str, &str); 6] = [
+pub(super) const SYSTEM_STARTUP_DIRS: [(&str, &str); 3] = [
     ("etc/profile.d", ".sh"),
     ("etc/fish/conf.d", ".fish"),
-    // bash-completion sources every file here in each interactive bash (red team 49).
-    ("etc/bash_completion.d", ""),
     ("etc/environment.d", ".conf"),
-    ("etc/X11/Xsession.d", ""),
-    ("etc/update-motd.d", ""),
 ];
 
 /// zsh's start-up files, read again in `$ZDOTDIR` when a read file sets it.

@@ -143,6 +143,12 @@ pub(super) const SYSTEM_NAMING_FILES: &[&str] = &[
     "etc/mailcap",
     "etc/logrotate.conf",
     "etc/inputrc",
+    // Scripts run as root or at every login, read for the paths they spell rather than as
+    // shell start-up files: they are large programs (the shell reader fails closed on their
+    // dynamic assignments, `read -r "$2"` in git-prompt, and had refused every project).
+    "etc/rc.local",
+    "etc/ssh/sshrc",
+    "etc/X11/Xsession",
 ];
 
 /// The system's directories whose every file (one level) is such a configuration: cron's
@@ -164,6 +170,9 @@ pub(super) const SYSTEM_NAMING_DIRS: &[&str] = &[
     "etc/ssh/sshd_config.d",
     "etc/ld.so.conf.d",
     "etc/init.d",
+    "etc/bash_completion.d",
+    "etc/X11/Xsession.d",
+    "etc/update-motd.d",
     "etc/apt/apt.conf.d",
     "etc/logrotate.d",
     "etc/udev/rules.d",

@@ -897,6 +897,12 @@ fn the_systems_units_loader_and_daemons_name_their_programs() {
         format!("RUN+=\"{p}/bin/udev\"\n"),
     );
     sys_write("etc/tmux.conf", format!("run-shell {p}/bin/tmux.sh\n"));
+    // A completion script is a large program: read for its paths (git-prompt's dynamic
+    // `read` had made the shell reader refuse every project).
+    sys_write(
+        "etc/bash_completion.d/git-prompt",
+        format!("__e() {{ read -r \"$2\" <\"$1\"; }}\n. {p}/bin/comp.sh\n"),
+    );
     sys_write(
         "etc/python3.11/sitecustomize.py",
         format!("exec(open('{p}/py/site.py').read())\n"),
@@ -919,6 +925,7 @@ fn the_systems_units_loader_and_daemons_name_their_programs() {
         ("bin/keys", "etc/ssh/sshd_config"),
         ("bin/udev", "etc/udev/rules.d/99.rules"),
         ("bin/tmux.sh", "etc/tmux.conf"),
+        ("bin/comp.sh", "etc/bash_completion.d/git-prompt"),
         ("py/site.py", "etc/python3.11/sitecustomize.py"),
     ] {
         let file = system.join(config).display().to_string();
