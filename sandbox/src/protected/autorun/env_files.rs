@@ -500,6 +500,12 @@ impl Reader {
                 let alias = first.as_deref() == Some("alias");
                 let mut texts = Vec::new();
                 for word in &words[1..] {
+                    // `eval "$(cat .x)"`: what the substitution runs (red team 49).
+                    for piece in &word.pieces {
+                        if let Piece::Command(inner) = piece {
+                            self.code(inner, at, depth + 1);
+                        }
+                    }
                     for text in self.expand(word, at, 0) {
                         if text.contains(MARK) {
                             // `eval "$(pyenv init -)"`: a program's output (a stated limit).
@@ -597,6 +603,7 @@ impl Reader {
                 && let Some(file) = file.literal()
                 && !file.starts_with('/')
                 && at.dir.is_none()
+                && !self.relative_sources.contains(&PathBuf::from(&file))
             {
                 self.relative_sources.push(PathBuf::from(file));
             }

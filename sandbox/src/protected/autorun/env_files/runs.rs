@@ -141,6 +141,21 @@ impl Reader {
     /// in [`Self::file`] and [`Self::code`]); a relative program is left alone (as a git
     /// alias's is).
     pub(super) fn program_run(&mut self, words: &[Word], at: At, depth: usize) {
+        // The commands of its substitutions run too, and their output is often the code
+        // (`eval "$(cat .x)"`, `. <(cat .x)`, red team 49).
+        if depth < MAX_EXPANSION_DEPTH {
+            let inner: Vec<String> = words
+                .iter()
+                .flat_map(|w| &w.pieces)
+                .filter_map(|piece| match piece {
+                    Piece::Command(text) => Some(text.clone()),
+                    _ => None,
+                })
+                .collect();
+            for text in inner {
+                self.code(&text, at, depth + 1);
+            }
+        }
         let rest = match skip_wrappers(words) {
             Command::Words(rest) => rest,
             Command::Nothing => return,
@@ -163,6 +178,9 @@ impl Reader {
                 return;
             }
             Command::Unclear(rest, dir) => {
+                // After a directory option, its value comes first.
+                let from_wrapper = dir.is_some();
+                let program = rest.get(usize::from(from_wrapper)..).unwrap_or_default();
                 // Relative ones from the wrapper's directory, else from where a `cd` went
                 // (`cd /p && flock -xn LOCK ./x`, red team 47a).
                 let dir = dir
@@ -172,6 +190,15 @@ impl Reader {
                             .find(|d| d.starts_with('/'))
                     })
                     .or_else(|| self.shell_cwd.clone());
+                // What it runs, from there (`env -C /p bash x.sh`, red team 49).
+                if let Some(dir) = dir
+                    .clone()
+                    .filter(|_| from_wrapper && depth < MAX_EXPANSION_DEPTH)
+                {
+                    let saved = self.shell_cwd.replace(dir);
+                    self.program_run(program, at, depth + 1);
+                    self.shell_cwd = saved;
+                }
                 for word in rest {
                     for path in self.expand(word, at, 0) {
                         if path.contains(MARK) {
@@ -211,6 +238,56 @@ impl Reader {
                         self.shell_cwd = dirs.into_iter().find(|d| d.starts_with('/'));
                     }
                     return;
+                }
+                // `eval "$(cat .x)"`, `. <(cat .x)`: what `cat` prints is, in a start-up
+                // file, most often code (red team 49); its files are scripts.
+                "cat" => {
+                    for file in args.iter().filter_map(Word::literal) {
+                        if !file.starts_with('-') {
+                            self.script_run(file, "cat");
+                        }
+                    }
+                }
+                // make runs its makefile's recipes (`[ -f .x.mk ] && make -f .x.mk`, `make -C
+                // /p -f x.mk`, red team 49): the makefile is a script, from `-C`'s directory.
+                "make" | "gmake" => {
+                    let mut dir: Option<String> = None;
+                    let mut files = Vec::new();
+                    let mut words = args.iter().filter_map(Word::literal);
+                    while let Some(word) = words.next() {
+                        let value = |w: &str, short: &str, long: &[&str]| {
+                            long.iter()
+                                .find_map(|l| w.strip_prefix(l))
+                                .or_else(|| w.strip_prefix(short).filter(|v| !v.is_empty()))
+                                .map(str::to_string)
+                        };
+                        if word == "-C" || word == "--directory" {
+                            dir = words.next();
+                        } else if word == "-f" || word == "--file" || word == "--makefile" {
+                            files.extend(words.next());
+                        } else if let Some(v) = value(&word, "-C", &["--directory="]) {
+                            dir = Some(v);
+                        } else if let Some(v) = value(&word, "-f", &["--file=", "--makefile="]) {
+                            files.push(v);
+                        }
+                    }
+                    let (base, prefix) = match dir {
+                        Some(d) if d.starts_with('/') => (Some(d), None),
+                        Some(d) => match self.shell_cwd.clone() {
+                            Some(cwd) => (Some(format!("{cwd}/{d}")), None),
+                            None => (None, Some(d)),
+                        },
+                        None => (self.shell_cwd.clone(), None),
+                    };
+                    let saved = std::mem::replace(&mut self.shell_cwd, base);
+                    for file in files {
+                        let file = match (&prefix, file.starts_with('/')) {
+                            (Some(d), false) => format!("{d}/{file}"),
+                            _ => file,
+                        };
+                        self.script_run(file, "make");
+                    }
+                    self.shell_cwd = saved;
                 }
                 // `complete -C prog`: bash runs it at each completion; `bind -x 'KEY: line'`
                 // at each key press.

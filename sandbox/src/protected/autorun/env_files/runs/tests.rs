@@ -496,3 +496,34 @@ fn the_systems_start_up_files_runs_are_runs() {
     assert!(assigned.read.contains(&system.join("etc/profile.d")));
     assert!(assigned.read.contains(&system.join("etc/environment")));
 }
+
+/// Red team 49: a makefile given to make, a file `cat` feeds to `eval`, and what `env
+/// -C` runs name their files, relative ones at every depth.
+#[test]
+fn make_files_cat_fed_code_and_env_chdir_runs_are_runs() {
+    let (_tmp, home, p) = home_and_project();
+    let p = p.display();
+    std::fs::write(
+        home.join(".bashrc"),
+        format!(
+            "cd() {{ builtin cd \"$@\" || return; [ -f .r9.mk ] && make -f .r9.mk; \
+             eval \"$(cat .r13)\"; }}\n\
+             env -C {p} bash s4.sh\n\
+             make -C {p} -f s5.mk\n\
+             make -C sub --file=s6.mk\n"
+        ),
+    )
+    .unwrap();
+    let assigned = of_shell(&home);
+    for rel in [".r9.mk", ".r13", "sub/s6.mk"] {
+        assert!(
+            assigned.relative_sources.contains(&PathBuf::from(rel)),
+            "{rel}: {:?}",
+            assigned.relative_sources
+        );
+    }
+    for file in ["s4.sh", "s5.mk"] {
+        let want = PathBuf::from(format!("{p}/{file}"));
+        assert!(assigned.runs.contains(&want), "{file}: {:?}", assigned.runs);
+    }
+}
