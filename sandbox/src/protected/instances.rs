@@ -402,12 +402,7 @@ pub fn read_registries(registries: &[PathBuf], own_state_dir: &Path) -> Registry
 /// start-up files, tools and programs are in any of them.
 pub fn own_homes() -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
-    let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    homes.extend(account_home());
+    let mut homes = primary_homes();
     let uid = euid();
     let registered = registered_homes(&homes)
         .into_iter()
@@ -417,6 +412,25 @@ pub fn own_homes() -> Vec<PathBuf> {
     for home in homes {
         let real = crate::look::canonicalize(&home).unwrap_or(home);
         if !out.contains(&real) && real.parent().is_some() {
+            out.push(real);
+        }
+    }
+    out
+}
+
+/// The homes the account's terminals surely read (canonical): this process's `$HOME` and the
+/// account's home in the passwd file.
+pub fn primary_homes() -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    homes.extend(account_home());
+    let mut out: Vec<PathBuf> = Vec::new();
+    for home in homes {
+        let real = crate::look::canonicalize(&home).unwrap_or(home);
+        if !out.contains(&real) {
             out.push(real);
         }
     }

@@ -673,14 +673,25 @@ fn past_the_bounds_and_tied_arrays_fail_closed() {
     for i in 0..MAX_SOURCE_DEPTH + 2 {
         std::fs::write(home.join(format!("s{i}")), format!(". ./s{}\n", i + 1)).unwrap();
     }
-    let unreadable = of_shell(&home).unreadable;
+    std::fs::write(home.join(".profile"), "export PYTHONPATH=$(date)\n").unwrap();
+    let shell = of_shell(&home);
     assert!(
-        unreadable
+        shell
+            .unreadable
             .iter()
             .any(|(what, why)| what.contains("start-up files")
                 && what.contains(&*home.to_string_lossy())
                 && why == PAST_BOUNDS),
-        "{unreadable:?}"
+        "{:?}",
+        shell.unreadable
+    );
+    // Another gateway's `$HOME` past the bounds is read as far as the bounds and no further
+    // (red team 49 F6); what it cannot read otherwise still fails closed.
+    let other = shell.unbounded_as_unread().unreadable;
+    assert!(other.iter().all(|(_, why)| why != PAST_BOUNDS), "{other:?}");
+    assert!(
+        other.iter().any(|(what, _)| what == "PYTHONPATH"),
+        "{other:?}"
     );
     // A tied array assigned as an array is read into its variable (zsh joins it with `:`;
     // each element is an entry); assigned another way it is not read.

@@ -61,8 +61,14 @@ impl Account {
         // service, another shell): red team 33.
         // Every home of the account: its passwd home and its other gateways' `$HOME`s hold
         // the shell files its terminals read too (red team 43a B5, B6).
+        let primary = crate::protected::instances::primary_homes();
         for home in crate::protected::instances::own_homes() {
-            account.add_assigned(super::super::env_files::of_shell(&home));
+            let shell = super::super::env_files::of_shell(&home);
+            account.add_assigned(if primary.contains(&home) {
+                shell
+            } else {
+                shell.unbounded_as_unread()
+            });
             account.add_agents(super::super::env_files::agents::of_agents(&home));
         }
         account
