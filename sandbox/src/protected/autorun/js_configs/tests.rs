@@ -187,6 +187,16 @@ fn decoded_and_nested_paths_under_loader_keys_are_refused() {
             "y/%2e%2e/e.js",
         ),
         (".eslintrc", "// c\nparser: \"./e.js\" /* c */\n", "./e.js"),
+        (
+            ".eslintrc.json",
+            r#"{"\u0070lugins": ["./e.js"]}"#,
+            "./e.js",
+        ),
+        (
+            ".prettierrc.yaml",
+            "base: &b [./e.js]\nplugins: *b\n",
+            "./e.js",
+        ),
     ] {
         let why = refusal(name, Some("{}"), text).unwrap_or_else(|| panic!("{name}: {text}"));
         assert!(
