@@ -110,8 +110,8 @@ impl AutorunClass {
                  tailwind.config, and pyproject.toml's, setup.cfg's and tox.ini's keys that load \
                  code (pylint's init-hook and load-plugins, mypy's plugins, \
                  [flake8:local-plugins]) and the paths the JSON and YAML configs of ESLint, \
-                 Prettier, Stylelint, markdownlint, Babel and SWC name (also in package.json's \
-                 sections of them); the rest of those files stays writable)"
+                 Prettier, Stylelint, markdownlint, Babel and SWC name under keys that load code \
+                 (also in package.json's and package.yaml's sections of them); the rest of those files stays writable)"
             }
             Self::DirectoryHooks => {
                 "directory-entry hooks: .envrc, .env (oh-my-zsh's dotenv, autoenv and aider \

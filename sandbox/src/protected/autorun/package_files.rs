@@ -16,11 +16,14 @@ pub enum CheckedFile {
     PackageJson,
     PackageYaml,
     Lint(LintConfig),
-    /// A JavaScript tool's JSON or YAML config ([`js_configs`]).
-    JsConfig,
+    /// A JavaScript tool's JSON, YAML or TOML config ([`js_configs`]), parsed as its dialect.
+    JsConfig(js_configs::Dialect),
     /// `package.json`'s sections of those tools ([`js_configs::PACKAGE_SECTIONS`]): checked
     /// with [`Self::PackageJson`], refused as another class.
     PackageJsonTools,
+    /// `package.yaml`'s sections of the same tools (Prettier 3 reads them there too): checked
+    /// with [`Self::PackageYaml`], refused as another class.
+    PackageYamlTools,
 }
 
 impl CheckedFile {
@@ -30,8 +33,8 @@ impl CheckedFile {
             Some(Self::PackageJson)
         } else if package_yaml::is_package_yaml(name) {
             Some(Self::PackageYaml)
-        } else if js_configs::is_js_config(name) {
-            Some(Self::JsConfig)
+        } else if let Some(dialect) = js_configs::dialect(name) {
+            Some(Self::JsConfig(dialect))
         } else {
             LintConfig::of(name).map(Self::Lint)
         }
@@ -41,13 +44,19 @@ impl CheckedFile {
     pub fn class(self) -> AutorunClass {
         match self {
             Self::PackageJson | Self::PackageYaml => AutorunClass::GitHooks,
-            Self::Lint(_) | Self::JsConfig | Self::PackageJsonTools => AutorunClass::EditorConfig,
+            Self::Lint(_) | Self::JsConfig(_) | Self::PackageJsonTools | Self::PackageYamlTools => {
+                AutorunClass::EditorConfig
+            }
         }
     }
 
     /// This kind and the others a file of its name is checked as.
     pub fn with_companions(self) -> impl Iterator<Item = Self> {
-        let companion = (self == Self::PackageJson).then_some(Self::PackageJsonTools);
+        let companion = match self {
+            Self::PackageJson => Some(Self::PackageJsonTools),
+            Self::PackageYaml => Some(Self::PackageYamlTools),
+            _ => None,
+        };
         std::iter::once(self).chain(companion)
     }
 
@@ -72,12 +81,25 @@ impl CheckedFile {
                     &path,
                 ))
             }
-            Self::JsConfig => {
+            Self::PackageYamlTools => {
                 let (old, new) = (
                     old.map(String::from_utf8_lossy),
                     String::from_utf8_lossy(new),
                 );
-                let path = js_configs::added_path(old.as_deref(), &new)?;
+                let (section, path) = js_configs::added_package_yaml_path(old.as_deref(), &new)?;
+                let place = match section {
+                    Some(section) => format!("package.yaml's \"{section}\" section"),
+                    // No YAML this gateway reads: which section holds it cannot be told.
+                    None => "package.yaml, which is no YAML this gateway reads,".to_string(),
+                };
+                Some(js_config_path(&place, &path))
+            }
+            Self::JsConfig(dialect) => {
+                let (old, new) = (
+                    old.map(String::from_utf8_lossy),
+                    String::from_utf8_lossy(new),
+                );
+                let path = js_configs::added_path(dialect, old.as_deref(), &new)?;
                 Some(js_config_path("this config", &path))
             }
             Self::PackageYaml => Some(match package_yaml::changed_hook_section(old, new)? {
@@ -118,7 +140,8 @@ fn js_config_path(place: &str, path: &str) -> String {
     format!(
         "it adds the path {path:?} to {place}: a JavaScript linter's, formatter's or compiler's \
          config loads the file a path names as its parser, plugin, preset or rule, when the \
-         owner's editor opens or saves a file; package names and other edits stay allowed"
+         owner's editor opens or saves a file; package names, paths under keys that load no \
+         code and other edits stay allowed"
     )
 }
 

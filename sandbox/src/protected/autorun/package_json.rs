@@ -83,19 +83,17 @@ pub fn changed_section(old: Option<&[u8]>, new: &[u8], strict_hooks: bool) -> Op
 }
 
 /// The first section of the JavaScript tools' configs in `package.json`
-/// ([`super::js_configs::PACKAGE_SECTIONS`]) whose new value names a path its old one did not,
-/// with that path (red team 48 F7). Unreadable JSON is [`changed_section`]'s to refuse.
+/// ([`super::js_configs::PACKAGE_SECTIONS`]) whose new value names a path under a loader key
+/// its old one did not, with that path (red team 48 F7). Unreadable JSON is
+/// [`changed_section`]'s to refuse.
 pub fn added_tool_path(old: Option<&[u8]>, new: &[u8]) -> Option<(&'static str, String)> {
     let parse = |bytes: &[u8]| serde_json::from_slice::<serde_json::Value>(bytes).ok();
     let (old, new) = (old.and_then(parse), parse(new)?);
     super::js_configs::PACKAGE_SECTIONS
         .into_iter()
         .find_map(|section| {
-            let text = |doc: Option<&serde_json::Value>| {
-                doc.and_then(|d| d.get(section)).map(|v| v.to_string())
-            };
-            let added =
-                super::js_configs::added_path(text(old.as_ref()).as_deref(), &text(Some(&new))?)?;
+            let before = old.as_ref().and_then(|d| d.get(section));
+            let added = super::js_configs::added_section_path(before, new.get(section)?)?;
             Some((section, added))
         })
 }
