@@ -118,6 +118,24 @@ enum Node {
 }
 
 impl Node {
+    fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value;
+        match self {
+            Self::Str(s) => Value::String(s.clone()),
+            Self::List(items) => Value::Array(items.iter().map(Self::to_json).collect()),
+            Self::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .filter_map(|(k, v)| match k {
+                        Self::Str(key) => Some((key.clone(), v.to_json())),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            Self::Other => Value::Null,
+        }
+    }
+
     fn from_json(value: &serde_json::Value) -> Self {
         use serde_json::Value;
         match value {
@@ -274,10 +292,22 @@ fn parse(dialect: Dialect, text: &str) -> Option<Vec<Node>> {
 /// `text` as JSON5, when it nests no deeper than [`MAX_DEPTH`] (the json5 crate recurses
 /// without a bound of its own).
 fn json5_node(text: &str) -> Option<Node> {
+    json5_value(text).map(|v| Node::from_json(&v))
+}
+
+/// `text` as JSON5 (JSON with comments and trailing commas: what the agents' settings are
+/// too), within the nesting bound.
+pub(super) fn json5_value(text: &str) -> Option<serde_json::Value> {
     if json5_depth(text) > MAX_DEPTH {
         return None;
     }
-    json5::from_str(text).ok().map(|v| Node::from_json(&v))
+    json5::from_str(text).ok()
+}
+
+/// `text`'s first YAML document as a JSON value (maps keep their string keys; aliases
+/// resolved, within the same bounds as the configs'), for the agents' YAML settings.
+pub(super) fn yaml_value(text: &str) -> Option<serde_json::Value> {
+    yaml::documents(text)?.first().map(Node::to_json)
 }
 
 /// How deep `text`'s brackets nest, outside JSON5 strings (either quote, backslash escapes)

@@ -5,7 +5,7 @@
 //! literal absolute paths from their text, and missed JSON escapes (`"\/p\/x.sh"`,
 //! `"\u002fp/x.sh"`), the documented `"$CLAUDE_PROJECT_DIR"/scripts/x.sh`, relative commands
 //! (`./x.sh`, `node x.js`), `cd /p && ./x` and an MCP server's `cwd`. Here each file is parsed
-//! (JSON with comments, TOML), every command found is made a shell line (`cd CWD && PROGRAM
+//! (JSON with comments, TOML, YAML), every command found is made a shell line (`cd CWD && PROGRAM
 //! ARGS…`, the project-dir variables as `.`), and the lines go through the shell start-up
 //! reader: absolute runs name files, runs by a relative path name files at every depth of
 //! every tree (the project the agent is opened in may be any of them).
@@ -16,32 +16,44 @@ use serde_json::Value;
 
 use super::{Assigned, MARK, Reader};
 
-/// The agents' user settings files, relative to a home, and whether each is TOML (else JSON,
-/// comments and trailing commas allowed). YAML ones (`.continue/config.yaml`,
-/// `.aider.conf.yml`, goose's `config.yaml`) are left to the spelling scan.
-pub(in crate::protected::autorun) const AGENT_FILES: &[(&str, bool)] = &[
-    (".claude/settings.json", false),
-    (".claude/settings.local.json", false),
-    (".claude.json", false),
-    (".codex/config.toml", true),
-    (".gemini/settings.json", false),
-    (".qwen/settings.json", false),
-    (".cursor/mcp.json", false),
-    (".codeium/windsurf/mcp_config.json", false),
-    (".kiro/settings/mcp.json", false),
-    (".aws/amazonq/mcp.json", false),
-    (".factory/mcp.json", false),
-    (".config/Claude/claude_desktop_config.json", false),
-    (".config/amp/settings.json", false),
-    (".config/crush/crush.json", false),
-    (".config/opencode/opencode.json", false),
-    (".config/opencode/opencode.jsonc", false),
-    (".config/opencode/config.json", false),
-    (".continue/config.json", false),
-    (".config/zed/settings.json", false),
-    (".config/Code/User/mcp.json", false),
-    (".config/Code/User/settings.json", false),
-    (".config/Cursor/User/settings.json", false),
+/// A settings file's format.
+#[derive(Clone, Copy)]
+pub(in crate::protected::autorun) enum Format {
+    /// JSON with comments and trailing commas (JSON5).
+    Json,
+    Toml,
+    Yaml,
+}
+
+use Format::{Json, Toml, Yaml};
+
+/// The agents' user settings files, relative to a home, and their formats.
+pub(in crate::protected::autorun) const AGENT_FILES: &[(&str, Format)] = &[
+    (".claude/settings.json", Json),
+    (".claude/settings.local.json", Json),
+    (".claude.json", Json),
+    (".codex/config.toml", Toml),
+    (".gemini/settings.json", Json),
+    (".qwen/settings.json", Json),
+    (".cursor/mcp.json", Json),
+    (".codeium/windsurf/mcp_config.json", Json),
+    (".kiro/settings/mcp.json", Json),
+    (".aws/amazonq/mcp.json", Json),
+    (".factory/mcp.json", Json),
+    (".config/Claude/claude_desktop_config.json", Json),
+    (".config/amp/settings.json", Json),
+    (".config/crush/crush.json", Json),
+    (".config/opencode/opencode.json", Json),
+    (".config/opencode/opencode.jsonc", Json),
+    (".config/opencode/config.json", Json),
+    (".continue/config.json", Json),
+    (".config/zed/settings.json", Json),
+    (".config/Code/User/mcp.json", Json),
+    (".config/Code/User/settings.json", Json),
+    (".config/Cursor/User/settings.json", Json),
+    (".continue/config.yaml", Yaml),
+    (".aider.conf.yml", Yaml),
+    (".config/goose/config.yaml", Yaml),
 ];
 
 /// Keys whose string value is a shell line the agent runs.
@@ -52,6 +64,9 @@ const LINE_KEYS: &[&str] = &[
     "otelHeadersHelper",
     "toolDiscoveryCommand",
     "toolCallCommand",
+    // aider runs these after every edit.
+    "lint-cmd",
+    "test-cmd",
 ];
 
 /// Keys whose array value is a program and its arguments (Codex's `notify`).
@@ -75,14 +90,14 @@ pub(in crate::protected::autorun) fn of_agents(home: &Path) -> Assigned {
         home: Some(home.to_string_lossy().into_owned()),
         ..Reader::default()
     };
-    for (file, toml) in AGENT_FILES {
+    for (file, format) in AGENT_FILES {
         let path = home.join(file);
         let Some(text) = super::super::read_head(&path, super::MAX_FILE) else {
             continue;
         };
         reader.read.push(path);
         let mut lines = Vec::new();
-        match parse(&text, *toml) {
+        match parse(&text, *format) {
             Some(value) => command_lines(&value, &mut lines),
             // Not readable as its format: the agent does not run it either, but its strings
             // may still be read by another version: every quoted string is a line.
@@ -97,65 +112,14 @@ pub(in crate::protected::autorun) fn of_agents(home: &Path) -> Assigned {
     Assigned::new(reader)
 }
 
-/// The document, JSON (comments and trailing commas dropped) or TOML.
-fn parse(text: &str, toml: bool) -> Option<Value> {
-    if toml {
-        let value: toml::Value = toml::from_str(text).ok()?;
-        return serde_json::to_value(value).ok();
+/// The document in its format.
+fn parse(text: &str, format: Format) -> Option<Value> {
+    use crate::protected::autorun::js_configs::{json5_value, yaml_value};
+    match format {
+        Format::Json => json5_value(text),
+        Format::Toml => serde_json::to_value(toml::from_str::<toml::Value>(text).ok()?).ok(),
+        Format::Yaml => yaml_value(text),
     }
-    serde_json::from_str(&strip_jsonc(text)).ok()
-}
-
-/// JSON with comments (`//`, `/* */`) and trailing commas as plain JSON; strings untouched.
-fn strip_jsonc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => {
-                out.push(c);
-                while let Some(s) = chars.next() {
-                    out.push(s);
-                    if s == '\\' {
-                        if let Some(escaped) = chars.next() {
-                            out.push(escaped);
-                        }
-                    } else if s == '"' {
-                        break;
-                    }
-                }
-            }
-            '/' if chars.peek() == Some(&'/') => {
-                for s in chars.by_ref() {
-                    if s == '\n' {
-                        out.push('\n');
-                        break;
-                    }
-                }
-            }
-            '/' if chars.peek() == Some(&'*') => {
-                chars.next();
-                let mut last = ' ';
-                for s in chars.by_ref() {
-                    if last == '*' && s == '/' {
-                        break;
-                    }
-                    last = s;
-                }
-                out.push(' ');
-            }
-            ',' => {
-                // A comma before `}` or `]` (blanks between) is dropped.
-                let rest: String = chars.clone().take_while(|s| s.is_whitespace()).collect();
-                let after = chars.clone().nth(rest.chars().count());
-                if !matches!(after, Some('}' | ']')) {
-                    out.push(c);
-                }
-            }
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 /// Every command `value` holds, as a shell line.

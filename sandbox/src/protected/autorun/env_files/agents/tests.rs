@@ -47,12 +47,16 @@ fn agents_commands_name_their_files_however_spelled() {
     );
     let qwen = format!(r#"{{"mcpServers": {{"q": {{"command": "{p}/qwen.sh"}}}}}}"#);
     let broken = r#"{"mcpServers": {"z": {"command": "\/w\/p\/broken.sh" "#.to_string();
+    let goose = "extensions:\n  x:\n    type: stdio\n    cmd: \"\\x2fw/p/goose.sh\"\n".to_string();
+    let aider = "test-cmd: ./scripts/test.sh\n".to_string();
     let (_tmp, home) = home_with(&[
         (".claude/settings.json", claude),
         (".claude.json", claude_json),
         (".codex/config.toml", codex),
         (".qwen/settings.json", qwen),
         (".kiro/settings/mcp.json", broken),
+        (".config/goose/config.yaml", goose),
+        (".aider.conf.yml", aider),
     ]);
     let got = of_agents(&home);
     let runs: Vec<PathBuf> = got.runs.iter().map(|r| normal(r)).collect();
@@ -66,6 +70,7 @@ fn agents_commands_name_their_files_however_spelled() {
         "c_rel.js",
         "qwen.sh",
         "broken.sh",
+        "goose.sh",
     ] {
         assert!(runs.contains(&Path::new(p).join(want)), "{want}: {runs:?}");
     }
@@ -74,6 +79,7 @@ fn agents_commands_name_their_files_however_spelled() {
         "scripts/h_rel.sh",
         "scripts/h_node.js",
         "scripts/m_projrel.js",
+        "scripts/test.sh",
     ] {
         assert!(
             got.relative_sources.contains(&PathBuf::from(want)),
@@ -88,12 +94,4 @@ fn agents_commands_name_their_files_however_spelled() {
 /// `/w/p/./x` as `/w/p/x` (the places resolve the same way).
 fn normal(path: &Path) -> PathBuf {
     path.components().collect()
-}
-
-#[test]
-fn jsonc_comments_and_trailing_commas_go_and_strings_stay() {
-    let text = "{\"a\": \"x // not a comment, \", /* c */ \"b\": [1, 2,],}";
-    let value: serde_json::Value = serde_json::from_str(&strip_jsonc(text)).unwrap();
-    assert_eq!(value["a"], "x // not a comment, ");
-    assert_eq!(value["b"], serde_json::json!([1, 2]));
 }
