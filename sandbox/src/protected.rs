@@ -616,31 +616,38 @@ pub fn unfit_write_root(root: &Path, owner_home: &Path) -> Option<&'static str> 
         .find_map(|path| unfit_write_root_at(&path, owner_home))
 }
 
+/// System directories: no write root is in one (their files run as or for other programs).
+const SYSTEM_DIRS: &[&str] = &[
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+    "/var/lib",
+    "/var/spool",
+    "/var/run",
+    "/System",
+    "/Library",
+    "/Applications",
+    "/private/etc",
+    "/private/var/db",
+];
+
+/// Whether `path` is in a system directory ([`SYSTEM_DIRS`]), where no write root is.
+pub(crate) fn in_system_dir(path: &Path) -> bool {
+    SYSTEM_DIRS.iter().any(|dir| path.starts_with(dir))
+}
+
 /// [`unfit_write_root`] for one path of the root.
 fn unfit_write_root_at(root: &Path, owner_home: &Path) -> Option<&'static str> {
-    const SYSTEM: &[&str] = &[
-        "/etc",
-        "/usr",
-        "/bin",
-        "/sbin",
-        "/lib",
-        "/lib32",
-        "/lib64",
-        "/libx32",
-        "/boot",
-        "/proc",
-        "/sys",
-        "/dev",
-        "/run",
-        "/var/lib",
-        "/var/spool",
-        "/var/run",
-        "/System",
-        "/Library",
-        "/Applications",
-        "/private/etc",
-        "/private/var/db",
-    ];
     if root == Path::new("/") {
         return Some("is the whole file system; choose the project's own directory");
     }
@@ -670,7 +677,7 @@ fn unfit_write_root_at(root: &Path, owner_home: &Path) -> Option<&'static str> {
              choose the project's own directory",
         );
     }
-    if SYSTEM.iter().any(|dir| root.starts_with(dir)) {
+    if in_system_dir(root) {
         return Some("is a system directory; choose the project's own directory");
     }
     if ["/tmp", "/var/tmp", "/dev/shm"]

@@ -45,7 +45,7 @@ impl Gateway {
                         "the session's frozen skills could not be read; see the gateway log",
                     )
                 })?;
-            crate::skills::system_prompt(SYSTEM_PROMPT, &skills)
+            crate::skills::system_prompt(SYSTEM_PROMPT, &skills, &session.id)
         };
         let owner = self.broker_owner(&session.id, generation);
         let spec = LaunchSpec {

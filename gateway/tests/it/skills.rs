@@ -319,9 +319,13 @@ async fn look_alike_tags_in_a_skill_body_never_reach_the_runners_system_prompt()
         1,
         "{skills}"
     );
-    assert_eq!(skills.matches("</skill>").count(), 1, "{skills}");
+    // The block ends only at the closer carrying the session's nonce (red team 48 F4).
+    let nonce_at = skills.find(" nonce=\"").expect("the opener's nonce") + 8;
+    let closer = format!("</skill nonce=\"{}\">", &skills[nonce_at..nonce_at + 32]);
+    assert_eq!(skills.matches("</skill").count(), 1, "{skills}");
     assert!(
-        skills.ends_with("END\n</skill>") || skills.ends_with("END\n</skill>\n"),
+        skills.ends_with(&format!("END\n{closer}"))
+            || skills.ends_with(&format!("END\n{closer}\n")),
         "{skills}"
     );
     let suspicious: Vec<char> = skills

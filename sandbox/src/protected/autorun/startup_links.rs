@@ -295,6 +295,7 @@ impl Derived {
             }
         }
         let mut read: Vec<PathBuf> = Vec::new();
+        let mut seen: std::collections::HashSet<(PathBuf, bool)> = std::collections::HashSet::new();
         let vars = super::env_files::of_shell(home).absolute_vars;
         while let Some((file, config, depth)) = queue.pop() {
             self.watch(&file);
@@ -375,7 +376,36 @@ impl Derived {
                 }
             }
             for (target, whole_dir) in targets {
+                // Each target once: the system's files name the same programs hundreds of
+                // times (`/bin/sh` in every init script), each with its loader endings.
+                if !seen.insert((target.clone(), whole_dir)) {
+                    continue;
+                }
+                // A system directory's own file (or one not there) is no write root's: one
+                // look, not a resolution of every component.
+                if crate::protected::in_system_dir(&target)
+                    && !crate::look::symlink_metadata(&target).is_ok_and(|m| m.is_symlink())
+                {
+                    if target.starts_with("/etc")
+                        && depth < named::MAX_DEPTH
+                        && crate::look::is_file(&target)
+                    {
+                        queue.push((target.clone(), config.clone(), depth + 1));
+                    }
+                    continue;
+                }
                 let target = resolved(&target).unwrap_or(target);
+                // No write root is in a system directory: nothing there needs refusing, and
+                // only `/etc`'s configs are read in turn (`/usr/bin/x` is a program).
+                if crate::protected::in_system_dir(&target) {
+                    if target.starts_with("/etc")
+                        && depth < named::MAX_DEPTH
+                        && crate::look::is_file(&target)
+                    {
+                        queue.push((target.clone(), config.clone(), depth + 1));
+                    }
+                    continue;
+                }
                 if (crate::look::is_dir(&target) && !whole_dir) || !owned_by(&target, uid) {
                     continue;
                 }
