@@ -92,6 +92,9 @@ impl Gateway {
             .await
             .map_err(|err| {
                 tracing::error!(session = %session.id, "attaching broker: {err:#}");
+                // A broker that never answered is not left running with its runner (red team
+                // 50: one kept 50-60 % of a CPU after its session had failed).
+                self.host.signal(&record, BrokerSignal::Kill);
                 LaunchError::now(
                     LaunchErrorCode::BrokerUnreachable,
                     "the session's runtime did not answer; start a new session",

@@ -111,6 +111,14 @@ async fn a_broker_that_does_not_answer_fails_the_start() {
         view.launch_error.as_ref().map(|e| e.code),
         Some(LaunchErrorCode::BrokerUnreachable)
     );
+    // The broker that never answered is stopped, not left running (red team 50).
+    let spawned: Vec<i32> = h.host.spawns().iter().map(|s| s.pid).collect();
+    assert_eq!(spawned.len(), 1);
+    assert!(
+        h.host.signals().iter().any(|(pid, _)| *pid == spawned[0]),
+        "{:?}",
+        h.host.signals()
+    );
 }
 
 #[tokio::test]

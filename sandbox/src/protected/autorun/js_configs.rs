@@ -457,6 +457,15 @@ pub fn is_path(value: &str) -> bool {
                 && bytes[0].is_ascii_alphabetic()
                 && bytes[1] == b':'
                 && matches!(bytes[2], b'/' | b'\\'))
+            // A loader's prefix before a path (Babel's `module:./x.js`, red team 50;
+            // `npm:`, `node:`): the rest decides.
+            || value.split_once(':').is_some_and(|(prefix, rest)| {
+                prefix.len() > 1
+                    && !prefix.eq_ignore_ascii_case("http")
+                    && !prefix.eq_ignore_ascii_case("https")
+                    && prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    && is_path(rest)
+            })
     })
 }
 

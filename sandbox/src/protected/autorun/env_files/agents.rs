@@ -64,6 +64,8 @@ const LINE_KEYS: &[&str] = &[
     "otelHeadersHelper",
     "toolDiscoveryCommand",
     "toolCallCommand",
+    "discoveryCommand",
+    "callCommand",
     // aider runs these after every edit.
     "lint-cmd",
     "test-cmd",
@@ -146,9 +148,22 @@ fn command_lines(value: &Value, out: &mut Vec<String>) {
                     Value::Array(argv) => argv_line(argv.iter().filter_map(string_of).chain(args)),
                     _ => continue,
                 };
+                // Its environment first (`"env": {"NODE_OPTIONS": "--require ./x.js"}`).
+                let exports: String = match map.get("env") {
+                    Some(Value::Object(env)) => env
+                        .iter()
+                        .filter(|(name, _)| {
+                            crate::protected::autorun::shell_words::is_variable_name(name)
+                        })
+                        .filter_map(|(name, value)| {
+                            Some(format!("export {name}={}; ", quote(value.as_str()?)))
+                        })
+                        .collect(),
+                    _ => String::new(),
+                };
                 match map.get("cwd").and_then(Value::as_str) {
-                    Some(cwd) => out.push(format!("cd {} && {line}", quote(cwd))),
-                    None => out.push(line),
+                    Some(cwd) => out.push(format!("{exports}cd {} && {line}", quote(cwd))),
+                    None => out.push(format!("{exports}{line}")),
                 }
             }
             for (key, child) in map {

@@ -132,6 +132,14 @@ fn skip_wrappers(words: &[Word]) -> Command<'_> {
     Command::Words(rest)
 }
 
+/// Whether a project runner's first word names a script rather than a program.
+fn looks_like_script(word: &str) -> bool {
+    const ENDINGS: [&str; 12] = [
+        ".py", ".pyw", ".sh", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".tsx", ".rb", ".pl",
+    ];
+    word.contains('/') || ENDINGS.iter().any(|e| word.ends_with(e))
+}
+
 impl Reader {
     /// What a shell start-up file's command runs by an absolute path (red team 43a B1b): the
     /// program itself (`/p/tools/motd.sh`, in an alias or `PROMPT_COMMAND` too), a file it
@@ -236,6 +244,28 @@ impl Reader {
                     if let Some(dir) = dir {
                         let dirs = self.expand(dir, at, 0);
                         self.shell_cwd = dirs.into_iter().find(|d| d.starts_with('/'));
+                    }
+                    return;
+                }
+                // Project runners (`uv run x.py`, `poetry run python x.py`, red team 50): what
+                // follows `run` is a script or a command, run from where the shell is.
+                "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye"
+                    if literal(0).as_deref() == Some("run") =>
+                {
+                    let rest = &args[1..];
+                    let start = rest
+                        .iter()
+                        .position(|w| !w.literal().is_some_and(|t| t.starts_with('-')))
+                        .unwrap_or(rest.len());
+                    let rest = &rest[start..];
+                    match rest.first().and_then(Word::literal) {
+                        Some(first) if looks_like_script(&first) => {
+                            self.script_run(first, "python");
+                        }
+                        Some(_) if depth < MAX_EXPANSION_DEPTH => {
+                            self.program_run(rest, at, depth + 1);
+                        }
+                        _ => {}
                     }
                     return;
                 }
@@ -411,6 +441,15 @@ impl Reader {
                         break;
                     }
                     Some(option) if option.starts_with('-') => continue,
+                    // `deno run x.ts`, `bun run x.ts`: the subcommand, then the script.
+                    Some("run" | "test")
+                        if matches!(
+                            Path::new(&program).file_name().and_then(|n| n.to_str()),
+                            Some("deno" | "bun")
+                        ) =>
+                    {
+                        continue;
+                    }
                     _ => {}
                 }
                 for script in self.expand(arg, at, 0) {

@@ -111,6 +111,9 @@ impl Account {
     /// Add what the coding agents' user settings run.
     pub(in super::super) fn add_agents(&mut self, assigned: super::super::env_files::Assigned) {
         self.agent_runs.extend(assigned.runs);
+        // What their servers' environments set (`NODE_OPTIONS=--require ./x.js`) is read as
+        // the owner's environment.
+        self.env.extend(assigned.env);
         self.agent_relative_runs.extend(assigned.relative_sources);
         self.read_files.extend(assigned.read);
     }

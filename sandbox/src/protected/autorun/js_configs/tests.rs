@@ -124,6 +124,29 @@ fn decoded_and_nested_paths_under_loader_keys_are_refused() {
             "./evil.js",
         ),
         (".eslintrc.yml", "parser: \"\\x2e/evil.js\"\n", "./evil.js"),
+        // Red team 50: a loader's prefix, JSON5's `\x` escapes, a scoped traversal, YAML's
+        // `\x2f`.
+        (
+            ".babelrc",
+            r#"{"plugins": ["module:./evil.js"]}"#,
+            "module:./evil.js",
+        ),
+        (".babelrc", r#"{"plugins": ['\x2e/evil.js']}"#, "./evil.js"),
+        (
+            ".prettierrc.json5",
+            r#"{plugins: ['\x2e/evil.js']}"#,
+            "./evil.js",
+        ),
+        (
+            ".stylelintrc.json",
+            r#"{"plugins": ["@s/y/../../../evil.js"]}"#,
+            "@s/y/../../../evil.js",
+        ),
+        (
+            ".markdownlint.yaml",
+            "customRules:\n  - \"\\x2fopt/p/evil.js\"\n",
+            "/opt/p/evil.js",
+        ),
         (".prettierrc", "plugins: [\"\\x2e/evil.js\"]\n", "./evil.js"),
         (
             ".eslintrc.json",

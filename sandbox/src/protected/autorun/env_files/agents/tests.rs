@@ -29,6 +29,11 @@ fn agents_commands_name_their_files_however_spelled() {
     {{"type": "command", "command": "node scripts/h_node.js"}},
     {{"type": "command", "command": "\/w\/p\/h_jsonesc.sh"}},
     {{"type": "command", "command": "\u002fw/p/h_uesc.sh",}},
+    {{"type": "command", "command": "cd \"$CLAUDE_PROJECT_DIR\" && make -f x.mk"}},
+    {{"type": "command", "command": "uv run tools/u.py"}},
+    {{"type": "command", "command": "deno run --allow-all tools/d.ts"}},
+    {{"type": "command", "command": "bun run tools/b.ts"}},
+    {{"type": "command", "command": "poetry run python tools/q.py"}},
   ]}}]}},
   "statusLine": {{"type": "command", "command": "bash -c 'cd {p} && ./h_status.sh'"}},
   "apiKeyHelper": "{p}/key.sh",
@@ -38,14 +43,17 @@ fn agents_commands_name_their_files_however_spelled() {
     let claude_json = format!(
         r#"{{"projects": {{"{p}": {{"mcpServers": {{
   "x": {{"command": "node", "args": ["scripts/m_projrel.js"]}},
-  "y": {{"command": "python3", "args": ["-m", "m_pymod"], "cwd": "{p}"}}
+  "y": {{"command": "python3", "args": ["-m", "m_pymod"], "cwd": "{p}"}},
+  "e": {{"command": "node", "args": ["srv.js"], "env": {{"NODE_OPTIONS": "--require ./c4.js"}}}}
 }}}}}}}}"#
     );
     let codex = format!(
         "notify = [\"bash\", \"-c\", \"cd {p} && sh c_notify.sh\"]\n\
          [mcp_servers.y]\ncommand = \"node\"\nargs = [\"c_rel.js\"]\ncwd = \"{p}\"\n"
     );
-    let qwen = format!(r#"{{"mcpServers": {{"q": {{"command": "{p}/qwen.sh"}}}}}}"#);
+    let qwen = format!(
+        r#"{{"mcpServers": {{"q": {{"command": "{p}/qwen.sh"}}}}, "tools": {{"discoveryCommand": "./disc.sh"}}}}"#
+    );
     let broken = r#"{"mcpServers": {"z": {"command": "\/w\/p\/broken.sh" "#.to_string();
     let goose = "extensions:\n  x:\n    type: stdio\n    cmd: \"\\x2fw/p/goose.sh\"\n".to_string();
     let aider = "test-cmd: ./scripts/test.sh\n".to_string();
@@ -80,6 +88,12 @@ fn agents_commands_name_their_files_however_spelled() {
         "scripts/h_node.js",
         "scripts/m_projrel.js",
         "scripts/test.sh",
+        "x.mk",
+        "tools/u.py",
+        "tools/d.ts",
+        "tools/b.ts",
+        "tools/q.py",
+        "disc.sh",
     ] {
         assert!(
             got.relative_sources.contains(&PathBuf::from(want)),
@@ -87,8 +101,19 @@ fn agents_commands_name_their_files_however_spelled() {
             got.relative_sources
         );
     }
+    assert!(
+        got.env
+            .iter()
+            .any(|(name, value)| *name == "NODE_OPTIONS" && value == "--require ./c4.js"),
+        "{:?}",
+        got.env
+    );
     let everything = format!("{:?}{:?}", got.runs, got.relative_sources);
     assert!(!everything.contains("not-a-command"), "{everything}");
+    assert!(
+        !got.relative_sources.contains(&PathBuf::from("run")),
+        "{everything}"
+    );
 }
 
 /// `/w/p/./x` as `/w/p/x` (the places resolve the same way).
