@@ -500,9 +500,11 @@ impl Reader {
                 let alias = first.as_deref() == Some("alias");
                 let mut texts = Vec::new();
                 for word in &words[1..] {
-                    // `eval "$(cat .x)"`: what the substitution runs (red team 49).
+                    // `eval "$(cat .x)"`, `eval "$(< .x)"`: the file printed is the code
+                    // (red teams 49, 51); what the substitution runs is read too.
                     for piece in &word.pieces {
                         if let Piece::Command(inner) = piece {
+                            self.printed_code(inner);
                             self.code(inner, at, depth + 1);
                         }
                     }

@@ -269,15 +269,6 @@ impl Reader {
                     }
                     return;
                 }
-                // `eval "$(cat .x)"`, `. <(cat .x)`: what `cat` prints is, in a start-up
-                // file, most often code (red team 49); its files are scripts.
-                "cat" => {
-                    for file in args.iter().filter_map(Word::literal) {
-                        if !file.starts_with('-') {
-                            self.script_run(file, "cat");
-                        }
-                    }
-                }
                 // make runs its makefile's recipes (`[ -f .x.mk ] && make -f .x.mk`, `make -C
                 // /p -f x.mk`, red team 49): the makefile is a script, from `-C`'s directory.
                 "make" | "gmake" => {
@@ -459,6 +450,29 @@ impl Reader {
                     self.script_run(script, &program);
                 }
                 break;
+            }
+        }
+    }
+
+    /// The files a substitution prints that `eval` runs as code: `cat FILE…`, `< FILE`. Only
+    /// there: `echo "$(cat .nvmrc)"` prints data (red team 51: a rule on every `cat` refused
+    /// `.nvmrc` and `.python-version`).
+    pub(super) fn printed_code(&mut self, inner: &str) {
+        let inner = inner.trim();
+        if let Some(file) = inner.strip_prefix('<') {
+            let file = file.trim().trim_matches(['"', '\'']);
+            if !file.is_empty() && !file.contains(char::is_whitespace) {
+                self.script_run(file.to_string(), "eval");
+            }
+            return;
+        }
+        for words in shell_words::commands(inner, Dialect::Posix) {
+            if words.first().and_then(Word::literal).as_deref() == Some("cat") {
+                for file in words[1..].iter().filter_map(Word::literal) {
+                    if !file.starts_with('-') {
+                        self.script_run(file, "eval");
+                    }
+                }
             }
         }
     }

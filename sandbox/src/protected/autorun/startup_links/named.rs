@@ -143,6 +143,12 @@ pub(super) const SYSTEM_NAMING_FILES: &[&str] = &[
     "etc/mailcap",
     "etc/logrotate.conf",
     "etc/inputrc",
+    // Red team 51: systemd's manager defaults (`DefaultEnvironment=LD_PRELOAD=…`), the
+    // kernel's core pattern, sudo's secure path.
+    "etc/systemd/system.conf",
+    "etc/systemd/user.conf",
+    "etc/sysctl.conf",
+    "etc/sudoers",
     // Scripts run as root or at every login, read for the paths they spell rather than as
     // shell start-up files: they are large programs (the shell reader fails closed on their
     // dynamic assignments, `read -r "$2"` in git-prompt, and had refused every project).
@@ -173,6 +179,18 @@ pub(super) const SYSTEM_NAMING_DIRS: &[&str] = &[
     "etc/bash_completion.d",
     "etc/X11/Xsession.d",
     "etc/update-motd.d",
+    // Red team 51: run as root by the network scripts, modprobe, PAM (`pam_exec.so`), sudo,
+    // the kernel (`core_pattern=|…`) and systemd's manager.
+    "etc/network/if-up.d",
+    "etc/network/if-down.d",
+    "etc/network/if-pre-up.d",
+    "etc/network/if-post-down.d",
+    "etc/modprobe.d",
+    "etc/sysctl.d",
+    "etc/pam.d",
+    "etc/sudoers.d",
+    "etc/systemd/system.conf.d",
+    "etc/systemd/user.conf.d",
     "etc/apt/apt.conf.d",
     "etc/logrotate.d",
     "etc/udev/rules.d",

@@ -897,6 +897,14 @@ fn the_systems_units_loader_and_daemons_name_their_programs() {
         format!("RUN+=\"{p}/bin/udev\"\n"),
     );
     sys_write("etc/tmux.conf", format!("run-shell {p}/bin/tmux.sh\n"));
+    sys_write(
+        "etc/pam.d/common-session",
+        format!("session optional pam_exec.so {p}/bin/pam.sh\n"),
+    );
+    sys_write(
+        "etc/sysctl.d/99-x.conf",
+        format!("kernel.core_pattern=|{p}/bin/core.sh\n"),
+    );
     // A completion script is a large program: read for its paths (git-prompt's dynamic
     // `read` had made the shell reader refuse every project).
     sys_write(
@@ -925,6 +933,8 @@ fn the_systems_units_loader_and_daemons_name_their_programs() {
         ("bin/keys", "etc/ssh/sshd_config"),
         ("bin/udev", "etc/udev/rules.d/99.rules"),
         ("bin/tmux.sh", "etc/tmux.conf"),
+        ("bin/pam.sh", "etc/pam.d/common-session"),
+        ("bin/core.sh", "etc/sysctl.d/99-x.conf"),
         ("bin/comp.sh", "etc/bash_completion.d/git-prompt"),
         ("py/site.py", "etc/python3.11/sitecustomize.py"),
     ] {

@@ -507,7 +507,7 @@ fn make_files_cat_fed_code_and_env_chdir_runs_are_runs() {
         home.join(".bashrc"),
         format!(
             "cd() {{ builtin cd \"$@\" || return; [ -f .r9.mk ] && make -f .r9.mk; \
-             eval \"$(cat .r13)\"; }}\n\
+             eval \"$(cat .r13)\"; eval \"$(< .r35)\"; echo \"$(cat .nvmrc)\"; }}\n\
              env -C {p} bash s4.sh\n\
              make -C {p} -f s5.mk\n\
              make -C sub --file=s6.mk\n"
@@ -515,7 +515,13 @@ fn make_files_cat_fed_code_and_env_chdir_runs_are_runs() {
     )
     .unwrap();
     let assigned = of_shell(&home);
-    for rel in [".r9.mk", ".r13", "sub/s6.mk"] {
+    // What `cat` prints elsewhere is data (red team 51).
+    assert!(
+        !assigned.relative_sources.contains(&PathBuf::from(".nvmrc")),
+        "{:?}",
+        assigned.relative_sources
+    );
+    for rel in [".r9.mk", ".r13", ".r35", "sub/s6.mk"] {
         assert!(
             assigned.relative_sources.contains(&PathBuf::from(rel)),
             "{rel}: {:?}",
