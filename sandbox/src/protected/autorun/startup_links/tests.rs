@@ -916,6 +916,11 @@ fn the_systems_units_loader_and_daemons_name_their_programs() {
         format!("exec(open('{p}/py/site.py').read())\n"),
     );
     std::fs::create_dir_all(h.project.join("libdir")).unwrap();
+    // A link in a system directory into the project makes the project file the config.
+    std::fs::create_dir_all(h.project.join("cron")).unwrap();
+    std::fs::write(h.project.join("cron/tab"), "").unwrap();
+    std::fs::create_dir_all(system.join("etc/cron.d")).unwrap();
+    std::os::unix::fs::symlink(h.project.join("cron/tab"), system.join("etc/cron.d/link")).unwrap();
     super::super::TEST_SYSTEM_ROOT.with(|root| *root.borrow_mut() = Some(system.clone()));
     let policy = h.policy();
     let refused = |rel: &str| policy.write_protection(&h.project.join(rel));
@@ -945,6 +950,12 @@ fn the_systems_units_loader_and_daemons_name_their_programs() {
             "{rel}"
         );
     }
+    assert_eq!(
+        refused("cron/tab"),
+        Some(WriteProtection::StartupLinkTarget {
+            link: system.join("etc/cron.d/link").display().to_string()
+        })
+    );
     assert_eq!(refused("src/main.rs"), None);
     assert_eq!(refused("sd/other.sh"), None);
 }
