@@ -309,7 +309,9 @@ impl Derived {
                 // nothing of this one's.
                 let own_link = crate::look::symlink_metadata(&file)
                     .is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == uid);
-                if depth == 0 && own_link && owned_by(&real, uid) && crate::look::is_file(&real) {
+                // Dangling too: the write that makes the file makes the config (red team 51:
+                // `/etc/cron.d/x -> /p/x.cron` with no `/p/x.cron` yet).
+                if depth == 0 && own_link && owned_by(&real, uid) && !crate::look::is_dir(&real) {
                     self.links.push(StartupLink {
                         target: real.clone(),
                         link: file.clone(),
