@@ -925,7 +925,7 @@ impl PathPolicy {
 /// joined as written (red team 28 B3: a dangling `~/.config` link, two missing levels below a
 /// linked one).
 fn canonical_variant(path: &Path) -> Option<PathBuf> {
-    let canonical = std::fs::canonicalize(path)
+    let canonical = crate::look::canonicalize(path)
         .ok()
         .or_else(|| crate::protected::autorun::link_target::resolved(path))?;
     (canonical != path).then_some(canonical)
