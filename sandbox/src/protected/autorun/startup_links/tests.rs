@@ -741,11 +741,7 @@ fn agents_settings_and_the_systems_schedulers_name_their_programs() {
     let h = home();
     let p = h.project.to_string_lossy().into_owned();
     let system = h.tmp.join("sys");
-    let sys_write = |rel: &str, text: String| {
-        let at = system.join(rel);
-        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-        std::fs::write(at, text).unwrap();
-    };
+    let sys_write = |rel: &str, text: String| write_under(&system, rel, text);
     h.write(
         ".claude/settings.json",
         format!(
@@ -867,11 +863,7 @@ fn the_systems_units_loader_and_daemons_name_their_programs() {
     let h = home();
     let p = h.project.to_string_lossy().into_owned();
     let system = h.tmp.join("sys");
-    let sys_write = |rel: &str, text: String| {
-        let at = system.join(rel);
-        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-        std::fs::write(at, text).unwrap();
-    };
+    let sys_write = |rel: &str, text: String| write_under(&system, rel, text);
     sys_write(
         "etc/systemd/system/rt.service",
         format!("[Service]\nExecStart=-{p}/sd/dash.sh\nExecStartPre=+{p}/sd/plus.sh\n"),
@@ -970,4 +962,11 @@ fn the_systems_units_loader_and_daemons_name_their_programs() {
     );
     assert_eq!(refused("src/main.rs"), None);
     assert_eq!(refused("sd/other.sh"), None);
+}
+
+/// Write `text` at `rel` under `root`, making its directories.
+fn write_under(root: &Path, rel: &str, text: String) {
+    let at = root.join(rel);
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    std::fs::write(at, text).unwrap();
 }
